@@ -1,0 +1,47 @@
+// Package activities holds the Temporal activities: every side effect a workflow has (database
+// writes, sandboxes, MCP calls, inference, object storage) happens here, in methods of one
+// Activities struct that carries the shared dependencies. Workers register the struct; tests build
+// it with test dependencies.
+//
+// It may import models and internal packages, never workflows.
+package activities
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/proctorhq/proctor/models"
+)
+
+// Activities carries what every activity needs.
+type Activities struct {
+	Store  *models.Store
+	Logger *slog.Logger
+}
+
+// PingInput names the task queue a ping is meant to reach.
+type PingInput struct {
+	// Queue is the task queue the activity was scheduled on.
+	Queue string `json:"queue"`
+}
+
+// PingResult says which worker answered.
+type PingResult struct {
+	// Queue echoes the queue that was reached.
+	Queue string `json:"queue"`
+	// Worker is the process that ran the activity, as pid@host (the SDK's default identity).
+	Worker string `json:"worker"`
+}
+
+// Ping proves that a worker polls the queue it was scheduled on and can run activities: `proctor
+// dev` waits for one ping per queue before it reports ready, and operators can run it against a
+// cluster to check a new host.
+func (a *Activities) Ping(ctx context.Context, in PingInput) (PingResult, error) {
+	info := activity.GetInfo(ctx)
+	host, _ := os.Hostname()
+	return PingResult{Queue: info.TaskQueue, Worker: fmt.Sprintf("%d@%s", os.Getpid(), host)}, nil
+}

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/proctorhq/proctor/internal/config"
+	"github.com/proctorhq/proctor/models"
+)
+
+const adminUsage = `Usage: proctor admin <resource> <action> [flags]
+
+Manages identity in the configured database (--database-url / PROCTOR_DATABASE_URL; without one,
+the dev instance's SQLite file under --data-dir).
+
+  team create --name NAME                                   create a team
+  team list                                                 list teams
+  member add --team ID --email EMAIL [--name N] [--role owner|member]
+                                                            add a member (creates the user)
+  member list --team ID                                     list a team's members
+  key create --membership N [--name NAME]                   create an API key (shown once)
+  key list --team ID                                        list a team's keys (prefixes only)
+  key revoke --team ID --id KEY_ID                          revoke a key
+  session create --membership N [--ttl 24h]                 create a browser session; prints the cookie value
+  project create --team ID --name NAME [--description D]    create a project
+  project list --team ID                                    list a team's projects
+`
+
+func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) < 2 {
+		fmt.Fprint(stderr, adminUsage)
+		return errUsage
+	}
+	what := args[0] + " " + args[1]
+	cfg := &config.Config{}
+	fs := flag.NewFlagSet("proctor admin "+what, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, adminUsage, "\nFlags:\n"); fs.PrintDefaults() }
+	cfg.Bind(fs)
+	name := fs.String("name", "", "name")
+	email := fs.String("email", "", "member email")
+	role := fs.String("role", models.RoleMember, "member role: owner or member")
+	teamID := fs.String("team", "", "team id")
+	membership := fs.Int64("membership", 0, "membership id (an integer)")
+	keyID := fs.String("id", "", "API key id")
+	ttl := fs.Duration("ttl", 24*time.Hour, "session lifetime")
+	description := fs.String("description", "", "description")
+	if err := fs.Parse(args[2:]); err != nil {
+		return err
+	}
+	if cfg.DatabaseURL == "" {
+		if err := cfg.FillDevDefaults(); err != nil {
+			return err
+		}
+	}
+	store, err := models.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if _, err := store.Migrate(ctx); err != nil {
+		return err
+	}
+	team := func() (uuid.UUID, error) {
+		id, err := uuid.Parse(*teamID)
+		if err != nil {
+			return uuid.Nil, fmt.Errorf("--team must be a team id (uuid): %w", err)
+		}
+		if _, err := store.GetTeam(ctx, id); err != nil {
+			return uuid.Nil, err
+		}
+		return id, nil
+	}
+	needMembership := func() error {
+		if *membership <= 0 {
+			return errors.New("--membership is required (see `proctor admin member list`)")
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	defer tw.Flush()
+
+	switch what {
+	case "team create":
+		t, err := store.CreateTeam(ctx, *name)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(tw, "team\t%s\nname\t%s\n", t.ID, t.Name)
+	case "team list":
+		teams, err := store.ListTeams(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(tw, "ID\tNAME\tCREATED")
+		for _, t := range teams {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", t.ID, t.Name, t.CreatedAt.Format(time.RFC3339))
+		}
+	case "member add":
+		tid, err := team()
+		if err != nil {
+			return err
+		}
+		u, m, err := store.AddMember(ctx, tid, *name, *email, *role)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(tw, "membership\t%d\nuser\t%s\nemail\t%s\nrole\t%s\n", m.ID, u.ID, u.Email, m.Role)
+	case "member list":
+		tid, err := team()
+		if err != nil {
+			return err
+		}
+		ms, users, err := store.ListMembers(ctx, tid)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(tw, "MEMBERSHIP\tUSER\tEMAIL\tNAME\tROLE")
+		for i, m := range ms {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", m.ID, users[i].ID, users[i].Email, users[i].Name, m.Role)
+		}
+	case "key create":
+		if err := needMembership(); err != nil {
+			return err
+		}
+		k, token, err := store.CreateAPIKey(ctx, *membership, *name)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(tw, "id\t%s\nprefix\t%s\nkey\t%s\n", k.ID, k.Prefix, token)
+		fmt.Fprintln(tw, "\nThe key is shown once; store it now.")
+	case "key list":
+		tid, err := team()
+		if err != nil {
+			return err
+		}
+		keys, err := store.ListAPIKeys(ctx, tid)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(tw, "ID\tPREFIX\tNAME\tMEMBERSHIP\tCREATED\tLAST USED\tREVOKED")
+		for _, k := range keys {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", k.ID, k.Prefix, k.Name, k.MembershipID,
+				k.CreatedAt.Format(time.RFC3339), fmtTime(k.LastUsedAt), fmtTime(k.RevokedAt))
+		}
+	case "key revoke":
+		tid, err := team()
+		if err != nil {
+			return err
+		}
+		id, err := uuid.Parse(*keyID)
+		if err != nil {
+			return fmt.Errorf("--id must be a key id (uuid): %w", err)
+		}
+		if err := store.RevokeAPIKey(ctx, tid, id); err != nil {
+			return err
+		}
+		fmt.Fprintln(tw, "revoked", id)
+	case "session create":
+		if err := needMembership(); err != nil {
+			return err
+		}
+		sess, token, err := store.CreateSession(ctx, *membership, *ttl)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(tw, "session\t%s\nexpires\t%s\ncookie\t%s=%s\n", sess.ID, sess.ExpiresAt.Format(time.RFC3339), "proctor_session", token)
+	case "project create":
+		tid, err := team()
+		if err != nil {
+			return err
+		}
+		p, err := store.CreateProject(ctx, tid, *name, *description)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(tw, "project\t%s\nname\t%s\n", p.ID, p.Name)
+	case "project list":
+		tid, err := team()
+		if err != nil {
+			return err
+		}
+		ps, err := store.ListProjects(ctx, tid)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(tw, "ID\tNAME\tDESCRIPTION")
+		for _, p := range ps {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", p.ID, p.Name, p.Description)
+		}
+	default:
+		fmt.Fprintf(stderr, "unknown admin command %q\n\n%s", strings.TrimSpace(what), adminUsage)
+		return errUsage
+	}
+	return nil
+}
+
+func fmtTime(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.Format(time.RFC3339)
+}

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/proctorhq/proctor/activities"
+	"github.com/proctorhq/proctor/httpapi"
+	"github.com/proctorhq/proctor/models"
+	ptemporal "github.com/proctorhq/proctor/temporal"
+	"github.com/proctorhq/proctor/temporal/devserver"
+)
+
+// devInfo is what a started dev instance tells its caller (the banner, tests, client commands).
+type devInfo struct {
+	APIURL          string  `json:"api_url"`
+	DocsURL         string  `json:"docs_url"`
+	TemporalUIURL   string  `json:"temporal_ui_url"`
+	TemporalAddress string  `json:"temporal_address"`
+	APIKey          string  `json:"api_key"`
+	TeamID          string  `json:"team_id"`
+	MembershipID    int64   `json:"membership_id"`
+	DataDir         string  `json:"-"`
+	StartupSeconds  float64 `json:"-"`
+}
+
+// credentialsFile holds the bootstrap key; client commands read it to reach the local instance.
+const credentialsFile = "credentials.json"
+
+// cmdDev runs the whole platform in one process. ready, when not nil, receives the instance's
+// addresses once every part answers.
+func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer, ready chan<- devInfo) error {
+	cfg, _, err := parseConfig("dev", "Starts the API, an embedded Temporal server with its Web UI, a worker for every task queue,\nSQLite and local object storage in one process, with nothing to install or configure.\nState lives in --data-dir; a second start reuses it.", args, stderr)
+	if err != nil {
+		return err
+	}
+	if err := cfg.FillDevDefaults(); err != nil {
+		return err
+	}
+	log, err := newLogger(cfg, stderr)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("create data dir: %w", err)
+	}
+
+	host, port, err := splitHostPort(cfg.TemporalAddress)
+	if err != nil {
+		return fmt.Errorf("temporal address: %w", err)
+	}
+	ts, err := devserver.Start(devserver.Options{
+		DataDir:      filepath.Join(cfg.DataDir, "temporal"),
+		IP:           host,
+		FrontendPort: freeIfZero(port),
+		UIPort:       freeIfZero(cfg.TemporalUIPort),
+		Namespaces:   []string{cfg.TemporalNamespace},
+		Logger:       log,
+		Verbose:      cfg.LogLevel == "debug",
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		t := time.Now()
+		ts.Stop()
+		log.Info("temporal stopped", "took", time.Since(t).Round(time.Millisecond))
+	}()
+
+	store, err := openStore(ctx, cfg, true, log)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	boot, err := store.BootstrapIfEmpty(ctx, "default", "Developer", "dev@localhost")
+	if err != nil {
+		return err
+	}
+	if cfg.SigningKey == "" {
+		if cfg.SigningKey, err = loadOrCreateSecret(filepath.Join(cfg.DataDir, "signing-key")); err != nil {
+			return fmt.Errorf("signing key: %w", err)
+		}
+	}
+	bucket, blobHandler, err := openBucket(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer bucket.Close()
+
+	dialCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	tc, err := ptemporal.Dial(dialCtx, ts.FrontendAddress(), cfg.TemporalNamespace, log)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	workers, err := ptemporal.StartWorkers(tc, &activities.Activities{Store: store, Logger: log}, cfg.QueueList())
+	if err != nil {
+		return err
+	}
+	defer workers.Stop()
+
+	api := httpapi.New(httpapi.Options{
+		Store: store, Temporal: tc, Blob: blobHandler, Logger: log, PublicURL: cfg.PublicURL,
+		SessionTTL: cfg.SessionTTL, MaxBodyBytes: cfg.MaxBodyBytes,
+	})
+	hs, err := startHTTP(cfg.HTTPAddr, api.Handler(), log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := hs.shutdown(cfg.ShutdownTimeout); err != nil {
+			log.Warn("api server shutdown", "error", err)
+		}
+	}()
+
+	// Ready means a workflow ran through every queue, not merely that ports are open.
+	pingCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	_, err = tc.Ping(pingCtx, cfg.QueueList())
+	cancel()
+	if err != nil {
+		return fmt.Errorf("workers did not answer: %w", err)
+	}
+
+	info, err := devCredentials(cfg.DataDir, boot)
+	if err != nil {
+		return err
+	}
+	apiBase := "http://" + hs.addr
+	info.APIURL = apiBase
+	info.DocsURL = apiBase + "/docs"
+	info.TemporalUIURL = "http://" + ts.UIAddress()
+	info.TemporalAddress = ts.FrontendAddress()
+	info.DataDir = cfg.DataDir
+	if err := writeDevCredentials(info); err != nil {
+		return err
+	}
+	info.StartupSeconds = time.Since(start).Seconds()
+	printBanner(stdout, info, boot != nil)
+	if ready != nil {
+		ready <- info
+	}
+
+	<-ctx.Done()
+	fmt.Fprintln(stdout, "\nproctor dev: stopping…")
+	return nil
+}
+
+// devCredentials returns the bootstrap key: from this start's bootstrap, or from the file an
+// earlier start wrote.
+func devCredentials(dataDir string, boot *models.Bootstrap) (devInfo, error) {
+	if boot != nil {
+		return devInfo{APIKey: boot.Token, TeamID: boot.Team.ID.String(), MembershipID: boot.Membership.ID}, nil
+	}
+	var info devInfo
+	path := filepath.Join(dataDir, credentialsFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		// The database predates the file (or it was removed): the key cannot be recovered.
+		return info, nil
+	}
+	if err != nil {
+		return info, err
+	}
+	if err := json.Unmarshal(b, &info); err != nil {
+		return info, fmt.Errorf("read %s: %w", path, err)
+	}
+	return info, nil
+}
+
+// writeDevCredentials records the key with this start's addresses, readable by the owner only.
+func writeDevCredentials(info devInfo) error {
+	if info.APIKey == "" {
+		return nil
+	}
+	b, err := json.MarshalIndent(info, "", "  ")
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(info.DataDir, credentialsFile)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return os.Rename(tmp, path)
+}
+
+func printBanner(w io.Writer, info devInfo, firstStart bool) {
+	fmt.Fprintf(w, "\nProctor dev is ready (%.1fs)\n\n", info.StartupSeconds)
+	fmt.Fprintf(w, "  API          %s/v2\n", info.APIURL)
+	fmt.Fprintf(w, "  API docs     %s\n", info.DocsURL)
+	fmt.Fprintf(w, "  OpenAPI      %s/openapi.json\n", info.APIURL)
+	fmt.Fprintf(w, "  Temporal UI  %s\n", info.TemporalUIURL)
+	fmt.Fprintf(w, "  Temporal     %s\n", info.TemporalAddress)
+	fmt.Fprintf(w, "  Data         %s\n\n", info.DataDir)
+	keyFile := filepath.Join(info.DataDir, credentialsFile)
+	switch {
+	case firstStart:
+		fmt.Fprintf(w, "  API key (shown once; also saved, mode 0600, in %s):\n\n    %s\n\n", keyFile, info.APIKey)
+	case info.APIKey != "":
+		fmt.Fprintf(w, "  API key: in %s\n\n", keyFile)
+	default:
+		fmt.Fprintf(w, "  API key: %s is missing; create one with `proctor admin key create --membership 1`\n\n", keyFile)
+	}
+	fmt.Fprintf(w, "  Try:  curl -H \"Authorization: Bearer $KEY\" %s/v2/tasksets\n\n", info.APIURL)
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		return "", 0, fmt.Errorf("port %q: %w", p, err)
+	}
+	return host, port, nil
+}
+
+// freeIfZero maps the config's "0 = any free port" to the dev server's -1.
+func freeIfZero(port int) int {
+	if port == 0 {
+		return -1
+	}
+	return port
+}

@@ -1,0 +1,122 @@
+// Command proctor is the whole platform in one binary: the all-in-one `dev` mode, the production
+// `server`, `worker` and `migrate` processes, `admin` commands against the configured database, and
+// `openapi`, which prints the API document without starting anything.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/proctorhq/proctor/httpapi"
+	"github.com/proctorhq/proctor/internal/config"
+)
+
+const usage = `proctor — a self-hostable evaluation platform for AI agents
+
+Usage:
+  proctor dev        start everything in one process on embedded defaults (API, Temporal + UI, worker, SQLite, local storage)
+  proctor server     run the API server (Postgres, an existing Temporal, a bucket)
+  proctor worker     run a Temporal worker for the task queues in --queues
+  proctor migrate    apply pending database migrations and exit
+  proctor admin      manage teams, members, API keys, sessions and projects in the configured database
+  proctor openapi    print the OpenAPI 3.1 document (YAML) without starting anything
+  proctor version    print the version
+
+Every command takes --help. Settings come from flags or PROCTOR_* environment variables.
+`
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "proctor:", err)
+		}
+		stop()
+		os.Exit(exitCode(err))
+	}
+}
+
+func exitCode(err error) int {
+	if errors.Is(err, flag.ErrHelp) || errors.Is(err, errUsage) {
+		return 2
+	}
+	return 1
+}
+
+var errUsage = errors.New("usage")
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errUsage
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "dev":
+		return cmdDev(ctx, rest, stdout, stderr, nil)
+	case "server":
+		return cmdServer(ctx, rest, stderr)
+	case "worker":
+		return cmdWorker(ctx, rest, stderr)
+	case "migrate":
+		return cmdMigrate(ctx, rest, stdout, stderr)
+	case "admin":
+		return cmdAdmin(ctx, rest, stdout, stderr)
+	case "openapi":
+		spec, err := httpapi.Spec()
+		if err != nil {
+			return err
+		}
+		_, err = stdout.Write(spec)
+		return err
+	case "version", "--version":
+		fmt.Fprintln(stdout, "proctor", version)
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		fmt.Fprintf(stderr, "unknown command %q\n\n%s", cmd, usage)
+		return errUsage
+	}
+}
+
+// parseConfig binds the shared configuration to a command's flags and parses them.
+func parseConfig(name, summary string, args []string, stderr io.Writer) (*config.Config, *flag.FlagSet, error) {
+	cfg := &config.Config{}
+	fs := flag.NewFlagSet("proctor "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: proctor %s [flags]\n\n%s\n\nFlags:\n", name, summary)
+		fs.PrintDefaults()
+	}
+	cfg.Bind(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, nil, err
+	}
+	return cfg, fs, nil
+}
+
+func newLogger(cfg *config.Config, w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(strings.ToUpper(cfg.LogLevel))); err != nil {
+		return nil, fmt.Errorf("log level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return slog.New(slog.NewTextHandler(w, opts)), nil
+}

@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/proctorhq/proctor/activities"
+	"github.com/proctorhq/proctor/httpapi"
+	"github.com/proctorhq/proctor/internal/blob"
+	"github.com/proctorhq/proctor/internal/config"
+	"github.com/proctorhq/proctor/models"
+	ptemporal "github.com/proctorhq/proctor/temporal"
+)
+
+func openStore(ctx context.Context, cfg *config.Config, migrate bool, log *slog.Logger) (*models.Store, error) {
+	store, err := models.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	if migrate {
+		applied, err := store.Migrate(ctx)
+		if err != nil {
+			store.Close()
+			return nil, err
+		}
+		if len(applied) > 0 {
+			log.Info("applied migrations", "dialect", store.Dialect, "migrations", applied)
+		}
+	}
+	return store, nil
+}
+
+// openBucket opens object storage; a local bucket's signed URLs are served by the API under /blob/.
+func openBucket(ctx context.Context, cfg *config.Config) (blob.Bucket, http.Handler, error) {
+	if strings.HasPrefix(cfg.BlobURL, "file://") && cfg.SigningKey == "" {
+		return nil, nil, errors.New("a file:// bucket needs PROCTOR_SIGNING_KEY (--signing-key) to sign its URLs")
+	}
+	b, err := blob.Open(ctx, cfg.BlobURL, blob.Options{PublicBaseURL: cfg.PublicURL, SigningKey: []byte(cfg.SigningKey)})
+	if err != nil {
+		return nil, nil, fmt.Errorf("open object storage: %w", err)
+	}
+	var h http.Handler
+	if hb, ok := b.(interface{ Handler() http.Handler }); ok {
+		h = hb.Handler()
+	}
+	return b, h, nil
+}
+
+// loadOrCreateSecret reads a secret kept in a 0600 file, creating it on first use.
+func loadOrCreateSecret(path string) (string, error) {
+	if b, err := os.ReadFile(path); err == nil {
+		if s := strings.TrimSpace(string(b)); s != "" {
+			return s, nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	buf := make([]byte, 32)
+	if _, err := rand.Read(buf); err != nil {
+		return "", err
+	}
+	s := hex.EncodeToString(buf)
+	if err := os.WriteFile(path, []byte(s+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	return s, nil
+}
+
+// httpServer serves the API on a listener until shutdown.
+type httpServer struct {
+	srv  *http.Server
+	addr string
+	done chan error
+}
+
+func startHTTP(addr string, h http.Handler, log *slog.Logger) (*httpServer, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	hs := &httpServer{
+		srv: &http.Server{
+			Handler:           h,
+			ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		},
+		addr: l.Addr().String(),
+		done: make(chan error, 1),
+	}
+	go func() {
+		err := hs.srv.Serve(l)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		hs.done <- err
+	}()
+	return hs, nil
+}
+
+// shutdown stops accepting, lets in-flight requests finish within timeout, then closes the rest.
+func (hs *httpServer) shutdown(timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	err := hs.srv.Shutdown(ctx)
+	if err != nil {
+		hs.srv.Close()
+	}
+	return errors.Join(err, <-hs.done)
+}
+
+func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
+	cfg, _, err := parseConfig("server", "Runs the /v2 API against Postgres, an existing Temporal and a bucket.\nApply migrations first with `proctor migrate`.", args, stderr)
+	if err != nil {
+		return err
+	}
+	if err := cfg.RequireProduction(true); err != nil {
+		return err
+	}
+	log, err := newLogger(cfg, stderr)
+	if err != nil {
+		return err
+	}
+	store, err := openStore(ctx, cfg, false, log)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	bucket, blobHandler, err := openBucket(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer bucket.Close()
+	dialCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	tc, err := ptemporal.Dial(dialCtx, cfg.TemporalAddress, cfg.TemporalNamespace, log)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	api := httpapi.New(httpapi.Options{
+		Store: store, Temporal: tc, Blob: blobHandler, Logger: log, PublicURL: cfg.PublicURL,
+		SessionTTL: cfg.SessionTTL, MaxBodyBytes: cfg.MaxBodyBytes,
+	})
+	hs, err := startHTTP(cfg.HTTPAddr, api.Handler(), log)
+	if err != nil {
+		return err
+	}
+	log.Info("api server listening", "addr", hs.addr, "public_url", cfg.PublicURL)
+	select {
+	case <-ctx.Done():
+	case err := <-hs.done:
+		return err
+	}
+	log.Info("api server stopping")
+	return hs.shutdown(cfg.ShutdownTimeout)
+}
+
+func cmdWorker(ctx context.Context, args []string, stderr io.Writer) error {
+	cfg, _, err := parseConfig("worker", "Runs Temporal workers for the task queues in --queues.", args, stderr)
+	if err != nil {
+		return err
+	}
+	if err := cfg.RequireProduction(false); err != nil {
+		return err
+	}
+	log, err := newLogger(cfg, stderr)
+	if err != nil {
+		return err
+	}
+	store, err := openStore(ctx, cfg, false, log)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	dialCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	tc, err := ptemporal.Dial(dialCtx, cfg.TemporalAddress, cfg.TemporalNamespace, log)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	workers, err := ptemporal.StartWorkers(tc, &activities.Activities{Store: store, Logger: log}, cfg.QueueList())
+	if err != nil {
+		return err
+	}
+	log.Info("worker polling", "queues", cfg.QueueList(), "temporal", cfg.TemporalAddress)
+	<-ctx.Done()
+	log.Info("worker stopping")
+	workers.Stop()
+	return nil
+}
+
+func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, _, err := parseConfig("migrate", "Applies every pending migration to --database-url and exits.", args, stderr)
+	if err != nil {
+		return err
+	}
+	if err := cfg.RequireProduction(false); err != nil {
+		return err
+	}
+	log, err := newLogger(cfg, stderr)
+	if err != nil {
+		return err
+	}
+	store, err := openStore(ctx, cfg, false, log)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	applied, err := store.Migrate(ctx)
+	if err != nil {
+		return err
+	}
+	if len(applied) == 0 {
+		fmt.Fprintln(stdout, "database is up to date")
+		return nil
+	}
+	for _, name := range applied {
+		fmt.Fprintln(stdout, "applied", name)
+	}
+	return nil
+}

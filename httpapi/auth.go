@@ -1,0 +1,174 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/proctorhq/proctor/models"
+)
+
+// authMode is what an operation accepts as credentials; it is stored in the operation's metadata
+// and enforced by one middleware, so that each route states its rule where it is registered.
+type authMode string
+
+const (
+	// authKeyOrSession: an API key or a browser session (the default).
+	authKeyOrSession authMode = "key_or_session"
+	// authAPIKey: an API key only (taskset export, by-name lookup).
+	authAPIKey authMode = "api_key"
+	// authSession: a browser session only; an API key gets 401 (briefs, uploads).
+	authSession authMode = "session"
+	// authOptional: anonymous callers pass; credentials, when sent, must be valid and widen what
+	// is visible (published jobs and traces, public tasksets).
+	authOptional authMode = "optional"
+	// authNone: no credentials are read at all.
+	authNone authMode = "none"
+)
+
+// SessionCookie names the browser-session cookie.
+const SessionCookie = "proctor_session"
+
+const metaAuth = "auth"
+
+// Security requirement objects for the OpenAPI document.
+var (
+	securityBearer   = []map[string][]string{{"bearer": {}}, {"session": {}}}
+	securityAPIKey   = []map[string][]string{{"bearer": {}}}
+	securitySession  = []map[string][]string{{"session": {}}}
+	securityOptional = []map[string][]string{{}, {"bearer": {}}, {"session": {}}}
+)
+
+func securityFor(mode authMode) []map[string][]string {
+	switch mode {
+	case authAPIKey:
+		return securityAPIKey
+	case authSession:
+		return securitySession
+	case authOptional:
+		return securityOptional
+	case authNone:
+		return nil
+	default:
+		return securityBearer
+	}
+}
+
+type callerKey struct{}
+
+// callerFrom returns the authenticated caller, or nil for an anonymous one on an optional route.
+func callerFrom(ctx context.Context) *models.Caller {
+	c, _ := ctx.Value(callerKey{}).(*models.Caller)
+	return c
+}
+
+// authenticate resolves the caller from the bearer header or the session cookie. No credentials is
+// (nil, nil); credentials that do not check out are models.ErrInvalidCredentials.
+func (s *Server) authenticate(ctx context.Context, header string, cookie string) (*models.Caller, error) {
+	if header != "" {
+		scheme, token, ok := strings.Cut(header, " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
+			return nil, models.ErrInvalidCredentials
+		}
+		return s.store.AuthenticateAPIKey(ctx, strings.TrimSpace(token))
+	}
+	if cookie != "" {
+		return s.store.AuthenticateSession(ctx, cookie)
+	}
+	return nil, nil
+}
+
+// authMiddleware enforces each operation's authMode.
+func (s *Server) authMiddleware(api huma.API) func(huma.Context, func(huma.Context)) {
+	return func(ctx huma.Context, next func(huma.Context)) {
+		mode, _ := ctx.Operation().Metadata[metaAuth].(authMode)
+		if mode == authNone {
+			next(ctx)
+			return
+		}
+		cookie := ""
+		if c, err := huma.ReadCookie(ctx, SessionCookie); err == nil {
+			cookie = c.Value
+		}
+		caller, err := s.authenticate(ctx.Context(), ctx.Header("Authorization"), cookie)
+		if errors.Is(err, models.ErrInvalidCredentials) {
+			huma.WriteErr(api, ctx, http.StatusUnauthorized, "invalid credentials: the API key or session is unknown, revoked or expired") //nolint:errcheck
+			return
+		}
+		if err != nil {
+			s.log.ErrorContext(ctx.Context(), "authenticate", "error", err)
+			huma.WriteErr(api, ctx, http.StatusInternalServerError, "could not check credentials") //nolint:errcheck
+			return
+		}
+		switch {
+		case mode == authOptional:
+		case caller == nil:
+			huma.WriteErr(api, ctx, http.StatusUnauthorized, "missing credentials: send an API key as 'Authorization: Bearer <key>'") //nolint:errcheck
+			return
+		case mode == authSession && caller.Kind != models.CredentialSession:
+			huma.WriteErr(api, ctx, http.StatusUnauthorized, "this route needs a signed-in browser session; API keys are not accepted") //nolint:errcheck
+			return
+		case mode == authAPIKey && caller.Kind != models.CredentialAPIKey:
+			huma.WriteErr(api, ctx, http.StatusUnauthorized, "this route needs an API key ('Authorization: Bearer <key>')") //nolint:errcheck
+			return
+		}
+		if caller != nil {
+			ctx = huma.WithValue(ctx, callerKey{}, caller)
+		}
+		next(ctx)
+	}
+}
+
+// handleLogin signs a browser in: it exchanges an API key for a session cookie. It lives outside
+// /v2 because the spec leaves the issuing of sessions open.
+func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		APIKey string `json:"api_key"`
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&body); err != nil || body.APIKey == "" {
+		writeError(w, http.StatusBadRequest, `send {"api_key": "<key>"} as JSON`)
+		return
+	}
+	caller, err := s.store.AuthenticateAPIKey(r.Context(), body.APIKey)
+	if errors.Is(err, models.ErrInvalidCredentials) {
+		writeError(w, http.StatusUnauthorized, "invalid API key")
+		return
+	}
+	if err != nil {
+		s.log.ErrorContext(r.Context(), "login", "error", err)
+		writeError(w, http.StatusInternalServerError, "could not sign in")
+		return
+	}
+	sess, token, err := s.store.CreateSession(r.Context(), caller.MembershipID, s.sessionTTL)
+	if err != nil {
+		s.log.ErrorContext(r.Context(), "login", "error", err)
+		writeError(w, http.StatusInternalServerError, "could not sign in")
+		return
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name: SessionCookie, Value: token, Path: "/", Expires: sess.ExpiresAt,
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secureCookies,
+	})
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{"session_id": sess.ID, "expires_at": sess.ExpiresAt.Format(time.RFC3339)}) //nolint:errcheck
+}
+
+// handleLogout ends the cookie's session; it answers 204 whether or not one was live.
+func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {
+	if c, err := r.Cookie(SessionCookie); err == nil {
+		if caller, err := s.store.AuthenticateSession(r.Context(), c.Value); err == nil {
+			if err := s.store.DeleteSession(r.Context(), caller.SessionID); err != nil {
+				s.log.ErrorContext(r.Context(), "logout", "error", err)
+				writeError(w, http.StatusInternalServerError, "could not sign out")
+				return
+			}
+		}
+	}
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secureCookies})
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,123 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/proctorhq/proctor/models"
+)
+
+// ErrorBody is the envelope of every error response except 422, which keeps Huma's validation body
+// so that clients see each failing field with its location.
+type ErrorBody struct {
+	Error ErrorInfo `json:"error"`
+}
+
+// ErrorInfo carries a machine-readable code and a human-readable message.
+type ErrorInfo struct {
+	Code    string `json:"code" doc:"Machine-readable error code" example:"not_found"`
+	Message string `json:"message" doc:"Human-readable explanation" example:"taskset not found"`
+}
+
+// apiError is the huma.StatusError behind ErrorBody.
+type apiError struct {
+	status int
+	ErrorBody
+}
+
+func (e *apiError) Error() string  { return e.ErrorBody.Error.Message }
+func (e *apiError) GetStatus() int { return e.status }
+
+// errorCode names each status for the envelope's code field.
+func errorCode(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return "bad_request"
+	case http.StatusUnauthorized:
+		return "unauthorized"
+	case http.StatusForbidden:
+		return "forbidden"
+	case http.StatusNotFound:
+		return "not_found"
+	case http.StatusMethodNotAllowed:
+		return "method_not_allowed"
+	case http.StatusConflict:
+		return "conflict"
+	case http.StatusRequestEntityTooLarge:
+		return "payload_too_large"
+	case http.StatusUnsupportedMediaType:
+		return "unsupported_media_type"
+	case http.StatusTooManyRequests:
+		return "rate_limited"
+	case http.StatusServiceUnavailable:
+		return "unavailable"
+	default:
+		if status >= 500 {
+			return "internal"
+		}
+		return strings.ToLower(strings.ReplaceAll(http.StatusText(status), " ", "_"))
+	}
+}
+
+func newAPIError(status int, msg string) *apiError {
+	if msg == "" {
+		msg = http.StatusText(status)
+	}
+	return &apiError{status: status, ErrorBody: ErrorBody{Error: ErrorInfo{Code: errorCode(status), Message: msg}}}
+}
+
+// newHumaError replaces huma.NewError: Huma calls it for every error it produces (bad JSON, body too
+// large, validation) and so do handlers through huma.ErrorXXX helpers.
+func newHumaError(status int, msg string, errs ...error) huma.StatusError {
+	if status == http.StatusUnprocessableEntity {
+		details := make([]*huma.ErrorDetail, 0, len(errs))
+		for _, e := range errs {
+			if e == nil {
+				continue
+			}
+			var d huma.ErrorDetailer
+			if errors.As(e, &d) {
+				details = append(details, d.ErrorDetail())
+			} else {
+				details = append(details, &huma.ErrorDetail{Message: e.Error()})
+			}
+		}
+		return &huma.ErrorModel{Status: status, Title: http.StatusText(status), Detail: msg, Errors: details}
+	}
+	for _, e := range errs {
+		if e != nil && !strings.Contains(msg, e.Error()) {
+			msg += ": " + e.Error()
+		}
+	}
+	return newAPIError(status, msg)
+}
+
+func init() {
+	// Huma's error constructor is package state by design; this package is its only user and sets
+	// it once, before any API is built.
+	huma.NewError = newHumaError
+}
+
+// storeError maps the store's sentinel errors to API errors; anything else is a 500 whose detail
+// stays in the log.
+func storeError(err error, what string) error {
+	switch {
+	case errors.Is(err, models.ErrNotFound):
+		return newAPIError(http.StatusNotFound, what+" not found")
+	case errors.Is(err, models.ErrConflict):
+		return newAPIError(http.StatusConflict, err.Error())
+	default:
+		return err
+	}
+}
+
+// writeError writes the envelope from plain chi handlers and middleware.
+func writeError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(newAPIError(status, msg).ErrorBody) //nolint:errcheck // the client went away
+}

@@ -1,0 +1,236 @@
+// Package httpapi serves the platform's REST API (/v2, specified in shared/spec/000: the contract for
+// every route, field, default and bound) with Huma v2 on chi, and generates its OpenAPI 3.1 document
+// from the operations' input and output structs: if the document is wrong, a struct is wrong.
+//
+// One file per resource group of the spec. Handlers parse, authorize, call the store (or start a
+// workflow) and map to the response type; there is no SQL here and no HTTP type below this package.
+// It may import models, temporal (names and inputs) and internal packages.
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"reflect"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humachi"
+	"github.com/go-chi/chi/v5"
+
+	"github.com/proctorhq/proctor/httpapi/docsui"
+	"github.com/proctorhq/proctor/models"
+)
+
+// APIVersion is the version of the OpenAPI document, as in the spec's Versioning part.
+const APIVersion = "2.0.0"
+
+// HealthChecker is a dependency that /readyz asks; the Temporal client satisfies it.
+type HealthChecker interface {
+	CheckHealth(ctx context.Context) error
+}
+
+// Options are the server's dependencies and settings.
+type Options struct {
+	Store *models.Store
+	// Temporal is checked by /readyz.
+	Temporal HealthChecker
+	// Blob serves the local bucket's signed URLs under /blob/ when set.
+	Blob   http.Handler
+	Logger *slog.Logger
+	// PublicURL is where clients reach this server; an https URL makes cookies Secure.
+	PublicURL string
+	// SessionTTL is how long a browser session lasts. Default 7 days.
+	SessionTTL time.Duration
+	// MaxBodyBytes bounds request bodies. Default 10 MiB.
+	MaxBodyBytes int64
+}
+
+// Server is the HTTP API.
+type Server struct {
+	store         *models.Store
+	temporal      HealthChecker
+	log           *slog.Logger
+	sessionTTL    time.Duration
+	secureCookies bool
+	maxBodyBytes  int64
+	router        chi.Router
+	api           huma.API
+	v2            *huma.Group
+}
+
+// New builds the router and registers every operation.
+func New(o Options) *Server {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.SessionTTL <= 0 {
+		o.SessionTTL = 7 * 24 * time.Hour
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = 10 << 20
+	}
+	s := &Server{
+		store: o.Store, temporal: o.Temporal, log: o.Logger, sessionTTL: o.SessionTTL,
+		secureCookies: strings.HasPrefix(o.PublicURL, "https://"), maxBodyBytes: o.MaxBodyBytes,
+	}
+	r := chi.NewRouter()
+	r.Use(s.requestID, s.accessLog, s.recoverPanics)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusMethodNotAllowed, r.Method+" is not allowed on "+r.URL.Path)
+	})
+
+	s.api = humachi.New(r, apiConfig())
+	s.api.UseMiddleware(s.authMiddleware(s.api))
+	s.v2 = huma.NewGroup(s.api, "/v2")
+	s.registerHealth()
+	s.registerTasksets()
+
+	docs := docsui.Handler("/openapi.json")
+	r.Get("/docs", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/docs/", http.StatusMovedPermanently)
+	})
+	r.Handle("/docs/*", http.StripPrefix("/docs", docs))
+	r.Post("/auth/session", s.handleLogin)
+	r.Delete("/auth/session", s.handleLogout)
+	if o.Blob != nil {
+		r.Handle("/blob/*", o.Blob)
+	}
+	s.router = r
+	return s
+}
+
+// Handler is the root HTTP handler.
+func (s *Server) Handler() http.Handler { return s.router }
+
+// OpenAPI is the generated document.
+func (s *Server) OpenAPI() *huma.OpenAPI { return s.api.OpenAPI() }
+
+// Spec returns the OpenAPI document as YAML without any dependency: it is what `proctor openapi`
+// prints and what the committed openapi.yaml must equal.
+func Spec() ([]byte, error) {
+	return New(Options{Logger: slog.New(slog.DiscardHandler)}).OpenAPI().YAML()
+}
+
+func apiConfig() huma.Config {
+	cfg := huma.DefaultConfig("Proctor API", APIVersion)
+	cfg.Info.Description = "The REST API of Proctor, a self-hostable evaluation platform for AI agents. " +
+		"Every public route is under /v2. Authenticate with an API key: `Authorization: Bearer <key>`. " +
+		"Errors use the envelope `{\"error\": {\"code\", \"message\"}}`; validation failures (422) list each failing field."
+	// The reference page is served offline by this package, not from Huma's CDN-backed renderer,
+	// and responses carry no $schema links: bodies are exactly the spec's shapes.
+	cfg.DocsPath = ""
+	cfg.SchemasPath = ""
+	cfg.CreateHooks = nil
+	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
+		"bearer": {Type: "http", Scheme: "bearer", Description: "A team API key, shown once when it is created (`proctor admin key create`)."},
+		"session": {Type: "apiKey", In: "cookie", Name: SessionCookie,
+			Description: "A signed-in browser session; `POST /auth/session` with `{\"api_key\"}` sets it."},
+	}
+	registry := cfg.Components.Schemas
+	cfg.OnAddOperation = append(cfg.OnAddOperation, func(_ *huma.OpenAPI, op *huma.Operation) {
+		// Every error response carries the envelope except 422, which keeps the validation body.
+		if r := op.Responses["422"]; r != nil {
+			schema := registry.Schema(reflect.TypeOf(huma.ErrorModel{}), true, "ErrorModel")
+			r.Content = map[string]*huma.MediaType{"application/problem+json": {Schema: schema}}
+		}
+	})
+	return cfg
+}
+
+// op fills what every operation shares: the auth rule, its security requirement, and the error
+// statuses it can answer with (401 wherever credentials are read).
+func op(o huma.Operation, mode authMode) huma.Operation {
+	o.Metadata = map[string]any{metaAuth: mode}
+	o.Security = securityFor(mode)
+	if mode != authNone {
+		o.Errors = append([]int{http.StatusUnauthorized}, o.Errors...)
+	}
+	if o.MaxBodyBytes == 0 {
+		o.MaxBodyBytes = 1 << 20
+	}
+	return o
+}
+
+type requestIDKey struct{}
+
+// requestID takes a sane X-Request-Id from the client or makes one, and echoes it.
+func (s *Server) requestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Request-Id")
+		if id == "" || len(id) > 128 || strings.ContainsFunc(id, func(c rune) bool { return c < 0x21 || c > 0x7e }) {
+			b := make([]byte, 12)
+			rand.Read(b) //nolint:errcheck // crypto/rand does not fail
+			id = hex.EncodeToString(b)
+		}
+		w.Header().Set("X-Request-Id", id)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id)))
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += n
+	return n, err
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// accessLog logs one structured line per request.
+func (s *Server) accessLog(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		level := slog.LevelInfo
+		if sw.status >= 500 {
+			level = slog.LevelError
+		} else if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
+			level = slog.LevelDebug
+		}
+		s.log.Log(r.Context(), level, "http request",
+			"request_id", r.Context().Value(requestIDKey{}), "method", r.Method, "path", r.URL.Path,
+			"status", sw.status, "bytes", sw.bytes, "duration_ms", float64(time.Since(start).Microseconds())/1000)
+	})
+}
+
+// recoverPanics turns a handler panic into a logged 500 with the envelope.
+func (s *Server) recoverPanics(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.ErrorContext(r.Context(), "panic in handler", "request_id", r.Context().Value(requestIDKey{}),
+					"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				writeError(w, http.StatusInternalServerError, "internal error")
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,166 @@
+// Package config is the one configuration struct of every proctor process, read from command-line
+// flags and PROCTOR_* environment variables (a flag wins over its variable). Defaults make `proctor
+// dev` work with nothing set. It imports the standard library only.
+package config
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is every setting of the platform's processes; each command reads the fields it needs.
+type Config struct {
+	// DataDir holds dev-mode state: the SQLite database, the Temporal database, local object
+	// storage, the signing key and the printed credentials.
+	DataDir string
+	// DatabaseURL: postgres://… in production, sqlite:PATH for the embedded store.
+	DatabaseURL string
+	// BlobURL: gs://bucket[/prefix] in production, file:///abs/dir for a local directory.
+	BlobURL string
+	// HTTPAddr is where the API listens.
+	HTTPAddr string
+	// PublicURL is how clients reach the API (used in signed URLs and links).
+	PublicURL string
+	// TemporalAddress is the Temporal frontend (host:port).
+	TemporalAddress string
+	// TemporalNamespace is the namespace every workflow runs in.
+	TemporalNamespace string
+	// TemporalUIPort serves the Temporal Web UI in dev mode.
+	TemporalUIPort int
+	// SigningKey signs local object-storage URLs (HMAC); dev mode generates and keeps one.
+	SigningKey string
+	// Queues lists the task queues a worker polls.
+	Queues string
+	// LogLevel is debug, info, warn or error; LogFormat is text or json.
+	LogLevel  string
+	LogFormat string
+	// SessionTTL is the lifetime of a browser session.
+	SessionTTL time.Duration
+	// MaxBodyBytes bounds API request bodies.
+	MaxBodyBytes int64
+	// ShutdownTimeout bounds a graceful stop.
+	ShutdownTimeout time.Duration
+}
+
+// Defaults returns the settings used when neither a flag nor a variable says otherwise.
+func Defaults() Config {
+	return Config{
+		DataDir:           ".proctor",
+		HTTPAddr:          "127.0.0.1:8080",
+		TemporalAddress:   "127.0.0.1:7233",
+		TemporalNamespace: "default",
+		TemporalUIPort:    8233,
+		Queues:            "proctor-workflows,sandboxes-cpu",
+		LogLevel:          "info",
+		LogFormat:         "text",
+		SessionTTL:        7 * 24 * time.Hour,
+		MaxBodyBytes:      10 << 20,
+		ShutdownTimeout:   10 * time.Second,
+	}
+}
+
+// Bind registers every field on fs with its PROCTOR_* variable as the default, so that `--help`
+// documents both. Call fs.Parse afterwards, then Finish.
+func (c *Config) Bind(fs *flag.FlagSet) {
+	d := Defaults()
+	str := func(p *string, name, env, def, usage string) {
+		fs.StringVar(p, name, envOr(env, def), fmt.Sprintf("%s (env %s)", usage, env))
+	}
+	str(&c.DataDir, "data-dir", "PROCTOR_DATA_DIR", d.DataDir, "directory for dev-mode state")
+	str(&c.DatabaseURL, "database-url", "PROCTOR_DATABASE_URL", "", "database: postgres://user:pass@host/db or sqlite:PATH (dev default: sqlite:<data-dir>/proctor.db)")
+	str(&c.BlobURL, "blob-url", "PROCTOR_BLOB_URL", "", "object storage: gs://bucket[/prefix] or file:///abs/dir (dev default: file://<data-dir>/blobs)")
+	str(&c.HTTPAddr, "http-addr", "PROCTOR_HTTP_ADDR", d.HTTPAddr, "address the API listens on")
+	str(&c.PublicURL, "public-url", "PROCTOR_PUBLIC_URL", "", "URL clients reach the API at (default: http://<http-addr>)")
+	str(&c.TemporalAddress, "temporal-address", "PROCTOR_TEMPORAL_ADDRESS", d.TemporalAddress, "Temporal frontend host:port (dev: where the embedded server listens)")
+	str(&c.TemporalNamespace, "temporal-namespace", "PROCTOR_TEMPORAL_NAMESPACE", d.TemporalNamespace, "Temporal namespace")
+	fs.IntVar(&c.TemporalUIPort, "temporal-ui-port", envInt("PROCTOR_TEMPORAL_UI_PORT", d.TemporalUIPort), "port of the Temporal Web UI in dev mode (env PROCTOR_TEMPORAL_UI_PORT)")
+	str(&c.SigningKey, "signing-key", "PROCTOR_SIGNING_KEY", "", "HMAC key for local object-storage URLs (dev: generated and kept in the data dir)")
+	str(&c.Queues, "queues", "PROCTOR_QUEUES", d.Queues, "comma-separated task queues this worker polls")
+	str(&c.LogLevel, "log-level", "PROCTOR_LOG_LEVEL", d.LogLevel, "debug, info, warn or error")
+	str(&c.LogFormat, "log-format", "PROCTOR_LOG_FORMAT", d.LogFormat, "text or json")
+	fs.DurationVar(&c.SessionTTL, "session-ttl", envDuration("PROCTOR_SESSION_TTL", d.SessionTTL), "browser session lifetime (env PROCTOR_SESSION_TTL)")
+	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", int64(envInt("PROCTOR_MAX_BODY_BYTES", int(d.MaxBodyBytes))), "largest accepted request body (env PROCTOR_MAX_BODY_BYTES)")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", envDuration("PROCTOR_SHUTDOWN_TIMEOUT", d.ShutdownTimeout), "bound on a graceful stop (env PROCTOR_SHUTDOWN_TIMEOUT)")
+}
+
+// FillDevDefaults points the database and object storage into the data directory where they were
+// not given, and makes the data directory absolute.
+func (c *Config) FillDevDefaults() error {
+	abs, err := filepath.Abs(c.DataDir)
+	if err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	c.DataDir = abs
+	if c.DatabaseURL == "" {
+		c.DatabaseURL = "sqlite:" + filepath.Join(abs, "proctor.db")
+	}
+	if c.BlobURL == "" {
+		c.BlobURL = "file://" + filepath.Join(abs, "blobs")
+	}
+	return c.finish()
+}
+
+// RequireProduction checks that the settings a production process cannot default are present.
+func (c *Config) RequireProduction(needBlob bool) error {
+	var missing []string
+	if c.DatabaseURL == "" {
+		missing = append(missing, "PROCTOR_DATABASE_URL (--database-url)")
+	}
+	if needBlob && c.BlobURL == "" {
+		missing = append(missing, "PROCTOR_BLOB_URL (--blob-url)")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("missing configuration: %s", strings.Join(missing, ", "))
+	}
+	return c.finish()
+}
+
+func (c *Config) finish() error {
+	if c.PublicURL == "" {
+		c.PublicURL = "http://" + c.HTTPAddr
+	}
+	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		return fmt.Errorf("log format must be text or json, not %q", c.LogFormat)
+	}
+	return nil
+}
+
+// QueueList splits Queues.
+func (c *Config) QueueList() []string {
+	var out []string
+	for _, q := range strings.Split(c.Queues, ",") {
+		if q = strings.TrimSpace(q); q != "" {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+func envOr(key, def string) string {
+	if v, ok := os.LookupEnv(key); ok {
+		return v
+	}
+	return def
+}
+
+func envInt(key string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(key)); err == nil {
+		return v
+	}
+	return def
+}
+
+func envDuration(key string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(key)); err == nil {
+		return v
+	}
+	return def
+}

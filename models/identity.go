@@ -1,0 +1,417 @@
+package models
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+)
+
+// Team owns every team-scoped row.
+type Team struct {
+	bun.BaseModel `bun:"table:teams"`
+	ID            uuid.UUID `bun:"id,pk,type:uuid"`
+	Name          string    `bun:"name"`
+	CreatedAt     time.Time `bun:"created_at"`
+	UpdatedAt     time.Time `bun:"updated_at"`
+}
+
+// User is a person; one user can be a member of several teams.
+type User struct {
+	bun.BaseModel `bun:"table:users"`
+	ID            uuid.UUID `bun:"id,pk,type:uuid"`
+	Name          string    `bun:"name"`
+	Email         string    `bun:"email"`
+	AvatarURL     string    `bun:"avatar_url"`
+	CreatedAt     time.Time `bun:"created_at"`
+	UpdatedAt     time.Time `bun:"updated_at"`
+}
+
+// Membership ties a user to a team. Its id is an integer, as membership_id is in the API.
+type Membership struct {
+	bun.BaseModel `bun:"table:memberships"`
+	ID            int64     `bun:"id,pk,autoincrement"`
+	TeamID        uuid.UUID `bun:"team_id,type:uuid"`
+	UserID        uuid.UUID `bun:"user_id,type:uuid"`
+	Role          string    `bun:"role"`
+	CreatedAt     time.Time `bun:"created_at"`
+	UpdatedAt     time.Time `bun:"updated_at"`
+}
+
+// Membership roles.
+const (
+	RoleOwner  = "owner"
+	RoleMember = "member"
+)
+
+// APIKey is stored as a visible prefix plus the SHA-256 of the whole token; the token itself is
+// shown once, at creation. Keys are 32 random bytes, so a fast hash is enough: there is nothing
+// to brute-force that a slow hash would protect.
+type APIKey struct {
+	bun.BaseModel `bun:"table:api_keys"`
+	ID            uuid.UUID  `bun:"id,pk,type:uuid"`
+	TeamID        uuid.UUID  `bun:"team_id,type:uuid"`
+	MembershipID  int64      `bun:"membership_id"`
+	Name          string     `bun:"name"`
+	Prefix        string     `bun:"prefix"`
+	SecretHash    string     `bun:"secret_hash"`
+	LastUsedAt    *time.Time `bun:"last_used_at"`
+	RevokedAt     *time.Time `bun:"revoked_at"`
+	CreatedAt     time.Time  `bun:"created_at"`
+	UpdatedAt     time.Time  `bun:"updated_at"`
+}
+
+// Session is a signed-in browser session: the cookie carries a random token, the row its hash.
+type Session struct {
+	bun.BaseModel `bun:"table:sessions"`
+	ID            uuid.UUID `bun:"id,pk,type:uuid"`
+	TokenHash     string    `bun:"token_hash"`
+	MembershipID  int64     `bun:"membership_id"`
+	ExpiresAt     time.Time `bun:"expires_at"`
+	CreatedAt     time.Time `bun:"created_at"`
+	UpdatedAt     time.Time `bun:"updated_at"`
+}
+
+// Project groups a team's environments; registry lists can be filtered by project.
+type Project struct {
+	bun.BaseModel `bun:"table:projects"`
+	ID            uuid.UUID `bun:"id,pk,type:uuid"`
+	TeamID        uuid.UUID `bun:"team_id,type:uuid"`
+	Name          string    `bun:"name"`
+	Description   string    `bun:"description"`
+	CreatedAt     time.Time `bun:"created_at"`
+	UpdatedAt     time.Time `bun:"updated_at"`
+}
+
+// CredentialKind says how a caller authenticated.
+type CredentialKind string
+
+const (
+	CredentialAPIKey  CredentialKind = "api_key"
+	CredentialSession CredentialKind = "session"
+)
+
+// Caller is an authenticated principal: every query made on its behalf is scoped by TeamID.
+type Caller struct {
+	TeamID       uuid.UUID
+	UserID       uuid.UUID
+	MembershipID int64
+	Role         string
+	Kind         CredentialKind
+	// APIKeyID is set when Kind is CredentialAPIKey, SessionID when it is CredentialSession.
+	APIKeyID  uuid.UUID
+	SessionID uuid.UUID
+}
+
+// CreateTeam inserts a team.
+func (s *Store) CreateTeam(ctx context.Context, name string) (*Team, error) {
+	if strings.TrimSpace(name) == "" {
+		return nil, errors.New("create team: name is empty")
+	}
+	t := &Team{ID: uuid.New(), Name: name, CreatedAt: now(), UpdatedAt: now()}
+	if _, err := s.DB.NewInsert().Model(t).Exec(ctx); err != nil {
+		return nil, fmt.Errorf("create team: %w", err)
+	}
+	return t, nil
+}
+
+// GetTeam reads a team by id.
+func (s *Store) GetTeam(ctx context.Context, id uuid.UUID) (*Team, error) {
+	t := new(Team)
+	if err := s.DB.NewSelect().Model(t).Where("id = ?", id).Scan(ctx); err != nil {
+		return nil, notFound(err, "get team")
+	}
+	return t, nil
+}
+
+// ListTeams lists every team, oldest first.
+func (s *Store) ListTeams(ctx context.Context) ([]Team, error) {
+	var teams []Team
+	if err := s.DB.NewSelect().Model(&teams).Order("created_at ASC", "id ASC").Scan(ctx); err != nil {
+		return nil, fmt.Errorf("list teams: %w", err)
+	}
+	return teams, nil
+}
+
+// AddMember creates the user for email if there is none and makes them a member of the team.
+func (s *Store) AddMember(ctx context.Context, teamID uuid.UUID, name, email, role string) (*User, *Membership, error) {
+	email = strings.ToLower(strings.TrimSpace(email))
+	if email == "" || !strings.Contains(email, "@") {
+		return nil, nil, fmt.Errorf("add member: invalid email %q", email)
+	}
+	if role != RoleOwner && role != RoleMember {
+		return nil, nil, fmt.Errorf("add member: role must be %q or %q, not %q", RoleOwner, RoleMember, role)
+	}
+	var u User
+	var m Membership
+	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		err := tx.NewSelect().Model(&u).Where("email = ?", email).Scan(ctx)
+		switch {
+		case err == nil:
+		case isNoRows(err):
+			if name == "" {
+				name = email
+			}
+			u = User{ID: uuid.New(), Name: name, Email: email, CreatedAt: now(), UpdatedAt: now()}
+			if _, err := tx.NewInsert().Model(&u).Exec(ctx); err != nil {
+				return err
+			}
+		default:
+			return err
+		}
+		m = Membership{TeamID: teamID, UserID: u.ID, Role: role, CreatedAt: now(), UpdatedAt: now()}
+		_, err = tx.NewInsert().Model(&m).Returning("id").Exec(ctx)
+		return err
+	})
+	if isUniqueViolation(err) {
+		return nil, nil, fmt.Errorf("add member %s: already a member: %w", email, ErrConflict)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("add member %s: %w", email, err)
+	}
+	return &u, &m, nil
+}
+
+// GetMembership reads a membership by its integer id.
+func (s *Store) GetMembership(ctx context.Context, id int64) (*Membership, error) {
+	m := new(Membership)
+	if err := s.DB.NewSelect().Model(m).Where("id = ?", id).Scan(ctx); err != nil {
+		return nil, notFound(err, "get membership")
+	}
+	return m, nil
+}
+
+// ListMembers lists a team's memberships with their users, oldest first.
+func (s *Store) ListMembers(ctx context.Context, teamID uuid.UUID) ([]Membership, []User, error) {
+	var ms []Membership
+	if err := s.DB.NewSelect().Model(&ms).Where("team_id = ?", teamID).Order("id ASC").Scan(ctx); err != nil {
+		return nil, nil, fmt.Errorf("list members: %w", err)
+	}
+	users := make([]User, len(ms))
+	for i, m := range ms {
+		if err := s.DB.NewSelect().Model(&users[i]).Where("id = ?", m.UserID).Scan(ctx); err != nil {
+			return nil, nil, fmt.Errorf("list members: user %s: %w", m.UserID, err)
+		}
+	}
+	return ms, users, nil
+}
+
+// API key tokens look like pk_<prefix>_<secret>; the prefix (12 characters with "pk_") is stored
+// in clear so that a key can be found by index and recognised in listings.
+const apiKeyScheme = "pk_"
+
+// CreateAPIKey makes a key for a membership and returns its row and the token. The token is not
+// stored and cannot be recovered.
+func (s *Store) CreateAPIKey(ctx context.Context, membershipID int64, name string) (*APIKey, string, error) {
+	m, err := s.GetMembership(ctx, membershipID)
+	if err != nil {
+		return nil, "", fmt.Errorf("create api key: %w", err)
+	}
+	prefix := apiKeyScheme + randomToken(4)
+	token := prefix + "_" + randomToken(32)
+	k := &APIKey{
+		ID: uuid.New(), TeamID: m.TeamID, MembershipID: m.ID, Name: name,
+		Prefix: prefix, SecretHash: hashToken(token), CreatedAt: now(), UpdatedAt: now(),
+	}
+	if _, err := s.DB.NewInsert().Model(k).Exec(ctx); err != nil {
+		return nil, "", fmt.Errorf("create api key: %w", err)
+	}
+	return k, token, nil
+}
+
+// ListAPIKeys lists a team's keys (prefixes only, never secrets), newest first.
+func (s *Store) ListAPIKeys(ctx context.Context, teamID uuid.UUID) ([]APIKey, error) {
+	var keys []APIKey
+	if err := s.DB.NewSelect().Model(&keys).Where("team_id = ?", teamID).Order("created_at DESC", "id DESC").Scan(ctx); err != nil {
+		return nil, fmt.Errorf("list api keys: %w", err)
+	}
+	return keys, nil
+}
+
+// RevokeAPIKey stops a key from authenticating. Revoking twice is not an error.
+func (s *Store) RevokeAPIKey(ctx context.Context, teamID, id uuid.UUID) error {
+	res, err := s.DB.NewUpdate().Model((*APIKey)(nil)).
+		Set("revoked_at = COALESCE(revoked_at, ?)", now()).Set("updated_at = ?", now()).
+		Where("id = ? AND team_id = ?", id, teamID).Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("revoke api key: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("revoke api key %s: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// ErrInvalidCredentials is returned for a token that is malformed, unknown, revoked or expired.
+var ErrInvalidCredentials = errors.New("invalid credentials")
+
+// AuthenticateAPIKey resolves a bearer token to its caller.
+func (s *Store) AuthenticateAPIKey(ctx context.Context, token string) (*Caller, error) {
+	prefix, _, ok := strings.Cut(strings.TrimPrefix(token, apiKeyScheme), "_")
+	if !strings.HasPrefix(token, apiKeyScheme) || !ok || len(prefix) != 8 {
+		return nil, ErrInvalidCredentials
+	}
+	var k APIKey
+	if err := s.DB.NewSelect().Model(&k).Where("prefix = ?", apiKeyScheme+prefix).Scan(ctx); err != nil {
+		if isNoRows(err) {
+			return nil, ErrInvalidCredentials
+		}
+		return nil, fmt.Errorf("authenticate api key: %w", err)
+	}
+	if subtle.ConstantTimeCompare([]byte(k.SecretHash), []byte(hashToken(token))) != 1 || k.RevokedAt != nil {
+		return nil, ErrInvalidCredentials
+	}
+	m, err := s.GetMembership(ctx, k.MembershipID)
+	if err != nil {
+		return nil, fmt.Errorf("authenticate api key: %w", err)
+	}
+	// Last use is informational; a write per request would serialise SQLite, so it is coarse.
+	if k.LastUsedAt == nil || time.Since(*k.LastUsedAt) > time.Minute {
+		s.DB.NewUpdate().Model((*APIKey)(nil)).Set("last_used_at = ?", now()).Where("id = ?", k.ID).Exec(ctx) //nolint:errcheck
+	}
+	return &Caller{TeamID: m.TeamID, UserID: m.UserID, MembershipID: m.ID, Role: m.Role, Kind: CredentialAPIKey, APIKeyID: k.ID}, nil
+}
+
+// CreateSession signs a membership in for ttl and returns the session and the cookie token.
+func (s *Store) CreateSession(ctx context.Context, membershipID int64, ttl time.Duration) (*Session, string, error) {
+	if _, err := s.GetMembership(ctx, membershipID); err != nil {
+		return nil, "", fmt.Errorf("create session: %w", err)
+	}
+	token := randomToken(32)
+	sess := &Session{
+		ID: uuid.New(), TokenHash: hashToken(token), MembershipID: membershipID,
+		ExpiresAt: now().Add(ttl), CreatedAt: now(), UpdatedAt: now(),
+	}
+	if _, err := s.DB.NewInsert().Model(sess).Exec(ctx); err != nil {
+		return nil, "", fmt.Errorf("create session: %w", err)
+	}
+	return sess, token, nil
+}
+
+// AuthenticateSession resolves a session cookie token to its caller.
+func (s *Store) AuthenticateSession(ctx context.Context, token string) (*Caller, error) {
+	if token == "" {
+		return nil, ErrInvalidCredentials
+	}
+	var sess Session
+	if err := s.DB.NewSelect().Model(&sess).Where("token_hash = ?", hashToken(token)).Scan(ctx); err != nil {
+		if isNoRows(err) {
+			return nil, ErrInvalidCredentials
+		}
+		return nil, fmt.Errorf("authenticate session: %w", err)
+	}
+	if !now().Before(sess.ExpiresAt) {
+		return nil, ErrInvalidCredentials
+	}
+	m, err := s.GetMembership(ctx, sess.MembershipID)
+	if err != nil {
+		return nil, fmt.Errorf("authenticate session: %w", err)
+	}
+	return &Caller{TeamID: m.TeamID, UserID: m.UserID, MembershipID: m.ID, Role: m.Role, Kind: CredentialSession, SessionID: sess.ID}, nil
+}
+
+// DeleteSession signs a session out. Deleting an absent session is not an error.
+func (s *Store) DeleteSession(ctx context.Context, id uuid.UUID) error {
+	if _, err := s.DB.NewDelete().Model((*Session)(nil)).Where("id = ?", id).Exec(ctx); err != nil {
+		return fmt.Errorf("delete session: %w", err)
+	}
+	return nil
+}
+
+// DeleteExpiredSessions removes sessions past their expiry and returns how many went.
+func (s *Store) DeleteExpiredSessions(ctx context.Context) (int64, error) {
+	res, err := s.DB.NewDelete().Model((*Session)(nil)).Where("expires_at <= ?", now()).Exec(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("delete expired sessions: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
+}
+
+// CreateProject adds a project to a team; names are unique within a team.
+func (s *Store) CreateProject(ctx context.Context, teamID uuid.UUID, name, description string) (*Project, error) {
+	if strings.TrimSpace(name) == "" {
+		return nil, errors.New("create project: name is empty")
+	}
+	p := &Project{ID: uuid.New(), TeamID: teamID, Name: name, Description: description, CreatedAt: now(), UpdatedAt: now()}
+	if _, err := s.DB.NewInsert().Model(p).Exec(ctx); err != nil {
+		if isUniqueViolation(err) {
+			return nil, fmt.Errorf("create project %q: %w", name, ErrConflict)
+		}
+		return nil, fmt.Errorf("create project: %w", err)
+	}
+	return p, nil
+}
+
+// ListProjects lists a team's projects by name.
+func (s *Store) ListProjects(ctx context.Context, teamID uuid.UUID) ([]Project, error) {
+	var ps []Project
+	if err := s.DB.NewSelect().Model(&ps).Where("team_id = ?", teamID).Order("name ASC", "id ASC").Scan(ctx); err != nil {
+		return nil, fmt.Errorf("list projects: %w", err)
+	}
+	return ps, nil
+}
+
+// GetProject reads a project visible to the team.
+func (s *Store) GetProject(ctx context.Context, teamID, id uuid.UUID) (*Project, error) {
+	p := new(Project)
+	if err := s.DB.NewSelect().Model(p).Where("id = ? AND team_id = ?", id, teamID).Scan(ctx); err != nil {
+		return nil, notFound(err, "get project")
+	}
+	return p, nil
+}
+
+// Bootstrap is what a first start creates: a team, its owner and an API key.
+type Bootstrap struct {
+	Team       *Team
+	User       *User
+	Membership *Membership
+	APIKey     *APIKey
+	Token      string
+}
+
+// BootstrapIfEmpty creates a team, an owner and a key when the store has no team yet; it returns
+// nil when there already is one, so that a restart reuses the data.
+func (s *Store) BootstrapIfEmpty(ctx context.Context, teamName, userName, email string) (*Bootstrap, error) {
+	n, err := s.DB.NewSelect().Model((*Team)(nil)).Count(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap: %w", err)
+	}
+	if n > 0 {
+		return nil, nil
+	}
+	t, err := s.CreateTeam(ctx, teamName)
+	if err != nil {
+		return nil, err
+	}
+	u, m, err := s.AddMember(ctx, t.ID, userName, email, RoleOwner)
+	if err != nil {
+		return nil, err
+	}
+	k, token, err := s.CreateAPIKey(ctx, m.ID, "bootstrap")
+	if err != nil {
+		return nil, err
+	}
+	return &Bootstrap{Team: t, User: u, Membership: m, APIKey: k, Token: token}, nil
+}
+
+func randomToken(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	return hex.EncodeToString(b)
+}
+
+func hashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,167 @@
+// Package models holds the bun table structs, the embedded SQL migrations for both dialects, and the
+// data access for each resource of the API. Postgres (pgdialect) is the production store; SQLite
+// (sqlitedialect, pure-Go driver) is the embedded default of `proctor dev`. The same structs and the
+// same functions serve both; only the migration SQL differs per dialect.
+//
+// It may import internal leaf helpers only: no HTTP, no Temporal.
+package models
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/pgdialect"
+	"github.com/uptrace/bun/dialect/sqlitedialect"
+	"github.com/uptrace/bun/migrate"
+	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" database/sql driver
+)
+
+// Sentinel errors that callers branch on (the API maps them to 404 and 409).
+var (
+	ErrNotFound = errors.New("not found")
+	ErrConflict = errors.New("conflict")
+)
+
+// Dialect names the SQL flavour behind a Store.
+type Dialect string
+
+const (
+	Postgres Dialect = "postgres"
+	SQLite   Dialect = "sqlite"
+)
+
+//go:embed migrations
+var migrationFiles embed.FS
+
+// Store is the database behind every resource.
+type Store struct {
+	DB      *bun.DB
+	Dialect Dialect
+}
+
+// Open connects to a database URL: postgres://… (or postgresql://…) for Postgres, sqlite:PATH or
+// sqlite://PATH for an SQLite file (its directory is created). It does not migrate.
+func Open(ctx context.Context, url string) (*Store, error) {
+	var s *Store
+	switch {
+	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
+		sqldb, err := sql.Open("pgx", url)
+		if err != nil {
+			return nil, fmt.Errorf("open postgres: %w", err)
+		}
+		sqldb.SetMaxOpenConns(20)
+		sqldb.SetConnMaxIdleTime(5 * time.Minute)
+		s = &Store{DB: bun.NewDB(sqldb, pgdialect.New()), Dialect: Postgres}
+	case strings.HasPrefix(url, "sqlite:"):
+		path := strings.TrimPrefix(strings.TrimPrefix(url, "sqlite:"), "//")
+		if path == "" {
+			return nil, errors.New("open sqlite: empty path in database URL")
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, fmt.Errorf("open sqlite: %w", err)
+		}
+		// WAL lets readers proceed during a write; immediate transactions take the write lock up
+		// front so that two writers queue on busy_timeout instead of failing with SQLITE_BUSY when
+		// one upgrades a read lock.
+		dsn := "file:" + path + "?_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+		sqldb, err := sql.Open("sqlite", dsn)
+		if err != nil {
+			return nil, fmt.Errorf("open sqlite: %w", err)
+		}
+		sqldb.SetMaxOpenConns(8)
+		s = &Store{DB: bun.NewDB(sqldb, sqlitedialect.New()), Dialect: SQLite}
+	default:
+		return nil, fmt.Errorf("unsupported database URL %q: want postgres://… or sqlite:PATH", redact(url))
+	}
+	if err := s.Ping(ctx); err != nil {
+		s.DB.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.DB.PingContext(ctx); err != nil {
+		return fmt.Errorf("ping %s: %w", s.Dialect, err)
+	}
+	return nil
+}
+
+// Close closes the connection pool.
+func (s *Store) Close() error { return s.DB.Close() }
+
+// Migrate applies every pending migration of the store's dialect under bun's migration lock, so
+// that several servers starting at once apply each migration exactly once. It returns the names
+// applied by this call.
+func (s *Store) Migrate(ctx context.Context) ([]string, error) {
+	sub, err := fs.Sub(migrationFiles, "migrations/"+string(s.Dialect))
+	if err != nil {
+		return nil, err
+	}
+	migrations := migrate.NewMigrations()
+	if err := migrations.Discover(sub); err != nil {
+		return nil, fmt.Errorf("discover migrations: %w", err)
+	}
+	m := migrate.NewMigrator(s.DB, migrations, migrate.WithMarkAppliedOnSuccess(true))
+	if err := m.Init(ctx); err != nil {
+		return nil, fmt.Errorf("init migrations: %w", err)
+	}
+	if err := m.Lock(ctx); err != nil {
+		return nil, fmt.Errorf("lock migrations: %w", err)
+	}
+	defer m.Unlock(context.WithoutCancel(ctx)) //nolint:errcheck // best effort; a stale lock row is reported by the next Lock
+	group, err := m.Migrate(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("migrate %s: %w", s.Dialect, err)
+	}
+	var names []string
+	for _, mg := range group.Migrations {
+		names = append(names, mg.Name)
+	}
+	return names, nil
+}
+
+// isUniqueViolation reports whether err is a unique-constraint failure on either dialect.
+func isUniqueViolation(err error) bool {
+	if err == nil {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "SQLSTATE 23505") || strings.Contains(msg, "UNIQUE constraint failed")
+}
+
+func notFound(err error, what string) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%s: %w", what, ErrNotFound)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+func now() time.Time { return time.Now().UTC() }
+
+// redact hides a password in a URL for error messages.
+func redact(url string) string {
+	at := strings.LastIndex(url, "@")
+	scheme := strings.Index(url, "://")
+	if at < 0 || scheme < 0 || at < scheme {
+		return url
+	}
+	creds := url[scheme+3 : at]
+	if i := strings.Index(creds, ":"); i >= 0 {
+		return url[:scheme+3] + creds[:i] + ":***" + url[at:]
+	}
+	return url
+}
+
+func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }

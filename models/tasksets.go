@@ -1,0 +1,185 @@
+package models
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+)
+
+// Taskset is a named bundle of tasks owned by a team.
+type Taskset struct {
+	bun.BaseModel        `bun:"table:tasksets,alias:t"`
+	ID                   uuid.UUID      `bun:"id,pk,type:uuid"`
+	TeamID               uuid.UUID      `bun:"team_id,type:uuid"`
+	Name                 string         `bun:"name"`
+	Description          string         `bun:"description"`
+	Public               bool           `bun:"public"`
+	Columns              map[string]any `bun:"columns"`
+	HiddenProgressStages []string       `bun:"hidden_progress_stages"`
+	CreatedBy            *uuid.UUID     `bun:"created_by,type:uuid"`
+	CreatedAt            time.Time      `bun:"created_at"`
+	UpdatedAt            time.Time      `bun:"updated_at"`
+}
+
+// TasksetStar records that a user starred a taskset; stars order lists and are counted.
+type TasksetStar struct {
+	bun.BaseModel `bun:"table:taskset_stars"`
+	TasksetID     uuid.UUID `bun:"taskset_id,pk,type:uuid"`
+	UserID        uuid.UUID `bun:"user_id,pk,type:uuid"`
+	CreatedAt     time.Time `bun:"created_at"`
+}
+
+// TasksetShare makes a taskset visible to another team, writable when CanEdit.
+type TasksetShare struct {
+	bun.BaseModel `bun:"table:taskset_shares"`
+	TasksetID     uuid.UUID `bun:"taskset_id,pk,type:uuid"`
+	TeamID        uuid.UUID `bun:"team_id,pk,type:uuid"`
+	CanEdit       bool      `bun:"can_edit"`
+	CreatedAt     time.Time `bun:"created_at"`
+}
+
+// Task is one graded request in a taskset.
+type Task struct {
+	bun.BaseModel `bun:"table:tasks"`
+	ID            uuid.UUID `bun:"id,pk,type:uuid"`
+	TeamID        uuid.UUID `bun:"team_id,type:uuid"`
+	TasksetID     uuid.UUID `bun:"taskset_id,type:uuid"`
+	Name          string    `bun:"name"`
+	CreatedAt     time.Time `bun:"created_at"`
+	UpdatedAt     time.Time `bun:"updated_at"`
+}
+
+// TasksetRow is a taskset as one caller sees it.
+type TasksetRow struct {
+	Taskset       `bun:",extend"`
+	StarCount     int64 `bun:"star_count,scanonly"`
+	TaskCount     int64 `bun:"task_count,scanonly"`
+	IsStarred     bool  `bun:"is_starred,scanonly"`
+	SharedCanEdit bool  `bun:"shared_can_edit,scanonly"`
+	// Filled from the caller after the query.
+	IsOwner bool `bun:"-"`
+	CanEdit bool `bun:"-"`
+}
+
+// Taskset list sort keys.
+const (
+	SortStarred = "starred"
+	SortDate    = "date"
+	SortName    = "name"
+	SortStars   = "stars"
+	SortTasks   = "tasks"
+)
+
+// TasksetQuery is the list route's filter, sort and page.
+type TasksetQuery struct {
+	Search     string
+	PublicOnly bool
+	OwnerOnly  bool
+	SortBy     string
+	Limit      int
+	Offset     int
+}
+
+// CreateTaskset inserts a taskset for the caller's team; names are unique within a team.
+func (s *Store) CreateTaskset(ctx context.Context, c *Caller, name, description string, public bool) (*Taskset, error) {
+	if strings.TrimSpace(name) == "" {
+		return nil, fmt.Errorf("create taskset: name is empty")
+	}
+	t := &Taskset{
+		ID: uuid.New(), TeamID: c.TeamID, Name: name, Description: description, Public: public,
+		Columns: map[string]any{}, HiddenProgressStages: []string{}, CreatedBy: &c.UserID,
+		CreatedAt: now(), UpdatedAt: now(),
+	}
+	if _, err := s.DB.NewInsert().Model(t).Exec(ctx); err != nil {
+		if isUniqueViolation(err) {
+			return nil, fmt.Errorf("create taskset %q: a taskset of that name exists in the team: %w", name, ErrConflict)
+		}
+		return nil, fmt.Errorf("create taskset: %w", err)
+	}
+	return t, nil
+}
+
+// CreateTask adds a task to a taskset of the caller's team.
+func (s *Store) CreateTask(ctx context.Context, c *Caller, tasksetID uuid.UUID, name string) (*Task, error) {
+	t := &Task{ID: uuid.New(), TeamID: c.TeamID, TasksetID: tasksetID, Name: name, CreatedAt: now(), UpdatedAt: now()}
+	if _, err := s.DB.NewInsert().Model(t).Exec(ctx); err != nil {
+		return nil, fmt.Errorf("create task: %w", err)
+	}
+	return t, nil
+}
+
+// StarTaskset stars a taskset for the caller; starring twice is not an error.
+func (s *Store) StarTaskset(ctx context.Context, c *Caller, tasksetID uuid.UUID) error {
+	star := &TasksetStar{TasksetID: tasksetID, UserID: c.UserID, CreatedAt: now()}
+	if _, err := s.DB.NewInsert().Model(star).On("CONFLICT DO NOTHING").Exec(ctx); err != nil {
+		return fmt.Errorf("star taskset: %w", err)
+	}
+	return nil
+}
+
+// ShareTaskset shares a taskset with another team (or updates the share's write permission).
+func (s *Store) ShareTaskset(ctx context.Context, tasksetID, teamID uuid.UUID, canEdit bool) error {
+	share := &TasksetShare{TasksetID: tasksetID, TeamID: teamID, CanEdit: canEdit, CreatedAt: now()}
+	if _, err := s.DB.NewInsert().Model(share).On("CONFLICT (taskset_id, team_id) DO UPDATE").Set("can_edit = EXCLUDED.can_edit").Exec(ctx); err != nil {
+		return fmt.Errorf("share taskset: %w", err)
+	}
+	return nil
+}
+
+// ListTasksets pages the tasksets visible to the caller: public ones when PublicOnly, otherwise
+// those owned by or shared with the caller's team (owned only when OwnerOnly). Every order ends
+// on the id so that pages never overlap or skip rows.
+func (s *Store) ListTasksets(ctx context.Context, c *Caller, q TasksetQuery) ([]TasksetRow, int, error) {
+	var rows []TasksetRow
+	sel := s.DB.NewSelect().Model(&rows).
+		ColumnExpr("t.*").
+		ColumnExpr("(SELECT COUNT(*) FROM taskset_stars AS st WHERE st.taskset_id = t.id) AS star_count").
+		ColumnExpr("(SELECT COUNT(*) FROM tasks AS tk WHERE tk.taskset_id = t.id) AS task_count").
+		ColumnExpr("EXISTS (SELECT 1 FROM taskset_stars AS st WHERE st.taskset_id = t.id AND st.user_id = ?) AS is_starred", c.UserID).
+		ColumnExpr("EXISTS (SELECT 1 FROM taskset_shares AS sh WHERE sh.taskset_id = t.id AND sh.team_id = ? AND sh.can_edit) AS shared_can_edit", c.TeamID)
+	switch {
+	case q.PublicOnly:
+		sel = sel.Where("t.public")
+	case q.OwnerOnly:
+		sel = sel.Where("t.team_id = ?", c.TeamID)
+	default:
+		sel = sel.WhereGroup(" AND ", func(w *bun.SelectQuery) *bun.SelectQuery {
+			return w.Where("t.team_id = ?", c.TeamID).
+				WhereOr("t.id IN (SELECT sh.taskset_id FROM taskset_shares AS sh WHERE sh.team_id = ?)", c.TeamID)
+		})
+	}
+	if q.Search != "" {
+		sel = sel.Where("LOWER(t.name) LIKE ? ESCAPE '\\'", "%"+escapeLike(strings.ToLower(q.Search))+"%")
+	}
+	switch q.SortBy {
+	case SortDate:
+		sel = sel.OrderExpr("t.updated_at DESC")
+	case SortName:
+		sel = sel.OrderExpr("LOWER(t.name) ASC")
+	case SortStars:
+		sel = sel.OrderExpr("star_count DESC")
+	case SortTasks:
+		sel = sel.OrderExpr("task_count DESC")
+	default: // starred: the caller's starred first, then most recently updated
+		sel = sel.OrderExpr("is_starred DESC").OrderExpr("t.updated_at DESC")
+	}
+	sel = sel.OrderExpr("t.id ASC").Limit(int64(q.Limit)).Offset(int64(q.Offset))
+	total, err := sel.ScanAndCount(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list tasksets: %w", err)
+	}
+	for i := range rows {
+		rows[i].IsOwner = rows[i].TeamID == c.TeamID
+		rows[i].CanEdit = rows[i].IsOwner || rows[i].SharedCanEdit
+	}
+	return rows, int(total), nil
+}
+
+// escapeLike escapes LIKE's wildcards so that a search matches them literally.
+func escapeLike(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
+}
