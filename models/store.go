@@ -165,3 +165,6 @@ func redact(url string) string {
 }
 
 func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
+
+// MigrationFiles exposes the embedded migrations (one directory per dialect) for checks.
+func MigrationFiles() fs.FS { return migrationFiles }
