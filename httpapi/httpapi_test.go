@@ -372,9 +372,9 @@ func TestOpenAPIDocument(t *testing.T) {
 		params[p.Name] = p.Schema
 	}
 	want := map[string]map[string]any{
-		"limit":   {"minimum": 1.0, "maximum": 500.0, "default": 50.0, "type": "integer"},
-		"offset":  {"minimum": 0.0, "maximum": 2147483647.0, "default": 0.0},
-		"sort_by": {"default": "starred", "enum": []any{"starred", "date", "name", "stars", "tasks"}},
+		"limit":       {"minimum": 1.0, "maximum": 500.0, "default": 50.0, "type": "integer"},
+		"offset":      {"minimum": 0.0, "maximum": 2147483647.0, "default": 0.0},
+		"sort_by":     {"default": "starred", "enum": []any{"starred", "date", "name", "stars", "tasks"}},
 		"public_only": {"default": false, "type": "boolean"},
 		"owner_only":  {"default": false},
 		"search":      {"type": "string"},
