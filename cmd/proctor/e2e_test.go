@@ -1,0 +1,319 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/proctorhq/proctor/httpapi"
+	"github.com/proctorhq/proctor/internal/storetest"
+	ptemporal "github.com/proctorhq/proctor/temporal"
+	"github.com/proctorhq/proctor/temporal/devserver"
+)
+
+func TestMain(m *testing.M) { storetest.Main(m) }
+
+// syncBuffer is a bytes.Buffer safe for a command writing while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+type devRun struct {
+	info   devInfo
+	out    *syncBuffer
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// startDev runs `proctor dev` in-process on free ports over dataDir and waits until it is ready.
+func startDev(t *testing.T, dataDir string) *devRun {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &devRun{out: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
+	ready := make(chan devInfo, 1)
+	args := []string{"--data-dir", dataDir, "--http-addr", "127.0.0.1:0", "--temporal-address", "127.0.0.1:0", "--temporal-ui-port", "0", "--log-level", "warn"}
+	stderr := &syncBuffer{}
+	go func() { r.done <- cmdDev(ctx, args, r.out, stderr, ready) }()
+	select {
+	case r.info = <-ready:
+	case err := <-r.done:
+		t.Fatalf("proctor dev exited before ready: %v\n%s", err, stderr)
+	case <-time.After(2 * time.Minute):
+		cancel()
+		t.Fatalf("proctor dev not ready after 2 minutes\n%s", stderr)
+	}
+	t.Cleanup(func() { r.stop(t) })
+	return r
+}
+
+// stop cancels the instance and returns how long it took to stop.
+func (r *devRun) stop(t *testing.T) time.Duration {
+	if r.cancel == nil {
+		return 0
+	}
+	start := time.Now()
+	r.cancel()
+	r.cancel = nil
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Errorf("proctor dev exited with %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("proctor dev did not stop within 30s")
+	}
+	return time.Since(start)
+}
+
+func get(t *testing.T, url, key string) (int, string, http.Header) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b), res.Header
+}
+
+func TestDevRunsTheWholePlatformAndReusesItsData(t *testing.T) {
+	dataDir := t.TempDir()
+	dev := startDev(t, dataDir)
+	info := dev.info
+	t.Logf("dev ready in %.2fs", info.StartupSeconds)
+
+	// The key is printed once and kept in a file only the owner can read.
+	if !regexp.MustCompile(`API key \(shown once`).MatchString(dev.out.String()) || !strings.Contains(dev.out.String(), info.APIKey) {
+		t.Errorf("the first start did not print the key:\n%s", dev.out)
+	}
+	fi, err := os.Stat(filepath.Join(dataDir, credentialsFile))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("credentials file: %v, mode %v; want 0600", err, fi.Mode())
+	}
+
+	if code, body, _ := get(t, info.APIURL+"/v2/tasksets", info.APIKey); code != 200 || strings.TrimSpace(body) != `{"items":[],"total":0,"limit":50,"offset":0}` {
+		t.Errorf("tasksets with the key = %d %s, want 200 and an empty page", code, body)
+	}
+	if code, body, _ := get(t, info.APIURL+"/v2/tasksets", ""); code != 401 || !strings.Contains(body, `"code":"unauthorized"`) {
+		t.Errorf("tasksets without a key = %d %s, want 401", code, body)
+	}
+	if code, body, _ := get(t, info.APIURL+"/readyz", ""); code != 200 || !strings.Contains(body, `"temporal":"ok"`) {
+		t.Errorf("readyz = %d %s", code, body)
+	}
+	code, body, _ := get(t, info.APIURL+"/openapi.json", "")
+	var doc struct {
+		OpenAPI string `json:"openapi"`
+	}
+	if code != 200 || json.Unmarshal([]byte(body), &doc) != nil || doc.OpenAPI != "3.1.0" {
+		t.Errorf("openapi.json = %d, openapi %q", code, doc.OpenAPI)
+	}
+	if code, body, h := get(t, info.TemporalUIURL, ""); code != 200 || !strings.HasPrefix(h.Get("Content-Type"), "text/html") || !strings.Contains(body, "<html") {
+		t.Errorf("Temporal UI = %d %s %.100s", code, h.Get("Content-Type"), body)
+	}
+	if code, _, _ := get(t, info.DocsURL+"/", ""); code != 200 {
+		t.Errorf("docs = %d", code)
+	}
+
+	// A workflow runs on the embedded server through the dev workers, on every queue.
+	tc, err := ptemporal.Dial(context.Background(), info.TemporalAddress, "default", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	res, err := tc.Ping(ctx, ptemporal.DefaultQueues)
+	cancel()
+	tc.Close()
+	if err != nil || len(res.Answers) != 2 || res.Answers[1].Queue != ptemporal.QueueSandboxesCPU {
+		t.Fatalf("ping workflow = %+v, %v", res, err)
+	}
+
+	took := dev.stop(t)
+	t.Logf("dev stopped in %s", took)
+	if took > 15*time.Second {
+		t.Errorf("stopping took %s, want a few seconds", took)
+	}
+	if c, err := net.DialTimeout("tcp", strings.TrimPrefix(info.APIURL, "http://"), time.Second); err == nil {
+		c.Close()
+		t.Error("the API still accepts connections after stop")
+	}
+
+	// A second start reuses the data: same key, no new team, the key not printed again.
+	again := startDev(t, dataDir)
+	if strings.Contains(again.out.String(), info.APIKey) || again.info.APIKey != info.APIKey {
+		t.Errorf("restart printed the key again or lost it:\n%s", again.out)
+	}
+	if code, _, _ := get(t, again.info.APIURL+"/v2/tasksets", info.APIKey); code != 200 {
+		t.Errorf("the first start's key after a restart = %d", code)
+	}
+	again.stop(t)
+
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"admin", "team", "list", "--data-dir", dataDir}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out.String(), "\n"); n != 2 {
+		t.Errorf("teams after two starts:\n%s\nwant exactly one", out.String())
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// TestProductionProcessesOnPostgres runs migrate, admin, server and worker as separate commands
+// against Postgres and a Temporal server, as a deployment would.
+func TestProductionProcessesOnPostgres(t *testing.T) {
+	dbURL := storetest.PostgresURL(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	runOut := func(args ...string) string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if err := run(ctx, args, &out, &errOut); err != nil {
+			t.Fatalf("proctor %s: %v\n%s", strings.Join(args, " "), err, errOut.String())
+		}
+		return out.String()
+	}
+	field := func(out, name string) string {
+		m := regexp.MustCompile(`(?m)^` + name + `\s+(\S+)`).FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("no %s in:\n%s", name, out)
+		}
+		return m[1]
+	}
+
+	if err := run(ctx, []string{"server"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "PROCTOR_DATABASE_URL") {
+		t.Errorf("server without a database: %v, want a missing-configuration error", err)
+	}
+	if out := runOut("migrate", "--database-url", dbURL); !strings.Contains(out, "applied") {
+		t.Errorf("first migrate: %s", out)
+	}
+	if out := runOut("migrate", "--database-url", dbURL); !strings.Contains(out, "up to date") {
+		t.Errorf("second migrate: %s", out)
+	}
+	team := field(runOut("admin", "team", "create", "--name", "research", "--database-url", dbURL), "team")
+	membership := field(runOut("admin", "member", "add", "--team", team, "--email", "ops@example.com", "--role", "owner", "--database-url", dbURL), "membership")
+	key := field(runOut("admin", "key", "create", "--membership", membership, "--name", "ci", "--database-url", dbURL), "key")
+	project := field(runOut("admin", "project", "create", "--team", team, "--name", "vision", "--database-url", dbURL), "project")
+	if out := runOut("admin", "project", "list", "--team", team, "--database-url", dbURL); !strings.Contains(out, project) {
+		t.Errorf("project list:\n%s", out)
+	}
+	if out := runOut("admin", "key", "list", "--team", team, "--database-url", dbURL); !strings.Contains(out, key[:11]) || strings.Contains(out, key) {
+		t.Errorf("key list must show the prefix and never the key:\n%s", out)
+	}
+
+	ts, err := devserver.Start(devserver.Options{DataDir: t.TempDir(), FrontendPort: -1, DisableUI: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ts.Stop()
+
+	httpAddr := freeAddr(t)
+	common := []string{"--database-url", dbURL, "--temporal-address", ts.FrontendAddress(), "--log-level", "warn"}
+	serverDone, workerDone := make(chan error, 1), make(chan error, 1)
+	go func() {
+		serverDone <- run(ctx, append([]string{"server", "--http-addr", httpAddr, "--blob-url", "file://" + t.TempDir(), "--signing-key", "k"}, common...), io.Discard, io.Discard)
+	}()
+	go func() { workerDone <- run(ctx, append([]string{"worker"}, common...), io.Discard, io.Discard) }()
+
+	base := "http://" + httpAddr
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if code, _, _ := getQuiet(base + "/readyz"); code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("server not ready within a minute")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if code, body, _ := get(t, base+"/v2/tasksets", key); code != 200 || !strings.Contains(body, `"total":0`) {
+		t.Errorf("tasksets on postgres = %d %s", code, body)
+	}
+	tc, err := ptemporal.Dial(ctx, ts.FrontendAddress(), "default", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	pctx, pcancel := context.WithTimeout(ctx, time.Minute)
+	res, err := tc.Ping(pctx, ptemporal.DefaultQueues)
+	pcancel()
+	if err != nil || len(res.Answers) != 2 {
+		t.Fatalf("the worker process did not answer: %+v, %v", res, err)
+	}
+
+	cancel()
+	for name, ch := range map[string]chan error{"server": serverDone, "worker": workerDone} {
+		select {
+		case err := <-ch:
+			if err != nil {
+				t.Errorf("%s exited with %v", name, err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Errorf("%s did not stop within 20s", name)
+		}
+	}
+}
+
+func getQuiet(url string) (int, string, error) {
+	res, err := http.Get(url)
+	if err != nil {
+		return 0, "", err
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b), nil
+}
+
+func TestOpenAPICommandPrintsTheDocument(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"openapi"}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	want, err := httpapi.Spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(out.Bytes(), want) {
+		t.Error("`proctor openapi` differs from httpapi.Spec()")
+	}
+}
+
+func TestUnknownCommandsAndHelp(t *testing.T) {
+	var errOut bytes.Buffer
+	if err := run(context.Background(), []string{"launch"}, io.Discard, &errOut); err == nil || !strings.Contains(errOut.String(), "unknown command") {
+		t.Errorf("unknown command: %v %s", err, errOut.String())
+	}
+	errOut.Reset()
+	err := run(context.Background(), []string{"server", "--help"}, io.Discard, &errOut)
+	if exitCode(err) != 2 || !strings.Contains(errOut.String(), "PROCTOR_DATABASE_URL") || !strings.Contains(errOut.String(), "PROCTOR_TEMPORAL_ADDRESS") {
+		t.Errorf("server --help must document the environment variables:\n%s", errOut.String())
+	}
+	if err := run(context.Background(), []string{"admin", "team", "frobnicate"}, io.Discard, io.Discard); err == nil {
+		t.Error("an unknown admin command succeeded")
+	}
+}
