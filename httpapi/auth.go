@@ -42,6 +42,8 @@ var (
 	securityAPIKey   = []map[string][]string{{"bearer": {}}}
 	securitySession  = []map[string][]string{{"session": {}}}
 	securityOptional = []map[string][]string{{}, {"bearer": {}}, {"session": {}}}
+	// securityNone states "anonymous" explicitly rather than leaving security out.
+	securityNone = []map[string][]string{{}}
 )
 
 func securityFor(mode authMode) []map[string][]string {
@@ -53,7 +55,7 @@ func securityFor(mode authMode) []map[string][]string {
 	case authOptional:
 		return securityOptional
 	case authNone:
-		return nil
+		return securityNone
 	default:
 		return securityBearer
 	}

@@ -127,6 +127,8 @@ func apiConfig() huma.Config {
 		"Errors use the envelope `{\"error\": {\"code\", \"message\"}}`; validation failures (422) list each failing field."
 	// The reference page is served offline by this package, not from Huma's CDN-backed renderer,
 	// and responses carry no $schema links: bodies are exactly the spec's shapes.
+	// Relative: the document describes whichever host serves it.
+	cfg.Servers = []*huma.Server{{URL: "/", Description: "The Proctor instance serving this document"}}
 	cfg.DocsPath = ""
 	cfg.SchemasPath = ""
 	cfg.CreateHooks = nil
