@@ -295,11 +295,7 @@ func TestTasksetVisibilityAndFlags(t *testing.T) {
 		if err := s.StarTaskset(ctx, a, shared.ID); err != nil {
 			t.Errorf("starring twice: %v", err)
 		}
-		for i := 0; i < 3; i++ {
-			if _, err := s.CreateTask(ctx, a, own.ID, fmt.Sprintf("task-%d", i)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		addTasks(t, s, a, own.ID, 3)
 
 		list := func(q models.TasksetQuery) map[string]models.TasksetRow {
 			t.Helper()
@@ -351,9 +347,7 @@ func TestTasksetSearchSortAndPaging(t *testing.T) {
 				t.Fatal(err)
 			}
 			ids[n] = ts.ID
-			for j := 0; j < i; j++ { // task counts 0..4 in creation order
-				s.CreateTask(ctx, a, ts.ID, fmt.Sprint(j))
-			}
+			addTasks(t, s, a, ts.ID, i) // task counts 0..4 in creation order
 			time.Sleep(2 * time.Millisecond) // distinct updated_at
 		}
 		s.StarTaskset(ctx, a, ids["Bravo"])
@@ -416,6 +410,21 @@ func TestTasksetSearchSortAndPaging(t *testing.T) {
 			}
 		}
 	})
+}
+
+// addTasks uploads n prompt-only tasks into a taskset.
+func addTasks(t *testing.T, s *models.Store, c *models.Caller, tasksetID uuid.UUID, n int) {
+	t.Helper()
+	if n == 0 {
+		return
+	}
+	up := models.Upload{TasksetID: &tasksetID}
+	for i := 0; i < n; i++ {
+		up.Tasks = append(up.Tasks, models.TaskUpload{TaskContent: models.TaskContent{Name: fmt.Sprintf("task-%d", i), Prompt: "do it"}})
+	}
+	if _, err := s.UploadTasks(ctx, c, up); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // sortedByID orders names by their ids' text, the tie-breaker of every list.

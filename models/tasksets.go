@@ -20,6 +20,9 @@ type Taskset struct {
 	Public               bool           `bun:"public"`
 	Columns              map[string]any `bun:"columns"`
 	HiddenProgressStages []string       `bun:"hidden_progress_stages"`
+	Stages               []string       `bun:"stages"`
+	Requirements         map[string]any `bun:"requirements"`
+	RequirementsVersion  int            `bun:"requirements_version"`
 	CreatedBy            *uuid.UUID     `bun:"created_by,type:uuid"`
 	CreatedAt            time.Time      `bun:"created_at"`
 	UpdatedAt            time.Time      `bun:"updated_at"`
@@ -42,17 +45,6 @@ type TasksetShare struct {
 	CreatedAt     time.Time `bun:"created_at"`
 }
 
-// Task is one graded request in a taskset.
-type Task struct {
-	bun.BaseModel `bun:"table:tasks"`
-	ID            uuid.UUID `bun:"id,pk,type:uuid"`
-	TeamID        uuid.UUID `bun:"team_id,type:uuid"`
-	TasksetID     uuid.UUID `bun:"taskset_id,type:uuid"`
-	Name          string    `bun:"name"`
-	CreatedAt     time.Time `bun:"created_at"`
-	UpdatedAt     time.Time `bun:"updated_at"`
-}
-
 // TasksetRow is a taskset as one caller sees it.
 type TasksetRow struct {
 	Taskset       `bun:",extend"`
@@ -60,6 +52,7 @@ type TasksetRow struct {
 	TaskCount     int64 `bun:"task_count,scanonly"`
 	IsStarred     bool  `bun:"is_starred,scanonly"`
 	SharedCanEdit bool  `bun:"shared_can_edit,scanonly"`
+	Shared        bool  `bun:"shared,scanonly"`
 	// Filled from the caller after the query.
 	IsOwner bool `bun:"-"`
 	CanEdit bool `bun:"-"`
@@ -91,7 +84,7 @@ func (s *Store) CreateTaskset(ctx context.Context, c *Caller, name, description 
 	}
 	t := &Taskset{
 		ID: uuid.New(), TeamID: c.TeamID, Name: name, Description: description, Public: public,
-		Columns: map[string]any{}, HiddenProgressStages: []string{}, CreatedBy: &c.UserID,
+		Columns: map[string]any{}, HiddenProgressStages: []string{}, Stages: []string{}, CreatedBy: &c.UserID,
 		CreatedAt: now(), UpdatedAt: now(),
 	}
 	if _, err := s.DB.NewInsert().Model(t).Exec(ctx); err != nil {
@@ -99,15 +92,6 @@ func (s *Store) CreateTaskset(ctx context.Context, c *Caller, name, description 
 			return nil, fmt.Errorf("create taskset %q: a taskset of that name exists in the team: %w", name, ErrConflict)
 		}
 		return nil, fmt.Errorf("create taskset: %w", err)
-	}
-	return t, nil
-}
-
-// CreateTask adds a task to a taskset of the caller's team.
-func (s *Store) CreateTask(ctx context.Context, c *Caller, tasksetID uuid.UUID, name string) (*Task, error) {
-	t := &Task{ID: uuid.New(), TeamID: c.TeamID, TasksetID: tasksetID, Name: name, CreatedAt: now(), UpdatedAt: now()}
-	if _, err := s.DB.NewInsert().Model(t).Exec(ctx); err != nil {
-		return nil, fmt.Errorf("create task: %w", err)
 	}
 	return t, nil
 }
@@ -135,12 +119,7 @@ func (s *Store) ShareTaskset(ctx context.Context, tasksetID, teamID uuid.UUID, c
 // on the id so that pages never overlap or skip rows.
 func (s *Store) ListTasksets(ctx context.Context, c *Caller, q TasksetQuery) ([]TasksetRow, int, error) {
 	var rows []TasksetRow
-	sel := s.DB.NewSelect().Model(&rows).
-		ColumnExpr("t.*").
-		ColumnExpr("(SELECT COUNT(*) FROM taskset_stars AS st WHERE st.taskset_id = t.id) AS star_count").
-		ColumnExpr("(SELECT COUNT(*) FROM tasks AS tk WHERE tk.taskset_id = t.id) AS task_count").
-		ColumnExpr("EXISTS (SELECT 1 FROM taskset_stars AS st WHERE st.taskset_id = t.id AND st.user_id = ?) AS is_starred", c.UserID).
-		ColumnExpr("EXISTS (SELECT 1 FROM taskset_shares AS sh WHERE sh.taskset_id = t.id AND sh.team_id = ? AND sh.can_edit) AS shared_can_edit", c.TeamID)
+	sel := tasksetColumns(s.DB.NewSelect().Model(&rows), c)
 	switch {
 	case q.PublicOnly:
 		sel = sel.Where("t.public")
@@ -173,10 +152,51 @@ func (s *Store) ListTasksets(ctx context.Context, c *Caller, q TasksetQuery) ([]
 		return nil, 0, fmt.Errorf("list tasksets: %w", err)
 	}
 	for i := range rows {
-		rows[i].IsOwner = rows[i].TeamID == c.TeamID
-		rows[i].CanEdit = rows[i].IsOwner || rows[i].SharedCanEdit
+		rows[i].fill(c)
 	}
 	return rows, int(total), nil
+}
+
+func tasksetColumns(q *bun.SelectQuery, c *Caller) *bun.SelectQuery {
+	team, user := uuid.Nil, uuid.Nil
+	if c != nil {
+		team, user = c.TeamID, c.UserID
+	}
+	return q.ColumnExpr("t.*").
+		ColumnExpr("(SELECT COUNT(*) FROM taskset_stars AS st WHERE st.taskset_id = t.id) AS star_count").
+		ColumnExpr("(SELECT COUNT(*) FROM tasks AS tk WHERE tk.taskset_id = t.id) AS task_count").
+		ColumnExpr("EXISTS (SELECT 1 FROM taskset_stars AS st WHERE st.taskset_id = t.id AND st.user_id = ?) AS is_starred", user).
+		ColumnExpr("EXISTS (SELECT 1 FROM taskset_shares AS sh WHERE sh.taskset_id = t.id AND sh.team_id = ? AND sh.can_edit) AS shared_can_edit", team).
+		ColumnExpr("EXISTS (SELECT 1 FROM taskset_shares AS sh WHERE sh.taskset_id = t.id AND sh.team_id = ?) AS shared", team)
+}
+
+func (r *TasksetRow) fill(c *Caller) {
+	r.IsOwner = c != nil && r.TeamID == c.TeamID
+	r.CanEdit = r.IsOwner || r.SharedCanEdit
+}
+
+// GetTaskset reads a taskset the caller may see: its team's, one shared with it, or a public one
+// (the only kind an anonymous caller, c == nil, sees).
+func (s *Store) GetTaskset(ctx context.Context, c *Caller, id uuid.UUID) (*TasksetRow, error) {
+	var row TasksetRow
+	if err := tasksetColumns(s.DB.NewSelect().Model(&row), c).Where("t.id = ?", id).Scan(ctx); err != nil {
+		return nil, notFound(err, "get taskset")
+	}
+	if !row.Public && (c == nil || (row.TeamID != c.TeamID && !row.Shared)) {
+		return nil, fmt.Errorf("get taskset: %w", ErrNotFound)
+	}
+	row.fill(c)
+	return &row, nil
+}
+
+// GetTasksetByName reads a taskset of the caller's team by name.
+func (s *Store) GetTasksetByName(ctx context.Context, c *Caller, name string) (*TasksetRow, error) {
+	var row TasksetRow
+	if err := tasksetColumns(s.DB.NewSelect().Model(&row), c).Where("t.team_id = ? AND t.name = ?", c.TeamID, name).Scan(ctx); err != nil {
+		return nil, notFound(err, fmt.Sprintf("taskset %q", name))
+	}
+	row.fill(c)
+	return &row, nil
 }
 
 // escapeLike escapes LIKE's wildcards so that a search matches them literally.

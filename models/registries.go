@@ -1,0 +1,401 @@
+package models
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+)
+
+// Registry is an environment: a sandboxed application whose builds declare scenarios.
+type Registry struct {
+	bun.BaseModel `bun:"table:registries,alias:r"`
+	ID            uuid.UUID      `bun:"id,pk,type:uuid"`
+	TeamID        uuid.UUID      `bun:"team_id,type:uuid"`
+	ProjectID     *uuid.UUID     `bun:"project_id,type:uuid"`
+	Name          string         `bun:"name"`
+	RegistryType  string         `bun:"registry_type"`
+	Public        bool           `bun:"public"`
+	Description   string         `bun:"description"`
+	Branch        string         `bun:"branch"`
+	BuildArgs     map[string]any `bun:"build_args"`
+	EntryFolder   string         `bun:"entry_folder"`
+	RepoURL       string         `bun:"repo_url"`
+	LatestBuildID *uuid.UUID     `bun:"latest_build_id,type:uuid"`
+	CreatedAt     time.Time      `bun:"created_at"`
+	UpdatedAt     time.Time      `bun:"updated_at"`
+}
+
+// RegistryStar records that a user starred an environment.
+type RegistryStar struct {
+	bun.BaseModel `bun:"table:registry_stars"`
+	RegistryID    uuid.UUID `bun:"registry_id,pk,type:uuid"`
+	UserID        uuid.UUID `bun:"user_id,pk,type:uuid"`
+	CreatedAt     time.Time `bun:"created_at"`
+}
+
+// Build turns an environment's source into a runnable image; Lock records what it serves.
+type Build struct {
+	bun.BaseModel     `bun:"table:builds,alias:b"`
+	ID                uuid.UUID      `bun:"id,pk,type:uuid"`
+	RegistryID        uuid.UUID      `bun:"registry_id,type:uuid"`
+	TeamID            uuid.UUID      `bun:"team_id,type:uuid"`
+	Version           int            `bun:"version"`
+	Status            string         `bun:"status"`
+	SourceIndexStatus string         `bun:"source_index_status"`
+	Branch            string         `bun:"branch"`
+	Digest            string         `bun:"digest"`
+	DurationSeconds   *float64       `bun:"duration_seconds"`
+	ErrorMessage      string         `bun:"error_message"`
+	RepoURL           string         `bun:"repo_url"`
+	ImageName         string         `bun:"image_name"`
+	SourceKey         string         `bun:"source_key"`
+	Lock              map[string]any `bun:"lock"`
+	RuntimeConfig     map[string]any `bun:"runtime_config"`
+	CreatedAt         time.Time      `bun:"created_at"`
+	UpdatedAt         time.Time      `bun:"updated_at"`
+}
+
+// Build statuses.
+const (
+	BuildPending   = "pending"
+	BuildRunning   = "running"
+	BuildSucceeded = "succeeded"
+	BuildFailed    = "failed"
+	BuildCancelled = "cancelled"
+)
+
+// Scenario is a parameterised task definition that one build of an environment declares.
+type Scenario struct {
+	bun.BaseModel     `bun:"table:scenarios,alias:sc"`
+	ID                uuid.UUID      `bun:"id,pk,type:uuid"`
+	RegistryID        uuid.UUID      `bun:"registry_id,type:uuid"`
+	BuildID           uuid.UUID      `bun:"build_id,type:uuid"`
+	Name              string         `bun:"name"`
+	Slug              string         `bun:"slug"`
+	Description       string         `bun:"description"`
+	SetupDescription  string         `bun:"setup_description"`
+	ArgsSchema        map[string]any `bun:"args_schema"`
+	Arguments         []any          `bun:"arguments"`
+	Metadata          map[string]any `bun:"metadata"`
+	TraceNameTemplate string         `bun:"trace_name_template"`
+	CreatedAt         time.Time      `bun:"created_at"`
+}
+
+// NewRegistry is what creating an environment takes.
+type NewRegistry struct {
+	Name        string
+	Description string
+	Public      bool
+	ProjectID   *uuid.UUID
+	RepoURL     string
+	Branch      string
+	EntryFolder string
+	BuildArgs   map[string]any
+}
+
+// CreateRegistry adds an environment to the caller's team; names are unique within a team.
+func (s *Store) CreateRegistry(ctx context.Context, c *Caller, in NewRegistry) (*Registry, error) {
+	if strings.TrimSpace(in.Name) == "" {
+		return nil, fmt.Errorf("create registry: name is empty")
+	}
+	if in.BuildArgs == nil {
+		in.BuildArgs = map[string]any{}
+	}
+	r := &Registry{
+		ID: uuid.New(), TeamID: c.TeamID, ProjectID: in.ProjectID, Name: in.Name, RegistryType: "mcp",
+		Public: in.Public, Description: in.Description, Branch: in.Branch, BuildArgs: in.BuildArgs,
+		EntryFolder: in.EntryFolder, RepoURL: in.RepoURL, CreatedAt: now(), UpdatedAt: now(),
+	}
+	if _, err := s.DB.NewInsert().Model(r).Exec(ctx); err != nil {
+		if isUniqueViolation(err) {
+			return nil, fmt.Errorf("create registry %q: an environment of that name exists in the team: %w", in.Name, ErrConflict)
+		}
+		return nil, fmt.Errorf("create registry: %w", err)
+	}
+	return r, nil
+}
+
+// NewBuild is what recording a build takes.
+type NewBuild struct {
+	Status        string
+	Digest        string
+	ImageName     string
+	SourceKey     string
+	Branch        string
+	RepoURL       string
+	Lock          map[string]any
+	RuntimeConfig map[string]any
+	Scenarios     []Scenario
+	// SetLatest makes the build the one new runs use.
+	SetLatest bool
+}
+
+// CreateBuild records a build of an environment with the scenarios it declares; versions count
+// up per environment.
+func (s *Store) CreateBuild(ctx context.Context, registryID uuid.UUID, in NewBuild) (*Build, error) {
+	if in.Lock == nil {
+		in.Lock = map[string]any{}
+	}
+	if in.RuntimeConfig == nil {
+		in.RuntimeConfig = map[string]any{}
+	}
+	b := &Build{
+		ID: uuid.New(), RegistryID: registryID, Status: in.Status, SourceIndexStatus: "pending",
+		Digest: in.Digest, ImageName: in.ImageName, SourceKey: in.SourceKey, Branch: in.Branch, RepoURL: in.RepoURL,
+		Lock: in.Lock, RuntimeConfig: in.RuntimeConfig, CreatedAt: now(), UpdatedAt: now(),
+	}
+	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		var reg Registry
+		if err := tx.NewSelect().Model(&reg).Where("id = ?", registryID).Scan(ctx); err != nil {
+			return notFound(err, "registry")
+		}
+		b.TeamID = reg.TeamID
+		var maxVersion int
+		if err := tx.NewSelect().Model((*Build)(nil)).ColumnExpr("COALESCE(MAX(version), 0)").Where("registry_id = ?", registryID).Scan(ctx, &maxVersion); err != nil {
+			return err
+		}
+		b.Version = maxVersion + 1
+		if _, err := tx.NewInsert().Model(b).Exec(ctx); err != nil {
+			return err
+		}
+		for i := range in.Scenarios {
+			sc := &in.Scenarios[i]
+			sc.ID, sc.RegistryID, sc.BuildID, sc.CreatedAt = uuid.New(), registryID, b.ID, now()
+			if sc.Slug == "" {
+				sc.Slug = slugify(sc.Name)
+			}
+			if sc.ArgsSchema == nil {
+				sc.ArgsSchema = map[string]any{}
+			}
+			if sc.Arguments == nil {
+				sc.Arguments = []any{}
+			}
+			if sc.Metadata == nil {
+				sc.Metadata = map[string]any{}
+			}
+		}
+		if len(in.Scenarios) > 0 {
+			if _, err := tx.NewInsert().Model(&in.Scenarios).Exec(ctx); err != nil {
+				return err
+			}
+		}
+		if in.SetLatest {
+			_, err := tx.NewUpdate().Model((*Registry)(nil)).Set("latest_build_id = ?", b.ID).Set("updated_at = ?", now()).Where("id = ?", registryID).Exec(ctx)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create build: %w", err)
+	}
+	return b, nil
+}
+
+// RegistryRow is an environment as one caller sees it.
+type RegistryRow struct {
+	Registry  `bun:",extend"`
+	StarCount int64 `bun:"star_count,scanonly"`
+	IsStarred bool  `bun:"is_starred,scanonly"`
+	CanEdit   bool  `bun:"-"`
+	// LatestBuild and LatestScenarios are filled where asked for.
+	LatestBuild     *Build     `bun:"-"`
+	LatestScenarios []Scenario `bun:"-"`
+}
+
+// RegistryQuery is the registry list's filter, sort and page.
+type RegistryQuery struct {
+	Search                 string
+	MatchTemplates         bool
+	IncludeLatestScenarios bool
+	PublicOnly             bool
+	OwnerOnly              bool
+	ProjectID              *uuid.UUID
+	SortBy                 string
+	Limit, Offset          int
+}
+
+// visibleRegistries restricts a query to what the caller may see: its team's environments and
+// public ones (everyone sees public ones; an anonymous caller sees only those).
+func visibleRegistries(q *bun.SelectQuery, c *Caller) *bun.SelectQuery {
+	if c == nil {
+		return q.Where("r.public")
+	}
+	return q.WhereGroup(" AND ", func(w *bun.SelectQuery) *bun.SelectQuery {
+		return w.Where("r.team_id = ?", c.TeamID).WhereOr("r.public")
+	})
+}
+
+func registryColumns(q *bun.SelectQuery, c *Caller) *bun.SelectQuery {
+	user := uuid.Nil
+	if c != nil {
+		user = c.UserID
+	}
+	return q.ColumnExpr("r.*").
+		ColumnExpr("(SELECT COUNT(*) FROM registry_stars AS st WHERE st.registry_id = r.id) AS star_count").
+		ColumnExpr("EXISTS (SELECT 1 FROM registry_stars AS st WHERE st.registry_id = r.id AND st.user_id = ?) AS is_starred", user)
+}
+
+// ListRegistries pages the environments visible to the caller.
+func (s *Store) ListRegistries(ctx context.Context, c *Caller, q RegistryQuery) ([]RegistryRow, int, error) {
+	var rows []RegistryRow
+	sel := registryColumns(s.DB.NewSelect().Model(&rows), c)
+	switch {
+	case q.PublicOnly:
+		sel = sel.Where("r.public")
+	case q.OwnerOnly:
+		sel = sel.Where("r.team_id = ?", c.TeamID)
+	default:
+		sel = visibleRegistries(sel, c)
+	}
+	if q.ProjectID != nil {
+		sel = sel.Where("r.project_id = ?", *q.ProjectID)
+	}
+	if q.Search != "" {
+		pattern := "%" + escapeLike(strings.ToLower(q.Search)) + "%"
+		sel = sel.WhereGroup(" AND ", func(w *bun.SelectQuery) *bun.SelectQuery {
+			w = w.Where("LOWER(r.name) LIKE ? ESCAPE '\\'", pattern)
+			if q.MatchTemplates {
+				w = w.WhereOr("LOWER(r.description) LIKE ? ESCAPE '\\'", pattern).
+					WhereOr(`EXISTS (SELECT 1 FROM scenarios AS sc WHERE sc.build_id = r.latest_build_id AND (
+						LOWER(sc.name) LIKE ? ESCAPE '\' OR LOWER(sc.description) LIKE ? ESCAPE '\' OR LOWER(sc.setup_description) LIKE ? ESCAPE '\'))`,
+						pattern, pattern, pattern)
+			}
+			return w
+		})
+	}
+	switch q.SortBy {
+	case SortDate:
+		sel = sel.OrderExpr("r.updated_at DESC")
+	case SortName:
+		sel = sel.OrderExpr("LOWER(r.name) ASC")
+	case SortStars:
+		sel = sel.OrderExpr("star_count DESC")
+	default:
+		sel = sel.OrderExpr("is_starred DESC").OrderExpr("r.updated_at DESC")
+	}
+	total, err := sel.OrderExpr("r.id ASC").Limit(int64(q.Limit)).Offset(int64(q.Offset)).ScanAndCount(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list registries: %w", err)
+	}
+	for i := range rows {
+		rows[i].CanEdit = c != nil && rows[i].TeamID == c.TeamID
+	}
+	if q.IncludeLatestScenarios {
+		if err := s.attachLatestScenarios(ctx, rows); err != nil {
+			return nil, 0, err
+		}
+	}
+	return rows, int(total), nil
+}
+
+// attachLatestScenarios loads the latest build's scenarios of every row in one query.
+func (s *Store) attachLatestScenarios(ctx context.Context, rows []RegistryRow) error {
+	var builds []uuid.UUID
+	for _, r := range rows {
+		if r.LatestBuildID != nil {
+			builds = append(builds, *r.LatestBuildID)
+		}
+	}
+	if len(builds) == 0 {
+		return nil
+	}
+	var scs []Scenario
+	if err := s.DB.NewSelect().Model(&scs).Where("build_id IN (?)", bun.In(builds)).Order("name ASC").Scan(ctx); err != nil {
+		return fmt.Errorf("latest scenarios: %w", err)
+	}
+	byBuild := map[uuid.UUID][]Scenario{}
+	for _, sc := range scs {
+		byBuild[sc.BuildID] = append(byBuild[sc.BuildID], sc)
+	}
+	for i := range rows {
+		rows[i].LatestScenarios = []Scenario{}
+		if rows[i].LatestBuildID != nil {
+			if scs := byBuild[*rows[i].LatestBuildID]; scs != nil {
+				rows[i].LatestScenarios = scs
+			}
+		}
+	}
+	return nil
+}
+
+// GetRegistry reads an environment visible to the caller, with its latest build.
+func (s *Store) GetRegistry(ctx context.Context, c *Caller, id uuid.UUID) (*RegistryRow, error) {
+	var row RegistryRow
+	sel := visibleRegistries(registryColumns(s.DB.NewSelect().Model(&row), c), c).Where("r.id = ?", id)
+	if err := sel.Scan(ctx); err != nil {
+		return nil, notFound(err, "get registry")
+	}
+	row.CanEdit = c != nil && row.TeamID == c.TeamID
+	if row.LatestBuildID != nil {
+		b := new(Build)
+		if err := s.DB.NewSelect().Model(b).Where("id = ?", *row.LatestBuildID).Scan(ctx); err != nil {
+			return nil, fmt.Errorf("get registry: latest build: %w", err)
+		}
+		row.LatestBuild = b
+	}
+	return &row, nil
+}
+
+// FindRegistry resolves an environment by id or by name, preferring the caller's team's own.
+func (s *Store) FindRegistry(ctx context.Context, c *Caller, nameOrID string) (*RegistryRow, error) {
+	if id, err := uuid.Parse(nameOrID); err == nil {
+		return s.GetRegistry(ctx, c, id)
+	}
+	var row RegistryRow
+	sel := visibleRegistries(registryColumns(s.DB.NewSelect().Model(&row), c), c).Where("r.name = ?", nameOrID)
+	if c != nil {
+		sel = sel.OrderExpr("CASE WHEN r.team_id = ? THEN 0 ELSE 1 END", c.TeamID)
+	}
+	if err := sel.OrderExpr("r.created_at ASC").Limit(1).Scan(ctx); err != nil {
+		return nil, notFound(err, fmt.Sprintf("registry %q", nameOrID))
+	}
+	return s.GetRegistry(ctx, c, row.ID)
+}
+
+// GetBuild reads a build of an environment.
+func (s *Store) GetBuild(ctx context.Context, registryID, buildID uuid.UUID) (*Build, error) {
+	b := new(Build)
+	if err := s.DB.NewSelect().Model(b).Where("id = ? AND registry_id = ?", buildID, registryID).Scan(ctx); err != nil {
+		return nil, notFound(err, "get build")
+	}
+	return b, nil
+}
+
+// ListScenarios lists the scenarios one build of an environment declares, by name.
+func (s *Store) ListScenarios(ctx context.Context, buildID uuid.UUID) ([]Scenario, error) {
+	var scs []Scenario
+	if err := s.DB.NewSelect().Model(&scs).Where("build_id = ?", buildID).Order("name ASC").Scan(ctx); err != nil {
+		return nil, fmt.Errorf("list scenarios: %w", err)
+	}
+	return scs, nil
+}
+
+// StarRegistry stars an environment for the caller; starring twice is not an error.
+func (s *Store) StarRegistry(ctx context.Context, c *Caller, registryID uuid.UUID) error {
+	star := &RegistryStar{RegistryID: registryID, UserID: c.UserID, CreatedAt: now()}
+	if _, err := s.DB.NewInsert().Model(star).On("CONFLICT DO NOTHING").Exec(ctx); err != nil {
+		return fmt.Errorf("star registry: %w", err)
+	}
+	return nil
+}
+
+// slugify makes a URL-safe lower-case slug of a name.
+func slugify(name string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(name) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+			dash = false
+		case !dash && b.Len() > 0:
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	return strings.TrimRight(b.String(), "-")
+}

@@ -1,0 +1,460 @@
+package models
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+)
+
+// Task is the stable identity of one graded request in a taskset: its name, external id and review
+// state. Its content lives in immutable versions.
+type Task struct {
+	bun.BaseModel   `bun:"table:tasks,alias:tk"`
+	ID              uuid.UUID  `bun:"id,pk,type:uuid"`
+	TeamID          uuid.UUID  `bun:"team_id,type:uuid"`
+	TasksetID       uuid.UUID  `bun:"taskset_id,type:uuid"`
+	Name            string     `bun:"name"`
+	ExternalID      *string    `bun:"external_id"`
+	Status          string     `bun:"status"`
+	Stage           *string    `bun:"stage"`
+	LatestVersionID *uuid.UUID `bun:"latest_version_id,type:uuid"`
+	VersionCount    int        `bun:"version_count"`
+	CreatedAt       time.Time  `bun:"created_at"`
+	UpdatedAt       time.Time  `bun:"updated_at"`
+}
+
+// Task review statuses.
+const (
+	TaskPending  = "pending"
+	TaskReady    = "ready"
+	TaskVerified = "verified"
+	TaskRevision = "revision"
+	TaskRejected = "rejected"
+)
+
+// TaskVersion is one immutable content of a task; rollouts refer to its id.
+type TaskVersion struct {
+	bun.BaseModel `bun:"table:task_versions,alias:tv"`
+	ID            uuid.UUID  `bun:"id,pk,type:uuid"`
+	TaskID        uuid.UUID  `bun:"task_id,type:uuid"`
+	TasksetID     uuid.UUID  `bun:"taskset_id,type:uuid"`
+	TeamID        uuid.UUID  `bun:"team_id,type:uuid"`
+	Version       int        `bun:"version"`
+	ContentHash   string     `bun:"content_hash"`
+	CreatedBy     *uuid.UUID `bun:"created_by,type:uuid"`
+	CreatedAt     time.Time  `bun:"created_at"`
+	RegistryID    *uuid.UUID `bun:"registry_id,type:uuid"`
+	ScenarioID    *uuid.UUID `bun:"scenario_id,type:uuid"`
+	TaskContent
+}
+
+// TaskContent is what a version holds: the portable fields of upload and export.
+type TaskContent struct {
+	Name          string           `bun:"name" json:"name"`
+	Description   string           `bun:"description" json:"description,omitempty"`
+	Env           string           `bun:"env" json:"env,omitempty"`
+	Scenario      string           `bun:"scenario" json:"scenario,omitempty"`
+	Args          map[string]any   `bun:"args" json:"args"`
+	Prompt        string           `bun:"prompt" json:"prompt,omitempty"`
+	SystemPrompt  string           `bun:"system_prompt" json:"system_prompt,omitempty"`
+	AgentConfig   map[string]any   `bun:"agent_config" json:"agent_config"`
+	RuntimeConfig map[string]any   `bun:"runtime_config" json:"runtime_config"`
+	Validation    []map[string]any `bun:"validation" json:"validation"`
+}
+
+// hash fingerprints a version's content together with what it resolved to, so that an upload of
+// unchanged content makes no new version.
+func (tc TaskContent) hash(registryID, scenarioID *uuid.UUID) string {
+	b, _ := json.Marshal(struct {
+		TaskContent
+		R, S *uuid.UUID
+	}{tc, registryID, scenarioID})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// TaskUpload is one task of an upload.
+type TaskUpload struct {
+	TaskContent
+	// TaskID, ExternalID and the name identify an existing task, in that order of precedence.
+	TaskID     string
+	ExternalID string
+	ScenarioID *uuid.UUID
+}
+
+// Upload creates or updates tasks in a taskset.
+type Upload struct {
+	TasksetID   *uuid.UUID
+	TasksetName string
+	Description string
+	// RegistryID is the environment of tasks that name none.
+	RegistryID *uuid.UUID
+	Tasks      []TaskUpload
+}
+
+// UploadResult says what an upload did.
+type UploadResult struct {
+	TasksetID      uuid.UUID
+	TasksetName    string
+	TaskCount      int
+	TaskVersionIDs []uuid.UUID
+	TasksCreated   int
+	TasksUpdated   int
+	TasksetCreated bool
+}
+
+// FieldError is one invalid field of a request, located like the API's validation errors
+// (`body.tasks[2].env`).
+type FieldError struct {
+	Location string
+	Message  string
+	Value    any
+}
+
+// ValidationError lists every invalid field of a request; the API answers it with 422.
+type ValidationError []FieldError
+
+func (v ValidationError) Error() string {
+	msgs := make([]string, len(v))
+	for i, e := range v {
+		msgs[i] = e.Location + ": " + e.Message
+	}
+	return "invalid request: " + strings.Join(msgs, "; ")
+}
+
+// ErrForbidden is returned when the caller sees a row but may not change it.
+var ErrForbidden = errors.New("forbidden")
+
+// resolvedTask is an upload task after its environment and scenario were looked up.
+type resolvedTask struct {
+	TaskUpload
+	registryID *uuid.UUID
+	hash       string
+}
+
+// UploadTasks creates the taskset if needed and creates or updates each task, in one transaction:
+// a task whose content changed gets a new immutable version; unchanged content keeps its version.
+func (s *Store) UploadTasks(ctx context.Context, c *Caller, up Upload) (*UploadResult, error) {
+	tasks, err := s.resolveUpload(ctx, c, up)
+	if err != nil {
+		return nil, err
+	}
+	res := &UploadResult{TaskCount: len(tasks), TaskVersionIDs: make([]uuid.UUID, len(tasks))}
+	err = s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		ts, created, err := s.uploadTaskset(ctx, tx, c, up)
+		if err != nil {
+			return err
+		}
+		res.TasksetID, res.TasksetName, res.TasksetCreated = ts.ID, ts.Name, created
+		for i, t := range tasks {
+			versionID, outcome, err := upsertTask(ctx, tx, c, ts.ID, i, t)
+			if err != nil {
+				return err
+			}
+			res.TaskVersionIDs[i] = versionID
+			switch outcome {
+			case "created":
+				res.TasksCreated++
+			case "updated":
+				res.TasksUpdated++
+			}
+		}
+		_, err = tx.NewUpdate().Model((*Taskset)(nil)).Set("updated_at = ?", now()).Where("id = ?", ts.ID).Exec(ctx)
+		return err
+	})
+	if err != nil {
+		var verr ValidationError
+		if errors.As(err, &verr) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrForbidden) || errors.Is(err, ErrConflict) {
+			return nil, err
+		}
+		if isUniqueViolation(err) {
+			return nil, fmt.Errorf("upload tasks: two tasks of the taskset would share a name or external_id: %w", ErrConflict)
+		}
+		return nil, fmt.Errorf("upload tasks: %w", err)
+	}
+	return res, nil
+}
+
+// resolveUpload validates every task and looks up environments and scenarios before any write.
+func (s *Store) resolveUpload(ctx context.Context, c *Caller, up Upload) ([]resolvedTask, error) {
+	var verr ValidationError
+	bad := func(loc, msg string, v any) { verr = append(verr, FieldError{Location: loc, Message: msg, Value: v}) }
+	if up.TasksetID == nil && strings.TrimSpace(up.TasksetName) == "" {
+		bad("body.taskset_name", "taskset_name or taskset_id is required", nil)
+	}
+	var defaultEnv *RegistryRow
+	if up.RegistryID != nil {
+		r, err := s.GetRegistry(ctx, c, *up.RegistryID)
+		if err != nil {
+			bad("body.registry_id", "no environment with this id is visible to the caller", up.RegistryID.String())
+		}
+		defaultEnv = r
+	}
+	envs := map[string]*RegistryRow{}
+	names := map[string]int{}
+	out := make([]resolvedTask, len(up.Tasks))
+	for i, t := range up.Tasks {
+		loc := fmt.Sprintf("body.tasks[%d]", i)
+		t.Name = strings.TrimSpace(t.Name)
+		if t.Name == "" {
+			bad(loc+".name", "name is required", t.Name)
+		} else if j, dup := names[t.Name]; dup {
+			bad(loc+".name", fmt.Sprintf("tasks[%d] has the same name", j), t.Name)
+		} else {
+			names[t.Name] = i
+		}
+		if t.TaskID != "" {
+			if _, err := uuid.Parse(t.TaskID); err != nil {
+				bad(loc+".task_id", "task_id must be a task's uuid", t.TaskID)
+			}
+		}
+		env := defaultEnv
+		if t.Env != "" {
+			if r, ok := envs[t.Env]; ok {
+				env = r
+			} else if r, err := s.FindRegistry(ctx, c, t.Env); err == nil {
+				envs[t.Env], env = r, r
+			} else if errors.Is(err, ErrNotFound) {
+				bad(loc+".env", fmt.Sprintf("no environment %q is visible to the caller", t.Env), t.Env)
+				env = nil
+			} else {
+				return nil, err
+			}
+		}
+		rt := resolvedTask{TaskUpload: t}
+		if env != nil {
+			rt.registryID = &env.ID
+			if t.Env == "" {
+				rt.Env = env.Name
+			}
+		}
+		if t.ScenarioID != nil {
+			var sc Scenario
+			err := s.DB.NewSelect().Model(&sc).Where("id = ?", *t.ScenarioID).Scan(ctx)
+			switch {
+			case err != nil && !isNoRows(err):
+				return nil, err
+			case err != nil || (env != nil && sc.RegistryID != env.ID):
+				bad(loc+".scenario_id", "no such scenario in the task's environment", t.ScenarioID.String())
+			case t.Scenario == "":
+				rt.Scenario = sc.Name
+			}
+		} else if t.Scenario != "" && env != nil && env.LatestBuildID != nil {
+			var sc Scenario
+			err := s.DB.NewSelect().Model(&sc).Where("build_id = ? AND name = ?", *env.LatestBuildID, t.Scenario).Scan(ctx)
+			if isNoRows(err) {
+				bad(loc+".scenario", fmt.Sprintf("environment %q declares no scenario %q in its latest build", env.Name, t.Scenario), t.Scenario)
+			} else if err != nil {
+				return nil, err
+			} else {
+				rt.ScenarioID = &sc.ID
+			}
+		}
+		if rt.Scenario == "" && strings.TrimSpace(t.Prompt) == "" {
+			bad(loc+".prompt", "a task without a scenario needs a prompt", nil)
+		}
+		for j, call := range t.Validation {
+			if name, ok := call["name"].(string); !ok || name == "" {
+				bad(fmt.Sprintf("%s.validation[%d].name", loc, j), "each validation call names the tool it calls", call["name"])
+			}
+			if args, ok := call["arguments"]; ok {
+				if _, isObj := args.(map[string]any); !isObj {
+					bad(fmt.Sprintf("%s.validation[%d].arguments", loc, j), "arguments must be an object", args)
+				}
+			}
+		}
+		if rt.Args == nil {
+			rt.Args = map[string]any{}
+		}
+		if rt.AgentConfig == nil {
+			rt.AgentConfig = map[string]any{}
+		}
+		if rt.RuntimeConfig == nil {
+			rt.RuntimeConfig = map[string]any{}
+		}
+		if rt.Validation == nil {
+			rt.Validation = []map[string]any{}
+		}
+		rt.hash = rt.TaskContent.hash(rt.registryID, rt.ScenarioID)
+		out[i] = rt
+	}
+	if len(verr) > 0 {
+		return nil, verr
+	}
+	return out, nil
+}
+
+// uploadTaskset finds the upload's taskset (by id, or by name within the team) or creates it.
+func (s *Store) uploadTaskset(ctx context.Context, tx bun.Tx, c *Caller, up Upload) (*Taskset, bool, error) {
+	var ts Taskset
+	if up.TasksetID != nil {
+		row, err := s.GetTaskset(ctx, c, *up.TasksetID)
+		if err != nil {
+			return nil, false, err
+		}
+		if !row.CanEdit {
+			return nil, false, fmt.Errorf("upload to taskset %s: read-only for the caller's team: %w", row.ID, ErrForbidden)
+		}
+		return &row.Taskset, false, nil
+	}
+	err := tx.NewSelect().Model(&ts).Where("team_id = ? AND name = ?", c.TeamID, up.TasksetName).Scan(ctx)
+	if err == nil {
+		if up.Description != "" && up.Description != ts.Description {
+			ts.Description = up.Description
+			if _, err := tx.NewUpdate().Model(&ts).Column("description").WherePK().Exec(ctx); err != nil {
+				return nil, false, err
+			}
+		}
+		return &ts, false, nil
+	}
+	if !isNoRows(err) {
+		return nil, false, err
+	}
+	ts = Taskset{
+		ID: uuid.New(), TeamID: c.TeamID, Name: up.TasksetName, Description: up.Description,
+		Columns: map[string]any{}, HiddenProgressStages: []string{}, Stages: []string{}, CreatedBy: &c.UserID,
+		CreatedAt: now(), UpdatedAt: now(),
+	}
+	if _, err := tx.NewInsert().Model(&ts).Exec(ctx); err != nil {
+		if isUniqueViolation(err) {
+			return nil, false, fmt.Errorf("create taskset %q: %w", up.TasksetName, ErrConflict)
+		}
+		return nil, false, err
+	}
+	return &ts, true, nil
+}
+
+// upsertTask matches a task by task_id, external_id, then name, and writes a version when its
+// content changed. It returns the id of the version that now holds the content.
+func upsertTask(ctx context.Context, tx bun.Tx, c *Caller, tasksetID uuid.UUID, i int, t resolvedTask) (uuid.UUID, string, error) {
+	var task Task
+	found := false
+	try := func(where string, arg any) error {
+		if found {
+			return nil
+		}
+		err := tx.NewSelect().Model(&task).Where("taskset_id = ?", tasksetID).Where(where, arg).Scan(ctx)
+		if err == nil {
+			found = true
+			return nil
+		}
+		if isNoRows(err) {
+			return nil
+		}
+		return err
+	}
+	if t.TaskID != "" {
+		if err := try("id = ?", t.TaskID); err != nil {
+			return uuid.Nil, "", err
+		}
+		if !found {
+			return uuid.Nil, "", ValidationError{{Location: fmt.Sprintf("body.tasks[%d].task_id", i), Message: "no task with this id in the taskset", Value: t.TaskID}}
+		}
+	}
+	if t.ExternalID != "" {
+		if err := try("external_id = ?", t.ExternalID); err != nil {
+			return uuid.Nil, "", err
+		}
+	}
+	if err := try("name = ?", t.Name); err != nil {
+		return uuid.Nil, "", err
+	}
+	var externalID *string
+	if t.ExternalID != "" {
+		externalID = &t.ExternalID
+	}
+	outcome := "created"
+	if found {
+		var latest TaskVersion
+		if task.LatestVersionID != nil {
+			if err := tx.NewSelect().Model(&latest).Where("id = ?", *task.LatestVersionID).Scan(ctx); err != nil {
+				return uuid.Nil, "", err
+			}
+			if latest.ContentHash == t.hash && ptrEq(task.ExternalID, externalID) {
+				return latest.ID, "unchanged", nil
+			}
+		}
+		outcome = "updated"
+	} else {
+		task = Task{ID: uuid.New(), TeamID: c.TeamID, TasksetID: tasksetID, Status: TaskPending, CreatedAt: now()}
+	}
+	v := TaskVersion{
+		ID: uuid.New(), TaskID: task.ID, TasksetID: tasksetID, TeamID: task.TeamID, Version: task.VersionCount + 1,
+		ContentHash: t.hash, CreatedBy: &c.UserID, CreatedAt: now(), RegistryID: t.registryID, ScenarioID: t.ScenarioID,
+		TaskContent: t.TaskContent,
+	}
+	task.Name, task.ExternalID, task.LatestVersionID, task.VersionCount, task.UpdatedAt = t.Name, externalID, &v.ID, v.Version, now()
+	if outcome == "created" {
+		if _, err := tx.NewInsert().Model(&task).Exec(ctx); err != nil {
+			return uuid.Nil, "", err
+		}
+	} else if _, err := tx.NewUpdate().Model(&task).Column("name", "external_id", "latest_version_id", "version_count", "updated_at").WherePK().Exec(ctx); err != nil {
+		return uuid.Nil, "", err
+	}
+	if _, err := tx.NewInsert().Model(&v).Exec(ctx); err != nil {
+		return uuid.Nil, "", err
+	}
+	return v.ID, outcome, nil
+}
+
+func ptrEq(a, b *string) bool {
+	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
+}
+
+// ExportedTask is a task's latest version in the portable shape that upload accepts.
+type ExportedTask struct {
+	TaskID     uuid.UUID
+	ExternalID string
+	VersionID  uuid.UUID
+	TaskContent
+}
+
+// ExportTaskset returns the latest version of every task of a taskset the caller may see, by name.
+func (s *Store) ExportTaskset(ctx context.Context, c *Caller, ts *TasksetRow) ([]ExportedTask, error) {
+	var rows []struct {
+		TaskVersion `bun:",extend"`
+		ExternalID  *string `bun:"external_id,scanonly"`
+		RegName     *string `bun:"reg_name,scanonly"`
+	}
+	err := s.DB.NewSelect().Model(&rows).
+		ColumnExpr("tv.*").ColumnExpr("tk.external_id AS external_id").ColumnExpr("r.name AS reg_name").
+		Join("JOIN tasks AS tk ON tk.latest_version_id = tv.id").
+		Join("LEFT JOIN registries AS r ON r.id = tv.registry_id").
+		Where("tk.taskset_id = ?", ts.ID).
+		OrderExpr("tk.name ASC").Scan(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("export taskset: %w", err)
+	}
+	out := make([]ExportedTask, len(rows))
+	for i, r := range rows {
+		e := ExportedTask{TaskID: r.TaskID, VersionID: r.ID, TaskContent: r.TaskContent}
+		if r.ExternalID != nil {
+			e.ExternalID = *r.ExternalID
+		}
+		if r.RegName != nil {
+			e.Env = *r.RegName
+		}
+		out[i] = e
+	}
+	return out, nil
+}
+
+// GetTaskVersion reads one task version the caller's team owns or can see through its taskset.
+func (s *Store) GetTaskVersion(ctx context.Context, c *Caller, id uuid.UUID) (*TaskVersion, error) {
+	v := new(TaskVersion)
+	if err := s.DB.NewSelect().Model(v).Where("id = ?", id).Scan(ctx); err != nil {
+		return nil, notFound(err, "get task version")
+	}
+	if _, err := s.GetTaskset(ctx, c, v.TasksetID); err != nil {
+		return nil, fmt.Errorf("get task version: %w", ErrNotFound)
+	}
+	return v, nil
+}
