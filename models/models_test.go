@@ -347,7 +347,7 @@ func TestTasksetSearchSortAndPaging(t *testing.T) {
 				t.Fatal(err)
 			}
 			ids[n] = ts.ID
-			addTasks(t, s, a, ts.ID, i) // task counts 0..4 in creation order
+			addTasks(t, s, a, ts.ID, i)      // task counts 0..4 in creation order
 			time.Sleep(2 * time.Millisecond) // distinct updated_at
 		}
 		s.StarTaskset(ctx, a, ids["Bravo"])
