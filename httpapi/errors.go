@@ -105,7 +105,16 @@ func init() {
 // storeError maps the store's sentinel errors to API errors; anything else is a 500 whose detail
 // stays in the log.
 func storeError(err error, what string) error {
+	var verr models.ValidationError
 	switch {
+	case errors.As(err, &verr):
+		details := make([]error, len(verr))
+		for i, e := range verr {
+			details[i] = &huma.ErrorDetail{Location: e.Location, Message: e.Message, Value: e.Value}
+		}
+		return newHumaError(http.StatusUnprocessableEntity, "validation failed", details...)
+	case errors.Is(err, models.ErrForbidden):
+		return newAPIError(http.StatusForbidden, err.Error())
 	case errors.Is(err, models.ErrNotFound):
 		return newAPIError(http.StatusNotFound, what+" not found")
 	case errors.Is(err, models.ErrConflict):

@@ -24,6 +24,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/proctorhq/proctor/httpapi/docsui"
+	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/models"
 )
 
@@ -40,6 +41,8 @@ type Options struct {
 	Store *models.Store
 	// Temporal is checked by /readyz.
 	Temporal HealthChecker
+	// Bucket holds sources and artifacts; its signed URLs are handed to clients.
+	Bucket blob.Bucket
 	// Blob serves the local bucket's signed URLs under /blob/ when set.
 	Blob   http.Handler
 	Logger *slog.Logger
@@ -54,6 +57,7 @@ type Options struct {
 // Server is the HTTP API.
 type Server struct {
 	store         *models.Store
+	bucket        blob.Bucket
 	temporal      HealthChecker
 	log           *slog.Logger
 	sessionTTL    time.Duration
@@ -76,7 +80,7 @@ func New(o Options) *Server {
 		o.MaxBodyBytes = 10 << 20
 	}
 	s := &Server{
-		store: o.Store, temporal: o.Temporal, log: o.Logger, sessionTTL: o.SessionTTL,
+		store: o.Store, bucket: o.Bucket, temporal: o.Temporal, log: o.Logger, sessionTTL: o.SessionTTL,
 		secureCookies: strings.HasPrefix(o.PublicURL, "https://"), maxBodyBytes: o.MaxBodyBytes,
 	}
 	r := chi.NewRouter()
@@ -93,6 +97,9 @@ func New(o Options) *Server {
 	s.v2 = huma.NewGroup(s.api, "/v2")
 	s.registerHealth()
 	s.registerTasksets()
+	s.registerTasksetReads()
+	s.registerTasks()
+	s.registerRegistries()
 
 	docs := docsui.Handler("/openapi.json")
 	r.Get("/docs", func(w http.ResponseWriter, r *http.Request) {

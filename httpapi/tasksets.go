@@ -82,3 +82,97 @@ func (s *Server) registerTasksets() {
 		return &ListTasksetsOutput{Body: NewPage(items, total, in.Limit, in.Offset)}, nil
 	})
 }
+
+type tasksetPath struct {
+	TasksetID uuid.UUID `path:"taskset_id" format:"uuid" doc:"The taskset's id"`
+}
+
+type tasksetOutput struct{ Body Taskset }
+
+// ExportedTask is a task in the portable shape that upload accepts.
+type ExportedTask struct {
+	Name          string           `json:"name"`
+	ExternalID    string           `json:"external_id,omitempty"`
+	Description   string           `json:"description,omitempty"`
+	Env           string           `json:"env" doc:"The environment's name"`
+	Scenario      string           `json:"scenario,omitempty"`
+	Args          map[string]any   `json:"args"`
+	Prompt        string           `json:"prompt,omitempty"`
+	SystemPrompt  string           `json:"system_prompt,omitempty"`
+	AgentConfig   map[string]any   `json:"agent_config"`
+	RuntimeConfig map[string]any   `json:"runtime_config"`
+	Validation    []map[string]any `json:"validation" nullable:"false"`
+}
+
+// TasksetExport is a taskset with the latest version of each task (spec: Taskset export).
+type TasksetExport struct {
+	TasksetID uuid.UUID      `json:"taskset_id"`
+	Name      string         `json:"name"`
+	Tasks     []ExportedTask `json:"tasks" nullable:"false"`
+}
+
+type exportOutput struct{ Body TasksetExport }
+
+type byNameInput struct {
+	Name string `path:"name" minLength:"1" maxLength:"200" doc:"The taskset's name within the caller's team"`
+}
+
+func (s *Server) registerTasksetReads() {
+	tags := []string{"Tasksets"}
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "get-taskset", Method: http.MethodGet, Path: "/tasksets/{taskset_id}", Tags: tags,
+		Summary: "Get a taskset", Description: "A public taskset may be fetched without credentials.",
+		Errors: []int{http.StatusNotFound},
+	}, authOptional), func(ctx context.Context, in *tasksetPath) (*tasksetOutput, error) {
+		row, err := s.store.GetTaskset(ctx, callerFrom(ctx), in.TasksetID)
+		if err != nil {
+			return nil, storeError(err, "taskset")
+		}
+		return &tasksetOutput{Body: tasksetFromRow(*row)}, nil
+	})
+
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "export-taskset", Method: http.MethodGet, Path: "/tasksets/{taskset_id}/export", Tags: tags,
+		Summary:     "Export a taskset",
+		Description: "Every task's latest version in the portable shape that POST /v2/tasks/upload accepts. Requires an API key.",
+		Errors:      []int{http.StatusNotFound},
+	}, authAPIKey), func(ctx context.Context, in *tasksetPath) (*exportOutput, error) {
+		row, err := s.store.GetTaskset(ctx, callerFrom(ctx), in.TasksetID)
+		if err != nil {
+			return nil, storeError(err, "taskset")
+		}
+		return s.export(ctx, row)
+	})
+
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "get-taskset-by-name", Method: http.MethodGet, Path: "/tasksets/by-name/{name}", Tags: tags,
+		Summary:     "Export a taskset by name",
+		Description: "Looks the name up within the caller's team and returns the export. Requires an API key.",
+		Errors:      []int{http.StatusNotFound},
+	}, authAPIKey), func(ctx context.Context, in *byNameInput) (*exportOutput, error) {
+		row, err := s.store.GetTasksetByName(ctx, callerFrom(ctx), in.Name)
+		if err != nil {
+			return nil, storeError(err, "taskset")
+		}
+		return s.export(ctx, row)
+	})
+}
+
+func (s *Server) export(ctx context.Context, row *models.TasksetRow) (*exportOutput, error) {
+	tasks, err := s.store.ExportTaskset(ctx, callerFrom(ctx), row)
+	if err != nil {
+		return nil, err
+	}
+	out := TasksetExport{TasksetID: row.ID, Name: row.Name, Tasks: make([]ExportedTask, len(tasks))}
+	for i, t := range tasks {
+		out.Tasks[i] = ExportedTask{
+			Name: t.Name, ExternalID: t.ExternalID, Description: t.Description, Env: t.Env, Scenario: t.Scenario,
+			Args: nonNilMap(t.Args), Prompt: t.Prompt, SystemPrompt: t.SystemPrompt, AgentConfig: nonNilMap(t.AgentConfig),
+			RuntimeConfig: nonNilMap(t.RuntimeConfig), Validation: t.Validation,
+		}
+		if out.Tasks[i].Validation == nil {
+			out.Tasks[i].Validation = []map[string]any{}
+		}
+	}
+	return &exportOutput{Body: out}, nil
+}

@@ -110,7 +110,7 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	defer workers.Stop()
 
 	api := httpapi.New(httpapi.Options{
-		Store: store, Temporal: tc, Blob: blobHandler, Logger: log, PublicURL: cfg.PublicURL,
+		Store: store, Bucket: bucket, Temporal: tc, Blob: blobHandler, Logger: log, PublicURL: cfg.PublicURL,
 		SessionTTL: cfg.SessionTTL, MaxBodyBytes: cfg.MaxBodyBytes,
 	})
 	hs, err := startHTTP(cfg.HTTPAddr, api.Handler(), log)

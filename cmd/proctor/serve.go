@@ -148,7 +148,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer tc.Close()
 	api := httpapi.New(httpapi.Options{
-		Store: store, Temporal: tc, Blob: blobHandler, Logger: log, PublicURL: cfg.PublicURL,
+		Store: store, Bucket: bucket, Temporal: tc, Blob: blobHandler, Logger: log, PublicURL: cfg.PublicURL,
 		SessionTTL: cfg.SessionTTL, MaxBodyBytes: cfg.MaxBodyBytes,
 	})
 	hs, err := startHTTP(cfg.HTTPAddr, api.Handler(), log)

@@ -1,0 +1,188 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"github.com/proctorhq/proctor/models"
+)
+
+// EnvRef names an environment by name or id. Upload accepts a bare string (a name or an id), as
+// the export writes it, or an object {name} / {id}.
+type EnvRef struct {
+	ID   string `json:"id,omitempty"`
+	Name string `json:"name,omitempty"`
+}
+
+// UnmarshalJSON accepts "name-or-id" as well as the object form.
+func (e *EnvRef) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		*e = EnvRef{Name: s}
+		return nil
+	}
+	type plain EnvRef
+	return json.Unmarshal(b, (*plain)(e))
+}
+
+// Schema documents both accepted forms.
+func (EnvRef) Schema(r huma.Registry) *huma.Schema {
+	return &huma.Schema{
+		Description: "The task's environment: its name or id as a string, or an object {name} or {id}",
+		OneOf: []*huma.Schema{
+			{Type: huma.TypeString, MinLength: ptr(1), MaxLength: ptr(200)},
+			{Type: huma.TypeObject, AdditionalProperties: false, Properties: map[string]*huma.Schema{
+				"id":   {Type: huma.TypeString, Format: "uuid"},
+				"name": {Type: huma.TypeString, MinLength: ptr(1), MaxLength: ptr(200)},
+			}},
+		},
+	}
+}
+
+func (e EnvRef) key() string {
+	if e.ID != "" {
+		return e.ID
+	}
+	return e.Name
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// RuntimeConfig says how a task's sandbox runs (spec: Runtime config).
+type RuntimeConfig struct {
+	Image     string            `json:"image,omitempty" maxLength:"500"`
+	Limits    *RuntimeLimits    `json:"limits,omitempty"`
+	Resources *RuntimeResources `json:"resources,omitempty"`
+}
+
+// RuntimeLimits bound an attempt's time.
+type RuntimeLimits struct {
+	RunTimeoutS     *float64 `json:"run_timeout_s,omitempty" minimum:"1" maximum:"604800" doc:"Seconds an attempt may run"`
+	StartupTimeoutS *float64 `json:"startup_timeout_s,omitempty" minimum:"1" maximum:"86400" doc:"Seconds the environment may take to start"`
+}
+
+// RuntimeResources are what a sandbox is given.
+type RuntimeResources struct {
+	CPU      *float64     `json:"cpu,omitempty" minimum:"0.1" maximum:"256" doc:"CPU cores"`
+	MemoryMB *int         `json:"memory_mb,omitempty" minimum:"16" maximum:"4194304"`
+	GPU      *GPUResource `json:"gpu,omitempty"`
+}
+
+// GPUResource asks for whole GPUs of one type.
+type GPUResource struct {
+	Count int    `json:"count" minimum:"0" maximum:"64"`
+	Type  string `json:"type,omitempty" maxLength:"100" pattern:"^[a-zA-Z0-9_.-]*$" example:"h100"`
+}
+
+// ValidationCall is a tool call that, replayed in order, should reach reward 1.0.
+type ValidationCall struct {
+	Name      string         `json:"name" minLength:"1" maxLength:"128" doc:"The tool to call"`
+	Arguments map[string]any `json:"arguments,omitempty" doc:"Its arguments"`
+}
+
+// UploadTask is one task of an upload.
+type UploadTask struct {
+	Name          string           `json:"name" minLength:"1" maxLength:"200"`
+	TaskID        string           `json:"task_id,omitempty" doc:"Update this task (its uuid) rather than match by external_id or name"`
+	ExternalID    string           `json:"external_id,omitempty" maxLength:"200" doc:"Your identifier; a task with the same external_id in the taskset is updated"`
+	Description   string           `json:"description,omitempty" maxLength:"10000"`
+	Env           *EnvRef          `json:"env,omitempty"`
+	Scenario      string           `json:"scenario,omitempty" maxLength:"200" doc:"A scenario the environment's latest build declares"`
+	ScenarioID    *uuid.UUID       `json:"scenario_id,omitempty"`
+	Args          map[string]any   `json:"args,omitempty" doc:"The scenario's arguments"`
+	Prompt        string           `json:"prompt,omitempty" maxLength:"200000" doc:"The request, for tasks without a scenario"`
+	SystemPrompt  string           `json:"system_prompt,omitempty" maxLength:"200000"`
+	AgentConfig   map[string]any   `json:"agent_config,omitempty" doc:"allowed_tools, disallowed_tools, system_prompt, …"`
+	RuntimeConfig *RuntimeConfig   `json:"runtime_config,omitempty"`
+	Validation    []ValidationCall `json:"validation,omitempty" maxItems:"1000"`
+}
+
+// UploadBody is the body of POST /v2/tasks/upload.
+type UploadBody struct {
+	TasksetName string       `json:"taskset_name,omitempty" maxLength:"200" doc:"The taskset, created if the team has none of this name"`
+	TasksetID   *uuid.UUID   `json:"taskset_id,omitempty" doc:"An existing taskset the caller may edit (instead of taskset_name)"`
+	Name        string       `json:"name,omitempty" maxLength:"200" doc:"Alias of taskset_name, so that an export uploads as is"`
+	Description string       `json:"description,omitempty" maxLength:"10000"`
+	RegistryID  *uuid.UUID   `json:"registry_id,omitempty" doc:"The environment of tasks that name none"`
+	Tasks       []UploadTask `json:"tasks" minItems:"1" maxItems:"50000"`
+}
+
+// UploadResult says what an upload did.
+type UploadResult struct {
+	TasksetID      uuid.UUID   `json:"taskset_id"`
+	TasksetName    string      `json:"taskset_name"`
+	TaskCount      int         `json:"task_count" doc:"Tasks in the upload"`
+	TaskVersionIDs []uuid.UUID `json:"task_version_ids" doc:"The version now holding each uploaded task, in upload order"`
+	TasksCreated   int         `json:"tasks_created"`
+	TasksUpdated   int         `json:"tasks_updated" doc:"Tasks whose content changed and got a new version"`
+}
+
+type uploadInput struct{ Body UploadBody }
+
+type uploadOutput struct {
+	Body UploadResult
+}
+
+func (s *Server) registerTasks() {
+	tags := []string{"Tasks"}
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "upload-tasks", Method: http.MethodPost, Path: "/tasks/upload", Tags: tags,
+		Summary: "Upload tasks",
+		Description: "Creates the taskset if needed, then creates or updates each task, matched by task_id, external_id, then name. " +
+			"A task whose content changed gets a new immutable version (rollouts refer to version ids); unchanged content keeps its version. " +
+			"The upload is atomic: every invalid field is reported (422) and nothing is written.",
+		DefaultStatus: http.StatusCreated,
+		MaxBodyBytes:  s.maxBodyBytes,
+		Errors:        []int{http.StatusForbidden, http.StatusNotFound, http.StatusConflict},
+	}, authKeyOrSession), func(ctx context.Context, in *uploadInput) (*uploadOutput, error) {
+		name := in.Body.TasksetName
+		if name == "" {
+			name = in.Body.Name
+		}
+		up := models.Upload{TasksetID: in.Body.TasksetID, TasksetName: name, Description: in.Body.Description, RegistryID: in.Body.RegistryID}
+		for _, t := range in.Body.Tasks {
+			tu := models.TaskUpload{TaskID: t.TaskID, ExternalID: t.ExternalID, ScenarioID: t.ScenarioID, TaskContent: models.TaskContent{
+				Name: t.Name, Description: t.Description, Scenario: t.Scenario, Args: t.Args, Prompt: t.Prompt,
+				SystemPrompt: t.SystemPrompt, AgentConfig: t.AgentConfig,
+			}}
+			if t.Env != nil {
+				tu.Env = t.Env.key()
+			}
+			if t.RuntimeConfig != nil {
+				tu.RuntimeConfig = toMap(t.RuntimeConfig)
+			}
+			for _, v := range t.Validation {
+				call := map[string]any{"name": v.Name}
+				if v.Arguments != nil {
+					call["arguments"] = v.Arguments
+				}
+				tu.Validation = append(tu.Validation, call)
+			}
+			up.Tasks = append(up.Tasks, tu)
+		}
+		res, err := s.store.UploadTasks(ctx, callerFrom(ctx), up)
+		if err != nil {
+			return nil, storeError(err, "taskset")
+		}
+		return &uploadOutput{Body: UploadResult{
+			TasksetID: res.TasksetID, TasksetName: res.TasksetName, TaskCount: res.TaskCount,
+			TaskVersionIDs: res.TaskVersionIDs, TasksCreated: res.TasksCreated, TasksUpdated: res.TasksUpdated,
+		}}, nil
+	})
+}
+
+// toMap turns a typed config into the JSON object the store keeps.
+func toMap(v any) map[string]any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("marshal %T: %v", v, err)) // typed API structs always marshal
+	}
+	var m map[string]any
+	json.Unmarshal(b, &m) //nolint:errcheck // round trip of our own output
+	return m
+}
