@@ -99,6 +99,7 @@ func New(o Options) *Server {
 	s.registerTasksets()
 	s.registerTasksetReads()
 	s.registerTasks()
+	s.registerTaskReview()
 	s.registerRegistries()
 
 	docs := docsui.Handler("/openapi.json")

@@ -1,10 +1,14 @@
 package httpapi
 
 import (
+	"archive/zip"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
@@ -185,4 +189,401 @@ func toMap(v any) map[string]any {
 	var m map[string]any
 	json.Unmarshal(b, &m) //nolint:errcheck // round trip of our own output
 	return m
+}
+
+// MoveFailure is one id of a batch move that did not move.
+type MoveFailure struct {
+	Input      string     `json:"input" doc:"The id or slug as sent"`
+	Reason     string     `json:"reason"`
+	Code       string     `json:"code" enum:"not_found,forbidden,taskset_required,stage_incomplete,no_stages,unknown_stage,not_pending,stage_skip"`
+	ResolvedID *uuid.UUID `json:"resolved_id" doc:"The task the input resolved to, when it did"`
+}
+
+// MoveResult is the per-id outcome of a non-atomic batch move.
+type MoveResult struct {
+	Failures  []MoveFailure `json:"failures" nullable:"false"`
+	Succeeded []uuid.UUID   `json:"succeeded" nullable:"false"`
+	Unchanged []uuid.UUID   `json:"unchanged" nullable:"false"`
+}
+
+func moveResult(r *models.MoveResult) MoveResult {
+	out := MoveResult{Failures: []MoveFailure{}, Succeeded: r.Succeeded, Unchanged: r.Unchanged}
+	if out.Succeeded == nil {
+		out.Succeeded = []uuid.UUID{}
+	}
+	if out.Unchanged == nil {
+		out.Unchanged = []uuid.UUID{}
+	}
+	for _, f := range r.Failures {
+		out.Failures = append(out.Failures, MoveFailure{Input: f.Input, Reason: f.Reason, Code: f.Code, ResolvedID: f.ResolvedID})
+	}
+	return out
+}
+
+type statusInput struct {
+	Body struct {
+		Clear     bool        `json:"clear,omitempty" doc:"Clear the review: back to pending, stage reset"`
+		IDs       []uuid.UUID `json:"ids,omitempty" maxItems:"10000" doc:"Task ids (a task version id resolves to its task)"`
+		Slugs     []string    `json:"slugs,omitempty" maxItems:"10000" doc:"Task names or external ids within taskset_id"`
+		Status    string      `json:"status,omitempty" enum:"pending,ready,verified,revision,rejected"`
+		TasksetID *uuid.UUID  `json:"taskset_id,omitempty" doc:"The taskset slugs are looked up in"`
+		Reviewed  bool        `json:"reviewed,omitempty" doc:"Accepted for compatibility; not used"`
+	}
+}
+
+type stageInput struct {
+	Body struct {
+		IDs   []uuid.UUID `json:"ids" minItems:"1" maxItems:"10000"`
+		Stage string      `json:"stage" minLength:"1" maxLength:"100" doc:"The next stage (advance) or an earlier one (send back)"`
+	}
+}
+
+type moveOutput struct{ Body MoveResult }
+
+type taskPath struct {
+	TaskID uuid.UUID `path:"task_id" format:"uuid" doc:"A task's id (or one of its version ids)"`
+}
+
+// Comment is a note on a task (spec: Task comment).
+type Comment struct {
+	ID        uuid.UUID `json:"id"`
+	TaskID    uuid.UUID `json:"task_id"`
+	UserID    uuid.UUID `json:"user_id"`
+	Message   string    `json:"message"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+	AvatarURL string    `json:"avatar_url"`
+	UserName  string    `json:"user_name"`
+}
+
+func commentFromRow(r models.CommentRow) Comment {
+	return Comment{ID: r.ID, TaskID: r.TaskID, UserID: r.UserID, Message: r.Message, CreatedAt: r.CreatedAt,
+		UpdatedAt: r.UpdatedAt, AvatarURL: r.AvatarURL, UserName: r.UserName}
+}
+
+type commentsOutput struct {
+	Body struct {
+		Comments   []Comment `json:"comments" nullable:"false"`
+		CanComment bool      `json:"can_comment"`
+		Reason     string    `json:"reason" doc:"Why the caller may not comment, when it may not"`
+	}
+}
+
+type commentBody struct {
+	Body string `json:"body" minLength:"1" maxLength:"20000" doc:"The comment; @name or @email mentions notify those members"`
+}
+
+type addCommentInput struct {
+	TaskID uuid.UUID `path:"task_id" format:"uuid"`
+	Body   commentBody
+}
+
+type commentPath struct {
+	TaskID    uuid.UUID `path:"task_id" format:"uuid"`
+	CommentID uuid.UUID `path:"comment_id" format:"uuid"`
+}
+
+type editCommentInput struct {
+	TaskID    uuid.UUID `path:"task_id" format:"uuid"`
+	CommentID uuid.UUID `path:"comment_id" format:"uuid"`
+	Body      commentBody
+}
+
+type commentOutput struct{ Body Comment }
+
+// ActivityEvent is one entry of a task's timeline (spec: Task activity event).
+type ActivityEvent struct {
+	Event   string     `json:"event" enum:"version_created,status_changed,stage_changed,comment"`
+	At      string     `json:"at" format:"date-time"`
+	By      *uuid.UUID `json:"by"`
+	ByName  string     `json:"by_name"`
+	ByRole  string     `json:"by_role"`
+	Done    bool       `json:"done" doc:"The event completed a step: a version written, or a move to ready or verified"`
+	Key     string     `json:"key"`
+	Summary string     `json:"summary"`
+	Version int        `json:"version" doc:"The task's version when it happened"`
+}
+
+type activityInput struct {
+	TaskID uuid.UUID `path:"task_id" format:"uuid"`
+	Limit  int       `query:"limit" minimum:"1" maximum:"200" default:"50"`
+}
+
+type activityOutput struct {
+	Body struct {
+		Events []ActivityEvent `json:"events" nullable:"false"`
+	}
+}
+
+// Attachment is a file staged for a task brief.
+type Attachment struct {
+	Name        string     `json:"name"`
+	ArchivedAt  *time.Time `json:"archived_at"`
+	ContentType string     `json:"content_type"`
+	Error       string     `json:"error"`
+	Size        int64      `json:"size"`
+	Status      string     `json:"status" example:"staged"`
+	StorageURL  string     `json:"storage_url"`
+	URL         string     `json:"url" doc:"Presigned download URL"`
+}
+
+type briefOutput struct {
+	Body struct {
+		Prompt      string       `json:"prompt"`
+		Attachments []Attachment `json:"attachments" nullable:"false"`
+	}
+}
+
+type briefDownloadOutput struct {
+	ContentType        string `header:"Content-Type"`
+	ContentDisposition string `header:"Content-Disposition"`
+	Body               []byte
+}
+
+// TaskSummary is a task in a taskset listing.
+type TaskSummary struct {
+	ID              uuid.UUID  `json:"id"`
+	Name            string     `json:"name"`
+	ExternalID      *string    `json:"external_id"`
+	Status          string     `json:"status" enum:"pending,ready,verified,revision,rejected"`
+	Stage           *string    `json:"stage"`
+	LatestVersionID *uuid.UUID `json:"latest_version_id"`
+	Version         int        `json:"version" doc:"Number of the latest version"`
+	CreatedAt       time.Time  `json:"created_at"`
+	UpdatedAt       time.Time  `json:"updated_at"`
+}
+
+type listTasksInput struct {
+	TasksetID uuid.UUID `path:"taskset_id" format:"uuid"`
+	Limit     int       `query:"limit" minimum:"1" maximum:"500" default:"50"`
+	Offset    int       `query:"offset" minimum:"0" maximum:"2147483647" default:"0"`
+}
+
+type listTasksOutput struct{ Body Page[TaskSummary] }
+
+func (s *Server) registerTaskReview() {
+	tags := []string{"Tasks"}
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "set-task-status", Method: http.MethodPatch, Path: "/tasks/status", Tags: tags,
+		Summary: "Set tasks' review status",
+		Description: "Per id and non-atomic: each id lands in succeeded, unchanged or failures. A taskset with stages " +
+			"requires its last stage before ready; clear=true returns tasks to pending and resets their stage.",
+		Errors: []int{http.StatusUnprocessableEntity},
+	}, authKeyOrSession), func(ctx context.Context, in *statusInput) (*moveOutput, error) {
+		b := in.Body
+		if !b.Clear && b.Status == "" {
+			return nil, validation("body.status", "status is required unless clear is true", nil)
+		}
+		inputs := append(uuidStrings(b.IDs), b.Slugs...)
+		if len(inputs) == 0 {
+			return nil, validation("body.ids", "send ids or slugs", nil)
+		}
+		res, err := s.store.SetTaskStatus(ctx, callerFrom(ctx), inputs, b.TasksetID, b.Status, b.Clear)
+		if err != nil {
+			return nil, storeError(err, "task")
+		}
+		return &moveOutput{Body: moveResult(res)}, nil
+	})
+
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "move-task-stage", Method: http.MethodPatch, Path: "/tasks/stage", Tags: tags,
+		Summary:     "Move tasks between stages",
+		Description: "Advances pending tasks one stage or sends them back to an earlier one. Per id and non-atomic.",
+		Errors:      []int{http.StatusUnprocessableEntity},
+	}, authKeyOrSession), func(ctx context.Context, in *stageInput) (*moveOutput, error) {
+		res, err := s.store.MoveTaskStage(ctx, callerFrom(ctx), uuidStrings(in.Body.IDs), in.Body.Stage)
+		if err != nil {
+			return nil, storeError(err, "task")
+		}
+		return &moveOutput{Body: moveResult(res)}, nil
+	})
+
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "list-task-comments", Method: http.MethodGet, Path: "/tasks/{task_id}/comments", Tags: tags,
+		Summary: "List a task's comments", Errors: []int{http.StatusNotFound},
+	}, authKeyOrSession), func(ctx context.Context, in *taskPath) (*commentsOutput, error) {
+		rows, can, reason, err := s.store.ListComments(ctx, callerFrom(ctx), in.TaskID)
+		if err != nil {
+			return nil, storeError(err, "task")
+		}
+		out := &commentsOutput{}
+		out.Body.Comments, out.Body.CanComment, out.Body.Reason = []Comment{}, can, reason
+		for _, r := range rows {
+			out.Body.Comments = append(out.Body.Comments, commentFromRow(r))
+		}
+		return out, nil
+	})
+
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "add-task-comment", Method: http.MethodPost, Path: "/tasks/{task_id}/comments", Tags: tags,
+		Summary: "Comment on a task", Description: "Members @mentioned by name or email are notified.",
+		Errors: []int{http.StatusForbidden, http.StatusNotFound},
+	}, authKeyOrSession), func(ctx context.Context, in *addCommentInput) (*commentOutput, error) {
+		row, err := s.store.AddComment(ctx, callerFrom(ctx), in.TaskID, in.Body.Body)
+		if err != nil {
+			return nil, storeError(err, "task")
+		}
+		return &commentOutput{Body: commentFromRow(*row)}, nil
+	})
+
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "edit-task-comment", Method: http.MethodPatch, Path: "/tasks/{task_id}/comments/{comment_id}", Tags: tags,
+		Summary: "Edit a comment", Description: "Only the author may edit a comment.",
+		Errors: []int{http.StatusForbidden, http.StatusNotFound},
+	}, authKeyOrSession), func(ctx context.Context, in *editCommentInput) (*commentOutput, error) {
+		row, err := s.store.UpdateComment(ctx, callerFrom(ctx), in.TaskID, in.CommentID, in.Body.Body)
+		if err != nil {
+			return nil, storeError(err, "comment")
+		}
+		return &commentOutput{Body: commentFromRow(*row)}, nil
+	})
+
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "delete-task-comment", Method: http.MethodDelete, Path: "/tasks/{task_id}/comments/{comment_id}", Tags: tags,
+		Summary: "Delete a comment", Description: "Only the author may delete a comment.", DefaultStatus: http.StatusNoContent,
+		Errors: []int{http.StatusForbidden, http.StatusNotFound},
+	}, authKeyOrSession), func(ctx context.Context, in *commentPath) (*struct{}, error) {
+		if err := s.store.DeleteComment(ctx, callerFrom(ctx), in.TaskID, in.CommentID); err != nil {
+			return nil, storeError(err, "comment")
+		}
+		return nil, nil
+	})
+
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "get-task-activity", Method: http.MethodGet, Path: "/tasks/{task_id}/activity", Tags: tags,
+		Summary:     "A task's activity",
+		Description: "Versions written, status and stage changes, and comments, newest first.",
+		Errors:      []int{http.StatusNotFound},
+	}, authKeyOrSession), func(ctx context.Context, in *activityInput) (*activityOutput, error) {
+		acts, err := s.store.TaskActivity(ctx, callerFrom(ctx), in.TaskID, in.Limit)
+		if err != nil {
+			return nil, storeError(err, "task")
+		}
+		out := &activityOutput{}
+		out.Body.Events = []ActivityEvent{}
+		for _, a := range acts {
+			out.Body.Events = append(out.Body.Events, ActivityEvent{Event: a.Event, At: a.At.UTC().Format(time.RFC3339Nano), By: a.By,
+				ByName: a.ByName, ByRole: a.ByRole, Done: a.Done, Key: a.Key, Summary: a.Summary, Version: a.Version})
+		}
+		return out, nil
+	})
+
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "get-task-brief", Method: http.MethodGet, Path: "/tasks/{task_id}/brief", Tags: tags,
+		Summary:     "A task's brief",
+		Description: "The prompt and attachments a person works from. Browser session only: an API key gets 401.",
+		Errors:      []int{http.StatusNotFound},
+	}, authSession), func(ctx context.Context, in *taskPath) (*briefOutput, error) {
+		b, err := s.store.GetTaskBrief(ctx, callerFrom(ctx), in.TaskID)
+		if err != nil {
+			return nil, storeError(err, "task")
+		}
+		out := &briefOutput{}
+		out.Body.Prompt, out.Body.Attachments = b.Prompt, []Attachment{}
+		return out, nil
+	})
+
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "download-task-brief", Method: http.MethodGet, Path: "/tasks/{task_id}/brief/download", Tags: tags,
+		Summary:     "Download a task's brief",
+		Description: "A zip of the prompt (prompt.md), the task in the export shape (task.json) and its attachments. Browser session only.",
+		Errors:      []int{http.StatusNotFound},
+		Responses:   map[string]*huma.Response{"200": {Description: "A zip archive", Content: map[string]*huma.MediaType{"application/zip": {}}}},
+	}, authSession), func(ctx context.Context, in *taskPath) (*briefDownloadOutput, error) {
+		b, err := s.store.GetTaskBrief(ctx, callerFrom(ctx), in.TaskID)
+		if err != nil {
+			return nil, storeError(err, "task")
+		}
+		zipped, err := briefZip(b)
+		if err != nil {
+			return nil, err
+		}
+		return &briefDownloadOutput{
+			ContentType:        "application/zip",
+			ContentDisposition: fmt.Sprintf("attachment; filename=%q", safeFilename(b.Task.Name)+"-brief.zip"),
+			Body:               zipped,
+		}, nil
+	})
+
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "list-taskset-tasks", Method: http.MethodGet, Path: "/tasksets/{taskset_id}/tasks", Tags: []string{"Tasksets"},
+		Summary:     "List a taskset's tasks",
+		Description: "The tasks of a taskset by name, with their review state and latest version. (An addition to the spec's routes.)",
+		Errors:      []int{http.StatusNotFound},
+	}, authOptional), func(ctx context.Context, in *listTasksInput) (*listTasksOutput, error) {
+		rows, total, err := s.store.ListTasks(ctx, callerFrom(ctx), in.TasksetID, in.Limit, in.Offset)
+		if err != nil {
+			return nil, storeError(err, "taskset")
+		}
+		items := make([]TaskSummary, len(rows))
+		for i, r := range rows {
+			items[i] = TaskSummary{ID: r.ID, Name: r.Name, ExternalID: r.ExternalID, Status: r.Status, Stage: r.Stage,
+				LatestVersionID: r.LatestVersionID, Version: r.Version, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+		}
+		return &listTasksOutput{Body: NewPage(items, total, in.Limit, in.Offset)}, nil
+	})
+}
+
+func uuidStrings(ids []uuid.UUID) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = id.String()
+	}
+	return out
+}
+
+// validation builds a 422 for a rule the schema cannot express.
+func validation(location, msg string, value any) error {
+	return newHumaError(http.StatusUnprocessableEntity, "validation failed", &huma.ErrorDetail{Location: location, Message: msg, Value: value})
+}
+
+// briefZip packs a brief: prompt.md and task.json (attachments join them once uploads exist).
+func briefZip(b *models.TaskBrief) ([]byte, error) {
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	task, err := json.MarshalIndent(ExportedTask{
+		Name: b.Version.Name, ExternalID: deref(b.Task.ExternalID), Description: b.Version.Description, Env: b.Version.Env,
+		Scenario: b.Version.Scenario, Args: nonNilMap(b.Version.Args), Prompt: b.Version.Prompt, SystemPrompt: b.Version.SystemPrompt,
+		AgentConfig: nonNilMap(b.Version.AgentConfig), RuntimeConfig: nonNilMap(b.Version.RuntimeConfig), Validation: b.Version.Validation,
+	}, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{{"prompt.md", []byte(b.Prompt)}, {"task.json", task}} {
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: f.name, Method: zip.Deflate, Modified: b.Version.CreatedAt})
+		if err != nil {
+			return nil, err
+		}
+		if _, err := w.Write(f.data); err != nil {
+			return nil, err
+		}
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// safeFilename keeps a name usable in Content-Disposition and on every file system.
+func safeFilename(name string) string {
+	out := strings.Map(func(r rune) rune {
+		if r == '-' || r == '_' || r == '.' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
+			return r
+		}
+		return '_'
+	}, name)
+	if out == "" {
+		out = "task"
+	}
+	return out
 }

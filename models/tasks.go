@@ -130,6 +130,9 @@ func (v ValidationError) Error() string {
 	return "invalid request: " + strings.Join(msgs, "; ")
 }
 
+// analyzeAfter is the number of new tasks after which an upload refreshes Postgres statistics.
+const analyzeAfter = 1000
+
 // ErrForbidden is returned when the caller sees a row but may not change it.
 var ErrForbidden = errors.New("forbidden")
 
@@ -154,8 +157,13 @@ func (s *Store) UploadTasks(ctx context.Context, c *Caller, up Upload) (*UploadR
 			return err
 		}
 		res.TasksetID, res.TasksetName, res.TasksetCreated = ts.ID, ts.Name, created
+		existing, err := loadTaskIndex(ctx, tx, ts.ID)
+		if err != nil {
+			return err
+		}
+		var w taskWrites
 		for i, t := range tasks {
-			versionID, outcome, err := upsertTask(ctx, tx, c, ts.ID, i, t)
+			versionID, outcome, err := existing.upsert(c, ts.ID, i, t, &w)
 			if err != nil {
 				return err
 			}
@@ -167,9 +175,19 @@ func (s *Store) UploadTasks(ctx context.Context, c *Caller, up Upload) (*UploadR
 				res.TasksUpdated++
 			}
 		}
+		if err := w.flush(ctx, tx); err != nil {
+			return err
+		}
 		_, err = tx.NewUpdate().Model((*Taskset)(nil)).Set("updated_at = ?", now()).Where("id = ?", ts.ID).Exec(ctx)
 		return err
 	})
+	if err == nil && s.Dialect == Postgres && res.TasksCreated >= analyzeAfter {
+		// A bulk load leaves the planner with stale statistics until autovacuum runs, and it then
+		// sorts whole tasksets instead of walking the name index.
+		if _, err := s.DB.ExecContext(ctx, "ANALYZE tasks, task_versions"); err != nil {
+			return nil, fmt.Errorf("upload tasks: analyze: %w", err)
+		}
+	}
 	if err != nil {
 		var verr ValidationError
 		if errors.As(err, &verr) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrForbidden) || errors.Is(err, ErrConflict) {
@@ -332,76 +350,110 @@ func (s *Store) uploadTaskset(ctx context.Context, tx bun.Tx, c *Caller, up Uplo
 	return &ts, true, nil
 }
 
-// upsertTask matches a task by task_id, external_id, then name, and writes a version when its
-// content changed. It returns the id of the version that now holds the content.
-func upsertTask(ctx context.Context, tx bun.Tx, c *Caller, tasksetID uuid.UUID, i int, t resolvedTask) (uuid.UUID, string, error) {
-	var task Task
-	found := false
-	try := func(where string, arg any) error {
-		if found {
-			return nil
-		}
-		err := tx.NewSelect().Model(&task).Where("taskset_id = ?", tasksetID).Where(where, arg).Scan(ctx)
-		if err == nil {
-			found = true
-			return nil
-		}
-		if isNoRows(err) {
-			return nil
-		}
-		return err
+// taskIndex is every task of a taskset with its latest content hash, loaded once per upload so
+// that matching costs no query per task.
+type taskIndex struct {
+	byID, byExternal, byName map[string]*indexedTask
+}
+
+type indexedTask struct {
+	Task `bun:",extend"`
+	Hash string `bun:"hash,scanonly"`
+}
+
+func loadTaskIndex(ctx context.Context, tx bun.Tx, tasksetID uuid.UUID) (*taskIndex, error) {
+	var rows []indexedTask
+	if err := tx.NewSelect().Model(&rows).ColumnExpr("tk.*").ColumnExpr("tv.content_hash AS hash").
+		Join("LEFT JOIN task_versions AS tv ON tv.id = tk.latest_version_id").
+		Where("tk.taskset_id = ?", tasksetID).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("load tasks: %w", err)
 	}
-	if t.TaskID != "" {
-		if err := try("id = ?", t.TaskID); err != nil {
-			return uuid.Nil, "", err
+	idx := &taskIndex{byID: map[string]*indexedTask{}, byExternal: map[string]*indexedTask{}, byName: map[string]*indexedTask{}}
+	for i := range rows {
+		idx.add(&rows[i])
+	}
+	return idx, nil
+}
+
+func (x *taskIndex) add(t *indexedTask) {
+	x.byID[t.ID.String()] = t
+	x.byName[t.Name] = t
+	if t.ExternalID != nil {
+		x.byExternal[*t.ExternalID] = t
+	}
+}
+
+// taskWrites collects an upload's writes so that they go out in batches.
+type taskWrites struct {
+	newTasks []Task
+	updated  []Task
+	versions []TaskVersion
+}
+
+const insertBatch = 500
+
+func (w *taskWrites) flush(ctx context.Context, tx bun.Tx) error {
+	for start := 0; start < len(w.newTasks); start += insertBatch {
+		batch := w.newTasks[start:min(start+insertBatch, len(w.newTasks))]
+		if _, err := tx.NewInsert().Model(&batch).Exec(ctx); err != nil {
+			return err
 		}
-		if !found {
+	}
+	for i := range w.updated {
+		if _, err := tx.NewUpdate().Model(&w.updated[i]).Column("name", "external_id", "latest_version_id", "version_count", "updated_at").WherePK().Exec(ctx); err != nil {
+			return err
+		}
+	}
+	for start := 0; start < len(w.versions); start += insertBatch {
+		batch := w.versions[start:min(start+insertBatch, len(w.versions))]
+		if _, err := tx.NewInsert().Model(&batch).Exec(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// upsert matches a task by task_id, external_id, then name, and queues a new version when its
+// content changed. It returns the id of the version that holds the content after the upload.
+func (x *taskIndex) upsert(c *Caller, tasksetID uuid.UUID, i int, t resolvedTask, w *taskWrites) (uuid.UUID, string, error) {
+	var found *indexedTask
+	if t.TaskID != "" {
+		if found = x.byID[t.TaskID]; found == nil {
 			return uuid.Nil, "", ValidationError{{Location: fmt.Sprintf("body.tasks[%d].task_id", i), Message: "no task with this id in the taskset", Value: t.TaskID}}
 		}
 	}
-	if t.ExternalID != "" {
-		if err := try("external_id = ?", t.ExternalID); err != nil {
-			return uuid.Nil, "", err
-		}
+	if found == nil && t.ExternalID != "" {
+		found = x.byExternal[t.ExternalID]
 	}
-	if err := try("name = ?", t.Name); err != nil {
-		return uuid.Nil, "", err
+	if found == nil {
+		found = x.byName[t.Name]
 	}
 	var externalID *string
 	if t.ExternalID != "" {
 		externalID = &t.ExternalID
 	}
-	outcome := "created"
-	if found {
-		var latest TaskVersion
-		if task.LatestVersionID != nil {
-			if err := tx.NewSelect().Model(&latest).Where("id = ?", *task.LatestVersionID).Scan(ctx); err != nil {
-				return uuid.Nil, "", err
-			}
-			if latest.ContentHash == t.hash && ptrEq(task.ExternalID, externalID) {
-				return latest.ID, "unchanged", nil
-			}
-		}
-		outcome = "updated"
-	} else {
-		task = Task{ID: uuid.New(), TeamID: c.TeamID, TasksetID: tasksetID, Status: TaskPending, CreatedAt: now()}
+	if found != nil && found.LatestVersionID != nil && found.Hash == t.hash && found.Name == t.Name && ptrEq(found.ExternalID, externalID) {
+		return *found.LatestVersionID, "unchanged", nil
+	}
+	outcome := "updated"
+	if found == nil {
+		outcome = "created"
+		found = &indexedTask{Task: Task{ID: uuid.New(), TeamID: c.TeamID, TasksetID: tasksetID, Status: TaskPending, CreatedAt: now()}}
 	}
 	v := TaskVersion{
-		ID: uuid.New(), TaskID: task.ID, TasksetID: tasksetID, TeamID: task.TeamID, Version: task.VersionCount + 1,
+		ID: uuid.New(), TaskID: found.ID, TasksetID: tasksetID, TeamID: found.TeamID, Version: found.VersionCount + 1,
 		ContentHash: t.hash, CreatedBy: &c.UserID, CreatedAt: now(), RegistryID: t.registryID, ScenarioID: t.ScenarioID,
 		TaskContent: t.TaskContent,
 	}
-	task.Name, task.ExternalID, task.LatestVersionID, task.VersionCount, task.UpdatedAt = t.Name, externalID, &v.ID, v.Version, now()
+	delete(x.byName, found.Name)
+	found.Name, found.ExternalID, found.LatestVersionID, found.VersionCount, found.UpdatedAt, found.Hash = t.Name, externalID, &v.ID, v.Version, now(), t.hash
+	x.add(found)
 	if outcome == "created" {
-		if _, err := tx.NewInsert().Model(&task).Exec(ctx); err != nil {
-			return uuid.Nil, "", err
-		}
-	} else if _, err := tx.NewUpdate().Model(&task).Column("name", "external_id", "latest_version_id", "version_count", "updated_at").WherePK().Exec(ctx); err != nil {
-		return uuid.Nil, "", err
+		w.newTasks = append(w.newTasks, found.Task)
+	} else {
+		w.updated = append(w.updated, found.Task)
 	}
-	if _, err := tx.NewInsert().Model(&v).Exec(ctx); err != nil {
-		return uuid.Nil, "", err
-	}
+	w.versions = append(w.versions, v)
 	return v.ID, outcome, nil
 }
 
@@ -457,4 +509,60 @@ func (s *Store) GetTaskVersion(ctx context.Context, c *Caller, id uuid.UUID) (*T
 		return nil, fmt.Errorf("get task version: %w", ErrNotFound)
 	}
 	return v, nil
+}
+
+// TaskRow is a task in a taskset listing.
+type TaskRow struct {
+	Task    `bun:",extend"`
+	Version int `bun:"version,scanonly"`
+}
+
+// ListTasks pages the tasks of a taskset the caller may see, by name.
+func (s *Store) ListTasks(ctx context.Context, c *Caller, tasksetID uuid.UUID, limit, offset int) ([]TaskRow, int, error) {
+	if _, err := s.GetTaskset(ctx, c, tasksetID); err != nil {
+		return nil, 0, err
+	}
+	var rows []TaskRow
+	total, err := s.DB.NewSelect().Model(&rows).ColumnExpr("tk.*").ColumnExpr("tk.version_count AS version").
+		// Names are unique within a taskset, so the name alone is a total order, and the
+		// (taskset_id, name) index serves it without sorting the taskset.
+		Where("tk.taskset_id = ?", tasksetID).OrderExpr("tk.name ASC").
+		Limit(int64(limit)).Offset(int64(offset)).ScanAndCount(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list tasks: %w", err)
+	}
+	return rows, int(total), nil
+}
+
+// TaskBrief is what a person needs to work on a task: its prompt and its latest content.
+type TaskBrief struct {
+	Task    Task
+	Version TaskVersion
+	Prompt  string
+}
+
+// GetTaskBrief reads the latest version of a task and the prompt a person works from: the task's
+// own prompt, or for a scenario task the scenario's description with its arguments.
+func (s *Store) GetTaskBrief(ctx context.Context, c *Caller, taskID uuid.UUID) (*TaskBrief, error) {
+	t, err := s.GetTask(ctx, c, taskID)
+	if err != nil {
+		return nil, err
+	}
+	if t.Task.LatestVersionID == nil {
+		return nil, fmt.Errorf("task %s has no version: %w", t.Task.ID, ErrNotFound)
+	}
+	var v TaskVersion
+	if err := s.DB.NewSelect().Model(&v).Where("id = ?", *t.Task.LatestVersionID).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("task brief: %w", err)
+	}
+	prompt := v.Prompt
+	if prompt == "" && v.Scenario != "" {
+		var desc string
+		if v.ScenarioID != nil {
+			s.DB.NewSelect().Model((*Scenario)(nil)).Column("description").Where("id = ?", *v.ScenarioID).Scan(ctx, &desc) //nolint:errcheck // the brief falls back to the name
+		}
+		args, _ := json.MarshalIndent(v.Args, "", "  ")
+		prompt = fmt.Sprintf("Scenario %q of environment %q.\n\n%s\n\nArguments:\n%s\n", v.Scenario, v.Env, desc, args)
+	}
+	return &TaskBrief{Task: t.Task, Version: v, Prompt: prompt}, nil
 }
