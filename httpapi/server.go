@@ -22,6 +22,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humachi"
 	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
 
 	"github.com/proctorhq/proctor/httpapi/docsui"
 	"github.com/proctorhq/proctor/internal/blob"
@@ -146,6 +147,9 @@ func apiConfig() huma.Config {
 			Description: "A signed-in browser session; `POST /auth/session` with `{\"api_key\"}` sets it."},
 	}
 	registry := cfg.Components.Schemas
+	// uuid.UUID is a byte array that marshals as text; document and validate it as what clients
+	// send, a string in uuid format, so that a malformed id is a 422 at its location.
+	registry.RegisterTypeAlias(reflect.TypeFor[uuid.UUID](), reflect.TypeFor[uuidString]())
 	cfg.OnAddOperation = append(cfg.OnAddOperation, func(_ *huma.OpenAPI, op *huma.Operation) {
 		// Every error response carries the envelope except 422, which keeps the validation body.
 		if r := op.Responses["422"]; r != nil {
@@ -154,6 +158,14 @@ func apiConfig() huma.Config {
 		}
 	})
 	return cfg
+}
+
+// uuidString is the schema uuid.UUID is documented and validated as.
+type uuidString string
+
+// Schema is a uuid-formatted string.
+func (uuidString) Schema(huma.Registry) *huma.Schema {
+	return &huma.Schema{Type: huma.TypeString, Format: "uuid"}
 }
 
 // op fills what every operation shares: the auth rule, its security requirement, and the error
