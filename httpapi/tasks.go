@@ -39,7 +39,7 @@ func (EnvRef) Schema(r huma.Registry) *huma.Schema {
 	return &huma.Schema{
 		Description: "The task's environment: its name or id as a string, or an object {name} or {id}",
 		OneOf: []*huma.Schema{
-			{Type: huma.TypeString, MinLength: ptr(1), MaxLength: ptr(200)},
+			{Type: huma.TypeString, MaxLength: ptr(200), Description: "A name or id; empty means none"},
 			{Type: huma.TypeObject, AdditionalProperties: false, Properties: map[string]*huma.Schema{
 				"id":   {Type: huma.TypeString, Format: "uuid"},
 				"name": {Type: huma.TypeString, MinLength: ptr(1), MaxLength: ptr(200)},

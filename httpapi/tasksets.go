@@ -94,7 +94,7 @@ type ExportedTask struct {
 	Name          string           `json:"name"`
 	ExternalID    string           `json:"external_id,omitempty"`
 	Description   string           `json:"description,omitempty"`
-	Env           string           `json:"env" doc:"The environment's name"`
+	Env           string           `json:"env,omitempty" doc:"The environment's name; absent for tasks without one"`
 	Scenario      string           `json:"scenario,omitempty"`
 	Args          map[string]any   `json:"args"`
 	Prompt        string           `json:"prompt,omitempty"`

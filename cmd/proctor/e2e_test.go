@@ -150,6 +150,8 @@ func TestDevRunsTheWholePlatformAndReusesItsData(t *testing.T) {
 		t.Fatalf("ping workflow = %+v, %v", res, err)
 	}
 
+	testClientCommands(t, dataDir)
+
 	took := dev.stop(t)
 	t.Logf("dev stopped in %s", took)
 	if took > 15*time.Second {
@@ -176,6 +178,43 @@ func TestDevRunsTheWholePlatformAndReusesItsData(t *testing.T) {
 	}
 	if n := strings.Count(out.String(), "\n"); n != 2 {
 		t.Errorf("teams after two starts:\n%s\nwant exactly one", out.String())
+	}
+}
+
+// testClientCommands drives tasks upload/export and tasksets list against the dev instance,
+// finding it through the credentials file under dataDir as a user in that directory would.
+func testClientCommands(t *testing.T, dataDir string) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	jsonl := filepath.Join(dir, "smoke.jsonl")
+	os.WriteFile(jsonl, []byte(`{"name": "greet", "prompt": "Say hello"}
+{"name": "count", "prompt": "Count to three", "external_id": "c-3"}
+`), 0o644)
+	cli := func(args ...string) (string, error) {
+		var out, errOut bytes.Buffer
+		err := run(ctx, append(args, "--data-dir", dataDir), &out, &errOut)
+		return out.String() + errOut.String(), err
+	}
+	if out, err := cli("tasks", "upload", jsonl); err != nil || !strings.Contains(out, "uploaded 2 tasks to smoke") || !strings.Contains(out, "2 created") {
+		t.Fatalf("tasks upload: %v\n%s", err, out)
+	}
+	if out, err := cli("tasksets", "list"); err != nil || !regexp.MustCompile(`(?m)^smoke\s+2\s+private\s+yes`).MatchString(out) {
+		t.Errorf("tasksets list: %v\n%s", err, out)
+	}
+	exported := filepath.Join(dir, "smoke.json")
+	if out, err := cli("tasks", "export", "smoke", "-o", exported); err != nil {
+		t.Fatalf("tasks export: %v\n%s", err, out)
+	}
+	if out, err := cli("tasks", "upload", exported); err != nil || !strings.Contains(out, "0 created, 0 updated, 2 unchanged") {
+		t.Errorf("re-uploading the export: %v\n%s", err, out)
+	}
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte(`[{"name": "x", "env": "nowhere", "scenario": "s"}]`), 0o644)
+	if out, err := cli("tasks", "upload", bad); err == nil || !strings.Contains(err.Error(), "body.tasks[0].env") {
+		t.Errorf("an invalid upload: %v\n%s; want the failing field named", err, out)
+	}
+	if _, err := cli("tasks", "export", "missing"); err == nil || !strings.Contains(err.Error(), "not_found") {
+		t.Errorf("exporting a missing taskset: %v", err)
 	}
 }
 

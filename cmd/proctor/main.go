@@ -28,6 +28,11 @@ Usage:
   proctor migrate    apply pending database migrations and exit
   proctor admin      manage teams, members, API keys, sessions and projects in the configured database
   proctor openapi    print the OpenAPI 3.1 document (YAML) without starting anything
+
+Client commands (against PROCTOR_API_URL with PROCTOR_API_KEY; default: the local dev instance):
+  proctor tasks upload FILE.json|FILE.jsonl [--taskset NAME]   create or update tasks
+  proctor tasks export NAME [-o FILE]                          a taskset in the portable upload shape
+  proctor tasksets list [--search S] [--public] [--sort KEY]   your team's tasksets
   proctor version    print the version
 
 Every command takes --help. Settings come from flags or PROCTOR_* environment variables.
@@ -74,6 +79,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdMigrate(ctx, rest, stdout, stderr)
 	case "admin":
 		return cmdAdmin(ctx, rest, stdout, stderr)
+	case "tasks":
+		return cmdTasks(ctx, rest, stdout, stderr)
+	case "tasksets":
+		return cmdTasksets(ctx, rest, stdout, stderr)
 	case "openapi":
 		spec, err := httpapi.Spec()
 		if err != nil {

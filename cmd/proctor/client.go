@@ -1,0 +1,350 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// apiClient talks to a Proctor API with an API key.
+type apiClient struct {
+	base string
+	key  string
+	http *http.Client
+}
+
+// clientFlags are the connection flags every client command takes. Without them the local dev
+// instance is used: its credentials file under --data-dir names the URL and the key.
+func clientFlags(fs *flag.FlagSet) func() (*apiClient, error) {
+	apiURL := fs.String("api-url", os.Getenv("PROCTOR_API_URL"), "API base URL (env PROCTOR_API_URL; default: the local dev instance)")
+	apiKey := fs.String("api-key", os.Getenv("PROCTOR_API_KEY"), "API key (env PROCTOR_API_KEY; default: the dev instance's key)")
+	dataDir := fs.String("data-dir", envOrDefault("PROCTOR_DATA_DIR", ".proctor"), "dev data directory whose credentials are used by default (env PROCTOR_DATA_DIR)")
+	return func() (*apiClient, error) {
+		c := &apiClient{base: *apiURL, key: *apiKey, http: &http.Client{Timeout: 5 * time.Minute}}
+		if c.base == "" || c.key == "" {
+			var creds devInfo
+			if b, err := os.ReadFile(filepath.Join(*dataDir, credentialsFile)); err == nil && json.Unmarshal(b, &creds) == nil {
+				if c.base == "" {
+					c.base = creds.APIURL
+				}
+				if c.key == "" {
+					c.key = creds.APIKey
+				}
+			}
+		}
+		if c.base == "" {
+			c.base = "http://127.0.0.1:8080"
+		}
+		if c.key == "" {
+			return nil, errors.New("no API key: set PROCTOR_API_KEY (or --api-key), or start `proctor dev` in this directory")
+		}
+		c.base = strings.TrimRight(c.base, "/")
+		return c, nil
+	}
+}
+
+func envOrDefault(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// apiError is an error answer of the API, with the validation details of a 422.
+type apiError struct {
+	Status  int
+	Code    string
+	Message string
+	Fields  []string
+}
+
+func (e *apiError) Error() string {
+	msg := fmt.Sprintf("%s (HTTP %d)", e.Message, e.Status)
+	if e.Code != "" {
+		msg = fmt.Sprintf("%s: %s (HTTP %d)", e.Code, e.Message, e.Status)
+	}
+	if len(e.Fields) > 0 {
+		msg += "\n  " + strings.Join(e.Fields, "\n  ")
+	}
+	return msg
+}
+
+// do sends a request and decodes a JSON answer into out (when not nil).
+func (c *apiClient) do(ctx context.Context, method, path string, body any, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.key)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, c.base+path, err)
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(res.Body)
+	if err != nil {
+		return err
+	}
+	if res.StatusCode >= 400 {
+		e := &apiError{Status: res.StatusCode, Message: strings.TrimSpace(string(data))}
+		var env struct {
+			Error  struct{ Code, Message string } `json:"error"`
+			Detail string                         `json:"detail"`
+			Errors []struct {
+				Location, Message string
+				Value             any
+			} `json:"errors"`
+		}
+		if json.Unmarshal(data, &env) == nil {
+			switch {
+			case env.Error.Message != "":
+				e.Code, e.Message = env.Error.Code, env.Error.Message
+			case env.Detail != "":
+				e.Code, e.Message = "invalid", env.Detail
+				for _, f := range env.Errors {
+					e.Fields = append(e.Fields, fmt.Sprintf("%s: %s", f.Location, f.Message))
+				}
+			}
+		}
+		return e
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("decode %s %s: %w", method, path, err)
+		}
+	}
+	return nil
+}
+
+func cmdTasks(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	const usage = "Usage:\n  proctor tasks upload FILE.json|FILE.jsonl [--taskset NAME]\n  proctor tasks export NAME [-o FILE]\n"
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errUsage
+	}
+	switch args[0] {
+	case "upload":
+		return cmdTasksUpload(ctx, args[1:], stdout, stderr)
+	case "export":
+		return cmdTasksExport(ctx, args[1:], stdout, stderr)
+	default:
+		fmt.Fprintf(stderr, "unknown tasks command %q\n\n%s", args[0], usage)
+		return errUsage
+	}
+}
+
+// parseArgs parses flags that may come after positional arguments, as people type them.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+func cmdTasksUpload(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("proctor tasks upload", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	taskset := fs.String("taskset", "", "taskset name (default: the file's taskset_name/name, else the file's base name)")
+	client := clientFlags(fs)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return errors.New("usage: proctor tasks upload FILE.json|FILE.jsonl [--taskset NAME]")
+	}
+	body, err := readTaskFile(pos[0])
+	if err != nil {
+		return err
+	}
+	if *taskset != "" {
+		body["taskset_name"] = *taskset
+		delete(body, "taskset_id")
+	} else if body["taskset_name"] == nil && body["name"] == nil && body["taskset_id"] == nil {
+		body["taskset_name"] = strings.TrimSuffix(filepath.Base(pos[0]), filepath.Ext(pos[0]))
+	}
+	c, err := client()
+	if err != nil {
+		return err
+	}
+	var res struct {
+		TasksetID      string   `json:"taskset_id"`
+		TasksetName    string   `json:"taskset_name"`
+		TaskCount      int      `json:"task_count"`
+		TaskVersionIDs []string `json:"task_version_ids"`
+		TasksCreated   int      `json:"tasks_created"`
+		TasksUpdated   int      `json:"tasks_updated"`
+	}
+	if err := c.do(ctx, http.MethodPost, "/v2/tasks/upload", body, &res); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "uploaded %d tasks to %s (%s): %d created, %d updated, %d unchanged\n", res.TaskCount, res.TasksetName, res.TasksetID,
+		res.TasksCreated, res.TasksUpdated, res.TaskCount-res.TasksCreated-res.TasksUpdated)
+	return nil
+}
+
+// readTaskFile reads an upload body: a JSON object (an export or an upload body), a JSON array of
+// tasks, or JSON Lines with one task per line.
+func readTaskFile(path string) (map[string]any, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	trimmed := bytes.TrimSpace(data)
+	if strings.HasSuffix(path, ".jsonl") || strings.HasSuffix(path, ".ndjson") {
+		var tasks []any
+		sc := bufio.NewScanner(bytes.NewReader(data))
+		sc.Buffer(make([]byte, 1<<20), 64<<20)
+		for n := 1; sc.Scan(); n++ {
+			line := bytes.TrimSpace(sc.Bytes())
+			if len(line) == 0 {
+				continue
+			}
+			var t map[string]any
+			if err := json.Unmarshal(line, &t); err != nil {
+				return nil, fmt.Errorf("%s:%d: not a JSON object: %w", path, n, err)
+			}
+			tasks = append(tasks, t)
+		}
+		if err := sc.Err(); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return map[string]any{"tasks": tasks}, nil
+	}
+	if len(trimmed) > 0 && trimmed[0] == '[' {
+		var tasks []any
+		if err := json.Unmarshal(trimmed, &tasks); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return map[string]any{"tasks": tasks}, nil
+	}
+	var body map[string]any
+	if err := json.Unmarshal(trimmed, &body); err != nil {
+		return nil, fmt.Errorf("%s: want a JSON object with tasks, a JSON array of tasks, or .jsonl: %w", path, err)
+	}
+	return body, nil
+}
+
+func cmdTasksExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("proctor tasks export", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	out := fs.String("o", "", "write to this file instead of standard output")
+	client := clientFlags(fs)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return errors.New("usage: proctor tasks export NAME [-o FILE]")
+	}
+	c, err := client()
+	if err != nil {
+		return err
+	}
+	var export json.RawMessage
+	if err := c.do(ctx, http.MethodGet, "/v2/tasksets/by-name/"+url.PathEscape(pos[0]), nil, &export); err != nil {
+		return err
+	}
+	var pretty bytes.Buffer
+	json.Indent(&pretty, export, "", "  ") //nolint:errcheck // the API answered valid JSON
+	pretty.WriteByte('\n')
+	if *out == "" {
+		_, err = stdout.Write(pretty.Bytes())
+		return err
+	}
+	return os.WriteFile(*out, pretty.Bytes(), 0o644)
+}
+
+func cmdTasksets(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "list" {
+		fmt.Fprint(stderr, "Usage: proctor tasksets list [--search S] [--public] [--sort starred|date|name|stars|tasks] [--limit N]\n")
+		return errUsage
+	}
+	fs := flag.NewFlagSet("proctor tasksets list", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	search := fs.String("search", "", "only names containing this (case-insensitive)")
+	public := fs.Bool("public", false, "public tasksets of every team")
+	sort := fs.String("sort", "starred", "starred, date, name, stars or tasks")
+	limit := fs.Int("limit", 50, "at most this many (1..500)")
+	client := clientFlags(fs)
+	if _, err := parseArgs(fs, args[1:]); err != nil {
+		return err
+	}
+	c, err := client()
+	if err != nil {
+		return err
+	}
+	q := url.Values{"limit": {fmt.Sprint(*limit)}, "sort_by": {*sort}}
+	if *search != "" {
+		q.Set("search", *search)
+	}
+	if *public {
+		q.Set("public_only", "true")
+	}
+	var page struct {
+		Items []struct {
+			ID        string    `json:"id"`
+			Name      string    `json:"name"`
+			Public    bool      `json:"public"`
+			IsOwner   bool      `json:"is_owner"`
+			IsStarred bool      `json:"is_starred"`
+			TaskCount int       `json:"task_count"`
+			UpdatedAt time.Time `json:"updated_at"`
+		} `json:"items"`
+		Total int `json:"total"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/v2/tasksets?"+q.Encode(), nil, &page); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tTASKS\tVISIBILITY\tOWNER\tUPDATED\tID")
+	for _, t := range page.Items {
+		vis, owner := "private", "shared"
+		if t.Public {
+			vis = "public"
+		}
+		if t.IsOwner {
+			owner = "yes"
+		}
+		name := t.Name
+		if t.IsStarred {
+			name = "★ " + name
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", name, t.TaskCount, vis, owner, t.UpdatedAt.Local().Format("2006-01-02 15:04"), t.ID)
+	}
+	tw.Flush()
+	if page.Total > len(page.Items) {
+		fmt.Fprintf(stdout, "(%d of %d; --limit shows more)\n", len(page.Items), page.Total)
+	}
+	return nil
+}
