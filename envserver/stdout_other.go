@@ -1,0 +1,12 @@
+//go:build !unix
+
+package envserver
+
+import "os"
+
+// withStdoutToStderr runs fn as it is: without dup2 there is no portable way to repoint the
+// process's standard output, so hooks on these systems must not print to stdout.
+func withStdoutToStderr(fn func() error) error { return fn() }
+
+// dupStdout returns os.Stdout, the only handle there is.
+func dupStdout() (*os.File, error) { return os.Stdout, nil }
