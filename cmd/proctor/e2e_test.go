@@ -356,7 +356,7 @@ func TestUnknownCommandsAndHelp(t *testing.T) {
 	if exitCode(err) != 2 || !strings.Contains(errOut.String(), "PROCTOR_DATABASE_URL") || !strings.Contains(errOut.String(), "PROCTOR_TEMPORAL_ADDRESS") {
 		t.Errorf("server --help must document the environment variables:\n%s", errOut.String())
 	}
-	if err := run(context.Background(), []string{"admin", "team", "frobnicate"}, io.Discard, io.Discard); err == nil {
+	if err := run(context.Background(), []string{"admin", "team", "frobnicate", "--data-dir", t.TempDir()}, io.Discard, io.Discard); err == nil {
 		t.Error("an unknown admin command succeeded")
 	}
 }
