@@ -1,0 +1,223 @@
+package models_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/proctorhq/proctor/internal/storetest"
+	"github.com/proctorhq/proctor/models"
+)
+
+// launchFixture uploads two tasks and seeds the oracle model.
+func launchFixture(t *testing.T, s *models.Store, c *models.Caller) (versions []uuid.UUID, oracle *models.LLMModel) {
+	t.Helper()
+	res, err := s.UploadTasks(ctx, c, models.Upload{TasksetName: "demo", Tasks: []models.TaskUpload{
+		{TaskContent: models.TaskContent{Name: "a", Prompt: "p"}}, {TaskContent: models.TaskContent{Name: "b", Prompt: "p"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oracle = &models.LLMModel{ModelName: "oracle", Name: "Oracle", Provider: "proctor", Adapter: models.AdapterOracle}
+	if err := s.UpsertModel(ctx, oracle); err != nil {
+		t.Fatal(err)
+	}
+	return res.TaskVersionIDs, oracle
+}
+
+func TestModelCatalog(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *models.Store) {
+		a := member(t, s, "alpha", "a@example.com")
+		b := member(t, s, "beta", "b@example.com")
+		m := &models.LLMModel{ModelName: "gpt-x", Name: "GPT X", Provider: "openai", Adapter: models.AdapterOpenAI, APIKeyEnv: "OPENAI_API_KEY"}
+		if err := s.UpsertModel(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		again := &models.LLMModel{ModelName: "gpt-x", Name: "GPT X (renamed)", Provider: "openai", Adapter: models.AdapterOpenAI}
+		if err := s.UpsertModel(ctx, again); err != nil {
+			t.Fatal(err)
+		}
+		s.UpsertModel(ctx, &models.LLMModel{ModelName: "secret", Name: "S", Provider: "x", Adapter: models.AdapterOpenAI, TeamID: &a.TeamID})
+		s.UpsertModel(ctx, &models.LLMModel{ModelName: "old", Name: "O", Provider: "x", Adapter: models.AdapterOpenAI, Hidden: true})
+		list, total, err := s.ListModels(ctx, a, 10, 0)
+		if err != nil || total != 2 || list[0].ModelName != "gpt-x" || list[0].Name != "GPT X (renamed)" || list[1].ModelName != "secret" {
+			t.Fatalf("models for alpha = %+v (%d), %v", list, total, err)
+		}
+		if _, total, _ := s.ListModels(ctx, b, 10, 0); total != 1 {
+			t.Errorf("beta sees %d models, want the shared one only", total)
+		}
+		got, err := s.ResolveModel(ctx, b, "gpt-x")
+		if err != nil || got.ID != m.ID {
+			t.Errorf("resolve by name = %+v, %v (want the first id kept by the upsert)", got, err)
+		}
+		if _, err := s.ResolveModel(ctx, b, m.ID.String()); err != nil {
+			t.Errorf("resolve by id: %v", err)
+		}
+		if _, err := s.ResolveModel(ctx, b, "secret"); !errors.Is(err, models.ErrNotFound) {
+			t.Errorf("another team's model: %v", err)
+		}
+	})
+}
+
+func TestLaunchTransitionsAndJobs(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *models.Store) {
+		a := member(t, s, "alpha", "a@example.com")
+		b := member(t, s, "beta", "b@example.com")
+		versions, oracle := launchFixture(t, s, a)
+		var lts []models.LaunchTrace
+		for _, v := range versions {
+			for g := 0; g < 2; g++ {
+				lts = append(lts, models.LaunchTrace{TraceID: uuid.New(), TaskVersionID: v, ModelID: oracle.ID, GroupID: v.String(), MaxSteps: 10})
+			}
+		}
+		job, traces, err := s.LaunchJob(ctx, a, models.Launch{Name: "run 1", MaxSteps: 10, GroupSize: 2, MaxConcurrent: 2, Traces: lts})
+		if err != nil || len(traces) != 4 || job.Status != models.JobPending {
+			t.Fatalf("launch = %+v %d, %v", job, len(traces), err)
+		}
+		// Idempotent on trace ids: launching the same ids into the same job creates nothing.
+		again, traces2, err := s.LaunchJob(ctx, a, models.Launch{JobID: &job.ID, MaxSteps: 10, GroupSize: 2, MaxConcurrent: 2, Traces: lts[:1]})
+		if err != nil || again.ID != job.ID || len(traces2) != 1 || traces2[0].ID != lts[0].TraceID {
+			t.Fatalf("relaunch = %+v %+v, %v", again, traces2, err)
+		}
+		if ids, _ := s.JobTraceIDs(ctx, job.ID); len(ids) != 4 {
+			t.Errorf("the job has %d traces after a relaunch, want 4", len(ids))
+		}
+		if _, _, err := s.LaunchJob(ctx, b, models.Launch{MaxSteps: 1, GroupSize: 1, MaxConcurrent: 1, Traces: lts[:1]}); !errors.Is(err, models.ErrConflict) {
+			t.Errorf("another team reusing a trace id: %v, want ErrConflict", err)
+		}
+		if _, _, err := s.LaunchJob(ctx, a, models.Launch{MaxSteps: 1, GroupSize: 1, MaxConcurrent: 1, Traces: []models.LaunchTrace{{TraceID: uuid.New(), TaskVersionID: uuid.New(), ModelID: oracle.ID}}}); !errors.Is(err, models.ErrNotFound) {
+			t.Errorf("an unknown task version: %v, want ErrNotFound", err)
+		}
+
+		id := traces[0].ID
+		start := time.Now().UTC()
+		for _, st := range []string{models.TraceInitializing, models.TraceRunning} {
+			if ok, err := s.TransitionTrace(ctx, id, models.TraceUpdate{Status: st, StartTime: &start, Attempt: 1}); err != nil || !ok {
+				t.Fatalf("to %s: %v %v", st, ok, err)
+			}
+		}
+		one := 1.0
+		s.TransitionTrace(ctx, id, models.TraceUpdate{Status: models.TraceCompleted, StopReason: models.StopDone, Reward: &one, EndTime: &start,
+			EvaluationResult: map[string]any{"reward": 1.0, "done": true}})
+		if ok, _ := s.TransitionTrace(ctx, id, models.TraceUpdate{Status: models.TraceRunning}); ok {
+			t.Error("a completed trace moved back to running")
+		}
+		s.TransitionTrace(ctx, traces[1].ID, models.TraceUpdate{Status: models.TraceCancelling})
+		if ok, _ := s.TransitionTrace(ctx, traces[1].ID, models.TraceUpdate{Status: models.TraceRunning}); ok {
+			t.Error("a cancelling trace moved to running")
+		}
+		if ok, _ := s.TransitionTrace(ctx, traces[1].ID, models.TraceUpdate{Status: models.TraceCancelled, StopReason: models.StopCancelled}); !ok {
+			t.Error("a cancelling trace did not reach cancelled")
+		}
+		zero := 0.0
+		s.TransitionTrace(ctx, traces[2].ID, models.TraceUpdate{Status: models.TraceCompleted, Reward: &zero})
+
+		sum, err := s.SummarizeJob(ctx, a, job.ID)
+		if err != nil || sum.TotalTraces != 4 || sum.TotalTasks != 2 || sum.Counts[models.TraceCompleted] != 2 || sum.Counts[models.TraceCancelled] != 1 ||
+			sum.Counts[models.TracePending] != 1 || sum.AvgReward == nil || *sum.AvgReward != 0.5 {
+			t.Fatalf("summary = %+v, %v", sum, err)
+		}
+		if n, _ := s.SetTracesValidity(ctx, a, []uuid.UUID{traces[2].ID}, false); n != 1 {
+			t.Errorf("batch invalidate changed %d", n)
+		}
+		if sum, _ := s.SummarizeJob(ctx, a, job.ID); *sum.AvgReward != 1 {
+			t.Errorf("avg over valid traces = %v, want 1", *sum.AvgReward)
+		}
+		if n, _ := s.SetJobValidity(ctx, a, job.ID, false); n != 3 {
+			t.Errorf("job invalidate changed %d, want 3", n)
+		}
+		if n, _ := s.SetJobValidity(ctx, a, job.ID, true); n != 4 {
+			t.Errorf("job revalidate changed %d, want 4", n)
+		}
+
+		// Visibility: another team and anonymous callers see nothing until the job is published.
+		if _, err := s.GetTrace(ctx, nil, id); !errors.Is(err, models.ErrNotFound) {
+			t.Errorf("anonymous before publish: %v", err)
+		}
+		if err := s.PublishJob(ctx, b, job.ID); !errors.Is(err, models.ErrNotFound) {
+			t.Errorf("another team publishing: %v", err)
+		}
+		if err := s.PublishJob(ctx, a, job.ID); err != nil {
+			t.Fatal(err)
+		}
+		if tr, err := s.GetTrace(ctx, nil, id); err != nil || tr.CanEdit || *tr.Reward != 1 || tr.EvaluationResult["done"] != true {
+			t.Errorf("anonymous after publish = %+v, %v", tr, err)
+		}
+		if _, err := s.UpdateJob(ctx, b, job.ID, nil, nil); !errors.Is(err, models.ErrForbidden) {
+			t.Errorf("another team editing a published job: %v, want ErrForbidden", err)
+		}
+		name := "renamed"
+		if j, err := s.UpdateJob(ctx, a, job.ID, &name, nil); err != nil || j.Name != "renamed" {
+			t.Errorf("rename = %+v, %v", j, err)
+		}
+		s.LaunchJob(ctx, a, models.Launch{Name: "run 2", MaxSteps: 1, GroupSize: 1, MaxConcurrent: 1})
+		jobs, total, _ := s.ListJobs(ctx, a, nil, 10, 0)
+		if total != 2 || jobs[0].Name != "run 2" {
+			t.Errorf("jobs newest first = %+v", jobs)
+		}
+		s.SetJobStatus(ctx, job.ID, models.JobCompleted)
+		if active, _ := s.ActiveJobs(ctx, a); len(active) != 1 || active[0].Name != "run 2" {
+			t.Errorf("active = %+v", active)
+		}
+		rows, total, err := s.ListJobTraces(ctx, a, job.ID, 2, 2)
+		if err != nil || total != 4 || len(rows) != 2 {
+			t.Errorf("job traces page = %d of %d, %v", len(rows), total, err)
+		}
+	})
+}
+
+func TestEventsAndLogsAreIdempotent(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *models.Store) {
+		a := member(t, s, "alpha", "a@example.com")
+		versions, oracle := launchFixture(t, s, a)
+		_, traces, err := s.LaunchJob(ctx, a, models.Launch{MaxSteps: 5, GroupSize: 1, MaxConcurrent: 1,
+			Traces: []models.LaunchTrace{{TraceID: uuid.New(), TaskVersionID: versions[0], ModelID: oracle.ID}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := traces[0].ID
+		if seq, _ := s.LatestSeq(ctx, id); seq != -1 {
+			t.Errorf("latest seq of a new trace = %d, want -1", seq)
+		}
+		ev := func(seq, attempt int, kind string) models.TraceEvent {
+			return models.TraceEvent{TraceID: id, Seq: seq, Attempt: attempt, Kind: kind, Text: fmt.Sprint(seq), StartedAt: time.Now().UTC()}
+		}
+		batch := []models.TraceEvent{ev(0, 1, models.EventUser), ev(1, 1, models.EventToolCall)}
+		for i := 0; i < 2; i++ { // a retried writer
+			if err := s.AppendTraceEvents(ctx, batch); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.SupersedeAttempt(ctx, id, 1)
+		s.AppendTraceEvents(ctx, []models.TraceEvent{ev(2, 2, models.EventUser), ev(3, 2, models.EventAssistant)})
+		all, _ := s.TraceEvents(ctx, id, -1, true)
+		live, _ := s.TraceEvents(ctx, id, -1, false)
+		newer, _ := s.TraceEvents(ctx, id, 2, false)
+		if len(all) != 4 || len(live) != 2 || live[0].Seq != 2 || len(newer) != 1 || newer[0].Seq != 3 {
+			t.Errorf("events: all %d, live %+v, after 2 %+v", len(all), live, newer)
+		}
+		if seq, _ := s.LatestSeq(ctx, id); seq != 3 {
+			t.Errorf("latest seq = %d", seq)
+		}
+
+		var logs []models.TraceLog
+		for i := 0; i < 5; i++ {
+			logs = append(logs, models.TraceLog{TraceID: id, Source: models.LogEnv, Seq: i, Stream: "stderr", Line: fmt.Sprint("line ", i), Time: time.Now().UTC()})
+		}
+		s.AppendTraceLogs(ctx, logs)
+		s.AppendTraceLogs(ctx, logs[3:])
+		page, more, _ := s.TraceLogs(ctx, id, models.LogEnv, -1, 3)
+		rest, more2, _ := s.TraceLogs(ctx, id, models.LogEnv, page[len(page)-1].Seq, 3)
+		if len(page) != 3 || !more || len(rest) != 2 || more2 || rest[1].Line != "line 4" {
+			t.Errorf("log pages: %d more=%v, %d more=%v", len(page), more, len(rest), more2)
+		}
+		if next, _ := s.NextLogSeq(ctx, id, models.LogEnv); next != 5 {
+			t.Errorf("next log seq = %d", next)
+		}
+		if next, _ := s.NextLogSeq(ctx, id, models.LogWorker); next != 0 {
+			t.Errorf("next worker log seq = %d", next)
+		}
+	})
+}
