@@ -134,3 +134,24 @@ func TestCommentActivityAndBriefRoutes(t *testing.T) {
 		wantEnvelope(t, f.do("GET", "/v2/tasks/"+uuid.NewString()+"/brief", "session", nil), 404, "not_found")
 	})
 }
+
+func TestReadyCheckRoute(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *models.Store) {
+		f := newFixture(t, s, Options{})
+		tasksetID, ids := reviewSetup(t, f)
+		path := "/v2/tasks/" + ids[0].String() + "/ready-check"
+		rc := decode[ReadyCheck](t, f.do("GET", path, "key", nil))
+		if rc.HasRequirements || !rc.Passed || len(rc.Checks) != 0 || rc.EvaluatedTraceIDs == nil {
+			t.Errorf("not configured = %+v", rc)
+		}
+		if err := s.SetTasksetRequirements(ctx, tasksetID, &models.Requirements{MinTraces: 2}); err != nil {
+			t.Fatal(err)
+		}
+		r := f.do("GET", path, "session", nil)
+		rc = decode[ReadyCheck](t, r)
+		if !rc.HasRequirements || rc.Passed || rc.K != 2 || rc.Checks[0].Key != "graded_traces" || rc.Checks[0].HowToFix == "" || rc.RequirementsVersion != 1 {
+			t.Errorf("configured = %s", r.body)
+		}
+		wantEnvelope(t, f.do("GET", "/v2/tasks/"+uuid.NewString()+"/ready-check", "key", nil), 404, "not_found")
+	})
+}

@@ -101,6 +101,7 @@ func New(o Options) *Server {
 	s.registerTasksetReads()
 	s.registerTasks()
 	s.registerTaskReview()
+	s.registerReadyCheck()
 	s.registerRegistries()
 
 	docs := docsui.Handler("/openapi.json")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -32,6 +33,8 @@ the dev instance's SQLite file under --data-dir).
   session create --membership N [--ttl 24h]                 create a browser session; prints the cookie value
   project create --team ID --name NAME [--description D]    create a project
   project list --team ID                                    list a team's projects
+  taskset requirements --taskset ID --json '{"min_traces":3,"min_accuracy":0.2,"max_accuracy":0.9,"models":["oracle"]}'
+                                                            set a taskset's submission requirements ('null' clears them)
 `
 
 func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -53,6 +56,8 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	keyID := fs.String("id", "", "API key id")
 	ttl := fs.Duration("ttl", 24*time.Hour, "session lifetime")
 	description := fs.String("description", "", "description")
+	tasksetID := fs.String("taskset", "", "taskset id")
+	reqJSON := fs.String("json", "", "submission requirements as JSON")
 	if err := fs.Parse(args[2:]); err != nil {
 		return err
 	}
@@ -196,6 +201,21 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		for _, p := range ps {
 			fmt.Fprintf(tw, "%s\t%s\t%s\n", p.ID, p.Name, p.Description)
 		}
+	case "taskset requirements":
+		id, err := uuid.Parse(*tasksetID)
+		if err != nil {
+			return fmt.Errorf("--taskset must be a taskset id (uuid): %w", err)
+		}
+		var req *models.Requirements
+		dec := json.NewDecoder(strings.NewReader(*reqJSON))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			return fmt.Errorf("--json: %w", err)
+		}
+		if err := store.SetTasksetRequirements(ctx, id, req); err != nil {
+			return err
+		}
+		fmt.Fprintln(tw, "requirements set for", id)
 	default:
 		fmt.Fprintf(stderr, "unknown admin command %q\n\n%s", strings.TrimSpace(what), adminUsage)
 		return errUsage
