@@ -64,6 +64,7 @@ type Server struct {
 	sessionTTL    time.Duration
 	secureCookies bool
 	maxBodyBytes  int64
+	publicURL     string
 	router        chi.Router
 	api           huma.API
 	v2            *huma.Group
@@ -82,7 +83,7 @@ func New(o Options) *Server {
 	}
 	s := &Server{
 		store: o.Store, bucket: o.Bucket, temporal: o.Temporal, log: o.Logger, sessionTTL: o.SessionTTL,
-		secureCookies: strings.HasPrefix(o.PublicURL, "https://"), maxBodyBytes: o.MaxBodyBytes,
+		secureCookies: strings.HasPrefix(o.PublicURL, "https://"), maxBodyBytes: o.MaxBodyBytes, publicURL: strings.TrimRight(o.PublicURL, "/"),
 	}
 	r := chi.NewRouter()
 	r.Use(s.requestID, s.accessLog, s.recoverPanics)
@@ -102,6 +103,9 @@ func New(o Options) *Server {
 	s.registerTasks()
 	s.registerTaskReview()
 	s.registerReadyCheck()
+	s.registerModels()
+	s.registerJobs()
+	s.registerTraces()
 	s.registerRegistries()
 
 	docs := docsui.Handler("/openapi.json")

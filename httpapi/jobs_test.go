@@ -1,0 +1,119 @@
+package httpapi
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/proctorhq/proctor/internal/storetest"
+	"github.com/proctorhq/proctor/models"
+)
+
+func TestModelJobAndTraceReads(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *models.Store) {
+		f := newFixture(t, s, Options{PublicURL: "https://proctor.example.com/"})
+		up := decode[UploadResult](t, f.do("POST", "/v2/tasks/upload", "key", strings.NewReader(`{"taskset_name":"demo","tasks":[{"name":"a","prompt":"p"}]}`)))
+		oracle := &models.LLMModel{ModelName: "oracle", Name: "Oracle", Provider: "proctor", Adapter: models.AdapterOracle}
+		s.UpsertModel(ctx, oracle)
+
+		page := decode[Page[Model]](t, f.do("GET", "/v2/models", "key", nil))
+		if page.Total != 1 || page.Limit != 100 || page.Items[0].ModelName != "oracle" {
+			t.Errorf("models = %+v", page)
+		}
+		if m := decode[Model](t, f.do("GET", "/v2/models/resolve?model=oracle", "key", nil)); m.ID != oracle.ID {
+			t.Errorf("resolve = %+v", m)
+		}
+		wantEnvelope(t, f.do("GET", "/v2/models/resolve?model=gpt-9", "key", nil), 404, "not_found")
+		wantValidation(t, f.do("GET", "/v2/models/resolve", "key", nil), "query.model")
+		if m := decode[Model](t, f.do("GET", "/v2/models/"+oracle.ID.String(), "key", nil)); m.Adapter != "oracle" {
+			t.Errorf("get model = %+v", m)
+		}
+
+		traceID := uuid.New()
+		job, _, err := s.LaunchJob(ctx, f.caller, models.Launch{Name: "first", MaxSteps: 5, GroupSize: 1, MaxConcurrent: 1,
+			Traces: []models.LaunchTrace{{TraceID: traceID, TaskVersionID: up.TaskVersionIDs[0], ModelID: oracle.ID}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now().UTC()
+		one := 1.0
+		s.TransitionTrace(ctx, traceID, models.TraceUpdate{Status: models.TraceRunning, StartTime: &now, Attempt: 1})
+		s.AppendTraceEvents(ctx, []models.TraceEvent{
+			{TraceID: traceID, Seq: 0, Kind: models.EventUser, Text: "p", StartedAt: now, Attempt: 1},
+			{TraceID: traceID, Seq: 1, Kind: models.EventToolCall, Text: "add_todo", Data: map[string]any{"name": "add_todo"}, StartedAt: now, Attempt: 1},
+		})
+		s.AppendTraceLogs(ctx, []models.TraceLog{{TraceID: traceID, Source: models.LogEnv, Seq: 0, Stream: "stderr", Line: "env up", Time: now},
+			{TraceID: traceID, Source: models.LogWorker, Seq: 0, Stream: "worker", Line: "sandbox started", Time: now}})
+
+		tid := "/v2/trace/" + traceID.String()
+		ev := f.do("GET", tid+"/events", "key", nil)
+		if !strings.Contains(string(ev.body), `"latest_seq":1`) || !strings.Contains(string(ev.body), `"status":"running"`) || strings.Count(string(ev.body), `"seq":`) != 2 {
+			t.Errorf("events = %s", ev.body)
+		}
+		if ev := f.do("GET", tid+"/events?since_seq=0", "key", nil); strings.Count(string(ev.body), `"seq":`) != 1 {
+			t.Errorf("events since 0 = %s", ev.body)
+		}
+		wantValidation(t, f.do("GET", tid+"/events?since_seq=-2", "key", nil), "query.since_seq")
+		if r := f.do("GET", tid+"/env-logs", "key", nil); !strings.Contains(string(r.body), `"log":"env up"`) || !strings.Contains(string(r.body), `"still_running":true`) {
+			t.Errorf("env-logs = %s", r.body)
+		}
+		if r := f.do("GET", tid+"/logs", "key", nil); !strings.Contains(string(r.body), "sandbox started") {
+			t.Errorf("logs = %s", r.body)
+		}
+		s.TransitionTrace(ctx, traceID, models.TraceUpdate{Status: models.TraceCompleted, Reward: &one, StopReason: models.StopDone, EvaluationResult: map[string]any{"reward": 1.0}})
+		info := decode[TraceInfo](t, f.do("GET", tid+"/info", "key", nil))
+		if info.Status != "completed" || *info.Reward != 1 || info.EvaluationResult["reward"] != 1.0 || !info.CanEdit || info.JobName != "first" {
+			t.Errorf("info = %+v", info)
+		}
+		if r := decode[TraceInfo](t, f.do("PATCH", tid, "key", strings.NewReader(`{"name":"best run"}`))); r.Name != "best run" {
+			t.Errorf("patch trace = %+v", r)
+		}
+
+		jid := "/v2/jobs/" + job.ID.String()
+		sum := decode[JobSummary](t, f.do("GET", jid+"/summary", "key", nil))
+		if sum.Completed != 1 || sum.TotalTraces != 1 || sum.TotalTasks != 1 || *sum.AvgReward != 1 {
+			t.Errorf("summary = %+v", sum)
+		}
+		if jobs := decode[Page[Job]](t, f.do("GET", "/v2/jobs?taskset_id="+up.TasksetID.String(), "key", nil)); jobs.Total != 0 {
+			t.Errorf("jobs filtered by a taskset they were not launched from = %d", jobs.Total)
+		}
+		if jobs := decode[Page[Job]](t, f.do("GET", "/v2/jobs", "key", nil)); jobs.Total != 1 || jobs.Items[0].Name != "first" {
+			t.Errorf("jobs = %+v", jobs)
+		}
+		if active := f.do("GET", "/v2/jobs/active", "key", nil); strings.TrimSpace(string(active.body)) == "[]" {
+			t.Errorf("a pending job is missing from active: %s", active.body)
+		}
+		if j := decode[Job](t, f.do("PATCH", jid, "key", strings.NewReader(`{"description":"nightly"}`))); j.Description != "nightly" || j.Name != "first" {
+			t.Errorf("patch job = %+v", j)
+		}
+		traces := decode[Page[Trace]](t, f.do("GET", jid+"/traces", "key", nil))
+		if traces.Total != 1 || traces.Items[0].ID != traceID {
+			t.Errorf("job traces = %+v", traces)
+		}
+		if r := f.do("POST", jid+"/invalidate", "key", nil); !strings.Contains(string(r.body), `"updated_count":1`) {
+			t.Errorf("invalidate = %s", r.body)
+		}
+		if r := f.do("POST", "/v2/trace/batch-validate", "key", strings.NewReader(`{"trace_ids":["`+traceID.String()+`"],"is_valid":true}`)); !strings.Contains(string(r.body), `"updated_count":1`) {
+			t.Errorf("batch-validate = %s", r.body)
+		}
+
+		// Unpublished: invisible without credentials; published: readable, not writable.
+		wantEnvelope(t, f.do("GET", jid, "", nil), 404, "not_found")
+		wantEnvelope(t, f.do("GET", tid+"/events", "", nil), 404, "not_found")
+		pub := decode[Published](t, f.do("POST", jid+"/publish", "key", nil))
+		if !pub.Success || pub.PublicURL != "https://proctor.example.com/v2/jobs/"+job.ID.String() {
+			t.Errorf("publish = %+v", pub)
+		}
+		if r := f.do("GET", tid+"/events", "", nil); r.status != 200 {
+			t.Errorf("a published trace anonymously = %d", r.status)
+		}
+		if j := decode[Job](t, f.do("GET", jid, "", nil)); !j.Published || j.CanEdit {
+			t.Errorf("a published job anonymously = %+v", j)
+		}
+		_, otherKey := otherTeam(t, s)
+		wantEnvelope(t, f.do("PATCH", jid, "Bearer "+otherKey, strings.NewReader(`{"name":"mine"}`)), 403, "forbidden")
+		wantEnvelope(t, f.do("GET", "/v2/jobs/"+uuid.NewString()+"/summary", "key", nil), 404, "not_found")
+	})
+}

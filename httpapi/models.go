@@ -1,0 +1,94 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"github.com/proctorhq/proctor/models"
+)
+
+// Model is a catalog entry agents run on (spec: Resources › Model).
+type Model struct {
+	ID                uuid.UUID      `json:"id"`
+	ModelName         string         `json:"model_name" doc:"The name clients resolve, e.g. oracle"`
+	Name              string         `json:"name"`
+	Provider          string         `json:"provider"`
+	Adapter           string         `json:"adapter" enum:"oracle,openai,anthropic" doc:"Which adapter drives it"`
+	SDKAgentType      string         `json:"sdk_agent_type"`
+	CreatedAt         time.Time      `json:"created_at"`
+	CanEdit           bool           `json:"can_edit"`
+	CheckpointCount   int            `json:"checkpoint_count"`
+	ContextWindow     int            `json:"context_window"`
+	ForkOfModelID     *uuid.UUID     `json:"fork_of_model_id"`
+	ForkOfModelName   *string        `json:"fork_of_model_name"`
+	Hidden            bool           `json:"hidden"`
+	InferenceCount    int            `json:"inference_count"`
+	InputCostPerToken float64        `json:"input_cost_per_token"`
+	RequestDefaults   map[string]any `json:"request_defaults"`
+}
+
+func modelFrom(m *models.LLMModel, c *models.Caller) Model {
+	return Model{ID: m.ID, ModelName: m.ModelName, Name: m.Name, Provider: m.Provider, Adapter: m.Adapter, SDKAgentType: m.SDKAgentType,
+		CreatedAt: m.CreatedAt, CanEdit: c != nil && m.TeamID != nil && *m.TeamID == c.TeamID, ContextWindow: m.ContextWindow,
+		Hidden: m.Hidden, InputCostPerToken: m.InputCostPerToken, RequestDefaults: nonNilMap(m.RequestDefaults)}
+}
+
+type listModelsInput struct {
+	Limit  int `query:"limit" minimum:"1" maximum:"500" default:"100"`
+	Offset int `query:"offset" minimum:"0" maximum:"2147483647" default:"0"`
+}
+
+type resolveModelInput struct {
+	Model string `query:"model" required:"true" minLength:"1" maxLength:"200" doc:"A model_name or an id"`
+}
+
+type modelPath struct {
+	ModelID uuid.UUID `path:"model_id"`
+}
+
+type modelOutput struct{ Body Model }
+
+type listModelsOutput struct{ Body Page[Model] }
+
+func (s *Server) registerModels() {
+	tags := []string{"Models"}
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "list-models", Method: http.MethodGet, Path: "/models", Tags: tags, Summary: "List models",
+		Description: "The catalog entries the caller may run agents on, by name.", Errors: []int{http.StatusUnprocessableEntity},
+	}, authKeyOrSession), func(ctx context.Context, in *listModelsInput) (*listModelsOutput, error) {
+		c := callerFrom(ctx)
+		ms, total, err := s.store.ListModels(ctx, c, in.Limit, in.Offset)
+		if err != nil {
+			return nil, err
+		}
+		items := make([]Model, len(ms))
+		for i := range ms {
+			items[i] = modelFrom(&ms[i], c)
+		}
+		return &listModelsOutput{Body: NewPage(items, total, in.Limit, in.Offset)}, nil
+	})
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "resolve-model", Method: http.MethodGet, Path: "/models/resolve", Tags: tags, Summary: "Resolve a model name",
+		Description: "Turns a model_name (or an id) into the catalog entry, so clients can launch with its id.", Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity},
+	}, authKeyOrSession), func(ctx context.Context, in *resolveModelInput) (*modelOutput, error) {
+		m, err := s.store.ResolveModel(ctx, callerFrom(ctx), in.Model)
+		if err != nil {
+			return nil, storeError(err, "model "+in.Model)
+		}
+		return &modelOutput{Body: modelFrom(m, callerFrom(ctx))}, nil
+	})
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "get-model", Method: http.MethodGet, Path: "/models/{model_id}", Tags: tags, Summary: "Get a model",
+		Errors: []int{http.StatusNotFound},
+	}, authKeyOrSession), func(ctx context.Context, in *modelPath) (*modelOutput, error) {
+		m, err := s.store.GetModel(ctx, callerFrom(ctx), in.ModelID)
+		if err != nil {
+			return nil, storeError(err, "model")
+		}
+		return &modelOutput{Body: modelFrom(m, callerFrom(ctx))}, nil
+	})
+}

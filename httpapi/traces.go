@@ -1,0 +1,268 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"github.com/proctorhq/proctor/models"
+)
+
+// Trace is the record of one attempt (spec: Resources › Trace).
+type Trace struct {
+	ID                  uuid.UUID      `json:"id"`
+	JobID               uuid.UUID      `json:"job_id"`
+	TaskID              *uuid.UUID     `json:"task_id"`
+	TaskVersionID       *uuid.UUID     `json:"task_version_id"`
+	GroupID             string         `json:"group_id"`
+	Name                string         `json:"name"`
+	Status              string         `json:"status" enum:"pending,initializing,running,completed,error,cancelling,cancelled"`
+	CreatedAt           time.Time      `json:"created_at"`
+	StartTime           *time.Time     `json:"start_time"`
+	EndTime             *time.Time     `json:"end_time"`
+	Error               string         `json:"error"`
+	InferenceLLMModelID *uuid.UUID     `json:"inference_llm_model_id"`
+	InstanceID          *uuid.UUID     `json:"instance_id"`
+	Metadata            map[string]any `json:"metadata"`
+	Reward              *float64       `json:"reward"`
+	StopReason          string         `json:"stop_reason" example:"done"`
+	IsValid             bool           `json:"is_valid"`
+	Attempt             int            `json:"attempt" doc:"Tries so far: infrastructure failures retry the attempt in a fresh sandbox"`
+}
+
+func traceFrom(r *models.TraceRow) Trace {
+	return Trace{ID: r.ID, JobID: r.JobID, TaskID: r.TaskID, TaskVersionID: r.TaskVersionID, GroupID: r.GroupID, Name: r.Name,
+		Status: r.Status, CreatedAt: r.CreatedAt, StartTime: r.StartTime, EndTime: r.EndTime, Error: r.Error,
+		InferenceLLMModelID: r.ModelID, InstanceID: r.InstanceID, Metadata: nonNilMap(r.Metadata), Reward: r.Reward,
+		StopReason: r.StopReason, IsValid: r.IsValid, Attempt: r.Attempt}
+}
+
+// TraceInfo is a trace with its environment and evaluation (spec: Trace info).
+type TraceInfo struct {
+	Trace
+	ExecutionMode    string         `json:"execution_mode" example:"hosted"`
+	CanEdit          bool           `json:"can_edit"`
+	Description      string         `json:"description"`
+	JobName          string         `json:"job_name"`
+	EvaluationResult map[string]any `json:"evaluation_result"`
+}
+
+// TraceEvent is one step of a trajectory (spec: Trace event).
+type TraceEvent struct {
+	ID         string         `json:"id"`
+	Seq        int            `json:"seq"`
+	Kind       string         `json:"kind" example:"user_message"`
+	Text       string         `json:"text"`
+	ParentID   string         `json:"parent_id"`
+	Data       map[string]any `json:"data" doc:"The step's structured content: tool name and arguments, tool results, usage"`
+	Attempt    int            `json:"attempt"`
+	StartedAt  time.Time      `json:"started_at"`
+	EndedAt    *time.Time     `json:"ended_at"`
+	Superseded bool           `json:"superseded,omitempty" doc:"From a failed try of the attempt (only with include_superseded)"`
+}
+
+type tracePath struct {
+	TraceID uuid.UUID `path:"trace_id"`
+}
+
+type traceOutput struct{ Body Trace }
+
+type traceInfoOutput struct{ Body TraceInfo }
+
+type patchTraceInput struct {
+	TraceID uuid.UUID `path:"trace_id"`
+	Body    struct {
+		Name        *string `json:"name,omitempty" maxLength:"200"`
+		Description *string `json:"description,omitempty" maxLength:"10000"`
+	}
+}
+
+type eventsInput struct {
+	TraceID           uuid.UUID `path:"trace_id"`
+	SinceSeq          int       `query:"since_seq" default:"-1" minimum:"-1" doc:"Only events after this seq; pass the last latest_seq to follow a live attempt"`
+	IncludeSuperseded bool      `query:"include_superseded" default:"false" doc:"Also the events of failed tries"`
+}
+
+type eventsOutput struct {
+	Body struct {
+		Events    []TraceEvent `json:"events" nullable:"false"`
+		LatestSeq int          `json:"latest_seq" doc:"The highest seq written so far (-1 before any)"`
+		Status    string       `json:"status"`
+		Reward    *float64     `json:"reward"`
+	}
+}
+
+type workerLogsOutput struct {
+	Body struct {
+		TraceID uuid.UUID `json:"trace_id"`
+		Logs    string    `json:"logs"`
+	}
+}
+
+// EnvLogLine is one line the environment wrote.
+type EnvLogLine struct {
+	Stream string    `json:"stream" example:"stderr"`
+	Log    string    `json:"log"`
+	Time   time.Time `json:"time"`
+	Seq    int       `json:"seq"`
+}
+
+type envLogsInput struct {
+	TraceID  uuid.UUID `path:"trace_id"`
+	AfterSeq int       `query:"after_seq" default:"-1" minimum:"-1" doc:"Only lines after this seq (the last page's last seq)"`
+	Limit    int       `query:"limit" minimum:"1" maximum:"5000" default:"1000"`
+}
+
+type envLogsOutput struct {
+	Body struct {
+		TraceID       uuid.UUID    `json:"trace_id"`
+		Logs          []EnvLogLine `json:"logs" nullable:"false"`
+		Count         int          `json:"count"`
+		HasMore       bool         `json:"has_more"`
+		LastTimestamp int64        `json:"last_timestamp" doc:"Unix milliseconds of the last line returned (0 when none)"`
+		StillRunning  bool         `json:"still_running" doc:"The attempt is live: more lines may come"`
+	}
+}
+
+type batchValidateInput struct {
+	Body struct {
+		TraceIDs []uuid.UUID `json:"trace_ids" minItems:"1" maxItems:"10000"`
+		IsValid  bool        `json:"is_valid"`
+	}
+}
+
+func (s *Server) registerTraces() {
+	tags := []string{"Traces"}
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "get-trace", Method: http.MethodGet, Path: "/trace/{trace_id}", Tags: tags, Summary: "Get a trace",
+		Description: "A trace of a published job needs no credentials.", Errors: []int{http.StatusNotFound},
+	}, authOptional), func(ctx context.Context, in *tracePath) (*traceOutput, error) {
+		t, err := s.store.GetTrace(ctx, callerFrom(ctx), in.TraceID)
+		if err != nil {
+			return nil, storeError(err, "trace")
+		}
+		return &traceOutput{Body: traceFrom(t)}, nil
+	})
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "get-trace-info", Method: http.MethodGet, Path: "/trace/{trace_id}/info", Tags: tags, Summary: "Get a trace with its evaluation",
+		Errors: []int{http.StatusNotFound},
+	}, authOptional), func(ctx context.Context, in *tracePath) (*traceInfoOutput, error) {
+		t, err := s.store.GetTrace(ctx, callerFrom(ctx), in.TraceID)
+		if err != nil {
+			return nil, storeError(err, "trace")
+		}
+		return &traceInfoOutput{Body: traceInfoFrom(t)}, nil
+	})
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "update-trace", Method: http.MethodPatch, Path: "/trace/{trace_id}", Tags: tags, Summary: "Rename or describe a trace",
+		Errors: []int{http.StatusForbidden, http.StatusNotFound},
+	}, authKeyOrSession), func(ctx context.Context, in *patchTraceInput) (*traceInfoOutput, error) {
+		t, err := s.store.UpdateTraceText(ctx, callerFrom(ctx), in.TraceID, in.Body.Name, in.Body.Description)
+		if err != nil {
+			return nil, storeError(err, "trace")
+		}
+		return &traceInfoOutput{Body: traceInfoFrom(t)}, nil
+	})
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "get-trace-events", Method: http.MethodGet, Path: "/trace/{trace_id}/events", Tags: tags, Summary: "A trace's trajectory",
+		Description: "Events ordered by seq. Follow a live attempt by passing the last latest_seq as since_seq.", Errors: []int{http.StatusNotFound},
+	}, authOptional), func(ctx context.Context, in *eventsInput) (*eventsOutput, error) {
+		t, err := s.store.GetTrace(ctx, callerFrom(ctx), in.TraceID)
+		if err != nil {
+			return nil, storeError(err, "trace")
+		}
+		// The latest seq is read before the events, so that an event written in between is
+		// returned by the next poll rather than skipped.
+		latest, err := s.store.LatestSeq(ctx, t.ID)
+		if err != nil {
+			return nil, err
+		}
+		evs, err := s.store.TraceEvents(ctx, t.ID, in.SinceSeq, in.IncludeSuperseded)
+		if err != nil {
+			return nil, err
+		}
+		out := &eventsOutput{}
+		out.Body.Events, out.Body.LatestSeq, out.Body.Status, out.Body.Reward = []TraceEvent{}, latest, t.Status, t.Reward
+		for _, e := range evs {
+			if e.Seq > latest {
+				break
+			}
+			out.Body.Events = append(out.Body.Events, TraceEvent{ID: e.ID, Seq: e.Seq, Kind: e.Kind, Text: e.Text, ParentID: e.ParentID,
+				Data: nonNilMap(e.Data), Attempt: e.Attempt, StartedAt: e.StartedAt, EndedAt: e.EndedAt, Superseded: e.Superseded})
+		}
+		return out, nil
+	})
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "get-trace-logs", Method: http.MethodGet, Path: "/trace/{trace_id}/logs", Tags: tags, Summary: "The worker's log of an attempt",
+		Errors: []int{http.StatusNotFound},
+	}, authOptional), func(ctx context.Context, in *tracePath) (*workerLogsOutput, error) {
+		t, err := s.store.GetTrace(ctx, callerFrom(ctx), in.TraceID)
+		if err != nil {
+			return nil, storeError(err, "trace")
+		}
+		var b strings.Builder
+		after := -1
+		for {
+			lines, more, err := s.store.TraceLogs(ctx, t.ID, models.LogWorker, after, 5000)
+			if err != nil {
+				return nil, err
+			}
+			for _, l := range lines {
+				b.WriteString(l.Time.UTC().Format(time.RFC3339Nano))
+				b.WriteByte(' ')
+				b.WriteString(l.Line)
+				b.WriteByte('\n')
+				after = l.Seq
+			}
+			if !more {
+				break
+			}
+		}
+		out := &workerLogsOutput{}
+		out.Body.TraceID, out.Body.Logs = t.ID, b.String()
+		return out, nil
+	})
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "get-trace-env-logs", Method: http.MethodGet, Path: "/trace/{trace_id}/env-logs", Tags: tags, Summary: "The environment's output",
+		Description: "What the environment wrote to stderr (stdout is its MCP stream), paged by seq.", Errors: []int{http.StatusNotFound},
+	}, authOptional), func(ctx context.Context, in *envLogsInput) (*envLogsOutput, error) {
+		t, err := s.store.GetTrace(ctx, callerFrom(ctx), in.TraceID)
+		if err != nil {
+			return nil, storeError(err, "trace")
+		}
+		lines, more, err := s.store.TraceLogs(ctx, t.ID, models.LogEnv, in.AfterSeq, in.Limit)
+		if err != nil {
+			return nil, err
+		}
+		out := &envLogsOutput{}
+		out.Body.TraceID, out.Body.Logs, out.Body.Count, out.Body.HasMore = t.ID, []EnvLogLine{}, len(lines), more
+		out.Body.StillRunning = !models.Terminal(t.Status)
+		for _, l := range lines {
+			out.Body.Logs = append(out.Body.Logs, EnvLogLine{Stream: l.Stream, Log: l.Line, Time: l.Time, Seq: l.Seq})
+			out.Body.LastTimestamp = l.Time.UnixMilli()
+		}
+		return out, nil
+	})
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "batch-validate-traces", Method: http.MethodPost, Path: "/trace/batch-validate", Tags: tags, Summary: "Mark traces valid or invalid",
+		Description: "Applies to the listed traces of the caller's team; others are ignored. Invalid traces do not count toward scores.",
+		Errors:      []int{http.StatusUnprocessableEntity},
+	}, authKeyOrSession), func(ctx context.Context, in *batchValidateInput) (*updatedCount, error) {
+		n, err := s.store.SetTracesValidity(ctx, callerFrom(ctx), in.Body.TraceIDs, in.Body.IsValid)
+		if err != nil {
+			return nil, err
+		}
+		out := &updatedCount{}
+		out.Body.UpdatedCount = n
+		return out, nil
+	})
+}
+
+func traceInfoFrom(t *models.TraceRow) TraceInfo {
+	return TraceInfo{Trace: traceFrom(t), ExecutionMode: "hosted", CanEdit: t.CanEdit, Description: t.Description, JobName: t.JobName,
+		EvaluationResult: t.EvaluationResult}
+}
