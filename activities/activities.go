@@ -14,13 +14,18 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
+	"github.com/proctorhq/proctor/internal/sandbox"
 	"github.com/proctorhq/proctor/models"
 )
 
-// Activities carries what every activity needs.
+// Activities carries what every activity needs. Sandboxes and Envs are set on hosts that run
+// sandboxes; Models defaults to DefaultModels.
 type Activities struct {
-	Store  *models.Store
-	Logger *slog.Logger
+	Store     *models.Store
+	Logger    *slog.Logger
+	Sandboxes sandbox.Provider
+	Envs      *Envs
+	Models    ModelFactory
 }
 
 // PingInput names the task queue a ping is meant to reach.

@@ -42,6 +42,8 @@ type Options struct {
 	Store *models.Store
 	// Temporal is checked by /readyz.
 	Temporal HealthChecker
+	// Workflows launches and cancels rollouts; without it those routes answer 503.
+	Workflows Workflows
 	// Bucket holds sources and artifacts; its signed URLs are handed to clients.
 	Bucket blob.Bucket
 	// Blob serves the local bucket's signed URLs under /blob/ when set.
@@ -60,6 +62,7 @@ type Server struct {
 	store         *models.Store
 	bucket        blob.Bucket
 	temporal      HealthChecker
+	workflows     Workflows
 	log           *slog.Logger
 	sessionTTL    time.Duration
 	secureCookies bool
@@ -82,7 +85,7 @@ func New(o Options) *Server {
 		o.MaxBodyBytes = 10 << 20
 	}
 	s := &Server{
-		store: o.Store, bucket: o.Bucket, temporal: o.Temporal, log: o.Logger, sessionTTL: o.SessionTTL,
+		store: o.Store, bucket: o.Bucket, temporal: o.Temporal, workflows: o.Workflows, log: o.Logger, sessionTTL: o.SessionTTL,
 		secureCookies: strings.HasPrefix(o.PublicURL, "https://"), maxBodyBytes: o.MaxBodyBytes, publicURL: strings.TrimRight(o.PublicURL, "/"),
 	}
 	r := chi.NewRouter()
@@ -106,6 +109,7 @@ func New(o Options) *Server {
 	s.registerModels()
 	s.registerJobs()
 	s.registerTraces()
+	s.registerRollouts()
 	s.registerRegistries()
 
 	docs := docsui.Handler("/openapi.json")

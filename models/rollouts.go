@@ -746,3 +746,67 @@ func (s *Store) TraceLogs(ctx context.Context, traceID uuid.UUID, source string,
 	}
 	return logs, false, nil
 }
+
+// CancelPendingTraces cancels a job's traces that never started (pending or marked cancelling
+// before any work) and returns how many.
+func (s *Store) CancelPendingTraces(ctx context.Context, jobID uuid.UUID) (int, error) {
+	res, err := s.DB.NewUpdate().Model((*Trace)(nil)).Set("status = ?", TraceCancelled).Set("stop_reason = ?", StopCancelled).
+		Set("end_time = ?", now()).Set("updated_at = ?", now()).
+		Where("job_id = ? AND (status = ? OR (status = ? AND start_time IS NULL))", jobID, TracePending, TraceCancelling).Exec(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("cancel pending traces: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}
+
+// MarkJobCancelling cancels the job's traces that never started, moves live ones to cancelling,
+// and returns the live ones.
+func (s *Store) MarkJobCancelling(ctx context.Context, jobID uuid.UUID) ([]uuid.UUID, error) {
+	var live []uuid.UUID
+	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if err := tx.NewSelect().Model((*Trace)(nil)).Column("id").
+			Where("job_id = ? AND status IN (?)", jobID, bun.In([]string{TraceInitializing, TraceRunning, TraceCancelling})).Scan(ctx, &live); err != nil {
+			return err
+		}
+		if _, err := tx.NewUpdate().Model((*Trace)(nil)).Set("status = ?", TraceCancelling).Set("updated_at = ?", now()).
+			Where("job_id = ? AND status IN (?)", jobID, bun.In([]string{TraceInitializing, TraceRunning})).Exec(ctx); err != nil {
+			return err
+		}
+		_, err := tx.NewUpdate().Model((*Trace)(nil)).Set("status = ?", TraceCancelled).Set("stop_reason = ?", StopCancelled).
+			Set("end_time = ?", now()).Set("updated_at = ?", now()).Where("job_id = ? AND status = ?", jobID, TracePending).Exec(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mark job cancelling: %w", err)
+	}
+	return live, nil
+}
+
+// Job kinds, in a job's metadata: a run_list job's status is driven by its RunList workflow; a
+// single-run job (rollouts/run, rollouts/submit) completes when its last trace ends.
+const (
+	JobKindKey     = "kind"
+	JobKindRunList = "run_list"
+)
+
+// SettleSingleRunJob marks a single-run job running while it has unfinished traces and completed
+// once all have ended. Jobs driven by a RunList are left alone.
+func (s *Store) SettleSingleRunJob(ctx context.Context, traceID uuid.UUID) error {
+	var job Job
+	if err := s.DB.NewSelect().Model(&job).Where("id = (SELECT job_id FROM traces WHERE id = ?)", traceID).Scan(ctx); err != nil {
+		return notFound(err, "settle job")
+	}
+	if job.Metadata[JobKindKey] == JobKindRunList || job.Status == JobCancelled {
+		return nil
+	}
+	open, err := s.DB.NewSelect().Model((*Trace)(nil)).Where("job_id = ? AND status NOT IN (?)", job.ID, bun.In([]string{TraceCompleted, TraceError, TraceCancelled})).Count(ctx)
+	if err != nil {
+		return fmt.Errorf("settle job: %w", err)
+	}
+	status := JobRunning
+	if open == 0 {
+		status = JobCompleted
+	}
+	return s.SetJobStatus(ctx, job.ID, status)
+}

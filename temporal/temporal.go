@@ -10,8 +10,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
+	"github.com/google/uuid"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
@@ -25,12 +29,12 @@ import (
 // activities run on a queue chosen by the resources they need, so that GPU hosts join by polling
 // their own queue without any change to the workflows.
 const (
-	QueueWorkflows    = "proctor-workflows"
-	QueueSandboxesCPU = "sandboxes-cpu"
+	QueueWorkflows    = activities.QueueWorkflows
+	QueueSandboxesCPU = activities.QueueSandboxesCPU
 )
 
 // GPUQueue is the queue of the hosts that have GPUs of the given type.
-func GPUQueue(gpuType string) string { return "sandboxes-gpu-" + gpuType }
+func GPUQueue(gpuType string) string { return activities.GPUQueue(gpuType) }
 
 // DefaultQueues are the queues a CPU host's worker polls.
 var DefaultQueues = []string{QueueWorkflows, QueueSandboxesCPU}
@@ -83,11 +87,18 @@ type Workers struct {
 }
 
 // StartWorkers starts one worker per queue. The workflow queue's worker registers every workflow;
-// every worker registers the activities, so that a workflow can reach any queue.
-func StartWorkers(c *Client, acts *activities.Activities, queues []string) (*Workers, error) {
+// every worker registers the activities, so that a workflow can reach any queue. Sandbox queues
+// run sessions (a try's sandbox activities are pinned to one host), at most sessions at once:
+// the host's sandbox capacity.
+func StartWorkers(c *Client, acts *activities.Activities, queues []string, sessions int) (*Workers, error) {
 	ws := &Workers{}
 	for _, q := range queues {
-		w := worker.New(c.Client, q, worker.Options{})
+		opts := worker.Options{}
+		if q != QueueWorkflows {
+			opts.EnableSessionWorker = true
+			opts.MaxConcurrentSessionExecutionSize = max(sessions, 1)
+		}
+		w := worker.New(c.Client, q, opts)
 		if q == QueueWorkflows {
 			RegisterWorkflows(w)
 		}
@@ -104,6 +115,9 @@ func StartWorkers(c *Client, acts *activities.Activities, queues []string) (*Wor
 // RegisterWorkflows registers every workflow of the platform on w.
 func RegisterWorkflows(w worker.Registry) {
 	w.RegisterWorkflow(workflows.Ping)
+	w.RegisterWorkflow(workflows.Rollout)
+	w.RegisterWorkflow(workflows.RunList)
+	w.RegisterWorkflow(workflows.CancelJob)
 }
 
 // Stop stops every worker, waiting for running activities to finish or be cancelled.
@@ -128,4 +142,54 @@ func (c *Client) Ping(ctx context.Context, queues []string) (workflows.PingResul
 		return workflows.PingResult{}, fmt.Errorf("ping %v: %w", queues, err)
 	}
 	return res, nil
+}
+
+// StartRollout starts the workflow of one attempt; starting it again is not an error, so that a
+// launch can be retried.
+func (c *Client) StartRollout(ctx context.Context, traceID uuid.UUID) error {
+	return c.start(ctx, workflows.RolloutWorkflowID(traceID), workflows.Rollout, workflows.RolloutInput{TraceID: traceID})
+}
+
+// StartRunList starts the workflow that runs a job's traces.
+func (c *Client) StartRunList(ctx context.Context, jobID uuid.UUID, maxConcurrent int) error {
+	return c.start(ctx, workflows.RunListWorkflowID(jobID), workflows.RunList, workflows.RunListInput{JobID: jobID, MaxConcurrent: maxConcurrent})
+}
+
+// CancelTrace asks an attempt's workflow to cancel; an absent or finished one is not an error.
+func (c *Client) CancelTrace(ctx context.Context, traceID uuid.UUID) error {
+	err := c.CancelWorkflow(ctx, workflows.RolloutWorkflowID(traceID), "")
+	var nf *serviceerror.NotFound
+	if err != nil && !errors.As(err, &nf) && !strings.Contains(err.Error(), "already completed") {
+		return fmt.Errorf("cancel trace %s: %w", traceID, err)
+	}
+	return nil
+}
+
+// CancelJob starts the workflow that cancels every live attempt of a job and waits for it.
+func (c *Client) CancelJob(ctx context.Context, jobID uuid.UUID) (int, error) {
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: workflows.CancelJobWorkflowID(jobID), TaskQueue: QueueWorkflows,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+	}, workflows.CancelJob, workflows.CancelJobInput{JobID: jobID})
+	if err != nil {
+		return 0, fmt.Errorf("cancel job %s: %w", jobID, err)
+	}
+	var n int
+	if err := run.Get(ctx, &n); err != nil {
+		return 0, fmt.Errorf("cancel job %s: %w", jobID, err)
+	}
+	return n, nil
+}
+
+func (c *Client) start(ctx context.Context, id string, wf any, in any) error {
+	_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: id, TaskQueue: QueueWorkflows,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+	}, wf, in)
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if err != nil && !errors.As(err, &started) {
+		return fmt.Errorf("start %s: %w", id, err)
+	}
+	return nil
 }

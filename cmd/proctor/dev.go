@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/proctorhq/proctor/activities"
 	"github.com/proctorhq/proctor/httpapi"
 	"github.com/proctorhq/proctor/models"
 	ptemporal "github.com/proctorhq/proctor/temporal"
@@ -103,14 +102,23 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 		return err
 	}
 	defer tc.Close()
-	workers, err := ptemporal.StartWorkers(tc, &activities.Activities{Store: store, Logger: log}, cfg.QueueList())
+	if err := seedModels(ctx, store); err != nil {
+		return err
+	}
+	if boot != nil {
+		caller := &models.Caller{TeamID: boot.Team.ID, UserID: boot.User.ID, MembershipID: boot.Membership.ID, Role: boot.Membership.Role}
+		if err := seedExamples(ctx, store, caller, cfg.DataDir, log); err != nil {
+			return fmt.Errorf("seed the example environments: %w", err)
+		}
+	}
+	rt, err := startRuntime(tc, store, cfg, log)
 	if err != nil {
 		return err
 	}
-	defer workers.Stop()
+	defer rt.stop(cfg.ShutdownTimeout)
 
 	api := httpapi.New(httpapi.Options{
-		Store: store, Bucket: bucket, Temporal: tc, Blob: blobHandler, Logger: log, PublicURL: cfg.PublicURL,
+		Store: store, Bucket: bucket, Temporal: tc, Workflows: tc, Blob: blobHandler, Logger: log, PublicURL: cfg.PublicURL,
 		SessionTTL: cfg.SessionTTL, MaxBodyBytes: cfg.MaxBodyBytes,
 	})
 	hs, err := startHTTP(cfg.HTTPAddr, api.Handler(), log)

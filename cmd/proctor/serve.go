@@ -18,6 +18,7 @@ import (
 	"github.com/proctorhq/proctor/httpapi"
 	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/internal/config"
+	"github.com/proctorhq/proctor/internal/sandbox"
 	"github.com/proctorhq/proctor/models"
 	ptemporal "github.com/proctorhq/proctor/temporal"
 )
@@ -148,7 +149,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer tc.Close()
 	api := httpapi.New(httpapi.Options{
-		Store: store, Bucket: bucket, Temporal: tc, Blob: blobHandler, Logger: log, PublicURL: cfg.PublicURL,
+		Store: store, Bucket: bucket, Temporal: tc, Workflows: tc, Blob: blobHandler, Logger: log, PublicURL: cfg.PublicURL,
 		SessionTTL: cfg.SessionTTL, MaxBodyBytes: cfg.MaxBodyBytes,
 	})
 	hs, err := startHTTP(cfg.HTTPAddr, api.Handler(), log)
@@ -189,14 +190,14 @@ func cmdWorker(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer tc.Close()
-	workers, err := ptemporal.StartWorkers(tc, &activities.Activities{Store: store, Logger: log}, cfg.QueueList())
+	rt, err := startRuntime(tc, store, cfg, log)
 	if err != nil {
 		return err
 	}
-	log.Info("worker polling", "queues", cfg.QueueList(), "temporal", cfg.TemporalAddress)
+	log.Info("worker polling", "queues", cfg.QueueList(), "temporal", cfg.TemporalAddress, "isolation", rt.sandboxes.Isolation(), "limits", rt.sandboxes.Limits())
 	<-ctx.Done()
 	log.Info("worker stopping")
-	workers.Stop()
+	rt.stop(cfg.ShutdownTimeout)
 	return nil
 }
 
@@ -229,4 +230,36 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fmt.Fprintln(stdout, "applied", name)
 	}
 	return nil
+}
+
+// runtime is a host's part of the rollout engine: its sandboxes and the workers that use them.
+type runtime struct {
+	sandboxes *sandbox.Process
+	workers   *ptemporal.Workers
+}
+
+// startRuntime starts the sandbox provider and the workers of cfg's queues.
+func startRuntime(tc *ptemporal.Client, store *models.Store, cfg *config.Config, log *slog.Logger) (*runtime, error) {
+	sb, err := sandbox.NewProcess(sandbox.ProcessOptions{
+		Root: cfg.SandboxRoot, MaxSandboxes: cfg.MaxSandboxes, Isolation: cfg.SandboxIsolation,
+		GPUs: cfg.GPUList(), GPUType: cfg.GPUType, Logger: log.With("component", "sandbox"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sandboxes: %w", err)
+	}
+	acts := &activities.Activities{Store: store, Logger: log, Sandboxes: sb, Envs: activities.NewEnvs()}
+	workers, err := ptemporal.StartWorkers(tc, acts, cfg.QueueList(), sb.Capacity())
+	if err != nil {
+		sb.Close(context.Background()) //nolint:errcheck
+		return nil, err
+	}
+	return &runtime{sandboxes: sb, workers: workers}, nil
+}
+
+// stop stops polling, lets running activities end, then stops every sandbox left.
+func (r *runtime) stop(timeout time.Duration) {
+	r.workers.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	r.sandboxes.Close(ctx) //nolint:errcheck // each sandbox is killed at the deadline
 }

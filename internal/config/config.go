@@ -45,6 +45,15 @@ type Config struct {
 	MaxBodyBytes int64
 	// ShutdownTimeout bounds a graceful stop.
 	ShutdownTimeout time.Duration
+	// SandboxRoot holds sandboxes' work dirs; MaxSandboxes bounds those live on this host;
+	// SandboxIsolation is auto, bubblewrap or none.
+	SandboxRoot      string
+	MaxSandboxes     int
+	SandboxIsolation string
+	// GPUs are the device ids this host hands to sandboxes (comma-separated), all of GPUType;
+	// a worker with GPUs also polls the sandboxes-gpu-<type> queue.
+	GPUs    string
+	GPUType string
 }
 
 // Defaults returns the settings used when neither a flag nor a variable says otherwise.
@@ -85,6 +94,11 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	str(&c.LogFormat, "log-format", "PROCTOR_LOG_FORMAT", d.LogFormat, "text or json")
 	fs.DurationVar(&c.SessionTTL, "session-ttl", envDuration("PROCTOR_SESSION_TTL", d.SessionTTL), "browser session lifetime (env PROCTOR_SESSION_TTL)")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", int64(envInt("PROCTOR_MAX_BODY_BYTES", int(d.MaxBodyBytes))), "largest accepted request body (env PROCTOR_MAX_BODY_BYTES)")
+	str(&c.SandboxRoot, "sandbox-root", "PROCTOR_SANDBOX_ROOT", "", "directory for sandbox work dirs (dev default: <data-dir>/sandboxes)")
+	fs.IntVar(&c.MaxSandboxes, "max-sandboxes", envInt("PROCTOR_MAX_SANDBOXES", 0), "sandboxes live at once on this host; 0 = 4 per CPU (env PROCTOR_MAX_SANDBOXES)")
+	str(&c.SandboxIsolation, "sandbox-isolation", "PROCTOR_SANDBOX_ISOLATION", "auto", "auto (bubblewrap when installed), bubblewrap, or none")
+	str(&c.GPUs, "gpus", "PROCTOR_GPUS", "", "comma-separated GPU device ids this host hands to sandboxes")
+	str(&c.GPUType, "gpu-type", "PROCTOR_GPU_TYPE", "", "the type of those GPUs, e.g. h100 (names the sandboxes-gpu-<type> queue)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", envDuration("PROCTOR_SHUTDOWN_TIMEOUT", d.ShutdownTimeout), "bound on a graceful stop (env PROCTOR_SHUTDOWN_TIMEOUT)")
 }
 
@@ -101,6 +115,9 @@ func (c *Config) FillDevDefaults() error {
 	}
 	if c.BlobURL == "" {
 		c.BlobURL = "file://" + filepath.Join(abs, "blobs")
+	}
+	if c.SandboxRoot == "" {
+		c.SandboxRoot = filepath.Join(abs, "sandboxes")
 	}
 	return c.finish()
 }
@@ -133,12 +150,23 @@ func (c *Config) finish() error {
 	return nil
 }
 
-// QueueList splits Queues.
+// QueueList splits Queues, adding the GPU queue of a host that has GPUs.
 func (c *Config) QueueList() []string {
+	out := splitList(c.Queues)
+	if len(c.GPUList()) > 0 && c.GPUType != "" {
+		out = append(out, "sandboxes-gpu-"+c.GPUType)
+	}
+	return out
+}
+
+// GPUList splits GPUs.
+func (c *Config) GPUList() []string { return splitList(c.GPUs) }
+
+func splitList(s string) []string {
 	var out []string
-	for _, q := range strings.Split(c.Queues, ",") {
-		if q = strings.TrimSpace(q); q != "" {
-			out = append(out, q)
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
 		}
 	}
 	return out

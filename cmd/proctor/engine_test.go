@@ -1,0 +1,267 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// api is a tiny JSON client for the tests.
+type api struct {
+	t    *testing.T
+	base string
+	key  string
+}
+
+func (a api) call(method, path string, body any, out any) int {
+	a.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, a.base+path, rd)
+	req.Header.Set("Authorization", "Bearer "+a.key)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		a.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if out != nil && res.StatusCode < 300 {
+		if err := json.Unmarshal(b, out); err != nil {
+			a.t.Fatalf("%s %s: decode: %v: %s", method, path, err, b)
+		}
+	}
+	if res.StatusCode >= 300 {
+		a.t.Logf("%s %s: %d %s", method, path, res.StatusCode, b)
+	}
+	return res.StatusCode
+}
+
+type summary struct {
+	AvgReward                                                               *float64 `json:"avg_reward"`
+	Pending, Initializing, Running, Completed, Error, Cancelling, Cancelled int
+	TotalTraces                                                             int `json:"total_traces"`
+	TotalTasks                                                              int `json:"total_tasks"`
+}
+
+func (s summary) live() int { return s.Pending + s.Initializing + s.Running + s.Cancelling }
+
+// waitJob polls a job's summary until no trace is live, calling each with every summary seen.
+func (a api) waitJob(jobID string, each func(summary)) summary {
+	a.t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		var s summary
+		a.call("GET", "/v2/jobs/"+jobID+"/summary", nil, &s)
+		if each != nil {
+			each(s)
+		}
+		if s.TotalTraces > 0 && s.live() == 0 {
+			return s
+		}
+		if time.Now().After(deadline) {
+			a.t.Fatalf("job %s still live after 3 minutes: %+v", jobID, s)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// jobStatus waits until a job leaves pending and running, and returns its status.
+func (a api) jobStatus(jobID string) string {
+	a.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var job struct{ Status string }
+		a.call("GET", "/v2/jobs/"+jobID, nil, &job)
+		if (job.Status != "running" && job.Status != "pending") || time.Now().After(deadline) {
+			return job.Status
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+type traceRow struct {
+	ID         string   `json:"id"`
+	Name       string   `json:"name"`
+	Status     string   `json:"status"`
+	StopReason string   `json:"stop_reason"`
+	Reward     *float64 `json:"reward"`
+	Error      string   `json:"error"`
+	GroupID    string   `json:"group_id"`
+}
+
+func (a api) traces(jobID string) []traceRow {
+	var page struct{ Items []traceRow }
+	a.call("GET", "/v2/jobs/"+jobID+"/traces?limit=500", nil, &page)
+	return page.Items
+}
+
+func (a api) resolve(path string, field string) string {
+	var m map[string]any
+	a.call("GET", path, nil, &m)
+	s, _ := m[field].(string)
+	if s == "" {
+		a.t.Fatalf("GET %s: no %s in %v", path, field, m)
+	}
+	return s
+}
+
+func (a api) tasksetID(name string) string {
+	var page struct{ Items []struct{ ID, Name string } }
+	a.call("GET", "/v2/tasksets?search="+name+"&limit=500", nil, &page)
+	for _, it := range page.Items {
+		if it.Name == name {
+			return it.ID
+		}
+	}
+	a.t.Fatalf("no taskset %s", name)
+	return ""
+}
+
+// envProcesses lists the example environment processes running from a data dir.
+func envProcesses(dataDir string) string {
+	out, _ := exec.Command("pgrep", "-fa", dataDir+"/envs/").Output()
+	return strings.TrimSpace(string(out))
+}
+
+func TestRolloutEngineRunsTheDemoOnDev(t *testing.T) {
+	dataDir := t.TempDir()
+	dev := startDev(t, dataDir)
+	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey}
+	oracle := c.resolve("/v2/models/resolve?model=oracle", "id")
+	demo := c.tasksetID("demo")
+
+	// The demo with group_size 3: every attempt completes with reward 1.0, at most 2 live at once.
+	var launched struct {
+		JobID    string `json:"job_id"`
+		Accepted int
+		Results  []struct {
+			TraceIDs []string `json:"trace_ids"`
+		}
+	}
+	if code := c.call("POST", "/v2/rollouts/run_list", map[string]any{"taskset_id": demo, "model_ids": []string{oracle}, "group_size": 3, "max_concurrent": 2, "name": "demo x3"}, &launched); code != 201 {
+		t.Fatalf("run_list = %d", code)
+	}
+	maxLive := 0
+	sum := c.waitJob(launched.JobID, func(s summary) { maxLive = max(maxLive, s.Initializing+s.Running) })
+	if sum.Completed != 9 || sum.TotalTraces != 9 || sum.TotalTasks != 3 || sum.AvgReward == nil || *sum.AvgReward != 1 {
+		t.Fatalf("demo summary = %+v, want 9 completed at reward 1.0", sum)
+	}
+	if maxLive > 2 {
+		t.Errorf("max_concurrent 2, but %d attempts were live at once", maxLive)
+	}
+	groups := map[string]int{}
+	for _, tr := range c.traces(launched.JobID) {
+		groups[tr.GroupID]++
+		if tr.Status != "completed" || tr.Reward == nil || *tr.Reward != 1 || tr.StopReason != "done" {
+			t.Errorf("trace %s (%s) = %s/%s reward %v %s", tr.ID, tr.Name, tr.Status, tr.StopReason, tr.Reward, tr.Error)
+		}
+		var ev struct {
+			LatestSeq int `json:"latest_seq"`
+			Events    []struct {
+				Seq  int
+				Kind string
+			}
+		}
+		c.call("GET", "/v2/trace/"+tr.ID+"/events", nil, &ev)
+		kinds := []string{}
+		for i, e := range ev.Events {
+			if e.Seq != i {
+				t.Fatalf("trace %s: events out of order or missing: seq %d at %d", tr.ID, e.Seq, i)
+			}
+			kinds = append(kinds, e.Kind)
+		}
+		if len(kinds) == 0 || kinds[0] != "system_message" || kinds[len(kinds)-1] != "evaluate" || ev.LatestSeq != len(kinds)-1 ||
+			strings.Count(strings.Join(kinds, ","), "tool_call") != strings.Count(strings.Join(kinds, ","), "tool_result") {
+			t.Errorf("trace %s (%s) events: %v", tr.ID, tr.Name, kinds)
+		}
+	}
+	for g, n := range groups {
+		if n != 3 {
+			t.Errorf("group %s has %d attempts, want 3", g, n)
+		}
+	}
+	if st := c.jobStatus(launched.JobID); st != "completed" {
+		t.Errorf("job status = %s, want completed", st)
+	}
+
+	// A task whose validation is wrong (one of two todos) earns less than 1.0.
+	var up struct {
+		TaskVersionIDs []string `json:"task_version_ids"`
+	}
+	c.call("POST", "/v2/tasks/upload", map[string]any{"taskset_name": "wrong", "tasks": []any{map[string]any{
+		"name": "half", "env": "todo", "scenario": "add-todos", "args": map[string]any{"items": []string{"buy milk", "walk the dog"}},
+		"validation": []any{map[string]any{"name": "add_todo", "arguments": map[string]any{"title": "buy milk"}}}}}}, &up)
+	var run struct {
+		JobID   string `json:"job_id"`
+		TraceID string `json:"trace_id"`
+	}
+	if code := c.call("POST", "/v2/rollouts/run", map[string]any{"task_version_id": up.TaskVersionIDs[0], "model_id": oracle}, &run); code != 201 {
+		t.Fatalf("run = %d", code)
+	}
+	c.waitJob(run.JobID, nil)
+	var tr traceRow
+	c.call("GET", "/v2/trace/"+run.TraceID, nil, &tr)
+	if tr.Status != "completed" || tr.Reward == nil || *tr.Reward >= 1 {
+		t.Errorf("wrong validation = %+v, want completed below 1.0", tr)
+	}
+	if st := c.jobStatus(run.JobID); st != "completed" {
+		t.Errorf("single-run job status = %s, want completed", st)
+	}
+
+	// max_steps is honoured: the 2048 task needs 6 moves; with 2 steps it stops and still evaluates.
+	var tasks struct {
+		Items []struct {
+			Name            string
+			LatestVersionID string `json:"latest_version_id"`
+		}
+	}
+	c.call("GET", "/v2/tasksets/"+demo+"/tasks", nil, &tasks)
+	game := ""
+	for _, it := range tasks.Items {
+		if it.Name == "2048-reach-16" {
+			game = it.LatestVersionID
+		}
+	}
+	c.call("POST", "/v2/rollouts/run", map[string]any{"task_version_id": game, "model_id": oracle, "max_steps": 2}, &run)
+	c.waitJob(run.JobID, nil)
+	c.call("GET", "/v2/trace/"+run.TraceID, nil, &tr)
+	if tr.Status != "completed" || tr.StopReason != "max_steps" || tr.Reward == nil || *tr.Reward >= 1 {
+		t.Errorf("max_steps 2 = %+v, want completed, stop_reason max_steps, reward below 1", tr)
+	}
+
+	// cancel_job during a run of 50 attempts: every attempt ends cancelled (or had already
+	// finished before the cancel arrived), and no environment process is left.
+	c.call("POST", "/v2/rollouts/run_list", map[string]any{"task_version_ids": []string{game}, "model_ids": []string{oracle}, "group_size": 50, "max_concurrent": 2}, &launched)
+	time.Sleep(300 * time.Millisecond)
+	var cancelled struct{ Cancelled int }
+	if code := c.call("POST", "/v2/rollouts/cancel_job", map[string]any{"job_id": launched.JobID}, &cancelled); code != 200 {
+		t.Fatalf("cancel_job = %d", code)
+	}
+	sum = c.waitJob(launched.JobID, nil)
+	if sum.Cancelled+sum.Completed != 50 || sum.Cancelled < 40 || sum.Error != 0 {
+		t.Errorf("after cancel_job: %+v; want every attempt cancelled but those done before the cancel", sum)
+	}
+	if st := c.jobStatus(launched.JobID); st != "cancelled" {
+		t.Errorf("cancelled job status = %s", st)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for envProcesses(dataDir) != "" && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if p := envProcesses(dataDir); p != "" {
+		t.Errorf("environment processes left after cancel_job:\n%s", p)
+	}
+	if entries, _ := os.ReadDir(dataDir + "/sandboxes"); len(entries) != 0 {
+		t.Errorf("%d sandbox dirs left", len(entries))
+	}
+}

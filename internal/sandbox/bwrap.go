@@ -1,0 +1,150 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Isolation modes, as accepted by ProcessOptions.Isolation and reported by
+// Process.Isolation.
+const (
+	IsolationAuto       = "auto"
+	IsolationBubblewrap = "bubblewrap"
+	IsolationNone       = "none"
+)
+
+// bwrapArgs builds bubblewrap's arguments for one sandbox, up to and
+// including the "--" before the command. Later mounts cover earlier ones, so
+// the order matters: the read-only host first, then the fresh /dev, /proc and
+// /tmp, then the read-only extras (which may lie under /tmp, as test binaries
+// do), GPU device nodes, and last the writable work dir.
+func bwrapArgs(workDir string, spec Spec, roBinds []string, devNodes []string, infoFD int) []string {
+	args := []string{
+		"--die-with-parent",
+		"--new-session", // no controlling terminal to push input into (TIOCSTI)
+		"--unshare-pid", "--unshare-ipc", "--unshare-uts",
+		"--ro-bind", "/", "/",
+		"--dev", "/dev",
+		"--proc", "/proc",
+		"--tmpfs", "/tmp",
+	}
+	if !spec.Network {
+		args = append(args, "--unshare-net")
+	}
+	for _, p := range roBinds {
+		args = append(args, "--ro-bind", p, p)
+	}
+	for _, n := range devNodes {
+		args = append(args, "--dev-bind", n, filepath.Join("/dev", filepath.Base(n)))
+	}
+	args = append(args,
+		"--bind", workDir, workDir,
+		"--chdir", workDir,
+		"--hostname", "sandbox",
+	)
+	if infoFD > 0 {
+		args = append(args, "--info-fd", fmt.Sprint(infoFD))
+	}
+	return append(args, "--")
+}
+
+// gpuDeviceNodes lists the device nodes under devDir that give access to the
+// GPUs ids: /dev/nvidia<id> for each numeric id and the shared control nodes,
+// those that exist. Ids that are not indexes (UUIDs, MIG ids) get no node of
+// their own: which node they live on is not knowable from the id alone.
+func gpuDeviceNodes(devDir string, ids []string) []string {
+	if len(ids) == 0 {
+		return nil
+	}
+	var names []string
+	for _, id := range ids {
+		if id != "" && strings.Trim(id, "0123456789") == "" {
+			names = append(names, "nvidia"+id)
+		}
+	}
+	names = append(names, "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools")
+	var nodes []string
+	for _, n := range names {
+		p := filepath.Join(devDir, n)
+		if _, err := os.Stat(p); err == nil {
+			nodes = append(nodes, p)
+		}
+	}
+	return nodes
+}
+
+// bwrapInfo is what bubblewrap writes to --info-fd once the sandbox's init
+// exists.
+type bwrapInfo struct {
+	ChildPID     int    `json:"child-pid"`
+	PIDNamespace uint64 `json:"pid-namespace"`
+}
+
+// readBwrapInfo reads the info bubblewrap writes and closes r. It returns
+// early with an error when ctx ends or bubblewrap exits without writing it.
+func readBwrapInfo(ctx context.Context, r *os.File) (bwrapInfo, error) {
+	type result struct {
+		info bwrapInfo
+		err  error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		b, err := io.ReadAll(r)
+		if err != nil {
+			ch <- result{err: err}
+			return
+		}
+		var info bwrapInfo
+		if err := json.Unmarshal(b, &info); err != nil {
+			ch <- result{err: fmt.Errorf("bubblewrap info %q: %w", b, err)}
+			return
+		}
+		ch <- result{info: info}
+	}()
+	select {
+	case res := <-ch:
+		r.Close()
+		return res.info, res.err
+	case <-ctx.Done():
+		r.Close() // unblocks the reader
+		return bwrapInfo{}, ctx.Err()
+	}
+}
+
+// probeBubblewrap checks that bwrap can build the sandboxes this package
+// asks for here (user namespaces or privileges, /proc mounting, netns) by
+// running `true` in one. Containers often ship the binary but forbid it.
+func probeBubblewrap(ctx context.Context, bwrap string, sp *spawner) error {
+	truePath, err := exec.LookPath("true")
+	if err != nil {
+		return fmt.Errorf("probe bubblewrap: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "proctor-bwrap-probe-")
+	if err != nil {
+		return fmt.Errorf("probe bubblewrap: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	args := append(bwrapArgs(dir, Spec{}, []string{filepath.Dir(truePath)}, nil, 0), truePath)
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, bwrap, args...)
+	cmd.Stderr = &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+	if err := sp.start(cmd); err != nil {
+		return fmt.Errorf("probe bubblewrap: %w", err)
+	}
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("probe bubblewrap: %w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}

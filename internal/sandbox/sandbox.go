@@ -1,0 +1,141 @@
+// Package sandbox runs an environment's MCP server in an isolated sandbox and
+// tears it down again. Providers (the `process` provider here; `docker` and
+// `kubernetes` later) sit behind one Provider interface, so the rollout
+// activities provision, talk to and release a sandbox without knowing where it
+// runs.
+//
+// The process provider starts the environment's entrypoint as a child of the
+// worker in a private work directory, isolated with bubblewrap when the host
+// has it (own pid, ipc, uts, mount and, unless asked otherwise, network
+// namespaces; a read-only view of the host), limited with cgroup v2 or, where
+// cgroups cannot be used, with rlimits, and killed together with every process
+// it started when it is stopped or when the worker dies. GPU hosts hand out
+// whole devices from a fixed list.
+//
+// The package may import the standard library only (its tests also use the
+// MCP SDK, to talk to a real environment); it must not import other proctor
+// packages, so that workers, tests and tools can all depend on it.
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+)
+
+// Errors callers branch on. Start wraps them with the sandbox id.
+var (
+	// ErrCapacity means the provider already runs as many sandboxes as it may;
+	// the caller retries later or elsewhere. Start returns it at once.
+	ErrCapacity = errors.New("sandbox: host at capacity")
+	// ErrNoGPU means the GPUs asked for (count and type) cannot be had here now:
+	// the host has none of that type, too few, or too few free.
+	ErrNoGPU = errors.New("sandbox: GPUs not available")
+	// ErrClosed means the provider was closed and starts nothing more.
+	ErrClosed = errors.New("sandbox: provider closed")
+	// ErrInvalidSpec means the Spec cannot be run as given (no id or command,
+	// a command that does not exist, a negative resource). Retrying will not help.
+	ErrInvalidSpec = errors.New("sandbox: invalid spec")
+	// ErrExited is wrapped by every error Sandbox.Err returns: the environment
+	// process has exited, for whatever reason.
+	ErrExited = errors.New("sandbox: environment exited")
+	// ErrStopped is wrapped by Sandbox.Err when the exit was caused by Stop.
+	ErrStopped = errors.New("sandbox: stopped")
+)
+
+// Resources a sandbox is given (from the task's runtime_config.resources).
+type Resources struct {
+	// CPU is the number of cores the sandbox may use; 0 means no limit.
+	CPU float64
+	// MemoryMB is the memory the sandbox may use in MiB; 0 means no limit.
+	MemoryMB int
+	// GPU asks for whole GPU devices.
+	GPU GPURequest
+}
+
+// GPURequest asks for Count whole devices of Type ("" for any type).
+type GPURequest struct {
+	Count int
+	Type  string
+}
+
+// Spec is what to run.
+type Spec struct {
+	// ID is unique per sandbox, e.g. "<trace id>-<try>"; it names the work dir
+	// and appears in logs. It must not contain a slash.
+	ID string
+	// Command is the argv of the environment's MCP server, e.g.
+	// ["/abs/path/todo", "--transport", "stdio"]; it speaks MCP over
+	// stdin/stdout. A bare name is looked up in the sandbox's PATH.
+	Command []string
+	// Env holds extra environment variables. The host environment is not
+	// inherited except PATH and LANG; HOME is the work dir. Env may override
+	// all three; the GPU variables cannot be overridden.
+	Env map[string]string
+	// Resources are the limits and devices the sandbox gets.
+	Resources Resources
+	// Network false gives the sandbox its own network namespace with only
+	// loopback (under bubblewrap); true shares the host network.
+	Network bool
+	// ReadOnlyBinds are extra host paths made visible read-only inside the
+	// sandbox. The directory of Command[0] is added automatically.
+	ReadOnlyBinds []string
+	// OnLog, when set, is called for each line the environment writes to
+	// stderr, as it comes, from one goroutine per sandbox. It must not block
+	// for long: the environment blocks once the stderr pipe is full.
+	OnLog func(LogLine)
+}
+
+// LogLine is one line of the environment's stderr (its stdout is the MCP stream).
+type LogLine struct {
+	Stream string // "stderr"
+	Line   string // without the trailing newline
+	Time   time.Time
+}
+
+// Sandbox is a running environment.
+type Sandbox interface {
+	// ID is Spec.ID.
+	ID() string
+	// Stdin is the server's stdin (MCP stdio transport).
+	Stdin() io.WriteCloser
+	// Stdout is the server's stdout.
+	Stdout() io.ReadCloser
+	// WorkDir is the sandbox's private writable directory on the host; inside
+	// the sandbox it has the same path and is HOME and the working directory.
+	WorkDir() string
+	// Logs returns every stderr line so far, oldest first; only the last
+	// 10,000 lines are kept.
+	Logs() []LogLine
+	// Done is closed when the environment process has exited.
+	Done() <-chan struct{}
+	// Err is nil while the environment runs. Once it has exited, Err says why;
+	// the error always wraps ErrExited, and also ErrStopped when Stop caused the
+	// exit (an *exec.ExitError, if any, can be had with errors.As).
+	Err() error
+	// Devices are the GPU device ids allocated to the sandbox (e.g. ["0","1"]),
+	// empty without GPUs.
+	Devices() []string
+	// Stop sends SIGTERM to every process of the sandbox, then SIGKILL after a
+	// grace (5s by default, shorter when ctx has an earlier deadline, none once
+	// ctx is done); it then releases the sandbox's GPUs and capacity slot and
+	// removes its work dir. Stop is idempotent and safe to call concurrently:
+	// every call waits for the one teardown and returns its result. Stop must
+	// be called for every sandbox Start returned, even after it exited on its
+	// own: until then it holds its slot, its GPUs and its work dir.
+	Stop(ctx context.Context) error
+}
+
+// Provider starts and stops sandboxes.
+type Provider interface {
+	// Start starts spec. It returns an error wrapping ErrCapacity when the host
+	// is full and ErrNoGPU when GPUs of that type and count cannot be had.
+	Start(ctx context.Context, spec Spec) (Sandbox, error)
+	// Running is how many sandboxes hold a slot (started and not yet stopped).
+	Running() int
+	// Capacity is the most sandboxes the provider runs at once.
+	Capacity() int
+	// Close stops every sandbox the provider started and starts no more.
+	Close(ctx context.Context) error
+}
