@@ -33,6 +33,10 @@ Client commands (against PROCTOR_API_URL with PROCTOR_API_KEY; default: the loca
   proctor tasks upload FILE.json|FILE.jsonl [--taskset NAME]   create or update tasks
   proctor tasks export NAME [-o FILE]                          a taskset in the portable upload shape
   proctor tasksets list [--search S] [--public] [--sort KEY]   your team's tasksets
+  proctor eval TASKSET --model M [--group-size N] [--max-concurrent K]
+                                                               run a job, with live progress and a per-task table
+  proctor trace TRACE_ID [-f]                                  an attempt's trajectory (-f follows it live)
+  proctor jobs                                                 your team's jobs, newest first
   proctor version    print the version
 
 Every command takes --help. Settings come from flags or PROCTOR_* environment variables.
@@ -83,6 +87,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdTasks(ctx, rest, stdout, stderr)
 	case "tasksets":
 		return cmdTasksets(ctx, rest, stdout, stderr)
+	case "eval":
+		return cmdEval(ctx, rest, stdout, stderr)
+	case "trace":
+		return cmdTrace(ctx, rest, stdout, stderr)
+	case "jobs":
+		return cmdJobs(ctx, rest, stdout, stderr)
 	case "openapi":
 		spec, err := httpapi.Spec()
 		if err != nil {

@@ -1,0 +1,409 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+type jobSummary struct {
+	AvgReward    *float64 `json:"avg_reward"`
+	Pending      int      `json:"pending"`
+	Initializing int      `json:"initializing"`
+	Running      int      `json:"running"`
+	Completed    int      `json:"completed"`
+	Error        int      `json:"error"`
+	Cancelling   int      `json:"cancelling"`
+	Cancelled    int      `json:"cancelled"`
+	TotalTraces  int      `json:"total_traces"`
+}
+
+func (s jobSummary) done() int { return s.Completed + s.Error + s.Cancelled }
+
+func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("proctor eval", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	model := fs.String("model", "", "model to run (a model_name, e.g. oracle)")
+	groupSize := fs.Int("group-size", 1, "attempts per task")
+	maxConcurrent := fs.Int("max-concurrent", 10, "attempts live at once")
+	maxSteps := fs.Int("max-steps", 30, "model steps per attempt")
+	name := fs.String("name", "", "job name (default: <taskset> × <model>)")
+	client := clientFlags(fs)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 || *model == "" {
+		return errors.New("usage: proctor eval TASKSET --model MODEL [--group-size N] [--max-concurrent K] [--max-steps S]")
+	}
+	c, err := client()
+	if err != nil {
+		return err
+	}
+	tasksetID, err := c.tasksetByName(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	var m struct {
+		ID        string `json:"id"`
+		ModelName string `json:"model_name"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/v2/models/resolve?model="+url.QueryEscape(*model), nil, &m); err != nil {
+		return fmt.Errorf("model %s: %w", *model, err)
+	}
+	if *name == "" {
+		*name = pos[0] + " × " + m.ModelName
+	}
+	var launched struct {
+		JobID    string `json:"job_id"`
+		Accepted int    `json:"accepted"`
+		Rejected int    `json:"rejected"`
+	}
+	body := map[string]any{"taskset_id": tasksetID, "model_ids": []string{m.ID}, "group_size": *groupSize,
+		"max_concurrent": *maxConcurrent, "max_steps": *maxSteps, "name": *name}
+	if err := c.do(ctx, http.MethodPost, "/v2/rollouts/run_list", body, &launched); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "job %s: %s, %d attempts per task\n", launched.JobID, *name, *groupSize)
+
+	// Ctrl-C cancels the job rather than leaving it running unseen.
+	sum, err := c.follow(ctx, launched.JobID, stderr)
+	if errors.Is(err, context.Canceled) {
+		fmt.Fprintln(stderr, "\ninterrupted: cancelling the job…")
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var out struct{ Cancelled int }
+		if err := c.do(cctx, http.MethodPost, "/v2/rollouts/cancel_job", map[string]any{"job_id": launched.JobID}, &out); err != nil {
+			return err
+		}
+		return fmt.Errorf("job %s cancelled (%d live attempts stopped)", launched.JobID, out.Cancelled)
+	}
+	if err != nil {
+		return err
+	}
+	return c.printJobTable(ctx, stdout, launched.JobID, sum)
+}
+
+// follow polls a job until no attempt is live, drawing a progress bar (or, when stderr is not a
+// terminal, a line whenever the counts change).
+func (c *apiClient) follow(ctx context.Context, jobID string, w io.Writer) (jobSummary, error) {
+	tty := isTerminal(w)
+	last := ""
+	for {
+		var s jobSummary
+		if err := c.do(ctx, http.MethodGet, "/v2/jobs/"+jobID+"/summary", nil, &s); err != nil {
+			return s, err
+		}
+		line := progressLine(s)
+		if tty {
+			fmt.Fprintf(w, "\r\033[K%s", line)
+		} else if line != last {
+			fmt.Fprintln(w, line)
+		}
+		last = line
+		if s.TotalTraces > 0 && s.done() == s.TotalTraces {
+			if tty {
+				fmt.Fprintln(w)
+			}
+			return s, nil
+		}
+		select {
+		case <-ctx.Done():
+			return s, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+func progressLine(s jobSummary) string {
+	const width = 30
+	filled := 0
+	if s.TotalTraces > 0 {
+		filled = s.done() * width / s.TotalTraces
+	}
+	reward := "–"
+	if s.AvgReward != nil {
+		reward = fmt.Sprintf("%.3f", *s.AvgReward)
+	}
+	return fmt.Sprintf("[%s%s] %d/%d done · %d running · %d errors · mean reward %s",
+		strings.Repeat("█", filled), strings.Repeat("·", width-filled), s.done(), s.TotalTraces,
+		s.Initializing+s.Running, s.Error, reward)
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+type traceListRow struct {
+	ID         string   `json:"id"`
+	Name       string   `json:"name"`
+	Status     string   `json:"status"`
+	StopReason string   `json:"stop_reason"`
+	Reward     *float64 `json:"reward"`
+	Error      string   `json:"error"`
+	IsValid    bool     `json:"is_valid"`
+}
+
+// printJobTable prints one row per task: attempts, how they ended and the mean reward.
+func (c *apiClient) printJobTable(ctx context.Context, w io.Writer, jobID string, s jobSummary) error {
+	var all []traceListRow
+	for off := 0; ; off += 500 {
+		var page struct {
+			Items []traceListRow `json:"items"`
+			Total int            `json:"total"`
+		}
+		if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v2/jobs/%s/traces?limit=500&offset=%d", jobID, off), nil, &page); err != nil {
+			return err
+		}
+		all = append(all, page.Items...)
+		if len(all) >= page.Total || len(page.Items) == 0 {
+			break
+		}
+	}
+	type agg struct {
+		n, completed, errors, cancelled int
+		sum                             float64
+		graded                          int
+		example                         string
+	}
+	byTask := map[string]*agg{}
+	for _, t := range all {
+		a := byTask[t.Name]
+		if a == nil {
+			a = &agg{}
+			byTask[t.Name] = a
+		}
+		a.n++
+		switch t.Status {
+		case "completed":
+			a.completed++
+		case "error":
+			a.errors++
+			if a.example == "" {
+				a.example = t.ID
+			}
+		case "cancelled":
+			a.cancelled++
+		}
+		if t.Reward != nil && t.Status == "completed" && t.IsValid {
+			a.sum += *t.Reward
+			a.graded++
+		}
+	}
+	names := make([]string, 0, len(byTask))
+	for n := range byTask {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nTASK\tATTEMPTS\tCOMPLETED\tERRORS\tCANCELLED\tMEAN REWARD")
+	for _, n := range names {
+		a := byTask[n]
+		mean := "–"
+		if a.graded > 0 {
+			mean = fmt.Sprintf("%.3f", a.sum/float64(a.graded))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", n, a.n, a.completed, a.errors, a.cancelled, mean)
+	}
+	tw.Flush()
+	reward := "–"
+	if s.AvgReward != nil {
+		reward = fmt.Sprintf("%.3f", *s.AvgReward)
+	}
+	fmt.Fprintf(w, "\n%d attempts: %d completed, %d errors, %d cancelled · mean reward %s\n", s.TotalTraces, s.Completed, s.Error, s.Cancelled, reward)
+	for _, n := range names {
+		if byTask[n].example != "" {
+			fmt.Fprintf(w, "an error of %s: proctor trace %s\n", n, byTask[n].example)
+			break
+		}
+	}
+	return nil
+}
+
+func (c *apiClient) tasksetByName(ctx context.Context, name string) (string, error) {
+	var page struct {
+		Items []struct{ ID, Name string } `json:"items"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/v2/tasksets?limit=500&search="+url.QueryEscape(name), nil, &page); err != nil {
+		return "", err
+	}
+	for _, t := range page.Items {
+		if t.Name == name {
+			return t.ID, nil
+		}
+	}
+	return "", fmt.Errorf("no taskset named %q (see `proctor tasksets list`)", name)
+}
+
+func cmdTrace(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("proctor trace", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	follow := fs.Bool("f", false, "follow the attempt live until it ends")
+	client := clientFlags(fs)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return errors.New("usage: proctor trace TRACE_ID [-f]")
+	}
+	c, err := client()
+	if err != nil {
+		return err
+	}
+	since := -1
+	for {
+		var ev struct {
+			Events []struct {
+				Seq  int            `json:"seq"`
+				Kind string         `json:"kind"`
+				Text string         `json:"text"`
+				Data map[string]any `json:"data"`
+			} `json:"events"`
+			LatestSeq int      `json:"latest_seq"`
+			Status    string   `json:"status"`
+			Reward    *float64 `json:"reward"`
+		}
+		if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v2/trace/%s/events?since_seq=%d", url.PathEscape(pos[0]), since), nil, &ev); err != nil {
+			return err
+		}
+		for _, e := range ev.Events {
+			fmt.Fprintf(stdout, "%4d  %-17s %s\n", e.Seq, e.Kind, describeEvent(e.Kind, e.Text, e.Data))
+			since = e.Seq
+		}
+		terminal := ev.Status == "completed" || ev.Status == "error" || ev.Status == "cancelled"
+		if !*follow || terminal {
+			var tr struct {
+				Status, StopReason, Error string
+				Reward                    *float64
+			}
+			tr.Status = ev.Status
+			var info map[string]any
+			if err := c.do(ctx, http.MethodGet, "/v2/trace/"+url.PathEscape(pos[0]), nil, &info); err == nil {
+				tr.StopReason, _ = info["stop_reason"].(string)
+				tr.Error, _ = info["error"].(string)
+			}
+			reward := "–"
+			if ev.Reward != nil {
+				reward = fmt.Sprintf("%.3f", *ev.Reward)
+			}
+			fmt.Fprintf(stdout, "\nstatus %s · stop %s · reward %s", tr.Status, orDash(tr.StopReason), reward)
+			if tr.Error != "" {
+				fmt.Fprintf(stdout, " · error: %s", tr.Error)
+			}
+			fmt.Fprintln(stdout)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func describeEvent(kind, text string, data map[string]any) string {
+	switch kind {
+	case "tool_call":
+		return fmt.Sprintf("%s %s", text, compactJSON(data["arguments"]))
+	case "system_message":
+		if text == "" {
+			return "(no system prompt)"
+		}
+	case "assistant_message":
+		if text == "" {
+			if m, ok := data["message"].(map[string]any); ok {
+				if calls, ok := m["tool_calls"].([]any); ok {
+					return fmt.Sprintf("(%d tool call(s))", len(calls))
+				}
+			}
+		}
+	case "evaluate":
+		return fmt.Sprintf("%s → reward %v", text, data["reward"])
+	}
+	return oneLine(text, 160)
+}
+
+func compactJSON(v any) string {
+	if v == nil {
+		return "{}"
+	}
+	b, err := jsonMarshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return oneLine(string(b), 160)
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len([]rune(s)) > n {
+		return string([]rune(s)[:n]) + "…"
+	}
+	return s
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "–"
+	}
+	return s
+}
+
+func cmdJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("proctor jobs", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	limit := fs.Int("limit", 20, "at most this many, newest first")
+	client := clientFlags(fs)
+	if _, err := parseArgs(fs, args); err != nil {
+		return err
+	}
+	c, err := client()
+	if err != nil {
+		return err
+	}
+	var page struct {
+		Items []struct {
+			ID        string    `json:"id"`
+			Name      string    `json:"name"`
+			Status    string    `json:"status"`
+			CreatedAt time.Time `json:"created_at"`
+		} `json:"items"`
+		Total int `json:"total"`
+	}
+	if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v2/jobs?limit=%d", *limit), nil, &page); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tSTATUS\tATTEMPTS\tMEAN REWARD\tCREATED")
+	for _, j := range page.Items {
+		var s jobSummary
+		if err := c.do(ctx, http.MethodGet, "/v2/jobs/"+j.ID+"/summary", nil, &s); err != nil {
+			return err
+		}
+		reward := "–"
+		if s.AvgReward != nil {
+			reward = fmt.Sprintf("%.3f", *s.AvgReward)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\n", j.ID, orDash(j.Name), j.Status, s.done(), s.TotalTraces, reward, j.CreatedAt.Local().Format("2006-01-02 15:04"))
+	}
+	tw.Flush()
+	if page.Total > len(page.Items) {
+		fmt.Fprintf(stdout, "(%d of %d; --limit shows more)\n", len(page.Items), page.Total)
+	}
+	return nil
+}
