@@ -154,6 +154,8 @@ func (r *rollout) attempt(ctx workflow.Context, try int) (fin activities.FinishT
 		mctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			TaskQueue:           activities.QueueWorkflows,
 			StartToCloseTimeout: min(left, 10*time.Minute),
+			// The run deadline bounds the step and all its retries together.
+			ScheduleToCloseTimeout: left,
 			// Rate limits and 5xx are retried with backoff; the adapter marks others non-retryable.
 			RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
 				NonRetryableErrorTypes: []string{activities.ErrModel}},

@@ -33,6 +33,9 @@ the dev instance's SQLite file under --data-dir).
   session create --membership N [--ttl 24h]                 create a browser session; prints the cookie value
   project create --team ID --name NAME [--description D]    create a project
   project list --team ID                                    list a team's projects
+  model add --name MODEL --adapter openai|anthropic|oracle [--base-url URL] [--api-key-env VAR] [--team ID]
+                                                            register a model (e.g. a vLLM, Ollama or llama.cpp server);
+                                                            the key is read on the workers from VAR, never stored
   taskset requirements --taskset ID --json '{"min_traces":3,"min_accuracy":0.2,"max_accuracy":0.9,"models":["oracle"]}'
                                                             set a taskset's submission requirements ('null' clears them)
 `
@@ -58,6 +61,9 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	description := fs.String("description", "", "description")
 	tasksetID := fs.String("taskset", "", "taskset id")
 	reqJSON := fs.String("json", "", "submission requirements as JSON")
+	adapter := fs.String("adapter", "", "model adapter: openai, anthropic or oracle")
+	baseURL := fs.String("base-url", "", "model server base URL (OpenAI-compatible: …/v1/)")
+	keyEnv := fs.String("api-key-env", "", "environment variable holding the model's API key on the workers")
 	if err := fs.Parse(args[2:]); err != nil {
 		return err
 	}
@@ -201,6 +207,27 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		for _, p := range ps {
 			fmt.Fprintf(tw, "%s\t%s\t%s\n", p.ID, p.Name, p.Description)
 		}
+	case "model add":
+		switch *adapter {
+		case models.AdapterOpenAI, models.AdapterAnthropic, models.AdapterOracle:
+		default:
+			return fmt.Errorf("--adapter must be openai, anthropic or oracle, not %q", *adapter)
+		}
+		if *name == "" {
+			return errors.New("--name is required: the model_name clients resolve")
+		}
+		m := &models.LLMModel{ModelName: *name, Name: *name, Provider: *adapter, Adapter: *adapter, BaseURL: *baseURL, APIKeyEnv: *keyEnv}
+		if *teamID != "" {
+			tid, err := team()
+			if err != nil {
+				return err
+			}
+			m.TeamID = &tid
+		}
+		if err := store.UpsertModel(ctx, m); err != nil {
+			return err
+		}
+		fmt.Fprintf(tw, "model\t%s\nname\t%s\n", m.ID, m.ModelName)
 	case "taskset requirements":
 		id, err := uuid.Parse(*tasksetID)
 		if err != nil {

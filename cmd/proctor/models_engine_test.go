@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// scriptedOpenAI is an OpenAI-compatible chat completions server that answers with the next tool
+// call of a script (chosen by how many tool results the request carries), then a final answer.
+func scriptedOpenAI(t *testing.T, calls []map[string]any, delay time.Duration) (*httptest.Server, *atomic.Int64) {
+	var requests atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasSuffix(r.URL.Path, "/chat/completions") || r.Header.Get("Authorization") != "Bearer scripted-key" {
+			http.Error(w, `{"error":{"message":"unexpected request"}}`, http.StatusBadRequest)
+			return
+		}
+		requests.Add(1)
+		var req struct {
+			Messages []struct {
+				Role string `json:"role"`
+			} `json:"messages"`
+			Tools []any `json:"tools"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		done := 0
+		for _, m := range req.Messages {
+			if m.Role == "tool" {
+				done++
+			}
+		}
+		time.Sleep(delay)
+		msg := map[string]any{"role": "assistant", "content": "All todos are added."}
+		finish := "stop"
+		if done < len(calls) {
+			args, _ := json.Marshal(calls[done]["arguments"])
+			msg = map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{
+				"id": fmt.Sprintf("call_%d", done), "type": "function",
+				"function": map[string]any{"name": calls[done]["name"], "arguments": string(args)}}}}
+			finish = "tool_calls"
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{
+			"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "scripted",
+			"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish}},
+			"usage":   map[string]any{"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+		})
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &requests
+}
+
+func TestRolloutEngineModelsAndLimits(t *testing.T) {
+	t.Setenv("SCRIPTED_KEY", "scripted-key")
+	dataDir := t.TempDir()
+	dev := startDev(t, dataDir)
+	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey}
+	addModel := func(name, url string) string {
+		var out bytes.Buffer
+		if err := run(context.Background(), []string{"admin", "model", "add", "--name", name, "--adapter", "openai", "--base-url", url + "/v1/",
+			"--api-key-env", "SCRIPTED_KEY", "--data-dir", dataDir}, &out, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		return c.resolve("/v2/models/resolve?model="+name, "id")
+	}
+	var up struct {
+		TaskVersionIDs []string `json:"task_version_ids"`
+	}
+	c.call("POST", "/v2/tasks/upload", map[string]any{"taskset_name": "models", "tasks": []any{
+		map[string]any{"name": "add", "env": "todo", "scenario": "add-todos", "args": map[string]any{"items": []string{"buy milk", "walk the dog"}}},
+		map[string]any{"name": "gpu", "env": "todo", "scenario": "add-todos", "args": map[string]any{"items": []string{"x"}},
+			"runtime_config": map[string]any{"limits": map[string]any{"startup_timeout_s": 2}, "resources": map[string]any{"gpu": map[string]any{"count": 1, "type": "h100"}}}},
+	}}, &up)
+	calls := []map[string]any{{"name": "add_todo", "arguments": map[string]any{"title": "buy milk"}}, {"name": "add_todo", "arguments": map[string]any{"title": "walk the dog"}}}
+
+	// The OpenAI-compatible adapter drives a whole attempt: tool calls, then a final answer.
+	srv, requests := scriptedOpenAI(t, calls, 0)
+	scripted := addModel("scripted", srv.URL)
+	var run struct {
+		JobID   string `json:"job_id"`
+		TraceID string `json:"trace_id"`
+	}
+	c.call("POST", "/v2/rollouts/run", map[string]any{"task_version_id": up.TaskVersionIDs[0], "model_id": scripted}, &run)
+	c.waitJob(run.JobID, nil)
+	var tr traceRow
+	c.call("GET", "/v2/trace/"+run.TraceID, nil, &tr)
+	if tr.Status != "completed" || tr.StopReason != "done" || tr.Reward == nil || *tr.Reward != 1 {
+		t.Fatalf("scripted model attempt = %+v", tr)
+	}
+	var ev struct {
+		Events []struct {
+			Kind string
+			Text string
+			Data map[string]any
+		}
+	}
+	c.call("GET", "/v2/trace/"+run.TraceID+"/events", nil, &ev)
+	var seen []string
+	for _, e := range ev.Events {
+		switch e.Kind {
+		case "tool_call":
+			seen = append(seen, fmt.Sprintf("call %s %v", e.Text, e.Data["arguments"]))
+		case "tool_result":
+			seen = append(seen, "result "+e.Text)
+		case "assistant_message":
+			if e.Text != "" {
+				seen = append(seen, "answer "+e.Text)
+			}
+		}
+	}
+	want := []string{"call add_todo map[title:buy milk]", "result", "call add_todo map[title:walk the dog]", "result", "answer All todos are added."}
+	if len(seen) != len(want) {
+		t.Fatalf("events = %q, want %q", seen, want)
+	}
+	for i := range want {
+		if !strings.HasPrefix(seen[i], want[i]) {
+			t.Errorf("event %d = %q, want %q", i, seen[i], want[i])
+		}
+	}
+	if n := requests.Load(); n != 3 {
+		t.Errorf("the model server saw %d requests, want 3 (one per step)", n)
+	}
+
+	// run_timeout_s is honoured: a slow model stops at the deadline, and evaluate still runs.
+	slow, _ := scriptedOpenAI(t, calls, 1500*time.Millisecond)
+	slowID := addModel("slow", slow.URL)
+	c.call("POST", "/v2/rollouts/run", map[string]any{"task_version_id": up.TaskVersionIDs[0], "model_id": slowID,
+		"runtime_config": map[string]any{"limits": map[string]any{"run_timeout_s": 2}}}, &run)
+	c.waitJob(run.JobID, nil)
+	c.call("GET", "/v2/trace/"+run.TraceID, nil, &tr)
+	if tr.Status != "completed" || tr.StopReason != "timeout" || tr.Reward == nil || *tr.Reward >= 1 {
+		t.Errorf("run_timeout_s 2 with a slow model = %+v, want completed by timeout below 1.0", tr)
+	}
+
+	// A GPU request with no GPU worker waits startup_timeout_s, then ends with a clear error.
+	oracle := c.resolve("/v2/models/resolve?model=oracle", "id")
+	started := time.Now()
+	c.call("POST", "/v2/rollouts/run", map[string]any{"task_version_id": up.TaskVersionIDs[1], "model_id": oracle}, &run)
+	c.waitJob(run.JobID, nil)
+	c.call("GET", "/v2/trace/"+run.TraceID, nil, &tr)
+	if tr.Status != "error" || !strings.Contains(tr.Error, "sandboxes-gpu-h100") || time.Since(started) < 2*time.Second {
+		t.Errorf("GPU request without a GPU worker = %+v after %s", tr, time.Since(started))
+	}
+	if p := envProcesses(dataDir); p != "" {
+		t.Errorf("environment processes left: %s", p)
+	}
+}
