@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/proctorhq/proctor/httpapi"
 	"github.com/proctorhq/proctor/internal/storetest"
+	"github.com/proctorhq/proctor/models"
 	ptemporal "github.com/proctorhq/proctor/temporal"
 	"github.com/proctorhq/proctor/temporal/devserver"
 )
@@ -308,6 +310,45 @@ func TestProductionProcessesOnPostgres(t *testing.T) {
 	pcancel()
 	if err != nil || len(res.Answers) != 2 {
 		t.Fatalf("the worker process did not answer: %+v, %v", res, err)
+	}
+
+	// The rollout engine on Postgres: the demo over the example environments, by the oracle,
+	// three attempts per task, every one at reward 1.0.
+	store, err := models.Open(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	mid, _ := strconv.ParseInt(membership, 10, 64)
+	m, err := store.GetMembership(ctx, mid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caller := &models.Caller{TeamID: m.TeamID, UserID: m.UserID, MembershipID: m.ID, Role: m.Role}
+	if err := seedModels(ctx, store); err != nil {
+		t.Fatal(err)
+	}
+	envDir := t.TempDir()
+	if err := seedExamples(ctx, store, caller, envDir, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	c := api{t: t, base: base, key: key}
+	var launched struct {
+		JobID string `json:"job_id"`
+	}
+	if code := c.call("POST", "/v2/rollouts/run_list", map[string]any{"taskset_id": c.tasksetID("demo"),
+		"model_ids": []string{c.resolve("/v2/models/resolve?model=oracle", "id")}, "group_size": 3, "max_concurrent": 3}, &launched); code != 201 {
+		t.Fatalf("run_list on postgres = %d", code)
+	}
+	sum := c.waitJob(launched.JobID, nil)
+	if sum.Completed != 9 || sum.AvgReward == nil || *sum.AvgReward != 1 {
+		t.Errorf("the demo on postgres = %+v, want 9 completed at 1.0", sum)
+	}
+	if st := c.jobStatus(launched.JobID); st != "completed" {
+		t.Errorf("job status on postgres = %s", st)
+	}
+	if p := envProcesses(envDir); p != "" {
+		t.Errorf("environment processes left: %s", p)
 	}
 
 	cancel()
