@@ -47,7 +47,7 @@ type devRun struct {
 }
 
 // startDev runs `proctor dev` in-process on free ports over dataDir and waits until it is ready.
-func startDev(t *testing.T, dataDir string) *devRun {
+func startDev(t testing.TB, dataDir string) *devRun {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &devRun{out: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
@@ -68,7 +68,7 @@ func startDev(t *testing.T, dataDir string) *devRun {
 }
 
 // stop cancels the instance and returns how long it took to stop.
-func (r *devRun) stop(t *testing.T) time.Duration {
+func (r *devRun) stop(t testing.TB) time.Duration {
 	if r.cancel == nil {
 		return 0
 	}
@@ -86,7 +86,7 @@ func (r *devRun) stop(t *testing.T) time.Duration {
 	return time.Since(start)
 }
 
-func get(t *testing.T, url, key string) (int, string, http.Header) {
+func get(t testing.TB, url, key string) (int, string, http.Header) {
 	t.Helper()
 	req, _ := http.NewRequest("GET", url, nil)
 	if key != "" {

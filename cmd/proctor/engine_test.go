@@ -14,7 +14,7 @@ import (
 
 // api is a tiny JSON client for the tests.
 type api struct {
-	t    *testing.T
+	t    testing.TB
 	base string
 	key  string
 }
