@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestKilledWorkerLosesNoAttempt runs the sandbox queue in a separate worker process, kill -9s it
+// while attempts are mid-way, and starts another: every attempt finishes, the trajectory holds
+// each step once (the failed try's events are kept, superseded), and no environment process
+// outlives the killed worker.
+func TestKilledWorkerLosesNoAttempt(t *testing.T) {
+	t.Setenv("SCRIPTED_KEY", "scripted-key")
+	bin := filepath.Join(t.TempDir(), "proctor")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	dataDir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan devInfo, 1)
+	done := make(chan error, 1)
+	// The dev process runs the API, Temporal and the workflow worker only; sandboxes run elsewhere.
+	go func() {
+		done <- cmdDev(ctx, []string{"--data-dir", dataDir, "--http-addr", "127.0.0.1:0", "--temporal-address", "127.0.0.1:0",
+			"--temporal-ui-port", "0", "--log-level", "warn", "--queues", "proctor-workflows"}, io.Discard, io.Discard, ready)
+	}()
+	var info devInfo
+	select {
+	case info = <-ready:
+	case err := <-done:
+		t.Fatal(err)
+	case <-time.After(2 * time.Minute):
+		t.Fatal("dev not ready")
+	}
+	defer func() { cancel(); <-done }()
+
+	worker := func(name string) *exec.Cmd {
+		cmd := exec.Command(bin, "worker", "--database-url", "sqlite:"+filepath.Join(dataDir, "proctor.db"),
+			"--temporal-address", info.TemporalAddress, "--queues", "sandboxes-cpu", "--sandbox-root", filepath.Join(dataDir, "sandboxes-"+name),
+			"--log-level", "warn")
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	first := worker("first")
+
+	c := api{t: t, base: info.APIURL, key: info.APIKey}
+	srv, _ := scriptedOpenAI(t, []map[string]any{{"name": "add_todo", "arguments": map[string]any{"title": "buy milk"}},
+		{"name": "add_todo", "arguments": map[string]any{"title": "walk the dog"}}}, 700*time.Millisecond)
+	if err := run(ctx, []string{"admin", "model", "add", "--name", "slow", "--adapter", "openai", "--base-url", srv.URL + "/v1/",
+		"--api-key-env", "SCRIPTED_KEY", "--data-dir", dataDir}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	var up struct {
+		TaskVersionIDs []string `json:"task_version_ids"`
+	}
+	c.call("POST", "/v2/tasks/upload", map[string]any{"taskset_name": "crash", "tasks": []any{map[string]any{
+		"name": "add", "env": "todo", "scenario": "add-todos", "args": map[string]any{"items": []string{"buy milk", "walk the dog"}}}}}, &up)
+	var launched struct {
+		JobID string `json:"job_id"`
+	}
+	c.call("POST", "/v2/rollouts/run_list", map[string]any{"task_version_ids": up.TaskVersionIDs,
+		"model_ids": []string{c.resolve("/v2/models/resolve?model=slow", "id")}, "group_size": 4, "max_concurrent": 4}, &launched)
+
+	// Wait until attempts are mid-way, then kill the worker outright.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var s summary
+		c.call("GET", "/v2/jobs/"+launched.JobID+"/summary", nil, &s)
+		if s.Running >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("attempts never ran: %+v", s)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	first.Wait()
+	gone := time.Now().Add(10 * time.Second)
+	for envProcesses(dataDir) != "" && time.Now().Before(gone) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if p := envProcesses(dataDir); p != "" {
+		t.Fatalf("environment processes outlived the killed worker:\n%s", p)
+	}
+
+	second := worker("second")
+	defer func() { second.Process.Signal(syscall.SIGTERM); second.Wait() }()
+	sum := c.waitJob(launched.JobID, nil)
+	if sum.Completed != 4 || sum.AvgReward == nil || *sum.AvgReward != 1 {
+		t.Fatalf("after the crash: %+v, want 4 completed at 1.0", sum)
+	}
+	retried := 0
+	for _, tr := range c.traces(launched.JobID) {
+		var ev struct {
+			Events []struct {
+				Seq     int
+				Kind    string
+				Attempt int
+				Data    map[string]any
+			}
+		}
+		c.call("GET", "/v2/trace/"+tr.ID+"/events", nil, &ev)
+		var all struct {
+			Events []struct {
+				Attempt    int
+				Superseded bool
+			}
+		}
+		c.call("GET", "/v2/trace/"+tr.ID+"/events?include_superseded=true", nil, &all)
+		calls := map[string]int{}
+		attempts := map[int]bool{}
+		for _, e := range ev.Events {
+			attempts[e.Attempt] = true
+			if e.Kind == "tool_call" {
+				calls[e.Data["call_id"].(string)]++
+			}
+		}
+		if len(attempts) != 1 || len(calls) != 2 {
+			t.Errorf("trace %s: live events span tries %v with calls %v; want one try with two calls", tr.ID, attempts, calls)
+		}
+		for id, n := range calls {
+			if n != 1 {
+				t.Errorf("trace %s: call %s recorded %d times", tr.ID, id, n)
+			}
+		}
+		if len(all.Events) > len(ev.Events) {
+			retried++
+			for _, e := range all.Events {
+				if e.Attempt == 1 && !e.Superseded {
+					t.Errorf("trace %s: an event of the failed try is not marked superseded", tr.ID)
+				}
+			}
+		}
+	}
+	if retried == 0 {
+		t.Error("no attempt was retried: the worker died before any attempt started?")
+	}
+	t.Logf("%d of 4 attempts retried in a fresh sandbox", retried)
+	if p := envProcesses(dataDir); p != "" {
+		t.Errorf("environment processes left: %s", p)
+	}
+}
