@@ -22,15 +22,22 @@ func TestKilledWorkerLosesNoAttempt(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	eachStore(t, func(t *testing.T, storeArgs []string, dbURL string) { testKilledWorker(t, bin, storeArgs, dbURL) })
+}
+
+func testKilledWorker(t *testing.T, bin string, storeArgs []string, dbURL string) {
 	dataDir := t.TempDir()
+	if dbURL == "" {
+		dbURL = "sqlite:" + filepath.Join(dataDir, "proctor.db")
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ready := make(chan devInfo, 1)
 	done := make(chan error, 1)
 	// The dev process runs the API, Temporal and the workflow worker only; sandboxes run elsewhere.
 	go func() {
-		done <- cmdDev(ctx, []string{"--data-dir", dataDir, "--http-addr", "127.0.0.1:0", "--temporal-address", "127.0.0.1:0",
-			"--temporal-ui-port", "0", "--log-level", "warn", "--queues", "proctor-workflows"}, io.Discard, io.Discard, ready)
+		done <- cmdDev(ctx, append([]string{"--data-dir", dataDir, "--http-addr", "127.0.0.1:0", "--temporal-address", "127.0.0.1:0",
+			"--temporal-ui-port", "0", "--log-level", "warn", "--queues", "proctor-workflows"}, storeArgs...), io.Discard, io.Discard, ready)
 	}()
 	var info devInfo
 	select {
@@ -43,7 +50,7 @@ func TestKilledWorkerLosesNoAttempt(t *testing.T) {
 	defer func() { cancel(); <-done }()
 
 	worker := func(name string) *exec.Cmd {
-		cmd := exec.Command(bin, "worker", "--database-url", "sqlite:"+filepath.Join(dataDir, "proctor.db"),
+		cmd := exec.Command(bin, "worker", "--database-url", dbURL,
 			"--temporal-address", info.TemporalAddress, "--queues", "sandboxes-cpu", "--sandbox-root", filepath.Join(dataDir, "sandboxes-"+name),
 			"--log-level", "warn")
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
@@ -58,7 +65,7 @@ func TestKilledWorkerLosesNoAttempt(t *testing.T) {
 	srv, _ := scriptedOpenAI(t, []map[string]any{{"name": "add_todo", "arguments": map[string]any{"title": "buy milk"}},
 		{"name": "add_todo", "arguments": map[string]any{"title": "walk the dog"}}}, 700*time.Millisecond)
 	if err := run(ctx, []string{"admin", "model", "add", "--name", "slow", "--adapter", "openai", "--base-url", srv.URL + "/v1/",
-		"--api-key-env", "SCRIPTED_KEY", "--data-dir", dataDir}, io.Discard, io.Discard); err != nil {
+		"--api-key-env", "SCRIPTED_KEY", "--database-url", dbURL}, io.Discard, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	var up struct {

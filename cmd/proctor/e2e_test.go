@@ -47,12 +47,12 @@ type devRun struct {
 }
 
 // startDev runs `proctor dev` in-process on free ports over dataDir and waits until it is ready.
-func startDev(t testing.TB, dataDir string) *devRun {
+func startDev(t testing.TB, dataDir string, extra ...string) *devRun {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &devRun{out: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
 	ready := make(chan devInfo, 1)
-	args := []string{"--data-dir", dataDir, "--http-addr", "127.0.0.1:0", "--temporal-address", "127.0.0.1:0", "--temporal-ui-port", "0", "--log-level", "warn"}
+	args := append([]string{"--data-dir", dataDir, "--http-addr", "127.0.0.1:0", "--temporal-address", "127.0.0.1:0", "--temporal-ui-port", "0", "--log-level", "warn"}, extra...)
 	stderr := &syncBuffer{}
 	go func() { r.done <- cmdDev(ctx, args, r.out, stderr, ready) }()
 	select {
@@ -219,6 +219,15 @@ func testClientCommands(t *testing.T, dataDir string) {
 	if _, err := cli("tasks", "export", "missing"); err == nil || !strings.Contains(err.Error(), "not_found") {
 		t.Errorf("exporting a missing taskset: %v", err)
 	}
+}
+
+// eachStore runs f as a subtest per store: dev's embedded SQLite, and a fresh Postgres database.
+func eachStore(t *testing.T, f func(t *testing.T, storeArgs []string, dbURL string)) {
+	t.Run("sqlite", func(t *testing.T) { f(t, nil, "") })
+	t.Run("postgres", func(t *testing.T) {
+		url := storetest.PostgresURL(t)
+		f(t, []string{"--database-url", url}, url)
+	})
 }
 
 func freeAddr(t *testing.T) string {

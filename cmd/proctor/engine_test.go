@@ -133,9 +133,11 @@ func envProcesses(dataDir string) string {
 	return strings.TrimSpace(string(out))
 }
 
-func TestRolloutEngineRunsTheDemoOnDev(t *testing.T) {
+func TestRolloutEngineRunsTheDemoOnDev(t *testing.T) { eachStore(t, testDemoOnDev) }
+
+func testDemoOnDev(t *testing.T, storeArgs []string, _ string) {
 	dataDir := t.TempDir()
-	dev := startDev(t, dataDir)
+	dev := startDev(t, dataDir, storeArgs...)
 	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey}
 	oracle := c.resolve("/v2/models/resolve?model=oracle", "id")
 	demo := c.tasksetID("demo")

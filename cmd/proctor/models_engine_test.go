@@ -60,13 +60,17 @@ func scriptedOpenAI(t *testing.T, calls []map[string]any, delay time.Duration) (
 
 func TestRolloutEngineModelsAndLimits(t *testing.T) {
 	t.Setenv("SCRIPTED_KEY", "scripted-key")
+	eachStore(t, testModelsAndLimits)
+}
+
+func testModelsAndLimits(t *testing.T, storeArgs []string, _ string) {
 	dataDir := t.TempDir()
-	dev := startDev(t, dataDir)
+	dev := startDev(t, dataDir, storeArgs...)
 	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey}
 	addModel := func(name, url string) string {
 		var out bytes.Buffer
-		if err := run(context.Background(), []string{"admin", "model", "add", "--name", name, "--adapter", "openai", "--base-url", url + "/v1/",
-			"--api-key-env", "SCRIPTED_KEY", "--data-dir", dataDir}, &out, io.Discard); err != nil {
+		if err := run(context.Background(), append([]string{"admin", "model", "add", "--name", name, "--adapter", "openai", "--base-url", url + "/v1/",
+			"--api-key-env", "SCRIPTED_KEY", "--data-dir", dataDir}, storeArgs...), &out, io.Discard); err != nil {
 			t.Fatal(err)
 		}
 		return c.resolve("/v2/models/resolve?model="+name, "id")
