@@ -47,15 +47,25 @@ func TestModelJobAndTraceReads(t *testing.T) {
 		s.AppendTraceLogs(ctx, []models.TraceLog{{TraceID: traceID, Source: models.LogEnv, Seq: 0, Stream: "stderr", Line: "env up", Time: now},
 			{TraceID: traceID, Source: models.LogWorker, Seq: 0, Stream: "worker", Line: "sandbox started", Time: now}})
 
+		s.AppendTraceEvents(ctx, []models.TraceEvent{{TraceID: traceID, Seq: 2, Kind: models.EventToolResult, Text: "no such todo",
+			Data: map[string]any{"is_error": true}, StartedAt: now, Attempt: 1}})
 		tid := "/v2/trace/" + traceID.String()
 		ev := f.do("GET", tid+"/events", "key", nil)
-		if !strings.Contains(string(ev.body), `"latest_seq":1`) || !strings.Contains(string(ev.body), `"status":"running"`) || strings.Count(string(ev.body), `"seq":`) != 2 {
+		if !strings.Contains(string(ev.body), `"latest_seq":2`) || !strings.Contains(string(ev.body), `"status":"running"`) || strings.Count(string(ev.body), `"seq":`) != 3 {
 			t.Errorf("events = %s", ev.body)
 		}
-		if ev := f.do("GET", tid+"/events?since_seq=0", "key", nil); strings.Count(string(ev.body), `"seq":`) != 1 {
-			t.Errorf("events since 0 = %s", ev.body)
+		if ev := f.do("GET", tid+"/events?since_seq=1", "key", nil); strings.Count(string(ev.body), `"seq":`) != 1 {
+			t.Errorf("events since 1 = %s", ev.body)
 		}
 		wantValidation(t, f.do("GET", tid+"/events?since_seq=-2", "key", nil), "query.since_seq")
+
+		ac := decode[AnalysisContext](t, f.do("GET", tid+"/analysis-context", "key", nil))
+		if ac.Prompt != "p" || len(ac.FailedSpans) != 1 || ac.FailedSpans[0].Seq != 2 || len(ac.EnvLogs) != 1 || len(ac.WorkerLogs) != 1 || ac.JobID != job.ID {
+			t.Errorf("analysis context = %+v", ac)
+		}
+		if ac := decode[AnalysisContext](t, f.do("GET", tid+"/analysis-context?include_env_logs=false&include_worker_logs=false&include_spans=false", "key", nil)); len(ac.EnvLogs)+len(ac.WorkerLogs)+len(ac.FailedSpans) != 0 {
+			t.Errorf("analysis context without spans and logs = %+v", ac)
+		}
 		if r := f.do("GET", tid+"/env-logs", "key", nil); !strings.Contains(string(r.body), `"log":"env up"`) || !strings.Contains(string(r.body), `"still_running":true`) {
 			t.Errorf("env-logs = %s", r.body)
 		}
@@ -99,6 +109,33 @@ func TestModelJobAndTraceReads(t *testing.T) {
 			t.Errorf("batch-validate = %s", r.body)
 		}
 
+		// Related traces: a second job's attempt at the same task.
+		second := uuid.New()
+		s.LaunchJob(ctx, f.caller, models.Launch{Name: "second", MaxSteps: 5, GroupSize: 1, MaxConcurrent: 1,
+			Traces: []models.LaunchTrace{{TraceID: second, TaskVersionID: up.TaskVersionIDs[0], ModelID: oracle.ID}}})
+		related := func(query string) []RelatedTrace {
+			t.Helper()
+			return decode[[]RelatedTrace](t, f.do("GET", tid+"/related?"+query, "key", nil))
+		}
+		if r := related("kind=job"); len(r) != 1 || r[0].ID != traceID || r[0].JobName != "first" || r[0].Model.ModelName != "oracle" {
+			t.Errorf("related job = %+v", r)
+		}
+		if r := related("kind=task&order=asc"); len(r) != 2 || r[0].ID != traceID || r[1].ID != second {
+			t.Errorf("related task asc = %+v", r)
+		}
+		if r := related("kind=task&scope_to_job=true"); len(r) != 1 {
+			t.Errorf("related task scoped to the job = %+v", r)
+		}
+		if r := related("kind=recent&status=pending"); len(r) != 1 || r[0].ID != second {
+			t.Errorf("recent pending = %+v", r)
+		}
+		if r := related("kind=discover&limit=1"); len(r) != 1 || r[0].ID != second {
+			t.Errorf("discover newest = %+v", r)
+		}
+		wantValidation(t, f.do("GET", tid+"/related", "key", nil), "query.kind")
+		wantValidation(t, f.do("GET", tid+"/related?kind=job&status=done", "key", nil), "query.status")
+		wantValidation(t, f.do("GET", tid+"/related?kind=everything", "key", nil), "query.kind")
+
 		// Unpublished: invisible without credentials; published: readable, not writable.
 		wantEnvelope(t, f.do("GET", jid, "", nil), 404, "not_found")
 		wantEnvelope(t, f.do("GET", tid+"/events", "", nil), 404, "not_found")
@@ -109,6 +146,11 @@ func TestModelJobAndTraceReads(t *testing.T) {
 		if r := f.do("GET", tid+"/events", "", nil); r.status != 200 {
 			t.Errorf("a published trace anonymously = %d", r.status)
 		}
+		if r := decode[[]RelatedTrace](t, f.do("GET", tid+"/related?kind=discover", "", nil)); len(r) != 1 || r[0].ID != traceID {
+			t.Errorf("discover anonymously lists only published traces: %+v", r)
+		}
+		wantEnvelope(t, f.do("GET", tid+"/related?kind=recent", "", nil), 401, "unauthorized")
+		wantEnvelope(t, f.do("GET", tid+"/analysis-context", "", nil), 401, "unauthorized")
 		if j := decode[Job](t, f.do("GET", jid, "", nil)); !j.Published || j.CanEdit {
 			t.Errorf("a published job anonymously = %+v", j)
 		}

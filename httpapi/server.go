@@ -109,6 +109,7 @@ func New(o Options) *Server {
 	s.registerModels()
 	s.registerJobs()
 	s.registerTraces()
+	s.registerTraceAnalysis()
 	s.registerRollouts()
 	s.registerRegistries()
 

@@ -810,3 +810,77 @@ func (s *Store) SettleSingleRunJob(ctx context.Context, traceID uuid.UUID) error
 	}
 	return s.SetJobStatus(ctx, job.ID, status)
 }
+
+// RelatedRow is a trace in a related-traces list, with its job's name and its model.
+type RelatedRow struct {
+	TraceRow      `bun:",extend"`
+	ModelName     *string `bun:"model_model_name,scanonly"`
+	ModelLabel    *string `bun:"model_label,scanonly"`
+	ModelProvider *string `bun:"model_provider,scanonly"`
+}
+
+// Related-trace kinds.
+const (
+	RelatedJob      = "job"
+	RelatedTask     = "task"
+	RelatedRecent   = "recent"
+	RelatedDiscover = "discover"
+)
+
+// RelatedQuery selects traces related to an anchor trace.
+type RelatedQuery struct {
+	Kind       string
+	ScopeToJob bool
+	Statuses   []string
+	Ascending  bool
+	Limit      int
+}
+
+// RelatedTraces lists traces related to one the caller sees: of the same job, of any version of
+// the same task, the caller's own recent ones, or the most recent visible ones. Only traces the
+// caller may see are listed (its team's, and those of published jobs).
+func (s *Store) RelatedTraces(ctx context.Context, c *Caller, anchor *TraceRow, q RelatedQuery) ([]RelatedRow, error) {
+	var rows []RelatedRow
+	sel := traceSelect(s, &rows).
+		ColumnExpr("m.model_name AS model_model_name, m.name AS model_label, m.provider AS model_provider").
+		Join("LEFT JOIN llm_models AS m ON m.id = tr.model_id")
+	if c == nil {
+		sel = sel.Where("j.published_at IS NOT NULL")
+	} else {
+		sel = sel.Where("(tr.team_id = ? OR j.published_at IS NOT NULL)", c.TeamID)
+	}
+	switch q.Kind {
+	case RelatedJob:
+		sel = sel.Where("tr.job_id = ?", anchor.JobID)
+	case RelatedTask:
+		if anchor.TaskID == nil {
+			return []RelatedRow{}, nil
+		}
+		sel = sel.Where("tr.task_id = ?", *anchor.TaskID)
+		if q.ScopeToJob {
+			sel = sel.Where("tr.job_id = ?", anchor.JobID)
+		}
+	case RelatedRecent:
+		if c == nil {
+			return nil, fmt.Errorf("recent traces need a caller: %w", ErrInvalidCredentials)
+		}
+		sel = sel.Where("j.created_by = ?", c.UserID)
+	case RelatedDiscover:
+	default:
+		return nil, ValidationError{{Location: "query.kind", Message: "kind must be job, task, recent or discover", Value: q.Kind}}
+	}
+	if len(q.Statuses) > 0 {
+		sel = sel.Where("tr.status IN (?)", bun.In(q.Statuses))
+	}
+	order := "DESC"
+	if q.Ascending {
+		order = "ASC"
+	}
+	if err := sel.OrderExpr("tr.created_at " + order + ", tr.id " + order).Limit(int64(q.Limit)).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("related traces: %w", err)
+	}
+	for i := range rows {
+		rows[i].CanEdit = c != nil && rows[i].TeamID == c.TeamID
+	}
+	return rows, nil
+}
