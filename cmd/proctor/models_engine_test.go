@@ -80,6 +80,7 @@ func testModelsAndLimits(t *testing.T, storeArgs []string, _ string) {
 	}
 	c.call("POST", "/v2/tasks/upload", map[string]any{"taskset_name": "models", "tasks": []any{
 		map[string]any{"name": "add", "env": "todo", "scenario": "add-todos", "args": map[string]any{"items": []string{"buy milk", "walk the dog"}}},
+		map[string]any{"name": "bad-args", "env": "todo", "scenario": "add-todos", "args": map[string]any{"items": "not a list"}},
 		map[string]any{"name": "gpu", "env": "todo", "scenario": "add-todos", "args": map[string]any{"items": []string{"x"}},
 			"runtime_config": map[string]any{"limits": map[string]any{"startup_timeout_s": 2}, "resources": map[string]any{"gpu": map[string]any{"count": 1, "type": "h100"}}}},
 	}}, &up)
@@ -147,11 +148,24 @@ func testModelsAndLimits(t *testing.T, storeArgs []string, _ string) {
 	// A GPU request with no GPU worker waits startup_timeout_s, then ends with a clear error.
 	oracle := c.resolve("/v2/models/resolve?model=oracle", "id")
 	started := time.Now()
-	c.call("POST", "/v2/rollouts/run", map[string]any{"task_version_id": up.TaskVersionIDs[1], "model_id": oracle}, &run)
+	c.call("POST", "/v2/rollouts/run", map[string]any{"task_version_id": up.TaskVersionIDs[2], "model_id": oracle}, &run)
 	c.waitJob(run.JobID, nil)
 	c.call("GET", "/v2/trace/"+run.TraceID, nil, &tr)
 	if tr.Status != "error" || !strings.Contains(tr.Error, "sandboxes-gpu-h100") || time.Since(started) < 2*time.Second {
 		t.Errorf("GPU request without a GPU worker = %+v after %s", tr, time.Since(started))
+	}
+
+	// An error of the environment (it rejects the scenario's arguments) ends the attempt as error
+	// with reward 0, recorded and not retried.
+	c.call("POST", "/v2/rollouts/run", map[string]any{"task_version_id": up.TaskVersionIDs[1], "model_id": oracle}, &run)
+	c.waitJob(run.JobID, nil)
+	var info struct {
+		traceRow
+		Attempt int `json:"attempt"`
+	}
+	c.call("GET", "/v2/trace/"+run.TraceID, nil, &info)
+	if info.Status != "error" || info.Reward == nil || *info.Reward != 0 || info.Attempt != 1 || !strings.Contains(info.Error, "scenario add-todos") {
+		t.Errorf("environment error = %+v, want error at reward 0 after one try", info)
 	}
 	if p := envProcesses(dataDir); p != "" {
 		t.Errorf("environment processes left: %s", p)
