@@ -220,7 +220,19 @@ func (a *Activities) load(ctx context.Context, traceID uuid.UUID) (*runFor, erro
 	return r, nil
 }
 
-// limits reads a runtime config's limits and resources, the trace's over the task version's.
+// network reports whether the runtime config lets the environment reach beyond loopback
+// (runtime_config.network: true, the trace's over the task version's).
+func (r *runFor) network() bool {
+	allow := false
+	for _, rc := range []map[string]any{r.version.RuntimeConfig, r.trace.RuntimeConfig} {
+		if v, ok := rc["network"].(bool); ok {
+			allow = v
+		}
+	}
+	return allow
+}
+
+// runtime reads a runtime config's limits and resources, the trace's over the task version's.
 func (r *runFor) runtime() (run, startup float64, res sandbox.Resources) {
 	run, startup = DefaultRunTimeoutS, DefaultStartupTimeoutS
 	for _, rc := range []map[string]any{r.version.RuntimeConfig, r.trace.RuntimeConfig} {
@@ -329,7 +341,7 @@ func (a *Activities) StartEnvironment(ctx context.Context, ref TryRef) (Started,
 		return Started{}, err
 	}
 	sb, err := a.Sandboxes.Start(ctx, sandbox.Spec{
-		ID: fmt.Sprintf("%s-%d", ref.TraceID, ref.Attempt), Command: argv, Resources: res, OnLog: logs.add,
+		ID: fmt.Sprintf("%s-%d", ref.TraceID, ref.Attempt), Command: argv, Resources: res, OnLog: logs.add, Network: r.network(),
 	})
 	if err != nil {
 		logs.close(context.WithoutCancel(ctx))

@@ -62,6 +62,8 @@ type RuntimeConfig struct {
 	Image     string            `json:"image,omitempty" maxLength:"500"`
 	Limits    *RuntimeLimits    `json:"limits,omitempty"`
 	Resources *RuntimeResources `json:"resources,omitempty"`
+	// Network lets the environment reach beyond loopback; by default it cannot.
+	Network *bool `json:"network,omitempty" doc:"Allow network access beyond loopback (default false)"`
 }
 
 // RuntimeLimits bound an attempt's time.

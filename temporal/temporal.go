@@ -43,6 +43,8 @@ var DefaultQueues = []string{QueueWorkflows, QueueSandboxesCPU}
 type Client struct {
 	client.Client
 	Namespace string
+	// MaxTries is passed to every attempt it starts; 0 leaves the workflow's default (3).
+	MaxTries int
 }
 
 // Dial connects to the frontend at address, retrying until ctx ends: a server started a moment
@@ -147,12 +149,12 @@ func (c *Client) Ping(ctx context.Context, queues []string) (workflows.PingResul
 // StartRollout starts the workflow of one attempt; starting it again is not an error, so that a
 // launch can be retried.
 func (c *Client) StartRollout(ctx context.Context, traceID uuid.UUID) error {
-	return c.start(ctx, workflows.RolloutWorkflowID(traceID), workflows.Rollout, workflows.RolloutInput{TraceID: traceID})
+	return c.start(ctx, workflows.RolloutWorkflowID(traceID), workflows.Rollout, workflows.RolloutInput{TraceID: traceID, MaxTries: c.MaxTries})
 }
 
 // StartRunList starts the workflow that runs a job's traces.
 func (c *Client) StartRunList(ctx context.Context, jobID uuid.UUID, maxConcurrent int) error {
-	return c.start(ctx, workflows.RunListWorkflowID(jobID), workflows.RunList, workflows.RunListInput{JobID: jobID, MaxConcurrent: maxConcurrent})
+	return c.start(ctx, workflows.RunListWorkflowID(jobID), workflows.RunList, workflows.RunListInput{JobID: jobID, MaxConcurrent: maxConcurrent, MaxTries: c.MaxTries})
 }
 
 // CancelTrace asks an attempt's workflow to cancel; an absent or finished one is not an error.

@@ -13,6 +13,8 @@ type RunListInput struct {
 	JobID uuid.UUID `json:"job_id"`
 	// MaxConcurrent bounds the attempts live at once.
 	MaxConcurrent int `json:"max_concurrent"`
+	// MaxTries is each attempt's RolloutInput.MaxTries.
+	MaxTries int `json:"max_tries,omitempty"`
 }
 
 // RunListResult counts how the job's attempts ended.
@@ -56,7 +58,7 @@ func RunList(ctx workflow.Context, in RunListInput) (RunListResult, error) {
 			ParentClosePolicy:   enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
 			WaitForCancellation: true,
 		})
-		f := workflow.ExecuteChildWorkflow(cctx, Rollout, RolloutInput{TraceID: id})
+		f := workflow.ExecuteChildWorkflow(cctx, Rollout, RolloutInput{TraceID: id, MaxTries: in.MaxTries})
 		sel.AddFuture(f, func(workflow.Future) {})
 		live++
 		res.Started++

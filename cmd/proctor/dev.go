@@ -102,6 +102,7 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 		return err
 	}
 	defer tc.Close()
+	tc.MaxTries = cfg.MaxTries
 	if err := seedModels(ctx, store); err != nil {
 		return err
 	}

@@ -148,6 +148,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer tc.Close()
+	tc.MaxTries = cfg.MaxTries
 	api := httpapi.New(httpapi.Options{
 		Store: store, Bucket: bucket, Temporal: tc, Workflows: tc, Blob: blobHandler, Logger: log, PublicURL: cfg.PublicURL,
 		SessionTTL: cfg.SessionTTL, MaxBodyBytes: cfg.MaxBodyBytes,
@@ -190,6 +191,7 @@ func cmdWorker(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer tc.Close()
+	tc.MaxTries = cfg.MaxTries
 	rt, err := startRuntime(tc, store, cfg, log)
 	if err != nil {
 		return err

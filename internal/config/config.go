@@ -54,6 +54,9 @@ type Config struct {
 	// a worker with GPUs also polls the sandboxes-gpu-<type> queue.
 	GPUs    string
 	GPUType string
+	// MaxTries bounds how often an attempt restarts in a fresh sandbox after an infrastructure
+	// failure (sandbox lost, worker died).
+	MaxTries int
 }
 
 // Defaults returns the settings used when neither a flag nor a variable says otherwise.
@@ -97,6 +100,7 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	str(&c.SandboxRoot, "sandbox-root", "PROCTOR_SANDBOX_ROOT", "", "directory for sandbox work dirs (dev default: <data-dir>/sandboxes)")
 	fs.IntVar(&c.MaxSandboxes, "max-sandboxes", envInt("PROCTOR_MAX_SANDBOXES", 0), "sandboxes live at once on this host; 0 = 4 per CPU (env PROCTOR_MAX_SANDBOXES)")
 	str(&c.SandboxIsolation, "sandbox-isolation", "PROCTOR_SANDBOX_ISOLATION", "auto", "auto (bubblewrap when installed), bubblewrap, or none")
+	fs.IntVar(&c.MaxTries, "max-tries", envInt("PROCTOR_MAX_TRIES", 3), "tries of an attempt after infrastructure failures (env PROCTOR_MAX_TRIES)")
 	str(&c.GPUs, "gpus", "PROCTOR_GPUS", "", "comma-separated GPU device ids this host hands to sandboxes")
 	str(&c.GPUType, "gpu-type", "PROCTOR_GPU_TYPE", "", "the type of those GPUs, e.g. h100 (names the sandboxes-gpu-<type> queue)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", envDuration("PROCTOR_SHUTDOWN_TIMEOUT", d.ShutdownTimeout), "bound on a graceful stop (env PROCTOR_SHUTDOWN_TIMEOUT)")

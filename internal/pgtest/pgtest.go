@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -195,18 +196,17 @@ func (s *Server) start(ctx context.Context, binDir, dataDir string, cred *syscal
 		// Safety net for when the test binary dies without running Stop
 		// (go test -timeout panics, SIGKILL): the kernel kills the postmaster
 		// and its backends then exit on postmaster death. The signal is tied
-		// to the forking OS thread, not the process, so the fork happens on a
-		// fresh goroutine below: an unlocked goroutine runs on a pooled
-		// thread that the Go runtime never retires, whereas a caller locked
-		// to its thread (runtime.LockOSThread) could exit it and take the
-		// cluster down mid-test.
+		// to the forking OS thread, not the process, and the Go runtime
+		// retires a pooled thread when a goroutine that locked it exits (the
+		// sandbox provider does so on Close), so the fork runs on a thread of
+		// its own that lives as long as the process: see onForkThread.
 		Pdeathsig: syscall.SIGKILL,
 	}
 	s.cmd = cmd
 
-	startErr := make(chan error, 1)
-	go func() { startErr <- cmd.Start() }()
-	if err := <-startErr; err != nil {
+	var startErr error
+	onForkThread(func() { startErr = cmd.Start() })
+	if err := startErr; err != nil {
 		return fmt.Errorf("pgtest: starting %s: %w", cmd.Path, err)
 	}
 	go func() {
@@ -534,4 +534,28 @@ func (b *tailBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return string(b.buf)
+}
+
+// The thread every postmaster is forked from. It is locked and never unlocked, so the runtime
+// never retires it and Pdeathsig fires only when the process dies. Process-wide by nature: one
+// thread serves every cluster of the test binary.
+var (
+	forkOnce sync.Once
+	forks    chan func()
+)
+
+// onForkThread runs f on the fork thread and waits for it.
+func onForkThread(f func()) {
+	forkOnce.Do(func() {
+		forks = make(chan func())
+		go func() {
+			runtime.LockOSThread()
+			for f := range forks {
+				f()
+			}
+		}()
+	})
+	done := make(chan struct{})
+	forks <- func() { f(); close(done) }
+	<-done
 }
