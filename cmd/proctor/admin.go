@@ -46,6 +46,10 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return errUsage
 	}
 	what := args[0] + " " + args[1]
+	if !adminCommands[what] {
+		fmt.Fprintf(stderr, "unknown admin command %q\n\n%s", what, adminUsage)
+		return errUsage
+	}
 	cfg := &config.Config{}
 	fs := flag.NewFlagSet("proctor admin "+what, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -248,6 +252,13 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return errUsage
 	}
 	return nil
+}
+
+// adminCommands are the resource-action pairs cmdAdmin knows, checked before any database opens.
+var adminCommands = map[string]bool{
+	"team create": true, "team list": true, "member add": true, "member list": true, "key create": true, "key list": true,
+	"key revoke": true, "session create": true, "project create": true, "project list": true, "model add": true,
+	"taskset requirements": true,
 }
 
 func fmtTime(t *time.Time) string {
