@@ -287,6 +287,7 @@ func (s *Store) LaunchJob(ctx context.Context, c *Caller, l Launch) (*Job, []Tra
 				return err
 			}
 		}
+		var fresh []Trace
 		for _, lt := range l.Traces {
 			var existing Trace
 			err := tx.NewSelect().Model(&existing).Where("id = ?", lt.TraceID).Scan(ctx)
@@ -321,15 +322,11 @@ func (s *Store) LaunchJob(ctx context.Context, c *Caller, l Launch) (*Job, []Tra
 				t.Name = v.Name
 			}
 			traces = append(traces, t)
-		}
-		var fresh []Trace
-		for _, t := range traces {
-			if t.Status == TracePending && t.Attempt == 0 && t.JobID == job.ID && t.StartTime == nil {
-				fresh = append(fresh, t)
-			}
+			fresh = append(fresh, t)
 		}
 		for start := 0; start < len(fresh); start += insertBatch {
 			batch := fresh[start:min(start+insertBatch, len(fresh))]
+			// Two launches racing with the same client-minted id: the second writes nothing.
 			if _, err := tx.NewInsert().Model(&batch).On("CONFLICT (id) DO NOTHING").Exec(ctx); err != nil {
 				return err
 			}
