@@ -168,13 +168,6 @@ func (e *Envs) take(id uuid.UUID) *liveEnv {
 	return le
 }
 
-// Len is how many environments are live.
-func (e *Envs) Len() int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return len(e.byID)
-}
-
 func envError(format string, args ...any) error {
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), ErrEnvironment, nil)
 }

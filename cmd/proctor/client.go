@@ -348,5 +348,3 @@ func cmdTasksets(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	return nil
 }
-
-func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

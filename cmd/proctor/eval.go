@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -342,7 +343,7 @@ func compactJSON(v any) string {
 	if v == nil {
 		return "{}"
 	}
-	b, err := jsonMarshal(v)
+	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Sprint(v)
 	}
