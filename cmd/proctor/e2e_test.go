@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -152,6 +153,17 @@ func TestDevRunsTheWholePlatformAndReusesItsData(t *testing.T) {
 	if err != nil || len(res.Answers) != 2 || res.Answers[1].Queue != ptemporal.QueueSandboxesCPU {
 		t.Fatalf("ping workflow = %+v, %v", res, err)
 	}
+
+	// The embedded server's store runs in WAL mode (a rollback journal halves its throughput).
+	tdb, err := sql.Open("sqlite", "file:"+filepath.Join(dataDir, "temporal", "temporal.db")+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var journal string
+	if err := tdb.QueryRow("PRAGMA journal_mode").Scan(&journal); err != nil || journal != "wal" {
+		t.Errorf("temporal.db journal_mode = %q, %v; want wal", journal, err)
+	}
+	tdb.Close()
 
 	testClientCommands(t, dataDir)
 
