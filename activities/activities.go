@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 
 	"go.temporal.io/sdk/activity"
 
@@ -18,14 +19,27 @@ import (
 	"github.com/proctorhq/proctor/models"
 )
 
-// Activities carries what every activity needs. Sandboxes and Envs are set on hosts that run
-// sandboxes; Models defaults to DefaultModels.
+// Activities carries what every activity needs. Sandboxes, Envs and HostQueue are set on hosts
+// that run sandboxes; Models defaults to DefaultModels.
 type Activities struct {
 	Store     *models.Store
 	Logger    *slog.Logger
 	Sandboxes sandbox.Provider
 	Envs      *Envs
+	// HostQueue is the task queue only this process polls (see HostQueue): StartEnvironment
+	// returns it so that the try's later sandbox activities reach the sandbox it started.
+	HostQueue string
 	Models    ModelFactory
+
+	convOnce sync.Once
+	convs    *conversations
+}
+
+func (a *Activities) log() *slog.Logger {
+	if a.Logger != nil {
+		return a.Logger
+	}
+	return slog.Default()
 }
 
 // PingInput names the task queue a ping is meant to reach.

@@ -646,13 +646,27 @@ func (s *Store) SetJobStatus(ctx context.Context, jobID uuid.UUID, status string
 	return nil
 }
 
-// JobTraceIDs lists a job's trace ids in launch order.
-func (s *Store) JobTraceIDs(ctx context.Context, jobID uuid.UUID) ([]uuid.UUID, error) {
-	var ids []uuid.UUID
-	if err := s.DB.NewSelect().Model((*Trace)(nil)).Column("id").Where("job_id = ?", jobID).OrderExpr("created_at ASC, id ASC").Scan(ctx, &ids); err != nil {
-		return nil, fmt.Errorf("job traces: %w", err)
+// JobTraceIDsPage lists a page of a job's trace ids in launch order.
+func (s *Store) JobTraceIDsPage(ctx context.Context, jobID uuid.UUID, offset, limit int) ([]uuid.UUID, error) {
+	ids := []uuid.UUID{}
+	if err := s.DB.NewSelect().Model((*Trace)(nil)).Column("id").Where("job_id = ?", jobID).OrderExpr("created_at ASC, id ASC").
+		Offset(int64(offset)).Limit(int64(limit)).Scan(ctx, &ids); err != nil {
+		return nil, fmt.Errorf("job traces page: %w", err)
 	}
 	return ids, nil
+}
+
+// OpenTraceIDs returns those of ids whose traces have not ended.
+func (s *Store) OpenTraceIDs(ctx context.Context, ids []uuid.UUID) ([]uuid.UUID, error) {
+	open := []uuid.UUID{}
+	if len(ids) == 0 {
+		return open, nil
+	}
+	if err := s.DB.NewSelect().Model((*Trace)(nil)).Column("id").Where("id IN (?)", bun.In(ids)).
+		Where("status NOT IN (?)", bun.In([]string{TraceCompleted, TraceError, TraceCancelled})).OrderExpr("id ASC").Scan(ctx, &open); err != nil {
+		return nil, fmt.Errorf("open traces: %w", err)
+	}
+	return open, nil
 }
 
 // AppendTraceEvents writes events; one whose (trace_id, seq) exists is skipped, so a retried
@@ -669,8 +683,11 @@ func (s *Store) AppendTraceEvents(ctx context.Context, events []TraceEvent) erro
 			events[i].ID = fmt.Sprintf("%s-%d", events[i].TraceID, events[i].Seq)
 		}
 	}
-	if _, err := s.DB.NewInsert().Model(&events).On("CONFLICT (trace_id, seq) DO NOTHING").Exec(ctx); err != nil {
-		return fmt.Errorf("append trace events: %w", err)
+	for start := 0; start < len(events); start += insertBatch {
+		batch := events[start:min(start+insertBatch, len(events))]
+		if _, err := s.DB.NewInsert().Model(&batch).On("CONFLICT (trace_id, seq) DO NOTHING").Exec(ctx); err != nil {
+			return fmt.Errorf("append trace events: %w", err)
+		}
 	}
 	return nil
 }

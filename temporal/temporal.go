@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -89,18 +91,24 @@ type Workers struct {
 }
 
 // StartWorkers starts one worker per queue. The workflow queue's worker registers every workflow;
-// every worker registers the activities, so that a workflow can reach any queue. Sandbox queues
-// run sessions (a try's sandbox activities are pinned to one host), at most sessions at once:
-// the host's sandbox capacity.
-func StartWorkers(c *Client, acts *activities.Activities, queues []string, sessions int) (*Workers, error) {
+// every worker registers the activities, so that a workflow can reach any queue. A process that
+// polls a sandbox queue also polls its own host queue (acts.HostQueue, made here when unset),
+// where the activities of the sandboxes it started are sent.
+func StartWorkers(c *Client, acts *activities.Activities, queues []string) (*Workers, error) {
 	ws := &Workers{}
+	queues = slices.Clone(queues)
 	for _, q := range queues {
-		opts := worker.Options{}
-		if q != QueueWorkflows {
-			opts.EnableSessionWorker = true
-			opts.MaxConcurrentSessionExecutionSize = max(sessions, 1)
+		if q != QueueWorkflows && !strings.HasPrefix(q, "host/") {
+			if acts.HostQueue == "" {
+				host, _ := os.Hostname()
+				acts.HostQueue = activities.HostQueue(host)
+			}
+			queues = append(queues, acts.HostQueue)
+			break
 		}
-		w := worker.New(c.Client, q, opts)
+	}
+	for _, q := range queues {
+		w := worker.New(c.Client, q, worker.Options{})
 		if q == QueueWorkflows {
 			RegisterWorkflows(w)
 		}
@@ -176,11 +184,11 @@ func (c *Client) CancelJob(ctx context.Context, jobID uuid.UUID) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("cancel job %s: %w", jobID, err)
 	}
-	var n int
-	if err := run.Get(ctx, &n); err != nil {
+	var res workflows.CancelJobResult
+	if err := run.Get(ctx, &res); err != nil {
 		return 0, fmt.Errorf("cancel job %s: %w", jobID, err)
 	}
-	return n, nil
+	return res.Cancelled, nil
 }
 
 func (c *Client) start(ctx context.Context, id string, wf any, in any) error {

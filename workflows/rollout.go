@@ -6,10 +6,12 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/proctorhq/proctor/activities"
+	"github.com/proctorhq/proctor/models"
 )
 
 // RolloutInput names the attempt to run; everything else is read by activities from the store.
@@ -19,6 +21,21 @@ type RolloutInput struct {
 	// MaxTries bounds how often an infrastructure failure (sandbox lost, worker died, provision
 	// timeout) restarts the attempt in a fresh sandbox. Default 3.
 	MaxTries int `json:"max_tries,omitempty"`
+	// StepsPerRun is how many agent steps one workflow run holds before it continues as new, so
+	// that the history of an attempt of any allowed max_steps stays small. Default
+	// DefaultStepsPerRun.
+	StepsPerRun int `json:"steps_per_run,omitempty"`
+	// Resume carries a live try into the next run after a continue-as-new; nil on the first.
+	Resume *RolloutResume `json:"resume,omitempty"`
+}
+
+// RolloutResume is the state of a live try handed from one run of a long attempt to the next.
+type RolloutResume struct {
+	Plan      activities.PrepareRolloutResult `json:"plan"`
+	Try       int                             `json:"try"`
+	HostQueue string                          `json:"host_queue"`
+	Step      int                             `json:"step"`
+	Deadline  time.Time                       `json:"deadline"`
 }
 
 // RolloutResult is how the attempt ended.
@@ -28,126 +45,190 @@ type RolloutResult struct {
 	Reward     *float64 `json:"reward,omitempty"`
 }
 
+// DefaultStepsPerRun keeps a run's history near 6,000 events: each step is a ModelStep and a
+// ToolStep of about six events each, far below Temporal's limit of 51,200.
+const DefaultStepsPerRun = 500
+
+// SignalRolloutDone is sent by a Rollout started by a RunList to its parent when it ends, with
+// the trace id: the parent's live set survives its own continue-as-new this way.
+const SignalRolloutDone = "rollout-done"
+
 // RolloutWorkflowID is the workflow id of an attempt.
 func RolloutWorkflowID(traceID uuid.UUID) string { return "rollout/" + traceID.String() }
 
-// Rollout runs one attempt: provision a sandbox → start the environment and initialize it → run
-// the task's setup → the agent loop (ModelStep on any worker, ToolStep in the sandbox) until the
-// agent is done, max_steps or run_timeout_s → evaluate → reward → teardown. The sandbox activities
-// run in a Temporal session, pinned to the host that holds the sandbox.
+// Timeouts of the sandbox activities that are not set by the task.
+const (
+	// hostLost is how long a sandbox activity waits for its host to pick it up, and how long a
+	// running one may go without a heartbeat: past it, the host is taken for dead and the try
+	// restarts in a fresh sandbox.
+	hostLost = 20 * time.Second
+	// teardownTimeout bounds stopping a sandbox.
+	teardownTimeout = time.Minute
+)
+
+// Rollout runs one attempt: plan it → start the environment in a sandbox (on the queue its
+// resources pick; the host that takes it answers with its own queue) → the agent loop (ModelStep
+// on any worker, ToolStep on the sandbox's host) until the agent is done, max_steps or
+// run_timeout_s → Evaluate, which records the reward and stops the sandbox. Teardown runs on
+// every other path. An attempt of many steps continues as new every StepsPerRun steps, carrying
+// its live sandbox along.
 func Rollout(ctx workflow.Context, in RolloutInput) (RolloutResult, error) {
 	r := &rollout{in: in, log: workflow.GetLogger(ctx)}
 	if r.in.MaxTries <= 0 {
 		r.in.MaxTries = 3
 	}
-	return r.run(ctx)
+	if r.in.StepsPerRun <= 0 {
+		r.in.StepsPerRun = DefaultStepsPerRun
+	}
+	res, err := r.run(ctx)
+	if !workflow.IsContinueAsNewError(err) {
+		notifyParent(ctx, in.TraceID)
+	}
+	return res, err
 }
 
 type rollout struct {
 	in   RolloutInput
-	plan activities.RolloutPlan
+	plan activities.PrepareRolloutResult
 	log  interface{ Info(string, ...any) }
 }
 
 var a *activities.Activities
 
-// storeActivity is for short database activities: retried freely, they are idempotent.
+// storeActivity is for short database writes, run as local activities on the workflow's worker:
+// retried freely, they are idempotent.
 func storeActivity(ctx workflow.Context) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           activities.QueueWorkflows,
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumInterval: 10 * time.Second},
 	})
 }
 
+// ending is how a try ended: fin to record, or infra set for a failure to retry in a fresh
+// sandbox, or next set to continue as new.
+type ending struct {
+	fin activities.FinishTraceInput
+	// recorded: Evaluate already wrote fin.
+	recorded bool
+	infra    error
+	next     error
+}
+
 func (r *rollout) run(ctx workflow.Context) (RolloutResult, error) {
-	if err := workflow.ExecuteActivity(storeActivity(ctx), a.PrepareRollout, r.in.TraceID).Get(ctx, &r.plan); err != nil {
-		return r.finish(ctx, activities.FinishTrace{TraceID: r.in.TraceID, Status: "error", StopReason: "error", Error: err.Error()})
+	try := 0
+	if res := r.in.Resume; res != nil {
+		r.plan, try = res.Plan, res.Try
+	} else {
+		err := workflow.ExecuteLocalActivity(storeActivity(ctx), a.PrepareRollout, activities.PrepareRolloutInput{TraceID: r.in.TraceID}).Get(ctx, &r.plan)
+		if err != nil {
+			return r.finish(ctx, ending{fin: activities.FinishTraceInput{Status: models.TraceError, StopReason: models.StopError, Error: errorText(err)}})
+		}
+		if r.plan.Done {
+			// Already finished (a launch replayed): nothing to run.
+			return RolloutResult{Status: r.plan.Status}, nil
+		}
+		try = r.plan.Attempt + 1
 	}
-	if r.plan.Done {
-		// Already finished (a launch replayed): nothing to run.
-		return RolloutResult{Status: r.plan.Status}, nil
-	}
-	for try := r.plan.Attempt + 1; ; try++ {
-		fin, infra := r.attempt(ctx, try)
-		if infra == nil {
-			return r.finish(ctx, fin)
+	for ; ; try++ {
+		end := r.attempt(ctx, try)
+		if end.next != nil {
+			return RolloutResult{}, end.next
+		}
+		if end.infra == nil {
+			return r.finish(ctx, end)
 		}
 		if ctx.Err() != nil {
 			return r.cancelled(ctx)
 		}
 		// The failed try's events stay, marked superseded, and the attempt starts over.
-		sctx := storeActivity(ctx)
-		_ = workflow.ExecuteActivity(sctx, a.SupersedeTry, activities.TryRef{TraceID: r.in.TraceID, Attempt: try, Reason: infra.Error()}).Get(ctx, nil)
+		_ = workflow.ExecuteLocalActivity(storeActivity(ctx), a.SupersedeTry,
+			activities.SupersedeTryInput{TraceID: r.in.TraceID, Attempt: try, Reason: end.infra.Error()}).Get(ctx, nil)
 		if try >= r.in.MaxTries {
-			return r.finish(ctx, activities.FinishTrace{TraceID: r.in.TraceID, Status: "error", StopReason: "error",
-				Error: fmt.Sprintf("infrastructure failure on %d tries; last: %v", try, infra)})
+			return r.finish(ctx, ending{fin: activities.FinishTraceInput{Status: models.TraceError, StopReason: models.StopError,
+				Error: fmt.Sprintf("infrastructure failure on %d tries; last: %v", try, end.infra)}})
 		}
-		r.log.Info("retrying the attempt in a fresh sandbox", "trace", r.in.TraceID, "try", try, "error", infra)
+		r.log.Info("retrying the attempt in a fresh sandbox", "trace", r.in.TraceID, "try", try, "error", end.infra)
 	}
 }
 
-// attempt runs one try in one sandbox. A non-nil infra error means the try should be retried in
-// a fresh sandbox; otherwise fin says how the attempt ended.
-func (r *rollout) attempt(ctx workflow.Context, try int) (fin activities.FinishTrace, infra error) {
-	fin = activities.FinishTrace{TraceID: r.in.TraceID}
-	startup := time.Duration(r.plan.StartupTimeoutS * float64(time.Second))
-	runFor := time.Duration(r.plan.RunTimeoutS * float64(time.Second))
-
-	qctx := workflow.WithTaskQueue(ctx, r.plan.Queue)
-	sess, err := workflow.CreateSession(qctx, &workflow.SessionOptions{
-		// No host of the queue (e.g. no GPU worker of that type) within startup_timeout_s ends the
-		// attempt with a clear error instead of waiting forever.
-		CreationTimeout:  startup,
-		ExecutionTimeout: startup + runFor + 5*time.Minute,
-		HeartbeatTimeout: 20 * time.Second,
-	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return fin, ctx.Err()
-		}
-		fin.Status, fin.StopReason = "error", "error"
-		fin.Error = fmt.Sprintf("no sandbox host on task queue %s within startup_timeout_s (%s): %v", r.plan.Queue, startup, err)
-		return fin, nil
-	}
-	defer workflow.CompleteSession(sess)
-
-	// Teardown runs on every path, cancel included, in a context that outlives cancellation.
-	defer func() {
-		dctx, _ := workflow.NewDisconnectedContext(sess)
-		tctx := workflow.WithActivityOptions(dctx, workflow.ActivityOptions{
-			StartToCloseTimeout: time.Minute,
-			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+// attempt runs one try in one sandbox, or goes on with the try a previous run handed over.
+func (r *rollout) attempt(ctx workflow.Context, try int) (end ending) {
+	startup := seconds(r.plan.StartupTimeoutS)
+	var host string
+	var deadline time.Time
+	first := 0
+	if res := r.in.Resume; res != nil && res.Try == try {
+		host, deadline, first = res.HostQueue, res.Deadline, res.Step
+	} else {
+		var started activities.StartEnvironmentResult
+		sctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			TaskQueue: r.plan.Queue,
+			// No host of the queue (e.g. no GPU worker of that type), or none with a free
+			// sandbox slot, within startup_timeout_s ends the attempt with a clear error.
+			ScheduleToStartTimeout: startup,
+			ScheduleToCloseTimeout: startup + 30*time.Second,
+			StartToCloseTimeout:    startup + 30*time.Second,
+			HeartbeatTimeout:       hostLost,
+			// A cancelled attempt waits for its start to stop: a sandbox that started anyway is
+			// then known, and torn down.
+			WaitForCancellation: true,
+			// A host at capacity answers ErrCapacity, and the start is offered again (to any
+			// host); a failed start cleaned up after itself, so retrying it is safe too.
+			RetryPolicy: &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 1.5, MaximumInterval: 2 * time.Second,
+				NonRetryableErrorTypes: []string{activities.ErrEnvironment, activities.ErrModel, activities.ErrTraceClosed}},
 		})
-		_ = workflow.ExecuteActivity(tctx, a.Teardown, activities.TryRef{TraceID: r.in.TraceID, Attempt: try}).Get(dctx, nil)
+		err := workflow.ExecuteActivity(sctx, a.StartEnvironment, activities.StartEnvironmentInput{TraceID: r.in.TraceID, Attempt: try}).Get(ctx, &started)
+		if err != nil {
+			return r.startFailed(ctx, err)
+		}
+		host, deadline = started.HostQueue, workflow.Now(ctx).Add(seconds(r.plan.RunTimeoutS))
+	}
+
+	tornDown, handedOver := false, false
+	// Teardown runs on every path that did not end in Evaluate, cancel included, in a context
+	// that outlives cancellation; a host that is gone is not waited for past hostLost.
+	defer func() {
+		if tornDown || handedOver {
+			return
+		}
+		dctx, _ := workflow.NewDisconnectedContext(ctx)
+		tctx := workflow.WithActivityOptions(dctx, workflow.ActivityOptions{
+			TaskQueue:              host,
+			ScheduleToStartTimeout: hostLost,
+			StartToCloseTimeout:    teardownTimeout,
+			RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 2},
+		})
+		_ = workflow.ExecuteActivity(tctx, a.Teardown, activities.TeardownInput{TraceID: r.in.TraceID, Attempt: try}).Get(dctx, nil)
 	}()
 
-	sandboxCtx := func(timeout time.Duration) workflow.Context {
-		return workflow.WithActivityOptions(sess, workflow.ActivityOptions{
-			StartToCloseTimeout: timeout,
-			HeartbeatTimeout:    20 * time.Second,
-			// A sandbox activity is not retried on its own: its state lives in the sandbox, and a
-			// lost sandbox restarts the whole try.
+	hostCtx := func(timeout time.Duration) workflow.Context {
+		return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			TaskQueue:              host,
+			ScheduleToStartTimeout: hostLost,
+			StartToCloseTimeout:    timeout,
+			HeartbeatTimeout:       hostLost,
+			// A sandbox activity is not retried on its own: its state lives in the sandbox, and
+			// a lost sandbox restarts the whole try.
 			RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
 		})
 	}
 
-	var started activities.Started
-	err = workflow.ExecuteActivity(sandboxCtx(startup+30*time.Second), a.StartEnvironment, activities.TryRef{TraceID: r.in.TraceID, Attempt: try}).Get(ctx, &started)
-	if err != nil {
-		return r.classify(ctx, err, fin)
-	}
-	deadline := workflow.Now(ctx).Add(runFor)
-
-	stop := "done"
-	for step := 0; ; step++ {
+	stop := models.StopDone
+	for step := first; ; step++ {
 		if step >= r.plan.MaxSteps {
-			stop = "max_steps"
+			stop = models.StopMaxSteps
 			break
+		}
+		if step > first && (step-first)%r.in.StepsPerRun == 0 {
+			handedOver = true
+			resume := RolloutResume{Plan: r.plan, Try: try, HostQueue: host, Step: step, Deadline: deadline}
+			end.next = workflow.NewContinueAsNewError(ctx, Rollout, RolloutInput{TraceID: r.in.TraceID, MaxTries: r.in.MaxTries,
+				StepsPerRun: r.in.StepsPerRun, Resume: &resume})
+			return end
 		}
 		left := deadline.Sub(workflow.Now(ctx))
 		if left <= 0 {
-			stop = "timeout"
+			stop = models.StopTimeout
 			break
 		}
 		var ms activities.ModelStepResult
@@ -160,72 +241,134 @@ func (r *rollout) attempt(ctx workflow.Context, try int) (fin activities.FinishT
 			RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
 				NonRetryableErrorTypes: []string{activities.ErrModel}},
 		})
-		if err := workflow.ExecuteActivity(mctx, a.ModelStep, activities.StepRef{TraceID: r.in.TraceID, Attempt: try, Step: step}).Get(ctx, &ms); err != nil {
-			if temporal.IsTimeoutError(err) && workflow.Now(ctx).After(deadline) {
-				stop = "timeout"
+		err := workflow.ExecuteActivity(mctx, a.ModelStep, activities.ModelStepInput{TraceID: r.in.TraceID, Attempt: try, Step: step}).Get(ctx, &ms)
+		if err != nil {
+			if temporal.IsTimeoutError(err) && !workflow.Now(ctx).Before(deadline) {
+				stop = models.StopTimeout
 				break
 			}
-			return r.classify(ctx, err, fin)
+			return r.classify(ctx, err)
 		}
 		if ms.Done {
 			break
 		}
-		err := workflow.ExecuteActivity(sandboxCtx(max(deadline.Sub(workflow.Now(ctx)), time.Second)), a.ToolStep,
-			activities.StepRef{TraceID: r.in.TraceID, Attempt: try, Step: step}).Get(ctx, nil)
+		err = workflow.ExecuteActivity(hostCtx(max(deadline.Sub(workflow.Now(ctx)), time.Second)), a.ToolStep,
+			activities.ToolStepInput{TraceID: r.in.TraceID, Attempt: try, Step: step, AssistantSeq: ms.Seq}).Get(ctx, nil)
 		if err != nil {
-			if temporal.IsTimeoutError(err) && workflow.Now(ctx).After(deadline) {
-				stop = "timeout"
+			if isStartToClose(err) && !workflow.Now(ctx).Before(deadline) {
+				stop = models.StopTimeout
 				break
 			}
-			return r.classify(ctx, err, fin)
+			return r.classify(ctx, err)
 		}
 	}
 	if ctx.Err() != nil {
-		return fin, ctx.Err()
+		end.infra = ctx.Err()
+		return end
 	}
 
-	// Timeouts and step limits still evaluate, where the sandbox lives.
-	var ev activities.Evaluation
-	if err := workflow.ExecuteActivity(sandboxCtx(startup+time.Minute), a.Evaluate, activities.TryRef{TraceID: r.in.TraceID, Attempt: try}).Get(ctx, &ev); err != nil {
-		return r.classify(ctx, err, fin)
+	// Timeouts and step limits still evaluate, where the sandbox lives. Evaluate records the
+	// outcome and stops the sandbox, whatever it answers.
+	var ev activities.EvaluateResult
+	err := workflow.ExecuteActivity(hostCtx(startup+time.Minute), a.Evaluate,
+		activities.EvaluateInput{TraceID: r.in.TraceID, Attempt: try, StopReason: stop}).Get(ctx, &ev)
+	var appErr *temporal.ApplicationError
+	if err == nil || errors.As(err, &appErr) {
+		tornDown = true
 	}
-	fin.Status, fin.StopReason, fin.Reward, fin.EvaluationResult, fin.Error = "completed", stop, ev.Reward, ev.Result, ev.Error
-	return fin, nil
+	if err != nil {
+		return r.classify(ctx, err)
+	}
+	end.fin = activities.FinishTraceInput{Status: models.TraceCompleted, StopReason: stop, Reward: ev.Reward}
+	end.recorded = true
+	return end
+}
+
+// startFailed classifies a failed StartEnvironment: no host in time and errors of the task end
+// the attempt; a closed trace was cancelled; the rest is infrastructure.
+func (r *rollout) startFailed(ctx workflow.Context, err error) ending {
+	if ctx.Err() != nil {
+		return ending{infra: ctx.Err()}
+	}
+	var te *temporal.TimeoutError
+	if errors.As(err, &te) && (te.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START || te.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE) {
+		return ending{fin: activities.FinishTraceInput{Status: models.TraceError, StopReason: models.StopError,
+			Error: fmt.Sprintf("no sandbox host on task queue %s started the environment within startup_timeout_s (%gs): %s",
+				r.plan.Queue, r.plan.StartupTimeoutS, errorText(err))}}
+	}
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.Type() == activities.ErrTraceClosed {
+		return ending{fin: activities.FinishTraceInput{Status: models.TraceCancelled, StopReason: models.StopCancelled}}
+	}
+	return r.classify(ctx, err)
 }
 
 // classify turns an activity failure into an infrastructure failure (retry the try) or an
 // error of the agent or the environment (the attempt ends as error, reward 0).
-func (r *rollout) classify(ctx workflow.Context, err error, fin activities.FinishTrace) (activities.FinishTrace, error) {
+func (r *rollout) classify(ctx workflow.Context, err error) ending {
 	if ctx.Err() != nil {
-		return fin, ctx.Err()
+		return ending{infra: ctx.Err()}
 	}
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) && (appErr.Type() == activities.ErrEnvironment || appErr.Type() == activities.ErrModel) {
-		fin.Status, fin.StopReason, fin.Error = "error", "error", appErr.Error()
 		zero := 0.0
-		fin.Reward = &zero
-		return fin, nil
+		return ending{fin: activities.FinishTraceInput{Status: models.TraceError, StopReason: models.StopError, Error: appErr.Error(), Reward: &zero}}
 	}
-	// Timeouts (a worker that stopped heartbeating), a failed session, a lost sandbox.
-	return fin, err
+	// Timeouts (a host that stopped heartbeating or never picked the task up), a lost sandbox.
+	return ending{infra: err}
 }
 
-func (r *rollout) finish(ctx workflow.Context, fin activities.FinishTrace) (RolloutResult, error) {
+func (r *rollout) finish(ctx workflow.Context, end ending) (RolloutResult, error) {
 	if ctx.Err() != nil {
 		return r.cancelled(ctx)
 	}
+	fin := end.fin
 	fin.TraceID = r.in.TraceID
-	if err := workflow.ExecuteActivity(storeActivity(ctx), a.FinishTrace, fin).Get(ctx, nil); err != nil {
-		return RolloutResult{}, err
+	if !end.recorded {
+		if err := workflow.ExecuteLocalActivity(storeActivity(ctx), a.FinishTrace, fin).Get(ctx, nil); err != nil {
+			return RolloutResult{}, err
+		}
 	}
 	return RolloutResult{Status: fin.Status, StopReason: fin.StopReason, Reward: fin.Reward}, nil
 }
 
 func (r *rollout) cancelled(ctx workflow.Context) (RolloutResult, error) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	fin := activities.FinishTrace{TraceID: r.in.TraceID, Status: "cancelled", StopReason: "cancelled"}
-	if err := workflow.ExecuteActivity(storeActivity(dctx), a.FinishTrace, fin).Get(dctx, nil); err != nil {
+	fin := activities.FinishTraceInput{TraceID: r.in.TraceID, Status: models.TraceCancelled, StopReason: models.StopCancelled}
+	if err := workflow.ExecuteLocalActivity(storeActivity(dctx), a.FinishTrace, fin).Get(dctx, nil); err != nil {
 		return RolloutResult{}, err
 	}
 	return RolloutResult{Status: fin.Status, StopReason: fin.StopReason}, temporal.NewCanceledError()
 }
+
+// notifyParent tells a RunList parent that this attempt ended (best effort: the parent
+// reconciles its live set with the store if a signal is lost).
+func notifyParent(ctx workflow.Context, traceID uuid.UUID) {
+	parent := workflow.GetInfo(ctx).ParentWorkflowExecution
+	if parent == nil {
+		return
+	}
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	// The empty run id reaches the parent's current run, across its continue-as-new.
+	_ = workflow.SignalExternalWorkflow(dctx, parent.ID, "", SignalRolloutDone, traceID).Get(dctx, nil)
+}
+
+// isStartToClose reports a timeout of a started activity (not a host that never picked it up).
+func isStartToClose(err error) bool {
+	var te *temporal.TimeoutError
+	return errors.As(err, &te) && te.TimeoutType() == enumspb.TIMEOUT_TYPE_START_TO_CLOSE
+}
+
+// errorText is an activity error's own message, without the SDK's wrapping.
+func errorText(err error) string {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return appErr.Error()
+	}
+	if u := errors.Unwrap(err); u != nil {
+		return u.Error()
+	}
+	return err.Error()
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

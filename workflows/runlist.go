@@ -1,23 +1,38 @@
 package workflows
 
 import (
+	"slices"
+	"time"
+
 	"github.com/google/uuid"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/proctorhq/proctor/activities"
+	"github.com/proctorhq/proctor/models"
 )
 
-// RunListInput names the job whose pending traces to run.
+// RunListInput names the job whose traces to run, and where an earlier run of the workflow left
+// off.
 type RunListInput struct {
 	JobID uuid.UUID `json:"job_id"`
 	// MaxConcurrent bounds the attempts live at once.
 	MaxConcurrent int `json:"max_concurrent"`
 	// MaxTries is each attempt's RolloutInput.MaxTries.
 	MaxTries int `json:"max_tries,omitempty"`
+	// PageSize is how many trace ids one store read loads. Default 500.
+	PageSize int `json:"page_size,omitempty"`
+	// ChildrenPerRun is how many attempts one run starts before it continues as new, which
+	// keeps its history bounded (about 10 events per child). Default 1,000.
+	ChildrenPerRun int `json:"children_per_run,omitempty"`
+	// Started counts the job's traces started by earlier runs: the next one is at this offset
+	// in launch order.
+	Started int `json:"started,omitempty"`
+	// Live are the attempts earlier runs started that had not ended.
+	Live []uuid.UUID `json:"live,omitempty"`
 }
 
-// RunListResult counts how the job's attempts ended.
+// RunListResult counts the attempts started.
 type RunListResult struct {
 	Started int `json:"started"`
 }
@@ -25,62 +40,207 @@ type RunListResult struct {
 // RunListWorkflowID is the workflow id of a job's run.
 func RunListWorkflowID(jobID uuid.UUID) string { return "runlist/" + jobID.String() }
 
-// RunList runs every trace of a job as a child Rollout, at most MaxConcurrent at once. The job
-// reads as running until every child has been started and has finished; cancelling the workflow
-// (CancelJob) cancels every live child, and traces that never started are marked cancelled.
+// reconcileEvery is how often RunList checks its live set against the store while it waits.
+const reconcileEvery = time.Minute
+
+// RunList runs every trace of a job as a child Rollout, at most MaxConcurrent at once, reading
+// the traces a page at a time and continuing as new every ChildrenPerRun children, so a job of
+// any size runs with bounded histories. Children are abandoned rather than owned (they outlive
+// a continue-as-new) and report their end with SignalRolloutDone. Cancelling the workflow
+// (CancelJob) cancels every live child and marks the traces that never started cancelled.
 func RunList(ctx workflow.Context, in RunListInput) (RunListResult, error) {
 	if in.MaxConcurrent <= 0 {
 		in.MaxConcurrent = 1
 	}
-	sctx := storeActivity(ctx)
-	var ids []uuid.UUID
-	if err := workflow.ExecuteActivity(sctx, a.JobTraces, in.JobID).Get(ctx, &ids); err != nil {
-		return RunListResult{}, err
+	if in.PageSize <= 0 {
+		in.PageSize = 500
 	}
-	if err := workflow.ExecuteActivity(sctx, a.SetJobStatus, activities.JobStatus{JobID: in.JobID, Status: "running"}).Get(ctx, nil); err != nil {
-		return RunListResult{}, err
+	if in.ChildrenPerRun <= 0 {
+		in.ChildrenPerRun = 1000
 	}
+	l := &runList{in: in, live: map[uuid.UUID]bool{}, done: workflow.GetSignalChannel(ctx, SignalRolloutDone)}
+	for _, id := range in.Live {
+		l.live[id] = true
+	}
+	return l.run(ctx)
+}
 
-	live := 0
-	sel := workflow.NewSelector(ctx)
-	res := RunListResult{}
-	for _, id := range ids {
-		for live >= in.MaxConcurrent && ctx.Err() == nil {
-			sel.Select(ctx)
-			live--
+type runList struct {
+	in   RunListInput
+	live map[uuid.UUID]bool
+	done workflow.ReceiveChannel
+	// page holds trace ids read but not started yet; exhausted is set after the last page.
+	page      []uuid.UUID
+	exhausted bool
+}
+
+func (l *runList) run(ctx workflow.Context) (RunListResult, error) {
+	sctx := storeActivity(ctx)
+	if l.in.Started == 0 && len(l.in.Live) == 0 {
+		if err := workflow.ExecuteLocalActivity(sctx, a.SetJobStatus, activities.SetJobStatusInput{JobID: l.in.JobID, Status: models.JobRunning}).Get(ctx, nil); err != nil {
+			return RunListResult{}, err
+		}
+	}
+	startedHere := 0
+	for ctx.Err() == nil {
+		l.drain()
+		// Start children up to the limit, then wait for all of them to be started: a run never
+		// continues as new with a start in flight.
+		type start struct {
+			id uuid.UUID
+			f  workflow.ChildWorkflowFuture
+		}
+		var starting []start
+		for len(l.live) < l.in.MaxConcurrent && startedHere < l.in.ChildrenPerRun {
+			id, ok, err := l.next(ctx)
+			if err != nil {
+				return RunListResult{Started: l.in.Started}, err
+			}
+			if !ok {
+				break
+			}
+			cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+				WorkflowID:        RolloutWorkflowID(id),
+				TaskQueue:         activities.QueueWorkflows,
+				ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
+				// Cancelling the run cancels the children it started; each tears its sandbox
+				// down and records cancelled before it ends.
+				WaitForCancellation: true,
+			})
+			starting = append(starting, start{id, workflow.ExecuteChildWorkflow(cctx, Rollout, RolloutInput{TraceID: id, MaxTries: l.in.MaxTries})})
+			l.live[id] = true
+			l.in.Started++
+			startedHere++
+		}
+		for _, s := range starting {
+			// A child that cannot start (its workflow id is taken: it is running already) is
+			// not counted; its own end arrives as a signal all the same.
+			if err := s.f.GetChildWorkflowExecution().Get(ctx, nil); err != nil && ctx.Err() == nil {
+				delete(l.live, s.id)
+			}
 		}
 		if ctx.Err() != nil {
 			break
 		}
-		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-			WorkflowID:          RolloutWorkflowID(id),
-			TaskQueue:           activities.QueueWorkflows,
-			ParentClosePolicy:   enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
-			WaitForCancellation: true,
-		})
-		f := workflow.ExecuteChildWorkflow(cctx, Rollout, RolloutInput{TraceID: id, MaxTries: in.MaxTries})
-		sel.AddFuture(f, func(workflow.Future) {})
-		live++
-		res.Started++
-	}
-	for ; live > 0; live-- {
-		sel.Select(ctx)
+		if l.exhausted && len(l.page) == 0 && len(l.live) == 0 {
+			break
+		}
+		if startedHere >= l.in.ChildrenPerRun && len(l.live) < l.in.MaxConcurrent {
+			l.drain()
+			next := l.in
+			next.Live = l.liveIDs()
+			return RunListResult{Started: l.in.Started}, workflow.NewContinueAsNewError(ctx, RunList, next)
+		}
+		l.wait(ctx)
 	}
 
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	status := "completed"
+	status := models.JobCompleted
 	if ctx.Err() != nil {
-		status = "cancelled"
+		status = models.JobCancelled
+		l.cancelLive(dctx)
 		// Traces that never started are cancelled here; started ones cancelled themselves.
-		_ = workflow.ExecuteActivity(storeActivity(dctx), a.CancelPendingTraces, in.JobID).Get(dctx, nil)
+		_ = workflow.ExecuteLocalActivity(storeActivity(dctx), a.CancelPendingTraces, activities.JobInput{JobID: l.in.JobID}).Get(dctx, nil)
 	}
-	err := workflow.ExecuteActivity(storeActivity(dctx), a.SetJobStatus, activities.JobStatus{JobID: in.JobID, Status: status}).Get(dctx, nil)
-	return res, err
+	err := workflow.ExecuteLocalActivity(storeActivity(dctx), a.SetJobStatus, activities.SetJobStatusInput{JobID: l.in.JobID, Status: status}).Get(dctx, nil)
+	return RunListResult{Started: l.in.Started}, err
+}
+
+// next is the next trace to start, reading a page when the last one is used up.
+func (l *runList) next(ctx workflow.Context) (uuid.UUID, bool, error) {
+	if len(l.page) == 0 && !l.exhausted {
+		var page activities.JobTracesPageResult
+		err := workflow.ExecuteLocalActivity(storeActivity(ctx), a.JobTracesPage,
+			activities.JobTracesPageInput{JobID: l.in.JobID, Offset: l.in.Started, Limit: l.in.PageSize}).Get(ctx, &page)
+		if err != nil {
+			return uuid.Nil, false, err
+		}
+		l.page = page.TraceIDs
+		l.exhausted = len(page.TraceIDs) < l.in.PageSize
+	}
+	if len(l.page) == 0 {
+		return uuid.Nil, false, nil
+	}
+	id := l.page[0]
+	l.page = l.page[1:]
+	return id, true, nil
+}
+
+// wait blocks until a child ends, the workflow is cancelled, or it is time to reconcile the live
+// set with the store.
+func (l *runList) wait(ctx workflow.Context) {
+	tctx, cancelTimer := workflow.WithCancel(ctx)
+	defer cancelTimer()
+	sel := workflow.NewSelector(ctx)
+	sel.AddReceive(l.done, func(c workflow.ReceiveChannel, _ bool) {
+		var id uuid.UUID
+		c.Receive(ctx, &id)
+		delete(l.live, id)
+	})
+	sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) {})
+	reconcile := false
+	sel.AddFuture(workflow.NewTimer(tctx, reconcileEvery), func(workflow.Future) { reconcile = true })
+	sel.Select(ctx)
+	if reconcile && ctx.Err() == nil {
+		var open activities.OpenTracesResult
+		if err := workflow.ExecuteLocalActivity(storeActivity(ctx), a.OpenTraces, activities.OpenTracesInput{TraceIDs: l.liveIDs()}).Get(ctx, &open); err == nil {
+			still := map[uuid.UUID]bool{}
+			for _, id := range open.TraceIDs {
+				still[id] = true
+			}
+			for id := range l.live {
+				if !still[id] {
+					delete(l.live, id)
+				}
+			}
+		}
+	}
+}
+
+// drain takes every completion signal already received.
+func (l *runList) drain() {
+	var id uuid.UUID
+	for l.done.ReceiveAsync(&id) {
+		delete(l.live, id)
+	}
+}
+
+// cancelLive asks every live child to cancel and waits (bounded) for them to end, so the job
+// reads cancelled only once its attempts did.
+func (l *runList) cancelLive(dctx workflow.Context) {
+	cancelAll(dctx, l.liveIDs())
+	deadline := workflow.Now(dctx).Add(5 * time.Minute)
+	for len(l.live) > 0 {
+		left := deadline.Sub(workflow.Now(dctx))
+		if left <= 0 {
+			return
+		}
+		ok, _ := workflow.AwaitWithTimeout(dctx, left, func() bool { return l.done.Len() > 0 })
+		if !ok {
+			return
+		}
+		l.drain()
+	}
+}
+
+// liveIDs lists the live set in a stable order (workflow code must be deterministic).
+func (l *runList) liveIDs() []uuid.UUID {
+	ids := make([]uuid.UUID, 0, len(l.live))
+	for id := range l.live {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(x, y uuid.UUID) int { return slices.Compare(x[:], y[:]) })
+	return ids
 }
 
 // CancelJobInput names the job to cancel.
 type CancelJobInput struct {
 	JobID uuid.UUID `json:"job_id"`
+}
+
+// CancelJobResult counts the live attempts asked to cancel.
+type CancelJobResult struct {
+	Cancelled int `json:"cancelled"`
 }
 
 // CancelJobWorkflowID is the workflow id of a job's cancellation.
@@ -89,15 +249,25 @@ func CancelJobWorkflowID(jobID uuid.UUID) string { return "canceljob/" + jobID.S
 // CancelJob cancels every live attempt of a job: traces that never started read cancelled at
 // once, live ones cancelling; the job's RunList (if any) and every live Rollout are asked to
 // cancel, and each tears its sandbox down before it writes cancelled.
-func CancelJob(ctx workflow.Context, in CancelJobInput) (int, error) {
-	var live []uuid.UUID
-	if err := workflow.ExecuteActivity(storeActivity(ctx), a.MarkJobCancelling, in.JobID).Get(ctx, &live); err != nil {
-		return 0, err
+func CancelJob(ctx workflow.Context, in CancelJobInput) (CancelJobResult, error) {
+	var marked activities.MarkJobCancellingResult
+	if err := workflow.ExecuteLocalActivity(storeActivity(ctx), a.MarkJobCancelling, activities.JobInput{JobID: in.JobID}).Get(ctx, &marked); err != nil {
+		return CancelJobResult{}, err
 	}
 	// Absent workflows (no RunList for single-run jobs, rollouts that already ended) are not errors.
 	_ = workflow.RequestCancelExternalWorkflow(ctx, RunListWorkflowID(in.JobID), "").Get(ctx, nil)
-	for _, id := range live {
-		_ = workflow.RequestCancelExternalWorkflow(ctx, RolloutWorkflowID(id), "").Get(ctx, nil)
+	cancelAll(ctx, marked.Live)
+	return CancelJobResult{Cancelled: len(marked.Live)}, nil
+}
+
+// cancelAll asks the attempts' workflows to cancel, all at once; one that already ended is not
+// an error.
+func cancelAll(ctx workflow.Context, traceIDs []uuid.UUID) {
+	fs := make([]workflow.Future, len(traceIDs))
+	for i, id := range traceIDs {
+		fs[i] = workflow.RequestCancelExternalWorkflow(ctx, RolloutWorkflowID(id), "")
 	}
-	return len(live), nil
+	for _, f := range fs {
+		_ = f.Get(ctx, nil)
+	}
 }

@@ -250,7 +250,7 @@ func startRuntime(tc *ptemporal.Client, store *models.Store, cfg *config.Config,
 		return nil, fmt.Errorf("sandboxes: %w", err)
 	}
 	acts := &activities.Activities{Store: store, Logger: log, Sandboxes: sb, Envs: activities.NewEnvs()}
-	workers, err := ptemporal.StartWorkers(tc, acts, cfg.QueueList(), sb.Capacity())
+	workers, err := ptemporal.StartWorkers(tc, acts, cfg.QueueList())
 	if err != nil {
 		sb.Close(context.Background()) //nolint:errcheck
 		return nil, err

@@ -67,21 +67,11 @@ type EpisodeResult struct {
 // [ErrSetupFailed]; tool errors during the loop are the agent's to read; evaluate tool errors
 // give reward 0 with the reason.
 func RunEpisode(ctx context.Context, env *Env, model Model, ep Episode) (*EpisodeResult, error) {
-	prompt, setup, evaluate := ep.Prompt, ep.Setup, ep.Evaluate
-	if ep.Scenario != "" {
-		sc, err := env.Scenario(ctx, ep.Scenario, ep.Args)
-		if err != nil {
-			return nil, fmt.Errorf("run episode: %w", err)
-		}
-		prompt = joinParagraphs(sc.Prompt, ep.Prompt)
-		if len(setup) == 0 {
-			setup = sc.Setup
-		}
-		if len(evaluate) == 0 {
-			evaluate = sc.Evaluate
-		}
+	op, err := Open(ctx, env, ep)
+	if err != nil {
+		return nil, fmt.Errorf("run episode: %w", err)
 	}
-	for _, c := range setup {
+	for _, c := range op.Setup {
 		res, err := env.Call(ctx, c)
 		if err != nil {
 			return nil, fmt.Errorf("run episode: setup %s %s: %w", c.Hub, c.Name, err)
@@ -90,18 +80,13 @@ func RunEpisode(ctx context.Context, env *Env, model Model, ep Episode) (*Episod
 			return nil, fmt.Errorf("run episode: %w: %s %s: %s", ErrSetupFailed, c.Hub, c.Name, res.Text)
 		}
 	}
-
-	all, err := env.Tools(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("run episode: %w", err)
-	}
-	tools := FilterTools(all, ep.AgentConfig)
+	prompt, tools, evaluate := op.Prompt, op.Tools, op.Evaluate
 	maxSteps := ep.MaxSteps
 	if maxSteps <= 0 {
 		maxSteps = 50
 	}
 	out := &EpisodeResult{Messages: []Message{{Role: RoleUser, Content: prompt}}, StopReason: StopMaxSteps}
-	req := StepRequest{System: SystemPrompt(ep.SystemPrompt, ep.AgentConfig), Tools: tools, MaxTokens: ep.MaxTokens}
+	req := StepRequest{System: op.System, Tools: tools, MaxTokens: ep.MaxTokens}
 	for out.Steps < maxSteps {
 		req.Messages = out.Messages
 		step, err := model.Step(ctx, req)
@@ -149,6 +134,45 @@ func RunEpisode(ctx context.Context, env *Env, model Model, ep Episode) (*Episod
 	}
 	out.RewardReason = joinParagraphs(reasons...)
 	return out, nil
+}
+
+// Opening is how an attempt opens, before its setup runs: what the model is told and offered,
+// and the calls that set the task up and evaluate it.
+type Opening struct {
+	// System is the system prompt: the task's, then the agent config's.
+	System string
+	// Prompt is the first user message: the scenario's prompt, then the task's.
+	Prompt string
+	// Tools are the environment's tools the agent config offers.
+	Tools []Tool
+	// Setup and Evaluate are the scenario's calls, or the episode's where it sets them.
+	Setup, Evaluate []Call
+}
+
+// Open renders an episode's scenario and picks its tools: the preparation that [RunEpisode] and
+// the rollout engine's StartEnvironment activity share, so the two cannot disagree on what an
+// attempt is told.
+func Open(ctx context.Context, env *Env, ep Episode) (*Opening, error) {
+	op := &Opening{Prompt: ep.Prompt, Setup: ep.Setup, Evaluate: ep.Evaluate, System: SystemPrompt(ep.SystemPrompt, ep.AgentConfig)}
+	if ep.Scenario != "" {
+		sc, err := env.Scenario(ctx, ep.Scenario, ep.Args)
+		if err != nil {
+			return nil, fmt.Errorf("scenario %s: %w", ep.Scenario, err)
+		}
+		op.Prompt = joinParagraphs(sc.Prompt, ep.Prompt)
+		if len(op.Setup) == 0 {
+			op.Setup = sc.Setup
+		}
+		if len(op.Evaluate) == 0 {
+			op.Evaluate = sc.Evaluate
+		}
+	}
+	all, err := env.Tools(ctx)
+	if err != nil {
+		return nil, err
+	}
+	op.Tools = FilterTools(all, ep.AgentConfig)
+	return op, nil
 }
 
 func joinParagraphs(parts ...string) string {

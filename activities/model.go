@@ -1,0 +1,190 @@
+package activities
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/proctorhq/proctor/internal/agent"
+	"github.com/proctorhq/proctor/models"
+)
+
+// ModelStepInput names one model step of a try.
+type ModelStepInput struct {
+	TraceID uuid.UUID `json:"trace_id"`
+	Attempt int       `json:"attempt"`
+	Step    int       `json:"step"`
+}
+
+// ModelStepResult says whether the model answered without tool calls, and where its answer is.
+type ModelStepResult struct {
+	Done      bool `json:"done"`
+	ToolCalls int  `json:"tool_calls"`
+	// Seq is the answer's event: the ToolStep of this step reads its calls there.
+	Seq int `json:"seq"`
+}
+
+// ModelStep makes one inference call. Any worker can run it: the conversation is kept per try in
+// a cache on the worker and brought up to date with only the events written since it last saw
+// the trace (tool results); a worker that has not seen the try (a failover) rebuilds it from
+// the store. A retried ModelStep that already wrote its answer returns it without calling the
+// model again.
+func (a *Activities) ModelStep(ctx context.Context, in ModelStepInput) (ModelStepResult, error) {
+	conv, err := a.conversations().open(ctx, a, in.TraceID, in.Attempt)
+	if err != nil {
+		return ModelStepResult{}, err
+	}
+	defer conv.mu.Unlock()
+	if ans, ok := conv.answers[in.Step]; ok {
+		return ans, nil
+	}
+	started := time.Now().UTC()
+	out, err := conv.model.Step(ctx, conv.req)
+	if err != nil {
+		var apiErr *agent.APIError
+		if errors.As(err, &apiErr) && apiErr.Retryable {
+			a.workerLog(ctx, in.TraceID, "model step %d: %v (retrying)", in.Step, err)
+			return ModelStepResult{}, err
+		}
+		return ModelStepResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("model step %d: %v", in.Step, err), ErrModel, err)
+	}
+	seq, err := a.nextSeq(ctx, in.TraceID)
+	if err != nil {
+		return ModelStepResult{}, err
+	}
+	ev := a.event(TryInput{TraceID: in.TraceID, Attempt: in.Attempt}, seq, models.EventAssistant, out.Message.Content, map[string]any{
+		"step": in.Step, "message": out.Message, "usage": out.Usage, "model": out.Model,
+	})
+	ev.StartedAt = started
+	end := time.Now().UTC()
+	ev.EndedAt = &end
+	if err := a.Store.AppendTraceEvents(ctx, []models.TraceEvent{ev}); err != nil {
+		return ModelStepResult{}, err
+	}
+	// The next step reads the event back like any other, which keeps one code path for the
+	// conversation whether this worker wrote the answer or another did.
+	return ModelStepResult{Done: out.Done, ToolCalls: len(out.Message.ToolCalls), Seq: seq}, nil
+}
+
+// conversation is one try's model-facing state on a worker.
+type conversation struct {
+	mu      sync.Mutex
+	attempt int
+	lastSeq int
+	req     agent.StepRequest
+	model   agent.Model
+	// answers are the assistant events seen, by step, for retried steps.
+	answers map[int]ModelStepResult
+	elem    *list.Element
+}
+
+// conversations caches the conversations of the tries this worker has stepped, most recently
+// used first, up to a bound; an evicted one is rebuilt from the store if needed again.
+type conversations struct {
+	mu    sync.Mutex
+	max   int
+	byID  map[uuid.UUID]*conversation
+	order *list.List
+}
+
+const maxCachedConversations = 1024
+
+func (a *Activities) conversations() *conversations {
+	a.convOnce.Do(func() {
+		a.convs = &conversations{max: maxCachedConversations, byID: map[uuid.UUID]*conversation{}, order: list.New()}
+	})
+	return a.convs
+}
+
+// open returns the try's conversation, locked and brought up to date with the store.
+func (cs *conversations) open(ctx context.Context, a *Activities, traceID uuid.UUID, attempt int) (*conversation, error) {
+	cs.mu.Lock()
+	c := cs.byID[traceID]
+	if c == nil || c.attempt != attempt {
+		if c != nil {
+			cs.order.Remove(c.elem)
+		}
+		c = &conversation{attempt: attempt, lastSeq: -1, answers: map[int]ModelStepResult{}}
+		c.elem = cs.order.PushFront(traceID)
+		cs.byID[traceID] = c
+		for cs.order.Len() > cs.max {
+			oldest := cs.order.Back()
+			cs.order.Remove(oldest)
+			delete(cs.byID, oldest.Value.(uuid.UUID))
+		}
+	} else {
+		cs.order.MoveToFront(c.elem)
+	}
+	cs.mu.Unlock()
+
+	c.mu.Lock()
+	if err := c.catchUp(ctx, a, traceID); err != nil {
+		c.mu.Unlock()
+		cs.forget(traceID, c)
+		return nil, err
+	}
+	return c, nil
+}
+
+// forget drops a conversation (a try that ended, or one whose state could not be read).
+func (cs *conversations) forget(traceID uuid.UUID, c *conversation) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cur := cs.byID[traceID]; cur != nil && (c == nil || cur == c) {
+		cs.order.Remove(cur.elem)
+		delete(cs.byID, traceID)
+	}
+}
+
+// catchUp reads the events written since the conversation last looked, and on first use the
+// model the trace runs on.
+func (c *conversation) catchUp(ctx context.Context, a *Activities, traceID uuid.UUID) error {
+	if c.model == nil {
+		r, err := a.load(ctx, traceID)
+		if err != nil {
+			return err
+		}
+		if r.model == nil {
+			return temporal.NewNonRetryableApplicationError("the trace names no model", ErrModel, nil)
+		}
+		m, err := a.models()(r.model, r.version.Validation)
+		if err != nil {
+			return temporal.NewNonRetryableApplicationError(err.Error(), ErrModel, err)
+		}
+		c.model = m
+	}
+	evs, err := a.Store.TraceEvents(ctx, traceID, c.lastSeq, false)
+	if err != nil {
+		return err
+	}
+	for _, e := range evs {
+		c.lastSeq = e.Seq
+		if e.Attempt != c.attempt {
+			continue
+		}
+		switch e.Kind {
+		case models.EventSystem:
+			c.req.System = e.Text
+			if err := decode(e.Data["tools"], &c.req.Tools); err != nil {
+				return fmt.Errorf("rebuild tools: %w", err)
+			}
+		case models.EventUser, models.EventAssistant, models.EventToolResult:
+			var m agent.Message
+			if err := decode(e.Data["message"], &m); err != nil {
+				return fmt.Errorf("rebuild conversation at seq %d: %w", e.Seq, err)
+			}
+			c.req.Messages = append(c.req.Messages, m)
+			if e.Kind == models.EventAssistant {
+				step := intOf(e.Data["step"])
+				c.answers[step] = ModelStepResult{Done: len(m.ToolCalls) == 0, ToolCalls: len(m.ToolCalls), Seq: e.Seq}
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,236 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/google/uuid"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/proctorhq/proctor/internal/agent"
+	"github.com/proctorhq/proctor/internal/sandbox"
+	"github.com/proctorhq/proctor/models"
+)
+
+// Task queues. Workflows and activities that need no sandbox run on QueueWorkflows. An attempt's
+// StartEnvironment runs on the queue its resources pick (QueueSandboxesCPU, or GPUQueue of a
+// type), so GPU hosts join by polling their own queue; every later sandbox activity of the try
+// runs on the host queue of the worker that started the sandbox. (The temporal package
+// re-exports them.)
+const (
+	QueueWorkflows    = "proctor-workflows"
+	QueueSandboxesCPU = "sandboxes-cpu"
+)
+
+// GPUQueue is the queue of the hosts that have GPUs of the given type.
+func GPUQueue(gpuType string) string { return "sandboxes-gpu-" + gpuType }
+
+// HostQueue is the task queue only one sandbox worker process polls: the activities of a live
+// sandbox are sent there. The name is unique per process, so a restarted worker never receives
+// work for sandboxes it does not hold.
+func HostQueue(host string) string { return "host/" + host + "/" + uuid.NewString()[:8] }
+
+// Application error types the Rollout workflow branches on: errors of the environment or of the
+// model end the attempt as error (reward 0) and are not retried; ErrTraceClosed means the trace
+// ended (was cancelled) before its sandbox started; ErrCapacity is a host with no free sandbox
+// slot, retried (possibly on another host) until startup_timeout_s. Everything else that fails a
+// sandbox activity (a lost worker, a lost sandbox) restarts the try in a fresh sandbox.
+const (
+	ErrEnvironment = "EnvironmentError"
+	ErrModel       = "ModelError"
+	ErrTraceClosed = "TraceClosed"
+	ErrCapacity    = "SandboxCapacity"
+)
+
+// Defaults of a task's runtime limits.
+const (
+	DefaultRunTimeoutS     = 600
+	DefaultStartupTimeoutS = 120
+)
+
+// PrepareRolloutInput names the attempt to plan.
+type PrepareRolloutInput struct {
+	TraceID uuid.UUID `json:"trace_id"`
+}
+
+// PrepareRolloutResult is the control data the Rollout workflow needs; the rest stays in the
+// store.
+type PrepareRolloutResult struct {
+	// Done is set when the trace already finished: the workflow has nothing to do.
+	Done   bool   `json:"done,omitempty"`
+	Status string `json:"status,omitempty"`
+	// Attempt is the last try recorded on the trace (0 before the first).
+	Attempt int `json:"attempt"`
+	// Queue is where the sandbox starts: QueueSandboxesCPU or a GPUQueue.
+	Queue           string  `json:"queue"`
+	StartupTimeoutS float64 `json:"startup_timeout_s"`
+	RunTimeoutS     float64 `json:"run_timeout_s"`
+	MaxSteps        int     `json:"max_steps"`
+}
+
+// ModelFactory builds the model an attempt runs on; validation is the task's validation calls,
+// which the oracle replays.
+type ModelFactory func(m *models.LLMModel, validation []map[string]any) (agent.Model, error)
+
+// DefaultModels builds models from the catalog: the oracle, OpenAI-compatible servers and
+// Anthropic, with keys read from the environment variable the entry names.
+func DefaultModels(m *models.LLMModel, validation []map[string]any) (agent.Model, error) {
+	switch m.Adapter {
+	case models.AdapterOracle:
+		calls, err := agent.ParseValidation(validation)
+		if err != nil {
+			return nil, err
+		}
+		return agent.NewOracle(calls), nil
+	case models.AdapterOpenAI:
+		return agent.NewOpenAI(agent.OpenAIConfig{BaseURL: m.BaseURL, APIKey: os.Getenv(m.APIKeyEnv), Model: m.ModelName})
+	case models.AdapterAnthropic:
+		return agent.NewAnthropic(agent.AnthropicConfig{BaseURL: m.BaseURL, APIKey: os.Getenv(m.APIKeyEnv), Model: m.ModelName})
+	default:
+		return nil, fmt.Errorf("model %s: unknown adapter %q", m.ModelName, m.Adapter)
+	}
+}
+
+func (a *Activities) models() ModelFactory {
+	if a.Models != nil {
+		return a.Models
+	}
+	return DefaultModels
+}
+
+func envError(format string, args ...any) error {
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), ErrEnvironment, nil)
+}
+
+// runFor is everything an activity needs about an attempt, read from the store.
+type runFor struct {
+	trace   *models.Trace
+	version models.TaskVersion
+	build   *models.Build
+	model   *models.LLMModel
+}
+
+func (a *Activities) load(ctx context.Context, traceID uuid.UUID) (*runFor, error) {
+	r := &runFor{trace: new(models.Trace)}
+	db := a.Store.DB
+	if err := db.NewSelect().Model(r.trace).Where("id = ?", traceID).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("load trace %s: %w", traceID, err)
+	}
+	if r.trace.TaskVersionID == nil {
+		return nil, envError("trace %s has no task version", traceID)
+	}
+	if err := db.NewSelect().Model(&r.version).Where("id = ?", *r.trace.TaskVersionID).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("load task version: %w", err)
+	}
+	if r.version.RegistryID != nil {
+		var reg models.Registry
+		if err := db.NewSelect().Model(&reg).Where("id = ?", *r.version.RegistryID).Scan(ctx); err != nil {
+			return nil, fmt.Errorf("load environment: %w", err)
+		}
+		if reg.LatestBuildID != nil {
+			r.build = new(models.Build)
+			if err := db.NewSelect().Model(r.build).Where("id = ?", *reg.LatestBuildID).Scan(ctx); err != nil {
+				return nil, fmt.Errorf("load build: %w", err)
+			}
+		}
+	}
+	if r.trace.ModelID != nil {
+		r.model = new(models.LLMModel)
+		if err := db.NewSelect().Model(r.model).Where("id = ?", *r.trace.ModelID).Scan(ctx); err != nil {
+			return nil, fmt.Errorf("load model: %w", err)
+		}
+	}
+	return r, nil
+}
+
+// network reports whether the runtime config lets the environment reach beyond loopback
+// (runtime_config.network: true, the trace's over the task version's).
+func (r *runFor) network() bool {
+	allow := false
+	for _, rc := range []map[string]any{r.version.RuntimeConfig, r.trace.RuntimeConfig} {
+		if v, ok := rc["network"].(bool); ok {
+			allow = v
+		}
+	}
+	return allow
+}
+
+// runtime reads a runtime config's limits and resources, the trace's over the task version's.
+func (r *runFor) runtime() (run, startup float64, res sandbox.Resources) {
+	run, startup = DefaultRunTimeoutS, DefaultStartupTimeoutS
+	for _, rc := range []map[string]any{r.version.RuntimeConfig, r.trace.RuntimeConfig} {
+		if lim, ok := rc["limits"].(map[string]any); ok {
+			if v, ok := lim["run_timeout_s"].(float64); ok && v > 0 {
+				run = v
+			}
+			if v, ok := lim["startup_timeout_s"].(float64); ok && v > 0 {
+				startup = v
+			}
+		}
+		if rs, ok := rc["resources"].(map[string]any); ok {
+			if v, ok := rs["cpu"].(float64); ok {
+				res.CPU = v
+			}
+			if v, ok := rs["memory_mb"].(float64); ok {
+				res.MemoryMB = int(v)
+			}
+			if g, ok := rs["gpu"].(map[string]any); ok {
+				if v, ok := g["count"].(float64); ok {
+					res.GPU.Count = int(v)
+				}
+				if v, ok := g["type"].(string); ok {
+					res.GPU.Type = v
+				}
+			}
+		}
+	}
+	return run, startup, res
+}
+
+// PrepareRollout reads what the workflow needs to run an attempt and checks it can run at all.
+// It runs as a local activity of the Rollout workflow.
+func (a *Activities) PrepareRollout(ctx context.Context, in PrepareRolloutInput) (PrepareRolloutResult, error) {
+	r, err := a.load(ctx, in.TraceID)
+	if err != nil {
+		return PrepareRolloutResult{}, err
+	}
+	if models.Terminal(r.trace.Status) {
+		return PrepareRolloutResult{Done: true, Status: r.trace.Status}, nil
+	}
+	if r.model == nil {
+		return PrepareRolloutResult{}, envError("the trace names no model")
+	}
+	if _, err := a.models()(r.model, r.version.Validation); err != nil {
+		return PrepareRolloutResult{}, envError("model %s: %v", r.model.ModelName, err)
+	}
+	if _, err := buildCommand(r.build); err != nil {
+		return PrepareRolloutResult{}, err
+	}
+	run, startup, res := r.runtime()
+	queue := QueueSandboxesCPU
+	if res.GPU.Count > 0 {
+		queue = GPUQueue(res.GPU.Type)
+	}
+	a.workerLog(ctx, in.TraceID, "planned: queue %s, run_timeout_s %g, startup_timeout_s %g, max_steps %d", queue, run, startup, r.trace.MaxSteps)
+	return PrepareRolloutResult{Attempt: r.trace.Attempt, Queue: queue, StartupTimeoutS: startup, RunTimeoutS: run, MaxSteps: r.trace.MaxSteps}, nil
+}
+
+// buildCommand is how a build runs: its runtime config's "command" (argv). Builds of the local
+// process provider record the built binary there.
+func buildCommand(b *models.Build) ([]string, error) {
+	if b == nil {
+		return nil, envError("the task's environment has no build to run")
+	}
+	raw, _ := b.RuntimeConfig["command"].([]any)
+	var argv []string
+	for _, v := range raw {
+		if s, ok := v.(string); ok {
+			argv = append(argv, s)
+		}
+	}
+	if len(argv) == 0 {
+		return nil, envError("build %s of the environment records no command to run", b.ID)
+	}
+	return argv, nil
+}

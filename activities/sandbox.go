@@ -1,0 +1,462 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/proctorhq/proctor/internal/agent"
+	"github.com/proctorhq/proctor/internal/sandbox"
+	"github.com/proctorhq/proctor/models"
+)
+
+// liveEnv is an environment this worker runs for one try of an attempt.
+type liveEnv struct {
+	attempt  int
+	sb       sandbox.Sandbox
+	env      *agent.Env
+	tools    []agent.Tool
+	evaluate []agent.Call
+	logs     *logSink
+}
+
+// Envs holds the environments live on this worker, by trace. The sandbox activities of a try
+// after StartEnvironment are sent to this worker's host queue, so they find the try's
+// environment here.
+type Envs struct {
+	mu   sync.Mutex
+	byID map[uuid.UUID]*liveEnv
+}
+
+// NewEnvs returns an empty registry.
+func NewEnvs() *Envs { return &Envs{byID: map[uuid.UUID]*liveEnv{}} }
+
+func (e *Envs) get(id uuid.UUID, attempt int) *liveEnv {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if le := e.byID[id]; le != nil && le.attempt == attempt {
+		return le
+	}
+	return nil
+}
+
+func (e *Envs) put(id uuid.UUID, le *liveEnv) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.byID[id] = le
+}
+
+func (e *Envs) take(id uuid.UUID, attempt int) *liveEnv {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	le := e.byID[id]
+	if le == nil || le.attempt != attempt {
+		return nil
+	}
+	delete(e.byID, id)
+	return le
+}
+
+// TryInput names one try of an attempt.
+type TryInput struct {
+	TraceID uuid.UUID `json:"trace_id"`
+	Attempt int       `json:"attempt"`
+}
+
+// StartEnvironmentInput names the try whose sandbox to start.
+type StartEnvironmentInput = TryInput
+
+// StartEnvironmentResult says where the try's sandbox lives.
+type StartEnvironmentResult struct {
+	// HostQueue is the task queue of the worker that holds the sandbox: every later sandbox
+	// activity of the try goes there.
+	HostQueue string `json:"host_queue"`
+	// Tools counts the tools the agent is offered.
+	Tools int `json:"tools"`
+}
+
+// StartEnvironment provisions a sandbox, starts the environment's MCP server in it, initializes
+// it, renders the task's prompt and runs its setup. It writes the opening events of the try. On
+// any failure it stops what it started, so a failed start leaves nothing behind for a teardown.
+func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentInput) (StartEnvironmentResult, error) {
+	if a.Sandboxes == nil || a.Envs == nil || a.HostQueue == "" {
+		return StartEnvironmentResult{}, errors.New("this worker runs no sandboxes")
+	}
+	stop := keepAlive(ctx)
+	defer stop()
+	r, err := a.load(ctx, in.TraceID)
+	if err != nil {
+		return StartEnvironmentResult{}, err
+	}
+	argv, err := buildCommand(r.build)
+	if err != nil {
+		return StartEnvironmentResult{}, err
+	}
+	now := time.Now().UTC()
+	changed, err := a.Store.TransitionTrace(ctx, in.TraceID, models.TraceUpdate{Status: models.TraceInitializing, Attempt: in.Attempt, StartTime: &now})
+	if err != nil {
+		return StartEnvironmentResult{}, err
+	}
+	if !changed {
+		// Cancelled (or cancelling) before its sandbox started: nothing to run.
+		return StartEnvironmentResult{}, temporal.NewNonRetryableApplicationError("the trace was closed before its sandbox started", ErrTraceClosed, nil)
+	}
+	_, _, res := r.runtime()
+	logs, err := a.newLogSink(ctx, in.TraceID)
+	if err != nil {
+		return StartEnvironmentResult{}, err
+	}
+	sb, err := a.Sandboxes.Start(ctx, sandbox.Spec{
+		ID: fmt.Sprintf("%s-%d", in.TraceID, in.Attempt), Command: argv, Resources: res, OnLog: logs.add, Network: r.network(),
+	})
+	if err != nil {
+		logs.close(context.WithoutCancel(ctx))
+		switch {
+		case errors.Is(err, sandbox.ErrInvalidSpec):
+			return StartEnvironmentResult{}, envError("start the environment: %v", err)
+		case errors.Is(err, sandbox.ErrCapacity):
+			return StartEnvironmentResult{}, temporal.NewApplicationError(err.Error(), ErrCapacity)
+		}
+		return StartEnvironmentResult{}, fmt.Errorf("provision sandbox: %w", err)
+	}
+	a.workerLog(ctx, in.TraceID, "try %d: sandbox %s started on %s (%s)", in.Attempt, sb.ID(), a.HostQueue, strings.Join(argv, " "))
+	le := &liveEnv{attempt: in.Attempt, sb: sb, logs: logs}
+	tools, err := a.openEnvironment(ctx, in, r, le)
+	if err != nil {
+		a.stopEnv(context.WithoutCancel(ctx), in.TraceID, le)
+		return StartEnvironmentResult{}, err
+	}
+	a.Envs.put(in.TraceID, le)
+	return StartEnvironmentResult{HostQueue: a.HostQueue, Tools: tools}, nil
+}
+
+// openEnvironment initializes the environment in a started sandbox, runs the task's setup and
+// writes the opening events; the trace turns running.
+func (a *Activities) openEnvironment(ctx context.Context, in TryInput, r *runFor, le *liveEnv) (int, error) {
+	env, err := agent.Connect(ctx, le.sb.Stdout(), le.sb.Stdin(), agent.ConnectOptions{ClientName: "proctor", Logger: a.log()})
+	if err != nil {
+		return 0, envError("initialize the environment: %v", err)
+	}
+	le.env = env
+	cfg, err := agent.ParseAgentConfig(r.version.AgentConfig)
+	if err != nil {
+		return 0, envError("agent_config: %v", err)
+	}
+	op, err := agent.Open(ctx, env, agent.Episode{Scenario: r.version.Scenario, Args: r.version.Args, Prompt: r.version.Prompt,
+		SystemPrompt: r.version.SystemPrompt, AgentConfig: cfg})
+	if err != nil {
+		return 0, envError("open the task: %v", err)
+	}
+	le.tools, le.evaluate = op.Tools, op.Evaluate
+	system, prompt, setup := op.System, op.Prompt, op.Setup
+	seq, err := a.nextSeq(ctx, in.TraceID)
+	if err != nil {
+		return 0, err
+	}
+	events := []models.TraceEvent{
+		a.event(in, seq, models.EventSystem, system, map[string]any{"tools": le.tools}),
+	}
+	seq++
+	for _, c := range setup {
+		res, err := env.Call(ctx, c)
+		if err != nil {
+			return 0, envError("setup %s: %v", c.Name, err)
+		}
+		events = append(events, a.event(in, seq, models.EventSetup, c.Name, map[string]any{"call": c, "result": res}))
+		seq++
+		if res.IsError {
+			a.Store.AppendTraceEvents(ctx, events) //nolint:errcheck // recorded best effort; the error is returned
+			return 0, envError("setup %s failed: %s", c.Name, res.Text)
+		}
+	}
+	events = append(events, a.event(in, seq, models.EventUser, prompt, map[string]any{"message": agent.Message{Role: agent.RoleUser, Content: prompt}}))
+	if err := a.Store.AppendTraceEvents(ctx, events); err != nil {
+		return 0, err
+	}
+	if _, err := a.Store.TransitionTrace(ctx, in.TraceID, models.TraceUpdate{Status: models.TraceRunning}); err != nil {
+		return 0, err
+	}
+	return len(le.tools), nil
+}
+
+// ToolStepInput names the step whose tool calls to make: the assistant event at AssistantSeq
+// holds them.
+type ToolStepInput struct {
+	TraceID      uuid.UUID `json:"trace_id"`
+	Attempt      int       `json:"attempt"`
+	Step         int       `json:"step"`
+	AssistantSeq int       `json:"assistant_seq"`
+}
+
+// ToolStep makes the tool calls of one model step in the try's environment and records each
+// call and result. It reads only the step's own events, and skips calls whose result is already
+// recorded.
+func (a *Activities) ToolStep(ctx context.Context, in ToolStepInput) error {
+	le := a.envOf(in.TraceID, in.Attempt)
+	if le == nil {
+		return fmt.Errorf("tool step: the environment of trace %s try %d is not live on this worker", in.TraceID, in.Attempt)
+	}
+	stop := keepAlive(ctx)
+	defer stop()
+	evs, err := a.Store.TraceEvents(ctx, in.TraceID, in.AssistantSeq-1, false)
+	if err != nil {
+		return err
+	}
+	var calls []agent.ToolCall
+	done := map[string]bool{}
+	next := in.AssistantSeq + 1
+	for _, e := range evs {
+		next = max(next, e.Seq+1)
+		if e.Attempt != in.Attempt {
+			continue
+		}
+		switch {
+		case e.Kind == models.EventAssistant && e.Seq == in.AssistantSeq:
+			var m agent.Message
+			if err := decode(e.Data["message"], &m); err != nil {
+				return fmt.Errorf("tool step: read the calls at seq %d: %w", e.Seq, err)
+			}
+			calls = m.ToolCalls
+		case e.Kind == models.EventToolResult:
+			if id, _ := e.Data["call_id"].(string); id != "" {
+				done[id] = true
+			}
+		}
+	}
+	try := TryInput{TraceID: in.TraceID, Attempt: in.Attempt}
+	for _, tc := range calls {
+		if done[tc.ID] {
+			continue
+		}
+		started := time.Now().UTC()
+		res, err := le.env.CallAgentTool(ctx, le.tools, tc)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			select {
+			case <-le.sb.Done():
+				return envError("tool %s: the environment exited: %v", tc.Name, le.sb.Err())
+			default:
+			}
+			return envError("tool %s: %v", tc.Name, err)
+		}
+		end := time.Now().UTC()
+		call := a.event(try, next, models.EventToolCall, tc.Name, map[string]any{"step": in.Step, "call_id": tc.ID, "name": tc.Name, "arguments": tc.Arguments})
+		call.StartedAt = started
+		result := a.event(try, next+1, models.EventToolResult, res.Text, map[string]any{
+			"step": in.Step, "call_id": tc.ID, "name": tc.Name, "is_error": res.IsError, "structured": res.Structured,
+			"message": agent.Message{Role: agent.RoleTool, Content: res.Text, ToolCallID: tc.ID, IsError: res.IsError},
+		})
+		result.ParentID, result.StartedAt, result.EndedAt = call.ID, started, &end
+		if err := a.Store.AppendTraceEvents(ctx, []models.TraceEvent{call, result}); err != nil {
+			return err
+		}
+		next += 2
+	}
+	return nil
+}
+
+// EvaluateInput names the try to evaluate and why its agent loop stopped.
+type EvaluateInput struct {
+	TraceID    uuid.UUID `json:"trace_id"`
+	Attempt    int       `json:"attempt"`
+	StopReason string    `json:"stop_reason"`
+}
+
+// EvaluateResult is the reward the attempt earned; the evaluation's details are in the store.
+type EvaluateResult struct {
+	Reward *float64 `json:"reward"`
+}
+
+// Evaluate runs the task's evaluate calls, extracts the reward, stops the sandbox and records
+// how the attempt ended (completed, with the reward and the evaluation result). Without
+// evaluate calls the reward is 0 and the result says why. The sandbox is stopped whatever
+// happens, so a Teardown after Evaluate has nothing left to do.
+func (a *Activities) Evaluate(ctx context.Context, in EvaluateInput) (EvaluateResult, error) {
+	le := a.envOf(in.TraceID, in.Attempt)
+	if le == nil {
+		return EvaluateResult{}, fmt.Errorf("evaluate: the environment of trace %s try %d is not live on this worker", in.TraceID, in.Attempt)
+	}
+	stop := keepAlive(ctx)
+	defer stop()
+	reward, result, reason, err := a.evaluate(ctx, in, le)
+	if le := a.Envs.take(in.TraceID, in.Attempt); le != nil {
+		a.stopEnv(context.WithoutCancel(ctx), in.TraceID, le) //nolint:errcheck // logged; the attempt's outcome stands
+	}
+	if err != nil {
+		return EvaluateResult{}, err
+	}
+	fin := FinishTraceInput{TraceID: in.TraceID, Status: models.TraceCompleted, StopReason: in.StopReason, Reward: &reward, EvaluationResult: result, Error: reason}
+	if err := a.FinishTrace(ctx, fin); err != nil {
+		return EvaluateResult{}, err
+	}
+	return EvaluateResult{Reward: &reward}, nil
+}
+
+func (a *Activities) evaluate(ctx context.Context, in EvaluateInput, le *liveEnv) (float64, map[string]any, string, error) {
+	if len(le.evaluate) == 0 {
+		return 0, map[string]any{"reward": 0.0, "reason": "the task defines no evaluation"}, "", nil
+	}
+	seq, err := a.nextSeq(ctx, in.TraceID)
+	if err != nil {
+		return 0, nil, "", err
+	}
+	try := TryInput{TraceID: in.TraceID, Attempt: in.Attempt}
+	var total float64
+	var result map[string]any
+	var reasons []string
+	for _, c := range le.evaluate {
+		res, err := le.env.Call(ctx, c)
+		if err != nil {
+			return 0, nil, "", envError("evaluate %s: %v", c.Name, err)
+		}
+		reward, done, info, reason := agent.ExtractReward(res)
+		total += reward
+		result = map[string]any{"reward": reward, "done": done, "info": info, "content": res.Text}
+		if reason != "" {
+			reasons = append(reasons, reason)
+			result["reason"] = reason
+		}
+		if err := a.Store.AppendTraceEvents(ctx, []models.TraceEvent{a.event(try, seq, models.EventEvaluate, c.Name, map[string]any{"call": c, "result": res, "reward": reward})}); err != nil {
+			return 0, nil, "", err
+		}
+		seq++
+	}
+	mean := total / float64(len(le.evaluate))
+	result["reward"] = mean
+	return mean, result, strings.Join(reasons, "; "), nil
+}
+
+// TeardownInput names the try whose sandbox to stop.
+type TeardownInput = TryInput
+
+// Teardown closes the environment and stops its sandbox; it runs on every path that did not end
+// in Evaluate, and is a no-op when nothing is live.
+func (a *Activities) Teardown(ctx context.Context, in TeardownInput) error {
+	if a.Envs == nil {
+		return nil
+	}
+	le := a.Envs.take(in.TraceID, in.Attempt)
+	if le == nil {
+		return nil
+	}
+	return a.stopEnv(ctx, in.TraceID, le)
+}
+
+func (a *Activities) envOf(traceID uuid.UUID, attempt int) *liveEnv {
+	if a.Envs == nil {
+		return nil
+	}
+	le := a.Envs.get(traceID, attempt)
+	if le == nil || le.env == nil {
+		return nil
+	}
+	return le
+}
+
+func (a *Activities) stopEnv(ctx context.Context, traceID uuid.UUID, le *liveEnv) error {
+	if le.env != nil {
+		le.env.Close() //nolint:errcheck // the sandbox stops next either way
+	}
+	err := le.sb.Stop(ctx)
+	le.logs.close(ctx)
+	a.workerLog(ctx, traceID, "try %d: sandbox %s stopped", le.attempt, le.sb.ID())
+	return err
+}
+
+// keepAlive heartbeats a sandbox activity every few seconds until stopped, so that a long tool
+// call is not mistaken for a dead worker, while a worker that really died is noticed within the
+// heartbeat timeout.
+func keepAlive(ctx context.Context) (stop func()) {
+	if !activity.IsActivity(ctx) {
+		return func() {}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(3 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				activity.RecordHeartbeat(ctx)
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+// logSink batches an environment's stderr lines into the store.
+type logSink struct {
+	a       *Activities
+	traceID uuid.UUID
+	mu      sync.Mutex
+	pending []models.TraceLog
+	next    int
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+func (a *Activities) newLogSink(ctx context.Context, traceID uuid.UUID) (*logSink, error) {
+	next, err := a.Store.NextLogSeq(ctx, traceID, models.LogEnv)
+	if err != nil {
+		return nil, err
+	}
+	s := &logSink{a: a, traceID: traceID, next: next, stop: make(chan struct{}), done: make(chan struct{})}
+	go s.loop()
+	return s, nil
+}
+
+func (s *logSink) add(l sandbox.LogLine) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pending = append(s.pending, models.TraceLog{TraceID: s.traceID, Source: models.LogEnv, Seq: s.next, Stream: l.Stream, Line: l.Line, Time: l.Time.UTC()})
+	s.next++
+}
+
+func (s *logSink) flush(ctx context.Context) {
+	s.mu.Lock()
+	batch := s.pending
+	s.pending = nil
+	s.mu.Unlock()
+	if err := s.a.Store.AppendTraceLogs(ctx, batch); err != nil {
+		s.a.log().Warn("write environment logs", "trace", s.traceID, "error", err)
+	}
+}
+
+func (s *logSink) loop() {
+	defer close(s.done)
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			s.flush(context.Background())
+		case <-s.stop:
+			return
+		}
+	}
+}
+
+func (s *logSink) close(ctx context.Context) {
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	<-s.done
+	s.flush(ctx)
+}

@@ -1,0 +1,182 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/proctorhq/proctor/models"
+)
+
+// FinishTraceInput is how an attempt ended.
+type FinishTraceInput struct {
+	TraceID          uuid.UUID      `json:"trace_id"`
+	Status           string         `json:"status"`
+	StopReason       string         `json:"stop_reason"`
+	Error            string         `json:"error,omitempty"`
+	Reward           *float64       `json:"reward,omitempty"`
+	EvaluationResult map[string]any `json:"evaluation_result,omitempty"`
+}
+
+// FinishTrace writes how an attempt ended, and completes a single-run job whose traces all
+// ended. An error ends at reward 0.
+func (a *Activities) FinishTrace(ctx context.Context, f FinishTraceInput) error {
+	now := time.Now().UTC()
+	u := models.TraceUpdate{Status: f.Status, StopReason: f.StopReason, Error: f.Error, Reward: f.Reward, EvaluationResult: f.EvaluationResult, EndTime: &now}
+	if f.Status == models.TraceError && f.Reward == nil {
+		zero := 0.0
+		u.Reward = &zero
+	}
+	if _, err := a.Store.TransitionTrace(ctx, f.TraceID, u); err != nil {
+		return err
+	}
+	a.conversations().forget(f.TraceID, nil)
+	a.workerLog(ctx, f.TraceID, "finished: %s (%s) %s", f.Status, f.StopReason, f.Error)
+	return a.Store.SettleSingleRunJob(ctx, f.TraceID)
+}
+
+// SupersedeTryInput names a try that failed on infrastructure.
+type SupersedeTryInput struct {
+	TraceID uuid.UUID `json:"trace_id"`
+	Attempt int       `json:"attempt"`
+	Reason  string    `json:"reason"`
+}
+
+// SupersedeTry marks a failed try's events superseded: they stay, for the record, but no longer
+// count in the trajectory.
+func (a *Activities) SupersedeTry(ctx context.Context, in SupersedeTryInput) error {
+	a.workerLog(ctx, in.TraceID, "try %d failed on infrastructure (%s): retrying in a fresh sandbox", in.Attempt, in.Reason)
+	return a.Store.SupersedeAttempt(ctx, in.TraceID, in.Attempt)
+}
+
+// JobTracesPageInput names a page of a job's traces in launch order.
+type JobTracesPageInput struct {
+	JobID  uuid.UUID `json:"job_id"`
+	Offset int       `json:"offset"`
+	Limit  int       `json:"limit"`
+}
+
+// JobTracesPageResult is a page of trace ids; fewer than the limit means the last page.
+type JobTracesPageResult struct {
+	TraceIDs []uuid.UUID `json:"trace_ids"`
+}
+
+// JobTracesPage lists a page of a job's traces in launch order.
+func (a *Activities) JobTracesPage(ctx context.Context, in JobTracesPageInput) (JobTracesPageResult, error) {
+	ids, err := a.Store.JobTraceIDsPage(ctx, in.JobID, in.Offset, in.Limit)
+	return JobTracesPageResult{TraceIDs: ids}, err
+}
+
+// OpenTracesInput lists traces to check.
+type OpenTracesInput struct {
+	TraceIDs []uuid.UUID `json:"trace_ids"`
+}
+
+// OpenTracesResult lists those of the traces that have not ended.
+type OpenTracesResult struct {
+	TraceIDs []uuid.UUID `json:"trace_ids"`
+}
+
+// OpenTraces reports which of the traces have not ended: RunList reconciles its live set with it
+// in case a child's completion signal never arrived (a child terminated by an operator).
+func (a *Activities) OpenTraces(ctx context.Context, in OpenTracesInput) (OpenTracesResult, error) {
+	ids, err := a.Store.OpenTraceIDs(ctx, in.TraceIDs)
+	return OpenTracesResult{TraceIDs: ids}, err
+}
+
+// SetJobStatusInput sets a job's status.
+type SetJobStatusInput struct {
+	JobID  uuid.UUID `json:"job_id"`
+	Status string    `json:"status"`
+}
+
+// SetJobStatus records a job's status.
+func (a *Activities) SetJobStatus(ctx context.Context, in SetJobStatusInput) error {
+	return a.Store.SetJobStatus(ctx, in.JobID, in.Status)
+}
+
+// JobInput names a job.
+type JobInput struct {
+	JobID uuid.UUID `json:"job_id"`
+}
+
+// CancelPendingTraces cancels the traces of a job that never started.
+func (a *Activities) CancelPendingTraces(ctx context.Context, in JobInput) error {
+	_, err := a.Store.CancelPendingTraces(ctx, in.JobID)
+	return err
+}
+
+// MarkJobCancellingResult lists the job's live traces, whose workflows must be cancelled.
+type MarkJobCancellingResult struct {
+	Live []uuid.UUID `json:"live"`
+}
+
+// MarkJobCancelling cancels a job's traces that never started and marks live ones cancelling.
+func (a *Activities) MarkJobCancelling(ctx context.Context, in JobInput) (MarkJobCancellingResult, error) {
+	live, err := a.Store.MarkJobCancelling(ctx, in.JobID)
+	return MarkJobCancellingResult{Live: live}, err
+}
+
+func (a *Activities) event(in TryInput, seq int, kind, text string, data map[string]any) models.TraceEvent {
+	return models.TraceEvent{TraceID: in.TraceID, Seq: seq, Attempt: in.Attempt, Kind: kind, Text: text, Data: jsonSafe(data), StartedAt: time.Now().UTC()}
+}
+
+func (a *Activities) nextSeq(ctx context.Context, traceID uuid.UUID) (int, error) {
+	seq, err := a.Store.LatestSeq(ctx, traceID)
+	return seq + 1, err
+}
+
+// workerLog appends a line to the attempt's worker log (best effort: a log line never fails an
+// activity).
+func (a *Activities) workerLog(ctx context.Context, traceID uuid.UUID, format string, args ...any) {
+	line := fmt.Sprintf(format, args...)
+	a.log().Info(line, "trace", traceID)
+	seq, err := a.Store.NextLogSeq(ctx, traceID, models.LogWorker)
+	if err == nil {
+		err = a.Store.AppendTraceLogs(ctx, []models.TraceLog{{TraceID: traceID, Source: models.LogWorker, Seq: seq, Stream: "worker", Line: line, Time: time.Now().UTC()}})
+	}
+	if err != nil {
+		a.log().Warn("write worker log", "trace", traceID, "error", err)
+	}
+}
+
+// decode reads a value of an event's JSON data (as stored, decoded into any) into its type.
+// Event data is the trace's public record, whose shape the API documents; the engine reads
+// back the few typed values it wrote there.
+func decode(in any, out any) error {
+	if in == nil {
+		return nil
+	}
+	b, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, out)
+}
+
+// jsonSafe round-trips event data through JSON so that what is stored is what is read back.
+func jsonSafe(m map[string]any) map[string]any {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return map[string]any{"error": err.Error()}
+	}
+	var out map[string]any
+	json.Unmarshal(b, &out) //nolint:errcheck // our own output
+	return out
+}
+
+func intOf(v any) int {
+	switch n := v.(type) {
+	case float64:
+		return int(n)
+	case int:
+		return n
+	case json.Number:
+		i, _ := n.Int64()
+		return int(i)
+	}
+	return -1
+}

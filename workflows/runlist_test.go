@@ -1,0 +1,186 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/proctorhq/proctor/activities"
+	"github.com/proctorhq/proctor/models"
+)
+
+// fakeJob is a job's store as RunList sees it: its traces in launch order, the pages read, the
+// statuses written.
+type fakeJob struct {
+	mu       sync.Mutex
+	traces   []uuid.UUID
+	pages    []activities.JobTracesPageInput
+	statuses []string
+	// cancelledPending counts CancelPendingTraces calls.
+	cancelledPending int
+}
+
+func newFakeJob(n int) *fakeJob {
+	j := &fakeJob{}
+	for range n {
+		j.traces = append(j.traces, uuid.New())
+	}
+	return j
+}
+
+func (j *fakeJob) register(env *testsuite.TestWorkflowEnvironment) {
+	env.OnActivity(a.JobTracesPage, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.JobTracesPageInput) (activities.JobTracesPageResult, error) {
+			j.mu.Lock()
+			defer j.mu.Unlock()
+			j.pages = append(j.pages, in)
+			from, to := min(in.Offset, len(j.traces)), min(in.Offset+in.Limit, len(j.traces))
+			return activities.JobTracesPageResult{TraceIDs: append([]uuid.UUID{}, j.traces[from:to]...)}, nil
+		})
+	env.OnActivity(a.SetJobStatus, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.SetJobStatusInput) error {
+			j.mu.Lock()
+			defer j.mu.Unlock()
+			j.statuses = append(j.statuses, in.Status)
+			return nil
+		})
+	env.OnActivity(a.CancelPendingTraces, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.JobInput) error {
+			j.mu.Lock()
+			defer j.mu.Unlock()
+			j.cancelledPending++
+			return nil
+		})
+	env.OnActivity(a.OpenTraces, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.OpenTracesInput) (activities.OpenTracesResult, error) {
+			return activities.OpenTracesResult{TraceIDs: in.TraceIDs}, nil
+		})
+}
+
+// runListEnv runs RunList over a job whose attempts are real Rollout children with scripted
+// activities (each model step takes a second of the test clock).
+func runListEnv(f *fakeEngine, j *fakeJob) *testsuite.TestWorkflowEnvironment {
+	env := newTestEnv()
+	f.register(env)
+	j.register(env)
+	env.RegisterWorkflow(Rollout)
+	f.toolDelay = time.Second
+	return env
+}
+
+func TestRunListRunsEveryTraceAtMostMaxConcurrentAtOnce(t *testing.T) {
+	f, j := newFakeEngine(), newFakeJob(7)
+	env := runListEnv(f, j)
+	env.ExecuteWorkflow(RunList, RunListInput{JobID: uuid.New(), MaxConcurrent: 3, PageSize: 2})
+	var res RunListResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Started != 7 || f.count("Evaluate") != 7 {
+		t.Fatalf("started %d, evaluated %d, want 7", res.Started, f.count("Evaluate"))
+	}
+	if f.most > 3 || f.most < 2 {
+		t.Errorf("%d attempts were live at once, want up to max_concurrent 3", f.most)
+	}
+	// Pages of two, read as needed: offsets 0, 2, 4, 6 (the last one short).
+	if len(j.pages) != 4 || j.pages[3].Offset != 6 {
+		t.Errorf("pages read: %+v", j.pages)
+	}
+	if len(j.statuses) != 2 || j.statuses[0] != models.JobRunning || j.statuses[1] != models.JobCompleted {
+		t.Errorf("job statuses = %v, want running then completed", j.statuses)
+	}
+}
+
+func TestRunListContinuesAsNewWithItsLiveAttempts(t *testing.T) {
+	f, j := newFakeEngine(), newFakeJob(10)
+	env := runListEnv(f, j)
+	in := RunListInput{JobID: uuid.New(), MaxConcurrent: 2, PageSize: 3, ChildrenPerRun: 4}
+	env.ExecuteWorkflow(RunList, in)
+	var can *workflow.ContinueAsNewError
+	if err := env.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("workflow error = %v, want continue-as-new", err)
+	}
+	var next RunListInput
+	if err := decodeArgs(can, &next); err != nil {
+		t.Fatal(err)
+	}
+	if next.Started != 4 || next.JobID != in.JobID || next.MaxConcurrent != 2 || next.ChildrenPerRun != 4 || len(next.Live) > 1 {
+		t.Fatalf("next run's input = %+v", next)
+	}
+	for _, id := range next.Live {
+		if id != j.traces[2] && id != j.traces[3] {
+			t.Errorf("live attempt %s is not one of the last started", id)
+		}
+	}
+
+	// The next run reads on from offset 4 and does not set the job running again.
+	g, k := newFakeEngine(), &fakeJob{traces: j.traces}
+	env = runListEnv(g, k)
+	env.ExecuteWorkflow(RunList, next)
+	if err := env.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("second run: %v, want continue-as-new", err)
+	}
+	if len(k.pages) == 0 || k.pages[0].Offset != 4 || len(k.statuses) != 0 {
+		t.Errorf("second run read pages %+v and wrote statuses %v", k.pages, k.statuses)
+	}
+}
+
+func TestRunListLastRunCompletesTheJob(t *testing.T) {
+	f, j := newFakeEngine(), newFakeJob(10)
+	env := runListEnv(f, j)
+	env.ExecuteWorkflow(RunList, RunListInput{JobID: uuid.New(), MaxConcurrent: 2, PageSize: 3, ChildrenPerRun: 4, Started: 8})
+	var res RunListResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Started != 10 || f.count("StartEnvironment") != 2 || len(j.statuses) != 1 || j.statuses[0] != models.JobCompleted {
+		t.Fatalf("res %+v, calls %v, statuses %v", res, f.calls, j.statuses)
+	}
+}
+
+func TestRunListCancelCancelsLiveAttemptsAndPendingTraces(t *testing.T) {
+	f, j := newFakeEngine(), newFakeJob(20)
+	env := runListEnv(f, j)
+	var steps sync.WaitGroup
+	steps.Add(12)
+	var once sync.Once
+	f.modelStep = func(in activities.ModelStepInput) (activities.ModelStepResult, error) {
+		// Cancel once every attempt is mid-way (the test clock of children is their own).
+		once.Do(func() {
+			go func() { steps.Wait(); env.CancelWorkflow() }()
+		})
+		steps.Done()
+		return activities.ModelStepResult{ToolCalls: 1, Seq: in.Step}, nil
+	}
+	env.ExecuteWorkflow(RunList, RunListInput{JobID: uuid.New(), MaxConcurrent: 4})
+	var canceled *temporal.CanceledError
+	if err := env.GetWorkflowError(); err != nil && !errors.As(err, &canceled) {
+		t.Fatalf("workflow error = %v", err)
+	}
+	if f.count("StartEnvironment") != 4 {
+		t.Errorf("%d attempts started, want max_concurrent 4", f.count("StartEnvironment"))
+	}
+	if f.count("Teardown") != 4 || f.count("Evaluate") != 0 {
+		t.Errorf("calls = %v: want every live attempt torn down, none evaluated", f.calls)
+	}
+	cancelled := 0
+	for _, fin := range f.finished {
+		if fin.Status == models.TraceCancelled {
+			cancelled++
+		}
+	}
+	if cancelled != 4 || j.cancelledPending != 1 {
+		t.Errorf("%d attempts recorded cancelled, pending cancelled %d times", cancelled, j.cancelledPending)
+	}
+	if last := j.statuses[len(j.statuses)-1]; last != models.JobCancelled {
+		t.Errorf("job statuses %v, want cancelled last", j.statuses)
+	}
+}
