@@ -35,8 +35,26 @@ func (a *Activities) FinishTrace(ctx context.Context, f FinishTraceInput) error 
 	}
 	a.conversations().forget(f.TraceID, nil)
 	a.workerLog(ctx, f.TraceID, "finished: %s (%s) %s", f.Status, f.StopReason, f.Error)
-	return a.Store.SettleSingleRunJob(ctx, f.TraceID)
+	job, err := a.Store.SettleSingleRunJob(ctx, f.TraceID)
+	if err != nil {
+		return err
+	}
+	if job.IsRunList() && a.Temporal != nil {
+		// The job's RunList frees the attempt's slot now, rather than when the Rollout
+		// workflow closes; a RunList that already ended is no error.
+		if err := a.Temporal.SignalWorkflow(ctx, RunListWorkflowID(job.ID), "", SignalRolloutDone, f.TraceID); err != nil {
+			a.log().Debug("signal the job's run list", "trace", f.TraceID, "error", err)
+		}
+	}
+	return nil
 }
+
+// RunListWorkflowID is the workflow id of a job's RunList.
+func RunListWorkflowID(jobID uuid.UUID) string { return "runlist/" + jobID.String() }
+
+// SignalRolloutDone tells a job's RunList that one of its attempts ended, with the trace id: the
+// RunList's live set survives its own continue-as-new this way.
+const SignalRolloutDone = "rollout-done"
 
 // SupersedeTryInput names a try that failed on infrastructure.
 type SupersedeTryInput struct {

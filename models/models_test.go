@@ -20,7 +20,7 @@ func TestMain(m *testing.M) { storetest.Main(m) }
 var ctx = context.Background()
 
 // member creates a team with one member and returns that member as a caller.
-func member(t *testing.T, s *models.Store, team, email string) *models.Caller {
+func member(t testing.TB, s *models.Store, team, email string) *models.Caller {
 	t.Helper()
 	tm, err := s.CreateTeam(ctx, team)
 	if err != nil {

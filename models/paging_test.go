@@ -80,7 +80,7 @@ func BenchmarkListTasksPage(b *testing.B) {
 	for _, d := range storetest.Dialects {
 		b.Run(string(d), func(b *testing.B) {
 			s := storetest.Open(b, d)
-			c := memberB(b, s)
+			c := member(b, s, "bench", "bench@example.com")
 			id := uploadMany(b, s, c, bigTaskset)
 			for b.Loop() {
 				if _, _, err := s.ListTasks(ctx, c, id, 50, rand.IntN(bigTaskset-50)); err != nil {
@@ -98,22 +98,10 @@ func BenchmarkUploadTenThousandTasks(b *testing.B) {
 			for b.Loop() {
 				b.StopTimer()
 				s := storetest.Open(b, d)
-				c := memberB(b, s)
+				c := member(b, s, "bench", "bench@example.com")
 				b.StartTimer()
 				uploadMany(b, s, c, bigTaskset)
 			}
 		})
 	}
-}
-
-func memberB(b *testing.B, s *models.Store) *models.Caller {
-	tm, err := s.CreateTeam(ctx, "bench")
-	if err != nil {
-		b.Fatal(err)
-	}
-	u, m, err := s.AddMember(ctx, tm.ID, "", "bench@example.com", models.RoleOwner)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return &models.Caller{TeamID: tm.ID, UserID: u.ID, MembershipID: m.ID}
 }

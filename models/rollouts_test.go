@@ -202,6 +202,29 @@ func TestEventsAndLogsAreIdempotent(t *testing.T) {
 			t.Errorf("latest seq = %d", seq)
 		}
 
+		// Every column reads back as written, quotes, braces, NULLs and all.
+		started, ended := time.Date(2026, 11, 22, 10, 0, 0, 123456000, time.UTC), time.Date(2026, 11, 22, 10, 0, 1, 0, time.UTC)
+		full := []models.TraceEvent{
+			{TraceID: id, Seq: 4, ID: "e-4", Attempt: 2, Kind: models.EventToolResult, Text: `a "quoted", {braced} \ line`, ParentID: "e-3",
+				Data: map[string]any{"call_id": "c1", "nested": map[string]any{"list": []any{1.0, "two", nil}}}, StartedAt: started, EndedAt: &ended},
+			{TraceID: id, Seq: 5, Attempt: 2, Kind: models.EventAssistant, StartedAt: started},
+		}
+		if err := s.AppendTraceEvents(ctx, full); err != nil {
+			t.Fatal(err)
+		}
+		back, _ := s.TraceEvents(ctx, id, 3, false)
+		if len(back) != 2 {
+			t.Fatalf("read back %d events, want 2", len(back))
+		}
+		got, want := back[0], full[0]
+		if got.ID != want.ID || got.Text != want.Text || got.ParentID != want.ParentID || got.Kind != want.Kind || got.Attempt != 2 ||
+			!got.StartedAt.Equal(started) || got.EndedAt == nil || !got.EndedAt.Equal(ended) || fmt.Sprint(got.Data) != fmt.Sprint(want.Data) {
+			t.Errorf("read back %+v (ended %v), want %+v", got, got.EndedAt, want)
+		}
+		if back[1].EndedAt != nil || back[1].ID == "" || len(back[1].Data) != 0 {
+			t.Errorf("an event without end, id or data read back as %+v", back[1])
+		}
+
 		var logs []models.TraceLog
 		for i := 0; i < 5; i++ {
 			logs = append(logs, models.TraceLog{TraceID: id, Source: models.LogEnv, Seq: i, Stream: "stderr", Line: fmt.Sprint("line ", i), Time: time.Now().UTC()})

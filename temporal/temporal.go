@@ -96,6 +96,9 @@ type Workers struct {
 // where the activities of the sandboxes it started are sent.
 func StartWorkers(c *Client, acts *activities.Activities, queues []string) (*Workers, error) {
 	ws := &Workers{}
+	if acts.Temporal == nil {
+		acts.Temporal = c.Client
+	}
 	queues = slices.Clone(queues)
 	for _, q := range queues {
 		if q != QueueWorkflows && !strings.HasPrefix(q, "host/") {

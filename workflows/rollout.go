@@ -49,10 +49,6 @@ type RolloutResult struct {
 // ToolStep of about six events each, far below Temporal's limit of 51,200.
 const DefaultStepsPerRun = 500
 
-// SignalRolloutDone is sent by a Rollout started by a RunList to its parent when it ends, with
-// the trace id: the parent's live set survives its own continue-as-new this way.
-const SignalRolloutDone = "rollout-done"
-
 // RolloutWorkflowID is the workflow id of an attempt.
 func RolloutWorkflowID(traceID uuid.UUID) string { return "rollout/" + traceID.String() }
 
@@ -80,11 +76,7 @@ func Rollout(ctx workflow.Context, in RolloutInput) (RolloutResult, error) {
 	if r.in.StepsPerRun <= 0 {
 		r.in.StepsPerRun = DefaultStepsPerRun
 	}
-	res, err := r.run(ctx)
-	if !workflow.IsContinueAsNewError(err) {
-		notifyParent(ctx, in.TraceID)
-	}
-	return res, err
+	return r.run(ctx)
 }
 
 type rollout struct {
@@ -124,7 +116,9 @@ func (r *rollout) run(ctx workflow.Context) (RolloutResult, error) {
 			return r.finish(ctx, ending{fin: activities.FinishTraceInput{Status: models.TraceError, StopReason: models.StopError, Error: errorText(err)}})
 		}
 		if r.plan.Done {
-			// Already finished (a launch replayed): nothing to run.
+			// Already finished (a launch replayed, or cancelled before it started): nothing to
+			// run, and no FinishTrace to tell a RunList parent, so tell it here.
+			notifyParent(ctx, r.in.TraceID)
 			return RolloutResult{Status: r.plan.Status}, nil
 		}
 		try = r.plan.Attempt + 1
@@ -341,8 +335,8 @@ func (r *rollout) cancelled(ctx workflow.Context) (RolloutResult, error) {
 	return RolloutResult{Status: fin.Status, StopReason: fin.StopReason}, temporal.NewCanceledError()
 }
 
-// notifyParent tells a RunList parent that this attempt ended (best effort: the parent
-// reconciles its live set with the store if a signal is lost).
+// notifyParent tells a RunList parent that this attempt ended without a FinishTrace (best
+// effort: the parent reconciles its live set with the store if a signal is lost).
 func notifyParent(ctx workflow.Context, traceID uuid.UUID) {
 	parent := workflow.GetInfo(ctx).ParentWorkflowExecution
 	if parent == nil {

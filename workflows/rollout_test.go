@@ -39,6 +39,8 @@ type fakeEngine struct {
 	live, most int
 	// toolDelay is how long (in the test's clock) a tool step takes.
 	toolDelay time.Duration
+	// onFinish is called as an attempt's end is recorded, as FinishTrace signals a RunList.
+	onFinish func(traceID uuid.UUID)
 
 	plan activities.PrepareRolloutResult
 	// modelStep answers a step: done, or an error.
@@ -126,7 +128,11 @@ func (f *fakeEngine) register(env *testsuite.TestWorkflowEnvironment) {
 			f.evaluated = append(f.evaluated, in)
 			f.live--
 			f.mu.Unlock()
-			return f.evaluate(in)
+			res, err := f.evaluate(in)
+			if err == nil && f.onFinish != nil {
+				f.onFinish(in.TraceID)
+			}
+			return res, err
 		})
 	env.OnActivity(a.Teardown, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, in activities.TeardownInput) error {
@@ -142,6 +148,9 @@ func (f *fakeEngine) register(env *testsuite.TestWorkflowEnvironment) {
 			f.mu.Lock()
 			f.finished = append(f.finished, in)
 			f.mu.Unlock()
+			if f.onFinish != nil {
+				f.onFinish(in.TraceID)
+			}
 			return nil
 		})
 	env.OnActivity(a.SupersedeTry, mock.Anything, mock.Anything).Return(

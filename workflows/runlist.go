@@ -38,7 +38,11 @@ type RunListResult struct {
 }
 
 // RunListWorkflowID is the workflow id of a job's run.
-func RunListWorkflowID(jobID uuid.UUID) string { return "runlist/" + jobID.String() }
+func RunListWorkflowID(jobID uuid.UUID) string { return activities.RunListWorkflowID(jobID) }
+
+// SignalRolloutDone is the signal that an attempt ended, with its trace id: FinishTrace sends it
+// as it records the end, so the slot is free before the Rollout workflow even closes.
+const SignalRolloutDone = activities.SignalRolloutDone
 
 // reconcileEvery is how often RunList checks its live set against the store while it waits.
 const reconcileEvery = time.Minute
@@ -46,7 +50,7 @@ const reconcileEvery = time.Minute
 // RunList runs every trace of a job as a child Rollout, at most MaxConcurrent at once, reading
 // the traces a page at a time and continuing as new every ChildrenPerRun children, so a job of
 // any size runs with bounded histories. Children are abandoned rather than owned (they outlive
-// a continue-as-new) and report their end with SignalRolloutDone. Cancelling the workflow
+// a continue-as-new); FinishTrace reports each end with SignalRolloutDone. Cancelling the workflow
 // (CancelJob) cancels every live child and marks the traces that never started cancelled.
 func RunList(ctx workflow.Context, in RunListInput) (RunListResult, error) {
 	if in.MaxConcurrent <= 0 {

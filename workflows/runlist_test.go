@@ -73,6 +73,7 @@ func runListEnv(f *fakeEngine, j *fakeJob) *testsuite.TestWorkflowEnvironment {
 	j.register(env)
 	env.RegisterWorkflow(Rollout)
 	f.toolDelay = time.Second
+	f.onFinish = func(id uuid.UUID) { env.SignalWorkflow(SignalRolloutDone, id) }
 	return env
 }
 

@@ -16,7 +16,7 @@ import (
 
 // scriptedOpenAI is an OpenAI-compatible chat completions server that answers with the next tool
 // call of a script (chosen by how many tool results the request carries), then a final answer.
-func scriptedOpenAI(t *testing.T, calls []map[string]any, delay time.Duration) (*httptest.Server, *atomic.Int64) {
+func scriptedOpenAI(t testing.TB, calls []map[string]any, delay time.Duration) (*httptest.Server, *atomic.Int64) {
 	var requests atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !strings.HasSuffix(r.URL.Path, "/chat/completions") || r.Header.Get("Authorization") != "Bearer scripted-key" {
