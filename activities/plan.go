@@ -71,18 +71,14 @@ type PrepareRolloutResult struct {
 
 // ModelFactory builds the model an attempt runs on; validation is the task's validation calls,
 // which the oracle replays.
-type ModelFactory func(m *models.LLMModel, validation []map[string]any) (agent.Model, error)
+type ModelFactory func(m *models.LLMModel, validation []models.ValidationCall) (agent.Model, error)
 
 // DefaultModels builds models from the catalog: the oracle, OpenAI-compatible servers and
 // Anthropic, with keys read from the environment variable the entry names.
-func DefaultModels(m *models.LLMModel, validation []map[string]any) (agent.Model, error) {
+func DefaultModels(m *models.LLMModel, validation []models.ValidationCall) (agent.Model, error) {
 	switch m.Adapter {
 	case models.AdapterOracle:
-		calls, err := agent.ParseValidation(validation)
-		if err != nil {
-			return nil, err
-		}
-		return agent.NewOracle(calls), nil
+		return agent.NewOracle(oracleCalls(validation)), nil
 	case models.AdapterOpenAI:
 		return agent.NewOpenAI(agent.OpenAIConfig{BaseURL: m.BaseURL, APIKey: os.Getenv(m.APIKeyEnv), Model: m.ModelName})
 	case models.AdapterAnthropic:
@@ -90,6 +86,24 @@ func DefaultModels(m *models.LLMModel, validation []map[string]any) (agent.Model
 	default:
 		return nil, fmt.Errorf("model %s: unknown adapter %q", m.ModelName, m.Adapter)
 	}
+}
+
+// oracleCalls are the calls the oracle replays: a task's validation calls, in order.
+func oracleCalls(validation []models.ValidationCall) []agent.Call {
+	calls := make([]agent.Call, len(validation))
+	for i, v := range validation {
+		args := v.Arguments
+		if args == nil {
+			args = map[string]any{}
+		}
+		calls[i] = agent.Call{Name: v.Name, Arguments: args}
+	}
+	return calls
+}
+
+// agentConfig is the part of a task's agent config the agent loop uses.
+func agentConfig(c models.AgentConfig) agent.AgentConfig {
+	return agent.AgentConfig{AllowedTools: c.AllowedTools, DisallowedTools: c.DisallowedTools, SystemPrompt: c.SystemPrompt}
 }
 
 func (a *Activities) models() ModelFactory {
@@ -144,45 +158,34 @@ func (a *Activities) load(ctx context.Context, traceID uuid.UUID) (*runFor, erro
 	return r, nil
 }
 
-// network reports whether the runtime config lets the environment reach beyond loopback
-// (runtime_config.network: true, the trace's over the task version's).
+// network reports whether the runtime config lets the environment reach beyond loopback.
 func (r *runFor) network() bool {
-	allow := false
-	for _, rc := range []map[string]any{r.version.RuntimeConfig, r.trace.RuntimeConfig} {
-		if v, ok := rc["network"].(bool); ok {
-			allow = v
-		}
-	}
-	return allow
+	n := r.trace.RuntimeConfig.Network
+	return n != nil && *n
 }
 
-// runtime reads a runtime config's limits and resources, the trace's over the task version's.
+// runtime reads the trace's runtime config (its task version's, with the launch's overrides):
+// the limits, defaulted, and the resources.
 func (r *runFor) runtime() (run, startup float64, res sandbox.Resources) {
+	rc := r.trace.RuntimeConfig
 	run, startup = DefaultRunTimeoutS, DefaultStartupTimeoutS
-	for _, rc := range []map[string]any{r.version.RuntimeConfig, r.trace.RuntimeConfig} {
-		if lim, ok := rc["limits"].(map[string]any); ok {
-			if v, ok := lim["run_timeout_s"].(float64); ok && v > 0 {
-				run = v
-			}
-			if v, ok := lim["startup_timeout_s"].(float64); ok && v > 0 {
-				startup = v
-			}
+	if l := rc.Limits; l != nil {
+		if l.RunTimeoutS != nil && *l.RunTimeoutS > 0 {
+			run = *l.RunTimeoutS
 		}
-		if rs, ok := rc["resources"].(map[string]any); ok {
-			if v, ok := rs["cpu"].(float64); ok {
-				res.CPU = v
-			}
-			if v, ok := rs["memory_mb"].(float64); ok {
-				res.MemoryMB = int(v)
-			}
-			if g, ok := rs["gpu"].(map[string]any); ok {
-				if v, ok := g["count"].(float64); ok {
-					res.GPU.Count = int(v)
-				}
-				if v, ok := g["type"].(string); ok {
-					res.GPU.Type = v
-				}
-			}
+		if l.StartupTimeoutS != nil && *l.StartupTimeoutS > 0 {
+			startup = *l.StartupTimeoutS
+		}
+	}
+	if rs := rc.Resources; rs != nil {
+		if rs.CPU != nil {
+			res.CPU = *rs.CPU
+		}
+		if rs.MemoryMB != nil {
+			res.MemoryMB = *rs.MemoryMB
+		}
+		if rs.GPU != nil {
+			res.GPU.Count, res.GPU.Type = rs.GPU.Count, rs.GPU.Type
 		}
 	}
 	return run, startup, res
@@ -222,13 +225,7 @@ func buildCommand(b *models.Build) ([]string, error) {
 	if b == nil {
 		return nil, envError("the task's environment has no build to run")
 	}
-	raw, _ := b.RuntimeConfig["command"].([]any)
-	var argv []string
-	for _, v := range raw {
-		if s, ok := v.(string); ok {
-			argv = append(argv, s)
-		}
-	}
+	argv := b.RuntimeConfig.Command
 	if len(argv) == 0 {
 		return nil, envError("build %s of the environment records no command to run", b.ID)
 	}

@@ -30,8 +30,16 @@ func (a *Activities) FinishTrace(ctx context.Context, f FinishTraceInput) error 
 		zero := 0.0
 		u.Reward = &zero
 	}
-	if _, err := a.Store.TransitionTrace(ctx, f.TraceID, u); err != nil {
+	changed, err := a.Store.TransitionTrace(ctx, f.TraceID, u)
+	if err != nil {
 		return err
+	}
+	if !changed && f.Status != models.TraceCancelled {
+		// The trace was marked cancelling while its attempt ended (the cancel request may reach
+		// the workflow only after it closed): it ends cancelled rather than stay cancelling.
+		if _, err := a.Store.TransitionTrace(ctx, f.TraceID, models.TraceUpdate{Status: models.TraceCancelled, StopReason: models.StopCancelled, EndTime: &now}); err != nil {
+			return err
+		}
 	}
 	a.conversations().forget(f.TraceID, nil)
 	a.workerLog(ctx, f.TraceID, "finished: %s (%s) %s", f.Status, f.StopReason, f.Error)

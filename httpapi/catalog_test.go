@@ -122,6 +122,7 @@ func TestTasksetAndUploadRoutes(t *testing.T) {
 		body := `{"taskset_name": "demo", "tasks": [
 			{"name": "milk", "env": "todo", "scenario": "add-todos", "args": {"items": ["milk"]},
 			 "validation": [{"name": "add_todo", "arguments": {"title": "milk"}}],
+			 "agent_config": {"allowed_tools": ["add_*"], "temperature": 0.2},
 			 "runtime_config": {"limits": {"run_timeout_s": 60}, "resources": {"cpu": 1, "memory_mb": 512}}},
 			{"name": "hello", "env": {"id": "` + env.ID.String() + `"}, "prompt": "Say hi", "external_id": "h-1"}
 		]}`
@@ -147,10 +148,18 @@ func TestTasksetAndUploadRoutes(t *testing.T) {
 
 		exp := f.do("GET", "/v2/tasksets/"+res.TasksetID.String()+"/export", "key", nil)
 		export := decode[TasksetExport](t, exp)
-		if len(export.Tasks) != 2 || export.Tasks[1].Env != "todo" || export.Tasks[1].Validation[0]["name"] != "add_todo" ||
-			export.Tasks[1].RuntimeConfig["limits"].(map[string]any)["run_timeout_s"] != 60.0 {
+		if len(export.Tasks) != 2 || export.Tasks[1].Env != "todo" || export.Tasks[1].Validation[0].Name != "add_todo" ||
+			export.Tasks[1].RuntimeConfig.Limits == nil || *export.Tasks[1].RuntimeConfig.Limits.RunTimeoutS != 60.0 {
 			t.Errorf("export = %s", exp.body)
 		}
+		// The agent config comes back typed, with the keys it does not name kept.
+		if ac := export.Tasks[1].AgentConfig; len(ac.AllowedTools) != 1 || ac.AllowedTools[0] != "add_*" || ac.Extra["temperature"] != 0.2 {
+			t.Errorf("exported agent_config = %+v", ac)
+		}
+		wantValidation(t, f.do("POST", "/v2/tasks/upload", "key", strings.NewReader(`{"taskset_name": "bad", "tasks": [
+			{"name": "a", "prompt": "p", "agent_config": {"allowed_tools": ["[a-"]}}]}`)), "body.tasks[0].agent_config.allowed_tools[0]")
+		wantValidation(t, f.do("POST", "/v2/tasks/upload", "key", strings.NewReader(`{"taskset_name": "bad", "tasks": [
+			{"name": "a", "prompt": "p", "agent_config": {"allowed_tools": "add_*"}}]}`)), "body.tasks[0].agent_config.allowed_tools")
 		wantEnvelope(t, f.do("GET", "/v2/tasksets/"+res.TasksetID.String()+"/export", "session", nil), 401, "unauthorized")
 		byName := decode[TasksetExport](t, f.do("GET", "/v2/tasksets/by-name/demo", "key", nil))
 		if byName.TasksetID != res.TasksetID {

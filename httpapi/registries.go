@@ -118,6 +118,14 @@ func nonNilMap(m map[string]any) map[string]any {
 	return m
 }
 
+// nonNilSlice is s, or an empty slice for nil (JSON [] rather than null).
+func nonNilSlice[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
 // ListRegistriesInput is the query of GET /v2/registry.
 type ListRegistriesInput struct {
 	Limit                  int    `query:"limit" minimum:"1" maximum:"500" default:"50" doc:"Page size"`

@@ -28,12 +28,12 @@ type Launched struct {
 
 type runInput struct {
 	Body struct {
-		TaskVersionID uuid.UUID      `json:"task_version_id"`
-		ModelID       uuid.UUID      `json:"model_id"`
-		MaxSteps      int            `json:"max_steps,omitempty" minimum:"1" maximum:"10000" default:"30"`
-		RuntimeConfig *RuntimeConfig `json:"runtime_config,omitempty" doc:"Overrides the task's"`
-		TraceID       *uuid.UUID     `json:"trace_id,omitempty" doc:"Client-minted id; launching it again is idempotent"`
-		TraceName     string         `json:"trace_name,omitempty" maxLength:"200"`
+		TaskVersionID uuid.UUID             `json:"task_version_id"`
+		ModelID       uuid.UUID             `json:"model_id"`
+		MaxSteps      int                   `json:"max_steps,omitempty" minimum:"1" maximum:"10000" default:"30"`
+		RuntimeConfig *models.RuntimeConfig `json:"runtime_config,omitempty" doc:"Overrides the task's, field by field"`
+		TraceID       *uuid.UUID            `json:"trace_id,omitempty" doc:"Client-minted id; launching it again is idempotent"`
+		TraceName     string                `json:"trace_name,omitempty" maxLength:"200"`
 	}
 }
 
@@ -41,14 +41,14 @@ type launchedOutput struct{ Body Launched }
 
 type runListInput struct {
 	Body struct {
-		TasksetID      *uuid.UUID     `json:"taskset_id,omitempty" doc:"Every task of this taskset at its latest version (or give task_version_ids)"`
-		TaskVersionIDs []uuid.UUID    `json:"task_version_ids,omitempty" maxItems:"100000"`
-		ModelIDs       []uuid.UUID    `json:"model_ids" minItems:"1" maxItems:"50"`
-		GroupSize      int            `json:"group_size,omitempty" minimum:"1" maximum:"1000" default:"1" doc:"Attempts per task version and model; a group shares a group_id"`
-		MaxConcurrent  int            `json:"max_concurrent,omitempty" minimum:"1" maximum:"10000" default:"10" doc:"Attempts live at once"`
-		MaxSteps       int            `json:"max_steps,omitempty" minimum:"1" maximum:"10000" default:"30"`
-		Name           string         `json:"name,omitempty" maxLength:"200"`
-		RuntimeConfig  *RuntimeConfig `json:"runtime_config,omitempty" doc:"Overrides each task's"`
+		TasksetID      *uuid.UUID            `json:"taskset_id,omitempty" doc:"Every task of this taskset at its latest version (or give task_version_ids)"`
+		TaskVersionIDs []uuid.UUID           `json:"task_version_ids,omitempty" maxItems:"100000"`
+		ModelIDs       []uuid.UUID           `json:"model_ids" minItems:"1" maxItems:"50"`
+		GroupSize      int                   `json:"group_size,omitempty" minimum:"1" maximum:"1000" default:"1" doc:"Attempts per task version and model; a group shares a group_id"`
+		MaxConcurrent  int                   `json:"max_concurrent,omitempty" minimum:"1" maximum:"10000" default:"10" doc:"Attempts live at once"`
+		MaxSteps       int                   `json:"max_steps,omitempty" minimum:"1" maximum:"10000" default:"30"`
+		Name           string                `json:"name,omitempty" maxLength:"200"`
+		RuntimeConfig  *models.RuntimeConfig `json:"runtime_config,omitempty" doc:"Overrides each task's, field by field"`
 	}
 }
 
@@ -81,10 +81,10 @@ type submitInput struct {
 			Type   string         `json:"type" minLength:"1" doc:"A model_name or model id"`
 			Config map[string]any `json:"config,omitempty"`
 		} `json:"agent"`
-		Args          map[string]any `json:"args,omitempty" doc:"Recorded with the trace"`
-		GroupID       string         `json:"group_id,omitempty" maxLength:"200"`
-		RuntimeConfig *RuntimeConfig `json:"runtime_config,omitempty"`
-		Slug          string         `json:"slug,omitempty" maxLength:"200"`
+		Args          map[string]any        `json:"args,omitempty" doc:"Recorded with the trace"`
+		GroupID       string                `json:"group_id,omitempty" maxLength:"200"`
+		RuntimeConfig *models.RuntimeConfig `json:"runtime_config,omitempty" doc:"Overrides the task's, field by field"`
+		Slug          string                `json:"slug,omitempty" maxLength:"200"`
 	}
 }
 
@@ -157,9 +157,7 @@ func (s *Server) registerRollouts() {
 			traceID = *in.Body.TraceID
 		}
 		lt := models.LaunchTrace{TraceID: traceID, TaskVersionID: in.Body.TaskVersionID, ModelID: in.Body.ModelID, Name: in.Body.TraceName, MaxSteps: in.Body.MaxSteps}
-		if in.Body.RuntimeConfig != nil {
-			lt.RuntimeConfig = toMap(in.Body.RuntimeConfig)
-		}
+		lt.RuntimeConfig = in.Body.RuntimeConfig
 		job, traces, err := s.store.LaunchJob(ctx, c, models.Launch{Name: in.Body.TraceName, MaxSteps: in.Body.MaxSteps, GroupSize: 1, MaxConcurrent: 1, Traces: []models.LaunchTrace{lt}})
 		if err != nil {
 			return nil, storeError(err, "task version")
@@ -215,10 +213,6 @@ func (s *Server) registerRollouts() {
 		out := &runListOutput{}
 		out.Body.Results = []RunListResult{}
 		var launch []models.LaunchTrace
-		var rc map[string]any
-		if b.RuntimeConfig != nil {
-			rc = toMap(b.RuntimeConfig)
-		}
 		okModel := map[uuid.UUID]error{}
 		for _, m := range b.ModelIDs {
 			_, err := s.store.GetModel(ctx, c, m)
@@ -242,7 +236,7 @@ func (s *Server) registerRollouts() {
 						id := uuid.New()
 						res.TraceIDs = append(res.TraceIDs, id)
 						launch = append(launch, models.LaunchTrace{TraceID: id, TaskVersionID: v, ModelID: m, GroupID: fmt.Sprintf("%s/%s", v, m),
-							MaxSteps: b.MaxSteps, RuntimeConfig: rc})
+							MaxSteps: b.MaxSteps, RuntimeConfig: b.RuntimeConfig})
 					}
 				}
 				if res.Accepted {
@@ -297,9 +291,7 @@ func (s *Server) registerRollouts() {
 		}
 		lt := models.LaunchTrace{TraceID: b.TraceID, TaskVersionID: version, ModelID: m.ID, GroupID: b.GroupID, Name: b.Slug, MaxSteps: 30,
 			Metadata: map[string]any{"args": b.Args, "env": b.Env, "agent_config": b.Agent.Config}}
-		if b.RuntimeConfig != nil {
-			lt.RuntimeConfig = toMap(b.RuntimeConfig)
-		}
+		lt.RuntimeConfig = b.RuntimeConfig
 		job, traces, err := s.store.LaunchJob(ctx, c, models.Launch{JobID: b.JobID, MaxSteps: 30, GroupSize: 1, MaxConcurrent: 1, Traces: []models.LaunchTrace{lt}})
 		if err != nil {
 			return nil, storeError(err, "task version")

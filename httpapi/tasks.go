@@ -57,55 +57,21 @@ func (e EnvRef) key() string {
 
 func ptr[T any](v T) *T { return &v }
 
-// RuntimeConfig says how a task's sandbox runs (spec: Runtime config).
-type RuntimeConfig struct {
-	Image     string            `json:"image,omitempty" maxLength:"500"`
-	Limits    *RuntimeLimits    `json:"limits,omitempty"`
-	Resources *RuntimeResources `json:"resources,omitempty"`
-	// Network lets the environment reach beyond loopback; by default it cannot.
-	Network *bool `json:"network,omitempty" doc:"Allow network access beyond loopback (default false)"`
-}
-
-// RuntimeLimits bound an attempt's time.
-type RuntimeLimits struct {
-	RunTimeoutS     *float64 `json:"run_timeout_s,omitempty" minimum:"1" maximum:"604800" doc:"Seconds an attempt may run"`
-	StartupTimeoutS *float64 `json:"startup_timeout_s,omitempty" minimum:"1" maximum:"86400" doc:"Seconds the environment may take to start"`
-}
-
-// RuntimeResources are what a sandbox is given.
-type RuntimeResources struct {
-	CPU      *float64     `json:"cpu,omitempty" minimum:"0.1" maximum:"256" doc:"CPU cores"`
-	MemoryMB *int         `json:"memory_mb,omitempty" minimum:"16" maximum:"4194304"`
-	GPU      *GPUResource `json:"gpu,omitempty"`
-}
-
-// GPUResource asks for whole GPUs of one type.
-type GPUResource struct {
-	Count int    `json:"count" minimum:"0" maximum:"64"`
-	Type  string `json:"type,omitempty" maxLength:"100" pattern:"^[a-zA-Z0-9_.-]*$" example:"h100"`
-}
-
-// ValidationCall is a tool call that, replayed in order, should reach reward 1.0.
-type ValidationCall struct {
-	Name      string         `json:"name" minLength:"1" maxLength:"128" doc:"The tool to call"`
-	Arguments map[string]any `json:"arguments,omitempty" doc:"Its arguments"`
-}
-
 // UploadTask is one task of an upload.
 type UploadTask struct {
-	Name          string           `json:"name" minLength:"1" maxLength:"200"`
-	TaskID        string           `json:"task_id,omitempty" doc:"Update this task (its uuid) rather than match by external_id or name"`
-	ExternalID    string           `json:"external_id,omitempty" maxLength:"200" doc:"Your identifier; a task with the same external_id in the taskset is updated"`
-	Description   string           `json:"description,omitempty" maxLength:"10000"`
-	Env           *EnvRef          `json:"env,omitempty"`
-	Scenario      string           `json:"scenario,omitempty" maxLength:"200" doc:"A scenario the environment's latest build declares"`
-	ScenarioID    *uuid.UUID       `json:"scenario_id,omitempty"`
-	Args          map[string]any   `json:"args,omitempty" doc:"The scenario's arguments"`
-	Prompt        string           `json:"prompt,omitempty" maxLength:"200000" doc:"The request, for tasks without a scenario"`
-	SystemPrompt  string           `json:"system_prompt,omitempty" maxLength:"200000"`
-	AgentConfig   map[string]any   `json:"agent_config,omitempty" doc:"allowed_tools, disallowed_tools, system_prompt, …"`
-	RuntimeConfig *RuntimeConfig   `json:"runtime_config,omitempty"`
-	Validation    []ValidationCall `json:"validation,omitempty" maxItems:"1000"`
+	Name          string                  `json:"name" minLength:"1" maxLength:"200"`
+	TaskID        string                  `json:"task_id,omitempty" doc:"Update this task (its uuid) rather than match by external_id or name"`
+	ExternalID    string                  `json:"external_id,omitempty" maxLength:"200" doc:"Your identifier; a task with the same external_id in the taskset is updated"`
+	Description   string                  `json:"description,omitempty" maxLength:"10000"`
+	Env           *EnvRef                 `json:"env,omitempty"`
+	Scenario      string                  `json:"scenario,omitempty" maxLength:"200" doc:"A scenario the environment's latest build declares"`
+	ScenarioID    *uuid.UUID              `json:"scenario_id,omitempty"`
+	Args          map[string]any          `json:"args,omitempty" doc:"The scenario's arguments"`
+	Prompt        string                  `json:"prompt,omitempty" maxLength:"200000" doc:"The request, for tasks without a scenario"`
+	SystemPrompt  string                  `json:"system_prompt,omitempty" maxLength:"200000"`
+	AgentConfig   models.AgentConfig      `json:"agent_config,omitempty" doc:"allowed_tools, disallowed_tools, system_prompt; other keys are kept for agents that read them"`
+	RuntimeConfig models.RuntimeConfig    `json:"runtime_config,omitempty"`
+	Validation    []models.ValidationCall `json:"validation,omitempty" maxItems:"1000"`
 }
 
 // UploadBody is the body of POST /v2/tasks/upload.
@@ -154,20 +120,10 @@ func (s *Server) registerTasks() {
 		for _, t := range in.Body.Tasks {
 			tu := models.TaskUpload{TaskID: t.TaskID, ExternalID: t.ExternalID, ScenarioID: t.ScenarioID, TaskContent: models.TaskContent{
 				Name: t.Name, Description: t.Description, Scenario: t.Scenario, Args: t.Args, Prompt: t.Prompt,
-				SystemPrompt: t.SystemPrompt, AgentConfig: t.AgentConfig,
+				SystemPrompt: t.SystemPrompt, AgentConfig: t.AgentConfig, RuntimeConfig: t.RuntimeConfig, Validation: t.Validation,
 			}}
 			if t.Env != nil {
 				tu.Env = t.Env.key()
-			}
-			if t.RuntimeConfig != nil {
-				tu.RuntimeConfig = toMap(t.RuntimeConfig)
-			}
-			for _, v := range t.Validation {
-				call := map[string]any{"name": v.Name}
-				if v.Arguments != nil {
-					call["arguments"] = v.Arguments
-				}
-				tu.Validation = append(tu.Validation, call)
 			}
 			up.Tasks = append(up.Tasks, tu)
 		}
@@ -180,17 +136,6 @@ func (s *Server) registerTasks() {
 			TaskVersionIDs: res.TaskVersionIDs, TasksCreated: res.TasksCreated, TasksUpdated: res.TasksUpdated,
 		}}, nil
 	})
-}
-
-// toMap turns a typed config into the JSON object the store keeps.
-func toMap(v any) map[string]any {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(fmt.Sprintf("marshal %T: %v", v, err)) // typed API structs always marshal
-	}
-	var m map[string]any
-	json.Unmarshal(b, &m) //nolint:errcheck // round trip of our own output
-	return m
 }
 
 // MoveFailure is one id of a batch move that did not move.
@@ -546,7 +491,7 @@ func briefZip(b *models.TaskBrief) ([]byte, error) {
 	task, err := json.MarshalIndent(ExportedTask{
 		Name: b.Version.Name, ExternalID: deref(b.Task.ExternalID), Description: b.Version.Description, Env: b.Version.Env,
 		Scenario: b.Version.Scenario, Args: nonNilMap(b.Version.Args), Prompt: b.Version.Prompt, SystemPrompt: b.Version.SystemPrompt,
-		AgentConfig: nonNilMap(b.Version.AgentConfig), RuntimeConfig: nonNilMap(b.Version.RuntimeConfig), Validation: b.Version.Validation,
+		AgentConfig: b.Version.AgentConfig, RuntimeConfig: b.Version.RuntimeConfig, Validation: nonNilSlice(b.Version.Validation),
 	}, "", "  ")
 	if err != nil {
 		return nil, err

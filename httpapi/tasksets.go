@@ -91,17 +91,17 @@ type tasksetOutput struct{ Body Taskset }
 
 // ExportedTask is a task in the portable shape that upload accepts.
 type ExportedTask struct {
-	Name          string           `json:"name"`
-	ExternalID    string           `json:"external_id,omitempty"`
-	Description   string           `json:"description,omitempty"`
-	Env           string           `json:"env,omitempty" doc:"The environment's name; absent for tasks without one"`
-	Scenario      string           `json:"scenario,omitempty"`
-	Args          map[string]any   `json:"args"`
-	Prompt        string           `json:"prompt,omitempty"`
-	SystemPrompt  string           `json:"system_prompt,omitempty"`
-	AgentConfig   map[string]any   `json:"agent_config"`
-	RuntimeConfig map[string]any   `json:"runtime_config"`
-	Validation    []map[string]any `json:"validation" nullable:"false"`
+	Name          string                  `json:"name"`
+	ExternalID    string                  `json:"external_id,omitempty"`
+	Description   string                  `json:"description,omitempty"`
+	Env           string                  `json:"env,omitempty" doc:"The environment's name; absent for tasks without one"`
+	Scenario      string                  `json:"scenario,omitempty"`
+	Args          map[string]any          `json:"args"`
+	Prompt        string                  `json:"prompt,omitempty"`
+	SystemPrompt  string                  `json:"system_prompt,omitempty"`
+	AgentConfig   models.AgentConfig      `json:"agent_config"`
+	RuntimeConfig models.RuntimeConfig    `json:"runtime_config"`
+	Validation    []models.ValidationCall `json:"validation" nullable:"false"`
 }
 
 // TasksetExport is a taskset with the latest version of each task (spec: Taskset export).
@@ -167,11 +167,8 @@ func (s *Server) export(ctx context.Context, row *models.TasksetRow) (*exportOut
 	for i, t := range tasks {
 		out.Tasks[i] = ExportedTask{
 			Name: t.Name, ExternalID: t.ExternalID, Description: t.Description, Env: t.Env, Scenario: t.Scenario,
-			Args: nonNilMap(t.Args), Prompt: t.Prompt, SystemPrompt: t.SystemPrompt, AgentConfig: nonNilMap(t.AgentConfig),
-			RuntimeConfig: nonNilMap(t.RuntimeConfig), Validation: t.Validation,
-		}
-		if out.Tasks[i].Validation == nil {
-			out.Tasks[i].Validation = []map[string]any{}
+			Args: nonNilMap(t.Args), Prompt: t.Prompt, SystemPrompt: t.SystemPrompt, AgentConfig: t.AgentConfig,
+			RuntimeConfig: t.RuntimeConfig, Validation: nonNilSlice(t.Validation),
 		}
 	}
 	return &exportOutput{Body: out}, nil

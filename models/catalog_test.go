@@ -135,7 +135,7 @@ func TestUploadVersionsTasksAndExportRoundTrips(t *testing.T) {
 		first := models.Upload{TasksetName: "demo", Description: "demo tasks", Tasks: []models.TaskUpload{
 			{ExternalID: "ext-1", TaskContent: models.TaskContent{
 				Name: "add-milk", Env: "todo", Scenario: "add-todos", Args: map[string]any{"items": []any{"milk"}},
-				Validation: []map[string]any{{"name": "add_todo", "arguments": map[string]any{"title": "milk"}}},
+				Validation: []models.ValidationCall{{Name: "add_todo", Arguments: map[string]any{"title": "milk"}}},
 			}},
 			{TaskContent: models.TaskContent{Name: "free-form", Prompt: "Say hi", SystemPrompt: "Be brief"}},
 		}}
@@ -202,7 +202,8 @@ func TestUploadVersionsTasksAndExportRoundTrips(t *testing.T) {
 			{TaskContent: models.TaskContent{Name: "no-env", Env: "nowhere", Scenario: "s"}},
 			{TaskContent: models.TaskContent{Name: "no-scenario", Env: "todo", Scenario: "fly"}},
 			{TaskContent: models.TaskContent{Name: "no-prompt"}},
-			{TaskContent: models.TaskContent{Name: "bad-validation", Prompt: "x", Validation: []map[string]any{{"arguments": "x"}}}},
+			{TaskContent: models.TaskContent{Name: "bad-validation", Prompt: "x", Validation: []models.ValidationCall{{Arguments: map[string]any{"x": 1}}},
+				AgentConfig: models.AgentConfig{AllowedTools: []string{"todo_*", "[a-"}}}},
 			{TaskID: "not-a-uuid", TaskContent: models.TaskContent{Name: "bad-id", Prompt: "x"}},
 		}})
 		var verr models.ValidationError
@@ -210,7 +211,7 @@ func TestUploadVersionsTasksAndExportRoundTrips(t *testing.T) {
 			t.Fatalf("invalid upload: %v, want a ValidationError", err)
 		}
 		want := []string{"body.tasks[0].name", "body.tasks[2].name", "body.tasks[3].env", "body.tasks[4].scenario", "body.tasks[5].prompt",
-			"body.tasks[6].validation[0].name", "body.tasks[6].validation[0].arguments", "body.tasks[7].task_id"}
+			"body.tasks[6].validation[0].name", "body.tasks[6].agent_config.allowed_tools[1]", "body.tasks[7].task_id"}
 		var got []string
 		for _, e := range verr {
 			got = append(got, e.Location)

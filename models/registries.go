@@ -54,7 +54,7 @@ type Build struct {
 	ImageName         string         `bun:"image_name"`
 	SourceKey         string         `bun:"source_key"`
 	Lock              map[string]any `bun:"lock"`
-	RuntimeConfig     map[string]any `bun:"runtime_config"`
+	RuntimeConfig     BuildRuntime   `bun:"runtime_config"`
 	CreatedAt         time.Time      `bun:"created_at"`
 	UpdatedAt         time.Time      `bun:"updated_at"`
 }
@@ -128,7 +128,7 @@ type NewBuild struct {
 	Branch        string
 	RepoURL       string
 	Lock          map[string]any
-	RuntimeConfig map[string]any
+	RuntimeConfig BuildRuntime
 	Scenarios     []Scenario
 	// SetLatest makes the build the one new runs use.
 	SetLatest bool
@@ -139,9 +139,6 @@ type NewBuild struct {
 func (s *Store) CreateBuild(ctx context.Context, registryID uuid.UUID, in NewBuild) (*Build, error) {
 	if in.Lock == nil {
 		in.Lock = map[string]any{}
-	}
-	if in.RuntimeConfig == nil {
-		in.RuntimeConfig = map[string]any{}
 	}
 	b := &Build{
 		ID: uuid.New(), RegistryID: registryID, Status: in.Status, SourceIndexStatus: "pending",

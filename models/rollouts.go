@@ -146,7 +146,7 @@ type Trace struct {
 	Reward           *float64       `bun:"reward"`
 	EvaluationResult map[string]any `bun:"evaluation_result"`
 	Metadata         map[string]any `bun:"metadata"`
-	RuntimeConfig    map[string]any `bun:"runtime_config"`
+	RuntimeConfig    RuntimeConfig  `bun:"runtime_config"`
 	MaxSteps         int            `bun:"max_steps"`
 	IsValid          bool           `bun:"is_valid"`
 	Attempt          int            `bun:"attempt"`
@@ -235,7 +235,8 @@ type LaunchTrace struct {
 	ModelID       uuid.UUID
 	GroupID       string
 	Name          string
-	RuntimeConfig map[string]any
+	// RuntimeConfig overrides the task version's, field by field; nil runs the version's.
+	RuntimeConfig *RuntimeConfig
 	MaxSteps      int
 	Metadata      map[string]any
 }
@@ -307,18 +308,16 @@ func (s *Store) LaunchJob(ctx context.Context, c *Caller, l Launch) (*Job, []Tra
 			if err := tx.NewSelect().Model(&v).Where("id = ?", lt.TaskVersionID).Scan(ctx); err != nil {
 				return notFound(err, "task version "+lt.TaskVersionID.String())
 			}
-			if lt.RuntimeConfig == nil {
-				lt.RuntimeConfig = v.RuntimeConfig
-			}
-			if lt.RuntimeConfig == nil {
-				lt.RuntimeConfig = map[string]any{}
+			rc := v.RuntimeConfig
+			if lt.RuntimeConfig != nil {
+				rc = lt.RuntimeConfig.Over(v.RuntimeConfig)
 			}
 			if lt.Metadata == nil {
 				lt.Metadata = map[string]any{}
 			}
 			modelID := lt.ModelID
 			t := Trace{ID: lt.TraceID, TeamID: c.TeamID, JobID: job.ID, TaskID: &v.TaskID, TaskVersionID: &v.ID, ModelID: &modelID,
-				GroupID: lt.GroupID, Name: lt.Name, Status: TracePending, Metadata: lt.Metadata, RuntimeConfig: lt.RuntimeConfig,
+				GroupID: lt.GroupID, Name: lt.Name, Status: TracePending, Metadata: lt.Metadata, RuntimeConfig: rc,
 				MaxSteps: lt.MaxSteps, IsValid: true, CreatedAt: now(), UpdatedAt: now()}
 			if t.Name == "" {
 				t.Name = v.Name

@@ -65,9 +65,9 @@ type TaskContent struct {
 	Args          map[string]any   `bun:"args" json:"args"`
 	Prompt        string           `bun:"prompt" json:"prompt,omitempty"`
 	SystemPrompt  string           `bun:"system_prompt" json:"system_prompt,omitempty"`
-	AgentConfig   map[string]any   `bun:"agent_config" json:"agent_config"`
-	RuntimeConfig map[string]any   `bun:"runtime_config" json:"runtime_config"`
-	Validation    []map[string]any `bun:"validation" json:"validation"`
+	AgentConfig   AgentConfig      `bun:"agent_config" json:"agent_config"`
+	RuntimeConfig RuntimeConfig    `bun:"runtime_config" json:"runtime_config"`
+	Validation    []ValidationCall `bun:"validation" json:"validation"`
 }
 
 // hash fingerprints a version's content together with what it resolved to, so that an upload of
@@ -280,26 +280,18 @@ func (s *Store) resolveUpload(ctx context.Context, c *Caller, up Upload) ([]reso
 			bad(loc+".prompt", "a task without a scenario needs a prompt", nil)
 		}
 		for j, call := range t.Validation {
-			if name, ok := call["name"].(string); !ok || name == "" {
-				bad(fmt.Sprintf("%s.validation[%d].name", loc, j), "each validation call names the tool it calls", call["name"])
+			if strings.TrimSpace(call.Name) == "" {
+				bad(fmt.Sprintf("%s.validation[%d].name", loc, j), "each validation call names the tool it calls", call.Name)
 			}
-			if args, ok := call["arguments"]; ok {
-				if _, isObj := args.(map[string]any); !isObj {
-					bad(fmt.Sprintf("%s.validation[%d].arguments", loc, j), "arguments must be an object", args)
-				}
-			}
+		}
+		for _, fe := range t.AgentConfig.Check(loc + ".agent_config") {
+			bad(fe.Location, fe.Message, fe.Value)
 		}
 		if rt.Args == nil {
 			rt.Args = map[string]any{}
 		}
-		if rt.AgentConfig == nil {
-			rt.AgentConfig = map[string]any{}
-		}
-		if rt.RuntimeConfig == nil {
-			rt.RuntimeConfig = map[string]any{}
-		}
 		if rt.Validation == nil {
-			rt.Validation = []map[string]any{}
+			rt.Validation = []ValidationCall{}
 		}
 		rt.hash = rt.TaskContent.hash(rt.registryID, rt.ScenarioID)
 		out[i] = rt

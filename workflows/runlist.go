@@ -23,7 +23,8 @@ type RunListInput struct {
 	// PageSize is how many trace ids one store read loads. Default 500.
 	PageSize int `json:"page_size,omitempty"`
 	// ChildrenPerRun is how many attempts one run starts before it continues as new, which
-	// keeps its history bounded (about 10 events per child). Default 1,000.
+	// keeps its history bounded (about 10 events per child, so about 5,000 events a run, half
+	// Temporal's warning threshold). Default 500.
 	ChildrenPerRun int `json:"children_per_run,omitempty"`
 	// Started counts the job's traces started by earlier runs: the next one is at this offset
 	// in launch order.
@@ -60,7 +61,7 @@ func RunList(ctx workflow.Context, in RunListInput) (RunListResult, error) {
 		in.PageSize = 500
 	}
 	if in.ChildrenPerRun <= 0 {
-		in.ChildrenPerRun = 1000
+		in.ChildrenPerRun = 500
 	}
 	l := &runList{in: in, live: map[uuid.UUID]bool{}, done: workflow.GetSignalChannel(ctx, SignalRolloutDone)}
 	for _, id := range in.Live {

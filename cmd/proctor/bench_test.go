@@ -408,10 +408,10 @@ func BenchmarkHundredThousandAttemptJob(b *testing.B) {
 			Accepted int    `json:"accepted"`
 		}
 		if code := c.call("POST", "/v2/rollouts/run_list", map[string]any{"task_version_ids": up.TaskVersionIDs, "model_ids": []string{oracle},
-			"group_size": group, "max_concurrent": orchestrationConcurrency}, &launched); code != 201 || launched.Accepted != tasks*group {
+			"group_size": group, "max_concurrent": orchestrationConcurrency}, &launched); code != 201 || launched.Accepted != tasks {
 			b.Fatalf("launch: %d, %d accepted", code, launched.Accepted)
 		}
-		b.Logf("launched %d attempts in %s", launched.Accepted, time.Since(start))
+		b.Logf("launched %d attempts in %s", tasks*group, time.Since(start))
 
 		tc, err := ptemporal.Dial(context.Background(), dev.info.TemporalAddress, "default", slog.New(slog.DiscardHandler))
 		if err != nil {

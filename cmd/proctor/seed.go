@@ -27,25 +27,25 @@ var exampleEnvs = []struct{ name, description string }{
 var demoTasks = []models.TaskUpload{
 	{TaskContent: models.TaskContent{Name: "todo-add", Env: "todo", Scenario: "add-todos",
 		Args: map[string]any{"items": []any{"buy milk", "walk the dog"}},
-		Validation: []map[string]any{
-			{"name": "add_todo", "arguments": map[string]any{"title": "buy milk"}},
-			{"name": "add_todo", "arguments": map[string]any{"title": "walk the dog"}},
+		Validation: []models.ValidationCall{
+			{Name: "add_todo", Arguments: map[string]any{"title": "buy milk"}},
+			{Name: "add_todo", Arguments: map[string]any{"title": "walk the dog"}},
 		}}},
 	{TaskContent: models.TaskContent{Name: "todo-complete", Env: "todo", Scenario: "complete-todos",
 		Args: map[string]any{"items": []any{"buy milk", "walk the dog"}},
-		Validation: []map[string]any{
-			{"name": "complete_todo", "arguments": map[string]any{"id": 1}},
-			{"name": "complete_todo", "arguments": map[string]any{"id": 2}},
+		Validation: []models.ValidationCall{
+			{Name: "complete_todo", Arguments: map[string]any{"id": 1}},
+			{Name: "complete_todo", Arguments: map[string]any{"id": 2}},
 		}}},
 	{TaskContent: models.TaskContent{Name: "2048-reach-16", Env: "game2048", Scenario: "reach-tile",
 		Args: map[string]any{"target": 16, "seed": 1},
-		Validation: []map[string]any{
-			{"name": "move", "arguments": map[string]any{"direction": "down"}},
-			{"name": "move", "arguments": map[string]any{"direction": "left"}},
-			{"name": "move", "arguments": map[string]any{"direction": "up"}},
-			{"name": "move", "arguments": map[string]any{"direction": "up"}},
-			{"name": "move", "arguments": map[string]any{"direction": "left"}},
-			{"name": "move", "arguments": map[string]any{"direction": "left"}},
+		Validation: []models.ValidationCall{
+			{Name: "move", Arguments: map[string]any{"direction": "down"}},
+			{Name: "move", Arguments: map[string]any{"direction": "left"}},
+			{Name: "move", Arguments: map[string]any{"direction": "up"}},
+			{Name: "move", Arguments: map[string]any{"direction": "up"}},
+			{Name: "move", Arguments: map[string]any{"direction": "left"}},
+			{Name: "move", Arguments: map[string]any{"direction": "left"}},
 		}}},
 }
 
@@ -96,7 +96,7 @@ func seedExamples(ctx context.Context, store *models.Store, c *models.Caller, da
 		if _, err := store.CreateBuild(ctx, reg.ID, models.NewBuild{
 			Status: models.BuildSucceeded, ImageName: "process:" + bin, SetLatest: true, Scenarios: scenarios,
 			Lock:          map[string]any{"transport": "stdio"},
-			RuntimeConfig: map[string]any{"command": []any{bin}},
+			RuntimeConfig: models.BuildRuntime{Command: []string{bin}},
 		}); err != nil {
 			return err
 		}

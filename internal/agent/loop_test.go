@@ -12,30 +12,27 @@ func TestOracleEarnsRewardOneOnTheTodoExample(t *testing.T) {
 	tests := []struct {
 		name       string
 		scenario   string
-		validation []map[string]any
+		validation []Call
 		wantReward float64
 		wantSteps  int
 	}{
-		{"add-todos", "add-todos", []map[string]any{
-			{"name": "add_todo", "arguments": map[string]any{"title": "buy milk"}},
-			{"name": "add_todo", "arguments": map[string]any{"title": "walk the dog"}},
+		{"add-todos", "add-todos", []Call{
+			{Name: "add_todo", Arguments: map[string]any{"title": "buy milk"}},
+			{Name: "add_todo", Arguments: map[string]any{"title": "walk the dog"}},
 		}, 1, 3},
-		{"complete-todos", "complete-todos", []map[string]any{
-			{"name": "complete_todo", "arguments": map[string]any{"id": 1}},
-			{"name": "complete_todo", "arguments": map[string]any{"id": 2}},
+		{"complete-todos", "complete-todos", []Call{
+			{Name: "complete_todo", Arguments: map[string]any{"id": 1}},
+			{Name: "complete_todo", Arguments: map[string]any{"id": 2}},
 		}, 1, 3},
-		{"a task whose validation is wrong", "complete-todos", []map[string]any{
-			{"name": "complete_todo", "arguments": map[string]any{"id": 1}},
-			{"name": "complete_todo", "arguments": map[string]any{"id": 7}},
+		{"a task whose validation is wrong", "complete-todos", []Call{
+			{Name: "complete_todo", Arguments: map[string]any{"id": 1}},
+			{Name: "complete_todo", Arguments: map[string]any{"id": 7}},
 		}, 0.5, 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := startTodo(t, ConnectOptions{Meta: map[string]any{"display_width": 1024, "display_height": 768}})
-			validation, err := ParseValidation(tt.validation)
-			if err != nil {
-				t.Fatal(err)
-			}
+			validation := tt.validation
 			res, err := RunEpisode(testContext(t), p.env, NewOracle(validation), Episode{Scenario: tt.scenario, Args: todoItems, SystemPrompt: "You manage a todo list."})
 			if err != nil {
 				t.Fatal(err)

@@ -14,7 +14,7 @@ type oracle struct {
 	calls []Call
 }
 
-// NewOracle returns the built-in model that replays validation (see [ParseValidation]): the
+// NewOracle returns the built-in model that replays validation (a task's validation calls): the
 // i-th step asks for the i-th call, one call per step, and once all were made it answers a
 // final message (Done). It needs no key and no network, which makes it how a task author
 // checks that a task can reach reward 1.0, and how the demo runs offline.

@@ -27,9 +27,12 @@ var (
 	dbSeq    atomic.Int64
 )
 
-// Main runs the tests and stops the shared cluster afterwards.
-func Main(m *testing.M) {
+// Main runs the tests and stops the shared cluster afterwards, then runs each cleanup.
+func Main(m *testing.M, cleanups ...func()) {
 	code := m.Run()
+	for _, c := range cleanups {
+		c()
+	}
 	if cluster != nil {
 		if err := cluster.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "storetest: stop postgres:", err)

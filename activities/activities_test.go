@@ -1,0 +1,331 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/proctorhq/proctor/internal/sandbox"
+	"github.com/proctorhq/proctor/internal/storetest"
+	"github.com/proctorhq/proctor/models"
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "activities-test-")
+	if err != nil {
+		panic(err)
+	}
+	binDir = dir
+	storetest.Main(m, func() { os.RemoveAll(dir) })
+}
+
+var (
+	binDir   string
+	todoOnce sync.Once
+	todoBin  string
+	todoErr  error
+)
+
+// todoBinary builds the todo example environment once per test binary.
+func todoBinary(t *testing.T) string {
+	t.Helper()
+	todoOnce.Do(func() {
+		dir, err := filepath.Abs("../examples/environments/todo")
+		if err != nil {
+			todoErr = err
+			return
+		}
+		todoBin = filepath.Join(binDir, "todo")
+		out, err := exec.Command("go", "build", "-o", todoBin, dir).CombinedOutput()
+		if err != nil {
+			todoErr = errors.New(string(out))
+		}
+	})
+	if todoErr != nil {
+		t.Fatalf("build the todo example: %v", todoErr)
+	}
+	return todoBin
+}
+
+// signals records the RunList signals FinishTrace sends.
+type signals struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (s *signals) SignalWorkflow(_ context.Context, workflowID, _, name string, arg any) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.got = append(s.got, workflowID+" "+name+" "+arg.(uuid.UUID).String())
+	return nil
+}
+
+// engine is a store with the todo environment registered, one oracle task over it, and
+// Activities wired to a real process sandbox provider.
+type engine struct {
+	acts    *Activities
+	store   *models.Store
+	caller  *models.Caller
+	version uuid.UUID
+	oracle  *models.LLMModel
+	sent    *signals
+}
+
+func newEngine(t *testing.T, s *models.Store, capacity int) *engine {
+	t.Helper()
+	ctx := context.Background()
+	tm, err := s.CreateTeam(ctx, "alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, m, err := s.AddMember(ctx, tm.ID, "", "a@example.com", models.RoleOwner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &models.Caller{TeamID: tm.ID, UserID: u.ID, MembershipID: m.ID, Role: m.Role}
+	reg, err := s.CreateRegistry(ctx, c, models.NewRegistry{Name: "todo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateBuild(ctx, reg.ID, models.NewBuild{Status: models.BuildSucceeded, SetLatest: true,
+		Scenarios: []models.Scenario{{Name: "add-todos"}}, RuntimeConfig: models.BuildRuntime{Command: []string{todoBinary(t)}}}); err != nil {
+		t.Fatal(err)
+	}
+	up, err := s.UploadTasks(ctx, c, models.Upload{TasksetName: "t", Tasks: []models.TaskUpload{{TaskContent: models.TaskContent{
+		Name: "add", Env: "todo", Scenario: "add-todos", Args: map[string]any{"items": []any{"buy milk", "walk the dog"}},
+		Prompt:     "Use the tools.",
+		Validation: []models.ValidationCall{{Name: "add_todo", Arguments: map[string]any{"title": "buy milk"}}, {Name: "add_todo", Arguments: map[string]any{"title": "walk the dog"}}},
+	}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oracle := &models.LLMModel{ModelName: "oracle", Name: "Oracle", Provider: "proctor", Adapter: models.AdapterOracle}
+	if err := s.UpsertModel(ctx, oracle); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	sb, err := sandbox.NewProcess(sandbox.ProcessOptions{Root: t.TempDir(), MaxSandboxes: capacity, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Close(context.Background()) })
+	sent := &signals{}
+	return &engine{
+		acts:  &Activities{Store: s, Logger: log, Sandboxes: sb, Envs: NewEnvs(), HostQueue: "host/test/1", Temporal: sent},
+		store: s, caller: c, version: up.TaskVersionIDs[0], oracle: oracle, sent: sent,
+	}
+}
+
+// launch creates a run_list job of n traces and returns their ids.
+func (e *engine) launch(t *testing.T, n int) (uuid.UUID, []uuid.UUID) {
+	t.Helper()
+	var lts []models.LaunchTrace
+	for range n {
+		lts = append(lts, models.LaunchTrace{TraceID: uuid.New(), TaskVersionID: e.version, ModelID: e.oracle.ID, MaxSteps: 10})
+	}
+	job, traces, err := e.store.LaunchJob(context.Background(), e.caller, models.Launch{Name: "j", MaxSteps: 10, GroupSize: n, MaxConcurrent: n,
+		Metadata: map[string]any{models.JobKindKey: models.JobKindRunList}, Traces: lts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]uuid.UUID, len(traces))
+	for i, tr := range traces {
+		ids[i] = tr.ID
+	}
+	return job.ID, ids
+}
+
+func (e *engine) trace(t *testing.T, id uuid.UUID) *models.TraceRow {
+	t.Helper()
+	tr, err := e.store.GetTrace(context.Background(), e.caller, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+// TestAnAttemptThroughTheActivities runs the activities of one attempt in the order the Rollout
+// workflow does, against a real store and a sandboxed environment, and checks what each leaves
+// in the store.
+func TestAnAttemptThroughTheActivities(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *models.Store) {
+		ctx := context.Background()
+		e := newEngine(t, s, 4)
+		jobID, ids := e.launch(t, 1)
+		id := ids[0]
+
+		plan, err := e.acts.PrepareRollout(ctx, PrepareRolloutInput{TraceID: id})
+		if err != nil || plan.Queue != QueueSandboxesCPU || plan.MaxSteps != 10 || plan.RunTimeoutS != DefaultRunTimeoutS {
+			t.Fatalf("plan = %+v, %v", plan, err)
+		}
+		started, err := e.acts.StartEnvironment(ctx, StartEnvironmentInput{TraceID: id, Attempt: 1})
+		if err != nil || started.HostQueue != "host/test/1" || started.Tools == 0 {
+			t.Fatalf("start = %+v, %v", started, err)
+		}
+		if tr := e.trace(t, id); tr.Status != models.TraceRunning || tr.Attempt != 1 || tr.StartTime == nil {
+			t.Errorf("after start: status %s attempt %d", tr.Status, tr.Attempt)
+		}
+		evs, _ := s.TraceEvents(ctx, id, -1, false)
+		if len(evs) < 2 || evs[0].Kind != models.EventSystem || evs[len(evs)-1].Kind != models.EventUser ||
+			!strings.Contains(evs[len(evs)-1].Text, "buy milk") || !strings.HasSuffix(evs[len(evs)-1].Text, "Use the tools.") {
+			t.Fatalf("opening events = %+v", evs)
+		}
+
+		var steps int
+		for step := 0; ; step++ {
+			ms, err := e.acts.ModelStep(ctx, ModelStepInput{TraceID: id, Attempt: 1, Step: step})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A retried model step answers from the store, without a second answer.
+			again, err := e.acts.ModelStep(ctx, ModelStepInput{TraceID: id, Attempt: 1, Step: step})
+			if err != nil || again != ms {
+				t.Fatalf("retried step %d = %+v, %v; want %+v", step, again, err, ms)
+			}
+			steps++
+			if ms.Done {
+				break
+			}
+			if err := e.acts.ToolStep(ctx, ToolStepInput{TraceID: id, Attempt: 1, Step: step, AssistantSeq: ms.Seq}); err != nil {
+				t.Fatal(err)
+			}
+			// A retried tool step skips the calls already recorded.
+			if err := e.acts.ToolStep(ctx, ToolStepInput{TraceID: id, Attempt: 1, Step: step, AssistantSeq: ms.Seq}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if steps != 3 {
+			t.Errorf("%d model steps, want 3 (two calls, then the answer)", steps)
+		}
+		evs, _ = s.TraceEvents(ctx, id, -1, false)
+		kinds := map[string]int{}
+		for _, ev := range evs {
+			kinds[ev.Kind]++
+		}
+		if kinds[models.EventAssistant] != 3 || kinds[models.EventToolCall] != 2 || kinds[models.EventToolResult] != 2 {
+			t.Errorf("events by kind = %v", kinds)
+		}
+
+		res, err := e.acts.Evaluate(ctx, EvaluateInput{TraceID: id, Attempt: 1, StopReason: models.StopDone})
+		if err != nil || res.Reward == nil || *res.Reward != 1 {
+			t.Fatalf("evaluate = %+v, %v", res, err)
+		}
+		tr := e.trace(t, id)
+		if tr.Status != models.TraceCompleted || tr.Reward == nil || *tr.Reward != 1 || tr.StopReason != models.StopDone || tr.EvaluationResult["reward"] != 1.0 {
+			t.Errorf("after evaluate: %s %v %s %v", tr.Status, tr.Reward, tr.StopReason, tr.EvaluationResult)
+		}
+		// Evaluate stopped the sandbox and told the job's RunList.
+		if n := e.acts.Sandboxes.(*sandbox.Process).Running(); n != 0 {
+			t.Errorf("%d sandboxes still running after evaluate", n)
+		}
+		if err := e.acts.ToolStep(ctx, ToolStepInput{TraceID: id, Attempt: 1, Step: 0, AssistantSeq: 0}); err == nil {
+			t.Error("a tool step after evaluate found the environment live")
+		}
+		if len(e.sent.got) != 1 || e.sent.got[0] != RunListWorkflowID(jobID)+" "+SignalRolloutDone+" "+id.String() {
+			t.Errorf("signals = %v", e.sent.got)
+		}
+		if err := e.acts.Teardown(ctx, TeardownInput{TraceID: id, Attempt: 1}); err != nil {
+			t.Errorf("a teardown after evaluate: %v", err)
+		}
+	})
+}
+
+func TestStartEnvironmentAtCapacityAndForClosedTraces(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *models.Store) {
+		ctx := context.Background()
+		e := newEngine(t, s, 1)
+		jobID, ids := e.launch(t, 3)
+		if _, err := e.acts.StartEnvironment(ctx, StartEnvironmentInput{TraceID: ids[0], Attempt: 1}); err != nil {
+			t.Fatal(err)
+		}
+		// The host's one slot is taken: the start is refused as retryable capacity.
+		_, err := e.acts.StartEnvironment(ctx, StartEnvironmentInput{TraceID: ids[1], Attempt: 1})
+		var appErr *temporal.ApplicationError
+		if !errors.As(err, &appErr) || appErr.Type() != ErrCapacity || appErr.NonRetryable() {
+			t.Fatalf("start at capacity = %v, want a retryable %s", err, ErrCapacity)
+		}
+		if err := e.acts.Teardown(ctx, TeardownInput{TraceID: ids[0], Attempt: 1}); err != nil {
+			t.Fatal(err)
+		}
+		// A trace cancelled before its sandbox started does not start.
+		if _, err := s.MarkJobCancelling(ctx, jobID); err != nil {
+			t.Fatal(err)
+		}
+		_, err = e.acts.StartEnvironment(ctx, StartEnvironmentInput{TraceID: ids[2], Attempt: 1})
+		if !errors.As(err, &appErr) || appErr.Type() != ErrTraceClosed {
+			t.Fatalf("start of a cancelled trace = %v, want %s", err, ErrTraceClosed)
+		}
+		if n := e.acts.Sandboxes.(*sandbox.Process).Running(); n != 0 {
+			t.Errorf("%d sandboxes running after a refused start", n)
+		}
+	})
+}
+
+func TestFinishTraceOfACancellingTraceEndsCancelled(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *models.Store) {
+		ctx := context.Background()
+		e := newEngine(t, s, 1)
+		jobID, ids := e.launch(t, 1)
+		now := time.Now().UTC()
+		if _, err := s.TransitionTrace(ctx, ids[0], models.TraceUpdate{Status: models.TraceRunning, Attempt: 1, StartTime: &now}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.MarkJobCancelling(ctx, jobID); err != nil {
+			t.Fatal(err)
+		}
+		// The attempt finished as the job was being cancelled.
+		one := 1.0
+		if err := e.acts.FinishTrace(ctx, FinishTraceInput{TraceID: ids[0], Status: models.TraceCompleted, StopReason: models.StopDone, Reward: &one}); err != nil {
+			t.Fatal(err)
+		}
+		if tr := e.trace(t, ids[0]); tr.Status != models.TraceCancelled || tr.StopReason != models.StopCancelled {
+			t.Errorf("trace = %s (%s), want cancelled", tr.Status, tr.StopReason)
+		}
+	})
+}
+
+func TestJobTracesPagesAndOpenTraces(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *models.Store) {
+		ctx := context.Background()
+		e := newEngine(t, s, 1)
+		jobID, ids := e.launch(t, 5)
+		var got []uuid.UUID
+		for off := 0; ; off += 2 {
+			page, err := e.acts.JobTracesPage(ctx, JobTracesPageInput{JobID: jobID, Offset: off, Limit: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, page.TraceIDs...)
+			if len(page.TraceIDs) < 2 {
+				break
+			}
+		}
+		if len(got) != 5 {
+			t.Fatalf("pages gave %d traces, want 5", len(got))
+		}
+		seen := map[uuid.UUID]bool{}
+		for _, id := range got {
+			seen[id] = true
+		}
+		if len(seen) != 5 {
+			t.Errorf("pages repeat traces: %v", got)
+		}
+		if err := e.acts.FinishTrace(ctx, FinishTraceInput{TraceID: ids[1], Status: models.TraceError, StopReason: models.StopError, Error: "x"}); err != nil {
+			t.Fatal(err)
+		}
+		open, err := e.acts.OpenTraces(ctx, OpenTracesInput{TraceIDs: ids[:3]})
+		if err != nil || len(open.TraceIDs) != 2 {
+			t.Errorf("open traces = %v, %v; want two of three", open.TraceIDs, err)
+		}
+	})
+}
