@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,45 +14,14 @@ import (
 
 	"github.com/proctorhq/proctor/internal/sandbox"
 	"github.com/proctorhq/proctor/internal/storetest"
+	"github.com/proctorhq/proctor/internal/testenv"
 	"github.com/proctorhq/proctor/models"
 )
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "activities-test-")
-	if err != nil {
-		panic(err)
-	}
-	binDir = dir
-	storetest.Main(m, func() { os.RemoveAll(dir) })
-}
+func TestMain(m *testing.M) { storetest.Main(m, testenv.Cleanup) }
 
-var (
-	binDir   string
-	todoOnce sync.Once
-	todoBin  string
-	todoErr  error
-)
-
-// todoBinary builds the todo example environment once per test binary.
-func todoBinary(t *testing.T) string {
-	t.Helper()
-	todoOnce.Do(func() {
-		dir, err := filepath.Abs("../examples/environments/todo")
-		if err != nil {
-			todoErr = err
-			return
-		}
-		todoBin = filepath.Join(binDir, "todo")
-		out, err := exec.Command("go", "build", "-o", todoBin, dir).CombinedOutput()
-		if err != nil {
-			todoErr = errors.New(string(out))
-		}
-	})
-	if todoErr != nil {
-		t.Fatalf("build the todo example: %v", todoErr)
-	}
-	return todoBin
-}
+// todoBinary is the todo example environment, built once per test binary.
+func todoBinary(t *testing.T) string { return testenv.Program(t, "examples/environments/todo") }
 
 // signals records the RunList signals FinishTrace sends.
 type signals struct {

@@ -1,7 +1,6 @@
 package envserver
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -10,12 +9,13 @@ import (
 	"os/signal"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/proctorhq/proctor/internal/testenv"
 )
 
 // helperEnv names the helper a re-executed test binary runs instead of the tests: the tests
@@ -75,25 +75,8 @@ func runHelper(name string) int {
 	return 0
 }
 
-// syncBuffer collects a child's stderr while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func (b *syncBuffer) waitFor(t *testing.T, s string) {
+// waitFor waits until b holds s.
+func waitFor(t *testing.T, b *testenv.Buffer, s string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !strings.Contains(b.String(), s) {
@@ -104,14 +87,14 @@ func (b *syncBuffer) waitFor(t *testing.T, s string) {
 	}
 }
 
-func helperCommand(t *testing.T, name string) (*exec.Cmd, *syncBuffer) {
+func helperCommand(t *testing.T, name string) (*exec.Cmd, *testenv.Buffer) {
 	t.Helper()
 	if runtime.GOOS == "windows" {
 		t.Skip("needs fd 1 swapping and SIGTERM")
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), helperEnv+"="+name)
-	stderr := &syncBuffer{}
+	stderr := &testenv.Buffer{}
 	cmd.Stderr = stderr
 	return cmd, stderr
 }
@@ -170,7 +153,7 @@ func TestShutdownHookRunsOnSIGTERMOnly(t *testing.T) {
 			defer func() {
 				_ = cmd.Process.Kill()
 			}()
-			stderr.waitFor(t, "envserver serving")
+			waitFor(t, stderr, "envserver serving")
 			for _, sig := range tt.signals {
 				if err := cmd.Process.Signal(sig); err != nil {
 					t.Fatal(err)

@@ -96,10 +96,25 @@ func newHumaError(status int, msg string, errs ...error) huma.StatusError {
 	return newAPIError(status, msg)
 }
 
+// newHumaErrorWithContext is what Huma calls for an error a handler returns that is no
+// StatusError (a failed query, a broken connection): a 500. Its cause is logged with the request
+// id and never sent; the client gets the request id to quote.
+func newHumaErrorWithContext(hctx huma.Context, status int, msg string, errs ...error) huma.StatusError {
+	if status < http.StatusInternalServerError {
+		return newHumaError(status, msg, errs...)
+	}
+	ctx := hctx.Context()
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	loggerFrom(ctx).ErrorContext(ctx, "internal error", "request_id", id, "method", hctx.Method(), "path", hctx.URL().Path,
+		"error", errors.Join(errs...))
+	return newAPIError(status, "internal error (request id "+id+")")
+}
+
 func init() {
-	// Huma's error constructor is package state by design; this package is its only user and sets
-	// it once, before any API is built.
+	// Huma's error constructors are package state by design; this package is their only user
+	// and sets them once, before any API is built.
 	huma.NewError = newHumaError
+	huma.NewErrorWithContext = newHumaErrorWithContext
 }
 
 // storeError maps the store's sentinel errors to API errors; anything else is a 500 whose detail

@@ -17,6 +17,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/proctorhq/proctor/internal/storetest"
+	"github.com/proctorhq/proctor/internal/testenv"
 	"github.com/proctorhq/proctor/models"
 )
 
@@ -278,6 +279,23 @@ func TestErrorsUseTheEnvelope(t *testing.T) {
 		func(ctx context.Context, _ *struct{}) (*probeOutput, error) {
 			return nil, storeError(fmt.Errorf("get thing: %w", models.ErrNotFound), "thing")
 		})
+
+	// An unexpected error is a 500 that names the request and keeps its cause in the log.
+	var logged testenv.Buffer
+	f500 := newFixture(t, storetest.Open(t, models.SQLite), Options{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	huma.Register(f500.api.v2, op(huma.Operation{OperationID: "probe-fail", Method: "GET", Path: "/probe/fail"}, authNone),
+		func(ctx context.Context, _ *struct{}) (*probeOutput, error) {
+			return nil, fmt.Errorf("list things: SQL logic error: unrecognized token: \"secret\"")
+		})
+	r500 := f500.do("GET", "/v2/probe/fail", "", nil)
+	wantEnvelope(t, r500, 500, "internal")
+	id := r500.header.Get("X-Request-Id")
+	if strings.Contains(string(r500.body), "SQL") || !strings.Contains(string(r500.body), id) {
+		t.Errorf("500 body = %s: want the request id %s and no internal text", r500.body, id)
+	}
+	if !strings.Contains(logged.String(), "unrecognized token") || !strings.Contains(logged.String(), "request_id="+id) {
+		t.Errorf("the log does not hold the cause with the request id:\n%s", logged.String())
+	}
 
 	wantEnvelope(t, f.do("GET", "/v2/nothing-here", "key", nil), 404, "not_found")
 	wantEnvelope(t, f.do("DELETE", "/v2/tasksets", "key", nil), 405, "method_not_allowed")

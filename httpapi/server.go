@@ -192,7 +192,18 @@ func op(o huma.Operation, mode authMode) huma.Operation {
 	return o
 }
 
-type requestIDKey struct{}
+type (
+	requestIDKey struct{}
+	loggerKey    struct{}
+)
+
+// loggerFrom is the server's logger a request carries (for code Huma calls without the server).
+func loggerFrom(ctx context.Context) *slog.Logger {
+	if l, ok := ctx.Value(loggerKey{}).(*slog.Logger); ok {
+		return l
+	}
+	return slog.Default()
+}
 
 // requestID takes a sane X-Request-Id from the client or makes one, and echoes it.
 func (s *Server) requestID(next http.Handler) http.Handler {
@@ -204,7 +215,8 @@ func (s *Server) requestID(next http.Handler) http.Handler {
 			id = hex.EncodeToString(b)
 		}
 		w.Header().Set("X-Request-Id", id)
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id)))
+		ctx := context.WithValue(context.WithValue(r.Context(), requestIDKey{}, id), loggerKey{}, s.log)
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 

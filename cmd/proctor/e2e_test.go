@@ -14,35 +14,22 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/proctorhq/proctor/httpapi"
 	"github.com/proctorhq/proctor/internal/storetest"
+	"github.com/proctorhq/proctor/internal/testenv"
 	"github.com/proctorhq/proctor/models"
 	ptemporal "github.com/proctorhq/proctor/temporal"
 	"github.com/proctorhq/proctor/temporal/devserver"
 )
 
-func TestMain(m *testing.M) { storetest.Main(m) }
-
-// syncBuffer is a bytes.Buffer safe for a command writing while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+func TestMain(m *testing.M) { storetest.Main(m, testenv.Cleanup) }
 
 type devRun struct {
 	info   devInfo
-	out    *syncBuffer
+	out    *testenv.Buffer
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -51,10 +38,10 @@ type devRun struct {
 func startDev(t testing.TB, dataDir string, extra ...string) *devRun {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &devRun{out: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
+	r := &devRun{out: &testenv.Buffer{}, cancel: cancel, done: make(chan error, 1)}
 	ready := make(chan devInfo, 1)
 	args := append([]string{"--data-dir", dataDir, "--http-addr", "127.0.0.1:0", "--temporal-address", "127.0.0.1:0", "--temporal-ui-port", "0", "--log-level", "warn"}, extra...)
-	stderr := &syncBuffer{}
+	stderr := &testenv.Buffer{}
 	go func() { r.done <- cmdDev(ctx, args, r.out, stderr, ready) }()
 	select {
 	case r.info = <-ready:

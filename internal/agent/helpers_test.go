@@ -1,16 +1,14 @@
 package agent
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"log/slog"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/proctorhq/proctor/internal/testenv"
 )
 
 // testContext ends with the test, or after a minute.
@@ -21,88 +19,17 @@ func testContext(t testing.TB) context.Context {
 	return ctx
 }
 
-// repoRoot is the directory holding go.mod, found by walking up from the package directory.
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the working directory")
-		}
-		dir = parent
-	}
-}
-
-// todoBuild builds the todo example once per test binary: building takes seconds on a busy
-// machine, and every environment test spawns its own process from the one binary.
-var todoBuild struct {
-	once sync.Once
-	dir  string
-	bin  string
-	err  error
-}
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if todoBuild.dir != "" {
-		_ = os.RemoveAll(todoBuild.dir)
-	}
+	testenv.Cleanup()
 	os.Exit(code)
-}
-
-func todoBinary(t testing.TB) string {
-	t.Helper()
-	root := repoRoot(t)
-	todoBuild.once.Do(func() {
-		dir, err := os.MkdirTemp("", "agent-todo-")
-		if err != nil {
-			todoBuild.err = err
-			return
-		}
-		todoBuild.dir = dir
-		todoBuild.bin = filepath.Join(dir, "todo")
-		cmd := exec.Command("go", "build", "-o", todoBuild.bin, "./examples/environments/todo")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			todoBuild.err = errors.New("go build todo: " + err.Error() + "\n" + string(out))
-		}
-	})
-	if todoBuild.err != nil {
-		t.Fatal(todoBuild.err)
-	}
-	return todoBuild.bin
-}
-
-// syncBuffer collects a child's stderr while the test may read it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // envProcess is a spawned environment and its session.
 type envProcess struct {
 	env    *Env
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *testenv.Buffer
 	exited chan struct{}
 }
 
@@ -111,9 +38,8 @@ type envProcess struct {
 // own (its stdin closed); it is killed, and the test fails, if it does not.
 func startTodo(t testing.TB, opts ConnectOptions) *envProcess {
 	t.Helper()
-	bin := todoBinary(t)
-	p := &envProcess{cmd: exec.Command(bin), stderr: &syncBuffer{}, exited: make(chan struct{})}
-	p.cmd.Dir = repoRoot(t)
+	bin := testenv.Program(t, "examples/environments/todo")
+	p := &envProcess{cmd: exec.Command(bin), stderr: &testenv.Buffer{}, exited: make(chan struct{})}
 	p.cmd.Stderr = p.stderr
 	stdin, err := p.cmd.StdinPipe()
 	if err != nil {

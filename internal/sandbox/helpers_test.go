@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/proctorhq/proctor/internal/testenv"
 )
 
 // The test binary doubles as the environment (and as a worker) when this
@@ -23,7 +25,9 @@ const helperEnv = "PROCTOR_SANDBOX_TEST_HELPER"
 func TestMain(m *testing.M) {
 	switch os.Getenv(helperEnv) {
 	case "":
-		os.Exit(m.Run())
+		code := m.Run()
+		testenv.Cleanup()
+		os.Exit(code)
 	case "connect":
 		// Exit 0 when a TCP connection to $ADDR succeeds.
 		c, err := net.DialTimeout("tcp", os.Getenv("ADDR"), 2*time.Second)

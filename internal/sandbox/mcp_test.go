@@ -2,27 +2,22 @@ package sandbox
 
 import (
 	"context"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/proctorhq/proctor/internal/testenv"
 )
 
-// buildTodo builds the todo example environment once per test binary run.
+// buildTodo is the todo example environment, built once per test binary.
 func buildTodo(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds an example environment")
 	}
-	bin := filepath.Join(t.TempDir(), "todo")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/proctorhq/proctor/examples/environments/todo")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build todo: %v\n%s", err, out)
-	}
-	return bin
+	return testenv.Program(t, "examples/environments/todo")
 }
 
 func TestARealMCPServerServesFromTheSandbox(t *testing.T) {

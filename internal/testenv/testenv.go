@@ -1,0 +1,100 @@
+// Package testenv holds what the tests of several packages need: a buffer that goroutines write
+// while a test reads it, and this module's programs (the example environments) built once per test
+// binary. Only tests import it.
+package testenv
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Buffer is a bytes.Buffer that is safe to write from other goroutines (a child's stderr, a
+// server's logger) while the test reads it.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// String is everything written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+var programs struct {
+	mu    sync.Mutex
+	dir   string
+	built map[string]string
+}
+
+// Program returns the binary of one of this module's packages, given by its path from the module
+// root (e.g. "examples/environments/todo"), built the first time a test of this binary asks: a
+// build takes seconds on a busy machine, and many tests start processes from the one binary.
+// Cleanup removes the binaries.
+func Program(t testing.TB, pkg string) string {
+	t.Helper()
+	programs.mu.Lock()
+	defer programs.mu.Unlock()
+	if bin, ok := programs.built[pkg]; ok {
+		return bin
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if programs.dir == "" {
+		if programs.dir, err = os.MkdirTemp("", "proctor-test-programs-"); err != nil {
+			t.Fatal(err)
+		}
+		programs.built = map[string]string{}
+	}
+	bin := filepath.Join(programs.dir, strings.ReplaceAll(pkg, "/", "_"))
+	cmd := exec.Command("go", "build", "-o", bin, "./"+pkg)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./%s: %v\n%s", pkg, err, out)
+	}
+	programs.built[pkg] = bin
+	return bin
+}
+
+// Cleanup removes the programs Program built; a TestMain calls it after the tests ran.
+func Cleanup() {
+	programs.mu.Lock()
+	defer programs.mu.Unlock()
+	if programs.dir != "" {
+		os.RemoveAll(programs.dir) //nolint:errcheck // a temp dir
+		programs.dir, programs.built = "", nil
+	}
+}
+
+// moduleRoot is the directory of this module's go.mod, found upward from the test's directory.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("testenv: no go.mod above the test's directory")
+		}
+		dir = parent
+	}
+}
