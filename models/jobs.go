@@ -1,0 +1,391 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+)
+
+// Job is one batch run. Its status is derived from its traces as they finish.
+type Job struct {
+	bun.BaseModel `bun:"table:jobs,alias:j"`
+	ID            uuid.UUID      `bun:"id,pk,type:uuid"`
+	TeamID        uuid.UUID      `bun:"team_id,type:uuid"`
+	CreatedBy     *uuid.UUID     `bun:"created_by,type:uuid"`
+	TasksetID     *uuid.UUID     `bun:"taskset_id,type:uuid"`
+	Name          string         `bun:"name"`
+	Description   string         `bun:"description"`
+	Status        string         `bun:"status"`
+	MaxSteps      int            `bun:"max_steps"`
+	GroupSize     int            `bun:"group_size"`
+	MaxConcurrent int            `bun:"max_concurrent"`
+	IsRemote      bool           `bun:"is_remote"`
+	Metadata      map[string]any `bun:"metadata"`
+	PublishedAt   *time.Time     `bun:"published_at"`
+	CreatedAt     time.Time      `bun:"created_at"`
+	UpdatedAt     time.Time      `bun:"updated_at"`
+}
+
+// Job statuses.
+const (
+	JobPending   = "pending"
+	JobRunning   = "running"
+	JobCompleted = "completed"
+	JobCancelled = "cancelled"
+)
+
+// LaunchTrace is one attempt to create.
+type LaunchTrace struct {
+	TraceID       uuid.UUID
+	TaskVersionID uuid.UUID
+	ModelID       uuid.UUID
+	GroupID       string
+	Name          string
+	// RuntimeConfig overrides the task version's, field by field; nil runs the version's.
+	RuntimeConfig *RuntimeConfig
+	MaxSteps      int
+	Metadata      map[string]any
+}
+
+// Launch creates a job (or adds to the caller's existing one) with its attempts, all pending.
+type Launch struct {
+	JobID         *uuid.UUID
+	Name          string
+	TasksetID     *uuid.UUID
+	MaxSteps      int
+	GroupSize     int
+	MaxConcurrent int
+	Metadata      map[string]any
+	Traces        []LaunchTrace
+}
+
+// LaunchJob writes a job and its pending traces in one transaction, before any workflow starts,
+// so that a poll right after launching finds them. A trace id the caller's team already has is
+// not created again (launches are idempotent on client-minted trace ids); one another team has is
+// a conflict.
+func (s *Store) LaunchJob(ctx context.Context, c *Caller, l Launch) (*Job, []Trace, error) {
+	job := &Job{}
+	var traces []Trace
+	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if l.JobID != nil {
+			err := tx.NewSelect().Model(job).Where("id = ?", *l.JobID).Scan(ctx)
+			switch {
+			case err == nil && job.TeamID != c.TeamID:
+				return fmt.Errorf("job %s belongs to another team: %w", *l.JobID, ErrConflict)
+			case err == nil:
+			case isNoRows(err):
+				job = nil
+			default:
+				return err
+			}
+		} else {
+			job = nil
+		}
+		if job == nil {
+			id := uuid.New()
+			if l.JobID != nil {
+				id = *l.JobID
+			}
+			if l.Metadata == nil {
+				l.Metadata = map[string]any{}
+			}
+			job = &Job{ID: id, TeamID: c.TeamID, CreatedBy: &c.UserID, TasksetID: l.TasksetID, Name: l.Name, Status: JobPending,
+				MaxSteps: l.MaxSteps, GroupSize: l.GroupSize, MaxConcurrent: l.MaxConcurrent, Metadata: l.Metadata,
+				CreatedAt: now(), UpdatedAt: now()}
+			if _, err := tx.NewInsert().Model(job).Exec(ctx); err != nil {
+				return err
+			}
+		}
+		var fresh []Trace
+		for _, lt := range l.Traces {
+			var existing Trace
+			err := tx.NewSelect().Model(&existing).Where("id = ?", lt.TraceID).Scan(ctx)
+			if err == nil {
+				if existing.TeamID != c.TeamID {
+					return fmt.Errorf("trace %s exists in another team: %w", lt.TraceID, ErrConflict)
+				}
+				traces = append(traces, existing)
+				continue
+			}
+			if !isNoRows(err) {
+				return err
+			}
+			var v TaskVersion
+			if err := tx.NewSelect().Model(&v).Where("id = ?", lt.TaskVersionID).Scan(ctx); err != nil {
+				return notFound(err, "task version "+lt.TaskVersionID.String())
+			}
+			rc := v.RuntimeConfig
+			if lt.RuntimeConfig != nil {
+				rc = lt.RuntimeConfig.Over(v.RuntimeConfig)
+			}
+			if lt.Metadata == nil {
+				lt.Metadata = map[string]any{}
+			}
+			modelID := lt.ModelID
+			t := Trace{ID: lt.TraceID, TeamID: c.TeamID, JobID: job.ID, TaskID: &v.TaskID, TaskVersionID: &v.ID, ModelID: &modelID,
+				GroupID: lt.GroupID, Name: lt.Name, Status: TracePending, Metadata: lt.Metadata, RuntimeConfig: rc,
+				MaxSteps: lt.MaxSteps, IsValid: true, CreatedAt: now(), UpdatedAt: now()}
+			if t.Name == "" {
+				t.Name = v.Name
+			}
+			traces = append(traces, t)
+			fresh = append(fresh, t)
+		}
+		for start := 0; start < len(fresh); start += insertBatch {
+			batch := fresh[start:min(start+insertBatch, len(fresh))]
+			// Two launches racing with the same client-minted id: the second writes nothing.
+			if _, err := tx.NewInsert().Model(&batch).On("CONFLICT (id) DO NOTHING").Exec(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) {
+			return nil, nil, err
+		}
+		return nil, nil, fmt.Errorf("launch job: %w", err)
+	}
+	return job, traces, nil
+}
+
+// JobRow is a job as one caller sees it.
+type JobRow struct {
+	Job     `bun:",extend"`
+	IsOwner bool `bun:"-"`
+	CanEdit bool `bun:"-"`
+}
+
+func (r *JobRow) fill(c *Caller) {
+	r.IsOwner = c != nil && r.TeamID == c.TeamID
+	r.CanEdit = r.IsOwner
+}
+
+// GetJob reads a job of the caller's team, or a published one (the only kind an anonymous caller
+// sees).
+func (s *Store) GetJob(ctx context.Context, c *Caller, id uuid.UUID) (*JobRow, error) {
+	var row JobRow
+	if err := s.DB.NewSelect().Model(&row).Where("j.id = ?", id).Scan(ctx); err != nil {
+		return nil, notFound(err, "get job")
+	}
+	if row.PublishedAt == nil && (c == nil || row.TeamID != c.TeamID) {
+		return nil, fmt.Errorf("get job: %w", ErrNotFound)
+	}
+	row.fill(c)
+	return &row, nil
+}
+
+// ListJobs pages the caller's team's jobs, newest first.
+func (s *Store) ListJobs(ctx context.Context, c *Caller, tasksetID *uuid.UUID, limit, offset int) ([]JobRow, int, error) {
+	var rows []JobRow
+	q := s.DB.NewSelect().Model(&rows).Where("j.team_id = ?", c.TeamID)
+	if tasksetID != nil {
+		q = q.Where("j.taskset_id = ?", *tasksetID)
+	}
+	total, err := q.OrderExpr("j.created_at DESC, j.id DESC").Limit(int64(limit)).Offset(int64(offset)).ScanAndCount(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list jobs: %w", err)
+	}
+	for i := range rows {
+		rows[i].fill(c)
+	}
+	return rows, int(total), nil
+}
+
+// ActiveJobs lists the caller's team's pending and running jobs, newest first.
+func (s *Store) ActiveJobs(ctx context.Context, c *Caller) ([]JobRow, error) {
+	var rows []JobRow
+	if err := s.DB.NewSelect().Model(&rows).Where("j.team_id = ? AND j.status IN (?)", c.TeamID, bun.In([]string{JobPending, JobRunning})).
+		OrderExpr("j.created_at DESC, j.id DESC").Scan(ctx); err != nil {
+		return nil, fmt.Errorf("active jobs: %w", err)
+	}
+	for i := range rows {
+		rows[i].fill(c)
+	}
+	return rows, nil
+}
+
+// editableJob checks that the caller's team owns a job it can see.
+func (s *Store) editableJob(ctx context.Context, c *Caller, id uuid.UUID) (*JobRow, error) {
+	j, err := s.GetJob(ctx, c, id)
+	if err != nil {
+		return nil, err
+	}
+	if !j.CanEdit {
+		return nil, fmt.Errorf("job %s: read-only for the caller: %w", id, ErrForbidden)
+	}
+	return j, nil
+}
+
+// UpdateJob renames or redescribes a job; nil leaves a field as it is.
+func (s *Store) UpdateJob(ctx context.Context, c *Caller, id uuid.UUID, name, description *string) (*JobRow, error) {
+	if _, err := s.editableJob(ctx, c, id); err != nil {
+		return nil, err
+	}
+	q := s.DB.NewUpdate().Model((*Job)(nil)).Set("updated_at = ?", now()).Where("id = ?", id)
+	if name != nil {
+		q = q.Set("name = ?", *name)
+	}
+	if description != nil {
+		q = q.Set("description = ?", *description)
+	}
+	if _, err := q.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("update job: %w", err)
+	}
+	return s.GetJob(ctx, c, id)
+}
+
+// PublishJob makes a job and its traces readable without credentials.
+func (s *Store) PublishJob(ctx context.Context, c *Caller, id uuid.UUID) error {
+	if _, err := s.editableJob(ctx, c, id); err != nil {
+		return err
+	}
+	_, err := s.DB.NewUpdate().Model((*Job)(nil)).Set("published_at = COALESCE(published_at, ?)", now()).Set("updated_at = ?", now()).Where("id = ?", id).Exec(ctx)
+	return err
+}
+
+// SetJobValidity marks every trace of a job valid or invalid and returns how many changed.
+func (s *Store) SetJobValidity(ctx context.Context, c *Caller, id uuid.UUID, valid bool) (int, error) {
+	if _, err := s.editableJob(ctx, c, id); err != nil {
+		return 0, err
+	}
+	res, err := s.DB.NewUpdate().Model((*Trace)(nil)).Set("is_valid = ?", valid).Set("updated_at = ?", now()).
+		Where("job_id = ? AND is_valid = ?", id, !valid).Exec(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("set job validity: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}
+
+// JobSummary counts a job's traces per status; AvgReward is over valid graded traces.
+type JobSummary struct {
+	Counts      map[string]int
+	TotalTraces int
+	TotalTasks  int
+	AvgReward   *float64
+}
+
+// SummarizeJob counts a job's traces.
+func (s *Store) SummarizeJob(ctx context.Context, c *Caller, id uuid.UUID) (*JobSummary, error) {
+	if _, err := s.GetJob(ctx, c, id); err != nil {
+		return nil, err
+	}
+	var rows []struct {
+		Status string `bun:"status"`
+		N      int    `bun:"n"`
+	}
+	if err := s.DB.NewSelect().Model((*Trace)(nil)).ColumnExpr("status, COUNT(*) AS n").Where("job_id = ?", id).GroupExpr("status").Scan(ctx, &rows); err != nil {
+		return nil, fmt.Errorf("job summary: %w", err)
+	}
+	sum := &JobSummary{Counts: map[string]int{}}
+	for _, st := range TraceStatuses {
+		sum.Counts[st] = 0
+	}
+	for _, r := range rows {
+		sum.Counts[r.Status] = r.N
+		sum.TotalTraces += r.N
+	}
+	var agg struct {
+		Tasks int      `bun:"tasks"`
+		Avg   *float64 `bun:"avg"`
+	}
+	if err := s.DB.NewSelect().Model((*Trace)(nil)).
+		ColumnExpr("COUNT(DISTINCT task_id) AS tasks").
+		ColumnExpr("AVG(CASE WHEN is_valid AND reward IS NOT NULL AND status = ? THEN reward END) AS avg", TraceCompleted).
+		Where("job_id = ?", id).Scan(ctx, &agg); err != nil {
+		return nil, fmt.Errorf("job summary: %w", err)
+	}
+	sum.TotalTasks, sum.AvgReward = agg.Tasks, agg.Avg
+	return sum, nil
+}
+
+// SetJobStatus records a job's status.
+func (s *Store) SetJobStatus(ctx context.Context, jobID uuid.UUID, status string) error {
+	_, err := s.DB.NewUpdate().Model((*Job)(nil)).Set("status = ?", status).Set("updated_at = ?", now()).Where("id = ?", jobID).Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("set job status: %w", err)
+	}
+	return nil
+}
+
+// JobTraceIDsPage lists a page of a job's trace ids in launch order.
+func (s *Store) JobTraceIDsPage(ctx context.Context, jobID uuid.UUID, offset, limit int) ([]uuid.UUID, error) {
+	ids := []uuid.UUID{}
+	if err := s.DB.NewSelect().Model((*Trace)(nil)).Column("id").Where("job_id = ?", jobID).OrderExpr("created_at ASC, id ASC").
+		Offset(int64(offset)).Limit(int64(limit)).Scan(ctx, &ids); err != nil {
+		return nil, fmt.Errorf("job traces page: %w", err)
+	}
+	return ids, nil
+}
+
+// CancelPendingTraces cancels a job's traces that never started (pending or marked cancelling
+// before any work) and returns how many.
+func (s *Store) CancelPendingTraces(ctx context.Context, jobID uuid.UUID) (int, error) {
+	res, err := s.DB.NewUpdate().Model((*Trace)(nil)).Set("status = ?", TraceCancelled).Set("stop_reason = ?", StopCancelled).
+		Set("end_time = ?", now()).Set("updated_at = ?", now()).
+		Where("job_id = ? AND (status = ? OR (status = ? AND start_time IS NULL))", jobID, TracePending, TraceCancelling).Exec(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("cancel pending traces: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}
+
+// MarkJobCancelling cancels the job's traces that never started, moves live ones to cancelling,
+// and returns the live ones.
+func (s *Store) MarkJobCancelling(ctx context.Context, jobID uuid.UUID) ([]uuid.UUID, error) {
+	var live []uuid.UUID
+	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if err := tx.NewSelect().Model((*Trace)(nil)).Column("id").
+			Where("job_id = ? AND status IN (?)", jobID, bun.In([]string{TraceInitializing, TraceRunning, TraceCancelling})).Scan(ctx, &live); err != nil {
+			return err
+		}
+		if _, err := tx.NewUpdate().Model((*Trace)(nil)).Set("status = ?", TraceCancelling).Set("updated_at = ?", now()).
+			Where("job_id = ? AND status IN (?)", jobID, bun.In([]string{TraceInitializing, TraceRunning})).Exec(ctx); err != nil {
+			return err
+		}
+		_, err := tx.NewUpdate().Model((*Trace)(nil)).Set("status = ?", TraceCancelled).Set("stop_reason = ?", StopCancelled).
+			Set("end_time = ?", now()).Set("updated_at = ?", now()).Where("job_id = ? AND status = ?", jobID, TracePending).Exec(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mark job cancelling: %w", err)
+	}
+	return live, nil
+}
+
+// Job kinds, in a job's metadata: a run_list job's status is driven by its RunList workflow; a
+// single-run job (rollouts/run, rollouts/submit) completes when its last trace ends.
+const (
+	JobKindKey     = "kind"
+	JobKindRunList = "run_list"
+)
+
+// SettleSingleRunJob marks a single-run job running while it has unfinished traces and completed
+// once all have ended. Jobs driven by a RunList are left alone. It returns the trace's job.
+func (s *Store) SettleSingleRunJob(ctx context.Context, traceID uuid.UUID) (*Job, error) {
+	var job Job
+	if err := s.DB.NewSelect().Model(&job).Where("id = (SELECT job_id FROM traces WHERE id = ?)", traceID).Scan(ctx); err != nil {
+		return nil, notFound(err, "settle job")
+	}
+	if job.IsRunList() || job.Status == JobCancelled {
+		return &job, nil
+	}
+	open, err := s.DB.NewSelect().Model((*Trace)(nil)).Where("job_id = ? AND status NOT IN (?)", job.ID, bun.In([]string{TraceCompleted, TraceError, TraceCancelled})).Count(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("settle job: %w", err)
+	}
+	status := JobRunning
+	if open == 0 {
+		status = JobCompleted
+	}
+	return &job, s.SetJobStatus(ctx, job.ID, status)
+}
+
+// IsRunList reports whether a RunList workflow drives the job.
+func (j *Job) IsRunList() bool { return j.Metadata[JobKindKey] == JobKindRunList }

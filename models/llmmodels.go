@@ -1,0 +1,98 @@
+package models
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+)
+
+// LLMModel is a catalog entry an agent runs on: which adapter drives it and where it is served.
+// Provider keys are never stored: APIKeyEnv names the environment variable that holds the key on
+// the workers.
+type LLMModel struct {
+	bun.BaseModel     `bun:"table:llm_models,alias:m"`
+	ID                uuid.UUID      `bun:"id,pk,type:uuid"`
+	TeamID            *uuid.UUID     `bun:"team_id,type:uuid"`
+	ModelName         string         `bun:"model_name"`
+	Name              string         `bun:"name"`
+	Provider          string         `bun:"provider"`
+	Adapter           string         `bun:"adapter"`
+	SDKAgentType      string         `bun:"sdk_agent_type"`
+	BaseURL           string         `bun:"base_url"`
+	APIKeyEnv         string         `bun:"api_key_env"`
+	ContextWindow     int            `bun:"context_window"`
+	Hidden            bool           `bun:"hidden"`
+	InputCostPerToken float64        `bun:"input_cost_per_token"`
+	RequestDefaults   map[string]any `bun:"request_defaults"`
+	CreatedAt         time.Time      `bun:"created_at"`
+	UpdatedAt         time.Time      `bun:"updated_at"`
+}
+
+// Model adapters.
+const (
+	AdapterOracle    = "oracle"
+	AdapterOpenAI    = "openai"
+	AdapterAnthropic = "anthropic"
+)
+
+// UpsertModel adds a catalog entry or updates the one of the same model_name (seeding is
+// idempotent).
+func (s *Store) UpsertModel(ctx context.Context, m *LLMModel) error {
+	if m.ID == uuid.Nil {
+		m.ID = uuid.New()
+	}
+	if m.RequestDefaults == nil {
+		m.RequestDefaults = map[string]any{}
+	}
+	m.CreatedAt, m.UpdatedAt = now(), now()
+	_, err := s.DB.NewInsert().Model(m).On("CONFLICT (model_name) DO UPDATE").
+		Set("name = EXCLUDED.name, provider = EXCLUDED.provider, adapter = EXCLUDED.adapter, base_url = EXCLUDED.base_url, api_key_env = EXCLUDED.api_key_env, context_window = EXCLUDED.context_window, updated_at = EXCLUDED.updated_at").
+		Returning("id").Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("upsert model %s: %w", m.ModelName, err)
+	}
+	return nil
+}
+
+func visibleModels(q *bun.SelectQuery, c *Caller) *bun.SelectQuery {
+	if c == nil {
+		return q.Where("m.team_id IS NULL")
+	}
+	return q.Where("m.team_id IS NULL OR m.team_id = ?", c.TeamID)
+}
+
+// ListModels pages the catalog entries the caller may use (shared ones and its team's), hidden
+// ones excluded, by name.
+func (s *Store) ListModels(ctx context.Context, c *Caller, limit, offset int) ([]LLMModel, int, error) {
+	var ms []LLMModel
+	total, err := visibleModels(s.DB.NewSelect().Model(&ms), c).Where("NOT m.hidden").
+		OrderExpr("m.model_name ASC").Limit(int64(limit)).Offset(int64(offset)).ScanAndCount(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list models: %w", err)
+	}
+	return ms, int(total), nil
+}
+
+// GetModel reads a catalog entry the caller may use.
+func (s *Store) GetModel(ctx context.Context, c *Caller, id uuid.UUID) (*LLMModel, error) {
+	m := new(LLMModel)
+	if err := visibleModels(s.DB.NewSelect().Model(m), c).Where("m.id = ?", id).Scan(ctx); err != nil {
+		return nil, notFound(err, "get model")
+	}
+	return m, nil
+}
+
+// ResolveModel turns a model_name (or an id) into the catalog entry.
+func (s *Store) ResolveModel(ctx context.Context, c *Caller, nameOrID string) (*LLMModel, error) {
+	if id, err := uuid.Parse(nameOrID); err == nil {
+		return s.GetModel(ctx, c, id)
+	}
+	m := new(LLMModel)
+	if err := visibleModels(s.DB.NewSelect().Model(m), c).Where("m.model_name = ?", nameOrID).Scan(ctx); err != nil {
+		return nil, notFound(err, fmt.Sprintf("model %q", nameOrID))
+	}
+	return m, nil
+}

@@ -1,0 +1,284 @@
+package models
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+)
+
+// Trace is the record of one attempt.
+type Trace struct {
+	bun.BaseModel    `bun:"table:traces,alias:tr"`
+	ID               uuid.UUID      `bun:"id,pk,type:uuid"`
+	TeamID           uuid.UUID      `bun:"team_id,type:uuid"`
+	JobID            uuid.UUID      `bun:"job_id,type:uuid"`
+	TaskID           *uuid.UUID     `bun:"task_id,type:uuid"`
+	TaskVersionID    *uuid.UUID     `bun:"task_version_id,type:uuid"`
+	ModelID          *uuid.UUID     `bun:"model_id,type:uuid"`
+	GroupID          string         `bun:"group_id"`
+	Name             string         `bun:"name"`
+	Description      string         `bun:"description"`
+	Status           string         `bun:"status"`
+	StopReason       string         `bun:"stop_reason"`
+	Error            string         `bun:"error"`
+	Reward           *float64       `bun:"reward"`
+	EvaluationResult map[string]any `bun:"evaluation_result"`
+	Metadata         map[string]any `bun:"metadata"`
+	RuntimeConfig    RuntimeConfig  `bun:"runtime_config"`
+	MaxSteps         int            `bun:"max_steps"`
+	IsValid          bool           `bun:"is_valid"`
+	Attempt          int            `bun:"attempt"`
+	InstanceID       *uuid.UUID     `bun:"instance_id,type:uuid"`
+	StartTime        *time.Time     `bun:"start_time"`
+	EndTime          *time.Time     `bun:"end_time"`
+	CreatedAt        time.Time      `bun:"created_at"`
+	UpdatedAt        time.Time      `bun:"updated_at"`
+}
+
+// Trace statuses and stop reasons.
+const (
+	TracePending      = "pending"
+	TraceInitializing = "initializing"
+	TraceRunning      = "running"
+	TraceCompleted    = "completed"
+	TraceError        = "error"
+	TraceCancelling   = "cancelling"
+	TraceCancelled    = "cancelled"
+
+	StopDone      = "done"
+	StopMaxSteps  = "max_steps"
+	StopTimeout   = "timeout"
+	StopCancelled = "cancelled"
+	StopError     = "error"
+)
+
+// TraceStatuses lists every status, in lifecycle order.
+var TraceStatuses = []string{TracePending, TraceInitializing, TraceRunning, TraceCompleted, TraceError, TraceCancelling, TraceCancelled}
+
+// Terminal reports whether a trace status is final.
+func Terminal(status string) bool {
+	return status == TraceCompleted || status == TraceError || status == TraceCancelled
+}
+
+// SetTracesValidity marks the listed traces of the caller's team valid or invalid.
+func (s *Store) SetTracesValidity(ctx context.Context, c *Caller, ids []uuid.UUID, valid bool) (int, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	res, err := s.DB.NewUpdate().Model((*Trace)(nil)).Set("is_valid = ?", valid).Set("updated_at = ?", now()).
+		Where("team_id = ? AND id IN (?) AND is_valid = ?", c.TeamID, bun.In(ids), !valid).Exec(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("set traces validity: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}
+
+// TraceRow is a trace as one caller sees it.
+type TraceRow struct {
+	Trace     `bun:",extend"`
+	Published bool   `bun:"published,scanonly"`
+	JobName   string `bun:"job_name,scanonly"`
+	CanEdit   bool   `bun:"-"`
+}
+
+func traceSelect(s *Store, dest any) *bun.SelectQuery {
+	return s.DB.NewSelect().Model(dest).ColumnExpr("tr.*").
+		ColumnExpr("(j.published_at IS NOT NULL) AS published").ColumnExpr("j.name AS job_name").
+		Join("JOIN jobs AS j ON j.id = tr.job_id")
+}
+
+// GetTrace reads a trace of the caller's team, or one of a published job.
+func (s *Store) GetTrace(ctx context.Context, c *Caller, id uuid.UUID) (*TraceRow, error) {
+	var row TraceRow
+	if err := traceSelect(s, &row).Where("tr.id = ?", id).Scan(ctx); err != nil {
+		return nil, notFound(err, "get trace")
+	}
+	if !row.Published && (c == nil || row.TeamID != c.TeamID) {
+		return nil, fmt.Errorf("get trace: %w", ErrNotFound)
+	}
+	row.CanEdit = c != nil && row.TeamID == c.TeamID
+	return &row, nil
+}
+
+// ListJobTraces pages a job's traces, oldest first.
+func (s *Store) ListJobTraces(ctx context.Context, c *Caller, jobID uuid.UUID, limit, offset int) ([]TraceRow, int, error) {
+	if _, err := s.GetJob(ctx, c, jobID); err != nil {
+		return nil, 0, err
+	}
+	var rows []TraceRow
+	total, err := traceSelect(s, &rows).Where("tr.job_id = ?", jobID).OrderExpr("tr.created_at ASC, tr.id ASC").
+		Limit(int64(limit)).Offset(int64(offset)).ScanAndCount(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list job traces: %w", err)
+	}
+	for i := range rows {
+		rows[i].CanEdit = c != nil && rows[i].TeamID == c.TeamID
+	}
+	return rows, int(total), nil
+}
+
+// UpdateTraceText renames or redescribes a trace of the caller's team.
+func (s *Store) UpdateTraceText(ctx context.Context, c *Caller, id uuid.UUID, name, description *string) (*TraceRow, error) {
+	t, err := s.GetTrace(ctx, c, id)
+	if err != nil {
+		return nil, err
+	}
+	if !t.CanEdit {
+		return nil, fmt.Errorf("trace %s: %w", id, ErrForbidden)
+	}
+	q := s.DB.NewUpdate().Model((*Trace)(nil)).Set("updated_at = ?", now()).Where("id = ?", id)
+	if name != nil {
+		q = q.Set("name = ?", *name)
+	}
+	if description != nil {
+		q = q.Set("description = ?", *description)
+	}
+	if _, err := q.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("update trace: %w", err)
+	}
+	return s.GetTrace(ctx, c, id)
+}
+
+// TraceUpdate is a transition written by the engine. Zero fields are left as they are.
+type TraceUpdate struct {
+	Status           string
+	StopReason       string
+	Error            string
+	Reward           *float64
+	EvaluationResult map[string]any
+	Attempt          int
+	StartTime        *time.Time
+	EndTime          *time.Time
+}
+
+// TransitionTrace writes a status change. A trace in a terminal status stays as it is, and a
+// cancelling trace only moves to cancelled: a late writer (a retried activity, a slow worker)
+// cannot resurrect or overwrite a finished attempt. It reports whether the row changed.
+func (s *Store) TransitionTrace(ctx context.Context, id uuid.UUID, u TraceUpdate) (bool, error) {
+	q := s.DB.NewUpdate().Model((*Trace)(nil)).Set("updated_at = ?", now()).Where("id = ?", id).
+		Where("status NOT IN (?)", bun.In([]string{TraceCompleted, TraceError, TraceCancelled}))
+	if u.Status != "" {
+		q = q.Set("status = ?", u.Status)
+		if u.Status != TraceCancelled {
+			q = q.Where("status <> ?", TraceCancelling)
+		}
+	}
+	if u.StopReason != "" {
+		q = q.Set("stop_reason = ?", u.StopReason)
+	}
+	if u.Error != "" {
+		q = q.Set("error = ?", u.Error)
+	}
+	if u.Reward != nil {
+		q = q.Set("reward = ?", *u.Reward)
+	}
+	if u.EvaluationResult != nil {
+		q = q.Set("evaluation_result = ?", u.EvaluationResult)
+	}
+	if u.Attempt > 0 {
+		q = q.Set("attempt = ?", u.Attempt)
+	}
+	if u.StartTime != nil {
+		q = q.Set("start_time = COALESCE(start_time, ?)", *u.StartTime)
+	}
+	if u.EndTime != nil {
+		q = q.Set("end_time = ?", *u.EndTime)
+	}
+	res, err := q.Exec(ctx)
+	if err != nil {
+		return false, fmt.Errorf("transition trace %s: %w", id, err)
+	}
+	n, _ := res.RowsAffected()
+	return n > 0, nil
+}
+
+// OpenTraceIDs returns those of ids whose traces have not ended.
+func (s *Store) OpenTraceIDs(ctx context.Context, ids []uuid.UUID) ([]uuid.UUID, error) {
+	open := []uuid.UUID{}
+	if len(ids) == 0 {
+		return open, nil
+	}
+	if err := s.DB.NewSelect().Model((*Trace)(nil)).Column("id").Where("id IN (?)", bun.In(ids)).
+		Where("status NOT IN (?)", bun.In([]string{TraceCompleted, TraceError, TraceCancelled})).OrderExpr("id ASC").Scan(ctx, &open); err != nil {
+		return nil, fmt.Errorf("open traces: %w", err)
+	}
+	return open, nil
+}
+
+// RelatedRow is a trace in a related-traces list, with its job's name and its model.
+type RelatedRow struct {
+	TraceRow      `bun:",extend"`
+	ModelName     *string `bun:"model_model_name,scanonly"`
+	ModelLabel    *string `bun:"model_label,scanonly"`
+	ModelProvider *string `bun:"model_provider,scanonly"`
+}
+
+// Related-trace kinds.
+const (
+	RelatedJob      = "job"
+	RelatedTask     = "task"
+	RelatedRecent   = "recent"
+	RelatedDiscover = "discover"
+)
+
+// RelatedQuery selects traces related to an anchor trace.
+type RelatedQuery struct {
+	Kind       string
+	ScopeToJob bool
+	Statuses   []string
+	Ascending  bool
+	Limit      int
+}
+
+// RelatedTraces lists traces related to one the caller sees: of the same job, of any version of
+// the same task, the caller's own recent ones, or the most recent visible ones. Only traces the
+// caller may see are listed (its team's, and those of published jobs).
+func (s *Store) RelatedTraces(ctx context.Context, c *Caller, anchor *TraceRow, q RelatedQuery) ([]RelatedRow, error) {
+	var rows []RelatedRow
+	sel := traceSelect(s, &rows).
+		ColumnExpr("m.model_name AS model_model_name, m.name AS model_label, m.provider AS model_provider").
+		Join("LEFT JOIN llm_models AS m ON m.id = tr.model_id")
+	if c == nil {
+		sel = sel.Where("j.published_at IS NOT NULL")
+	} else {
+		sel = sel.Where("(tr.team_id = ? OR j.published_at IS NOT NULL)", c.TeamID)
+	}
+	switch q.Kind {
+	case RelatedJob:
+		sel = sel.Where("tr.job_id = ?", anchor.JobID)
+	case RelatedTask:
+		if anchor.TaskID == nil {
+			return []RelatedRow{}, nil
+		}
+		sel = sel.Where("tr.task_id = ?", *anchor.TaskID)
+		if q.ScopeToJob {
+			sel = sel.Where("tr.job_id = ?", anchor.JobID)
+		}
+	case RelatedRecent:
+		if c == nil {
+			return nil, fmt.Errorf("recent traces need a caller: %w", ErrInvalidCredentials)
+		}
+		sel = sel.Where("j.created_by = ?", c.UserID)
+	case RelatedDiscover:
+	default:
+		return nil, ValidationError{{Location: "query.kind", Message: "kind must be job, task, recent or discover", Value: q.Kind}}
+	}
+	if len(q.Statuses) > 0 {
+		sel = sel.Where("tr.status IN (?)", bun.In(q.Statuses))
+	}
+	order := "DESC"
+	if q.Ascending {
+		order = "ASC"
+	}
+	if err := sel.OrderExpr("tr.created_at " + order + ", tr.id " + order).Limit(int64(q.Limit)).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("related traces: %w", err)
+	}
+	for i := range rows {
+		rows[i].CanEdit = c != nil && rows[i].TeamID == c.TeamID
+	}
+	return rows, nil
+}
