@@ -23,37 +23,43 @@ func (s *Server) registerHealth() {
 	huma.Register(s.api, op(huma.Operation{
 		OperationID: "healthz", Method: http.MethodGet, Path: "/healthz", Tags: []string{"Health"},
 		Summary: "Liveness", Description: "Answers 200 while the process serves requests; checks no dependency.",
-	}, authNone), func(ctx context.Context, _ *struct{}) (*healthOutput, error) {
-		return &healthOutput{Status: http.StatusOK, Body: HealthBody{Status: "ok"}}, nil
-	})
+	}, authNone), s.healthz)
 	huma.Register(s.api, op(huma.Operation{
 		OperationID: "readyz", Method: http.MethodGet, Path: "/readyz", Tags: []string{"Health"},
 		Summary: "Readiness", Description: "200 when the database and Temporal answer, 503 with the failing checks otherwise.",
 		Responses: map[string]*huma.Response{"503": {Description: "A dependency does not answer"}},
-	}, authNone), func(ctx context.Context, _ *struct{}) (*healthOutput, error) {
-		checks := map[string]string{"database": "ok", "temporal": "ok"}
-		ready := true
-		check := func(name string, f func(context.Context) error) {
-			ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-			defer cancel()
-			if err := f(ctx); err != nil {
-				checks[name] = err.Error()
-				ready = false
-			}
+	}, authNone), s.readyz)
+}
+
+// healthz serves GET /v2/healthz: liveness.
+func (s *Server) healthz(ctx context.Context, _ *struct{}) (*healthOutput, error) {
+	return &healthOutput{Status: http.StatusOK, Body: HealthBody{Status: "ok"}}, nil
+}
+
+// readyz serves GET /v2/readyz: readiness.
+func (s *Server) readyz(ctx context.Context, _ *struct{}) (*healthOutput, error) {
+	checks := map[string]string{"database": "ok", "temporal": "ok"}
+	ready := true
+	check := func(name string, f func(context.Context) error) {
+		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		if err := f(ctx); err != nil {
+			checks[name] = err.Error()
+			ready = false
 		}
-		if s.store == nil {
-			checks["database"], ready = "not configured", false
-		} else {
-			check("database", s.store.Ping)
-		}
-		if s.temporal == nil {
-			checks["temporal"], ready = "not configured", false
-		} else {
-			check("temporal", s.temporal.CheckHealth)
-		}
-		if !ready {
-			return &healthOutput{Status: http.StatusServiceUnavailable, Body: HealthBody{Status: "unavailable", Checks: checks}}, nil
-		}
-		return &healthOutput{Status: http.StatusOK, Body: HealthBody{Status: "ready", Checks: checks}}, nil
-	})
+	}
+	if s.store == nil {
+		checks["database"], ready = "not configured", false
+	} else {
+		check("database", s.store.Ping)
+	}
+	if s.temporal == nil {
+		checks["temporal"], ready = "not configured", false
+	} else {
+		check("temporal", s.temporal.CheckHealth)
+	}
+	if !ready {
+		return &healthOutput{Status: http.StatusServiceUnavailable, Body: HealthBody{Status: "unavailable", Checks: checks}}, nil
+	}
+	return &healthOutput{Status: http.StatusOK, Body: HealthBody{Status: "ready", Checks: checks}}, nil
 }

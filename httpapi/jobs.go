@@ -36,25 +36,11 @@ func jobFrom(r *models.JobRow) Job {
 		Published: r.PublishedAt != nil, Metadata: nonNilMap(r.Metadata), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 }
 
-type listJobsInput struct {
-	Limit     int    `query:"limit" minimum:"1" maximum:"500" default:"50"`
-	Offset    int    `query:"offset" minimum:"0" maximum:"2147483647" default:"0"`
-	TasksetID string `query:"taskset_id" format:"uuid" doc:"Only jobs of this taskset"`
-}
-
 type jobPath struct {
 	JobID uuid.UUID `path:"job_id"`
 }
 
 type jobOutput struct{ Body Job }
-
-type patchJobInput struct {
-	JobID uuid.UUID `path:"job_id"`
-	Body  struct {
-		Name        *string `json:"name,omitempty" maxLength:"200"`
-		Description *string `json:"description,omitempty" maxLength:"10000"`
-	}
-}
 
 // JobSummary counts a job's traces per status (spec: GET /v2/jobs/{job_id}/summary).
 type JobSummary struct {
@@ -72,12 +58,6 @@ type JobSummary struct {
 }
 
 type summaryOutput struct{ Body JobSummary }
-
-type jobTracesInput struct {
-	JobID  uuid.UUID `path:"job_id"`
-	Limit  int       `query:"limit" minimum:"1" maximum:"500" default:"50"`
-	Offset int       `query:"offset" minimum:"0" maximum:"2147483647" default:"0"`
-}
 
 type updatedCount struct {
 	Body struct {
@@ -98,109 +78,160 @@ func (s *Server) registerJobs() {
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "list-jobs", Method: http.MethodGet, Path: "/jobs", Tags: tags, Summary: "List jobs",
 		Description: "The caller's team's jobs, newest first.", Errors: []int{http.StatusUnprocessableEntity},
-	}, authKeyOrSession), func(ctx context.Context, in *listJobsInput) (*struct{ Body Page[Job] }, error) {
-		var taskset *uuid.UUID
-		if in.TasksetID != "" {
-			id := uuid.MustParse(in.TasksetID)
-			taskset = &id
-		}
-		rows, total, err := s.store.ListJobs(ctx, callerFrom(ctx), taskset, in.Limit, in.Offset)
-		if err != nil {
-			return nil, err
-		}
-		items := make([]Job, len(rows))
-		for i := range rows {
-			items[i] = jobFrom(&rows[i])
-		}
-		return &struct{ Body Page[Job] }{Body: NewPage(items, total, in.Limit, in.Offset)}, nil
-	})
+	}, authKeyOrSession), s.listJobs)
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "list-active-jobs", Method: http.MethodGet, Path: "/jobs/active", Tags: tags, Summary: "Jobs that are pending or running",
-	}, authKeyOrSession), func(ctx context.Context, _ *struct{}) (*struct{ Body []Job }, error) {
-		rows, err := s.store.ActiveJobs(ctx, callerFrom(ctx))
-		if err != nil {
-			return nil, err
-		}
-		out := &struct{ Body []Job }{Body: []Job{}}
-		for i := range rows {
-			out.Body = append(out.Body, jobFrom(&rows[i]))
-		}
-		return out, nil
-	})
+	}, authKeyOrSession), s.listActiveJobs)
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "get-job", Method: http.MethodGet, Path: "/jobs/{job_id}", Tags: tags, Summary: "Get a job",
 		Description: "A published job needs no credentials.", Errors: []int{http.StatusNotFound},
-	}, authOptional), func(ctx context.Context, in *jobPath) (*jobOutput, error) {
-		j, err := s.store.GetJob(ctx, callerFrom(ctx), in.JobID)
-		if err != nil {
-			return nil, storeError(err, "job")
-		}
-		return &jobOutput{Body: jobFrom(j)}, nil
-	})
+	}, authOptional), s.getJob)
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "update-job", Method: http.MethodPatch, Path: "/jobs/{job_id}", Tags: tags, Summary: "Rename or describe a job",
 		Errors: []int{http.StatusForbidden, http.StatusNotFound},
-	}, authKeyOrSession), func(ctx context.Context, in *patchJobInput) (*jobOutput, error) {
-		j, err := s.store.UpdateJob(ctx, callerFrom(ctx), in.JobID, in.Body.Name, in.Body.Description)
-		if err != nil {
-			return nil, storeError(err, "job")
-		}
-		return &jobOutput{Body: jobFrom(j)}, nil
-	})
+	}, authKeyOrSession), s.updateJob)
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "get-job-summary", Method: http.MethodGet, Path: "/jobs/{job_id}/summary", Tags: tags, Summary: "A job's counts per status",
 		Errors: []int{http.StatusNotFound},
-	}, authOptional), func(ctx context.Context, in *jobPath) (*summaryOutput, error) {
-		sum, err := s.store.SummarizeJob(ctx, callerFrom(ctx), in.JobID)
-		if err != nil {
-			return nil, storeError(err, "job")
-		}
-		c := sum.Counts
-		return &summaryOutput{Body: JobSummary{JobID: in.JobID, AvgReward: sum.AvgReward, Cancelled: c[models.TraceCancelled],
-			Cancelling: c[models.TraceCancelling], Completed: c[models.TraceCompleted], Error: c[models.TraceError],
-			Initializing: c[models.TraceInitializing], Pending: c[models.TracePending], Running: c[models.TraceRunning],
-			TotalTasks: sum.TotalTasks, TotalTraces: sum.TotalTraces}}, nil
-	})
+	}, authOptional), s.getJobSummary)
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "list-job-traces", Method: http.MethodGet, Path: "/jobs/{job_id}/traces", Tags: tags, Summary: "A job's traces",
 		Errors: []int{http.StatusNotFound},
-	}, authOptional), func(ctx context.Context, in *jobTracesInput) (*struct{ Body Page[Trace] }, error) {
-		rows, total, err := s.store.ListJobTraces(ctx, callerFrom(ctx), in.JobID, in.Limit, in.Offset)
-		if err != nil {
-			return nil, storeError(err, "job")
-		}
-		items := make([]Trace, len(rows))
-		for i := range rows {
-			items[i] = traceFrom(&rows[i])
-		}
-		return &struct{ Body Page[Trace] }{Body: NewPage(items, total, in.Limit, in.Offset)}, nil
-	})
-	for _, v := range []struct {
-		path, id, summary string
-		valid             bool
-	}{{"/jobs/{job_id}/invalidate", "invalidate-job", "Mark every trace of a job invalid", false}, {"/jobs/{job_id}/revalidate", "revalidate-job", "Mark every trace of a job valid", true}} {
-		valid := v.valid
-		huma.Register(s.v2, op(huma.Operation{
-			OperationID: v.id, Method: http.MethodPost, Path: v.path, Tags: tags, Summary: v.summary,
-			Description: "Invalid traces do not count toward scores.", Errors: []int{http.StatusForbidden, http.StatusNotFound},
-		}, authKeyOrSession), func(ctx context.Context, in *jobPath) (*updatedCount, error) {
-			n, err := s.store.SetJobValidity(ctx, callerFrom(ctx), in.JobID, valid)
-			if err != nil {
-				return nil, storeError(err, "job")
-			}
-			out := &updatedCount{}
-			out.Body.UpdatedCount = n
-			return out, nil
-		})
-	}
+	}, authOptional), s.listJobTraces)
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "invalidate-job", Method: http.MethodPost, Path: "/jobs/{job_id}/invalidate", Tags: tags, Summary: "Mark every trace of a job invalid",
+		Description: "Invalid traces do not count toward scores.", Errors: []int{http.StatusForbidden, http.StatusNotFound},
+	}, authKeyOrSession), s.invalidateJob)
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "revalidate-job", Method: http.MethodPost, Path: "/jobs/{job_id}/revalidate", Tags: tags, Summary: "Mark every trace of a job valid",
+		Description: "Invalid traces do not count toward scores.", Errors: []int{http.StatusForbidden, http.StatusNotFound},
+	}, authKeyOrSession), s.revalidateJob)
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "publish-job", Method: http.MethodPost, Path: "/jobs/{job_id}/publish", Tags: tags, Summary: "Publish a job",
 		Description: "The job and its traces become readable without credentials.", Errors: []int{http.StatusForbidden, http.StatusNotFound},
-	}, authKeyOrSession), func(ctx context.Context, in *jobPath) (*struct{ Body Published }, error) {
-		if err := s.store.PublishJob(ctx, callerFrom(ctx), in.JobID); err != nil {
-			return nil, storeError(err, "job")
-		}
-		return &struct{ Body Published }{Body: Published{Message: "published", PublicURL: s.publicURL + "/v2/jobs/" + in.JobID.String(),
-			JobID: in.JobID, Success: true}}, nil
-	})
+	}, authKeyOrSession), s.publishJob)
+}
+
+type listJobsInput struct {
+	Limit     int    `query:"limit" minimum:"1" maximum:"500" default:"50"`
+	Offset    int    `query:"offset" minimum:"0" maximum:"2147483647" default:"0"`
+	TasksetID string `query:"taskset_id" format:"uuid" doc:"Only jobs of this taskset"`
+}
+
+// invalidateJob serves POST /v2/jobs/{job_id}/invalidate: mark every trace of a job invalid.
+func (s *Server) invalidateJob(ctx context.Context, in *jobPath) (*updatedCount, error) {
+	return s.setJobValidity(ctx, in.JobID, false)
+}
+
+// revalidateJob serves POST /v2/jobs/{job_id}/revalidate: mark every trace of a job valid.
+func (s *Server) revalidateJob(ctx context.Context, in *jobPath) (*updatedCount, error) {
+	return s.setJobValidity(ctx, in.JobID, true)
+}
+
+func (s *Server) setJobValidity(ctx context.Context, jobID uuid.UUID, valid bool) (*updatedCount, error) {
+	n, err := s.store.SetJobValidity(ctx, callerFrom(ctx), jobID, valid)
+	if err != nil {
+		return nil, storeError(err, "job")
+	}
+	out := &updatedCount{}
+	out.Body.UpdatedCount = n
+	return out, nil
+}
+
+// listJobs serves GET /v2/jobs: list jobs.
+func (s *Server) listJobs(ctx context.Context, in *listJobsInput) (*struct{ Body Page[Job] }, error) {
+	var taskset *uuid.UUID
+	if in.TasksetID != "" {
+		id := uuid.MustParse(in.TasksetID)
+		taskset = &id
+	}
+	rows, total, err := s.store.ListJobs(ctx, callerFrom(ctx), taskset, in.Limit, in.Offset)
+	if err != nil {
+		return nil, err
+	}
+	items := make([]Job, len(rows))
+	for i := range rows {
+		items[i] = jobFrom(&rows[i])
+	}
+	return &struct{ Body Page[Job] }{Body: NewPage(items, total, in.Limit, in.Offset)}, nil
+}
+
+// listActiveJobs serves GET /v2/jobs/active: jobs that are pending or running.
+func (s *Server) listActiveJobs(ctx context.Context, _ *struct{}) (*struct{ Body []Job }, error) {
+	rows, err := s.store.ActiveJobs(ctx, callerFrom(ctx))
+	if err != nil {
+		return nil, err
+	}
+	out := &struct{ Body []Job }{Body: []Job{}}
+	for i := range rows {
+		out.Body = append(out.Body, jobFrom(&rows[i]))
+	}
+	return out, nil
+}
+
+// getJob serves GET /v2/jobs/{job_id}: get a job.
+func (s *Server) getJob(ctx context.Context, in *jobPath) (*jobOutput, error) {
+	j, err := s.store.GetJob(ctx, callerFrom(ctx), in.JobID)
+	if err != nil {
+		return nil, storeError(err, "job")
+	}
+	return &jobOutput{Body: jobFrom(j)}, nil
+}
+
+type patchJobInput struct {
+	JobID uuid.UUID `path:"job_id"`
+	Body  struct {
+		Name        *string `json:"name,omitempty" maxLength:"200"`
+		Description *string `json:"description,omitempty" maxLength:"10000"`
+	}
+}
+
+// updateJob serves PATCH /v2/jobs/{job_id}: rename or describe a job.
+func (s *Server) updateJob(ctx context.Context, in *patchJobInput) (*jobOutput, error) {
+	j, err := s.store.UpdateJob(ctx, callerFrom(ctx), in.JobID, in.Body.Name, in.Body.Description)
+	if err != nil {
+		return nil, storeError(err, "job")
+	}
+	return &jobOutput{Body: jobFrom(j)}, nil
+}
+
+// getJobSummary serves GET /v2/jobs/{job_id}/summary: a job's counts per status.
+func (s *Server) getJobSummary(ctx context.Context, in *jobPath) (*summaryOutput, error) {
+	sum, err := s.store.SummarizeJob(ctx, callerFrom(ctx), in.JobID)
+	if err != nil {
+		return nil, storeError(err, "job")
+	}
+	c := sum.Counts
+	return &summaryOutput{Body: JobSummary{JobID: in.JobID, AvgReward: sum.AvgReward, Cancelled: c[models.TraceCancelled],
+		Cancelling: c[models.TraceCancelling], Completed: c[models.TraceCompleted], Error: c[models.TraceError],
+		Initializing: c[models.TraceInitializing], Pending: c[models.TracePending], Running: c[models.TraceRunning],
+		TotalTasks: sum.TotalTasks, TotalTraces: sum.TotalTraces}}, nil
+}
+
+type jobTracesInput struct {
+	JobID  uuid.UUID `path:"job_id"`
+	Limit  int       `query:"limit" minimum:"1" maximum:"500" default:"50"`
+	Offset int       `query:"offset" minimum:"0" maximum:"2147483647" default:"0"`
+}
+
+// listJobTraces serves GET /v2/jobs/{job_id}/traces: a job's traces.
+func (s *Server) listJobTraces(ctx context.Context, in *jobTracesInput) (*struct{ Body Page[Trace] }, error) {
+	rows, total, err := s.store.ListJobTraces(ctx, callerFrom(ctx), in.JobID, in.Limit, in.Offset)
+	if err != nil {
+		return nil, storeError(err, "job")
+	}
+	items := make([]Trace, len(rows))
+	for i := range rows {
+		items[i] = traceFrom(&rows[i])
+	}
+	return &struct{ Body Page[Trace] }{Body: NewPage(items, total, in.Limit, in.Offset)}, nil
+}
+
+// publishJob serves POST /v2/jobs/{job_id}/publish: publish a job.
+func (s *Server) publishJob(ctx context.Context, in *jobPath) (*struct{ Body Published }, error) {
+	if err := s.store.PublishJob(ctx, callerFrom(ctx), in.JobID); err != nil {
+		return nil, storeError(err, "job")
+	}
+	return &struct{ Body Published }{Body: Published{Message: "published", PublicURL: s.publicURL + "/v2/jobs/" + in.JobID.String(),
+		JobID: in.JobID, Success: true}}, nil
 }

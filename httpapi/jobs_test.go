@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -158,4 +159,24 @@ func TestModelJobAndTraceReads(t *testing.T) {
 		wantEnvelope(t, f.do("PATCH", jid, "Bearer "+otherKey, strings.NewReader(`{"name":"mine"}`)), 403, "forbidden")
 		wantEnvelope(t, f.do("GET", "/v2/jobs/"+uuid.NewString()+"/summary", "key", nil), 404, "not_found")
 	})
+}
+
+func TestRulesAcrossFieldsAnswer422(t *testing.T) {
+	f := newFixture(t, storetest.Open(t, models.SQLite), Options{})
+	model := uuid.NewString()
+	for _, tc := range []struct {
+		method, path, body, location string
+	}{
+		{"POST", "/v2/rollouts/run_list", `{"model_ids": ["` + model + `"]}`, "body.task_version_ids"},
+		{"POST", "/v2/rollouts/run_list", `{"model_ids": ["` + model + `"], "taskset_id": "` + uuid.NewString() + `", "task_version_ids": ["` + uuid.NewString() + `"]}`, "body.task_version_ids"},
+		{"PATCH", "/v2/tasks/status", `{"ids": ["` + uuid.NewString() + `"]}`, "body.status"},
+		{"PATCH", "/v2/tasks/status", `{"status": "ready"}`, "body.ids"},
+		{"GET", "/v2/trace/" + uuid.NewString() + "/related?status=running,done", "", "query.status"},
+	} {
+		var body io.Reader
+		if tc.body != "" {
+			body = strings.NewReader(tc.body)
+		}
+		wantValidation(t, f.do(tc.method, tc.path, "key", body), tc.location)
+	}
 }

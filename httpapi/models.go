@@ -37,19 +37,6 @@ func modelFrom(m *models.LLMModel, c *models.Caller) Model {
 		Hidden: m.Hidden, InputCostPerToken: m.InputCostPerToken, RequestDefaults: nonNilMap(m.RequestDefaults)}
 }
 
-type listModelsInput struct {
-	Limit  int `query:"limit" minimum:"1" maximum:"500" default:"100"`
-	Offset int `query:"offset" minimum:"0" maximum:"2147483647" default:"0"`
-}
-
-type resolveModelInput struct {
-	Model string `query:"model" required:"true" minLength:"1" maxLength:"200" doc:"A model_name or an id"`
-}
-
-type modelPath struct {
-	ModelID uuid.UUID `path:"model_id"`
-}
-
 type modelOutput struct{ Body Model }
 
 type listModelsOutput struct{ Body Page[Model] }
@@ -59,36 +46,58 @@ func (s *Server) registerModels() {
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "list-models", Method: http.MethodGet, Path: "/models", Tags: tags, Summary: "List models",
 		Description: "The catalog entries the caller may run agents on, by name.", Errors: []int{http.StatusUnprocessableEntity},
-	}, authKeyOrSession), func(ctx context.Context, in *listModelsInput) (*listModelsOutput, error) {
-		c := callerFrom(ctx)
-		ms, total, err := s.store.ListModels(ctx, c, in.Limit, in.Offset)
-		if err != nil {
-			return nil, err
-		}
-		items := make([]Model, len(ms))
-		for i := range ms {
-			items[i] = modelFrom(&ms[i], c)
-		}
-		return &listModelsOutput{Body: NewPage(items, total, in.Limit, in.Offset)}, nil
-	})
+	}, authKeyOrSession), s.listModels)
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "resolve-model", Method: http.MethodGet, Path: "/models/resolve", Tags: tags, Summary: "Resolve a model name",
 		Description: "Turns a model_name (or an id) into the catalog entry, so clients can launch with its id.", Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity},
-	}, authKeyOrSession), func(ctx context.Context, in *resolveModelInput) (*modelOutput, error) {
-		m, err := s.store.ResolveModel(ctx, callerFrom(ctx), in.Model)
-		if err != nil {
-			return nil, storeError(err, "model "+in.Model)
-		}
-		return &modelOutput{Body: modelFrom(m, callerFrom(ctx))}, nil
-	})
+	}, authKeyOrSession), s.resolveModel)
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "get-model", Method: http.MethodGet, Path: "/models/{model_id}", Tags: tags, Summary: "Get a model",
 		Errors: []int{http.StatusNotFound},
-	}, authKeyOrSession), func(ctx context.Context, in *modelPath) (*modelOutput, error) {
-		m, err := s.store.GetModel(ctx, callerFrom(ctx), in.ModelID)
-		if err != nil {
-			return nil, storeError(err, "model")
-		}
-		return &modelOutput{Body: modelFrom(m, callerFrom(ctx))}, nil
-	})
+	}, authKeyOrSession), s.getModel)
+}
+
+type listModelsInput struct {
+	Limit  int `query:"limit" minimum:"1" maximum:"500" default:"100"`
+	Offset int `query:"offset" minimum:"0" maximum:"2147483647" default:"0"`
+}
+
+// listModels serves GET /v2/models: list models.
+func (s *Server) listModels(ctx context.Context, in *listModelsInput) (*listModelsOutput, error) {
+	c := callerFrom(ctx)
+	ms, total, err := s.store.ListModels(ctx, c, in.Limit, in.Offset)
+	if err != nil {
+		return nil, err
+	}
+	items := make([]Model, len(ms))
+	for i := range ms {
+		items[i] = modelFrom(&ms[i], c)
+	}
+	return &listModelsOutput{Body: NewPage(items, total, in.Limit, in.Offset)}, nil
+}
+
+type resolveModelInput struct {
+	Model string `query:"model" required:"true" minLength:"1" maxLength:"200" doc:"A model_name or an id"`
+}
+
+// resolveModel serves GET /v2/models/resolve: resolve a model name.
+func (s *Server) resolveModel(ctx context.Context, in *resolveModelInput) (*modelOutput, error) {
+	m, err := s.store.ResolveModel(ctx, callerFrom(ctx), in.Model)
+	if err != nil {
+		return nil, storeError(err, "model "+in.Model)
+	}
+	return &modelOutput{Body: modelFrom(m, callerFrom(ctx))}, nil
+}
+
+type modelPath struct {
+	ModelID uuid.UUID `path:"model_id"`
+}
+
+// getModel serves GET /v2/models/{model_id}: get a model.
+func (s *Server) getModel(ctx context.Context, in *modelPath) (*modelOutput, error) {
+	m, err := s.store.GetModel(ctx, callerFrom(ctx), in.ModelID)
+	if err != nil {
+		return nil, storeError(err, "model")
+	}
+	return &modelOutput{Body: modelFrom(m, callerFrom(ctx))}, nil
 }

@@ -126,24 +126,7 @@ func nonNilSlice[T any](s []T) []T {
 	return s
 }
 
-// ListRegistriesInput is the query of GET /v2/registry.
-type ListRegistriesInput struct {
-	Limit                  int    `query:"limit" minimum:"1" maximum:"500" default:"50" doc:"Page size"`
-	Offset                 int    `query:"offset" minimum:"0" maximum:"2147483647" default:"0" doc:"Rows to skip"`
-	Search                 string `query:"search" maxLength:"200" doc:"Case-insensitive substring of the name"`
-	MatchTemplates         bool   `query:"match_templates" default:"false" doc:"With search, also match the description and the latest build's scenario names, descriptions and setup descriptions"`
-	IncludeLatestScenarios bool   `query:"include_latest_scenarios" default:"false" doc:"Embed the latest build's scenarios in each row"`
-	PublicOnly             bool   `query:"public_only" default:"false" doc:"Only public environments"`
-	OwnerOnly              bool   `query:"owner_only" default:"false" doc:"Only the caller's team's environments (ignored when public_only is true)"`
-	ProjectID              string `query:"project_id" format:"uuid" doc:"Restrict to one project; omitted lists all projects"`
-	SortBy                 string `query:"sort_by" enum:"starred,date,name,stars" default:"starred" doc:"starred: the caller's starred first; date: updated_at descending; name: A-Z; stars: star_count descending"`
-}
-
 type listRegistriesOutput struct{ Body Page[Registry] }
-
-type registryPath struct {
-	RegistryID uuid.UUID `path:"registry_id" format:"uuid" doc:"The environment's id"`
-}
 
 type registryOutput struct{ Body RegistryDetail }
 
@@ -174,83 +157,112 @@ func (s *Server) registerRegistries() {
 		Summary:     "List environments",
 		Description: "The caller's team's environments and public ones, filtered, sorted and paged.",
 		Errors:      []int{http.StatusUnprocessableEntity},
-	}, authKeyOrSession), func(ctx context.Context, in *ListRegistriesInput) (*listRegistriesOutput, error) {
-		q := models.RegistryQuery{
-			Search: in.Search, MatchTemplates: in.MatchTemplates, IncludeLatestScenarios: in.IncludeLatestScenarios,
-			PublicOnly: in.PublicOnly, OwnerOnly: in.OwnerOnly, SortBy: in.SortBy, Limit: in.Limit, Offset: in.Offset,
-		}
-		if in.ProjectID != "" {
-			id := uuid.MustParse(in.ProjectID) // format:"uuid" was validated
-			q.ProjectID = &id
-		}
-		rows, total, err := s.store.ListRegistries(ctx, callerFrom(ctx), q)
-		if err != nil {
-			return nil, storeError(err, "environment")
-		}
-		items := make([]Registry, len(rows))
-		for i, r := range rows {
-			items[i] = registryFromRow(r)
-		}
-		return &listRegistriesOutput{Body: NewPage(items, total, in.Limit, in.Offset)}, nil
-	})
+	}, authKeyOrSession), s.listRegistries)
 
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "get-registry", Method: http.MethodGet, Path: "/registry/{registry_id}", Tags: tags,
 		Summary: "Get an environment", Description: "The environment with its latest build's details.",
 		Errors: []int{http.StatusNotFound},
-	}, authKeyOrSession), func(ctx context.Context, in *registryPath) (*registryOutput, error) {
-		row, err := s.store.GetRegistry(ctx, callerFrom(ctx), in.RegistryID)
-		if err != nil {
-			return nil, storeError(err, "environment")
-		}
-		return &registryOutput{Body: RegistryDetail{Registry: registryFromRow(*row), LatestBuild: buildFromModel(row.LatestBuild)}}, nil
-	})
+	}, authKeyOrSession), s.getRegistry)
 
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "list-registry-scenarios", Method: http.MethodGet, Path: "/registry/{registry_id}/scenarios", Tags: tags,
 		Summary: "List an environment's scenarios", Description: "The scenarios one build declares (default: the latest build).",
 		Errors: []int{http.StatusNotFound},
-	}, authKeyOrSession), func(ctx context.Context, in *scenariosInput) (*scenariosOutput, error) {
-		build, err := s.registryBuild(ctx, in.RegistryID, in.BuildID)
-		if err != nil {
-			return nil, err
-		}
-		out := &scenariosOutput{Body: []Scenario{}}
-		if build == nil {
-			return out, nil
-		}
-		scs, err := s.store.ListScenarios(ctx, build.ID)
-		if err != nil {
-			return nil, err
-		}
-		for _, sc := range scs {
-			out.Body = append(out.Body, scenarioFromModel(sc))
-		}
-		return out, nil
-	})
+	}, authKeyOrSession), s.listRegistryScenarios)
 
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "get-registry-source-url", Method: http.MethodGet, Path: "/registry/{registry_id}/source-url", Tags: tags,
 		Summary:     "Get a download link for a build's source",
 		Description: "A temporary presigned link to the source archive of a build (default: the latest build).",
 		Errors:      []int{http.StatusNotFound},
-	}, authKeyOrSession), func(ctx context.Context, in *scenariosInput) (*sourceURLOutput, error) {
-		build, err := s.registryBuild(ctx, in.RegistryID, in.BuildID)
-		if err != nil {
-			return nil, err
-		}
-		if build == nil {
-			return nil, newAPIError(http.StatusNotFound, "the environment has no build yet")
-		}
-		if build.SourceKey == "" || s.bucket == nil {
-			return nil, newAPIError(http.StatusNotFound, "this build has no source archive")
-		}
-		url, err := s.bucket.SignedURL(ctx, build.SourceKey, http.MethodGet, sourceURLTTL)
-		if err != nil {
-			return nil, err
-		}
-		return &sourceURLOutput{Body: SourceURL{RegistryID: in.RegistryID, BuildID: build.ID, DownloadURL: url, RepoURL: build.RepoURL}}, nil
-	})
+	}, authKeyOrSession), s.getRegistrySourceUrl)
+}
+
+// ListRegistriesInput is the query of GET /v2/registry.
+type ListRegistriesInput struct {
+	Limit                  int    `query:"limit" minimum:"1" maximum:"500" default:"50" doc:"Page size"`
+	Offset                 int    `query:"offset" minimum:"0" maximum:"2147483647" default:"0" doc:"Rows to skip"`
+	Search                 string `query:"search" maxLength:"200" doc:"Case-insensitive substring of the name"`
+	MatchTemplates         bool   `query:"match_templates" default:"false" doc:"With search, also match the description and the latest build's scenario names, descriptions and setup descriptions"`
+	IncludeLatestScenarios bool   `query:"include_latest_scenarios" default:"false" doc:"Embed the latest build's scenarios in each row"`
+	PublicOnly             bool   `query:"public_only" default:"false" doc:"Only public environments"`
+	OwnerOnly              bool   `query:"owner_only" default:"false" doc:"Only the caller's team's environments (ignored when public_only is true)"`
+	ProjectID              string `query:"project_id" format:"uuid" doc:"Restrict to one project; omitted lists all projects"`
+	SortBy                 string `query:"sort_by" enum:"starred,date,name,stars" default:"starred" doc:"starred: the caller's starred first; date: updated_at descending; name: A-Z; stars: star_count descending"`
+}
+
+// listRegistries serves GET /v2/registry: list environments.
+func (s *Server) listRegistries(ctx context.Context, in *ListRegistriesInput) (*listRegistriesOutput, error) {
+	q := models.RegistryQuery{
+		Search: in.Search, MatchTemplates: in.MatchTemplates, IncludeLatestScenarios: in.IncludeLatestScenarios,
+		PublicOnly: in.PublicOnly, OwnerOnly: in.OwnerOnly, SortBy: in.SortBy, Limit: in.Limit, Offset: in.Offset,
+	}
+	if in.ProjectID != "" {
+		id := uuid.MustParse(in.ProjectID) // format:"uuid" was validated
+		q.ProjectID = &id
+	}
+	rows, total, err := s.store.ListRegistries(ctx, callerFrom(ctx), q)
+	if err != nil {
+		return nil, storeError(err, "environment")
+	}
+	items := make([]Registry, len(rows))
+	for i, r := range rows {
+		items[i] = registryFromRow(r)
+	}
+	return &listRegistriesOutput{Body: NewPage(items, total, in.Limit, in.Offset)}, nil
+}
+
+type registryPath struct {
+	RegistryID uuid.UUID `path:"registry_id" format:"uuid" doc:"The environment's id"`
+}
+
+// getRegistry serves GET /v2/registry/{registry_id}: get an environment.
+func (s *Server) getRegistry(ctx context.Context, in *registryPath) (*registryOutput, error) {
+	row, err := s.store.GetRegistry(ctx, callerFrom(ctx), in.RegistryID)
+	if err != nil {
+		return nil, storeError(err, "environment")
+	}
+	return &registryOutput{Body: RegistryDetail{Registry: registryFromRow(*row), LatestBuild: buildFromModel(row.LatestBuild)}}, nil
+}
+
+// listRegistryScenarios serves GET /v2/registry/{registry_id}/scenarios: list an environment's scenarios.
+func (s *Server) listRegistryScenarios(ctx context.Context, in *scenariosInput) (*scenariosOutput, error) {
+	build, err := s.registryBuild(ctx, in.RegistryID, in.BuildID)
+	if err != nil {
+		return nil, err
+	}
+	out := &scenariosOutput{Body: []Scenario{}}
+	if build == nil {
+		return out, nil
+	}
+	scs, err := s.store.ListScenarios(ctx, build.ID)
+	if err != nil {
+		return nil, err
+	}
+	for _, sc := range scs {
+		out.Body = append(out.Body, scenarioFromModel(sc))
+	}
+	return out, nil
+}
+
+// getRegistrySourceUrl serves GET /v2/registry/{registry_id}/source-url: get a download link for a build's source.
+func (s *Server) getRegistrySourceUrl(ctx context.Context, in *scenariosInput) (*sourceURLOutput, error) {
+	build, err := s.registryBuild(ctx, in.RegistryID, in.BuildID)
+	if err != nil {
+		return nil, err
+	}
+	if build == nil {
+		return nil, newAPIError(http.StatusNotFound, "the environment has no build yet")
+	}
+	if build.SourceKey == "" || s.bucket == nil {
+		return nil, newAPIError(http.StatusNotFound, "this build has no source archive")
+	}
+	url, err := s.bucket.SignedURL(ctx, build.SourceKey, http.MethodGet, sourceURLTTL)
+	if err != nil {
+		return nil, err
+	}
+	return &sourceURLOutput{Body: SourceURL{RegistryID: in.RegistryID, BuildID: build.ID, DownloadURL: url, RepoURL: build.RepoURL}}, nil
 }
 
 // registryBuild resolves the build a registry route is about: the given one, or the latest (nil

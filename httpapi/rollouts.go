@@ -26,31 +26,7 @@ type Launched struct {
 	Status  string    `json:"status" enum:"queued"`
 }
 
-type runInput struct {
-	Body struct {
-		TaskVersionID uuid.UUID             `json:"task_version_id"`
-		ModelID       uuid.UUID             `json:"model_id"`
-		MaxSteps      int                   `json:"max_steps,omitempty" minimum:"1" maximum:"10000" default:"30"`
-		RuntimeConfig *models.RuntimeConfig `json:"runtime_config,omitempty" doc:"Overrides the task's, field by field"`
-		TraceID       *uuid.UUID            `json:"trace_id,omitempty" doc:"Client-minted id; launching it again is idempotent"`
-		TraceName     string                `json:"trace_name,omitempty" maxLength:"200"`
-	}
-}
-
 type launchedOutput struct{ Body Launched }
-
-type runListInput struct {
-	Body struct {
-		TasksetID      *uuid.UUID            `json:"taskset_id,omitempty" doc:"Every task of this taskset at its latest version (or give task_version_ids)"`
-		TaskVersionIDs []uuid.UUID           `json:"task_version_ids,omitempty" maxItems:"100000"`
-		ModelIDs       []uuid.UUID           `json:"model_ids" minItems:"1" maxItems:"50"`
-		GroupSize      int                   `json:"group_size,omitempty" minimum:"1" maximum:"1000" default:"1" doc:"Attempts per task version and model; a group shares a group_id"`
-		MaxConcurrent  int                   `json:"max_concurrent,omitempty" minimum:"1" maximum:"10000" default:"10" doc:"Attempts live at once"`
-		MaxSteps       int                   `json:"max_steps,omitempty" minimum:"1" maximum:"10000" default:"30"`
-		Name           string                `json:"name,omitempty" maxLength:"200"`
-		RuntimeConfig  *models.RuntimeConfig `json:"runtime_config,omitempty" doc:"Overrides each task's, field by field"`
-	}
-}
 
 // RunListResult is one launched (or rejected) task version × model.
 type RunListResult struct {
@@ -68,35 +44,6 @@ type runListOutput struct {
 		Accepted int             `json:"accepted"`
 		Rejected int             `json:"rejected"`
 		Results  []RunListResult `json:"results" nullable:"false"`
-	}
-}
-
-type submitInput struct {
-	Body struct {
-		TraceID uuid.UUID  `json:"trace_id" doc:"Client-minted; submitting it again is idempotent"`
-		JobID   *uuid.UUID `json:"job_id,omitempty" doc:"Client-minted job to add the attempt to (created if new)"`
-		Env     string     `json:"env,omitempty" doc:"Informational: the environment comes from the task"`
-		Task    string     `json:"task" minLength:"1" doc:"A task version id, or a task id (its latest version)"`
-		Agent   struct {
-			Type   string         `json:"type" minLength:"1" doc:"A model_name or model id"`
-			Config map[string]any `json:"config,omitempty"`
-		} `json:"agent"`
-		Args          map[string]any        `json:"args,omitempty" doc:"Recorded with the trace"`
-		GroupID       string                `json:"group_id,omitempty" maxLength:"200"`
-		RuntimeConfig *models.RuntimeConfig `json:"runtime_config,omitempty" doc:"Overrides the task's, field by field"`
-		Slug          string                `json:"slug,omitempty" maxLength:"200"`
-	}
-}
-
-type cancelTraceInput struct {
-	Body struct {
-		TraceID uuid.UUID `json:"trace_id"`
-	}
-}
-
-type cancelJobInput struct {
-	Body struct {
-		JobID uuid.UUID `json:"job_id"`
 	}
 }
 
@@ -141,250 +88,331 @@ func (s *Server) registerRollouts() {
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "run-rollout", Method: http.MethodPost, Path: "/rollouts/run", Tags: tags, Summary: "Run one attempt",
 		Description: "Creates a job with one trace and queues the attempt. Returns at once; poll the trace.", DefaultStatus: http.StatusCreated, Errors: errs,
-	}, authKeyOrSession), func(ctx context.Context, in *runInput) (*launchedOutput, error) {
-		if err := s.requireWorkflows(); err != nil {
-			return nil, err
-		}
-		c := callerFrom(ctx)
-		if _, err := s.store.GetTaskVersion(ctx, c, in.Body.TaskVersionID); err != nil {
-			return nil, storeError(err, "task version")
-		}
-		if _, err := s.store.GetModel(ctx, c, in.Body.ModelID); err != nil {
-			return nil, storeError(err, "model")
-		}
-		traceID := uuid.New()
-		if in.Body.TraceID != nil {
-			traceID = *in.Body.TraceID
-		}
-		lt := models.LaunchTrace{TraceID: traceID, TaskVersionID: in.Body.TaskVersionID, ModelID: in.Body.ModelID, Name: in.Body.TraceName, MaxSteps: in.Body.MaxSteps}
-		lt.RuntimeConfig = in.Body.RuntimeConfig
-		job, traces, err := s.store.LaunchJob(ctx, c, models.Launch{Name: in.Body.TraceName, MaxSteps: in.Body.MaxSteps, GroupSize: 1, MaxConcurrent: 1, Traces: []models.LaunchTrace{lt}})
-		if err != nil {
-			return nil, storeError(err, "task version")
-		}
-		if err := s.workflows.StartRollout(ctx, traces[0].ID); err != nil {
-			return nil, s.startFailed(ctx, err, traces[0].ID)
-		}
-		return &launchedOutput{Body: Launched{JobID: job.ID, TraceID: traces[0].ID, Status: "queued"}}, nil
-	})
+	}, authKeyOrSession), s.runRollout)
 
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "run-rollout-list", Method: http.MethodPost, Path: "/rollouts/run_list", Tags: tags, Summary: "Run a batch as one job",
 		Description: "Launches group_size attempts of every task version × model, at most max_concurrent live at once, as one job. " +
 			"Task versions or models the caller cannot see are rejected per pair; the rest run.",
 		DefaultStatus: http.StatusCreated, Errors: errs,
-	}, authKeyOrSession), func(ctx context.Context, in *runListInput) (*runListOutput, error) {
-		if err := s.requireWorkflows(); err != nil {
-			return nil, err
-		}
-		c := callerFrom(ctx)
-		b := in.Body
-		versions := b.TaskVersionIDs
-		// Versions listed from a taskset the caller sees need no check of their own; explicit
-		// ids are checked one by one, and those the caller cannot see are rejected.
-		checkVersions := true
-		if b.TasksetID != nil {
-			checkVersions = false
-			if len(versions) > 0 {
-				return nil, validation("body.task_version_ids", "give taskset_id or task_version_ids, not both", nil)
-			}
-			ts, err := s.store.GetTaskset(ctx, c, *b.TasksetID)
-			if err != nil {
-				return nil, storeError(err, "taskset")
-			}
-			for off := 0; ; off += 500 {
-				rows, _, err := s.store.ListTasks(ctx, c, ts.ID, 500, off)
-				if err != nil {
-					return nil, err
-				}
-				for _, r := range rows {
-					if r.LatestVersionID != nil {
-						versions = append(versions, *r.LatestVersionID)
-					}
-				}
-				if len(rows) < 500 {
-					break
-				}
-			}
-		}
-		if len(versions) == 0 {
-			return nil, validation("body.task_version_ids", "nothing to run: give task_version_ids or a taskset with tasks", nil)
-		}
-		out := &runListOutput{}
-		out.Body.Results = []RunListResult{}
-		var launch []models.LaunchTrace
-		okModel := map[uuid.UUID]error{}
-		for _, m := range b.ModelIDs {
-			_, err := s.store.GetModel(ctx, c, m)
-			okModel[m] = err
-		}
-		for _, v := range versions {
-			var verr error
-			if checkVersions {
-				_, verr = s.store.GetTaskVersion(ctx, c, v)
-			}
-			for _, m := range b.ModelIDs {
-				res := RunListResult{TaskVersionID: v, ModelID: m, TraceIDs: []uuid.UUID{}}
-				switch {
-				case verr != nil:
-					res.Error = "no such task version is visible to the caller"
-				case okModel[m] != nil:
-					res.Error = "no such model is visible to the caller"
-				default:
-					res.Accepted = true
-					for g := 0; g < b.GroupSize; g++ {
-						id := uuid.New()
-						res.TraceIDs = append(res.TraceIDs, id)
-						launch = append(launch, models.LaunchTrace{TraceID: id, TaskVersionID: v, ModelID: m, GroupID: fmt.Sprintf("%s/%s", v, m),
-							MaxSteps: b.MaxSteps, RuntimeConfig: b.RuntimeConfig})
-					}
-				}
-				if res.Accepted {
-					out.Body.Accepted++
-				} else {
-					out.Body.Rejected++
-				}
-				out.Body.Results = append(out.Body.Results, res)
-			}
-		}
-		out.Body.Total = len(out.Body.Results)
-		if len(launch) == 0 {
-			return nil, newAPIError(http.StatusNotFound, "none of the task versions and models is visible to the caller")
-		}
-		job, _, err := s.store.LaunchJob(ctx, c, models.Launch{Name: b.Name, TasksetID: b.TasksetID, MaxSteps: b.MaxSteps, GroupSize: b.GroupSize,
-			MaxConcurrent: b.MaxConcurrent, Metadata: map[string]any{models.JobKindKey: models.JobKindRunList}, Traces: launch})
-		if err != nil {
-			return nil, storeError(err, "task version")
-		}
-		out.Body.JobID = job.ID
-		if err := s.workflows.StartRunList(ctx, job.ID, b.MaxConcurrent); err != nil {
-			s.log.ErrorContext(ctx, "start run list", "job", job.ID, "error", err)
-			return nil, newAPIError(http.StatusServiceUnavailable, "the job was recorded but its workflow could not start: "+err.Error())
-		}
-		return out, nil
-	})
+	}, authKeyOrSession), s.runRolloutList)
 
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "submit-rollout", Method: http.MethodPost, Path: "/rollouts/submit", Tags: tags, Summary: "Submit an attempt with client-minted ids",
 		Description: "For SDKs that mint their own trace and job ids. Idempotent on trace_id.", DefaultStatus: http.StatusCreated, Errors: errs,
-	}, authKeyOrSession), func(ctx context.Context, in *submitInput) (*launchedOutput, error) {
-		if err := s.requireWorkflows(); err != nil {
-			return nil, err
-		}
-		c := callerFrom(ctx)
-		b := in.Body
-		id, err := uuid.Parse(b.Task)
-		if err != nil {
-			return nil, validation("body.task", "task must be a task version id or a task id", b.Task)
-		}
-		t, err := s.store.GetTask(ctx, c, id)
-		if err != nil || t.Task.LatestVersionID == nil {
-			return nil, newAPIError(http.StatusNotFound, "no task or task version "+b.Task+" is visible to the caller")
-		}
-		version := *t.Task.LatestVersionID
-		if v, err := s.store.GetTaskVersion(ctx, c, id); err == nil {
-			version = v.ID // the caller named a version: run exactly it
-		}
-		m, err := s.store.ResolveModel(ctx, c, b.Agent.Type)
-		if err != nil {
-			return nil, storeError(err, "model "+b.Agent.Type)
-		}
-		lt := models.LaunchTrace{TraceID: b.TraceID, TaskVersionID: version, ModelID: m.ID, GroupID: b.GroupID, Name: b.Slug, MaxSteps: 30,
-			Metadata: map[string]any{"args": b.Args, "env": b.Env, "agent_config": b.Agent.Config}}
-		lt.RuntimeConfig = b.RuntimeConfig
-		job, traces, err := s.store.LaunchJob(ctx, c, models.Launch{JobID: b.JobID, MaxSteps: 30, GroupSize: 1, MaxConcurrent: 1, Traces: []models.LaunchTrace{lt}})
-		if err != nil {
-			return nil, storeError(err, "task version")
-		}
-		if err := s.workflows.StartRollout(ctx, traces[0].ID); err != nil {
-			return nil, s.startFailed(ctx, err, traces[0].ID)
-		}
-		return &launchedOutput{Body: Launched{JobID: job.ID, TraceID: traces[0].ID, Status: "queued"}}, nil
-	})
+	}, authKeyOrSession), s.submitRollout)
 
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "cancel-rollout", Method: http.MethodPost, Path: "/rollouts/cancel", Tags: tags, Summary: "Cancel an attempt",
 		Description: "The attempt reads cancelling, tears its sandbox down, then reads cancelled.", Errors: errs,
-	}, authKeyOrSession), func(ctx context.Context, in *cancelTraceInput) (*statusOutput, error) {
-		if err := s.requireWorkflows(); err != nil {
-			return nil, err
-		}
-		t, err := s.store.GetTrace(ctx, callerFrom(ctx), in.Body.TraceID)
-		if err != nil {
-			return nil, storeError(err, "trace")
-		}
-		if !t.CanEdit {
-			return nil, newAPIError(http.StatusForbidden, "the trace is read-only for the caller")
-		}
-		if !models.Terminal(t.Status) {
-			// The workflow settles it: it tears the sandbox down, then writes cancelled.
-			s.store.TransitionTrace(ctx, t.ID, models.TraceUpdate{Status: models.TraceCancelling}) //nolint:errcheck // informational
-			if err := s.workflows.CancelTrace(ctx, t.ID); err != nil {
-				return nil, err
-			}
-		}
-		out := &statusOutput{}
-		out.Body.Status = "accepted"
-		return out, nil
-	})
+	}, authKeyOrSession), s.cancelRollout)
 
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "cancel-job", Method: http.MethodPost, Path: "/rollouts/cancel_job", Tags: tags, Summary: "Cancel every attempt of a job",
 		Errors: errs,
-	}, authKeyOrSession), func(ctx context.Context, in *cancelJobInput) (*cancelJobOutput, error) {
-		if err := s.requireWorkflows(); err != nil {
+	}, authKeyOrSession), s.cancelJob)
+
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "cancel-user-jobs", Method: http.MethodPost, Path: "/rollouts/cancel_user_jobs", Tags: tags, Summary: "Cancel everything the caller has running",
+		Description: "Cancels every pending or running job the caller launched.", Errors: []int{http.StatusServiceUnavailable},
+	}, authKeyOrSession), s.cancelUserJobs)
+}
+
+type runInput struct {
+	Body struct {
+		TaskVersionID uuid.UUID             `json:"task_version_id"`
+		ModelID       uuid.UUID             `json:"model_id"`
+		MaxSteps      int                   `json:"max_steps,omitempty" minimum:"1" maximum:"10000" default:"30"`
+		RuntimeConfig *models.RuntimeConfig `json:"runtime_config,omitempty" doc:"Overrides the task's, field by field"`
+		TraceID       *uuid.UUID            `json:"trace_id,omitempty" doc:"Client-minted id; launching it again is idempotent"`
+		TraceName     string                `json:"trace_name,omitempty" maxLength:"200"`
+	}
+}
+
+// runRollout serves POST /v2/rollouts/run: run one attempt.
+func (s *Server) runRollout(ctx context.Context, in *runInput) (*launchedOutput, error) {
+	if err := s.requireWorkflows(); err != nil {
+		return nil, err
+	}
+	c := callerFrom(ctx)
+	if _, err := s.store.GetTaskVersion(ctx, c, in.Body.TaskVersionID); err != nil {
+		return nil, storeError(err, "task version")
+	}
+	if _, err := s.store.GetModel(ctx, c, in.Body.ModelID); err != nil {
+		return nil, storeError(err, "model")
+	}
+	traceID := uuid.New()
+	if in.Body.TraceID != nil {
+		traceID = *in.Body.TraceID
+	}
+	lt := models.LaunchTrace{TraceID: traceID, TaskVersionID: in.Body.TaskVersionID, ModelID: in.Body.ModelID, Name: in.Body.TraceName,
+		MaxSteps: in.Body.MaxSteps, RuntimeConfig: in.Body.RuntimeConfig}
+	return s.launchOne(ctx, models.Launch{Name: in.Body.TraceName, MaxSteps: in.Body.MaxSteps, Traces: []models.LaunchTrace{lt}})
+}
+
+// launchOne is the launch path of run and submit: the job and its one trace are written, then the
+// attempt's workflow is started.
+func (s *Server) launchOne(ctx context.Context, l models.Launch) (*launchedOutput, error) {
+	l.GroupSize, l.MaxConcurrent = 1, 1
+	job, traces, err := s.store.LaunchJob(ctx, callerFrom(ctx), l)
+	if err != nil {
+		return nil, storeError(err, "task version")
+	}
+	if err := s.workflows.StartRollout(ctx, traces[0].ID); err != nil {
+		return nil, s.startFailed(ctx, err, traces[0].ID)
+	}
+	return &launchedOutput{Body: Launched{JobID: job.ID, TraceID: traces[0].ID, Status: "queued"}}, nil
+}
+
+type runListInput struct {
+	Body struct {
+		TasksetID      *uuid.UUID            `json:"taskset_id,omitempty" doc:"Every task of this taskset at its latest version (or give task_version_ids)"`
+		TaskVersionIDs []uuid.UUID           `json:"task_version_ids,omitempty" maxItems:"100000"`
+		ModelIDs       []uuid.UUID           `json:"model_ids" minItems:"1" maxItems:"50"`
+		GroupSize      int                   `json:"group_size,omitempty" minimum:"1" maximum:"1000" default:"1" doc:"Attempts per task version and model; a group shares a group_id"`
+		MaxConcurrent  int                   `json:"max_concurrent,omitempty" minimum:"1" maximum:"10000" default:"10" doc:"Attempts live at once"`
+		MaxSteps       int                   `json:"max_steps,omitempty" minimum:"1" maximum:"10000" default:"30"`
+		Name           string                `json:"name,omitempty" maxLength:"200"`
+		RuntimeConfig  *models.RuntimeConfig `json:"runtime_config,omitempty" doc:"Overrides each task's, field by field"`
+	}
+}
+
+// Resolve requires exactly one of taskset_id and task_version_ids.
+func (in *runListInput) Resolve(huma.Context) []error {
+	switch {
+	case in.Body.TasksetID != nil && len(in.Body.TaskVersionIDs) > 0:
+		return []error{&huma.ErrorDetail{Location: "body.task_version_ids", Message: "give taskset_id or task_version_ids, not both"}}
+	case in.Body.TasksetID == nil && len(in.Body.TaskVersionIDs) == 0:
+		return []error{&huma.ErrorDetail{Location: "body.task_version_ids", Message: "nothing to run: give task_version_ids or a taskset_id"}}
+	}
+	return nil
+}
+
+// runRolloutList serves POST /v2/rollouts/run_list: run a batch as one job.
+func (s *Server) runRolloutList(ctx context.Context, in *runListInput) (*runListOutput, error) {
+	if err := s.requireWorkflows(); err != nil {
+		return nil, err
+	}
+	c := callerFrom(ctx)
+	b := in.Body
+	versions := b.TaskVersionIDs
+	// Versions listed from a taskset the caller sees need no check of their own; explicit
+	// ids are checked one by one, and those the caller cannot see are rejected.
+	checkVersions := true
+	if b.TasksetID != nil {
+		checkVersions = false
+		ts, err := s.store.GetTaskset(ctx, c, *b.TasksetID)
+		if err != nil {
+			return nil, storeError(err, "taskset")
+		}
+		for off := 0; ; off += 500 {
+			rows, _, err := s.store.ListTasks(ctx, c, ts.ID, 500, off)
+			if err != nil {
+				return nil, err
+			}
+			for _, r := range rows {
+				if r.LatestVersionID != nil {
+					versions = append(versions, *r.LatestVersionID)
+				}
+			}
+			if len(rows) < 500 {
+				break
+			}
+		}
+	}
+	if len(versions) == 0 {
+		return nil, validation("body.taskset_id", "nothing to run: the taskset has no tasks", b.TasksetID)
+	}
+	out := &runListOutput{}
+	out.Body.Results = []RunListResult{}
+	var launch []models.LaunchTrace
+	okModel := map[uuid.UUID]error{}
+	for _, m := range b.ModelIDs {
+		_, err := s.store.GetModel(ctx, c, m)
+		okModel[m] = err
+	}
+	for _, v := range versions {
+		var verr error
+		if checkVersions {
+			_, verr = s.store.GetTaskVersion(ctx, c, v)
+		}
+		for _, m := range b.ModelIDs {
+			res := RunListResult{TaskVersionID: v, ModelID: m, TraceIDs: []uuid.UUID{}}
+			switch {
+			case verr != nil:
+				res.Error = "no such task version is visible to the caller"
+			case okModel[m] != nil:
+				res.Error = "no such model is visible to the caller"
+			default:
+				res.Accepted = true
+				for g := 0; g < b.GroupSize; g++ {
+					id := uuid.New()
+					res.TraceIDs = append(res.TraceIDs, id)
+					launch = append(launch, models.LaunchTrace{TraceID: id, TaskVersionID: v, ModelID: m, GroupID: fmt.Sprintf("%s/%s", v, m),
+						MaxSteps: b.MaxSteps, RuntimeConfig: b.RuntimeConfig})
+				}
+			}
+			if res.Accepted {
+				out.Body.Accepted++
+			} else {
+				out.Body.Rejected++
+			}
+			out.Body.Results = append(out.Body.Results, res)
+		}
+	}
+	out.Body.Total = len(out.Body.Results)
+	if len(launch) == 0 {
+		return nil, newAPIError(http.StatusNotFound, "none of the task versions and models is visible to the caller")
+	}
+	job, _, err := s.store.LaunchJob(ctx, c, models.Launch{Name: b.Name, TasksetID: b.TasksetID, MaxSteps: b.MaxSteps, GroupSize: b.GroupSize,
+		MaxConcurrent: b.MaxConcurrent, Metadata: map[string]any{models.JobKindKey: models.JobKindRunList}, Traces: launch})
+	if err != nil {
+		return nil, storeError(err, "task version")
+	}
+	out.Body.JobID = job.ID
+	if err := s.workflows.StartRunList(ctx, job.ID, b.MaxConcurrent); err != nil {
+		id, _ := ctx.Value(requestIDKey{}).(string)
+		s.log.ErrorContext(ctx, "start run list", "request_id", id, "job", job.ID, "error", err)
+		return nil, newAPIError(http.StatusServiceUnavailable, "the job was recorded but its workflow could not start (request id "+id+")")
+	}
+	return out, nil
+}
+
+type submitInput struct {
+	Body struct {
+		TraceID uuid.UUID  `json:"trace_id" doc:"Client-minted; submitting it again is idempotent"`
+		JobID   *uuid.UUID `json:"job_id,omitempty" doc:"Client-minted job to add the attempt to (created if new)"`
+		Env     string     `json:"env,omitempty" doc:"Informational: the environment comes from the task"`
+		Task    string     `json:"task" minLength:"1" doc:"A task version id, or a task id (its latest version)"`
+		Agent   struct {
+			Type   string         `json:"type" minLength:"1" doc:"A model_name or model id"`
+			Config map[string]any `json:"config,omitempty"`
+		} `json:"agent"`
+		Args          map[string]any        `json:"args,omitempty" doc:"Recorded with the trace"`
+		GroupID       string                `json:"group_id,omitempty" maxLength:"200"`
+		RuntimeConfig *models.RuntimeConfig `json:"runtime_config,omitempty" doc:"Overrides the task's, field by field"`
+		Slug          string                `json:"slug,omitempty" maxLength:"200"`
+	}
+}
+
+// submitRollout serves POST /v2/rollouts/submit: submit an attempt with client-minted ids.
+func (s *Server) submitRollout(ctx context.Context, in *submitInput) (*launchedOutput, error) {
+	if err := s.requireWorkflows(); err != nil {
+		return nil, err
+	}
+	c := callerFrom(ctx)
+	b := in.Body
+	id, err := uuid.Parse(b.Task)
+	if err != nil {
+		return nil, validation("body.task", "task must be a task version id or a task id", b.Task)
+	}
+	t, err := s.store.GetTask(ctx, c, id)
+	if err != nil || t.Task.LatestVersionID == nil {
+		return nil, newAPIError(http.StatusNotFound, "no task or task version "+b.Task+" is visible to the caller")
+	}
+	version := *t.Task.LatestVersionID
+	if v, err := s.store.GetTaskVersion(ctx, c, id); err == nil {
+		version = v.ID // the caller named a version: run exactly it
+	}
+	m, err := s.store.ResolveModel(ctx, c, b.Agent.Type)
+	if err != nil {
+		return nil, storeError(err, "model "+b.Agent.Type)
+	}
+	lt := models.LaunchTrace{TraceID: b.TraceID, TaskVersionID: version, ModelID: m.ID, GroupID: b.GroupID, Name: b.Slug, MaxSteps: 30,
+		RuntimeConfig: b.RuntimeConfig, Metadata: map[string]any{"args": b.Args, "env": b.Env, "agent_config": b.Agent.Config}}
+	return s.launchOne(ctx, models.Launch{JobID: b.JobID, MaxSteps: 30, Traces: []models.LaunchTrace{lt}})
+}
+
+type cancelTraceInput struct {
+	Body struct {
+		TraceID uuid.UUID `json:"trace_id"`
+	}
+}
+
+// cancelRollout serves POST /v2/rollouts/cancel: cancel an attempt.
+func (s *Server) cancelRollout(ctx context.Context, in *cancelTraceInput) (*statusOutput, error) {
+	if err := s.requireWorkflows(); err != nil {
+		return nil, err
+	}
+	t, err := s.store.GetTrace(ctx, callerFrom(ctx), in.Body.TraceID)
+	if err != nil {
+		return nil, storeError(err, "trace")
+	}
+	if !t.CanEdit {
+		return nil, newAPIError(http.StatusForbidden, "the trace is read-only for the caller")
+	}
+	if !models.Terminal(t.Status) {
+		// The workflow settles it: it tears the sandbox down, then writes cancelled.
+		s.store.TransitionTrace(ctx, t.ID, models.TraceUpdate{Status: models.TraceCancelling}) //nolint:errcheck // informational
+		if err := s.workflows.CancelTrace(ctx, t.ID); err != nil {
 			return nil, err
 		}
-		j, err := s.store.GetJob(ctx, callerFrom(ctx), in.Body.JobID)
-		if err != nil {
-			return nil, storeError(err, "job")
-		}
-		if !j.CanEdit {
-			return nil, newAPIError(http.StatusForbidden, "the job is read-only for the caller")
+	}
+	out := &statusOutput{}
+	out.Body.Status = "accepted"
+	return out, nil
+}
+
+type cancelJobInput struct {
+	Body struct {
+		JobID uuid.UUID `json:"job_id"`
+	}
+}
+
+// cancelJob serves POST /v2/rollouts/cancel_job: cancel every attempt of a job.
+func (s *Server) cancelJob(ctx context.Context, in *cancelJobInput) (*cancelJobOutput, error) {
+	if err := s.requireWorkflows(); err != nil {
+		return nil, err
+	}
+	j, err := s.store.GetJob(ctx, callerFrom(ctx), in.Body.JobID)
+	if err != nil {
+		return nil, storeError(err, "job")
+	}
+	if !j.CanEdit {
+		return nil, newAPIError(http.StatusForbidden, "the job is read-only for the caller")
+	}
+	n, err := s.workflows.CancelJob(ctx, j.ID)
+	if err != nil {
+		return nil, err
+	}
+	out := &cancelJobOutput{}
+	out.Body.Cancelled, out.Body.Status = n, "accepted"
+	return out, nil
+}
+
+// cancelUserJobs serves POST /v2/rollouts/cancel_user_jobs: cancel everything the caller has running.
+func (s *Server) cancelUserJobs(ctx context.Context, _ *struct{}) (*cancelUserJobsOutput, error) {
+	if err := s.requireWorkflows(); err != nil {
+		return nil, err
+	}
+	c := callerFrom(ctx)
+	jobs, err := s.store.ActiveJobs(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	out := &cancelUserJobsOutput{}
+	out.Body.JobDetails, out.Body.Status = []JobCancelled{}, "accepted"
+	for _, j := range jobs {
+		if j.CreatedBy == nil || *j.CreatedBy != c.UserID {
+			continue
 		}
 		n, err := s.workflows.CancelJob(ctx, j.ID)
 		if err != nil {
 			return nil, err
 		}
-		out := &cancelJobOutput{}
-		out.Body.Cancelled, out.Body.Status = n, "accepted"
-		return out, nil
-	})
-
-	huma.Register(s.v2, op(huma.Operation{
-		OperationID: "cancel-user-jobs", Method: http.MethodPost, Path: "/rollouts/cancel_user_jobs", Tags: tags, Summary: "Cancel everything the caller has running",
-		Description: "Cancels every pending or running job the caller launched.", Errors: []int{http.StatusServiceUnavailable},
-	}, authKeyOrSession), func(ctx context.Context, _ *struct{}) (*cancelUserJobsOutput, error) {
-		if err := s.requireWorkflows(); err != nil {
-			return nil, err
-		}
-		c := callerFrom(ctx)
-		jobs, err := s.store.ActiveJobs(ctx, c)
-		if err != nil {
-			return nil, err
-		}
-		out := &cancelUserJobsOutput{}
-		out.Body.JobDetails, out.Body.Status = []JobCancelled{}, "accepted"
-		for _, j := range jobs {
-			if j.CreatedBy == nil || *j.CreatedBy != c.UserID {
-				continue
-			}
-			n, err := s.workflows.CancelJob(ctx, j.ID)
-			if err != nil {
-				return nil, err
-			}
-			out.Body.JobsCancelled++
-			out.Body.TotalTasksCancelled += n
-			out.Body.JobDetails = append(out.Body.JobDetails, JobCancelled{JobID: j.ID, Cancelled: n})
-		}
-		return out, nil
-	})
+		out.Body.JobsCancelled++
+		out.Body.TotalTasksCancelled += n
+		out.Body.JobDetails = append(out.Body.JobDetails, JobCancelled{JobID: j.ID, Cancelled: n})
+	}
+	return out, nil
 }
 
-// startFailed records that an attempt's workflow could not start, and answers 503.
+// startFailed records that an attempt's workflow could not start, and answers 503; the cause
+// stays in the log.
 func (s *Server) startFailed(ctx context.Context, err error, traceID uuid.UUID) error {
-	s.log.ErrorContext(ctx, "start rollout", "trace", traceID, "error", err)
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	s.log.ErrorContext(ctx, "start rollout", "request_id", id, "trace", traceID, "error", err)
 	s.store.TransitionTrace(ctx, traceID, models.TraceUpdate{Status: models.TraceError, StopReason: models.StopError, //nolint:errcheck // best effort
-		Error: "the rollout engine could not start the attempt: " + err.Error()})
-	return newAPIError(http.StatusServiceUnavailable, "the attempt was recorded but the rollout engine could not start it: "+err.Error())
+		Error: "the rollout engine could not start the attempt"})
+	return newAPIError(http.StatusServiceUnavailable, "the attempt was recorded but the rollout engine could not start it (request id "+id+")")
 }

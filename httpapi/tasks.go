@@ -94,8 +94,6 @@ type UploadResult struct {
 	TasksUpdated   int         `json:"tasks_updated" doc:"Tasks whose content changed and got a new version"`
 }
 
-type uploadInput struct{ Body UploadBody }
-
 type uploadOutput struct {
 	Body UploadResult
 }
@@ -111,31 +109,36 @@ func (s *Server) registerTasks() {
 		DefaultStatus: http.StatusCreated,
 		MaxBodyBytes:  s.maxBodyBytes,
 		Errors:        []int{http.StatusForbidden, http.StatusNotFound, http.StatusConflict},
-	}, authKeyOrSession), func(ctx context.Context, in *uploadInput) (*uploadOutput, error) {
-		name := in.Body.TasksetName
-		if name == "" {
-			name = in.Body.Name
+	}, authKeyOrSession), s.uploadTasks)
+}
+
+type uploadInput struct{ Body UploadBody }
+
+// uploadTasks serves POST /v2/tasks/upload: upload tasks.
+func (s *Server) uploadTasks(ctx context.Context, in *uploadInput) (*uploadOutput, error) {
+	name := in.Body.TasksetName
+	if name == "" {
+		name = in.Body.Name
+	}
+	up := models.Upload{TasksetID: in.Body.TasksetID, TasksetName: name, Description: in.Body.Description, RegistryID: in.Body.RegistryID}
+	for _, t := range in.Body.Tasks {
+		tu := models.TaskUpload{TaskID: t.TaskID, ExternalID: t.ExternalID, ScenarioID: t.ScenarioID, TaskContent: models.TaskContent{
+			Name: t.Name, Description: t.Description, Scenario: t.Scenario, Args: t.Args, Prompt: t.Prompt,
+			SystemPrompt: t.SystemPrompt, AgentConfig: t.AgentConfig, RuntimeConfig: t.RuntimeConfig, Validation: t.Validation,
+		}}
+		if t.Env != nil {
+			tu.Env = t.Env.key()
 		}
-		up := models.Upload{TasksetID: in.Body.TasksetID, TasksetName: name, Description: in.Body.Description, RegistryID: in.Body.RegistryID}
-		for _, t := range in.Body.Tasks {
-			tu := models.TaskUpload{TaskID: t.TaskID, ExternalID: t.ExternalID, ScenarioID: t.ScenarioID, TaskContent: models.TaskContent{
-				Name: t.Name, Description: t.Description, Scenario: t.Scenario, Args: t.Args, Prompt: t.Prompt,
-				SystemPrompt: t.SystemPrompt, AgentConfig: t.AgentConfig, RuntimeConfig: t.RuntimeConfig, Validation: t.Validation,
-			}}
-			if t.Env != nil {
-				tu.Env = t.Env.key()
-			}
-			up.Tasks = append(up.Tasks, tu)
-		}
-		res, err := s.store.UploadTasks(ctx, callerFrom(ctx), up)
-		if err != nil {
-			return nil, storeError(err, "taskset")
-		}
-		return &uploadOutput{Body: UploadResult{
-			TasksetID: res.TasksetID, TasksetName: res.TasksetName, TaskCount: res.TaskCount,
-			TaskVersionIDs: res.TaskVersionIDs, TasksCreated: res.TasksCreated, TasksUpdated: res.TasksUpdated,
-		}}, nil
-	})
+		up.Tasks = append(up.Tasks, tu)
+	}
+	res, err := s.store.UploadTasks(ctx, callerFrom(ctx), up)
+	if err != nil {
+		return nil, storeError(err, "taskset")
+	}
+	return &uploadOutput{Body: UploadResult{
+		TasksetID: res.TasksetID, TasksetName: res.TasksetName, TaskCount: res.TaskCount,
+		TaskVersionIDs: res.TaskVersionIDs, TasksCreated: res.TasksCreated, TasksUpdated: res.TasksUpdated,
+	}}, nil
 }
 
 // MoveFailure is one id of a batch move that did not move.
@@ -165,24 +168,6 @@ func moveResult(r *models.MoveResult) MoveResult {
 		out.Failures = append(out.Failures, MoveFailure{Input: f.Input, Reason: f.Reason, Code: f.Code, ResolvedID: f.ResolvedID})
 	}
 	return out
-}
-
-type statusInput struct {
-	Body struct {
-		Clear     bool        `json:"clear,omitempty" doc:"Clear the review: back to pending, stage reset"`
-		IDs       []uuid.UUID `json:"ids,omitempty" maxItems:"10000" doc:"Task ids (a task version id resolves to its task)"`
-		Slugs     []string    `json:"slugs,omitempty" maxItems:"10000" doc:"Task names or external ids within taskset_id"`
-		Status    string      `json:"status,omitempty" enum:"pending,ready,verified,revision,rejected"`
-		TasksetID *uuid.UUID  `json:"taskset_id,omitempty" doc:"The taskset slugs are looked up in"`
-		Reviewed  bool        `json:"reviewed,omitempty" doc:"Accepted for compatibility; not used"`
-	}
-}
-
-type stageInput struct {
-	Body struct {
-		IDs   []uuid.UUID `json:"ids" minItems:"1" maxItems:"10000"`
-		Stage string      `json:"stage" minLength:"1" maxLength:"100" doc:"The next stage (advance) or an earlier one (send back)"`
-	}
 }
 
 type moveOutput struct{ Body MoveResult }
@@ -220,22 +205,6 @@ type commentBody struct {
 	Body string `json:"body" minLength:"1" maxLength:"20000" doc:"The comment; @name or @email mentions notify those members"`
 }
 
-type addCommentInput struct {
-	TaskID uuid.UUID `path:"task_id" format:"uuid"`
-	Body   commentBody
-}
-
-type commentPath struct {
-	TaskID    uuid.UUID `path:"task_id" format:"uuid"`
-	CommentID uuid.UUID `path:"comment_id" format:"uuid"`
-}
-
-type editCommentInput struct {
-	TaskID    uuid.UUID `path:"task_id" format:"uuid"`
-	CommentID uuid.UUID `path:"comment_id" format:"uuid"`
-	Body      commentBody
-}
-
 type commentOutput struct{ Body Comment }
 
 // ActivityEvent is one entry of a task's timeline (spec: Task activity event).
@@ -249,11 +218,6 @@ type ActivityEvent struct {
 	Key     string     `json:"key"`
 	Summary string     `json:"summary"`
 	Version int        `json:"version" doc:"The task's version when it happened"`
-}
-
-type activityInput struct {
-	TaskID uuid.UUID `path:"task_id" format:"uuid"`
-	Limit  int       `query:"limit" minimum:"1" maximum:"200" default:"50"`
 }
 
 type activityOutput struct {
@@ -300,12 +264,6 @@ type TaskSummary struct {
 	UpdatedAt       time.Time  `json:"updated_at"`
 }
 
-type listTasksInput struct {
-	TasksetID uuid.UUID `path:"taskset_id" format:"uuid"`
-	Limit     int       `query:"limit" minimum:"1" maximum:"500" default:"50"`
-	Offset    int       `query:"offset" minimum:"0" maximum:"2147483647" default:"0"`
-}
-
 type listTasksOutput struct{ Body Page[TaskSummary] }
 
 func (s *Server) registerTaskReview() {
@@ -316,119 +274,51 @@ func (s *Server) registerTaskReview() {
 		Description: "Per id and non-atomic: each id lands in succeeded, unchanged or failures. A taskset with stages " +
 			"requires its last stage before ready; clear=true returns tasks to pending and resets their stage.",
 		Errors: []int{http.StatusUnprocessableEntity},
-	}, authKeyOrSession), func(ctx context.Context, in *statusInput) (*moveOutput, error) {
-		b := in.Body
-		if !b.Clear && b.Status == "" {
-			return nil, validation("body.status", "status is required unless clear is true", nil)
-		}
-		inputs := append(uuidStrings(b.IDs), b.Slugs...)
-		if len(inputs) == 0 {
-			return nil, validation("body.ids", "send ids or slugs", nil)
-		}
-		res, err := s.store.SetTaskStatus(ctx, callerFrom(ctx), inputs, b.TasksetID, b.Status, b.Clear)
-		if err != nil {
-			return nil, storeError(err, "task")
-		}
-		return &moveOutput{Body: moveResult(res)}, nil
-	})
+	}, authKeyOrSession), s.setTaskStatus)
 
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "move-task-stage", Method: http.MethodPatch, Path: "/tasks/stage", Tags: tags,
 		Summary:     "Move tasks between stages",
 		Description: "Advances pending tasks one stage or sends them back to an earlier one. Per id and non-atomic.",
 		Errors:      []int{http.StatusUnprocessableEntity},
-	}, authKeyOrSession), func(ctx context.Context, in *stageInput) (*moveOutput, error) {
-		res, err := s.store.MoveTaskStage(ctx, callerFrom(ctx), uuidStrings(in.Body.IDs), in.Body.Stage)
-		if err != nil {
-			return nil, storeError(err, "task")
-		}
-		return &moveOutput{Body: moveResult(res)}, nil
-	})
+	}, authKeyOrSession), s.moveTaskStage)
 
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "list-task-comments", Method: http.MethodGet, Path: "/tasks/{task_id}/comments", Tags: tags,
 		Summary: "List a task's comments", Errors: []int{http.StatusNotFound},
-	}, authKeyOrSession), func(ctx context.Context, in *taskPath) (*commentsOutput, error) {
-		rows, can, reason, err := s.store.ListComments(ctx, callerFrom(ctx), in.TaskID)
-		if err != nil {
-			return nil, storeError(err, "task")
-		}
-		out := &commentsOutput{}
-		out.Body.Comments, out.Body.CanComment, out.Body.Reason = []Comment{}, can, reason
-		for _, r := range rows {
-			out.Body.Comments = append(out.Body.Comments, commentFromRow(r))
-		}
-		return out, nil
-	})
+	}, authKeyOrSession), s.listTaskComments)
 
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "add-task-comment", Method: http.MethodPost, Path: "/tasks/{task_id}/comments", Tags: tags,
 		Summary: "Comment on a task", Description: "Members @mentioned by name or email are notified.",
 		Errors: []int{http.StatusForbidden, http.StatusNotFound},
-	}, authKeyOrSession), func(ctx context.Context, in *addCommentInput) (*commentOutput, error) {
-		row, err := s.store.AddComment(ctx, callerFrom(ctx), in.TaskID, in.Body.Body)
-		if err != nil {
-			return nil, storeError(err, "task")
-		}
-		return &commentOutput{Body: commentFromRow(*row)}, nil
-	})
+	}, authKeyOrSession), s.addTaskComment)
 
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "edit-task-comment", Method: http.MethodPatch, Path: "/tasks/{task_id}/comments/{comment_id}", Tags: tags,
 		Summary: "Edit a comment", Description: "Only the author may edit a comment.",
 		Errors: []int{http.StatusForbidden, http.StatusNotFound},
-	}, authKeyOrSession), func(ctx context.Context, in *editCommentInput) (*commentOutput, error) {
-		row, err := s.store.UpdateComment(ctx, callerFrom(ctx), in.TaskID, in.CommentID, in.Body.Body)
-		if err != nil {
-			return nil, storeError(err, "comment")
-		}
-		return &commentOutput{Body: commentFromRow(*row)}, nil
-	})
+	}, authKeyOrSession), s.editTaskComment)
 
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "delete-task-comment", Method: http.MethodDelete, Path: "/tasks/{task_id}/comments/{comment_id}", Tags: tags,
 		Summary: "Delete a comment", Description: "Only the author may delete a comment.", DefaultStatus: http.StatusNoContent,
 		Errors: []int{http.StatusForbidden, http.StatusNotFound},
-	}, authKeyOrSession), func(ctx context.Context, in *commentPath) (*struct{}, error) {
-		if err := s.store.DeleteComment(ctx, callerFrom(ctx), in.TaskID, in.CommentID); err != nil {
-			return nil, storeError(err, "comment")
-		}
-		return nil, nil
-	})
+	}, authKeyOrSession), s.deleteTaskComment)
 
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "get-task-activity", Method: http.MethodGet, Path: "/tasks/{task_id}/activity", Tags: tags,
 		Summary:     "A task's activity",
 		Description: "Versions written, status and stage changes, and comments, newest first.",
 		Errors:      []int{http.StatusNotFound},
-	}, authKeyOrSession), func(ctx context.Context, in *activityInput) (*activityOutput, error) {
-		acts, err := s.store.TaskActivity(ctx, callerFrom(ctx), in.TaskID, in.Limit)
-		if err != nil {
-			return nil, storeError(err, "task")
-		}
-		out := &activityOutput{}
-		out.Body.Events = []ActivityEvent{}
-		for _, a := range acts {
-			out.Body.Events = append(out.Body.Events, ActivityEvent{Event: a.Event, At: a.At.UTC().Format(time.RFC3339Nano), By: a.By,
-				ByName: a.ByName, ByRole: a.ByRole, Done: a.Done, Key: a.Key, Summary: a.Summary, Version: a.Version})
-		}
-		return out, nil
-	})
+	}, authKeyOrSession), s.getTaskActivity)
 
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "get-task-brief", Method: http.MethodGet, Path: "/tasks/{task_id}/brief", Tags: tags,
 		Summary:     "A task's brief",
 		Description: "The prompt and attachments a person works from. Browser session only: an API key gets 401.",
 		Errors:      []int{http.StatusNotFound},
-	}, authSession), func(ctx context.Context, in *taskPath) (*briefOutput, error) {
-		b, err := s.store.GetTaskBrief(ctx, callerFrom(ctx), in.TaskID)
-		if err != nil {
-			return nil, storeError(err, "task")
-		}
-		out := &briefOutput{}
-		out.Body.Prompt, out.Body.Attachments = b.Prompt, []Attachment{}
-		return out, nil
-	})
+	}, authSession), s.getTaskBrief)
 
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "download-task-brief", Method: http.MethodGet, Path: "/tasks/{task_id}/brief/download", Tags: tags,
@@ -436,39 +326,188 @@ func (s *Server) registerTaskReview() {
 		Description: "A zip of the prompt (prompt.md), the task in the export shape (task.json) and its attachments. Browser session only.",
 		Errors:      []int{http.StatusNotFound},
 		Responses:   map[string]*huma.Response{"200": {Description: "A zip archive", Content: map[string]*huma.MediaType{"application/zip": {}}}},
-	}, authSession), func(ctx context.Context, in *taskPath) (*briefDownloadOutput, error) {
-		b, err := s.store.GetTaskBrief(ctx, callerFrom(ctx), in.TaskID)
-		if err != nil {
-			return nil, storeError(err, "task")
-		}
-		zipped, err := briefZip(b)
-		if err != nil {
-			return nil, err
-		}
-		return &briefDownloadOutput{
-			ContentType:        "application/zip",
-			ContentDisposition: fmt.Sprintf("attachment; filename=%q", safeFilename(b.Task.Name)+"-brief.zip"),
-			Body:               zipped,
-		}, nil
-	})
+	}, authSession), s.downloadTaskBrief)
 
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "list-taskset-tasks", Method: http.MethodGet, Path: "/tasksets/{taskset_id}/tasks", Tags: []string{"Tasksets"},
 		Summary:     "List a taskset's tasks",
 		Description: "The tasks of a taskset by name, with their review state and latest version. (An addition to the spec's routes.)",
 		Errors:      []int{http.StatusNotFound},
-	}, authOptional), func(ctx context.Context, in *listTasksInput) (*listTasksOutput, error) {
-		rows, total, err := s.store.ListTasks(ctx, callerFrom(ctx), in.TasksetID, in.Limit, in.Offset)
-		if err != nil {
-			return nil, storeError(err, "taskset")
-		}
-		items := make([]TaskSummary, len(rows))
-		for i, r := range rows {
-			items[i] = TaskSummary{ID: r.ID, Name: r.Name, ExternalID: r.ExternalID, Status: r.Status, Stage: r.Stage,
-				LatestVersionID: r.LatestVersionID, Version: r.Version, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
-		}
-		return &listTasksOutput{Body: NewPage(items, total, in.Limit, in.Offset)}, nil
-	})
+	}, authOptional), s.listTasksetTasks)
+}
+
+type statusInput struct {
+	Body struct {
+		Clear     bool        `json:"clear,omitempty" doc:"Clear the review: back to pending, stage reset"`
+		IDs       []uuid.UUID `json:"ids,omitempty" maxItems:"10000" doc:"Task ids (a task version id resolves to its task)"`
+		Slugs     []string    `json:"slugs,omitempty" maxItems:"10000" doc:"Task names or external ids within taskset_id"`
+		Status    string      `json:"status,omitempty" enum:"pending,ready,verified,revision,rejected"`
+		TasksetID *uuid.UUID  `json:"taskset_id,omitempty" doc:"The taskset slugs are looked up in"`
+		Reviewed  bool        `json:"reviewed,omitempty" doc:"Accepted for compatibility; not used"`
+	}
+}
+
+// Resolve holds the rules across fields that the schema cannot state.
+func (in *statusInput) Resolve(huma.Context) []error {
+	var errs []error
+	if !in.Body.Clear && in.Body.Status == "" {
+		errs = append(errs, &huma.ErrorDetail{Location: "body.status", Message: "status is required unless clear is true"})
+	}
+	if len(in.Body.IDs) == 0 && len(in.Body.Slugs) == 0 {
+		errs = append(errs, &huma.ErrorDetail{Location: "body.ids", Message: "send ids or slugs"})
+	}
+	return errs
+}
+
+// setTaskStatus serves PATCH /v2/tasks/status: set tasks' review status.
+func (s *Server) setTaskStatus(ctx context.Context, in *statusInput) (*moveOutput, error) {
+	b := in.Body
+	inputs := append(uuidStrings(b.IDs), b.Slugs...)
+	res, err := s.store.SetTaskStatus(ctx, callerFrom(ctx), inputs, b.TasksetID, b.Status, b.Clear)
+	if err != nil {
+		return nil, storeError(err, "task")
+	}
+	return &moveOutput{Body: moveResult(res)}, nil
+}
+
+type stageInput struct {
+	Body struct {
+		IDs   []uuid.UUID `json:"ids" minItems:"1" maxItems:"10000"`
+		Stage string      `json:"stage" minLength:"1" maxLength:"100" doc:"The next stage (advance) or an earlier one (send back)"`
+	}
+}
+
+// moveTaskStage serves PATCH /v2/tasks/stage: move tasks between stages.
+func (s *Server) moveTaskStage(ctx context.Context, in *stageInput) (*moveOutput, error) {
+	res, err := s.store.MoveTaskStage(ctx, callerFrom(ctx), uuidStrings(in.Body.IDs), in.Body.Stage)
+	if err != nil {
+		return nil, storeError(err, "task")
+	}
+	return &moveOutput{Body: moveResult(res)}, nil
+}
+
+// listTaskComments serves GET /v2/tasks/{task_id}/comments: list a task's comments.
+func (s *Server) listTaskComments(ctx context.Context, in *taskPath) (*commentsOutput, error) {
+	rows, can, reason, err := s.store.ListComments(ctx, callerFrom(ctx), in.TaskID)
+	if err != nil {
+		return nil, storeError(err, "task")
+	}
+	out := &commentsOutput{}
+	out.Body.Comments, out.Body.CanComment, out.Body.Reason = []Comment{}, can, reason
+	for _, r := range rows {
+		out.Body.Comments = append(out.Body.Comments, commentFromRow(r))
+	}
+	return out, nil
+}
+
+type addCommentInput struct {
+	TaskID uuid.UUID `path:"task_id" format:"uuid"`
+	Body   commentBody
+}
+
+// addTaskComment serves POST /v2/tasks/{task_id}/comments: comment on a task.
+func (s *Server) addTaskComment(ctx context.Context, in *addCommentInput) (*commentOutput, error) {
+	row, err := s.store.AddComment(ctx, callerFrom(ctx), in.TaskID, in.Body.Body)
+	if err != nil {
+		return nil, storeError(err, "task")
+	}
+	return &commentOutput{Body: commentFromRow(*row)}, nil
+}
+
+type editCommentInput struct {
+	TaskID    uuid.UUID `path:"task_id" format:"uuid"`
+	CommentID uuid.UUID `path:"comment_id" format:"uuid"`
+	Body      commentBody
+}
+
+// editTaskComment serves PATCH /v2/tasks/{task_id}/comments/{comment_id}: edit a comment.
+func (s *Server) editTaskComment(ctx context.Context, in *editCommentInput) (*commentOutput, error) {
+	row, err := s.store.UpdateComment(ctx, callerFrom(ctx), in.TaskID, in.CommentID, in.Body.Body)
+	if err != nil {
+		return nil, storeError(err, "comment")
+	}
+	return &commentOutput{Body: commentFromRow(*row)}, nil
+}
+
+type commentPath struct {
+	TaskID    uuid.UUID `path:"task_id" format:"uuid"`
+	CommentID uuid.UUID `path:"comment_id" format:"uuid"`
+}
+
+// deleteTaskComment serves DELETE /v2/tasks/{task_id}/comments/{comment_id}: delete a comment.
+func (s *Server) deleteTaskComment(ctx context.Context, in *commentPath) (*struct{}, error) {
+	if err := s.store.DeleteComment(ctx, callerFrom(ctx), in.TaskID, in.CommentID); err != nil {
+		return nil, storeError(err, "comment")
+	}
+	return nil, nil
+}
+
+type activityInput struct {
+	TaskID uuid.UUID `path:"task_id" format:"uuid"`
+	Limit  int       `query:"limit" minimum:"1" maximum:"200" default:"50"`
+}
+
+// getTaskActivity serves GET /v2/tasks/{task_id}/activity: a task's activity.
+func (s *Server) getTaskActivity(ctx context.Context, in *activityInput) (*activityOutput, error) {
+	acts, err := s.store.TaskActivity(ctx, callerFrom(ctx), in.TaskID, in.Limit)
+	if err != nil {
+		return nil, storeError(err, "task")
+	}
+	out := &activityOutput{}
+	out.Body.Events = []ActivityEvent{}
+	for _, a := range acts {
+		out.Body.Events = append(out.Body.Events, ActivityEvent{Event: a.Event, At: a.At.UTC().Format(time.RFC3339Nano), By: a.By,
+			ByName: a.ByName, ByRole: a.ByRole, Done: a.Done, Key: a.Key, Summary: a.Summary, Version: a.Version})
+	}
+	return out, nil
+}
+
+// getTaskBrief serves GET /v2/tasks/{task_id}/brief: a task's brief.
+func (s *Server) getTaskBrief(ctx context.Context, in *taskPath) (*briefOutput, error) {
+	b, err := s.store.GetTaskBrief(ctx, callerFrom(ctx), in.TaskID)
+	if err != nil {
+		return nil, storeError(err, "task")
+	}
+	out := &briefOutput{}
+	out.Body.Prompt, out.Body.Attachments = b.Prompt, []Attachment{}
+	return out, nil
+}
+
+// downloadTaskBrief serves GET /v2/tasks/{task_id}/brief/download: download a task's brief.
+func (s *Server) downloadTaskBrief(ctx context.Context, in *taskPath) (*briefDownloadOutput, error) {
+	b, err := s.store.GetTaskBrief(ctx, callerFrom(ctx), in.TaskID)
+	if err != nil {
+		return nil, storeError(err, "task")
+	}
+	zipped, err := briefZip(b)
+	if err != nil {
+		return nil, err
+	}
+	return &briefDownloadOutput{
+		ContentType:        "application/zip",
+		ContentDisposition: fmt.Sprintf("attachment; filename=%q", safeFilename(b.Task.Name)+"-brief.zip"),
+		Body:               zipped,
+	}, nil
+}
+
+type listTasksInput struct {
+	TasksetID uuid.UUID `path:"taskset_id" format:"uuid"`
+	Limit     int       `query:"limit" minimum:"1" maximum:"500" default:"50"`
+	Offset    int       `query:"offset" minimum:"0" maximum:"2147483647" default:"0"`
+}
+
+// listTasksetTasks serves GET /v2/tasksets/{taskset_id}/tasks: list a taskset's tasks.
+func (s *Server) listTasksetTasks(ctx context.Context, in *listTasksInput) (*listTasksOutput, error) {
+	rows, total, err := s.store.ListTasks(ctx, callerFrom(ctx), in.TasksetID, in.Limit, in.Offset)
+	if err != nil {
+		return nil, storeError(err, "taskset")
+	}
+	items := make([]TaskSummary, len(rows))
+	for i, r := range rows {
+		items[i] = TaskSummary{ID: r.ID, Name: r.Name, ExternalID: r.ExternalID, Status: r.Status, Stage: r.Stage,
+			LatestVersionID: r.LatestVersionID, Version: r.Version, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+	}
+	return &listTasksOutput{Body: NewPage(items, total, in.Limit, in.Offset)}, nil
 }
 
 func uuidStrings(ids []uuid.UUID) []string {
@@ -571,17 +610,20 @@ func (s *Server) registerReadyCheck() {
 		Description: "Evaluates the taskset's submission requirements (graded traces, accuracy bounds, required models) against the graded " +
 			"traces of the task's latest version. Informational only. Without requirements: the not-configured result (has_requirements false).",
 		Errors: []int{http.StatusNotFound},
-	}, authKeyOrSession), func(ctx context.Context, in *taskPath) (*readyCheckOutput, error) {
-		rc, err := s.store.CheckTaskReady(ctx, callerFrom(ctx), in.TaskID)
-		if err != nil {
-			return nil, storeError(err, "task")
-		}
-		out := ReadyCheck{Passed: rc.Passed, K: rc.K, CandidateCount: rc.CandidateCount, EvaluatedAt: rc.EvaluatedAt, CanOverride: rc.CanOverride,
-			Checks: []ReadyCheckItem{}, EvaluatedTraceIDs: rc.EvaluatedTraceIDs, HasRequirements: rc.HasRequirements, RequirementsVersion: rc.RequirementsVersion}
-		for _, c := range rc.Checks {
-			out.Checks = append(out.Checks, ReadyCheckItem{Key: c.Key, Label: c.Label, Passed: c.Passed, Required: c.Required, Current: c.Current,
-				HowToFix: c.HowToFix, OffendingTraceIDs: c.OffendingTraceIDs, Severity: c.Severity})
-		}
-		return &readyCheckOutput{Body: out}, nil
-	})
+	}, authKeyOrSession), s.getTaskReadyCheck)
+}
+
+// getTaskReadyCheck serves GET /v2/tasks/{task_id}/ready-check: check a task against its taskset's requirements.
+func (s *Server) getTaskReadyCheck(ctx context.Context, in *taskPath) (*readyCheckOutput, error) {
+	rc, err := s.store.CheckTaskReady(ctx, callerFrom(ctx), in.TaskID)
+	if err != nil {
+		return nil, storeError(err, "task")
+	}
+	out := ReadyCheck{Passed: rc.Passed, K: rc.K, CandidateCount: rc.CandidateCount, EvaluatedAt: rc.EvaluatedAt, CanOverride: rc.CanOverride,
+		Checks: []ReadyCheckItem{}, EvaluatedTraceIDs: rc.EvaluatedTraceIDs, HasRequirements: rc.HasRequirements, RequirementsVersion: rc.RequirementsVersion}
+	for _, c := range rc.Checks {
+		out.Checks = append(out.Checks, ReadyCheckItem{Key: c.Key, Label: c.Label, Passed: c.Passed, Required: c.Required, Current: c.Current,
+			HowToFix: c.HowToFix, OffendingTraceIDs: c.OffendingTraceIDs, Severity: c.Severity})
+	}
+	return &readyCheckOutput{Body: out}, nil
 }

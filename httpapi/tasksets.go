@@ -46,16 +46,6 @@ func tasksetFromRow(r models.TasksetRow) Taskset {
 	}
 }
 
-// ListTasksetsInput is the query of GET /v2/tasksets.
-type ListTasksetsInput struct {
-	Limit      int    `query:"limit" minimum:"1" maximum:"500" default:"50" doc:"Page size"`
-	Offset     int    `query:"offset" minimum:"0" maximum:"2147483647" default:"0" doc:"Rows to skip"`
-	Search     string `query:"search" maxLength:"200" doc:"Case-insensitive substring of the name"`
-	PublicOnly bool   `query:"public_only" default:"false" doc:"Only public tasksets, whoever owns them"`
-	OwnerOnly  bool   `query:"owner_only" default:"false" doc:"Only tasksets the caller's team owns (ignored when public_only is true)"`
-	SortBy     string `query:"sort_by" enum:"starred,date,name,stars,tasks" default:"starred" doc:"starred: the caller's starred first; date: updated_at descending; name: A-Z; stars: star_count descending; tasks: task_count descending"`
-}
-
 // ListTasksetsOutput is one page of tasksets.
 type ListTasksetsOutput struct {
 	Body Page[Taskset]
@@ -67,20 +57,33 @@ func (s *Server) registerTasksets() {
 		Summary:     "List tasksets",
 		Description: "Without public_only: the tasksets owned by or shared with the caller's team. With it: every public taskset.",
 		Errors:      []int{http.StatusUnprocessableEntity},
-	}, authKeyOrSession), func(ctx context.Context, in *ListTasksetsInput) (*ListTasksetsOutput, error) {
-		rows, total, err := s.store.ListTasksets(ctx, callerFrom(ctx), models.TasksetQuery{
-			Search: in.Search, PublicOnly: in.PublicOnly, OwnerOnly: in.OwnerOnly, SortBy: in.SortBy,
-			Limit: in.Limit, Offset: in.Offset,
-		})
-		if err != nil {
-			return nil, storeError(err, "taskset")
-		}
-		items := make([]Taskset, len(rows))
-		for i, r := range rows {
-			items[i] = tasksetFromRow(r)
-		}
-		return &ListTasksetsOutput{Body: NewPage(items, total, in.Limit, in.Offset)}, nil
+	}, authKeyOrSession), s.listTasksets)
+}
+
+// ListTasksetsInput is the query of GET /v2/tasksets.
+type ListTasksetsInput struct {
+	Limit      int    `query:"limit" minimum:"1" maximum:"500" default:"50" doc:"Page size"`
+	Offset     int    `query:"offset" minimum:"0" maximum:"2147483647" default:"0" doc:"Rows to skip"`
+	Search     string `query:"search" maxLength:"200" doc:"Case-insensitive substring of the name"`
+	PublicOnly bool   `query:"public_only" default:"false" doc:"Only public tasksets, whoever owns them"`
+	OwnerOnly  bool   `query:"owner_only" default:"false" doc:"Only tasksets the caller's team owns (ignored when public_only is true)"`
+	SortBy     string `query:"sort_by" enum:"starred,date,name,stars,tasks" default:"starred" doc:"starred: the caller's starred first; date: updated_at descending; name: A-Z; stars: star_count descending; tasks: task_count descending"`
+}
+
+// listTasksets serves GET /v2/tasksets: list tasksets.
+func (s *Server) listTasksets(ctx context.Context, in *ListTasksetsInput) (*ListTasksetsOutput, error) {
+	rows, total, err := s.store.ListTasksets(ctx, callerFrom(ctx), models.TasksetQuery{
+		Search: in.Search, PublicOnly: in.PublicOnly, OwnerOnly: in.OwnerOnly, SortBy: in.SortBy,
+		Limit: in.Limit, Offset: in.Offset,
 	})
+	if err != nil {
+		return nil, storeError(err, "taskset")
+	}
+	items := make([]Taskset, len(rows))
+	for i, r := range rows {
+		items[i] = tasksetFromRow(r)
+	}
+	return &ListTasksetsOutput{Body: NewPage(items, total, in.Limit, in.Offset)}, nil
 }
 
 type tasksetPath struct {
@@ -113,49 +116,58 @@ type TasksetExport struct {
 
 type exportOutput struct{ Body TasksetExport }
 
-type byNameInput struct {
-	Name string `path:"name" minLength:"1" maxLength:"200" doc:"The taskset's name within the caller's team"`
-}
-
 func (s *Server) registerTasksetReads() {
 	tags := []string{"Tasksets"}
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "get-taskset", Method: http.MethodGet, Path: "/tasksets/{taskset_id}", Tags: tags,
 		Summary: "Get a taskset", Description: "A public taskset may be fetched without credentials.",
 		Errors: []int{http.StatusNotFound},
-	}, authOptional), func(ctx context.Context, in *tasksetPath) (*tasksetOutput, error) {
-		row, err := s.store.GetTaskset(ctx, callerFrom(ctx), in.TasksetID)
-		if err != nil {
-			return nil, storeError(err, "taskset")
-		}
-		return &tasksetOutput{Body: tasksetFromRow(*row)}, nil
-	})
+	}, authOptional), s.getTaskset)
 
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "export-taskset", Method: http.MethodGet, Path: "/tasksets/{taskset_id}/export", Tags: tags,
 		Summary:     "Export a taskset",
 		Description: "Every task's latest version in the portable shape that POST /v2/tasks/upload accepts. Requires an API key.",
 		Errors:      []int{http.StatusNotFound},
-	}, authAPIKey), func(ctx context.Context, in *tasksetPath) (*exportOutput, error) {
-		row, err := s.store.GetTaskset(ctx, callerFrom(ctx), in.TasksetID)
-		if err != nil {
-			return nil, storeError(err, "taskset")
-		}
-		return s.export(ctx, row)
-	})
+	}, authAPIKey), s.exportTaskset)
 
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "get-taskset-by-name", Method: http.MethodGet, Path: "/tasksets/by-name/{name}", Tags: tags,
 		Summary:     "Export a taskset by name",
 		Description: "Looks the name up within the caller's team and returns the export. Requires an API key.",
 		Errors:      []int{http.StatusNotFound},
-	}, authAPIKey), func(ctx context.Context, in *byNameInput) (*exportOutput, error) {
-		row, err := s.store.GetTasksetByName(ctx, callerFrom(ctx), in.Name)
-		if err != nil {
-			return nil, storeError(err, "taskset")
-		}
-		return s.export(ctx, row)
-	})
+	}, authAPIKey), s.getTasksetByName)
+}
+
+// getTaskset serves GET /v2/tasksets/{taskset_id}: get a taskset.
+func (s *Server) getTaskset(ctx context.Context, in *tasksetPath) (*tasksetOutput, error) {
+	row, err := s.store.GetTaskset(ctx, callerFrom(ctx), in.TasksetID)
+	if err != nil {
+		return nil, storeError(err, "taskset")
+	}
+	return &tasksetOutput{Body: tasksetFromRow(*row)}, nil
+}
+
+// exportTaskset serves GET /v2/tasksets/{taskset_id}/export: export a taskset.
+func (s *Server) exportTaskset(ctx context.Context, in *tasksetPath) (*exportOutput, error) {
+	row, err := s.store.GetTaskset(ctx, callerFrom(ctx), in.TasksetID)
+	if err != nil {
+		return nil, storeError(err, "taskset")
+	}
+	return s.export(ctx, row)
+}
+
+type byNameInput struct {
+	Name string `path:"name" minLength:"1" maxLength:"200" doc:"The taskset's name within the caller's team"`
+}
+
+// getTasksetByName serves GET /v2/tasksets/by-name/{name}: export a taskset by name.
+func (s *Server) getTasksetByName(ctx context.Context, in *byNameInput) (*exportOutput, error) {
+	row, err := s.store.GetTasksetByName(ctx, callerFrom(ctx), in.Name)
+	if err != nil {
+		return nil, storeError(err, "taskset")
+	}
+	return s.export(ctx, row)
 }
 
 func (s *Server) export(ctx context.Context, row *models.TasksetRow) (*exportOutput, error) {

@@ -74,20 +74,6 @@ type traceOutput struct{ Body Trace }
 
 type traceInfoOutput struct{ Body TraceInfo }
 
-type patchTraceInput struct {
-	TraceID uuid.UUID `path:"trace_id"`
-	Body    struct {
-		Name        *string `json:"name,omitempty" maxLength:"200"`
-		Description *string `json:"description,omitempty" maxLength:"10000"`
-	}
-}
-
-type eventsInput struct {
-	TraceID           uuid.UUID `path:"trace_id"`
-	SinceSeq          int       `query:"since_seq" default:"-1" minimum:"-1" doc:"Only events after this seq; pass the last latest_seq to follow a live attempt"`
-	IncludeSuperseded bool      `query:"include_superseded" default:"false" doc:"Also the events of failed tries"`
-}
-
 type eventsOutput struct {
 	Body struct {
 		Events    []TraceEvent `json:"events" nullable:"false"`
@@ -112,12 +98,6 @@ type EnvLogLine struct {
 	Seq    int       `json:"seq"`
 }
 
-type envLogsInput struct {
-	TraceID  uuid.UUID `path:"trace_id"`
-	AfterSeq int       `query:"after_seq" default:"-1" minimum:"-1" doc:"Only lines after this seq (the last page's last seq)"`
-	Limit    int       `query:"limit" minimum:"1" maximum:"5000" default:"1000"`
-}
-
 type envLogsOutput struct {
 	Body struct {
 		TraceID       uuid.UUID    `json:"trace_id"`
@@ -129,6 +109,163 @@ type envLogsOutput struct {
 	}
 }
 
+func (s *Server) registerTraces() {
+	tags := []string{"Traces"}
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "get-trace", Method: http.MethodGet, Path: "/trace/{trace_id}", Tags: tags, Summary: "Get a trace",
+		Description: "A trace of a published job needs no credentials.", Errors: []int{http.StatusNotFound},
+	}, authOptional), s.getTrace)
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "get-trace-info", Method: http.MethodGet, Path: "/trace/{trace_id}/info", Tags: tags, Summary: "Get a trace with its evaluation",
+		Errors: []int{http.StatusNotFound},
+	}, authOptional), s.getTraceInfo)
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "update-trace", Method: http.MethodPatch, Path: "/trace/{trace_id}", Tags: tags, Summary: "Rename or describe a trace",
+		Errors: []int{http.StatusForbidden, http.StatusNotFound},
+	}, authKeyOrSession), s.updateTrace)
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "get-trace-events", Method: http.MethodGet, Path: "/trace/{trace_id}/events", Tags: tags, Summary: "A trace's trajectory",
+		Description: "Events ordered by seq. Follow a live attempt by passing the last latest_seq as since_seq.", Errors: []int{http.StatusNotFound},
+	}, authOptional), s.getTraceEvents)
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "get-trace-logs", Method: http.MethodGet, Path: "/trace/{trace_id}/logs", Tags: tags, Summary: "The worker's log of an attempt",
+		Errors: []int{http.StatusNotFound},
+	}, authOptional), s.getTraceLogs)
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "get-trace-env-logs", Method: http.MethodGet, Path: "/trace/{trace_id}/env-logs", Tags: tags, Summary: "The environment's output",
+		Description: "What the environment wrote to stderr (stdout is its MCP stream), paged by seq.", Errors: []int{http.StatusNotFound},
+	}, authOptional), s.getTraceEnvLogs)
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "batch-validate-traces", Method: http.MethodPost, Path: "/trace/batch-validate", Tags: tags, Summary: "Mark traces valid or invalid",
+		Description: "Applies to the listed traces of the caller's team; others are ignored. Invalid traces do not count toward scores.",
+		Errors:      []int{http.StatusUnprocessableEntity},
+	}, authKeyOrSession), s.batchValidateTraces)
+}
+
+// getTrace serves GET /v2/trace/{trace_id}: get a trace.
+func (s *Server) getTrace(ctx context.Context, in *tracePath) (*traceOutput, error) {
+	t, err := s.store.GetTrace(ctx, callerFrom(ctx), in.TraceID)
+	if err != nil {
+		return nil, storeError(err, "trace")
+	}
+	return &traceOutput{Body: traceFrom(t)}, nil
+}
+
+// getTraceInfo serves GET /v2/trace/{trace_id}/info: get a trace with its evaluation.
+func (s *Server) getTraceInfo(ctx context.Context, in *tracePath) (*traceInfoOutput, error) {
+	t, err := s.store.GetTrace(ctx, callerFrom(ctx), in.TraceID)
+	if err != nil {
+		return nil, storeError(err, "trace")
+	}
+	return &traceInfoOutput{Body: traceInfoFrom(t)}, nil
+}
+
+type patchTraceInput struct {
+	TraceID uuid.UUID `path:"trace_id"`
+	Body    struct {
+		Name        *string `json:"name,omitempty" maxLength:"200"`
+		Description *string `json:"description,omitempty" maxLength:"10000"`
+	}
+}
+
+// updateTrace serves PATCH /v2/trace/{trace_id}: rename or describe a trace.
+func (s *Server) updateTrace(ctx context.Context, in *patchTraceInput) (*traceInfoOutput, error) {
+	t, err := s.store.UpdateTraceText(ctx, callerFrom(ctx), in.TraceID, in.Body.Name, in.Body.Description)
+	if err != nil {
+		return nil, storeError(err, "trace")
+	}
+	return &traceInfoOutput{Body: traceInfoFrom(t)}, nil
+}
+
+type eventsInput struct {
+	TraceID           uuid.UUID `path:"trace_id"`
+	SinceSeq          int       `query:"since_seq" default:"-1" minimum:"-1" doc:"Only events after this seq; pass the last latest_seq to follow a live attempt"`
+	IncludeSuperseded bool      `query:"include_superseded" default:"false" doc:"Also the events of failed tries"`
+}
+
+// getTraceEvents serves GET /v2/trace/{trace_id}/events: a trace's trajectory.
+func (s *Server) getTraceEvents(ctx context.Context, in *eventsInput) (*eventsOutput, error) {
+	t, err := s.store.GetTrace(ctx, callerFrom(ctx), in.TraceID)
+	if err != nil {
+		return nil, storeError(err, "trace")
+	}
+	// The latest seq is read before the events, so that an event written in between is
+	// returned by the next poll rather than skipped.
+	latest, err := s.store.LatestSeq(ctx, t.ID)
+	if err != nil {
+		return nil, err
+	}
+	evs, err := s.store.TraceEvents(ctx, t.ID, in.SinceSeq, in.IncludeSuperseded)
+	if err != nil {
+		return nil, err
+	}
+	out := &eventsOutput{}
+	out.Body.Events, out.Body.LatestSeq, out.Body.Status, out.Body.Reward = []TraceEvent{}, latest, t.Status, t.Reward
+	for _, e := range evs {
+		if e.Seq > latest {
+			break
+		}
+		out.Body.Events = append(out.Body.Events, TraceEvent{ID: e.ID, Seq: e.Seq, Kind: e.Kind, Text: e.Text, ParentID: e.ParentID,
+			Data: nonNilMap(e.Data), Attempt: e.Attempt, StartedAt: e.StartedAt, EndedAt: e.EndedAt, Superseded: e.Superseded})
+	}
+	return out, nil
+}
+
+// getTraceLogs serves GET /v2/trace/{trace_id}/logs: the worker's log of an attempt.
+func (s *Server) getTraceLogs(ctx context.Context, in *tracePath) (*workerLogsOutput, error) {
+	t, err := s.store.GetTrace(ctx, callerFrom(ctx), in.TraceID)
+	if err != nil {
+		return nil, storeError(err, "trace")
+	}
+	var b strings.Builder
+	after := -1
+	for {
+		lines, more, err := s.store.TraceLogs(ctx, t.ID, models.LogWorker, after, 5000)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range lines {
+			b.WriteString(l.Time.UTC().Format(time.RFC3339Nano))
+			b.WriteByte(' ')
+			b.WriteString(l.Line)
+			b.WriteByte('\n')
+			after = l.Seq
+		}
+		if !more {
+			break
+		}
+	}
+	out := &workerLogsOutput{}
+	out.Body.TraceID, out.Body.Logs = t.ID, b.String()
+	return out, nil
+}
+
+type envLogsInput struct {
+	TraceID  uuid.UUID `path:"trace_id"`
+	AfterSeq int       `query:"after_seq" default:"-1" minimum:"-1" doc:"Only lines after this seq (the last page's last seq)"`
+	Limit    int       `query:"limit" minimum:"1" maximum:"5000" default:"1000"`
+}
+
+// getTraceEnvLogs serves GET /v2/trace/{trace_id}/env-logs: the environment's output.
+func (s *Server) getTraceEnvLogs(ctx context.Context, in *envLogsInput) (*envLogsOutput, error) {
+	t, err := s.store.GetTrace(ctx, callerFrom(ctx), in.TraceID)
+	if err != nil {
+		return nil, storeError(err, "trace")
+	}
+	lines, more, err := s.store.TraceLogs(ctx, t.ID, models.LogEnv, in.AfterSeq, in.Limit)
+	if err != nil {
+		return nil, err
+	}
+	out := &envLogsOutput{}
+	out.Body.TraceID, out.Body.Logs, out.Body.Count, out.Body.HasMore = t.ID, []EnvLogLine{}, len(lines), more
+	out.Body.StillRunning = !models.Terminal(t.Status)
+	for _, l := range lines {
+		out.Body.Logs = append(out.Body.Logs, EnvLogLine{Stream: l.Stream, Log: l.Line, Time: l.Time, Seq: l.Seq})
+		out.Body.LastTimestamp = l.Time.UnixMilli()
+	}
+	return out, nil
+}
+
 type batchValidateInput struct {
 	Body struct {
 		TraceIDs []uuid.UUID `json:"trace_ids" minItems:"1" maxItems:"10000"`
@@ -136,131 +273,15 @@ type batchValidateInput struct {
 	}
 }
 
-func (s *Server) registerTraces() {
-	tags := []string{"Traces"}
-	huma.Register(s.v2, op(huma.Operation{
-		OperationID: "get-trace", Method: http.MethodGet, Path: "/trace/{trace_id}", Tags: tags, Summary: "Get a trace",
-		Description: "A trace of a published job needs no credentials.", Errors: []int{http.StatusNotFound},
-	}, authOptional), func(ctx context.Context, in *tracePath) (*traceOutput, error) {
-		t, err := s.store.GetTrace(ctx, callerFrom(ctx), in.TraceID)
-		if err != nil {
-			return nil, storeError(err, "trace")
-		}
-		return &traceOutput{Body: traceFrom(t)}, nil
-	})
-	huma.Register(s.v2, op(huma.Operation{
-		OperationID: "get-trace-info", Method: http.MethodGet, Path: "/trace/{trace_id}/info", Tags: tags, Summary: "Get a trace with its evaluation",
-		Errors: []int{http.StatusNotFound},
-	}, authOptional), func(ctx context.Context, in *tracePath) (*traceInfoOutput, error) {
-		t, err := s.store.GetTrace(ctx, callerFrom(ctx), in.TraceID)
-		if err != nil {
-			return nil, storeError(err, "trace")
-		}
-		return &traceInfoOutput{Body: traceInfoFrom(t)}, nil
-	})
-	huma.Register(s.v2, op(huma.Operation{
-		OperationID: "update-trace", Method: http.MethodPatch, Path: "/trace/{trace_id}", Tags: tags, Summary: "Rename or describe a trace",
-		Errors: []int{http.StatusForbidden, http.StatusNotFound},
-	}, authKeyOrSession), func(ctx context.Context, in *patchTraceInput) (*traceInfoOutput, error) {
-		t, err := s.store.UpdateTraceText(ctx, callerFrom(ctx), in.TraceID, in.Body.Name, in.Body.Description)
-		if err != nil {
-			return nil, storeError(err, "trace")
-		}
-		return &traceInfoOutput{Body: traceInfoFrom(t)}, nil
-	})
-	huma.Register(s.v2, op(huma.Operation{
-		OperationID: "get-trace-events", Method: http.MethodGet, Path: "/trace/{trace_id}/events", Tags: tags, Summary: "A trace's trajectory",
-		Description: "Events ordered by seq. Follow a live attempt by passing the last latest_seq as since_seq.", Errors: []int{http.StatusNotFound},
-	}, authOptional), func(ctx context.Context, in *eventsInput) (*eventsOutput, error) {
-		t, err := s.store.GetTrace(ctx, callerFrom(ctx), in.TraceID)
-		if err != nil {
-			return nil, storeError(err, "trace")
-		}
-		// The latest seq is read before the events, so that an event written in between is
-		// returned by the next poll rather than skipped.
-		latest, err := s.store.LatestSeq(ctx, t.ID)
-		if err != nil {
-			return nil, err
-		}
-		evs, err := s.store.TraceEvents(ctx, t.ID, in.SinceSeq, in.IncludeSuperseded)
-		if err != nil {
-			return nil, err
-		}
-		out := &eventsOutput{}
-		out.Body.Events, out.Body.LatestSeq, out.Body.Status, out.Body.Reward = []TraceEvent{}, latest, t.Status, t.Reward
-		for _, e := range evs {
-			if e.Seq > latest {
-				break
-			}
-			out.Body.Events = append(out.Body.Events, TraceEvent{ID: e.ID, Seq: e.Seq, Kind: e.Kind, Text: e.Text, ParentID: e.ParentID,
-				Data: nonNilMap(e.Data), Attempt: e.Attempt, StartedAt: e.StartedAt, EndedAt: e.EndedAt, Superseded: e.Superseded})
-		}
-		return out, nil
-	})
-	huma.Register(s.v2, op(huma.Operation{
-		OperationID: "get-trace-logs", Method: http.MethodGet, Path: "/trace/{trace_id}/logs", Tags: tags, Summary: "The worker's log of an attempt",
-		Errors: []int{http.StatusNotFound},
-	}, authOptional), func(ctx context.Context, in *tracePath) (*workerLogsOutput, error) {
-		t, err := s.store.GetTrace(ctx, callerFrom(ctx), in.TraceID)
-		if err != nil {
-			return nil, storeError(err, "trace")
-		}
-		var b strings.Builder
-		after := -1
-		for {
-			lines, more, err := s.store.TraceLogs(ctx, t.ID, models.LogWorker, after, 5000)
-			if err != nil {
-				return nil, err
-			}
-			for _, l := range lines {
-				b.WriteString(l.Time.UTC().Format(time.RFC3339Nano))
-				b.WriteByte(' ')
-				b.WriteString(l.Line)
-				b.WriteByte('\n')
-				after = l.Seq
-			}
-			if !more {
-				break
-			}
-		}
-		out := &workerLogsOutput{}
-		out.Body.TraceID, out.Body.Logs = t.ID, b.String()
-		return out, nil
-	})
-	huma.Register(s.v2, op(huma.Operation{
-		OperationID: "get-trace-env-logs", Method: http.MethodGet, Path: "/trace/{trace_id}/env-logs", Tags: tags, Summary: "The environment's output",
-		Description: "What the environment wrote to stderr (stdout is its MCP stream), paged by seq.", Errors: []int{http.StatusNotFound},
-	}, authOptional), func(ctx context.Context, in *envLogsInput) (*envLogsOutput, error) {
-		t, err := s.store.GetTrace(ctx, callerFrom(ctx), in.TraceID)
-		if err != nil {
-			return nil, storeError(err, "trace")
-		}
-		lines, more, err := s.store.TraceLogs(ctx, t.ID, models.LogEnv, in.AfterSeq, in.Limit)
-		if err != nil {
-			return nil, err
-		}
-		out := &envLogsOutput{}
-		out.Body.TraceID, out.Body.Logs, out.Body.Count, out.Body.HasMore = t.ID, []EnvLogLine{}, len(lines), more
-		out.Body.StillRunning = !models.Terminal(t.Status)
-		for _, l := range lines {
-			out.Body.Logs = append(out.Body.Logs, EnvLogLine{Stream: l.Stream, Log: l.Line, Time: l.Time, Seq: l.Seq})
-			out.Body.LastTimestamp = l.Time.UnixMilli()
-		}
-		return out, nil
-	})
-	huma.Register(s.v2, op(huma.Operation{
-		OperationID: "batch-validate-traces", Method: http.MethodPost, Path: "/trace/batch-validate", Tags: tags, Summary: "Mark traces valid or invalid",
-		Description: "Applies to the listed traces of the caller's team; others are ignored. Invalid traces do not count toward scores.",
-		Errors:      []int{http.StatusUnprocessableEntity},
-	}, authKeyOrSession), func(ctx context.Context, in *batchValidateInput) (*updatedCount, error) {
-		n, err := s.store.SetTracesValidity(ctx, callerFrom(ctx), in.Body.TraceIDs, in.Body.IsValid)
-		if err != nil {
-			return nil, err
-		}
-		out := &updatedCount{}
-		out.Body.UpdatedCount = n
-		return out, nil
-	})
+// batchValidateTraces serves POST /v2/trace/batch-validate: mark traces valid or invalid.
+func (s *Server) batchValidateTraces(ctx context.Context, in *batchValidateInput) (*updatedCount, error) {
+	n, err := s.store.SetTracesValidity(ctx, callerFrom(ctx), in.Body.TraceIDs, in.Body.IsValid)
+	if err != nil {
+		return nil, err
+	}
+	out := &updatedCount{}
+	out.Body.UpdatedCount = n
+	return out, nil
 }
 
 func traceInfoFrom(t *models.TraceRow) TraceInfo {
@@ -282,22 +303,6 @@ type RelatedTrace struct {
 	Trace
 	JobName string       `json:"job_name"`
 	Model   RelatedModel `json:"model"`
-}
-
-type relatedInput struct {
-	TraceID    uuid.UUID `path:"trace_id"`
-	Kind       string    `query:"kind" required:"true" enum:"job,task,recent,discover" doc:"job: same job; task: every version of the same task; recent: the caller's own traces (needs credentials); discover: the most recent visible traces"`
-	Limit      int       `query:"limit" minimum:"1" maximum:"500" default:"50"`
-	ScopeToJob bool      `query:"scope_to_job" default:"false" doc:"With kind=task, only traces of the same job"`
-	Status     string    `query:"status" maxLength:"200" doc:"Comma-separated whitelist of trace statuses"`
-	Order      string    `query:"order" enum:"asc,desc" default:"desc" doc:"By created_at"`
-}
-
-type analysisInput struct {
-	TraceID           uuid.UUID `path:"trace_id"`
-	IncludeSpans      bool      `query:"include_spans" default:"true"`
-	IncludeEnvLogs    bool      `query:"include_env_logs" default:"true"`
-	IncludeWorkerLogs bool      `query:"include_worker_logs" default:"true"`
 }
 
 // FailedSpan is a step of the trajectory that failed.
@@ -331,106 +336,136 @@ func (s *Server) registerTraceAnalysis() {
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "get-related-traces", Method: http.MethodGet, Path: "/trace/{trace_id}/related", Tags: tags, Summary: "Traces related to one",
 		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity},
-	}, authOptional), func(ctx context.Context, in *relatedInput) (*struct{ Body []RelatedTrace }, error) {
-		c := callerFrom(ctx)
-		anchor, err := s.store.GetTrace(ctx, c, in.TraceID)
-		if err != nil {
-			return nil, storeError(err, "trace")
-		}
-		if in.Kind == models.RelatedRecent && c == nil {
-			return nil, newAPIError(http.StatusUnauthorized, "kind=recent lists the caller's own traces: send an API key")
-		}
-		q := models.RelatedQuery{Kind: in.Kind, ScopeToJob: in.ScopeToJob, Ascending: in.Order == "asc", Limit: in.Limit}
-		for _, st := range strings.Split(in.Status, ",") {
-			if st = strings.TrimSpace(st); st == "" {
-				continue
-			}
-			if !slices.Contains(models.TraceStatuses, st) {
-				return nil, validation("query.status", "unknown trace status "+st+"; statuses are "+strings.Join(models.TraceStatuses, ", "), st)
-			}
-			q.Statuses = append(q.Statuses, st)
-		}
-		rows, err := s.store.RelatedTraces(ctx, c, anchor, q)
-		if err != nil {
-			return nil, storeError(err, "trace")
-		}
-		out := &struct{ Body []RelatedTrace }{Body: []RelatedTrace{}}
-		for i := range rows {
-			r := &rows[i]
-			m := RelatedModel{ID: r.ModelID, Name: deref(r.ModelLabel), ModelName: deref(r.ModelName), ProviderName: deref(r.ModelProvider)}
-			out.Body = append(out.Body, RelatedTrace{Trace: traceFrom(&r.TraceRow), JobName: r.JobName, Model: m})
-		}
-		return out, nil
-	})
+	}, authOptional), s.getRelatedTraces)
 
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "get-trace-analysis-context", Method: http.MethodGet, Path: "/trace/{trace_id}/analysis-context", Tags: tags,
 		Summary:     "Everything needed to analyse an attempt",
 		Description: "The prompt, the scenario's arguments, the failed steps, the evaluation, and the last lines of the environment's and the worker's logs.",
 		Errors:      []int{http.StatusNotFound},
-	}, authKeyOrSession), func(ctx context.Context, in *analysisInput) (*struct{ Body AnalysisContext }, error) {
-		c := callerFrom(ctx)
-		t, err := s.store.GetTrace(ctx, c, in.TraceID)
-		if err != nil {
-			return nil, storeError(err, "trace")
+	}, authKeyOrSession), s.getTraceAnalysisContext)
+}
+
+type relatedInput struct {
+	TraceID    uuid.UUID `path:"trace_id"`
+	Kind       string    `query:"kind" required:"true" enum:"job,task,recent,discover" doc:"job: same job; task: every version of the same task; recent: the caller's own traces (needs credentials); discover: the most recent visible traces"`
+	Limit      int       `query:"limit" minimum:"1" maximum:"500" default:"50"`
+	ScopeToJob bool      `query:"scope_to_job" default:"false" doc:"With kind=task, only traces of the same job"`
+	Status     string    `query:"status" maxLength:"200" doc:"Comma-separated whitelist of trace statuses"`
+	Order      string    `query:"order" enum:"asc,desc" default:"desc" doc:"By created_at"`
+}
+
+// Resolve checks the statuses of the comma-separated status filter.
+func (in *relatedInput) Resolve(huma.Context) []error {
+	var errs []error
+	for _, st := range strings.Split(in.Status, ",") {
+		if st = strings.TrimSpace(st); st != "" && !slices.Contains(models.TraceStatuses, st) {
+			errs = append(errs, &huma.ErrorDetail{Location: "query.status", Value: st,
+				Message: "unknown trace status " + st + "; statuses are " + strings.Join(models.TraceStatuses, ", ")})
 		}
-		out := AnalysisContext{TraceID: t.ID, Status: t.Status, Error: t.Error, EvaluationResult: t.EvaluationResult, JobID: t.JobID,
-			Metadata: nonNilMap(t.Metadata), Reward: t.Reward, EnvLogs: []EnvLogLine{}, WorkerLogs: []string{}, FailedSpans: []FailedSpan{},
-			ScenarioArgs: map[string]any{}}
-		if t.TaskVersionID != nil {
-			if v, err := s.store.GetTaskVersion(ctx, c, *t.TaskVersionID); err == nil {
-				out.RegistryID, out.ScenarioArgs, out.Prompt = v.RegistryID, nonNilMap(v.Args), v.Prompt
+	}
+	return errs
+}
+
+// getRelatedTraces serves GET /v2/trace/{trace_id}/related: traces related to one.
+func (s *Server) getRelatedTraces(ctx context.Context, in *relatedInput) (*struct{ Body []RelatedTrace }, error) {
+	c := callerFrom(ctx)
+	anchor, err := s.store.GetTrace(ctx, c, in.TraceID)
+	if err != nil {
+		return nil, storeError(err, "trace")
+	}
+	if in.Kind == models.RelatedRecent && c == nil {
+		return nil, newAPIError(http.StatusUnauthorized, "kind=recent lists the caller's own traces: send an API key")
+	}
+	q := models.RelatedQuery{Kind: in.Kind, ScopeToJob: in.ScopeToJob, Ascending: in.Order == "asc", Limit: in.Limit}
+	for _, st := range strings.Split(in.Status, ",") {
+		if st = strings.TrimSpace(st); st != "" {
+			q.Statuses = append(q.Statuses, st)
+		}
+	}
+	rows, err := s.store.RelatedTraces(ctx, c, anchor, q)
+	if err != nil {
+		return nil, storeError(err, "trace")
+	}
+	out := &struct{ Body []RelatedTrace }{Body: []RelatedTrace{}}
+	for i := range rows {
+		r := &rows[i]
+		m := RelatedModel{ID: r.ModelID, Name: deref(r.ModelLabel), ModelName: deref(r.ModelName), ProviderName: deref(r.ModelProvider)}
+		out.Body = append(out.Body, RelatedTrace{Trace: traceFrom(&r.TraceRow), JobName: r.JobName, Model: m})
+	}
+	return out, nil
+}
+
+type analysisInput struct {
+	TraceID           uuid.UUID `path:"trace_id"`
+	IncludeSpans      bool      `query:"include_spans" default:"true"`
+	IncludeEnvLogs    bool      `query:"include_env_logs" default:"true"`
+	IncludeWorkerLogs bool      `query:"include_worker_logs" default:"true"`
+}
+
+// getTraceAnalysisContext serves GET /v2/trace/{trace_id}/analysis-context: everything needed to analyse an attempt.
+func (s *Server) getTraceAnalysisContext(ctx context.Context, in *analysisInput) (*struct{ Body AnalysisContext }, error) {
+	c := callerFrom(ctx)
+	t, err := s.store.GetTrace(ctx, c, in.TraceID)
+	if err != nil {
+		return nil, storeError(err, "trace")
+	}
+	out := AnalysisContext{TraceID: t.ID, Status: t.Status, Error: t.Error, EvaluationResult: t.EvaluationResult, JobID: t.JobID,
+		Metadata: nonNilMap(t.Metadata), Reward: t.Reward, EnvLogs: []EnvLogLine{}, WorkerLogs: []string{}, FailedSpans: []FailedSpan{},
+		ScenarioArgs: map[string]any{}}
+	if t.TaskVersionID != nil {
+		if v, err := s.store.GetTaskVersion(ctx, c, *t.TaskVersionID); err == nil {
+			out.RegistryID, out.ScenarioArgs, out.Prompt = v.RegistryID, nonNilMap(v.Args), v.Prompt
+		}
+	}
+	evs, err := s.store.TraceEvents(ctx, t.ID, -1, false)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range evs {
+		if e.Kind == models.EventUser && out.Prompt == "" {
+			out.Prompt = e.Text
+		}
+		failed, _ := e.Data["is_error"].(bool)
+		if in.IncludeSpans && (failed || e.Kind == models.EventError) {
+			out.FailedSpans = append(out.FailedSpans, FailedSpan{Seq: e.Seq, Error: e.Text})
+		}
+	}
+	tail := func(source string) ([]models.TraceLog, error) {
+		var all []models.TraceLog
+		after := -1
+		for {
+			lines, more, err := s.store.TraceLogs(ctx, t.ID, source, after, 5000)
+			if err != nil {
+				return nil, err
 			}
+			all = append(all, lines...)
+			if len(all) > analysisLogLines {
+				all = all[len(all)-analysisLogLines:]
+			}
+			if !more || len(lines) == 0 {
+				return all, nil
+			}
+			after = lines[len(lines)-1].Seq
 		}
-		evs, err := s.store.TraceEvents(ctx, t.ID, -1, false)
+	}
+	if in.IncludeEnvLogs {
+		lines, err := tail(models.LogEnv)
 		if err != nil {
 			return nil, err
 		}
-		for _, e := range evs {
-			if e.Kind == models.EventUser && out.Prompt == "" {
-				out.Prompt = e.Text
-			}
-			failed, _ := e.Data["is_error"].(bool)
-			if in.IncludeSpans && (failed || e.Kind == models.EventError) {
-				out.FailedSpans = append(out.FailedSpans, FailedSpan{Seq: e.Seq, Error: e.Text})
-			}
+		for _, l := range lines {
+			out.EnvLogs = append(out.EnvLogs, EnvLogLine{Stream: l.Stream, Log: l.Line, Time: l.Time, Seq: l.Seq})
 		}
-		tail := func(source string) ([]models.TraceLog, error) {
-			var all []models.TraceLog
-			after := -1
-			for {
-				lines, more, err := s.store.TraceLogs(ctx, t.ID, source, after, 5000)
-				if err != nil {
-					return nil, err
-				}
-				all = append(all, lines...)
-				if len(all) > analysisLogLines {
-					all = all[len(all)-analysisLogLines:]
-				}
-				if !more || len(lines) == 0 {
-					return all, nil
-				}
-				after = lines[len(lines)-1].Seq
-			}
+	}
+	if in.IncludeWorkerLogs {
+		lines, err := tail(models.LogWorker)
+		if err != nil {
+			return nil, err
 		}
-		if in.IncludeEnvLogs {
-			lines, err := tail(models.LogEnv)
-			if err != nil {
-				return nil, err
-			}
-			for _, l := range lines {
-				out.EnvLogs = append(out.EnvLogs, EnvLogLine{Stream: l.Stream, Log: l.Line, Time: l.Time, Seq: l.Seq})
-			}
+		for _, l := range lines {
+			out.WorkerLogs = append(out.WorkerLogs, l.Time.UTC().Format(time.RFC3339Nano)+" "+l.Line)
 		}
-		if in.IncludeWorkerLogs {
-			lines, err := tail(models.LogWorker)
-			if err != nil {
-				return nil, err
-			}
-			for _, l := range lines {
-				out.WorkerLogs = append(out.WorkerLogs, l.Time.UTC().Format(time.RFC3339Nano)+" "+l.Line)
-			}
-		}
-		return &struct{ Body AnalysisContext }{Body: out}, nil
-	})
+	}
+	return &struct{ Body AnalysisContext }{Body: out}, nil
 }
