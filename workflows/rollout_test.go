@@ -442,3 +442,47 @@ func newTestEnv() *testsuite.TestWorkflowEnvironment {
 func decodeArgs(can *workflow.ContinueAsNewError, out any) error {
 	return converter.GetDefaultDataConverter().FromPayloads(can.Input, out)
 }
+
+// TestRolloutOfTheLargestMaxStepsRunsInBoundedRuns drives an attempt of max_steps 10000 (the
+// API's bound) through every continue-as-new to its end: each run holds at most
+// DefaultStepsPerRun steps, and the last evaluates in the sandbox the first started.
+func TestRolloutOfTheLargestMaxStepsRunsInBoundedRuns(t *testing.T) {
+	const maxSteps = 10000
+	in := RolloutInput{TraceID: uuid.New()}
+	total, runs := 0, 0
+	for {
+		runs++
+		f := newFakeEngine()
+		f.plan.MaxSteps = maxSteps
+		f.plan.RunTimeoutS = 7 * 24 * 3600
+		f.modelStep = neverDone
+		env := newTestEnv()
+		f.register(env)
+		if in.Resume != nil {
+			env.SetStartTime(in.Resume.Deadline.Add(-time.Hour))
+		}
+		env.ExecuteWorkflow(Rollout, in)
+		total += f.count("ModelStep")
+		if n := f.count("ModelStep") + f.count("ToolStep"); n > 2*DefaultStepsPerRun {
+			t.Fatalf("run %d scheduled %d activities, want at most %d", runs, n, 2*DefaultStepsPerRun)
+		}
+		var can *workflow.ContinueAsNewError
+		if err := env.GetWorkflowError(); errors.As(err, &can) {
+			if err := decodeArgs(can, &in); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		var res RolloutResult
+		if err := env.GetWorkflowResult(&res); err != nil {
+			t.Fatal(err)
+		}
+		if res.StopReason != models.StopMaxSteps || f.queues["Evaluate"][0] != "host/a/1" {
+			t.Fatalf("last run: %+v, evaluated on %v", res, f.queues["Evaluate"])
+		}
+		break
+	}
+	if total != maxSteps || runs != maxSteps/DefaultStepsPerRun {
+		t.Errorf("%d steps in %d runs, want %d in %d", total, runs, maxSteps, maxSteps/DefaultStepsPerRun)
+	}
+}

@@ -6,12 +6,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.temporal.io/api/workflowservice/v1"
+
+	ptemporal "github.com/proctorhq/proctor/temporal"
+	"github.com/proctorhq/proctor/workflows"
 )
 
 // scriptedOpenAI is an OpenAI-compatible chat completions server that answers with the next tool
@@ -166,6 +172,77 @@ func testModelsAndLimits(t *testing.T, storeArgs []string, _ string) {
 	c.call("GET", "/v2/trace/"+run.TraceID, nil, &info)
 	if info.Status != "error" || info.Reward == nil || *info.Reward != 0 || info.Attempt != 1 || !strings.Contains(info.Error, "scenario add-todos") {
 		t.Errorf("environment error = %+v, want error at reward 0 after one try", info)
+	}
+	if p := envProcesses(dataDir); p != "" {
+		t.Errorf("environment processes left: %s", p)
+	}
+}
+
+// TestALongAttemptContinuesAsNewWithItsSandbox runs an attempt past one workflow run's share of
+// steps (DefaultStepsPerRun): the Rollout continues as new with its live sandbox, and the
+// trajectory reads as one attempt of every step.
+func TestALongAttemptContinuesAsNewWithItsSandbox(t *testing.T) {
+	t.Setenv("SCRIPTED_KEY", "scripted-key")
+	const steps = workflows.DefaultStepsPerRun + 20
+	dataDir := t.TempDir()
+	dev := startDev(t, dataDir)
+	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey}
+	var calls []map[string]any
+	for range steps {
+		calls = append(calls, map[string]any{"name": "list_todos", "arguments": map[string]any{}})
+	}
+	srv, requests := scriptedOpenAI(t, calls, 0)
+	if err := run(context.Background(), []string{"admin", "model", "add", "--name", "busy", "--adapter", "openai", "--base-url", srv.URL + "/v1/",
+		"--api-key-env", "SCRIPTED_KEY", "--data-dir", dataDir}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	var up struct {
+		TaskVersionIDs []string `json:"task_version_ids"`
+	}
+	c.call("POST", "/v2/tasks/upload", map[string]any{"taskset_name": "long", "tasks": []any{
+		map[string]any{"name": "add", "env": "todo", "scenario": "add-todos", "args": map[string]any{"items": []string{"buy milk"}}}}}, &up)
+	var launched struct {
+		JobID   string `json:"job_id"`
+		TraceID string `json:"trace_id"`
+	}
+	c.call("POST", "/v2/rollouts/run", map[string]any{"task_version_id": up.TaskVersionIDs[0], "model_id": c.resolve("/v2/models/resolve?model=busy", "id"),
+		"max_steps": steps}, &launched)
+	c.waitJob(launched.JobID, nil)
+	var tr traceRow
+	c.call("GET", "/v2/trace/"+launched.TraceID, nil, &tr)
+	if tr.Status != "completed" || tr.StopReason != "max_steps" {
+		t.Fatalf("trace = %+v, want completed at max_steps", tr)
+	}
+	var ev struct {
+		Events []struct {
+			Kind    string
+			Attempt int
+		}
+	}
+	c.call("GET", "/v2/trace/"+launched.TraceID+"/events", nil, &ev)
+	kinds := map[string]int{}
+	for _, e := range ev.Events {
+		kinds[e.Kind]++
+		if e.Attempt != 1 {
+			t.Fatalf("an event of try %d: the sandbox was not carried over", e.Attempt)
+		}
+	}
+	if kinds["assistant_message"] != steps || kinds["tool_result"] != steps || kinds["evaluate"] != 1 || requests.Load() != steps {
+		t.Errorf("events by kind %v, %d model requests; want %d steps and one evaluation", kinds, requests.Load(), steps)
+	}
+
+	tc, err := ptemporal.Dial(context.Background(), dev.info.TemporalAddress, "default", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	res, err := tc.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
+		Namespace: "default", Query: "WorkflowId = 'rollout/" + launched.TraceID + "'"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Executions) != 2 {
+		t.Errorf("%d runs of the attempt's workflow, want 2 (one continue-as-new)", len(res.Executions))
 	}
 	if p := envProcesses(dataDir); p != "" {
 		t.Errorf("environment processes left: %s", p)
