@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -117,8 +118,8 @@ func TestRunListContinuesAsNewWithItsLiveAttempts(t *testing.T) {
 		t.Fatalf("next run's input = %+v", next)
 	}
 	for _, id := range next.Live {
-		if id != j.traces[2] && id != j.traces[3] {
-			t.Errorf("live attempt %s is not one of the last started", id)
+		if !slices.Contains(j.traces[:4], id) {
+			t.Errorf("live attempt %s is not one of the four this run started", id)
 		}
 	}
 
@@ -150,24 +151,31 @@ func TestRunListLastRunCompletesTheJob(t *testing.T) {
 func TestRunListCancelCancelsLiveAttemptsAndPendingTraces(t *testing.T) {
 	f, j := newFakeEngine(), newFakeJob(20)
 	env := runListEnv(f, j)
-	var steps sync.WaitGroup
-	steps.Add(12)
-	var once sync.Once
+	// Each attempt blocks at its third model step; once all four are there the run list is
+	// cancelled (the cancel is queued before the steps are released, so it is seen first).
+	var mu sync.Mutex
+	blocked := 0
+	release := make(chan struct{})
 	f.modelStep = func(in activities.ModelStepInput) (activities.ModelStepResult, error) {
-		// Cancel once every attempt is mid-way (the test clock of children is their own).
-		once.Do(func() {
-			go func() { steps.Wait(); env.CancelWorkflow() }()
-		})
-		steps.Done()
-		return activities.ModelStepResult{ToolCalls: 1, Seq: in.Step}, nil
+		if in.Step == 2 {
+			mu.Lock()
+			blocked++
+			if blocked == 4 {
+				env.CancelWorkflow()
+				close(release)
+			}
+			mu.Unlock()
+			<-release
+		}
+		return neverDone(in)
 	}
 	env.ExecuteWorkflow(RunList, RunListInput{JobID: uuid.New(), MaxConcurrent: 4})
 	var canceled *temporal.CanceledError
 	if err := env.GetWorkflowError(); err != nil && !errors.As(err, &canceled) {
 		t.Fatalf("workflow error = %v", err)
 	}
-	if f.count("StartEnvironment") != 4 {
-		t.Errorf("%d attempts started, want max_concurrent 4", f.count("StartEnvironment"))
+	if f.count("StartEnvironment") != 4 || f.most != 4 {
+		t.Errorf("%d attempts started, %d at once; want max_concurrent 4", f.count("StartEnvironment"), f.most)
 	}
 	if f.count("Teardown") != 4 || f.count("Evaluate") != 0 {
 		t.Errorf("calls = %v: want every live attempt torn down, none evaluated", f.calls)
