@@ -172,6 +172,9 @@ func TestRulesAcrossFieldsAnswer422(t *testing.T) {
 		{"PATCH", "/v2/tasks/status", `{"ids": ["` + uuid.NewString() + `"]}`, "body.status"},
 		{"PATCH", "/v2/tasks/status", `{"status": "ready"}`, "body.ids"},
 		{"GET", "/v2/trace/" + uuid.NewString() + "/related?status=running,done", "", "query.status"},
+		{"POST", "/v2/rollouts/run", `{"task_version_id": "` + uuid.NewString() + `", "model_id": "` + model + `", "trace_id": "` + uuid.Nil.String() + `"}`, "body.trace_id"},
+		{"POST", "/v2/rollouts/submit", `{"trace_id": "` + uuid.Nil.String() + `", "task": "t", "agent": {"type": "oracle"}}`, "body.trace_id"},
+		{"POST", "/v2/rollouts/submit", `{"trace_id": "` + uuid.NewString() + `", "job_id": "` + uuid.Nil.String() + `", "task": "t", "agent": {"type": "oracle"}}`, "body.job_id"},
 	} {
 		var body io.Reader
 		if tc.body != "" {

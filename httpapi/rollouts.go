@@ -3,7 +3,9 @@ package httpapi
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
@@ -127,6 +129,22 @@ type runInput struct {
 		TraceID       *uuid.UUID            `json:"trace_id,omitempty" doc:"Client-minted id; launching it again is idempotent"`
 		TraceName     string                `json:"trace_name,omitempty" maxLength:"200"`
 	}
+}
+
+// Resolve refuses the nil UUID as a client-minted id.
+func (in *runInput) Resolve(huma.Context) []error {
+	return nilIDs(map[string]*uuid.UUID{"body.trace_id": in.Body.TraceID})
+}
+
+// nilIDs reports each given id that is the nil UUID, which is no one's id.
+func nilIDs(ids map[string]*uuid.UUID) []error {
+	var errs []error
+	for _, loc := range slices.Sorted(maps.Keys(ids)) {
+		if id := ids[loc]; id != nil && *id == uuid.Nil {
+			errs = append(errs, &huma.ErrorDetail{Location: loc, Message: "the nil UUID is not an id", Value: id.String()})
+		}
+	}
+	return errs
 }
 
 // runRollout serves POST /v2/rollouts/run: run one attempt.
@@ -295,6 +313,11 @@ type submitInput struct {
 	}
 }
 
+// Resolve refuses the nil UUID as a client-minted id.
+func (in *submitInput) Resolve(huma.Context) []error {
+	return nilIDs(map[string]*uuid.UUID{"body.trace_id": &in.Body.TraceID, "body.job_id": in.Body.JobID})
+}
+
 // submitRollout serves POST /v2/rollouts/submit: submit an attempt with client-minted ids.
 func (s *Server) submitRollout(ctx context.Context, in *submitInput) (*launchedOutput, error) {
 	if err := s.requireWorkflows(); err != nil {
@@ -414,5 +437,6 @@ func (s *Server) startFailed(ctx context.Context, err error, traceID uuid.UUID) 
 	s.log.ErrorContext(ctx, "start rollout", "request_id", id, "trace", traceID, "error", err)
 	s.store.TransitionTrace(ctx, traceID, models.TraceUpdate{Status: models.TraceError, StopReason: models.StopError, //nolint:errcheck // best effort
 		Error: "the rollout engine could not start the attempt"})
+	s.store.SettleSingleRunJob(ctx, traceID) //nolint:errcheck // best effort: the job must not read pending for ever
 	return newAPIError(http.StatusServiceUnavailable, "the attempt was recorded but the rollout engine could not start it (request id "+id+")")
 }

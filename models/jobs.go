@@ -75,7 +75,8 @@ func (s *Store) LaunchJob(ctx context.Context, c *Caller, l Launch) (*Job, []Tra
 			err := tx.NewSelect().Model(job).Where("id = ?", *l.JobID).Scan(ctx)
 			switch {
 			case err == nil && job.TeamID != c.TeamID:
-				return fmt.Errorf("job %s belongs to another team: %w", *l.JobID, ErrConflict)
+				// Whose it is stays unsaid: ids are one namespace, not a way to probe other teams.
+				return fmt.Errorf("job id %s is taken: %w", *l.JobID, ErrConflict)
 			case err == nil:
 			case isNoRows(err):
 				job = nil
@@ -84,6 +85,13 @@ func (s *Store) LaunchJob(ctx context.Context, c *Caller, l Launch) (*Job, []Tra
 			}
 		} else {
 			job = nil
+			// A launch repeated with the same client-minted trace ids returns the original job
+			// and traces rather than creating an empty job beside them.
+			if again, err := repeatedLaunch(ctx, tx, c, l.Traces); err != nil {
+				return err
+			} else if again != nil {
+				job = again
+			}
 		}
 		if job == nil {
 			id := uuid.New()
@@ -106,7 +114,7 @@ func (s *Store) LaunchJob(ctx context.Context, c *Caller, l Launch) (*Job, []Tra
 			err := tx.NewSelect().Model(&existing).Where("id = ?", lt.TraceID).Scan(ctx)
 			if err == nil {
 				if existing.TeamID != c.TeamID {
-					return fmt.Errorf("trace %s exists in another team: %w", lt.TraceID, ErrConflict)
+					return fmt.Errorf("trace id %s is taken: %w", lt.TraceID, ErrConflict)
 				}
 				traces = append(traces, existing)
 				continue
@@ -151,6 +159,35 @@ func (s *Store) LaunchJob(ctx context.Context, c *Caller, l Launch) (*Job, []Tra
 		return nil, nil, fmt.Errorf("launch job: %w", err)
 	}
 	return job, traces, nil
+}
+
+// repeatedLaunch is the job of a launch whose traces all exist already in the caller's team (a
+// client retrying with its own trace ids), or nil.
+func repeatedLaunch(ctx context.Context, tx bun.Tx, c *Caller, lts []LaunchTrace) (*Job, error) {
+	if len(lts) == 0 {
+		return nil, nil
+	}
+	ids := make([]uuid.UUID, len(lts))
+	for i, lt := range lts {
+		ids[i] = lt.TraceID
+	}
+	var jobIDs []uuid.UUID
+	if err := tx.NewSelect().Model((*Trace)(nil)).ColumnExpr("DISTINCT job_id").Where("id IN (?) AND team_id = ?", bun.In(ids), c.TeamID).
+		Scan(ctx, &jobIDs); err != nil {
+		return nil, err
+	}
+	if len(jobIDs) != 1 {
+		return nil, nil
+	}
+	n, err := tx.NewSelect().Model((*Trace)(nil)).Where("id IN (?) AND team_id = ?", bun.In(ids), c.TeamID).Count(ctx)
+	if err != nil || int(n) != len(ids) {
+		return nil, err
+	}
+	job := new(Job)
+	if err := tx.NewSelect().Model(job).Where("id = ?", jobIDs[0]).Scan(ctx); err != nil {
+		return nil, err
+	}
+	return job, nil
 }
 
 // JobRow is a job as one caller sees it.
@@ -349,8 +386,21 @@ func (s *Store) MarkJobCancelling(ctx context.Context, jobID uuid.UUID) ([]uuid.
 			Where("job_id = ? AND status IN (?)", jobID, bun.In([]string{TraceInitializing, TraceRunning})).Exec(ctx); err != nil {
 			return err
 		}
-		_, err := tx.NewUpdate().Model((*Trace)(nil)).Set("status = ?", TraceCancelled).Set("stop_reason = ?", StopCancelled).
-			Set("end_time = ?", now()).Set("updated_at = ?", now()).Where("job_id = ? AND status = ?", jobID, TracePending).Exec(ctx)
+		if _, err := tx.NewUpdate().Model((*Trace)(nil)).Set("status = ?", TraceCancelled).Set("stop_reason = ?", StopCancelled).
+			Set("end_time = ?", now()).Set("updated_at = ?", now()).Where("job_id = ? AND status = ?", jobID, TracePending).Exec(ctx); err != nil {
+			return err
+		}
+		// A job that no RunList is running (a single-run job, or one whose attempts all ended)
+		// is cancelled here and stays so; a RunList marks its job cancelled once its live
+		// attempts have ended.
+		var job Job
+		if err := tx.NewSelect().Model(&job).Where("id = ?", jobID).Scan(ctx); err != nil {
+			return err
+		}
+		if job.Status == JobCompleted || job.Status == JobCancelled || (job.IsRunList() && job.Status == JobRunning && len(live) > 0) {
+			return nil
+		}
+		_, err := tx.NewUpdate().Model((*Job)(nil)).Set("status = ?", JobCancelled).Set("updated_at = ?", now()).Where("id = ?", jobID).Exec(ctx)
 		return err
 	})
 	if err != nil {

@@ -3,6 +3,7 @@ package models_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,9 +85,27 @@ func TestLaunchTransitionsAndJobs(t *testing.T) {
 		if ids, _ := s.JobTraceIDsPage(ctx, job.ID, 0, 10); len(ids) != 4 {
 			t.Errorf("the job has %d traces after a relaunch, want 4", len(ids))
 		}
-		if _, _, err := s.LaunchJob(ctx, b, models.Launch{MaxSteps: 1, GroupSize: 1, MaxConcurrent: 1, Traces: lts[:1]}); !errors.Is(err, models.ErrConflict) {
-			t.Errorf("another team reusing a trace id: %v, want ErrConflict", err)
+		// A launch repeated without a job id (a client retrying run or submit with its own trace
+		// id) returns the original job instead of an empty new one.
+		for range 2 {
+			again, traces3, err := s.LaunchJob(ctx, a, models.Launch{MaxSteps: 10, GroupSize: 1, MaxConcurrent: 1, Traces: lts[1:2]})
+			if err != nil || again.ID != job.ID || len(traces3) != 1 || traces3[0].ID != lts[1].TraceID {
+				t.Fatalf("repeated launch = %+v %+v, %v; want the original job", again, traces3, err)
+			}
 		}
+		if _, total, _ := s.ListJobs(ctx, a, nil, 10, 0); total != 1 {
+			t.Errorf("%d jobs after repeated launches, want 1", total)
+		}
+		_, _, err = s.LaunchJob(ctx, b, models.Launch{MaxSteps: 1, GroupSize: 1, MaxConcurrent: 1, Traces: lts[:1]})
+		if !errors.Is(err, models.ErrConflict) || strings.Contains(err.Error(), "team") {
+			t.Errorf("another team reusing a trace id: %v, want ErrConflict that does not say whose", err)
+		}
+		_, _, err = s.LaunchJob(ctx, b, models.Launch{JobID: &job.ID, MaxSteps: 1, GroupSize: 1, MaxConcurrent: 1,
+			Traces: []models.LaunchTrace{{TraceID: uuid.New(), TaskVersionID: versions[0], ModelID: oracle.ID}}})
+		if !errors.Is(err, models.ErrConflict) || strings.Contains(err.Error(), "team") {
+			t.Errorf("another team reusing a job id: %v, want ErrConflict that does not say whose", err)
+		}
+
 		if _, _, err := s.LaunchJob(ctx, a, models.Launch{MaxSteps: 1, GroupSize: 1, MaxConcurrent: 1, Traces: []models.LaunchTrace{{TraceID: uuid.New(), TaskVersionID: uuid.New(), ModelID: oracle.ID}}}); !errors.Is(err, models.ErrNotFound) {
 			t.Errorf("an unknown task version: %v, want ErrNotFound", err)
 		}
@@ -164,6 +183,19 @@ func TestLaunchTransitionsAndJobs(t *testing.T) {
 		rows, total, err := s.ListJobTraces(ctx, a, job.ID, 2, 2)
 		if err != nil || total != 4 || len(rows) != 2 {
 			t.Errorf("job traces page = %d of %d, %v", len(rows), total, err)
+		}
+
+		// Cancelling a single-run job ends it, whatever its traces were doing.
+		single, _, err := s.LaunchJob(ctx, a, models.Launch{MaxSteps: 1, GroupSize: 1, MaxConcurrent: 1,
+			Traces: []models.LaunchTrace{{TraceID: uuid.New(), TaskVersionID: versions[0], ModelID: oracle.ID}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.MarkJobCancelling(ctx, single.ID); err != nil {
+			t.Fatal(err)
+		}
+		if j, _ := s.GetJob(ctx, a, single.ID); j.Status != models.JobCancelled {
+			t.Errorf("a cancelled single-run job reads %s", j.Status)
 		}
 	})
 }
