@@ -183,3 +183,19 @@ func TestRulesAcrossFieldsAnswer422(t *testing.T) {
 		wantValidation(t, f.do(tc.method, tc.path, "key", body), tc.location)
 	}
 }
+
+func TestControlCharactersAre422AtTheEdge(t *testing.T) {
+	f := newFixture(t, storetest.Open(t, models.SQLite), Options{})
+	wantValidation(t, f.do("GET", "/v2/tasksets?search=milk%00", "key", nil), "query.search")
+	wantValidation(t, f.do("GET", "/v2/tasksets/by-name/a%01b", "key", nil), "path")
+	wantValidation(t, f.do("POST", "/v2/tasks/upload", "key", strings.NewReader(`{"taskset_name": "x\u0000y", "tasks": [{"name": "a", "prompt": "p"}]}`)), "body")
+	wantValidation(t, f.do("POST", "/v2/tasks/upload", "key", strings.NewReader(`{"taskset_name": "x", "tasks": [{"name": "a", "prompt": "p", "args": {"k": "\u001b[31m"}}]}`)), "body")
+	// Tabs and newlines are text; an escaped backslash before "u0000" is no control character.
+	r := f.do("POST", "/v2/tasks/upload", "key", strings.NewReader(`{"taskset_name": "ok", "tasks": [{"name": "a", "prompt": "line one\nline\ttwo \\u0000"}]}`))
+	if r.status != 201 {
+		t.Errorf("upload with tabs, newlines and an escaped backslash = %d %s", r.status, r.body)
+	}
+	if r := f.do("GET", "/v2/tasksets?search=milk", "key", nil); r.status != 200 {
+		t.Errorf("a plain query = %d %s", r.status, r.body)
+	}
+}

@@ -89,7 +89,7 @@ func New(o Options) *Server {
 		secureCookies: strings.HasPrefix(o.PublicURL, "https://"), maxBodyBytes: o.MaxBodyBytes, publicURL: strings.TrimRight(o.PublicURL, "/"),
 	}
 	r := chi.NewRouter()
-	r.Use(s.requestID, s.accessLog, s.recoverPanics)
+	r.Use(s.requestID, s.accessLog, s.recoverPanics, s.rejectControlChars)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
 	})
