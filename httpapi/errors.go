@@ -3,8 +3,10 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -72,28 +74,78 @@ func newAPIError(status int, msg string) *apiError {
 
 // newHumaError replaces huma.NewError: Huma calls it for every error it produces (bad JSON, body too
 // large, validation) and so do handlers through huma.ErrorXXX helpers.
+//
+// What comes back is bounded whatever was sent: at most maxDetails validation errors (the last
+// one says how many were left out), values and messages cut to a few hundred bytes, so that a
+// huge or hostile request is not reflected back.
 func newHumaError(status int, msg string, errs ...error) huma.StatusError {
 	if status == http.StatusUnprocessableEntity {
-		details := make([]*huma.ErrorDetail, 0, len(errs))
-		for _, e := range errs {
+		details := make([]*huma.ErrorDetail, 0, min(len(errs), maxDetails+1))
+		for i, e := range errs {
 			if e == nil {
 				continue
 			}
+			if len(details) == maxDetails {
+				details = append(details, &huma.ErrorDetail{Message: fmt.Sprintf("and %d more errors", len(errs)-i)})
+				break
+			}
 			var d huma.ErrorDetailer
 			if errors.As(e, &d) {
-				details = append(details, d.ErrorDetail())
+				det := *d.ErrorDetail()
+				det.Message, det.Location, det.Value = bound(det.Message), bound(det.Location), boundValue(det.Value)
+				details = append(details, &det)
 			} else {
-				details = append(details, &huma.ErrorDetail{Message: e.Error()})
+				details = append(details, &huma.ErrorDetail{Message: bound(e.Error())})
 			}
 		}
-		return &huma.ErrorModel{Status: status, Title: http.StatusText(status), Detail: msg, Errors: details}
+		return &huma.ErrorModel{Status: status, Title: http.StatusText(status), Detail: bound(msg), Errors: details}
 	}
 	for _, e := range errs {
 		if e != nil && !strings.Contains(msg, e.Error()) {
 			msg += ": " + e.Error()
 		}
 	}
-	return newAPIError(status, msg)
+	return newAPIError(status, bound(msg))
+}
+
+// Bounds of what an error echoes.
+const (
+	maxDetails = 50
+	maxEcho    = 300
+)
+
+// bound cuts s to maxEcho bytes (on a rune boundary), saying how long it was.
+func bound(s string) string {
+	if len(s) <= maxEcho {
+		return s
+	}
+	cut := maxEcho
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", s[:cut], len(s))
+}
+
+// boundValue keeps a small value as it is, cuts a long string, and summarizes a large array or
+// object by its size.
+func boundValue(v any) any {
+	switch x := v.(type) {
+	case nil, bool, float64, int, int64:
+		return v
+	case string:
+		return bound(x)
+	}
+	b, err := json.Marshal(v)
+	if err != nil || len(b) <= maxEcho {
+		return v
+	}
+	switch x := v.(type) {
+	case []any:
+		return fmt.Sprintf("(an array of %d items)", len(x))
+	case map[string]any:
+		return fmt.Sprintf("(an object of %d keys)", len(x))
+	}
+	return fmt.Sprintf("(a value of %d bytes)", len(b))
 }
 
 // newHumaErrorWithContext is what Huma calls for an error a handler returns that is no

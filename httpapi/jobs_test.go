@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"io"
 	"strings"
 	"testing"
@@ -197,5 +198,54 @@ func TestControlCharactersAre422AtTheEdge(t *testing.T) {
 	}
 	if r := f.do("GET", "/v2/tasksets?search=milk", "key", nil); r.status != 200 {
 		t.Errorf("a plain query = %d %s", r.status, r.body)
+	}
+}
+
+func TestErrorsDoNotReflectLargeInput(t *testing.T) {
+	f := newFixture(t, storetest.Open(t, models.SQLite), Options{})
+	// 50,001 tasks: one error, without the array echoed back.
+	var b strings.Builder
+	b.WriteString(`{"taskset_name": "big", "tasks": [`)
+	for i := range 50001 {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString(`{"name": "t"}`)
+	}
+	b.WriteString(`]}`)
+	r := f.do("POST", "/v2/tasks/upload", "key", strings.NewReader(b.String()))
+	wantValidation(t, r, "body.tasks")
+	if len(r.body) > 4096 {
+		t.Errorf("a 422 for 50,001 tasks is %d bytes", len(r.body))
+	}
+	// A long string over its bound, and a body that is not JSON.
+	long := strings.Repeat("x", 900_000)
+	r = f.do("POST", "/v2/tasks/upload", "key", strings.NewReader(`{"taskset_name": "`+long+`", "tasks": [{"name": "a", "prompt": "p"}]}`))
+	if r.status != 422 || len(r.body) > 4096 {
+		t.Errorf("an oversized name = %d, %d bytes", r.status, len(r.body))
+	}
+	r = f.do("POST", "/v2/tasks/upload", "key", strings.NewReader(`{"taskset_name": "`+long))
+	if r.status != 400 || len(r.body) > 4096 {
+		t.Errorf("broken JSON = %d, %d bytes", r.status, len(r.body))
+	}
+	// Many errors are capped, the last saying how many more there were.
+	var many strings.Builder
+	many.WriteString(`{"taskset_name": "many", "tasks": [`)
+	for i := range 200 {
+		if i > 0 {
+			many.WriteString(",")
+		}
+		many.WriteString(`{"name": ""}`)
+	}
+	many.WriteString(`]}`)
+	r = f.do("POST", "/v2/tasks/upload", "key", strings.NewReader(many.String()))
+	var em struct{ Errors []struct{ Message string } }
+	json.Unmarshal(r.body, &em)
+	if r.status != 422 || len(em.Errors) != 51 || !strings.Contains(em.Errors[50].Message, "more errors") {
+		t.Errorf("200 invalid tasks = %d with %d errors", r.status, len(em.Errors))
+	}
+	// A long unknown path is not echoed whole.
+	if r := f.do("GET", "/v2/"+strings.Repeat("a", 100_000), "key", nil); r.status != 404 || len(r.body) > 1024 {
+		t.Errorf("a long unknown path = %d, %d bytes", r.status, len(r.body))
 	}
 }

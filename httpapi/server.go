@@ -91,10 +91,10 @@ func New(o Options) *Server {
 	r := chi.NewRouter()
 	r.Use(s.requestID, s.accessLog, s.recoverPanics, s.rejectControlChars)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
+		writeError(w, http.StatusNotFound, bound("no route for "+r.Method+" "+r.URL.Path))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusMethodNotAllowed, r.Method+" is not allowed on "+r.URL.Path)
+		writeError(w, http.StatusMethodNotAllowed, bound(r.Method+" is not allowed on "+r.URL.Path))
 	})
 
 	s.api = humachi.New(r, apiConfig())
@@ -257,7 +257,7 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 			level = slog.LevelDebug
 		}
 		s.log.Log(r.Context(), level, "http request",
-			"request_id", r.Context().Value(requestIDKey{}), "method", r.Method, "path", r.URL.Path,
+			"request_id", r.Context().Value(requestIDKey{}), "method", bound(r.Method), "path", bound(r.URL.Path),
 			"status", sw.status, "bytes", sw.bytes, "duration_ms", float64(time.Since(start).Microseconds())/1000)
 	})
 }
