@@ -122,7 +122,7 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 		Store: store, Bucket: bucket, Temporal: tc, Workflows: tc, Blob: blobHandler, Logger: log, PublicURL: cfg.PublicURL,
 		SessionTTL: cfg.SessionTTL, MaxBodyBytes: cfg.MaxBodyBytes,
 	})
-	hs, err := startHTTP(cfg.HTTPAddr, api.Handler(), log)
+	hs, err := startHTTP(cfg.HTTPAddr, api.Handler(), limitsOf(cfg), log)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/proctorhq/proctor/activities"
@@ -84,15 +85,35 @@ type httpServer struct {
 	done chan error
 }
 
-func startHTTP(addr string, h http.Handler, log *slog.Logger) (*httpServer, error) {
+// httpLimits are the bounds of the API's HTTP server (config: --http-*).
+type httpLimits struct {
+	read, write, idle time.Duration
+	maxConns          int
+}
+
+func limitsOf(cfg *config.Config) httpLimits {
+	return httpLimits{read: cfg.HTTPReadTimeout, write: cfg.HTTPWriteTimeout, idle: cfg.HTTPIdleTimeout, maxConns: cfg.HTTPMaxConns}
+}
+
+func startHTTP(addr string, h http.Handler, lim httpLimits, log *slog.Logger) (*httpServer, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", addr, err)
 	}
+	if lim.maxConns > 0 {
+		l = &limitListener{Listener: l, slots: make(chan struct{}, lim.maxConns), closed: make(chan struct{})}
+	}
 	hs := &httpServer{
 		srv: &http.Server{
-			Handler:           h,
+			Handler: h,
+			// A slow or idle client cannot hold a connection for ever: the headers within 10 s,
+			// the whole request within read, the answer within write, and an idle keep-alive
+			// connection closes after idle.
 			ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout:       lim.read,
+			WriteTimeout:      lim.write,
+			IdleTimeout:       lim.idle,
+			MaxHeaderBytes:    64 << 10,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		},
 		addr: l.Addr().String(),
@@ -106,6 +127,47 @@ func startHTTP(addr string, h http.Handler, log *slog.Logger) (*httpServer, erro
 		hs.done <- err
 	}()
 	return hs, nil
+}
+
+// limitListener accepts at most cap(slots) connections at once; the next Accept waits for one
+// to close (the client waits in the kernel's backlog meanwhile).
+type limitListener struct {
+	net.Listener
+	slots  chan struct{}
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	select {
+	case l.slots <- struct{}{}:
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	return &limitedConn{Conn: c, release: func() { <-l.slots }}, nil
+}
+
+// Close also ends an Accept waiting for a slot, so that a shutdown is not held up.
+func (l *limitListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return l.Listener.Close()
+}
+
+type limitedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
 }
 
 // shutdown stops accepting, lets in-flight requests finish within timeout, then closes the rest.
@@ -153,7 +215,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 		Store: store, Bucket: bucket, Temporal: tc, Workflows: tc, Blob: blobHandler, Logger: log, PublicURL: cfg.PublicURL,
 		SessionTTL: cfg.SessionTTL, MaxBodyBytes: cfg.MaxBodyBytes,
 	})
-	hs, err := startHTTP(cfg.HTTPAddr, api.Handler(), log)
+	hs, err := startHTTP(cfg.HTTPAddr, api.Handler(), limitsOf(cfg), log)
 	if err != nil {
 		return err
 	}

@@ -45,6 +45,13 @@ type Config struct {
 	MaxBodyBytes int64
 	// ShutdownTimeout bounds a graceful stop.
 	ShutdownTimeout time.Duration
+	// HTTPReadTimeout bounds reading a whole request, body included; HTTPWriteTimeout bounds
+	// answering it; HTTPIdleTimeout closes a keep-alive connection with no request; HTTPMaxConns
+	// caps the connections served at once (the rest wait in the listen backlog).
+	HTTPReadTimeout  time.Duration
+	HTTPWriteTimeout time.Duration
+	HTTPIdleTimeout  time.Duration
+	HTTPMaxConns     int
 	// SandboxRoot holds sandboxes' work dirs; MaxSandboxes bounds those live on this host;
 	// SandboxIsolation is auto, bubblewrap or none.
 	SandboxRoot      string
@@ -73,6 +80,10 @@ func Defaults() Config {
 		SessionTTL:        7 * 24 * time.Hour,
 		MaxBodyBytes:      10 << 20,
 		ShutdownTimeout:   10 * time.Second,
+		HTTPReadTimeout:   time.Minute,
+		HTTPWriteTimeout:  2 * time.Minute,
+		HTTPIdleTimeout:   2 * time.Minute,
+		HTTPMaxConns:      4096,
 	}
 }
 
@@ -104,6 +115,10 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	str(&c.GPUs, "gpus", "PROCTOR_GPUS", "", "comma-separated GPU device ids this host hands to sandboxes")
 	str(&c.GPUType, "gpu-type", "PROCTOR_GPU_TYPE", "", "the type of those GPUs, e.g. h100 (names the sandboxes-gpu-<type> queue)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", envDuration("PROCTOR_SHUTDOWN_TIMEOUT", d.ShutdownTimeout), "bound on a graceful stop (env PROCTOR_SHUTDOWN_TIMEOUT)")
+	fs.DurationVar(&c.HTTPReadTimeout, "http-read-timeout", envDuration("PROCTOR_HTTP_READ_TIMEOUT", d.HTTPReadTimeout), "bound on reading a whole request, body included (env PROCTOR_HTTP_READ_TIMEOUT)")
+	fs.DurationVar(&c.HTTPWriteTimeout, "http-write-timeout", envDuration("PROCTOR_HTTP_WRITE_TIMEOUT", d.HTTPWriteTimeout), "bound on writing a response (env PROCTOR_HTTP_WRITE_TIMEOUT)")
+	fs.DurationVar(&c.HTTPIdleTimeout, "http-idle-timeout", envDuration("PROCTOR_HTTP_IDLE_TIMEOUT", d.HTTPIdleTimeout), "an idle keep-alive connection is closed after this (env PROCTOR_HTTP_IDLE_TIMEOUT)")
+	fs.IntVar(&c.HTTPMaxConns, "http-max-conns", envInt("PROCTOR_HTTP_MAX_CONNS", d.HTTPMaxConns), "connections served at once; more wait to be accepted (env PROCTOR_HTTP_MAX_CONNS)")
 }
 
 // FillDevDefaults points the database and object storage into the data directory where they were
