@@ -104,22 +104,19 @@ func (s *Store) GetTask(ctx context.Context, c *Caller, id uuid.UUID) (*TaskInTa
 
 // resolveForMove finds the task an input names: a task id, a task version id, or (with a taskset)
 // a name or external id. It records a failure and returns nil when it cannot, or when the caller
-// may not change the task.
+// may not change the task. A failure echoes only the caller's input, and a slug is looked up only
+// in a taskset the caller can see, so that nothing is learned about other teams' tasksets.
 func (s *Store) resolveForMove(ctx context.Context, c *Caller, input string, tasksetID *uuid.UUID, res *MoveResult) *TaskInTaskset {
 	if id, err := uuid.Parse(input); err == nil {
-		t, err := s.GetTask(ctx, c, id)
-		if err != nil {
-			res.fail(input, "not_found", "no task or task version with this id is visible", nil)
-			return nil
-		}
-		if !t.Taskset.CanEdit {
-			res.fail(input, "forbidden", "the caller's team may not edit this taskset", &t.Task.ID)
-			return nil
-		}
-		return t
+		return s.resolveIDForMove(ctx, c, input, id, res)
 	}
 	if tasksetID == nil {
 		res.fail(input, "taskset_required", "a slug names a task only within taskset_id", nil)
+		return nil
+	}
+	const missing = "no task of this name or external_id in the taskset"
+	if _, err := s.GetTaskset(ctx, c, *tasksetID); err != nil {
+		res.fail(input, "not_found", missing, nil)
 		return nil
 	}
 	var t Task
@@ -128,10 +125,24 @@ func (s *Store) resolveForMove(ctx context.Context, c *Caller, input string, tas
 			return q.Where("name = ?", input).WhereOr("external_id = ?", input)
 		}).OrderExpr("CASE WHEN name = ? THEN 0 ELSE 1 END", input).Limit(1).Scan(ctx)
 	if err != nil {
-		res.fail(input, "not_found", "no task of this name or external_id in the taskset", nil)
+		res.fail(input, "not_found", missing, nil)
 		return nil
 	}
-	return s.resolveForMove(ctx, c, t.ID.String(), nil, res)
+	return s.resolveIDForMove(ctx, c, input, t.ID, res)
+}
+
+// resolveIDForMove is resolveForMove for a task or task version id; failures name input.
+func (s *Store) resolveIDForMove(ctx context.Context, c *Caller, input string, id uuid.UUID, res *MoveResult) *TaskInTaskset {
+	t, err := s.GetTask(ctx, c, id)
+	if err != nil {
+		res.fail(input, "not_found", "no task or task version with this id is visible", nil)
+		return nil
+	}
+	if !t.Taskset.CanEdit {
+		res.fail(input, "forbidden", "the caller's team may not edit this taskset", &t.Task.ID)
+		return nil
+	}
+	return t
 }
 
 // SetTaskStatus moves each task to status (or back to pending when clear). It is not atomic: each

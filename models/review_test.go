@@ -143,6 +143,18 @@ func TestStatusAndStageMoves(t *testing.T) {
 		if _, err := s.SetTaskStatus(ctx, f.ada, []string{t0}, nil, "done", false); err == nil {
 			t.Error("an unknown status was accepted")
 		}
+
+		// A slug in another team's private taskset fails exactly as one that does not exist:
+		// the failure echoes the input and nothing it resolved to.
+		exists, _ := s.SetTaskStatus(ctx, other, []string{"t1"}, &f.staged, models.TaskReady, false)
+		absent, _ := s.SetTaskStatus(ctx, other, []string{"no-such-task"}, &f.staged, models.TaskReady, false)
+		if len(exists.Failures) != 1 || len(absent.Failures) != 1 {
+			t.Fatalf("failures: %+v / %+v", exists.Failures, absent.Failures)
+		}
+		e, a := exists.Failures[0], absent.Failures[0]
+		if e.Input != "t1" || e.ResolvedID != nil || e.Code != a.Code || e.Reason != a.Reason {
+			t.Errorf("a private slug fails as %+v, an absent one as %+v: want the same, echoing only the input", e, a)
+		}
 	})
 }
 
