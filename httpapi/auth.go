@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -128,7 +129,19 @@ func (s *Server) authMiddleware(api huma.API) func(huma.Context, func(huma.Conte
 
 // handleLogin signs a browser in: it exchanges an API key for a session cookie. It lives outside
 // /v2 because the spec leaves the issuing of sessions open.
+//
+// Only JSON is accepted (a form or text/plain body is what a cross-site page can send without a
+// preflight), and a request that names an Origin must come from this server's own origin: a
+// page elsewhere cannot sign a browser in to an account of its choosing (login CSRF).
 func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "application/json") {
+		writeError(w, http.StatusUnsupportedMediaType, "send the key as application/json")
+		return
+	}
+	if origin := r.Header.Get("Origin"); origin != "" && !s.sameOrigin(r, origin) {
+		writeError(w, http.StatusForbidden, "sign-in from another origin is refused")
+		return
+	}
 	var body struct {
 		APIKey string `json:"api_key"`
 	}
@@ -173,4 +186,14 @@ func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secureCookies})
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// sameOrigin reports whether origin is this server's: its public URL when configured, else the
+// host the request was sent to.
+func (s *Server) sameOrigin(r *http.Request, origin string) bool {
+	if s.publicURL != "" {
+		return strings.EqualFold(origin, s.publicURL)
+	}
+	u, err := url.Parse(origin)
+	return err == nil && strings.EqualFold(u.Host, r.Host)
 }

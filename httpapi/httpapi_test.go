@@ -456,3 +456,41 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+func TestSignInRefusesCrossSiteRequestsAndResponsesCarrySecurityHeaders(t *testing.T) {
+	f := newFixture(t, storetest.Open(t, models.SQLite), Options{})
+	login := func(contentType, origin string) int {
+		req, _ := http.NewRequest("POST", f.srv.URL+"/auth/session", strings.NewReader(fmt.Sprintf(`{"api_key":%q}`, f.key)))
+		req.Header.Set("Content-Type", contentType)
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	if code := login("text/plain", ""); code != http.StatusUnsupportedMediaType {
+		t.Errorf("sign-in as text/plain = %d, want 415", code)
+	}
+	if code := login("application/x-www-form-urlencoded", ""); code != http.StatusUnsupportedMediaType {
+		t.Errorf("sign-in as a form = %d, want 415", code)
+	}
+	if code := login("application/json", "https://evil.example"); code != http.StatusForbidden {
+		t.Errorf("sign-in from another origin = %d, want 403", code)
+	}
+	if code := login("application/json", f.srv.URL); code != http.StatusOK {
+		t.Errorf("sign-in from the server's own origin = %d, want 200", code)
+	}
+	if code := login("application/json; charset=utf-8", ""); code != http.StatusOK {
+		t.Errorf("sign-in without an Origin (a script) = %d, want 200", code)
+	}
+	for _, path := range []string{"/v2/tasksets", "/v2/nothing", "/healthz"} {
+		r := f.do("GET", path, "key", nil)
+		if r.header.Get("X-Content-Type-Options") != "nosniff" || r.header.Get("Referrer-Policy") != "no-referrer" || r.header.Get("X-Frame-Options") != "DENY" {
+			t.Errorf("GET %s headers = %v", path, r.header)
+		}
+	}
+}

@@ -89,7 +89,7 @@ func New(o Options) *Server {
 		secureCookies: strings.HasPrefix(o.PublicURL, "https://"), maxBodyBytes: o.MaxBodyBytes, publicURL: strings.TrimRight(o.PublicURL, "/"),
 	}
 	r := chi.NewRouter()
-	r.Use(s.requestID, s.accessLog, s.recoverPanics, s.rejectControlChars)
+	r.Use(s.requestID, s.accessLog, s.recoverPanics, securityHeaders, s.rejectControlChars)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, bound("no route for "+r.Method+" "+r.URL.Path))
 	})
@@ -275,6 +275,18 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 				writeError(w, http.StatusInternalServerError, "internal error")
 			}
 		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// securityHeaders are sent with every response: no MIME sniffing, no referrer leaving the API,
+// and no framing of its pages. (The docs page sets its own Content-Security-Policy.)
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("X-Frame-Options", "DENY")
 		next.ServeHTTP(w, r)
 	})
 }
