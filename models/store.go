@@ -70,6 +70,11 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return nil, fmt.Errorf("open sqlite: %w", err)
 		}
+		// The file holds every team's data: only its owner may read it. SQLite gives its WAL
+		// and shared-memory files the database file's mode.
+		if err := privateFile(path); err != nil {
+			return nil, fmt.Errorf("open sqlite: %w", err)
+		}
 		// WAL lets readers proceed during a write; immediate transactions take the write lock up
 		// front so that two writers queue on busy_timeout instead of failing with SQLITE_BUSY when
 		// one upgrades a read lock.
@@ -168,3 +173,13 @@ func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
 
 // MigrationFiles exposes the embedded migrations (one directory per dialect) for checks.
 func MigrationFiles() fs.FS { return migrationFiles }
+
+// privateFile creates path with mode 0600 if it is missing, and narrows it to 0600 if not.
+func privateFile(path string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	return os.Chmod(path, 0o600)
+}

@@ -52,6 +52,14 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create data dir: %w", err)
 	}
+	// The data directory holds the databases, the key and every stored object: the owner's alone,
+	// even when it existed before.
+	if fi, err := os.Stat(cfg.DataDir); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(cfg.DataDir, 0o700); err != nil {
+			return fmt.Errorf("narrow the data dir's mode: %w", err)
+		}
+		log.Info("narrowed the data directory's mode to 0700", "data_dir", cfg.DataDir, "was", fi.Mode().Perm().String())
+	}
 
 	host, port, err := splitHostPort(cfg.TemporalAddress)
 	if err != nil {

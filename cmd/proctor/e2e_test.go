@@ -103,6 +103,15 @@ func TestDevRunsTheWholePlatformAndReusesItsData(t *testing.T) {
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("credentials file: %v, mode %v; want 0600", err, fi.Mode())
 	}
+	// The databases (and their WAL files) and the data directory are the owner's alone.
+	for _, f := range []string{"proctor.db", "proctor.db-wal", "temporal/temporal.db", "temporal/temporal.db-wal"} {
+		if fi, err := os.Stat(filepath.Join(dataDir, f)); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v, mode %v; want 0600", f, err, fi.Mode().Perm())
+		}
+	}
+	if fi, err := os.Stat(dataDir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the data directory: %v, mode %v; want 0700", err, fi.Mode().Perm())
+	}
 
 	// The first start seeds the demo taskset over the example environments.
 	if code, body, _ := get(t, info.APIURL+"/v2/tasksets", info.APIKey); code != 200 || !strings.Contains(body, `"name":"demo"`) || !strings.Contains(body, `"total":1,"limit":50,"offset":0`) {

@@ -202,12 +202,24 @@ func sqlConfig(dbFile string, namespaces []string) (*config.SQL, error) {
 		// becomes a pragma SQLite ignores, leaving a rollback journal with synchronous=FULL).
 		ConnectAttributes: connectAttributes(),
 	}
-	if _, err := os.Stat(dbFile); errors.Is(err, os.ErrNotExist) {
+	_, statErr := os.Stat(dbFile)
+	if statErr != nil && !errors.Is(statErr, os.ErrNotExist) {
+		return nil, fmt.Errorf("devserver: stat %s: %w", dbFile, statErr)
+	}
+	// Only the owner may read the workflow histories (SQLite gives its WAL and shared-memory
+	// files the database file's mode).
+	f, err := os.OpenFile(dbFile, os.O_CREATE|os.O_RDONLY, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("devserver: create %s: %w", dbFile, err)
+	}
+	f.Close()
+	if err := os.Chmod(dbFile, 0o600); err != nil {
+		return nil, fmt.Errorf("devserver: %w", err)
+	}
+	if errors.Is(statErr, os.ErrNotExist) {
 		if err := sqliteschema.SetupSchema(conf); err != nil {
 			return nil, fmt.Errorf("devserver: set up schema in %s: %w", dbFile, err)
 		}
-	} else if err != nil {
-		return nil, fmt.Errorf("devserver: stat %s: %w", dbFile, err)
 	}
 	nsConfigs := make([]*sqliteschema.NamespaceConfig, 0, len(namespaces))
 	for _, ns := range namespaces {
