@@ -98,8 +98,17 @@ func (s *Server) authMiddleware(api huma.API) func(huma.Context, func(huma.Conte
 		if c, err := huma.ReadCookie(ctx, SessionCookie); err == nil {
 			cookie = c.Value
 		}
+		addr := clientHost(ctx.RemoteAddr())
+		if ctx.Header("Authorization") != "" || cookie != "" {
+			if wait := s.throttle.wait(addr); wait > 0 {
+				ctx.SetHeader("Retry-After", retryAfter(wait))
+				huma.WriteErr(api, ctx, http.StatusTooManyRequests, "too many failed authentications from this address; retry later") //nolint:errcheck
+				return
+			}
+		}
 		caller, err := s.authenticate(ctx.Context(), ctx.Header("Authorization"), cookie)
 		if errors.Is(err, models.ErrInvalidCredentials) {
+			s.throttle.failed(addr)
 			huma.WriteErr(api, ctx, http.StatusUnauthorized, "invalid credentials: the API key or session is unknown, revoked or expired") //nolint:errcheck
 			return
 		}
@@ -149,8 +158,15 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, `send {"api_key": "<key>"} as JSON`)
 		return
 	}
+	addr := clientHost(r.RemoteAddr)
+	if wait := s.throttle.wait(addr); wait > 0 {
+		w.Header().Set("Retry-After", retryAfter(wait))
+		writeError(w, http.StatusTooManyRequests, "too many failed authentications from this address; retry later")
+		return
+	}
 	caller, err := s.store.AuthenticateAPIKey(r.Context(), body.APIKey)
 	if errors.Is(err, models.ErrInvalidCredentials) {
+		s.throttle.failed(addr)
 		writeError(w, http.StatusUnauthorized, "invalid API key")
 		return
 	}

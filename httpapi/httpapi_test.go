@@ -13,6 +13,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -492,5 +493,31 @@ func TestSignInRefusesCrossSiteRequestsAndResponsesCarrySecurityHeaders(t *testi
 		if r.header.Get("X-Content-Type-Options") != "nosniff" || r.header.Get("Referrer-Policy") != "no-referrer" || r.header.Get("X-Frame-Options") != "DENY" {
 			t.Errorf("GET %s headers = %v", path, r.header)
 		}
+	}
+}
+
+func TestFailedAuthenticationIsThrottledPerAddress(t *testing.T) {
+	f := newFixture(t, storetest.Open(t, models.SQLite), Options{})
+	clock := time.Now()
+	f.api.throttle.now = func() time.Time { return clock }
+	for i := range authBurst {
+		if r := f.do("GET", "/v2/tasksets", "Bearer pk_00000000_wrong", nil); r.status != 401 {
+			t.Fatalf("bad key %d = %d, want 401", i, r.status)
+		}
+	}
+	r := f.do("GET", "/v2/tasksets", "Bearer pk_00000000_wrong", nil)
+	wantEnvelope(t, r, 429, "rate_limited")
+	if r.header.Get("Retry-After") != "3" {
+		t.Errorf("Retry-After = %q, want 3", r.header.Get("Retry-After"))
+	}
+	// Sign-in shares the budget; requests without credentials are not throttled.
+	wantEnvelope(t, f.do("POST", "/auth/session", "", strings.NewReader(`{"api_key":"pk_00000000_wrong"}`)), 429, "rate_limited")
+	if r := f.do("GET", "/healthz", "", nil); r.status != 200 {
+		t.Errorf("healthz while throttled = %d", r.status)
+	}
+	// One failure is earned back every three seconds.
+	clock = clock.Add(3 * time.Second)
+	if r := f.do("GET", "/v2/tasksets", "key", nil); r.status != 200 {
+		t.Errorf("the right key after the wait = %d %s", r.status, r.body)
 	}
 }

@@ -67,6 +67,7 @@ type Server struct {
 	sessionTTL    time.Duration
 	secureCookies bool
 	maxBodyBytes  int64
+	throttle      *authThrottle
 	publicURL     string
 	router        chi.Router
 	api           huma.API
@@ -87,6 +88,7 @@ func New(o Options) *Server {
 	s := &Server{
 		store: o.Store, bucket: o.Bucket, temporal: o.Temporal, workflows: o.Workflows, log: o.Logger, sessionTTL: o.SessionTTL,
 		secureCookies: strings.HasPrefix(o.PublicURL, "https://"), maxBodyBytes: o.MaxBodyBytes, publicURL: strings.TrimRight(o.PublicURL, "/"),
+		throttle: newAuthThrottle(),
 	}
 	r := chi.NewRouter()
 	r.Use(s.requestID, s.accessLog, s.recoverPanics, securityHeaders, s.rejectControlChars)
