@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/danielgtaylor/huma/v2"
 )
@@ -76,7 +77,7 @@ func controlIndex(s string) int {
 }
 
 func controlMessage(s string, i int) string {
-	c := []rune(s[i:])[0]
+	c, _ := utf8.DecodeRuneInString(s[i:])
 	return fmt.Sprintf("control character U+%04X at byte %d is not allowed", c, i)
 }
 

@@ -156,7 +156,7 @@ func newHumaErrorWithContext(hctx huma.Context, status int, msg string, errs ...
 		return newHumaError(status, msg, errs...)
 	}
 	ctx := hctx.Context()
-	id, _ := ctx.Value(requestIDKey{}).(string)
+	id := requestIDFrom(ctx)
 	loggerFrom(ctx).ErrorContext(ctx, "internal error", "request_id", id, "method", hctx.Method(), "path", hctx.URL().Path,
 		"error", errors.Join(errs...))
 	return newAPIError(status, "internal error (request id "+id+")")

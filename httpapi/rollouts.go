@@ -289,7 +289,7 @@ func (s *Server) runRolloutList(ctx context.Context, in *runListInput) (*runList
 	}
 	out.Body.JobID = job.ID
 	if err := s.workflows.StartRunList(ctx, job.ID, b.MaxConcurrent); err != nil {
-		id, _ := ctx.Value(requestIDKey{}).(string)
+		id := requestIDFrom(ctx)
 		s.log.ErrorContext(ctx, "start run list", "request_id", id, "job", job.ID, "error", err)
 		return nil, newAPIError(http.StatusServiceUnavailable, "the job was recorded but its workflow could not start (request id "+id+")")
 	}
@@ -433,7 +433,7 @@ func (s *Server) cancelUserJobs(ctx context.Context, _ *struct{}) (*cancelUserJo
 // startFailed records that an attempt's workflow could not start, and answers 503; the cause
 // stays in the log.
 func (s *Server) startFailed(ctx context.Context, err error, traceID uuid.UUID) error {
-	id, _ := ctx.Value(requestIDKey{}).(string)
+	id := requestIDFrom(ctx)
 	s.log.ErrorContext(ctx, "start rollout", "request_id", id, "trace", traceID, "error", err)
 	s.store.TransitionTrace(ctx, traceID, models.TraceUpdate{Status: models.TraceError, StopReason: models.StopError, //nolint:errcheck // best effort
 		Error: "the rollout engine could not start the attempt"})

@@ -199,6 +199,12 @@ type (
 	loggerKey    struct{}
 )
 
+// requestIDFrom is the id the requestID middleware gave the request ("" outside one).
+func requestIDFrom(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
+
 // loggerFrom is the server's logger a request carries (for code Huma calls without the server).
 func loggerFrom(ctx context.Context) *slog.Logger {
 	if l, ok := ctx.Value(loggerKey{}).(*slog.Logger); ok {
@@ -259,7 +265,7 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 			level = slog.LevelDebug
 		}
 		s.log.Log(r.Context(), level, "http request",
-			"request_id", r.Context().Value(requestIDKey{}), "method", bound(r.Method), "path", bound(r.URL.Path),
+			"request_id", requestIDFrom(r.Context()), "method", bound(r.Method), "path", bound(r.URL.Path),
 			"status", sw.status, "bytes", sw.bytes, "duration_ms", float64(time.Since(start).Microseconds())/1000)
 	})
 }
@@ -272,7 +278,7 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
-				s.log.ErrorContext(r.Context(), "panic in handler", "request_id", r.Context().Value(requestIDKey{}),
+				s.log.ErrorContext(r.Context(), "panic in handler", "request_id", requestIDFrom(r.Context()),
 					"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 				writeError(w, http.StatusInternalServerError, "internal error")
 			}

@@ -74,11 +74,8 @@ func (s *Store) AppendTraceEvents(ctx context.Context, events []TraceEvent) erro
 	if s.Dialect == Postgres {
 		return s.appendTraceEventsPG(ctx, events)
 	}
-	for start := 0; start < len(events); start += insertBatch {
-		batch := events[start:min(start+insertBatch, len(events))]
-		if _, err := s.DB.NewInsert().Model(&batch).On("CONFLICT (trace_id, seq) DO NOTHING").Exec(ctx); err != nil {
-			return fmt.Errorf("append trace events: %w", err)
-		}
+	if err := insertInBatches(ctx, s.DB, events, "CONFLICT (trace_id, seq) DO NOTHING"); err != nil {
+		return fmt.Errorf("append trace events: %w", err)
 	}
 	return nil
 }
@@ -150,11 +147,8 @@ func (s *Store) AppendTraceLogs(ctx context.Context, logs []TraceLog) error {
 	if len(logs) == 0 {
 		return nil
 	}
-	for start := 0; start < len(logs); start += insertBatch {
-		batch := logs[start:min(start+insertBatch, len(logs))]
-		if _, err := s.DB.NewInsert().Model(&batch).On("CONFLICT (trace_id, source, seq) DO NOTHING").Exec(ctx); err != nil {
-			return fmt.Errorf("append trace logs: %w", err)
-		}
+	if err := insertInBatches(ctx, s.DB, logs, "CONFLICT (trace_id, source, seq) DO NOTHING"); err != nil {
+		return fmt.Errorf("append trace logs: %w", err)
 	}
 	return nil
 }

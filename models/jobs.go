@@ -143,12 +143,9 @@ func (s *Store) LaunchJob(ctx context.Context, c *Caller, l Launch) (*Job, []Tra
 			traces = append(traces, t)
 			fresh = append(fresh, t)
 		}
-		for start := 0; start < len(fresh); start += insertBatch {
-			batch := fresh[start:min(start+insertBatch, len(fresh))]
-			// Two launches racing with the same client-minted id: the second writes nothing.
-			if _, err := tx.NewInsert().Model(&batch).On("CONFLICT (id) DO NOTHING").Exec(ctx); err != nil {
-				return err
-			}
+		// Two launches racing with the same client-minted id: the second writes nothing.
+		if err := insertInBatches(ctx, tx, fresh, "CONFLICT (id) DO NOTHING"); err != nil {
+			return err
 		}
 		return nil
 	})
@@ -171,20 +168,20 @@ func repeatedLaunch(ctx context.Context, tx bun.Tx, c *Caller, lts []LaunchTrace
 	for i, lt := range lts {
 		ids[i] = lt.TraceID
 	}
-	var jobIDs []uuid.UUID
-	if err := tx.NewSelect().Model((*Trace)(nil)).ColumnExpr("DISTINCT job_id").Where("id IN (?) AND team_id = ?", bun.In(ids), c.TeamID).
-		Scan(ctx, &jobIDs); err != nil {
+	// Every trace exists, all in one job: one group holding them all.
+	var groups []struct {
+		JobID uuid.UUID `bun:"job_id"`
+		N     int       `bun:"n"`
+	}
+	if err := tx.NewSelect().Model((*Trace)(nil)).ColumnExpr("job_id, COUNT(*) AS n").Where("id IN (?) AND team_id = ?", bun.In(ids), c.TeamID).
+		GroupExpr("job_id").Scan(ctx, &groups); err != nil {
 		return nil, err
 	}
-	if len(jobIDs) != 1 {
+	if len(groups) != 1 || groups[0].N != len(ids) {
 		return nil, nil
 	}
-	n, err := tx.NewSelect().Model((*Trace)(nil)).Where("id IN (?) AND team_id = ?", bun.In(ids), c.TeamID).Count(ctx)
-	if err != nil || int(n) != len(ids) {
-		return nil, err
-	}
 	job := new(Job)
-	if err := tx.NewSelect().Model(job).Where("id = ?", jobIDs[0]).Scan(ctx); err != nil {
+	if err := tx.NewSelect().Model(job).Where("id = ?", groups[0].JobID).Scan(ctx); err != nil {
 		return nil, err
 	}
 	return job, nil

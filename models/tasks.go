@@ -382,27 +382,35 @@ type taskWrites struct {
 	versions []TaskVersion
 }
 
+// insertBatch bounds the rows of one INSERT (a statement's parameters are limited).
 const insertBatch = 500
 
-func (w *taskWrites) flush(ctx context.Context, tx bun.Tx) error {
-	for start := 0; start < len(w.newTasks); start += insertBatch {
-		batch := w.newTasks[start:min(start+insertBatch, len(w.newTasks))]
-		if _, err := tx.NewInsert().Model(&batch).Exec(ctx); err != nil {
+// insertInBatches inserts rows insertBatch at a time; onConflict, when set, is the ON clause
+// (e.g. "CONFLICT (id) DO NOTHING").
+func insertInBatches[T any](ctx context.Context, db bun.IDB, rows []T, onConflict string) error {
+	for start := 0; start < len(rows); start += insertBatch {
+		batch := rows[start:min(start+insertBatch, len(rows))]
+		q := db.NewInsert().Model(&batch)
+		if onConflict != "" {
+			q = q.On(onConflict)
+		}
+		if _, err := q.Exec(ctx); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+func (w *taskWrites) flush(ctx context.Context, tx bun.Tx) error {
+	if err := insertInBatches(ctx, tx, w.newTasks, ""); err != nil {
+		return err
 	}
 	for i := range w.updated {
 		if _, err := tx.NewUpdate().Model(&w.updated[i]).Column("name", "external_id", "latest_version_id", "version_count", "updated_at").WherePK().Exec(ctx); err != nil {
 			return err
 		}
 	}
-	for start := 0; start < len(w.versions); start += insertBatch {
-		batch := w.versions[start:min(start+insertBatch, len(w.versions))]
-		if _, err := tx.NewInsert().Model(&batch).Exec(ctx); err != nil {
-			return err
-		}
-	}
-	return nil
+	return insertInBatches(ctx, tx, w.versions, "")
 }
 
 // upsert matches a task by task_id, external_id, then name, and queues a new version when its
