@@ -175,7 +175,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "could not sign in")
 		return
 	}
-	sess, token, err := s.store.CreateSession(r.Context(), caller.MembershipID, s.sessionTTL)
+	sess, token, err := s.store.CreateSession(r.Context(), caller.MembershipID, &caller.APIKeyID, s.sessionTTL)
 	if err != nil {
 		s.log.ErrorContext(r.Context(), "login", "error", err)
 		writeError(w, http.StatusInternalServerError, "could not sign in")

@@ -43,7 +43,7 @@ func newFixture(t *testing.T, store *models.Store, opts Options) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, sessionToken, err := store.CreateSession(ctx, b.Membership.ID, 3600e9)
+	_, sessionToken, err := store.CreateSession(ctx, b.Membership.ID, nil, 3600e9)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,6 +210,25 @@ func TestBrowserSessionSignInAndOut(t *testing.T) {
 		}
 		if r := f.do("DELETE", "/auth/session", "session", nil); r.status != 204 {
 			t.Fatalf("sign out = %d %s", r.status, r.body)
+		}
+		wantEnvelope(t, f.do("GET", "/v2/tasksets", "session", nil), 401, "unauthorized")
+
+		// A session signed in with a key ends when the key is revoked.
+		r = f.do("POST", "/auth/session", "", strings.NewReader(fmt.Sprintf(`{"api_key":%q}`, f.key)))
+		for _, c := range (&http.Response{Header: r.header}).Cookies() {
+			if c.Name == SessionCookie {
+				f.session = c.Value
+			}
+		}
+		if r := f.do("GET", "/v2/tasksets", "session", nil); r.status != 200 {
+			t.Fatalf("list with the second session = %d %s", r.status, r.body)
+		}
+		kc, err := s.AuthenticateAPIKey(ctx, f.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RevokeAPIKey(ctx, kc.TeamID, kc.APIKeyID); err != nil {
+			t.Fatal(err)
 		}
 		wantEnvelope(t, f.do("GET", "/v2/tasksets", "session", nil), 401, "unauthorized")
 	})

@@ -75,9 +75,11 @@ type Session struct {
 	ID            uuid.UUID `bun:"id,pk,type:uuid"`
 	TokenHash     string    `bun:"token_hash"`
 	MembershipID  int64     `bun:"membership_id"`
-	ExpiresAt     time.Time `bun:"expires_at"`
-	CreatedAt     time.Time `bun:"created_at"`
-	UpdatedAt     time.Time `bun:"updated_at"`
+	// APIKeyID is the key the session was signed in with; revoking the key ends the session.
+	APIKeyID  *uuid.UUID `bun:"api_key_id,type:uuid"`
+	ExpiresAt time.Time  `bun:"expires_at"`
+	CreatedAt time.Time  `bun:"created_at"`
+	UpdatedAt time.Time  `bun:"updated_at"`
 }
 
 // Project groups a team's environments; registry lists can be filtered by project.
@@ -236,18 +238,24 @@ func (s *Store) ListAPIKeys(ctx context.Context, teamID uuid.UUID) ([]APIKey, er
 	return keys, nil
 }
 
-// RevokeAPIKey stops a key from authenticating. Revoking twice is not an error.
+// RevokeAPIKey stops a key from authenticating and ends the sessions signed in with it.
+// Revoking twice is not an error.
 func (s *Store) RevokeAPIKey(ctx context.Context, teamID, id uuid.UUID) error {
-	res, err := s.DB.NewUpdate().Model((*APIKey)(nil)).
-		Set("revoked_at = COALESCE(revoked_at, ?)", now()).Set("updated_at = ?", now()).
-		Where("id = ? AND team_id = ?", id, teamID).Exec(ctx)
-	if err != nil {
-		return fmt.Errorf("revoke api key: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("revoke api key %s: %w", id, ErrNotFound)
-	}
-	return nil
+	return s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		res, err := tx.NewUpdate().Model((*APIKey)(nil)).
+			Set("revoked_at = COALESCE(revoked_at, ?)", now()).Set("updated_at = ?", now()).
+			Where("id = ? AND team_id = ?", id, teamID).Exec(ctx)
+		if err != nil {
+			return fmt.Errorf("revoke api key: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("revoke api key %s: %w", id, ErrNotFound)
+		}
+		if _, err := tx.NewDelete().Model((*Session)(nil)).Where("api_key_id = ?", id).Exec(ctx); err != nil {
+			return fmt.Errorf("revoke api key: end its sessions: %w", err)
+		}
+		return nil
+	})
 }
 
 // ErrInvalidCredentials is returned for a token that is malformed, unknown, revoked or expired.
@@ -281,13 +289,14 @@ func (s *Store) AuthenticateAPIKey(ctx context.Context, token string) (*Caller, 
 }
 
 // CreateSession signs a membership in for ttl and returns the session and the cookie token.
-func (s *Store) CreateSession(ctx context.Context, membershipID int64, ttl time.Duration) (*Session, string, error) {
+// keyID, when not nil, is the API key the user signed in with: the session ends with it.
+func (s *Store) CreateSession(ctx context.Context, membershipID int64, keyID *uuid.UUID, ttl time.Duration) (*Session, string, error) {
 	if _, err := s.GetMembership(ctx, membershipID); err != nil {
 		return nil, "", fmt.Errorf("create session: %w", err)
 	}
 	token := randomToken(32)
 	sess := &Session{
-		ID: uuid.New(), TokenHash: hashToken(token), MembershipID: membershipID,
+		ID: uuid.New(), TokenHash: hashToken(token), MembershipID: membershipID, APIKeyID: keyID,
 		ExpiresAt: now().Add(ttl), CreatedAt: now(), UpdatedAt: now(),
 	}
 	if _, err := s.DB.NewInsert().Model(sess).Exec(ctx); err != nil {
@@ -302,7 +311,10 @@ func (s *Store) AuthenticateSession(ctx context.Context, token string) (*Caller,
 		return nil, ErrInvalidCredentials
 	}
 	var sess Session
-	if err := s.DB.NewSelect().Model(&sess).Where("token_hash = ?", hashToken(token)).Scan(ctx); err != nil {
+	// A session signed in with a key lives only while the key does; revoking it deletes the
+	// session too, and this condition covers a key revoked by hand in the database.
+	if err := s.DB.NewSelect().Model(&sess).Where("token_hash = ?", hashToken(token)).
+		Where("api_key_id IS NULL OR api_key_id IN (SELECT id FROM api_keys WHERE revoked_at IS NULL)").Scan(ctx); err != nil {
 		if isNoRows(err) {
 			return nil, ErrInvalidCredentials
 		}
@@ -322,6 +334,48 @@ func (s *Store) AuthenticateSession(ctx context.Context, token string) (*Caller,
 func (s *Store) DeleteSession(ctx context.Context, id uuid.UUID) error {
 	if _, err := s.DB.NewDelete().Model((*Session)(nil)).Where("id = ?", id).Exec(ctx); err != nil {
 		return fmt.Errorf("delete session: %w", err)
+	}
+	return nil
+}
+
+// RevokeSessions ends sessions: one by id, every session of a membership, or every session of
+// a team (the zero value of a selector is ignored; at least one must be given). It returns how
+// many ended.
+func (s *Store) RevokeSessions(ctx context.Context, sel SessionSelector) (int64, error) {
+	q := s.DB.NewDelete().Model((*Session)(nil))
+	switch {
+	case sel.ID != uuid.Nil:
+		q = q.Where("id = ?", sel.ID)
+	case sel.MembershipID != 0:
+		q = q.Where("membership_id = ?", sel.MembershipID)
+	case sel.TeamID != uuid.Nil:
+		q = q.Where("membership_id IN (SELECT id FROM memberships WHERE team_id = ?)", sel.TeamID)
+	default:
+		return 0, errors.New("revoke sessions: name a session, a membership or a team")
+	}
+	res, err := q.Exec(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("revoke sessions: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
+}
+
+// SessionSelector picks the sessions RevokeSessions ends.
+type SessionSelector struct {
+	ID           uuid.UUID
+	MembershipID int64
+	TeamID       uuid.UUID
+}
+
+// RemoveMember takes a member out of a team: their API keys and sessions go with the membership.
+func (s *Store) RemoveMember(ctx context.Context, teamID uuid.UUID, membershipID int64) error {
+	res, err := s.DB.NewDelete().Model((*Membership)(nil)).Where("id = ? AND team_id = ?", membershipID, teamID).Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("remove member: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("remove member %d: %w", membershipID, ErrNotFound)
 	}
 	return nil
 }

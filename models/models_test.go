@@ -184,7 +184,7 @@ func TestAPIKeys(t *testing.T) {
 func TestSessions(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
 		c := member(t, s, "alpha", "a@example.com")
-		sess, token, err := s.CreateSession(ctx, c.MembershipID, time.Hour)
+		sess, token, err := s.CreateSession(ctx, c.MembershipID, nil, time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -200,7 +200,7 @@ func TestSessions(t *testing.T) {
 				t.Errorf("AuthenticateSession(%q) = %v, want ErrInvalidCredentials", bad, err)
 			}
 		}
-		_, expired, err := s.CreateSession(ctx, c.MembershipID, -time.Second)
+		_, expired, err := s.CreateSession(ctx, c.MembershipID, nil, -time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,6 +218,61 @@ func TestSessions(t *testing.T) {
 		}
 		if err := s.DeleteSession(ctx, sess.ID); err != nil {
 			t.Errorf("deleting twice: %v", err)
+		}
+	})
+}
+
+func TestSessionsEndWithTheirKeyAndMembership(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *models.Store) {
+		c := member(t, s, "alpha", "a@example.com")
+		key, _, err := s.CreateAPIKey(ctx, c.MembershipID, "laptop")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, viaKey, err := s.CreateSession(ctx, c.MembershipID, &key.ID, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, viaAdmin, err := s.CreateSession(ctx, c.MembershipID, nil, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AuthenticateSession(ctx, viaKey); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RevokeAPIKey(ctx, c.TeamID, key.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AuthenticateSession(ctx, viaKey); !errors.Is(err, models.ErrInvalidCredentials) {
+			t.Errorf("a session outlived the key it signed in with: %v", err)
+		}
+		if _, err := s.AuthenticateSession(ctx, viaAdmin); err != nil {
+			t.Errorf("revoking a key ended a session made without it: %v", err)
+		}
+
+		// An administrator ends every session of a membership; removing a member ends the rest.
+		if n, err := s.RevokeSessions(ctx, models.SessionSelector{MembershipID: c.MembershipID}); err != nil || n != 1 {
+			t.Errorf("RevokeSessions(membership) = %d, %v; want 1", n, err)
+		}
+		if _, err := s.AuthenticateSession(ctx, viaAdmin); !errors.Is(err, models.ErrInvalidCredentials) {
+			t.Errorf("a revoked session authenticated: %v", err)
+		}
+		if _, err := s.RevokeSessions(ctx, models.SessionSelector{}); err == nil {
+			t.Error("RevokeSessions with no selector revoked something")
+		}
+		_, again, err := s.CreateSession(ctx, c.MembershipID, nil, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		other := member(t, s, "beta", "b@example.com")
+		if err := s.RemoveMember(ctx, other.TeamID, c.MembershipID); !errors.Is(err, models.ErrNotFound) {
+			t.Errorf("another team removed the member: %v", err)
+		}
+		if err := s.RemoveMember(ctx, c.TeamID, c.MembershipID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AuthenticateSession(ctx, again); !errors.Is(err, models.ErrInvalidCredentials) {
+			t.Errorf("a removed member's session authenticated: %v", err)
 		}
 	})
 }

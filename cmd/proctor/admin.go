@@ -27,10 +27,13 @@ the dev instance's SQLite file under --data-dir).
   member add --team ID --email EMAIL [--name N] [--role owner|member]
                                                             add a member (creates the user)
   member list --team ID                                     list a team's members
+  member remove --team ID --membership N                    remove a member; their keys and sessions end
   key create --membership N [--name NAME]                   create an API key (shown once)
   key list --team ID                                        list a team's keys (prefixes only)
   key revoke --team ID --id KEY_ID                          revoke a key
   session create --membership N [--ttl 24h]                 create a browser session; prints the cookie value
+  session revoke (--id SESSION_ID | --membership N | --team ID)
+                                                            end one session, a member's, or a whole team's
   project create --team ID --name NAME [--description D]    create a project
   project list --team ID                                    list a team's projects
   model add --name MODEL --adapter openai|anthropic|oracle [--base-url URL] [--api-key-env VAR] [--team ID]
@@ -60,7 +63,7 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	role := fs.String("role", models.RoleMember, "member role: owner or member")
 	teamID := fs.String("team", "", "team id")
 	membership := fs.Int64("membership", 0, "membership id (an integer)")
-	keyID := fs.String("id", "", "API key id")
+	keyID := fs.String("id", "", "API key id (key revoke) or session id (session revoke)")
 	ttl := fs.Duration("ttl", 24*time.Hour, "session lifetime")
 	description := fs.String("description", "", "description")
 	tasksetID := fs.String("taskset", "", "taskset id")
@@ -183,11 +186,48 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err := needMembership(); err != nil {
 			return err
 		}
-		sess, token, err := store.CreateSession(ctx, *membership, *ttl)
+		sess, token, err := store.CreateSession(ctx, *membership, nil, *ttl)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(tw, "session\t%s\nexpires\t%s\ncookie\t%s=%s\n", sess.ID, sess.ExpiresAt.Format(time.RFC3339), "proctor_session", token)
+	case "session revoke":
+		var sel models.SessionSelector
+		switch {
+		case *keyID != "":
+			id, err := uuid.Parse(*keyID)
+			if err != nil {
+				return fmt.Errorf("--id must be a session id (uuid): %w", err)
+			}
+			sel.ID = id
+		case *membership > 0:
+			sel.MembershipID = *membership
+		case *teamID != "":
+			tid, err := team()
+			if err != nil {
+				return err
+			}
+			sel.TeamID = tid
+		default:
+			return errors.New("give --id, --membership or --team")
+		}
+		n, err := store.RevokeSessions(ctx, sel)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(tw, "revoked	%d sessions\n", n)
+	case "member remove":
+		tid, err := team()
+		if err != nil {
+			return err
+		}
+		if err := needMembership(); err != nil {
+			return err
+		}
+		if err := store.RemoveMember(ctx, tid, *membership); err != nil {
+			return err
+		}
+		fmt.Fprintln(tw, "removed membership", *membership)
 	case "project create":
 		tid, err := team()
 		if err != nil {
@@ -256,8 +296,8 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // adminCommands are the resource-action pairs cmdAdmin knows, checked before any database opens.
 var adminCommands = map[string]bool{
-	"team create": true, "team list": true, "member add": true, "member list": true, "key create": true, "key list": true,
-	"key revoke": true, "session create": true, "project create": true, "project list": true, "model add": true,
+	"team create": true, "team list": true, "member add": true, "member list": true, "member remove": true, "key create": true, "key list": true,
+	"key revoke": true, "session create": true, "session revoke": true, "project create": true, "project list": true, "model add": true,
 	"taskset requirements": true,
 }
 

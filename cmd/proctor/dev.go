@@ -134,6 +134,7 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	if err != nil {
 		return err
 	}
+	defer sweepSessions(ctx, store, log)()
 	defer func() {
 		if err := hs.shutdown(cfg.ShutdownTimeout); err != nil {
 			log.Warn("api server shutdown", "error", err)

@@ -288,6 +288,10 @@ func TestProductionProcessesOnPostgres(t *testing.T) {
 	if out := runOut("admin", "key", "list", "--team", team, "--database-url", dbURL); !strings.Contains(out, key[:11]) || strings.Contains(out, key) {
 		t.Errorf("key list must show the prefix and never the key:\n%s", out)
 	}
+	runOut("admin", "session", "create", "--membership", membership, "--database-url", dbURL)
+	if out := runOut("admin", "session", "revoke", "--team", team, "--database-url", dbURL); !strings.Contains(out, "1 sessions") {
+		t.Errorf("session revoke --team:\n%s", out)
+	}
 
 	ts, err := devserver.Start(devserver.Options{DataDir: t.TempDir(), FrontendPort: -1, DisableUI: true, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {

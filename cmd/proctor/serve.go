@@ -219,6 +219,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	defer sweepSessions(ctx, store, log)()
 	log.Info("api server listening", "addr", hs.addr, "public_url", cfg.PublicURL)
 	select {
 	case <-ctx.Done():
@@ -326,4 +327,32 @@ func (r *runtime) stop(timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	r.sandboxes.Close(ctx) //nolint:errcheck // each sandbox is killed at the deadline
+}
+
+// sessionSweepEvery is how often an API process deletes expired sessions.
+const sessionSweepEvery = 10 * time.Minute
+
+// sweepSessions deletes expired sessions now and every sessionSweepEvery until the returned stop
+// is called (stop waits for the sweeper to end). Several API processes sweeping is harmless.
+func sweepSessions(ctx context.Context, store *models.Store, log *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(sessionSweepEvery)
+		defer t.Stop()
+		for {
+			if n, err := store.DeleteExpiredSessions(ctx); err != nil && ctx.Err() == nil {
+				log.Warn("sweep expired sessions", "error", err)
+			} else if n > 0 {
+				log.Info("swept expired sessions", "count", n)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
