@@ -45,9 +45,15 @@ type runListOutput struct {
 		Total    int             `json:"total" doc:"Task version × model pairs asked for"`
 		Accepted int             `json:"accepted"`
 		Rejected int             `json:"rejected"`
-		Results  []RunListResult `json:"results" nullable:"false"`
+		Results  []RunListResult `json:"results" nullable:"false" doc:"Every pair, or past 1,000 attempts only the rejected pairs (see results_truncated)"`
+		// ResultsTruncated keeps the answer to a large launch small: the accepted pairs and
+		// their trace ids are read back with GET /v2/jobs/{job_id}/traces.
+		ResultsTruncated bool `json:"results_truncated" doc:"Set when the launch made more than 1,000 attempts: results then lists only rejected pairs (at most 1,000); list the job's traces to read the rest"`
 	}
 }
+
+// runListDetailAttempts is the largest launch whose answer lists every pair with its trace ids.
+const runListDetailAttempts = 1000
 
 type statusOutput struct {
 	Body struct {
@@ -206,6 +212,15 @@ func (in *runListInput) Resolve(huma.Context) []error {
 	return nil
 }
 
+// checkJobSize refuses a launch of more attempts than the server allows, before any work.
+func (s *Server) checkJobSize(versions, models, group int) error {
+	if n := versions * models * group; n > s.maxAttempts {
+		return validation("body", fmt.Sprintf("this launch asks for %d attempts (%d task versions × %d models × group size %d); "+
+			"this server launches at most %d per request (--max-job-attempts): split it into several jobs", n, versions, models, group, s.maxAttempts), nil)
+	}
+	return nil
+}
+
 // runRolloutList serves POST /v2/rollouts/run_list: run a batch as one job.
 func (s *Server) runRolloutList(ctx context.Context, in *runListInput) (*runListOutput, error) {
 	if err := s.requireWorkflows(); err != nil {
@@ -213,6 +228,9 @@ func (s *Server) runRolloutList(ctx context.Context, in *runListInput) (*runList
 	}
 	c := callerFrom(ctx)
 	b := in.Body
+	if err := s.checkJobSize(len(b.TaskVersionIDs), len(b.ModelIDs), b.GroupSize); err != nil {
+		return nil, err
+	}
 	versions := b.TaskVersionIDs
 	// Versions listed from a taskset the caller sees need no check of their own; explicit
 	// ids are checked one by one, and those the caller cannot see are rejected.
@@ -240,6 +258,9 @@ func (s *Server) runRolloutList(ctx context.Context, in *runListInput) (*runList
 	}
 	if len(versions) == 0 {
 		return nil, validation("body.taskset_id", "nothing to run: the taskset has no tasks", b.TasksetID)
+	}
+	if err := s.checkJobSize(len(versions), len(b.ModelIDs), b.GroupSize); err != nil {
+		return nil, err
 	}
 	out := &runListOutput{}
 	out.Body.Results = []RunListResult{}
@@ -279,6 +300,16 @@ func (s *Server) runRolloutList(ctx context.Context, in *runListInput) (*runList
 		}
 	}
 	out.Body.Total = len(out.Body.Results)
+	if len(launch) > runListDetailAttempts {
+		out.Body.ResultsTruncated = true
+		rejected := make([]RunListResult, 0, min(out.Body.Rejected, runListDetailAttempts))
+		for _, r := range out.Body.Results {
+			if !r.Accepted && len(rejected) < runListDetailAttempts {
+				rejected = append(rejected, r)
+			}
+		}
+		out.Body.Results = rejected
+	}
 	if len(launch) == 0 {
 		return nil, newAPIError(http.StatusNotFound, "none of the task versions and models is visible to the caller")
 	}

@@ -55,6 +55,8 @@ type Options struct {
 	SessionTTL time.Duration
 	// MaxBodyBytes bounds request bodies. Default 10 MiB.
 	MaxBodyBytes int64
+	// MaxJobAttempts bounds the attempts one run_list request launches. Default 100,000.
+	MaxJobAttempts int
 }
 
 // Server is the HTTP API.
@@ -67,6 +69,7 @@ type Server struct {
 	sessionTTL    time.Duration
 	secureCookies bool
 	maxBodyBytes  int64
+	maxAttempts   int
 	throttle      *authThrottle
 	publicURL     string
 	router        chi.Router
@@ -85,9 +88,12 @@ func New(o Options) *Server {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 10 << 20
 	}
+	if o.MaxJobAttempts <= 0 {
+		o.MaxJobAttempts = 100_000
+	}
 	s := &Server{
 		store: o.Store, bucket: o.Bucket, temporal: o.Temporal, workflows: o.Workflows, log: o.Logger, sessionTTL: o.SessionTTL,
-		secureCookies: strings.HasPrefix(o.PublicURL, "https://"), maxBodyBytes: o.MaxBodyBytes, publicURL: strings.TrimRight(o.PublicURL, "/"),
+		secureCookies: strings.HasPrefix(o.PublicURL, "https://"), maxBodyBytes: o.MaxBodyBytes, maxAttempts: o.MaxJobAttempts, publicURL: strings.TrimRight(o.PublicURL, "/"),
 		throttle: newAuthThrottle(),
 	}
 	r := chi.NewRouter()

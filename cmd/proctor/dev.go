@@ -128,7 +128,7 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 
 	api := httpapi.New(httpapi.Options{
 		Store: store, Bucket: bucket, Temporal: tc, Workflows: tc, Blob: blobHandler, Logger: log, PublicURL: cfg.PublicURL,
-		SessionTTL: cfg.SessionTTL, MaxBodyBytes: cfg.MaxBodyBytes,
+		SessionTTL: cfg.SessionTTL, MaxBodyBytes: cfg.MaxBodyBytes, MaxJobAttempts: cfg.MaxJobAttempts,
 	})
 	hs, err := startHTTP(cfg.HTTPAddr, api.Handler(), limitsOf(cfg), log)
 	if err != nil {

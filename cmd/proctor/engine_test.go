@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // api is a tiny JSON client for the tests.
@@ -137,7 +139,7 @@ func TestRolloutEngineRunsTheDemoOnDev(t *testing.T) { eachStore(t, testDemoOnDe
 
 func testDemoOnDev(t *testing.T, storeArgs []string, _ string) {
 	dataDir := t.TempDir()
-	dev := startDev(t, dataDir, storeArgs...)
+	dev := startDev(t, dataDir, append([]string{"--max-job-attempts", "2100"}, storeArgs...)...)
 	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey}
 	oracle := c.resolve("/v2/models/resolve?model=oracle", "id")
 	demo := c.tasksetID("demo")
@@ -265,5 +267,28 @@ func testDemoOnDev(t *testing.T, storeArgs []string, _ string) {
 	}
 	if entries, _ := os.ReadDir(dataDir + "/sandboxes"); len(entries) != 0 {
 		t.Errorf("%d sandbox dirs left", len(entries))
+	}
+
+	// A launch over the server's bound (--max-job-attempts 2100) is refused before any work; a
+	// launch past 1,000 attempts answers counts and only the rejected pairs, not every trace id.
+	if code := c.call("POST", "/v2/rollouts/run_list", map[string]any{"task_version_ids": []string{game, game, game, game, game}, "model_ids": []string{oracle}, "group_size": 500}, nil); code != 422 {
+		t.Errorf("a launch of 2,500 attempts on a server bounded at 2,100 = %d, want 422", code)
+	}
+	var big struct {
+		JobID            string `json:"job_id"`
+		Total, Accepted  int
+		Results          []json.RawMessage
+		ResultsTruncated bool `json:"results_truncated"`
+	}
+	missing := uuid.NewString()
+	if code := c.call("POST", "/v2/rollouts/run_list", map[string]any{"task_version_ids": []string{game, game, missing}, "model_ids": []string{oracle}, "group_size": 501, "max_concurrent": 1}, &big); code != 201 {
+		t.Fatalf("a launch of 1,002 attempts = %d", code)
+	}
+	if !big.ResultsTruncated || big.Total != 3 || big.Accepted != 2 || len(big.Results) != 1 || !strings.Contains(string(big.Results[0]), missing) {
+		t.Errorf("a launch past 1,000 attempts answered %+v; want truncated results listing only the rejected pair", big)
+	}
+	c.call("POST", "/v2/rollouts/cancel_job", map[string]any{"job_id": big.JobID}, nil)
+	if sum := c.waitJob(big.JobID, nil); sum.TotalTraces != 1002 || sum.Cancelled < 990 {
+		t.Errorf("the large job after cancel_job: %+v; want 1,002 traces, nearly all cancelled", sum)
 	}
 }

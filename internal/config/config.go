@@ -43,6 +43,8 @@ type Config struct {
 	SessionTTL time.Duration
 	// MaxBodyBytes bounds API request bodies.
 	MaxBodyBytes int64
+	// MaxJobAttempts bounds the attempts one launch request may create.
+	MaxJobAttempts int
 	// ShutdownTimeout bounds a graceful stop.
 	ShutdownTimeout time.Duration
 	// HTTPReadTimeout bounds reading a whole request, body included; HTTPWriteTimeout bounds
@@ -79,6 +81,7 @@ func Defaults() Config {
 		LogFormat:         "text",
 		SessionTTL:        7 * 24 * time.Hour,
 		MaxBodyBytes:      10 << 20,
+		MaxJobAttempts:    100_000,
 		ShutdownTimeout:   10 * time.Second,
 		HTTPReadTimeout:   time.Minute,
 		HTTPWriteTimeout:  2 * time.Minute,
@@ -108,6 +111,7 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	str(&c.LogFormat, "log-format", "PROCTOR_LOG_FORMAT", d.LogFormat, "text or json")
 	fs.DurationVar(&c.SessionTTL, "session-ttl", envDuration("PROCTOR_SESSION_TTL", d.SessionTTL), "browser session lifetime (env PROCTOR_SESSION_TTL)")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", int64(envInt("PROCTOR_MAX_BODY_BYTES", int(d.MaxBodyBytes))), "largest accepted request body (env PROCTOR_MAX_BODY_BYTES)")
+	fs.IntVar(&c.MaxJobAttempts, "max-job-attempts", envInt("PROCTOR_MAX_JOB_ATTEMPTS", d.MaxJobAttempts), "most attempts one run_list request may launch (env PROCTOR_MAX_JOB_ATTEMPTS)")
 	str(&c.SandboxRoot, "sandbox-root", "PROCTOR_SANDBOX_ROOT", "", "directory for sandbox work dirs (dev default: <data-dir>/sandboxes)")
 	fs.IntVar(&c.MaxSandboxes, "max-sandboxes", envInt("PROCTOR_MAX_SANDBOXES", 0), "sandboxes live at once on this host; 0 = 4 per CPU (env PROCTOR_MAX_SANDBOXES)")
 	str(&c.SandboxIsolation, "sandbox-isolation", "PROCTOR_SANDBOX_ISOLATION", "auto", "auto (bubblewrap when installed), bubblewrap, or none")
