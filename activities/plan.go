@@ -125,6 +125,22 @@ type runFor struct {
 	model   *models.LLMModel
 }
 
+// args are the scenario's arguments: the launch's, merged over the version's, or the version's.
+func (r *runFor) args() map[string]any {
+	if r.trace.ScenarioArgs != nil {
+		return r.trace.ScenarioArgs
+	}
+	return r.version.Args
+}
+
+// agentConfig is the launch's agent config, merged over the version's, or the version's.
+func (r *runFor) agentConfig() models.AgentConfig {
+	if r.trace.AgentConfig != nil {
+		return *r.trace.AgentConfig
+	}
+	return r.version.AgentConfig
+}
+
 func (a *Activities) load(ctx context.Context, traceID uuid.UUID) (*runFor, error) {
 	r := &runFor{trace: new(models.Trace)}
 	db := a.Store.DB

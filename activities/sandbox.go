@@ -145,8 +145,8 @@ func (a *Activities) openEnvironment(ctx context.Context, in TryInput, r *runFor
 		return 0, envError("initialize the environment: %v", err)
 	}
 	le.env = env
-	op, err := agent.Open(ctx, env, agent.Episode{Scenario: r.version.Scenario, Args: r.version.Args, Prompt: r.version.Prompt,
-		SystemPrompt: r.version.SystemPrompt, AgentConfig: agentConfig(r.version.AgentConfig)})
+	op, err := agent.Open(ctx, env, agent.Episode{Scenario: r.version.Scenario, Args: r.args(), Prompt: r.version.Prompt,
+		SystemPrompt: r.version.SystemPrompt, AgentConfig: agentConfig(r.agentConfig())})
 	if err != nil {
 		return 0, envError("open the task: %v", err)
 	}

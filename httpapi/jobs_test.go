@@ -249,3 +249,16 @@ func TestErrorsDoNotReflectLargeInput(t *testing.T) {
 		t.Errorf("a long unknown path = %d, %d bytes", r.status, len(r.body))
 	}
 }
+
+func TestUnknownFieldsAreIgnoredAndKnownOnesStillChecked(t *testing.T) {
+	f := newFixture(t, storetest.Open(t, models.SQLite), Options{})
+	// A client of another version sends keys this server does not name, at the top and nested.
+	r := f.do("POST", "/v2/tasks/upload", "key", strings.NewReader(`{"taskset_name": "fwd", "from_a_newer_client": {"x": 1},
+		"tasks": [{"name": "a", "prompt": "p", "priority": 3, "runtime_config": {"limits": {"run_timeout_s": 60, "burst": true}}}]}`))
+	if r.status != 201 {
+		t.Fatalf("upload with unknown fields = %d %s", r.status, r.body)
+	}
+	wantValidation(t, f.do("POST", "/v2/tasks/upload", "key", strings.NewReader(`{"taskset_name": "fwd", "tasks": "a"}`)), "body.tasks")
+	wantValidation(t, f.do("POST", "/v2/tasks/upload", "key", strings.NewReader(`{"taskset_name": "fwd", "extra": 1,
+		"tasks": [{"name": "a", "prompt": "p", "runtime_config": {"limits": {"run_timeout_s": "soon"}}}]}`)), "body.tasks[0].runtime_config.limits.run_timeout_s")
+}

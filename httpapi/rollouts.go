@@ -331,22 +331,49 @@ type submitInput struct {
 	Body struct {
 		TraceID uuid.UUID  `json:"trace_id" doc:"Client-minted; submitting it again is idempotent"`
 		JobID   *uuid.UUID `json:"job_id,omitempty" doc:"Client-minted job to add the attempt to (created if new)"`
-		Env     string     `json:"env,omitempty" doc:"Informational: the environment comes from the task"`
-		Task    string     `json:"task" minLength:"1" doc:"A task version id, or a task id (its latest version)"`
+		Env     string     `json:"env,omitempty" maxLength:"200" doc:"The environment the task runs in: a task given by slug or name is looked up among this environment's tasks, and a task given by id must be of it"`
+		Task    string     `json:"task" minLength:"1" maxLength:"500" doc:"A task version id, a task id (its latest version), or a task's external id (slug) or name within env"`
 		Agent   struct {
-			Type   string         `json:"type" minLength:"1" doc:"A model_name or model id"`
-			Config map[string]any `json:"config,omitempty"`
+			Type   string              `json:"type" minLength:"1" maxLength:"200" doc:"A model_name or model id"`
+			Config *models.AgentConfig `json:"config,omitempty" doc:"Merged over the task's agent config, key by key; max_steps (1..10000, default 30) bounds the model steps"`
 		} `json:"agent"`
-		Args          map[string]any        `json:"args,omitempty" doc:"Recorded with the trace"`
+		Args          map[string]any        `json:"args,omitempty" doc:"The scenario's arguments, merged over the task's, key by key"`
 		GroupID       string                `json:"group_id,omitempty" maxLength:"200"`
 		RuntimeConfig *models.RuntimeConfig `json:"runtime_config,omitempty" doc:"Overrides the task's, field by field"`
-		Slug          string                `json:"slug,omitempty" maxLength:"200"`
+		Slug          string                `json:"slug,omitempty" maxLength:"200" doc:"The trace's name"`
 	}
 }
 
-// Resolve refuses the nil UUID as a client-minted id.
+// submitMaxSteps is an attempt's step bound when agent.config names none.
+const submitMaxSteps = 30
+
+// Resolve refuses the nil UUID as a client-minted id, checks the agent config's patterns and
+// reads its max_steps.
 func (in *submitInput) Resolve(huma.Context) []error {
-	return nilIDs(map[string]*uuid.UUID{"body.trace_id": &in.Body.TraceID, "body.job_id": in.Body.JobID})
+	errs := nilIDs(map[string]*uuid.UUID{"body.trace_id": &in.Body.TraceID, "body.job_id": in.Body.JobID})
+	if c := in.Body.Agent.Config; c != nil {
+		for _, fe := range c.Check("body.agent.config") {
+			errs = append(errs, &huma.ErrorDetail{Location: fe.Location, Message: fe.Message, Value: fe.Value})
+		}
+		if _, err := in.maxSteps(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+// maxSteps is agent.config.max_steps, or submitMaxSteps when it is absent.
+func (in *submitInput) maxSteps() (int, error) {
+	c := in.Body.Agent.Config
+	if c == nil || c.Extra["max_steps"] == nil {
+		return submitMaxSteps, nil
+	}
+	v := c.Extra["max_steps"]
+	f, ok := v.(float64)
+	if !ok || f != float64(int(f)) || f < 1 || f > 10000 {
+		return 0, &huma.ErrorDetail{Location: "body.agent.config.max_steps", Message: "expected an integer from 1 to 10000", Value: v}
+	}
+	return int(f), nil
 }
 
 // submitRollout serves POST /v2/rollouts/submit: submit an attempt with client-minted ids.
@@ -356,25 +383,62 @@ func (s *Server) submitRollout(ctx context.Context, in *submitInput) (*launchedO
 	}
 	c := callerFrom(ctx)
 	b := in.Body
-	id, err := uuid.Parse(b.Task)
+	v, err := s.submittedVersion(ctx, c, b.Env, b.Task)
 	if err != nil {
-		return nil, validation("body.task", "task must be a task version id or a task id", b.Task)
-	}
-	t, err := s.store.GetTask(ctx, c, id)
-	if err != nil || t.Task.LatestVersionID == nil {
-		return nil, newAPIError(http.StatusNotFound, "no task or task version "+b.Task+" is visible to the caller")
-	}
-	version := *t.Task.LatestVersionID
-	if v, err := s.store.GetTaskVersion(ctx, c, id); err == nil {
-		version = v.ID // the caller named a version: run exactly it
+		return nil, err
 	}
 	m, err := s.store.ResolveModel(ctx, c, b.Agent.Type)
 	if err != nil {
 		return nil, storeError(err, "model "+b.Agent.Type)
 	}
-	lt := models.LaunchTrace{TraceID: b.TraceID, TaskVersionID: version, ModelID: m.ID, GroupID: b.GroupID, Name: b.Slug, MaxSteps: 30,
-		RuntimeConfig: b.RuntimeConfig, Metadata: map[string]any{"args": b.Args, "env": b.Env, "agent_config": b.Agent.Config}}
-	return s.launchOne(ctx, models.Launch{JobID: b.JobID, MaxSteps: 30, Traces: []models.LaunchTrace{lt}})
+	steps, _ := in.maxSteps() // checked by Resolve
+	lt := models.LaunchTrace{TraceID: b.TraceID, TaskVersionID: v.ID, ModelID: m.ID, GroupID: b.GroupID, Name: b.Slug, MaxSteps: steps,
+		RuntimeConfig: b.RuntimeConfig, Args: b.Args, AgentConfig: b.Agent.Config}
+	return s.launchOne(ctx, models.Launch{JobID: b.JobID, MaxSteps: steps, Traces: []models.LaunchTrace{lt}})
+}
+
+// submittedVersion resolves a submit's task: a task version id, a task id (its latest version),
+// or an external id or name among the tasks of env the caller sees, preferring the caller's
+// team's and external ids over names. Several equally good matches are a 422 asking for an id;
+// a failure echoes only the caller's input.
+func (s *Server) submittedVersion(ctx context.Context, c *models.Caller, env, task string) (*models.TaskVersion, error) {
+	notVisible := func() error {
+		if env != "" {
+			return newAPIError(http.StatusNotFound, "no task "+bound(task)+" of environment "+bound(env)+" is visible to the caller")
+		}
+		return newAPIError(http.StatusNotFound, "no task "+bound(task)+" is visible to the caller")
+	}
+	var versionID uuid.UUID
+	if id, err := uuid.Parse(task); err == nil {
+		t, err := s.store.GetTask(ctx, c, id)
+		if err != nil || t.Task.LatestVersionID == nil {
+			return nil, notVisible()
+		}
+		versionID = *t.Task.LatestVersionID
+		if id != t.Task.ID {
+			versionID = id // the caller named a version: run exactly it
+		}
+	} else {
+		found, err := s.store.FindTasks(ctx, c, env, task, 2)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case len(found) == 0:
+			return nil, notVisible()
+		case len(found) == 2 && found[0].Own == found[1].Own && found[0].BySlug == found[1].BySlug:
+			return nil, validation("body.task", "several visible tasks have this external id or name; give env, or the task's id", task)
+		}
+		versionID = *found[0].Task.LatestVersionID
+	}
+	v, err := s.store.GetTaskVersion(ctx, c, versionID)
+	if err != nil {
+		return nil, notVisible()
+	}
+	if env != "" && v.Env != env {
+		return nil, validation("body.env", "the task is not of this environment (its env is "+bound(v.Env)+")", env)
+	}
+	return v, nil
 }
 
 type cancelTraceInput struct {

@@ -120,6 +120,7 @@ func New(o Options) *Server {
 	s.registerTraceAnalysis()
 	s.registerRollouts()
 	s.registerRegistries()
+	allowUnknownRequestFields(s.api.OpenAPI())
 
 	docs := docsui.Handler("/openapi.json")
 	r.Get("/docs", func(w http.ResponseWriter, r *http.Request) {
@@ -133,6 +134,52 @@ func New(o Options) *Server {
 	}
 	s.router = r
 	return s
+}
+
+// allowUnknownRequestFields makes every object a request body can hold accept keys it does not
+// name, so that a client of a newer or older version sending one more field is not refused:
+// those keys are ignored, while the named ones keep their types and bounds. Responses keep
+// additionalProperties false, so the document says exactly what the server sends, unless a
+// schema is shared with a request.
+func allowUnknownRequestFields(o *huma.OpenAPI) {
+	reg := o.Components.Schemas
+	seen := map[*huma.Schema]bool{}
+	var open func(sc *huma.Schema)
+	open = func(sc *huma.Schema) {
+		if sc == nil || seen[sc] {
+			return
+		}
+		seen[sc] = true
+		if sc.Ref != "" {
+			open(reg.SchemaFromRef(sc.Ref))
+			return
+		}
+		if addl, ok := sc.AdditionalProperties.(bool); ok && !addl && sc.Type == huma.TypeObject {
+			sc.AdditionalProperties = true
+		}
+		for _, p := range sc.Properties {
+			open(p)
+		}
+		open(sc.Items)
+		if addl, ok := sc.AdditionalProperties.(*huma.Schema); ok {
+			open(addl)
+		}
+		for _, group := range [][]*huma.Schema{sc.OneOf, sc.AnyOf, sc.AllOf} {
+			for _, sub := range group {
+				open(sub)
+			}
+		}
+	}
+	for _, item := range o.Paths {
+		for _, op := range []*huma.Operation{item.Get, item.Put, item.Post, item.Delete, item.Patch} {
+			if op == nil || op.RequestBody == nil {
+				continue
+			}
+			for _, mt := range op.RequestBody.Content {
+				open(mt.Schema)
+			}
+		}
+	}
 }
 
 // Handler is the root HTTP handler.
@@ -151,7 +198,8 @@ func apiConfig() huma.Config {
 	cfg := huma.DefaultConfig("Proctor API", APIVersion)
 	cfg.Info.Description = "The REST API of Proctor, a self-hostable evaluation platform for AI agents. " +
 		"Every public route is under /v2. Authenticate with an API key: `Authorization: Bearer <key>`. " +
-		"Errors use the envelope `{\"error\": {\"code\", \"message\"}}`; validation failures (422) list each failing field."
+		"Errors use the envelope `{\"error\": {\"code\", \"message\"}}`; validation failures (422) list each failing field. " +
+		"Request bodies ignore keys they do not name, so clients of other versions keep working; named keys are checked."
 	// The reference page is served offline by this package, not from Huma's CDN-backed renderer,
 	// and responses carry no $schema links: bodies are exactly the spec's shapes.
 	// Relative: the document describes whichever host serves it.

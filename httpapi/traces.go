@@ -418,6 +418,9 @@ func (s *Server) getTraceAnalysisContext(ctx context.Context, in *analysisInput)
 			out.RegistryID, out.ScenarioArgs, out.Prompt = v.RegistryID, nonNilMap(v.Args), v.Prompt
 		}
 	}
+	if t.ScenarioArgs != nil {
+		out.ScenarioArgs = t.ScenarioArgs // the launch's, merged over the version's
+	}
 	evs, err := s.store.TraceEvents(ctx, t.ID, -1, false)
 	if err != nil {
 		return nil, err

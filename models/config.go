@@ -148,6 +148,29 @@ func (c *AgentConfig) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// Over returns c with every key it leaves unset taken from base: the named fields when empty,
+// and the extra keys c does not name.
+func (c AgentConfig) Over(base AgentConfig) AgentConfig {
+	out := base
+	if c.AllowedTools != nil {
+		out.AllowedTools = c.AllowedTools
+	}
+	if c.DisallowedTools != nil {
+		out.DisallowedTools = c.DisallowedTools
+	}
+	if c.SystemPrompt != "" {
+		out.SystemPrompt = c.SystemPrompt
+	}
+	if len(c.Extra) > 0 {
+		out.Extra = maps.Clone(base.Extra)
+		if out.Extra == nil {
+			out.Extra = map[string]any{}
+		}
+		maps.Copy(out.Extra, c.Extra)
+	}
+	return out
+}
+
 // Check reports malformed glob patterns, each with its location under at.
 func (c AgentConfig) Check(at string) ValidationError {
 	var verr ValidationError

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/google/uuid"
@@ -47,8 +48,12 @@ type LaunchTrace struct {
 	Name          string
 	// RuntimeConfig overrides the task version's, field by field; nil runs the version's.
 	RuntimeConfig *RuntimeConfig
-	MaxSteps      int
-	Metadata      map[string]any
+	// Args override the scenario arguments of the version key by key; AgentConfig overrides its
+	// agent config key by key. Nil runs the version's.
+	Args        map[string]any
+	AgentConfig *AgentConfig
+	MaxSteps    int
+	Metadata    map[string]any
 }
 
 // Launch creates a job (or adds to the caller's existing one) with its attempts, all pending.
@@ -137,6 +142,17 @@ func (s *Store) LaunchJob(ctx context.Context, c *Caller, l Launch) (*Job, []Tra
 			t := Trace{ID: lt.TraceID, TeamID: c.TeamID, JobID: job.ID, TaskID: &v.TaskID, TaskVersionID: &v.ID, ModelID: &modelID,
 				GroupID: lt.GroupID, Name: lt.Name, Status: TracePending, Metadata: lt.Metadata, RuntimeConfig: rc,
 				MaxSteps: lt.MaxSteps, IsValid: true, CreatedAt: now(), UpdatedAt: now()}
+			if lt.Args != nil {
+				t.ScenarioArgs = maps.Clone(v.Args)
+				if t.ScenarioArgs == nil {
+					t.ScenarioArgs = map[string]any{}
+				}
+				maps.Copy(t.ScenarioArgs, lt.Args)
+			}
+			if lt.AgentConfig != nil {
+				ac := lt.AgentConfig.Over(v.AgentConfig)
+				t.AgentConfig = &ac
+			}
 			if t.Name == "" {
 				t.Name = v.Name
 			}

@@ -28,6 +28,10 @@ type Trace struct {
 	EvaluationResult map[string]any `bun:"evaluation_result"`
 	Metadata         map[string]any `bun:"metadata"`
 	RuntimeConfig    RuntimeConfig  `bun:"runtime_config"`
+	// ScenarioArgs and AgentConfig are set when the launch overrode the task version's (merged
+	// over them); nil runs the version's own.
+	ScenarioArgs map[string]any `bun:"scenario_args"`
+	AgentConfig  *AgentConfig   `bun:"agent_config"`
 	MaxSteps         int            `bun:"max_steps"`
 	IsValid          bool           `bun:"is_valid"`
 	Attempt          int            `bun:"attempt"`

@@ -269,6 +269,57 @@ func testDemoOnDev(t *testing.T, storeArgs []string, _ string) {
 		t.Errorf("%d sandbox dirs left", len(entries))
 	}
 
+	// submit honours its whole body: the task by name within env, the scenario's arguments
+	// (merged over the task's: one of two todos is not what the oracle adds, so reward 0.5), the
+	// agent config's max_steps, group_id, slug and runtime_config; an unknown field is ignored.
+	traceID := uuid.NewString()
+	var sub struct {
+		JobID   string `json:"job_id"`
+		TraceID string `json:"trace_id"`
+	}
+	if code := c.call("POST", "/v2/rollouts/submit", map[string]any{"trace_id": traceID, "env": "todo", "task": "todo-add",
+		"agent": map[string]any{"type": "oracle", "config": map[string]any{"max_steps": 5, "temperature": 0.2}},
+		"args": map[string]any{"items": []string{"buy milk", "feed the cat"}}, "group_id": "sdk-group", "slug": "sdk-run",
+		"runtime_config": map[string]any{"limits": map[string]any{"run_timeout_s": 300}}, "sent_by_a_newer_sdk": true}, &sub); code != 201 || sub.TraceID != traceID {
+		t.Fatalf("submit by name within env = %d %+v", code, sub)
+	}
+	c.waitJob(sub.JobID, nil)
+	c.call("GET", "/v2/trace/"+traceID, nil, &tr)
+	if tr.Status != "completed" || tr.Reward == nil || *tr.Reward != 0.5 || tr.Name != "sdk-run" || tr.GroupID != "sdk-group" {
+		t.Errorf("submitted trace = %+v; want completed at 0.5 (its own args), named sdk-run in group sdk-group", tr)
+	}
+	var actx struct {
+		ScenarioArgs map[string]any `json:"scenario_args"`
+	}
+	c.call("GET", "/v2/trace/"+traceID+"/analysis-context", nil, &actx)
+	if items, _ := actx.ScenarioArgs["items"].([]any); len(items) != 2 || items[1] != "feed the cat" {
+		t.Errorf("analysis-context scenario_args = %v, want the submitted ones", actx.ScenarioArgs)
+	}
+	// max_steps 1 from the agent config stops the 2048 task after one move.
+	if code := c.call("POST", "/v2/rollouts/submit", map[string]any{"trace_id": uuid.NewString(), "task": "2048-reach-16",
+		"agent": map[string]any{"type": "oracle", "config": map[string]any{"max_steps": 1}}}, &sub); code != 201 {
+		t.Fatalf("submit by name = %d", code)
+	}
+	c.waitJob(sub.JobID, nil)
+	c.call("GET", "/v2/trace/"+sub.TraceID, nil, &tr)
+	if tr.StopReason != "max_steps" {
+		t.Errorf("submit with max_steps 1 = %+v, want stop_reason max_steps", tr)
+	}
+	for _, bad := range []struct {
+		body map[string]any
+		code int
+	}{
+		{map[string]any{"trace_id": uuid.NewString(), "env": "game2048", "task": "todo-add", "agent": map[string]any{"type": "oracle"}}, 404},
+		{map[string]any{"trace_id": uuid.NewString(), "task": "no-such-task", "agent": map[string]any{"type": "oracle"}}, 404},
+		{map[string]any{"trace_id": uuid.NewString(), "task": "todo-add", "agent": map[string]any{"type": "oracle", "config": map[string]any{"max_steps": "many"}}}, 422},
+		{map[string]any{"trace_id": uuid.NewString(), "task": "todo-add", "agent": map[string]any{"type": "oracle"}, "args": "not an object"}, 422},
+		{map[string]any{"trace_id": uuid.NewString(), "task": "todo-add", "agent": map[string]any{"type": "oracle", "config": map[string]any{"allowed_tools": "add_*"}}}, 422},
+	} {
+		if code := c.call("POST", "/v2/rollouts/submit", bad.body, nil); code != bad.code {
+			t.Errorf("submit %v = %d, want %d", bad.body, code, bad.code)
+		}
+	}
+
 	// A launch over the server's bound (--max-job-attempts 2100) is refused before any work; a
 	// launch past 1,000 attempts answers counts and only the rejected pairs, not every trace id.
 	if code := c.call("POST", "/v2/rollouts/run_list", map[string]any{"task_version_ids": []string{game, game, game, game, game}, "model_ids": []string{oracle}, "group_size": 500}, nil); code != 422 {
