@@ -279,7 +279,7 @@ func testDemoOnDev(t *testing.T, storeArgs []string, _ string) {
 	}
 	if code := c.call("POST", "/v2/rollouts/submit", map[string]any{"trace_id": traceID, "env": "todo", "task": "todo-add",
 		"agent": map[string]any{"type": "oracle", "config": map[string]any{"max_steps": 5, "temperature": 0.2}},
-		"args": map[string]any{"items": []string{"buy milk", "feed the cat"}}, "group_id": "sdk-group", "slug": "sdk-run",
+		"args":  map[string]any{"items": []string{"buy milk", "feed the cat"}}, "group_id": "sdk-group", "slug": "sdk-run",
 		"runtime_config": map[string]any{"limits": map[string]any{"run_timeout_s": 300}}, "sent_by_a_newer_sdk": true}, &sub); code != 201 || sub.TraceID != traceID {
 		t.Fatalf("submit by name within env = %d %+v", code, sub)
 	}
