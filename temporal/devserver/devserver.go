@@ -106,6 +106,52 @@ func Start(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The services' internal ports are picked free, then bound by the server a moment later;
+	// another process can take one in between (tests open many connections), so a bind
+	// failure is retried with fresh ports.
+	var srv temporal.Server
+	for try := 1; ; try++ {
+		srv, err = buildServer(opts, clusterID, sqlConf)
+		if err == nil || try == 3 || !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
+		opts.Logger.Warn("devserver: a picked port was taken; retrying with fresh ports", "error", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+
+	s := &Server{server: srv, frontendAddr: net.JoinHostPort(opts.IP, strconv.Itoa(opts.FrontendPort))}
+	if err := srv.Start(); err != nil {
+		return nil, fmt.Errorf("devserver: start: %w", err)
+	}
+	if !opts.DisableUI {
+		s.uiAddr = net.JoinHostPort(opts.IP, strconv.Itoa(opts.UIPort))
+		s.ui = uiserver.NewServer(uiserveroptions.WithConfigProvider(&uiconfig.Config{
+			Host:                opts.IP,
+			Port:                opts.UIPort,
+			TemporalGRPCAddress: s.frontendAddr,
+			EnableUI:            true,
+			DefaultNamespace:    opts.Namespaces[0],
+			CORS:                uiconfig.CORS{CookieInsecure: true},
+			HideLogs:            true,
+			// The machine may have no route to the internet; the UI must not try.
+			DisableNewsFetch: true,
+		}))
+		s.uiErr = make(chan error, 1)
+		// ui.Start blocks until Stop; a bind failure comes back on uiErr.
+		go func() { s.uiErr <- s.ui.Start() }()
+		if err := waitListening(s.uiAddr, s.uiErr, 10*time.Second); err != nil {
+			srv.Stop()
+			return nil, fmt.Errorf("devserver: start UI on %s: %w", s.uiAddr, err)
+		}
+	}
+	return s, nil
+}
+
+// buildServer configures the Temporal services on fresh internal ports and builds them (binding
+// their listeners).
+func buildServer(opts Options, clusterID string, sqlConf *config.SQL) (temporal.Server, error) {
 	conf, err := serverConfig(opts, clusterID, sqlConf)
 	if err != nil {
 		return nil, err
@@ -155,33 +201,7 @@ func Start(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("devserver: build server: %w", err)
 	}
-
-	s := &Server{server: srv, frontendAddr: net.JoinHostPort(opts.IP, strconv.Itoa(opts.FrontendPort))}
-	if err := srv.Start(); err != nil {
-		return nil, fmt.Errorf("devserver: start: %w", err)
-	}
-	if !opts.DisableUI {
-		s.uiAddr = net.JoinHostPort(opts.IP, strconv.Itoa(opts.UIPort))
-		s.ui = uiserver.NewServer(uiserveroptions.WithConfigProvider(&uiconfig.Config{
-			Host:                opts.IP,
-			Port:                opts.UIPort,
-			TemporalGRPCAddress: s.frontendAddr,
-			EnableUI:            true,
-			DefaultNamespace:    opts.Namespaces[0],
-			CORS:                uiconfig.CORS{CookieInsecure: true},
-			HideLogs:            true,
-			// The machine may have no route to the internet; the UI must not try.
-			DisableNewsFetch: true,
-		}))
-		s.uiErr = make(chan error, 1)
-		// ui.Start blocks until Stop; a bind failure comes back on uiErr.
-		go func() { s.uiErr <- s.ui.Start() }()
-		if err := waitListening(s.uiAddr, s.uiErr, 10*time.Second); err != nil {
-			srv.Stop()
-			return nil, fmt.Errorf("devserver: start UI on %s: %w", s.uiAddr, err)
-		}
-	}
-	return s, nil
+	return srv, nil
 }
 
 // Stop stops the UI and every Temporal service. It blocks until they are down.
