@@ -148,6 +148,15 @@ func TestModelJobAndTraceReads(t *testing.T) {
 		if r := f.do("GET", tid+"/events", "", nil); r.status != 200 {
 			t.Errorf("a published trace anonymously = %d", r.status)
 		}
+		// Another reader of a published trace does not see the worker's host paths; its team does.
+		s.AppendTraceLogs(ctx, []models.TraceLog{{TraceID: traceID, Source: models.LogWorker, Seq: 1, Stream: "worker",
+			Line: "try 1: sandbox started (/srv/proctor/sandboxes/abc123/bin/todo --stdio)", Time: now}})
+		if r := f.do("GET", tid+"/logs", "", nil); !strings.Contains(string(r.body), "(…/todo --stdio)") || strings.Contains(string(r.body), "/srv/proctor") {
+			t.Errorf("a published trace's worker log, anonymously: %s", r.body)
+		}
+		if r := f.do("GET", tid+"/logs", "key", nil); !strings.Contains(string(r.body), "/srv/proctor/sandboxes/abc123/bin/todo") {
+			t.Errorf("the team's own worker log: %s", r.body)
+		}
 		if r := decode[[]RelatedTrace](t, f.do("GET", tid+"/related?kind=discover", "", nil)); len(r) != 1 || r[0].ID != traceID {
 			t.Errorf("discover anonymously lists only published traces: %+v", r)
 		}
@@ -261,4 +270,17 @@ func TestUnknownFieldsAreIgnoredAndKnownOnesStillChecked(t *testing.T) {
 	wantValidation(t, f.do("POST", "/v2/tasks/upload", "key", strings.NewReader(`{"taskset_name": "fwd", "tasks": "a"}`)), "body.tasks")
 	wantValidation(t, f.do("POST", "/v2/tasks/upload", "key", strings.NewReader(`{"taskset_name": "fwd", "extra": 1,
 		"tasks": [{"name": "a", "prompt": "p", "runtime_config": {"limits": {"run_timeout_s": "soon"}}}]}`)), "body.tasks[0].runtime_config.limits.run_timeout_s")
+}
+
+func TestRedactHostPaths(t *testing.T) {
+	for in, want := range map[string]string{
+		"exec /home/ci/.proctor/envs/todo: no such file":  "exec …/todo: no such file",
+		"started on host/worker-7/ab12cd34 (/usr/bin/env)": "started on host…/ab12cd34 (…/env)",
+		"a/b relative and /single stay":                   "a/b relative and /single stay",
+		"dir /var/lib/proctor/sandboxes/ gone":             "dir …/sandboxes gone",
+	} {
+		if got := redactHostPaths(in); got != want {
+			t.Errorf("redactHostPaths(%q) = %q, want %q", in, got, want)
+		}
+	}
 }

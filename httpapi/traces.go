@@ -37,7 +37,7 @@ type Trace struct {
 
 func traceFrom(r *models.TraceRow) Trace {
 	return Trace{ID: r.ID, JobID: r.JobID, TaskID: r.TaskID, TaskVersionID: r.TaskVersionID, GroupID: r.GroupID, Name: r.Name,
-		Status: r.Status, CreatedAt: r.CreatedAt, StartTime: r.StartTime, EndTime: r.EndTime, Error: r.Error,
+		Status: r.Status, CreatedAt: r.CreatedAt, StartTime: r.StartTime, EndTime: r.EndTime, Error: forReader(r, r.Error),
 		InferenceLLMModelID: r.ModelID, InstanceID: r.InstanceID, Metadata: nonNilMap(r.Metadata), Reward: r.Reward,
 		StopReason: r.StopReason, IsValid: r.IsValid, Attempt: r.Attempt}
 }
@@ -49,7 +49,7 @@ type TraceInfo struct {
 	CanEdit          bool           `json:"can_edit"`
 	Description      string         `json:"description"`
 	JobName          string         `json:"job_name"`
-	EvaluationResult map[string]any `json:"evaluation_result"`
+	EvaluationResult map[string]any `json:"evaluation_result" nullable:"true"`
 }
 
 // TraceEvent is one step of a trajectory (spec: Trace event).
@@ -227,7 +227,7 @@ func (s *Server) getTraceLogs(ctx context.Context, in *tracePath) (*workerLogsOu
 		for _, l := range lines {
 			b.WriteString(l.Time.UTC().Format(time.RFC3339Nano))
 			b.WriteByte(' ')
-			b.WriteString(l.Line)
+			b.WriteString(forReader(t, l.Line))
 			b.WriteByte('\n')
 			after = l.Seq
 		}
@@ -318,7 +318,7 @@ type AnalysisContext struct {
 	EnvLogs          []EnvLogLine   `json:"env_logs" nullable:"false"`
 	WorkerLogs       []string       `json:"worker_logs" nullable:"false"`
 	Error            string         `json:"error"`
-	EvaluationResult map[string]any `json:"evaluation_result"`
+	EvaluationResult map[string]any `json:"evaluation_result" nullable:"true"`
 	FailedSpans      []FailedSpan   `json:"failed_spans" nullable:"false"`
 	JobID            uuid.UUID      `json:"job_id"`
 	Metadata         map[string]any `json:"metadata"`
@@ -410,7 +410,7 @@ func (s *Server) getTraceAnalysisContext(ctx context.Context, in *analysisInput)
 	if err != nil {
 		return nil, storeError(err, "trace")
 	}
-	out := AnalysisContext{TraceID: t.ID, Status: t.Status, Error: t.Error, EvaluationResult: t.EvaluationResult, JobID: t.JobID,
+	out := AnalysisContext{TraceID: t.ID, Status: t.Status, Error: forReader(t, t.Error), EvaluationResult: t.EvaluationResult, JobID: t.JobID,
 		Metadata: nonNilMap(t.Metadata), Reward: t.Reward, EnvLogs: []EnvLogLine{}, WorkerLogs: []string{}, FailedSpans: []FailedSpan{},
 		ScenarioArgs: map[string]any{}}
 	if t.TaskVersionID != nil {
@@ -431,7 +431,7 @@ func (s *Server) getTraceAnalysisContext(ctx context.Context, in *analysisInput)
 		}
 		failed, _ := e.Data["is_error"].(bool)
 		if in.IncludeSpans && (failed || e.Kind == models.EventError) {
-			out.FailedSpans = append(out.FailedSpans, FailedSpan{Seq: e.Seq, Error: e.Text})
+			out.FailedSpans = append(out.FailedSpans, FailedSpan{Seq: e.Seq, Error: forReader(t, e.Text)})
 		}
 	}
 	tail := func(source string) ([]models.TraceLog, error) {
@@ -467,7 +467,7 @@ func (s *Server) getTraceAnalysisContext(ctx context.Context, in *analysisInput)
 			return nil, err
 		}
 		for _, l := range lines {
-			out.WorkerLogs = append(out.WorkerLogs, l.Time.UTC().Format(time.RFC3339Nano)+" "+l.Line)
+			out.WorkerLogs = append(out.WorkerLogs, l.Time.UTC().Format(time.RFC3339Nano)+" "+forReader(t, l.Line))
 		}
 	}
 	return &struct{ Body AnalysisContext }{Body: out}, nil
