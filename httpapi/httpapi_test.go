@@ -17,12 +17,14 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/proctorhq/proctor/internal/apitest"
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/internal/testenv"
 	"github.com/proctorhq/proctor/models"
 )
 
-func TestMain(m *testing.M) { storetest.Main(m) }
+// TestMain checks every response of the suite against openapi.yaml (see internal/apitest).
+func TestMain(m *testing.M) { storetest.Main(m, apitest.Install()) }
 
 var ctx = context.Background()
 

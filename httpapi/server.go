@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"reflect"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -121,6 +122,8 @@ func New(o Options) *Server {
 	s.registerRollouts()
 	s.registerRegistries()
 	allowUnknownRequestFields(s.api.OpenAPI())
+	nullablePointers(s.api.OpenAPI())
+	freeFormMaps(s.api.OpenAPI())
 
 	docs := docsui.Handler("/openapi.json")
 	r.Get("/docs", func(w http.ResponseWriter, r *http.Request) {
@@ -182,6 +185,88 @@ func allowUnknownRequestFields(o *huma.OpenAPI) {
 	}
 }
 
+// nullablePointers documents as nullable every pointer field that is sent as null when unset
+// (one without omitempty). Huma does so for most pointers, but not for those whose type provides
+// its own schema (uuid.UUID), nor for pointers to objects.
+func nullablePointers(o *huma.OpenAPI) {
+	reg := o.Components.Schemas
+	for name, sc := range reg.Map() {
+		t := reg.TypeFromRef("#/components/schemas/" + name)
+		if t == nil || t.Kind() != reflect.Struct {
+			continue
+		}
+		for f := range structFields(t) {
+			tag := f.Tag.Get("json")
+			jsonName, opts, _ := strings.Cut(tag, ",")
+			if f.Type.Kind() != reflect.Pointer || jsonName == "" || jsonName == "-" || strings.Contains(opts, "omitempty") {
+				continue
+			}
+			prop := sc.Properties[jsonName]
+			switch {
+			case prop == nil || prop.Nullable:
+			case prop.Ref != "":
+				sc.Properties[jsonName] = &huma.Schema{Description: prop.Description,
+					AnyOf: []*huma.Schema{{Ref: prop.Ref}, {Type: "null"}}}
+			default:
+				prop.Nullable = true
+			}
+		}
+	}
+}
+
+// freeFormMaps writes the values of a free-form object (map[string]any) as additionalProperties:
+// true rather than the empty schema {}: the same in JSON Schema, but validators that read {} as
+// "not null" (kin-openapi's) would refuse a null value, which such maps may hold.
+func freeFormMaps(o *huma.OpenAPI) {
+	var walk func(sc *huma.Schema)
+	seen := map[*huma.Schema]bool{}
+	walk = func(sc *huma.Schema) {
+		if sc == nil || seen[sc] {
+			return
+		}
+		seen[sc] = true
+		if addl, ok := sc.AdditionalProperties.(*huma.Schema); ok {
+			if addl.Type == "" && addl.Ref == "" && len(addl.Properties) == 0 && addl.Items == nil && len(addl.OneOf)+len(addl.AnyOf)+len(addl.AllOf) == 0 {
+				sc.AdditionalProperties = true
+			} else {
+				walk(addl)
+			}
+		}
+		for _, p := range sc.Properties {
+			walk(p)
+		}
+		walk(sc.Items)
+		for _, group := range [][]*huma.Schema{sc.OneOf, sc.AnyOf, sc.AllOf} {
+			for _, sub := range group {
+				walk(sub)
+			}
+		}
+	}
+	for _, sc := range o.Components.Schemas.Map() {
+		walk(sc)
+	}
+}
+
+// structFields yields t's fields, those of embedded structs in their place.
+func structFields(t reflect.Type) func(func(reflect.StructField) bool) {
+	return func(yield func(reflect.StructField) bool) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if f.Anonymous && f.Type.Kind() == reflect.Struct && f.Tag.Get("json") == "" {
+				for g := range structFields(f.Type) {
+					if !yield(g) {
+						return
+					}
+				}
+				continue
+			}
+			if f.IsExported() && !yield(f) {
+				return
+			}
+		}
+	}
+}
+
 // Handler is the root HTTP handler.
 func (s *Server) Handler() http.Handler { return s.router }
 
@@ -222,8 +307,37 @@ func apiConfig() huma.Config {
 			schema := registry.Schema(reflect.TypeOf(huma.ErrorModel{}), true, "ErrorModel")
 			r.Content = map[string]*huma.MediaType{"application/problem+json": {Schema: schema}}
 		}
+		documentTransportErrors(op)
 	})
 	return cfg
+}
+
+// documentTransportErrors adds the error statuses any operation of its kind can answer before
+// its handler runs: for a body, 400 (not JSON), 408 (not received in time), 413 (too large) and
+// 415 (not JSON by its type); 429 where credentials are read (failed authentication throttled);
+// and 431, which Go's HTTP server answers in plain text for oversized headers.
+func documentTransportErrors(op *huma.Operation) {
+	envelope := op.Responses["500"]
+	if envelope == nil {
+		return
+	}
+	add := func(status int, why string) {
+		code := strconv.Itoa(status)
+		if op.Responses[code] == nil {
+			op.Responses[code] = &huma.Response{Description: http.StatusText(status) + ": " + why, Content: envelope.Content}
+		}
+	}
+	if op.RequestBody != nil {
+		add(http.StatusBadRequest, "the body is not well-formed JSON")
+		add(http.StatusRequestTimeout, "the body did not arrive in time")
+		add(http.StatusRequestEntityTooLarge, "the body is over the operation's limit")
+		add(http.StatusUnsupportedMediaType, "the body's Content-Type is not JSON")
+	}
+	if len(op.Security) > 0 {
+		add(http.StatusTooManyRequests, "too many failed authentications from this address; see Retry-After")
+	}
+	op.Responses["431"] = &huma.Response{Description: "Request Header Fields Too Large: answered by the HTTP server, in plain text",
+		Content: map[string]*huma.MediaType{"text/plain": {Schema: &huma.Schema{Type: huma.TypeString}}}}
 }
 
 // uuidString is the schema uuid.UUID is documented and validated as.

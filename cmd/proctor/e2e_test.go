@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/proctorhq/proctor/httpapi"
+	"github.com/proctorhq/proctor/internal/apitest"
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/internal/testenv"
 	"github.com/proctorhq/proctor/models"
@@ -25,7 +26,8 @@ import (
 	"github.com/proctorhq/proctor/temporal/devserver"
 )
 
-func TestMain(m *testing.M) { storetest.Main(m, testenv.Cleanup) }
+// TestMain checks every response of the suite against openapi.yaml (see internal/apitest).
+func TestMain(m *testing.M) { storetest.Main(m, testenv.Cleanup, apitest.Install()) }
 
 type devRun struct {
 	info   devInfo

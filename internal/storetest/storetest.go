@@ -27,11 +27,17 @@ var (
 	dbSeq    atomic.Int64
 )
 
-// Main runs the tests and stops the shared cluster afterwards, then runs each cleanup.
-func Main(m *testing.M, cleanups ...func()) {
+// Main runs the tests, then each of after (a cleanup, or a check over the whole run: an error
+// is printed and fails the run), then stops the shared cluster.
+func Main(m *testing.M, after ...func() error) {
 	code := m.Run()
-	for _, c := range cleanups {
-		c()
+	for _, a := range after {
+		if err := a(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			if code == 0 {
+				code = 1
+			}
+		}
 	}
 	if cluster != nil {
 		if err := cluster.Stop(); err != nil {

@@ -72,13 +72,14 @@ func Program(t testing.TB, pkg string) string {
 }
 
 // Cleanup removes the programs Program built; a TestMain calls it after the tests ran.
-func Cleanup() {
+func Cleanup() error {
 	programs.mu.Lock()
 	defer programs.mu.Unlock()
 	if programs.dir != "" {
 		os.RemoveAll(programs.dir) //nolint:errcheck // a temp dir
 		programs.dir, programs.built = "", nil
 	}
+	return nil
 }
 
 // moduleRoot is the directory of this module's go.mod, found upward from the test's directory.

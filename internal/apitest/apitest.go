@@ -1,0 +1,165 @@
+// Package apitest checks real responses against the committed OpenAPI document (openapi.yaml at
+// the repository root), so that the document cannot drift from what the server sends. Tests
+// install a Checker's transport as the HTTP client's and report at the end of the run: every
+// response to a documented operation must have a documented status and match its schema.
+package apitest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+)
+
+// Checker validates responses and remembers what it saw.
+type Checker struct {
+	doc    *openapi3.T
+	router routers.Router
+
+	mu       sync.Mutex
+	seen     map[string]int // operation id → responses checked
+	failures []string
+}
+
+// DocumentPath is the committed document's path.
+func DocumentPath() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "openapi.yaml")
+}
+
+// New loads and validates the committed document.
+func New() (*Checker, error) {
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromFile(DocumentPath())
+	if err != nil {
+		return nil, fmt.Errorf("load openapi.yaml: %w", err)
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		return nil, fmt.Errorf("openapi.yaml is not a valid document: %w", err)
+	}
+	// Match paths on any host: the document's one server is relative ("/").
+	doc.Servers = nil
+	router, err := gorillamux.NewRouter(doc)
+	if err != nil {
+		return nil, fmt.Errorf("route openapi.yaml: %w", err)
+	}
+	return &Checker{doc: doc, router: router, seen: map[string]int{}}, nil
+}
+
+// Transport wraps next: each response to a documented operation is checked as it arrives (its
+// body is read and handed back unchanged).
+func (c *Checker) Transport(next http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(req *http.Request) (*http.Response, error) {
+		res, err := next.RoundTrip(req)
+		if err != nil {
+			return res, err
+		}
+		body, rerr := io.ReadAll(res.Body)
+		res.Body.Close()
+		res.Body = io.NopCloser(bytes.NewReader(body))
+		if rerr == nil {
+			c.Check(req, res.StatusCode, res.Header, body)
+		}
+		return res, nil
+	})
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// Check validates one response. A request no operation documents (the docs page, /auth, the
+// blob store, an unknown path or method) is not checked.
+func (c *Checker) Check(req *http.Request, status int, header http.Header, body []byte) {
+	route, params, err := c.router.FindRoute(req)
+	if err != nil {
+		return
+	}
+	in := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route},
+		Status:                 status,
+		Header:                 header,
+		Body:                   io.NopCloser(bytes.NewReader(body)),
+		Options:                &openapi3filter.Options{IncludeResponseStatus: true},
+	}
+	verr := openapi3filter.ValidateResponse(context.Background(), in)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seen[route.Operation.OperationID]++
+	if verr != nil {
+		msg := verr.Error()
+		if len(msg) > 2000 {
+			msg = msg[:2000] + "…"
+		}
+		b := string(body)
+		if len(b) > 500 {
+			b = b[:500] + "…"
+		}
+		c.failures = append(c.failures, fmt.Sprintf("%s %s → %d (%s): %s\n  body: %s", req.Method, req.URL.Path, status, route.Operation.OperationID, msg, b))
+	}
+}
+
+// Failures are the responses that broke the document.
+func (c *Checker) Failures() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.failures)
+}
+
+// Coverage lists the operations checked and those never exercised.
+func (c *Checker) Coverage() (checked, missed []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, item := range c.doc.Paths.Map() {
+		for _, op := range item.Operations() {
+			if c.seen[op.OperationID] > 0 {
+				checked = append(checked, op.OperationID)
+			} else {
+				missed = append(missed, op.OperationID)
+			}
+		}
+	}
+	slices.Sort(checked)
+	slices.Sort(missed)
+	return checked, missed
+}
+
+// Install makes http.DefaultClient, which the suites' API clients use, check its responses, and
+// returns the report to run after the tests: it prints the coverage and fails on any broken
+// response. (http.DefaultTransport stays as it is: code clones it as an *http.Transport.)
+func Install() (report func() error) {
+	c, err := New()
+	if err != nil {
+		return func() error { return err }
+	}
+	http.DefaultClient.Transport = c.Transport(http.DefaultTransport)
+	return c.Report
+}
+
+// Report prints what was checked and returns an error listing every broken response.
+func (c *Checker) Report() error {
+	checked, missed := c.Coverage()
+	if os.Getenv("APITEST_VERBOSE") != "" || testingVerbose() {
+		fmt.Fprintf(os.Stderr, "apitest: %d operations' responses checked against openapi.yaml; not exercised here: %s\n", len(checked), strings.Join(missed, ", "))
+	}
+	if f := c.Failures(); len(f) > 0 {
+		return fmt.Errorf("apitest: %d responses break openapi.yaml:\n%s", len(f), strings.Join(f, "\n"))
+	}
+	return nil
+}
+
+func testingVerbose() bool {
+	return slices.Contains(os.Args, "-test.v=true") || slices.Contains(os.Args, "-test.v")
+}
