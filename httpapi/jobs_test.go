@@ -274,9 +274,9 @@ func TestUnknownFieldsAreIgnoredAndKnownOnesStillChecked(t *testing.T) {
 
 func TestRedactHostPaths(t *testing.T) {
 	for in, want := range map[string]string{
-		"exec /home/ci/.proctor/envs/todo: no such file":  "exec …/todo: no such file",
+		"exec /home/ci/.proctor/envs/todo: no such file":   "exec …/todo: no such file",
 		"started on host/worker-7/ab12cd34 (/usr/bin/env)": "started on host…/ab12cd34 (…/env)",
-		"a/b relative and /single stay":                   "a/b relative and /single stay",
+		"a/b relative and /single stay":                    "a/b relative and /single stay",
 		"dir /var/lib/proctor/sandboxes/ gone":             "dir …/sandboxes gone",
 	} {
 		if got := redactHostPaths(in); got != want {
