@@ -89,6 +89,11 @@ func ExtractFile(src, dst string, lim Limits) (Stats, error) {
 	}
 }
 
+// ExtractTar unpacks an uncompressed tar stream into dst, an existing empty directory.
+func ExtractTar(r io.Reader, dst string, lim Limits) (Stats, error) {
+	return extract(dst, lim, tarEntries(tar.NewReader(r)))
+}
+
 // entry is one member of an archive, whatever its format.
 type entry struct {
 	name     string

@@ -82,6 +82,16 @@ func Cleanup() error {
 	return nil
 }
 
+// ModuleRoot is the directory of this module's go.mod, found upward from the test's directory.
+func ModuleRoot(t testing.TB) string {
+	t.Helper()
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
 // moduleRoot is the directory of this module's go.mod, found upward from the test's directory.
 func moduleRoot() (string, error) {
 	dir, err := os.Getwd()

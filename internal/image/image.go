@@ -1,0 +1,271 @@
+// Package image makes and reads the OCI images environments run from.
+//
+// A Go environment (a main package that serves envserver) is built the way ko builds images,
+// without any container tooling: a static binary is compiled and layered, with a minimal
+// /etc/passwd and /tmp, into a one-layer OCI image. Images travel as OCI archives (a tar of an
+// OCI image layout, as `buildah push … oci-archive:` writes them) in object storage, and a
+// sandbox host unpacks an image's root filesystem once per digest.
+package image
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/proctorhq/proctor/internal/archive"
+)
+
+// RefAnnotation names an image within an OCI layout.
+const RefAnnotation = "org.opencontainers.image.ref.name"
+
+// Entrypoint is where a Go environment's binary lives in its image.
+const Entrypoint = "/app/env"
+
+// GoSpec says what to compile.
+type GoSpec struct {
+	// Dir is the module to build in: the directory holding go.mod.
+	Dir string
+	// Package is the main package, relative to Dir ("." when empty).
+	Package string
+	// GOPROXY is the module proxy the build may use ("off" builds only from a vendor directory or
+	// the worker's module cache); empty keeps the worker's own setting.
+	GOPROXY string
+	// Log receives the compiler's output.
+	Log io.Writer
+}
+
+// ErrBuild wraps a failure of the user's code to build (as opposed to the builder's own).
+var ErrBuild = errors.New("build failed")
+
+// BuildGo compiles spec's package into a static binary and layers it into an image whose
+// entrypoint runs it.
+func BuildGo(ctx context.Context, spec GoSpec) (v1.Image, error) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return nil, fmt.Errorf("image: building a Go environment needs the Go toolchain on the build worker: %w", err)
+	}
+	pkg := spec.Package
+	if pkg == "" {
+		pkg = "."
+	}
+	if !filepath.IsLocal(pkg) && pkg != "." {
+		return nil, fmt.Errorf("%w: package %q is not inside the source", ErrBuild, pkg)
+	}
+	out, err := os.MkdirTemp("", "proctor-gobuild-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(out)
+	bin := filepath.Join(out, "env")
+	cmd := exec.CommandContext(ctx, goBin, "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./"+filepath.ToSlash(filepath.Clean(pkg)))
+	cmd.Dir = spec.Dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOOS=linux", "GOARCH="+runtime.GOARCH)
+	if _, err := os.Stat(filepath.Join(spec.Dir, "vendor", "modules.txt")); err == nil {
+		cmd.Env = append(cmd.Env, "GOFLAGS=-mod=vendor")
+	}
+	if spec.GOPROXY != "" {
+		cmd.Env = append(cmd.Env, "GOPROXY="+spec.GOPROXY)
+	}
+	var log bytes.Buffer
+	w := io.Writer(&log)
+	if spec.Log != nil {
+		w = io.MultiWriter(&log, spec.Log)
+	}
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("%w: go build: %v\n%s", ErrBuild, err, lastLines(log.String(), 30))
+	}
+	binary, err := os.ReadFile(bin)
+	if err != nil {
+		return nil, err
+	}
+	layer, err := rootLayer(binary)
+	if err != nil {
+		return nil, err
+	}
+	return Assemble(layer, v1.Config{Entrypoint: []string{Entrypoint}, WorkingDir: "/app", Env: []string{"PATH=/app:/usr/bin:/bin"}})
+}
+
+// Assemble makes a one-layer OCI image with the given config.
+func Assemble(layer v1.Layer, cfg v1.Config) (v1.Image, error) {
+	img, err := mutate.AppendLayers(mutate.MediaType(empty.Image, types.OCIManifestSchema1), layer)
+	if err != nil {
+		return nil, err
+	}
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture, cf.Config = "linux", runtime.GOARCH, cfg
+	cf.Created = v1.Time{Time: time.Unix(0, 0).UTC()} // reproducible: the same binary, the same digest
+	return mutate.ConfigFile(img, cf)
+}
+
+// rootLayer is the file system of a Go environment: its binary, a passwd file and /tmp.
+func rootLayer(binary []byte) (v1.Layer, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	epoch := time.Unix(0, 0).UTC()
+	for _, d := range []struct {
+		name string
+		mode int64
+	}{{"app/", 0o755}, {"etc/", 0o755}, {"tmp/", 0o1777}} {
+		if err := tw.WriteHeader(&tar.Header{Name: d.name, Typeflag: tar.TypeDir, Mode: d.mode, ModTime: epoch}); err != nil {
+			return nil, err
+		}
+	}
+	passwd := []byte("root:x:0:0:root:/:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n")
+	for _, f := range []struct {
+		name string
+		mode int64
+		body []byte
+	}{{"etc/passwd", 0o644, passwd}, {strings.TrimPrefix(Entrypoint, "/"), 0o755, binary}} {
+		if err := tw.WriteHeader(&tar.Header{Name: f.name, Typeflag: tar.TypeReg, Mode: f.mode, Size: int64(len(f.body)), ModTime: epoch}); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(f.body); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	b := buf.Bytes()
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil },
+		tarball.WithMediaType(types.OCILayer))
+}
+
+// WriteArchive writes img, named ref, as an OCI archive to w and returns its digest.
+func WriteArchive(img v1.Image, ref string, w io.Writer) (string, error) {
+	dir, err := os.MkdirTemp("", "proctor-layout-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dir)
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		return "", err
+	}
+	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{RefAnnotation: ref})); err != nil {
+		return "", err
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		return "", err
+	}
+	return digest.String(), tarDir(dir, w)
+}
+
+// tarDir writes the regular files and directories under dir as a tar stream.
+func tarDir(dir string, w io.Writer) error {
+	tw := tar.NewWriter(w)
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		h, err := tar.FileInfoHeader(info, "")
+		if err != nil {
+			return err
+		}
+		h.Name = filepath.ToSlash(rel)
+		if d.IsDir() {
+			h.Name += "/"
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if !info.Mode().IsRegular() {
+			return nil
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(tw, f)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return tw.Close()
+}
+
+// ReadArchive opens the image of an OCI archive, unpacking the archive into dir (an existing
+// empty directory, which must outlive the image's use); the image named ref, or the only one.
+func ReadArchive(path, dir, ref string) (v1.Image, error) {
+	if _, err := archive.ExtractFile(path, dir, archive.Limits{MaxBytes: 8 << 30, MaxEntries: 10_000}); err != nil {
+		return nil, fmt.Errorf("image: unpack the OCI archive: %w", err)
+	}
+	p, err := layout.FromPath(dir)
+	if err != nil {
+		return nil, fmt.Errorf("image: not an OCI layout: %w", err)
+	}
+	idx, err := p.ImageIndex()
+	if err != nil {
+		return nil, err
+	}
+	m, err := idx.IndexManifest()
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range m.Manifests {
+		if ref == "" && len(m.Manifests) == 1 || d.Annotations[RefAnnotation] == ref {
+			return p.Image(d.Digest)
+		}
+	}
+	return nil, fmt.Errorf("image: no image %q in the archive", ref)
+}
+
+// Unpack writes img's root file system into dst (an existing empty directory) and returns its
+// config. Links that point out of the tree are refused, like any archive's.
+func Unpack(img v1.Image, dst string, lim archive.Limits) (v1.Config, error) {
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return v1.Config{}, err
+	}
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	if _, err := archive.ExtractTar(rc, dst, lim); err != nil {
+		return v1.Config{}, fmt.Errorf("image: unpack the root file system: %w", err)
+	}
+	return cf.Config, nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,92 @@
+package image
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/proctorhq/proctor/internal/agent"
+	"github.com/proctorhq/proctor/internal/archive"
+	"github.com/proctorhq/proctor/internal/testenv"
+)
+
+// TestAGoEnvironmentBuildsIntoAnImageThatRuns builds the todo example ko-style, round-trips the
+// image through an OCI archive, unpacks its root file system and talks MCP to its entrypoint.
+func TestAGoEnvironmentBuildsIntoAnImageThatRuns(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	img, err := BuildGo(ctx, GoSpec{Dir: testenv.ModuleRoot(t), Package: "examples/environments/todo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var oci bytes.Buffer
+	digest, err := WriteArchive(img, "todo:1", &oci)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "todo.oci.tar")
+	if err := os.WriteFile(path, oci.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadArchive(path, t.TempDir(), "todo:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := back.Digest(); d.String() != digest {
+		t.Fatalf("digest after the round trip = %s, want %s", d, digest)
+	}
+	// The same binary makes the same image.
+	again, err := BuildGo(ctx, GoSpec{Dir: testenv.ModuleRoot(t), Package: "examples/environments/todo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := again.Digest(); d.String() != digest {
+		t.Errorf("a rebuild of the same source has digest %s, want %s", d, digest)
+	}
+	rootfs := t.TempDir()
+	cfg, err := Unpack(back, rootfs, archive.DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Entrypoint) != 1 || cfg.Entrypoint[0] != Entrypoint {
+		t.Fatalf("entrypoint = %v", cfg.Entrypoint)
+	}
+	t.Logf("image %s: %d bytes as an OCI archive", digest, oci.Len())
+
+	cmd := exec.CommandContext(ctx, filepath.Join(rootfs, cfg.Entrypoint[0]))
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()         //nolint:errcheck
+	defer cmd.Process.Kill() //nolint:errcheck
+	env, err := agent.Connect(ctx, stdout, stdin, agent.ConnectOptions{ClientName: "image-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Close()
+	list, err := env.ReadResource(ctx, "scenarios://list")
+	if err != nil || !strings.Contains(string(list), "add-todos") {
+		t.Fatalf("scenarios://list = %.200s, %v", list, err)
+	}
+}
+
+func TestCodeThatDoesNotCompileIsABuildError(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/broken\n\ngo 1.24\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main\n\nfunc main() { undefinedThing() }\n"), 0o600)
+	_, err := BuildGo(context.Background(), GoSpec{Dir: dir, GOPROXY: "off"})
+	if !errors.Is(err, ErrBuild) || !strings.Contains(err.Error(), "undefinedThing") {
+		t.Fatalf("err = %v, want ErrBuild naming the compiler's complaint", err)
+	}
+	if _, err := BuildGo(context.Background(), GoSpec{Dir: dir, Package: "../elsewhere"}); !errors.Is(err, ErrBuild) {
+		t.Errorf("a package outside the source: %v", err)
+	}
+}
