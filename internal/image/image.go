@@ -123,7 +123,8 @@ func Assemble(layer v1.Layer, cfg v1.Config) (v1.Image, error) {
 	return mutate.ConfigFile(img, cf)
 }
 
-// rootLayer is the file system of a Go environment: its binary, a passwd file and /tmp.
+// rootLayer is the file system of a Go environment: its binary, a passwd file, /tmp, and the
+// /dev and /proc a sandbox mounts over.
 func rootLayer(binary []byte) (v1.Layer, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
@@ -131,7 +132,7 @@ func rootLayer(binary []byte) (v1.Layer, error) {
 	for _, d := range []struct {
 		name string
 		mode int64
-	}{{"app/", 0o755}, {"etc/", 0o755}, {"tmp/", 0o1777}} {
+	}{{"app/", 0o755}, {"dev/", 0o755}, {"etc/", 0o755}, {"proc/", 0o755}, {"tmp/", 0o1777}} {
 		if err := tw.WriteHeader(&tar.Header{Name: d.name, Typeflag: tar.TypeDir, Mode: d.mode, ModTime: epoch}); err != nil {
 			return nil, err
 		}

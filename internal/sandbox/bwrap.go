@@ -28,11 +28,15 @@ const (
 // /tmp, then the read-only extras (which may lie under /tmp, as test binaries
 // do), GPU device nodes, and last the writable work dir.
 func bwrapArgs(workDir string, spec Spec, roBinds []string, devNodes []string, infoFD int) []string {
+	root := "/" // the host's, read-only; or an image's root file system
+	if spec.RootFS != "" {
+		root = spec.RootFS
+	}
 	args := []string{
 		"--die-with-parent",
 		"--new-session", // no controlling terminal to push input into (TIOCSTI)
 		"--unshare-pid", "--unshare-ipc", "--unshare-uts",
-		"--ro-bind", "/", "/",
+		"--ro-bind", root, "/",
 		"--dev", "/dev",
 		"--proc", "/proc",
 		"--tmpfs", "/tmp",
@@ -46,9 +50,13 @@ func bwrapArgs(workDir string, spec Spec, roBinds []string, devNodes []string, i
 	for _, n := range devNodes {
 		args = append(args, "--dev-bind", n, filepath.Join("/dev", filepath.Base(n)))
 	}
+	inside := workDir
+	if spec.RootFS != "" {
+		inside = WorkDirInImage
+	}
 	args = append(args,
-		"--bind", workDir, workDir,
-		"--chdir", workDir,
+		"--bind", workDir, inside,
+		"--chdir", inside,
 		"--hostname", "sandbox",
 	)
 	if infoFD > 0 {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -332,11 +333,46 @@ func (p *Process) checkSpec(spec Spec) (string, error) {
 			return "", fmt.Errorf("read-only bind: %w: %w", err, ErrInvalidSpec)
 		}
 	}
+	if spec.RootFS != "" {
+		return p.checkImageCommand(spec)
+	}
 	argv0, err := lookPath(spec.Command[0], sandboxPath(spec))
 	if err != nil {
 		return "", fmt.Errorf("command %q: %w: %w", spec.Command[0], err, ErrInvalidSpec)
 	}
 	return argv0, nil
+}
+
+// checkImageCommand checks a RootFS spec: the root file system holds what a
+// sandbox mounts over and an executable Command[0]. It returns the path to
+// execute: Command[0] itself under bubblewrap, its host path without.
+func (p *Process) checkImageCommand(spec Spec) (string, error) {
+	if !filepath.IsAbs(spec.RootFS) {
+		return "", fmt.Errorf("root file system %q: not absolute: %w", spec.RootFS, ErrInvalidSpec)
+	}
+	for _, d := range []string{"dev", "proc", "tmp"} {
+		if fi, err := os.Stat(filepath.Join(spec.RootFS, d)); err != nil || !fi.IsDir() {
+			return "", fmt.Errorf("root file system %s has no /%s directory: %w", spec.RootFS, d, ErrInvalidSpec)
+		}
+	}
+	inImage := spec.Command[0]
+	if !path.IsAbs(inImage) || !filepath.IsLocal(strings.TrimPrefix(inImage, "/")) {
+		return "", fmt.Errorf("command %q: not an absolute path within the image: %w", inImage, ErrInvalidSpec)
+	}
+	// The entrypoint may be a symlink within the image: resolve it there, not on the host.
+	root, err := os.OpenRoot(spec.RootFS)
+	if err != nil {
+		return "", fmt.Errorf("root file system: %w: %w", err, ErrInvalidSpec)
+	}
+	defer root.Close()
+	fi, err := root.Stat(strings.TrimPrefix(inImage, "/"))
+	if err != nil || fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
+		return "", fmt.Errorf("command %q: not an executable file in the image: %w", inImage, ErrInvalidSpec)
+	}
+	if p.isolation == IsolationBubblewrap {
+		return inImage, nil
+	}
+	return filepath.Join(spec.RootFS, inImage), nil
 }
 
 // lookPath finds name like exec.LookPath, but in the sandbox's PATH rather
@@ -377,6 +413,14 @@ func sandboxPath(spec Spec) string {
 		return v
 	}
 	return cmp.Or(os.Getenv("PATH"), defaultPath)
+}
+
+// homeDir is HOME and the working directory as the environment sees them.
+func homeDir(spec Spec, workDir, isolation string) string {
+	if spec.RootFS != "" && isolation == IsolationBubblewrap {
+		return WorkDirInImage
+	}
+	return workDir
 }
 
 // sandboxEnv is the environment's whole environment: nothing of the
@@ -495,7 +539,7 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 	cmd := &exec.Cmd{
 		Path:   argv[0],
 		Args:   argv,
-		Env:    sandboxEnv(spec, workDir, devices),
+		Env:    sandboxEnv(spec, homeDir(spec, workDir, p.isolation), devices),
 		Dir:    workDir,
 		Stdin:  inR,
 		Stdout: outW,
@@ -507,7 +551,10 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 	}
 	switch {
 	case p.isolation == IsolationBubblewrap:
-		binds := append([]string{filepath.Dir(argv0)}, spec.ReadOnlyBinds...)
+		binds := spec.ReadOnlyBinds
+		if spec.RootFS == "" {
+			binds = append([]string{filepath.Dir(argv0)}, binds...)
+		}
 		args := bwrapArgs(workDir, spec, binds, gpuDeviceNodes(p.devDir, devices), 3)
 		cmd.Path = p.bwrap
 		cmd.Args = append(append([]string{p.bwrap}, args...), argv...)

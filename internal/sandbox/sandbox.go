@@ -81,11 +81,22 @@ type Spec struct {
 	// ReadOnlyBinds are extra host paths made visible read-only inside the
 	// sandbox. The directory of Command[0] is added automatically.
 	ReadOnlyBinds []string
+	// RootFS, when set, is an image's unpacked root file system (an absolute
+	// host path, left unchanged): under bubblewrap it is the sandbox's
+	// read-only root instead of the host's, Command[0] is an absolute path
+	// within it, and the work dir appears at WorkDirInImage (HOME and the
+	// working directory). It must hold /dev, /proc and /tmp. Without
+	// bubblewrap the entrypoint runs from RootFS on the host file system.
+	RootFS string
 	// OnLog, when set, is called for each line the environment writes to
 	// stderr, as it comes, from one goroutine per sandbox. It must not block
 	// for long: the environment blocks once the stderr pipe is full.
 	OnLog func(LogLine)
 }
+
+// WorkDirInImage is where a RootFS sandbox sees its work dir (on the /tmp tmpfs,
+// so that a read-only root needs no mount point for it).
+const WorkDirInImage = "/tmp/work"
 
 // LogLine is one line of the environment's stderr (its stdout is the MCP stream).
 type LogLine struct {

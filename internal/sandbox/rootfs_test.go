@@ -1,0 +1,104 @@
+package sandbox
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// probeSource prints, on stderr, what a sandboxed program sees of its file system.
+const probeSource = `package main
+
+import (
+	"fmt"
+	"os"
+)
+
+func main() {
+	wd, _ := os.Getwd()
+	_, usr := os.Stat("/usr")
+	werr := os.WriteFile("note", []byte("x"), 0o600)
+	_, rootWrite := os.Create("/app/new")
+	fmt.Fprintf(os.Stderr, "wd=%s home=%s usr_missing=%v work_writable=%v root_readonly=%v\n",
+		wd, os.Getenv("HOME"), os.IsNotExist(usr), werr == nil, rootWrite != nil)
+}
+`
+
+// imageRoot makes a root file system like an image's: /dev, /proc, /tmp and a static binary.
+func imageRoot(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("compiles a probe")
+	}
+	src := t.TempDir()
+	os.WriteFile(filepath.Join(src, "go.mod"), []byte("module probe\n\ngo 1.24\n"), 0o600)
+	os.WriteFile(filepath.Join(src, "main.go"), []byte(probeSource), 0o600)
+	root := t.TempDir()
+	for _, d := range []string{"dev", "proc", "tmp", "app"} {
+		os.MkdirAll(filepath.Join(root, d), 0o755)
+	}
+	cmd := exec.Command("go", "build", "-o", filepath.Join(root, "app", "probe"), ".")
+	cmd.Dir, cmd.Env = src, append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=-mod=mod")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the probe: %v\n%s", err, out)
+	}
+	return root
+}
+
+func TestAnImageRootFileSystemIsTheSandboxRoot(t *testing.T) {
+	root := imageRoot(t)
+	p := newProvider(t, IsolationBubblewrap)
+	sb := start(t, p, Spec{Command: []string{"/app/probe"}, RootFS: root})
+	select {
+	case <-sb.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the probe did not exit")
+	}
+	var line string
+	for _, l := range sb.Logs() {
+		line += l.Line
+	}
+	want := "wd=" + WorkDirInImage + " home=" + WorkDirInImage + " usr_missing=true work_writable=true root_readonly=true"
+	if line != want {
+		t.Errorf("the probe saw %q, want %q", line, want)
+	}
+	if _, err := os.Stat(filepath.Join(root, "app", "new")); err == nil {
+		t.Error("the sandbox wrote into the shared image root")
+	}
+}
+
+func TestARootFSSpecIsChecked(t *testing.T) {
+	root := imageRoot(t)
+	for _, iso := range bothIsolations {
+		p := newProvider(t, iso)
+		noTmp := t.TempDir()
+		os.MkdirAll(filepath.Join(noTmp, "dev"), 0o755)
+		for name, spec := range map[string]Spec{
+			"missing /tmp":         {ID: "a", Command: []string{"/app/probe"}, RootFS: noTmp},
+			"relative root":        {ID: "b", Command: []string{"/app/probe"}, RootFS: "rel/root"},
+			"not in the image":     {ID: "c", Command: []string{"/app/none"}, RootFS: root},
+			"escapes the image":    {ID: "d", Command: []string{"/../../bin/sh"}, RootFS: root},
+			"relative entrypoint":  {ID: "e", Command: []string{"app/probe"}, RootFS: root},
+			"a directory, not exe": {ID: "f", Command: []string{"/app"}, RootFS: root},
+		} {
+			sb, err := p.Start(t.Context(), spec)
+			if !errors.Is(err, ErrInvalidSpec) {
+				if sb != nil {
+					sb.Stop(t.Context())
+				}
+				t.Errorf("%s (%s): err = %v, want ErrInvalidSpec", name, iso, err)
+			}
+		}
+	}
+	// Without bubblewrap the entrypoint runs from the root file system on the host.
+	p := newProvider(t, IsolationNone)
+	sb := start(t, p, Spec{Command: []string{"/app/probe"}, RootFS: root})
+	<-sb.Done()
+	if logs := sb.Logs(); len(logs) == 0 || !strings.Contains(logs[0].Line, "work_writable=true") {
+		t.Errorf("without isolation: %v", logs)
+	}
+}
