@@ -55,11 +55,16 @@ type Build struct {
 	SourceKey         string         `bun:"source_key"`
 	Lock              map[string]any `bun:"lock"`
 	RuntimeConfig     BuildRuntime   `bun:"runtime_config"`
-	CreatedAt         time.Time      `bun:"created_at"`
-	UpdatedAt         time.Time      `bun:"updated_at"`
+	// Options are the trigger's; ImageKey is the object-storage key of the image (an OCI
+	// archive) a build from source made.
+	Options   BuildOptions `bun:"options"`
+	ImageKey  string       `bun:"image_key"`
+	CreatedBy *uuid.UUID   `bun:"created_by,type:uuid"`
+	CreatedAt time.Time    `bun:"created_at"`
+	UpdatedAt time.Time    `bun:"updated_at"`
 }
 
-// Build statuses.
+// Build statuses: pending (queued), running (building), then succeeded, failed or cancelled.
 const (
 	BuildPending   = "pending"
 	BuildRunning   = "running"

@@ -1,0 +1,317 @@
+package models
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+)
+
+// BuildUpload is a source upload a client reserved: its id becomes the build's.
+type BuildUpload struct {
+	bun.BaseModel `bun:"table:build_uploads,alias:bu"`
+	ID            uuid.UUID  `bun:"id,pk,type:uuid"`
+	TeamID        uuid.UUID  `bun:"team_id,type:uuid"`
+	CreatedBy     *uuid.UUID `bun:"created_by,type:uuid"`
+	SourceKey     string     `bun:"source_key"`
+	CreatedAt     time.Time  `bun:"created_at"`
+	UsedAt        *time.Time `bun:"used_at"`
+}
+
+// BuildOptions are what a trigger asked for. Build secrets are never among them: they reach the
+// builder only, and are never stored.
+type BuildOptions struct {
+	// Source says where the source came from (informational, e.g. "cli" or a repository URL).
+	Source string `json:"source,omitempty"`
+	// EntryFolder is the directory of the archive that holds the environment.
+	EntryFolder          string            `json:"entry_folder,omitempty"`
+	BuildArgs            map[string]string `json:"build_args,omitempty"`
+	EnvironmentVariables map[string]string `json:"environment_variables,omitempty"`
+	NoCache              bool              `json:"no_cache,omitempty"`
+	RuntimeProvider      string            `json:"runtime_provider,omitempty"`
+}
+
+// BuildLog is one line of a build's log.
+type BuildLog struct {
+	bun.BaseModel `bun:"table:build_logs,alias:bl"`
+	BuildID       uuid.UUID `bun:"build_id,pk,type:uuid"`
+	Seq           int       `bun:"seq,pk"`
+	Line          string    `bun:"line"`
+	Time          time.Time `bun:"time"`
+}
+
+// BuildTerminal reports whether a build status is final.
+func BuildTerminal(status string) bool {
+	return status == BuildSucceeded || status == BuildFailed || status == BuildCancelled
+}
+
+// CreateBuildUpload reserves a source upload for the caller's team.
+func (s *Store) CreateBuildUpload(ctx context.Context, c *Caller) (*BuildUpload, error) {
+	id := uuid.New()
+	u := &BuildUpload{ID: id, TeamID: c.TeamID, SourceKey: fmt.Sprintf("builds/%s/%s/source", c.TeamID, id), CreatedAt: now()}
+	if c.UserID != uuid.Nil {
+		u.CreatedBy = &c.UserID
+	}
+	if _, err := s.DB.NewInsert().Model(u).Exec(ctx); err != nil {
+		return nil, fmt.Errorf("create build upload: %w", err)
+	}
+	return u, nil
+}
+
+// TriggerBuild names what a build of an uploaded source is for.
+type TriggerBuild struct {
+	UploadID uuid.UUID
+	// RegistryID names an existing environment of the caller's team; otherwise Name does (one
+	// is created when the team has none of that name).
+	RegistryID    *uuid.UUID
+	Name          string
+	Options       BuildOptions
+	RuntimeConfig *RuntimeConfig
+}
+
+// TriggerBuild records a pending build of an uploaded source. Triggering the same upload again
+// returns its build; an upload of another team is not found.
+func (s *Store) TriggerBuild(ctx context.Context, c *Caller, in TriggerBuild) (*Build, bool, error) {
+	var b Build
+	created := false
+	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		var up BuildUpload
+		if err := tx.NewSelect().Model(&up).Where("id = ? AND team_id = ?", in.UploadID, c.TeamID).Scan(ctx); err != nil {
+			return notFound(err, "build upload "+in.UploadID.String())
+		}
+		if up.UsedAt != nil {
+			if err := tx.NewSelect().Model(&b).Where("id = ?", up.ID).Scan(ctx); err != nil {
+				return notFound(err, "build")
+			}
+			return nil
+		}
+		var reg Registry
+		switch {
+		case in.RegistryID != nil:
+			if err := tx.NewSelect().Model(&reg).Where("id = ?", *in.RegistryID).Scan(ctx); err != nil {
+				return notFound(err, "environment")
+			}
+			if reg.TeamID != c.TeamID {
+				if !reg.Public {
+					return fmt.Errorf("environment %s: %w", *in.RegistryID, ErrNotFound)
+				}
+				return fmt.Errorf("environment %s belongs to another team: %w", *in.RegistryID, ErrForbidden)
+			}
+		default:
+			err := tx.NewSelect().Model(&reg).Where("team_id = ? AND name = ?", c.TeamID, in.Name).Scan(ctx)
+			if isNoRows(err) {
+				reg = Registry{ID: uuid.New(), TeamID: c.TeamID, Name: in.Name, RegistryType: "mcp", BuildArgs: map[string]any{},
+					EntryFolder: in.Options.EntryFolder, CreatedAt: now(), UpdatedAt: now()}
+				_, err = tx.NewInsert().Model(&reg).Exec(ctx)
+			}
+			if err != nil {
+				return fmt.Errorf("environment %q: %w", in.Name, err)
+			}
+		}
+		var maxVersion int
+		if err := tx.NewSelect().Model((*Build)(nil)).ColumnExpr("COALESCE(MAX(version), 0)").Where("registry_id = ?", reg.ID).Scan(ctx, &maxVersion); err != nil {
+			return err
+		}
+		rt := BuildRuntime{}
+		if in.RuntimeConfig != nil {
+			rt.RuntimeConfig = *in.RuntimeConfig
+		}
+		b = Build{ID: up.ID, RegistryID: reg.ID, TeamID: c.TeamID, Version: maxVersion + 1, Status: BuildPending, SourceIndexStatus: "pending",
+			SourceKey: up.SourceKey, Lock: map[string]any{}, RuntimeConfig: rt, Options: in.Options, CreatedBy: up.CreatedBy,
+			CreatedAt: now(), UpdatedAt: now()}
+		if _, err := tx.NewInsert().Model(&b).Exec(ctx); err != nil {
+			return err
+		}
+		created = true
+		_, err := tx.NewUpdate().Model((*BuildUpload)(nil)).Set("used_at = ?", now()).Where("id = ?", up.ID).Exec(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("trigger build: %w", err)
+	}
+	return &b, created, nil
+}
+
+// BuildRow is a build as one caller sees it.
+type BuildRow struct {
+	Build        `bun:",extend"`
+	RegistryName string `bun:"registry_name,scanonly"`
+	CanEdit      bool   `bun:"-"`
+}
+
+// GetBuildFor reads a build of an environment the caller sees (its team's, or a public one).
+func (s *Store) GetBuildFor(ctx context.Context, c *Caller, id uuid.UUID) (*BuildRow, error) {
+	var row BuildRow
+	q := s.DB.NewSelect().Model(&row).ColumnExpr("b.*").ColumnExpr("r.name AS registry_name").
+		Join("JOIN registries AS r ON r.id = b.registry_id").Where("b.id = ?", id)
+	if err := visibleRegistries(q, c).Scan(ctx); err != nil {
+		return nil, notFound(err, "build")
+	}
+	row.CanEdit = c != nil && row.TeamID == c.TeamID
+	return &row, nil
+}
+
+// ListBuilds pages an environment's builds, newest first.
+func (s *Store) ListBuilds(ctx context.Context, c *Caller, registryID uuid.UUID, limit int) ([]Build, int, error) {
+	if _, err := s.GetRegistry(ctx, c, registryID); err != nil {
+		return nil, 0, err
+	}
+	var builds []Build
+	total, err := s.DB.NewSelect().Model(&builds).Where("registry_id = ?", registryID).
+		Order("created_at DESC", "version DESC").Limit(int64(limit)).ScanAndCount(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list builds: %w", err)
+	}
+	return builds, int(total), nil
+}
+
+// BuildUpdate changes a running build; zero fields are left as they are.
+type BuildUpdate struct {
+	Status    string
+	Digest    string
+	ImageName string
+	ImageKey  string
+	Command   []string
+}
+
+// UpdateBuild records a build's progress. A build that has ended is not changed.
+func (s *Store) UpdateBuild(ctx context.Context, id uuid.UUID, u BuildUpdate) error {
+	q := s.DB.NewUpdate().Model((*Build)(nil)).Set("updated_at = ?", now()).Where("id = ?", id).
+		Where("status NOT IN (?)", bun.In([]string{BuildSucceeded, BuildFailed, BuildCancelled}))
+	if u.Status != "" {
+		q = q.Set("status = ?", u.Status)
+	}
+	if u.Digest != "" {
+		q = q.Set("digest = ?", u.Digest)
+	}
+	if u.ImageName != "" {
+		q = q.Set("image_name = ?", u.ImageName)
+	}
+	if u.ImageKey != "" {
+		q = q.Set("image_key = ?", u.ImageKey)
+	}
+	if u.Command != nil {
+		var b Build
+		if err := s.DB.NewSelect().Model(&b).Column("runtime_config").Where("id = ?", id).Scan(ctx); err != nil {
+			return notFound(err, "build")
+		}
+		b.RuntimeConfig.Command = u.Command
+		q = q.Set("runtime_config = ?", b.RuntimeConfig)
+	}
+	if _, err := q.Exec(ctx); err != nil {
+		return fmt.Errorf("update build: %w", err)
+	}
+	return nil
+}
+
+// BuildResult is how a build ended.
+type BuildResult struct {
+	Status    string
+	Error     string
+	Lock      map[string]any
+	Scenarios []Scenario
+}
+
+// FinishBuild ends a build: its status, duration and error, and when it succeeded, the
+// scenarios it declares and its lock. The environment's first successful build becomes its
+// latest; later ones become latest only through SetLatestBuild. Finishing a build that has
+// already ended changes nothing and returns it as it ended.
+func (s *Store) FinishBuild(ctx context.Context, id uuid.UUID, r BuildResult) (*Build, error) {
+	var b Build
+	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if err := tx.NewSelect().Model(&b).Where("id = ?", id).Scan(ctx); err != nil {
+			return notFound(err, "build")
+		}
+		if BuildTerminal(b.Status) {
+			return nil
+		}
+		d := now().Sub(b.CreatedAt).Seconds()
+		b.Status, b.ErrorMessage, b.DurationSeconds, b.UpdatedAt = r.Status, r.Error, &d, now()
+		if r.Lock != nil {
+			b.Lock = r.Lock
+		}
+		if _, err := tx.NewUpdate().Model(&b).Column("status", "error_message", "duration_seconds", "lock", "updated_at").WherePK().Exec(ctx); err != nil {
+			return err
+		}
+		if r.Status != BuildSucceeded {
+			return nil
+		}
+		for i := range r.Scenarios {
+			sc := &r.Scenarios[i]
+			sc.ID, sc.RegistryID, sc.BuildID, sc.CreatedAt = uuid.New(), b.RegistryID, b.ID, now()
+			if sc.Slug == "" {
+				sc.Slug = slugify(sc.Name)
+			}
+			if sc.ArgsSchema == nil {
+				sc.ArgsSchema = map[string]any{}
+			}
+			if sc.Arguments == nil {
+				sc.Arguments = []any{}
+			}
+			if sc.Metadata == nil {
+				sc.Metadata = map[string]any{}
+			}
+		}
+		if len(r.Scenarios) > 0 {
+			if _, err := tx.NewInsert().Model(&r.Scenarios).On("CONFLICT (build_id, name) DO NOTHING").Exec(ctx); err != nil {
+				return err
+			}
+		}
+		_, err := tx.NewUpdate().Model((*Registry)(nil)).Set("latest_build_id = ?", b.ID).Set("updated_at = ?", now()).
+			Where("id = ? AND latest_build_id IS NULL", b.RegistryID).Exec(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("finish build: %w", err)
+	}
+	return &b, nil
+}
+
+// SetLatestBuild makes a succeeded build the one new runs of its environment use.
+func (s *Store) SetLatestBuild(ctx context.Context, c *Caller, id uuid.UUID) (*BuildRow, error) {
+	b, err := s.GetBuildFor(ctx, c, id)
+	if err != nil {
+		return nil, err
+	}
+	if !b.CanEdit {
+		return nil, fmt.Errorf("build %s: read-only for the caller: %w", id, ErrForbidden)
+	}
+	if b.Status != BuildSucceeded {
+		return nil, fmt.Errorf("build %s is %s: only a succeeded build can be the latest: %w", id, b.Status, ErrConflict)
+	}
+	if _, err := s.DB.NewUpdate().Model((*Registry)(nil)).Set("latest_build_id = ?", b.ID).Set("updated_at = ?", now()).
+		Where("id = ?", b.RegistryID).Exec(ctx); err != nil {
+		return nil, fmt.Errorf("set latest build: %w", err)
+	}
+	return b, nil
+}
+
+// AppendBuildLog adds lines to a build's log.
+func (s *Store) AppendBuildLog(ctx context.Context, id uuid.UUID, lines []string) error {
+	if len(lines) == 0 {
+		return nil
+	}
+	var next int
+	if err := s.DB.NewSelect().Model((*BuildLog)(nil)).ColumnExpr("COALESCE(MAX(seq), -1) + 1").Where("build_id = ?", id).Scan(ctx, &next); err != nil {
+		return fmt.Errorf("append build log: %w", err)
+	}
+	rows := make([]BuildLog, len(lines))
+	for i, l := range lines {
+		rows[i] = BuildLog{BuildID: id, Seq: next + i, Line: l, Time: now()}
+	}
+	if err := insertInBatches(ctx, s.DB, rows, "CONFLICT (build_id, seq) DO NOTHING"); err != nil {
+		return fmt.Errorf("append build log: %w", err)
+	}
+	return nil
+}
+
+// BuildLogs pages a build's log after afterSeq.
+func (s *Store) BuildLogs(ctx context.Context, id uuid.UUID, afterSeq, limit int) ([]BuildLog, error) {
+	var logs []BuildLog
+	if err := s.DB.NewSelect().Model(&logs).Where("build_id = ? AND seq > ?", id, afterSeq).Order("seq ASC").Limit(int64(limit)).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("build logs: %w", err)
+	}
+	return logs, nil
+}

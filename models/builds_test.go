@@ -1,0 +1,86 @@
+package models_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/proctorhq/proctor/internal/storetest"
+	"github.com/proctorhq/proctor/models"
+)
+
+func TestBuildsFromUploads(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *models.Store) {
+		a := member(t, s, "alpha", "a@example.com")
+		b := member(t, s, "beta", "b@example.com")
+		up, err := s.CreateBuildUpload(ctx, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.TriggerBuild(ctx, b, models.TriggerBuild{UploadID: up.ID, Name: "todo"}); !errors.Is(err, models.ErrNotFound) {
+			t.Errorf("another team triggering the upload: %v, want ErrNotFound", err)
+		}
+		first, created, err := s.TriggerBuild(ctx, a, models.TriggerBuild{UploadID: up.ID, Name: "todo", Options: models.BuildOptions{EntryFolder: "env"}})
+		if err != nil || !created || first.ID != up.ID || first.Version != 1 || first.Status != models.BuildPending || first.SourceKey != up.SourceKey {
+			t.Fatalf("trigger = %+v, %v, %v", first, created, err)
+		}
+		again, created, err := s.TriggerBuild(ctx, a, models.TriggerBuild{UploadID: up.ID, Name: "todo"})
+		if err != nil || created || again.ID != first.ID {
+			t.Errorf("a repeated trigger = %+v, created %v, %v; want the same build", again, created, err)
+		}
+		if err := s.AppendBuildLog(ctx, first.ID, []string{"step 1", "step 2"}); err != nil {
+			t.Fatal(err)
+		}
+		s.AppendBuildLog(ctx, first.ID, []string{"step 3"})
+		if logs, _ := s.BuildLogs(ctx, first.ID, 0, 10); len(logs) != 2 || logs[1].Line != "step 3" || logs[1].Seq != 2 {
+			t.Errorf("logs after seq 0 = %+v", logs)
+		}
+		if _, err := s.SetLatestBuild(ctx, a, first.ID); !errors.Is(err, models.ErrConflict) {
+			t.Errorf("set-latest of a pending build: %v, want ErrConflict", err)
+		}
+		s.UpdateBuild(ctx, first.ID, models.BuildUpdate{Status: models.BuildRunning, Digest: "sha256:abc", ImageKey: "images/x", Command: []string{"/app/env"}})
+		done, err := s.FinishBuild(ctx, first.ID, models.BuildResult{Status: models.BuildSucceeded, Lock: map[string]any{"transport": "stdio"},
+			Scenarios: []models.Scenario{{Name: "add-todos"}}})
+		if err != nil || done.Status != models.BuildSucceeded || done.DurationSeconds == nil {
+			t.Fatalf("finish = %+v, %v", done, err)
+		}
+		reg, err := s.GetRegistry(ctx, a, first.RegistryID)
+		if err != nil || reg.LatestBuildID == nil || *reg.LatestBuildID != first.ID {
+			t.Fatalf("the first successful build is not the latest: %+v %v", reg, err)
+		}
+		row, _ := s.GetBuildFor(ctx, a, first.ID)
+		if row.Digest != "sha256:abc" || row.ImageKey != "images/x" || len(row.RuntimeConfig.Command) != 1 || row.RegistryName != "todo" {
+			t.Errorf("build row = %+v", row)
+		}
+		if sc, _ := s.ListScenarios(ctx, first.ID); len(sc) != 1 || sc[0].Slug != "add-todos" {
+			t.Errorf("scenarios = %+v", sc)
+		}
+		// Finishing again changes nothing; a second build does not replace the latest by itself.
+		if again, _ := s.FinishBuild(ctx, first.ID, models.BuildResult{Status: models.BuildFailed, Error: "late"}); again.Status != models.BuildSucceeded {
+			t.Errorf("a finished build was finished again: %+v", again)
+		}
+		up2, _ := s.CreateBuildUpload(ctx, a)
+		second, _, err := s.TriggerBuild(ctx, a, models.TriggerBuild{UploadID: up2.ID, RegistryID: &first.RegistryID})
+		if err != nil || second.Version != 2 {
+			t.Fatalf("second build = %+v, %v", second, err)
+		}
+		s.FinishBuild(ctx, second.ID, models.BuildResult{Status: models.BuildSucceeded})
+		if reg, _ := s.GetRegistry(ctx, a, first.RegistryID); *reg.LatestBuildID != first.ID {
+			t.Error("a later build became the latest without set-latest")
+		}
+		if _, err := s.SetLatestBuild(ctx, b, second.ID); !errors.Is(err, models.ErrNotFound) {
+			t.Errorf("another team's set-latest: %v, want ErrNotFound", err)
+		}
+		if _, err := s.SetLatestBuild(ctx, a, second.ID); err != nil {
+			t.Fatal(err)
+		}
+		if reg, _ := s.GetRegistry(ctx, a, first.RegistryID); *reg.LatestBuildID != second.ID {
+			t.Error("set-latest did not take")
+		}
+		if builds, total, err := s.ListBuilds(ctx, a, first.RegistryID, 50); err != nil || total != 2 || builds[0].ID != second.ID {
+			t.Errorf("list = %d builds (total %d), %v", len(builds), total, err)
+		}
+		if _, _, err := s.ListBuilds(ctx, b, first.RegistryID, 50); !errors.Is(err, models.ErrNotFound) {
+			t.Errorf("another team listing a private environment's builds: %v", err)
+		}
+	})
+}
