@@ -33,6 +33,12 @@ type Activities struct {
 	// Temporal signals a job's RunList when one of its attempts ends (nil: no signal, and the
 	// RunList notices at its next reconciliation).
 	Temporal Signaler
+	// Build configures builds and the images sandboxes run (nil: this worker neither builds
+	// nor runs built images).
+	Build *BuildConfig
+
+	imagesOnce sync.Once
+	imageCache *imageCache
 
 	convOnce sync.Once
 	convs    *conversations

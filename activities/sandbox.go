@@ -95,7 +95,7 @@ func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentIn
 	if err != nil {
 		return StartEnvironmentResult{}, err
 	}
-	argv, err := buildCommand(r.build)
+	spec, err := a.imageSpec(ctx, r.build)
 	if err != nil {
 		return StartEnvironmentResult{}, err
 	}
@@ -113,9 +113,8 @@ func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentIn
 	if err != nil {
 		return StartEnvironmentResult{}, err
 	}
-	sb, err := a.Sandboxes.Start(ctx, sandbox.Spec{
-		ID: fmt.Sprintf("%s-%d", in.TraceID, in.Attempt), Command: argv, Resources: res, OnLog: logs.add, Network: r.network(),
-	})
+	spec.ID, spec.Resources, spec.OnLog, spec.Network = fmt.Sprintf("%s-%d", in.TraceID, in.Attempt), res, logs.add, r.network()
+	sb, err := a.Sandboxes.Start(ctx, spec)
 	if err != nil {
 		logs.close(context.WithoutCancel(ctx))
 		switch {
@@ -126,7 +125,11 @@ func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentIn
 		}
 		return StartEnvironmentResult{}, fmt.Errorf("provision sandbox: %w", err)
 	}
-	a.workerLog(ctx, in.TraceID, "try %d: sandbox %s started on %s (%s)", in.Attempt, sb.ID(), a.HostQueue, strings.Join(argv, " "))
+	what := strings.Join(spec.Command, " ")
+	if spec.RootFS != "" {
+		what = r.build.ImageName + " " + what
+	}
+	a.workerLog(ctx, in.TraceID, "try %d: sandbox %s started on %s (%s)", in.Attempt, sb.ID(), a.HostQueue, what)
 	le := &liveEnv{attempt: in.Attempt, sb: sb, logs: logs}
 	tools, err := a.openEnvironment(ctx, in, r, le)
 	if err != nil {

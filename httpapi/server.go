@@ -45,6 +45,9 @@ type Options struct {
 	Temporal HealthChecker
 	// Workflows launches and cancels rollouts; without it those routes answer 503.
 	Workflows Workflows
+	// Builds starts and cancels builds; without it (or a Bucket) the build routes that need
+	// it answer 503.
+	Builds Builds
 	// Bucket holds sources and artifacts; its signed URLs are handed to clients.
 	Bucket blob.Bucket
 	// Blob serves the local bucket's signed URLs under /blob/ when set.
@@ -66,6 +69,7 @@ type Server struct {
 	bucket        blob.Bucket
 	temporal      HealthChecker
 	workflows     Workflows
+	builds        Builds
 	log           *slog.Logger
 	sessionTTL    time.Duration
 	secureCookies bool
@@ -93,7 +97,7 @@ func New(o Options) *Server {
 		o.MaxJobAttempts = 100_000
 	}
 	s := &Server{
-		store: o.Store, bucket: o.Bucket, temporal: o.Temporal, workflows: o.Workflows, log: o.Logger, sessionTTL: o.SessionTTL,
+		store: o.Store, bucket: o.Bucket, temporal: o.Temporal, workflows: o.Workflows, builds: o.Builds, log: o.Logger, sessionTTL: o.SessionTTL,
 		secureCookies: strings.HasPrefix(o.PublicURL, "https://"), maxBodyBytes: o.MaxBodyBytes, maxAttempts: o.MaxJobAttempts, publicURL: strings.TrimRight(o.PublicURL, "/"),
 		throttle: newAuthThrottle(),
 	}
@@ -121,6 +125,7 @@ func New(o Options) *Server {
 	s.registerTraceAnalysis()
 	s.registerRollouts()
 	s.registerRegistries()
+	s.registerBuilds()
 	allowUnknownRequestFields(s.api.OpenAPI())
 	nullablePointers(s.api.OpenAPI())
 	freeFormMaps(s.api.OpenAPI())

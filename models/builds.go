@@ -50,7 +50,7 @@ func BuildTerminal(status string) bool {
 // CreateBuildUpload reserves a source upload for the caller's team.
 func (s *Store) CreateBuildUpload(ctx context.Context, c *Caller) (*BuildUpload, error) {
 	id := uuid.New()
-	u := &BuildUpload{ID: id, TeamID: c.TeamID, SourceKey: fmt.Sprintf("builds/%s/%s/source", c.TeamID, id), CreatedAt: now()}
+	u := &BuildUpload{ID: id, TeamID: c.TeamID, SourceKey: BuildSourceKey(c.TeamID, id), CreatedAt: now()}
 	if c.UserID != uuid.Nil {
 		u.CreatedBy = &c.UserID
 	}
@@ -58,6 +58,11 @@ func (s *Store) CreateBuildUpload(ctx context.Context, c *Caller) (*BuildUpload,
 		return nil, fmt.Errorf("create build upload: %w", err)
 	}
 	return u, nil
+}
+
+// BuildSourceKey is the object-storage key of a build's uploaded source.
+func BuildSourceKey(teamID, buildID uuid.UUID) string {
+	return fmt.Sprintf("builds/%s/%s/source", teamID, buildID)
 }
 
 // TriggerBuild names what a build of an uploaded source is for.
@@ -314,4 +319,13 @@ func (s *Store) BuildLogs(ctx context.Context, id uuid.UUID, afterSeq, limit int
 		return nil, fmt.Errorf("build logs: %w", err)
 	}
 	return logs, nil
+}
+
+// BuildByID reads a build for the workers (no caller: they act for whoever triggered it).
+func (s *Store) BuildByID(ctx context.Context, id uuid.UUID) (*Build, error) {
+	b := new(Build)
+	if err := s.DB.NewSelect().Model(b).Where("id = ?", id).Scan(ctx); err != nil {
+		return nil, notFound(err, "build")
+	}
+	return b, nil
 }

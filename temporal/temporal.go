@@ -33,13 +33,15 @@ import (
 const (
 	QueueWorkflows    = activities.QueueWorkflows
 	QueueSandboxesCPU = activities.QueueSandboxesCPU
+	QueueBuilds       = activities.QueueBuilds
 )
 
 // GPUQueue is the queue of the hosts that have GPUs of the given type.
 func GPUQueue(gpuType string) string { return activities.GPUQueue(gpuType) }
 
-// DefaultQueues are the queues a CPU host's worker polls.
-var DefaultQueues = []string{QueueWorkflows, QueueSandboxesCPU}
+// DefaultQueues are the queues a CPU host's worker polls: builds included, so that one worker
+// does everything (a deployment moves builds to hosts of their own with --queues).
+var DefaultQueues = []string{QueueWorkflows, QueueSandboxesCPU, QueueBuilds}
 
 // Client is a Temporal client bound to one namespace.
 type Client struct {
@@ -131,6 +133,8 @@ func RegisterWorkflows(w worker.Registry) {
 	w.RegisterWorkflow(workflows.Rollout)
 	w.RegisterWorkflow(workflows.RunList)
 	w.RegisterWorkflow(workflows.CancelJob)
+	w.RegisterWorkflow(workflows.Build)
+	w.RegisterWorkflow(workflows.DiscoverScenarios)
 }
 
 // Stop stops every worker, waiting for running activities to finish or be cancelled.
@@ -166,6 +170,21 @@ func (c *Client) StartRollout(ctx context.Context, traceID uuid.UUID) error {
 // StartRunList starts the workflow that runs a job's traces.
 func (c *Client) StartRunList(ctx context.Context, jobID uuid.UUID, maxConcurrent int) error {
 	return c.start(ctx, workflows.RunListWorkflowID(jobID), workflows.RunList, workflows.RunListInput{JobID: jobID, MaxConcurrent: maxConcurrent, MaxTries: c.MaxTries})
+}
+
+// StartBuild starts the workflow that builds a triggered build; starting it again is a no-op.
+func (c *Client) StartBuild(ctx context.Context, buildID uuid.UUID) error {
+	return c.start(ctx, workflows.BuildWorkflowID(buildID), workflows.Build, activities.BuildInput{BuildID: buildID})
+}
+
+// CancelBuild asks a build's workflow to cancel; an absent or finished one is not an error.
+func (c *Client) CancelBuild(ctx context.Context, buildID uuid.UUID) error {
+	err := c.CancelWorkflow(ctx, workflows.BuildWorkflowID(buildID), "")
+	var nf *serviceerror.NotFound
+	if err != nil && !errors.As(err, &nf) && !strings.Contains(err.Error(), "already completed") {
+		return fmt.Errorf("cancel build %s: %w", buildID, err)
+	}
+	return nil
 }
 
 // CancelTrace asks an attempt's workflow to cancel; an absent or finished one is not an error.

@@ -120,14 +120,14 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 			return fmt.Errorf("seed the example environments: %w", err)
 		}
 	}
-	rt, err := startRuntime(tc, store, cfg, log)
+	rt, err := startRuntime(tc, store, bucket, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer rt.stop(cfg.ShutdownTimeout)
 
 	api := httpapi.New(httpapi.Options{
-		Store: store, Bucket: bucket, Temporal: tc, Workflows: tc, Blob: blobHandler, Logger: log, PublicURL: cfg.PublicURL,
+		Store: store, Bucket: bucket, Temporal: tc, Workflows: tc, Builds: tc, Blob: blobHandler, Logger: log, PublicURL: cfg.PublicURL,
 		SessionTTL: cfg.SessionTTL, MaxBodyBytes: cfg.MaxBodyBytes, MaxJobAttempts: cfg.MaxJobAttempts,
 	})
 	hs, err := startHTTP(cfg.HTTPAddr, api.Handler(), limitsOf(cfg), log)

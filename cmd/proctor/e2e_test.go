@@ -302,10 +302,11 @@ func TestProductionProcessesOnPostgres(t *testing.T) {
 	defer ts.Stop()
 
 	httpAddr := freeAddr(t)
-	common := []string{"--database-url", dbURL, "--temporal-address", ts.FrontendAddress(), "--log-level", "warn"}
+	common := []string{"--database-url", dbURL, "--temporal-address", ts.FrontendAddress(), "--log-level", "warn",
+		"--blob-url", "file://" + t.TempDir(), "--signing-key", "k"}
 	serverDone, workerDone := make(chan error, 1), make(chan error, 1)
 	go func() {
-		serverDone <- run(ctx, append([]string{"server", "--http-addr", httpAddr, "--blob-url", "file://" + t.TempDir(), "--signing-key", "k"}, common...), io.Discard, io.Discard)
+		serverDone <- run(ctx, append([]string{"server", "--http-addr", httpAddr}, common...), io.Discard, io.Discard)
 	}()
 	go func() { workerDone <- run(ctx, append([]string{"worker"}, common...), io.Discard, io.Discard) }()
 

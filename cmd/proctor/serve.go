@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -212,7 +213,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	defer tc.Close()
 	tc.MaxTries = cfg.MaxTries
 	api := httpapi.New(httpapi.Options{
-		Store: store, Bucket: bucket, Temporal: tc, Workflows: tc, Blob: blobHandler, Logger: log, PublicURL: cfg.PublicURL,
+		Store: store, Bucket: bucket, Temporal: tc, Workflows: tc, Builds: tc, Blob: blobHandler, Logger: log, PublicURL: cfg.PublicURL,
 		SessionTTL: cfg.SessionTTL, MaxBodyBytes: cfg.MaxBodyBytes, MaxJobAttempts: cfg.MaxJobAttempts,
 	})
 	hs, err := startHTTP(cfg.HTTPAddr, api.Handler(), limitsOf(cfg), log)
@@ -255,7 +256,18 @@ func cmdWorker(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer tc.Close()
 	tc.MaxTries = cfg.MaxTries
-	rt, err := startRuntime(tc, store, cfg, log)
+	var bucket blob.Bucket
+	if cfg.BlobURL != "" {
+		b, _, err := openBucket(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer b.Close()
+		bucket = b
+	} else if slices.Contains(cfg.QueueList(), ptemporal.QueueBuilds) {
+		return errors.New("a worker polling the builds queue needs object storage: set PROCTOR_BLOB_URL (--blob-url)")
+	}
+	rt, err := startRuntime(tc, store, bucket, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -304,7 +316,9 @@ type runtime struct {
 }
 
 // startRuntime starts the sandbox provider and the workers of cfg's queues.
-func startRuntime(tc *ptemporal.Client, store *models.Store, cfg *config.Config, log *slog.Logger) (*runtime, error) {
+// startRuntime starts this host's sandbox provider and workers. bucket holds sources and images
+// (nil: this host neither builds nor runs built images).
+func startRuntime(tc *ptemporal.Client, store *models.Store, bucket blob.Bucket, cfg *config.Config, log *slog.Logger) (*runtime, error) {
 	sb, err := sandbox.NewProcess(sandbox.ProcessOptions{
 		Root: cfg.SandboxRoot, MaxSandboxes: cfg.MaxSandboxes, Isolation: cfg.SandboxIsolation,
 		GPUs: cfg.GPUList(), GPUType: cfg.GPUType, Logger: log.With("component", "sandbox"),
@@ -313,6 +327,9 @@ func startRuntime(tc *ptemporal.Client, store *models.Store, cfg *config.Config,
 		return nil, fmt.Errorf("sandboxes: %w", err)
 	}
 	acts := &activities.Activities{Store: store, Logger: log, Sandboxes: sb, Envs: activities.NewEnvs()}
+	if bucket != nil {
+		acts.Build = &activities.BuildConfig{Bucket: bucket, Dir: cfg.BuildDir, GOPROXY: cfg.BuildGOPROXY}
+	}
 	workers, err := ptemporal.StartWorkers(tc, acts, cfg.QueueList())
 	if err != nil {
 		sb.Close(context.Background()) //nolint:errcheck

@@ -24,3 +24,34 @@ func (e *Env) ReadResource(ctx context.Context, uri string) ([]byte, error) {
 	}
 	return []byte(c.Text), nil
 }
+
+// Inventory lists what the environment serves, by name, for a build's lock: every tool (the
+// hub dispatchers included), prompt and resource, each as {name, description} ({uri, name}
+// for resources).
+func (e *Env) Inventory(ctx context.Context) (map[string]any, error) {
+	tools, prompts, resources := []any{}, []any{}, []any{}
+	for t, err := range e.session.Tools(ctx, nil) {
+		if err != nil {
+			return nil, fmt.Errorf("list tools: %w", classify(err))
+		}
+		tools = append(tools, map[string]any{"name": t.Name, "description": t.Description})
+	}
+	caps := e.session.InitializeResult()
+	if caps != nil && caps.Capabilities != nil && caps.Capabilities.Prompts != nil {
+		for p, err := range e.session.Prompts(ctx, nil) {
+			if err != nil {
+				return nil, fmt.Errorf("list prompts: %w", classify(err))
+			}
+			prompts = append(prompts, map[string]any{"name": p.Name, "description": p.Description})
+		}
+	}
+	if caps != nil && caps.Capabilities != nil && caps.Capabilities.Resources != nil {
+		for r, err := range e.session.Resources(ctx, nil) {
+			if err != nil {
+				return nil, fmt.Errorf("list resources: %w", classify(err))
+			}
+			resources = append(resources, map[string]any{"uri": r.URI, "name": r.Name})
+		}
+	}
+	return map[string]any{"tools": tools, "prompts": prompts, "resources": resources}, nil
+}

@@ -54,6 +54,10 @@ type Config struct {
 	HTTPWriteTimeout time.Duration
 	HTTPIdleTimeout  time.Duration
 	HTTPMaxConns     int
+	// BuildDir holds build work dirs and the unpacked images sandboxes run; BuildGOPROXY is the
+	// module proxy Go builds use (empty: the worker's GOPROXY).
+	BuildDir     string
+	BuildGOPROXY string
 	// SandboxRoot holds sandboxes' work dirs; MaxSandboxes bounds those live on this host;
 	// SandboxIsolation is auto, bubblewrap or none.
 	SandboxRoot      string
@@ -76,7 +80,7 @@ func Defaults() Config {
 		TemporalAddress:   "127.0.0.1:7233",
 		TemporalNamespace: "default",
 		TemporalUIPort:    8233,
-		Queues:            "proctor-workflows,sandboxes-cpu",
+		Queues:            "proctor-workflows,sandboxes-cpu,builds",
 		LogLevel:          "info",
 		LogFormat:         "text",
 		SessionTTL:        7 * 24 * time.Hour,
@@ -112,6 +116,8 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	fs.DurationVar(&c.SessionTTL, "session-ttl", envDuration("PROCTOR_SESSION_TTL", d.SessionTTL), "browser session lifetime (env PROCTOR_SESSION_TTL)")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", int64(envInt("PROCTOR_MAX_BODY_BYTES", int(d.MaxBodyBytes))), "largest accepted request body (env PROCTOR_MAX_BODY_BYTES)")
 	fs.IntVar(&c.MaxJobAttempts, "max-job-attempts", envInt("PROCTOR_MAX_JOB_ATTEMPTS", d.MaxJobAttempts), "most attempts one run_list request may launch (env PROCTOR_MAX_JOB_ATTEMPTS)")
+	str(&c.BuildDir, "build-dir", "PROCTOR_BUILD_DIR", "", "directory for builds and unpacked images (dev default: <data-dir>/builds; else a temp dir)")
+	str(&c.BuildGOPROXY, "build-goproxy", "PROCTOR_BUILD_GOPROXY", "", "module proxy Go environment builds use, or off for vendored sources only (default: the worker's GOPROXY)")
 	str(&c.SandboxRoot, "sandbox-root", "PROCTOR_SANDBOX_ROOT", "", "directory for sandbox work dirs (dev default: <data-dir>/sandboxes)")
 	fs.IntVar(&c.MaxSandboxes, "max-sandboxes", envInt("PROCTOR_MAX_SANDBOXES", 0), "sandboxes live at once on this host; 0 = 4 per CPU (env PROCTOR_MAX_SANDBOXES)")
 	str(&c.SandboxIsolation, "sandbox-isolation", "PROCTOR_SANDBOX_ISOLATION", "auto", "auto (bubblewrap when installed), bubblewrap, or none")
@@ -142,6 +148,9 @@ func (c *Config) FillDevDefaults() error {
 	if c.SandboxRoot == "" {
 		c.SandboxRoot = filepath.Join(abs, "sandboxes")
 	}
+	if c.BuildDir == "" {
+		c.BuildDir = filepath.Join(abs, "builds")
+	}
 	return c.finish()
 }
 
@@ -161,6 +170,9 @@ func (c *Config) RequireProduction(needBlob bool) error {
 }
 
 func (c *Config) finish() error {
+	if c.BuildDir == "" {
+		c.BuildDir = filepath.Join(os.TempDir(), "proctor-builds")
+	}
 	if c.PublicURL == "" {
 		c.PublicURL = "http://" + c.HTTPAddr
 	}

@@ -1,0 +1,481 @@
+package activities
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/proctorhq/proctor/internal/agent"
+	"github.com/proctorhq/proctor/internal/archive"
+	"github.com/proctorhq/proctor/internal/blob"
+	"github.com/proctorhq/proctor/internal/image"
+	"github.com/proctorhq/proctor/internal/sandbox"
+	"github.com/proctorhq/proctor/models"
+)
+
+// QueueBuilds is the task queue of build activities, so that builds can run on hosts of their
+// own (`proctor worker --queues builds`).
+const QueueBuilds = "builds"
+
+// ErrBuildFailed is the application error type of a build that cannot succeed as given (its
+// source, its code): not retried, its message is the build's error_message.
+const ErrBuildFailed = "BuildFailed"
+
+// BuildConfig is what build activities need of their host.
+type BuildConfig struct {
+	// Bucket holds uploaded sources and built images.
+	Bucket blob.Bucket
+	// Dir holds build work dirs and the unpacked images sandboxes run.
+	Dir string
+	// Limits bound an uploaded source archive once unpacked.
+	Limits archive.Limits
+	// GOPROXY is the module proxy Go builds may use ("off": only vendored modules and the
+	// worker's module cache); empty keeps the worker's setting.
+	GOPROXY string
+}
+
+// BuildInput names a build.
+type BuildInput struct {
+	BuildID uuid.UUID `json:"build_id"`
+}
+
+// BuildImageResult is what a build made.
+type BuildImageResult struct {
+	Digest   string `json:"digest"`
+	ImageKey string `json:"image_key"`
+}
+
+func buildFailed(format string, args ...any) error {
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), ErrBuildFailed, nil)
+}
+
+// BuildImage fetches a build's source, unpacks it safely and builds its image, which it stores
+// as an OCI archive in the bucket. Progress goes to the build's log.
+func (a *Activities) BuildImage(ctx context.Context, in BuildInput) (BuildImageResult, error) {
+	stop := keepAlive(ctx)
+	defer stop()
+	cfg := a.Build
+	if cfg == nil || cfg.Bucket == nil {
+		return BuildImageResult{}, errors.New("this worker has no build configuration")
+	}
+	b, err := a.Store.BuildByID(ctx, in.BuildID)
+	if err != nil {
+		return BuildImageResult{}, err
+	}
+	if models.BuildTerminal(b.Status) {
+		return BuildImageResult{}, buildFailed("the build already ended (%s)", b.Status)
+	}
+	if err := a.Store.UpdateBuild(ctx, b.ID, models.BuildUpdate{Status: models.BuildRunning}); err != nil {
+		return BuildImageResult{}, err
+	}
+	logw := a.buildLog(ctx, b.ID)
+	defer logw.Close()
+	fmt.Fprintf(logw, "build %s (version %d) on %s\n", b.ID, b.Version, hostname())
+
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return BuildImageResult{}, err
+	}
+	work, err := os.MkdirTemp(cfg.Dir, "build-"+b.ID.String()[:8]+"-")
+	if err != nil {
+		return BuildImageResult{}, err
+	}
+	defer os.RemoveAll(work)
+	archivePath := filepath.Join(work, "source")
+	if err := download(ctx, cfg.Bucket, b.SourceKey, archivePath); errors.Is(err, blob.ErrNotFound) {
+		return BuildImageResult{}, buildFailed("no source was uploaded for this build: PUT the archive to the upload URL before triggering")
+	} else if err != nil {
+		return BuildImageResult{}, fmt.Errorf("fetch the source: %w", err)
+	}
+	src := filepath.Join(work, "src")
+	if err := os.Mkdir(src, 0o700); err != nil {
+		return BuildImageResult{}, err
+	}
+	lim := cfg.Limits
+	if lim.MaxBytes == 0 {
+		lim = archive.DefaultLimits
+	}
+	st, err := archive.ExtractFile(archivePath, src, lim)
+	if errors.Is(err, archive.ErrUnsafe) {
+		fmt.Fprintf(logw, "source refused: %v\n", err)
+		return BuildImageResult{}, buildFailed("the source archive was refused: %s", strings.TrimPrefix(err.Error(), archive.ErrUnsafe.Error()+": "))
+	}
+	if err != nil {
+		return BuildImageResult{}, fmt.Errorf("unpack the source: %w", err)
+	}
+	fmt.Fprintf(logw, "source: %d files, %d bytes\n", st.Files, st.Bytes)
+
+	entry := b.Options.EntryFolder
+	if entry == "" {
+		entry = "."
+	}
+	if !filepath.IsLocal(entry) && entry != "." {
+		return BuildImageResult{}, buildFailed("entry_folder %q is not a folder of the source", entry)
+	}
+	entryDir := filepath.Join(src, entry)
+	if fi, err := os.Stat(entryDir); err != nil || !fi.IsDir() {
+		return BuildImageResult{}, buildFailed("entry_folder %q is not a folder of the source", entry)
+	}
+	if _, err := os.Stat(filepath.Join(entryDir, "Dockerfile")); err == nil {
+		return BuildImageResult{}, buildFailed("the source has a Dockerfile, and Dockerfile builds are not available on this server yet: " +
+			"deploy a Go environment (a main package serving envserver, with its go.mod) instead")
+	}
+	module, pkg, err := goModule(src, entryDir)
+	if err != nil {
+		return BuildImageResult{}, err
+	}
+	fmt.Fprintf(logw, "go build: module %s, package ./%s\n", relOrDot(src, module), filepath.ToSlash(pkg))
+	img, err := image.BuildGo(ctx, image.GoSpec{Dir: module, Package: pkg, GOPROXY: cfg.GOPROXY, Log: logw})
+	if errors.Is(err, image.ErrBuild) {
+		return BuildImageResult{}, buildFailed("%v", err)
+	}
+	if err != nil {
+		return BuildImageResult{}, err
+	}
+	reg, err := a.Store.GetRegistry(ctx, nil, b.RegistryID)
+	name := b.ID.String()
+	if err == nil {
+		name = reg.Name
+	}
+	ref := fmt.Sprintf("%s:%d", name, b.Version)
+	tmp, err := os.Create(filepath.Join(work, "image.oci.tar"))
+	if err != nil {
+		return BuildImageResult{}, err
+	}
+	digest, err := image.WriteArchive(img, ref, tmp)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return BuildImageResult{}, fmt.Errorf("write the image: %w", err)
+	}
+	key := fmt.Sprintf("images/%s/%s.oci.tar", b.TeamID, b.ID)
+	if err := upload(ctx, cfg.Bucket, key, tmp.Name()); err != nil {
+		return BuildImageResult{}, fmt.Errorf("store the image: %w", err)
+	}
+	if err := a.Store.UpdateBuild(ctx, b.ID, models.BuildUpdate{Digest: digest, ImageKey: key, ImageName: ref, Command: []string{image.Entrypoint}}); err != nil {
+		return BuildImageResult{}, err
+	}
+	fmt.Fprintf(logw, "image %s (%s) stored\n", ref, digest)
+	return BuildImageResult{Digest: digest, ImageKey: key}, nil
+}
+
+// goModule finds the Go module an entry folder is in (the nearest go.mod at or above it, within
+// the source) and the entry's package path relative to it.
+func goModule(src, entryDir string) (module, pkg string, err error) {
+	for dir := entryDir; ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			rel, err := filepath.Rel(dir, entryDir)
+			return dir, rel, err
+		}
+		if dir == src || !strings.HasPrefix(dir, src) {
+			return "", "", buildFailed("no go.mod at or above the entry folder: a Go environment is a module (go mod init) whose main package serves envserver")
+		}
+	}
+}
+
+func relOrDot(base, p string) string {
+	if r, err := filepath.Rel(base, p); err == nil {
+		return r
+	}
+	return p
+}
+
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
+}
+
+func download(ctx context.Context, b blob.Bucket, key, path string) error {
+	rc, err := b.Get(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, rc); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func upload(ctx context.Context, b blob.Bucket, key, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return b.Put(ctx, key, f, "application/x-tar")
+}
+
+// buildLog is a writer whose lines go to the build's log, a few at a time.
+type buildLogWriter struct {
+	a       *Activities
+	ctx     context.Context
+	buildID uuid.UUID
+	mu      sync.Mutex
+	partial string
+	pending []string
+	last    time.Time
+}
+
+func (a *Activities) buildLog(ctx context.Context, id uuid.UUID) *buildLogWriter {
+	return &buildLogWriter{a: a, ctx: context.WithoutCancel(ctx), buildID: id, last: time.Now()}
+}
+
+func (w *buildLogWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	sc := bufio.NewScanner(strings.NewReader(w.partial + string(p)))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var lines []string
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	w.partial = ""
+	if len(p) > 0 && p[len(p)-1] != '\n' && len(lines) > 0 {
+		w.partial, lines = lines[len(lines)-1], lines[:len(lines)-1]
+	}
+	w.pending = append(w.pending, lines...)
+	if time.Since(w.last) > 500*time.Millisecond || len(w.pending) > 200 {
+		w.flush()
+	}
+	return len(p), nil
+}
+
+func (w *buildLogWriter) flush() {
+	if len(w.pending) == 0 {
+		return
+	}
+	if err := w.a.Store.AppendBuildLog(w.ctx, w.buildID, w.pending); err != nil {
+		w.a.log().Warn("build log", "build", w.buildID, "error", err)
+	}
+	w.pending, w.last = nil, time.Now()
+}
+
+// Close writes what is left.
+func (w *buildLogWriter) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.partial != "" {
+		w.pending, w.partial = append(w.pending, w.partial), ""
+	}
+	w.flush()
+	return nil
+}
+
+// DiscoverResult is what a build's image serves.
+type DiscoverResult struct {
+	Scenarios []models.Scenario `json:"scenarios"`
+	Lock      map[string]any    `json:"lock"`
+}
+
+// DiscoverScenarios starts a build's image in a sandbox, initializes it over MCP and reads what
+// it serves: its scenarios, tools, prompts and resources.
+func (a *Activities) DiscoverScenarios(ctx context.Context, in BuildInput) (DiscoverResult, error) {
+	stop := keepAlive(ctx)
+	defer stop()
+	b, err := a.Store.BuildByID(ctx, in.BuildID)
+	if err != nil {
+		return DiscoverResult{}, err
+	}
+	spec, err := a.imageSpec(ctx, b)
+	if err != nil {
+		return DiscoverResult{}, err
+	}
+	spec.ID = "discover-" + b.ID.String()
+	var stderr []string
+	var mu sync.Mutex
+	spec.OnLog = func(l sandbox.LogLine) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(stderr) < 50 {
+			stderr = append(stderr, l.Line)
+		}
+	}
+	sb, err := a.Sandboxes.Start(ctx, spec)
+	if errors.Is(err, sandbox.ErrInvalidSpec) {
+		return DiscoverResult{}, buildFailed("the image cannot run: %v", err)
+	}
+	if err != nil {
+		return DiscoverResult{}, err
+	}
+	defer sb.Stop(context.WithoutCancel(ctx)) //nolint:errcheck // best effort: the sandbox is ours alone
+	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	env, err := agent.Connect(cctx, sb.Stdout(), sb.Stdin(), agent.ConnectOptions{ClientName: "proctor-discover", Logger: a.log()})
+	if err != nil {
+		mu.Lock()
+		defer mu.Unlock()
+		return DiscoverResult{}, buildFailed("the image did not answer MCP initialize on stdio: %v (stderr: %s)", err, strings.Join(stderr, " | "))
+	}
+	defer env.Close()
+	res := DiscoverResult{Lock: map[string]any{"transport": "stdio"}}
+	if raw, err := env.ReadResource(cctx, "scenarios://list"); err == nil {
+		if res.Scenarios, err = ParseScenarios(raw); err != nil {
+			return DiscoverResult{}, buildFailed("%v", err)
+		}
+	}
+	lock, err := env.Inventory(cctx)
+	if err != nil {
+		return DiscoverResult{}, buildFailed("list what the image serves: %v", err)
+	}
+	for k, v := range lock {
+		res.Lock[k] = v
+	}
+	return res, nil
+}
+
+// FinishBuild records how a build ended.
+func (a *Activities) FinishBuild(ctx context.Context, in FinishBuildInput) (string, error) {
+	b, err := a.Store.FinishBuild(ctx, in.BuildID, models.BuildResult{Status: in.Status, Error: in.Error, Lock: in.Lock, Scenarios: in.Scenarios})
+	if err != nil {
+		return "", err
+	}
+	return b.Status, nil
+}
+
+// FinishBuildInput is how a build ended.
+type FinishBuildInput struct {
+	BuildID   uuid.UUID         `json:"build_id"`
+	Status    string            `json:"status"`
+	Error     string            `json:"error,omitempty"`
+	Lock      map[string]any    `json:"lock,omitempty"`
+	Scenarios []models.Scenario `json:"scenarios,omitempty"`
+}
+
+// imageSpec is how a sandbox runs a build: from its image's unpacked root file system, or, for
+// builds that record a host command (the process provider's), that command.
+func (a *Activities) imageSpec(ctx context.Context, b *models.Build) (sandbox.Spec, error) {
+	argv, err := buildCommand(b)
+	if err != nil {
+		return sandbox.Spec{}, err
+	}
+	if b.ImageKey == "" {
+		return sandbox.Spec{Command: argv}, nil
+	}
+	root, err := a.images().rootFS(ctx, a, b)
+	if err != nil {
+		return sandbox.Spec{}, err
+	}
+	return sandbox.Spec{Command: argv, RootFS: root}, nil
+}
+
+// imageCache unpacks each image once per host, by digest.
+type imageCache struct {
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex
+}
+
+func (a *Activities) images() *imageCache {
+	a.imagesOnce.Do(func() { a.imageCache = &imageCache{locks: map[string]*sync.Mutex{}} })
+	return a.imageCache
+}
+
+// rootFS is the unpacked root file system of b's image on this host.
+func (c *imageCache) rootFS(ctx context.Context, a *Activities, b *models.Build) (string, error) {
+	if a.Build == nil || a.Build.Bucket == nil {
+		return "", errors.New("this worker has no image store configured")
+	}
+	digest := strings.TrimPrefix(b.Digest, "sha256:")
+	if digest == "" || strings.ContainsAny(digest, "/.") {
+		return "", envError("build %s records no image digest", b.ID)
+	}
+	dir := filepath.Join(a.Build.Dir, "images", digest)
+	root := filepath.Join(dir, "rootfs")
+	c.mu.Lock()
+	l := c.locks[digest]
+	if l == nil {
+		l = &sync.Mutex{}
+		c.locks[digest] = l
+	}
+	c.mu.Unlock()
+	l.Lock()
+	defer l.Unlock()
+	if _, err := os.Stat(root); err == nil {
+		return root, nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	tmp, err := os.MkdirTemp(dir, "unpack-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	archivePath := filepath.Join(tmp, "image.oci.tar")
+	if err := download(ctx, a.Build.Bucket, b.ImageKey, archivePath); err != nil {
+		return "", fmt.Errorf("fetch image %s: %w", b.ImageKey, err)
+	}
+	layoutDir, rootDir := filepath.Join(tmp, "layout"), filepath.Join(tmp, "rootfs")
+	for _, d := range []string{layoutDir, rootDir} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return "", err
+		}
+	}
+	img, err := image.ReadArchive(archivePath, layoutDir, b.ImageName)
+	if err != nil {
+		return "", err
+	}
+	if d, err := img.Digest(); err != nil || d.String() != b.Digest {
+		return "", fmt.Errorf("image %s: digest %v does not match the build's %s", b.ImageKey, d, b.Digest)
+	}
+	if _, err := image.Unpack(img, rootDir, archive.Limits{MaxBytes: 8 << 30, MaxEntries: 1_000_000}); err != nil {
+		return "", err
+	}
+	if err := os.Chmod(rootDir, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.Rename(rootDir, root); err != nil {
+		return "", err
+	}
+	return root, nil
+}
+
+// ParseScenarios reads an environment's scenarios://list.
+func ParseScenarios(raw []byte) ([]models.Scenario, error) {
+	var list struct {
+		Scenarios []struct {
+			Name            string         `json:"name"`
+			Title           string         `json:"title"`
+			Description     string         `json:"description"`
+			ArgumentsSchema map[string]any `json:"arguments_schema"`
+			Prompt          string         `json:"prompt"`
+			Setup           map[string]any `json:"setup"`
+			Evaluate        map[string]any `json:"evaluate"`
+		} `json:"scenarios"`
+	}
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, fmt.Errorf("scenarios://list: %w", err)
+	}
+	var out []models.Scenario
+	for _, sc := range list.Scenarios {
+		var args []any
+		if props, ok := sc.ArgumentsSchema["properties"].(map[string]any); ok {
+			for name, p := range props {
+				args = append(args, map[string]any{"name": name, "schema": p})
+			}
+		}
+		setupDesc := ""
+		if sc.Setup != nil {
+			setupDesc = fmt.Sprintf("setup %v", sc.Setup["name"])
+		}
+		out = append(out, models.Scenario{Name: sc.Name, Description: sc.Description, SetupDescription: setupDesc, ArgsSchema: sc.ArgumentsSchema,
+			Arguments: args, Metadata: map[string]any{"title": sc.Title, "prompt": sc.Prompt, "setup": sc.Setup, "evaluate": sc.Evaluate}})
+	}
+	return out, nil
+}

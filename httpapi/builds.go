@@ -1,0 +1,240 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"github.com/proctorhq/proctor/internal/blob"
+	"github.com/proctorhq/proctor/models"
+)
+
+// Builds starts and cancels build workflows; the Temporal client implements it.
+type Builds interface {
+	StartBuild(ctx context.Context, buildID uuid.UUID) error
+	CancelBuild(ctx context.Context, buildID uuid.UUID) error
+}
+
+// uploadURLTTL is how long a source upload URL stays valid.
+const uploadURLTTL = time.Hour
+
+func (s *Server) registerBuilds() {
+	tags := []string{"Builds"}
+	errs := []int{http.StatusNotFound, http.StatusServiceUnavailable}
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "create-build-upload-url", Method: http.MethodPost, Path: "/builds/upload-url", Tags: tags,
+		Summary:     "Reserve a source upload",
+		Description: "Returns a presigned URL to PUT the environment's source archive (tar, tar.gz or zip) to, and the build id to trigger with.",
+		Errors:      []int{http.StatusServiceUnavailable},
+	}, authKeyOrSession), s.createBuildUploadURL)
+
+	for _, path := range []string{"/builds/trigger", "/builds/trigger-direct"} {
+		id, summary := "trigger-build", "Build an uploaded source"
+		if path == "/builds/trigger-direct" {
+			id, summary = "trigger-build-direct", "Build an uploaded source (alias of trigger, kept for older clients)"
+		}
+		huma.Register(s.v2, op(huma.Operation{
+			OperationID: id, Method: http.MethodPost, Path: path, Tags: tags, Summary: summary,
+			Description: "Starts the build of the source uploaded for build_id, for the environment named by registry_id or by name " +
+				"(created when the team has none of that name). Returns at once; poll the build's status. Triggering the same " +
+				"build_id again returns the build. The environment's first successful build becomes its latest; later ones through set-latest.",
+			Errors: []int{http.StatusForbidden, http.StatusNotFound, http.StatusServiceUnavailable},
+		}, authKeyOrSession), s.triggerBuild)
+	}
+
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "list-builds", Method: http.MethodGet, Path: "/builds", Tags: tags, Summary: "List an environment's builds",
+		Description: "Newest first.", Errors: []int{http.StatusNotFound},
+	}, authKeyOrSession), s.listBuilds)
+
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "get-build-status", Method: http.MethodGet, Path: "/builds/{build_id}/status", Tags: tags, Summary: "Get a build",
+		Description: "status: pending (queued), running (building), then succeeded, failed (error_message says why) or cancelled.",
+		Errors:      []int{http.StatusNotFound},
+	}, authKeyOrSession), s.getBuildStatus)
+
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "cancel-build", Method: http.MethodPost, Path: "/builds/{build_id}/cancel", Tags: tags, Summary: "Cancel a build",
+		Description: "A running build is stopped and ends cancelled; a build that has ended is returned as it is.",
+		Errors:      append([]int{http.StatusForbidden}, errs...),
+	}, authKeyOrSession), s.cancelBuild)
+
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "set-latest-build", Method: http.MethodPost, Path: "/builds/{build_id}/set-latest", Tags: tags,
+		Summary: "Make a build the one new runs use", Description: "Only a succeeded build; earlier builds remain.",
+		Errors: []int{http.StatusForbidden, http.StatusNotFound, http.StatusConflict},
+	}, authKeyOrSession), s.setLatestBuild)
+}
+
+func (s *Server) requireBuilds() error {
+	if s.builds == nil || s.bucket == nil {
+		return newAPIError(http.StatusServiceUnavailable, "this server runs no builds")
+	}
+	return nil
+}
+
+type uploadURLOutput struct {
+	Body struct {
+		UploadURL string    `json:"upload_url" doc:"PUT the archive here (valid for an hour)"`
+		BuildID   uuid.UUID `json:"build_id"`
+	}
+}
+
+// createBuildUploadURL serves POST /v2/builds/upload-url: reserve a source upload.
+func (s *Server) createBuildUploadURL(ctx context.Context, _ *struct{}) (*uploadURLOutput, error) {
+	if err := s.requireBuilds(); err != nil {
+		return nil, err
+	}
+	up, err := s.store.CreateBuildUpload(ctx, callerFrom(ctx))
+	if err != nil {
+		return nil, err
+	}
+	url, err := s.bucket.SignedURL(ctx, up.SourceKey, http.MethodPut, uploadURLTTL)
+	if err != nil {
+		return nil, err
+	}
+	out := &uploadURLOutput{}
+	out.Body.UploadURL, out.Body.BuildID = url, up.ID
+	return out, nil
+}
+
+type triggerInput struct {
+	Body struct {
+		BuildID              uuid.UUID             `json:"build_id" doc:"From upload-url; the archive must have been uploaded"`
+		Name                 string                `json:"name,omitempty" maxLength:"200" pattern:"^[A-Za-z0-9][A-Za-z0-9._-]*$" doc:"The environment, created when the team has none of this name (or give registry_id)"`
+		RegistryID           *uuid.UUID            `json:"registry_id,omitempty"`
+		Source               string                `json:"source,omitempty" maxLength:"2000" doc:"Where the source came from (informational)"`
+		EntryFolder          string                `json:"entry_folder,omitempty" maxLength:"500" doc:"The archive's folder that holds the environment (default: its root)"`
+		BuildArgs            map[string]string     `json:"build_args,omitempty" maxProperties:"100"`
+		BuildSecrets         map[string]string     `json:"build_secrets,omitempty" maxProperties:"100" doc:"For Dockerfile builds; never stored"`
+		EnvironmentVariables map[string]string     `json:"environment_variables,omitempty" maxProperties:"100"`
+		NoCache              bool                  `json:"no_cache,omitempty"`
+		RuntimeConfig        *models.RuntimeConfig `json:"runtime_config,omitempty" doc:"The environment's runtime defaults; a task's own override them"`
+		RuntimeProvider      string                `json:"runtime_provider,omitempty" enum:"process" doc:"Where the image runs: process (the worker's sandboxes)"`
+	}
+}
+
+// Resolve needs an environment and refuses what this server cannot honour.
+func (in *triggerInput) Resolve(huma.Context) []error {
+	b := in.Body
+	errs := nilIDs(map[string]*uuid.UUID{"body.build_id": &b.BuildID, "body.registry_id": b.RegistryID})
+	switch {
+	case b.Name == "" && b.RegistryID == nil:
+		errs = append(errs, &huma.ErrorDetail{Location: "body.name", Message: "name the environment (name) or give registry_id"})
+	case b.Name != "" && b.RegistryID != nil:
+		errs = append(errs, &huma.ErrorDetail{Location: "body.registry_id", Message: "give name or registry_id, not both"})
+	}
+	if b.EntryFolder != "" && !filepath.IsLocal(b.EntryFolder) {
+		errs = append(errs, &huma.ErrorDetail{Location: "body.entry_folder", Message: "a relative folder within the archive", Value: b.EntryFolder})
+	}
+	if len(b.BuildSecrets) > 0 {
+		// Refused rather than dropped: a caller relying on them must know they were not used.
+		errs = append(errs, &huma.ErrorDetail{Location: "body.build_secrets",
+			Message: "build secrets apply to Dockerfile builds, which this server does not run yet; Go environments take none"})
+	}
+	return errs
+}
+
+type buildOutput struct{ Body *Build }
+
+// triggerBuild serves POST /v2/builds/trigger (and trigger-direct): build an uploaded source.
+func (s *Server) triggerBuild(ctx context.Context, in *triggerInput) (*buildOutput, error) {
+	if err := s.requireBuilds(); err != nil {
+		return nil, err
+	}
+	c, b := callerFrom(ctx), in.Body
+	key := models.BuildSourceKey(c.TeamID, b.BuildID)
+	if _, err := s.bucket.Stat(ctx, key); errors.Is(err, blob.ErrNotFound) {
+		return nil, validation("body.build_id", "no source was uploaded for this build: PUT the archive to its upload_url first", b.BuildID.String())
+	} else if err != nil {
+		return nil, err
+	}
+	build, _, err := s.store.TriggerBuild(ctx, c, models.TriggerBuild{UploadID: b.BuildID, RegistryID: b.RegistryID, Name: b.Name, RuntimeConfig: b.RuntimeConfig,
+		Options: models.BuildOptions{Source: b.Source, EntryFolder: b.EntryFolder, BuildArgs: b.BuildArgs, EnvironmentVariables: b.EnvironmentVariables,
+			NoCache: b.NoCache, RuntimeProvider: b.RuntimeProvider}})
+	if err != nil {
+		return nil, storeError(err, "build")
+	}
+	if !models.BuildTerminal(build.Status) {
+		if err := s.builds.StartBuild(ctx, build.ID); err != nil {
+			id := requestIDFrom(ctx)
+			s.log.ErrorContext(ctx, "start build", "request_id", id, "build", build.ID, "error", err)
+			return nil, newAPIError(http.StatusServiceUnavailable, "the build was recorded but its workflow could not start; trigger it again (request id "+id+")")
+		}
+	}
+	return &buildOutput{Body: buildFromModel(build)}, nil
+}
+
+type listBuildsInput struct {
+	RegistryID uuid.UUID `query:"registry_id" required:"true"`
+	Limit      int       `query:"limit" minimum:"1" maximum:"500" default:"50"`
+}
+
+type listBuildsOutput struct {
+	Body struct {
+		Builds []Build `json:"builds" nullable:"false"`
+		Total  int     `json:"total"`
+	}
+}
+
+// listBuilds serves GET /v2/builds: list an environment's builds.
+func (s *Server) listBuilds(ctx context.Context, in *listBuildsInput) (*listBuildsOutput, error) {
+	builds, total, err := s.store.ListBuilds(ctx, callerFrom(ctx), in.RegistryID, in.Limit)
+	if err != nil {
+		return nil, storeError(err, "environment")
+	}
+	out := &listBuildsOutput{}
+	out.Body.Builds, out.Body.Total = make([]Build, len(builds)), total
+	for i := range builds {
+		out.Body.Builds[i] = *buildFromModel(&builds[i])
+	}
+	return out, nil
+}
+
+type buildPath struct {
+	BuildID uuid.UUID `path:"build_id"`
+}
+
+// getBuildStatus serves GET /v2/builds/{build_id}/status: get a build.
+func (s *Server) getBuildStatus(ctx context.Context, in *buildPath) (*buildOutput, error) {
+	b, err := s.store.GetBuildFor(ctx, callerFrom(ctx), in.BuildID)
+	if err != nil {
+		return nil, storeError(err, "build")
+	}
+	return &buildOutput{Body: buildFromModel(&b.Build)}, nil
+}
+
+// cancelBuild serves POST /v2/builds/{build_id}/cancel: cancel a build.
+func (s *Server) cancelBuild(ctx context.Context, in *buildPath) (*buildOutput, error) {
+	if err := s.requireBuilds(); err != nil {
+		return nil, err
+	}
+	c := callerFrom(ctx)
+	b, err := s.store.GetBuildFor(ctx, c, in.BuildID)
+	if err != nil {
+		return nil, storeError(err, "build")
+	}
+	if !b.CanEdit {
+		return nil, newAPIError(http.StatusForbidden, "the build is read-only for the caller")
+	}
+	if !models.BuildTerminal(b.Status) {
+		if err := s.builds.CancelBuild(ctx, b.ID); err != nil {
+			return nil, err
+		}
+	}
+	return &buildOutput{Body: buildFromModel(&b.Build)}, nil
+}
+
+// setLatestBuild serves POST /v2/builds/{build_id}/set-latest: make a build the one new runs use.
+func (s *Server) setLatestBuild(ctx context.Context, in *buildPath) (*buildOutput, error) {
+	b, err := s.store.SetLatestBuild(ctx, callerFrom(ctx), in.BuildID)
+	if err != nil {
+		return nil, storeError(err, "build")
+	}
+	return &buildOutput{Body: buildFromModel(&b.Build)}, nil
+}

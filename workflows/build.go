@@ -1,0 +1,96 @@
+package workflows
+
+import (
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/proctorhq/proctor/activities"
+	"github.com/proctorhq/proctor/models"
+)
+
+// BuildWorkflowID is the workflow id of a build; DiscoverWorkflowID that of its discovery.
+func BuildWorkflowID(buildID uuid.UUID) string    { return "build/" + buildID.String() }
+func DiscoverWorkflowID(buildID uuid.UUID) string { return "discover/" + buildID.String() }
+
+// Bounds of a build's steps.
+const (
+	// buildTimeout bounds compiling and storing the image; a build worker that stops
+	// heartbeating for buildHeartbeat is taken for dead and the step is retried elsewhere.
+	buildTimeout   = 30 * time.Minute
+	buildHeartbeat = time.Minute
+	// discoverTimeout bounds starting the image and reading what it serves.
+	discoverTimeout = 5 * time.Minute
+)
+
+// Build turns a triggered build's uploaded source into an image on the builds queue, discovers
+// its scenarios in a child workflow, and records how it ended: succeeded, failed (with the
+// reason a user can act on) or cancelled. The build's store row is the source of truth; the
+// workflow only moves it along.
+func Build(ctx workflow.Context, in activities.BuildInput) (string, error) {
+	end := func(status, msg string, found *activities.DiscoverResult) (string, error) {
+		// Recorded even when the workflow was cancelled.
+		dctx, _ := workflow.NewDisconnectedContext(ctx)
+		fin := activities.FinishBuildInput{BuildID: in.BuildID, Status: status, Error: msg}
+		if found != nil {
+			fin.Scenarios, fin.Lock = found.Scenarios, found.Lock
+		}
+		var got string
+		err := workflow.ExecuteLocalActivity(storeActivity(dctx), a.FinishBuild, fin).Get(dctx, &got)
+		return got, err
+	}
+	bctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           activities.QueueBuilds,
+		StartToCloseTimeout: buildTimeout,
+		HeartbeatTimeout:    buildHeartbeat,
+		WaitForCancellation: true,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3,
+			NonRetryableErrorTypes: []string{activities.ErrBuildFailed}},
+	})
+	if err := workflow.ExecuteActivity(bctx, a.BuildImage, in).Get(ctx, nil); err != nil {
+		return endOnError(ctx, end, "build", err)
+	}
+	var found activities.DiscoverResult
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID:          DiscoverWorkflowID(in.BuildID),
+		ParentClosePolicy:   enumspb.PARENT_CLOSE_POLICY_TERMINATE,
+		WaitForCancellation: true,
+	})
+	if err := workflow.ExecuteChildWorkflow(cctx, DiscoverScenarios, in).Get(ctx, &found); err != nil {
+		return endOnError(ctx, end, "discover scenarios", err)
+	}
+	return end(models.BuildSucceeded, "", &found)
+}
+
+// endOnError ends a build after a failed step: cancelled when the workflow was cancelled, else
+// failed with the step's reason.
+func endOnError(ctx workflow.Context, end func(string, string, *activities.DiscoverResult) (string, error), step string, err error) (string, error) {
+	var canceled *temporal.CanceledError
+	if errors.As(err, &canceled) || ctx.Err() != nil {
+		return end(models.BuildCancelled, "the build was cancelled", nil)
+	}
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.Type() == activities.ErrBuildFailed {
+		return end(models.BuildFailed, appErr.Message(), nil)
+	}
+	return end(models.BuildFailed, step+": "+errorText(err), nil)
+}
+
+// DiscoverScenarios starts a build's image in a sandbox on a CPU sandbox host and reads the
+// scenarios, tools, prompts and resources it serves.
+func DiscoverScenarios(ctx workflow.Context, in activities.BuildInput) (activities.DiscoverResult, error) {
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           activities.QueueSandboxesCPU,
+		StartToCloseTimeout: discoverTimeout,
+		HeartbeatTimeout:    hostLost,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3,
+			NonRetryableErrorTypes: []string{activities.ErrBuildFailed, activities.ErrEnvironment}},
+	})
+	var res activities.DiscoverResult
+	err := workflow.ExecuteActivity(actx, a.DiscoverScenarios, in).Get(ctx, &res)
+	return res, err
+}

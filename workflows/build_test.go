@@ -1,0 +1,149 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/proctorhq/proctor/activities"
+	"github.com/proctorhq/proctor/models"
+)
+
+// fakeBuilder scripts the build activities and records what ran where.
+type fakeBuilder struct {
+	mu       sync.Mutex
+	queues   map[string][]string
+	finished []activities.FinishBuildInput
+	build    func(ctx context.Context) error
+	discover func() (activities.DiscoverResult, error)
+}
+
+func newFakeBuilder() *fakeBuilder {
+	return &fakeBuilder{
+		queues: map[string][]string{},
+		build:  func(context.Context) error { return nil },
+		discover: func() (activities.DiscoverResult, error) {
+			return activities.DiscoverResult{Scenarios: []models.Scenario{{Name: "add-todos"}}, Lock: map[string]any{"transport": "stdio"}}, nil
+		},
+	}
+}
+
+func (f *fakeBuilder) register() *testsuite.TestWorkflowEnvironment {
+	env := newTestEnv()
+	env.RegisterWorkflow(DiscoverScenarios)
+	env.RegisterActivity(&activities.Activities{})
+	rec := func(ctx context.Context, name string) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.queues[name] = append(f.queues[name], activity.GetInfo(ctx).TaskQueue)
+	}
+	env.OnActivity(a.BuildImage, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activities.BuildInput) (activities.BuildImageResult, error) {
+			rec(ctx, "BuildImage")
+			return activities.BuildImageResult{Digest: "sha256:1"}, f.build(ctx)
+		})
+	env.OnActivity(a.DiscoverScenarios, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activities.BuildInput) (activities.DiscoverResult, error) {
+			rec(ctx, "DiscoverScenarios")
+			return f.discover()
+		})
+	env.OnActivity(a.FinishBuild, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activities.FinishBuildInput) (string, error) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.finished = append(f.finished, in)
+			return in.Status, nil
+		})
+	return env
+}
+
+func (f *fakeBuilder) only(t *testing.T) activities.FinishBuildInput {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.finished) != 1 {
+		t.Fatalf("the build was finished %d times: %+v", len(f.finished), f.finished)
+	}
+	return f.finished[0]
+}
+
+func TestBuildSucceedsWithItsDiscoveredScenarios(t *testing.T) {
+	f := newFakeBuilder()
+	env := f.register()
+	env.ExecuteWorkflow(Build, activities.BuildInput{BuildID: uuid.New()})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	fin := f.only(t)
+	if fin.Status != models.BuildSucceeded || len(fin.Scenarios) != 1 || fin.Lock["transport"] != "stdio" {
+		t.Errorf("finished = %+v", fin)
+	}
+	if q := f.queues["BuildImage"]; len(q) != 1 || q[0] != activities.QueueBuilds {
+		t.Errorf("BuildImage ran on %v, want the builds queue", q)
+	}
+	if q := f.queues["DiscoverScenarios"]; len(q) != 1 || q[0] != activities.QueueSandboxesCPU {
+		t.Errorf("DiscoverScenarios ran on %v, want a sandbox queue", q)
+	}
+}
+
+func TestABuildThatCannotSucceedFailsAtOnceWithItsReason(t *testing.T) {
+	f := newFakeBuilder()
+	f.build = func(context.Context) error {
+		return temporal.NewNonRetryableApplicationError("the source archive was refused: entry \"../x\" escapes", activities.ErrBuildFailed, nil)
+	}
+	env := f.register()
+	env.ExecuteWorkflow(Build, activities.BuildInput{BuildID: uuid.New()})
+	fin := f.only(t)
+	if fin.Status != models.BuildFailed || fin.Error != "the source archive was refused: entry \"../x\" escapes" {
+		t.Errorf("finished = %+v", fin)
+	}
+	if n := len(f.queues["BuildImage"]); n != 1 {
+		t.Errorf("a build that cannot succeed was tried %d times", n)
+	}
+	if len(f.queues["DiscoverScenarios"]) != 0 {
+		t.Error("a failed build was discovered")
+	}
+}
+
+func TestAnInfrastructureFailureIsRetriedThenFailsTheBuild(t *testing.T) {
+	f := newFakeBuilder()
+	f.build = func(context.Context) error { return errors.New("bucket unreachable") }
+	env := f.register()
+	env.ExecuteWorkflow(Build, activities.BuildInput{BuildID: uuid.New()})
+	fin := f.only(t)
+	if fin.Status != models.BuildFailed || fin.Error == "" {
+		t.Errorf("finished = %+v", fin)
+	}
+	if n := len(f.queues["BuildImage"]); n != 3 {
+		t.Errorf("an infrastructure failure was tried %d times, want 3", n)
+	}
+}
+
+func TestACancelledBuildEndsCancelled(t *testing.T) {
+	f := newFakeBuilder()
+	f.build = func(ctx context.Context) error {
+		for {
+			activity.RecordHeartbeat(ctx)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	env := f.register()
+	env.RegisterDelayedCallback(env.CancelWorkflow, time.Second)
+	env.ExecuteWorkflow(Build, activities.BuildInput{BuildID: uuid.New()})
+	fin := f.only(t)
+	if fin.Status != models.BuildCancelled {
+		t.Errorf("finished = %+v, want cancelled", fin)
+	}
+}
