@@ -142,12 +142,11 @@ func (a *Activities) BuildImage(ctx context.Context, in BuildInput) (BuildImageR
 	if err != nil {
 		return BuildImageResult{}, err
 	}
-	reg, err := a.Store.GetRegistry(ctx, nil, b.RegistryID)
-	name := b.ID.String()
-	if err == nil {
-		name = reg.Name
+	reg, err := a.Store.RegistryByID(ctx, b.RegistryID)
+	if err != nil {
+		return BuildImageResult{}, err
 	}
-	ref := fmt.Sprintf("%s:%d", name, b.Version)
+	ref := fmt.Sprintf("%s:%d", reg.Name, b.Version)
 	tmp, err := os.Create(filepath.Join(work, "image.oci.tar"))
 	if err != nil {
 		return BuildImageResult{}, err

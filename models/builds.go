@@ -329,3 +329,12 @@ func (s *Store) BuildByID(ctx context.Context, id uuid.UUID) (*Build, error) {
 	}
 	return b, nil
 }
+
+// RegistryByID reads an environment for the workers.
+func (s *Store) RegistryByID(ctx context.Context, id uuid.UUID) (*Registry, error) {
+	r := new(Registry)
+	if err := s.DB.NewSelect().Model(r).Where("id = ?", id).Scan(ctx); err != nil {
+		return nil, notFound(err, "environment")
+	}
+	return r, nil
+}

@@ -41,6 +41,14 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	if err != nil {
 		return err
 	}
+	// Listen first: with port 0 the address (and so the public URL that signed object-storage
+	// URLs carry) is known only once bound.
+	listener, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	defer listener.Close()
+	cfg.HTTPAddr = listener.Addr().String()
 	if err := cfg.FillDevDefaults(); err != nil {
 		return err
 	}
@@ -130,10 +138,7 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 		Store: store, Bucket: bucket, Temporal: tc, Workflows: tc, Builds: tc, Blob: blobHandler, Logger: log, PublicURL: cfg.PublicURL,
 		SessionTTL: cfg.SessionTTL, MaxBodyBytes: cfg.MaxBodyBytes, MaxJobAttempts: cfg.MaxJobAttempts,
 	})
-	hs, err := startHTTP(cfg.HTTPAddr, api.Handler(), limitsOf(cfg), log)
-	if err != nil {
-		return err
-	}
+	hs := serveHTTP(listener, api.Handler(), limitsOf(cfg), log)
 	defer sweepSessions(ctx, store, log)()
 	defer func() {
 		if err := hs.shutdown(cfg.ShutdownTimeout); err != nil {

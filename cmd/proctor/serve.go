@@ -101,6 +101,11 @@ func startHTTP(addr string, h http.Handler, lim httpLimits, log *slog.Logger) (*
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", addr, err)
 	}
+	return serveHTTP(l, h, lim, log), nil
+}
+
+// serveHTTP serves h on l, within lim.
+func serveHTTP(l net.Listener, h http.Handler, lim httpLimits, log *slog.Logger) *httpServer {
 	if lim.maxConns > 0 {
 		l = &limitListener{Listener: l, slots: make(chan struct{}, lim.maxConns), closed: make(chan struct{})}
 	}
@@ -127,7 +132,7 @@ func startHTTP(addr string, h http.Handler, lim httpLimits, log *slog.Logger) (*
 		}
 		hs.done <- err
 	}()
-	return hs, nil
+	return hs
 }
 
 // limitListener accepts at most cap(slots) connections at once; the next Accept waits for one

@@ -1,0 +1,226 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"io/fs"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/proctorhq/proctor/internal/testenv"
+)
+
+// outOfTreeEnvironment writes a Go environment the way an author outside this repository has
+// one: its own module requiring the envserver module, its dependencies vendored (go mod vendor)
+// because the module is not published. It is the todo example's code.
+func outOfTreeEnvironment(t *testing.T) string {
+	t.Helper()
+	root := testenv.ModuleRoot(t)
+	dir := t.TempDir()
+	src, err := os.ReadFile(filepath.Join(root, "examples", "environments", "todo", "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	modFile, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The repository's requirements pin every dependency at a version this machine has; the
+	// replace points at this checkout, which vendoring copies.
+	_, requires, _ := strings.Cut(string(modFile), "\ngo ")
+	mod := "module example.com/todoenv\n\ngo " + requires + "\nrequire github.com/proctorhq/proctor v0.0.0\n\nreplace github.com/proctorhq/proctor => " + root + "\n"
+	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string][]byte{"main.go": src, "go.mod": []byte(mod), "go.sum": sum, ".gitignore": []byte("*.bin\n")} {
+		if err := os.WriteFile(filepath.Join(dir, name), body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command("go", "mod", "vendor")
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), "GOPROXY=off", "GOFLAGS=", "GOWORK=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go mod vendor: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// tarGz packs dir as a gzipped tar.
+func tarGz(t *testing.T, dir string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		h, _ := tar.FileInfoHeader(info, "")
+		h.Name = filepath.ToSlash(rel)
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if info.Mode().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			tw.Write(b)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw.Close()
+	gz.Close()
+	return buf.Bytes()
+}
+
+// deploy uploads an archive and triggers its build; it returns the build as triggered.
+func (a api) deploy(archive []byte, body map[string]any) (build map[string]any) {
+	a.t.Helper()
+	var up struct {
+		UploadURL string `json:"upload_url"`
+		BuildID   string `json:"build_id"`
+	}
+	if code := a.call("POST", "/v2/builds/upload-url", nil, &up); code != 200 {
+		a.t.Fatalf("upload-url = %d", code)
+	}
+	req, _ := http.NewRequest(http.MethodPut, up.UploadURL, bytes.NewReader(archive))
+	req.Header.Set("Content-Type", "application/gzip")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil || res.StatusCode >= 300 {
+		a.t.Fatalf("PUT the source: %v %v", res, err)
+	}
+	res.Body.Close()
+	body["build_id"] = up.BuildID
+	if code := a.call("POST", "/v2/builds/trigger", body, &build); code != 200 {
+		a.t.Fatalf("trigger = %d", code)
+	}
+	return build
+}
+
+// waitBuild polls a build until it ends.
+func (a api) waitBuild(id string) map[string]any {
+	a.t.Helper()
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		var b map[string]any
+		a.call("GET", "/v2/builds/"+id+"/status", nil, &b)
+		switch b["status"] {
+		case "succeeded", "failed", "cancelled":
+			return b
+		}
+		if time.Now().After(deadline) {
+			a.t.Fatalf("build %s still %v after 5 minutes", id, b["status"])
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestDeployAnEnvironmentFromSource(t *testing.T) { eachStore(t, testDeployFromSource) }
+
+// testDeployFromSource deploys an environment written outside this repository through the API,
+// runs an oracle attempt on its image, and checks that hostile sources fail cleanly.
+func testDeployFromSource(t *testing.T, storeArgs []string, _ string) {
+	dataDir := t.TempDir()
+	dev := startDev(t, dataDir, append([]string{"--build-goproxy", "off"}, storeArgs...)...)
+	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey}
+	oracle := c.resolve("/v2/models/resolve?model=oracle", "id")
+
+	start := time.Now()
+	triggered := c.deploy(tarGz(t, outOfTreeEnvironment(t)), map[string]any{"name": "todo-oot", "source": "test"})
+	b := c.waitBuild(triggered["id"].(string))
+	t.Logf("build of an out-of-tree environment: %s (status %v)", time.Since(start).Round(time.Millisecond), b["status"])
+	if b["status"] != "succeeded" || !strings.HasPrefix(b["digest"].(string), "sha256:") || b["image_name"] != "todo-oot:1" {
+		t.Fatalf("build = %v", b)
+	}
+	lock, _ := b["lock"].(map[string]any)
+	if tools, _ := lock["tools"].([]any); len(tools) < 4 || lock["transport"] != "stdio" {
+		t.Errorf("lock = %v", lock)
+	}
+	registry := b["registry_id"].(string)
+	var scenarios []struct{ Name string }
+	c.call("GET", "/v2/registry/"+registry+"/scenarios", nil, &scenarios)
+	if len(scenarios) != 2 {
+		t.Errorf("discovered scenarios = %+v, want add-todos and complete-todos", scenarios)
+	}
+	var list struct {
+		Builds []map[string]any
+		Total  int
+	}
+	c.call("GET", "/v2/builds?registry_id="+registry, nil, &list)
+	if list.Total != 1 || list.Builds[0]["id"] != b["id"] {
+		t.Errorf("builds of the environment = %+v", list)
+	}
+
+	// An attempt on a task of that environment runs its image and earns 1.0.
+	var up struct {
+		TaskVersionIDs []string `json:"task_version_ids"`
+	}
+	c.call("POST", "/v2/tasks/upload", map[string]any{"taskset_name": "built", "tasks": []any{map[string]any{
+		"name": "add", "env": "todo-oot", "scenario": "add-todos", "args": map[string]any{"items": []string{"buy milk"}},
+		"validation": []any{map[string]any{"name": "add_todo", "arguments": map[string]any{"title": "buy milk"}}}}}}, &up)
+	var run struct {
+		JobID   string `json:"job_id"`
+		TraceID string `json:"trace_id"`
+	}
+	if code := c.call("POST", "/v2/rollouts/run", map[string]any{"task_version_id": up.TaskVersionIDs[0], "model_id": oracle}, &run); code != 201 {
+		t.Fatalf("run = %d", code)
+	}
+	c.waitJob(run.JobID, nil)
+	var tr traceRow
+	c.call("GET", "/v2/trace/"+run.TraceID, nil, &tr)
+	if tr.Status != "completed" || tr.Reward == nil || *tr.Reward != 1 {
+		t.Errorf("an attempt on the built image = %+v", tr)
+	}
+	var logs struct{ Logs string }
+	c.call("GET", "/v2/trace/"+run.TraceID+"/logs", nil, &logs)
+	if !strings.Contains(logs.Logs, "todo-oot:1 /app/env") {
+		t.Errorf("the worker log does not show the image run:\n%s", logs.Logs)
+	}
+
+	// A source that escapes its archive, and one that does not compile, fail with a reason.
+	var slip bytes.Buffer
+	gz := gzip.NewWriter(&slip)
+	tw := tar.NewWriter(gz)
+	tw.WriteHeader(&tar.Header{Name: "../../escaped.go", Mode: 0o644, Size: 1, Typeflag: tar.TypeReg})
+	tw.Write([]byte("x"))
+	tw.Close()
+	gz.Close()
+	bad := c.waitBuild(c.deploy(slip.Bytes(), map[string]any{"name": "slip"})["id"].(string))
+	if bad["status"] != "failed" || !strings.Contains(bad["error_message"].(string), "escapes the archive") {
+		t.Errorf("a zip-slip source = %v", bad)
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, "escaped.go")); err == nil {
+		t.Error("a zip-slip entry was written outside the build dir")
+	}
+	broken := t.TempDir()
+	os.WriteFile(filepath.Join(broken, "go.mod"), []byte("module example.com/broken\n\ngo 1.24\n"), 0o644)
+	os.WriteFile(filepath.Join(broken, "main.go"), []byte("package main\n\nfunc main() { notDefined() }\n"), 0o644)
+	bad = c.waitBuild(c.deploy(tarGz(t, broken), map[string]any{"name": "broken"})["id"].(string))
+	if bad["status"] != "failed" || !strings.Contains(bad["error_message"].(string), "notDefined") {
+		t.Errorf("a source that does not compile = %v", bad)
+	}
+	// Triggering without an upload is refused before any work.
+	var up2 struct {
+		BuildID string `json:"build_id"`
+	}
+	c.call("POST", "/v2/builds/upload-url", nil, &up2)
+	if code := c.call("POST", "/v2/builds/trigger", map[string]any{"build_id": up2.BuildID, "name": "empty"}, nil); code != 422 {
+		t.Errorf("trigger without an upload = %d, want 422", code)
+	}
+}
