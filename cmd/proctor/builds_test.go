@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"io"
 	"io/fs"
 	"net/http"
 	"os"
@@ -107,7 +108,11 @@ func (a api) deploy(archive []byte, body map[string]any) (build map[string]any) 
 	}
 	res.Body.Close()
 	body["build_id"] = up.BuildID
-	if code := a.call("POST", "/v2/builds/trigger", body, &build); code != 200 {
+	path := "/v2/builds/trigger"
+	if _, ok := body["registry_id"]; ok {
+		path = "/v2/builds/trigger-direct" // the older clients' alias
+	}
+	if code := a.call("POST", path, body, &build); code != 200 {
 		a.t.Fatalf("trigger = %d", code)
 	}
 	return build
@@ -174,23 +179,61 @@ func testDeployFromSource(t *testing.T, storeArgs []string, _ string) {
 	c.call("POST", "/v2/tasks/upload", map[string]any{"taskset_name": "built", "tasks": []any{map[string]any{
 		"name": "add", "env": "todo-oot", "scenario": "add-todos", "args": map[string]any{"items": []string{"buy milk"}},
 		"validation": []any{map[string]any{"name": "add_todo", "arguments": map[string]any{"title": "buy milk"}}}}}}, &up)
-	var run struct {
+	var attempt struct {
 		JobID   string `json:"job_id"`
 		TraceID string `json:"trace_id"`
 	}
-	if code := c.call("POST", "/v2/rollouts/run", map[string]any{"task_version_id": up.TaskVersionIDs[0], "model_id": oracle}, &run); code != 201 {
+	if code := c.call("POST", "/v2/rollouts/run", map[string]any{"task_version_id": up.TaskVersionIDs[0], "model_id": oracle}, &attempt); code != 201 {
 		t.Fatalf("run = %d", code)
 	}
-	c.waitJob(run.JobID, nil)
+	c.waitJob(attempt.JobID, nil)
 	var tr traceRow
-	c.call("GET", "/v2/trace/"+run.TraceID, nil, &tr)
+	c.call("GET", "/v2/trace/"+attempt.TraceID, nil, &tr)
 	if tr.Status != "completed" || tr.Reward == nil || *tr.Reward != 1 {
 		t.Errorf("an attempt on the built image = %+v", tr)
 	}
 	var logs struct{ Logs string }
-	c.call("GET", "/v2/trace/"+run.TraceID+"/logs", nil, &logs)
+	c.call("GET", "/v2/trace/"+attempt.TraceID+"/logs", nil, &logs)
 	if !strings.Contains(logs.Logs, "todo-oot:1 /app/env") {
 		t.Errorf("the worker log does not show the image run:\n%s", logs.Logs)
+	}
+
+	// A second build of the same environment (through the older alias) does not replace the
+	// latest until set-latest; cancelling a finished build returns it as it ended.
+	second := c.waitBuild(c.deploy(tarGz(t, outOfTreeEnvironment(t)), map[string]any{"registry_id": registry})["id"].(string))
+	if second["status"] != "succeeded" || second["version"] != 2.0 {
+		t.Fatalf("second build = %v", second)
+	}
+	var reg struct {
+		LatestBuildID string `json:"latest_build_id"`
+	}
+	c.call("GET", "/v2/registry/"+registry, nil, &reg)
+	if reg.LatestBuildID != b["id"] {
+		t.Errorf("latest after a second build = %s, want the first %s", reg.LatestBuildID, b["id"])
+	}
+	if code := c.call("POST", "/v2/builds/"+second["id"].(string)+"/set-latest", nil, nil); code != 200 {
+		t.Errorf("set-latest = %d", code)
+	}
+	c.call("GET", "/v2/registry/"+registry, nil, &reg)
+	if reg.LatestBuildID != second["id"] {
+		t.Errorf("latest after set-latest = %s, want %s", reg.LatestBuildID, second["id"])
+	}
+	var cancelled map[string]any
+	if code := c.call("POST", "/v2/builds/"+second["id"].(string)+"/cancel", nil, &cancelled); code != 200 || cancelled["status"] != "succeeded" {
+		t.Errorf("cancel of a finished build = %d %v", code, cancelled)
+	}
+
+	// The CLI deploys a directory (its .gitignore honoured) as a newcomer would.
+	envDir := outOfTreeEnvironment(t)
+	os.WriteFile(filepath.Join(envDir, "notes.bin"), bytes.Repeat([]byte("x"), 1<<20), 0o644)
+	var out, errOut bytes.Buffer
+	err := run(t.Context(), []string{"env", "deploy", envDir, "--name", "todo-cli", "--api-url", dev.info.APIURL, "--api-key", dev.info.APIKey}, &out, &errOut)
+	t.Logf("$ proctor env deploy %s --name todo-cli\n%s%s", filepath.Base(envDir), out.String(), errOut.String())
+	if err != nil || !strings.Contains(out.String(), "succeeded") || !strings.Contains(out.String(), "add-todos") || !strings.Contains(out.String(), "todo-cli:1") {
+		t.Errorf("env deploy: %v\n%s", err, out.String())
+	}
+	if strings.Contains(out.String(), "1.0 MB") || !strings.Contains(out.String(), "packed") {
+		t.Errorf("env deploy packed what .gitignore leaves out:\n%s", out.String())
 	}
 
 	// A source that escapes its archive, and one that does not compile, fail with a reason.
@@ -214,6 +257,11 @@ func testDeployFromSource(t *testing.T, storeArgs []string, _ string) {
 	bad = c.waitBuild(c.deploy(tarGz(t, broken), map[string]any{"name": "broken"})["id"].(string))
 	if bad["status"] != "failed" || !strings.Contains(bad["error_message"].(string), "notDefined") {
 		t.Errorf("a source that does not compile = %v", bad)
+	}
+	out.Reset()
+	if err := run(t.Context(), []string{"env", "deploy", broken, "--api-url", dev.info.APIURL, "--api-key", dev.info.APIKey}, &out, io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "failed") || !strings.Contains(err.Error(), "notDefined") {
+		t.Errorf("env deploy of code that does not compile: %v", err)
 	}
 	// Triggering without an upload is refused before any work.
 	var up2 struct {

@@ -37,6 +37,7 @@ Client commands (against PROCTOR_API_URL with PROCTOR_API_KEY; default: the loca
                                                                run a job, with live progress and a per-task table
   proctor trace TRACE_ID [-f]                                  an attempt's trajectory (-f follows it live)
   proctor jobs                                                 your team's jobs, newest first
+  proctor env deploy DIR [--name N]                            build an environment from source, print its scenarios
   proctor version    print the version
 
 Every command takes --help. Settings come from flags or PROCTOR_* environment variables.
@@ -93,6 +94,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdTrace(ctx, rest, stdout, stderr)
 	case "jobs":
 		return cmdJobs(ctx, rest, stdout, stderr)
+	case "env":
+		return cmdEnv(ctx, rest, stdout, stderr)
 	case "openapi":
 		spec, err := httpapi.Spec()
 		if err != nil {

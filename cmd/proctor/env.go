@@ -1,0 +1,277 @@
+package main
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+func cmdEnv(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	const usage = "Usage:\n  proctor env deploy DIR [--name NAME] [--entry-folder F]   build an environment from source and print its scenarios\n"
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errUsage
+	}
+	switch args[0] {
+	case "deploy":
+		return cmdEnvDeploy(ctx, args[1:], stdout, stderr)
+	default:
+		fmt.Fprintf(stderr, "unknown env command %q\n\n%s", args[0], usage)
+		return errUsage
+	}
+}
+
+// deployBuild is the part of a build the deploy command shows.
+type deployBuild struct {
+	ID           string  `json:"id"`
+	RegistryID   string  `json:"registry_id"`
+	Status       string  `json:"status"`
+	Digest       string  `json:"digest"`
+	ImageName    string  `json:"image_name"`
+	ErrorMessage string  `json:"error_message"`
+	Duration     float64 `json:"duration_seconds"`
+}
+
+func cmdEnvDeploy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("proctor env deploy", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	name := fs.String("name", "", "the environment's name (default: the directory's name)")
+	entry := fs.String("entry-folder", "", "the folder of DIR that holds the environment's main package (default: DIR itself)")
+	client := clientFlags(fs)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return errors.New("usage: proctor env deploy DIR [--name NAME] [--entry-folder F]")
+	}
+	dir, err := filepath.Abs(pos[0])
+	if err != nil {
+		return err
+	}
+	if *name == "" {
+		*name = filepath.Base(dir)
+	}
+	c, err := client()
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	archive, files, err := packSource(dir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "packed %s: %d files, %s\n", pos[0], files, humanBytes(len(archive)))
+
+	var up struct {
+		UploadURL string `json:"upload_url"`
+		BuildID   string `json:"build_id"`
+	}
+	if err := c.do(ctx, http.MethodPost, "/v2/builds/upload-url", nil, &up); err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, up.UploadURL, bytes.NewReader(archive))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/gzip")
+	res, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("upload the source: %w", err)
+	}
+	res.Body.Close()
+	if res.StatusCode >= 300 {
+		return fmt.Errorf("upload the source: HTTP %d", res.StatusCode)
+	}
+	var b deployBuild
+	body := map[string]any{"build_id": up.BuildID, "name": *name, "source": "cli"}
+	if *entry != "" {
+		body["entry_folder"] = filepath.ToSlash(*entry)
+	}
+	if err := c.do(ctx, http.MethodPost, "/v2/builds/trigger", body, &b); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "build %s of %s: %s", b.ID, *name, b.Status)
+	last := b.Status
+	for !terminalBuild(b.Status) {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(stdout)
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+		if err := c.do(ctx, http.MethodGet, "/v2/builds/"+b.ID+"/status", nil, &b); err != nil {
+			return err
+		}
+		if b.Status != last {
+			fmt.Fprintf(stdout, " → %s", b.Status)
+			last = b.Status
+		} else {
+			fmt.Fprint(stdout, ".")
+		}
+	}
+	fmt.Fprintf(stdout, " (%s)\n", time.Since(start).Round(100*time.Millisecond))
+	if b.Status != "succeeded" {
+		return fmt.Errorf("build %s %s: %s", b.ID, b.Status, b.ErrorMessage)
+	}
+	fmt.Fprintf(stdout, "image %s  %s\n", b.ImageName, b.Digest)
+	var scenarios []struct {
+		Slug        string `json:"slug"`
+		Description string `json:"description"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/v2/registry/"+b.RegistryID+"/scenarios?build_id="+b.ID, nil, &scenarios); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SCENARIO\tDESCRIPTION")
+	for _, sc := range scenarios {
+		fmt.Fprintf(tw, "%s\t%s\n", sc.Slug, sc.Description)
+	}
+	tw.Flush()
+	if len(scenarios) == 0 {
+		fmt.Fprintln(stdout, "(the environment declares no scenarios)")
+	}
+	return nil
+}
+
+func terminalBuild(status string) bool {
+	return status == "succeeded" || status == "failed" || status == "cancelled"
+}
+
+// packSource archives dir as a gzipped tar, leaving out .git and what .gitignore and
+// .dockerignore at its root name (their negations, "!", are not supported).
+func packSource(dir string) ([]byte, int, error) {
+	ignore := ignorePatterns(dir)
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	files := 0
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if d.Name() == ".git" || ignored(ignore, rel, d.IsDir()) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		link := ""
+		if info.Mode()&fs.ModeSymlink != 0 {
+			if link, err = os.Readlink(p); err != nil {
+				return err
+			}
+		} else if !info.Mode().IsRegular() && !info.IsDir() {
+			return nil // sockets, devices: not source
+		}
+		h, err := tar.FileInfoHeader(info, link)
+		if err != nil {
+			return err
+		}
+		h.Name, h.Uname, h.Gname, h.Uid, h.Gid = rel, "", "", 0, 0
+		if info.IsDir() {
+			h.Name += "/"
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if !info.Mode().IsRegular() {
+			return nil
+		}
+		files++
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(tw, f)
+		return err
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("pack %s: %w", dir, err)
+	}
+	if err := tw.Close(); err != nil {
+		return nil, 0, err
+	}
+	if err := gz.Close(); err != nil {
+		return nil, 0, err
+	}
+	return buf.Bytes(), files, nil
+}
+
+// ignorePatterns reads the patterns of dir's .gitignore and .dockerignore.
+func ignorePatterns(dir string) []string {
+	var out []string
+	for _, name := range []string{".gitignore", ".dockerignore"} {
+		f, err := os.Open(filepath.Join(dir, name))
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			line := strings.TrimSpace(sc.Text())
+			if line != "" && !strings.HasPrefix(line, "#") && !strings.HasPrefix(line, "!") {
+				out = append(out, line)
+			}
+		}
+		f.Close()
+	}
+	return out
+}
+
+// ignored reports whether rel matches a pattern: anchored ones ("/x", "a/b") against the whole
+// path, others against any of its names; a trailing "/" matches directories only.
+func ignored(patterns []string, rel string, isDir bool) bool {
+	for _, p := range patterns {
+		dirOnly := strings.HasSuffix(p, "/")
+		p = strings.TrimSuffix(p, "/")
+		if dirOnly && !isDir {
+			continue
+		}
+		if strings.Contains(strings.TrimPrefix(p, "/"), "/") || strings.HasPrefix(p, "/") {
+			if ok, _ := path.Match(strings.TrimPrefix(p, "/"), rel); ok {
+				return true
+			}
+			continue
+		}
+		for _, part := range strings.Split(rel, "/") {
+			if ok, _ := path.Match(p, part); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func humanBytes(n int) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
