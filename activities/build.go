@@ -440,6 +440,10 @@ func (c *imageCache) rootFS(ctx context.Context, a *Activities, b *models.Build)
 		return "", err
 	}
 	if err := os.Rename(rootDir, root); err != nil {
+		// Another process on this host (sharing the build dir) unpacked it first.
+		if _, serr := os.Stat(root); serr == nil {
+			return root, nil
+		}
 		return "", err
 	}
 	return root, nil

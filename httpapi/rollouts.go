@@ -350,6 +350,11 @@ const submitMaxSteps = 30
 // Resolve refuses the nil UUID as a client-minted id, checks the agent config's patterns and
 // reads its max_steps.
 func (in *submitInput) Resolve(huma.Context) []error {
+	if in.Body.Task == "" {
+		// The body did not decode (its schema errors are reported): an unset trace_id here is no
+		// nil UUID the client sent.
+		return nil
+	}
 	errs := nilIDs(map[string]*uuid.UUID{"body.trace_id": &in.Body.TraceID, "body.job_id": in.Body.JobID})
 	if c := in.Body.Agent.Config; c != nil {
 		for _, fe := range c.Check("body.agent.config") {

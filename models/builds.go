@@ -70,8 +70,10 @@ type TriggerBuild struct {
 	UploadID uuid.UUID
 	// RegistryID names an existing environment of the caller's team; otherwise Name does (one
 	// is created when the team has none of that name).
-	RegistryID    *uuid.UUID
-	Name          string
+	RegistryID *uuid.UUID
+	Name       string
+	// Description describes an environment the trigger creates.
+	Description   string
 	Options       BuildOptions
 	RuntimeConfig *RuntimeConfig
 }
@@ -107,7 +109,7 @@ func (s *Store) TriggerBuild(ctx context.Context, c *Caller, in TriggerBuild) (*
 		default:
 			err := tx.NewSelect().Model(&reg).Where("team_id = ? AND name = ?", c.TeamID, in.Name).Scan(ctx)
 			if isNoRows(err) {
-				reg = Registry{ID: uuid.New(), TeamID: c.TeamID, Name: in.Name, RegistryType: "mcp", BuildArgs: map[string]any{},
+				reg = Registry{ID: uuid.New(), TeamID: c.TeamID, Name: in.Name, Description: in.Description, RegistryType: "mcp", BuildArgs: map[string]any{},
 					EntryFolder: in.Options.EntryFolder, CreatedAt: now(), UpdatedAt: now()}
 				_, err = tx.NewInsert().Model(&reg).Exec(ctx)
 			}

@@ -80,11 +80,12 @@ func endOnError(ctx workflow.Context, end func(string, string, *activities.Disco
 	return end(models.BuildFailed, step+": "+errorText(err), nil)
 }
 
-// DiscoverScenarios starts a build's image in a sandbox on a CPU sandbox host and reads the
-// scenarios, tools, prompts and resources it serves.
+// DiscoverScenarios starts a build's image in a sandbox on a build host (which has just built
+// it, and needs no other host to be up) and reads the scenarios, tools, prompts and resources it
+// serves.
 func DiscoverScenarios(ctx workflow.Context, in activities.BuildInput) (activities.DiscoverResult, error) {
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           activities.QueueSandboxesCPU,
+		TaskQueue:           activities.QueueBuilds,
 		StartToCloseTimeout: discoverTimeout,
 		HeartbeatTimeout:    hostLost,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3,

@@ -89,8 +89,8 @@ func TestBuildSucceedsWithItsDiscoveredScenarios(t *testing.T) {
 	if q := f.queues["BuildImage"]; len(q) != 1 || q[0] != activities.QueueBuilds {
 		t.Errorf("BuildImage ran on %v, want the builds queue", q)
 	}
-	if q := f.queues["DiscoverScenarios"]; len(q) != 1 || q[0] != activities.QueueSandboxesCPU {
-		t.Errorf("DiscoverScenarios ran on %v, want a sandbox queue", q)
+	if q := f.queues["DiscoverScenarios"]; len(q) != 1 || q[0] != activities.QueueBuilds {
+		t.Errorf("DiscoverScenarios ran on %v, want the builds queue", q)
 	}
 }
 

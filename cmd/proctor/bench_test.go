@@ -22,6 +22,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/proctorhq/proctor/internal/agent"
+	"github.com/proctorhq/proctor/internal/testenv"
 	"github.com/proctorhq/proctor/internal/sandbox"
 	ptemporal "github.com/proctorhq/proctor/temporal"
 )
@@ -135,7 +136,7 @@ func BenchmarkRealisticAttempt(b *testing.B) {
 		dev.stop(b)
 
 		var direct []float64
-		bin := filepath.Join(dataDir, "envs", "todo")
+		bin := testenv.Program(b, "examples/environments/todo")
 		for range runs {
 			start := time.Now()
 			res := directAttempt(b, bin, titles, agent.OpenAIConfig{BaseURL: srv.URL + "/v1/", APIKey: "scripted-key", Model: "scripted"})

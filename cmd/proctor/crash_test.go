@@ -34,10 +34,10 @@ func testKilledWorker(t *testing.T, bin string, storeArgs []string, dbURL string
 	defer cancel()
 	ready := make(chan devInfo, 1)
 	done := make(chan error, 1)
-	// The dev process runs the API, Temporal and the workflow worker only; sandboxes run elsewhere.
+	// The dev process runs the API, Temporal, the workflow worker and builds; sandboxes run elsewhere.
 	go func() {
 		done <- cmdDev(ctx, append([]string{"--data-dir", dataDir, "--http-addr", "127.0.0.1:0", "--temporal-address", "127.0.0.1:0",
-			"--temporal-ui-port", "0", "--log-level", "warn", "--queues", "proctor-workflows"}, storeArgs...), io.Discard, io.Discard, ready)
+			"--temporal-ui-port", "0", "--log-level", "warn", "--queues", "proctor-workflows,builds"}, storeArgs...), io.Discard, io.Discard, ready)
 	}()
 	var info devInfo
 	select {
@@ -52,6 +52,8 @@ func testKilledWorker(t *testing.T, bin string, storeArgs []string, dbURL string
 	worker := func(name string) *exec.Cmd {
 		cmd := exec.Command(bin, "worker", "--database-url", dbURL,
 			"--temporal-address", info.TemporalAddress, "--queues", "sandboxes-cpu", "--sandbox-root", filepath.Join(dataDir, "sandboxes-"+name),
+			// The images the attempts run come from dev's bucket; they unpack beside dev's.
+			"--blob-url", "file://"+filepath.Join(dataDir, "blobs"), "--signing-key", "unused", "--build-dir", filepath.Join(dataDir, "builds"),
 			"--log-level", "warn")
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Start(); err != nil {

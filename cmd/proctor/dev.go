@@ -122,17 +122,19 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	if err := seedModels(ctx, store); err != nil {
 		return err
 	}
-	if boot != nil {
-		caller := &models.Caller{TeamID: boot.Team.ID, UserID: boot.User.ID, MembershipID: boot.Membership.ID, Role: boot.Membership.Role}
-		if err := seedExamples(ctx, store, caller, cfg.DataDir, log); err != nil {
-			return fmt.Errorf("seed the example environments: %w", err)
-		}
-	}
 	rt, err := startRuntime(tc, store, bucket, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer rt.stop(cfg.ShutdownTimeout)
+	if boot != nil {
+		// The examples go through the build pipeline like any environment: the workers above
+		// build and discover them.
+		caller := &models.Caller{TeamID: boot.Team.ID, UserID: boot.User.ID, MembershipID: boot.Membership.ID, Role: boot.Membership.Role}
+		if err := seedExamples(ctx, store, bucket, tc, caller, log); err != nil {
+			return fmt.Errorf("seed the example environments: %w", err)
+		}
+	}
 
 	api := httpapi.New(httpapi.Options{
 		Store: store, Bucket: bucket, Temporal: tc, Workflows: tc, Builds: tc, Blob: blobHandler, Logger: log, PublicURL: cfg.PublicURL,

@@ -19,6 +19,7 @@ import (
 
 	"github.com/proctorhq/proctor/httpapi"
 	"github.com/proctorhq/proctor/internal/apitest"
+	"github.com/proctorhq/proctor/internal/config"
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/internal/testenv"
 	"github.com/proctorhq/proctor/models"
@@ -148,7 +149,7 @@ func TestDevRunsTheWholePlatformAndReusesItsData(t *testing.T) {
 	res, err := tc.Ping(ctx, ptemporal.DefaultQueues)
 	cancel()
 	tc.Close()
-	if err != nil || len(res.Answers) != 2 || res.Answers[1].Queue != ptemporal.QueueSandboxesCPU {
+	if err != nil || len(res.Answers) != 3 || res.Answers[1].Queue != ptemporal.QueueSandboxesCPU || res.Answers[2].Queue != ptemporal.QueueBuilds {
 		t.Fatalf("ping workflow = %+v, %v", res, err)
 	}
 
@@ -302,8 +303,9 @@ func TestProductionProcessesOnPostgres(t *testing.T) {
 	defer ts.Stop()
 
 	httpAddr := freeAddr(t)
+	blobDir, buildDir := t.TempDir(), t.TempDir()
 	common := []string{"--database-url", dbURL, "--temporal-address", ts.FrontendAddress(), "--log-level", "warn",
-		"--blob-url", "file://" + t.TempDir(), "--signing-key", "k"}
+		"--blob-url", "file://" + blobDir, "--signing-key", "k", "--build-dir", buildDir}
 	serverDone, workerDone := make(chan error, 1), make(chan error, 1)
 	go func() {
 		serverDone <- run(ctx, append([]string{"server", "--http-addr", httpAddr}, common...), io.Discard, io.Discard)
@@ -332,7 +334,7 @@ func TestProductionProcessesOnPostgres(t *testing.T) {
 	pctx, pcancel := context.WithTimeout(ctx, time.Minute)
 	res, err := tc.Ping(pctx, ptemporal.DefaultQueues)
 	pcancel()
-	if err != nil || len(res.Answers) != 2 {
+	if err != nil || len(res.Answers) != len(ptemporal.DefaultQueues) {
 		t.Fatalf("the worker process did not answer: %+v, %v", res, err)
 	}
 
@@ -352,8 +354,13 @@ func TestProductionProcessesOnPostgres(t *testing.T) {
 	if err := seedModels(ctx, store); err != nil {
 		t.Fatal(err)
 	}
-	envDir := t.TempDir()
-	if err := seedExamples(ctx, store, caller, envDir, slog.New(slog.DiscardHandler)); err != nil {
+	// The examples are deployed as dev deploys them: through the builds queue of the worker.
+	bucket, _, err := openBucket(ctx, &config.Config{BlobURL: "file://" + blobDir, SigningKey: "k", PublicURL: base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bucket.Close()
+	if err := seedExamples(ctx, store, bucket, tc, caller, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	c := api{t: t, base: base, key: key}
@@ -371,7 +378,7 @@ func TestProductionProcessesOnPostgres(t *testing.T) {
 	if st := c.jobStatus(launched.JobID); st != "completed" {
 		t.Errorf("job status on postgres = %s", st)
 	}
-	if p := envProcesses(envDir); p != "" {
+	if p := imageProcesses(buildDir); p != "" {
 		t.Errorf("environment processes left: %s", p)
 	}
 

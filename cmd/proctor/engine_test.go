@@ -130,8 +130,13 @@ func (a api) tasksetID(name string) string {
 }
 
 // envProcesses lists the example environment processes running from a data dir.
-func envProcesses(dataDir string) string {
-	out, _ := exec.Command("pgrep", "-fa", dataDir+"/envs/").Output()
+// envProcesses lists the live environment processes of a dev instance: those run from (or,
+// under bubblewrap, with a root of) an image unpacked under its build dir.
+func envProcesses(dataDir string) string { return imageProcesses(dataDir + "/builds") }
+
+// imageProcesses lists the processes that run from an image unpacked under buildDir.
+func imageProcesses(buildDir string) string {
+	out, _ := exec.Command("pgrep", "-fa", buildDir+"/images/").Output()
 	return strings.TrimSpace(string(out))
 }
 

@@ -71,7 +71,7 @@ func cmdEnvDeploy(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	start := time.Now()
-	archive, files, err := packSource(dir)
+	archive, files, err := packSource(dir, notIgnored(dir))
 	if err != nil {
 		return err
 	}
@@ -152,10 +152,18 @@ func terminalBuild(status string) bool {
 	return status == "succeeded" || status == "failed" || status == "cancelled"
 }
 
-// packSource archives dir as a gzipped tar, leaving out .git and what .gitignore and
+// notIgnored keeps what a source archive of dir holds: all but .git and what .gitignore and
 // .dockerignore at its root name (their negations, "!", are not supported).
-func packSource(dir string) ([]byte, int, error) {
+func notIgnored(dir string) func(rel string, isDir bool) bool {
 	ignore := ignorePatterns(dir)
+	return func(rel string, isDir bool) bool {
+		return path.Base(rel) != ".git" && !ignored(ignore, rel, isDir)
+	}
+}
+
+// packSource archives what keep keeps of dir (paths relative to it, with slashes) as a gzipped
+// tar; a directory it does not keep is not walked.
+func packSource(dir string, keep func(rel string, isDir bool) bool) ([]byte, int, error) {
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(gz)
@@ -169,7 +177,7 @@ func packSource(dir string) ([]byte, int, error) {
 			return err
 		}
 		rel = filepath.ToSlash(rel)
-		if d.Name() == ".git" || ignored(ignore, rel, d.IsDir()) {
+		if !keep(rel, d.IsDir()) {
 			if d.IsDir() {
 				return filepath.SkipDir
 			}

@@ -1,22 +1,24 @@
 package main
 
 import (
+	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
-	"github.com/proctorhq/proctor/internal/agent"
+	"github.com/google/uuid"
+
+	"github.com/proctorhq/proctor/httpapi"
+	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/models"
 )
 
-// exampleEnvs are the example environments `proctor dev` builds and registers, until builds of
-// uploaded sources exist.
+// exampleEnvs are the example environments `proctor dev` deploys.
 var exampleEnvs = []struct{ name, description string }{
 	{"todo", "A todo list an agent edits: add, list, complete and delete todos."},
 	{"game2048", "A deterministic game of 2048 an agent plays to reach a target tile."},
@@ -68,41 +70,91 @@ func seedModels(ctx context.Context, store *models.Store) error {
 	return nil
 }
 
-// seedExamples builds the example environments from this source tree into the data dir,
-// registers each with a build that runs the binary (its scenarios discovered by running it), and
-// uploads the demo taskset. Without a source tree or a Go toolchain it logs why and seeds nothing.
-func seedExamples(ctx context.Context, store *models.Store, c *models.Caller, dataDir string, log *slog.Logger) error {
+// seedExamples deploys the example environments through the build pipeline, as any user's
+// environment is deployed: each is packed from this source tree (its package and envserver,
+// within this module), uploaded, built and discovered by the workers; then the demo taskset is
+// uploaded. Environments that already have a build (a restart) are kept. Without a source tree
+// it logs why and seeds nothing.
+func seedExamples(ctx context.Context, store *models.Store, bucket blob.Bucket, builds httpapi.Builds, c *models.Caller, log *slog.Logger) error {
 	root, err := sourceRoot()
 	if err != nil {
 		log.Warn("not seeding the example environments", "reason", err)
 		return nil
 	}
+	var pending []uuid.UUID
 	for _, e := range exampleEnvs {
-		bin := filepath.Join(dataDir, "envs", e.name)
-		if err := goBuild(ctx, root, "./examples/environments/"+e.name, bin); err != nil {
-			return err
-		}
-		scenarios, err := discoverScenarios(ctx, bin)
-		if err != nil {
-			return fmt.Errorf("discover the scenarios of %s: %w", e.name, err)
-		}
-		reg, err := store.CreateRegistry(ctx, c, models.NewRegistry{Name: e.name, Description: e.description, EntryFolder: "examples/environments/" + e.name})
-		if errors.Is(err, models.ErrConflict) {
+		if reg, err := store.FindRegistry(ctx, c, e.name); err == nil && reg.LatestBuildID != nil {
 			continue
 		}
+		entry := "examples/environments/" + e.name
+		archive, _, err := packSource(root, exampleFiles(entry))
 		if err != nil {
 			return err
 		}
-		if _, err := store.CreateBuild(ctx, reg.ID, models.NewBuild{
-			Status: models.BuildSucceeded, ImageName: "process:" + bin, SetLatest: true, Scenarios: scenarios,
-			Lock:          map[string]any{"transport": "stdio"},
-			RuntimeConfig: models.BuildRuntime{Command: []string{bin}},
-		}); err != nil {
+		up, err := store.CreateBuildUpload(ctx, c)
+		if err != nil {
 			return err
 		}
+		if err := bucket.Put(ctx, up.SourceKey, bytes.NewReader(archive), "application/gzip"); err != nil {
+			return err
+		}
+		b, _, err := store.TriggerBuild(ctx, c, models.TriggerBuild{UploadID: up.ID, Name: e.name, Description: e.description,
+			Options: models.BuildOptions{Source: "proctor dev", EntryFolder: entry}})
+		if err != nil {
+			return err
+		}
+		if err := builds.StartBuild(ctx, b.ID); err != nil {
+			return err
+		}
+		pending = append(pending, b.ID)
+	}
+	for _, id := range pending {
+		b, err := waitForBuild(ctx, store, id, 5*time.Minute)
+		if err != nil {
+			return err
+		}
+		if b.Status != models.BuildSucceeded {
+			return fmt.Errorf("build %s of an example environment %s: %s", b.ID, b.Status, b.ErrorMessage)
+		}
+		log.Info("example environment deployed", "image", b.ImageName, "digest", b.Digest, "seconds", b.DurationSeconds)
 	}
 	_, err = store.UploadTasks(ctx, c, models.Upload{TasksetName: "demo", Description: "Tasks over the example environments; `proctor eval demo --model oracle` earns 1.0 on each.", Tasks: demoTasks})
 	return err
+}
+
+// exampleFiles keeps, of this source tree, what an example environment's build needs: the
+// module files, envserver and the example's package (no tests).
+func exampleFiles(entry string) func(rel string, isDir bool) bool {
+	return func(rel string, isDir bool) bool {
+		for _, keep := range []string{"envserver", entry} {
+			if rel == keep || strings.HasPrefix(rel, keep+"/") || (isDir && strings.HasPrefix(keep, rel+"/")) {
+				return isDir || !strings.HasSuffix(rel, "_test.go")
+			}
+		}
+		return !isDir && (rel == "go.mod" || rel == "go.sum")
+	}
+}
+
+// waitForBuild polls a build until it ends.
+func waitForBuild(ctx context.Context, store *models.Store, id uuid.UUID, limit time.Duration) (*models.Build, error) {
+	deadline := time.Now().Add(limit)
+	for {
+		b, err := store.BuildByID(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if models.BuildTerminal(b.Status) {
+			return b, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("build %s did not end within %s", id, limit)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // sourceRoot finds the checkout this binary runs from (dev runs from source).
@@ -123,76 +175,4 @@ func sourceRoot() (string, error) {
 		}
 		dir = parent
 	}
-}
-
-func goBuild(ctx context.Context, root, pkg, out string) error {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		return fmt.Errorf("building %s needs the Go toolchain: %w", pkg, err)
-	}
-	cmd := exec.CommandContext(ctx, goBin, "build", "-o", out, pkg)
-	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
-	}
-	return nil
-}
-
-// discoverScenarios runs an environment once and reads its scenarios://list.
-func discoverScenarios(ctx context.Context, bin string) ([]models.Scenario, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	defer cmd.Wait()         //nolint:errcheck // it exits when its stdin closes
-	defer cmd.Process.Kill() //nolint:errcheck
-	env, err := agent.Connect(ctx, stdout, stdin, agent.ConnectOptions{ClientName: "proctor-discover"})
-	if err != nil {
-		return nil, err
-	}
-	defer env.Close()
-	raw, err := env.ReadResource(ctx, "scenarios://list")
-	if err != nil {
-		return nil, err
-	}
-	var list struct {
-		Scenarios []struct {
-			Name            string         `json:"name"`
-			Title           string         `json:"title"`
-			Description     string         `json:"description"`
-			ArgumentsSchema map[string]any `json:"arguments_schema"`
-			Prompt          string         `json:"prompt"`
-			Setup           map[string]any `json:"setup"`
-			Evaluate        map[string]any `json:"evaluate"`
-		} `json:"scenarios"`
-	}
-	if err := json.Unmarshal(raw, &list); err != nil {
-		return nil, fmt.Errorf("scenarios://list: %w", err)
-	}
-	var out []models.Scenario
-	for _, sc := range list.Scenarios {
-		var args []any
-		if props, ok := sc.ArgumentsSchema["properties"].(map[string]any); ok {
-			for name, p := range props {
-				args = append(args, map[string]any{"name": name, "schema": p})
-			}
-		}
-		setupDesc := ""
-		if sc.Setup != nil {
-			setupDesc = fmt.Sprintf("setup %v", sc.Setup["name"])
-		}
-		out = append(out, models.Scenario{Name: sc.Name, Description: sc.Description, SetupDescription: setupDesc, ArgsSchema: sc.ArgumentsSchema,
-			Arguments: args, Metadata: map[string]any{"title": sc.Title, "prompt": sc.Prompt, "setup": sc.Setup, "evaluate": sc.Evaluate}})
-	}
-	return out, nil
 }
