@@ -22,8 +22,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/proctorhq/proctor/internal/agent"
-	"github.com/proctorhq/proctor/internal/testenv"
 	"github.com/proctorhq/proctor/internal/sandbox"
+	"github.com/proctorhq/proctor/internal/testenv"
 	ptemporal "github.com/proctorhq/proctor/temporal"
 )
 
