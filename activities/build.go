@@ -2,11 +2,15 @@ package activities
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -108,12 +112,16 @@ func (a *Activities) BuildImage(ctx context.Context, in BuildInput) (BuildImageR
 	st, err := archive.ExtractFile(archivePath, src, lim)
 	if errors.Is(err, archive.ErrUnsafe) {
 		fmt.Fprintf(logw, "source refused: %v\n", err)
+		a.Store.SetSourceIndexStatus(ctx, b.ID, "failed") //nolint:errcheck // the build fails either way
 		return BuildImageResult{}, buildFailed("the source archive was refused: %s", strings.TrimPrefix(err.Error(), archive.ErrUnsafe.Error()+": "))
 	}
 	if err != nil {
 		return BuildImageResult{}, fmt.Errorf("unpack the source: %w", err)
 	}
 	fmt.Fprintf(logw, "source: %d files, %d bytes\n", st.Files, st.Bytes)
+	if err := a.indexSource(ctx, b, src); err != nil {
+		return BuildImageResult{}, fmt.Errorf("index the source: %w", err)
+	}
 
 	entry := b.Options.EntryFolder
 	if entry == "" {
@@ -167,6 +175,58 @@ func (a *Activities) BuildImage(ctx context.Context, in BuildInput) (BuildImageR
 	}
 	fmt.Fprintf(logw, "image %s (%s) stored\n", ref, digest)
 	return BuildImageResult{Digest: digest, ImageKey: key}, nil
+}
+
+// indexSource lists the unpacked source for browsing (paths, types, sizes, hashes) and stores
+// the list beside the source; the build's source_index_status becomes ready.
+func (a *Activities) indexSource(ctx context.Context, b *models.Build, src string) error {
+	entries := []models.SourceEntry{}
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == src {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		e := models.SourceEntry{Path: filepath.ToSlash(rel), Name: d.Name(), Type: "file"}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			e.Type = "dir"
+		case info.Mode()&fs.ModeSymlink != 0:
+			e.Type = "symlink"
+		default:
+			e.Size = info.Size()
+			f, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			h := sha256.New()
+			_, err = io.Copy(h, f)
+			f.Close()
+			if err != nil {
+				return err
+			}
+			e.SHA256 = hex.EncodeToString(h.Sum(nil))
+		}
+		entries = append(entries, e)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	body, err := json.Marshal(entries)
+	if err != nil {
+		return err
+	}
+	if err := a.Build.Bucket.Put(ctx, models.SourceIndexKey(b.TeamID, b.ID), bytes.NewReader(body), "application/json"); err != nil {
+		return err
+	}
+	return a.Store.SetSourceIndexStatus(ctx, b.ID, "ready")
 }
 
 // goModule finds the Go module an entry folder is in (the nearest go.mod at or above it, within

@@ -126,6 +126,7 @@ func New(o Options) *Server {
 	s.registerRollouts()
 	s.registerRegistries()
 	s.registerBuilds()
+	s.registerBuildSource()
 	allowUnknownRequestFields(s.api.OpenAPI())
 	nullablePointers(s.api.OpenAPI())
 	freeFormMaps(s.api.OpenAPI())

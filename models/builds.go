@@ -340,3 +340,29 @@ func (s *Store) RegistryByID(ctx context.Context, id uuid.UUID) (*Registry, erro
 	}
 	return r, nil
 }
+
+// SourceEntry is one entry of a build's source, as its index lists it.
+type SourceEntry struct {
+	// Path is the entry's path within the source, with slashes; Name its last element.
+	Path string `json:"path"`
+	Name string `json:"name"`
+	// Type is file, dir or symlink.
+	Type   string `json:"type" enum:"file,dir,symlink"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256,omitempty" doc:"Files only"`
+}
+
+// SourceIndexKey is the object-storage key of a build's source index (a JSON array of
+// SourceEntry, sorted by path).
+func SourceIndexKey(teamID, buildID uuid.UUID) string {
+	return fmt.Sprintf("builds/%s/%s/index.json", teamID, buildID)
+}
+
+// SetSourceIndexStatus records whether a build's source index is ready or failed.
+func (s *Store) SetSourceIndexStatus(ctx context.Context, id uuid.UUID, status string) error {
+	if _, err := s.DB.NewUpdate().Model((*Build)(nil)).Set("source_index_status = ?", status).Set("updated_at = ?", now()).
+		Where("id = ?", id).Exec(ctx); err != nil {
+		return fmt.Errorf("set source index status: %w", err)
+	}
+	return nil
+}

@@ -163,6 +163,76 @@ func testDeployFromSource(t *testing.T, storeArgs []string, _ string) {
 	if len(scenarios) != 2 {
 		t.Errorf("discovered scenarios = %+v, want add-todos and complete-todos", scenarios)
 	}
+	// The source can be browsed, previewed and downloaded file by file.
+	id := b["id"].(string)
+	var root struct {
+		Status     string
+		Entries    []struct{ Path, Name, Type string }
+		NextCursor *string `json:"next_cursor"`
+	}
+	c.call("GET", "/v2/builds/"+id+"/source", nil, &root)
+	names := map[string]string{}
+	for _, e := range root.Entries {
+		names[e.Name] = e.Type
+	}
+	if root.Status != "ready" || names["main.go"] != "file" || names["vendor"] != "dir" || names["go.mod"] != "file" {
+		t.Errorf("the source's root = %+v", root)
+	}
+	c.call("GET", "/v2/builds/"+id+"/source?limit=1", nil, &root)
+	if len(root.Entries) != 1 || root.NextCursor == nil {
+		t.Fatalf("a page of one = %+v", root)
+	}
+	first := root.Entries[0].Name
+	c.call("GET", "/v2/builds/"+id+"/source?limit=1&cursor="+*root.NextCursor, nil, &root)
+	if len(root.Entries) != 1 || root.Entries[0].Name <= first {
+		t.Errorf("the next page = %+v after %s", root, first)
+	}
+	var preview struct {
+		Content     string
+		Size        int
+		ContentHash string `json:"content_hash"`
+		ContentType string `json:"content_type"`
+	}
+	if code := c.call("GET", "/v2/builds/"+id+"/source/preview?path=main.go", nil, &preview); code != 200 ||
+		!strings.Contains(preview.Content, "package main") || !strings.HasPrefix(preview.ContentHash, "sha256:") || preview.Size != len(preview.Content) {
+		t.Errorf("preview main.go = %d %+v", code, preview)
+	}
+	for path, want := range map[string]int{"nothing.go": 404, "../../etc/passwd": 422, "vendor": 404, "": 422} {
+		if code := c.call("GET", "/v2/builds/"+id+"/source/preview?path="+path, nil, nil); code != want {
+			t.Errorf("preview %q = %d, want %d", path, code, want)
+		}
+	}
+	var dl struct{ URL string }
+	c.call("GET", "/v2/builds/"+id+"/source/download?path=go.mod", nil, &dl)
+	if res, err := http.Get(dl.URL); err != nil || res.StatusCode != 200 {
+		t.Errorf("download go.mod: %v %v", res, err)
+	} else {
+		got, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if !strings.HasPrefix(string(got), "module example.com/todoenv") {
+			t.Errorf("downloaded go.mod = %.100s", got)
+		}
+	}
+
+	// The uploaded source can be downloaded back through the environment.
+	var src struct {
+		DownloadURL string `json:"download_url"`
+		BuildID     string `json:"build_id"`
+	}
+	if code := c.call("GET", "/v2/registry/"+registry+"/source-url", nil, &src); code != 200 || src.BuildID != b["id"] {
+		t.Fatalf("source-url = %d %+v", code, src)
+	}
+	if res, err := http.Get(src.DownloadURL); err != nil || res.StatusCode != 200 {
+		t.Errorf("download the source: %v %v", res, err)
+	} else {
+		gzr, err := gzip.NewReader(res.Body)
+		if err != nil {
+			t.Errorf("the source is not the uploaded tar.gz: %v", err)
+		} else if h, err := tar.NewReader(gzr).Next(); err != nil || h.Name == "" {
+			t.Errorf("the source's first entry: %v %v", h, err)
+		}
+		res.Body.Close()
+	}
 	var list struct {
 		Builds []map[string]any
 		Total  int

@@ -53,39 +53,89 @@ type Stats struct {
 // ExtractFile unpacks the archive at src (its format found from its first bytes) into dst, which
 // must be an existing empty directory.
 func ExtractFile(src, dst string, lim Limits) (Stats, error) {
-	f, err := os.Open(src)
+	next, closeIt, err := openArchive(src)
 	if err != nil {
 		return Stats{}, err
 	}
-	defer f.Close()
+	defer closeIt()
+	return extract(dst, lim, next)
+}
+
+// ErrNoEntry is returned by ReadFile for a path the archive has no regular file at.
+var ErrNoEntry = errors.New("no such file in the archive")
+
+// ReadFile returns the content of the regular file at name (a path within the archive, with
+// slashes) of the archive at src, or a refusal when it holds more than max bytes.
+func ReadFile(src, name string, max int64) ([]byte, error) {
+	next, closeIt, err := openArchive(src)
+	if err != nil {
+		return nil, err
+	}
+	defer closeIt()
+	for {
+		e, err := next()
+		if err != nil {
+			return nil, err
+		}
+		if e == nil {
+			return nil, fmt.Errorf("%w: %s", ErrNoEntry, name)
+		}
+		if n, err := localName(e.name); err != nil || n != name || !e.mode.IsRegular() || e.hardlink {
+			continue
+		}
+		rc, err := e.open()
+		if err != nil {
+			return nil, refuse("entry %q: %v", name, err)
+		}
+		defer rc.Close()
+		b, err := io.ReadAll(io.LimitReader(rc, max+1))
+		if err != nil {
+			return nil, refuse("entry %q: %v", name, err)
+		}
+		if int64(len(b)) > max {
+			return nil, refuse("%s holds more than %d bytes", name, max)
+		}
+		return b, nil
+	}
+}
+
+// openArchive opens the archive at src, its format found from its first bytes, as its entries.
+func openArchive(src string) (entries, func(), error) {
+	f, err := os.Open(src)
+	if err != nil {
+		return nil, nil, err
+	}
+	fail := func(err error) (entries, func(), error) {
+		f.Close()
+		return nil, nil, err
+	}
 	info, err := f.Stat()
 	if err != nil {
-		return Stats{}, err
+		return fail(err)
 	}
 	head := make([]byte, 512)
 	n, _ := io.ReadFull(f, head)
 	head = head[:n]
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return Stats{}, err
+		return fail(err)
 	}
 	switch {
 	case bytes.HasPrefix(head, []byte("PK\x03\x04")) || bytes.HasPrefix(head, []byte("PK\x05\x06")):
 		zr, err := zip.NewReader(f, info.Size())
 		if err != nil {
-			return Stats{}, refuse("not a readable zip archive: %v", err)
+			return fail(refuse("not a readable zip archive: %v", err))
 		}
-		return extract(dst, lim, zipEntries(zr))
+		return zipEntries(zr), func() { f.Close() }, nil
 	case bytes.HasPrefix(head, []byte{0x1f, 0x8b}):
 		gz, err := gzip.NewReader(bufio.NewReader(f))
 		if err != nil {
-			return Stats{}, refuse("not a readable gzip stream: %v", err)
+			return fail(refuse("not a readable gzip stream: %v", err))
 		}
-		defer gz.Close()
-		return extract(dst, lim, tarEntries(tar.NewReader(gz)))
+		return tarEntries(tar.NewReader(gz)), func() { gz.Close(); f.Close() }, nil
 	case len(head) >= 262 && string(head[257:262]) == "ustar":
-		return extract(dst, lim, tarEntries(tar.NewReader(f)))
+		return tarEntries(tar.NewReader(f)), func() { f.Close() }, nil
 	default:
-		return Stats{}, refuse("not a tar, tar.gz or zip archive")
+		return fail(refuse("not a tar, tar.gz or zip archive"))
 	}
 }
 

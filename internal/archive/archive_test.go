@@ -158,3 +158,20 @@ func TestExtractRefusesHostileArchives(t *testing.T) {
 		t.Error("a zip-slip entry escaped")
 	}
 }
+
+func TestReadFileReadsOneFileWithinItsBound(t *testing.T) {
+	for name, src := range map[string]string{
+		"tar.gz": tarGz(t, member{name: "./cmd/", typ: tar.TypeDir}, member{name: "./cmd/main.go", body: "package main"}, member{name: "big", size: 1000}),
+		"zip":    zipFile(t, member{name: "cmd/main.go", body: "package main"}, member{name: "big", size: 1000}),
+	} {
+		if b, err := ReadFile(src, "cmd/main.go", 100); err != nil || string(b) != "package main" {
+			t.Errorf("%s: cmd/main.go = %q, %v", name, b, err)
+		}
+		if _, err := ReadFile(src, "big", 100); !errors.Is(err, ErrUnsafe) {
+			t.Errorf("%s: a file over the bound: %v", name, err)
+		}
+		if _, err := ReadFile(src, "cmd/none.go", 100); !errors.Is(err, ErrNoEntry) {
+			t.Errorf("%s: a missing file: %v", name, err)
+		}
+	}
+}
