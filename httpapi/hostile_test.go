@@ -14,6 +14,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
+	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
 )
@@ -43,7 +44,12 @@ func deep(n int) any {
 // error carries the envelope (the 422 its validation body), and no answer echoes more than a
 // bounded part of its input. apitest checks each response against openapi.yaml as well.
 func TestHostileInputsOverEveryOperation(t *testing.T) {
-	f := newFixture(t, storetest.Open(t, models.SQLite), Options{})
+	bucket, err := blob.Open(t.Context(), "file://"+t.TempDir(), blob.Options{PublicBaseURL: "http://127.0.0.1", SigningKey: []byte("k")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bucket.Close()
+	f := newFixture(t, storetest.Open(t, models.SQLite), Options{Bucket: bucket})
 	oapi := f.api.OpenAPI()
 	reg := oapi.Components.Schemas
 	requests, ops := 0, 0
