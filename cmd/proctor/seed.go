@@ -116,7 +116,11 @@ func seedExamples(ctx context.Context, store *models.Store, bucket blob.Bucket, 
 		if b.Status != models.BuildSucceeded {
 			return fmt.Errorf("build %s of an example environment %s: %s", b.ID, b.Status, b.ErrorMessage)
 		}
-		log.Info("example environment deployed", "image", b.ImageName, "digest", b.Digest, "seconds", b.DurationSeconds)
+		secs := 0.0
+		if b.DurationSeconds != nil {
+			secs = *b.DurationSeconds
+		}
+		log.Info("example environment deployed", "image", b.ImageName, "digest", b.Digest, "seconds", secs)
 	}
 	_, err = store.UploadTasks(ctx, c, models.Upload{TasksetName: "demo", Description: "Tasks over the example environments; `proctor eval demo --model oracle` earns 1.0 on each.", Tasks: demoTasks})
 	return err
