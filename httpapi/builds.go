@@ -27,6 +27,8 @@ import (
 type Builds interface {
 	StartBuild(ctx context.Context, buildID uuid.UUID) error
 	CancelBuild(ctx context.Context, buildID uuid.UUID) error
+	// Discover runs a succeeded build's image and returns the scenarios it declares.
+	Discover(ctx context.Context, buildID uuid.UUID) ([]models.Scenario, error)
 }
 
 // uploadURLTTL is how long a source upload URL stays valid.
@@ -72,6 +74,14 @@ func (s *Server) registerBuilds() {
 		Description: "A running build is stopped and ends cancelled; a build that has ended is returned as it is.",
 		Errors:      append([]int{http.StatusForbidden}, errs...),
 	}, authKeyOrSession), s.cancelBuild)
+
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "discover-build-scenarios", Method: http.MethodPost, Path: "/builds/{build_id}/discover-scenarios", Tags: tags,
+		Summary: "Discover a build's scenarios again", Deprecated: true,
+		Description: "Deprecated: builds discover their scenarios when they finish. Runs the image now (on a build host, not this " +
+			"server) and returns the scenarios it declares, without recording them.",
+		Errors: []int{http.StatusForbidden, http.StatusNotFound, http.StatusConflict, http.StatusServiceUnavailable},
+	}, authKeyOrSession), s.discoverBuildScenarios)
 
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "set-latest-build", Method: http.MethodPost, Path: "/builds/{build_id}/set-latest", Tags: tags,
@@ -237,6 +247,46 @@ func (s *Server) cancelBuild(ctx context.Context, in *buildPath) (*buildOutput, 
 		}
 	}
 	return &buildOutput{Body: buildFromModel(&b.Build)}, nil
+}
+
+type discoveredOutput struct{ Body []Scenario }
+
+// discoverTimeout bounds the deprecated discover-scenarios route.
+const discoverTimeout = 2 * time.Minute
+
+// discoverBuildScenarios serves POST /v2/builds/{build_id}/discover-scenarios (deprecated).
+func (s *Server) discoverBuildScenarios(ctx context.Context, in *buildPath) (*discoveredOutput, error) {
+	if err := s.requireBuilds(); err != nil {
+		return nil, err
+	}
+	b, err := s.store.GetBuildFor(ctx, callerFrom(ctx), in.BuildID)
+	if err != nil {
+		return nil, storeError(err, "build")
+	}
+	if !b.CanEdit {
+		return nil, newAPIError(http.StatusForbidden, "the build is read-only for the caller")
+	}
+	if b.Status != models.BuildSucceeded {
+		return nil, newAPIError(http.StatusConflict, "the build is "+b.Status+": only a succeeded build has an image to run")
+	}
+	dctx, cancel := context.WithTimeout(ctx, discoverTimeout)
+	defer cancel()
+	found, err := s.builds.Discover(dctx, b.ID)
+	if err != nil {
+		id := requestIDFrom(ctx)
+		s.log.ErrorContext(ctx, "discover scenarios", "request_id", id, "build", b.ID, "error", err)
+		return nil, newAPIError(http.StatusServiceUnavailable, "the image could not be run for discovery (request id "+id+")")
+	}
+	out := &discoveredOutput{Body: make([]Scenario, len(found))}
+	for i, sc := range found {
+		// Not recorded: a stable id from the build and the name.
+		sc.ID, sc.RegistryID, sc.BuildID = uuid.NewSHA1(b.ID, []byte(sc.Name)), b.RegistryID, b.ID
+		if sc.Slug == "" {
+			sc.Slug = models.Slugify(sc.Name)
+		}
+		out.Body[i] = scenarioFromModel(sc)
+	}
+	return out, nil
 }
 
 // setLatestBuild serves POST /v2/builds/{build_id}/set-latest: make a build the one new runs use.

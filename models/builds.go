@@ -366,3 +366,6 @@ func (s *Store) SetSourceIndexStatus(ctx context.Context, id uuid.UUID, status s
 	}
 	return nil
 }
+
+// Slugify is the slug a scenario of this name gets when it is recorded.
+func Slugify(name string) string { return slugify(name) }

@@ -24,6 +24,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/proctorhq/proctor/activities"
+	"github.com/proctorhq/proctor/models"
 	"github.com/proctorhq/proctor/workflows"
 )
 
@@ -175,6 +176,22 @@ func (c *Client) StartRunList(ctx context.Context, jobID uuid.UUID, maxConcurren
 // StartBuild starts the workflow that builds a triggered build; starting it again is a no-op.
 func (c *Client) StartBuild(ctx context.Context, buildID uuid.UUID) error {
 	return c.start(ctx, workflows.BuildWorkflowID(buildID), workflows.Build, activities.BuildInput{BuildID: buildID})
+}
+
+// Discover runs a build's image once more and returns the scenarios it declares (the deprecated
+// discover-scenarios route); each run is a workflow of its own.
+func (c *Client) Discover(ctx context.Context, buildID uuid.UUID) ([]models.Scenario, error) {
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: workflows.DiscoverWorkflowID(buildID) + "/" + uuid.NewString()[:8], TaskQueue: QueueWorkflows,
+	}, workflows.DiscoverScenarios, activities.BuildInput{BuildID: buildID})
+	if err != nil {
+		return nil, fmt.Errorf("discover %s: %w", buildID, err)
+	}
+	var res activities.DiscoverResult
+	if err := run.Get(ctx, &res); err != nil {
+		return nil, fmt.Errorf("discover %s: %w", buildID, err)
+	}
+	return res.Scenarios, nil
 }
 
 // CancelBuild asks a build's workflow to cancel; an absent or finished one is not an error.

@@ -163,6 +163,15 @@ func testDeployFromSource(t *testing.T, storeArgs []string, _ string) {
 	if len(scenarios) != 2 {
 		t.Errorf("discovered scenarios = %+v, want add-todos and complete-todos", scenarios)
 	}
+	// The deprecated discover-scenarios route runs the image again.
+	var again []struct {
+		Slug    string `json:"slug"`
+		BuildID string `json:"build_id"`
+	}
+	if code := c.call("POST", "/v2/builds/"+b["id"].(string)+"/discover-scenarios", nil, &again); code != 200 || len(again) != 2 || again[0].Slug == "" || again[0].BuildID != b["id"] {
+		t.Errorf("discover-scenarios = %d %+v", code, again)
+	}
+
 	// The source can be browsed, previewed and downloaded file by file.
 	id := b["id"].(string)
 	var root struct {
@@ -317,6 +326,9 @@ func testDeployFromSource(t *testing.T, storeArgs []string, _ string) {
 	bad := c.waitBuild(c.deploy(slip.Bytes(), map[string]any{"name": "slip"})["id"].(string))
 	if bad["status"] != "failed" || !strings.Contains(bad["error_message"].(string), "escapes the archive") {
 		t.Errorf("a zip-slip source = %v", bad)
+	}
+	if code := c.call("POST", "/v2/builds/"+bad["id"].(string)+"/discover-scenarios", nil, nil); code != 409 {
+		t.Errorf("discover-scenarios of a failed build = %d, want 409", code)
 	}
 	if _, err := os.Stat(filepath.Join(dataDir, "escaped.go")); err == nil {
 		t.Error("a zip-slip entry was written outside the build dir")
