@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -164,6 +165,17 @@ func (a *Activities) load(ctx context.Context, traceID uuid.UUID) (*runFor, erro
 				return nil, fmt.Errorf("load build: %w", err)
 			}
 		}
+	}
+	// A runtime config that names an image runs that build instead of the environment's latest.
+	if ref := r.trace.RuntimeConfig.Image; ref != "" {
+		b, err := a.Store.BuildByImage(ctx, r.trace.TeamID, ref)
+		if errors.Is(err, models.ErrNotFound) {
+			return nil, envError("runtime_config.image %q is no succeeded build this team can run (name one as <environment>:<version>, or by its digest)", ref)
+		}
+		if err != nil {
+			return nil, err
+		}
+		r.build = b
 	}
 	if r.trace.ModelID != nil {
 		r.model = new(models.LLMModel)

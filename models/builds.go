@@ -369,3 +369,19 @@ func (s *Store) SetSourceIndexStatus(ctx context.Context, id uuid.UUID, status s
 
 // Slugify is the slug a scenario of this name gets when it is recorded.
 func Slugify(name string) string { return slugify(name) }
+
+// BuildByImage finds the succeeded build a runtime config's image names: its image name
+// ("<environment>:<version>") or its digest ("sha256:…"), among the team's environments and
+// public ones (the team's first).
+func (s *Store) BuildByImage(ctx context.Context, teamID uuid.UUID, ref string) (*Build, error) {
+	b := new(Build)
+	err := s.DB.NewSelect().Model(b).ColumnExpr("b.*").Join("JOIN registries AS r ON r.id = b.registry_id").
+		Where("b.status = ? AND b.image_key <> ''", BuildSucceeded).
+		Where("b.image_name = ? OR b.digest = ?", ref, ref).
+		Where("r.team_id = ? OR r.public", teamID).
+		OrderExpr("CASE WHEN r.team_id = ? THEN 0 ELSE 1 END, b.created_at DESC", teamID).Limit(1).Scan(ctx)
+	if err != nil {
+		return nil, notFound(err, "image "+ref)
+	}
+	return b, nil
+}

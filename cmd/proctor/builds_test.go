@@ -297,6 +297,29 @@ func testDeployFromSource(t *testing.T, storeArgs []string, _ string) {
 	if reg.LatestBuildID != second["id"] {
 		t.Errorf("latest after set-latest = %s, want %s", reg.LatestBuildID, second["id"])
 	}
+	// runtime_config.image runs a named build instead of the latest; an unknown one fails clearly.
+	for _, tc := range []struct{ image, status, log string }{
+		{"todo-oot:1", "completed", "todo-oot:1 /app/env"},
+		// Both builds of the same source have the same digest: by digest, the newest runs.
+		{b["digest"].(string), "completed", "todo-oot:2 /app/env"},
+		{"todo-oot:9", "error", ""},
+	} {
+		var one struct {
+			JobID   string `json:"job_id"`
+			TraceID string `json:"trace_id"`
+		}
+		c.call("POST", "/v2/rollouts/run", map[string]any{"task_version_id": up.TaskVersionIDs[0], "model_id": oracle,
+			"runtime_config": map[string]any{"image": tc.image}}, &one)
+		c.waitJob(one.JobID, nil)
+		var tr traceRow
+		c.call("GET", "/v2/trace/"+one.TraceID, nil, &tr)
+		var wl struct{ Logs string }
+		c.call("GET", "/v2/trace/"+one.TraceID+"/logs", nil, &wl)
+		if tr.Status != tc.status || (tc.log != "" && !strings.Contains(wl.Logs, tc.log)) ||
+			(tc.status == "error" && !strings.Contains(tr.Error, "is no succeeded build")) {
+			t.Errorf("image %s: %+v\n%s", tc.image, tr, wl.Logs)
+		}
+	}
 	var cancelled map[string]any
 	if code := c.call("POST", "/v2/builds/"+second["id"].(string)+"/cancel", nil, &cancelled); code != 200 || cancelled["status"] != "succeeded" {
 		t.Errorf("cancel of a finished build = %d %v", code, cancelled)
