@@ -127,6 +127,7 @@ func New(o Options) *Server {
 	s.registerRegistries()
 	s.registerBuilds()
 	s.registerBuildSource()
+	s.registerBuildWorkspace()
 	allowUnknownRequestFields(s.api.OpenAPI())
 	nullablePointers(s.api.OpenAPI())
 	freeFormMaps(s.api.OpenAPI())

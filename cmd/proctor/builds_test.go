@@ -223,6 +223,27 @@ func testDeployFromSource(t *testing.T, storeArgs []string, _ string) {
 		}
 	}
 
+	// The built workspace (the image's working directory) can be read and downloaded.
+	for path, want := range map[string]int{"env": 422, "nope": 404} {
+		if code := c.call("GET", "/v2/builds/"+id+"/workspace/preview?path="+path, nil, nil); code != want {
+			t.Errorf("workspace preview %s = %d, want %d", path, code, want)
+		}
+	}
+	req, _ := http.NewRequest("GET", c.base+"/v2/builds/"+id+"/workspace/download", nil)
+	req.Header.Set("Authorization", "Bearer "+c.key)
+	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != 200 {
+		t.Errorf("workspace download: %v %v", res, err)
+	} else {
+		gzr, err := gzip.NewReader(res.Body)
+		if err != nil {
+			t.Fatalf("the workspace is not a tar.gz: %v", err)
+		}
+		if h, err := tar.NewReader(gzr).Next(); err != nil || h.Name != "env" || h.Size < 1<<20 {
+			t.Errorf("the workspace's first entry: %+v %v", h, err)
+		}
+		res.Body.Close()
+	}
+
 	// The uploaded source can be downloaded back through the environment.
 	var src struct {
 		DownloadURL string `json:"download_url"`

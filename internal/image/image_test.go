@@ -59,6 +59,26 @@ func TestAGoEnvironmentBuildsIntoAnImageThatRuns(t *testing.T) {
 	}
 	t.Logf("image %s: %d bytes as an OCI archive", digest, oci.Len())
 
+	// The working directory (/app) can be read file by file and as an archive.
+	if bin, err := WorkspaceFile(back, cfg.WorkingDir, "env", 64<<20); err != nil || len(bin) < 1<<20 {
+		t.Errorf("workspace env = %d bytes, %v", len(bin), err)
+	}
+	if _, err := WorkspaceFile(back, cfg.WorkingDir, "nope", 1<<20); !errors.Is(err, ErrNotInWorkspace) {
+		t.Errorf("a missing workspace file: %v", err)
+	}
+	if _, err := WorkspaceFile(back, cfg.WorkingDir, "env", 10); !errors.Is(err, archive.ErrUnsafe) {
+		t.Errorf("a workspace file over the bound: %v", err)
+	}
+	var ws bytes.Buffer
+	if err := WriteWorkspace(back, cfg.WorkingDir, &ws); err != nil {
+		t.Fatal(err)
+	}
+	wsPath := filepath.Join(t.TempDir(), "ws.tar.gz")
+	os.WriteFile(wsPath, ws.Bytes(), 0o600)
+	if b, err := archive.ReadFile(wsPath, "env", 64<<20); err != nil || len(b) < 1<<20 {
+		t.Errorf("the workspace archive's env = %d bytes, %v", len(b), err)
+	}
+
 	cmd := exec.CommandContext(ctx, filepath.Join(rootfs, cfg.Entrypoint[0]))
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
