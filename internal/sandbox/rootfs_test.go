@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/proctorhq/proctor/internal/testenv"
 )
 
 // probeSource prints, on stderr, what a sandboxed program sees of its file system.
@@ -45,6 +47,22 @@ func imageRoot(t *testing.T) string {
 	cmd.Dir, cmd.Env = src, append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=-mod=mod")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build the probe: %v\n%s", err, out)
+	}
+	return root
+}
+
+// todoImageRoot is a root file system like the todo example's image: its static binary at
+// /app/env.
+func todoImageRoot(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	for _, d := range []string{"dev", "proc", "tmp", "app"} {
+		os.MkdirAll(filepath.Join(root, d), 0o755)
+	}
+	cmd := exec.Command("go", "build", "-o", filepath.Join(root, "app", "env"), "./examples/environments/todo")
+	cmd.Dir, cmd.Env = testenv.ModuleRoot(t), append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build todo: %v\n%s", err, out)
 	}
 	return root
 }

@@ -21,10 +21,11 @@ func TestStartLatency(t *testing.T) {
 	}
 	const n = 20
 	todo := buildTodo(t)
+	image := todoImageRoot(t)
 	for _, iso := range bothIsolations {
 		t.Run(iso, func(t *testing.T) {
 			p := newProvider(t, iso)
-			var start, firstByte, mcpReady, stop []time.Duration
+			var start, firstByte, mcpReady, imageReady, stop []time.Duration
 			for i := range n {
 				begin := time.Now()
 				sb, err := p.Start(t.Context(), Spec{ID: fmt.Sprint("echo", i), Command: []string{"sh", "-c", "echo ready; exec sleep 300"}})
@@ -57,9 +58,26 @@ func TestStartLatency(t *testing.T) {
 				mcpReady = append(mcpReady, time.Since(begin))
 				session.Close()
 				sb.Stop(t.Context())
+
+				// The same server from an image's root file system.
+				begin = time.Now()
+				sb, err = p.Start(t.Context(), Spec{ID: fmt.Sprint("image", i), Command: []string{"/app/env"}, RootFS: image})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel = context.WithTimeout(t.Context(), 10*time.Second)
+				session, err = mcp.NewClient(&mcp.Implementation{Name: "timing", Version: "0"}, nil).
+					Connect(ctx, &mcp.IOTransport{Reader: sb.Stdout(), Writer: sb.Stdin()}, nil)
+				cancel()
+				if err != nil {
+					t.Fatal(err)
+				}
+				imageReady = append(imageReady, time.Since(begin))
+				session.Close()
+				sb.Stop(t.Context())
 			}
-			t.Logf("%s (n=%d, median / p90 / max): Start %s; first stdout line %s; MCP initialized (todo) %s; Stop (sleep, SIGTERM) %s",
-				iso, n, stats(start), stats(firstByte), stats(mcpReady), stats(stop))
+			t.Logf("%s (n=%d, median / p90 / max): Start %s; first stdout line %s; MCP initialized (todo) %s; from an image's root %s; Stop (sleep, SIGTERM) %s",
+				iso, n, stats(start), stats(firstByte), stats(mcpReady), stats(imageReady), stats(stop))
 		})
 	}
 }
