@@ -22,7 +22,7 @@ const (
 	// buildTimeout bounds compiling and storing the image; a build worker that stops
 	// heartbeating for buildHeartbeat is taken for dead and the step is retried elsewhere.
 	buildTimeout   = 30 * time.Minute
-	buildHeartbeat = time.Minute
+	buildHeartbeat = hostLost
 	// discoverTimeout bounds starting the image and reading what it serves.
 	discoverTimeout = 5 * time.Minute
 )

@@ -2,13 +2,17 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // TestKilledWorkerLosesNoAttempt runs the sandbox queue in a separate worker process, kill -9s it
@@ -162,5 +166,92 @@ func testKilledWorker(t *testing.T, bin string, storeArgs []string, dbURL string
 	t.Logf("%d of 4 attempts retried in a fresh sandbox", retried)
 	if p := envProcesses(dataDir); p != "" {
 		t.Errorf("environment processes left: %s", p)
+	}
+}
+
+// TestKilledBuildWorkerLosesNoBuild kills the only build worker (kill -9) in the middle of a
+// build: once another build worker joins, the build is redone from its uploaded source and
+// succeeds; it is never left running.
+func TestKilledBuildWorkerLosesNoBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a binary and waits out a heartbeat timeout")
+	}
+	bin := filepath.Join(t.TempDir(), "proctor")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	dataDir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready, done := make(chan devInfo, 1), make(chan error, 1)
+	// dev runs no build worker: builds run in the worker processes below.
+	go func() {
+		done <- cmdDev(ctx, []string{"--data-dir", dataDir, "--http-addr", "127.0.0.1:0", "--temporal-address", "127.0.0.1:0",
+			"--temporal-ui-port", "0", "--log-level", "warn", "--queues", "proctor-workflows,sandboxes-cpu"}, io.Discard, io.Discard, ready)
+	}()
+	var info devInfo
+	select {
+	case info = <-ready:
+	case err := <-done:
+		t.Fatal(err)
+	case <-time.After(2 * time.Minute):
+		t.Fatal("dev not ready")
+	}
+	defer func() { cancel(); <-done }()
+	worker := func() *exec.Cmd {
+		cmd := exec.Command(bin, "worker", "--database-url", "sqlite:"+filepath.Join(dataDir, "proctor.db"),
+			"--temporal-address", info.TemporalAddress, "--queues", "builds", "--build-goproxy", "off",
+			"--blob-url", "file://"+filepath.Join(dataDir, "blobs"), "--signing-key", "unused", "--build-dir", filepath.Join(dataDir, "builds"),
+			"--sandbox-root", filepath.Join(dataDir, "sandboxes-builds"), "--log-level", "warn")
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	first := worker()
+	c := api{t: t, base: info.APIURL, key: info.APIKey}
+
+	// A source whose compile takes seconds (never cached: it names a fresh constant).
+	env := outOfTreeEnvironment(t)
+	var big strings.Builder
+	fmt.Fprintf(&big, "package main\n\nconst slowBuild = %q\n\n", uuid.NewString())
+	const n = 30000
+	for i := range n {
+		fmt.Fprintf(&big, "func f%d(x int) int { y := x*%d + 1; for j := 0; j < %d; j++ { y = y*31 + j ^ %d }; return y }\n", i, i, i%7+1, i)
+	}
+	big.WriteString("var table = []func(int) int{")
+	for i := range n {
+		fmt.Fprintf(&big, "f%d,", i)
+	}
+	big.WriteString("}\n")
+	if err := os.WriteFile(filepath.Join(env, "big.go"), []byte(big.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	id := c.deploy(tarGz(t, env), map[string]any{"name": "slow"})["id"].(string)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var b map[string]any
+		c.call("GET", "/v2/builds/"+id+"/status", nil, &b)
+		if b["status"] == "running" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the build never started: %v", b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // mid-compile
+	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	first.Wait()
+	killed := time.Now()
+	second := worker()
+	defer func() { second.Process.Signal(syscall.SIGTERM); second.Wait() }()
+	b := c.waitBuild(id)
+	t.Logf("the build ended %v %.1fs after its worker was killed", b["status"], time.Since(killed).Seconds())
+	if b["status"] != "succeeded" {
+		t.Errorf("a build whose worker was killed = %v, want succeeded", b)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -131,7 +132,8 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 		// The examples go through the build pipeline like any environment: the workers above
 		// build and discover them.
 		caller := &models.Caller{TeamID: boot.Team.ID, UserID: boot.User.ID, MembershipID: boot.Membership.ID, Role: boot.Membership.Role}
-		if err := seedExamples(ctx, store, bucket, tc, caller, log); err != nil {
+		wait := slices.Contains(cfg.QueueList(), ptemporal.QueueBuilds)
+		if err := seedExamples(ctx, store, bucket, tc, caller, wait, log); err != nil {
 			return fmt.Errorf("seed the example environments: %w", err)
 		}
 	}

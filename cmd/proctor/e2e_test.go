@@ -360,7 +360,7 @@ func TestProductionProcessesOnPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bucket.Close()
-	if err := seedExamples(ctx, store, bucket, tc, caller, slog.New(slog.DiscardHandler)); err != nil {
+	if err := seedExamples(ctx, store, bucket, tc, caller, true, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	c := api{t: t, base: base, key: key}

@@ -75,7 +75,10 @@ func seedModels(ctx context.Context, store *models.Store) error {
 // within this module), uploaded, built and discovered by the workers; then the demo taskset is
 // uploaded. Environments that already have a build (a restart) are kept. Without a source tree
 // it logs why and seeds nothing.
-func seedExamples(ctx context.Context, store *models.Store, bucket blob.Bucket, builds httpapi.Builds, c *models.Caller, log *slog.Logger) error {
+//
+// wait says whether to wait for the builds (this process builds them); otherwise they finish
+// when a worker of the builds queue takes them.
+func seedExamples(ctx context.Context, store *models.Store, bucket blob.Bucket, builds httpapi.Builds, c *models.Caller, wait bool, log *slog.Logger) error {
 	root, err := sourceRoot()
 	if err != nil {
 		log.Warn("not seeding the example environments", "reason", err)
@@ -107,6 +110,10 @@ func seedExamples(ctx context.Context, store *models.Store, bucket blob.Bucket, 
 			return err
 		}
 		pending = append(pending, b.ID)
+	}
+	if !wait && len(pending) > 0 {
+		log.Info("the example environments build when a worker of the builds queue runs", "builds", len(pending))
+		pending = nil
 	}
 	for _, id := range pending {
 		b, err := waitForBuild(ctx, store, id, 5*time.Minute)

@@ -90,6 +90,7 @@ func BuildGo(ctx context.Context, spec GoSpec) (v1.Image, error) {
 		w = io.MultiWriter(&log, spec.Log)
 	}
 	cmd.Stdout, cmd.Stderr = w, w
+	dieWithParent(cmd)
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
