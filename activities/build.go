@@ -542,3 +542,27 @@ func ParseScenarios(raw []byte) ([]models.Scenario, error) {
 	}
 	return out, nil
 }
+
+// SweepStaleBuildDirs removes the work dirs of builds older than maxAge under the build dir:
+// those a killed worker left (a live build is bounded by the Build workflow's timeout). It
+// returns how many it removed.
+func (c *BuildConfig) SweepStaleBuildDirs(maxAge time.Duration) int {
+	entries, err := os.ReadDir(c.Dir)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), "build-") {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil || time.Since(info.ModTime()) < maxAge {
+			continue
+		}
+		if os.RemoveAll(filepath.Join(c.Dir, e.Name())) == nil {
+			n++
+		}
+	}
+	return n
+}

@@ -334,6 +334,10 @@ func startRuntime(tc *ptemporal.Client, store *models.Store, bucket blob.Bucket,
 	acts := &activities.Activities{Store: store, Logger: log, Sandboxes: sb, Envs: activities.NewEnvs()}
 	if bucket != nil {
 		acts.Build = &activities.BuildConfig{Bucket: bucket, Dir: cfg.BuildDir, GOPROXY: cfg.BuildGOPROXY}
+		// A build runs at most 30 minutes: older work dirs are a killed worker's.
+		if n := acts.Build.SweepStaleBuildDirs(time.Hour); n > 0 {
+			log.Info("removed the work dirs of interrupted builds", "count", n, "build_dir", cfg.BuildDir)
+		}
 	}
 	workers, err := ptemporal.StartWorkers(tc, acts, cfg.QueueList())
 	if err != nil {
