@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -134,43 +135,70 @@ func (a *Activities) BuildImage(ctx context.Context, in BuildInput) (BuildImageR
 	if fi, err := os.Stat(entryDir); err != nil || !fi.IsDir() {
 		return BuildImageResult{}, buildFailed("entry_folder %q is not a folder of the source", entry)
 	}
-	if _, err := os.Stat(filepath.Join(entryDir, "Dockerfile")); err == nil {
-		return BuildImageResult{}, buildFailed("the source has a Dockerfile, and Dockerfile builds are not available on this server yet: " +
-			"deploy a Go environment (a main package serving envserver, with its go.mod) instead")
-	}
-	module, pkg, err := goModule(src, entryDir)
-	if err != nil {
-		return BuildImageResult{}, err
-	}
-	fmt.Fprintf(logw, "go build: module %s, package ./%s\n", relOrDot(src, module), filepath.ToSlash(pkg))
-	img, err := image.BuildGo(ctx, image.GoSpec{Dir: module, Package: pkg, GOPROXY: cfg.GOPROXY, Log: logw})
-	if errors.Is(err, image.ErrBuild) {
-		return BuildImageResult{}, buildFailed("%v", err)
-	}
-	if err != nil {
-		return BuildImageResult{}, err
-	}
 	reg, err := a.Store.RegistryByID(ctx, b.RegistryID)
 	if err != nil {
 		return BuildImageResult{}, err
 	}
 	ref := fmt.Sprintf("%s:%d", reg.Name, b.Version)
-	tmp, err := os.Create(filepath.Join(work, "image.oci.tar"))
-	if err != nil {
-		return BuildImageResult{}, err
-	}
-	digest, err := image.WriteArchive(img, ref, tmp)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return BuildImageResult{}, fmt.Errorf("write the image: %w", err)
+	imagePath := filepath.Join(work, "image.oci.tar")
+	var digest string
+	var command []string
+	if _, err := os.Stat(filepath.Join(entryDir, "Dockerfile")); err == nil {
+		fmt.Fprintf(logw, "buildah: Dockerfile in %s\n", entry)
+		if err := a.dockerfileBuild(ctx, b, entryDir, ref, imagePath, logw); err != nil {
+			return BuildImageResult{}, err
+		}
+		layoutDir := filepath.Join(work, "layout")
+		if err := os.Mkdir(layoutDir, 0o700); err != nil {
+			return BuildImageResult{}, err
+		}
+		img, err := image.ReadArchive(imagePath, layoutDir, ref)
+		if err != nil {
+			return BuildImageResult{}, fmt.Errorf("read the built image: %w", err)
+		}
+		d, err := img.Digest()
+		if err != nil {
+			return BuildImageResult{}, err
+		}
+		cf, err := img.ConfigFile()
+		if err != nil {
+			return BuildImageResult{}, err
+		}
+		digest, command = d.String(), append(slices.Clone(cf.Config.Entrypoint), cf.Config.Cmd...)
+		if len(command) == 0 {
+			return BuildImageResult{}, buildFailed("the image has no ENTRYPOINT or CMD: name the environment server's command")
+		}
+	} else {
+		module, pkg, err := goModule(src, entryDir)
+		if err != nil {
+			return BuildImageResult{}, err
+		}
+		fmt.Fprintf(logw, "go build: module %s, package ./%s\n", relOrDot(src, module), filepath.ToSlash(pkg))
+		img, err := image.BuildGo(ctx, image.GoSpec{Dir: module, Package: pkg, GOPROXY: cfg.GOPROXY, Log: logw})
+		if errors.Is(err, image.ErrBuild) {
+			return BuildImageResult{}, buildFailed("%v", err)
+		}
+		if err != nil {
+			return BuildImageResult{}, err
+		}
+		tmp, err := os.Create(imagePath)
+		if err != nil {
+			return BuildImageResult{}, err
+		}
+		digest, err = image.WriteArchive(img, ref, tmp)
+		if cerr := tmp.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return BuildImageResult{}, fmt.Errorf("write the image: %w", err)
+		}
+		command = []string{image.Entrypoint}
 	}
 	key := fmt.Sprintf("images/%s/%s.oci.tar", b.TeamID, b.ID)
-	if err := upload(ctx, cfg.Bucket, key, tmp.Name()); err != nil {
+	if err := upload(ctx, cfg.Bucket, key, imagePath); err != nil {
 		return BuildImageResult{}, fmt.Errorf("store the image: %w", err)
 	}
-	if err := a.Store.UpdateBuild(ctx, b.ID, models.BuildUpdate{Digest: digest, ImageKey: key, ImageName: ref, Command: []string{image.Entrypoint}}); err != nil {
+	if err := a.Store.UpdateBuild(ctx, b.ID, models.BuildUpdate{Digest: digest, ImageKey: key, ImageName: ref, Command: command}); err != nil {
 		return BuildImageResult{}, err
 	}
 	fmt.Fprintf(logw, "image %s (%s) stored\n", ref, digest)

@@ -133,8 +133,8 @@ type triggerInput struct {
 		RegistryID           *uuid.UUID            `json:"registry_id,omitempty"`
 		Source               string                `json:"source,omitempty" maxLength:"2000" doc:"Where the source came from (informational)"`
 		EntryFolder          string                `json:"entry_folder,omitempty" maxLength:"500" doc:"The archive's folder that holds the environment (default: its root)"`
-		BuildArgs            map[string]string     `json:"build_args,omitempty" maxProperties:"100"`
-		BuildSecrets         map[string]string     `json:"build_secrets,omitempty" maxProperties:"100" doc:"For Dockerfile builds; never stored"`
+		BuildArgs            map[string]string     `json:"build_args,omitempty" maxProperties:"100" doc:"ARG values of a Dockerfile build"`
+		BuildSecrets         map[string]string     `json:"build_secrets,omitempty" maxProperties:"100" doc:"Not supported yet: refused with a 422 rather than dropped"`
 		EnvironmentVariables map[string]string     `json:"environment_variables,omitempty" maxProperties:"100"`
 		NoCache              bool                  `json:"no_cache,omitempty"`
 		RuntimeConfig        *models.RuntimeConfig `json:"runtime_config,omitempty" doc:"The environment's runtime defaults; a task's own override them"`
@@ -158,7 +158,7 @@ func (in *triggerInput) Resolve(huma.Context) []error {
 	if len(b.BuildSecrets) > 0 {
 		// Refused rather than dropped: a caller relying on them must know they were not used.
 		errs = append(errs, &huma.ErrorDetail{Location: "body.build_secrets",
-			Message: "build secrets apply to Dockerfile builds, which this server does not run yet; Go environments take none"})
+			Message: "build secrets are not supported yet: they would need a store that keeps them out of the build's record and history"})
 	}
 	return errs
 }

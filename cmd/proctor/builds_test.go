@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/proctorhq/proctor/activities"
 	"github.com/proctorhq/proctor/internal/testenv"
 )
 
@@ -396,5 +397,75 @@ func testDeployFromSource(t *testing.T, storeArgs []string, _ string) {
 	c.call("POST", "/v2/builds/upload-url", nil, &up2)
 	if code := c.call("POST", "/v2/builds/trigger", map[string]any{"build_id": up2.BuildID, "name": "empty"}, nil); code != 422 {
 		t.Errorf("trigger without an upload = %d, want 422", code)
+	}
+	deployDockerfile(t, c, dataDir, oracle)
+}
+
+// deployDockerfile deploys an environment built from a Dockerfile with a RUN step, on a base
+// image made here (no registry is reachable), and runs an oracle attempt on it.
+func deployDockerfile(t *testing.T, c api, dataDir, oracle string) {
+	for _, tool := range []string{"buildah", "runc", "busybox"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("%s is missing: .ci/run installs it", tool)
+			}
+			t.Skipf("%s is not installed (CI installs it)", tool)
+		}
+	}
+	args, env, err := activities.Buildah(filepath.Join(dataDir, "builds"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := t.TempDir()
+	busybox, _ := exec.LookPath("busybox")
+	bb, err := os.ReadFile(busybox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(base, "busybox"), bb, 0o755)
+	os.WriteFile(filepath.Join(base, "Dockerfile"), []byte("FROM scratch\nCOPY busybox /bin/busybox\n"), 0o644)
+	cmd := exec.Command("buildah", append(args, "bud", "--isolation", "oci", "-t", "localhost/bb:1", base)...)
+	cmd.Env = env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make the base image: %v\n%s", err, out)
+	}
+	ctxDir := t.TempDir()
+	build := exec.Command("go", "build", "-o", filepath.Join(ctxDir, "env"), "./examples/environments/todo")
+	build.Dir, build.Env = testenv.ModuleRoot(t), append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the server: %v\n%s", err, out)
+	}
+	os.WriteFile(filepath.Join(ctxDir, "Dockerfile"), []byte(`FROM localhost/bb:1
+ARG GREETING=hello
+COPY env /app/env
+RUN ["/bin/busybox", "sh", "-c", "/bin/busybox mkdir -p /app/data && echo \"$GREETING from a RUN step\" > /app/data/built.txt"]
+ENTRYPOINT ["/app/env"]
+`), 0o644)
+	start := time.Now()
+	b := c.waitBuild(c.deploy(tarGz(t, ctxDir), map[string]any{"name": "todo-df", "build_args": map[string]string{"GREETING": "hi"}})["id"].(string))
+	t.Logf("Dockerfile build with a RUN step: %s (status %v)", time.Since(start).Round(time.Millisecond), b["status"])
+	if b["status"] != "succeeded" || b["image_name"] != "todo-df:1" {
+		t.Fatalf("Dockerfile build = %v", b)
+	}
+	var preview struct{ Content string }
+	if code := c.call("GET", "/v2/builds/"+b["id"].(string)+"/workspace/preview?path=app/data/built.txt", nil, &preview); code != 200 || preview.Content != "hi from a RUN step\n" {
+		t.Errorf("the RUN step's file = %d %q", code, preview.Content)
+	}
+	var up struct {
+		TaskVersionIDs []string `json:"task_version_ids"`
+	}
+	c.call("POST", "/v2/tasks/upload", map[string]any{"taskset_name": "dockerfile", "tasks": []any{map[string]any{
+		"name": "add", "env": "todo-df", "scenario": "add-todos", "args": map[string]any{"items": []string{"buy milk"}},
+		"validation": []any{map[string]any{"name": "add_todo", "arguments": map[string]any{"title": "buy milk"}}}}}}, &up)
+	var one struct {
+		JobID   string `json:"job_id"`
+		TraceID string `json:"trace_id"`
+	}
+	c.call("POST", "/v2/rollouts/run", map[string]any{"task_version_id": up.TaskVersionIDs[0], "model_id": oracle}, &one)
+	c.waitJob(one.JobID, nil)
+	var tr traceRow
+	c.call("GET", "/v2/trace/"+one.TraceID, nil, &tr)
+	if tr.Status != "completed" || tr.Reward == nil || *tr.Reward != 1 {
+		t.Errorf("an attempt on the Dockerfile image = %+v", tr)
 	}
 }

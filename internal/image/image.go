@@ -250,8 +250,9 @@ func ReadArchive(path, dir, ref string) (v1.Image, error) {
 	return nil, fmt.Errorf("image: no image %q in the archive", ref)
 }
 
-// Unpack writes img's root file system into dst (an existing empty directory) and returns its
-// config. Links that point out of the tree are refused, like any archive's.
+// Unpack writes img's root file system into dst (an existing empty directory), with the /dev,
+// /proc and /tmp a sandbox mounts over, and returns its config. Links that point out of the tree
+// are refused, like any archive's.
 func Unpack(img v1.Image, dst string, lim archive.Limits) (v1.Config, error) {
 	cf, err := img.ConfigFile()
 	if err != nil {
@@ -261,6 +262,17 @@ func Unpack(img v1.Image, dst string, lim archive.Limits) (v1.Config, error) {
 	defer rc.Close()
 	if _, err := archive.ExtractTar(rc, dst, lim); err != nil {
 		return v1.Config{}, fmt.Errorf("image: unpack the root file system: %w", err)
+	}
+	// The mount points a sandbox needs, which images built from a Dockerfile often lack.
+	root, err := os.OpenRoot(dst)
+	if err != nil {
+		return v1.Config{}, err
+	}
+	defer root.Close()
+	for _, d := range []string{"dev", "proc", "tmp"} {
+		if err := root.MkdirAll(d, 0o755); err != nil {
+			return v1.Config{}, fmt.Errorf("image: mount point /%s: %w", d, err)
+		}
 	}
 	return cf.Config, nil
 }
