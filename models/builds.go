@@ -117,22 +117,22 @@ func (s *Store) TriggerBuild(ctx context.Context, c *Caller, in TriggerBuild) (*
 				return fmt.Errorf("environment %q: %w", in.Name, err)
 			}
 		}
-		var maxVersion int
-		if err := tx.NewSelect().Model((*Build)(nil)).ColumnExpr("COALESCE(MAX(version), 0)").Where("registry_id = ?", reg.ID).Scan(ctx, &maxVersion); err != nil {
+		version, err := nextBuildVersion(ctx, tx, reg.ID)
+		if err != nil {
 			return err
 		}
 		rt := BuildRuntime{}
 		if in.RuntimeConfig != nil {
 			rt.RuntimeConfig = *in.RuntimeConfig
 		}
-		b = Build{ID: up.ID, RegistryID: reg.ID, TeamID: c.TeamID, Version: maxVersion + 1, Status: BuildPending, SourceIndexStatus: "pending",
+		b = Build{ID: up.ID, RegistryID: reg.ID, TeamID: c.TeamID, Version: version, Status: BuildPending, SourceIndexStatus: "pending",
 			SourceKey: up.SourceKey, Lock: map[string]any{}, RuntimeConfig: rt, Options: in.Options, CreatedBy: up.CreatedBy,
 			CreatedAt: now(), UpdatedAt: now()}
 		if _, err := tx.NewInsert().Model(&b).Exec(ctx); err != nil {
 			return err
 		}
 		created = true
-		_, err := tx.NewUpdate().Model((*BuildUpload)(nil)).Set("used_at = ?", now()).Where("id = ?", up.ID).Exec(ctx)
+		_, err = tx.NewUpdate().Model((*BuildUpload)(nil)).Set("used_at = ?", now()).Where("id = ?", up.ID).Exec(ctx)
 		return err
 	})
 	if err != nil {
@@ -245,26 +245,8 @@ func (s *Store) FinishBuild(ctx context.Context, id uuid.UUID, r BuildResult) (*
 		if r.Status != BuildSucceeded {
 			return nil
 		}
-		for i := range r.Scenarios {
-			sc := &r.Scenarios[i]
-			sc.ID, sc.RegistryID, sc.BuildID, sc.CreatedAt = uuid.New(), b.RegistryID, b.ID, now()
-			if sc.Slug == "" {
-				sc.Slug = slugify(sc.Name)
-			}
-			if sc.ArgsSchema == nil {
-				sc.ArgsSchema = map[string]any{}
-			}
-			if sc.Arguments == nil {
-				sc.Arguments = []any{}
-			}
-			if sc.Metadata == nil {
-				sc.Metadata = map[string]any{}
-			}
-		}
-		if len(r.Scenarios) > 0 {
-			if _, err := tx.NewInsert().Model(&r.Scenarios).On("CONFLICT (build_id, name) DO NOTHING").Exec(ctx); err != nil {
-				return err
-			}
+		if err := insertScenarios(ctx, tx, &b, r.Scenarios); err != nil {
+			return err
 		}
 		_, err := tx.NewUpdate().Model((*Registry)(nil)).Set("latest_build_id = ?", b.ID).Set("updated_at = ?", now()).
 			Where("id = ? AND latest_build_id IS NULL", b.RegistryID).Exec(ctx)

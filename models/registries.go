@@ -156,34 +156,16 @@ func (s *Store) CreateBuild(ctx context.Context, registryID uuid.UUID, in NewBui
 			return notFound(err, "registry")
 		}
 		b.TeamID = reg.TeamID
-		var maxVersion int
-		if err := tx.NewSelect().Model((*Build)(nil)).ColumnExpr("COALESCE(MAX(version), 0)").Where("registry_id = ?", registryID).Scan(ctx, &maxVersion); err != nil {
+		v, err := nextBuildVersion(ctx, tx, registryID)
+		if err != nil {
 			return err
 		}
-		b.Version = maxVersion + 1
+		b.Version = v
 		if _, err := tx.NewInsert().Model(b).Exec(ctx); err != nil {
 			return err
 		}
-		for i := range in.Scenarios {
-			sc := &in.Scenarios[i]
-			sc.ID, sc.RegistryID, sc.BuildID, sc.CreatedAt = uuid.New(), registryID, b.ID, now()
-			if sc.Slug == "" {
-				sc.Slug = slugify(sc.Name)
-			}
-			if sc.ArgsSchema == nil {
-				sc.ArgsSchema = map[string]any{}
-			}
-			if sc.Arguments == nil {
-				sc.Arguments = []any{}
-			}
-			if sc.Metadata == nil {
-				sc.Metadata = map[string]any{}
-			}
-		}
-		if len(in.Scenarios) > 0 {
-			if _, err := tx.NewInsert().Model(&in.Scenarios).Exec(ctx); err != nil {
-				return err
-			}
+		if err := insertScenarios(ctx, tx, b, in.Scenarios); err != nil {
+			return err
 		}
 		if in.SetLatest {
 			_, err := tx.NewUpdate().Model((*Registry)(nil)).Set("latest_build_id = ?", b.ID).Set("updated_at = ?", now()).Where("id = ?", registryID).Exec(ctx)
@@ -195,6 +177,39 @@ func (s *Store) CreateBuild(ctx context.Context, registryID uuid.UUID, in NewBui
 		return nil, fmt.Errorf("create build: %w", err)
 	}
 	return b, nil
+}
+
+// nextBuildVersion is the version the next build of an environment takes: versions count up.
+func nextBuildVersion(ctx context.Context, tx bun.Tx, registryID uuid.UUID) (int, error) {
+	var maxVersion int
+	err := tx.NewSelect().Model((*Build)(nil)).ColumnExpr("COALESCE(MAX(version), 0)").Where("registry_id = ?", registryID).Scan(ctx, &maxVersion)
+	return maxVersion + 1, err
+}
+
+// insertScenarios records the scenarios build b declares, with their defaults filled (slug from
+// the name, empty schema, arguments and metadata). A scenario already recorded is kept.
+func insertScenarios(ctx context.Context, tx bun.Tx, b *Build, scenarios []Scenario) error {
+	if len(scenarios) == 0 {
+		return nil
+	}
+	for i := range scenarios {
+		sc := &scenarios[i]
+		sc.ID, sc.RegistryID, sc.BuildID, sc.CreatedAt = uuid.New(), b.RegistryID, b.ID, now()
+		if sc.Slug == "" {
+			sc.Slug = slugify(sc.Name)
+		}
+		if sc.ArgsSchema == nil {
+			sc.ArgsSchema = map[string]any{}
+		}
+		if sc.Arguments == nil {
+			sc.Arguments = []any{}
+		}
+		if sc.Metadata == nil {
+			sc.Metadata = map[string]any{}
+		}
+	}
+	_, err := tx.NewInsert().Model(&scenarios).On("CONFLICT (build_id, name) DO NOTHING").Exec(ctx)
+	return err
 }
 
 // RegistryRow is an environment as one caller sees it.
