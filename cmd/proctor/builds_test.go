@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"io"
-	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -54,41 +53,14 @@ func outOfTreeEnvironment(t *testing.T) string {
 	return dir
 }
 
-// tarGz packs dir as a gzipped tar.
+// tarGz packs all of dir as a gzipped tar, as the CLI does.
 func tarGz(t *testing.T, dir string) []byte {
 	t.Helper()
-	var buf bytes.Buffer
-	gz := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(gz)
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == dir {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		h, _ := tar.FileInfoHeader(info, "")
-		h.Name = filepath.ToSlash(rel)
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-		if info.Mode().IsRegular() {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			tw.Write(b)
-		}
-		return nil
-	})
+	b, _, err := packSource(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tw.Close()
-	gz.Close()
-	return buf.Bytes()
+	return b
 }
 
 // deploy uploads an archive and triggers its build; it returns the build as triggered.

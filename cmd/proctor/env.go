@@ -1,7 +1,6 @@
 package main
 
 import (
-	"archive/tar"
 	"bufio"
 	"bytes"
 	"compress/gzip"
@@ -10,7 +9,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
 	"os"
 	"path"
@@ -18,6 +16,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/proctorhq/proctor/internal/archive"
 )
 
 func cmdEnv(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -161,67 +161,13 @@ func notIgnored(dir string) func(rel string, isDir bool) bool {
 	}
 }
 
-// packSource archives what keep keeps of dir (paths relative to it, with slashes) as a gzipped
-// tar; a directory it does not keep is not walked.
+// packSource archives what keep keeps of dir (all of it when keep is nil) as a gzipped tar
+// (see archive.WriteTar).
 func packSource(dir string, keep func(rel string, isDir bool) bool) ([]byte, int, error) {
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(gz)
-	files := 0
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == dir {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
-		if !keep(rel, d.IsDir()) {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		link := ""
-		if info.Mode()&fs.ModeSymlink != 0 {
-			if link, err = os.Readlink(p); err != nil {
-				return err
-			}
-		} else if !info.Mode().IsRegular() && !info.IsDir() {
-			return nil // sockets, devices: not source
-		}
-		h, err := tar.FileInfoHeader(info, link)
-		if err != nil {
-			return err
-		}
-		h.Name, h.Uname, h.Gname, h.Uid, h.Gid = rel, "", "", 0, 0
-		if info.IsDir() {
-			h.Name += "/"
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-		if !info.Mode().IsRegular() {
-			return nil
-		}
-		files++
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		_, err = io.Copy(tw, f)
-		return err
-	})
+	files, err := archive.WriteTar(gz, dir, keep)
 	if err != nil {
-		return nil, 0, fmt.Errorf("pack %s: %w", dir, err)
-	}
-	if err := tw.Close(); err != nil {
 		return nil, 0, err
 	}
 	if err := gz.Close(); err != nil {

@@ -338,3 +338,66 @@ func emptyDir(dir string) {
 		os.RemoveAll(filepath.Join(dir, n.Name())) //nolint:errcheck // best effort on a failed build dir
 	}
 }
+
+// WriteTar writes what keep keeps of dir (paths relative to it, with slashes; a directory it
+// does not keep is not walked) to w as a tar stream, without owners: directories, regular files
+// and symlinks with their targets; sockets and devices are left out. It returns how many regular
+// files it wrote.
+func WriteTar(w io.Writer, dir string, keep func(rel string, isDir bool) bool) (int, error) {
+	tw := tar.NewWriter(w)
+	files := 0
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if keep != nil && !keep(rel, d.IsDir()) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		link := ""
+		if info.Mode()&fs.ModeSymlink != 0 {
+			if link, err = os.Readlink(p); err != nil {
+				return err
+			}
+		} else if !info.Mode().IsRegular() && !info.IsDir() {
+			return nil
+		}
+		h, err := tar.FileInfoHeader(info, link)
+		if err != nil {
+			return err
+		}
+		h.Name, h.Uname, h.Gname, h.Uid, h.Gid = rel, "", "", 0, 0
+		if info.IsDir() {
+			h.Name += "/"
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if !info.Mode().IsRegular() {
+			return nil
+		}
+		files++
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(tw, f)
+		return err
+	})
+	if err != nil {
+		return files, fmt.Errorf("archive %s: %w", dir, err)
+	}
+	return files, tw.Close()
+}
