@@ -97,7 +97,7 @@ func (a *Activities) BuildImage(ctx context.Context, in BuildInput) (BuildImageR
 	}
 	defer os.RemoveAll(work)
 	archivePath := filepath.Join(work, "source")
-	if err := download(ctx, cfg.Bucket, b.SourceKey, archivePath); errors.Is(err, blob.ErrNotFound) {
+	if err := blob.Download(ctx, cfg.Bucket, b.SourceKey, archivePath); errors.Is(err, blob.ErrNotFound) {
 		return BuildImageResult{}, buildFailed("no source was uploaded for this build: PUT the archive to the upload URL before triggering")
 	} else if err != nil {
 		return BuildImageResult{}, fmt.Errorf("fetch the source: %w", err)
@@ -195,7 +195,7 @@ func (a *Activities) BuildImage(ctx context.Context, in BuildInput) (BuildImageR
 		command = []string{image.Entrypoint}
 	}
 	key := fmt.Sprintf("images/%s/%s.oci.tar", b.TeamID, b.ID)
-	if err := upload(ctx, cfg.Bucket, key, imagePath); err != nil {
+	if err := blob.Upload(ctx, cfg.Bucket, key, imagePath, "application/x-tar"); err != nil {
 		return BuildImageResult{}, fmt.Errorf("store the image: %w", err)
 	}
 	if err := a.Store.UpdateBuild(ctx, b.ID, models.BuildUpdate{Digest: digest, ImageKey: key, ImageName: ref, Command: command}); err != nil {
@@ -281,32 +281,6 @@ func relOrDot(base, p string) string {
 func hostname() string {
 	h, _ := os.Hostname()
 	return h
-}
-
-func download(ctx context.Context, b blob.Bucket, key, path string) error {
-	rc, err := b.Get(ctx, key)
-	if err != nil {
-		return err
-	}
-	defer rc.Close()
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, rc); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-func upload(ctx context.Context, b blob.Bucket, key, path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return b.Put(ctx, key, f, "application/x-tar")
 }
 
 // buildLog is a writer whose lines go to the build's log, a few at a time.
@@ -504,18 +478,12 @@ func (c *imageCache) rootFS(ctx context.Context, a *Activities, b *models.Build)
 		return "", err
 	}
 	defer os.RemoveAll(tmp)
-	archivePath := filepath.Join(tmp, "image.oci.tar")
-	if err := download(ctx, a.Build.Bucket, b.ImageKey, archivePath); err != nil {
-		return "", fmt.Errorf("fetch image %s: %w", b.ImageKey, err)
-	}
-	layoutDir, rootDir := filepath.Join(tmp, "layout"), filepath.Join(tmp, "rootfs")
-	for _, d := range []string{layoutDir, rootDir} {
-		if err := os.Mkdir(d, 0o700); err != nil {
-			return "", err
-		}
-	}
-	img, err := image.ReadArchive(archivePath, layoutDir, b.ImageName)
+	img, err := image.Fetch(ctx, a.Build.Bucket, b.ImageKey, b.ImageName, tmp)
 	if err != nil {
+		return "", err
+	}
+	rootDir := filepath.Join(tmp, "rootfs")
+	if err := os.Mkdir(rootDir, 0o700); err != nil {
 		return "", err
 	}
 	if d, err := img.Digest(); err != nil || d.String() != b.Digest {

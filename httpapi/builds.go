@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	pathpkg "path"
@@ -471,22 +470,16 @@ func (s *Server) sourceFile(ctx context.Context, in *sourceFileInput, max int64,
 	if entry.Size > max {
 		return nil, models.SourceEntry{}, nil, validation("query.path", fmt.Sprintf("%s is %d bytes, over the %d a %s takes", name, entry.Size, max, what), in.Path)
 	}
-	tmp, err := os.CreateTemp("", "proctor-source-")
+	tmp, err := os.MkdirTemp("", "proctor-source-")
 	if err != nil {
 		return nil, models.SourceEntry{}, nil, err
 	}
-	defer os.Remove(tmp.Name())
-	defer tmp.Close()
-	rc, err := s.bucket.Get(ctx, b.SourceKey)
-	if err != nil {
+	defer os.RemoveAll(tmp)
+	src := filepath.Join(tmp, "source")
+	if err := blob.Download(ctx, s.bucket, b.SourceKey, src); err != nil {
 		return nil, models.SourceEntry{}, nil, err
 	}
-	_, err = io.Copy(tmp, rc)
-	rc.Close()
-	if err != nil {
-		return nil, models.SourceEntry{}, nil, err
-	}
-	content, err := archive.ReadFile(tmp.Name(), name, max)
+	content, err := archive.ReadFile(src, name, max)
 	switch {
 	case errors.Is(err, archive.ErrNoEntry):
 		return nil, models.SourceEntry{}, nil, newAPIError(http.StatusNotFound, "no file "+bound(name)+" in the build's source archive")
@@ -586,29 +579,7 @@ func (s *Server) builtImage(ctx context.Context, id uuid.UUID) (*models.BuildRow
 		cleanup()
 		return nil, nil, "", none, err
 	}
-	archivePath := filepath.Join(dir, "image.oci.tar")
-	f, err := os.Create(archivePath)
-	if err != nil {
-		return fail(err)
-	}
-	rc, err := s.bucket.Get(ctx, b.ImageKey)
-	if err != nil {
-		f.Close()
-		return fail(err)
-	}
-	_, err = io.Copy(f, rc)
-	rc.Close()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fail(err)
-	}
-	layoutDir := filepath.Join(dir, "layout")
-	if err := os.Mkdir(layoutDir, 0o700); err != nil {
-		return fail(err)
-	}
-	img, err := image.ReadArchive(archivePath, layoutDir, b.ImageName)
+	img, err := image.Fetch(ctx, s.bucket, b.ImageKey, b.ImageName, dir)
 	if err != nil {
 		return fail(err)
 	}

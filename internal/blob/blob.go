@@ -20,6 +20,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -182,4 +183,32 @@ func checkSignRequest(key, method string, expires time.Duration) (string, error)
 		return "", fmt.Errorf("blob: signed URL expiry %v out of range (0, %v]", expires, MaxSignedURLExpiry)
 	}
 	return m, nil
+}
+
+// Download copies the object at key into a new file at path.
+func Download(ctx context.Context, b Bucket, key, path string) error {
+	rc, err := b.Get(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, rc); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// Upload stores the file at path under key.
+func Upload(ctx context.Context, b Bucket, key, path, contentType string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return b.Put(ctx, key, f, contentType)
 }

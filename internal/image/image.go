@@ -30,6 +30,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/proctorhq/proctor/internal/archive"
+	"github.com/proctorhq/proctor/internal/blob"
 )
 
 // RefAnnotation names an image within an OCI layout.
@@ -323,4 +324,18 @@ func WriteWorkspace(img v1.Image, dir string, w io.Writer) error {
 		return err
 	}
 	return gz.Close()
+}
+
+// Fetch reads the image named ref from the OCI archive stored at key, using dir (an existing
+// empty directory, which must outlive the image's use) for the archive and its layout.
+func Fetch(ctx context.Context, b blob.Bucket, key, ref, dir string) (v1.Image, error) {
+	archivePath := filepath.Join(dir, "image.oci.tar")
+	if err := blob.Download(ctx, b, key, archivePath); err != nil {
+		return nil, fmt.Errorf("image: fetch %s: %w", key, err)
+	}
+	layoutDir := filepath.Join(dir, "layout")
+	if err := os.Mkdir(layoutDir, 0o700); err != nil {
+		return nil, err
+	}
+	return ReadArchive(archivePath, layoutDir, ref)
 }
