@@ -13,9 +13,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"reflect"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -152,43 +154,55 @@ func New(o Options) *Server {
 // additionalProperties false, so the document says exactly what the server sends, unless a
 // schema is shared with a request.
 func allowUnknownRequestFields(o *huma.OpenAPI) {
-	reg := o.Components.Schemas
-	seen := map[*huma.Schema]bool{}
-	var open func(sc *huma.Schema)
-	open = func(sc *huma.Schema) {
-		if sc == nil || seen[sc] {
-			return
-		}
-		seen[sc] = true
-		if sc.Ref != "" {
-			open(reg.SchemaFromRef(sc.Ref))
-			return
-		}
-		if addl, ok := sc.AdditionalProperties.(bool); ok && !addl && sc.Type == huma.TypeObject {
-			sc.AdditionalProperties = true
-		}
-		for _, p := range sc.Properties {
-			open(p)
-		}
-		open(sc.Items)
-		if addl, ok := sc.AdditionalProperties.(*huma.Schema); ok {
-			open(addl)
-		}
-		for _, group := range [][]*huma.Schema{sc.OneOf, sc.AnyOf, sc.AllOf} {
-			for _, sub := range group {
-				open(sub)
-			}
-		}
-	}
+	var bodies []*huma.Schema
 	for _, item := range o.Paths {
 		for _, op := range []*huma.Operation{item.Get, item.Put, item.Post, item.Delete, item.Patch} {
 			if op == nil || op.RequestBody == nil {
 				continue
 			}
 			for _, mt := range op.RequestBody.Content {
-				open(mt.Schema)
+				bodies = append(bodies, mt.Schema)
 			}
 		}
+	}
+	walkSchemas(o.Components.Schemas, bodies, func(sc *huma.Schema) {
+		if addl, ok := sc.AdditionalProperties.(bool); ok && !addl && sc.Type == huma.TypeObject {
+			sc.AdditionalProperties = true
+		}
+	})
+}
+
+// walkSchemas calls visit once for every schema reachable from roots (references followed
+// through reg), before walking into its properties, items, additional properties and
+// alternatives, as visit left them.
+func walkSchemas(reg huma.Registry, roots []*huma.Schema, visit func(*huma.Schema)) {
+	seen := map[*huma.Schema]bool{}
+	var walk func(sc *huma.Schema)
+	walk = func(sc *huma.Schema) {
+		if sc == nil || seen[sc] {
+			return
+		}
+		seen[sc] = true
+		if sc.Ref != "" {
+			walk(reg.SchemaFromRef(sc.Ref))
+			return
+		}
+		visit(sc)
+		for _, p := range sc.Properties {
+			walk(p)
+		}
+		walk(sc.Items)
+		if addl, ok := sc.AdditionalProperties.(*huma.Schema); ok {
+			walk(addl)
+		}
+		for _, group := range [][]*huma.Schema{sc.OneOf, sc.AnyOf, sc.AllOf} {
+			for _, sub := range group {
+				walk(sub)
+			}
+		}
+	}
+	for _, sc := range roots {
+		walk(sc)
 	}
 }
 
@@ -225,33 +239,13 @@ func nullablePointers(o *huma.OpenAPI) {
 // true rather than the empty schema {}: the same in JSON Schema, but validators that read {} as
 // "not null" (kin-openapi's) would refuse a null value, which such maps may hold.
 func freeFormMaps(o *huma.OpenAPI) {
-	var walk func(sc *huma.Schema)
-	seen := map[*huma.Schema]bool{}
-	walk = func(sc *huma.Schema) {
-		if sc == nil || seen[sc] {
-			return
+	reg := o.Components.Schemas
+	walkSchemas(reg, slices.Collect(maps.Values(reg.Map())), func(sc *huma.Schema) {
+		addl, ok := sc.AdditionalProperties.(*huma.Schema)
+		if ok && addl.Type == "" && addl.Ref == "" && len(addl.Properties) == 0 && addl.Items == nil && len(addl.OneOf)+len(addl.AnyOf)+len(addl.AllOf) == 0 {
+			sc.AdditionalProperties = true
 		}
-		seen[sc] = true
-		if addl, ok := sc.AdditionalProperties.(*huma.Schema); ok {
-			if addl.Type == "" && addl.Ref == "" && len(addl.Properties) == 0 && addl.Items == nil && len(addl.OneOf)+len(addl.AnyOf)+len(addl.AllOf) == 0 {
-				sc.AdditionalProperties = true
-			} else {
-				walk(addl)
-			}
-		}
-		for _, p := range sc.Properties {
-			walk(p)
-		}
-		walk(sc.Items)
-		for _, group := range [][]*huma.Schema{sc.OneOf, sc.AnyOf, sc.AllOf} {
-			for _, sub := range group {
-				walk(sub)
-			}
-		}
-	}
-	for _, sc := range o.Components.Schemas.Map() {
-		walk(sc)
-	}
+	})
 }
 
 // structFields yields t's fields, those of embedded structs in their place.
