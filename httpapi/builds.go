@@ -445,18 +445,25 @@ type sourcePreviewOutput struct {
 	}
 }
 
+// sourceRead is one file read from a build's source.
+type sourceRead struct {
+	build   *models.BuildRow
+	entry   models.SourceEntry
+	content []byte
+}
+
 // sourceFile reads one file of a build's source, within max bytes.
-func (s *Server) sourceFile(ctx context.Context, in *sourceFileInput, max int64, what string) (*models.BuildRow, models.SourceEntry, []byte, error) {
+func (s *Server) sourceFile(ctx context.Context, in *sourceFileInput, max int64, what string) (*sourceRead, error) {
 	name, err := cleanSourcePath(in.Path, false)
 	if err != nil {
-		return nil, models.SourceEntry{}, nil, err
+		return nil, err
 	}
 	b, entries, err := s.sourceIndex(ctx, in.BuildID)
 	if err != nil {
-		return nil, models.SourceEntry{}, nil, err
+		return nil, err
 	}
 	if entries == nil {
-		return nil, models.SourceEntry{}, nil, newAPIError(http.StatusNotFound, "the build's source is not indexed ("+b.SourceIndexStatus+")")
+		return nil, newAPIError(http.StatusNotFound, "the build's source is not indexed ("+b.SourceIndexStatus+")")
 	}
 	var entry *models.SourceEntry
 	for i := range entries {
@@ -465,45 +472,52 @@ func (s *Server) sourceFile(ctx context.Context, in *sourceFileInput, max int64,
 		}
 	}
 	if entry == nil {
-		return nil, models.SourceEntry{}, nil, newAPIError(http.StatusNotFound, "no file "+bound(name)+" in the build's source")
+		return nil, newAPIError(http.StatusNotFound, "no file "+bound(name)+" in the build's source")
 	}
 	if entry.Size > max {
-		return nil, models.SourceEntry{}, nil, validation("query.path", fmt.Sprintf("%s is %d bytes, over the %d a %s takes", name, entry.Size, max, what), in.Path)
+		return nil, validation("query.path", fmt.Sprintf("%s is %d bytes, over the %d a %s takes", name, entry.Size, max, what), in.Path)
 	}
 	tmp, err := os.MkdirTemp("", "proctor-source-")
 	if err != nil {
-		return nil, models.SourceEntry{}, nil, err
+		return nil, err
 	}
 	defer os.RemoveAll(tmp)
 	src := filepath.Join(tmp, "source")
 	if err := blob.Download(ctx, s.bucket, b.SourceKey, src); err != nil {
-		return nil, models.SourceEntry{}, nil, err
+		return nil, err
 	}
 	content, err := archive.ReadFile(src, name, max)
 	switch {
 	case errors.Is(err, archive.ErrNoEntry):
-		return nil, models.SourceEntry{}, nil, newAPIError(http.StatusNotFound, "no file "+bound(name)+" in the build's source archive")
+		return nil, newAPIError(http.StatusNotFound, "no file "+bound(name)+" in the build's source archive")
 	case errors.Is(err, archive.ErrUnsafe):
-		return nil, models.SourceEntry{}, nil, validation("query.path", bound(err.Error()), in.Path)
+		return nil, validation("query.path", bound(err.Error()), in.Path)
 	case err != nil:
-		return nil, models.SourceEntry{}, nil, err
+		return nil, err
 	}
-	return b, *entry, content, nil
+	return &sourceRead{build: b, entry: *entry, content: content}, nil
+}
+
+// textPreview answers a preview of a file's content, or a 422 for a binary one (asked for at
+// rawPath, which the error echoes; elsewhere says where to get it instead).
+func textPreview(buildID uuid.UUID, path string, content []byte, rawPath, elsewhere string) (*sourcePreviewOutput, error) {
+	if bytes.IndexByte(content, 0) >= 0 || !utf8.Valid(content) {
+		return nil, validation("query.path", "a binary file cannot be previewed; "+elsewhere, rawPath)
+	}
+	sum := sha256.Sum256(content)
+	out := &sourcePreviewOutput{}
+	out.Body.BuildID, out.Body.Path, out.Body.Content, out.Body.Size = buildID, path, string(content), int64(len(content))
+	out.Body.ContentHash, out.Body.ContentType = "sha256:"+hex.EncodeToString(sum[:]), http.DetectContentType(content)
+	return out, nil
 }
 
 // previewBuildSource serves GET /v2/builds/{build_id}/source/preview: read a file of a build's source.
 func (s *Server) previewBuildSource(ctx context.Context, in *sourceFileInput) (*sourcePreviewOutput, error) {
-	b, entry, content, err := s.sourceFile(ctx, in, previewMaxBytes, "preview")
+	f, err := s.sourceFile(ctx, in, previewMaxBytes, "preview")
 	if err != nil {
 		return nil, err
 	}
-	if bytes.IndexByte(content, 0) >= 0 || !utf8.Valid(content) {
-		return nil, validation("query.path", "a binary file cannot be previewed; download it", in.Path)
-	}
-	out := &sourcePreviewOutput{}
-	out.Body.BuildID, out.Body.Path, out.Body.Content, out.Body.Size = b.ID, entry.Path, string(content), entry.Size
-	out.Body.ContentHash, out.Body.ContentType = "sha256:"+entry.SHA256, http.DetectContentType(content)
-	return out, nil
+	return textPreview(f.build.ID, f.entry.Path, f.content, in.Path, "download it")
 }
 
 type sourceDownloadOutput struct {
@@ -517,10 +531,11 @@ type sourceDownloadOutput struct {
 
 // downloadBuildSource serves GET /v2/builds/{build_id}/source/download: a download link for a file.
 func (s *Server) downloadBuildSource(ctx context.Context, in *sourceFileInput) (*sourceDownloadOutput, error) {
-	b, entry, content, err := s.sourceFile(ctx, in, downloadMaxBytes, "download")
+	f, err := s.sourceFile(ctx, in, downloadMaxBytes, "download")
 	if err != nil {
 		return nil, err
 	}
+	b, entry, content := f.build, f.entry, f.content
 	// Content-addressed beside the build's source: a second download reuses the object.
 	key := fmt.Sprintf("builds/%s/%s/files/%s", b.TeamID, b.ID, entry.SHA256)
 	if _, err := s.bucket.Stat(ctx, key); errors.Is(err, blob.ErrNotFound) {
@@ -614,14 +629,7 @@ func (s *Server) previewBuildWorkspace(ctx context.Context, in *sourceFileInput)
 	case err != nil:
 		return nil, err
 	}
-	if bytes.IndexByte(content, 0) >= 0 || !utf8.Valid(content) {
-		return nil, validation("query.path", "a binary file cannot be previewed; download the workspace", in.Path)
-	}
-	sum := sha256.Sum256(content)
-	out := &sourcePreviewOutput{}
-	out.Body.BuildID, out.Body.Path, out.Body.Content, out.Body.Size = b.ID, name, string(content), int64(len(content))
-	out.Body.ContentHash, out.Body.ContentType = "sha256:"+hex.EncodeToString(sum[:]), http.DetectContentType(content)
-	return out, nil
+	return textPreview(b.ID, name, content, in.Path, "download the workspace")
 }
 
 // downloadBuildWorkspace serves GET /v2/builds/{build_id}/workspace/download: the built workspace as an archive.
