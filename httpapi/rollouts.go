@@ -228,9 +228,6 @@ func (s *Server) runRolloutList(ctx context.Context, in *runListInput) (*runList
 	}
 	c := callerFrom(ctx)
 	b := in.Body
-	if err := s.checkJobSize(len(b.TaskVersionIDs), len(b.ModelIDs), b.GroupSize); err != nil {
-		return nil, err
-	}
 	versions := b.TaskVersionIDs
 	// Versions listed from a taskset the caller sees need no check of their own; explicit
 	// ids are checked one by one, and those the caller cannot see are rejected.
@@ -259,6 +256,7 @@ func (s *Server) runRolloutList(ctx context.Context, in *runListInput) (*runList
 	if len(versions) == 0 {
 		return nil, validation("body.taskset_id", "nothing to run: the taskset has no tasks", b.TasksetID)
 	}
+	// Explicit ids are counted before any query; a taskset's once its tasks are listed.
 	if err := s.checkJobSize(len(versions), len(b.ModelIDs), b.GroupSize); err != nil {
 		return nil, err
 	}
