@@ -109,6 +109,40 @@ func (a api) waitBuild(id string) map[string]any {
 	}
 }
 
+// addTask uploads, into taskset, an add-todos task over env whose validation earns 1.0, and
+// returns its version id.
+func (a api) addTask(taskset, env string) string {
+	a.t.Helper()
+	var up struct {
+		TaskVersionIDs []string `json:"task_version_ids"`
+	}
+	if code := a.call("POST", "/v2/tasks/upload", map[string]any{"taskset_name": taskset, "tasks": []any{map[string]any{
+		"name": "add", "env": env, "scenario": "add-todos", "args": map[string]any{"items": []string{"buy milk"}},
+		"validation": []any{map[string]any{"name": "add_todo", "arguments": map[string]any{"title": "buy milk"}}}}}}, &up); code != 201 {
+		a.t.Fatalf("upload a task over %s = %d", env, code)
+	}
+	return up.TaskVersionIDs[0]
+}
+
+// runToEnd runs one attempt (the body of POST /v2/rollouts/run) and returns its trace and
+// worker log once it ended.
+func (a api) runToEnd(body map[string]any) (traceRow, string) {
+	a.t.Helper()
+	var launched struct {
+		JobID   string `json:"job_id"`
+		TraceID string `json:"trace_id"`
+	}
+	if code := a.call("POST", "/v2/rollouts/run", body, &launched); code != 201 {
+		a.t.Fatalf("run = %d", code)
+	}
+	a.waitJob(launched.JobID, nil)
+	var tr traceRow
+	a.call("GET", "/v2/trace/"+launched.TraceID, nil, &tr)
+	var logs struct{ Logs string }
+	a.call("GET", "/v2/trace/"+launched.TraceID+"/logs", nil, &logs)
+	return tr, logs.Logs
+}
+
 func TestDeployAnEnvironmentFromSource(t *testing.T) { eachStore(t, testDeployFromSource) }
 
 // testDeployFromSource deploys an environment written outside this repository through the API,
@@ -246,29 +280,13 @@ func testDeployFromSource(t *testing.T, storeArgs []string, _ string) {
 	}
 
 	// An attempt on a task of that environment runs its image and earns 1.0.
-	var up struct {
-		TaskVersionIDs []string `json:"task_version_ids"`
-	}
-	c.call("POST", "/v2/tasks/upload", map[string]any{"taskset_name": "built", "tasks": []any{map[string]any{
-		"name": "add", "env": "todo-oot", "scenario": "add-todos", "args": map[string]any{"items": []string{"buy milk"}},
-		"validation": []any{map[string]any{"name": "add_todo", "arguments": map[string]any{"title": "buy milk"}}}}}}, &up)
-	var attempt struct {
-		JobID   string `json:"job_id"`
-		TraceID string `json:"trace_id"`
-	}
-	if code := c.call("POST", "/v2/rollouts/run", map[string]any{"task_version_id": up.TaskVersionIDs[0], "model_id": oracle}, &attempt); code != 201 {
-		t.Fatalf("run = %d", code)
-	}
-	c.waitJob(attempt.JobID, nil)
-	var tr traceRow
-	c.call("GET", "/v2/trace/"+attempt.TraceID, nil, &tr)
+	version := c.addTask("built", "todo-oot")
+	tr, logs := c.runToEnd(map[string]any{"task_version_id": version, "model_id": oracle})
 	if tr.Status != "completed" || tr.Reward == nil || *tr.Reward != 1 {
 		t.Errorf("an attempt on the built image = %+v", tr)
 	}
-	var logs struct{ Logs string }
-	c.call("GET", "/v2/trace/"+attempt.TraceID+"/logs", nil, &logs)
-	if !strings.Contains(logs.Logs, "todo-oot:1 /app/env") {
-		t.Errorf("the worker log does not show the image run:\n%s", logs.Logs)
+	if !strings.Contains(logs, "todo-oot:1 /app/env") {
+		t.Errorf("the worker log does not show the image run:\n%s", logs)
 	}
 
 	// A second build of the same environment (through the older alias) does not replace the
@@ -298,20 +316,10 @@ func testDeployFromSource(t *testing.T, storeArgs []string, _ string) {
 		{b["digest"].(string), "completed", "todo-oot:2 /app/env"},
 		{"todo-oot:9", "error", ""},
 	} {
-		var one struct {
-			JobID   string `json:"job_id"`
-			TraceID string `json:"trace_id"`
-		}
-		c.call("POST", "/v2/rollouts/run", map[string]any{"task_version_id": up.TaskVersionIDs[0], "model_id": oracle,
-			"runtime_config": map[string]any{"image": tc.image}}, &one)
-		c.waitJob(one.JobID, nil)
-		var tr traceRow
-		c.call("GET", "/v2/trace/"+one.TraceID, nil, &tr)
-		var wl struct{ Logs string }
-		c.call("GET", "/v2/trace/"+one.TraceID+"/logs", nil, &wl)
-		if tr.Status != tc.status || (tc.log != "" && !strings.Contains(wl.Logs, tc.log)) ||
+		tr, logs := c.runToEnd(map[string]any{"task_version_id": version, "model_id": oracle, "runtime_config": map[string]any{"image": tc.image}})
+		if tr.Status != tc.status || (tc.log != "" && !strings.Contains(logs, tc.log)) ||
 			(tc.status == "error" && !strings.Contains(tr.Error, "is no succeeded build")) {
-			t.Errorf("image %s: %+v\n%s", tc.image, tr, wl.Logs)
+			t.Errorf("image %s: %+v\n%s", tc.image, tr, logs)
 		}
 	}
 	var cancelled map[string]any
@@ -423,20 +431,7 @@ ENTRYPOINT ["/app/env"]
 	if code := c.call("GET", "/v2/builds/"+b["id"].(string)+"/workspace/preview?path=app/data/built.txt", nil, &preview); code != 200 || preview.Content != "hi from a RUN step\n" {
 		t.Errorf("the RUN step's file = %d %q", code, preview.Content)
 	}
-	var up struct {
-		TaskVersionIDs []string `json:"task_version_ids"`
-	}
-	c.call("POST", "/v2/tasks/upload", map[string]any{"taskset_name": "dockerfile", "tasks": []any{map[string]any{
-		"name": "add", "env": "todo-df", "scenario": "add-todos", "args": map[string]any{"items": []string{"buy milk"}},
-		"validation": []any{map[string]any{"name": "add_todo", "arguments": map[string]any{"title": "buy milk"}}}}}}, &up)
-	var one struct {
-		JobID   string `json:"job_id"`
-		TraceID string `json:"trace_id"`
-	}
-	c.call("POST", "/v2/rollouts/run", map[string]any{"task_version_id": up.TaskVersionIDs[0], "model_id": oracle}, &one)
-	c.waitJob(one.JobID, nil)
-	var tr traceRow
-	c.call("GET", "/v2/trace/"+one.TraceID, nil, &tr)
+	tr, _ := c.runToEnd(map[string]any{"task_version_id": c.addTask("dockerfile", "todo-df"), "model_id": oracle})
 	if tr.Status != "completed" || tr.Reward == nil || *tr.Reward != 1 {
 		t.Errorf("an attempt on the Dockerfile image = %+v", tr)
 	}
