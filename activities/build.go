@@ -426,6 +426,12 @@ func (a *Activities) imageSpec(ctx context.Context, b *models.Build) (sandbox.Sp
 	if err != nil {
 		return sandbox.Spec{}, err
 	}
+	if _, ok := a.Sandboxes.(sandbox.ImageRunner); ok {
+		if b.ImageKey == "" {
+			return sandbox.Spec{}, envError("build %s has no image, and this worker runs sandboxes as containers: rebuild the environment", b.ID)
+		}
+		return sandbox.Spec{Command: argv, Image: a.engineImage(b)}, nil
+	}
 	if b.ImageKey == "" {
 		return sandbox.Spec{Command: argv}, nil
 	}
@@ -434,6 +440,33 @@ func (a *Activities) imageSpec(ctx context.Context, b *models.Build) (sandbox.Sp
 		return sandbox.Spec{}, err
 	}
 	return sandbox.Spec{Command: argv, RootFS: root}, nil
+}
+
+// engineImage is b's image as a container engine loads it: named by its digest, read from the
+// bucket only when the engine does not have it yet.
+func (a *Activities) engineImage(b *models.Build) *sandbox.Image {
+	ref := "proctor.local/env:" + strings.TrimPrefix(b.Digest, "sha256:")
+	return &sandbox.Image{Ref: ref, Load: func(ctx context.Context, w io.Writer) error {
+		if a.Build == nil || a.Build.Bucket == nil {
+			return errors.New("this worker has no image store configured")
+		}
+		if err := os.MkdirAll(a.Build.Dir, 0o700); err != nil {
+			return err
+		}
+		tmp, err := os.MkdirTemp(a.Build.Dir, "load-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		img, err := image.Fetch(ctx, a.Build.Bucket, b.ImageKey, b.ImageName, tmp)
+		if err != nil {
+			return err
+		}
+		if d, err := img.Digest(); err != nil || d.String() != b.Digest {
+			return fmt.Errorf("image %s: digest %v does not match the build's %s", b.ImageKey, d, b.Digest)
+		}
+		return image.WriteDockerArchive(img, ref, w)
+	}}
 }
 
 // imageCache unpacks each image once per host, by digest.

@@ -126,7 +126,7 @@ func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentIn
 		return StartEnvironmentResult{}, fmt.Errorf("provision sandbox: %w", err)
 	}
 	what := strings.Join(spec.Command, " ")
-	if spec.RootFS != "" {
+	if spec.RootFS != "" || spec.Image != nil {
 		what = r.build.ImageName + " " + what
 	}
 	a.workerLog(ctx, in.TraceID, "try %d: sandbox %s started on %s (%s)", in.Attempt, sb.ID(), a.HostQueue, what)

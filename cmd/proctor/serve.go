@@ -21,6 +21,7 @@ import (
 	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/internal/config"
 	"github.com/proctorhq/proctor/internal/sandbox"
+	"github.com/proctorhq/proctor/internal/sandbox/container"
 	"github.com/proctorhq/proctor/models"
 	ptemporal "github.com/proctorhq/proctor/temporal"
 )
@@ -276,7 +277,7 @@ func cmdWorker(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log.Info("worker polling", "queues", cfg.QueueList(), "temporal", cfg.TemporalAddress, "isolation", rt.sandboxes.Isolation(), "limits", rt.sandboxes.Limits())
+	log.Info("worker polling", "queues", cfg.QueueList(), "temporal", cfg.TemporalAddress, "sandboxes", rt.describe)
 	<-ctx.Done()
 	log.Info("worker stopping")
 	rt.stop(cfg.ShutdownTimeout)
@@ -316,18 +317,15 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 
 // runtime is a host's part of the rollout engine: its sandboxes and the workers that use them.
 type runtime struct {
-	sandboxes *sandbox.Process
+	sandboxes sandbox.Provider
+	describe  string // how sandboxes run here, for the logs
 	workers   *ptemporal.Workers
 }
 
-// startRuntime starts the sandbox provider and the workers of cfg's queues.
 // startRuntime starts this host's sandbox provider and workers. bucket holds sources and images
 // (nil: this host neither builds nor runs built images).
 func startRuntime(tc *ptemporal.Client, store *models.Store, bucket blob.Bucket, cfg *config.Config, log *slog.Logger) (*runtime, error) {
-	sb, err := sandbox.NewProcess(sandbox.ProcessOptions{
-		Root: cfg.SandboxRoot, MaxSandboxes: cfg.MaxSandboxes, Isolation: cfg.SandboxIsolation,
-		GPUs: cfg.GPUList(), GPUType: cfg.GPUType, Logger: log.With("component", "sandbox"),
-	})
+	sb, describe, err := newSandboxes(cfg, log.With("component", "sandbox"))
 	if err != nil {
 		return nil, fmt.Errorf("sandboxes: %w", err)
 	}
@@ -344,7 +342,31 @@ func startRuntime(tc *ptemporal.Client, store *models.Store, bucket blob.Bucket,
 		sb.Close(context.Background()) //nolint:errcheck
 		return nil, err
 	}
-	return &runtime{sandboxes: sb, workers: workers}, nil
+	return &runtime{sandboxes: sb, describe: describe, workers: workers}, nil
+}
+
+// newSandboxes starts cfg's sandbox provider and says how it runs sandboxes.
+func newSandboxes(cfg *config.Config, log *slog.Logger) (sandbox.Provider, string, error) {
+	if cfg.SandboxProvider == "container" {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		p, err := container.New(ctx, container.Options{
+			Host: cfg.ContainerHost, Owner: cfg.ContainerOwner, Root: cfg.SandboxRoot, MaxSandboxes: cfg.MaxSandboxes,
+			GPUs: cfg.GPUList(), GPUType: cfg.GPUType, Logger: log,
+		})
+		if err != nil {
+			return nil, "", err
+		}
+		return p, "containers on " + p.Engine(), nil
+	}
+	p, err := sandbox.NewProcess(sandbox.ProcessOptions{
+		Root: cfg.SandboxRoot, MaxSandboxes: cfg.MaxSandboxes, Isolation: cfg.SandboxIsolation,
+		GPUs: cfg.GPUList(), GPUType: cfg.GPUType, Logger: log,
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return p, "processes, isolation " + p.Isolation() + "; " + p.Limits(), nil
 }
 
 // stop stops polling, lets running activities end, then stops every sandbox left.

@@ -63,6 +63,12 @@ type Config struct {
 	SandboxRoot      string
 	MaxSandboxes     int
 	SandboxIsolation string
+	// SandboxProvider is process (each sandbox a child process of the worker, running an image's
+	// unpacked root file system under bubblewrap) or container (each sandbox a container of the
+	// Docker Engine API server at ContainerHost; ContainerOwner labels this worker's containers).
+	SandboxProvider string
+	ContainerHost   string
+	ContainerOwner  string
 	// GPUs are the device ids this host hands to sandboxes (comma-separated), all of GPUType;
 	// a worker with GPUs also polls the sandboxes-gpu-<type> queue.
 	GPUs    string
@@ -121,6 +127,9 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	str(&c.SandboxRoot, "sandbox-root", "PROCTOR_SANDBOX_ROOT", "", "directory for sandbox work dirs (dev default: <data-dir>/sandboxes)")
 	fs.IntVar(&c.MaxSandboxes, "max-sandboxes", envInt("PROCTOR_MAX_SANDBOXES", 0), "sandboxes live at once on this host; 0 = 4 per CPU (env PROCTOR_MAX_SANDBOXES)")
 	str(&c.SandboxIsolation, "sandbox-isolation", "PROCTOR_SANDBOX_ISOLATION", "auto", "auto (bubblewrap when installed), bubblewrap, or none")
+	str(&c.SandboxProvider, "sandbox-provider", "PROCTOR_SANDBOX_PROVIDER", "process", "process (child processes under bubblewrap) or container (a Docker Engine API server: Docker, or podman system service)")
+	str(&c.ContainerHost, "container-host", "PROCTOR_CONTAINER_HOST", "", "the container provider's engine, e.g. unix:///run/podman/podman.sock (default: DOCKER_HOST, else the engine's default socket)")
+	str(&c.ContainerOwner, "container-owner", "PROCTOR_CONTAINER_OWNER", "", "labels this worker's containers; at start the worker removes containers of its owner left by a crash, so workers sharing an engine need distinct owners (default: the host name)")
 	fs.IntVar(&c.MaxTries, "max-tries", envInt("PROCTOR_MAX_TRIES", 3), "tries of an attempt after infrastructure failures (env PROCTOR_MAX_TRIES)")
 	str(&c.GPUs, "gpus", "PROCTOR_GPUS", "", "comma-separated GPU device ids this host hands to sandboxes")
 	str(&c.GPUType, "gpu-type", "PROCTOR_GPU_TYPE", "", "the type of those GPUs, e.g. h100 (names the sandboxes-gpu-<type> queue)")
@@ -181,6 +190,11 @@ func (c *Config) finish() error {
 	case "text", "json":
 	default:
 		return fmt.Errorf("log format must be text or json, not %q", c.LogFormat)
+	}
+	switch c.SandboxProvider {
+	case "", "process", "container":
+	default:
+		return fmt.Errorf("sandbox provider must be process or container, not %q", c.SandboxProvider)
 	}
 	return nil
 }

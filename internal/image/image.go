@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
@@ -338,4 +339,29 @@ func Fetch(ctx context.Context, b blob.Bucket, key, ref, dir string) (v1.Image, 
 		return nil, err
 	}
 	return ReadArchive(archivePath, layoutDir, ref)
+}
+
+// FromDir makes a one-layer image of the files under dir, with the given config.
+func FromDir(dir string, cfg v1.Config) (v1.Image, error) {
+	var buf bytes.Buffer
+	if _, err := archive.WriteTar(&buf, dir, nil); err != nil {
+		return nil, err
+	}
+	b := buf.Bytes()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil },
+		tarball.WithMediaType(types.OCILayer))
+	if err != nil {
+		return nil, err
+	}
+	return Assemble(layer, cfg)
+}
+
+// WriteDockerArchive writes img as a `docker save` tarball tagged ref, the form a container
+// engine's image load takes (Docker and Podman alike).
+func WriteDockerArchive(img v1.Image, ref string, w io.Writer) error {
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		return fmt.Errorf("image name %q: %w", ref, err)
+	}
+	return tarball.Write(tag, img, w)
 }

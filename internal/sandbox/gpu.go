@@ -6,16 +6,17 @@ import (
 	"sync"
 )
 
-// gpuPool hands out whole devices from a fixed list. It is the only record
+// GPUPool hands out whole devices from a fixed list. It is the only record
 // of which device is in use, so a device is never given to two sandboxes.
-type gpuPool struct {
+type GPUPool struct {
 	mu    sync.Mutex
 	typ   string
 	ids   []string        // in configured order, so allocation is predictable
 	inUse map[string]bool // id → allocated
 }
 
-func newGPUPool(ids []string, typ string) (*gpuPool, error) {
+// NewGPUPool hands out the devices ids (of one type, typ); ids must be distinct.
+func NewGPUPool(ids []string, typ string) (*GPUPool, error) {
 	seen := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		if id == "" || seen[id] {
@@ -23,11 +24,11 @@ func newGPUPool(ids []string, typ string) (*gpuPool, error) {
 		}
 		seen[id] = true
 	}
-	return &gpuPool{typ: typ, ids: slices.Clone(ids), inUse: make(map[string]bool, len(ids))}, nil
+	return &GPUPool{typ: typ, ids: slices.Clone(ids), inUse: make(map[string]bool, len(ids))}, nil
 }
 
-// allocate takes req.Count free devices, or none and an error wrapping ErrNoGPU.
-func (g *gpuPool) allocate(req GPURequest) ([]string, error) {
+// Allocate takes req.Count free devices, or none and an error wrapping ErrNoGPU.
+func (g *GPUPool) Allocate(req GPURequest) ([]string, error) {
 	if req.Count == 0 {
 		return nil, nil
 	}
@@ -58,7 +59,8 @@ func (g *gpuPool) allocate(req GPURequest) ([]string, error) {
 	return got, nil
 }
 
-func (g *gpuPool) release(ids []string) {
+// Release returns devices to the pool.
+func (g *GPUPool) Release(ids []string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, id := range ids {
@@ -66,7 +68,8 @@ func (g *gpuPool) release(ids []string) {
 	}
 }
 
-func (g *gpuPool) free() int {
+// Free is how many devices are not allocated.
+func (g *GPUPool) Free() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return len(g.ids) - len(g.inUse)

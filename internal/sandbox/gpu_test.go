@@ -32,30 +32,30 @@ func TestGPUPoolAllocation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pool, err := newGPUPool(ids, "h100")
+			pool, err := NewGPUPool(ids, "h100")
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := pool.allocate(GPURequest{Count: tt.held}); err != nil {
+			if _, err := pool.Allocate(GPURequest{Count: tt.held}); err != nil {
 				t.Fatal(err)
 			}
-			got, err := pool.allocate(tt.req)
+			got, err := pool.Allocate(tt.req)
 			if !errors.Is(err, tt.wantErr) || !slices.Equal(got, tt.want) {
 				t.Errorf("allocate(%+v) with %d held = %q, %v; want %q, %v", tt.req, tt.held, got, err, tt.want, tt.wantErr)
 			}
-			if wantFree := len(ids) - tt.held - len(tt.want); pool.free() != wantFree {
-				t.Errorf("free() = %d, want %d", pool.free(), wantFree)
+			if wantFree := len(ids) - tt.held - len(tt.want); pool.Free() != wantFree {
+				t.Errorf("free() = %d, want %d", pool.Free(), wantFree)
 			}
 		})
 	}
 	t.Run("a host without GPUs gives none", func(t *testing.T) {
-		pool, _ := newGPUPool(nil, "")
-		if _, err := pool.allocate(GPURequest{Count: 1}); !errors.Is(err, ErrNoGPU) {
+		pool, _ := NewGPUPool(nil, "")
+		if _, err := pool.Allocate(GPURequest{Count: 1}); !errors.Is(err, ErrNoGPU) {
 			t.Errorf("allocate: %v, want ErrNoGPU", err)
 		}
 	})
 	t.Run("duplicate ids are refused", func(t *testing.T) {
-		if _, err := newGPUPool([]string{"0", "0"}, "h100"); err == nil {
+		if _, err := NewGPUPool([]string{"0", "0"}, "h100"); err == nil {
 			t.Error("newGPUPool accepted a duplicate id")
 		}
 	})

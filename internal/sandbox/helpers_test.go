@@ -159,7 +159,7 @@ func run(t *testing.T, p *Process, spec Spec) (string, *processSandbox) {
 	select {
 	case <-sb.Done():
 	case <-time.After(20 * time.Second):
-		t.Fatalf("%q still running after 20s; stderr %q", spec.Command, sb.logs.tail(5))
+		t.Fatalf("%q still running after 20s; stderr %q", spec.Command, sb.logs.Tail(5))
 	}
 	select {
 	case s := <-out:

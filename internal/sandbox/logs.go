@@ -7,26 +7,28 @@ import (
 	"time"
 )
 
-// maxLogLines is how many stderr lines a sandbox keeps. Older lines are
+// MaxLogLines is how many stderr lines a sandbox keeps. Older lines are
 // dropped: the trace's env-logs are streamed through OnLog as they come, so
 // the ring only serves late readers and error messages.
-const maxLogLines = 10_000
+const MaxLogLines = 10_000
 
 // maxLogLineBytes caps one log line; a longer line is split so that an
 // environment that never writes a newline cannot grow the worker's memory.
 const maxLogLineBytes = 64 << 10
 
-// logRing keeps the last max lines in arrival order.
-type logRing struct {
+// LogRing keeps the last max lines in arrival order.
+type LogRing struct {
 	mu    sync.Mutex
 	max   int
 	lines []LogLine
 	next  int // where the next line goes once lines is full
 }
 
-func newLogRing(max int) *logRing { return &logRing{max: max} }
+// NewLogRing keeps the last max lines.
+func NewLogRing(max int) *LogRing { return &LogRing{max: max} }
 
-func (r *logRing) add(l LogLine) {
+// Add appends l, dropping the oldest line when full.
+func (r *LogRing) Add(l LogLine) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.lines) < r.max {
@@ -37,8 +39,8 @@ func (r *logRing) add(l LogLine) {
 	r.next = (r.next + 1) % r.max
 }
 
-// all returns a copy, oldest first.
-func (r *logRing) all() []LogLine {
+// All returns a copy, oldest first.
+func (r *LogRing) All() []LogLine {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make([]LogLine, 0, len(r.lines))
@@ -46,9 +48,9 @@ func (r *logRing) all() []LogLine {
 	return append(out, r.lines[:r.next]...)
 }
 
-// tail returns up to n of the newest lines' text, for error messages.
-func (r *logRing) tail(n int) []string {
-	all := r.all()
+// Tail returns up to n of the newest lines' text, for error messages.
+func (r *LogRing) Tail(n int) []string {
+	all := r.All()
 	if len(all) > n {
 		all = all[len(all)-n:]
 	}
@@ -59,9 +61,9 @@ func (r *logRing) tail(n int) []string {
 	return out
 }
 
-// readLines reads src until EOF or error, timestamping each line as it is
+// ReadLines reads src until EOF or error, timestamping each line as it is
 // read and handing it to ring and, when set, onLog.
-func readLines(src io.Reader, stream string, ring *logRing, onLog func(LogLine)) {
+func ReadLines(src io.Reader, stream string, ring *LogRing, onLog func(LogLine)) {
 	br := bufio.NewReaderSize(src, maxLogLineBytes)
 	for {
 		b, err := br.ReadSlice('\n')
@@ -74,7 +76,7 @@ func readLines(src io.Reader, stream string, ring *logRing, onLog func(LogLine))
 				line = line[:n-1]
 			}
 			l := LogLine{Stream: stream, Line: line, Time: time.Now()}
-			ring.add(l)
+			ring.Add(l)
 			if onLog != nil {
 				onLog(l)
 			}

@@ -36,7 +36,7 @@ func TestARealMCPServerServesFromTheSandbox(t *testing.T) {
 			client := mcp.NewClient(&mcp.Implementation{Name: "sandbox-test", Version: "0"}, nil)
 			session, err := client.Connect(ctx, &mcp.IOTransport{Reader: sb.Stdout(), Writer: sb.Stdin()}, nil)
 			if err != nil {
-				t.Fatalf("connect: %v (stderr %q)", err, sb.logs.tail(5))
+				t.Fatalf("connect: %v (stderr %q)", err, sb.logs.Tail(5))
 			}
 			defer session.Close()
 			res, err := session.ListTools(ctx, nil)

@@ -76,7 +76,7 @@ type Process struct {
 	rlimitMem bool   // memory limited by RLIMIT_DATA (when cg does not)
 	limits    string // what Limits reports
 	devDir    string // where GPU device nodes live; tests point it elsewhere
-	gpus      *gpuPool
+	gpus      *GPUPool
 	sp        *spawner
 
 	mu       sync.Mutex
@@ -120,7 +120,7 @@ func NewProcess(opts ProcessOptions) (*Process, error) {
 	if p.log == nil {
 		p.log = slog.Default()
 	}
-	if p.gpus, err = newGPUPool(opts.GPUs, opts.GPUType); err != nil {
+	if p.gpus, err = NewGPUPool(opts.GPUs, opts.GPUType); err != nil {
 		return nil, err
 	}
 	isolation := cmp.Or(opts.Isolation, IsolationAuto)
@@ -257,7 +257,7 @@ func (p *Process) Running() int {
 }
 
 // FreeGPUs is how many configured GPUs no sandbox holds.
-func (p *Process) FreeGPUs() int { return p.gpus.free() }
+func (p *Process) FreeGPUs() int { return p.gpus.Free() }
 
 // Start starts spec in a fresh work dir under the provider's root.
 func (p *Process) Start(ctx context.Context, spec Spec) (Sandbox, error) {
@@ -297,7 +297,7 @@ func (p *Process) reserve(req GPURequest) ([]string, error) {
 	if p.slots >= p.max {
 		return nil, fmt.Errorf("%d of %d sandboxes running: %w", p.slots, p.max, ErrCapacity)
 	}
-	devices, err := p.gpus.allocate(req)
+	devices, err := p.gpus.Allocate(req)
 	if err != nil {
 		return nil, err
 	}
@@ -307,7 +307,7 @@ func (p *Process) reserve(req GPURequest) ([]string, error) {
 }
 
 func (p *Process) unreserve(devices []string) {
-	p.gpus.release(devices)
+	p.gpus.Release(devices)
 	p.mu.Lock()
 	p.slots--
 	p.mu.Unlock()
@@ -588,14 +588,14 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 		stdin:    inW,
 		stdout:   outR,
 		stderr:   errR,
-		logs:     newLogRing(maxLogLines),
+		logs:     NewLogRing(MaxLogLines),
 		done:     make(chan struct{}),
 		logsDone: make(chan struct{}),
 		stopped:  make(chan struct{}),
 	}
 	go func() {
 		defer close(sb.logsDone)
-		readLines(errR, "stderr", sb.logs, spec.OnLog)
+		ReadLines(errR, "stderr", sb.logs, spec.OnLog)
 	}()
 	go sb.wait()
 
@@ -622,8 +622,8 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 	return sb, nil
 }
 
-func stderrTail(logs *logRing) string {
-	tail := logs.tail(3)
+func stderrTail(logs *LogRing) string {
+	tail := logs.Tail(3)
 	if len(tail) == 0 {
 		return ""
 	}
@@ -632,7 +632,7 @@ func stderrTail(logs *logRing) string {
 
 // forget drops a stopped sandbox from the provider and frees its slot and GPUs.
 func (p *Process) forget(sb *processSandbox) {
-	p.gpus.release(sb.devices)
+	p.gpus.Release(sb.devices)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, ok := p.live[sb]; ok {

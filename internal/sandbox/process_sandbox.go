@@ -32,7 +32,7 @@ type processSandbox struct {
 
 	stdin          *os.File
 	stdout, stderr *os.File
-	logs           *logRing
+	logs           *LogRing
 	logsDone       chan struct{} // stderr read to EOF
 
 	done chan struct{} // closed once the direct child has exited
@@ -50,7 +50,7 @@ func (s *processSandbox) ID() string            { return s.id }
 func (s *processSandbox) Stdin() io.WriteCloser { return s.stdin }
 func (s *processSandbox) Stdout() io.ReadCloser { return s.stdout }
 func (s *processSandbox) WorkDir() string       { return s.workDir }
-func (s *processSandbox) Logs() []LogLine       { return s.logs.all() }
+func (s *processSandbox) Logs() []LogLine       { return s.logs.All() }
 func (s *processSandbox) Done() <-chan struct{} { return s.done }
 func (s *processSandbox) Devices() []string     { return slices.Clone(s.devices) }
 
@@ -124,7 +124,7 @@ func (s *processSandbox) wait() {
 	s.mu.Lock()
 	e := &exitError{stopped: s.stopCalled, cause: err}
 	if !e.stopped && err != nil {
-		e.stderr = s.logs.tail(3)
+		e.stderr = s.logs.Tail(3)
 	}
 	s.exitErr = e
 	s.mu.Unlock()

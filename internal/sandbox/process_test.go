@@ -114,12 +114,12 @@ func TestLogRingKeepsTheLastLinesInOrder(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := newLogRing(tt.max)
+			r := NewLogRing(tt.max)
 			for i := range tt.added {
-				r.add(LogLine{Line: strconv.Itoa(i)})
+				r.Add(LogLine{Line: strconv.Itoa(i)})
 			}
 			got := []string{}
-			for _, l := range r.all() {
+			for _, l := range r.All() {
 				got = append(got, l.Line)
 			}
 			if !slices.Equal(got, tt.want) {
@@ -165,7 +165,7 @@ func TestBubblewrapIsolatesTheEnvironment(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			out, sb := run(t, p, Spec{Command: []string{"sh", "-c", tt.script}})
 			if code := exitCode(t, sb); code != tt.wantCode {
-				t.Errorf("exit code %d (stderr %q), want %d", code, sb.logs.tail(3), tt.wantCode)
+				t.Errorf("exit code %d (stderr %q), want %d", code, sb.logs.Tail(3), tt.wantCode)
 			}
 			if tt.wantOut != "" && out != tt.wantOut {
 				t.Errorf("stdout %q, want %q", out, tt.wantOut)
@@ -224,7 +224,7 @@ func TestNetworkIsLoopbackOnlyUnlessAllowed(t *testing.T) {
 				Network: tt.network,
 			})
 			if code := exitCode(t, sb); code != tt.wantCode {
-				t.Errorf("%s to %s exited %d (stderr %q), want %d", tt.helper, l.Addr(), code, sb.logs.tail(3), tt.wantCode)
+				t.Errorf("%s to %s exited %d (stderr %q), want %d", tt.helper, l.Addr(), code, sb.logs.Tail(3), tt.wantCode)
 			}
 		})
 	}

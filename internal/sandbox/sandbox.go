@@ -1,6 +1,6 @@
 // Package sandbox runs an environment's MCP server in an isolated sandbox and
-// tears it down again. Providers (the `process` provider here; `docker` and
-// `kubernetes` later) sit behind one Provider interface, so the rollout
+// tears it down again. Providers (the `process` provider here, the
+// `container` provider in package container) sit behind one Provider interface, so the rollout
 // activities provision, talk to and release a sandbox without knowing where it
 // runs.
 //
@@ -88,10 +88,33 @@ type Spec struct {
 	// working directory). It must hold /dev, /proc and /tmp. Without
 	// bubblewrap the entrypoint runs from RootFS on the host file system.
 	RootFS string
+	// Image is what a container provider runs (Command is its entrypoint and
+	// argv); the process provider runs RootFS instead and ignores it.
+	Image *Image
 	// OnLog, when set, is called for each line the environment writes to
 	// stderr, as it comes, from one goroutine per sandbox. It must not block
 	// for long: the environment blocks once the stderr pipe is full.
 	OnLog func(LogLine)
+}
+
+// Image names an image for a provider that runs images in a container engine,
+// and says how to get it there.
+type Image struct {
+	// Ref is the name the image is known by once loaded, e.g.
+	// "proctor.local/env:<digest>"; the same Ref must always mean the same
+	// content, since an engine that has Ref is not asked to load it again.
+	Ref string
+	// Load writes the image to w as a `docker save` tarball whose manifest
+	// tags it Ref. It is called when the engine does not have Ref yet.
+	Load func(ctx context.Context, w io.Writer) error
+}
+
+// ImageRunner is implemented by providers that run Spec.Image rather than
+// Spec.RootFS.
+type ImageRunner interface {
+	Provider
+	// RunsImages is a marker: such a provider needs Spec.Image.
+	RunsImages()
 }
 
 // WorkDirInImage is where a RootFS sandbox sees its work dir (on the /tmp tmpfs,

@@ -1,6 +1,6 @@
 // Package testenv holds what the tests of several packages need: a buffer that goroutines write
 // while a test reads it, and this module's programs (the example environments) built once per test
-// binary. Only tests import it.
+// binary, and a real container engine. Only tests import it.
 package testenv
 
 import (
@@ -71,7 +71,7 @@ func Program(t testing.TB, pkg string) string {
 	return bin
 }
 
-// Cleanup removes the programs Program built; a TestMain calls it after the tests ran.
+// Cleanup removes the programs Program built and stops the container engine; a TestMain calls it after the tests ran.
 func Cleanup() error {
 	programs.mu.Lock()
 	defer programs.mu.Unlock()
@@ -79,6 +79,7 @@ func Cleanup() error {
 		os.RemoveAll(programs.dir) //nolint:errcheck // a temp dir
 		programs.dir, programs.built = "", nil
 	}
+	stopEngine()
 	return nil
 }
 

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/proctorhq/proctor/internal/sandbox/container"
+	"github.com/proctorhq/proctor/internal/testenv"
+)
+
+// TestContainerSandboxesRunTheDemo runs dev with the container provider against a real engine
+// (podman's Docker Engine API service): the bundled examples are built, loaded into the engine
+// and discovered in containers, the demo's attempts run in containers and reach 1.0, and no
+// container is left once an attempt ends.
+func TestContainerSandboxesRunTheDemo(t *testing.T) {
+	host := testenv.ContainerEngine(t)
+	dataDir := t.TempDir()
+	owner := "dev-" + filepath.Base(dataDir)
+	start := time.Now()
+	dev := startDev(t, dataDir, "--sandbox-provider", "container", "--container-host", host, "--container-owner", owner)
+	t.Logf("dev with container sandboxes ready in %s", time.Since(start).Round(time.Millisecond))
+	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey}
+	oracle := c.resolve("/v2/models/resolve?model=oracle", "id")
+
+	var launched struct {
+		JobID string `json:"job_id"`
+	}
+	if code := c.call("POST", "/v2/rollouts/run_list", map[string]any{"taskset_id": c.tasksetID("demo"), "model_ids": []string{oracle},
+		"group_size": 2, "max_concurrent": 3, "name": "demo in containers"}, &launched); code != 201 {
+		t.Fatalf("run_list = %d", code)
+	}
+	sum := c.waitJob(launched.JobID, nil)
+	if sum.Completed != 6 || sum.AvgReward == nil || *sum.AvgReward != 1 {
+		for _, tr := range c.traces(launched.JobID) {
+			t.Logf("trace %s (%s): %s reward %v %s", tr.ID, tr.Name, tr.Status, tr.Reward, tr.Error)
+		}
+		t.Fatalf("demo summary = %+v, want 6 completed at reward 1.0", sum)
+	}
+
+	engine, err := client.New(client.WithHost(host), client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer engine.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	images, err := engine.ImageList(ctx, client.ImageListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refs []string
+	for _, im := range images.Items {
+		for _, tag := range im.RepoTags {
+			if strings.HasPrefix(tag, "proctor.local/env:") {
+				refs = append(refs, tag)
+			}
+		}
+	}
+	if len(refs) < 2 {
+		t.Errorf("images loaded into the engine: %q, want the two examples' (by digest)", refs)
+	}
+	left, err := engine.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("label", container.LabelOwner+"="+owner)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left.Items) != 0 {
+		t.Errorf("%d containers left after every attempt ended", len(left.Items))
+	}
+}

@@ -1,0 +1,52 @@
+package sandbox_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/proctorhq/proctor/internal/sandbox"
+	"github.com/proctorhq/proctor/internal/sandbox/sandboxtest"
+)
+
+// TestProcessProviderSuite runs the provider suite against the process provider under
+// bubblewrap, with the suite's image root file system as each sandbox's root.
+func TestProcessProviderSuite(t *testing.T) {
+	sandboxtest.Run(t, sandboxtest.Harness{
+		New: func(t *testing.T, max int) sandbox.Provider {
+			p, err := sandbox.NewProcess(sandbox.ProcessOptions{Root: t.TempDir(), MaxSandboxes: max,
+				Isolation: sandbox.IsolationBubblewrap, StopGrace: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		},
+		Spec: func(t *testing.T, root string, argv ...string) sandbox.Spec {
+			return sandbox.Spec{Command: argv, RootFS: root}
+		},
+	})
+}
+
+// BenchmarkProcessMCPReady: the todo environment, from Start to an initialized MCP session,
+// as a host binary under each isolation and from an image's root file system under bubblewrap.
+func BenchmarkProcessMCPReady(b *testing.B) {
+	root := sandboxtest.Root(b)
+	for _, c := range []struct {
+		name, isolation string
+		spec            sandbox.Spec
+	}{
+		{"bubblewrap/image", sandbox.IsolationBubblewrap, sandbox.Spec{Command: sandboxtest.TodoCommand, RootFS: root}},
+		{"bubblewrap/host-binary", sandbox.IsolationBubblewrap, sandbox.Spec{Command: []string{filepath.Join(root, "app", "env")}}},
+		{"none/host-binary", sandbox.IsolationNone, sandbox.Spec{Command: []string{filepath.Join(root, "app", "env")}}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			p, err := sandbox.NewProcess(sandbox.ProcessOptions{Root: b.TempDir(), Isolation: c.isolation})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close(context.Background())
+			sandboxtest.BenchmarkMCPReady(b, p, c.spec)
+		})
+	}
+}
