@@ -67,7 +67,7 @@ func buildFailed(format string, args ...any) error {
 
 // BuildImage fetches a build's source, unpacks it safely and builds its image, which it stores
 // as an OCI archive in the bucket. Progress goes to the build's log.
-func (a *Activities) BuildImage(ctx context.Context, in BuildInput) (BuildImageResult, error) {
+func (a *Activities) BuildImage(ctx context.Context, in BuildInput) (_ BuildImageResult, err error) {
 	stop := keepAlive(ctx)
 	defer stop()
 	cfg := a.Build
@@ -86,6 +86,15 @@ func (a *Activities) BuildImage(ctx context.Context, in BuildInput) (BuildImageR
 	}
 	logw := a.buildLog(ctx, b.ID)
 	defer logw.Close()
+	defer func() {
+		// A follower of the log learns why the build failed where it failed.
+		var appErr *temporal.ApplicationError
+		if errors.As(err, &appErr) && appErr.Type() == ErrBuildFailed {
+			// Its first line: the rest (a compiler's output) is in the log already.
+			why, _, _ := strings.Cut(strings.TrimPrefix(appErr.Message(), image.ErrBuild.Error()+": "), "\n")
+			fmt.Fprintf(logw, "build failed: %s\n", why)
+		}
+	}()
 	fmt.Fprintf(logw, "build %s (version %d) on %s\n", b.ID, b.Version, hostname())
 
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
@@ -283,7 +292,7 @@ func hostname() string {
 	return h
 }
 
-// buildLog is a writer whose lines go to the build's log, a few at a time.
+// buildLogWriter is a writer whose lines go to the build's log, a few at a time.
 type buildLogWriter struct {
 	a       *Activities
 	ctx     context.Context
@@ -292,6 +301,7 @@ type buildLogWriter struct {
 	partial string
 	pending []string
 	last    time.Time
+	timer   *time.Timer // flushes lines a quiet builder left pending
 }
 
 func (a *Activities) buildLog(ctx context.Context, id uuid.UUID) *buildLogWriter {
@@ -312,8 +322,17 @@ func (w *buildLogWriter) Write(p []byte) (int, error) {
 		w.partial, lines = lines[len(lines)-1], lines[:len(lines)-1]
 	}
 	w.pending = append(w.pending, lines...)
-	if time.Since(w.last) > 500*time.Millisecond || len(w.pending) > 200 {
+	switch {
+	case time.Since(w.last) > 500*time.Millisecond || len(w.pending) > 200:
 		w.flush()
+	case len(w.pending) > 0 && w.timer == nil:
+		// A follower sees these lines within half a second even if the builder falls silent.
+		w.timer = time.AfterFunc(500*time.Millisecond, func() {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			w.timer = nil
+			w.flush()
+		})
 	}
 	return len(p), nil
 }
@@ -332,6 +351,10 @@ func (w *buildLogWriter) flush() {
 func (w *buildLogWriter) Close() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.timer != nil {
+		w.timer.Stop()
+		w.timer = nil
+	}
 	if w.partial != "" {
 		w.pending, w.partial = append(w.pending, w.partial), ""
 	}

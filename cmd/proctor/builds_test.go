@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/proctorhq/proctor/activities"
 	"github.com/proctorhq/proctor/internal/testenv"
@@ -339,6 +342,9 @@ func testDeployFromSource(t *testing.T, storeArgs []string, _ string) {
 	if strings.Contains(out.String(), "1.0 MB") || !strings.Contains(out.String(), "packed") {
 		t.Errorf("env deploy packed what .gitignore leaves out:\n%s", out.String())
 	}
+	if !strings.Contains(out.String(), "   go build: module .") || !strings.Contains(out.String(), "   image todo-cli:1 (sha256:") {
+		t.Errorf("env deploy did not show the build's log:\n%s", out.String())
+	}
 
 	// A source that escapes its archive, and one that does not compile, fail with a reason.
 	var slip bytes.Buffer
@@ -364,6 +370,45 @@ func testDeployFromSource(t *testing.T, storeArgs []string, _ string) {
 	bad = c.waitBuild(c.deploy(tarGz(t, broken), map[string]any{"name": "broken"})["id"].(string))
 	if bad["status"] != "failed" || !strings.Contains(bad["error_message"].(string), "notDefined") {
 		t.Errorf("a source that does not compile = %v", bad)
+	}
+	// Its log, read a page of one line at a time as a follower would, ends with why it failed.
+	var lines []string
+	for after, pages := -1, 0; ; pages++ {
+		var page struct {
+			Status string
+			Logs   []struct {
+				Seq  int
+				Line string
+			}
+			HasMore bool `json:"has_more"`
+			Done    bool
+		}
+		if code := c.call("GET", fmt.Sprintf("/v2/builds/%s/logs?after_seq=%d&limit=1", bad["id"], after), nil, &page); code != 200 || pages > 100 {
+			t.Fatalf("build logs = %d after %d pages", code, pages)
+		}
+		for _, l := range page.Logs {
+			if l.Seq != after+1 {
+				t.Fatalf("log line seq %d after %d", l.Seq, after)
+			}
+			lines, after = append(lines, l.Line), l.Seq
+		}
+		if page.Done {
+			break
+		}
+		if !page.HasMore {
+			t.Fatalf("a page of an ended build's log neither done nor has_more: %+v", page)
+		}
+	}
+	if len(lines) < 3 || !strings.HasPrefix(lines[0], "build ") || !strings.Contains(lines[len(lines)-1], "build failed:") || !strings.Contains(strings.Join(lines, "\n"), "notDefined") {
+		t.Errorf("the failed build's log:\n%s", strings.Join(lines, "\n"))
+	}
+	for q, want := range map[string]int{"after_seq=-2": 422, "limit=0": 422, "limit=5001": 422, "after_seq=x": 422} {
+		if code := c.call("GET", "/v2/builds/"+bad["id"].(string)+"/logs?"+q, nil, nil); code != want {
+			t.Errorf("logs?%s = %d, want %d", q, code, want)
+		}
+	}
+	if code := c.call("GET", "/v2/builds/"+uuid.NewString()+"/logs", nil, nil); code != 404 {
+		t.Errorf("logs of an unknown build = %d, want 404", code)
 	}
 	out.Reset()
 	if err := run(t.Context(), []string{"env", "deploy", broken, "--api-url", dev.info.APIURL, "--api-key", dev.info.APIKey}, &out, io.Discard); err == nil ||

@@ -105,26 +105,14 @@ func cmdEnvDeploy(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := c.do(ctx, http.MethodPost, "/v2/builds/trigger", body, &b); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "build %s of %s: %s", b.ID, *name, b.Status)
-	last := b.Status
-	for !terminalBuild(b.Status) {
-		select {
-		case <-ctx.Done():
-			fmt.Fprintln(stdout)
-			return ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
-		if err := c.do(ctx, http.MethodGet, "/v2/builds/"+b.ID+"/status", nil, &b); err != nil {
-			return err
-		}
-		if b.Status != last {
-			fmt.Fprintf(stdout, " → %s", b.Status)
-			last = b.Status
-		} else {
-			fmt.Fprint(stdout, ".")
-		}
+	fmt.Fprintf(stdout, "build %s of %s: %s\n", b.ID, *name, b.Status)
+	if err := followBuild(ctx, c, b.ID, stdout); err != nil {
+		return err
 	}
-	fmt.Fprintf(stdout, " (%s)\n", time.Since(start).Round(100*time.Millisecond))
+	if err := c.do(ctx, http.MethodGet, "/v2/builds/"+b.ID+"/status", nil, &b); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "build %s %s in %s\n", b.ID, b.Status, time.Since(start).Round(100*time.Millisecond))
 	if b.Status != "succeeded" {
 		return fmt.Errorf("build %s %s: %s", b.ID, b.Status, b.ErrorMessage)
 	}
@@ -146,6 +134,45 @@ func cmdEnvDeploy(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintln(stdout, "(the environment declares no scenarios)")
 	}
 	return nil
+}
+
+// followBuild prints a build's log as it is written, and its status as it changes, until the
+// build has ended and its whole log has been printed.
+func followBuild(ctx context.Context, c *apiClient, id string, stdout io.Writer) error {
+	after, status := -1, ""
+	for {
+		var page struct {
+			Status string `json:"status"`
+			Logs   []struct {
+				Seq  int    `json:"seq"`
+				Line string `json:"line"`
+			} `json:"logs"`
+			HasMore bool `json:"has_more"`
+			Done    bool `json:"done"`
+		}
+		if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v2/builds/%s/logs?after_seq=%d", id, after), nil, &page); err != nil {
+			return err
+		}
+		if page.Status != status && !terminalBuild(page.Status) {
+			fmt.Fprintf(stdout, "── %s\n", page.Status)
+		}
+		status = page.Status
+		for _, l := range page.Logs {
+			fmt.Fprintf(stdout, "   %s\n", l.Line)
+			after = l.Seq
+		}
+		if page.Done {
+			return nil
+		}
+		if page.HasMore {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
 }
 
 func terminalBuild(status string) bool {
