@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/activity"
 
 	"github.com/proctorhq/proctor/internal/sandbox"
+	"github.com/proctorhq/proctor/internal/secrets"
 	"github.com/proctorhq/proctor/models"
 )
 
@@ -36,6 +37,9 @@ type Activities struct {
 	// Build configures builds and the images sandboxes run (nil: this worker neither builds
 	// nor runs built images).
 	Build *BuildConfig
+	// Secrets opens the secrets sealed at rest (nil: this worker has no secrets key, and work
+	// that needs one fails saying so).
+	Secrets *secrets.Keyring
 
 	imagesOnce sync.Once
 	imageCache *imageCache

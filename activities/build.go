@@ -183,6 +183,9 @@ func (a *Activities) BuildImage(ctx context.Context, in BuildInput) (_ BuildImag
 			return BuildImageResult{}, err
 		}
 		fmt.Fprintf(logw, "go build: module %s, package ./%s\n", relOrDot(src, module), filepath.ToSlash(pkg))
+		if sealed, err := a.Store.BuildSecrets(ctx, b.ID); err == nil && len(sealed) > 0 {
+			fmt.Fprintf(logw, "build secrets: %d given; a Go build does not use them (a Dockerfile's RUN steps do)\n", len(sealed))
+		}
 		img, err := image.BuildGo(ctx, image.GoSpec{Dir: module, Package: pkg, GOPROXY: cfg.GOPROXY, Log: logw})
 		if errors.Is(err, image.ErrBuild) {
 			return BuildImageResult{}, buildFailed("%v", err)

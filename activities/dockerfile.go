@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/proctorhq/proctor/models"
 )
@@ -57,6 +59,12 @@ func (a *Activities) dockerfileBuild(ctx context.Context, b *models.Build, dir, 
 	}
 	tag := "localhost/" + ref
 	bud := []string{"bud", "--isolation", "oci", "--network", "none", "--layers=false", "-f", "Dockerfile", "-t", tag}
+	secretArgs, cleanup, err := a.buildSecretFiles(ctx, b, log)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	bud = append(bud, secretArgs...)
 	for _, k := range sortedKeys(b.Options.BuildArgs) {
 		bud = append(bud, "--build-arg", k+"="+b.Options.BuildArgs[k])
 	}
@@ -72,6 +80,40 @@ func (a *Activities) dockerfileBuild(ctx context.Context, b *models.Build, dir, 
 	}
 	defer run("buildah rmi", "rmi", tag) //nolint:errcheck // the image is in the bucket; local storage is a cache
 	return run("buildah push", "push", tag, "oci-archive:"+out+":"+ref)
+}
+
+// buildSecretFiles opens b's secrets into files of their own (mode 0600, in a directory outside
+// the build context) and returns buildah's --secret arguments for them, and a cleanup that
+// removes the files. The log names the secrets, never their values.
+func (a *Activities) buildSecretFiles(ctx context.Context, b *models.Build, log io.Writer) ([]string, func(), error) {
+	sealed, err := a.Store.BuildSecrets(ctx, b.ID)
+	if err != nil || len(sealed) == 0 {
+		return nil, func() {}, err
+	}
+	if a.Secrets == nil {
+		return nil, nil, buildFailed("the build has secrets, and this build worker has no secrets key to open them: give it the server's (PROCTOR_SECRETS_KEY_FILE)")
+	}
+	dir, err := os.MkdirTemp(a.Build.Dir, "secrets-")
+	if err != nil {
+		return nil, nil, err
+	}
+	cleanup := func() { os.RemoveAll(dir) }
+	var args, names []string
+	for _, name := range slices.Sorted(maps.Keys(sealed)) {
+		v, err := a.Secrets.Decrypt(sealed[name], models.BuildSecretContext(b.ID, name))
+		if err != nil {
+			cleanup()
+			return nil, nil, buildFailed("build secret %s: %v", name, err)
+		}
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, v, 0o600); err != nil {
+			cleanup()
+			return nil, nil, err
+		}
+		args, names = append(args, "--secret", "id="+name+",src="+path), append(names, name)
+	}
+	fmt.Fprintf(log, "build secrets: %s (RUN --mount=type=secret,id=NAME reads each)\n", strings.Join(names, ", "))
+	return args, cleanup, nil
 }
 
 func sortedKeys(m map[string]string) []string {

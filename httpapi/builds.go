@@ -8,10 +8,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	pathpkg "path"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -141,7 +144,7 @@ type triggerInput struct {
 		Source               string                `json:"source,omitempty" maxLength:"2000" doc:"Where the source came from (informational)"`
 		EntryFolder          string                `json:"entry_folder,omitempty" maxLength:"500" doc:"The archive's folder that holds the environment (default: its root)"`
 		BuildArgs            map[string]string     `json:"build_args,omitempty" maxProperties:"100" doc:"ARG values of a Dockerfile build"`
-		BuildSecrets         map[string]string     `json:"build_secrets,omitempty" maxProperties:"100" doc:"Not supported yet: refused with a 422 rather than dropped"`
+		BuildSecrets         map[string]string     `json:"build_secrets,omitempty" maxProperties:"100" doc:"Secrets a Dockerfile's RUN steps read with RUN --mount=type=secret,id=NAME (at /run/secrets/NAME): names are letters, digits, '_', '.' and '-', values up to 64 KiB. They are sealed with the server's secrets key, kept only while the build runs, and appear in no record, log, image or workflow history."`
 		EnvironmentVariables map[string]string     `json:"environment_variables,omitempty" maxProperties:"100"`
 		NoCache              bool                  `json:"no_cache,omitempty"`
 		RuntimeConfig        *models.RuntimeConfig `json:"runtime_config,omitempty" doc:"The environment's runtime defaults; a task's own override them"`
@@ -162,13 +165,23 @@ func (in *triggerInput) Resolve(huma.Context) []error {
 	if b.EntryFolder != "" && !filepath.IsLocal(b.EntryFolder) {
 		errs = append(errs, &huma.ErrorDetail{Location: "body.entry_folder", Message: "a relative folder within the archive", Value: b.EntryFolder})
 	}
-	if len(b.BuildSecrets) > 0 {
-		// Refused rather than dropped: a caller relying on them must know they were not used.
-		errs = append(errs, &huma.ErrorDetail{Location: "body.build_secrets",
-			Message: "build secrets are not supported yet: they would need a store that keeps them out of the build's record and history"})
+	for _, name := range slices.Sorted(maps.Keys(b.BuildSecrets)) {
+		switch {
+		case !buildSecretName.MatchString(name):
+			errs = append(errs, &huma.ErrorDetail{Location: "body.build_secrets", Value: name,
+				Message: "a secret's name is 1 to 128 letters, digits, '_', '.' or '-', starting with a letter or '_'"})
+		case len(b.BuildSecrets[name]) > maxBuildSecretBytes:
+			// The value is not echoed back.
+			errs = append(errs, &huma.ErrorDetail{Location: "body.build_secrets." + name, Message: "a secret's value is at most 64 KiB"})
+		}
 	}
 	return errs
 }
+
+// buildSecretName is what a build secret may be called: an id buildah accepts and a file name.
+var buildSecretName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]{0,127}$`)
+
+const maxBuildSecretBytes = 64 << 10
 
 type buildOutput struct{ Body *Build }
 
@@ -184,9 +197,13 @@ func (s *Server) triggerBuild(ctx context.Context, in *triggerInput) (*buildOutp
 	} else if err != nil {
 		return nil, err
 	}
+	sealed, err := s.sealBuildSecrets(b.BuildID, b.BuildSecrets)
+	if err != nil {
+		return nil, err
+	}
 	build, _, err := s.store.TriggerBuild(ctx, c, models.TriggerBuild{UploadID: b.BuildID, RegistryID: b.RegistryID, Name: b.Name, RuntimeConfig: b.RuntimeConfig,
 		Options: models.BuildOptions{Source: b.Source, EntryFolder: b.EntryFolder, BuildArgs: b.BuildArgs, EnvironmentVariables: b.EnvironmentVariables,
-			NoCache: b.NoCache, RuntimeProvider: b.RuntimeProvider}})
+			NoCache: b.NoCache, RuntimeProvider: b.RuntimeProvider}, Secrets: sealed})
 	if err != nil {
 		return nil, storeError(err, "build")
 	}
@@ -198,6 +215,25 @@ func (s *Server) triggerBuild(ctx context.Context, in *triggerInput) (*buildOutp
 		}
 	}
 	return &buildOutput{Body: buildFromModel(build)}, nil
+}
+
+// sealBuildSecrets encrypts a build's secrets, each bound to the build and its name.
+func (s *Server) sealBuildSecrets(buildID uuid.UUID, plain map[string]string) (map[string][]byte, error) {
+	if len(plain) == 0 {
+		return nil, nil
+	}
+	if s.secrets == nil {
+		return nil, newAPIError(http.StatusServiceUnavailable, "this server has no secrets key configured (PROCTOR_SECRETS_KEY_FILE), so it cannot accept build_secrets")
+	}
+	sealed := make(map[string][]byte, len(plain))
+	for name, v := range plain {
+		ct, err := s.secrets.Encrypt([]byte(v), models.BuildSecretContext(buildID, name))
+		if err != nil {
+			return nil, err
+		}
+		sealed[name] = ct
+	}
+	return sealed, nil
 }
 
 type listBuildsInput struct {

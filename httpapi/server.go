@@ -29,6 +29,7 @@ import (
 
 	"github.com/proctorhq/proctor/httpapi/docsui"
 	"github.com/proctorhq/proctor/internal/blob"
+	"github.com/proctorhq/proctor/internal/secrets"
 	"github.com/proctorhq/proctor/models"
 )
 
@@ -63,6 +64,8 @@ type Options struct {
 	MaxBodyBytes int64
 	// MaxJobAttempts bounds the attempts one run_list request launches. Default 100,000.
 	MaxJobAttempts int
+	// Secrets seals secret values at rest; without it the routes that take secrets answer 503.
+	Secrets *secrets.Keyring
 }
 
 // Server is the HTTP API.
@@ -72,6 +75,7 @@ type Server struct {
 	temporal      HealthChecker
 	workflows     Workflows
 	builds        Builds
+	secrets       *secrets.Keyring
 	log           *slog.Logger
 	sessionTTL    time.Duration
 	secureCookies bool
@@ -99,7 +103,7 @@ func New(o Options) *Server {
 		o.MaxJobAttempts = 100_000
 	}
 	s := &Server{
-		store: o.Store, bucket: o.Bucket, temporal: o.Temporal, workflows: o.Workflows, builds: o.Builds, log: o.Logger, sessionTTL: o.SessionTTL,
+		store: o.Store, bucket: o.Bucket, temporal: o.Temporal, workflows: o.Workflows, builds: o.Builds, secrets: o.Secrets, log: o.Logger, sessionTTL: o.SessionTTL,
 		secureCookies: strings.HasPrefix(o.PublicURL, "https://"), maxBodyBytes: o.MaxBodyBytes, maxAttempts: o.MaxJobAttempts, publicURL: strings.TrimRight(o.PublicURL, "/"),
 		throttle: newAuthThrottle(),
 	}

@@ -42,6 +42,58 @@ type BuildLog struct {
 	Time          time.Time `bun:"time"`
 }
 
+// BuildSecret is one of a build's secrets, sealed with the secrets key (internal/secrets) for
+// the context BuildSecretContext names. It exists only while the build runs.
+type BuildSecret struct {
+	bun.BaseModel `bun:"table:build_secrets,alias:bs"`
+	BuildID       uuid.UUID `bun:"build_id,pk,type:uuid"`
+	Name          string    `bun:"name,pk"`
+	Ciphertext    []byte    `bun:"ciphertext"`
+}
+
+// BuildSecretContext is what a build secret's ciphertext is bound to.
+func BuildSecretContext(buildID uuid.UUID, name string) string {
+	return "build-secret:" + buildID.String() + ":" + name
+}
+
+// BuildSecrets returns a build's sealed secrets by name (none once the build has ended).
+func (s *Store) BuildSecrets(ctx context.Context, id uuid.UUID) (map[string][]byte, error) {
+	var rows []BuildSecret
+	if err := s.DB.NewSelect().Model(&rows).Where("build_id = ?", id).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("build secrets: %w", err)
+	}
+	out := make(map[string][]byte, len(rows))
+	for _, r := range rows {
+		out[r.Name] = r.Ciphertext
+	}
+	return out, nil
+}
+
+// RewrapSecrets passes every secret stored sealed through rewrap (given its ciphertext and the
+// context it is bound to) and stores what rewrap changed; it returns how many changed.
+func (s *Store) RewrapSecrets(ctx context.Context, rewrap func(ciphertext []byte, context string) ([]byte, bool, error)) (int, error) {
+	var rows []BuildSecret
+	if err := s.DB.NewSelect().Model(&rows).Scan(ctx); err != nil {
+		return 0, fmt.Errorf("build secrets: %w", err)
+	}
+	n := 0
+	for _, r := range rows {
+		ct, changed, err := rewrap(r.Ciphertext, BuildSecretContext(r.BuildID, r.Name))
+		if err != nil {
+			return n, fmt.Errorf("build %s secret %s: %w", r.BuildID, r.Name, err)
+		}
+		if !changed {
+			continue
+		}
+		if _, err := s.DB.NewUpdate().Model((*BuildSecret)(nil)).Set("ciphertext = ?", ct).
+			Where("build_id = ? AND name = ?", r.BuildID, r.Name).Exec(ctx); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
 // BuildTerminal reports whether a build status is final.
 func BuildTerminal(status string) bool {
 	return status == BuildSucceeded || status == BuildFailed || status == BuildCancelled
@@ -76,6 +128,8 @@ type TriggerBuild struct {
 	Description   string
 	Options       BuildOptions
 	RuntimeConfig *RuntimeConfig
+	// Secrets are the build's secrets by name, each sealed for BuildSecretContext(UploadID, name).
+	Secrets map[string][]byte
 }
 
 // TriggerBuild records a pending build of an uploaded source. Triggering the same upload again
@@ -132,6 +186,15 @@ func (s *Store) TriggerBuild(ctx context.Context, c *Caller, in TriggerBuild) (*
 			return err
 		}
 		created = true
+		if len(in.Secrets) > 0 {
+			rows := make([]BuildSecret, 0, len(in.Secrets))
+			for name, ct := range in.Secrets {
+				rows = append(rows, BuildSecret{BuildID: b.ID, Name: name, Ciphertext: ct})
+			}
+			if _, err := tx.NewInsert().Model(&rows).Exec(ctx); err != nil {
+				return err
+			}
+		}
 		_, err = tx.NewUpdate().Model((*BuildUpload)(nil)).Set("used_at = ?", now()).Where("id = ?", up.ID).Exec(ctx)
 		return err
 	})
@@ -230,6 +293,10 @@ func (s *Store) FinishBuild(ctx context.Context, id uuid.UUID, r BuildResult) (*
 	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		if err := tx.NewSelect().Model(&b).Where("id = ?", id).Scan(ctx); err != nil {
 			return notFound(err, "build")
+		}
+		// A build's secrets live only while it runs.
+		if _, err := tx.NewDelete().Model((*BuildSecret)(nil)).Where("build_id = ?", id).Exec(ctx); err != nil {
+			return err
 		}
 		if BuildTerminal(b.Status) {
 			return nil

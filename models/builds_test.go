@@ -2,8 +2,10 @@ package models_test
 
 import (
 	"errors"
+	"path/filepath"
 	"testing"
 
+	"github.com/proctorhq/proctor/internal/secrets"
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
 )
@@ -81,6 +83,48 @@ func TestBuildsFromUploads(t *testing.T) {
 		}
 		if _, _, err := s.ListBuilds(ctx, b, first.RegistryID, 50); !errors.Is(err, models.ErrNotFound) {
 			t.Errorf("another team listing a private environment's builds: %v", err)
+		}
+	})
+}
+
+func TestBuildSecretsLiveOnlyWhileTheBuildRunsAndFollowTheKey(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *models.Store) {
+		a := member(t, s, "alpha", "a@example.com")
+		keyFile := filepath.Join(t.TempDir(), "key.json")
+		k1, err := secrets.Create(keyFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		up, _ := s.CreateBuildUpload(ctx, a)
+		ct, _ := k1.Encrypt([]byte("tok-123"), models.BuildSecretContext(up.ID, "tok"))
+		b, _, err := s.TriggerBuild(ctx, a, models.TriggerBuild{UploadID: up.ID, Name: "env", Secrets: map[string][]byte{"tok": ct}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Rotating the key and re-wrapping moves the stored value to the new key.
+		id2, err := secrets.Rotate(keyFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k2, _ := secrets.Load(keyFile)
+		if n, err := s.RewrapSecrets(ctx, k2.Rewrap); err != nil || n != 1 {
+			t.Fatalf("RewrapSecrets = %d, %v; want 1", n, err)
+		}
+		if n, _ := s.RewrapSecrets(ctx, k2.Rewrap); n != 0 {
+			t.Errorf("a second re-wrap changed %d values", n)
+		}
+		got, err := s.BuildSecrets(ctx, b.ID)
+		if err != nil || secrets.KeyID(got["tok"]) != id2 {
+			t.Fatalf("after re-wrapping: key %d, %v; want %d", secrets.KeyID(got["tok"]), err, id2)
+		}
+		if pt, err := k2.Decrypt(got["tok"], models.BuildSecretContext(b.ID, "tok")); err != nil || string(pt) != "tok-123" {
+			t.Errorf("the re-wrapped secret opens to %q, %v", pt, err)
+		}
+		if _, err := s.FinishBuild(ctx, b.ID, models.BuildResult{Status: models.BuildFailed, Error: "x"}); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := s.BuildSecrets(ctx, b.ID); len(got) != 0 {
+			t.Errorf("secrets of an ended build: %d left", len(got))
 		}
 	})
 }

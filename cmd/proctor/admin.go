@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/proctorhq/proctor/internal/config"
+	"github.com/proctorhq/proctor/internal/secrets"
 	"github.com/proctorhq/proctor/models"
 )
 
@@ -39,6 +40,9 @@ the dev instance's SQLite file under --data-dir).
   model add --name MODEL --adapter openai|anthropic|oracle [--base-url URL] [--api-key-env VAR] [--team ID]
                                                             register a model (e.g. a vLLM, Ollama or llama.cpp server);
                                                             the key is read on the workers from VAR, never stored
+  keys create --secrets-key-file F                          create the key-encryption keyset that seals secrets (mode 0600)
+  keys rotate [--secrets-key-file F]                        add a new primary key (old values still open) and
+                                                            re-wrap every stored secret with it
   taskset requirements --taskset ID --json '{"min_traces":3,"min_accuracy":0.2,"max_accuracy":0.9,"models":["oracle"]}'
                                                             set a taskset's submission requirements ('null' clears them)
 `
@@ -78,6 +82,17 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err := cfg.FillDevDefaults(); err != nil {
 			return err
 		}
+	}
+	if what == "keys create" {
+		if cfg.SecretsKeyFile == "" {
+			return errors.New("--secrets-key-file is required: where to write the new keyset")
+		}
+		k, err := secrets.Create(cfg.SecretsKeyFile)
+		if err != nil {
+			return fmt.Errorf("create %s: %w", cfg.SecretsKeyFile, err)
+		}
+		fmt.Fprintf(stdout, "created %s (primary key %d); give it to every server and worker as PROCTOR_SECRETS_KEY_FILE, and keep a copy: without it no stored secret can be read\n", cfg.SecretsKeyFile, k.Primary())
+		return nil
 	}
 	store, err := models.Open(ctx, cfg.DatabaseURL)
 	if err != nil {
@@ -272,6 +287,23 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		fmt.Fprintf(tw, "model\t%s\nname\t%s\n", m.ID, m.ModelName)
+	case "keys rotate":
+		if cfg.SecretsKeyFile == "" {
+			return errors.New("--secrets-key-file (PROCTOR_SECRETS_KEY_FILE) is required: the keyset to rotate")
+		}
+		id, err := secrets.Rotate(cfg.SecretsKeyFile)
+		if err != nil {
+			return err
+		}
+		k, err := secrets.Load(cfg.SecretsKeyFile)
+		if err != nil {
+			return err
+		}
+		n, err := store.RewrapSecrets(ctx, k.Rewrap)
+		if err != nil {
+			return fmt.Errorf("the key rotated to %d, but re-wrapping stopped (run `keys rotate` again, or re-wrap later: old keys still open old values): %w", id, err)
+		}
+		fmt.Fprintf(stdout, "new primary key %d; re-wrapped %d stored secrets with it\n", id, n)
 	case "taskset requirements":
 		id, err := uuid.Parse(*tasksetID)
 		if err != nil {
@@ -296,6 +328,7 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // adminCommands are the resource-action pairs cmdAdmin knows, checked before any database opens.
 var adminCommands = map[string]bool{
+	"keys create": true, "keys rotate": true,
 	"team create": true, "team list": true, "member add": true, "member list": true, "member remove": true, "key create": true, "key list": true,
 	"key revoke": true, "session create": true, "session revoke": true, "project create": true, "project list": true, "model add": true,
 	"taskset requirements": true,

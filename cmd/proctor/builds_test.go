@@ -4,8 +4,11 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"database/sql"
+	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -150,9 +153,10 @@ func TestDeployAnEnvironmentFromSource(t *testing.T) { eachStore(t, testDeployFr
 
 // testDeployFromSource deploys an environment written outside this repository through the API,
 // runs an oracle attempt on its image, and checks that hostile sources fail cleanly.
-func testDeployFromSource(t *testing.T, storeArgs []string, _ string) {
+func testDeployFromSource(t *testing.T, storeArgs []string, dbURL string) {
 	dataDir := t.TempDir()
-	dev := startDev(t, dataDir, append([]string{"--build-goproxy", "off"}, storeArgs...)...)
+	// At info level, so that the scan for the build secret below reads a full log.
+	dev := startDev(t, dataDir, append([]string{"--build-goproxy", "off", "--log-level", "info"}, storeArgs...)...)
 	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey}
 	oracle := c.resolve("/v2/models/resolve?model=oracle", "id")
 
@@ -423,12 +427,12 @@ func testDeployFromSource(t *testing.T, storeArgs []string, _ string) {
 	if code := c.call("POST", "/v2/builds/trigger", map[string]any{"build_id": up2.BuildID, "name": "empty"}, nil); code != 422 {
 		t.Errorf("trigger without an upload = %d, want 422", code)
 	}
-	deployDockerfile(t, c, dataDir, oracle)
+	deployDockerfile(t, c, dataDir, dbURL, oracle, dev)
 }
 
 // deployDockerfile deploys an environment built from a Dockerfile with a RUN step, on a base
 // image made here (no registry is reachable), and runs an oracle attempt on it.
-func deployDockerfile(t *testing.T, c api, dataDir, oracle string) {
+func deployDockerfile(t *testing.T, c api, dataDir, dbURL, oracle string, dev *devRun) {
 	for _, tool := range []string{"buildah", "runc", "busybox"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			if os.Getenv("CI") == "true" {
@@ -464,10 +468,14 @@ func deployDockerfile(t *testing.T, c api, dataDir, oracle string) {
 ARG GREETING=hello
 COPY env /app/env
 RUN ["/bin/busybox", "sh", "-c", "/bin/busybox mkdir -p /app/data && echo \"$GREETING from a RUN step\" > /app/data/built.txt"]
+RUN --mount=type=secret,id=api_token ["/bin/busybox", "sh", "-c", "/bin/busybox wc -c < /run/secrets/api_token > /app/data/token-length"]
 ENTRYPOINT ["/app/env"]
 `), 0o644)
 	start := time.Now()
-	b := c.waitBuild(c.deploy(tarGz(t, ctxDir), map[string]any{"name": "todo-df", "build_args": map[string]string{"GREETING": "hi"}})["id"].(string))
+	const secret = "sk-proctor-test-0f9e8d7c6b5a"
+	triggered := c.deploy(tarGz(t, ctxDir), map[string]any{"name": "todo-df", "build_args": map[string]string{"GREETING": "hi"},
+		"build_secrets": map[string]string{"api_token": secret}})
+	b := c.waitBuild(triggered["id"].(string))
 	t.Logf("Dockerfile build with a RUN step: %s (status %v)", time.Since(start).Round(time.Millisecond), b["status"])
 	if b["status"] != "succeeded" || b["image_name"] != "todo-df:1" {
 		t.Fatalf("Dockerfile build = %v", b)
@@ -479,5 +487,94 @@ ENTRYPOINT ["/app/env"]
 	tr, _ := c.runToEnd(map[string]any{"task_version_id": c.addTask("dockerfile", "todo-df"), "model_id": oracle})
 	if tr.Status != "completed" || tr.Reward == nil || *tr.Reward != 1 {
 		t.Errorf("an attempt on the Dockerfile image = %+v", tr)
+	}
+
+	// The build secret reached its RUN step, and is nowhere else: not in the store's rows, the
+	// data dir (the SQLite databases, Temporal's histories, the bucket with the image and the
+	// source, the builder's storage), the logs, or any answer.
+	if code := c.call("GET", "/v2/builds/"+b["id"].(string)+"/workspace/preview?path=app/data/token-length", nil, &preview); code != 200 || strings.TrimSpace(preview.Content) != fmt.Sprint(len(secret)) {
+		t.Errorf("the secret's length as its RUN step saw it = %d %q, want %d", code, preview.Content, len(secret))
+	}
+	var logs struct{ Logs []struct{ Line string } }
+	c.call("GET", "/v2/builds/"+b["id"].(string)+"/logs?limit=5000", nil, &logs)
+	seen := false
+	for _, l := range logs.Logs {
+		seen = seen || strings.Contains(l.Line, "build secrets: api_token")
+	}
+	if !seen {
+		t.Errorf("the build log does not name the secret it used: %+v", logs.Logs)
+	}
+	var answers strings.Builder
+	for _, path := range []string{"/v2/builds/" + b["id"].(string) + "/status", "/v2/builds/" + b["id"].(string) + "/logs?limit=5000", "/v2/builds?registry_id=" + b["registry_id"].(string)} {
+		var raw json.RawMessage
+		c.call("GET", path, nil, &raw)
+		answers.Write(raw)
+	}
+	triggeredJSON, _ := json.Marshal(triggered)
+	answers.Write(triggeredJSON)
+	for where, text := range map[string]string{"API answers": answers.String(), "dev's output": dev.out.String() + dev.errOut.String()} {
+		if strings.Contains(text, secret) {
+			t.Errorf("the build secret appears in %s", where)
+		}
+	}
+	scanDirFor(t, dataDir, secret)
+	if dbURL != "" {
+		scanPostgresFor(t, dbURL, secret)
+	}
+}
+
+// scanDirFor fails the test if any file under dir holds needle.
+func scanDirFor(t *testing.T, dir, needle string) {
+	t.Helper()
+	files := 0
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil
+		}
+		files++
+		if bytes.Contains(b, []byte(needle)) {
+			t.Errorf("%s holds the secret", p)
+		}
+		return nil
+	})
+	if files < 10 {
+		t.Errorf("scanned only %d files under %s", files, dir)
+	}
+}
+
+// scanPostgresFor fails the test if any row of any table of the database holds needle.
+func scanPostgresFor(t *testing.T, dbURL, needle string) {
+	t.Helper()
+	db, err := sql.Open("pgx", dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tables []string
+	for rows.Next() {
+		var name string
+		rows.Scan(&name)
+		tables = append(tables, name)
+	}
+	rows.Close()
+	if len(tables) < 10 {
+		t.Fatalf("found only tables %q", tables)
+	}
+	for _, table := range tables {
+		var n int
+		if err := db.QueryRow(`SELECT count(*) FROM "`+table+`" t WHERE t::text LIKE '%' || $1 || '%'`, needle).Scan(&n); err != nil {
+			t.Fatalf("scan %s: %v", table, err)
+		}
+		if n > 0 {
+			t.Errorf("%d rows of %s hold the secret", n, table)
+		}
 	}
 }

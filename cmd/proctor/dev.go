@@ -106,6 +106,10 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 			return fmt.Errorf("signing key: %w", err)
 		}
 	}
+	keys, err := openSecrets(cfg, true, log)
+	if err != nil {
+		return err
+	}
 	bucket, blobHandler, err := openBucket(ctx, cfg)
 	if err != nil {
 		return err
@@ -123,7 +127,7 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	if err := seedModels(ctx, store); err != nil {
 		return err
 	}
-	rt, err := startRuntime(tc, store, bucket, cfg, log)
+	rt, err := startRuntime(tc, store, bucket, keys, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -140,7 +144,7 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 
 	api := httpapi.New(httpapi.Options{
 		Store: store, Bucket: bucket, Temporal: tc, Workflows: tc, Builds: tc, Blob: blobHandler, Logger: log, PublicURL: cfg.PublicURL,
-		SessionTTL: cfg.SessionTTL, MaxBodyBytes: cfg.MaxBodyBytes, MaxJobAttempts: cfg.MaxJobAttempts,
+		SessionTTL: cfg.SessionTTL, MaxBodyBytes: cfg.MaxBodyBytes, MaxJobAttempts: cfg.MaxJobAttempts, Secrets: keys,
 	})
 	hs := serveHTTP(listener, api.Handler(), limitsOf(cfg), log)
 	defer sweepSessions(ctx, store, log)()

@@ -33,6 +33,7 @@ func TestMain(m *testing.M) { storetest.Main(m, testenv.Cleanup, apitest.Install
 type devRun struct {
 	info   devInfo
 	out    *testenv.Buffer
+	errOut *testenv.Buffer // its log
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -45,6 +46,7 @@ func startDev(t testing.TB, dataDir string, extra ...string) *devRun {
 	ready := make(chan devInfo, 1)
 	args := append([]string{"--data-dir", dataDir, "--http-addr", "127.0.0.1:0", "--temporal-address", "127.0.0.1:0", "--temporal-ui-port", "0", "--log-level", "warn"}, extra...)
 	stderr := &testenv.Buffer{}
+	r.errOut = stderr
 	go func() { r.done <- cmdDev(ctx, args, r.out, stderr, ready) }()
 	select {
 	case r.info = <-ready:

@@ -22,6 +22,7 @@ import (
 	"github.com/proctorhq/proctor/internal/config"
 	"github.com/proctorhq/proctor/internal/sandbox"
 	"github.com/proctorhq/proctor/internal/sandbox/container"
+	"github.com/proctorhq/proctor/internal/secrets"
 	"github.com/proctorhq/proctor/models"
 	ptemporal "github.com/proctorhq/proctor/temporal"
 )
@@ -218,9 +219,13 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer tc.Close()
 	tc.MaxTries = cfg.MaxTries
+	keys, err := openSecrets(cfg, false, log)
+	if err != nil {
+		return err
+	}
 	api := httpapi.New(httpapi.Options{
 		Store: store, Bucket: bucket, Temporal: tc, Workflows: tc, Builds: tc, Blob: blobHandler, Logger: log, PublicURL: cfg.PublicURL,
-		SessionTTL: cfg.SessionTTL, MaxBodyBytes: cfg.MaxBodyBytes, MaxJobAttempts: cfg.MaxJobAttempts,
+		SessionTTL: cfg.SessionTTL, MaxBodyBytes: cfg.MaxBodyBytes, MaxJobAttempts: cfg.MaxJobAttempts, Secrets: keys,
 	})
 	hs, err := startHTTP(cfg.HTTPAddr, api.Handler(), limitsOf(cfg), log)
 	if err != nil {
@@ -273,7 +278,11 @@ func cmdWorker(ctx context.Context, args []string, stderr io.Writer) error {
 	} else if slices.Contains(cfg.QueueList(), ptemporal.QueueBuilds) {
 		return errors.New("a worker polling the builds queue needs object storage: set PROCTOR_BLOB_URL (--blob-url)")
 	}
-	rt, err := startRuntime(tc, store, bucket, cfg, log)
+	keys, err := openSecrets(cfg, false, log)
+	if err != nil {
+		return err
+	}
+	rt, err := startRuntime(tc, store, bucket, keys, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -324,12 +333,12 @@ type runtime struct {
 
 // startRuntime starts this host's sandbox provider and workers. bucket holds sources and images
 // (nil: this host neither builds nor runs built images).
-func startRuntime(tc *ptemporal.Client, store *models.Store, bucket blob.Bucket, cfg *config.Config, log *slog.Logger) (*runtime, error) {
+func startRuntime(tc *ptemporal.Client, store *models.Store, bucket blob.Bucket, keys *secrets.Keyring, cfg *config.Config, log *slog.Logger) (*runtime, error) {
 	sb, describe, err := newSandboxes(cfg, log.With("component", "sandbox"))
 	if err != nil {
 		return nil, fmt.Errorf("sandboxes: %w", err)
 	}
-	acts := &activities.Activities{Store: store, Logger: log, Sandboxes: sb, Envs: activities.NewEnvs()}
+	acts := &activities.Activities{Store: store, Logger: log, Sandboxes: sb, Envs: activities.NewEnvs(), Secrets: keys}
 	if bucket != nil {
 		acts.Build = &activities.BuildConfig{Bucket: bucket, Dir: cfg.BuildDir, GOPROXY: cfg.BuildGOPROXY}
 		// A build runs at most 30 minutes: older work dirs are a killed worker's.
@@ -343,6 +352,19 @@ func startRuntime(tc *ptemporal.Client, store *models.Store, bucket blob.Bucket,
 		return nil, err
 	}
 	return &runtime{sandboxes: sb, describe: describe, workers: workers}, nil
+}
+
+// openSecrets loads the secrets key. Dev creates one in the data dir; elsewhere a process
+// without --secrets-key-file runs without one, and what needs it says so.
+func openSecrets(cfg *config.Config, dev bool, log *slog.Logger) (*secrets.Keyring, error) {
+	switch {
+	case dev:
+		return secrets.LoadOrCreate(cfg.SecretsKeyFile)
+	case cfg.SecretsKeyFile == "":
+		log.Info("no secrets key (PROCTOR_SECRETS_KEY_FILE): secrets cannot be stored or used")
+		return nil, nil
+	}
+	return secrets.Load(cfg.SecretsKeyFile)
 }
 
 // newSandboxes starts cfg's sandbox provider and says how it runs sandboxes.

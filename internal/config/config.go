@@ -73,6 +73,9 @@ type Config struct {
 	// a worker with GPUs also polls the sandboxes-gpu-<type> queue.
 	GPUs    string
 	GPUType string
+	// SecretsKeyFile is the key-encryption keyset (a Tink JSON keyset, mode 0600) that seals
+	// secrets at rest; servers and workers share it. Dev generates one in the data dir.
+	SecretsKeyFile string
 	// MaxTries bounds how often an attempt restarts in a fresh sandbox after an infrastructure
 	// failure (sandbox lost, worker died).
 	MaxTries int
@@ -130,6 +133,7 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	str(&c.SandboxProvider, "sandbox-provider", "PROCTOR_SANDBOX_PROVIDER", "process", "process (child processes under bubblewrap) or container (a Docker Engine API server: Docker, or podman system service)")
 	str(&c.ContainerHost, "container-host", "PROCTOR_CONTAINER_HOST", "", "the container provider's engine, e.g. unix:///run/podman/podman.sock (default: DOCKER_HOST, else the engine's default socket)")
 	str(&c.ContainerOwner, "container-owner", "PROCTOR_CONTAINER_OWNER", "", "labels this worker's containers; at start the worker removes containers of its owner left by a crash, so workers sharing an engine need distinct owners (default: the host name)")
+	str(&c.SecretsKeyFile, "secrets-key-file", "PROCTOR_SECRETS_KEY_FILE", "", "key-encryption keyset that seals secrets at rest, shared by servers and workers; create with `proctor admin keys create` (dev default: <data-dir>/secrets-key.json, generated)")
 	fs.IntVar(&c.MaxTries, "max-tries", envInt("PROCTOR_MAX_TRIES", 3), "tries of an attempt after infrastructure failures (env PROCTOR_MAX_TRIES)")
 	str(&c.GPUs, "gpus", "PROCTOR_GPUS", "", "comma-separated GPU device ids this host hands to sandboxes")
 	str(&c.GPUType, "gpu-type", "PROCTOR_GPU_TYPE", "", "the type of those GPUs, e.g. h100 (names the sandboxes-gpu-<type> queue)")
@@ -159,6 +163,9 @@ func (c *Config) FillDevDefaults() error {
 	}
 	if c.BuildDir == "" {
 		c.BuildDir = filepath.Join(abs, "builds")
+	}
+	if c.SecretsKeyFile == "" {
+		c.SecretsKeyFile = filepath.Join(abs, "secrets-key.json")
 	}
 	return c.finish()
 }
