@@ -3,6 +3,7 @@ package activities
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -111,14 +112,26 @@ func (a *Activities) BuildImage(ctx context.Context, in BuildInput) (_ BuildImag
 	} else if err != nil {
 		return BuildImageResult{}, fmt.Errorf("fetch the source: %w", err)
 	}
+	if kept := models.KeptSourceKey(b.TeamID, b.ID); b.SourceKey != kept {
+		// The build keeps what it read where no upload URL can write, and the upload is
+		// consumed: a later PUT to its URL changes nothing.
+		if err := blob.Upload(ctx, cfg.Bucket, kept, archivePath, "application/octet-stream"); err != nil {
+			return BuildImageResult{}, fmt.Errorf("keep the source: %w", err)
+		}
+		if err := a.Store.UpdateBuild(ctx, b.ID, models.BuildUpdate{SourceKey: kept}); err != nil {
+			return BuildImageResult{}, err
+		}
+		if err := cfg.Bucket.Delete(ctx, b.SourceKey); err != nil && !errors.Is(err, blob.ErrNotFound) {
+			a.log().Warn("delete a consumed upload", "build", b.ID, "key", b.SourceKey, "error", err)
+		}
+	}
 	src := filepath.Join(work, "src")
 	if err := os.Mkdir(src, 0o700); err != nil {
 		return BuildImageResult{}, err
 	}
 	lim := cfg.Limits
-	if lim.MaxBytes == 0 {
-		lim = archive.DefaultLimits
-	}
+	lim.MaxBytes = cmp.Or(lim.MaxBytes, archive.DefaultLimits.MaxBytes)
+	lim.MaxEntries = cmp.Or(lim.MaxEntries, archive.DefaultLimits.MaxEntries)
 	st, err := archive.ExtractFile(archivePath, src, lim)
 	if errors.Is(err, archive.ErrUnsafe) {
 		fmt.Fprintf(logw, "source refused: %v\n", err)

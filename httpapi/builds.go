@@ -193,6 +193,10 @@ func (s *Server) triggerBuild(ctx context.Context, in *triggerInput) (*buildOutp
 	c, b := callerFrom(ctx), in.Body
 	key := models.BuildSourceKey(c.TeamID, b.BuildID)
 	if _, err := s.bucket.Stat(ctx, key); errors.Is(err, blob.ErrNotFound) {
+		// A build that started has consumed its upload: triggering it again returns it.
+		if built, err := s.store.GetBuildFor(ctx, c, b.BuildID); err == nil {
+			return &buildOutput{Body: buildFromModel(&built.Build)}, nil
+		}
 		return nil, validation("body.build_id", "no source was uploaded for this build: PUT the archive to its upload_url first", b.BuildID.String())
 	} else if err != nil {
 		return nil, err

@@ -117,6 +117,13 @@ func BuildSourceKey(teamID, buildID uuid.UUID) string {
 	return fmt.Sprintf("builds/%s/%s/source", teamID, buildID)
 }
 
+// KeptSourceKey is where a build keeps its source once it has read it from the upload: an object
+// no upload URL can write, so the source a build was made from cannot change after it (the
+// upload URL is one-time in effect).
+func KeptSourceKey(teamID, buildID uuid.UUID) string {
+	return fmt.Sprintf("builds/%s/%s/source.kept", teamID, buildID)
+}
+
 // TriggerBuild names what a build of an uploaded source is for.
 type TriggerBuild struct {
 	UploadID uuid.UUID
@@ -239,7 +246,9 @@ func (s *Store) ListBuilds(ctx context.Context, c *Caller, registryID uuid.UUID,
 
 // BuildUpdate changes a running build; zero fields are left as they are.
 type BuildUpdate struct {
-	Status    string
+	Status string
+	// SourceKey moves the build's source to another object (see KeptSourceKey).
+	SourceKey string
 	Digest    string
 	ImageName string
 	ImageKey  string
@@ -252,6 +261,9 @@ func (s *Store) UpdateBuild(ctx context.Context, id uuid.UUID, u BuildUpdate) er
 		Where("status NOT IN (?)", bun.In([]string{BuildSucceeded, BuildFailed, BuildCancelled}))
 	if u.Status != "" {
 		q = q.Set("status = ?", u.Status)
+	}
+	if u.SourceKey != "" {
+		q = q.Set("source_key = ?", u.SourceKey)
 	}
 	if u.Digest != "" {
 		q = q.Set("digest = ?", u.Digest)

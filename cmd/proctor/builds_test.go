@@ -156,7 +156,8 @@ func TestDeployAnEnvironmentFromSource(t *testing.T) { eachStore(t, testDeployFr
 func testDeployFromSource(t *testing.T, storeArgs []string, dbURL string) {
 	dataDir := t.TempDir()
 	// At info level, so that the scan for the build secret below reads a full log.
-	dev := startDev(t, dataDir, append([]string{"--build-goproxy", "off", "--log-level", "info"}, storeArgs...)...)
+	dev := startDev(t, dataDir, append([]string{"--build-goproxy", "off", "--log-level", "info",
+		"--build-max-source-bytes", fmt.Sprint(32 << 20), "--max-upload-bytes", fmt.Sprint(16 << 20)}, storeArgs...)...)
 	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey}
 	oracle := c.resolve("/v2/models/resolve?model=oracle", "id")
 
@@ -334,6 +335,49 @@ func testDeployFromSource(t *testing.T, storeArgs []string, dbURL string) {
 		t.Errorf("cancel of a finished build = %d %v", code, cancelled)
 	}
 
+	// The upload URL is one-time in effect: once the build has read the source, a PUT to the
+	// same URL changes neither the build's source nor the answer to a repeated trigger.
+	var up struct {
+		UploadURL string `json:"upload_url"`
+		BuildID   string `json:"build_id"`
+	}
+	c.call("POST", "/v2/builds/upload-url", nil, &up)
+	original := tarGz(t, outOfTreeEnvironment(t))
+	for i, body := range [][]byte{original, []byte("replaced after the build")} {
+		if i == 1 {
+			var kept map[string]any
+			if code := c.call("POST", "/v2/builds/trigger", map[string]any{"build_id": up.BuildID, "name": "todo-once"}, &kept); code != 200 {
+				t.Fatalf("trigger = %d", code)
+			}
+			if b := c.waitBuild(up.BuildID); b["status"] != "succeeded" {
+				t.Fatalf("build = %v", b)
+			}
+		}
+		req, _ := http.NewRequest(http.MethodPut, up.UploadURL, bytes.NewReader(body))
+		if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode >= 300 {
+			t.Fatalf("PUT %d: %v %v", i, res, err)
+		} else {
+			res.Body.Close()
+		}
+	}
+	var retriggered map[string]any
+	if code := c.call("POST", "/v2/builds/trigger", map[string]any{"build_id": up.BuildID, "name": "todo-once"}, &retriggered); code != 200 || retriggered["id"] != up.BuildID || retriggered["status"] != "succeeded" {
+		t.Errorf("a repeated trigger after the upload was consumed = %d %v", code, retriggered)
+	}
+	var srcURL struct {
+		DownloadURL string `json:"download_url"`
+	}
+	c.call("GET", "/v2/registry/"+retriggered["registry_id"].(string)+"/source-url?build_id="+up.BuildID, nil, &srcURL)
+	if res, err := http.Get(srcURL.DownloadURL); err != nil {
+		t.Errorf("download the build's source: %v", err)
+	} else {
+		got, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if !bytes.Equal(got, original) {
+			t.Errorf("the build's source changed after its upload URL was used again (%d bytes, want %d)", len(got), len(original))
+		}
+	}
+
 	// The CLI deploys a directory (its .gitignore honoured) as a newcomer would.
 	envDir := outOfTreeEnvironment(t)
 	os.WriteFile(filepath.Join(envDir, "notes.bin"), bytes.Repeat([]byte("x"), 1<<20), 0o644)
@@ -367,6 +411,41 @@ func testDeployFromSource(t *testing.T, storeArgs []string, dbURL string) {
 	}
 	if _, err := os.Stat(filepath.Join(dataDir, "escaped.go")); err == nil {
 		t.Error("a zip-slip entry was written outside the build dir")
+	}
+	// A symlink that leads out, and a decompression bomb (64 MiB of zeros, 64 KiB packed, over
+	// the 32 MiB the server was given), fail the build; an upload over the PUT cap is refused.
+	outside := t.TempDir()
+	for name, members := range map[string][]tar.Header{
+		"symlink": {{Name: "lnk", Typeflag: tar.TypeSymlink, Linkname: outside}, {Name: "lnk/planted.go", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1}},
+		"bomb":    {{Name: "zeros", Typeflag: tar.TypeReg, Mode: 0o644, Size: 64 << 20}},
+	} {
+		var buf bytes.Buffer
+		gz := gzip.NewWriter(&buf)
+		tw := tar.NewWriter(gz)
+		for _, h := range members {
+			tw.WriteHeader(&h)
+			tw.Write(make([]byte, h.Size))
+		}
+		tw.Close()
+		gz.Close()
+		bad := c.waitBuild(c.deploy(buf.Bytes(), map[string]any{"name": name})["id"].(string))
+		want := map[string]string{"symlink": "points outside", "bomb": "more than the"}[name]
+		if bad["status"] != "failed" || !strings.Contains(bad["error_message"].(string), want) {
+			t.Errorf("a %s source = %v, want failed with %q", name, bad, want)
+		}
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+		t.Errorf("the symlink's target got %d entries", len(entries))
+	}
+	var big struct {
+		UploadURL string `json:"upload_url"`
+	}
+	c.call("POST", "/v2/builds/upload-url", nil, &big)
+	req, _ = http.NewRequest(http.MethodPut, big.UploadURL, bytes.NewReader(make([]byte, 17<<20)))
+	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("a 17 MiB upload over a 16 MiB cap: %v %v, want 413", res, err)
+	} else {
+		res.Body.Close()
 	}
 	broken := t.TempDir()
 	os.WriteFile(filepath.Join(broken, "go.mod"), []byte("module example.com/broken\n\ngo 1.24\n"), 0o644)

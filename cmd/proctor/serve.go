@@ -18,6 +18,7 @@ import (
 
 	"github.com/proctorhq/proctor/activities"
 	"github.com/proctorhq/proctor/httpapi"
+	"github.com/proctorhq/proctor/internal/archive"
 	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/internal/config"
 	"github.com/proctorhq/proctor/internal/sandbox"
@@ -50,7 +51,7 @@ func openBucket(ctx context.Context, cfg *config.Config) (blob.Bucket, http.Hand
 	if strings.HasPrefix(cfg.BlobURL, "file://") && cfg.SigningKey == "" {
 		return nil, nil, errors.New("a file:// bucket needs PROCTOR_SIGNING_KEY (--signing-key) to sign its URLs")
 	}
-	b, err := blob.Open(ctx, cfg.BlobURL, blob.Options{PublicBaseURL: cfg.PublicURL, SigningKey: []byte(cfg.SigningKey)})
+	b, err := blob.Open(ctx, cfg.BlobURL, blob.Options{PublicBaseURL: cfg.PublicURL, SigningKey: []byte(cfg.SigningKey), MaxUploadBytes: cfg.MaxUploadBytes})
 	if err != nil {
 		return nil, nil, fmt.Errorf("open object storage: %w", err)
 	}
@@ -340,7 +341,8 @@ func startRuntime(tc *ptemporal.Client, store *models.Store, bucket blob.Bucket,
 	}
 	acts := &activities.Activities{Store: store, Logger: log, Sandboxes: sb, Envs: activities.NewEnvs(), Secrets: keys}
 	if bucket != nil {
-		acts.Build = &activities.BuildConfig{Bucket: bucket, Dir: cfg.BuildDir, GOPROXY: cfg.BuildGOPROXY}
+		acts.Build = &activities.BuildConfig{Bucket: bucket, Dir: cfg.BuildDir, GOPROXY: cfg.BuildGOPROXY,
+			Limits: archive.Limits{MaxBytes: cfg.BuildMaxSourceBytes, MaxEntries: cfg.BuildMaxSourceEntries}}
 		// A build runs at most 30 minutes: older work dirs are a killed worker's.
 		if n := acts.Build.SweepStaleBuildDirs(time.Hour); n > 0 {
 			log.Info("removed the work dirs of interrupted builds", "count", n, "build_dir", cfg.BuildDir)

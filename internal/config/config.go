@@ -4,6 +4,7 @@
 package config
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -58,6 +59,12 @@ type Config struct {
 	// module proxy Go builds use (empty: the worker's GOPROXY).
 	BuildDir     string
 	BuildGOPROXY string
+	// BuildMaxSourceBytes and BuildMaxSourceEntries bound an uploaded source once unpacked;
+	// MaxUploadBytes bounds one PUT through a file:// bucket's signed URL (GCS takes what its
+	// own limits allow).
+	BuildMaxSourceBytes   int64
+	BuildMaxSourceEntries int
+	MaxUploadBytes        int64
 	// SandboxRoot holds sandboxes' work dirs; MaxSandboxes bounds those live on this host;
 	// SandboxIsolation is auto, bubblewrap or none.
 	SandboxRoot      string
@@ -127,6 +134,9 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxJobAttempts, "max-job-attempts", envInt("PROCTOR_MAX_JOB_ATTEMPTS", d.MaxJobAttempts), "most attempts one run_list request may launch (env PROCTOR_MAX_JOB_ATTEMPTS)")
 	str(&c.BuildDir, "build-dir", "PROCTOR_BUILD_DIR", "", "directory for builds and unpacked images (dev default: <data-dir>/builds; else a temp dir)")
 	str(&c.BuildGOPROXY, "build-goproxy", "PROCTOR_BUILD_GOPROXY", "", "module proxy Go environment builds use, or off for vendored sources only (default: the worker's GOPROXY)")
+	fs.Int64Var(&c.BuildMaxSourceBytes, "build-max-source-bytes", int64(envInt("PROCTOR_BUILD_MAX_SOURCE_BYTES", 1<<30)), "most bytes an uploaded source may unpack to; more fails the build (env PROCTOR_BUILD_MAX_SOURCE_BYTES)")
+	fs.IntVar(&c.BuildMaxSourceEntries, "build-max-source-entries", envInt("PROCTOR_BUILD_MAX_SOURCE_ENTRIES", 200_000), "most files, folders and links an uploaded source may hold (env PROCTOR_BUILD_MAX_SOURCE_ENTRIES)")
+	fs.Int64Var(&c.MaxUploadBytes, "max-upload-bytes", int64(envInt("PROCTOR_MAX_UPLOAD_BYTES", 0)), "largest PUT through a file:// bucket's signed URL; 0 = 5 GiB (env PROCTOR_MAX_UPLOAD_BYTES)")
 	str(&c.SandboxRoot, "sandbox-root", "PROCTOR_SANDBOX_ROOT", "", "directory for sandbox work dirs (dev default: <data-dir>/sandboxes)")
 	fs.IntVar(&c.MaxSandboxes, "max-sandboxes", envInt("PROCTOR_MAX_SANDBOXES", 0), "sandboxes live at once on this host; 0 = 4 per CPU (env PROCTOR_MAX_SANDBOXES)")
 	str(&c.SandboxIsolation, "sandbox-isolation", "PROCTOR_SANDBOX_ISOLATION", "auto", "auto (bubblewrap when installed), bubblewrap, or none")
@@ -197,6 +207,9 @@ func (c *Config) finish() error {
 	case "text", "json":
 	default:
 		return fmt.Errorf("log format must be text or json, not %q", c.LogFormat)
+	}
+	if c.BuildMaxSourceBytes < 0 || c.BuildMaxSourceEntries < 0 || c.MaxUploadBytes < 0 {
+		return errors.New("build-max-source-bytes, build-max-source-entries and max-upload-bytes must not be negative")
 	}
 	switch c.SandboxProvider {
 	case "", "process", "container":
