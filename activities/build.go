@@ -429,6 +429,13 @@ func (a *Activities) DiscoverScenarios(ctx context.Context, in BuildInput) (Disc
 		if res.Scenarios, err = ParseScenarios(raw); err != nil {
 			return DiscoverResult{}, buildFailed("%v", err)
 		}
+		// The variables the environment declares it needs (envserver.WithRequiredEnv).
+		var declared struct {
+			RequiredEnv []string `json:"required_env"`
+		}
+		if json.Unmarshal(raw, &declared) == nil && len(declared.RequiredEnv) > 0 {
+			res.Lock["required_env"] = declared.RequiredEnv
+		}
 	}
 	lock, err := env.Inventory(cctx)
 	if err != nil {

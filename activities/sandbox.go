@@ -99,6 +99,9 @@ func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentIn
 	if err != nil {
 		return StartEnvironmentResult{}, err
 	}
+	if spec.Env, err = a.launchEnv(ctx, r); err != nil {
+		return StartEnvironmentResult{}, err
+	}
 	now := time.Now().UTC()
 	changed, err := a.Store.TransitionTrace(ctx, in.TraceID, models.TraceUpdate{Status: models.TraceInitializing, Attempt: in.Attempt, StartTime: &now})
 	if err != nil {
@@ -138,6 +141,28 @@ func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentIn
 	}
 	a.Envs.put(in.TraceID, le)
 	return StartEnvironmentResult{HostQueue: a.HostQueue, Tools: tools}, nil
+}
+
+// launchEnv is what the sandbox's environment gets: the environment's variables over the
+// launching member's unbound secrets, opened here on the sandbox host (never in history).
+func (a *Activities) launchEnv(ctx context.Context, r *runFor) (map[string]string, error) {
+	registry := r.version.RegistryID
+	if r.build != nil {
+		registry = &r.build.RegistryID
+	}
+	var launcher *uuid.UUID
+	if err := a.Store.DB.NewSelect().Table("jobs").Column("created_by").Where("id = ?", r.trace.JobID).Scan(ctx, &launcher); err != nil {
+		return nil, fmt.Errorf("the attempt's job: %w", err)
+	}
+	var sealer models.Sealer
+	if a.Secrets != nil {
+		sealer = a.Secrets
+	}
+	env, err := a.Store.LaunchEnv(ctx, sealer, registry, r.trace.TeamID, launcher)
+	if err != nil {
+		return nil, envError("the environment's variables and secrets: %v", err)
+	}
+	return env, nil
 }
 
 // openEnvironment initializes the environment in a started sandbox, runs the task's setup and

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"text/template"
@@ -82,6 +83,9 @@ type ScenarioInfo struct {
 // ScenarioList is the body of scenarios://list.
 type ScenarioList struct {
 	Scenarios []ScenarioInfo `json:"scenarios"`
+	// RequiredEnv are the environment variables the environment declared it needs
+	// ([WithRequiredEnv]).
+	RequiredEnv []string `json:"required_env,omitempty"`
 }
 
 // Meta keys of a prompts/get result for a scenario: the resolved setup and evaluate calls.
@@ -205,7 +209,7 @@ func AddScenario[Args any](s *Server, sc Scenario[Args]) error {
 func (s *Server) Scenarios() ScenarioList {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	list := ScenarioList{Scenarios: make([]ScenarioInfo, 0, len(s.scenarios))}
+	list := ScenarioList{Scenarios: make([]ScenarioInfo, 0, len(s.scenarios)), RequiredEnv: slices.Clone(s.requiredEnv)}
 	for _, e := range s.scenarios {
 		list.Scenarios = append(list.Scenarios, e.info)
 	}

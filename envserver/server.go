@@ -28,6 +28,7 @@ type Server struct {
 	logger          *slog.Logger
 	env             any
 	shutdownTimeout time.Duration
+	requiredEnv     []string
 	mcp             *mcp.Server
 
 	mu         sync.Mutex
@@ -67,11 +68,20 @@ type config struct {
 	env             any
 	shutdownTimeout time.Duration
 	mcpOptions      mcp.ServerOptions
+	requiredEnv     []string
 }
 
 // WithInstructions sets the instructions sent to clients in the initialize result.
 func WithInstructions(instructions string) Option {
 	return func(c *config) { c.instructions = instructions }
+}
+
+// WithRequiredEnv declares the environment variables the environment needs to work (an API key,
+// a region): scenarios://list carries them as required_env, Proctor records them in the build's
+// lock, and `POST /v2/env-vars/check` reports those an environment has no variable for. The
+// server itself starts whether or not they are set.
+func WithRequiredEnv(names ...string) Option {
+	return func(c *config) { c.requiredEnv = append(c.requiredEnv, names...) }
 }
 
 // WithVersion sets the version reported in the MCP handshake (default "dev").
@@ -125,6 +135,7 @@ func New(name string, opts ...Option) *Server {
 		logger:          cfg.logger,
 		env:             cfg.env,
 		shutdownTimeout: cfg.shutdownTimeout,
+		requiredEnv:     slices.Clone(cfg.requiredEnv),
 		mcp:             mcp.NewServer(&mcp.Implementation{Name: name, Version: cfg.version}, &mopts),
 		names:           map[string]string{},
 		resources:       map[string]bool{},

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/proctorhq/proctor/internal/blob"
+	"github.com/proctorhq/proctor/internal/secrets"
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
 )
@@ -49,7 +51,11 @@ func TestHostileInputsOverEveryOperation(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bucket.Close()
-	f := newFixture(t, storetest.Open(t, models.SQLite), Options{Bucket: bucket})
+	keys, err := secrets.Create(filepath.Join(t.TempDir(), "key.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, storetest.Open(t, models.SQLite), Options{Bucket: bucket, Secrets: keys})
 	oapi := f.api.OpenAPI()
 	reg := oapi.Components.Schemas
 	requests, ops := 0, 0

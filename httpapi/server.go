@@ -134,6 +134,7 @@ func New(o Options) *Server {
 	s.registerBuilds()
 	s.registerBuildSource()
 	s.registerBuildWorkspace()
+	s.registerSecrets()
 	allowUnknownRequestFields(s.api.OpenAPI())
 	nullablePointers(s.api.OpenAPI())
 	freeFormMaps(s.api.OpenAPI())

@@ -69,31 +69,6 @@ func (s *Store) BuildSecrets(ctx context.Context, id uuid.UUID) (map[string][]by
 	return out, nil
 }
 
-// RewrapSecrets passes every secret stored sealed through rewrap (given its ciphertext and the
-// context it is bound to) and stores what rewrap changed; it returns how many changed.
-func (s *Store) RewrapSecrets(ctx context.Context, rewrap func(ciphertext []byte, context string) ([]byte, bool, error)) (int, error) {
-	var rows []BuildSecret
-	if err := s.DB.NewSelect().Model(&rows).Scan(ctx); err != nil {
-		return 0, fmt.Errorf("build secrets: %w", err)
-	}
-	n := 0
-	for _, r := range rows {
-		ct, changed, err := rewrap(r.Ciphertext, BuildSecretContext(r.BuildID, r.Name))
-		if err != nil {
-			return n, fmt.Errorf("build %s secret %s: %w", r.BuildID, r.Name, err)
-		}
-		if !changed {
-			continue
-		}
-		if _, err := s.DB.NewUpdate().Model((*BuildSecret)(nil)).Set("ciphertext = ?", ct).
-			Where("build_id = ? AND name = ?", r.BuildID, r.Name).Exec(ctx); err != nil {
-			return n, err
-		}
-		n++
-	}
-	return n, nil
-}
-
 // BuildTerminal reports whether a build status is final.
 func BuildTerminal(status string) bool {
 	return status == BuildSucceeded || status == BuildFailed || status == BuildCancelled

@@ -28,12 +28,18 @@ import (
 // because the module is not published. It is the todo example's code.
 func outOfTreeEnvironment(t *testing.T) string {
 	t.Helper()
-	root := testenv.ModuleRoot(t)
-	dir := t.TempDir()
-	src, err := os.ReadFile(filepath.Join(root, "examples", "environments", "todo", "main.go"))
+	src, err := os.ReadFile(filepath.Join(testenv.ModuleRoot(t), "examples", "environments", "todo", "main.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return outOfTreeModule(t, src)
+}
+
+// outOfTreeModule is an out-of-tree Go environment whose main.go is src.
+func outOfTreeModule(t *testing.T, src []byte) string {
+	t.Helper()
+	root := testenv.ModuleRoot(t)
+	dir := t.TempDir()
 	modFile, err := os.ReadFile(filepath.Join(root, "go.mod"))
 	if err != nil {
 		t.Fatal(err)

@@ -243,6 +243,17 @@ func eachStore(t *testing.T, f func(t *testing.T, storeArgs []string, dbURL stri
 	})
 }
 
+// outputField is the value printed after name at the start of a line of a command's output
+// (`proctor admin` prints "team <id>", "key <key>", …).
+func outputField(t testing.TB, out, name string) string {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^` + name + `\s+(\S+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no %s in:\n%s", name, out)
+	}
+	return m[1]
+}
+
 func freeAddr(t *testing.T) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -266,13 +277,7 @@ func TestProductionProcessesOnPostgres(t *testing.T) {
 		}
 		return out.String()
 	}
-	field := func(out, name string) string {
-		m := regexp.MustCompile(`(?m)^` + name + `\s+(\S+)`).FindStringSubmatch(out)
-		if m == nil {
-			t.Fatalf("no %s in:\n%s", name, out)
-		}
-		return m[1]
-	}
+	field := func(out, name string) string { return outputField(t, out, name) }
 
 	if err := run(ctx, []string{"server"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "PROCTOR_DATABASE_URL") {
 		t.Errorf("server without a database: %v, want a missing-configuration error", err)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/proctorhq/proctor/internal/testenv"
 )
 
 // api is a tiny JSON client for the tests.
@@ -19,6 +22,8 @@ type api struct {
 	t    testing.TB
 	base string
 	key  string
+	// answers, when set, receives every response body (tests scan them for secrets).
+	answers *testenv.Buffer
 }
 
 func (a api) call(method, path string, body any, out any) int {
@@ -37,6 +42,9 @@ func (a api) call(method, path string, body any, out any) int {
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
+	if a.answers != nil {
+		fmt.Fprintf(a.answers, "%s %s %d %s\n", method, path, res.StatusCode, b)
+	}
 	if out != nil && res.StatusCode < 300 {
 		if err := json.Unmarshal(b, out); err != nil {
 			a.t.Fatalf("%s %s: decode: %v: %s", method, path, err, b)
