@@ -153,7 +153,11 @@ func (c *conversation) catchUp(ctx context.Context, a *Activities, traceID uuid.
 		if r.model == nil {
 			return temporal.NewNonRetryableApplicationError("the trace names no model", ErrModel, nil)
 		}
-		m, err := a.models()(r.model, r.version.Validation)
+		key, err := a.providerKey(ctx, r)
+		if err != nil {
+			return err
+		}
+		m, err := a.models()(r.model, r.version.Validation, key)
 		if err != nil {
 			return temporal.NewNonRetryableApplicationError(err.Error(), ErrModel, err)
 		}

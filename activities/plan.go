@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -71,19 +72,21 @@ type PrepareRolloutResult struct {
 }
 
 // ModelFactory builds the model an attempt runs on; validation is the task's validation calls,
-// which the oracle replays.
-type ModelFactory func(m *models.LLMModel, validation []models.ValidationCall) (agent.Model, error)
+// which the oracle replays; apiKey, when set, is the launching member's own key for the model's
+// provider (else the platform's is used).
+type ModelFactory func(m *models.LLMModel, validation []models.ValidationCall, apiKey string) (agent.Model, error)
 
 // DefaultModels builds models from the catalog: the oracle, OpenAI-compatible servers and
-// Anthropic, with keys read from the environment variable the entry names.
-func DefaultModels(m *models.LLMModel, validation []models.ValidationCall) (agent.Model, error) {
+// Anthropic, with apiKey or else the key in the environment variable the entry names.
+func DefaultModels(m *models.LLMModel, validation []models.ValidationCall, apiKey string) (agent.Model, error) {
+	key := cmp.Or(apiKey, os.Getenv(m.APIKeyEnv))
 	switch m.Adapter {
 	case models.AdapterOracle:
 		return agent.NewOracle(oracleCalls(validation)), nil
 	case models.AdapterOpenAI:
-		return agent.NewOpenAI(agent.OpenAIConfig{BaseURL: m.BaseURL, APIKey: os.Getenv(m.APIKeyEnv), Model: m.ModelName})
+		return agent.NewOpenAI(agent.OpenAIConfig{BaseURL: m.BaseURL, APIKey: key, Model: m.ModelName})
 	case models.AdapterAnthropic:
-		return agent.NewAnthropic(agent.AnthropicConfig{BaseURL: m.BaseURL, APIKey: os.Getenv(m.APIKeyEnv), Model: m.ModelName})
+		return agent.NewAnthropic(agent.AnthropicConfig{BaseURL: m.BaseURL, APIKey: key, Model: m.ModelName})
 	default:
 		return nil, fmt.Errorf("model %s: unknown adapter %q", m.ModelName, m.Adapter)
 	}
@@ -232,7 +235,7 @@ func (a *Activities) PrepareRollout(ctx context.Context, in PrepareRolloutInput)
 	if r.model == nil {
 		return PrepareRolloutResult{}, envError("the trace names no model")
 	}
-	if _, err := a.models()(r.model, r.version.Validation); err != nil {
+	if _, err := a.models()(r.model, r.version.Validation, ""); err != nil {
 		return PrepareRolloutResult{}, envError("model %s: %v", r.model.ModelName, err)
 	}
 	if _, err := buildCommand(r.build); err != nil {

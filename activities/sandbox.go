@@ -150,19 +150,54 @@ func (a *Activities) launchEnv(ctx context.Context, r *runFor) (map[string]strin
 	if r.build != nil {
 		registry = &r.build.RegistryID
 	}
-	var launcher *uuid.UUID
-	if err := a.Store.DB.NewSelect().Table("jobs").Column("created_by").Where("id = ?", r.trace.JobID).Scan(ctx, &launcher); err != nil {
-		return nil, fmt.Errorf("the attempt's job: %w", err)
+	launcher, err := a.launcher(ctx, r)
+	if err != nil {
+		return nil, err
 	}
-	var sealer models.Sealer
-	if a.Secrets != nil {
-		sealer = a.Secrets
-	}
-	env, err := a.Store.LaunchEnv(ctx, sealer, registry, r.trace.TeamID, launcher)
+	env, err := a.Store.LaunchEnv(ctx, a.sealer(), registry, r.trace.TeamID, launcher)
 	if err != nil {
 		return nil, envError("the environment's variables and secrets: %v", err)
 	}
 	return env, nil
+}
+
+// launcher is the user who launched r's attempt (nil when unknown).
+func (a *Activities) launcher(ctx context.Context, r *runFor) (*uuid.UUID, error) {
+	var launcher *uuid.UUID
+	if err := a.Store.DB.NewSelect().Table("jobs").Column("created_by").Where("id = ?", r.trace.JobID).Scan(ctx, &launcher); err != nil {
+		return nil, fmt.Errorf("the attempt's job: %w", err)
+	}
+	return launcher, nil
+}
+
+// sealer is the secrets key as the store takes it: nil when this worker has none.
+func (a *Activities) sealer() models.Sealer {
+	if a.Secrets == nil {
+		return nil
+	}
+	return a.Secrets
+}
+
+// providerKey is the launching member's own key for the model's provider (explicitly bound:
+// see models.Store.ProviderKey), or "" to use the platform's. Self-hosted and other providers
+// never get a member's key.
+func (a *Activities) providerKey(ctx context.Context, r *runFor) (string, error) {
+	if r.model.Provider != models.AdapterOpenAI && r.model.Provider != models.AdapterAnthropic {
+		return "", nil
+	}
+	launcher, err := a.launcher(ctx, r)
+	if err != nil || launcher == nil {
+		return "", err
+	}
+	cred, err := a.Store.ProviderKey(ctx, a.sealer(), r.trace.TeamID, *launcher, r.model.Provider)
+	if err != nil {
+		return "", temporal.NewNonRetryableApplicationError("the launching member's "+r.model.Provider+" key: "+err.Error(), ErrModel, nil)
+	}
+	if cred == nil {
+		return "", nil
+	}
+	a.workerLog(ctx, r.trace.ID, "model %s: using the launching member's own %s key (%s)", r.model.ModelName, r.model.Provider, cred.Source)
+	return cred.Key, nil
 }
 
 // openEnvironment initializes the environment in a started sandbox, runs the task's setup and

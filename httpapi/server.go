@@ -66,6 +66,9 @@ type Options struct {
 	MaxJobAttempts int
 	// Secrets seals secret values at rest; without it the routes that take secrets answer 503.
 	Secrets *secrets.Keyring
+	// CodecOrigin is the Temporal Web UI's origin (e.g. http://127.0.0.1:8233): with Secrets,
+	// /codec/ serves it the payload codec so it shows encrypted payloads to team owners.
+	CodecOrigin string
 }
 
 // Server is the HTTP API.
@@ -144,6 +147,9 @@ func New(o Options) *Server {
 		http.Redirect(w, r, "/docs/", http.StatusMovedPermanently)
 	})
 	r.Handle("/docs/*", http.StripPrefix("/docs", docs))
+	if o.Secrets != nil {
+		r.Handle("/codec/*", s.codecHandler(o.CodecOrigin))
+	}
 	r.Post("/auth/session", s.handleLogin)
 	r.Delete("/auth/session", s.handleLogout)
 	if o.Blob != nil {

@@ -467,6 +467,69 @@ func (s *Store) DeleteByokCredential(ctx context.Context, c *Caller, id uuid.UUI
 	return err
 }
 
+// ProviderCredential is the key an attempt's model calls use, and where it came from.
+type ProviderCredential struct {
+	Key string
+	// Source is byok-personal, member-secret or byok-team.
+	Source string
+	// ByokID is the credential's id when a BYOK credential was used.
+	ByokID *uuid.UUID
+}
+
+// ProviderKey is the key the launching member's attempts use for provider, by precedence: their
+// personal BYOK credential, their secret bound to provider, their team's BYOK credential. It is
+// nil when there is none (the platform's key is used). Binding is explicit: a secret merely
+// named like a provider is not used.
+func (s *Store) ProviderKey(ctx context.Context, sl Sealer, teamID, userID uuid.UUID, provider string) (*ProviderCredential, error) {
+	var m Membership
+	if err := s.DB.NewSelect().Model(&m).Where("team_id = ? AND user_id = ?", teamID, userID).Scan(ctx); err != nil {
+		if isNoRows(err) {
+			return nil, nil // the launcher has left the team: the platform's key
+		}
+		return nil, err
+	}
+	var creds []ByokCredential
+	if err := s.DB.NewSelect().Model(&creds).Where("team_id = ? AND provider = ? AND owner_key IN (?)", teamID, provider,
+		bun.In([]string{ScopeTeam, fmt.Sprintf("member:%d", m.ID)})).Scan(ctx); err != nil {
+		return nil, err
+	}
+	var team *ByokCredential
+	for i := range creds {
+		if creds[i].Scope == ScopePersonal {
+			return s.useByok(ctx, sl, &creds[i], "byok-personal")
+		}
+		team = &creds[i]
+	}
+	var bound MemberSecret
+	err := s.DB.NewSelect().Model(&bound).Where("membership_id = ? AND provider = ?", m.ID, provider).Scan(ctx)
+	switch {
+	case err == nil:
+		env := map[string]string{}
+		if err := open(sl, env, bound.Name, bound.Ciphertext, MemberSecretContext(bound.ID)); err != nil {
+			return nil, err
+		}
+		return &ProviderCredential{Key: env[bound.Name], Source: "member-secret"}, nil
+	case !isNoRows(err):
+		return nil, err
+	}
+	if team != nil {
+		return s.useByok(ctx, sl, team, "byok-team")
+	}
+	return nil, nil
+}
+
+// useByok opens a credential and records its use.
+func (s *Store) useByok(ctx context.Context, sl Sealer, b *ByokCredential, source string) (*ProviderCredential, error) {
+	env := map[string]string{}
+	if err := open(sl, env, "the "+b.Provider+" credential", b.Ciphertext, ByokContext(b.ID)); err != nil {
+		return nil, err
+	}
+	if _, err := s.DB.NewUpdate().Model((*ByokCredential)(nil)).Set("last_used_at = ?", now()).Where("id = ?", b.ID).Exec(ctx); err != nil {
+		return nil, err
+	}
+	return &ProviderCredential{Key: env["the "+b.Provider+" credential"], Source: source, ByokID: &b.ID}, nil
+}
+
 // sealedRow is one stored secret value, for re-wrapping.
 type sealedRow struct {
 	table      string

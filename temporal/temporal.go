@@ -53,8 +53,8 @@ type Client struct {
 }
 
 // Dial connects to the frontend at address, retrying until ctx ends: a server started a moment
-// ago may not accept connections yet.
-func Dial(ctx context.Context, address, namespace string, logger *slog.Logger) (*Client, error) {
+// ago may not accept connections yet. With keys (nil: none), payloads are encrypted (see Codec).
+func Dial(ctx context.Context, address, namespace string, logger *slog.Logger, keys Sealer) (*Client, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -64,6 +64,8 @@ func Dial(ctx context.Context, address, namespace string, logger *slog.Logger) (
 			HostPort:  address,
 			Namespace: namespace,
 			Logger:    sdklog.NewStructuredLogger(logger.With("component", "temporal-client")),
+			// With a secrets key every payload at rest in Temporal is encrypted (see Codec).
+			DataConverter: DataConverter(keys),
 		})
 		if err == nil {
 			return &Client{Client: c, Namespace: namespace}, nil

@@ -37,9 +37,11 @@ the dev instance's SQLite file under --data-dir).
                                                             end one session, a member's, or a whole team's
   project create --team ID --name NAME [--description D]    create a project
   project list --team ID                                    list a team's projects
-  model add --name MODEL --adapter openai|anthropic|oracle [--base-url URL] [--api-key-env VAR] [--team ID]
+  model add --name MODEL --adapter openai|anthropic|oracle [--base-url URL] [--api-key-env VAR] [--provider P] [--team ID]
                                                             register a model (e.g. a vLLM, Ollama or llama.cpp server);
-                                                            the key is read on the workers from VAR, never stored
+                                                            the key is read on the workers from VAR, never stored;
+                                                            members' own keys for --provider (default: the
+                                                            adapter, or custom with --base-url) are used instead
   keys create --secrets-key-file F                          create the key-encryption keyset that seals secrets (mode 0600)
   keys rotate [--secrets-key-file F]                        add a new primary key (old values still open) and
                                                             re-wrap every stored secret with it
@@ -75,6 +77,7 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	adapter := fs.String("adapter", "", "model adapter: openai, anthropic or oracle")
 	baseURL := fs.String("base-url", "", "model server base URL (OpenAI-compatible: …/v1/)")
 	keyEnv := fs.String("api-key-env", "", "environment variable holding the model's API key on the workers")
+	provider := fs.String("provider", "", "whose API the model is (openai, anthropic, …): members' own keys for that provider are used for it; default the adapter, or custom with --base-url")
 	if err := fs.Parse(args[2:]); err != nil {
 		return err
 	}
@@ -275,7 +278,16 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if *name == "" {
 			return errors.New("--name is required: the model_name clients resolve")
 		}
-		m := &models.LLMModel{ModelName: *name, Name: *name, Provider: *adapter, Adapter: *adapter, BaseURL: *baseURL, APIKeyEnv: *keyEnv}
+		// Members' own keys (BYOK) go to the provider the model names: a model served from
+		// elsewhere (a --base-url) is "custom" unless --provider says whose API it is.
+		prov := *provider
+		if prov == "" {
+			prov = *adapter
+			if *baseURL != "" {
+				prov = "custom"
+			}
+		}
+		m := &models.LLMModel{ModelName: *name, Name: *name, Provider: prov, Adapter: *adapter, BaseURL: *baseURL, APIKeyEnv: *keyEnv}
 		if *teamID != "" {
 			tid, err := team()
 			if err != nil {

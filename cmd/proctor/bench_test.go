@@ -61,7 +61,7 @@ func BenchmarkOrchestration(b *testing.B) {
 			b.Fatalf("engine: %+v", sum)
 		}
 
-		tc, err := ptemporal.Dial(context.Background(), dev.info.TemporalAddress, "default", slog.New(slog.DiscardHandler))
+		tc, err := ptemporal.Dial(context.Background(), dev.info.TemporalAddress, "default", slog.New(slog.DiscardHandler), devKeys(b, dataDir))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -389,7 +389,8 @@ func median(xs []float64) float64 {
 func BenchmarkHundredThousandAttemptJob(b *testing.B) {
 	const tasks, group = 100, 1000
 	for b.Loop() {
-		dev := startDev(b, b.TempDir())
+		dataDir := b.TempDir()
+		dev := startDev(b, dataDir)
 		c := api{t: b, base: dev.info.APIURL, key: dev.info.APIKey}
 		oracle := c.resolve("/v2/models/resolve?model=oracle", "id")
 		var list []any
@@ -414,7 +415,7 @@ func BenchmarkHundredThousandAttemptJob(b *testing.B) {
 		}
 		b.Logf("launched %d attempts in %s", tasks*group, time.Since(start))
 
-		tc, err := ptemporal.Dial(context.Background(), dev.info.TemporalAddress, "default", slog.New(slog.DiscardHandler))
+		tc, err := ptemporal.Dial(context.Background(), dev.info.TemporalAddress, "default", slog.New(slog.DiscardHandler), devKeys(b, dataDir))
 		if err != nil {
 			b.Fatal(err)
 		}

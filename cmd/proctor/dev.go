@@ -82,6 +82,8 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 		Namespaces:   []string{cfg.TemporalNamespace},
 		Logger:       log,
 		Verbose:      cfg.LogLevel == "debug",
+		// The UI decodes the encrypted payloads through the API's codec, as the signed-in owner.
+		CodecEndpoint: cfg.PublicURL + "/codec",
 	})
 	if err != nil {
 		return err
@@ -117,7 +119,7 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	defer bucket.Close()
 
 	dialCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	tc, err := ptemporal.Dial(dialCtx, ts.FrontendAddress(), cfg.TemporalNamespace, log)
+	tc, err := ptemporal.Dial(dialCtx, ts.FrontendAddress(), cfg.TemporalNamespace, log, sealerOf(keys))
 	cancel()
 	if err != nil {
 		return err
@@ -145,6 +147,7 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	api := httpapi.New(httpapi.Options{
 		Store: store, Bucket: bucket, Temporal: tc, Workflows: tc, Builds: tc, Blob: blobHandler, Logger: log, PublicURL: cfg.PublicURL,
 		SessionTTL: cfg.SessionTTL, MaxBodyBytes: cfg.MaxBodyBytes, MaxJobAttempts: cfg.MaxJobAttempts, Secrets: keys,
+		CodecOrigin: "http://" + ts.UIAddress(),
 	})
 	hs := serveHTTP(listener, api.Handler(), limitsOf(cfg), log)
 	defer sweepSessions(ctx, store, log)()

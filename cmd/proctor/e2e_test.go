@@ -20,6 +20,7 @@ import (
 	"github.com/proctorhq/proctor/httpapi"
 	"github.com/proctorhq/proctor/internal/apitest"
 	"github.com/proctorhq/proctor/internal/config"
+	"github.com/proctorhq/proctor/internal/secrets"
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/internal/testenv"
 	"github.com/proctorhq/proctor/models"
@@ -143,7 +144,7 @@ func TestDevRunsTheWholePlatformAndReusesItsData(t *testing.T) {
 	}
 
 	// A workflow runs on the embedded server through the dev workers, on every queue.
-	tc, err := ptemporal.Dial(context.Background(), info.TemporalAddress, "default", slog.New(slog.DiscardHandler))
+	tc, err := ptemporal.Dial(context.Background(), info.TemporalAddress, "default", slog.New(slog.DiscardHandler), devKeys(t, dataDir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,6 +244,17 @@ func eachStore(t *testing.T, f func(t *testing.T, storeArgs []string, dbURL stri
 	})
 }
 
+// devKeys is the secrets key a dev instance in dataDir generated: a Temporal client needs it to
+// read what the instance's workers wrote (payloads are encrypted).
+func devKeys(t testing.TB, dataDir string) ptemporal.Sealer {
+	t.Helper()
+	k, err := secrets.Load(filepath.Join(dataDir, "secrets-key.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
 // outputField is the value printed after name at the start of a line of a command's output
 // (`proctor admin` prints "team <id>", "key <key>", …).
 func outputField(t testing.TB, out, name string) string {
@@ -333,7 +345,7 @@ func TestProductionProcessesOnPostgres(t *testing.T) {
 	if code, body, _ := get(t, base+"/v2/tasksets", key); code != 200 || !strings.Contains(body, `"total":0`) {
 		t.Errorf("tasksets on postgres = %d %s", code, body)
 	}
-	tc, err := ptemporal.Dial(ctx, ts.FrontendAddress(), "default", slog.New(slog.DiscardHandler))
+	tc, err := ptemporal.Dial(ctx, ts.FrontendAddress(), "default", slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

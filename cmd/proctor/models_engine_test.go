@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,9 +25,47 @@ import (
 // scriptedOpenAI is an OpenAI-compatible chat completions server that answers with the next tool
 // call of a script (chosen by how many tool results the request carries), then a final answer.
 func scriptedOpenAI(t testing.TB, calls []map[string]any, delay time.Duration) (*httptest.Server, *atomic.Int64) {
+	return scriptedOpenAIKeys(t, calls, delay, nil)
+}
+
+// keyLog records the API keys requests came with.
+type keyLog struct {
+	mu   sync.Mutex
+	keys []string
+}
+
+func (k *keyLog) add(key string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.keys = append(k.keys, key)
+}
+
+// distinct are the keys seen, each once, in order.
+func (k *keyLog) distinct() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []string
+	for _, key := range k.keys {
+		if !slices.Contains(out, key) {
+			out = append(out, key)
+		}
+	}
+	return out
+}
+
+// scriptedOpenAIKeys is scriptedOpenAI that, given keys, takes any key and records it (else
+// only the key "scripted-key" is accepted).
+func scriptedOpenAIKeys(t testing.TB, calls []map[string]any, delay time.Duration, keys *keyLog) (*httptest.Server, *atomic.Int64) {
 	var requests atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !strings.HasSuffix(r.URL.Path, "/chat/completions") || r.Header.Get("Authorization") != "Bearer scripted-key" {
+		auth := r.Header.Get("Authorization")
+		if keys != nil && strings.HasPrefix(auth, "Bearer ") {
+			keys.add(strings.TrimPrefix(auth, "Bearer "))
+		} else if auth != "Bearer scripted-key" {
+			http.Error(w, `{"error":{"message":"unexpected key"}}`, http.StatusUnauthorized)
+			return
+		}
+		if !strings.HasSuffix(r.URL.Path, "/chat/completions") {
 			http.Error(w, `{"error":{"message":"unexpected request"}}`, http.StatusBadRequest)
 			return
 		}
@@ -231,7 +271,7 @@ func TestALongAttemptContinuesAsNewWithItsSandbox(t *testing.T) {
 		t.Errorf("events by kind %v, %d model requests; want %d steps and one evaluation", kinds, requests.Load(), steps)
 	}
 
-	tc, err := ptemporal.Dial(context.Background(), dev.info.TemporalAddress, "default", slog.New(slog.DiscardHandler))
+	tc, err := ptemporal.Dial(context.Background(), dev.info.TemporalAddress, "default", slog.New(slog.DiscardHandler), devKeys(t, dataDir))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,12 +5,20 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	"google.golang.org/protobuf/encoding/protojson"
+
 	"github.com/proctorhq/proctor/internal/testenv"
+	ptemporal "github.com/proctorhq/proctor/temporal"
 )
 
 // probeSource is an environment that reports which variables its process has: a hash of each
@@ -91,7 +99,9 @@ func testSecretStores(t *testing.T, storeArgs []string, dbURL string) {
 	}
 	registry := b["registry_id"].(string)
 	values := map[string]string{"env": "env-token-5d1c", "member": "member-token-77a0", "region": "member-region-eu", "extra": "extra-value-31",
-		"bound": "sk-bound-openai-2f9e4c", "byok": "sk-byok-personal-8c2d11", "byok2": "sk-byok-rotated-41aa07", "team": "sk-ant-team-c0ffee99"}
+		"bound": "sk-bound-openai-2f9e4c", "byok": "sk-byok-personal-8c2d11", "byok2": "sk-byok-rotated-41aa07", "team": "sk-ant-team-c0ffee99",
+		"byok3": "sk-byok-again-6b6b6b", "teamopenai": "sk-team-openai-0a0a0a", "platform": "sk-platform-key-9e9e9e"}
+	t.Setenv("PROBE_PLATFORM_KEY", values["platform"])
 
 	check := func() (missing []string, complete bool) {
 		var res struct {
@@ -187,6 +197,87 @@ func testSecretStores(t *testing.T, storeArgs []string, dbURL string) {
 		}
 	}
 
+	// Temporal holds the attempt's history encrypted: read without the key (as the server
+	// stores it), every payload is ciphertext; with the key it reads.
+	raw, err := ptemporal.Dial(t.Context(), dev.info.TemporalAddress, "default", slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	it := raw.GetWorkflowHistory(t.Context(), "rollout/"+tr.ID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	payloads := 0
+	var sample *commonpb.Payload
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ps []*commonpb.Payload
+		if a := ev.GetWorkflowExecutionStartedEventAttributes(); a != nil {
+			ps = a.GetInput().GetPayloads()
+		}
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+			ps = a.GetInput().GetPayloads()
+		}
+		if a := ev.GetActivityTaskCompletedEventAttributes(); a != nil {
+			ps = a.GetResult().GetPayloads()
+		}
+		for _, p := range ps {
+			if sample == nil {
+				sample = p
+			}
+			payloads++
+			if enc := string(p.GetMetadata()["encoding"]); enc != "binary/proctor-encrypted" {
+				t.Errorf("a %s payload of the history is %s, not encrypted", ev.GetEventType(), enc)
+			}
+		}
+	}
+	if payloads < 3 {
+		t.Errorf("found %d payloads in the attempt's history", payloads)
+	}
+
+	// The Temporal UI decodes them through the API's codec, as a team owner, from its origin.
+	var settings struct {
+		Codec struct {
+			Endpoint           string
+			IncludeCredentials bool
+		}
+	}
+	if code, body, _ := get(t, dev.info.TemporalUIURL+"/api/v1/settings", ""); code != 200 || json.Unmarshal([]byte(body), &settings) != nil ||
+		settings.Codec.Endpoint != dev.info.APIURL+"/codec" || !settings.Codec.IncludeCredentials {
+		t.Errorf("the UI's codec settings = %d %+v", code, settings.Codec)
+	}
+	body, _ := protojson.Marshal(&commonpb.Payloads{Payloads: []*commonpb.Payload{sample}})
+	decode := func(key, origin string) (int, string) {
+		req, _ := http.NewRequest("POST", dev.info.APIURL+"/codec/decode", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	if code, out := decode(c.key, dev.info.TemporalUIURL); code != 200 || !strings.Contains(out, `"json/plain"`) && !strings.Contains(out, "anNvbi9wbGFpbg==") {
+		t.Errorf("the owner's decode = %d %.200s", code, out)
+	}
+	for what, want := range map[string]int{"no key": 401, "another origin": 403} {
+		key, origin := c.key, "http://evil.example"
+		if what == "no key" {
+			key, origin = "", ""
+		}
+		if code, _ := decode(key, origin); code != want {
+			t.Errorf("decode with %s = %d, want %d", what, code, want)
+		}
+	}
+
 	// Tenancy: a second member of the team sees none of the first's secrets; another team sees
 	// none of the environment's variables.
 	storeFlag := []string{"--data-dir", dataDir}
@@ -207,6 +298,9 @@ func testSecretStores(t *testing.T, storeArgs []string, dbURL string) {
 	otherTeam := field(admin("team", "create", "--name", "other"), "team")
 	stranger := api{t: t, base: c.base, answers: answers, key: field(admin("key", "create", "--membership",
 		field(admin("member", "add", "--team", otherTeam, "--email", "x@example.com", "--role", "owner"), "membership")), "key")}
+	if code, _ := decode(mate.key, ""); code != 403 {
+		t.Errorf("a member (not owner) decoding payloads = %d, want 403", code)
+	}
 	var mine struct{ Secrets []json.RawMessage }
 	if code := mate.call("GET", "/v2/member-secrets", nil, &mine); code != 200 || len(mine.Secrets) != 0 {
 		t.Errorf("a teammate lists %d of the member's secrets (%d)", len(mine.Secrets), code)
@@ -261,6 +355,69 @@ func testSecretStores(t *testing.T, storeArgs []string, dbURL string) {
 	c.call("GET", "/v2/byok-credentials", nil, &creds)
 	if len(creds) != 1 {
 		t.Errorf("after the delete: %+v", creds)
+	}
+
+	// The model's calls use the launching member's own key, by precedence (personal credential,
+	// bound secret, team credential), else the platform's; a teammate gets the team's, never
+	// another member's.
+	keys := &keyLog{}
+	srv, _ := scriptedOpenAIKeys(t, []map[string]any{{"name": "add_todo", "arguments": map[string]any{"title": "buy milk"}}}, 0, keys)
+	admin("model", "add", "--name", "byok-gpt", "--adapter", "openai", "--provider", "openai", "--base-url", srv.URL+"/v1/", "--api-key-env", "PROBE_PLATFORM_KEY")
+	gpt := c.resolve("/v2/models/resolve?model=byok-gpt", "id")
+	c.call("POST", "/v2/tasks/upload", map[string]any{"taskset_name": "byok", "tasks": []any{map[string]any{
+		"name": "add", "env": "todo", "scenario": "add-todos", "args": map[string]any{"items": []string{"buy milk"}}}}}, &up)
+	task := up.TaskVersionIDs[0]
+	usedKey := func(who api, step string) string {
+		t.Helper()
+		before := len(keys.distinct())
+		keys.mu.Lock()
+		keys.keys = nil
+		keys.mu.Unlock()
+		tr, logs := who.runToEnd(map[string]any{"task_version_id": task, "model_id": gpt})
+		got := keys.distinct()
+		if tr.Status != "completed" || len(got) != 1 {
+			t.Fatalf("%s: attempt %+v, keys %q (before %d)", step, tr, got, before)
+		}
+		if strings.Contains(logs, got[0]) {
+			t.Errorf("%s: the key is in the worker log", step)
+		}
+		return got[0]
+	}
+	if k := usedKey(c, "a bound secret"); k != values["bound"] {
+		t.Errorf("with a bound secret the model used %q", k)
+	}
+	c.call("POST", "/v2/byok-credentials", map[string]any{"provider": "openai", "api_key": values["byok3"]}, &cred)
+	personal = cred.ID
+	if k := usedKey(c, "a personal credential"); k != values["byok3"] {
+		t.Errorf("with a personal credential the model used %q", k)
+	}
+	c.call("POST", "/v2/byok-credentials", map[string]any{"provider": "openai", "scope": "team", "api_key": values["teamopenai"]}, &cred)
+	teamCred := cred.ID
+	if k := usedKey(mate, "a teammate"); k != values["teamopenai"] {
+		t.Errorf("a teammate's attempt used %q, want the team's key", k)
+	}
+	c.call("DELETE", "/v2/byok-credentials/"+personal, nil, nil)
+	if k := usedKey(c, "bound over team"); k != values["bound"] {
+		t.Errorf("with a bound secret and a team credential the model used %q", k)
+	}
+	c.call("DELETE", "/v2/member-secrets/"+boundID, nil, nil)
+	if k := usedKey(c, "the team's"); k != values["teamopenai"] {
+		t.Errorf("with the team's credential only the model used %q", k)
+	}
+	c.call("GET", "/v2/byok-credentials", nil, &creds)
+	var used []struct {
+		ID         string
+		LastUsedAt *string `json:"last_used_at"`
+	}
+	c.call("GET", "/v2/byok-credentials", nil, &used)
+	for _, u := range used {
+		if u.ID == teamCred && u.LastUsedAt == nil {
+			t.Error("the team credential's last_used_at was not set")
+		}
+	}
+	c.call("DELETE", "/v2/byok-credentials/"+teamCred, nil, nil)
+	if k := usedKey(c, "the platform's"); k != values["platform"] {
+		t.Errorf("without any own key the model used %q, want the platform's", k)
 	}
 
 	// No value appears anywhere but in the answer that set it.

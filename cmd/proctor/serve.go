@@ -212,21 +212,22 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer bucket.Close()
+	keys, err := openSecrets(cfg, false, log)
+	if err != nil {
+		return err
+	}
 	dialCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	tc, err := ptemporal.Dial(dialCtx, cfg.TemporalAddress, cfg.TemporalNamespace, log)
+	tc, err := ptemporal.Dial(dialCtx, cfg.TemporalAddress, cfg.TemporalNamespace, log, sealerOf(keys))
 	cancel()
 	if err != nil {
 		return err
 	}
 	defer tc.Close()
 	tc.MaxTries = cfg.MaxTries
-	keys, err := openSecrets(cfg, false, log)
-	if err != nil {
-		return err
-	}
 	api := httpapi.New(httpapi.Options{
 		Store: store, Bucket: bucket, Temporal: tc, Workflows: tc, Builds: tc, Blob: blobHandler, Logger: log, PublicURL: cfg.PublicURL,
 		SessionTTL: cfg.SessionTTL, MaxBodyBytes: cfg.MaxBodyBytes, MaxJobAttempts: cfg.MaxJobAttempts, Secrets: keys,
+		CodecOrigin: cfg.TemporalUIOrigin,
 	})
 	hs, err := startHTTP(cfg.HTTPAddr, api.Handler(), limitsOf(cfg), log)
 	if err != nil {
@@ -260,8 +261,12 @@ func cmdWorker(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer store.Close()
+	keys, err := openSecrets(cfg, false, log)
+	if err != nil {
+		return err
+	}
 	dialCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	tc, err := ptemporal.Dial(dialCtx, cfg.TemporalAddress, cfg.TemporalNamespace, log)
+	tc, err := ptemporal.Dial(dialCtx, cfg.TemporalAddress, cfg.TemporalNamespace, log, sealerOf(keys))
 	cancel()
 	if err != nil {
 		return err
@@ -278,10 +283,6 @@ func cmdWorker(ctx context.Context, args []string, stderr io.Writer) error {
 		bucket = b
 	} else if slices.Contains(cfg.QueueList(), ptemporal.QueueBuilds) {
 		return errors.New("a worker polling the builds queue needs object storage: set PROCTOR_BLOB_URL (--blob-url)")
-	}
-	keys, err := openSecrets(cfg, false, log)
-	if err != nil {
-		return err
 	}
 	rt, err := startRuntime(tc, store, bucket, keys, cfg, log)
 	if err != nil {
@@ -367,6 +368,14 @@ func openSecrets(cfg *config.Config, dev bool, log *slog.Logger) (*secrets.Keyri
 		return nil, nil
 	}
 	return secrets.Load(cfg.SecretsKeyFile)
+}
+
+// sealerOf is keys as the Temporal client takes them: nil (no codec) without a key.
+func sealerOf(keys *secrets.Keyring) ptemporal.Sealer {
+	if keys == nil {
+		return nil
+	}
+	return keys
 }
 
 // newSandboxes starts cfg's sandbox provider and says how it runs sandboxes.

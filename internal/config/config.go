@@ -80,6 +80,9 @@ type Config struct {
 	// a worker with GPUs also polls the sandboxes-gpu-<type> queue.
 	GPUs    string
 	GPUType string
+	// TemporalUIOrigin is the Temporal Web UI's origin that may decode payloads through the
+	// server's /codec/ endpoint (production; dev sets its own UI).
+	TemporalUIOrigin string
 	// SecretsKeyFile is the key-encryption keyset (a Tink JSON keyset, mode 0600) that seals
 	// secrets at rest; servers and workers share it. Dev generates one in the data dir.
 	SecretsKeyFile string
@@ -143,6 +146,7 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	str(&c.SandboxProvider, "sandbox-provider", "PROCTOR_SANDBOX_PROVIDER", "process", "process (child processes under bubblewrap) or container (a Docker Engine API server: Docker, or podman system service)")
 	str(&c.ContainerHost, "container-host", "PROCTOR_CONTAINER_HOST", "", "the container provider's engine, e.g. unix:///run/podman/podman.sock (default: DOCKER_HOST, else the engine's default socket)")
 	str(&c.ContainerOwner, "container-owner", "PROCTOR_CONTAINER_OWNER", "", "labels this worker's containers; at start the worker removes containers of its owner left by a crash, so workers sharing an engine need distinct owners (default: the host name)")
+	str(&c.TemporalUIOrigin, "temporal-ui-origin", "PROCTOR_TEMPORAL_UI_ORIGIN", "", "origin of a Temporal Web UI allowed to decode encrypted payloads through /codec/ (configure the UI's codec endpoint as <public-url>/codec with includeCredentials)")
 	str(&c.SecretsKeyFile, "secrets-key-file", "PROCTOR_SECRETS_KEY_FILE", "", "key-encryption keyset that seals secrets at rest, shared by servers and workers; create with `proctor admin keys create` (dev default: <data-dir>/secrets-key.json, generated)")
 	fs.IntVar(&c.MaxTries, "max-tries", envInt("PROCTOR_MAX_TRIES", 3), "tries of an attempt after infrastructure failures (env PROCTOR_MAX_TRIES)")
 	str(&c.GPUs, "gpus", "PROCTOR_GPUS", "", "comma-separated GPU device ids this host hands to sandboxes")

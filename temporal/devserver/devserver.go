@@ -53,6 +53,9 @@ type Options struct {
 	// warns about every connection its own services drop while they start and stop.
 	Logger  *slog.Logger
 	Verbose bool
+	// CodecEndpoint, when set, is the payload codec server the UI decodes encrypted payloads
+	// with (sending the browser's cookies with each request).
+	CodecEndpoint string
 }
 
 // Server is a running embedded Temporal server.
@@ -137,6 +140,7 @@ func Start(opts Options) (*Server, error) {
 			HideLogs:            true,
 			// The machine may have no route to the internet; the UI must not try.
 			DisableNewsFetch: true,
+			Codec:            uiconfig.Codec{Endpoint: opts.CodecEndpoint, IncludeCredentials: opts.CodecEndpoint != ""},
 		}))
 		s.uiErr = make(chan error, 1)
 		// ui.Start blocks until Stop; a bind failure comes back on uiErr.

@@ -1,0 +1,71 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+
+	"go.temporal.io/sdk/converter"
+
+	"github.com/proctorhq/proctor/models"
+	ptemporal "github.com/proctorhq/proctor/temporal"
+)
+
+// codecHandler serves the Temporal payload codec (POST /codec/encode and /codec/decode, the
+// protocol of the SDK's codec server) so that the Temporal Web UI can show the encrypted
+// payloads of workflow histories. Only a team owner's API key or session may use it, and a
+// browser only from the UI's origin (codecOrigin).
+func (s *Server) codecHandler(codecOrigin string) http.Handler {
+	codec := converter.NewPayloadCodecHTTPHandler(ptemporal.Codec{Keys: s.secrets})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if origin := r.Header.Get("Origin"); origin != "" {
+			if codecOrigin == "" || !strings.EqualFold(origin, codecOrigin) {
+				writeError(w, http.StatusForbidden, "the codec answers browsers from the Temporal Web UI's origin only")
+				return
+			}
+			w.Header().Set("Access-Control-Allow-Origin", origin)
+			w.Header().Set("Access-Control-Allow-Credentials", "true")
+			w.Header().Set("Vary", "Origin")
+			if r.Method == http.MethodOptions {
+				w.Header().Set("Access-Control-Allow-Methods", "POST")
+				w.Header().Set("Access-Control-Allow-Headers", "Content-Type, X-Namespace, Authorization")
+				w.WriteHeader(http.StatusNoContent)
+				return
+			}
+		}
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", "POST")
+			writeError(w, http.StatusMethodNotAllowed, "the codec takes POST")
+			return
+		}
+		cookie := ""
+		if c, err := r.Cookie(SessionCookie); err == nil {
+			cookie = c.Value
+		}
+		addr := clientHost(r.RemoteAddr)
+		if wait := s.throttle.wait(addr); wait > 0 {
+			w.Header().Set("Retry-After", retryAfter(wait))
+			writeError(w, http.StatusTooManyRequests, "too many failed authentications from this address; retry later")
+			return
+		}
+		caller, err := s.authenticate(r.Context(), r.Header.Get("Authorization"), cookie)
+		switch {
+		case errors.Is(err, models.ErrInvalidCredentials):
+			s.throttle.failed(addr)
+			writeError(w, http.StatusUnauthorized, "invalid credentials: the API key or session is unknown, revoked or expired")
+			return
+		case err != nil:
+			s.log.ErrorContext(r.Context(), "codec: authenticate", "error", err)
+			writeError(w, http.StatusInternalServerError, "could not check credentials")
+			return
+		case caller == nil:
+			writeError(w, http.StatusUnauthorized, "missing credentials: sign in (POST /auth/session) or send an API key")
+			return
+		case caller.Role != models.RoleOwner:
+			writeError(w, http.StatusForbidden, "only a team owner may decode workflow payloads")
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, 4<<20)
+		codec.ServeHTTP(w, r)
+	})
+}
