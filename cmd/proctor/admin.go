@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -45,6 +46,8 @@ the dev instance's SQLite file under --data-dir).
   keys create --secrets-key-file F                          create the key-encryption keyset that seals secrets (mode 0600)
   keys rotate [--secrets-key-file F]                        add a new primary key (old values still open) and
                                                             re-wrap every stored secret with it
+  keys rewrap [--secrets-key-file F | --secrets-kms-uri U]  re-wrap every stored secret with the current key
+                                                            (after rotating a Cloud KMS key)
   taskset requirements --taskset ID --json '{"min_traces":3,"min_accuracy":0.2,"max_accuracy":0.9,"models":["oracle"]}'
                                                             set a taskset's submission requirements ('null' clears them)
 `
@@ -299,7 +302,23 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		fmt.Fprintf(tw, "model\t%s\nname\t%s\n", m.ID, m.ModelName)
+	case "keys rewrap":
+		keys, err := openSecrets(cfg, false, slog.New(slog.DiscardHandler))
+		if err != nil {
+			return err
+		}
+		if keys == nil {
+			return errors.New("--secrets-key-file or --secrets-kms-uri is required: the key to re-wrap with")
+		}
+		n, err := store.RewrapSecrets(ctx, keys.Rewrap)
+		if err != nil {
+			return fmt.Errorf("re-wrapping stopped after %d values (run it again): %w", n, err)
+		}
+		fmt.Fprintf(stdout, "re-wrapped %d stored secrets\n", n)
 	case "keys rotate":
+		if cfg.SecretsKMSURI != "" {
+			return errors.New("a Cloud KMS key is rotated in KMS (gcloud kms keys versions create …, or a rotation schedule); then run `proctor admin keys rewrap`")
+		}
 		if cfg.SecretsKeyFile == "" {
 			return errors.New("--secrets-key-file (PROCTOR_SECRETS_KEY_FILE) is required: the keyset to rotate")
 		}
@@ -340,7 +359,7 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // adminCommands are the resource-action pairs cmdAdmin knows, checked before any database opens.
 var adminCommands = map[string]bool{
-	"keys create": true, "keys rotate": true,
+	"keys create": true, "keys rotate": true, "keys rewrap": true,
 	"team create": true, "team list": true, "member add": true, "member list": true, "member remove": true, "key create": true, "key list": true,
 	"key revoke": true, "session create": true, "session revoke": true, "project create": true, "project list": true, "model add": true,
 	"taskset requirements": true,

@@ -39,4 +39,7 @@ func TestAdminKeysCreateAndRotate(t *testing.T) {
 	if k, _ := secrets.Load(keyFile); k.Primary() == first.Primary() {
 		t.Error("the primary key did not change")
 	}
+	if out, err := admin("keys", "rewrap"); err != nil || !strings.Contains(out, "re-wrapped 0 stored secrets") {
+		t.Errorf("keys rewrap: %v\n%s", err, out)
+	}
 }

@@ -361,10 +361,14 @@ func startRuntime(tc *ptemporal.Client, store *models.Store, bucket blob.Bucket,
 // without --secrets-key-file runs without one, and what needs it says so.
 func openSecrets(cfg *config.Config, dev bool, log *slog.Logger) (*secrets.Keyring, error) {
 	switch {
+	case cfg.SecretsKMSURI != "":
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return secrets.OpenKMS(ctx, cfg.SecretsKMSURI)
 	case dev:
 		return secrets.LoadOrCreate(cfg.SecretsKeyFile)
 	case cfg.SecretsKeyFile == "":
-		log.Info("no secrets key (PROCTOR_SECRETS_KEY_FILE): secrets cannot be stored or used")
+		log.Info("no secrets key (PROCTOR_SECRETS_KEY_FILE or PROCTOR_SECRETS_KMS_URI): secrets cannot be stored or used")
 		return nil, nil
 	}
 	return secrets.Load(cfg.SecretsKeyFile)

@@ -83,6 +83,9 @@ type Config struct {
 	// TemporalUIOrigin is the Temporal Web UI's origin that may decode payloads through the
 	// server's /codec/ endpoint (production; dev sets its own UI).
 	TemporalUIOrigin string
+	// SecretsKMSURI names a Google Cloud KMS key (gcp-kms://projects/…/cryptoKeys/…) that is the
+	// key-encryption key instead of a keyset file.
+	SecretsKMSURI string
 	// SecretsKeyFile is the key-encryption keyset (a Tink JSON keyset, mode 0600) that seals
 	// secrets at rest; servers and workers share it. Dev generates one in the data dir.
 	SecretsKeyFile string
@@ -147,6 +150,7 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	str(&c.ContainerHost, "container-host", "PROCTOR_CONTAINER_HOST", "", "the container provider's engine, e.g. unix:///run/podman/podman.sock (default: DOCKER_HOST, else the engine's default socket)")
 	str(&c.ContainerOwner, "container-owner", "PROCTOR_CONTAINER_OWNER", "", "labels this worker's containers; at start the worker removes containers of its owner left by a crash, so workers sharing an engine need distinct owners (default: the host name)")
 	str(&c.TemporalUIOrigin, "temporal-ui-origin", "PROCTOR_TEMPORAL_UI_ORIGIN", "", "origin of a Temporal Web UI allowed to decode encrypted payloads through /codec/ (configure the UI's codec endpoint as <public-url>/codec with includeCredentials)")
+	str(&c.SecretsKMSURI, "secrets-kms-uri", "PROCTOR_SECRETS_KMS_URI", "", "a Google Cloud KMS key (gcp-kms://projects/P/locations/L/keyRings/R/cryptoKeys/K) that wraps the secrets' data keys, instead of --secrets-key-file; credentials from the environment (ADC)")
 	str(&c.SecretsKeyFile, "secrets-key-file", "PROCTOR_SECRETS_KEY_FILE", "", "key-encryption keyset that seals secrets at rest, shared by servers and workers; create with `proctor admin keys create` (dev default: <data-dir>/secrets-key.json, generated)")
 	fs.IntVar(&c.MaxTries, "max-tries", envInt("PROCTOR_MAX_TRIES", 3), "tries of an attempt after infrastructure failures (env PROCTOR_MAX_TRIES)")
 	str(&c.GPUs, "gpus", "PROCTOR_GPUS", "", "comma-separated GPU device ids this host hands to sandboxes")
@@ -178,7 +182,7 @@ func (c *Config) FillDevDefaults() error {
 	if c.BuildDir == "" {
 		c.BuildDir = filepath.Join(abs, "builds")
 	}
-	if c.SecretsKeyFile == "" {
+	if c.SecretsKeyFile == "" && c.SecretsKMSURI == "" {
 		c.SecretsKeyFile = filepath.Join(abs, "secrets-key.json")
 	}
 	return c.finish()
@@ -214,6 +218,9 @@ func (c *Config) finish() error {
 	}
 	if c.BuildMaxSourceBytes < 0 || c.BuildMaxSourceEntries < 0 || c.MaxUploadBytes < 0 {
 		return errors.New("build-max-source-bytes, build-max-source-entries and max-upload-bytes must not be negative")
+	}
+	if c.SecretsKMSURI != "" && c.SecretsKeyFile != "" {
+		return errors.New("give --secrets-kms-uri or --secrets-key-file, not both")
 	}
 	switch c.SandboxProvider {
 	case "", "process", "container":

@@ -6,22 +6,27 @@
 //
 // The KEK is a Tink keyset file (JSON, mode 0600). Rotating it adds a new primary key and keeps
 // the old ones, so values written before still decrypt; Rewrap moves a value to the primary key.
+// The KEK may instead be a Google Cloud KMS key (OpenKMS).
 package secrets
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"unicode/utf8"
 
+	"github.com/tink-crypto/tink-go-gcpkms/v2/integration/gcpkms"
 	"github.com/tink-crypto/tink-go/v2/aead"
 	"github.com/tink-crypto/tink-go/v2/insecurecleartextkeyset"
 	"github.com/tink-crypto/tink-go/v2/keyset"
 	"github.com/tink-crypto/tink-go/v2/tink"
+	"google.golang.org/api/option"
 )
 
 // Errors callers branch on.
@@ -35,8 +40,28 @@ var (
 
 // Keyring seals and opens values with one KEK.
 type Keyring struct {
-	handle *keyset.Handle
+	handle *keyset.Handle // nil when the KEK is in Cloud KMS
+	kmsURI string
 	env    tink.AEAD
+}
+
+// OpenKMS returns a keyring whose KEK lives in Google Cloud KMS: uri is
+// "gcp-kms://projects/P/locations/L/keyRings/R/cryptoKeys/K", and each value's data key is
+// wrapped by a KMS encrypt call (opened by a decrypt call). Rotating is KMS's: add a key version
+// there, and Rewrap moves values to it. opts configure the KMS client (credentials, endpoint).
+func OpenKMS(ctx context.Context, uri string, opts ...option.ClientOption) (*Keyring, error) {
+	if !strings.HasPrefix(uri, "gcp-kms://") {
+		return nil, fmt.Errorf("secrets KMS URI %q: want gcp-kms://projects/…/cryptoKeys/…", uri)
+	}
+	client, err := gcpkms.NewClientWithOptions(ctx, "gcp-kms://", opts...)
+	if err != nil {
+		return nil, fmt.Errorf("secrets KMS: %w", err)
+	}
+	kek, err := client.GetAEAD(uri)
+	if err != nil {
+		return nil, fmt.Errorf("secrets KMS key %s: %w", uri, err)
+	}
+	return &Keyring{kmsURI: uri, env: aead.NewKMSEnvelopeAEAD2(aead.AES256GCMKeyTemplate(), kek)}, nil
 }
 
 // Load reads the keyset at path. It refuses a file that other users may read.
@@ -156,8 +181,16 @@ func write(path string, h *keyset.Handle, replace bool) error {
 	return os.Rename(tmp.Name(), path)
 }
 
-// Primary is the id of the key new values are wrapped with.
-func (k *Keyring) Primary() uint32 { return k.handle.KeysetInfo().GetPrimaryKeyId() }
+// Primary is the id of the key new values are wrapped with (0 when the KEK is in KMS).
+func (k *Keyring) Primary() uint32 {
+	if k.handle == nil {
+		return 0
+	}
+	return k.handle.KeysetInfo().GetPrimaryKeyId()
+}
+
+// InKMS says whether the KEK is in Cloud KMS (rotated there, not by Rotate).
+func (k *Keyring) InKMS() bool { return k.kmsURI != "" }
 
 // Encrypt seals plaintext for context (what the value is, e.g. "env-var:<registry>:<name>"):
 // only Decrypt with the same context opens it.
@@ -169,15 +202,18 @@ func (k *Keyring) Encrypt(plaintext []byte, context string) ([]byte, error) {
 func (k *Keyring) Decrypt(ciphertext []byte, context string) ([]byte, error) {
 	pt, err := k.env.Decrypt(ciphertext, []byte(context))
 	if err != nil {
+		if k.InKMS() {
+			return nil, fmt.Errorf("%w (with %s: %v)", ErrDecrypt, k.kmsURI, err)
+		}
 		return nil, fmt.Errorf("%w (key %d wrapped it)", ErrDecrypt, KeyID(ciphertext))
 	}
 	return pt, nil
 }
 
-// Rewrap re-seals ciphertext under the primary key when another key wrapped it; changed says
-// whether it did.
+// Rewrap re-seals ciphertext under the primary key when another key wrapped it (always, with a
+// KMS KEK, whose versions it cannot see); changed says whether it did.
 func (k *Keyring) Rewrap(ciphertext []byte, context string) (out []byte, changed bool, err error) {
-	if KeyID(ciphertext) == k.Primary() {
+	if !k.InKMS() && KeyID(ciphertext) == k.Primary() {
 		return ciphertext, false, nil
 	}
 	pt, err := k.Decrypt(ciphertext, context)
