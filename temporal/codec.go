@@ -1,6 +1,7 @@
 package temporal
 
 import (
+	"errors"
 	"fmt"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -27,8 +28,11 @@ type Codec struct{ Keys Sealer }
 
 var _ converter.PayloadCodec = Codec{}
 
-// Encode encrypts each payload, whole (its metadata included).
+// Encode encrypts each payload, whole (its metadata included); without keys it leaves them.
 func (c Codec) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
+	if c.Keys == nil {
+		return payloads, nil
+	}
 	out := make([]*commonpb.Payload, len(payloads))
 	for i, p := range payloads {
 		b, err := proto.Marshal(p)
@@ -44,6 +48,10 @@ func (c Codec) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error)
 	return out, nil
 }
 
+// ErrNoPayloadKey is why a process without the secrets key cannot read an encrypted payload.
+var ErrNoPayloadKey = errors.New("this payload is encrypted with the secrets key, and this process has none: " +
+	"give every server and worker the same key (PROCTOR_SECRETS_KEY_FILE or PROCTOR_SECRETS_KMS_URI)")
+
 // Decode decrypts what Encode encrypted and passes anything else through.
 func (c Codec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
 	out := make([]*commonpb.Payload, len(payloads))
@@ -51,6 +59,9 @@ func (c Codec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error)
 		if string(p.GetMetadata()[converter.MetadataEncoding]) != encodingEncrypted {
 			out[i] = p
 			continue
+		}
+		if c.Keys == nil {
+			return nil, ErrNoPayloadKey
 		}
 		b, err := c.Keys.Decrypt(p.GetData(), payloadContext)
 		if err != nil {
@@ -65,10 +76,9 @@ func (c Codec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error)
 	return out, nil
 }
 
-// DataConverter is the SDK's default converter with payloads encrypted by keys (nil: none).
+// DataConverter is the SDK's default converter with payloads encrypted by keys. Without keys
+// (nil) payloads are written plain, and an encrypted one fails with ErrNoPayloadKey rather than
+// the SDK's "encoding not supported".
 func DataConverter(keys Sealer) converter.DataConverter {
-	if keys == nil {
-		return converter.GetDefaultDataConverter()
-	}
 	return converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), Codec{Keys: keys})
 }

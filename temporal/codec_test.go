@@ -2,6 +2,7 @@ package temporal
 
 import (
 	"bytes"
+	"errors"
 	"path/filepath"
 	"testing"
 
@@ -44,7 +45,13 @@ func TestTheCodecEncryptsPayloadsAndPassesOldOnesThrough(t *testing.T) {
 	if err := dc.FromPayload(p, &out); err == nil {
 		t.Error("an altered payload decoded")
 	}
-	if DataConverter(nil) != converter.GetDefaultDataConverter() {
-		t.Error("without a key the converter is not the SDK's default")
+	// A process without the key writes plain payloads and says why it cannot read encrypted ones.
+	keyless := DataConverter(nil)
+	if p, _ := keyless.ToPayload(in); string(p.GetMetadata()[converter.MetadataEncoding]) != "json/plain" {
+		t.Errorf("without a key a payload is written as %s", p.GetMetadata()[converter.MetadataEncoding])
+	}
+	p, _ = dc.ToPayload(in)
+	if err := keyless.FromPayload(p, &out); !errors.Is(err, ErrNoPayloadKey) {
+		t.Errorf("a keyless process reading an encrypted payload: %v, want ErrNoPayloadKey", err)
 	}
 }

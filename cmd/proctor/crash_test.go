@@ -58,11 +58,9 @@ func testKilledWorker(t *testing.T, bin string, storeArgs []string, dbURL string
 			"--temporal-address", info.TemporalAddress, "--queues", "sandboxes-cpu", "--sandbox-root", filepath.Join(dataDir, "sandboxes-"+name),
 			// The images the attempts run come from dev's bucket; they unpack beside dev's.
 			"--blob-url", "file://"+filepath.Join(dataDir, "blobs"), "--signing-key", "unused", "--build-dir", filepath.Join(dataDir, "builds"),
-			"--log-level", "warn")
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+			// The secrets key dev generated: every process reads the others' (encrypted) payloads.
+			"--secrets-key-file", filepath.Join(dataDir, "secrets-key.json"), "--log-level", "warn")
+		startWorker(t, cmd)
 		return cmd
 	}
 	first := worker("first")
@@ -202,11 +200,8 @@ func TestKilledBuildWorkerLosesNoBuild(t *testing.T) {
 		cmd := exec.Command(bin, "worker", "--database-url", "sqlite:"+filepath.Join(dataDir, "proctor.db"),
 			"--temporal-address", info.TemporalAddress, "--queues", "builds", "--build-goproxy", "off",
 			"--blob-url", "file://"+filepath.Join(dataDir, "blobs"), "--signing-key", "unused", "--build-dir", filepath.Join(dataDir, "builds"),
-			"--sandbox-root", filepath.Join(dataDir, "sandboxes-builds"), "--log-level", "warn")
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+			"--sandbox-root", filepath.Join(dataDir, "sandboxes-builds"), "--secrets-key-file", filepath.Join(dataDir, "secrets-key.json"), "--log-level", "warn")
+		startWorker(t, cmd)
 		return cmd
 	}
 	first := worker()
@@ -254,4 +249,16 @@ func TestKilledBuildWorkerLosesNoBuild(t *testing.T) {
 	if b["status"] != "succeeded" {
 		t.Errorf("a build whose worker was killed = %v, want succeeded", b)
 	}
+}
+
+// startWorker starts a worker process that dies with the test: killed at cleanup, and by the
+// kernel if the test binary dies first (a live worker would hold go test's output open).
+func startWorker(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() }) //nolint:errcheck // it may have been killed already
 }
