@@ -21,7 +21,7 @@ import (
 )
 
 // Activities carries what every activity needs. Sandboxes, Envs and HostQueue are set on hosts
-// that run sandboxes; Models defaults to DefaultModels.
+// that run sandboxes; Models defaults to inference.DefaultModels.
 type Activities struct {
 	Store     *models.Store
 	Logger    *slog.Logger

@@ -153,13 +153,9 @@ func (c *conversation) catchUp(ctx context.Context, a *Activities, traceID uuid.
 		if r.model == nil {
 			return temporal.NewNonRetryableApplicationError("the trace names no model", ErrModel, nil)
 		}
-		key, err := a.providerKey(ctx, r)
+		m, err := a.gatewayModel(ctx, r)
 		if err != nil {
 			return err
-		}
-		m, err := a.models()(r.model, r.version.Validation, key)
-		if err != nil {
-			return temporal.NewNonRetryableApplicationError(err.Error(), ErrModel, err)
 		}
 		c.model = m
 	}

@@ -1,16 +1,15 @@
 package activities
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/google/uuid"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/proctorhq/proctor/internal/agent"
+	"github.com/proctorhq/proctor/internal/inference"
 	"github.com/proctorhq/proctor/internal/sandbox"
 	"github.com/proctorhq/proctor/models"
 )
@@ -71,39 +70,8 @@ type PrepareRolloutResult struct {
 	MaxSteps        int     `json:"max_steps"`
 }
 
-// ModelFactory builds the model an attempt runs on; validation is the task's validation calls,
-// which the oracle replays; apiKey, when set, is the launching member's own key for the model's
-// provider (else the platform's is used).
-type ModelFactory func(m *models.LLMModel, validation []models.ValidationCall, apiKey string) (agent.Model, error)
-
-// DefaultModels builds models from the catalog: the oracle, OpenAI-compatible servers and
-// Anthropic, with apiKey or else the key in the environment variable the entry names.
-func DefaultModels(m *models.LLMModel, validation []models.ValidationCall, apiKey string) (agent.Model, error) {
-	key := cmp.Or(apiKey, os.Getenv(m.APIKeyEnv))
-	switch m.Adapter {
-	case models.AdapterOracle:
-		return agent.NewOracle(oracleCalls(validation)), nil
-	case models.AdapterOpenAI:
-		return agent.NewOpenAI(agent.OpenAIConfig{BaseURL: m.BaseURL, APIKey: key, Model: m.ModelName})
-	case models.AdapterAnthropic:
-		return agent.NewAnthropic(agent.AnthropicConfig{BaseURL: m.BaseURL, APIKey: key, Model: m.ModelName})
-	default:
-		return nil, fmt.Errorf("model %s: unknown adapter %q", m.ModelName, m.Adapter)
-	}
-}
-
-// oracleCalls are the calls the oracle replays: a task's validation calls, in order.
-func oracleCalls(validation []models.ValidationCall) []agent.Call {
-	calls := make([]agent.Call, len(validation))
-	for i, v := range validation {
-		args := v.Arguments
-		if args == nil {
-			args = map[string]any{}
-		}
-		calls[i] = agent.Call{Name: v.Name, Arguments: args}
-	}
-	return calls
-}
+// ModelFactory builds the model an attempt runs on (see inference.Factory).
+type ModelFactory = inference.Factory
 
 // agentConfig is the part of a task's agent config the agent loop uses.
 func agentConfig(c models.AgentConfig) agent.AgentConfig {
@@ -114,7 +82,7 @@ func (a *Activities) models() ModelFactory {
 	if a.Models != nil {
 		return a.Models
 	}
-	return DefaultModels
+	return inference.DefaultModels
 }
 
 func envError(format string, args ...any) error {

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/proctorhq/proctor/internal/agent"
+	"github.com/proctorhq/proctor/internal/inference"
 	"github.com/proctorhq/proctor/internal/sandbox"
 	"github.com/proctorhq/proctor/models"
 )
@@ -178,26 +179,25 @@ func (a *Activities) sealer() models.Sealer {
 	return a.Secrets
 }
 
-// providerKey is the launching member's own key for the model's provider (explicitly bound:
-// see models.Store.ProviderKey), or "" to use the platform's. Self-hosted and other providers
-// never get a member's key.
-func (a *Activities) providerKey(ctx context.Context, r *runFor) (string, error) {
-	if r.model.Provider != models.AdapterOpenAI && r.model.Provider != models.AdapterAnthropic {
-		return "", nil
-	}
+// gatewayModel is the model r's attempt calls, through the inference gateway: with the
+// launching member's own key for the model's provider when they have one bound (see
+// models.Store.ProviderKey), each call recorded. Self-hosted and other providers never get a
+// member's key.
+func (a *Activities) gatewayModel(ctx context.Context, r *runFor) (agent.Model, error) {
 	launcher, err := a.launcher(ctx, r)
-	if err != nil || launcher == nil {
-		return "", err
-	}
-	cred, err := a.Store.ProviderKey(ctx, a.sealer(), r.trace.TeamID, *launcher, r.model.Provider)
 	if err != nil {
-		return "", temporal.NewNonRetryableApplicationError("the launching member's "+r.model.Provider+" key: "+err.Error(), ErrModel, nil)
+		return nil, err
 	}
-	if cred == nil {
-		return "", nil
+	gw := &inference.Gateway{Store: a.Store, Keys: a.sealer(), Models: inference.Factory(a.models()), Logger: a.log()}
+	m, cred, err := gw.Client(ctx, inference.Call{Model: r.model, TeamID: r.trace.TeamID, UserID: launcher, TraceID: &r.trace.ID,
+		Route: models.RouteAgent, Validation: r.version.Validation})
+	if err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("model %s: %v", r.model.ModelName, err), ErrModel, nil)
 	}
-	a.workerLog(ctx, r.trace.ID, "model %s: using the launching member's own %s key (%s)", r.model.ModelName, r.model.Provider, cred.Source)
-	return cred.Key, nil
+	if cred != nil {
+		a.workerLog(ctx, r.trace.ID, "model %s: using the launching member's own %s key (%s)", r.model.ModelName, r.model.Provider, cred.Source)
+	}
+	return m, nil
 }
 
 // openEnvironment initializes the environment in a started sandbox, runs the task's setup and

@@ -197,13 +197,16 @@ func (s *Server) deleteEnvVar(ctx context.Context, in *envVarPath) (*struct{}, e
 	return nil, nil
 }
 
+// EnvVarValue is one variable of a full set.
+type EnvVarValue struct {
+	Name  string `json:"name" minLength:"1" maxLength:"128" pattern:"^[A-Za-z_][A-Za-z0-9_]*$"`
+	Value string `json:"value" maxLength:"65536"`
+}
+
 type replaceEnvVarsInput struct {
 	Body struct {
-		RegistryID uuid.UUID `json:"registry_id"`
-		Variables  []struct {
-			Name  string `json:"name" minLength:"1" maxLength:"128" pattern:"^[A-Za-z_][A-Za-z0-9_]*$"`
-			Value string `json:"value" maxLength:"65536"`
-		} `json:"variables" maxItems:"500" nullable:"false"`
+		RegistryID uuid.UUID     `json:"registry_id"`
+		Variables  []EnvVarValue `json:"variables" maxItems:"500" nullable:"false"`
 	}
 }
 

@@ -138,6 +138,7 @@ func New(o Options) *Server {
 	s.registerBuildSource()
 	s.registerBuildWorkspace()
 	s.registerSecrets()
+	s.registerInference()
 	allowUnknownRequestFields(s.api.OpenAPI())
 	nullablePointers(s.api.OpenAPI())
 	freeFormMaps(s.api.OpenAPI())

@@ -14,21 +14,23 @@ import (
 // the workers.
 type LLMModel struct {
 	bun.BaseModel     `bun:"table:llm_models,alias:m"`
-	ID                uuid.UUID      `bun:"id,pk,type:uuid"`
-	TeamID            *uuid.UUID     `bun:"team_id,type:uuid"`
-	ModelName         string         `bun:"model_name"`
-	Name              string         `bun:"name"`
-	Provider          string         `bun:"provider"`
-	Adapter           string         `bun:"adapter"`
-	SDKAgentType      string         `bun:"sdk_agent_type"`
-	BaseURL           string         `bun:"base_url"`
-	APIKeyEnv         string         `bun:"api_key_env"`
-	ContextWindow     int            `bun:"context_window"`
-	Hidden            bool           `bun:"hidden"`
-	InputCostPerToken float64        `bun:"input_cost_per_token"`
-	RequestDefaults   map[string]any `bun:"request_defaults"`
-	CreatedAt         time.Time      `bun:"created_at"`
-	UpdatedAt         time.Time      `bun:"updated_at"`
+	ID                uuid.UUID  `bun:"id,pk,type:uuid"`
+	TeamID            *uuid.UUID `bun:"team_id,type:uuid"`
+	ModelName         string     `bun:"model_name"`
+	Name              string     `bun:"name"`
+	Provider          string     `bun:"provider"`
+	Adapter           string     `bun:"adapter"`
+	SDKAgentType      string     `bun:"sdk_agent_type"`
+	BaseURL           string     `bun:"base_url"`
+	APIKeyEnv         string     `bun:"api_key_env"`
+	ContextWindow     int        `bun:"context_window"`
+	Hidden            bool       `bun:"hidden"`
+	InputCostPerToken float64    `bun:"input_cost_per_token"`
+	// OutputCostPerToken prices completion tokens (the spec shows input_cost_per_token only).
+	OutputCostPerToken float64        `bun:"output_cost_per_token"`
+	RequestDefaults    map[string]any `bun:"request_defaults"`
+	CreatedAt          time.Time      `bun:"created_at"`
+	UpdatedAt          time.Time      `bun:"updated_at"`
 }
 
 // Model adapters.
@@ -49,7 +51,7 @@ func (s *Store) UpsertModel(ctx context.Context, m *LLMModel) error {
 	}
 	m.CreatedAt, m.UpdatedAt = now(), now()
 	_, err := s.DB.NewInsert().Model(m).On("CONFLICT (model_name) DO UPDATE").
-		Set("name = EXCLUDED.name, provider = EXCLUDED.provider, adapter = EXCLUDED.adapter, base_url = EXCLUDED.base_url, api_key_env = EXCLUDED.api_key_env, context_window = EXCLUDED.context_window, updated_at = EXCLUDED.updated_at").
+		Set("name = EXCLUDED.name, provider = EXCLUDED.provider, adapter = EXCLUDED.adapter, base_url = EXCLUDED.base_url, api_key_env = EXCLUDED.api_key_env, context_window = EXCLUDED.context_window, input_cost_per_token = EXCLUDED.input_cost_per_token, output_cost_per_token = EXCLUDED.output_cost_per_token, updated_at = EXCLUDED.updated_at").
 		Returning("id").Exec(ctx)
 	if err != nil {
 		return fmt.Errorf("upsert model %s: %w", m.ModelName, err)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -26,6 +25,18 @@ import (
 // call of a script (chosen by how many tool results the request carries), then a final answer.
 func scriptedOpenAI(t testing.TB, calls []map[string]any, delay time.Duration) (*httptest.Server, *atomic.Int64) {
 	return scriptedOpenAIKeys(t, calls, delay, nil)
+}
+
+// addScriptedModel registers, with proctor admin, an OpenAI-compatible model served at url whose
+// platform key is $SCRIPTED_KEY, and returns its id.
+func addScriptedModel(t testing.TB, c api, dataDir string, storeArgs []string, name, url string, extra ...string) string {
+	t.Helper()
+	args := append([]string{"admin", "model", "add", "--name", name, "--adapter", "openai", "--base-url", url + "/v1/",
+		"--api-key-env", "SCRIPTED_KEY", "--data-dir", dataDir}, extra...)
+	if err := run(context.Background(), append(args, storeArgs...), io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	return c.resolve("/v2/models/resolve?model="+name, "id")
 }
 
 // keyLog records the API keys requests came with.
@@ -113,14 +124,7 @@ func testModelsAndLimits(t *testing.T, storeArgs []string, _ string) {
 	dataDir := t.TempDir()
 	dev := startDev(t, dataDir, storeArgs...)
 	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey}
-	addModel := func(name, url string) string {
-		var out bytes.Buffer
-		if err := run(context.Background(), append([]string{"admin", "model", "add", "--name", name, "--adapter", "openai", "--base-url", url + "/v1/",
-			"--api-key-env", "SCRIPTED_KEY", "--data-dir", dataDir}, storeArgs...), &out, io.Discard); err != nil {
-			t.Fatal(err)
-		}
-		return c.resolve("/v2/models/resolve?model="+name, "id")
-	}
+	addModel := func(name, url string) string { return addScriptedModel(t, c, dataDir, storeArgs, name, url) }
 	var up struct {
 		TaskVersionIDs []string `json:"task_version_ids"`
 	}

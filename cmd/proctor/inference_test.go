@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+func TestInferenceGateway(t *testing.T) {
+	t.Setenv("SCRIPTED_KEY", "scripted-key")
+	eachStore(t, testInferenceGateway)
+}
+
+// testInferenceGateway drives the gateway's two routes: an attempt's model steps and a completion
+// are each recorded with tokens and cost; a provider's 429 stays a 429 with its Retry-After.
+func testInferenceGateway(t *testing.T, storeArgs []string, _ string) {
+	dataDir := t.TempDir()
+	dev := startDev(t, dataDir, storeArgs...)
+	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey}
+	addModel := func(name, url string, extra ...string) string {
+		return addScriptedModel(t, c, dataDir, storeArgs, name, url, extra...)
+	}
+	const inCost, outCost = 0.000003, 0.000015
+	srv, requests := scriptedOpenAI(t, []map[string]any{{"name": "add_todo", "arguments": map[string]any{"title": "buy milk"}}}, 0)
+	priced := addModel("priced", srv.URL, "--input-cost-per-token", fmt.Sprint(inCost), "--output-cost-per-token", fmt.Sprint(outCost))
+	var up struct {
+		TaskVersionIDs []string `json:"task_version_ids"`
+	}
+	c.call("POST", "/v2/tasks/upload", map[string]any{"taskset_name": "gateway", "tasks": []any{map[string]any{
+		"name": "add", "env": "todo", "scenario": "add-todos", "args": map[string]any{"items": []string{"buy milk"}}}}}, &up)
+	tr, _ := c.runToEnd(map[string]any{"task_version_id": up.TaskVersionIDs[0], "model_id": priced})
+	if tr.Status != "completed" || tr.Reward == nil || *tr.Reward != 1 {
+		t.Fatalf("attempt = %+v", tr)
+	}
+
+	// A completion through the same gateway, billed to the caller's key.
+	var done struct{ Content, Model string }
+	if code := c.call("POST", "/v2/completions", map[string]any{"model": "priced", "max_tokens": 50,
+		"messages": []map[string]string{{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}}}, &done); code != 200 {
+		t.Fatalf("completion = %d", code)
+	}
+	// The scripted server answers a first turn with its first tool call: no text, and still a call.
+	if done.Model != "scripted" {
+		t.Errorf("completion = %+v", done)
+	}
+	var logs struct {
+		Items []struct {
+			Route, Status string
+			Prompt        int     `json:"prompt_tokens"`
+			Completion    int     `json:"completion_tokens"`
+			Total         int     `json:"total_tokens"`
+			Cost          float64 `json:"cost"`
+			TraceID       *string `json:"trace_id"`
+			ErrorCode     *string `json:"error_code"`
+		}
+		Total int
+	}
+	c.call("GET", "/v2/models/"+priced+"/logs?limit=100", nil, &logs)
+	agentCalls, completions := 0, 0
+	for _, l := range logs.Items {
+		if l.Status != "ok" || l.Prompt != 10 || l.Completion != 5 || l.Total != 15 || math.Abs(l.Cost-(10*inCost+5*outCost)) > 1e-12 || l.ErrorCode != nil {
+			t.Errorf("log row = %+v", l)
+		}
+		switch {
+		case l.Route == "agent" && l.TraceID != nil && *l.TraceID == tr.ID:
+			agentCalls++
+		case l.Route == "completions" && l.TraceID == nil:
+			completions++
+		default:
+			t.Errorf("log row = %+v", l)
+		}
+	}
+	if int64(agentCalls+completions) != requests.Load() || completions != 1 || logs.Total != len(logs.Items) {
+		t.Errorf("%d agent rows and %d completion rows (total %d) for %d provider requests", agentCalls, completions, logs.Total, requests.Load())
+	}
+
+	// A provider that rate-limits: the caller gets 429 with the provider's Retry-After, and the
+	// failed call is recorded.
+	limited := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Retry-After", "7")
+		w.Header().Set("x-should-retry", "false")
+		w.WriteHeader(http.StatusTooManyRequests)
+		io.WriteString(w, `{"error":{"message":"slow down","type":"rate_limit"}}`)
+	}))
+	defer limited.Close()
+	limitedID := addModel("limited", limited.URL)
+	req, _ := http.NewRequest("POST", c.base+"/v2/completions", bytes.NewReader([]byte(`{"model":"limited","messages":[{"role":"user","content":"hi"}]}`)))
+	req.Header.Set("Authorization", "Bearer "+c.key)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 429 || res.Header.Get("Retry-After") != "7" || !bytes.Contains(body, []byte("slow down")) {
+		t.Errorf("a rate-limited completion = %d Retry-After %q %s", res.StatusCode, res.Header.Get("Retry-After"), body)
+	}
+	c.call("GET", "/v2/models/"+limitedID+"/logs", nil, &logs)
+	if len(logs.Items) != 1 || logs.Items[0].Status != "error" || logs.Items[0].ErrorCode == nil || *logs.Items[0].ErrorCode != "http_429" {
+		t.Errorf("the rate-limited call's row = %+v", logs.Items)
+	}
+	for body, want := range map[string]int{
+		`{"model":"no-such-model","messages":[{"role":"user","content":"hi"}]}`: 404,
+		`{"model":"oracle","messages":[{"role":"user","content":"hi"}]}`:        422,
+		`{"model":"priced","messages":[{"role":"system","content":"only"}]}`:    422,
+		`{"model":"priced","messages":[]}`:                                      422,
+	} {
+		if code := c.call("POST", "/v2/completions", json.RawMessage(body), nil); code != want {
+			t.Errorf("completion %s = %d, want %d", body, code, want)
+		}
+	}
+}

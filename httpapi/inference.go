@@ -1,0 +1,161 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"github.com/proctorhq/proctor/internal/agent"
+	"github.com/proctorhq/proctor/internal/inference"
+	"github.com/proctorhq/proctor/models"
+)
+
+func (s *Server) registerInference() {
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "create-completion", Method: http.MethodPost, Path: "/completions", Tags: []string{"Completions"},
+		Summary: "One chat completion",
+		Description: "Through the inference gateway: the caller's own key for the model's provider when one is bound (a personal " +
+			"credential, a secret bound to the provider, the team's credential), else the platform's; the call is recorded with " +
+			"its tokens and cost. A provider's 429 stays 429 with its Retry-After; other provider failures are 502.",
+		Errors: []int{http.StatusNotFound, http.StatusTooManyRequests, http.StatusBadGateway},
+	}, authKeyOrSession), s.createCompletion)
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "list-model-logs", Method: http.MethodGet, Path: "/models/{model_id}/logs", Tags: []string{"Models"},
+		Summary: "A model's inference log", Description: "The caller's team's calls of the model through the gateway, newest first.",
+		Errors: []int{http.StatusNotFound},
+	}, authKeyOrSession), s.listModelLogs)
+}
+
+// gateway is the inference gateway of this server.
+func (s *Server) gateway() *inference.Gateway {
+	var keys models.Sealer
+	if s.secrets != nil {
+		keys = s.secrets
+	}
+	return &inference.Gateway{Store: s.store, Keys: keys, Models: inference.DefaultModels, Logger: s.log}
+}
+
+// CompletionMessage is one turn of a completion's conversation.
+type CompletionMessage struct {
+	Role    string `json:"role" enum:"system,user,assistant"`
+	Content string `json:"content" maxLength:"1000000"`
+}
+
+type completionInput struct {
+	Body struct {
+		Model     string              `json:"model" minLength:"1" maxLength:"200" doc:"a model_name or an id"`
+		Messages  []CompletionMessage `json:"messages" minItems:"1" maxItems:"1000"`
+		MaxTokens int                 `json:"max_tokens,omitempty" minimum:"1" maximum:"1000000"`
+	}
+}
+
+type completionOutput struct {
+	Body struct {
+		Content string `json:"content"`
+		Model   string `json:"model" doc:"the model that answered, as the provider names it"`
+	}
+}
+
+// createCompletion serves POST /v2/completions: one chat completion through the gateway.
+func (s *Server) createCompletion(ctx context.Context, in *completionInput) (*completionOutput, error) {
+	c := callerFrom(ctx)
+	m, err := s.store.ResolveModel(ctx, c, in.Body.Model)
+	if err != nil {
+		return nil, storeError(err, "model "+in.Body.Model)
+	}
+	if m.Adapter == models.AdapterOracle {
+		return nil, validation("body.model", "the oracle replays tasks' validation calls; it answers no completions", in.Body.Model)
+	}
+	req := agent.StepRequest{MaxTokens: in.Body.MaxTokens}
+	var system []string
+	for _, msg := range in.Body.Messages {
+		if msg.Role == "system" {
+			system = append(system, msg.Content)
+			continue
+		}
+		req.Messages = append(req.Messages, agent.Message{Role: msg.Role, Content: msg.Content})
+	}
+	req.System = strings.Join(system, "\n\n")
+	if len(req.Messages) == 0 {
+		return nil, validation("body.messages", "give at least one user or assistant message", nil)
+	}
+	call := inference.Call{Model: m, TeamID: c.TeamID, UserID: &c.UserID, Route: models.RouteCompletions}
+	if c.Kind == models.CredentialAPIKey {
+		call.APIKeyID = &c.APIKeyID
+	}
+	model, _, err := s.gateway().Client(ctx, call)
+	if err != nil {
+		s.log.ErrorContext(ctx, "completion: model", "model", m.ModelName, "error", err)
+		return nil, newAPIError(http.StatusBadGateway, "the model cannot be called: "+err.Error())
+	}
+	res, err := model.Step(ctx, req)
+	if err != nil {
+		return nil, providerError(err)
+	}
+	out := &completionOutput{}
+	out.Body.Content, out.Body.Model = res.Message.Content, res.Model
+	return out, nil
+}
+
+// providerError maps a failed provider call: 429 stays 429 (with the provider's Retry-After),
+// anything else is a 502 that says what the provider said.
+func providerError(err error) error {
+	var api *agent.APIError
+	if !errors.As(err, &api) {
+		return newAPIError(http.StatusBadGateway, "the provider's answer could not be used: "+err.Error())
+	}
+	if api.Status == http.StatusTooManyRequests {
+		wait := max(1, int((api.RetryAfter+time.Second-1)/time.Second))
+		return huma.ErrorWithHeaders(newAPIError(http.StatusTooManyRequests, "the provider is rate limiting: "+api.Message),
+			http.Header{"Retry-After": {strconv.Itoa(wait)}})
+	}
+	return newAPIError(http.StatusBadGateway, api.Error())
+}
+
+type modelLogsInput struct {
+	ModelID uuid.UUID `path:"model_id"`
+	Limit   int       `query:"limit" minimum:"1" maximum:"500" default:"50"`
+	Offset  int       `query:"offset" minimum:"0" maximum:"2147483647" default:"0"`
+}
+
+// ModelLog is one call of a model through the gateway.
+type ModelLog struct {
+	ID               uuid.UUID  `json:"id"`
+	CreatedAt        time.Time  `json:"created_at"`
+	Route            string     `json:"route" enum:"agent,completions"`
+	Status           string     `json:"status" enum:"ok,error"`
+	PromptTokens     int        `json:"prompt_tokens"`
+	CompletionTokens int        `json:"completion_tokens"`
+	TotalTokens      int        `json:"total_tokens"`
+	Cost             float64    `json:"cost" doc:"USD, from the model's per-token prices"`
+	DurationMS       int        `json:"duration_ms"`
+	ErrorCode        *string    `json:"error_code" doc:"http_<status>, unreachable or bad_response; null when the call succeeded"`
+	Streaming        bool       `json:"streaming"`
+	TraceID          *uuid.UUID `json:"trace_id"`
+}
+
+type modelLogsOutput struct{ Body Page[ModelLog] }
+
+// listModelLogs serves GET /v2/models/{model_id}/logs.
+func (s *Server) listModelLogs(ctx context.Context, in *modelLogsInput) (*modelLogsOutput, error) {
+	logs, total, err := s.store.ModelLogs(ctx, callerFrom(ctx), in.ModelID, in.Limit, in.Offset)
+	if err != nil {
+		return nil, storeError(err, "model")
+	}
+	items := make([]ModelLog, len(logs))
+	for i, l := range logs {
+		items[i] = ModelLog{ID: l.ID, CreatedAt: l.CreatedAt, Route: l.Route, Status: l.Status, PromptTokens: l.PromptTokens,
+			CompletionTokens: l.CompletionTokens, TotalTokens: l.TotalTokens, Cost: l.Cost, DurationMS: l.DurationMS,
+			Streaming: l.Streaming, TraceID: l.TraceID}
+		if l.ErrorCode != "" {
+			items[i].ErrorCode = &l.ErrorCode
+		}
+	}
+	return &modelLogsOutput{Body: NewPage(items, total, in.Limit, in.Offset)}, nil
+}

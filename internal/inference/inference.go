@@ -1,0 +1,141 @@
+// Package inference is the inference gateway: every model call of the platform (an agent's model
+// step, POST /v2/completions) goes through it. For each call it picks the credential (the
+// caller's own key for the model's provider, else the platform's), calls the provider through
+// the agent adapters, and writes one row of the call's tokens, cost and duration.
+package inference
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/proctorhq/proctor/internal/agent"
+	"github.com/proctorhq/proctor/models"
+)
+
+// Factory builds the adapter for a catalog model; apiKey, when set, replaces the platform's key.
+type Factory func(m *models.LLMModel, validation []models.ValidationCall, apiKey string) (agent.Model, error)
+
+// DefaultModels builds models from the catalog: the oracle (which replays validation),
+// OpenAI-compatible servers and Anthropic, with apiKey or else the key in the environment
+// variable the entry names.
+func DefaultModels(m *models.LLMModel, validation []models.ValidationCall, apiKey string) (agent.Model, error) {
+	key := cmp.Or(apiKey, os.Getenv(m.APIKeyEnv))
+	switch m.Adapter {
+	case models.AdapterOracle:
+		calls := make([]agent.Call, len(validation))
+		for i, v := range validation {
+			args := v.Arguments
+			if args == nil {
+				args = map[string]any{}
+			}
+			calls[i] = agent.Call{Name: v.Name, Arguments: args}
+		}
+		return agent.NewOracle(calls), nil
+	case models.AdapterOpenAI:
+		return agent.NewOpenAI(agent.OpenAIConfig{BaseURL: m.BaseURL, APIKey: key, Model: m.ModelName})
+	case models.AdapterAnthropic:
+		return agent.NewAnthropic(agent.AnthropicConfig{BaseURL: m.BaseURL, APIKey: key, Model: m.ModelName})
+	default:
+		return nil, fmt.Errorf("model %s: unknown adapter %q", m.ModelName, m.Adapter)
+	}
+}
+
+// Gateway makes model calls and records them.
+type Gateway struct {
+	Store *models.Store
+	// Keys opens members' own provider keys (nil: only the platform's keys are used).
+	Keys   models.Sealer
+	Models Factory
+	Logger *slog.Logger
+}
+
+// Call says who makes a model call and for what.
+type Call struct {
+	Model  *models.LLMModel
+	TeamID uuid.UUID
+	// UserID is the member the call is made for (an attempt's launcher, a completion's caller).
+	UserID   *uuid.UUID
+	APIKeyID *uuid.UUID
+	TraceID  *uuid.UUID
+	Route    string
+	// Validation feeds the oracle (which replays a task's validation calls).
+	Validation []models.ValidationCall
+}
+
+// Client returns the model to call for c: with the member's own key for the model's provider
+// when they have one bound (models.Store.ProviderKey), else the platform's. Each Step of the
+// returned model writes one inference row. cred says which own key was used (nil: the platform's).
+func (g *Gateway) Client(ctx context.Context, c Call) (m agent.Model, cred *models.ProviderCredential, err error) {
+	if c.Model.Adapter != models.AdapterOracle && c.UserID != nil &&
+		(c.Model.Provider == models.AdapterOpenAI || c.Model.Provider == models.AdapterAnthropic) {
+		if cred, err = g.Store.ProviderKey(ctx, g.Keys, c.TeamID, *c.UserID, c.Model.Provider); err != nil {
+			return nil, nil, fmt.Errorf("the %s key of the member: %w", c.Model.Provider, err)
+		}
+	}
+	key := ""
+	if cred != nil {
+		key = cred.Key
+	}
+	inner, err := g.Models(c.Model, c.Validation, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	if c.Model.Adapter == models.AdapterOracle {
+		return inner, nil, nil // the oracle replays a task; it is no inference
+	}
+	return &metered{g: g, call: c, cred: cred, inner: inner}, cred, nil
+}
+
+// metered records each call of inner.
+type metered struct {
+	g     *Gateway
+	call  Call
+	cred  *models.ProviderCredential
+	inner agent.Model
+}
+
+func (m *metered) Step(ctx context.Context, req agent.StepRequest) (*agent.StepResult, error) {
+	begin := time.Now()
+	res, err := m.inner.Step(ctx, req)
+	row := &models.InferenceLog{TeamID: m.call.TeamID, ModelID: m.call.Model.ID, Route: m.call.Route, Status: "ok",
+		DurationMS: int(time.Since(begin).Milliseconds()), TraceID: m.call.TraceID, UserID: m.call.UserID, APIKeyID: m.call.APIKeyID}
+	if m.cred != nil {
+		row.BYOK, row.ByokCredentialID = m.cred.Source != "", m.cred.ByokID
+	}
+	if err != nil {
+		row.Status, row.ErrorCode = "error", ErrorCode(err)
+	} else {
+		row.PromptTokens, row.CompletionTokens = res.Usage.InputTokens, res.Usage.OutputTokens
+		row.TotalTokens = row.PromptTokens + row.CompletionTokens
+		row.Cost = float64(row.PromptTokens)*m.call.Model.InputCostPerToken + float64(row.CompletionTokens)*m.call.Model.OutputCostPerToken
+	}
+	// The call happened whether or not its row can be written: a failed write is logged, and
+	// the call's answer is not lost over it.
+	if werr := m.g.Store.RecordInference(context.WithoutCancel(ctx), row); werr != nil && m.g.Logger != nil {
+		m.g.Logger.Warn("inference: record a call", "model", m.call.Model.ModelName, "error", werr)
+	}
+	return res, err
+}
+
+// ErrorCode is a failed call's code in its row: the provider's HTTP status ("http_429"),
+// "unreachable", "bad_response", or "error".
+func ErrorCode(err error) string {
+	var api *agent.APIError
+	switch {
+	case errors.As(err, &api) && api.Status != 0:
+		return fmt.Sprintf("http_%d", api.Status)
+	case errors.As(err, &api):
+		return "unreachable"
+	case errors.Is(err, agent.ErrBadResponse):
+		return "bad_response"
+	default:
+		return "error"
+	}
+}
