@@ -26,6 +26,10 @@ func (s *Server) registerInference() {
 		Errors: []int{http.StatusNotFound, http.StatusTooManyRequests, http.StatusBadGateway},
 	}, authKeyOrSession), s.createCompletion)
 	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "list-inference-usage", Method: http.MethodGet, Path: "/inference/usage", Tags: []string{"Usage"},
+		Summary: "Inference usage log", Description: "The team's model calls of the last `days` days, newest first.",
+	}, authKeyOrSession), s.listInferenceUsage)
+	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "list-model-logs", Method: http.MethodGet, Path: "/models/{model_id}/logs", Tags: []string{"Models"},
 		Summary: "A model's inference log", Description: "The caller's team's calls of the model through the gateway, newest first.",
 		Errors: []int{http.StatusNotFound},
@@ -158,4 +162,71 @@ func (s *Server) listModelLogs(ctx context.Context, in *modelLogsInput) (*modelL
 		}
 	}
 	return &modelLogsOutput{Body: NewPage(items, total, in.Limit, in.Offset)}, nil
+}
+
+type inferenceUsageInput struct {
+	Days             int       `query:"days" minimum:"1" maximum:"366" default:"7"`
+	UserID           uuid.UUID `query:"user_id"`
+	APIKeyID         uuid.UUID `query:"api_key_id"`
+	ByokCredentialID uuid.UUID `query:"byok_credential_id"`
+	ModelID          uuid.UUID `query:"model_id"`
+	RequestType      string    `query:"request_type" enum:"agent,completions" doc:"the call's route"`
+	Limit            int       `query:"limit" minimum:"1" maximum:"500" default:"50"`
+	Offset           int       `query:"offset" minimum:"0" maximum:"2147483647" default:"0"`
+}
+
+// InferenceUsageLog is one model call in the usage log.
+type InferenceUsageLog struct {
+	ID                uuid.UUID      `json:"id"`
+	CreatedAt         time.Time      `json:"created_at"`
+	Model             string         `json:"model" doc:"the model's model_name"`
+	Cost              float64        `json:"cost"`
+	Type              string         `json:"type" enum:"agent,completions" doc:"the call's route"`
+	APIKeyID          *uuid.UUID     `json:"api_key_id"`
+	APIKeyName        *string        `json:"api_key_name"`
+	BYOK              bool           `json:"byok"`
+	ByokCredentialID  *uuid.UUID     `json:"byok_credential_id"`
+	Checkpoint        map[string]any `json:"checkpoint" doc:"the checkpoint that answered; null until checkpoints exist"`
+	Metadata          map[string]any `json:"metadata" doc:"trace_id, status, error_code, prompt_tokens, completion_tokens, duration_ms"`
+	ModelCheckpointID *uuid.UUID     `json:"model_checkpoint_id"`
+}
+
+type inferenceUsageOutput struct {
+	Body struct {
+		Logs       []InferenceUsageLog `json:"logs" nullable:"false"`
+		TotalCount int                 `json:"total_count"`
+		OrgType    string              `json:"org_type" doc:"whose usage this is: team"`
+		TeamID     uuid.UUID           `json:"team_id"`
+	}
+}
+
+// listInferenceUsage serves GET /v2/inference/usage.
+func (s *Server) listInferenceUsage(ctx context.Context, in *inferenceUsageInput) (*inferenceUsageOutput, error) {
+	c := callerFrom(ctx)
+	opt := func(id uuid.UUID) *uuid.UUID {
+		if id == uuid.Nil {
+			return nil // not given
+		}
+		return &id
+	}
+	rows, total, err := s.store.InferenceUsage(ctx, c, models.UsageFilter{Since: time.Now().AddDate(0, 0, -in.Days), UserID: opt(in.UserID),
+		APIKeyID: opt(in.APIKeyID), ByokCredentialID: opt(in.ByokCredentialID), Model: opt(in.ModelID), Route: in.RequestType, Limit: in.Limit, Offset: in.Offset})
+	if err != nil {
+		return nil, err
+	}
+	out := &inferenceUsageOutput{}
+	out.Body.TotalCount, out.Body.OrgType, out.Body.TeamID = total, "team", c.TeamID
+	out.Body.Logs = make([]InferenceUsageLog, len(rows))
+	for i, r := range rows {
+		meta := map[string]any{"status": r.Status, "prompt_tokens": r.PromptTokens, "completion_tokens": r.CompletionTokens, "duration_ms": r.DurationMS}
+		if r.TraceID != nil {
+			meta["trace_id"] = r.TraceID.String()
+		}
+		if r.ErrorCode != "" {
+			meta["error_code"] = r.ErrorCode
+		}
+		out.Body.Logs[i] = InferenceUsageLog{ID: r.ID, CreatedAt: r.CreatedAt, Model: r.ModelName, Cost: r.Cost, Type: r.Route,
+			APIKeyID: r.APIKeyID, APIKeyName: r.APIKeyName, BYOK: r.BYOK, ByokCredentialID: r.ByokCredentialID, Metadata: meta}
+	}
+	return out, nil
 }

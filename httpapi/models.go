@@ -31,13 +31,23 @@ type Model struct {
 	RequestDefaults   map[string]any `json:"request_defaults"`
 }
 
-func modelFrom(m *models.LLMModel, c *models.Caller) Model {
-	return Model{ID: m.ID, ModelName: m.ModelName, Name: m.Name, Provider: m.Provider, Adapter: m.Adapter, SDKAgentType: m.SDKAgentType,
+func modelFrom(m *models.LLMModel, c *models.Caller, inferences int) Model {
+	return Model{InferenceCount: inferences, ID: m.ID, ModelName: m.ModelName, Name: m.Name, Provider: m.Provider, Adapter: m.Adapter, SDKAgentType: m.SDKAgentType,
 		CreatedAt: m.CreatedAt, CanEdit: c != nil && m.TeamID != nil && *m.TeamID == c.TeamID, ContextWindow: m.ContextWindow,
 		Hidden: m.Hidden, InputCostPerToken: m.InputCostPerToken, RequestDefaults: nonNilMap(m.RequestDefaults)}
 }
 
 type modelOutput struct{ Body Model }
+
+// modelOutput answers with one model and the caller's team's count of its calls.
+func (s *Server) modelOutput(ctx context.Context, m *models.LLMModel) (*modelOutput, error) {
+	c := callerFrom(ctx)
+	counts, err := s.store.InferenceCounts(ctx, c.TeamID, []uuid.UUID{m.ID})
+	if err != nil {
+		return nil, err
+	}
+	return &modelOutput{Body: modelFrom(m, c, counts[m.ID])}, nil
+}
 
 type listModelsOutput struct{ Body Page[Model] }
 
@@ -69,9 +79,17 @@ func (s *Server) listModels(ctx context.Context, in *listModelsInput) (*listMode
 	if err != nil {
 		return nil, err
 	}
+	ids := make([]uuid.UUID, len(ms))
+	for i := range ms {
+		ids[i] = ms[i].ID
+	}
+	counts, err := s.store.InferenceCounts(ctx, c.TeamID, ids)
+	if err != nil {
+		return nil, err
+	}
 	items := make([]Model, len(ms))
 	for i := range ms {
-		items[i] = modelFrom(&ms[i], c)
+		items[i] = modelFrom(&ms[i], c, counts[ms[i].ID])
 	}
 	return &listModelsOutput{Body: NewPage(items, total, in.Limit, in.Offset)}, nil
 }
@@ -86,7 +104,7 @@ func (s *Server) resolveModel(ctx context.Context, in *resolveModelInput) (*mode
 	if err != nil {
 		return nil, storeError(err, "model "+in.Model)
 	}
-	return &modelOutput{Body: modelFrom(m, callerFrom(ctx))}, nil
+	return s.modelOutput(ctx, m)
 }
 
 type modelPath struct {
@@ -99,5 +117,5 @@ func (s *Server) getModel(ctx context.Context, in *modelPath) (*modelOutput, err
 	if err != nil {
 		return nil, storeError(err, "model")
 	}
-	return &modelOutput{Body: modelFrom(m, callerFrom(ctx))}, nil
+	return s.modelOutput(ctx, m)
 }

@@ -66,3 +66,62 @@ func (s *Store) ModelLogs(ctx context.Context, c *Caller, modelID uuid.UUID, lim
 	}
 	return logs, int(total), nil
 }
+
+// InferenceCounts counts the team's calls of each model.
+func (s *Store) InferenceCounts(ctx context.Context, teamID uuid.UUID, modelIDs []uuid.UUID) (map[uuid.UUID]int, error) {
+	out := map[uuid.UUID]int{}
+	if len(modelIDs) == 0 {
+		return out, nil
+	}
+	var rows []struct {
+		ModelID uuid.UUID `bun:"model_id,type:uuid"`
+		N       int       `bun:"n"`
+	}
+	err := s.DB.NewSelect().Model((*InferenceLog)(nil)).Column("model_id").ColumnExpr("count(*) AS n").
+		Where("team_id = ? AND model_id IN (?)", teamID, bun.In(modelIDs)).Group("model_id").Scan(ctx, &rows)
+	if err != nil {
+		return nil, fmt.Errorf("inference counts: %w", err)
+	}
+	for _, r := range rows {
+		out[r.ModelID] = r.N
+	}
+	return out, nil
+}
+
+// UsageFilter narrows the inference usage log.
+type UsageFilter struct {
+	Since                                     time.Time
+	UserID, APIKeyID, ByokCredentialID, Model *uuid.UUID
+	Route                                     string
+	Limit, Offset                             int
+}
+
+// UsageRow is an inference row with its model's and API key's names.
+type UsageRow struct {
+	InferenceLog `bun:",extend"`
+	ModelName    string  `bun:"model_name"`
+	APIKeyName   *string `bun:"api_key_name"`
+}
+
+// InferenceUsage pages the team's inference rows since f.Since, newest first.
+func (s *Store) InferenceUsage(ctx context.Context, c *Caller, f UsageFilter) ([]UsageRow, int, error) {
+	var rows []UsageRow
+	q := s.DB.NewSelect().Model(&rows).
+		ColumnExpr("il.*").ColumnExpr("m.model_name AS model_name").ColumnExpr("ak.name AS api_key_name").
+		Join("JOIN llm_models AS m ON m.id = il.model_id").
+		Join("LEFT JOIN api_keys AS ak ON ak.id = il.api_key_id").
+		Where("il.team_id = ? AND il.created_at >= ?", c.TeamID, f.Since)
+	for col, v := range map[string]*uuid.UUID{"il.user_id": f.UserID, "il.api_key_id": f.APIKeyID, "il.byok_credential_id": f.ByokCredentialID, "il.model_id": f.Model} {
+		if v != nil {
+			q = q.Where("? = ?", bun.Ident(col), *v)
+		}
+	}
+	if f.Route != "" {
+		q = q.Where("il.route = ?", f.Route)
+	}
+	total, err := q.OrderExpr("il.created_at DESC, il.id DESC").Limit(int64(f.Limit)).Offset(int64(f.Offset)).ScanAndCount(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("inference usage: %w", err)
+	}
+	return rows, int(total), nil
+}

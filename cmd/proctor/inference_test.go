@@ -106,6 +106,40 @@ func testInferenceGateway(t *testing.T, storeArgs []string, _ string) {
 	if len(logs.Items) != 1 || logs.Items[0].Status != "error" || logs.Items[0].ErrorCode == nil || *logs.Items[0].ErrorCode != "http_429" {
 		t.Errorf("the rate-limited call's row = %+v", logs.Items)
 	}
+	// The usage log: every call of the team, newest first, filterable; models count their calls.
+	var usage struct {
+		Logs []struct {
+			Model, Type string
+			APIKeyName  *string        `json:"api_key_name"`
+			Metadata    map[string]any `json:"metadata"`
+		}
+		TotalCount int    `json:"total_count"`
+		OrgType    string `json:"org_type"`
+	}
+	all := int(requests.Load()) + 1 // the scripted server's calls and the rate-limited one
+	if c.call("GET", "/v2/inference/usage", nil, &usage); usage.TotalCount != all || usage.OrgType != "team" || usage.Logs[0].Model != "limited" {
+		t.Errorf("usage = %d rows (want %d), newest %+v", usage.TotalCount, all, usage.Logs[0])
+	}
+	c.call("GET", "/v2/inference/usage?request_type=completions", nil, &usage)
+	if usage.TotalCount != 2 || usage.Logs[0].APIKeyName == nil || usage.Logs[1].Metadata["status"] != "ok" {
+		t.Errorf("completions in the usage log = %+v", usage)
+	}
+	c.call("GET", "/v2/inference/usage?model_id="+limitedID+"&days=1", nil, &usage)
+	if usage.TotalCount != 1 || usage.Logs[0].Metadata["error_code"] != "http_429" {
+		t.Errorf("the limited model's usage = %+v", usage)
+	}
+	for q, want := range map[string]int{"days=0": 422, "days=367": 422, "request_type=other": 422, "model_id=x": 422} {
+		if code := c.call("GET", "/v2/inference/usage?"+q, nil, nil); code != want {
+			t.Errorf("usage?%s = %d, want %d", q, code, want)
+		}
+	}
+	var model struct {
+		InferenceCount int `json:"inference_count"`
+	}
+	if c.call("GET", "/v2/models/"+priced, nil, &model); model.InferenceCount != int(requests.Load()) {
+		t.Errorf("inference_count = %d, want %d", model.InferenceCount, requests.Load())
+	}
+
 	for body, want := range map[string]int{
 		`{"model":"no-such-model","messages":[{"role":"user","content":"hi"}]}`: 404,
 		`{"model":"oracle","messages":[{"role":"user","content":"hi"}]}`:        422,
