@@ -186,7 +186,7 @@ type InferenceUsageLog struct {
 	APIKeyName        *string        `json:"api_key_name"`
 	BYOK              bool           `json:"byok"`
 	ByokCredentialID  *uuid.UUID     `json:"byok_credential_id"`
-	Checkpoint        map[string]any `json:"checkpoint" doc:"the checkpoint that answered; null until checkpoints exist"`
+	Checkpoint        map[string]any `json:"checkpoint" nullable:"true" doc:"the checkpoint that answered; null until checkpoints exist"`
 	Metadata          map[string]any `json:"metadata" doc:"trace_id, status, error_code, prompt_tokens, completion_tokens, duration_ms"`
 	ModelCheckpointID *uuid.UUID     `json:"model_checkpoint_id"`
 }

@@ -65,6 +65,38 @@ func (s *Server) registerModels() {
 		OperationID: "get-model", Method: http.MethodGet, Path: "/models/{model_id}", Tags: tags, Summary: "Get a model",
 		Errors: []int{http.StatusNotFound},
 	}, authKeyOrSession), s.getModel)
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "update-model", Method: http.MethodPatch, Path: "/models/{model_id}", Tags: tags, Summary: "Change a model",
+		Description: "Its display name, whether it is hidden from listings, and its request defaults. Only a team's own models " +
+			"(can_edit) change; the platform's shared ones are read-only (403).",
+		Errors: []int{http.StatusForbidden, http.StatusNotFound},
+	}, authKeyOrSession), s.updateModel)
+}
+
+type updateModelInput struct {
+	ModelID uuid.UUID `path:"model_id"`
+	Body    struct {
+		Name            *string        `json:"name,omitempty" minLength:"1" maxLength:"200"`
+		Hidden          *bool          `json:"hidden,omitempty"`
+		RequestDefaults map[string]any `json:"request_defaults,omitempty" maxProperties:"100" doc:"replaces the defaults merged into each request"`
+	}
+}
+
+// Resolve needs something to change.
+func (in *updateModelInput) Resolve(huma.Context) []error {
+	if in.Body.Name == nil && in.Body.Hidden == nil && in.Body.RequestDefaults == nil {
+		return []error{&huma.ErrorDetail{Location: "body", Message: "give name, hidden or request_defaults"}}
+	}
+	return nil
+}
+
+// updateModel serves PATCH /v2/models/{model_id}.
+func (s *Server) updateModel(ctx context.Context, in *updateModelInput) (*modelOutput, error) {
+	m, err := s.store.UpdateModel(ctx, callerFrom(ctx), in.ModelID, models.ModelUpdate{Name: in.Body.Name, Hidden: in.Body.Hidden, RequestDefaults: in.Body.RequestDefaults})
+	if err != nil {
+		return nil, storeError(err, "model")
+	}
+	return s.modelOutput(ctx, m)
 }
 
 type listModelsInput struct {

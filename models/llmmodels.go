@@ -98,3 +98,35 @@ func (s *Store) ResolveModel(ctx context.Context, c *Caller, nameOrID string) (*
 	}
 	return m, nil
 }
+
+// ModelUpdate is what PATCH /v2/models/{id} may change; nil fields stay.
+type ModelUpdate struct {
+	Name            *string
+	Hidden          *bool
+	RequestDefaults map[string]any
+}
+
+// UpdateModel changes a model of the caller's team; shared (platform) models are read-only.
+func (s *Store) UpdateModel(ctx context.Context, c *Caller, id uuid.UUID, u ModelUpdate) (*LLMModel, error) {
+	m, err := s.GetModel(ctx, c, id)
+	if err != nil {
+		return nil, err
+	}
+	if m.TeamID == nil || *m.TeamID != c.TeamID {
+		return nil, fmt.Errorf("model %s is shared by the platform and read-only: %w", m.ModelName, ErrForbidden)
+	}
+	if u.Name != nil {
+		m.Name = *u.Name
+	}
+	if u.Hidden != nil {
+		m.Hidden = *u.Hidden
+	}
+	if u.RequestDefaults != nil {
+		m.RequestDefaults = u.RequestDefaults
+	}
+	m.UpdatedAt = now()
+	if _, err := s.DB.NewUpdate().Model(m).Column("name", "hidden", "request_defaults", "updated_at").WherePK().Exec(ctx); err != nil {
+		return nil, fmt.Errorf("update model: %w", err)
+	}
+	return m, nil
+}

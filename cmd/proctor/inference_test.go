@@ -2,12 +2,15 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -138,6 +141,40 @@ func testInferenceGateway(t *testing.T, storeArgs []string, _ string) {
 	}
 	if c.call("GET", "/v2/models/"+priced, nil, &model); model.InferenceCount != int(requests.Load()) {
 		t.Errorf("inference_count = %d, want %d", model.InferenceCount, requests.Load())
+	}
+
+	// A team's own model can be renamed, hidden and given request defaults; the platform's cannot.
+	var teams bytes.Buffer
+	if err := run(context.Background(), append([]string{"admin", "team", "list", "--data-dir", dataDir}, storeArgs...), &teams, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	teamID := regexp.MustCompile(`[0-9a-f-]{36}`).FindString(teams.String())
+	own := addModel("own-model", srv.URL, "--team", teamID)
+	var patched struct {
+		Name            string
+		Hidden          bool
+		CanEdit         bool           `json:"can_edit"`
+		RequestDefaults map[string]any `json:"request_defaults"`
+	}
+	if code := c.call("PATCH", "/v2/models/"+own, map[string]any{"name": "Our model", "hidden": true, "request_defaults": map[string]any{"temperature": 0}}, &patched); code != 200 ||
+		patched.Name != "Our model" || !patched.Hidden || !patched.CanEdit || patched.RequestDefaults["temperature"] != 0.0 {
+		t.Errorf("patch a team's model = %d %+v", code, patched)
+	}
+	var list struct{ Items []struct{ ID string } }
+	c.call("GET", "/v2/models?limit=500", nil, &list)
+	for _, m := range list.Items {
+		if m.ID == own {
+			t.Error("a hidden model is listed")
+		}
+	}
+	oracle := c.resolve("/v2/models/resolve?model=oracle", "id")
+	for path, want := range map[string]int{oracle: 403, own + "?": 200, "00000000-0000-0000-0000-00000000000a": 404} {
+		if code := c.call("PATCH", "/v2/models/"+strings.TrimSuffix(path, "?"), map[string]any{"hidden": false}, nil); code != want {
+			t.Errorf("patch %s = %d, want %d", path, code, want)
+		}
+	}
+	if code := c.call("PATCH", "/v2/models/"+own, map[string]any{}, nil); code != 422 {
+		t.Errorf("an empty patch = %d, want 422", code)
 	}
 
 	for body, want := range map[string]int{
