@@ -23,7 +23,7 @@ func (s *Server) registerInference() {
 		Description: "Through the inference gateway: the caller's own key for the model's provider when one is bound (a personal " +
 			"credential, a secret bound to the provider, the team's credential), else the platform's; the call is recorded with " +
 			"its tokens and cost. A provider's 429 stays 429 with its Retry-After; other provider failures are 502.",
-		Errors: []int{http.StatusNotFound, http.StatusTooManyRequests, http.StatusBadGateway},
+		Errors: []int{http.StatusForbidden, http.StatusNotFound, http.StatusTooManyRequests, http.StatusBadGateway},
 	}, authKeyOrSession), s.createCompletion)
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "list-inference-usage", Method: http.MethodGet, Path: "/inference/usage", Tags: []string{"Usage"},
@@ -69,6 +69,9 @@ type completionOutput struct {
 // createCompletion serves POST /v2/completions: one chat completion through the gateway.
 func (s *Server) createCompletion(ctx context.Context, in *completionInput) (*completionOutput, error) {
 	c := callerFrom(ctx)
+	if err := s.checkSpend(ctx); err != nil {
+		return nil, err
+	}
 	m, err := s.store.ResolveModel(ctx, c, in.Body.Model)
 	if err != nil {
 		return nil, storeError(err, "model "+in.Body.Model)

@@ -158,6 +158,9 @@ func (s *Server) runRollout(ctx context.Context, in *runInput) (*launchedOutput,
 	if err := s.requireWorkflows(); err != nil {
 		return nil, err
 	}
+	if err := s.checkSpend(ctx); err != nil {
+		return nil, err
+	}
 	c := callerFrom(ctx)
 	if _, err := s.store.GetTaskVersion(ctx, c, in.Body.TaskVersionID); err != nil {
 		return nil, storeError(err, "task version")
@@ -224,6 +227,9 @@ func (s *Server) checkJobSize(versions, models, group int) error {
 // runRolloutList serves POST /v2/rollouts/run_list: run a batch as one job.
 func (s *Server) runRolloutList(ctx context.Context, in *runListInput) (*runListOutput, error) {
 	if err := s.requireWorkflows(); err != nil {
+		return nil, err
+	}
+	if err := s.checkSpend(ctx); err != nil {
 		return nil, err
 	}
 	c := callerFrom(ctx)
@@ -382,6 +388,9 @@ func (in *submitInput) maxSteps() (int, error) {
 // submitRollout serves POST /v2/rollouts/submit: submit an attempt with client-minted ids.
 func (s *Server) submitRollout(ctx context.Context, in *submitInput) (*launchedOutput, error) {
 	if err := s.requireWorkflows(); err != nil {
+		return nil, err
+	}
+	if err := s.checkSpend(ctx); err != nil {
 		return nil, err
 	}
 	c := callerFrom(ctx)

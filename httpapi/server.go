@@ -139,6 +139,7 @@ func New(o Options) *Server {
 	s.registerBuildWorkspace()
 	s.registerSecrets()
 	s.registerInference()
+	s.registerLimits()
 	allowUnknownRequestFields(s.api.OpenAPI())
 	nullablePointers(s.api.OpenAPI())
 	freeFormMaps(s.api.OpenAPI())

@@ -143,6 +143,64 @@ func testInferenceGateway(t *testing.T, storeArgs []string, _ string) {
 		t.Errorf("inference_count = %d, want %d", model.InferenceCount, requests.Load())
 	}
 
+	// A block limit on the API key, once its month's spend reaches it, refuses new completions and
+	// launches; disabled, it does not.
+	var keyed struct {
+		Logs []struct {
+			APIKeyID *string `json:"api_key_id"`
+			Cost     float64
+		}
+	}
+	c.call("GET", "/v2/inference/usage?request_type=completions", nil, &keyed)
+	keyID, spent := *keyed.Logs[0].APIKeyID, 0.0
+	for _, l := range keyed.Logs {
+		spent += l.Cost
+	}
+	var limit struct {
+		ID         string
+		SpendUSD   string `json:"spend_usd"`
+		AmountUSD  string `json:"amount_usd"`
+		Threshold  string `json:"threshold_percent"`
+		APIKeyName string `json:"api_key_name"`
+		Interval   string
+		Enabled    bool
+	}
+	if code := c.call("POST", "/v2/limits", map[string]any{"interval": "month", "action": "block", "amount_usd": spent / 2, "api_key_id": keyID}, &limit); code != 201 ||
+		limit.SpendUSD != fmt.Sprint(spent) || limit.Threshold != "100" || limit.APIKeyName != "bootstrap" || !limit.Enabled || limit.Interval != "month" {
+		t.Fatalf("create a limit = %d %+v (spent %v)", code, limit, spent)
+	}
+	msg := map[string]any{"model": "priced", "messages": []map[string]string{{"role": "user", "content": "hi"}}}
+	if code := c.call("POST", "/v2/completions", msg, nil); code != 403 {
+		t.Errorf("a completion past a block limit = %d, want 403", code)
+	}
+	if code := c.call("POST", "/v2/rollouts/run", map[string]any{"task_version_id": up.TaskVersionIDs[0], "model_id": priced}, nil); code != 403 {
+		t.Errorf("a launch past a block limit = %d, want 403", code)
+	}
+	if code := c.call("PATCH", "/v2/limits/"+limit.ID, map[string]any{"enabled": false}, &limit); code != 200 || limit.Enabled {
+		t.Errorf("disable = %d %+v", code, limit)
+	}
+	if code := c.call("POST", "/v2/completions", msg, nil); code != 200 {
+		t.Errorf("a completion with the limit disabled = %d", code)
+	}
+	var limits struct{ Limits []json.RawMessage }
+	c.call("GET", "/v2/limits", nil, &limits)
+	if len(limits.Limits) != 1 {
+		t.Errorf("limits = %s", limits.Limits)
+	}
+	for name, body := range map[string]map[string]any{
+		"no scope":    {"interval": "month", "action": "block", "amount_usd": 1},
+		"two scopes":  {"interval": "month", "action": "block", "amount_usd": 1, "api_key_id": keyID, "membership_id": 1},
+		"bad period":  {"interval": "day", "action": "block", "amount_usd": 1, "api_key_id": keyID},
+		"another key": {"interval": "week", "action": "alert", "amount_usd": 1, "api_key_id": "0b5e3d3c-8d6e-4a43-9a55-0c6d2a1f9e11"},
+	} {
+		if code := c.call("POST", "/v2/limits", body, nil); code != 422 {
+			t.Errorf("a limit with %s = %d, want 422", name, code)
+		}
+	}
+	if code := c.call("DELETE", "/v2/limits/"+limit.ID, nil, nil); code != 204 {
+		t.Errorf("delete a limit = %d", code)
+	}
+
 	// A team's own model can be renamed, hidden and given request defaults; the platform's cannot.
 	var teams bytes.Buffer
 	if err := run(context.Background(), append([]string{"admin", "team", "list", "--data-dir", dataDir}, storeArgs...), &teams, io.Discard); err != nil {

@@ -1,0 +1,201 @@
+package models
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+)
+
+// Spending limit intervals and actions.
+const (
+	IntervalWeek  = "week"
+	IntervalMonth = "month"
+	ActionAlert   = "alert"
+	ActionBlock   = "block"
+)
+
+// SpendingLimit is a ceiling in USD per week or month for one API key or one member.
+type SpendingLimit struct {
+	bun.BaseModel    `bun:"table:spending_limits,alias:sl"`
+	ID               uuid.UUID  `bun:"id,pk,type:uuid"`
+	TeamID           uuid.UUID  `bun:"team_id,type:uuid"`
+	APIKeyID         *uuid.UUID `bun:"api_key_id,type:uuid"`
+	MembershipID     *int64     `bun:"membership_id"`
+	ParentLimitID    *uuid.UUID `bun:"parent_limit_id,type:uuid"`
+	ThresholdPercent float64    `bun:"threshold_percent"`
+	Interval         string     `bun:"period"`
+	AmountUSD        float64    `bun:"amount_usd"`
+	Action           string     `bun:"action"`
+	Enabled          bool       `bun:"enabled"`
+	CreatedAt        time.Time  `bun:"created_at"`
+	UpdatedAt        time.Time  `bun:"updated_at"`
+}
+
+// LimitRow is a limit with the names of its scope and its current period's spend.
+type LimitRow struct {
+	SpendingLimit
+	APIKeyName string
+	MemberName string
+	SpendUSD   float64
+}
+
+// PeriodStart is when the current period of interval began: Monday 00:00 UTC for a week, the
+// first of the month for a month.
+func PeriodStart(interval string, t time.Time) time.Time {
+	t = t.UTC()
+	day := time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
+	if interval == IntervalWeek {
+		return day.AddDate(0, 0, -((int(day.Weekday()) + 6) % 7))
+	}
+	return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
+}
+
+// spend is what the limit's scope has spent in its current period: the cost of its inference
+// calls (an API key's completions; a member's completions and their attempts' model steps).
+func (s *Store) spend(ctx context.Context, l *SpendingLimit) (float64, error) {
+	q := s.DB.NewSelect().Model((*InferenceLog)(nil)).ColumnExpr("COALESCE(SUM(cost), 0)").
+		Where("team_id = ? AND created_at >= ?", l.TeamID, PeriodStart(l.Interval, now()))
+	if l.APIKeyID != nil {
+		q = q.Where("api_key_id = ?", *l.APIKeyID)
+	} else {
+		q = q.Where("user_id = (SELECT user_id FROM memberships WHERE id = ?)", *l.MembershipID)
+	}
+	var total float64
+	if err := q.Scan(ctx, &total); err != nil {
+		return 0, fmt.Errorf("spend: %w", err)
+	}
+	return math.Round(total*1e6) / 1e6, nil
+}
+
+func (s *Store) limitRow(ctx context.Context, l *SpendingLimit) (LimitRow, error) {
+	r := LimitRow{SpendingLimit: *l}
+	var err error
+	if r.SpendUSD, err = s.spend(ctx, l); err != nil {
+		return r, err
+	}
+	if l.APIKeyID != nil {
+		s.DB.NewSelect().Table("api_keys").Column("name").Where("id = ?", *l.APIKeyID).Scan(ctx, &r.APIKeyName) //nolint:errcheck // a name for display
+	} else {
+		s.DB.NewSelect().TableExpr("memberships AS m").ColumnExpr("u.name").Join("JOIN users AS u ON u.id = m.user_id"). //nolint:errcheck // a name for display
+																	Where("m.id = ?", *l.MembershipID).Scan(ctx, &r.MemberName)
+	}
+	return r, nil
+}
+
+// ListLimits lists the team's limits with their current spend.
+func (s *Store) ListLimits(ctx context.Context, c *Caller) ([]LimitRow, error) {
+	var ls []SpendingLimit
+	if err := s.DB.NewSelect().Model(&ls).Where("team_id = ?", c.TeamID).Order("created_at ASC", "id ASC").Scan(ctx); err != nil {
+		return nil, fmt.Errorf("limits: %w", err)
+	}
+	out := make([]LimitRow, 0, len(ls))
+	for i := range ls {
+		r, err := s.limitRow(ctx, &ls[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// CreateLimit adds a limit to the caller's team; its scope (an API key or a membership) and its
+// parent must be the team's.
+func (s *Store) CreateLimit(ctx context.Context, c *Caller, l *SpendingLimit) (LimitRow, error) {
+	var verr ValidationError
+	if l.APIKeyID != nil {
+		if n, _ := s.DB.NewSelect().Table("api_keys").Where("id = ? AND team_id = ?", *l.APIKeyID, c.TeamID).Count(ctx); n == 0 {
+			verr = append(verr, FieldError{Location: "body.api_key_id", Message: "no API key of your team has this id", Value: l.APIKeyID.String()})
+		}
+	}
+	if l.MembershipID != nil {
+		if n, _ := s.DB.NewSelect().Table("memberships").Where("id = ? AND team_id = ?", *l.MembershipID, c.TeamID).Count(ctx); n == 0 {
+			verr = append(verr, FieldError{Location: "body.membership_id", Message: "no member of your team has this membership id", Value: *l.MembershipID})
+		}
+	}
+	if l.ParentLimitID != nil {
+		if n, _ := s.DB.NewSelect().Model((*SpendingLimit)(nil)).Where("id = ? AND team_id = ?", *l.ParentLimitID, c.TeamID).Count(ctx); n == 0 {
+			verr = append(verr, FieldError{Location: "body.parent_limit_id", Message: "no limit of your team has this id", Value: l.ParentLimitID.String()})
+		}
+	}
+	if len(verr) > 0 {
+		return LimitRow{}, verr
+	}
+	l.ID, l.TeamID, l.CreatedAt, l.UpdatedAt = uuid.New(), c.TeamID, now(), now()
+	if _, err := s.DB.NewInsert().Model(l).Exec(ctx); err != nil {
+		return LimitRow{}, fmt.Errorf("create limit: %w", err)
+	}
+	return s.limitRow(ctx, l)
+}
+
+// LimitUpdate is what PATCH may change; scope and interval cannot.
+type LimitUpdate struct {
+	AmountUSD        *float64
+	Enabled          *bool
+	ThresholdPercent *float64
+}
+
+// UpdateLimit changes a limit of the caller's team.
+func (s *Store) UpdateLimit(ctx context.Context, c *Caller, id uuid.UUID, u LimitUpdate) (LimitRow, error) {
+	var l SpendingLimit
+	if err := s.DB.NewSelect().Model(&l).Where("id = ? AND team_id = ?", id, c.TeamID).Scan(ctx); err != nil {
+		return LimitRow{}, notFound(err, "limit")
+	}
+	if u.AmountUSD != nil {
+		l.AmountUSD = *u.AmountUSD
+	}
+	if u.Enabled != nil {
+		l.Enabled = *u.Enabled
+	}
+	if u.ThresholdPercent != nil {
+		l.ThresholdPercent = *u.ThresholdPercent
+	}
+	l.UpdatedAt = now()
+	if _, err := s.DB.NewUpdate().Model(&l).Column("amount_usd", "enabled", "threshold_percent", "updated_at").WherePK().Exec(ctx); err != nil {
+		return LimitRow{}, err
+	}
+	return s.limitRow(ctx, &l)
+}
+
+// DeleteLimit deletes a limit of the caller's team.
+func (s *Store) DeleteLimit(ctx context.Context, c *Caller, id uuid.UUID) error {
+	res, err := s.DB.NewDelete().Model((*SpendingLimit)(nil)).Where("id = ? AND team_id = ?", id, c.TeamID).Exec(ctx)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("limit %s: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// ReachedBlock is the first enabled block limit on the caller (their API key, or them as a
+// member) whose period's spend has reached threshold_percent of its amount; nil when none has.
+func (s *Store) ReachedBlock(ctx context.Context, c *Caller) (*LimitRow, error) {
+	var ls []SpendingLimit
+	q := s.DB.NewSelect().Model(&ls).Where("team_id = ? AND enabled AND action = ?", c.TeamID, ActionBlock).
+		WhereGroup(" AND ", func(q *bun.SelectQuery) *bun.SelectQuery {
+			q = q.Where("membership_id = ?", c.MembershipID)
+			if c.Kind == CredentialAPIKey {
+				q = q.WhereOr("api_key_id = ?", c.APIKeyID)
+			}
+			return q
+		})
+	if err := q.Scan(ctx); err != nil {
+		return nil, fmt.Errorf("limits: %w", err)
+	}
+	for i := range ls {
+		r, err := s.limitRow(ctx, &ls[i])
+		if err != nil {
+			return nil, err
+		}
+		if r.SpendUSD >= r.AmountUSD*r.ThresholdPercent/100 {
+			return &r, nil
+		}
+	}
+	return nil, nil
+}

@@ -1,0 +1,22 @@
+-- Spending limits: a ceiling in USD per week or month for one API key or one member, which
+-- alerts or blocks once the period's spend reaches threshold_percent of it.
+CREATE TABLE spending_limits (
+    id                TEXT PRIMARY KEY,
+    team_id           TEXT NOT NULL REFERENCES teams (id) ON DELETE CASCADE,
+    api_key_id        TEXT REFERENCES api_keys (id) ON DELETE CASCADE,
+    membership_id     INTEGER REFERENCES memberships (id) ON DELETE CASCADE,
+    parent_limit_id   TEXT REFERENCES spending_limits (id) ON DELETE SET NULL,
+    threshold_percent REAL NOT NULL,
+    period            TEXT NOT NULL,
+    amount_usd        REAL NOT NULL,
+    action            TEXT NOT NULL,
+    enabled           INTEGER NOT NULL,
+    created_at        TEXT NOT NULL,
+    updated_at        TEXT NOT NULL
+);
+--bun:split
+CREATE INDEX spending_limits_team_idx ON spending_limits (team_id);
+--bun:split
+CREATE INDEX inference_logs_key_idx ON inference_logs (api_key_id, created_at);
+--bun:split
+CREATE INDEX inference_logs_user_idx ON inference_logs (user_id, created_at);
