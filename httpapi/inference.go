@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -29,6 +30,10 @@ func (s *Server) registerInference() {
 		OperationID: "list-inference-usage", Method: http.MethodGet, Path: "/inference/usage", Tags: []string{"Usage"},
 		Summary: "Inference usage log", Description: "The team's model calls of the last `days` days, newest first.",
 	}, authKeyOrSession), s.listInferenceUsage)
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "get-inference-usage-buckets", Method: http.MethodGet, Path: "/usage/inference", Tags: []string{"Usage"},
+		Summary: "Inference usage over time", Description: "The team's calls and their cost in hourly or daily buckets (UTC), optionally grouped.",
+	}, authKeyOrSession), s.listUsageBuckets)
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "list-model-logs", Method: http.MethodGet, Path: "/models/{model_id}/logs", Tags: []string{"Models"},
 		Summary: "A model's inference log", Description: "The caller's team's calls of the model through the gateway, newest first.",
@@ -206,14 +211,9 @@ type inferenceUsageOutput struct {
 // listInferenceUsage serves GET /v2/inference/usage.
 func (s *Server) listInferenceUsage(ctx context.Context, in *inferenceUsageInput) (*inferenceUsageOutput, error) {
 	c := callerFrom(ctx)
-	opt := func(id uuid.UUID) *uuid.UUID {
-		if id == uuid.Nil {
-			return nil // not given
-		}
-		return &id
-	}
-	rows, total, err := s.store.InferenceUsage(ctx, c, models.UsageFilter{Since: time.Now().AddDate(0, 0, -in.Days), UserID: opt(in.UserID),
-		APIKeyID: opt(in.APIKeyID), ByokCredentialID: opt(in.ByokCredentialID), Model: opt(in.ModelID), Route: in.RequestType, Limit: in.Limit, Offset: in.Offset})
+	rows, total, err := s.store.InferenceUsage(ctx, c, models.UsageFilter{Since: time.Now().AddDate(0, 0, -in.Days), UserID: optionalID(in.UserID),
+		APIKeyID: optionalID(in.APIKeyID), ByokCredentialID: optionalID(in.ByokCredentialID), Model: optionalID(in.ModelID), Route: in.RequestType,
+		Limit: in.Limit, Offset: in.Offset})
 	if err != nil {
 		return nil, err
 	}
@@ -232,4 +232,110 @@ func (s *Server) listInferenceUsage(ctx context.Context, in *inferenceUsageInput
 			APIKeyID: r.APIKeyID, APIKeyName: r.APIKeyName, BYOK: r.BYOK, ByokCredentialID: r.ByokCredentialID, Metadata: meta}
 	}
 	return out, nil
+}
+
+type usageBucketsInput struct {
+	Start            time.Time `query:"start" doc:"default: end minus 7 days"`
+	End              time.Time `query:"end" doc:"default: now"`
+	BucketWidth      string    `query:"bucket_width" enum:"1h,1d" default:"1d"`
+	GroupBy          string    `query:"group_by" enum:"api_key,byok,model,user,route"`
+	UserID           uuid.UUID `query:"user_id"`
+	APIKeyID         uuid.UUID `query:"api_key_id"`
+	ByokCredentialID uuid.UUID `query:"byok_credential_id"`
+}
+
+// UsageGroup is the calls of one group in one bucket.
+type UsageGroup struct {
+	Key              string  `json:"key" doc:"the group's value: an API key, model or user id (empty: none), byok or platform, a route; all without group_by"`
+	Requests         int     `json:"requests"`
+	Cost             float64 `json:"cost"`
+	PromptTokens     int     `json:"prompt_tokens"`
+	CompletionTokens int     `json:"completion_tokens"`
+}
+
+// UsageBucketOut is one time bucket.
+type UsageBucketOut struct {
+	Start  time.Time    `json:"start"`
+	Groups []UsageGroup `json:"groups" nullable:"false"`
+}
+
+type usageBucketsOutput struct {
+	Body struct {
+		Start         time.Time        `json:"start"`
+		End           time.Time        `json:"end"`
+		BucketWidth   string           `json:"bucket_width" enum:"1h,1d"`
+		TotalRequests int              `json:"total_requests"`
+		TotalCost     float64          `json:"total_cost"`
+		Buckets       []UsageBucketOut `json:"buckets" nullable:"false" doc:"buckets with calls, oldest first"`
+		GroupBy       *string          `json:"group_by"`
+	}
+}
+
+// window is the range asked for, with its defaults: the 7 days up to now.
+func (in *usageBucketsInput) window() (start, end time.Time) {
+	end = in.End
+	if end.IsZero() {
+		end = time.Now()
+	}
+	start = in.Start
+	if start.IsZero() {
+		start = end.AddDate(0, 0, -7)
+	}
+	return start, end
+}
+
+// Resolve bounds the range: a year of days, a month of hours.
+func (in *usageBucketsInput) Resolve(huma.Context) []error {
+	start, end := in.window()
+	switch {
+	case !start.Before(end):
+		return []error{&huma.ErrorDetail{Location: "query.start", Message: "start must be before end"}}
+	case in.BucketWidth == "1h" && end.Sub(start) > 31*24*time.Hour:
+		return []error{&huma.ErrorDetail{Location: "query.start", Message: "hourly buckets cover at most 31 days; use bucket_width=1d"}}
+	case end.Sub(start) > 366*24*time.Hour:
+		return []error{&huma.ErrorDetail{Location: "query.start", Message: "the range covers at most 366 days"}}
+	}
+	return nil
+}
+
+// listUsageBuckets serves GET /v2/usage/inference: bucketed aggregates of the team's calls.
+func (s *Server) listUsageBuckets(ctx context.Context, in *usageBucketsInput) (*usageBucketsOutput, error) {
+	start, end := in.window()
+	hourly := in.BucketWidth == "1h"
+	rows, err := s.store.InferenceBuckets(ctx, callerFrom(ctx), start, end, hourly, in.GroupBy,
+		models.UsageFilter{UserID: optionalID(in.UserID), APIKeyID: optionalID(in.APIKeyID), ByokCredentialID: optionalID(in.ByokCredentialID)})
+	if err != nil {
+		return nil, err
+	}
+	out := &usageBucketsOutput{}
+	out.Body.Start, out.Body.End, out.Body.BucketWidth, out.Body.Buckets = start.UTC(), end.UTC(), in.BucketWidth, []UsageBucketOut{}
+	if in.GroupBy != "" {
+		out.Body.GroupBy = &in.GroupBy
+	}
+	layout := "2006-01-02"
+	if hourly {
+		layout = "2006-01-02 15"
+	}
+	for _, r := range rows {
+		at, err := time.Parse(layout, r.Bucket)
+		if err != nil {
+			return nil, fmt.Errorf("usage bucket %q: %w", r.Bucket, err)
+		}
+		if n := len(out.Body.Buckets); n == 0 || !out.Body.Buckets[n-1].Start.Equal(at) {
+			out.Body.Buckets = append(out.Body.Buckets, UsageBucketOut{Start: at, Groups: []UsageGroup{}})
+		}
+		b := &out.Body.Buckets[len(out.Body.Buckets)-1]
+		b.Groups = append(b.Groups, UsageGroup{Key: r.Group, Requests: r.Requests, Cost: r.Cost, PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens})
+		out.Body.TotalRequests += r.Requests
+		out.Body.TotalCost += r.Cost
+	}
+	return out, nil
+}
+
+// optionalID is an optional id query parameter: nil when not given (the zero uuid).
+func optionalID(id uuid.UUID) *uuid.UUID {
+	if id == uuid.Nil {
+		return nil
+	}
+	return &id
 }

@@ -125,3 +125,58 @@ func (s *Store) InferenceUsage(ctx context.Context, c *Caller, f UsageFilter) ([
 	}
 	return rows, int(total), nil
 }
+
+// UsageBucket is one group of one time bucket of inference calls.
+type UsageBucket struct {
+	Bucket           string  `bun:"bucket"` // "YYYY-MM-DD" or "YYYY-MM-DD HH" (UTC)
+	Group            string  `bun:"grp"`
+	Requests         int     `bun:"requests"`
+	Cost             float64 `bun:"cost"`
+	PromptTokens     int     `bun:"prompt_tokens"`
+	CompletionTokens int     `bun:"completion_tokens"`
+}
+
+// Inference usage groupings.
+var usageGroups = map[string]string{
+	"":        "'all'",
+	"api_key": "COALESCE(CAST(api_key_id AS TEXT), '')",
+	"byok":    "CASE WHEN byok THEN 'byok' ELSE 'platform' END",
+	"model":   "CAST(model_id AS TEXT)",
+	"user":    "COALESCE(CAST(user_id AS TEXT), '')",
+	"route":   "route",
+}
+
+// InferenceBuckets aggregates the team's calls in [start, end) by hour or day (UTC) and by
+// groupBy (api_key, byok, model, user, route, or "" for none), in SQL.
+func (s *Store) InferenceBuckets(ctx context.Context, c *Caller, start, end time.Time, hourly bool, groupBy string, f UsageFilter) ([]UsageBucket, error) {
+	grp, ok := usageGroups[groupBy]
+	if !ok {
+		return nil, fmt.Errorf("group_by %q: %w", groupBy, ErrNotFound)
+	}
+	var bucket string
+	switch {
+	case s.Dialect == Postgres && hourly:
+		bucket = "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24')"
+	case s.Dialect == Postgres:
+		bucket = "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
+	case hourly: // SQLite keeps times as UTC text, "YYYY-MM-DD HH:MM:SS…"
+		bucket = "substr(created_at, 1, 13)"
+	default:
+		bucket = "substr(created_at, 1, 10)"
+	}
+	q := s.DB.NewSelect().Model((*InferenceLog)(nil)).
+		ColumnExpr(bucket+" AS bucket").ColumnExpr(grp+" AS grp").ColumnExpr("count(*) AS requests").
+		ColumnExpr("COALESCE(SUM(cost), 0) AS cost").ColumnExpr("COALESCE(SUM(prompt_tokens), 0) AS prompt_tokens").
+		ColumnExpr("COALESCE(SUM(completion_tokens), 0) AS completion_tokens").
+		Where("team_id = ? AND created_at >= ? AND created_at < ?", c.TeamID, start.UTC(), end.UTC())
+	for col, v := range map[string]*uuid.UUID{"user_id": f.UserID, "api_key_id": f.APIKeyID, "byok_credential_id": f.ByokCredentialID} {
+		if v != nil {
+			q = q.Where("? = ?", bun.Ident(col), *v)
+		}
+	}
+	var out []UsageBucket
+	if err := q.GroupExpr("bucket, grp").OrderExpr("bucket ASC, grp ASC").Scan(ctx, &out); err != nil {
+		return nil, fmt.Errorf("inference buckets: %w", err)
+	}
+	return out, nil
+}

@@ -201,6 +201,53 @@ func testInferenceGateway(t *testing.T, storeArgs []string, _ string) {
 		t.Errorf("delete a limit = %d", code)
 	}
 
+	// Usage over time: every call in today's bucket, grouped by route, in SQL on either store.
+	var everything struct {
+		TotalCount int `json:"total_count"`
+		Logs       []struct{ Cost float64 }
+	}
+	c.call("GET", "/v2/inference/usage?limit=500", nil, &everything)
+	var buckets struct {
+		TotalRequests int     `json:"total_requests"`
+		TotalCost     float64 `json:"total_cost"`
+		BucketWidth   string  `json:"bucket_width"`
+		GroupBy       *string `json:"group_by"`
+		Buckets       []struct {
+			Start  string
+			Groups []struct {
+				Key      string
+				Requests int
+			}
+		}
+	}
+	c.call("GET", "/v2/usage/inference?bucket_width=1h&group_by=route", nil, &buckets)
+	byRoute := map[string]int{}
+	for _, b := range buckets.Buckets {
+		for _, g := range b.Groups {
+			byRoute[g.Key] += g.Requests
+		}
+	}
+	sum := 0.0
+	for _, l := range everything.Logs {
+		sum += l.Cost
+	}
+	if buckets.TotalRequests != everything.TotalCount || math.Abs(buckets.TotalCost-sum) > 1e-9 || buckets.GroupBy == nil || *buckets.GroupBy != "route" ||
+		byRoute["agent"] == 0 || byRoute["completions"] == 0 || byRoute["agent"]+byRoute["completions"] != everything.TotalCount || len(buckets.Buckets) > 2 {
+		t.Errorf("usage buckets = %+v; log has %d rows costing %v", buckets, everything.TotalCount, sum)
+	}
+	for q, want := range map[string]int{"bucket_width=1h&start=2026-01-01T00:00:00Z": 422, "start=2030-01-01T00:00:00Z": 422,
+		"group_by=planet": 422, "bucket_width=1w": 422, "group_by=model&bucket_width=1d": 200} {
+		if code := c.call("GET", "/v2/usage/inference?"+q, nil, nil); code != want {
+			t.Errorf("usage/inference?%s = %d, want %d", q, code, want)
+		}
+	}
+
+	var usageOut bytes.Buffer
+	if err := run(t.Context(), []string{"usage", "--by", "route", "--api-url", c.base, "--api-key", c.key}, &usageOut, io.Discard); err != nil ||
+		!strings.Contains(usageOut.String(), fmt.Sprintf("%d calls", everything.TotalCount)) || !strings.Contains(usageOut.String(), "completions") {
+		t.Errorf("proctor usage: %v\n%s", err, usageOut.String())
+	}
+
 	// A team's own model can be renamed, hidden and given request defaults; the platform's cannot.
 	var teams bytes.Buffer
 	if err := run(context.Background(), append([]string{"admin", "team", "list", "--data-dir", dataDir}, storeArgs...), &teams, io.Discard); err != nil {

@@ -38,6 +38,7 @@ Client commands (against PROCTOR_API_URL with PROCTOR_API_KEY; default: the loca
   proctor trace TRACE_ID [-f]                                  an attempt's trajectory (-f follows it live)
   proctor jobs                                                 your team's jobs, newest first
   proctor env deploy DIR [--name N]                            build an environment from source, print its scenarios
+  proctor usage [--days 7] [--by model|route|api_key|user|byok] inference calls and cost per day
   proctor version    print the version
 
 Every command takes --help. Settings come from flags or PROCTOR_* environment variables.
@@ -96,6 +97,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdJobs(ctx, rest, stdout, stderr)
 	case "env":
 		return cmdEnv(ctx, rest, stdout, stderr)
+	case "usage":
+		return cmdUsage(ctx, rest, stdout, stderr)
 	case "openapi":
 		spec, err := httpapi.Spec()
 		if err != nil {
