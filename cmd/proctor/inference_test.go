@@ -82,6 +82,32 @@ func testInferenceGateway(t *testing.T, storeArgs []string, _ string) {
 		t.Errorf("%d agent rows and %d completion rows (total %d) for %d provider requests", agentCalls, completions, logs.Total, requests.Load())
 	}
 
+	// An Anthropic-compatible server through the same gateway: its own token counts are recorded.
+	claude := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/messages" || r.Header.Get("X-Api-Key") != "scripted-key" {
+			http.Error(w, `{"type":"error","error":{"type":"not_found_error","message":"unexpected"}}`, http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"msg_1","type":"message","role":"assistant","model":"claude-scripted","content":[{"type":"text","text":"hello from claude"}],`+
+			`"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":12,"output_tokens":7}}`)
+	}))
+	defer claude.Close()
+	var out bytes.Buffer
+	if err := run(context.Background(), append([]string{"admin", "model", "add", "--name", "claude-scripted", "--adapter", "anthropic", "--base-url", claude.URL,
+		"--api-key-env", "SCRIPTED_KEY", "--input-cost-per-token", "0.000001", "--output-cost-per-token", "0.000005", "--data-dir", dataDir}, storeArgs...), &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	claudeID := c.resolve("/v2/models/resolve?model=claude-scripted", "id")
+	if code := c.call("POST", "/v2/completions", map[string]any{"model": "claude-scripted", "max_tokens": 100,
+		"messages": []map[string]string{{"role": "user", "content": "hi"}}}, &done); code != 200 || done.Content != "hello from claude" || done.Model != "claude-scripted" {
+		t.Errorf("an Anthropic completion = %d %+v", code, done)
+	}
+	c.call("GET", "/v2/models/"+claudeID+"/logs", nil, &logs)
+	if len(logs.Items) != 1 || logs.Items[0].Prompt != 12 || logs.Items[0].Completion != 7 || math.Abs(logs.Items[0].Cost-(12*0.000001+7*0.000005)) > 1e-12 {
+		t.Errorf("the Anthropic call's row = %+v", logs.Items)
+	}
+
 	// A provider that rate-limits: the caller gets 429 with the provider's Retry-After, and the
 	// failed call is recorded.
 	limited := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -119,12 +145,12 @@ func testInferenceGateway(t *testing.T, storeArgs []string, _ string) {
 		TotalCount int    `json:"total_count"`
 		OrgType    string `json:"org_type"`
 	}
-	all := int(requests.Load()) + 1 // the scripted server's calls and the rate-limited one
+	all := int(requests.Load()) + 2 // the scripted server's calls, the Anthropic one and the rate-limited one
 	if c.call("GET", "/v2/inference/usage", nil, &usage); usage.TotalCount != all || usage.OrgType != "team" || usage.Logs[0].Model != "limited" {
 		t.Errorf("usage = %d rows (want %d), newest %+v", usage.TotalCount, all, usage.Logs[0])
 	}
 	c.call("GET", "/v2/inference/usage?request_type=completions", nil, &usage)
-	if usage.TotalCount != 2 || usage.Logs[0].APIKeyName == nil || usage.Logs[1].Metadata["status"] != "ok" {
+	if usage.TotalCount != 3 || usage.Logs[0].APIKeyName == nil || usage.Logs[1].Metadata["status"] != "ok" || usage.Logs[1].Model != "claude-scripted" {
 		t.Errorf("completions in the usage log = %+v", usage)
 	}
 	c.call("GET", "/v2/inference/usage?model_id="+limitedID+"&days=1", nil, &usage)
