@@ -37,6 +37,8 @@ type Activities struct {
 	// Build configures builds and the images sandboxes run (nil: this worker neither builds
 	// nor runs built images).
 	Build *BuildConfig
+	// Mail sends spending alerts (nil: alerts wait, logged, until a server is configured).
+	Mail *MailConfig
 	// Secrets opens the secrets sealed at rest (nil: this worker has no secrets key, and work
 	// that needs one fails saying so).
 	Secrets *secrets.Keyring

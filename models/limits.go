@@ -199,3 +199,70 @@ func (s *Store) ReachedBlock(ctx context.Context, c *Caller) (*LimitRow, error) 
 	}
 	return nil, nil
 }
+
+// LimitAlert is the alert of one alert limit for one period.
+type LimitAlert struct {
+	bun.BaseModel `bun:"table:limit_alerts,alias:la"`
+	LimitID       uuid.UUID  `bun:"limit_id,pk,type:uuid"`
+	PeriodStart   time.Time  `bun:"period_start,pk"`
+	Recipient     string     `bun:"recipient"`
+	SpendUSD      float64    `bun:"spend_usd"`
+	CreatedAt     time.Time  `bun:"created_at"`
+	SentAt        *time.Time `bun:"sent_at"`
+	// Limit is the alert's limit, for the mail.
+	Limit *SpendingLimit `bun:"-"`
+}
+
+// DueAlerts records an alert for every enabled alert limit whose current period's spend has
+// reached its threshold and has none yet this period, and returns every alert not yet sent
+// (those just recorded and those a crash left unsent), with their limits.
+func (s *Store) DueAlerts(ctx context.Context) ([]LimitAlert, error) {
+	var ls []SpendingLimit
+	if err := s.DB.NewSelect().Model(&ls).Where("enabled AND action = ?", ActionAlert).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("alert limits: %w", err)
+	}
+	byID := map[uuid.UUID]*SpendingLimit{}
+	for i := range ls {
+		l := &ls[i]
+		byID[l.ID] = l
+		spend, err := s.spend(ctx, l)
+		if err != nil {
+			return nil, err
+		}
+		if spend < l.AmountUSD*l.ThresholdPercent/100 {
+			continue
+		}
+		var email string
+		q := s.DB.NewSelect().TableExpr("memberships AS m").ColumnExpr("u.email").Join("JOIN users AS u ON u.id = m.user_id")
+		if l.MembershipID != nil {
+			q = q.Where("m.id = ?", *l.MembershipID)
+		} else {
+			q = q.Where("m.id = (SELECT membership_id FROM api_keys WHERE id = ?)", *l.APIKeyID)
+		}
+		if err := q.Scan(ctx, &email); err != nil {
+			return nil, fmt.Errorf("alert recipient of limit %s: %w", l.ID, err)
+		}
+		a := &LimitAlert{LimitID: l.ID, PeriodStart: PeriodStart(l.Interval, now()), Recipient: email, SpendUSD: spend, CreatedAt: now()}
+		if _, err := s.DB.NewInsert().Model(a).On("CONFLICT (limit_id, period_start) DO NOTHING").Exec(ctx); err != nil {
+			return nil, fmt.Errorf("record alert: %w", err)
+		}
+	}
+	var due []LimitAlert
+	if err := s.DB.NewSelect().Model(&due).Where("sent_at IS NULL").Order("created_at ASC").Scan(ctx); err != nil {
+		return nil, fmt.Errorf("due alerts: %w", err)
+	}
+	out := due[:0]
+	for _, a := range due {
+		if a.Limit = byID[a.LimitID]; a.Limit != nil { // a disabled limit's pending alert waits
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+// AlertSent marks an alert mailed.
+func (s *Store) AlertSent(ctx context.Context, a *LimitAlert) error {
+	_, err := s.DB.NewUpdate().Model((*LimitAlert)(nil)).Set("sent_at = ?", now()).
+		Where("limit_id = ? AND period_start = ?", a.LimitID, a.PeriodStart).Exec(ctx)
+	return err
+}

@@ -138,6 +138,7 @@ func RegisterWorkflows(w worker.Registry) {
 	w.RegisterWorkflow(workflows.CancelJob)
 	w.RegisterWorkflow(workflows.Build)
 	w.RegisterWorkflow(workflows.DiscoverScenarios)
+	w.RegisterWorkflow(workflows.LimitAlerts)
 }
 
 // Stop stops every worker, waiting for running activities to finish or be cancelled.
@@ -230,6 +231,20 @@ func (c *Client) CancelJob(ctx context.Context, jobID uuid.UUID) (int, error) {
 		return 0, fmt.Errorf("cancel job %s: %w", jobID, err)
 	}
 	return res.Cancelled, nil
+}
+
+// StartLimitAlerts makes sure the deployment's LimitAlerts workflow runs (starting it when none
+// does; a running one keeps its interval).
+func (c *Client) StartLimitAlerts(ctx context.Context, interval time.Duration) error {
+	_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: workflows.LimitAlertsWorkflowID, TaskQueue: QueueWorkflows,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+	}, workflows.LimitAlerts, workflows.LimitAlertsInput{Interval: interval})
+	if err != nil {
+		return fmt.Errorf("start the spending alerts workflow: %w", err)
+	}
+	return nil
 }
 
 func (c *Client) start(ctx context.Context, id string, wf any, in any) error {

@@ -144,6 +144,9 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 		}
 	}
 
+	if err := tc.StartLimitAlerts(ctx, cfg.LimitAlertInterval); err != nil {
+		return err
+	}
 	api := httpapi.New(httpapi.Options{
 		Store: store, Bucket: bucket, Temporal: tc, Workflows: tc, Builds: tc, Blob: blobHandler, Logger: log, PublicURL: cfg.PublicURL,
 		SessionTTL: cfg.SessionTTL, MaxBodyBytes: cfg.MaxBodyBytes, MaxJobAttempts: cfg.MaxJobAttempts, Secrets: keys,

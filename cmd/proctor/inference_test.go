@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestInferenceGateway(t *testing.T) {
@@ -23,7 +24,9 @@ func TestInferenceGateway(t *testing.T) {
 // are each recorded with tokens and cost; a provider's 429 stays a 429 with its Retry-After.
 func testInferenceGateway(t *testing.T, storeArgs []string, _ string) {
 	dataDir := t.TempDir()
-	dev := startDev(t, dataDir, storeArgs...)
+	box := startMailbox(t)
+	devArgs := append([]string{"--smtp-url", "smtp://" + box.addr, "--mail-from", "alerts@proctor.test", "--limit-alert-interval", "300ms"}, storeArgs...)
+	dev := startDev(t, dataDir, devArgs...)
 	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey}
 	addModel := func(name, url string, extra ...string) string {
 		return addScriptedModel(t, c, dataDir, storeArgs, name, url, extra...)
@@ -225,6 +228,34 @@ func testInferenceGateway(t *testing.T, storeArgs []string, _ string) {
 	}
 	if code := c.call("DELETE", "/v2/limits/"+limit.ID, nil, nil); code != 204 {
 		t.Errorf("delete a limit = %d", code)
+	}
+
+	// An alert limit past its threshold mails the key's member once this period, through the
+	// durable alerts workflow, and not again after dev restarts.
+	if code := c.call("POST", "/v2/limits", map[string]any{"interval": "week", "action": "alert", "amount_usd": spent, "threshold_percent": 50, "api_key_id": keyID}, &limit); code != 201 {
+		t.Fatalf("create an alert limit = %d", code)
+	}
+	waitMail := func(n int) []mailMessage {
+		deadline := time.Now().Add(30 * time.Second)
+		for len(box.messages()) < n && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		return box.messages()
+	}
+	if got := waitMail(1); len(got) != 1 || got[0].From != "alerts@proctor.test" || len(got[0].To) != 1 || got[0].To[0] != "dev@localhost" ||
+		!strings.Contains(got[0].Data, "Proctor spending alert") || !strings.Contains(got[0].Data, limit.ID) {
+		t.Fatalf("alert mails = %+v", got)
+	}
+	if code := c.call("POST", "/v2/completions", msg, nil); code != 200 {
+		t.Errorf("a completion under an alert limit = %d (alerts do not block)", code)
+	}
+	time.Sleep(time.Second) // three more checks
+	dev.stop(t)
+	dev = startDev(t, dataDir, devArgs...)
+	c.base = dev.info.APIURL
+	time.Sleep(time.Second)
+	if got := box.messages(); len(got) != 1 {
+		t.Errorf("%d alert mails after more checks and a restart, want 1", len(got))
 	}
 
 	// Usage over time: every call in today's bucket, grouped by route, in SQL on either store.

@@ -229,6 +229,9 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 		SessionTTL: cfg.SessionTTL, MaxBodyBytes: cfg.MaxBodyBytes, MaxJobAttempts: cfg.MaxJobAttempts, Secrets: keys,
 		CodecOrigin: cfg.TemporalUIOrigin,
 	})
+	if err := tc.StartLimitAlerts(ctx, cfg.LimitAlertInterval); err != nil {
+		return err
+	}
 	hs, err := startHTTP(cfg.HTTPAddr, api.Handler(), limitsOf(cfg), log)
 	if err != nil {
 		return err
@@ -340,7 +343,8 @@ func startRuntime(tc *ptemporal.Client, store *models.Store, bucket blob.Bucket,
 	if err != nil {
 		return nil, fmt.Errorf("sandboxes: %w", err)
 	}
-	acts := &activities.Activities{Store: store, Logger: log, Sandboxes: sb, Envs: activities.NewEnvs(), Secrets: keys}
+	acts := &activities.Activities{Store: store, Logger: log, Sandboxes: sb, Envs: activities.NewEnvs(), Secrets: keys,
+		Mail: &activities.MailConfig{URL: cfg.SMTPURL, From: cfg.MailFrom}}
 	if bucket != nil {
 		acts.Build = &activities.BuildConfig{Bucket: bucket, Dir: cfg.BuildDir, GOPROXY: cfg.BuildGOPROXY,
 			Limits: archive.Limits{MaxBytes: cfg.BuildMaxSourceBytes, MaxEntries: cfg.BuildMaxSourceEntries}}

@@ -83,6 +83,11 @@ type Config struct {
 	// TemporalUIOrigin is the Temporal Web UI's origin that may decode payloads through the
 	// server's /codec/ endpoint (production; dev sets its own UI).
 	TemporalUIOrigin string
+	// SMTPURL and MailFrom send spending alerts; LimitAlertInterval is how often alert limits
+	// are checked.
+	SMTPURL            string
+	MailFrom           string
+	LimitAlertInterval time.Duration
 	// SecretsKMSURI names a Google Cloud KMS key (gcp-kms://projects/…/cryptoKeys/…) that is the
 	// key-encryption key instead of a keyset file.
 	SecretsKMSURI string
@@ -150,6 +155,9 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	str(&c.ContainerHost, "container-host", "PROCTOR_CONTAINER_HOST", "", "the container provider's engine, e.g. unix:///run/podman/podman.sock (default: DOCKER_HOST, else the engine's default socket)")
 	str(&c.ContainerOwner, "container-owner", "PROCTOR_CONTAINER_OWNER", "", "labels this worker's containers; at start the worker removes containers of its owner left by a crash, so workers sharing an engine need distinct owners (default: the host name)")
 	str(&c.TemporalUIOrigin, "temporal-ui-origin", "PROCTOR_TEMPORAL_UI_ORIGIN", "", "origin of a Temporal Web UI allowed to decode encrypted payloads through /codec/ (configure the UI's codec endpoint as <public-url>/codec with includeCredentials)")
+	str(&c.SMTPURL, "smtp-url", "PROCTOR_SMTP_URL", "", "SMTP server for spending alerts: smtp://[user:password@]host[:port] (STARTTLS when offered) or smtps://… (alerts wait, logged, without one)")
+	str(&c.MailFrom, "mail-from", "PROCTOR_MAIL_FROM", "proctor@localhost", "sender of spending alerts")
+	fs.DurationVar(&c.LimitAlertInterval, "limit-alert-interval", envDuration("PROCTOR_LIMIT_ALERT_INTERVAL", time.Minute), "how often alert limits are checked (env PROCTOR_LIMIT_ALERT_INTERVAL)")
 	str(&c.SecretsKMSURI, "secrets-kms-uri", "PROCTOR_SECRETS_KMS_URI", "", "a Google Cloud KMS key (gcp-kms://projects/P/locations/L/keyRings/R/cryptoKeys/K) that wraps the secrets' data keys, instead of --secrets-key-file; credentials from the environment (ADC)")
 	str(&c.SecretsKeyFile, "secrets-key-file", "PROCTOR_SECRETS_KEY_FILE", "", "key-encryption keyset that seals secrets at rest, shared by servers and workers; create with `proctor admin keys create` (dev default: <data-dir>/secrets-key.json, generated)")
 	fs.IntVar(&c.MaxTries, "max-tries", envInt("PROCTOR_MAX_TRIES", 3), "tries of an attempt after infrastructure failures (env PROCTOR_MAX_TRIES)")

@@ -1,0 +1,94 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/wneessen/go-mail"
+)
+
+// MailConfig is how alert mails leave: an SMTP server and the sender.
+type MailConfig struct {
+	// URL is smtp://[user:password@]host[:port] (STARTTLS when the server offers it) or
+	// smtps://… (TLS from the start).
+	URL  string
+	From string
+}
+
+// client connects to the configured server.
+func (m *MailConfig) client() (*mail.Client, error) {
+	u, err := url.Parse(m.URL)
+	if err != nil || u.Hostname() == "" || (u.Scheme != "smtp" && u.Scheme != "smtps") {
+		return nil, fmt.Errorf("smtp url %q: want smtp://[user:password@]host[:port] or smtps://…", m.URL)
+	}
+	opts := []mail.Option{mail.WithTimeout(30 * time.Second)}
+	if u.Scheme == "smtps" {
+		opts = append(opts, mail.WithSSL(), mail.WithPort(465))
+	} else {
+		opts = append(opts, mail.WithTLSPolicy(mail.TLSOpportunistic), mail.WithPort(25))
+	}
+	if p := u.Port(); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			return nil, fmt.Errorf("smtp url port %q: %w", p, err)
+		}
+		opts = append(opts, mail.WithPort(n))
+	}
+	if u.User != nil {
+		pw, _ := u.User.Password()
+		opts = append(opts, mail.WithSMTPAuth(mail.SMTPAuthPlain), mail.WithUsername(u.User.Username()), mail.WithPassword(pw))
+	}
+	return mail.NewClient(u.Hostname(), opts...)
+}
+
+// CheckLimitAlerts records and mails the alerts of alert limits whose period's spend has reached
+// their threshold: one mail per limit per period. An alert is recorded before its mail is sent
+// and marked sent after, so a crash in between sends it again rather than never. It returns how
+// many mails it sent.
+func (a *Activities) CheckLimitAlerts(ctx context.Context) (int, error) {
+	due, err := a.Store.DueAlerts(ctx)
+	if err != nil || len(due) == 0 {
+		return 0, err
+	}
+	if a.Mail == nil || a.Mail.URL == "" {
+		a.log().Warn("spending alerts are due, and no SMTP server is configured (--smtp-url): they wait", "count", len(due))
+		return 0, nil
+	}
+	client, err := a.Mail.client()
+	if err != nil {
+		return 0, err
+	}
+	sent := 0
+	for i := range due {
+		al := &due[i]
+		l := al.Limit
+		msg := mail.NewMsg()
+		if err := msg.From(a.Mail.From); err != nil {
+			return sent, fmt.Errorf("mail from %q: %w", a.Mail.From, err)
+		}
+		if err := msg.To(al.Recipient); err != nil {
+			return sent, fmt.Errorf("mail to %q: %w", al.Recipient, err)
+		}
+		scope := "your API key"
+		if l.MembershipID != nil {
+			scope = "you"
+		}
+		msg.Subject(fmt.Sprintf("Proctor spending alert: $%s of $%s this %s", strconv.FormatFloat(al.SpendUSD, 'f', -1, 64), strconv.FormatFloat(l.AmountUSD, 'f', -1, 64), l.Interval))
+		msg.SetBodyString(mail.TypeTextPlain, fmt.Sprintf("The spending limit %s on %s has reached %s%% of $%s this %s (since %s): $%s spent.\n\n"+
+			"It alerts only; nothing was stopped. Change it with PATCH /v2/limits/%s.\n",
+			l.ID, scope, strconv.FormatFloat(l.ThresholdPercent, 'f', -1, 64), strconv.FormatFloat(l.AmountUSD, 'f', -1, 64), l.Interval,
+			al.PeriodStart.Format("2006-01-02"), strconv.FormatFloat(al.SpendUSD, 'f', -1, 64), l.ID))
+		if err := client.DialAndSendWithContext(ctx, msg); err != nil {
+			return sent, fmt.Errorf("send the alert of limit %s: %w", l.ID, err)
+		}
+		if err := a.Store.AlertSent(ctx, al); err != nil {
+			return sent, err
+		}
+		sent++
+		a.log().Info("spending alert sent", "limit", l.ID, "to", al.Recipient, "spend_usd", al.SpendUSD)
+	}
+	return sent, nil
+}
