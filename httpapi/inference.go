@@ -194,7 +194,7 @@ type InferenceUsageLog struct {
 	APIKeyName        *string        `json:"api_key_name"`
 	BYOK              bool           `json:"byok"`
 	ByokCredentialID  *uuid.UUID     `json:"byok_credential_id"`
-	Checkpoint        map[string]any `json:"checkpoint" nullable:"true" doc:"the checkpoint that answered; null until checkpoints exist"`
+	Checkpoint        map[string]any `json:"checkpoint" nullable:"true" doc:"the checkpoint that answered ({id}); null for a model without one"`
 	Metadata          map[string]any `json:"metadata" doc:"trace_id, status, error_code, prompt_tokens, completion_tokens, duration_ms"`
 	ModelCheckpointID *uuid.UUID     `json:"model_checkpoint_id"`
 }
@@ -229,7 +229,11 @@ func (s *Server) listInferenceUsage(ctx context.Context, in *inferenceUsageInput
 			meta["error_code"] = r.ErrorCode
 		}
 		out.Body.Logs[i] = InferenceUsageLog{ID: r.ID, CreatedAt: r.CreatedAt, Model: r.ModelName, Cost: r.Cost, Type: r.Route,
-			APIKeyID: r.APIKeyID, APIKeyName: r.APIKeyName, BYOK: r.BYOK, ByokCredentialID: r.ByokCredentialID, Metadata: meta}
+			APIKeyID: r.APIKeyID, APIKeyName: r.APIKeyName, BYOK: r.BYOK, ByokCredentialID: r.ByokCredentialID, Metadata: meta,
+			ModelCheckpointID: r.CheckpointID}
+		if r.CheckpointID != nil {
+			out.Body.Logs[i].Checkpoint = map[string]any{"id": r.CheckpointID.String()}
+		}
 	}
 	return out, nil
 }

@@ -31,22 +31,55 @@ type Model struct {
 	RequestDefaults   map[string]any `json:"request_defaults"`
 }
 
-func modelFrom(m *models.LLMModel, c *models.Caller, inferences int) Model {
-	return Model{InferenceCount: inferences, ID: m.ID, ModelName: m.ModelName, Name: m.Name, Provider: m.Provider, Adapter: m.Adapter, SDKAgentType: m.SDKAgentType,
-		CreatedAt: m.CreatedAt, CanEdit: c != nil && m.TeamID != nil && *m.TeamID == c.TeamID, ContextWindow: m.ContextWindow,
-		Hidden: m.Hidden, InputCostPerToken: m.InputCostPerToken, RequestDefaults: nonNilMap(m.RequestDefaults)}
+// modelViews are models as answers show them, with the caller's team's count of their calls,
+// their checkpoints and the name of the model each is a fork of.
+func (s *Server) modelViews(ctx context.Context, ms []models.LLMModel) ([]Model, error) {
+	c := callerFrom(ctx)
+	ids := make([]uuid.UUID, len(ms))
+	var forks []uuid.UUID
+	for i := range ms {
+		ids[i] = ms[i].ID
+		if ms[i].ForkOfModelID != nil {
+			forks = append(forks, *ms[i].ForkOfModelID)
+		}
+	}
+	calls, err := s.store.InferenceCounts(ctx, c.TeamID, ids)
+	if err != nil {
+		return nil, err
+	}
+	cps, err := s.store.CheckpointCounts(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	names, err := s.store.ModelNames(ctx, forks)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Model, len(ms))
+	for i := range ms {
+		m := &ms[i]
+		out[i] = Model{ID: m.ID, ModelName: m.ModelName, Name: m.Name, Provider: m.Provider, Adapter: m.Adapter, SDKAgentType: m.SDKAgentType,
+			CreatedAt: m.CreatedAt, CanEdit: m.TeamID != nil && *m.TeamID == c.TeamID, ContextWindow: m.ContextWindow,
+			Hidden: m.Hidden, InputCostPerToken: m.InputCostPerToken, RequestDefaults: nonNilMap(m.RequestDefaults),
+			InferenceCount: calls[m.ID], CheckpointCount: cps[m.ID], ForkOfModelID: m.ForkOfModelID}
+		if m.ForkOfModelID != nil {
+			if n, ok := names[*m.ForkOfModelID]; ok {
+				out[i].ForkOfModelName = &n
+			}
+		}
+	}
+	return out, nil
 }
 
 type modelOutput struct{ Body Model }
 
-// modelOutput answers with one model and the caller's team's count of its calls.
+// modelOutput answers with one model.
 func (s *Server) modelOutput(ctx context.Context, m *models.LLMModel) (*modelOutput, error) {
-	c := callerFrom(ctx)
-	counts, err := s.store.InferenceCounts(ctx, c.TeamID, []uuid.UUID{m.ID})
+	views, err := s.modelViews(ctx, []models.LLMModel{*m})
 	if err != nil {
 		return nil, err
 	}
-	return &modelOutput{Body: modelFrom(m, c, counts[m.ID])}, nil
+	return &modelOutput{Body: views[0]}, nil
 }
 
 type listModelsOutput struct{ Body Page[Model] }
@@ -111,17 +144,9 @@ func (s *Server) listModels(ctx context.Context, in *listModelsInput) (*listMode
 	if err != nil {
 		return nil, err
 	}
-	ids := make([]uuid.UUID, len(ms))
-	for i := range ms {
-		ids[i] = ms[i].ID
-	}
-	counts, err := s.store.InferenceCounts(ctx, c.TeamID, ids)
+	items, err := s.modelViews(ctx, ms)
 	if err != nil {
 		return nil, err
-	}
-	items := make([]Model, len(ms))
-	for i := range ms {
-		items[i] = modelFrom(&ms[i], c, counts[ms[i].ID])
 	}
 	return &listModelsOutput{Body: NewPage(items, total, in.Limit, in.Offset)}, nil
 }

@@ -140,6 +140,7 @@ func New(o Options) *Server {
 	s.registerSecrets()
 	s.registerInference()
 	s.registerLimits()
+	s.registerCheckpoints()
 	allowUnknownRequestFields(s.api.OpenAPI())
 	nullablePointers(s.api.OpenAPI())
 	freeFormMaps(s.api.OpenAPI())

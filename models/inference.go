@@ -35,7 +35,9 @@ type InferenceLog struct {
 	APIKeyID         *uuid.UUID `bun:"api_key_id,type:uuid"`
 	BYOK             bool       `bun:"byok"`
 	ByokCredentialID *uuid.UUID `bun:"byok_credential_id,type:uuid"`
-	CreatedAt        time.Time  `bun:"created_at"`
+	// CheckpointID is the checkpoint that answered (a fork's head), if any.
+	CheckpointID *uuid.UUID `bun:"checkpoint_id,type:uuid"`
+	CreatedAt    time.Time  `bun:"created_at"`
 }
 
 // RecordInference writes one model call's row.

@@ -29,8 +29,13 @@ type LLMModel struct {
 	// OutputCostPerToken prices completion tokens (the spec shows input_cost_per_token only).
 	OutputCostPerToken float64        `bun:"output_cost_per_token"`
 	RequestDefaults    map[string]any `bun:"request_defaults"`
-	CreatedAt          time.Time      `bun:"created_at"`
-	UpdatedAt          time.Time      `bun:"updated_at"`
+	// Trainable models can be forked; a fork is trainable and takes checkpoints, and its head
+	// checkpoint is what the gateway calls.
+	Trainable        bool       `bun:"trainable"`
+	ForkOfModelID    *uuid.UUID `bun:"fork_of_model_id,type:uuid"`
+	HeadCheckpointID *uuid.UUID `bun:"head_checkpoint_id,type:uuid"`
+	CreatedAt        time.Time  `bun:"created_at"`
+	UpdatedAt        time.Time  `bun:"updated_at"`
 }
 
 // Model adapters.
@@ -51,7 +56,7 @@ func (s *Store) UpsertModel(ctx context.Context, m *LLMModel) error {
 	}
 	m.CreatedAt, m.UpdatedAt = now(), now()
 	_, err := s.DB.NewInsert().Model(m).On("CONFLICT (model_name) DO UPDATE").
-		Set("name = EXCLUDED.name, provider = EXCLUDED.provider, adapter = EXCLUDED.adapter, base_url = EXCLUDED.base_url, api_key_env = EXCLUDED.api_key_env, context_window = EXCLUDED.context_window, input_cost_per_token = EXCLUDED.input_cost_per_token, output_cost_per_token = EXCLUDED.output_cost_per_token, updated_at = EXCLUDED.updated_at").
+		Set("name = EXCLUDED.name, provider = EXCLUDED.provider, adapter = EXCLUDED.adapter, base_url = EXCLUDED.base_url, api_key_env = EXCLUDED.api_key_env, context_window = EXCLUDED.context_window, input_cost_per_token = EXCLUDED.input_cost_per_token, output_cost_per_token = EXCLUDED.output_cost_per_token, trainable = EXCLUDED.trainable, updated_at = EXCLUDED.updated_at").
 		Returning("id").Exec(ctx)
 	if err != nil {
 		return fmt.Errorf("upsert model %s: %w", m.ModelName, err)

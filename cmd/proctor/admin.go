@@ -39,7 +39,7 @@ the dev instance's SQLite file under --data-dir).
   project create --team ID --name NAME [--description D]    create a project
   project list --team ID                                    list a team's projects
   model add --name MODEL --adapter openai|anthropic|oracle [--base-url URL] [--api-key-env VAR] [--provider P] [--team ID]
-            [--input-cost-per-token USD] [--output-cost-per-token USD]
+            [--input-cost-per-token USD] [--output-cost-per-token USD] [--trainable]
                                                             register a model (e.g. a vLLM, Ollama or llama.cpp server);
                                                             the key is read on the workers from VAR, never stored;
                                                             members' own keys for --provider (default: the
@@ -81,6 +81,7 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	adapter := fs.String("adapter", "", "model adapter: openai, anthropic or oracle")
 	baseURL := fs.String("base-url", "", "model server base URL (OpenAI-compatible: …/v1/)")
 	keyEnv := fs.String("api-key-env", "", "environment variable holding the model's API key on the workers")
+	trainable := fs.Bool("trainable", false, "the model can be forked (POST /v2/models/fork) and its forks take checkpoints")
 	inCost := fs.Float64("input-cost-per-token", 0, "USD per prompt token, for the inference log's cost")
 	outCost := fs.Float64("output-cost-per-token", 0, "USD per completion token")
 	provider := fs.String("provider", "", "whose API the model is (openai, anthropic, …): members' own keys for that provider are used for it; default the adapter, or custom with --base-url")
@@ -297,7 +298,7 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return errors.New("--input-cost-per-token and --output-cost-per-token must not be negative")
 		}
 		m := &models.LLMModel{ModelName: *name, Name: *name, Provider: prov, Adapter: *adapter, BaseURL: *baseURL, APIKeyEnv: *keyEnv,
-			InputCostPerToken: *inCost, OutputCostPerToken: *outCost}
+			InputCostPerToken: *inCost, OutputCostPerToken: *outCost, Trainable: *trainable}
 		if *teamID != "" {
 			tid, err := team()
 			if err != nil {

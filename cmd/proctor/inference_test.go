@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -303,6 +304,90 @@ func testInferenceGateway(t *testing.T, storeArgs []string, _ string) {
 	if err := run(t.Context(), []string{"usage", "--by", "route", "--api-url", c.base, "--api-key", c.key}, &usageOut, io.Discard); err != nil ||
 		!strings.Contains(usageOut.String(), fmt.Sprintf("%d calls", everything.TotalCount)) || !strings.Contains(usageOut.String(), "completions") {
 		t.Errorf("proctor usage: %v\n%s", err, usageOut.String())
+	}
+
+	// Fork → checkpoint → head: inference then calls the checkpoint's upstream name, and the
+	// checkpoint knows the attempts it answered.
+	var mu sync.Mutex
+	var asked []string
+	trainer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct{ Model string }
+		json.NewDecoder(r.Body).Decode(&req)
+		mu.Lock()
+		asked = append(asked, req.Model)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"c","object":"chat.completion","created":0,"model":"`+req.Model+`","choices":[{"index":0,"message":{"role":"assistant","content":"done"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`)
+	}))
+	defer trainer.Close()
+	lastAsked := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(asked) == 0 {
+			return ""
+		}
+		return asked[len(asked)-1]
+	}
+	base := addModel("base-trainable", trainer.URL, "--trainable")
+	var fork struct {
+		ID              string
+		ForkOfModelID   *string `json:"fork_of_model_id"`
+		ForkOfModelName *string `json:"fork_of_model_name"`
+		CanEdit         bool    `json:"can_edit"`
+		CheckpointCount int     `json:"checkpoint_count"`
+	}
+	if code := c.call("POST", "/v2/models/fork", map[string]any{"source_model_id": base, "name": "my-fork"}, &fork); code != 200 ||
+		fork.ForkOfModelID == nil || *fork.ForkOfModelID != base || fork.ForkOfModelName == nil || *fork.ForkOfModelName != "base-trainable" || !fork.CanEdit {
+		t.Fatalf("fork = %d %+v", code, fork)
+	}
+	if code := c.call("POST", "/v2/models/fork", map[string]any{"source_model_id": priced, "name": "nope"}, nil); code != 422 {
+		t.Errorf("a fork of a model that is not trainable = %d, want 422", code)
+	}
+	if code := c.call("POST", "/v2/models/fork", map[string]any{"source_model_id": base, "name": "my-fork"}, nil); code != 409 {
+		t.Errorf("a second fork of the same name = %d, want 409", code)
+	}
+	ask := map[string]any{"model": "my-fork", "messages": []map[string]string{{"role": "user", "content": "hi"}}}
+	if code := c.call("POST", "/v2/completions", ask, nil); code != 200 || lastAsked() != "base-trainable" {
+		t.Errorf("a fork without a checkpoint called %q (%d), want its base", lastAsked(), code)
+	}
+	var cp struct{ ID string }
+	if code := c.call("POST", "/v2/models/"+fork.ID+"/checkpoints", map[string]any{"name": "step-100", "upstream_model": "ft:base:step-100",
+		"learning_rate": 0.0001, "loss_fn": "ppo", "metrics": map[string]any{"loss": 0.5}, "num_datums": 10, "num_tokens": 1000}, &cp); code != 201 {
+		t.Fatalf("register a checkpoint = %d", code)
+	}
+	if code := c.call("POST", "/v2/models/"+priced+"/checkpoints", map[string]any{"name": "x", "upstream_model": "y"}, nil); code != 403 {
+		t.Errorf("a checkpoint of a shared model = %d, want 403", code)
+	}
+	if code := c.call("PUT", "/v2/models/"+fork.ID+"/head", map[string]any{"checkpoint_id": cp.ID}, &fork); code != 200 || fork.CheckpointCount != 1 {
+		t.Errorf("set head = %d %+v", code, fork)
+	}
+	if code := c.call("PUT", "/v2/models/"+fork.ID+"/head", map[string]any{"checkpoint_id": limitedID}, nil); code != 422 {
+		t.Errorf("a head that is no checkpoint of the model = %d, want 422", code)
+	}
+	if code := c.call("POST", "/v2/completions", ask, nil); code != 200 || lastAsked() != "ft:base:step-100" {
+		t.Errorf("after set-head the gateway called %q (%d), want the checkpoint's upstream name", lastAsked(), code)
+	}
+	forkRun, _ := c.runToEnd(map[string]any{"task_version_id": up.TaskVersionIDs[0], "model_id": fork.ID})
+	var cps []struct {
+		ID         string
+		IsActive   bool `json:"is_active"`
+		Name       string
+		Checkpoint string   `json:"checkpoint_name"`
+		NumTokens  int      `json:"num_tokens"`
+		MeanReward *float64 `json:"mean_reward"`
+		Jobs       []struct{ ID string }
+	}
+	c.call("GET", "/v2/models/"+fork.ID+"/checkpoints", nil, &cps)
+	if len(cps) != 1 || !cps[0].IsActive || cps[0].Checkpoint != "ft:base:step-100" || cps[0].NumTokens != 1000 || len(cps[0].Jobs) != 1 || cps[0].MeanReward == nil {
+		t.Errorf("checkpoints = %+v", cps)
+	}
+	var cpTraces []struct {
+		TraceID string `json:"trace_id"`
+		Status  string
+	}
+	c.call("GET", "/v2/models/"+fork.ID+"/checkpoints/"+cp.ID+"/traces", nil, &cpTraces)
+	if len(cpTraces) != 1 || cpTraces[0].TraceID != forkRun.ID || cpTraces[0].Status != "completed" {
+		t.Errorf("checkpoint traces = %+v, want the fork's attempt %s", cpTraces, forkRun.ID)
 	}
 
 	// A team's own model can be renamed, hidden and given request defaults; the platform's cannot.

@@ -83,14 +83,37 @@ func (g *Gateway) Client(ctx context.Context, c Call) (m agent.Model, cred *mode
 	if cred != nil {
 		key = cred.Key
 	}
-	inner, err := g.Models(c.Model, c.Validation, key)
+	// A fork with a head checkpoint is served upstream under the checkpoint's name.
+	upstream := c.Model
+	head, err := g.Store.HeadCheckpoint(ctx, c.Model)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch {
+	case head != nil:
+		m := *c.Model
+		m.ModelName = head.UpstreamModel
+		upstream = &m
+	case c.Model.ForkOfModelID != nil:
+		// A fork without a checkpoint yet is its base.
+		names, err := g.Store.ModelNames(ctx, []uuid.UUID{*c.Model.ForkOfModelID})
+		if err != nil {
+			return nil, nil, err
+		}
+		if base, ok := names[*c.Model.ForkOfModelID]; ok {
+			m := *c.Model
+			m.ModelName = base
+			upstream = &m
+		}
+	}
+	inner, err := g.Models(upstream, c.Validation, key)
 	if err != nil {
 		return nil, nil, err
 	}
 	if c.Model.Adapter == models.AdapterOracle {
 		return inner, nil, nil // the oracle replays a task; it is no inference
 	}
-	return &metered{g: g, call: c, cred: cred, inner: inner}, cred, nil
+	return &metered{g: g, call: c, cred: cred, head: head, inner: inner}, cred, nil
 }
 
 // metered records each call of inner.
@@ -98,6 +121,7 @@ type metered struct {
 	g     *Gateway
 	call  Call
 	cred  *models.ProviderCredential
+	head  *models.Checkpoint
 	inner agent.Model
 }
 
@@ -108,6 +132,9 @@ func (m *metered) Step(ctx context.Context, req agent.StepRequest) (*agent.StepR
 		DurationMS: int(time.Since(begin).Milliseconds()), TraceID: m.call.TraceID, UserID: m.call.UserID, APIKeyID: m.call.APIKeyID}
 	if m.cred != nil {
 		row.BYOK, row.ByokCredentialID = m.cred.Source != "", m.cred.ByokID
+	}
+	if m.head != nil {
+		row.CheckpointID = &m.head.ID
 	}
 	if err != nil {
 		row.Status, row.ErrorCode = "error", ErrorCode(err)
