@@ -226,6 +226,21 @@ func (c *apiClient) printJobTable(ctx context.Context, w io.Writer, jobID string
 		reward = fmt.Sprintf("%.3f", *s.AvgReward)
 	}
 	fmt.Fprintf(w, "\n%d attempts: %d completed, %d errors, %d cancelled · mean reward %s\n", s.TotalTraces, s.Completed, s.Error, s.Cancelled, reward)
+	var usage struct {
+		TotalCost     float64 `json:"total_cost"`
+		InferenceCost struct {
+			Cost  float64 `json:"cost"`
+			Count int     `json:"count"`
+		} `json:"inference_cost"`
+		EnvironmentCost struct {
+			Cost float64 `json:"cost"`
+		} `json:"environment_cost"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/v2/jobs/"+jobID+"/usage", nil, &usage); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "cost $%.4f: inference $%.4f (%d model calls), environments $%.4f\n",
+		usage.TotalCost, usage.InferenceCost.Cost, usage.InferenceCost.Count, usage.EnvironmentCost.Cost)
 	for _, n := range names {
 		if byTask[n].example != "" {
 			fmt.Fprintf(w, "an error of %s: proctor trace %s\n", n, byTask[n].example)

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 func TestInferenceGateway(t *testing.T) {
@@ -26,7 +28,8 @@ func TestInferenceGateway(t *testing.T) {
 func testInferenceGateway(t *testing.T, storeArgs []string, _ string) {
 	dataDir := t.TempDir()
 	box := startMailbox(t)
-	devArgs := append([]string{"--smtp-url", "smtp://" + box.addr, "--mail-from", "alerts@proctor.test", "--limit-alert-interval", "300ms"}, storeArgs...)
+	devArgs := append([]string{"--smtp-url", "smtp://" + box.addr, "--mail-from", "alerts@proctor.test", "--limit-alert-interval", "300ms",
+		"--environment-hourly-rate", "3.6", "--environment-baseline-minutes", "5"}, storeArgs...)
 	dev := startDev(t, dataDir, devArgs...)
 	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey}
 	addModel := func(name, url string, extra ...string) string {
@@ -43,6 +46,50 @@ func testInferenceGateway(t *testing.T, storeArgs []string, _ string) {
 	tr, _ := c.runToEnd(map[string]any{"task_version_id": up.TaskVersionIDs[0], "model_id": priced})
 	if tr.Status != "completed" || tr.Reward == nil || *tr.Reward != 1 {
 		t.Fatalf("attempt = %+v", tr)
+	}
+
+	// The attempt's usage: its model calls' cost, and environment time at 3.6 $/h with a 5-minute
+	// baseline; its job's usage sums its traces.
+	var tu struct {
+		AgentActions      int     `json:"agent_actions"`
+		BaselineMinutes   float64 `json:"environment_baseline_minutes"`
+		BaselineCost      float64 `json:"environment_baseline_cost"`
+		AdditionalMinutes float64 `json:"environment_additional_minutes"`
+		EnvironmentCost   float64 `json:"environment_cost"`
+		HourlyRate        float64 `json:"environment_hourly_rate"`
+		InferenceCost     float64 `json:"inference_cost"`
+		StillRunning      bool    `json:"environment_still_running"`
+		EnvironmentID     *string `json:"environment_id"`
+	}
+	wantInference := float64(requests.Load()) * (10*inCost + 5*outCost)
+	if code := c.call("GET", "/v2/trace/"+tr.ID+"/usage", nil, &tu); code != 200 || tu.AgentActions != 1 || tu.BaselineMinutes != 5 ||
+		math.Abs(tu.BaselineCost-0.3) > 1e-9 || tu.AdditionalMinutes > 1 || tu.HourlyRate != 3.6 || tu.StillRunning || tu.EnvironmentID == nil ||
+		math.Abs(tu.InferenceCost-wantInference) > 1e-12 || math.Abs(tu.EnvironmentCost-(0.3+3.6*tu.AdditionalMinutes/60)) > 1e-9 {
+		t.Errorf("trace usage = %d %+v (want inference %v)", code, tu, wantInference)
+	}
+	var traceInfo struct {
+		JobID string `json:"job_id"`
+	}
+	c.call("GET", "/v2/trace/"+tr.ID, nil, &traceInfo)
+	var ju struct {
+		TotalCost                float64 `json:"total_cost"`
+		TraceCount               int     `json:"trace_count"`
+		EnvironmentsStillRunning int     `json:"environments_still_running"`
+		InferenceCost            struct {
+			Cost  float64
+			Count int
+		} `json:"inference_cost"`
+		EnvironmentCost struct{ Cost float64 } `json:"environment_cost"`
+		Traces          []json.RawMessage
+	}
+	if code := c.call("GET", "/v2/jobs/"+traceInfo.JobID+"/usage", nil, &ju); code != 200 || ju.TraceCount != 1 || len(ju.Traces) != 1 ||
+		ju.InferenceCost.Count != int(requests.Load()) || math.Abs(ju.TotalCost-(tu.EnvironmentCost+tu.InferenceCost)) > 1e-9 || ju.EnvironmentsStillRunning != 0 {
+		t.Errorf("job usage = %d %+v", code, ju)
+	}
+	for path, want := range map[string]int{"/v2/trace/" + uuid.NewString() + "/usage": 404, "/v2/jobs/" + uuid.NewString() + "/usage": 404} {
+		if code := c.call("GET", path, nil, nil); code != want {
+			t.Errorf("%s = %d, want %d", path, code, want)
+		}
 	}
 
 	// A completion through the same gateway, billed to the caller's key.
@@ -84,6 +131,12 @@ func testInferenceGateway(t *testing.T, storeArgs []string, _ string) {
 	}
 	if int64(agentCalls+completions) != requests.Load() || completions != 1 || logs.Total != len(logs.Items) {
 		t.Errorf("%d agent rows and %d completion rows (total %d) for %d provider requests", agentCalls, completions, logs.Total, requests.Load())
+	}
+
+	var evalOut bytes.Buffer
+	if err := run(t.Context(), []string{"eval", "gateway", "--model", "priced", "--api-url", c.base, "--api-key", c.key}, &evalOut, io.Discard); err != nil ||
+		!regexp.MustCompile(`cost \$0\.3\d{3}: inference \$0\.\d{4} \(2 model calls\), environments \$0\.3\d{3}`).MatchString(evalOut.String()) {
+		t.Errorf("proctor eval's cost line: %v\n%s", err, evalOut.String())
 	}
 
 	// An Anthropic-compatible server through the same gateway: its own token counts are recorded.

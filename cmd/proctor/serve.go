@@ -227,6 +227,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	api := httpapi.New(httpapi.Options{
 		Store: store, Bucket: bucket, Temporal: tc, Workflows: tc, Builds: tc, Blob: blobHandler, Logger: log, PublicURL: cfg.PublicURL,
 		SessionTTL: cfg.SessionTTL, MaxBodyBytes: cfg.MaxBodyBytes, MaxJobAttempts: cfg.MaxJobAttempts, Secrets: keys,
+		Pricing:     models.Pricing{HourlyRate: cfg.EnvironmentHourlyRate, BaselineMinutes: cfg.EnvironmentBaselineMinutes},
 		CodecOrigin: cfg.TemporalUIOrigin,
 	})
 	if err := tc.StartLimitAlerts(ctx, cfg.LimitAlertInterval); err != nil {

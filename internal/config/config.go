@@ -83,6 +83,9 @@ type Config struct {
 	// TemporalUIOrigin is the Temporal Web UI's origin that may decode payloads through the
 	// server's /codec/ endpoint (production; dev sets its own UI).
 	TemporalUIOrigin string
+	// EnvironmentHourlyRate and EnvironmentBaselineMinutes price environment time in usage.
+	EnvironmentHourlyRate      float64
+	EnvironmentBaselineMinutes float64
 	// SMTPURL and MailFrom send spending alerts; LimitAlertInterval is how often alert limits
 	// are checked.
 	SMTPURL            string
@@ -155,6 +158,8 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	str(&c.ContainerHost, "container-host", "PROCTOR_CONTAINER_HOST", "", "the container provider's engine, e.g. unix:///run/podman/podman.sock (default: DOCKER_HOST, else the engine's default socket)")
 	str(&c.ContainerOwner, "container-owner", "PROCTOR_CONTAINER_OWNER", "", "labels this worker's containers; at start the worker removes containers of its owner left by a crash, so workers sharing an engine need distinct owners (default: the host name)")
 	str(&c.TemporalUIOrigin, "temporal-ui-origin", "PROCTOR_TEMPORAL_UI_ORIGIN", "", "origin of a Temporal Web UI allowed to decode encrypted payloads through /codec/ (configure the UI's codec endpoint as <public-url>/codec with includeCredentials)")
+	fs.Float64Var(&c.EnvironmentHourlyRate, "environment-hourly-rate", envFloat("PROCTOR_ENVIRONMENT_HOURLY_RATE", 0), "USD per hour of an attempt's environment, for usage and job cost (env PROCTOR_ENVIRONMENT_HOURLY_RATE)")
+	fs.Float64Var(&c.EnvironmentBaselineMinutes, "environment-baseline-minutes", envFloat("PROCTOR_ENVIRONMENT_BASELINE_MINUTES", 5), "minutes every started attempt is charged at least (env PROCTOR_ENVIRONMENT_BASELINE_MINUTES)")
 	str(&c.SMTPURL, "smtp-url", "PROCTOR_SMTP_URL", "", "SMTP server for spending alerts: smtp://[user:password@]host[:port] (STARTTLS when offered) or smtps://… (alerts wait, logged, without one)")
 	str(&c.MailFrom, "mail-from", "PROCTOR_MAIL_FROM", "proctor@localhost", "sender of spending alerts")
 	fs.DurationVar(&c.LimitAlertInterval, "limit-alert-interval", envDuration("PROCTOR_LIMIT_ALERT_INTERVAL", time.Minute), "how often alert limits are checked (env PROCTOR_LIMIT_ALERT_INTERVAL)")
@@ -224,6 +229,9 @@ func (c *Config) finish() error {
 	default:
 		return fmt.Errorf("log format must be text or json, not %q", c.LogFormat)
 	}
+	if c.EnvironmentHourlyRate < 0 || c.EnvironmentBaselineMinutes < 0 {
+		return errors.New("environment-hourly-rate and environment-baseline-minutes must not be negative")
+	}
 	if c.BuildMaxSourceBytes < 0 || c.BuildMaxSourceEntries < 0 || c.MaxUploadBytes < 0 {
 		return errors.New("build-max-source-bytes, build-max-source-entries and max-upload-bytes must not be negative")
 	}
@@ -269,6 +277,13 @@ func envOr(key, def string) string {
 
 func envInt(key string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(key)); err == nil {
+		return v
+	}
+	return def
+}
+
+func envFloat(key string, def float64) float64 {
+	if v, err := strconv.ParseFloat(os.Getenv(key), 64); err == nil {
 		return v
 	}
 	return def
