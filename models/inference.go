@@ -40,7 +40,32 @@ type InferenceLog struct {
 	CreatedAt    time.Time  `bun:"created_at"`
 }
 
-// RecordInference writes one model call's row.
+// InferenceDaily is one day of a team's calls with the same dimensions (absent ids are "").
+type InferenceDaily struct {
+	bun.BaseModel    `bun:"table:inference_daily,alias:inference_daily"`
+	TeamID           uuid.UUID `bun:"team_id,pk,type:uuid"`
+	Day              string    `bun:"day,pk"` // YYYY-MM-DD, UTC
+	ModelID          string    `bun:"model_id,pk"`
+	UserID           string    `bun:"user_id,pk"`
+	APIKeyID         string    `bun:"api_key_id,pk"`
+	ByokCredential   string    `bun:"byok_credential,pk"`
+	BYOK             bool      `bun:"byok,pk"`
+	Route            string    `bun:"route,pk"`
+	Requests         int64     `bun:"requests"`
+	Cost             float64   `bun:"cost"`
+	PromptTokens     int64     `bun:"prompt_tokens"`
+	CompletionTokens int64     `bun:"completion_tokens"`
+}
+
+func idText(id *uuid.UUID) string {
+	if id == nil {
+		return ""
+	}
+	return id.String()
+}
+
+// RecordInference writes one model call's row, and adds it to its day's usage, in one
+// transaction.
 func (s *Store) RecordInference(ctx context.Context, l *InferenceLog) error {
 	if l.ID == uuid.Nil {
 		l.ID = uuid.New()
@@ -48,7 +73,22 @@ func (s *Store) RecordInference(ctx context.Context, l *InferenceLog) error {
 	if l.CreatedAt.IsZero() {
 		l.CreatedAt = now()
 	}
-	if _, err := s.DB.NewInsert().Model(l).Exec(ctx); err != nil {
+	d := &InferenceDaily{TeamID: l.TeamID, Day: l.CreatedAt.UTC().Format("2006-01-02"), ModelID: l.ModelID.String(), UserID: idText(l.UserID),
+		APIKeyID: idText(l.APIKeyID), ByokCredential: idText(l.ByokCredentialID), BYOK: l.BYOK, Route: l.Route, Requests: 1, Cost: l.Cost,
+		PromptTokens: int64(l.PromptTokens), CompletionTokens: int64(l.CompletionTokens)}
+	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if _, err := tx.NewInsert().Model(l).Exec(ctx); err != nil {
+			return err
+		}
+		_, err := tx.NewInsert().Model(d).
+			On("CONFLICT (team_id, day, model_id, user_id, api_key_id, byok_credential, byok, route) DO UPDATE").
+			Set("requests = inference_daily.requests + EXCLUDED.requests").
+			Set("cost = inference_daily.cost + EXCLUDED.cost").
+			Set("prompt_tokens = inference_daily.prompt_tokens + EXCLUDED.prompt_tokens").
+			Set("completion_tokens = inference_daily.completion_tokens + EXCLUDED.completion_tokens").Exec(ctx)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("record inference: %w", err)
 	}
 	return nil
@@ -148,23 +188,43 @@ var usageGroups = map[string]string{
 	"route":   "route",
 }
 
-// InferenceBuckets aggregates the team's calls in [start, end) by hour or day (UTC) and by
-// groupBy (api_key, byok, model, user, route, or "" for none), in SQL.
+// Daily usage groupings, over inference_daily.
+var dailyGroups = map[string]string{
+	"":        "'all'",
+	"api_key": "api_key_id",
+	"byok":    "CASE WHEN byok THEN 'byok' ELSE 'platform' END",
+	"model":   "model_id",
+	"user":    "user_id",
+	"route":   "route",
+}
+
+// InferenceBuckets aggregates the team's calls by hour or day (UTC) and by groupBy (api_key,
+// byok, model, user, route, or "" for none), in SQL: hours from the calls in [start, end);
+// days from the daily usage of every UTC day that [start, end) touches.
 func (s *Store) InferenceBuckets(ctx context.Context, c *Caller, start, end time.Time, hourly bool, groupBy string, f UsageFilter) ([]UsageBucket, error) {
 	grp, ok := usageGroups[groupBy]
 	if !ok {
 		return nil, fmt.Errorf("group_by %q: %w", groupBy, ErrNotFound)
 	}
-	var bucket string
-	switch {
-	case s.Dialect == Postgres && hourly:
-		bucket = "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24')"
-	case s.Dialect == Postgres:
-		bucket = "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
-	case hourly: // SQLite keeps times as UTC text, "YYYY-MM-DD HH:MM:SS…"
-		bucket = "substr(created_at, 1, 13)"
-	default:
-		bucket = "substr(created_at, 1, 10)"
+	if !hourly {
+		q := s.DB.NewSelect().Model((*InferenceDaily)(nil)).
+			ColumnExpr("day AS bucket").ColumnExpr(dailyGroups[groupBy]+" AS grp").ColumnExpr("SUM(requests) AS requests").
+			ColumnExpr("SUM(cost) AS cost").ColumnExpr("SUM(prompt_tokens) AS prompt_tokens").ColumnExpr("SUM(completion_tokens) AS completion_tokens").
+			Where("team_id = ? AND day >= ? AND day <= ?", c.TeamID, start.UTC().Format("2006-01-02"), end.UTC().Add(-time.Nanosecond).Format("2006-01-02"))
+		for col, v := range map[string]*uuid.UUID{"user_id": f.UserID, "api_key_id": f.APIKeyID, "byok_credential": f.ByokCredentialID} {
+			if v != nil {
+				q = q.Where("? = ?", bun.Ident(col), v.String())
+			}
+		}
+		var out []UsageBucket
+		if err := q.GroupExpr("bucket, grp").OrderExpr("bucket ASC, grp ASC").Scan(ctx, &out); err != nil {
+			return nil, fmt.Errorf("inference buckets: %w", err)
+		}
+		return out, nil
+	}
+	bucket := "substr(created_at, 1, 13)" // SQLite keeps times as UTC text, "YYYY-MM-DD HH:MM:SS…"
+	if s.Dialect == Postgres {
+		bucket = "date_trunc('hour', created_at AT TIME ZONE 'UTC')" // formatted once per group, below
 	}
 	q := s.DB.NewSelect().Model((*InferenceLog)(nil)).
 		ColumnExpr(bucket+" AS bucket").ColumnExpr(grp+" AS grp").ColumnExpr("count(*) AS requests").
@@ -176,8 +236,15 @@ func (s *Store) InferenceBuckets(ctx context.Context, c *Caller, start, end time
 			q = q.Where("? = ?", bun.Ident(col), *v)
 		}
 	}
+	q = q.GroupExpr("bucket, grp")
+	if s.Dialect == Postgres {
+		q = s.DB.NewSelect().TableExpr("(?) AS g", q).ColumnExpr("to_char(g.bucket, 'YYYY-MM-DD HH24') AS bucket").
+			ColumnExpr("g.grp, g.requests, g.cost, g.prompt_tokens, g.completion_tokens").OrderExpr("g.bucket ASC, g.grp ASC")
+	} else {
+		q = q.OrderExpr("bucket ASC, grp ASC")
+	}
 	var out []UsageBucket
-	if err := q.GroupExpr("bucket, grp").OrderExpr("bucket ASC, grp ASC").Scan(ctx, &out); err != nil {
+	if err := q.Scan(ctx, &out); err != nil {
 		return nil, fmt.Errorf("inference buckets: %w", err)
 	}
 	return out, nil

@@ -346,6 +346,16 @@ func testInferenceGateway(t *testing.T, storeArgs []string, _ string) {
 		byRoute["agent"] == 0 || byRoute["completions"] == 0 || byRoute["agent"]+byRoute["completions"] != everything.TotalCount || len(buckets.Buckets) > 2 {
 		t.Errorf("usage buckets = %+v; log has %d rows costing %v", buckets, everything.TotalCount, sum)
 	}
+	// Daily buckets come from the daily usage kept beside the calls: the same totals.
+	var daily struct {
+		TotalRequests int     `json:"total_requests"`
+		TotalCost     float64 `json:"total_cost"`
+		Buckets       []struct{ Groups []struct{ Key string } }
+	}
+	c.call("GET", "/v2/usage/inference?bucket_width=1d&group_by=model", nil, &daily)
+	if daily.TotalRequests != everything.TotalCount || math.Abs(daily.TotalCost-sum) > 1e-9 || len(daily.Buckets) == 0 {
+		t.Errorf("daily buckets = %+v; log has %d rows costing %v", daily, everything.TotalCount, sum)
+	}
 	for q, want := range map[string]int{"bucket_width=1h&start=2026-01-01T00:00:00Z": 422, "start=2030-01-01T00:00:00Z": 422,
 		"group_by=planet": 422, "bucket_width=1w": 422, "group_by=model&bucket_width=1d": 200} {
 		if code := c.call("GET", "/v2/usage/inference?"+q, nil, nil); code != want {
