@@ -228,7 +228,7 @@ func (s *Store) InferenceBuckets(ctx context.Context, c *Caller, start, end time
 	}
 	q := s.DB.NewSelect().Model((*InferenceLog)(nil)).
 		ColumnExpr(bucket+" AS bucket").ColumnExpr(grp+" AS grp").ColumnExpr("count(*) AS requests").
-		ColumnExpr("COALESCE(SUM(cost), 0) AS cost").ColumnExpr("COALESCE(SUM(prompt_tokens), 0) AS prompt_tokens").
+		ColumnExpr("COALESCE(SUM(cost), 0.0) AS cost").ColumnExpr("COALESCE(SUM(prompt_tokens), 0) AS prompt_tokens").
 		ColumnExpr("COALESCE(SUM(completion_tokens), 0) AS completion_tokens").
 		Where("team_id = ? AND created_at >= ? AND created_at < ?", c.TeamID, start.UTC(), end.UTC())
 	for col, v := range map[string]*uuid.UUID{"user_id": f.UserID, "api_key_id": f.APIKeyID, "byok_credential_id": f.ByokCredentialID} {

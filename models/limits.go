@@ -57,7 +57,7 @@ func PeriodStart(interval string, t time.Time) time.Time {
 // spend is what the limit's scope has spent in its current period: the cost of its inference
 // calls (an API key's completions; a member's completions and their attempts' model steps).
 func (s *Store) spend(ctx context.Context, l *SpendingLimit) (float64, error) {
-	q := s.DB.NewSelect().Model((*InferenceLog)(nil)).ColumnExpr("COALESCE(SUM(cost), 0)").
+	q := s.DB.NewSelect().Model((*InferenceLog)(nil)).ColumnExpr("COALESCE(SUM(cost), 0.0)").
 		Where("team_id = ? AND created_at >= ?", l.TeamID, PeriodStart(l.Interval, now()))
 	if l.APIKeyID != nil {
 		q = q.Where("api_key_id = ?", *l.APIKeyID)

@@ -46,7 +46,7 @@ func (s *Store) TracesUsage(ctx context.Context, c *Caller, jobID, traceID *uuid
 	q := s.DB.NewSelect().TableExpr("traces AS tr").
 		ColumnExpr("tr.id, tr.status, tr.created_at, tr.start_time, tr.end_time, tv.registry_id").
 		ColumnExpr("(SELECT count(*) FROM trace_events AS e WHERE e.trace_id = tr.id AND e.kind = ?) AS agent_actions", EventToolCall).
-		ColumnExpr("(SELECT COALESCE(SUM(il.cost), 0) FROM inference_logs AS il WHERE il.trace_id = tr.id) AS inference_cost").
+		ColumnExpr("(SELECT COALESCE(SUM(il.cost), 0.0) FROM inference_logs AS il WHERE il.trace_id = tr.id) AS inference_cost").
 		ColumnExpr("(SELECT count(*) FROM inference_logs AS il WHERE il.trace_id = tr.id) AS inference_calls").
 		Join("LEFT JOIN task_versions AS tv ON tv.id = tr.task_version_id").
 		Where("tr.team_id = ?", c.TeamID)

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -46,6 +47,17 @@ func testInferenceGateway(t *testing.T, storeArgs []string, _ string) {
 	tr, _ := c.runToEnd(map[string]any{"task_version_id": up.TaskVersionIDs[0], "model_id": priced})
 	if tr.Status != "completed" || tr.Reward == nil || *tr.Reward != 1 {
 		t.Fatalf("attempt = %+v", tr)
+	}
+
+	// An attempt without model calls (the oracle) costs only its environment; a limit with no
+	// spend yet reads 0 (SQLite sums no rows to an integer unless told otherwise).
+	oracleRun, _ := c.runToEnd(map[string]any{"task_version_id": up.TaskVersionIDs[0], "model_id": c.resolve("/v2/models/resolve?model=oracle", "id")})
+	var zero struct {
+		InferenceCost float64 `json:"inference_cost"`
+		BaselineCost  float64 `json:"environment_baseline_cost"`
+	}
+	if code := c.call("GET", "/v2/trace/"+oracleRun.ID+"/usage", nil, &zero); code != 200 || zero.InferenceCost != 0 || math.Abs(zero.BaselineCost-0.3) > 1e-9 {
+		t.Errorf("an oracle attempt's usage = %d %+v", code, zero)
 	}
 
 	// The attempt's usage: its model calls' cost, and environment time at 3.6 $/h with a 5-minute
@@ -265,9 +277,23 @@ func testInferenceGateway(t *testing.T, storeArgs []string, _ string) {
 	if code := c.call("POST", "/v2/completions", msg, nil); code != 200 {
 		t.Errorf("a completion with the limit disabled = %d", code)
 	}
+	var members bytes.Buffer
+	run(t.Context(), append([]string{"admin", "member", "list", "--team", regexp.MustCompile(`[0-9a-f-]{36}`).FindString(func() string {
+		var b bytes.Buffer
+		run(t.Context(), append([]string{"admin", "team", "list", "--data-dir", dataDir}, storeArgs...), &b, io.Discard)
+		return b.String()
+	}()), "--data-dir", dataDir}, storeArgs...), &members, io.Discard)
+	var quiet struct {
+		SpendUSD string `json:"spend_usd"`
+	}
+	if m := regexp.MustCompile(`(?m)^\s*(\d+)\s`).FindStringSubmatch(members.String()); m == nil {
+		t.Errorf("no membership in:\n%s", members.String())
+	} else if n, _ := strconv.Atoi(m[1]); c.call("POST", "/v2/limits", map[string]any{"interval": "week", "action": "alert", "amount_usd": 100, "membership_id": n}, &quiet) != 201 || quiet.SpendUSD == "" {
+		t.Errorf("a member's limit = %+v", quiet)
+	}
 	var limits struct{ Limits []json.RawMessage }
 	c.call("GET", "/v2/limits", nil, &limits)
-	if len(limits.Limits) != 1 {
+	if len(limits.Limits) != 2 {
 		t.Errorf("limits = %s", limits.Limits)
 	}
 	for name, body := range map[string]map[string]any{
