@@ -520,10 +520,7 @@ func testDeployFromSource(t *testing.T, storeArgs []string, dbURL string) {
 func deployDockerfile(t *testing.T, c api, dataDir, dbURL, oracle string, dev *devRun) {
 	for _, tool := range []string{"buildah", "runc", "busybox"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("%s is missing: .ci/run installs it", tool)
-			}
-			t.Skipf("%s is not installed (CI installs it)", tool)
+			testenv.MissingTool(t, tool)
 		}
 	}
 	args, env, err := activities.Buildah(filepath.Join(dataDir, "builds"))

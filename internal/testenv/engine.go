@@ -35,16 +35,31 @@ func ContainerEngine(t testing.TB) string {
 	if engine.host == "" && engine.err == nil {
 		engine.host, engine.err = startEngine()
 	}
+	if errors.Is(engine.err, errNoPodman) {
+		MissingTool(t, "podman")
+	}
 	if engine.err != nil {
 		t.Fatalf("container engine: %v", engine.err)
 	}
 	return engine.host
 }
 
+var errNoPodman = errors.New("no podman: install Debian's podman package (.ci/run does)")
+
+// MissingTool skips t when a tool the test needs is not installed, except under CI=true, where
+// it fails: .ci/run installs every tool the tests use.
+func MissingTool(t testing.TB, tool string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s is missing: .ci/run installs it", tool)
+	}
+	t.Skipf("%s is not installed (CI installs it)", tool)
+}
+
 func startEngine() (string, error) {
 	bin, err := exec.LookPath("podman")
 	if err != nil {
-		return "", errors.New("no podman: install Debian's podman package (.ci/run does)")
+		return "", errNoPodman
 	}
 	dir, err := os.MkdirTemp("", "proctor-test-engine-")
 	if err != nil {

@@ -49,7 +49,7 @@ func Root(t testing.TB) string {
 	}
 	busybox, err := exec.LookPath("busybox")
 	if err != nil {
-		t.Fatal("the sandbox suite runs busybox inside its sandboxes: install busybox-static")
+		testenv.MissingTool(t, "busybox (busybox-static: the suite runs it inside its sandboxes)")
 	}
 	root := t.TempDir()
 	for _, d := range []string{"bin", "app", "dev", "proc", "tmp", "etc"} {
