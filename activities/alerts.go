@@ -76,11 +76,11 @@ func (a *Activities) CheckLimitAlerts(ctx context.Context) (int, error) {
 		if l.MembershipID != nil {
 			scope = "you"
 		}
-		msg.Subject(fmt.Sprintf("Proctor spending alert: $%s of $%s this %s", strconv.FormatFloat(al.SpendUSD, 'f', -1, 64), strconv.FormatFloat(l.AmountUSD, 'f', -1, 64), l.Interval))
+		msg.Subject(fmt.Sprintf("Proctor spending alert: $%s of $%s this %s", amount(al.SpendUSD), amount(l.AmountUSD), l.Interval))
 		msg.SetBodyString(mail.TypeTextPlain, fmt.Sprintf("The spending limit %s on %s has reached %s%% of $%s this %s (since %s): $%s spent.\n\n"+
 			"It alerts only; nothing was stopped. Change it with PATCH /v2/limits/%s.\n",
-			l.ID, scope, strconv.FormatFloat(l.ThresholdPercent, 'f', -1, 64), strconv.FormatFloat(l.AmountUSD, 'f', -1, 64), l.Interval,
-			al.PeriodStart.Format("2006-01-02"), strconv.FormatFloat(al.SpendUSD, 'f', -1, 64), l.ID))
+			l.ID, scope, amount(l.ThresholdPercent), amount(l.AmountUSD), l.Interval,
+			al.PeriodStart.Format("2006-01-02"), amount(al.SpendUSD), l.ID))
 		if err := client.DialAndSendWithContext(ctx, msg); err != nil {
 			return sent, fmt.Errorf("send the alert of limit %s: %w", l.ID, err)
 		}
@@ -92,3 +92,6 @@ func (a *Activities) CheckLimitAlerts(ctx context.Context) (int, error) {
 	}
 	return sent, nil
 }
+
+// amount writes a figure as the API does: no more digits than it has.
+func amount(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }

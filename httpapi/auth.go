@@ -86,6 +86,35 @@ func (s *Server) authenticate(ctx context.Context, header string, cookie string)
 	return nil, nil
 }
 
+// authFailure is why a request's credentials were not accepted, as its answer.
+type authFailure struct {
+	status     int
+	msg        string
+	retryAfter string // for a 429
+}
+
+// credentials resolves the caller of a request from its Authorization header or session cookie
+// (nil, nil without either), refusing an address that failed too often: failed attempts are
+// counted per address.
+func (s *Server) credentials(ctx context.Context, header, cookie, remoteAddr string) (*models.Caller, *authFailure) {
+	addr := clientHost(remoteAddr)
+	if header != "" || cookie != "" {
+		if wait := s.throttle.wait(addr); wait > 0 {
+			return nil, &authFailure{http.StatusTooManyRequests, "too many failed authentications from this address; retry later", retryAfter(wait)}
+		}
+	}
+	caller, err := s.authenticate(ctx, header, cookie)
+	switch {
+	case errors.Is(err, models.ErrInvalidCredentials):
+		s.throttle.failed(addr)
+		return nil, &authFailure{status: http.StatusUnauthorized, msg: "invalid credentials: the API key or session is unknown, revoked or expired"}
+	case err != nil:
+		s.log.ErrorContext(ctx, "authenticate", "error", err)
+		return nil, &authFailure{status: http.StatusInternalServerError, msg: "could not check credentials"}
+	}
+	return caller, nil
+}
+
 // authMiddleware enforces each operation's authMode.
 func (s *Server) authMiddleware(api huma.API) func(huma.Context, func(huma.Context)) {
 	return func(ctx huma.Context, next func(huma.Context)) {
@@ -98,23 +127,12 @@ func (s *Server) authMiddleware(api huma.API) func(huma.Context, func(huma.Conte
 		if c, err := huma.ReadCookie(ctx, SessionCookie); err == nil {
 			cookie = c.Value
 		}
-		addr := clientHost(ctx.RemoteAddr())
-		if ctx.Header("Authorization") != "" || cookie != "" {
-			if wait := s.throttle.wait(addr); wait > 0 {
-				ctx.SetHeader("Retry-After", retryAfter(wait))
-				huma.WriteErr(api, ctx, http.StatusTooManyRequests, "too many failed authentications from this address; retry later") //nolint:errcheck
-				return
+		caller, fail := s.credentials(ctx.Context(), ctx.Header("Authorization"), cookie, ctx.RemoteAddr())
+		if fail != nil {
+			if fail.retryAfter != "" {
+				ctx.SetHeader("Retry-After", fail.retryAfter)
 			}
-		}
-		caller, err := s.authenticate(ctx.Context(), ctx.Header("Authorization"), cookie)
-		if errors.Is(err, models.ErrInvalidCredentials) {
-			s.throttle.failed(addr)
-			huma.WriteErr(api, ctx, http.StatusUnauthorized, "invalid credentials: the API key or session is unknown, revoked or expired") //nolint:errcheck
-			return
-		}
-		if err != nil {
-			s.log.ErrorContext(ctx.Context(), "authenticate", "error", err)
-			huma.WriteErr(api, ctx, http.StatusInternalServerError, "could not check credentials") //nolint:errcheck
+			huma.WriteErr(api, ctx, fail.status, fail.msg) //nolint:errcheck
 			return
 		}
 		switch {

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"errors"
 	"net/http"
 	"strings"
 
@@ -42,21 +41,13 @@ func (s *Server) codecHandler(codecOrigin string) http.Handler {
 		if c, err := r.Cookie(SessionCookie); err == nil {
 			cookie = c.Value
 		}
-		addr := clientHost(r.RemoteAddr)
-		if wait := s.throttle.wait(addr); wait > 0 {
-			w.Header().Set("Retry-After", retryAfter(wait))
-			writeError(w, http.StatusTooManyRequests, "too many failed authentications from this address; retry later")
-			return
-		}
-		caller, err := s.authenticate(r.Context(), r.Header.Get("Authorization"), cookie)
+		caller, fail := s.credentials(r.Context(), r.Header.Get("Authorization"), cookie, r.RemoteAddr)
 		switch {
-		case errors.Is(err, models.ErrInvalidCredentials):
-			s.throttle.failed(addr)
-			writeError(w, http.StatusUnauthorized, "invalid credentials: the API key or session is unknown, revoked or expired")
-			return
-		case err != nil:
-			s.log.ErrorContext(r.Context(), "codec: authenticate", "error", err)
-			writeError(w, http.StatusInternalServerError, "could not check credentials")
+		case fail != nil:
+			if fail.retryAfter != "" {
+				w.Header().Set("Retry-After", fail.retryAfter)
+			}
+			writeError(w, fail.status, fail.msg)
 			return
 		case caller == nil:
 			writeError(w, http.StatusUnauthorized, "missing credentials: sign in (POST /auth/session) or send an API key")

@@ -174,7 +174,8 @@ func (s *Store) DeleteLimit(ctx context.Context, c *Caller, id uuid.UUID) error 
 }
 
 // ReachedBlock is the first enabled block limit on the caller (their API key, or them as a
-// member) whose period's spend has reached threshold_percent of its amount; nil when none has.
+// member) whose period's spend has reached threshold_percent of its amount (its row without the
+// scope's names); nil when none has.
 func (s *Store) ReachedBlock(ctx context.Context, c *Caller) (*LimitRow, error) {
 	var ls []SpendingLimit
 	q := s.DB.NewSelect().Model(&ls).Where("team_id = ? AND enabled AND action = ?", c.TeamID, ActionBlock).
@@ -188,16 +189,22 @@ func (s *Store) ReachedBlock(ctx context.Context, c *Caller) (*LimitRow, error) 
 	if err := q.Scan(ctx); err != nil {
 		return nil, fmt.Errorf("limits: %w", err)
 	}
+	// Every launch and completion asks: the spend alone, not the names a listing shows.
 	for i := range ls {
-		r, err := s.limitRow(ctx, &ls[i])
+		spend, err := s.spend(ctx, &ls[i])
 		if err != nil {
 			return nil, err
 		}
-		if r.SpendUSD >= r.AmountUSD*r.ThresholdPercent/100 {
-			return &r, nil
+		if ls[i].reached(spend) {
+			return &LimitRow{SpendingLimit: ls[i], SpendUSD: spend}, nil
 		}
 	}
 	return nil, nil
+}
+
+// reached says whether spend has reached the limit's threshold.
+func (l *SpendingLimit) reached(spend float64) bool {
+	return spend >= l.AmountUSD*l.ThresholdPercent/100
 }
 
 // LimitAlert is the alert of one alert limit for one period.
@@ -229,7 +236,7 @@ func (s *Store) DueAlerts(ctx context.Context) ([]LimitAlert, error) {
 		if err != nil {
 			return nil, err
 		}
-		if spend < l.AmountUSD*l.ThresholdPercent/100 {
+		if !l.reached(spend) {
 			continue
 		}
 		var email string

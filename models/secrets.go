@@ -337,7 +337,7 @@ func (s *Store) LaunchEnv(ctx context.Context, sl Sealer, registryID *uuid.UUID,
 			return nil, fmt.Errorf("member secrets: %w", err)
 		}
 		for _, m := range mine {
-			if err := open(sl, env, m.Name, m.Ciphertext, MemberSecretContext(m.ID)); err != nil {
+			if env[m.Name], err = open(sl, m.Name, m.Ciphertext, MemberSecretContext(m.ID)); err != nil {
 				return nil, err
 			}
 		}
@@ -348,7 +348,8 @@ func (s *Store) LaunchEnv(ctx context.Context, sl Sealer, registryID *uuid.UUID,
 			return nil, fmt.Errorf("env vars: %w", err)
 		}
 		for _, v := range vars {
-			if err := open(sl, env, v.Name, v.Ciphertext, EnvVarContext(v.ID)); err != nil {
+			var err error
+			if env[v.Name], err = open(sl, v.Name, v.Ciphertext, EnvVarContext(v.ID)); err != nil {
 				return nil, err
 			}
 		}
@@ -356,16 +357,16 @@ func (s *Store) LaunchEnv(ctx context.Context, sl Sealer, registryID *uuid.UUID,
 	return env, nil
 }
 
-func open(sl Sealer, env map[string]string, name string, ct []byte, context string) error {
+// open decrypts the stored value called name; without a key it is an error, never "".
+func open(sl Sealer, name string, ct []byte, context string) (string, error) {
 	if sl == nil {
-		return fmt.Errorf("%s is stored sealed, and this process has no secrets key to open it", name)
+		return "", fmt.Errorf("%s is stored sealed, and this process has no secrets key to open it", name)
 	}
 	v, err := sl.Decrypt(ct, context)
 	if err != nil {
-		return fmt.Errorf("%s: %w", name, err)
+		return "", fmt.Errorf("%s: %w", name, err)
 	}
-	env[name] = string(v)
-	return nil
+	return string(v), nil
 }
 
 // ListByokCredentials lists the caller's personal credentials and the team's.
@@ -504,11 +505,11 @@ func (s *Store) ProviderKey(ctx context.Context, sl Sealer, teamID, userID uuid.
 	err := s.DB.NewSelect().Model(&bound).Where("membership_id = ? AND provider = ?", m.ID, provider).Scan(ctx)
 	switch {
 	case err == nil:
-		env := map[string]string{}
-		if err := open(sl, env, bound.Name, bound.Ciphertext, MemberSecretContext(bound.ID)); err != nil {
+		key, err := open(sl, bound.Name, bound.Ciphertext, MemberSecretContext(bound.ID))
+		if err != nil {
 			return nil, err
 		}
-		return &ProviderCredential{Key: env[bound.Name], Source: "member-secret"}, nil
+		return &ProviderCredential{Key: key, Source: "member-secret"}, nil
 	case !isNoRows(err):
 		return nil, err
 	}
@@ -520,20 +521,21 @@ func (s *Store) ProviderKey(ctx context.Context, sl Sealer, teamID, userID uuid.
 
 // useByok opens a credential and records its use.
 func (s *Store) useByok(ctx context.Context, sl Sealer, b *ByokCredential, source string) (*ProviderCredential, error) {
-	env := map[string]string{}
-	if err := open(sl, env, "the "+b.Provider+" credential", b.Ciphertext, ByokContext(b.ID)); err != nil {
+	key, err := open(sl, "the "+b.Provider+" credential", b.Ciphertext, ByokContext(b.ID))
+	if err != nil {
 		return nil, err
 	}
 	if _, err := s.DB.NewUpdate().Model((*ByokCredential)(nil)).Set("last_used_at = ?", now()).Where("id = ?", b.ID).Exec(ctx); err != nil {
 		return nil, err
 	}
-	return &ProviderCredential{Key: env["the "+b.Provider+" credential"], Source: source, ByokID: &b.ID}, nil
+	return &ProviderCredential{Key: key, Source: source, ByokID: &b.ID}, nil
 }
 
 // sealedRow is one stored secret value, for re-wrapping.
 type sealedRow struct {
 	table      string
-	id         any // the row's id, or [build_id, name] for a build secret
+	where      string // picks the row out of table
+	args       []any
 	context    string
 	ciphertext []byte
 }
@@ -546,28 +548,28 @@ func (s *Store) sealedRows(ctx context.Context) ([]sealedRow, error) {
 		return nil, err
 	}
 	for _, r := range bs {
-		out = append(out, sealedRow{"build_secrets", [2]any{r.BuildID, r.Name}, BuildSecretContext(r.BuildID, r.Name), r.Ciphertext})
+		out = append(out, sealedRow{"build_secrets", "build_id = ? AND name = ?", []any{r.BuildID, r.Name}, BuildSecretContext(r.BuildID, r.Name), r.Ciphertext})
 	}
 	var ev []EnvVar
 	if err := s.DB.NewSelect().Model(&ev).Scan(ctx); err != nil {
 		return nil, err
 	}
 	for _, r := range ev {
-		out = append(out, sealedRow{"env_vars", r.ID, EnvVarContext(r.ID), r.Ciphertext})
+		out = append(out, sealedRow{"env_vars", "id = ?", []any{r.ID}, EnvVarContext(r.ID), r.Ciphertext})
 	}
 	var ms []MemberSecret
 	if err := s.DB.NewSelect().Model(&ms).Scan(ctx); err != nil {
 		return nil, err
 	}
 	for _, r := range ms {
-		out = append(out, sealedRow{"member_secrets", r.ID, MemberSecretContext(r.ID), r.Ciphertext})
+		out = append(out, sealedRow{"member_secrets", "id = ?", []any{r.ID}, MemberSecretContext(r.ID), r.Ciphertext})
 	}
 	var bc []ByokCredential
 	if err := s.DB.NewSelect().Model(&bc).Scan(ctx); err != nil {
 		return nil, err
 	}
 	for _, r := range bc {
-		out = append(out, sealedRow{"byok_credentials", r.ID, ByokContext(r.ID), r.Ciphertext})
+		out = append(out, sealedRow{"byok_credentials", "id = ?", []any{r.ID}, ByokContext(r.ID), r.Ciphertext})
 	}
 	return out, nil
 }
@@ -588,13 +590,7 @@ func (s *Store) RewrapSecrets(ctx context.Context, rewrap func(ciphertext []byte
 		if !changed {
 			continue
 		}
-		q := s.DB.NewUpdate().Table(r.table).Set("ciphertext = ?", ct)
-		if key, ok := r.id.([2]any); ok {
-			q = q.Where("build_id = ? AND name = ?", key[0], key[1])
-		} else {
-			q = q.Where("id = ?", r.id)
-		}
-		if _, err := q.Exec(ctx); err != nil {
+		if _, err := s.DB.NewUpdate().Table(r.table).Set("ciphertext = ?", ct).Where(r.where, r.args...).Exec(ctx); err != nil {
 			return n, err
 		}
 		n++
