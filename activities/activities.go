@@ -42,6 +42,8 @@ type Activities struct {
 	// Secrets opens the secrets sealed at rest (nil: this worker has no secrets key, and work
 	// that needs one fails saying so).
 	Secrets *secrets.Keyring
+	// Rates price the sandboxes this worker starts (zero: environment time costs nothing).
+	Rates models.RateCard
 
 	imagesOnce sync.Once
 	imageCache *imageCache

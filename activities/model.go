@@ -35,7 +35,12 @@ type ModelStepResult struct {
 // the trace (tool results); a worker that has not seen the try (a failover) rebuilds it from
 // the store. A retried ModelStep that already wrote its answer returns it without calling the
 // model again.
+//
+// It heartbeats while the model thinks, so that a cancelled attempt's call is abandoned within
+// seconds (the cancel arrives with a heartbeat's answer) instead of running, and billing, on.
 func (a *Activities) ModelStep(ctx context.Context, in ModelStepInput) (ModelStepResult, error) {
+	stop := keepAlive(ctx)
+	defer stop()
 	conv, err := a.conversations().open(ctx, a, in.TraceID, in.Attempt)
 	if err != nil {
 		return ModelStepResult{}, err

@@ -26,6 +26,7 @@ type liveEnv struct {
 	tools    []agent.Tool
 	evaluate []agent.Call
 	logs     *logSink
+	instance uuid.UUID
 }
 
 // Envs holds the environments live on this worker, by trace. The sandbox activities of a try
@@ -118,9 +119,15 @@ func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentIn
 		return StartEnvironmentResult{}, err
 	}
 	spec.ID, spec.Resources, spec.OnLog, spec.Network = fmt.Sprintf("%s-%d", in.TraceID, in.Attempt), res, logs.add, r.network()
+	inst, err := a.startInstance(ctx, r, in, spec.ID, res)
+	if err != nil {
+		logs.close(context.WithoutCancel(ctx))
+		return StartEnvironmentResult{}, err
+	}
 	sb, err := a.Sandboxes.Start(ctx, spec)
 	if err != nil {
 		logs.close(context.WithoutCancel(ctx))
+		a.Store.EndInstance(context.WithoutCancel(ctx), inst, "the sandbox did not start", false) //nolint:errcheck // the trace's end ends it too
 		switch {
 		case errors.Is(err, sandbox.ErrInvalidSpec):
 			return StartEnvironmentResult{}, envError("start the environment: %v", err)
@@ -134,7 +141,7 @@ func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentIn
 		what = r.build.ImageName + " " + what
 	}
 	a.workerLog(ctx, in.TraceID, "try %d: sandbox %s started on %s (%s)", in.Attempt, sb.ID(), a.HostQueue, what)
-	le := &liveEnv{attempt: in.Attempt, sb: sb, logs: logs}
+	le := &liveEnv{attempt: in.Attempt, sb: sb, logs: logs, instance: inst}
 	tools, err := a.openEnvironment(ctx, in, r, le)
 	if err != nil {
 		a.stopEnv(context.WithoutCancel(ctx), in.TraceID, le)
@@ -142,6 +149,27 @@ func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentIn
 	}
 	a.Envs.put(in.TraceID, le)
 	return StartEnvironmentResult{HostQueue: a.HostQueue, Tools: tools}, nil
+}
+
+// startInstance records the try's sandbox as an instance, priced by this worker's rates, and
+// billed to whoever launched the attempt.
+func (a *Activities) startInstance(ctx context.Context, r *runFor, in TryInput, sandboxID string, res sandbox.Resources) (uuid.UUID, error) {
+	who, err := a.launcher(ctx, r)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	inst := &models.Instance{TeamID: r.trace.TeamID, TraceID: r.trace.ID, Attempt: in.Attempt, JobID: r.trace.JobID,
+		RegistryID: r.version.RegistryID, UserID: who.user, APIKeyID: who.key, HostQueue: a.HostQueue, SandboxID: sandboxID,
+		CPU: res.CPU, MemoryMB: res.MemoryMB, GPUCount: res.GPU.Count, GPUType: res.GPU.Type, Limits: r.trace.RuntimeConfig.Limits,
+		HourlyRate:      a.Rates.HourlyRate(res.CPU, res.MemoryMB, res.GPU.Count, res.GPU.Type),
+		BaselineMinutes: a.Rates.BaselineMinutes}
+	if r.build != nil {
+		inst.BuildID, inst.RegistryID = &r.build.ID, &r.build.RegistryID
+	}
+	if err := a.Store.StartInstance(ctx, inst); err != nil {
+		return uuid.Nil, err
+	}
+	return inst.ID, nil
 }
 
 // launchEnv is what the sandbox's environment gets: the environment's variables over the
@@ -155,20 +183,25 @@ func (a *Activities) launchEnv(ctx context.Context, r *runFor) (map[string]strin
 	if err != nil {
 		return nil, err
 	}
-	env, err := a.Store.LaunchEnv(ctx, a.sealer(), registry, r.trace.TeamID, launcher)
+	env, err := a.Store.LaunchEnv(ctx, a.sealer(), registry, r.trace.TeamID, launcher.user)
 	if err != nil {
 		return nil, envError("the environment's variables and secrets: %v", err)
 	}
 	return env, nil
 }
 
-// launcher is the user who launched r's attempt (nil when unknown).
-func (a *Activities) launcher(ctx context.Context, r *runFor) (*uuid.UUID, error) {
-	var launcher *uuid.UUID
-	if err := a.Store.DB.NewSelect().Table("jobs").Column("created_by").Where("id = ?", r.trace.JobID).Scan(ctx, &launcher); err != nil {
-		return nil, fmt.Errorf("the attempt's job: %w", err)
+// launchedBy is who launched an attempt: the member, and the API key when one was used.
+type launchedBy struct {
+	user, key *uuid.UUID
+}
+
+// launcher is who launched r's attempt (nil fields when unknown).
+func (a *Activities) launcher(ctx context.Context, r *runFor) (launchedBy, error) {
+	var job models.Job
+	if err := a.Store.DB.NewSelect().Model(&job).Column("created_by", "api_key_id").Where("id = ?", r.trace.JobID).Scan(ctx); err != nil {
+		return launchedBy{}, fmt.Errorf("the attempt's job: %w", err)
 	}
-	return launcher, nil
+	return launchedBy{user: job.CreatedBy, key: job.APIKeyID}, nil
 }
 
 // sealer is the secrets key as the store takes it: nil when this worker has none.
@@ -189,7 +222,7 @@ func (a *Activities) gatewayModel(ctx context.Context, r *runFor) (agent.Model, 
 		return nil, err
 	}
 	gw := &inference.Gateway{Store: a.Store, Keys: a.sealer(), Models: inference.Factory(a.models()), Logger: a.log()}
-	m, cred, err := gw.Client(ctx, inference.Call{Model: r.model, TeamID: r.trace.TeamID, UserID: launcher, TraceID: &r.trace.ID,
+	m, cred, err := gw.Client(ctx, inference.Call{Model: r.model, TeamID: r.trace.TeamID, UserID: launcher.user, APIKeyID: launcher.key, TraceID: &r.trace.ID,
 		Route: models.RouteAgent, Validation: r.version.Validation})
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("model %s: %v", r.model.ModelName, err), ErrModel, nil)
@@ -426,6 +459,11 @@ func (a *Activities) stopEnv(ctx context.Context, traceID uuid.UUID, le *liveEnv
 		le.env.Close() //nolint:errcheck // the sandbox stops next either way
 	}
 	err := le.sb.Stop(ctx)
+	if le.instance != uuid.Nil {
+		if ierr := a.Store.EndInstance(ctx, le.instance, "the sandbox stopped", true); ierr != nil {
+			a.log().Warn("end instance", "trace", traceID, "instance", le.instance, "error", ierr)
+		}
+	}
 	le.logs.close(ctx)
 	a.workerLog(ctx, traceID, "try %d: sandbox %s stopped", le.attempt, le.sb.ID())
 	return err

@@ -66,8 +66,6 @@ type Options struct {
 	MaxJobAttempts int
 	// Secrets seals secret values at rest; without it the routes that take secrets answer 503.
 	Secrets *secrets.Keyring
-	// Pricing prices environment time in usage (zero: environments cost nothing).
-	Pricing models.Pricing
 	// CodecOrigin is the Temporal Web UI's origin (e.g. http://127.0.0.1:8233): with Secrets,
 	// /codec/ serves it the payload codec so it shows encrypted payloads to team owners.
 	CodecOrigin string
@@ -81,7 +79,6 @@ type Server struct {
 	workflows     Workflows
 	builds        Builds
 	secrets       *secrets.Keyring
-	pricing       models.Pricing
 	log           *slog.Logger
 	sessionTTL    time.Duration
 	secureCookies bool
@@ -109,7 +106,7 @@ func New(o Options) *Server {
 		o.MaxJobAttempts = 100_000
 	}
 	s := &Server{
-		store: o.Store, bucket: o.Bucket, temporal: o.Temporal, workflows: o.Workflows, builds: o.Builds, secrets: o.Secrets, pricing: o.Pricing, log: o.Logger, sessionTTL: o.SessionTTL,
+		store: o.Store, bucket: o.Bucket, temporal: o.Temporal, workflows: o.Workflows, builds: o.Builds, secrets: o.Secrets, log: o.Logger, sessionTTL: o.SessionTTL,
 		secureCookies: strings.HasPrefix(o.PublicURL, "https://"), maxBodyBytes: o.MaxBodyBytes, maxAttempts: o.MaxJobAttempts, publicURL: strings.TrimRight(o.PublicURL, "/"),
 		throttle: newAuthThrottle(),
 	}
@@ -145,6 +142,8 @@ func New(o Options) *Server {
 	s.registerLimits()
 	s.registerCheckpoints()
 	s.registerUsage()
+	s.registerInstances()
+	s.registerResults()
 	allowUnknownRequestFields(s.api.OpenAPI())
 	nullablePointers(s.api.OpenAPI())
 	freeFormMaps(s.api.OpenAPI())

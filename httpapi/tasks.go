@@ -80,6 +80,7 @@ type UploadBody struct {
 	TasksetID   *uuid.UUID   `json:"taskset_id,omitempty" doc:"An existing taskset the caller may edit (instead of taskset_name)"`
 	Name        string       `json:"name,omitempty" maxLength:"200" doc:"Alias of taskset_name, so that an export uploads as is"`
 	Description string       `json:"description,omitempty" maxLength:"10000"`
+	Purpose     string       `json:"purpose,omitempty" enum:"EVAL,TRAINING" doc:"Extension: the taskset's purpose from now on (new tasksets are EVAL); model results and suggestions filter by it"`
 	RegistryID  *uuid.UUID   `json:"registry_id,omitempty" doc:"The environment of tasks that name none"`
 	Tasks       []UploadTask `json:"tasks" minItems:"1" maxItems:"50000"`
 }
@@ -120,7 +121,7 @@ func (s *Server) uploadTasks(ctx context.Context, in *uploadInput) (*uploadOutpu
 	if name == "" {
 		name = in.Body.Name
 	}
-	up := models.Upload{TasksetID: in.Body.TasksetID, TasksetName: name, Description: in.Body.Description, RegistryID: in.Body.RegistryID}
+	up := models.Upload{TasksetID: in.Body.TasksetID, TasksetName: name, Description: in.Body.Description, Purpose: in.Body.Purpose, RegistryID: in.Body.RegistryID}
 	for _, t := range in.Body.Tasks {
 		tu := models.TaskUpload{TaskID: t.TaskID, ExternalID: t.ExternalID, ScenarioID: t.ScenarioID, TaskContent: models.TaskContent{
 			Name: t.Name, Description: t.Description, Scenario: t.Scenario, Args: t.Args, Prompt: t.Prompt,

@@ -27,6 +27,7 @@ type Taskset struct {
 	IsStarred            bool           `json:"is_starred"`
 	StarCount            int64          `json:"star_count" minimum:"0"`
 	TaskCount            int64          `json:"task_count" minimum:"0"`
+	Purpose              string         `json:"purpose" enum:"EVAL,TRAINING" doc:"Extension: an evaluation suite or training data (set by task upload)"`
 }
 
 func tasksetFromRow(r models.TasksetRow) Taskset {
@@ -42,7 +43,7 @@ func tasksetFromRow(r models.TasksetRow) Taskset {
 		ID: r.ID, Name: r.Name, Public: r.Public, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 		CanEdit: r.CanEdit, CanManage: r.IsOwner, Columns: cols, Description: r.Description,
 		HiddenProgressStages: stages, IsOwner: r.IsOwner, IsStarred: r.IsStarred,
-		StarCount: r.StarCount, TaskCount: r.TaskCount,
+		StarCount: r.StarCount, TaskCount: r.TaskCount, Purpose: r.Purpose,
 	}
 }
 

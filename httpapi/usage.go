@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"time"
 
@@ -14,14 +15,20 @@ import (
 func (s *Server) registerUsage() {
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "get-job-usage", Method: http.MethodGet, Path: "/jobs/{job_id}/usage", Tags: []string{"Jobs"}, Summary: "A job's cost",
-		Description: "Inference (the gateway's recorded calls) and environment time (each attempt from its start to its end, or now, at " +
-			"the server's hourly rate, with a baseline of minutes per started attempt) of the caller's team's job.",
+		Description: "Inference (the gateway's recorded calls) and environment time (each sandbox an attempt ran in, from its start to " +
+			"its end or now, at the hourly rate its resources were priced at when it started, and at least the baseline minutes) of the caller's team's job.",
 		Errors: []int{http.StatusNotFound},
 	}, authKeyOrSession), s.getJobUsage)
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "get-trace-usage", Method: http.MethodGet, Path: "/trace/{trace_id}/usage", Tags: []string{"Traces"}, Summary: "An attempt's cost",
 		Description: "The trace entry of the job's usage.", Errors: []int{http.StatusNotFound},
 	}, authKeyOrSession), s.getTraceUsage)
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "get-environment-usage", Method: http.MethodGet, Path: "/environments/usage", Tags: []string{"Usage"},
+		Summary: "Environment usage",
+		Description: "The team's sandboxes (instances) started in the last `days` days: totals, a daily chart (UTC, by start day) and the " +
+			"instances, newest first. A running instance is priced up to now.",
+	}, authKeyOrSession), s.getEnvironmentUsage)
 }
 
 // TraceUsage is one attempt's usage.
@@ -33,11 +40,11 @@ type TraceUsage struct {
 	EnvironmentAdditionalCost    float64    `json:"environment_additional_cost"`
 	EnvironmentAdditionalMinutes float64    `json:"environment_additional_minutes"`
 	EnvironmentBaselineCost      float64    `json:"environment_baseline_cost"`
-	EnvironmentBaselineMinutes   float64    `json:"environment_baseline_minutes"`
+	EnvironmentBaselineMinutes   float64    `json:"environment_baseline_minutes" doc:"the minutes its sandboxes are charged at least (the baseline per sandbox, summed)"`
 	EnvironmentCost              float64    `json:"environment_cost"`
 	EnvironmentHourlyRate        float64    `json:"environment_hourly_rate"`
 	EnvironmentID                *uuid.UUID `json:"environment_id"`
-	EnvironmentStillRunning      bool       `json:"environment_still_running"`
+	EnvironmentStillRunning      bool       `json:"environment_still_running" doc:"one of its sandboxes is running"`
 	InferenceCost                float64    `json:"inference_cost" doc:"the cost of the attempt's model calls"`
 }
 
@@ -93,33 +100,35 @@ func (s *Server) getJobUsage(ctx context.Context, in *jobPathInput) (*jobUsageOu
 	if job.TeamID != c.TeamID {
 		return nil, newAPIError(http.StatusNotFound, "job not found")
 	}
-	rows, err := s.store.TracesUsage(ctx, c, &job.ID, nil, s.pricing)
+	rows, err := s.store.TracesUsage(ctx, c, &job.ID, nil)
 	if err != nil {
 		return nil, err
 	}
 	out := &jobUsageOutput{}
 	b := &out.Body
 	b.JobID, b.CalculatedAt, b.JobName, b.TraceCount = job.ID, time.Now().UTC(), job.Name, len(rows)
-	b.Note = "environment time runs from each attempt's start to its end (or now), at the server's hourly rate, with a baseline per started attempt"
+	b.Note = "environment time is each sandbox's, from its start to its end (or now), at the hourly rate it started with and at least its baseline minutes"
 	b.Traces = make([]TraceUsage, len(rows))
-	calls := 0
+	calls, instances, open := 0, 0, 0
 	for i, r := range rows {
 		b.Traces[i] = traceUsage(r)
 		b.EnvironmentCost.Cost += r.EnvironmentCost
 		b.InferenceCost.Cost += r.InferenceCost
 		calls += r.InferenceCalls
-		if r.StartTime != nil {
-			b.EnvironmentCost.Count++
-		}
+		instances += r.Instances
 		if r.StillRunning {
 			b.EnvironmentsStillRunning++
 		}
+		if !models.Terminal(r.Status) {
+			open++
+		}
 	}
-	b.InferenceCost.Count = calls
-	b.InferenceCostIncomplete = b.EnvironmentsStillRunning > 0
-	b.EnvironmentCost.Details = map[string]any{"hourly_rate": s.pricing.HourlyRate, "baseline_minutes": s.pricing.BaselineMinutes}
+	b.EnvironmentCost.Count, b.InferenceCost.Count = instances, calls
+	b.InferenceCostIncomplete = open > 0
+	b.EnvironmentCost.Details = map[string]any{"instances": instances, "attempts_with_instances": countIf(rows, func(r models.TraceUsage) bool { return r.Instances > 0 })}
 	b.InferenceCost.Details = map[string]any{"calls": calls}
-	b.TotalCost = b.EnvironmentCost.Cost + b.InferenceCost.Cost
+	b.EnvironmentCost.Cost, b.InferenceCost.Cost = roundUSD(b.EnvironmentCost.Cost), roundUSD(b.InferenceCost.Cost)
+	b.TotalCost = roundUSD(b.EnvironmentCost.Cost + b.InferenceCost.Cost)
 	return out, nil
 }
 
@@ -131,7 +140,7 @@ type tracePathInput struct {
 
 // getTraceUsage serves GET /v2/trace/{trace_id}/usage.
 func (s *Server) getTraceUsage(ctx context.Context, in *tracePathInput) (*traceUsageOutput, error) {
-	rows, err := s.store.TracesUsage(ctx, callerFrom(ctx), nil, &in.TraceID, s.pricing)
+	rows, err := s.store.TracesUsage(ctx, callerFrom(ctx), nil, &in.TraceID)
 	if err != nil {
 		return nil, err
 	}
@@ -139,4 +148,92 @@ func (s *Server) getTraceUsage(ctx context.Context, in *tracePathInput) (*traceU
 		return nil, newAPIError(http.StatusNotFound, "trace not found")
 	}
 	return &traceUsageOutput{Body: traceUsage(rows[0])}, nil
+}
+
+func countIf[T any](xs []T, f func(T) bool) int {
+	n := 0
+	for _, x := range xs {
+		if f(x) {
+			n++
+		}
+	}
+	return n
+}
+
+func roundUSD(v float64) float64 { return math.Round(v*1e6) / 1e6 }
+
+type environmentUsageInput struct {
+	Days     int       `query:"days" minimum:"1" maximum:"366" default:"7"`
+	UserID   uuid.UUID `query:"user_id"`
+	APIKeyID uuid.UUID `query:"api_key_id"`
+	Status   string    `query:"status" enum:"running,terminated" doc:"only instances in this status"`
+	Limit    int       `query:"limit" minimum:"1" maximum:"500" default:"50"`
+	Offset   int       `query:"offset" minimum:"0" maximum:"2147483647" default:"0"`
+}
+
+// EnvironmentUsageSummary totals the instances of the period.
+type EnvironmentUsageSummary struct {
+	ActiveCount int     `json:"active_count" doc:"instances running now"`
+	TotalCost   float64 `json:"total_cost"`
+	TotalCount  int     `json:"total_count"`
+	TotalHours  float64 `json:"total_hours"`
+}
+
+// EnvironmentUsageDay is one UTC day of the chart: the instances started that day.
+type EnvironmentUsageDay struct {
+	Date  string  `json:"date" doc:"YYYY-MM-DD (UTC)"`
+	Cost  float64 `json:"cost"`
+	Count int     `json:"count"`
+	Hours float64 `json:"hours"`
+}
+
+// EnvironmentUsageRow is one instance.
+type EnvironmentUsageRow struct {
+	ID            uuid.UUID  `json:"id"`
+	CreatedAt     time.Time  `json:"created_at"`
+	Status        string     `json:"status" enum:"running,terminated"`
+	APIKeyID      *uuid.UUID `json:"api_key_id" doc:"the key that launched its attempt; null when a session did"`
+	APIKeyName    *string    `json:"api_key_name"`
+	Cost          float64    `json:"cost" doc:"USD so far"`
+	DurationHours float64    `json:"duration_hours"`
+	HourlyRate    float64    `json:"hourly_rate"`
+	TerminatedAt  *time.Time `json:"terminated_at"`
+	UserID        *uuid.UUID `json:"user_id"`
+	UserName      *string    `json:"user_name"`
+}
+
+type environmentUsageOutput struct {
+	Body struct {
+		Summary      EnvironmentUsageSummary `json:"summary"`
+		Chart        []EnvironmentUsageDay   `json:"chart" nullable:"false"`
+		Environments []EnvironmentUsageRow   `json:"environments" nullable:"false"`
+		OrgType      string                  `json:"org_type" doc:"whose usage this is: team"`
+		TeamID       uuid.UUID               `json:"team_id"`
+	}
+}
+
+// getEnvironmentUsage serves GET /v2/environments/usage.
+func (s *Server) getEnvironmentUsage(ctx context.Context, in *environmentUsageInput) (*environmentUsageOutput, error) {
+	c := callerFrom(ctx)
+	u, err := s.store.EnvironmentUsage(ctx, c, models.EnvironmentUsageFilter{Since: time.Now().AddDate(0, 0, -in.Days),
+		UserID: optionalID(in.UserID), APIKeyID: optionalID(in.APIKeyID), Status: in.Status}, in.Limit, in.Offset)
+	if err != nil {
+		return nil, err
+	}
+	out := &environmentUsageOutput{}
+	b := &out.Body
+	b.OrgType, b.TeamID = "team", c.TeamID
+	b.Summary = EnvironmentUsageSummary{ActiveCount: u.ActiveCount, TotalCost: u.TotalCost, TotalCount: u.TotalCount, TotalHours: u.TotalHours}
+	b.Chart = make([]EnvironmentUsageDay, len(u.Chart))
+	for i, d := range u.Chart {
+		b.Chart[i] = EnvironmentUsageDay{Date: d.Date, Cost: d.Cost, Count: d.Count, Hours: d.Hours}
+	}
+	now := time.Now()
+	b.Environments = make([]EnvironmentUsageRow, len(u.Rows))
+	for i, r := range u.Rows {
+		minutes, cost := r.Usage(now)
+		b.Environments[i] = EnvironmentUsageRow{ID: r.ID, CreatedAt: r.CreatedAt, Status: r.Status, APIKeyID: r.APIKeyID, APIKeyName: r.APIKeyName,
+			Cost: cost, DurationHours: roundUSD(minutes / 60), HourlyRate: r.HourlyRate, TerminatedAt: r.TerminatedAt, UserID: r.UserID, UserName: r.UserName}
+	}
+	return out, nil
 }

@@ -113,6 +113,16 @@ type Caller struct {
 	SessionID uuid.UUID
 }
 
+// launchKey is the API key work launched by the caller is billed to: the caller's key, or none
+// for a session.
+func (c *Caller) launchKey() *uuid.UUID {
+	if c.Kind != CredentialAPIKey || c.APIKeyID == uuid.Nil {
+		return nil
+	}
+	id := c.APIKeyID
+	return &id
+}
+
 // CreateTeam inserts a team.
 func (s *Store) CreateTeam(ctx context.Context, name string) (*Team, error) {
 	if strings.TrimSpace(name) == "" {

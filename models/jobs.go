@@ -14,9 +14,11 @@ import (
 // Job is one batch run. Its status is derived from its traces as they finish.
 type Job struct {
 	bun.BaseModel `bun:"table:jobs,alias:j"`
-	ID            uuid.UUID      `bun:"id,pk,type:uuid"`
-	TeamID        uuid.UUID      `bun:"team_id,type:uuid"`
-	CreatedBy     *uuid.UUID     `bun:"created_by,type:uuid"`
+	ID            uuid.UUID  `bun:"id,pk,type:uuid"`
+	TeamID        uuid.UUID  `bun:"team_id,type:uuid"`
+	CreatedBy     *uuid.UUID `bun:"created_by,type:uuid"`
+	// APIKeyID is the key that launched the job (nil when a session did).
+	APIKeyID      *uuid.UUID     `bun:"api_key_id,type:uuid"`
 	TasksetID     *uuid.UUID     `bun:"taskset_id,type:uuid"`
 	Name          string         `bun:"name"`
 	Description   string         `bun:"description"`
@@ -106,7 +108,7 @@ func (s *Store) LaunchJob(ctx context.Context, c *Caller, l Launch) (*Job, []Tra
 			if l.Metadata == nil {
 				l.Metadata = map[string]any{}
 			}
-			job = &Job{ID: id, TeamID: c.TeamID, CreatedBy: &c.UserID, TasksetID: l.TasksetID, Name: l.Name, Status: JobPending,
+			job = &Job{ID: id, TeamID: c.TeamID, CreatedBy: &c.UserID, APIKeyID: c.launchKey(), TasksetID: l.TasksetID, Name: l.Name, Status: JobPending,
 				MaxSteps: l.MaxSteps, GroupSize: l.GroupSize, MaxConcurrent: l.MaxConcurrent, Metadata: l.Metadata,
 				CreatedAt: now(), UpdatedAt: now()}
 			if _, err := tx.NewInsert().Model(job).Exec(ctx); err != nil {

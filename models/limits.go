@@ -3,7 +3,6 @@ package models
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/google/uuid"
@@ -55,20 +54,26 @@ func PeriodStart(interval string, t time.Time) time.Time {
 }
 
 // spend is what the limit's scope has spent in its current period: the cost of its inference
-// calls (an API key's completions; a member's completions and their attempts' model steps).
+// calls (an API key's completions and the model steps of the attempts it launched; a member's
+// the same for everything they launched) and of the environment time of those attempts.
 func (s *Store) spend(ctx context.Context, l *SpendingLimit) (float64, error) {
-	q := s.DB.NewSelect().Model((*InferenceLog)(nil)).ColumnExpr("COALESCE(SUM(cost), 0.0)").
-		Where("team_id = ? AND created_at >= ?", l.TeamID, PeriodStart(l.Interval, now()))
-	if l.APIKeyID != nil {
-		q = q.Where("api_key_id = ?", *l.APIKeyID)
-	} else {
-		q = q.Where("user_id = (SELECT user_id FROM memberships WHERE id = ?)", *l.MembershipID)
+	since := PeriodStart(l.Interval, now())
+	scope := func(q *bun.SelectQuery) *bun.SelectQuery {
+		if l.APIKeyID != nil {
+			return q.Where("api_key_id = ?", *l.APIKeyID)
+		}
+		return q.Where("user_id = (SELECT user_id FROM memberships WHERE id = ?)", *l.MembershipID)
 	}
 	var total float64
-	if err := q.Scan(ctx, &total); err != nil {
+	if err := scope(s.DB.NewSelect().Model((*InferenceLog)(nil)).ColumnExpr("COALESCE(SUM(cost), 0.0)").
+		Where("team_id = ? AND created_at >= ?", l.TeamID, since)).Scan(ctx, &total); err != nil {
 		return 0, fmt.Errorf("spend: %w", err)
 	}
-	return math.Round(total*1e6) / 1e6, nil
+	env, err := s.environmentSpend(ctx, l.TeamID, since, scope)
+	if err != nil {
+		return 0, err
+	}
+	return roundUSD(total + env), nil
 }
 
 func (s *Store) limitRow(ctx context.Context, l *SpendingLimit) (LimitRow, error) {

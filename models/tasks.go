@@ -95,6 +95,8 @@ type Upload struct {
 	TasksetID   *uuid.UUID
 	TasksetName string
 	Description string
+	// Purpose, when set, is the taskset's purpose from now on (EVAL or TRAINING).
+	Purpose string
 	// RegistryID is the environment of tasks that name none.
 	RegistryID *uuid.UUID
 	Tasks      []TaskUpload
@@ -313,6 +315,9 @@ func (s *Store) uploadTaskset(ctx context.Context, tx bun.Tx, c *Caller, up Uplo
 		if !row.CanEdit {
 			return nil, false, fmt.Errorf("upload to taskset %s: read-only for the caller's team: %w", row.ID, ErrForbidden)
 		}
+		if err := setPurpose(ctx, tx, &row.Taskset, up.Purpose); err != nil {
+			return nil, false, err
+		}
 		return &row.Taskset, false, nil
 	}
 	err := tx.NewSelect().Model(&ts).Where("team_id = ? AND name = ?", c.TeamID, up.TasksetName).Scan(ctx)
@@ -323,6 +328,9 @@ func (s *Store) uploadTaskset(ctx context.Context, tx bun.Tx, c *Caller, up Uplo
 				return nil, false, err
 			}
 		}
+		if err := setPurpose(ctx, tx, &ts, up.Purpose); err != nil {
+			return nil, false, err
+		}
 		return &ts, false, nil
 	}
 	if !isNoRows(err) {
@@ -331,7 +339,10 @@ func (s *Store) uploadTaskset(ctx context.Context, tx bun.Tx, c *Caller, up Uplo
 	ts = Taskset{
 		ID: uuid.New(), TeamID: c.TeamID, Name: up.TasksetName, Description: up.Description,
 		Columns: map[string]any{}, HiddenProgressStages: []string{}, Stages: []string{}, CreatedBy: &c.UserID,
-		CreatedAt: now(), UpdatedAt: now(),
+		Purpose: PurposeEval, CreatedAt: now(), UpdatedAt: now(),
+	}
+	if up.Purpose != "" {
+		ts.Purpose = up.Purpose
 	}
 	if _, err := tx.NewInsert().Model(&ts).Exec(ctx); err != nil {
 		if isUniqueViolation(err) {
@@ -340,6 +351,16 @@ func (s *Store) uploadTaskset(ctx context.Context, tx bun.Tx, c *Caller, up Uplo
 		return nil, false, err
 	}
 	return &ts, true, nil
+}
+
+// setPurpose changes a taskset's purpose when an upload names another.
+func setPurpose(ctx context.Context, tx bun.Tx, ts *Taskset, purpose string) error {
+	if purpose == "" || purpose == ts.Purpose {
+		return nil
+	}
+	ts.Purpose = purpose
+	_, err := tx.NewUpdate().Model(ts).Column("purpose").WherePK().Exec(ctx)
+	return err
 }
 
 // taskIndex is every task of a taskset with its latest content hash, loaded once per upload so

@@ -23,10 +23,18 @@ type Taskset struct {
 	Stages               []string       `bun:"stages"`
 	Requirements         map[string]any `bun:"requirements"`
 	RequirementsVersion  int            `bun:"requirements_version"`
-	CreatedBy            *uuid.UUID     `bun:"created_by,type:uuid"`
-	CreatedAt            time.Time      `bun:"created_at"`
-	UpdatedAt            time.Time      `bun:"updated_at"`
+	// Purpose is EVAL (an evaluation suite, the default) or TRAINING (training data).
+	Purpose   string     `bun:"purpose,nullzero,notnull,default:'EVAL'"`
+	CreatedBy *uuid.UUID `bun:"created_by,type:uuid"`
+	CreatedAt time.Time  `bun:"created_at"`
+	UpdatedAt time.Time  `bun:"updated_at"`
 }
+
+// Taskset purposes.
+const (
+	PurposeEval     = "EVAL"
+	PurposeTraining = "TRAINING"
+)
 
 // TasksetStar records that a user starred a taskset; stars order lists and are counted.
 type TasksetStar struct {

@@ -197,6 +197,13 @@ func (s *Store) TransitionTrace(ctx context.Context, id uuid.UUID, u TraceUpdate
 		return false, fmt.Errorf("transition trace %s: %w", id, err)
 	}
 	n, _ := res.RowsAffected()
+	if n > 0 && Terminal(u.Status) {
+		// Its sandbox is gone by now (teardown runs before the end is written) or its worker is:
+		// either way the attempt's environment time ends with it.
+		if err := s.endTraceInstances(ctx, id, "the attempt ended "+u.Status); err != nil {
+			return true, err
+		}
+	}
 	return n > 0, nil
 }
 

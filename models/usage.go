@@ -9,13 +9,6 @@ import (
 	"github.com/google/uuid"
 )
 
-// Pricing prices environment time: an hourly rate, and a baseline of minutes every attempt that
-// started is charged at least (the spec's environment_baseline_minutes).
-type Pricing struct {
-	HourlyRate      float64
-	BaselineMinutes float64
-}
-
 // TraceUsage is what one attempt used.
 type TraceUsage struct {
 	TraceID        uuid.UUID  `bun:"id,type:uuid"`
@@ -28,7 +21,8 @@ type TraceUsage struct {
 	InferenceCost  float64    `bun:"inference_cost"`
 	InferenceCalls int        `bun:"inference_calls"`
 
-	// Computed from the times and the pricing.
+	// Summed over the attempt's instances (one per try that got a sandbox).
+	Instances          int
 	StillRunning       bool
 	BaselineMinutes    float64
 	AdditionalMinutes  float64
@@ -39,9 +33,9 @@ type TraceUsage struct {
 }
 
 // TracesUsage is the usage of the caller's team's attempts of a job (jobID) or of one attempt
-// (traceID): environment time from each attempt's start to its end (or now), priced by p, and
-// the cost of its model calls through the gateway.
-func (s *Store) TracesUsage(ctx context.Context, c *Caller, jobID, traceID *uuid.UUID, p Pricing) ([]TraceUsage, error) {
+// (traceID): the cost of its model calls through the gateway, and its environment time, from
+// its instances: each charged its hourly rate over the time it ran, and at least its baseline.
+func (s *Store) TracesUsage(ctx context.Context, c *Caller, jobID, traceID *uuid.UUID) ([]TraceUsage, error) {
 	var out []TraceUsage
 	q := s.DB.NewSelect().TableExpr("traces AS tr").
 		ColumnExpr("tr.id, tr.status, tr.created_at, tr.start_time, tr.end_time, tv.registry_id").
@@ -50,33 +44,45 @@ func (s *Store) TracesUsage(ctx context.Context, c *Caller, jobID, traceID *uuid
 		ColumnExpr("(SELECT count(*) FROM inference_logs AS il WHERE il.trace_id = tr.id) AS inference_calls").
 		Join("LEFT JOIN task_versions AS tv ON tv.id = tr.task_version_id").
 		Where("tr.team_id = ?", c.TeamID)
+	iq := s.DB.NewSelect().Model((*Instance)(nil)).Where("team_id = ?", c.TeamID)
 	if jobID != nil {
-		q = q.Where("tr.job_id = ?", *jobID)
+		q, iq = q.Where("tr.job_id = ?", *jobID), iq.Where("job_id = ?", *jobID)
 	}
 	if traceID != nil {
-		q = q.Where("tr.id = ?", *traceID)
+		q, iq = q.Where("tr.id = ?", *traceID), iq.Where("trace_id = ?", *traceID)
 	}
 	if err := q.OrderExpr("tr.created_at ASC, tr.id ASC").Scan(ctx, &out); err != nil {
 		return nil, fmt.Errorf("traces usage: %w", err)
 	}
-	now := time.Now()
+	var instances []Instance
+	if err := iq.OrderExpr("created_at ASC").Scan(ctx, &instances); err != nil {
+		return nil, fmt.Errorf("traces usage: %w", err)
+	}
+	byTrace := make(map[uuid.UUID]*TraceUsage, len(out))
+	for i := range out {
+		byTrace[out[i].TraceID] = &out[i]
+	}
+	at := now()
+	for i := range instances {
+		in := &instances[i]
+		u := byTrace[in.TraceID]
+		if u == nil {
+			continue
+		}
+		minutes, cost := in.Usage(at)
+		base := in.HourlyRate * in.BaselineMinutes / 60
+		u.Instances++
+		u.StillRunning = u.StillRunning || in.Status == InstanceRunning
+		u.EnvironmentRateUSD = in.HourlyRate // the latest try's
+		u.BaselineMinutes += in.BaselineMinutes
+		u.AdditionalMinutes += math.Max(0, minutes-in.BaselineMinutes)
+		u.BaselineCost += base
+		u.AdditionalCost += math.Max(0, cost-base)
+		u.EnvironmentCost += cost
+	}
 	for i := range out {
 		u := &out[i]
-		u.StillRunning = !Terminal(u.Status)
-		u.EnvironmentRateUSD = p.HourlyRate
-		if u.StartTime == nil {
-			continue // never started: no environment time
-		}
-		end := now
-		if u.EndTime != nil {
-			end = *u.EndTime
-		}
-		minutes := math.Max(0, end.Sub(*u.StartTime).Minutes())
-		u.BaselineMinutes = p.BaselineMinutes
-		u.AdditionalMinutes = math.Max(0, minutes-p.BaselineMinutes)
-		u.BaselineCost = p.HourlyRate * u.BaselineMinutes / 60
-		u.AdditionalCost = p.HourlyRate * u.AdditionalMinutes / 60
-		u.EnvironmentCost = u.BaselineCost + u.AdditionalCost
+		u.BaselineCost, u.AdditionalCost, u.EnvironmentCost = roundUSD(u.BaselineCost), roundUSD(u.AdditionalCost), roundUSD(u.EnvironmentCost)
 	}
 	return out, nil
 }

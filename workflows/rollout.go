@@ -58,6 +58,9 @@ const (
 	// running one may go without a heartbeat: past it, the host is taken for dead and the try
 	// restarts in a fresh sandbox.
 	hostLost = 20 * time.Second
+	// modelHeartbeat is how long a model step may go without a heartbeat (it sends one every
+	// 3 s); the SDK sends them at most every 80% of it, so a cancel reaches a step within 8 s.
+	modelHeartbeat = 10 * time.Second
 	// teardownTimeout bounds stopping a sandbox.
 	teardownTimeout = time.Minute
 )
@@ -229,6 +232,9 @@ func (r *rollout) attempt(ctx workflow.Context, try int) (end ending) {
 		mctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			TaskQueue:           activities.QueueWorkflows,
 			StartToCloseTimeout: min(left, 10*time.Minute),
+			// The step heartbeats: a cancel reaches it (and its model call) within seconds, and
+			// a dead worker's step is retried elsewhere without waiting out the call.
+			HeartbeatTimeout: modelHeartbeat,
 			// The run deadline bounds the step and all its retries together.
 			ScheduleToCloseTimeout: left,
 			// Rate limits and 5xx are retried with backoff; the adapter marks others non-retryable.

@@ -150,7 +150,6 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	api := httpapi.New(httpapi.Options{
 		Store: store, Bucket: bucket, Temporal: tc, Workflows: tc, Builds: tc, Blob: blobHandler, Logger: log, PublicURL: cfg.PublicURL,
 		SessionTTL: cfg.SessionTTL, MaxBodyBytes: cfg.MaxBodyBytes, MaxJobAttempts: cfg.MaxJobAttempts, Secrets: keys,
-		Pricing:     models.Pricing{HourlyRate: cfg.EnvironmentHourlyRate, BaselineMinutes: cfg.EnvironmentBaselineMinutes},
 		CodecOrigin: "http://" + ts.UIAddress(),
 	})
 	hs := serveHTTP(listener, api.Handler(), limitsOf(cfg), log)

@@ -30,7 +30,8 @@ func testInferenceGateway(t *testing.T, storeArgs []string, _ string) {
 	dataDir := t.TempDir()
 	box := startMailbox(t)
 	devArgs := append([]string{"--smtp-url", "smtp://" + box.addr, "--mail-from", "alerts@proctor.test", "--limit-alert-interval", "300ms",
-		"--environment-hourly-rate", "3.6", "--environment-baseline-minutes", "5"}, storeArgs...)
+		"--environment-hourly-rate", "3.6", "--environment-cpu-hourly-rate", "0.5", "--environment-memory-gb-hourly-rate", "0.125",
+		"--environment-gpu-hourly-rates", "h100=4,*=2", "--environment-baseline-minutes", "5"}, storeArgs...)
 	dev := startDev(t, dataDir, devArgs...)
 	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey}
 	addModel := func(name, url string, extra ...string) string {
@@ -238,6 +239,9 @@ func testInferenceGateway(t *testing.T, storeArgs []string, _ string) {
 		t.Errorf("inference_count = %d, want %d", model.InferenceCount, requests.Load())
 	}
 
+	// Instances: the attempts so far (these two, and eval's) each ran in one.
+	checkInstances(t, c, up.TaskVersionIDs[0], *tu.EnvironmentID, []string{tr.ID, oracleRun.ID, "eval"}, func(name, url string) string { return addModel(name, url) })
+
 	// A block limit on the API key, once its month's spend reaches it, refuses new completions and
 	// launches; disabled, it does not.
 	var keyed struct {
@@ -246,11 +250,24 @@ func testInferenceGateway(t *testing.T, storeArgs []string, _ string) {
 			Cost     float64
 		}
 	}
+	// The key's spend is what it launched and called: every model call (completions and the
+	// model steps of its attempts) and the environment time of its attempts.
 	c.call("GET", "/v2/inference/usage?request_type=completions", nil, &keyed)
 	keyID, spent := *keyed.Logs[0].APIKeyID, 0.0
+	c.call("GET", "/v2/inference/usage?limit=500&api_key_id="+keyID, nil, &keyed)
 	for _, l := range keyed.Logs {
 		spent += l.Cost
 	}
+	var envUsage struct {
+		Summary struct {
+			TotalCost float64 `json:"total_cost"`
+		}
+	}
+	c.call("GET", "/v2/environments/usage?api_key_id="+keyID, nil, &envUsage)
+	if envUsage.Summary.TotalCost <= 0 {
+		t.Errorf("the key's environment usage = %+v", envUsage)
+	}
+	spent += envUsage.Summary.TotalCost
 	var limit struct {
 		ID         string
 		SpendUSD   string `json:"spend_usd"`
@@ -261,7 +278,7 @@ func testInferenceGateway(t *testing.T, storeArgs []string, _ string) {
 		Enabled    bool
 	}
 	if code := c.call("POST", "/v2/limits", map[string]any{"interval": "month", "action": "block", "amount_usd": spent / 2, "api_key_id": keyID}, &limit); code != 201 ||
-		limit.SpendUSD != fmt.Sprint(spent) || limit.Threshold != "100" || limit.APIKeyName != "bootstrap" || !limit.Enabled || limit.Interval != "month" {
+		math.Abs(parseFloat(limit.SpendUSD)-spent) > 1e-5 || limit.Threshold != "100" || limit.APIKeyName != "bootstrap" || !limit.Enabled || limit.Interval != "month" {
 		t.Fatalf("create a limit = %d %+v (spent %v)", code, limit, spent)
 	}
 	msg := map[string]any{"model": "priced", "messages": []map[string]string{{"role": "user", "content": "hi"}}}
@@ -391,7 +408,8 @@ func testInferenceGateway(t *testing.T, storeArgs []string, _ string) {
 
 	var usageOut bytes.Buffer
 	if err := run(t.Context(), []string{"usage", "--by", "route", "--api-url", c.base, "--api-key", c.key}, &usageOut, io.Discard); err != nil ||
-		!strings.Contains(usageOut.String(), fmt.Sprintf("%d calls", everything.TotalCount)) || !strings.Contains(usageOut.String(), "completions") {
+		!strings.Contains(usageOut.String(), fmt.Sprintf("%d calls", everything.TotalCount)) || !strings.Contains(usageOut.String(), "completions") ||
+		!regexp.MustCompile(`environments in the last 7 days: 5 sandboxes \(0 running\), [0-9.]+ hours, \$[0-9.]+`).MatchString(usageOut.String()) {
 		t.Errorf("proctor usage: %v\n%s", err, usageOut.String())
 	}
 

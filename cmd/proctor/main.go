@@ -38,7 +38,8 @@ Client commands (against PROCTOR_API_URL with PROCTOR_API_KEY; default: the loca
   proctor trace TRACE_ID [-f]                                  an attempt's trajectory (-f follows it live)
   proctor jobs                                                 your team's jobs, newest first
   proctor env deploy DIR [--name N]                            build an environment from source, print its scenarios
-  proctor usage [--days 7] [--by model|route|api_key|user|byok] inference calls and cost per day
+  proctor usage [--days 7] [--by model|route|api_key|user|byok] inference calls, environment time and cost per day
+  proctor instances ENV [--all] [--stop ID,…]                  an environment's sandboxes; stop some
   proctor version    print the version
 
 Every command takes --help. Settings come from flags or PROCTOR_* environment variables.
@@ -99,6 +100,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdEnv(ctx, rest, stdout, stderr)
 	case "usage":
 		return cmdUsage(ctx, rest, stdout, stderr)
+	case "instances":
+		return cmdInstances(ctx, rest, stdout, stderr)
 	case "openapi":
 		spec, err := httpapi.Spec()
 		if err != nil {

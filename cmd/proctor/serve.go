@@ -227,7 +227,6 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	api := httpapi.New(httpapi.Options{
 		Store: store, Bucket: bucket, Temporal: tc, Workflows: tc, Builds: tc, Blob: blobHandler, Logger: log, PublicURL: cfg.PublicURL,
 		SessionTTL: cfg.SessionTTL, MaxBodyBytes: cfg.MaxBodyBytes, MaxJobAttempts: cfg.MaxJobAttempts, Secrets: keys,
-		Pricing:     models.Pricing{HourlyRate: cfg.EnvironmentHourlyRate, BaselineMinutes: cfg.EnvironmentBaselineMinutes},
 		CodecOrigin: cfg.TemporalUIOrigin,
 	})
 	if err := tc.StartLimitAlerts(ctx, cfg.LimitAlertInterval); err != nil {
@@ -344,8 +343,15 @@ func startRuntime(tc *ptemporal.Client, store *models.Store, bucket blob.Bucket,
 	if err != nil {
 		return nil, fmt.Errorf("sandboxes: %w", err)
 	}
+	gpuRates, err := models.ParseGPURates(cfg.EnvironmentGPURates)
+	if err != nil {
+		sb.Close(context.Background()) //nolint:errcheck
+		return nil, fmt.Errorf("--environment-gpu-hourly-rates: %w", err)
+	}
 	acts := &activities.Activities{Store: store, Logger: log, Sandboxes: sb, Envs: activities.NewEnvs(), Secrets: keys,
-		Mail: &activities.MailConfig{URL: cfg.SMTPURL, From: cfg.MailFrom}}
+		Mail: &activities.MailConfig{URL: cfg.SMTPURL, From: cfg.MailFrom},
+		Rates: models.RateCard{Base: cfg.EnvironmentHourlyRate, PerCPU: cfg.EnvironmentCPUHourlyRate, PerMemoryGB: cfg.EnvironmentMemoryGBRate,
+			PerGPU: gpuRates, BaselineMinutes: cfg.EnvironmentBaselineMinutes}}
 	if bucket != nil {
 		acts.Build = &activities.BuildConfig{Bucket: bucket, Dir: cfg.BuildDir, GOPROXY: cfg.BuildGOPROXY,
 			Limits: archive.Limits{MaxBytes: cfg.BuildMaxSourceBytes, MaxEntries: cfg.BuildMaxSourceEntries}}

@@ -11,8 +11,8 @@ import (
 	"time"
 )
 
-// cmdUsage prints the team's inference usage of the last days: requests, tokens and cost per
-// day, grouped when asked.
+// cmdUsage prints the team's usage of the last days: inference requests, tokens and cost per
+// day, grouped when asked, then environment time (sandboxes, hours and cost) per day.
 func cmdUsage(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("proctor usage", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -36,36 +36,72 @@ func cmdUsage(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		q.Set("group_by", *by)
 	}
 	var res struct {
-		TotalRequests int     `json:"total_requests"`
-		TotalCost     float64 `json:"total_cost"`
-		Buckets       []struct {
-			Start  time.Time `json:"start"`
-			Groups []struct {
-				Key              string  `json:"key"`
-				Requests         int     `json:"requests"`
-				Cost             float64 `json:"cost"`
-				PromptTokens     int     `json:"prompt_tokens"`
-				CompletionTokens int     `json:"completion_tokens"`
-			} `json:"groups"`
-		} `json:"buckets"`
+		TotalRequests int               `json:"total_requests"`
+		TotalCost     float64           `json:"total_cost"`
+		Buckets       []inferenceBucket `json:"buckets"`
 	}
 	if err := c.do(ctx, http.MethodGet, "/v2/usage/inference?"+q.Encode(), nil, &res); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "inference since %s: %d calls, $%.4f\n", start.Format("2006-01-02"), res.TotalRequests, res.TotalCost)
-	if res.TotalRequests == 0 {
+	if res.TotalRequests > 0 {
+		if err := inferenceTable(stdout, *by, res.Buckets); err != nil {
+			return err
+		}
+	}
+	var env struct {
+		Summary struct {
+			ActiveCount int     `json:"active_count"`
+			TotalCost   float64 `json:"total_cost"`
+			TotalCount  int     `json:"total_count"`
+			TotalHours  float64 `json:"total_hours"`
+		} `json:"summary"`
+		Chart []struct {
+			Date  string  `json:"date"`
+			Cost  float64 `json:"cost"`
+			Count int     `json:"count"`
+			Hours float64 `json:"hours"`
+		} `json:"chart"`
+	}
+	if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v2/environments/usage?limit=1&days=%d", *days), nil, &env); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\nenvironments in the last %d days: %d sandboxes (%d running), %.2f hours, $%.4f\n", *days, env.Summary.TotalCount,
+		env.Summary.ActiveCount, env.Summary.TotalHours, env.Summary.TotalCost)
+	if len(env.Chart) == 0 {
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	if *by != "" {
-		fmt.Fprintf(tw, "DAY\t%s\tCALLS\tPROMPT TOKENS\tCOMPLETION TOKENS\tCOST\n", *by)
+	fmt.Fprintln(tw, "DAY	SANDBOXES	HOURS	COST")
+	for _, d := range env.Chart {
+		fmt.Fprintf(tw, "%s\t%d\t%.3f\t$%.4f\n", d.Date, d.Count, d.Hours, d.Cost)
+	}
+	return tw.Flush()
+}
+
+// inferenceBucket is one day of inference usage, by group.
+type inferenceBucket = struct {
+	Start  time.Time `json:"start"`
+	Groups []struct {
+		Key              string  `json:"key"`
+		Requests         int     `json:"requests"`
+		Cost             float64 `json:"cost"`
+		PromptTokens     int     `json:"prompt_tokens"`
+		CompletionTokens int     `json:"completion_tokens"`
+	} `json:"groups"`
+}
+
+func inferenceTable(stdout io.Writer, by string, buckets []inferenceBucket) error {
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	if by != "" {
+		fmt.Fprintf(tw, "DAY\t%s\tCALLS\tPROMPT TOKENS\tCOMPLETION TOKENS\tCOST\n", by)
 	} else {
 		fmt.Fprintln(tw, "DAY\tCALLS\tPROMPT TOKENS\tCOMPLETION TOKENS\tCOST")
 	}
-	for _, b := range res.Buckets {
+	for _, b := range buckets {
 		for _, g := range b.Groups {
 			day := b.Start.Format("2006-01-02")
-			if *by != "" {
+			if by != "" {
 				key := g.Key
 				if key == "" {
 					key = "-"

@@ -83,8 +83,13 @@ type Config struct {
 	// TemporalUIOrigin is the Temporal Web UI's origin that may decode payloads through the
 	// server's /codec/ endpoint (production; dev sets its own UI).
 	TemporalUIOrigin string
-	// EnvironmentHourlyRate and EnvironmentBaselineMinutes price environment time in usage.
+	// The rate card of environment time: a sandbox's hourly rate is EnvironmentHourlyRate plus
+	// its requested CPUs, GiB of memory and GPUs (by type, "h100=4.5,*=2") at their rates, fixed
+	// when it starts; each is charged at least EnvironmentBaselineMinutes. Read by workers.
 	EnvironmentHourlyRate      float64
+	EnvironmentCPUHourlyRate   float64
+	EnvironmentMemoryGBRate    float64
+	EnvironmentGPURates        string
 	EnvironmentBaselineMinutes float64
 	// SMTPURL and MailFrom send spending alerts; LimitAlertInterval is how often alert limits
 	// are checked.
@@ -158,8 +163,11 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	str(&c.ContainerHost, "container-host", "PROCTOR_CONTAINER_HOST", "", "the container provider's engine, e.g. unix:///run/podman/podman.sock (default: DOCKER_HOST, else the engine's default socket)")
 	str(&c.ContainerOwner, "container-owner", "PROCTOR_CONTAINER_OWNER", "", "labels this worker's containers; at start the worker removes containers of its owner left by a crash, so workers sharing an engine need distinct owners (default: the host name)")
 	str(&c.TemporalUIOrigin, "temporal-ui-origin", "PROCTOR_TEMPORAL_UI_ORIGIN", "", "origin of a Temporal Web UI allowed to decode encrypted payloads through /codec/ (configure the UI's codec endpoint as <public-url>/codec with includeCredentials)")
-	fs.Float64Var(&c.EnvironmentHourlyRate, "environment-hourly-rate", envFloat("PROCTOR_ENVIRONMENT_HOURLY_RATE", 0), "USD per hour of an attempt's environment, for usage and job cost (env PROCTOR_ENVIRONMENT_HOURLY_RATE)")
-	fs.Float64Var(&c.EnvironmentBaselineMinutes, "environment-baseline-minutes", envFloat("PROCTOR_ENVIRONMENT_BASELINE_MINUTES", 5), "minutes every started attempt is charged at least (env PROCTOR_ENVIRONMENT_BASELINE_MINUTES)")
+	fs.Float64Var(&c.EnvironmentHourlyRate, "environment-hourly-rate", envFloat("PROCTOR_ENVIRONMENT_HOURLY_RATE", 0), "USD per hour of every sandbox, before its resources' rates (env PROCTOR_ENVIRONMENT_HOURLY_RATE)")
+	fs.Float64Var(&c.EnvironmentCPUHourlyRate, "environment-cpu-hourly-rate", envFloat("PROCTOR_ENVIRONMENT_CPU_HOURLY_RATE", 0), "USD per hour of each CPU a sandbox asks for (env PROCTOR_ENVIRONMENT_CPU_HOURLY_RATE)")
+	fs.Float64Var(&c.EnvironmentMemoryGBRate, "environment-memory-gb-hourly-rate", envFloat("PROCTOR_ENVIRONMENT_MEMORY_GB_HOURLY_RATE", 0), "USD per hour of each GiB of memory a sandbox asks for (env PROCTOR_ENVIRONMENT_MEMORY_GB_HOURLY_RATE)")
+	str(&c.EnvironmentGPURates, "environment-gpu-hourly-rates", "PROCTOR_ENVIRONMENT_GPU_HOURLY_RATES", "", "USD per hour of one GPU by type, e.g. h100=4.5,a10g=1.2,*=2 (* for types not named)")
+	fs.Float64Var(&c.EnvironmentBaselineMinutes, "environment-baseline-minutes", envFloat("PROCTOR_ENVIRONMENT_BASELINE_MINUTES", 5), "minutes every sandbox that started is charged at least (env PROCTOR_ENVIRONMENT_BASELINE_MINUTES)")
 	str(&c.SMTPURL, "smtp-url", "PROCTOR_SMTP_URL", "", "SMTP server for spending alerts: smtp://[user:password@]host[:port] (STARTTLS when offered) or smtps://… (alerts wait, logged, without one)")
 	str(&c.MailFrom, "mail-from", "PROCTOR_MAIL_FROM", "proctor@localhost", "sender of spending alerts")
 	fs.DurationVar(&c.LimitAlertInterval, "limit-alert-interval", envDuration("PROCTOR_LIMIT_ALERT_INTERVAL", time.Minute), "how often alert limits are checked (env PROCTOR_LIMIT_ALERT_INTERVAL)")
@@ -229,8 +237,8 @@ func (c *Config) finish() error {
 	default:
 		return fmt.Errorf("log format must be text or json, not %q", c.LogFormat)
 	}
-	if c.EnvironmentHourlyRate < 0 || c.EnvironmentBaselineMinutes < 0 {
-		return errors.New("environment-hourly-rate and environment-baseline-minutes must not be negative")
+	if c.EnvironmentHourlyRate < 0 || c.EnvironmentCPUHourlyRate < 0 || c.EnvironmentMemoryGBRate < 0 || c.EnvironmentBaselineMinutes < 0 {
+		return errors.New("environment-hourly-rate, environment-cpu-hourly-rate, environment-memory-gb-hourly-rate and environment-baseline-minutes must not be negative")
 	}
 	if c.BuildMaxSourceBytes < 0 || c.BuildMaxSourceEntries < 0 || c.MaxUploadBytes < 0 {
 		return errors.New("build-max-source-bytes, build-max-source-entries and max-upload-bytes must not be negative")

@@ -1,0 +1,338 @@
+package models
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+)
+
+// Instance statuses.
+const (
+	InstanceRunning    = "running"
+	InstanceTerminated = "terminated"
+)
+
+// Instance is one sandbox an attempt's try ran in: its resources, the hourly rate it was priced
+// at when it started, and, once it has ended, its duration and cost.
+type Instance struct {
+	bun.BaseModel   `bun:"table:instances,alias:inst"`
+	ID              uuid.UUID      `bun:"id,pk,type:uuid"`
+	TeamID          uuid.UUID      `bun:"team_id,type:uuid"`
+	TraceID         uuid.UUID      `bun:"trace_id,type:uuid"`
+	Attempt         int            `bun:"attempt"`
+	JobID           uuid.UUID      `bun:"job_id,type:uuid"`
+	RegistryID      *uuid.UUID     `bun:"registry_id,type:uuid"`
+	BuildID         *uuid.UUID     `bun:"build_id,type:uuid"`
+	UserID          *uuid.UUID     `bun:"user_id,type:uuid"`
+	APIKeyID        *uuid.UUID     `bun:"api_key_id,type:uuid"`
+	HostQueue       string         `bun:"host_queue"`
+	SandboxID       string         `bun:"sandbox_id"`
+	CPU             float64        `bun:"cpu"`
+	MemoryMB        int            `bun:"memory_mb"`
+	GPUCount        int            `bun:"gpu_count"`
+	GPUType         string         `bun:"gpu_type"`
+	Limits          *RuntimeLimits `bun:"limits"`
+	HourlyRate      float64        `bun:"hourly_rate"`
+	BaselineMinutes float64        `bun:"baseline_minutes"`
+	Status          string         `bun:"status"`
+	StopReason      string         `bun:"stop_reason"`
+	DurationSeconds float64        `bun:"duration_seconds"`
+	Cost            float64        `bun:"cost"`
+	CreatedAt       time.Time      `bun:"created_at"`
+	TerminatedAt    *time.Time     `bun:"terminated_at"`
+}
+
+// Usage is the instance's running time in minutes and its cost up to at (its end, once it has
+// ended): the hourly rate over the time it ran, and never less than its baseline minutes.
+func (i *Instance) Usage(at time.Time) (minutes, cost float64) {
+	if i.Status != InstanceRunning {
+		return i.DurationSeconds / 60, i.Cost
+	}
+	minutes = math.Max(0, at.Sub(i.CreatedAt).Minutes())
+	return minutes, roundUSD(i.HourlyRate * math.Max(minutes, i.BaselineMinutes) / 60)
+}
+
+func roundUSD(v float64) float64 { return math.Round(v*1e6) / 1e6 }
+
+// RateCard prices environment time: a sandbox's hourly rate is Base plus its requested CPUs,
+// memory and GPUs at their rates, fixed when it starts; every sandbox is charged at least
+// BaselineMinutes (the spec's environment_baseline_minutes).
+type RateCard struct {
+	Base            float64
+	PerCPU          float64
+	PerMemoryGB     float64
+	PerGPU          GPURates
+	BaselineMinutes float64
+}
+
+// HourlyRate is the rate of a sandbox with these resources.
+func (r RateCard) HourlyRate(cpu float64, memoryMB, gpus int, gpuType string) float64 {
+	return roundUSD(r.Base + r.PerCPU*cpu + r.PerMemoryGB*float64(memoryMB)/1024 + float64(gpus)*r.PerGPU.Rate(gpuType))
+}
+
+// GPURates is a GPU device's hourly rate by type; "*" prices the types not named.
+type GPURates map[string]float64
+
+// Rate is the hourly rate of one device of type t.
+func (g GPURates) Rate(t string) float64 {
+	if v, ok := g[strings.ToLower(t)]; ok && t != "" {
+		return v
+	}
+	return g["*"]
+}
+
+// ParseGPURates reads "h100=4.5,a10g=1.2,*=2" (an empty string is no rates).
+func ParseGPURates(s string) (GPURates, error) {
+	out := GPURates{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(part, "=")
+		rate, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if !ok || strings.TrimSpace(k) == "" || err != nil || rate < 0 || math.IsInf(rate, 0) || math.IsNaN(rate) {
+			return nil, fmt.Errorf("GPU rate %q: want TYPE=USD_PER_HOUR (or *=USD_PER_HOUR for every other type)", part)
+		}
+		out[strings.ToLower(strings.TrimSpace(k))] = rate
+	}
+	return out, nil
+}
+
+// StartInstance records a try's sandbox as running from now. The instances of the attempt's
+// earlier tries end here if nothing ended them (their worker died): a try starts only once
+// the previous one is over.
+func (s *Store) StartInstance(ctx context.Context, in *Instance) error {
+	if in.ID == uuid.Nil {
+		in.ID = uuid.New()
+	}
+	in.Status, in.CreatedAt = InstanceRunning, now()
+	if err := s.endInstances(ctx, s.DB.NewSelect().Model((*Instance)(nil)).Where("trace_id = ? AND attempt < ?", in.TraceID, in.Attempt),
+		fmt.Sprintf("try %d started", in.Attempt), true); err != nil {
+		return err
+	}
+	if _, err := s.DB.NewInsert().Model(in).Exec(ctx); err != nil {
+		return fmt.Errorf("start instance: %w", err)
+	}
+	// The trace names the sandbox of its current try.
+	if _, err := s.DB.NewUpdate().Model((*Trace)(nil)).Set("instance_id = ?", in.ID).Where("id = ?", in.TraceID).Exec(ctx); err != nil {
+		return fmt.Errorf("start instance: %w", err)
+	}
+	return nil
+}
+
+// EndInstance records that the instance stopped now, fixing its duration and cost; billed is
+// false for a sandbox that never came up (it is charged its time, not the baseline). An instance
+// that has already ended stays as it is.
+func (s *Store) EndInstance(ctx context.Context, id uuid.UUID, reason string, billed bool) error {
+	return s.endInstances(ctx, s.DB.NewSelect().Model((*Instance)(nil)).Where("id = ?", id), reason, billed)
+}
+
+// endTraceInstances ends whatever instances of a finished attempt are still running.
+func (s *Store) endTraceInstances(ctx context.Context, traceID uuid.UUID, reason string) error {
+	return s.endInstances(ctx, s.DB.NewSelect().Model((*Instance)(nil)).Where("trace_id = ?", traceID), reason, true)
+}
+
+func (s *Store) endInstances(ctx context.Context, sel *bun.SelectQuery, reason string, billed bool) error {
+	var running []Instance
+	if err := sel.Where("status = ?", InstanceRunning).Scan(ctx, &running); err != nil {
+		return fmt.Errorf("end instances: %w", err)
+	}
+	at := now()
+	for i := range running {
+		in := &running[i]
+		if !billed {
+			in.BaselineMinutes = 0
+		}
+		minutes, cost := in.Usage(at)
+		// Only a running row changes: of two enders racing, the first one's numbers stand.
+		if _, err := s.DB.NewUpdate().Model((*Instance)(nil)).Where("id = ? AND status = ?", in.ID, InstanceRunning).
+			Set("status = ?", InstanceTerminated).Set("terminated_at = ?", at).Set("stop_reason = ?", reason).
+			Set("baseline_minutes = ?", in.BaselineMinutes).Set("duration_seconds = ?", minutes*60).Set("cost = ?", cost).
+			Exec(ctx); err != nil {
+			return fmt.Errorf("end instance %s: %w", in.ID, err)
+		}
+	}
+	return nil
+}
+
+// InstanceList is a page of instances with the counts of the whole set.
+type InstanceList struct {
+	Instances  []Instance
+	Total      int
+	Running    int
+	Terminated int
+}
+
+// ListInstances lists the instances of one of the caller's team's environments, newest first:
+// the running ones, and the ended ones too when terminated is set.
+func (s *Store) ListInstances(ctx context.Context, c *Caller, registryID uuid.UUID, terminated bool, limit, offset int) (*InstanceList, error) {
+	var counts []struct {
+		Status string `bun:"status"`
+		N      int    `bun:"n"`
+	}
+	if err := s.DB.NewSelect().Model((*Instance)(nil)).ColumnExpr("status, count(*) AS n").
+		Where("team_id = ? AND registry_id = ?", c.TeamID, registryID).GroupExpr("status").Scan(ctx, &counts); err != nil {
+		return nil, fmt.Errorf("count instances: %w", err)
+	}
+	out := &InstanceList{Instances: []Instance{}}
+	for _, n := range counts {
+		if n.Status == InstanceRunning {
+			out.Running = n.N
+		} else {
+			out.Terminated += n.N
+		}
+	}
+	out.Total = out.Running
+	q := s.DB.NewSelect().Model(&out.Instances).Where("team_id = ? AND registry_id = ?", c.TeamID, registryID)
+	if terminated {
+		out.Total += out.Terminated
+	} else {
+		q = q.Where("status = ?", InstanceRunning)
+	}
+	if err := q.OrderExpr("created_at DESC, id DESC").Limit(int64(limit)).Offset(int64(offset)).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("list instances: %w", err)
+	}
+	return out, nil
+}
+
+// TeamInstances returns those of ids that are instances of the registry in the caller's team.
+func (s *Store) TeamInstances(ctx context.Context, c *Caller, registryID uuid.UUID, ids []uuid.UUID) ([]Instance, error) {
+	out := []Instance{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	if err := s.DB.NewSelect().Model(&out).Where("team_id = ? AND registry_id = ? AND id IN (?)", c.TeamID, registryID, bun.In(ids)).
+		Scan(ctx); err != nil {
+		return nil, fmt.Errorf("instances: %w", err)
+	}
+	return out, nil
+}
+
+// EnvironmentUsageFilter narrows environment usage.
+type EnvironmentUsageFilter struct {
+	Since    time.Time
+	UserID   *uuid.UUID
+	APIKeyID *uuid.UUID
+	Status   string
+}
+
+// EnvironmentUsageRow is an instance with the names of who launched it.
+type EnvironmentUsageRow struct {
+	Instance   `bun:",extend"`
+	APIKeyName *string `bun:"api_key_name,scanonly"`
+	UserName   *string `bun:"user_name,scanonly"`
+}
+
+// EnvironmentDay is one UTC day of environment usage: the instances started that day.
+type EnvironmentDay struct {
+	Date  string  `bun:"day"`
+	Count int     `bun:"n"`
+	Hours float64 `bun:"hours"`
+	Cost  float64 `bun:"cost"`
+}
+
+// EnvironmentUsage is the team's environment time since a day: totals, a daily chart, and a page
+// of instances, newest first.
+type EnvironmentUsage struct {
+	ActiveCount int
+	TotalCount  int
+	TotalHours  float64
+	TotalCost   float64
+	Chart       []EnvironmentDay
+	Rows        []EnvironmentUsageRow
+}
+
+// EnvironmentUsage sums the instances of the caller's team started since f.Since: the ended
+// ones in SQL from their fixed durations and costs, the running ones (few: at most what the
+// hosts can run) priced up to now.
+func (s *Store) EnvironmentUsage(ctx context.Context, c *Caller, f EnvironmentUsageFilter, limit, offset int) (*EnvironmentUsage, error) {
+	scope := func(q *bun.SelectQuery) *bun.SelectQuery {
+		q = q.Where("inst.team_id = ? AND inst.created_at >= ?", c.TeamID, f.Since.UTC())
+		if f.UserID != nil {
+			q = q.Where("inst.user_id = ?", *f.UserID)
+		}
+		if f.APIKeyID != nil {
+			q = q.Where("inst.api_key_id = ?", *f.APIKeyID)
+		}
+		if f.Status != "" {
+			q = q.Where("inst.status = ?", f.Status)
+		}
+		return q
+	}
+	day := "substr(inst.created_at, 1, 10)" // SQLite keeps times as UTC text
+	if s.Dialect == Postgres {
+		day = "to_char(inst.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
+	}
+	out := &EnvironmentUsage{Chart: []EnvironmentDay{}}
+	var ended []EnvironmentDay
+	if err := scope(s.DB.NewSelect().Model((*Instance)(nil))).ColumnExpr(day+" AS day, count(*) AS n").
+		ColumnExpr("COALESCE(SUM(inst.duration_seconds), 0.0) / 3600.0 AS hours, COALESCE(SUM(inst.cost), 0.0) AS cost").
+		Where("inst.status <> ?", InstanceRunning).GroupExpr("day").Scan(ctx, &ended); err != nil {
+		return nil, fmt.Errorf("environment usage: %w", err)
+	}
+	var running []Instance
+	if err := scope(s.DB.NewSelect().Model(&running)).Where("inst.status = ?", InstanceRunning).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("environment usage: %w", err)
+	}
+	days := map[string]*EnvironmentDay{}
+	for i := range ended {
+		days[ended[i].Date] = &ended[i]
+	}
+	at := now()
+	for i := range running {
+		d := running[i].CreatedAt.UTC().Format("2006-01-02")
+		if days[d] == nil {
+			days[d] = &EnvironmentDay{Date: d}
+		}
+		minutes, cost := running[i].Usage(at)
+		days[d].Count++
+		days[d].Hours += minutes / 60
+		days[d].Cost += cost
+	}
+	for _, d := range days {
+		d.Cost, d.Hours = roundUSD(d.Cost), roundUSD(d.Hours)
+		out.Chart = append(out.Chart, *d)
+		out.TotalCount += d.Count
+		out.TotalHours += d.Hours
+		out.TotalCost += d.Cost
+	}
+	sort.Slice(out.Chart, func(i, j int) bool { return out.Chart[i].Date < out.Chart[j].Date })
+	out.ActiveCount, out.TotalHours, out.TotalCost = len(running), roundUSD(out.TotalHours), roundUSD(out.TotalCost)
+	out.Rows = []EnvironmentUsageRow{}
+	if err := scope(s.DB.NewSelect().Model(&out.Rows)).ColumnExpr("inst.*").
+		ColumnExpr("(SELECT k.name FROM api_keys AS k WHERE k.id = inst.api_key_id) AS api_key_name").
+		ColumnExpr("(SELECT u.name FROM users AS u WHERE u.id = inst.user_id) AS user_name").
+		OrderExpr("inst.created_at DESC, inst.id DESC").Limit(int64(limit)).Offset(int64(offset)).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("environment usage: %w", err)
+	}
+	return out, nil
+}
+
+// environmentSpend is what a scope's instances cost since a time: the ended ones' fixed costs,
+// and the running ones priced up to now.
+func (s *Store) environmentSpend(ctx context.Context, teamID uuid.UUID, since time.Time, scope func(*bun.SelectQuery) *bun.SelectQuery) (float64, error) {
+	var ended float64
+	if err := scope(s.DB.NewSelect().Model((*Instance)(nil)).ColumnExpr("COALESCE(SUM(cost), 0.0)").
+		Where("team_id = ? AND created_at >= ? AND status <> ?", teamID, since.UTC(), InstanceRunning)).Scan(ctx, &ended); err != nil {
+		return 0, fmt.Errorf("environment spend: %w", err)
+	}
+	var running []Instance
+	if err := scope(s.DB.NewSelect().Model(&running).Where("team_id = ? AND created_at >= ? AND status = ?", teamID, since.UTC(), InstanceRunning)).
+		Scan(ctx); err != nil {
+		return 0, fmt.Errorf("environment spend: %w", err)
+	}
+	at := now()
+	for i := range running {
+		_, cost := running[i].Usage(at)
+		ended += cost
+	}
+	return ended, nil
+}

@@ -1,0 +1,151 @@
+package models_test
+
+import (
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/proctorhq/proctor/internal/storetest"
+	"github.com/proctorhq/proctor/models"
+)
+
+func TestScoreRanges(t *testing.T) {
+	for _, tc := range []struct {
+		mean float64
+		in   [3]bool
+	}{
+		{0, [3]bool{true, false, false}},
+		{0.05, [3]bool{true, true, false}},
+		{0.3, [3]bool{true, true, true}},
+		{0.5, [3]bool{true, true, false}},
+		{0.99, [3]bool{true, false, false}},
+		{1, [3]bool{false, false, false}},
+	} {
+		for i, r := range models.ScoreRanges {
+			if r.In(tc.mean) != tc.in[i] {
+				t.Errorf("%v in %v = %v", tc.mean, r, !tc.in[i])
+			}
+		}
+	}
+}
+
+// A model's results per taskset come from its completed, valid attempts with a reward (of given
+// checkpoints only, when asked); suggestions are the runnable tasksets it has no attempt on.
+func TestModelResultsAndSuggestions(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *models.Store) {
+		a := member(t, s, "alpha", "a@example.com")
+		versions, _ := launchFixture(t, s, a) // taskset demo: tasks a and b
+		base := &models.LLMModel{ModelName: "base", Name: "Base", Provider: "openai", Adapter: models.AdapterOpenAI, Trainable: true}
+		if err := s.UpsertModel(ctx, base); err != nil {
+			t.Fatal(err)
+		}
+		fork, err := s.ForkModel(ctx, a, base.ID, "mine")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cp := &models.Checkpoint{Name: "step-1", UpstreamModel: "mine-step-1"}
+		if err := s.AddCheckpoint(ctx, a, fork.ID, cp); err != nil {
+			t.Fatal(err)
+		}
+		// Task a: rewards 1 and 0 (mean 0.5); task b: 0.3, one invalid 1.0, one error.
+		runs := []struct {
+			version int
+			status  string
+			reward  float64
+			invalid bool
+		}{{0, models.TraceCompleted, 1, false}, {0, models.TraceCompleted, 0, false}, {1, models.TraceCompleted, 0.3, false},
+			{1, models.TraceCompleted, 1, true}, {1, models.TraceError, 0, false}}
+		var lts []models.LaunchTrace
+		for _, r := range runs {
+			lts = append(lts, models.LaunchTrace{TraceID: uuid.New(), TaskVersionID: versions[r.version], ModelID: fork.ID, MaxSteps: 1})
+		}
+		if _, _, err := s.LaunchJob(ctx, a, models.Launch{Name: "j", MaxSteps: 1, GroupSize: 1, MaxConcurrent: 1, Traces: lts}); err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range runs {
+			reward := r.reward
+			if _, err := s.TransitionTrace(ctx, lts[i].TraceID, models.TraceUpdate{Status: r.status, Reward: &reward}); err != nil {
+				t.Fatal(err)
+			}
+			if r.invalid {
+				if _, err := s.SetTracesValidity(ctx, a, []uuid.UUID{lts[i].TraceID}, false); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		// Only the first attempt was answered by the checkpoint.
+		if err := s.RecordInference(ctx, &models.InferenceLog{TeamID: a.TeamID, ModelID: fork.ID, Route: models.RouteAgent, Status: "ok",
+			TraceID: &lts[0].TraceID, CheckpointID: &cp.ID}); err != nil {
+			t.Fatal(err)
+		}
+
+		rs, err := s.ModelResults(ctx, a, fork.ID, nil, "")
+		if err != nil || len(rs) != 1 {
+			t.Fatalf("results = %+v, %v", rs, err)
+		}
+		r := rs[0]
+		if r.TasksetName != "demo" || r.TotalTasks != 2 || r.TasksWithTraces != 2 || math.Abs(r.AvgScore-0.4) > 1e-9 || r.InRange != [3]int{2, 2, 1} ||
+			r.MinTracesPerTask != 1 || r.MaxTracesPerTask != 2 || len(r.PerTask) != 2 || r.PerTask[0].TaskName != "a" || r.PerTask[0].AvgScore != 0.5 ||
+			r.PerTask[0].MinScore != 0 || r.PerTask[0].MaxScore != 1 || r.Purpose != models.PurposeEval {
+			t.Errorf("result = %+v", r)
+		}
+		if rs, _ := s.ModelResults(ctx, a, fork.ID, []uuid.UUID{cp.ID}, ""); len(rs) != 1 || rs[0].TasksWithTraces != 1 || rs[0].AvgScore != 1 {
+			t.Errorf("the checkpoint's results = %+v", rs)
+		}
+		if rs, _ := s.ModelResults(ctx, a, fork.ID, nil, models.PurposeTraining); len(rs) != 0 {
+			t.Errorf("training results = %+v", rs)
+		}
+		var verr models.ValidationError
+		if _, err := s.ModelResults(ctx, a, fork.ID, []uuid.UUID{uuid.New()}, ""); !errors.As(err, &verr) {
+			t.Errorf("another model's checkpoint: %v", err)
+		}
+		if _, err := s.ModelResults(ctx, a, uuid.New(), nil, ""); !errors.Is(err, models.ErrNotFound) {
+			t.Errorf("no such model: %v", err)
+		}
+
+		// Suggestions: the tasksets with tasks the model has not run on.
+		for _, up := range []models.Upload{
+			{TasksetName: "fresh", Tasks: []models.TaskUpload{{TaskContent: models.TaskContent{Name: "x", Prompt: "p"}}}},
+			{TasksetName: "train", Purpose: models.PurposeTraining, Tasks: []models.TaskUpload{{TaskContent: models.TaskContent{Name: "y", Prompt: "p"}}}},
+		} {
+			if _, err := s.UploadTasks(ctx, a, up); err != nil {
+				t.Fatal(err)
+			}
+		}
+		names := func(q models.SuggestQuery) []string {
+			q.Limit = max(q.Limit, 10)
+			sug, err := s.SuggestTasksets(ctx, a, fork.ID, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := []string{}
+			for _, g := range sug {
+				out = append(out, g.TasksetName+"/"+g.Purpose)
+			}
+			return out
+		}
+		if got := names(models.SuggestQuery{}); len(got) != 2 || got[0] != "train/TRAINING" || got[1] != "fresh/EVAL" {
+			t.Errorf("suggested = %v", got)
+		}
+		if got := names(models.SuggestQuery{Purpose: models.PurposeEval}); len(got) != 1 || got[0] != "fresh/EVAL" {
+			t.Errorf("suggested for eval = %v", got)
+		}
+		if got := names(models.SuggestQuery{Search: "TRA"}); len(got) != 1 || got[0] != "train/TRAINING" {
+			t.Errorf("suggested matching TRA = %v", got)
+		}
+		sug, _ := s.SuggestTasksets(ctx, a, fork.ID, models.SuggestQuery{Limit: 10, Purpose: models.PurposeTraining})
+		if got := names(models.SuggestQuery{Exclude: []uuid.UUID{sug[0].TasksetID}}); len(got) != 1 || got[0] != "fresh/EVAL" {
+			t.Errorf("suggested without train = %v", got)
+		}
+		// Re-uploading with another purpose changes the taskset's.
+		if _, err := s.UploadTasks(ctx, a, models.Upload{TasksetName: "demo", Purpose: models.PurposeTraining,
+			Tasks: []models.TaskUpload{{TaskContent: models.TaskContent{Name: "a", Prompt: "p"}}}}); err != nil {
+			t.Fatal(err)
+		}
+		if rs, _ := s.ModelResults(ctx, a, fork.ID, nil, models.PurposeTraining); len(rs) != 1 || rs[0].Purpose != models.PurposeTraining {
+			t.Errorf("results after demo became training data = %+v", rs)
+		}
+	})
+}
