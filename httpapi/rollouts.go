@@ -174,7 +174,7 @@ func (s *Server) runRollout(ctx context.Context, in *runInput) (*launchedOutput,
 	}
 	lt := models.LaunchTrace{TraceID: traceID, TaskVersionID: in.Body.TaskVersionID, ModelID: in.Body.ModelID, Name: in.Body.TraceName,
 		MaxSteps: in.Body.MaxSteps, RuntimeConfig: in.Body.RuntimeConfig}
-	return s.launchOne(ctx, models.Launch{Name: in.Body.TraceName, MaxSteps: in.Body.MaxSteps, Traces: []models.LaunchTrace{lt}})
+	return s.launchOne(ctx, models.Launch{Kind: models.JobSingle, Name: in.Body.TraceName, MaxSteps: in.Body.MaxSteps, Traces: []models.LaunchTrace{lt}})
 }
 
 // launchOne is the launch path of run and submit: the job and its one trace are written, then the
@@ -317,7 +317,7 @@ func (s *Server) runRolloutList(ctx context.Context, in *runListInput) (*runList
 	if len(launch) == 0 {
 		return nil, newAPIError(http.StatusNotFound, "none of the task versions and models is visible to the caller")
 	}
-	job, _, err := s.store.LaunchJob(ctx, c, models.Launch{Name: b.Name, TasksetID: b.TasksetID, MaxSteps: b.MaxSteps, GroupSize: b.GroupSize,
+	job, _, err := s.store.LaunchJob(ctx, c, models.Launch{Kind: models.JobBatch, Name: b.Name, TasksetID: b.TasksetID, MaxSteps: b.MaxSteps, GroupSize: b.GroupSize,
 		MaxConcurrent: b.MaxConcurrent, Metadata: map[string]any{models.JobKindKey: models.JobKindRunList}, Traces: launch})
 	if err != nil {
 		return nil, storeError(err, "task version")
@@ -406,7 +406,7 @@ func (s *Server) submitRollout(ctx context.Context, in *submitInput) (*launchedO
 	steps, _ := in.maxSteps() // checked by Resolve
 	lt := models.LaunchTrace{TraceID: b.TraceID, TaskVersionID: v.ID, ModelID: m.ID, GroupID: b.GroupID, Name: b.Slug, MaxSteps: steps,
 		RuntimeConfig: b.RuntimeConfig, Args: b.Args, AgentConfig: b.Agent.Config}
-	return s.launchOne(ctx, models.Launch{JobID: b.JobID, MaxSteps: steps, Traces: []models.LaunchTrace{lt}})
+	return s.launchOne(ctx, models.Launch{Kind: models.JobRemote, JobID: b.JobID, MaxSteps: steps, Traces: []models.LaunchTrace{lt}})
 }
 
 // submittedVersion resolves a submit's task: a task version id, a task id (its latest version),

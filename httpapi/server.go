@@ -144,6 +144,7 @@ func New(o Options) *Server {
 	s.registerUsage()
 	s.registerInstances()
 	s.registerResults()
+	s.registerAnalytics()
 	allowUnknownRequestFields(s.api.OpenAPI())
 	nullablePointers(s.api.OpenAPI())
 	freeFormMaps(s.api.OpenAPI())

@@ -18,19 +18,21 @@ type Job struct {
 	TeamID        uuid.UUID  `bun:"team_id,type:uuid"`
 	CreatedBy     *uuid.UUID `bun:"created_by,type:uuid"`
 	// APIKeyID is the key that launched the job (nil when a session did).
-	APIKeyID      *uuid.UUID     `bun:"api_key_id,type:uuid"`
-	TasksetID     *uuid.UUID     `bun:"taskset_id,type:uuid"`
-	Name          string         `bun:"name"`
-	Description   string         `bun:"description"`
-	Status        string         `bun:"status"`
-	MaxSteps      int            `bun:"max_steps"`
-	GroupSize     int            `bun:"group_size"`
-	MaxConcurrent int            `bun:"max_concurrent"`
-	IsRemote      bool           `bun:"is_remote"`
-	Metadata      map[string]any `bun:"metadata"`
-	PublishedAt   *time.Time     `bun:"published_at"`
-	CreatedAt     time.Time      `bun:"created_at"`
-	UpdatedAt     time.Time      `bun:"updated_at"`
+	APIKeyID      *uuid.UUID `bun:"api_key_id,type:uuid"`
+	TasksetID     *uuid.UUID `bun:"taskset_id,type:uuid"`
+	Name          string     `bun:"name"`
+	Description   string     `bun:"description"`
+	Status        string     `bun:"status"`
+	MaxSteps      int        `bun:"max_steps"`
+	GroupSize     int        `bun:"group_size"`
+	MaxConcurrent int        `bun:"max_concurrent"`
+	IsRemote      bool       `bun:"is_remote"`
+	// Kind is how it was launched: JobSingle, JobRemote or JobBatch.
+	Kind        string         `bun:"kind,nullzero,notnull,default:'batch'"`
+	Metadata    map[string]any `bun:"metadata"`
+	PublishedAt *time.Time     `bun:"published_at"`
+	CreatedAt   time.Time      `bun:"created_at"`
+	UpdatedAt   time.Time      `bun:"updated_at"`
 }
 
 // Job statuses.
@@ -39,6 +41,13 @@ const (
 	JobRunning   = "running"
 	JobCompleted = "completed"
 	JobCancelled = "cancelled"
+)
+
+// Job kinds: how a job was launched.
+const (
+	JobSingle = "single" // POST /v2/rollouts/run
+	JobRemote = "remote" // POST /v2/rollouts/submit
+	JobBatch  = "batch"  // POST /v2/rollouts/run_list
 )
 
 // LaunchTrace is one attempt to create.
@@ -60,7 +69,9 @@ type LaunchTrace struct {
 
 // Launch creates a job (or adds to the caller's existing one) with its attempts, all pending.
 type Launch struct {
-	JobID         *uuid.UUID
+	JobID *uuid.UUID
+	// Kind is how the job is launched (default JobBatch); a remote job is is_remote.
+	Kind          string
 	Name          string
 	TasksetID     *uuid.UUID
 	MaxSteps      int
@@ -108,7 +119,10 @@ func (s *Store) LaunchJob(ctx context.Context, c *Caller, l Launch) (*Job, []Tra
 			if l.Metadata == nil {
 				l.Metadata = map[string]any{}
 			}
-			job = &Job{ID: id, TeamID: c.TeamID, CreatedBy: &c.UserID, APIKeyID: c.launchKey(), TasksetID: l.TasksetID, Name: l.Name, Status: JobPending,
+			if l.Kind == "" {
+				l.Kind = JobBatch
+			}
+			job = &Job{ID: id, TeamID: c.TeamID, CreatedBy: &c.UserID, APIKeyID: c.launchKey(), Kind: l.Kind, IsRemote: l.Kind == JobRemote, TasksetID: l.TasksetID, Name: l.Name, Status: JobPending,
 				MaxSteps: l.MaxSteps, GroupSize: l.GroupSize, MaxConcurrent: l.MaxConcurrent, Metadata: l.Metadata,
 				CreatedAt: now(), UpdatedAt: now()}
 			if _, err := tx.NewInsert().Model(job).Exec(ctx); err != nil {

@@ -207,6 +207,7 @@ func testDemoOnDev(t *testing.T, storeArgs []string, _ string) {
 			t.Errorf("group %s has %d attempts, want 3", g, n)
 		}
 	}
+	checkJobAnalytics(t, c, launched.JobID, demo)
 	if st := c.jobStatus(launched.JobID); st != "completed" {
 		t.Errorf("job status = %s, want completed", st)
 	}
@@ -297,6 +298,18 @@ func testDemoOnDev(t *testing.T, storeArgs []string, _ string) {
 		t.Fatalf("submit by name within env = %d %+v", code, sub)
 	}
 	c.waitJob(sub.JobID, nil)
+	var subJob struct {
+		IsRemote bool `json:"is_remote"`
+	}
+	var subCard struct {
+		Enrichments map[string]struct {
+			JobType string `json:"job_type"`
+		}
+	}
+	c.call("POST", "/v2/jobs/enrich", []string{sub.JobID}, &subCard)
+	if c.call("GET", "/v2/jobs/"+sub.JobID, nil, &subJob); !subJob.IsRemote || subCard.Enrichments[sub.JobID].JobType != "remote" {
+		t.Errorf("a submitted job: is_remote %v, job_type %+v", subJob.IsRemote, subCard)
+	}
 	c.call("GET", "/v2/trace/"+traceID, nil, &tr)
 	if tr.Status != "completed" || tr.Reward == nil || *tr.Reward != 0.5 || tr.Name != "sdk-run" || tr.GroupID != "sdk-group" {
 		t.Errorf("submitted trace = %+v; want completed at 0.5 (its own args), named sdk-run in group sdk-group", tr)

@@ -383,14 +383,26 @@ func orDash(s string) string {
 func cmdJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("proctor jobs", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	limit := fs.Int("limit", 20, "at most this many, newest first")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: proctor jobs [--limit N]      your team's jobs, newest first\n       proctor jobs show JOB_ID       a job: its summary, per-task results and the attempts to look at")
+		fs.PrintDefaults()
+	}
+	limit := fs.Int("limit", 20, "at most this many, newest first (with show: attempts listed per category)")
 	client := clientFlags(fs)
-	if _, err := parseArgs(fs, args); err != nil {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		return err
 	}
 	c, err := client()
 	if err != nil {
 		return err
+	}
+	switch {
+	case len(pos) == 2 && pos[0] == "show":
+		return showJob(ctx, c, pos[1], *limit, stdout)
+	case len(pos) > 0:
+		fs.Usage()
+		return errUsage
 	}
 	var page struct {
 		Items []struct {
@@ -421,5 +433,85 @@ func cmdJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if page.Total > len(page.Items) {
 		fmt.Fprintf(stdout, "(%d of %d; --limit shows more)\n", len(page.Items), page.Total)
 	}
+	return nil
+}
+
+// showJob prints a job: its summary, its taskset coverage (per task: attempts, statuses and mean
+// reward) and, per category other than successful, the first attempts to look at.
+func showJob(ctx context.Context, c *apiClient, jobID string, limit int, stdout io.Writer) error {
+	var job struct {
+		ID, Name, Status string
+		CreatedAt        time.Time `json:"created_at"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/v2/jobs/"+url.PathEscape(jobID), nil, &job); err != nil {
+		return err
+	}
+	var s jobSummary
+	if err := c.do(ctx, http.MethodGet, "/v2/jobs/"+job.ID+"/summary", nil, &s); err != nil {
+		return err
+	}
+	reward := "–"
+	if s.AvgReward != nil {
+		reward = fmt.Sprintf("%.3f", *s.AvgReward)
+	}
+	fmt.Fprintf(stdout, "job %s %q: %s, %d/%d attempts done (%d completed, %d error, %d cancelled), mean reward %s\n",
+		job.ID, job.Name, job.Status, s.done(), s.TotalTraces, s.Completed, s.Error, s.Cancelled, reward)
+	var cov struct {
+		TasksetName     string `json:"taskset_name"`
+		TotalTasks      int    `json:"total_tasks"`
+		TasksWithTraces int    `json:"tasks_with_traces"`
+		Tasks           []struct {
+			TaskName         string   `json:"task_name"`
+			AvgReward        *float64 `json:"avg_reward"`
+			TraceCount       int      `json:"trace_count"`
+			InvalidatedCount int      `json:"invalidated_count"`
+			Statuses         []string `json:"statuses"`
+		} `json:"tasks"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/v2/jobs/"+job.ID+"/taskset-coverage", nil, &cov); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "taskset %s: %d of %d tasks run\n\n", orDash(cov.TasksetName), cov.TasksWithTraces, cov.TotalTasks)
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TASK\tATTEMPTS\tINVALID\tSTATUSES\tMEAN REWARD")
+	for _, t := range cov.Tasks {
+		r := "–"
+		if t.AvgReward != nil {
+			r = fmt.Sprintf("%.3f", *t.AvgReward)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", t.TaskName, t.TraceCount, t.InvalidatedCount, orDash(strings.Join(t.Statuses, ",")), r)
+	}
+	tw.Flush()
+	for _, cat := range []string{"failed", "no_score", "live"} {
+		var th struct {
+			Thumbnails []struct {
+				TraceID    string   `json:"trace_id"`
+				Status     string   `json:"status"`
+				TaskName   *string  `json:"task_name"`
+				Reward     *float64 `json:"reward"`
+				StopReason string   `json:"stop_reason"`
+			} `json:"thumbnails"`
+			CategoryCounts map[string]int `json:"category_counts"`
+		}
+		if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v2/jobs/%s/thumbnails?category=%s&limit=%d", job.ID, cat, max(1, min(limit, 500))), nil, &th); err != nil {
+			return err
+		}
+		if len(th.Thumbnails) == 0 {
+			continue
+		}
+		fmt.Fprintf(stdout, "\n%s (%d):\n", strings.ReplaceAll(cat, "_", " "), th.CategoryCounts[cat])
+		for _, t := range th.Thumbnails {
+			r := "–"
+			if t.Reward != nil {
+				r = fmt.Sprintf("%.3f", *t.Reward)
+			}
+			name := "–"
+			if t.TaskName != nil {
+				name = *t.TaskName
+			}
+			fmt.Fprintf(stdout, "  %s  %-24s %s %s reward %s\n", t.TraceID, name, t.Status, t.StopReason, r)
+		}
+	}
+	fmt.Fprintln(stdout, "\nsee an attempt with: proctor trace TRACE_ID")
 	return nil
 }

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+)
+
+// checkJobAnalytics reads a finished demo job of 9 attempts (3 tasks × 3, all at reward 1.0)
+// through the analytics routes.
+func checkJobAnalytics(t *testing.T, c api, jobID, demo string) {
+	t.Helper()
+	var cov struct {
+		TasksetID       string `json:"taskset_id"`
+		TotalTasks      int    `json:"total_tasks"`
+		TasksWithTraces int    `json:"tasks_with_traces"`
+		Tasks           []struct {
+			TaskName   string   `json:"task_name"`
+			AvgReward  *float64 `json:"avg_reward"`
+			TraceCount int      `json:"trace_count"`
+			Statuses   []string `json:"statuses"`
+		}
+	}
+	if code := c.call("GET", "/v2/jobs/"+jobID+"/taskset-coverage", nil, &cov); code != 200 || cov.TasksetID != demo || cov.TotalTasks != 3 ||
+		cov.TasksWithTraces != 3 || len(cov.Tasks) != 3 {
+		t.Fatalf("coverage = %d %+v", code, cov)
+	}
+	for _, task := range cov.Tasks {
+		if task.TraceCount != 3 || task.AvgReward == nil || *task.AvgReward != 1 || len(task.Statuses) != 1 || task.Statuses[0] != "completed" {
+			t.Errorf("covered task = %+v", task)
+		}
+	}
+	var chart struct {
+		DataPoints []struct{ ID, Status string } `json:"data_points"`
+		Total      int
+	}
+	if c.call("GET", "/v2/jobs/"+jobID+"/chart-data?limit=4", nil, &chart); chart.Total != 9 || len(chart.DataPoints) != 4 {
+		t.Errorf("chart data = %+v", chart)
+	}
+	var th struct {
+		Thumbnails []struct {
+			TraceID  string `json:"trace_id"`
+			Category string
+		}
+		CategoryCounts map[string]int `json:"category_counts"`
+		HasMore        bool           `json:"has_more"`
+		NextOffset     *int           `json:"next_offset"`
+	}
+	if c.call("GET", "/v2/jobs/"+jobID+"/thumbnails?limit=4", nil, &th); len(th.Thumbnails) != 4 || !th.HasMore || th.NextOffset == nil || *th.NextOffset != 4 ||
+		th.CategoryCounts["all"] != 9 || th.CategoryCounts["successful"] != 9 || th.CategoryCounts["failed"] != 0 || th.Thumbnails[0].Category != "successful" {
+		t.Errorf("thumbnails = %+v", th)
+	}
+	if c.call("GET", "/v2/jobs/"+jobID+"/thumbnails?category=failed", nil, &th); len(th.Thumbnails) != 0 || th.HasMore || th.NextOffset != nil {
+		t.Errorf("failed thumbnails = %+v", th)
+	}
+	var links struct {
+		Links []struct {
+			Model, Registry, Taskset struct {
+				ID   *string
+				Name *string
+			}
+		}
+	}
+	if c.call("GET", "/v2/jobs/"+jobID+"/entity-links", nil, &links); len(links.Links) == 0 {
+		t.Errorf("entity links = %+v", links)
+	}
+	for _, l := range links.Links {
+		if l.Model.Name == nil || !strings.HasPrefix(*l.Model.Name, "Oracle") || l.Registry.Name == nil || l.Taskset.Name == nil || *l.Taskset.Name != "demo" {
+			t.Errorf("entity link = %+v", l)
+		}
+	}
+	type card struct {
+		ID              string   `json:"id"`
+		JobType         string   `json:"job_type"`
+		AverageAccuracy *float64 `json:"average_accuracy"`
+		CompletedTasks  int      `json:"completed_tasks"`
+		ChartData       []struct {
+			TaskID     string `json:"task_id"`
+			TraceCount int    `json:"trace_count"`
+		} `json:"chart_data"`
+		Models []struct{ Name string }
+	}
+	var enriched struct {
+		Jobs         []card                      `json:"jobs"`
+		TotalCount   int                         `json:"total_count"`
+		TasksetTasks []struct{ ID, Name string } `json:"taskset_tasks"`
+	}
+	if c.call("GET", "/v2/jobs/enriched?taskset_id="+demo, nil, &enriched); enriched.TotalCount != 1 || len(enriched.Jobs) != 1 || len(enriched.TasksetTasks) != 3 {
+		t.Fatalf("enriched = %+v", enriched)
+	}
+	if j := enriched.Jobs[0]; j.ID != jobID || j.JobType != "batch" || j.AverageAccuracy == nil || *j.AverageAccuracy != 1 || j.CompletedTasks != 9 ||
+		len(j.ChartData) != 3 || j.ChartData[0].TraceCount != 3 || len(j.Models) != 1 || !strings.HasPrefix(j.Models[0].Name, "Oracle") {
+		t.Errorf("job card = %+v", j)
+	}
+	var enrich struct {
+		Enrichments map[string]card `json:"enrichments"`
+	}
+	if code := c.call("POST", "/v2/jobs/enrich", []string{jobID, uuid.NewString()}, &enrich); code != 200 || len(enrich.Enrichments) != 1 ||
+		enrich.Enrichments[jobID].CompletedTasks != 9 {
+		t.Errorf("enrich = %d %+v", code, enrich)
+	}
+	for path, want := range map[string]int{
+		"/v2/jobs/enriched": 422,
+		"/v2/jobs/enriched?taskset_id=" + uuid.NewString():   404,
+		"/v2/jobs/" + jobID + "/chart-data?limit=0":          422,
+		"/v2/jobs/" + jobID + "/thumbnails?category=x":       422,
+		"/v2/jobs/" + jobID + "/thumbnails?limit=501":        422,
+		"/v2/jobs/" + uuid.NewString() + "/taskset-coverage": 404,
+		"/v2/jobs/" + uuid.NewString() + "/entity-links":     404,
+	} {
+		if code := c.call("GET", path, nil, nil); code != want {
+			t.Errorf("GET %s = %d, want %d", path, code, want)
+		}
+	}
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"jobs", "show", jobID, "--api-url", c.base, "--api-key", c.key}, &out, io.Discard); err != nil ||
+		!strings.Contains(out.String(), "9/9 attempts done (9 completed, 0 error, 0 cancelled), mean reward 1.000") ||
+		!strings.Contains(out.String(), "taskset demo: 3 of 3 tasks run") || len(regexp.MustCompile(`(?m)\s3\s+0\s+completed\s+1\.000$`).FindAllString(out.String(), -1)) != 3 {
+		t.Errorf("proctor jobs show: %v\n%s", err, out.String())
+	}
+	if code := c.call("POST", "/v2/jobs/enrich", map[string]any{"ids": []string{jobID}}, nil); code != 422 {
+		t.Errorf("enrich with an object = %d, want 422", code)
+	}
+}

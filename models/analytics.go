@@ -1,0 +1,414 @@
+package models
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+)
+
+// Trace categories of a job's results. Every trace is in exactly one of live, no_score,
+// successful and failed; all is every trace.
+const (
+	CategoryAll        = "all"
+	CategoryLive       = "live"       // not ended yet
+	CategoryNoScore    = "no_score"   // ended without a reward (cancelled, or failed before grading)
+	CategorySuccessful = "successful" // ended with a reward of at least SuccessReward
+	CategoryFailed     = "failed"     // ended with a lower reward (an error scores 0)
+)
+
+// SuccessReward is the reward an attempt needs to count as successful.
+const SuccessReward = 1.0
+
+// Categories lists the categories, all first.
+var Categories = []string{CategoryAll, CategoryFailed, CategoryLive, CategoryNoScore, CategorySuccessful}
+
+// categoryExpr is the category of the trace aliased tr, in SQL.
+func categoryExpr() string {
+	return fmt.Sprintf("CASE WHEN tr.status NOT IN ('%s', '%s', '%s') THEN '%s' WHEN tr.reward IS NULL THEN '%s' WHEN tr.reward >= %v THEN '%s' ELSE '%s' END",
+		TraceCompleted, TraceError, TraceCancelled, CategoryLive, CategoryNoScore, SuccessReward, CategorySuccessful, CategoryFailed)
+}
+
+// scoredExpr is the reward of a trace that counts toward scores (valid and completed), else NULL.
+func scoredExpr() string {
+	return fmt.Sprintf("CASE WHEN tr.is_valid AND tr.status = '%s' THEN tr.reward END", TraceCompleted)
+}
+
+// CoverageTask is how one task of a job's taskset was covered.
+type CoverageTask struct {
+	TaskID           uuid.UUID
+	TaskName         string
+	TaskVersionID    *uuid.UUID // the newest version the job ran, nil when it ran none
+	AvgReward        *float64   // over its valid, completed attempts
+	InvalidatedCount int
+	Statuses         []string
+	TraceCount       int
+}
+
+// Coverage is which tasks of its taskset a job ran and how they did.
+type Coverage struct {
+	TasksetID       *uuid.UUID
+	TasksetName     string
+	TotalTasks      int
+	TasksWithTraces int
+	Tasks           []CoverageTask
+}
+
+// TasksetCoverage lists every task of the job's taskset (the job's own, or the taskset of the
+// tasks it ran) with its attempts in the job: in one grouped scan of the job's traces.
+func (s *Store) TasksetCoverage(ctx context.Context, c *Caller, jobID uuid.UUID) (*Coverage, error) {
+	job, err := s.GetJob(ctx, c, jobID)
+	if err != nil {
+		return nil, err
+	}
+	var groups []struct {
+		TaskID    *uuid.UUID `bun:"task_id,type:uuid"`
+		VersionID *uuid.UUID `bun:"task_version_id,type:uuid"`
+		Status    string     `bun:"status"`
+		N         int        `bun:"n"`
+		Invalid   int        `bun:"invalid"`
+		Scored    int        `bun:"scored"`
+		Sum       float64    `bun:"sum"`
+		Latest    time.Time  `bun:"latest"`
+	}
+	if err := s.DB.NewSelect().TableExpr("traces AS tr").ColumnExpr("tr.task_id, tr.task_version_id, tr.status, count(*) AS n").
+		ColumnExpr("SUM(CASE WHEN tr.is_valid THEN 0 ELSE 1 END) AS invalid").
+		ColumnExpr("COUNT("+scoredExpr()+") AS scored, COALESCE(SUM("+scoredExpr()+"), 0.0) AS sum, MAX(tr.created_at) AS latest").
+		Where("tr.job_id = ?", jobID).GroupExpr("tr.task_id, tr.task_version_id, tr.status").Scan(ctx, &groups); err != nil {
+		return nil, fmt.Errorf("taskset coverage: %w", err)
+	}
+	out := &Coverage{TasksetID: job.TasksetID, Tasks: []CoverageTask{}}
+	type acc struct {
+		CoverageTask
+		scored int
+		sum    float64
+		latest time.Time
+	}
+	byTask := map[uuid.UUID]*acc{}
+	var taskIDs []uuid.UUID
+	for _, g := range groups {
+		if g.TaskID == nil {
+			continue // its task was deleted
+		}
+		a := byTask[*g.TaskID]
+		if a == nil {
+			a = &acc{CoverageTask: CoverageTask{TaskID: *g.TaskID, Statuses: []string{}}}
+			byTask[*g.TaskID] = a
+			taskIDs = append(taskIDs, *g.TaskID)
+		}
+		a.TraceCount += g.N
+		a.InvalidatedCount += g.Invalid
+		a.scored += g.Scored
+		a.sum += g.Sum
+		if !contains(a.Statuses, g.Status) {
+			a.Statuses = append(a.Statuses, g.Status)
+		}
+		if g.VersionID != nil && !g.Latest.Before(a.latest) {
+			a.TaskVersionID, a.latest = g.VersionID, g.Latest
+		}
+	}
+	if out.TasksetID == nil && len(taskIDs) > 0 {
+		var ts uuid.UUID
+		if err := s.DB.NewSelect().Table("tasks").Column("taskset_id").Where("id = ?", taskIDs[0]).Scan(ctx, &ts); err == nil {
+			out.TasksetID = &ts
+		}
+	}
+	var tasks []struct {
+		ID   uuid.UUID `bun:"id,type:uuid"`
+		Name string    `bun:"name"`
+	}
+	if out.TasksetID != nil {
+		s.DB.NewSelect().Table("tasksets").Column("name").Where("id = ?", *out.TasksetID).Scan(ctx, &out.TasksetName) //nolint:errcheck // a deleted taskset has no name
+		if err := s.DB.NewSelect().Table("tasks").Column("id", "name").Where("taskset_id = ?", *out.TasksetID).Scan(ctx, &tasks); err != nil {
+			return nil, fmt.Errorf("taskset coverage: %w", err)
+		}
+	}
+	inTaskset := map[uuid.UUID]bool{}
+	for _, t := range tasks {
+		inTaskset[t.ID] = true
+		ct := CoverageTask{TaskID: t.ID, TaskName: t.Name, Statuses: []string{}}
+		if a := byTask[t.ID]; a != nil {
+			ct = a.CoverageTask
+			ct.TaskName = t.Name
+			if a.scored > 0 {
+				avg := a.sum / float64(a.scored)
+				ct.AvgReward = &avg
+			}
+			out.TasksWithTraces++
+		}
+		sort.Strings(ct.Statuses)
+		out.Tasks = append(out.Tasks, ct)
+	}
+	out.TotalTasks = len(tasks)
+	// Tasks the job ran from elsewhere (a job of hand-picked versions) are listed too.
+	for _, id := range taskIDs {
+		if inTaskset[id] {
+			continue
+		}
+		a := byTask[id]
+		s.DB.NewSelect().Table("tasks").Column("name").Where("id = ?", id).Scan(ctx, &a.TaskName) //nolint:errcheck // a name for display
+		if a.scored > 0 {
+			avg := a.sum / float64(a.scored)
+			a.AvgReward = &avg
+		}
+		sort.Strings(a.Statuses)
+		out.Tasks = append(out.Tasks, a.CoverageTask)
+	}
+	sort.SliceStable(out.Tasks, func(i, j int) bool { return out.Tasks[i].TaskName < out.Tasks[j].TaskName })
+	return out, nil
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// ChartPoint is one attempt of a job on its chart.
+type ChartPoint struct {
+	ID            uuid.UUID  `bun:"id,type:uuid"`
+	Status        string     `bun:"status"`
+	CreatedAt     time.Time  `bun:"created_at"`
+	EndTime       *time.Time `bun:"end_time"`
+	IsValid       bool       `bun:"is_valid"`
+	Reward        *float64   `bun:"reward"`
+	TaskVersionID *uuid.UUID `bun:"task_version_id,type:uuid"`
+}
+
+// ChartData is the first limit attempts of a job in launch order, and how many it has.
+func (s *Store) ChartData(ctx context.Context, c *Caller, jobID uuid.UUID, limit int) ([]ChartPoint, int, error) {
+	if _, err := s.GetJob(ctx, c, jobID); err != nil {
+		return nil, 0, err
+	}
+	out := []ChartPoint{}
+	total, err := s.DB.NewSelect().TableExpr("traces AS tr").ColumnExpr("tr.id, tr.status, tr.created_at, tr.end_time, tr.is_valid, tr.reward, tr.task_version_id").
+		Where("tr.job_id = ?", jobID).OrderExpr("tr.created_at ASC, tr.id ASC").Limit(int64(limit)).ScanAndCount(ctx, &out)
+	if err != nil {
+		return nil, 0, fmt.Errorf("chart data: %w", err)
+	}
+	return out, int(total), nil
+}
+
+// Thumbnail is an attempt's card in a job's results.
+type Thumbnail struct {
+	ID         uuid.UUID  `bun:"id,type:uuid"`
+	Status     string     `bun:"status"`
+	Category   string     `bun:"category"`
+	Reward     *float64   `bun:"reward"`
+	IsValid    bool       `bun:"is_valid"`
+	StopReason string     `bun:"stop_reason"`
+	TaskID     *uuid.UUID `bun:"task_id,type:uuid"`
+	TaskName   *string    `bun:"task_name"`
+	ModelID    *uuid.UUID `bun:"model_id,type:uuid"`
+	CreatedAt  time.Time  `bun:"created_at"`
+	EndTime    *time.Time `bun:"end_time"`
+}
+
+// Thumbnails pages a job's attempts of one category in launch order, with the count of every
+// category.
+func (s *Store) Thumbnails(ctx context.Context, c *Caller, jobID uuid.UUID, category string, limit, offset int) ([]Thumbnail, map[string]int, error) {
+	if _, err := s.GetJob(ctx, c, jobID); err != nil {
+		return nil, nil, err
+	}
+	var counts []struct {
+		Category string `bun:"category"`
+		N        int    `bun:"n"`
+	}
+	if err := s.DB.NewSelect().TableExpr("traces AS tr").ColumnExpr(categoryExpr()+" AS category, count(*) AS n").Where("tr.job_id = ?", jobID).
+		GroupExpr("category").Scan(ctx, &counts); err != nil {
+		return nil, nil, fmt.Errorf("thumbnails: %w", err)
+	}
+	byCat := map[string]int{}
+	for _, k := range Categories {
+		byCat[k] = 0
+	}
+	for _, n := range counts {
+		byCat[n.Category] = n.N
+		byCat[CategoryAll] += n.N
+	}
+	q := s.DB.NewSelect().TableExpr("traces AS tr").Join("LEFT JOIN tasks AS tk ON tk.id = tr.task_id").
+		ColumnExpr("tr.id, tr.status, tr.reward, tr.is_valid, tr.stop_reason, tr.task_id, tk.name AS task_name, tr.model_id, tr.created_at, tr.end_time").
+		ColumnExpr(categoryExpr()+" AS category").Where("tr.job_id = ?", jobID)
+	if category != "" && category != CategoryAll {
+		q = q.Where(categoryExpr()+" = ?", category)
+	}
+	out := []Thumbnail{}
+	if err := q.OrderExpr("tr.created_at ASC, tr.id ASC").Limit(int64(limit)).Offset(int64(offset)).Scan(ctx, &out); err != nil {
+		return nil, nil, fmt.Errorf("thumbnails: %w", err)
+	}
+	return out, byCat, nil
+}
+
+// EntityLink is one combination of model, environment and taskset a job ran.
+type EntityLink struct {
+	ModelID      *uuid.UUID `bun:"model_id,type:uuid"`
+	ModelName    *string    `bun:"model_name"`
+	RegistryID   *uuid.UUID `bun:"registry_id,type:uuid"`
+	RegistryName *string    `bun:"registry_name"`
+	TasksetID    *uuid.UUID `bun:"taskset_id,type:uuid"`
+	TasksetName  *string    `bun:"taskset_name"`
+}
+
+// EntityLinks lists the distinct (model, environment, taskset) combinations of a job's attempts.
+func (s *Store) EntityLinks(ctx context.Context, c *Caller, jobID uuid.UUID) ([]EntityLink, error) {
+	if _, err := s.GetJob(ctx, c, jobID); err != nil {
+		return nil, err
+	}
+	combos := s.DB.NewSelect().TableExpr("traces AS tr").Join("LEFT JOIN task_versions AS tv ON tv.id = tr.task_version_id").
+		Join("LEFT JOIN tasks AS tk ON tk.id = tr.task_id").
+		ColumnExpr("tr.model_id, tv.registry_id, tk.taskset_id").Where("tr.job_id = ?", jobID).GroupExpr("tr.model_id, tv.registry_id, tk.taskset_id")
+	out := []EntityLink{}
+	if err := s.DB.NewSelect().TableExpr("(?) AS l", combos).
+		ColumnExpr("l.model_id, m.name AS model_name, l.registry_id, r.name AS registry_name, l.taskset_id, ts.name AS taskset_name").
+		Join("LEFT JOIN llm_models AS m ON m.id = l.model_id").Join("LEFT JOIN registries AS r ON r.id = l.registry_id").
+		Join("LEFT JOIN tasksets AS ts ON ts.id = l.taskset_id").OrderExpr("model_name, registry_name, taskset_name").Scan(ctx, &out); err != nil {
+		return nil, fmt.Errorf("entity links: %w", err)
+	}
+	return out, nil
+}
+
+// TaskScorePoint is one task's score in a job card's chart.
+type TaskScorePoint struct {
+	TaskID     uuid.UUID
+	AvgReward  *float64
+	TraceCount int
+}
+
+// Ref names a row (a model, a task).
+type Ref struct {
+	ID   uuid.UUID `bun:"id,type:uuid"`
+	Name string    `bun:"name"`
+}
+
+// JobCard is a job with the figures a results page compares jobs by.
+type JobCard struct {
+	Job              JobRow
+	AverageAccuracy  *float64 // the mean reward of its valid, completed attempts
+	CompletedTasks   int      // its completed attempts
+	FailedCount      int      // its attempts in the failed category
+	InvalidatedCount int
+	TraceCount       int
+	Models           []Ref
+	Chart            []TaskScorePoint // per task, by task name
+}
+
+// JobCards computes the cards of the given jobs of the caller's team (others are left out), in
+// one grouped scan of their attempts.
+func (s *Store) JobCards(ctx context.Context, c *Caller, ids []uuid.UUID) (map[uuid.UUID]*JobCard, error) {
+	out := map[uuid.UUID]*JobCard{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	var jobs []JobRow
+	if err := s.DB.NewSelect().Model(&jobs).Where("j.id IN (?) AND j.team_id = ?", bun.In(ids), c.TeamID).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("job cards: %w", err)
+	}
+	if len(jobs) == 0 {
+		return out, nil
+	}
+	found := make([]uuid.UUID, len(jobs))
+	for i := range jobs {
+		jobs[i].fill(c)
+		found[i] = jobs[i].ID
+		out[jobs[i].ID] = &JobCard{Job: jobs[i], Models: []Ref{}, Chart: []TaskScorePoint{}}
+	}
+	// One grouped scan of their attempts, by job, task and model; names are joined on the groups.
+	var groups []struct {
+		JobID     uuid.UUID  `bun:"job_id,type:uuid"`
+		TaskID    *uuid.UUID `bun:"task_id,type:uuid"`
+		TaskName  *string    `bun:"task_name"`
+		ModelID   *uuid.UUID `bun:"model_id,type:uuid"`
+		ModelName *string    `bun:"model_name"`
+		N         int        `bun:"n"`
+		Completed int        `bun:"completed"`
+		Failed    int        `bun:"failed"`
+		Invalid   int        `bun:"invalid"`
+		Scored    int        `bun:"scored"`
+		Sum       float64    `bun:"sum"`
+	}
+	agg := s.DB.NewSelect().TableExpr("traces AS tr").ColumnExpr("tr.job_id, tr.task_id, tr.model_id, count(*) AS n").
+		ColumnExpr("SUM(CASE WHEN tr.status = ? THEN 1 ELSE 0 END) AS completed", TraceCompleted).
+		ColumnExpr("SUM(CASE WHEN "+categoryExpr()+" = ? THEN 1 ELSE 0 END) AS failed", CategoryFailed).
+		ColumnExpr("SUM(CASE WHEN tr.is_valid THEN 0 ELSE 1 END) AS invalid").
+		ColumnExpr("COUNT("+scoredExpr()+") AS scored, COALESCE(SUM("+scoredExpr()+"), 0.0) AS sum").
+		Where("tr.job_id IN (?)", bun.In(found)).GroupExpr("tr.job_id, tr.task_id, tr.model_id")
+	if err := s.DB.NewSelect().TableExpr("(?) AS g", agg).ColumnExpr("g.*, tk.name AS task_name, m.name AS model_name").
+		Join("LEFT JOIN tasks AS tk ON tk.id = g.task_id").Join("LEFT JOIN llm_models AS m ON m.id = g.model_id").
+		OrderExpr("tk.name ASC, m.name ASC").Scan(ctx, &groups); err != nil {
+		return nil, fmt.Errorf("job cards: %w", err)
+	}
+	type taskAcc struct {
+		n, scored int
+		sum       float64
+	}
+	perTask := map[uuid.UUID]map[uuid.UUID]*taskAcc{}
+	scored := map[uuid.UUID][2]float64{}
+	for _, g := range groups {
+		card := out[g.JobID]
+		card.TraceCount += g.N
+		card.CompletedTasks += g.Completed
+		card.FailedCount += g.Failed
+		card.InvalidatedCount += g.Invalid
+		acc := scored[g.JobID]
+		scored[g.JobID] = [2]float64{acc[0] + g.Sum, acc[1] + float64(g.Scored)}
+		if g.ModelID != nil && g.ModelName != nil && !slices.ContainsFunc(card.Models, func(r Ref) bool { return r.ID == *g.ModelID }) {
+			card.Models = append(card.Models, Ref{ID: *g.ModelID, Name: *g.ModelName})
+		}
+		if g.TaskID == nil || g.TaskName == nil {
+			continue // a deleted task
+		}
+		if perTask[g.JobID] == nil {
+			perTask[g.JobID] = map[uuid.UUID]*taskAcc{}
+		}
+		t := perTask[g.JobID][*g.TaskID]
+		if t == nil {
+			t = &taskAcc{}
+			perTask[g.JobID][*g.TaskID] = t
+			card.Chart = append(card.Chart, TaskScorePoint{TaskID: *g.TaskID}) // by task name: the groups come so
+		}
+		t.n, t.scored, t.sum = t.n+g.N, t.scored+g.Scored, t.sum+g.Sum
+	}
+	for id, card := range out {
+		for i := range card.Chart {
+			t := perTask[id][card.Chart[i].TaskID]
+			card.Chart[i].TraceCount = t.n
+			if t.scored > 0 {
+				avg := t.sum / float64(t.scored)
+				card.Chart[i].AvgReward = &avg
+			}
+		}
+		sort.Slice(card.Models, func(i, j int) bool { return card.Models[i].Name < card.Models[j].Name })
+		if acc := scored[id]; acc[1] > 0 {
+			avg := acc[0] / acc[1]
+			card.AverageAccuracy = &avg
+		}
+	}
+	return out, nil
+}
+
+// TasksetJobs pages the caller's team's jobs of a taskset, newest first, with the taskset's
+// tasks (id and name, by name).
+func (s *Store) TasksetJobs(ctx context.Context, c *Caller, tasksetID uuid.UUID, limit, offset int) ([]uuid.UUID, int, []Ref, error) {
+	if _, err := s.GetTaskset(ctx, c, tasksetID); err != nil {
+		return nil, 0, nil, err
+	}
+	ids := []uuid.UUID{}
+	total, err := s.DB.NewSelect().Model((*Job)(nil)).Column("id").Where("team_id = ? AND taskset_id = ?", c.TeamID, tasksetID).
+		OrderExpr("created_at DESC, id DESC").Limit(int64(limit)).Offset(int64(offset)).ScanAndCount(ctx, &ids)
+	if err != nil {
+		return nil, 0, nil, fmt.Errorf("taskset jobs: %w", err)
+	}
+	tasks := []Ref{}
+	if err := s.DB.NewSelect().Table("tasks").Column("id", "name").Where("taskset_id = ?", tasksetID).OrderExpr("name ASC, id ASC").
+		Scan(ctx, &tasks); err != nil {
+		return nil, 0, nil, fmt.Errorf("taskset jobs: %w", err)
+	}
+	return ids, int(total), tasks, nil
+}
