@@ -3,7 +3,6 @@ package models_test
 import (
 	"fmt"
 	"math/rand/v2"
-	"sort"
 	"testing"
 	"time"
 
@@ -99,22 +98,7 @@ func BenchmarkJobAnalyticsPostgres(b *testing.B) {
 		}
 		b.Logf("loaded %d attempts in %s", 2*traces, time.Since(start).Round(time.Millisecond))
 
-		measure := func(name string, f func() error) {
-			var d []time.Duration
-			for range 9 {
-				t0 := time.Now()
-				if err := f(); err != nil {
-					b.Fatalf("%s: %v", name, err)
-				}
-				d = append(d, time.Since(t0))
-			}
-			sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
-			b.ReportMetric(float64(d[len(d)/2].Microseconds())/1000, name+"-ms")
-			b.Logf("%s: median %s of 9", name, d[len(d)/2].Round(100*time.Microsecond))
-			if d[len(d)/2] > 200*time.Millisecond {
-				b.Errorf("%s: median %s, over 200 ms", name, d[len(d)/2])
-			}
-		}
+		measure := func(name string, f func() error) { measureUnder(b, 200*time.Millisecond, name, f) }
 		job := jobs[0]
 		measure("taskset-coverage", func() error { _, err := s.TasksetCoverage(ctx, c, job); return err })
 		measure("chart-data-5000", func() error { _, _, err := s.ChartData(ctx, c, job, 5000); return err })
