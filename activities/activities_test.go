@@ -100,7 +100,7 @@ func (e *engine) launch(t *testing.T, n int) (uuid.UUID, []uuid.UUID) {
 		lts = append(lts, models.LaunchTrace{TraceID: uuid.New(), TaskVersionID: e.version, ModelID: e.oracle.ID, MaxSteps: 10})
 	}
 	job, traces, err := e.store.LaunchJob(context.Background(), e.caller, models.Launch{Name: "j", MaxSteps: 10, GroupSize: n, MaxConcurrent: n,
-		Metadata: map[string]any{models.JobKindKey: models.JobKindRunList}, Traces: lts})
+		Kind: models.JobBatch, Traces: lts})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -113,13 +113,13 @@ func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentIn
 		// Cancelled (or cancelling) before its sandbox started: nothing to run.
 		return StartEnvironmentResult{}, temporal.NewNonRetryableApplicationError("the trace was closed before its sandbox started", ErrTraceClosed, nil)
 	}
-	_, _, res := r.runtime()
+	run, startup, res := r.runtime()
 	logs, err := a.newLogSink(ctx, in.TraceID)
 	if err != nil {
 		return StartEnvironmentResult{}, err
 	}
 	spec.ID, spec.Resources, spec.OnLog, spec.Network = fmt.Sprintf("%s-%d", in.TraceID, in.Attempt), res, logs.add, r.network()
-	inst, err := a.startInstance(ctx, r, in, spec.ID, res)
+	inst, err := a.startInstance(ctx, r, in, spec.ID, res, &models.RuntimeLimits{RunTimeoutS: &run, StartupTimeoutS: &startup})
 	if err != nil {
 		logs.close(context.WithoutCancel(ctx))
 		return StartEnvironmentResult{}, err
@@ -153,14 +153,14 @@ func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentIn
 
 // startInstance records the try's sandbox as an instance, priced by this worker's rates, and
 // billed to whoever launched the attempt.
-func (a *Activities) startInstance(ctx context.Context, r *runFor, in TryInput, sandboxID string, res sandbox.Resources) (uuid.UUID, error) {
+func (a *Activities) startInstance(ctx context.Context, r *runFor, in TryInput, sandboxID string, res sandbox.Resources, limits *models.RuntimeLimits) (uuid.UUID, error) {
 	who, err := a.launcher(ctx, r)
 	if err != nil {
 		return uuid.Nil, err
 	}
 	inst := &models.Instance{TeamID: r.trace.TeamID, TraceID: r.trace.ID, Attempt: in.Attempt, JobID: r.trace.JobID,
 		RegistryID: r.version.RegistryID, UserID: who.user, APIKeyID: who.key, HostQueue: a.HostQueue, SandboxID: sandboxID,
-		CPU: res.CPU, MemoryMB: res.MemoryMB, GPUCount: res.GPU.Count, GPUType: res.GPU.Type, Limits: r.trace.RuntimeConfig.Limits,
+		CPU: res.CPU, MemoryMB: res.MemoryMB, GPUCount: res.GPU.Count, GPUType: res.GPU.Type, Limits: limits,
 		HourlyRate:      a.Rates.HourlyRate(res.CPU, res.MemoryMB, res.GPU.Count, res.GPU.Type),
 		BaselineMinutes: a.Rates.BaselineMinutes}
 	if r.build != nil {

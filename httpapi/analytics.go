@@ -126,19 +126,14 @@ func (s *Server) getChartData(ctx context.Context, in *chartDataInput) (*chartDa
 	return out, nil
 }
 
-// Thumbnail is an attempt's card.
+// Thumbnail is an attempt's card: its trace row (spec: Thumbnail rows) with its job's name, the
+// comments on its task, its task's name and its category.
 type Thumbnail struct {
-	TraceID    uuid.UUID  `json:"trace_id"`
-	Status     string     `json:"status"`
-	Category   string     `json:"category" enum:"failed,live,no_score,successful"`
-	Reward     *float64   `json:"reward"`
-	IsValid    bool       `json:"is_valid"`
-	StopReason string     `json:"stop_reason"`
-	TaskID     *uuid.UUID `json:"task_id"`
-	TaskName   *string    `json:"task_name"`
-	ModelID    *uuid.UUID `json:"model_id"`
-	CreatedAt  time.Time  `json:"created_at"`
-	EndTime    *time.Time `json:"end_time"`
+	Trace
+	JobName      string  `json:"job_name"`
+	CommentCount int     `json:"comment_count" doc:"comments on its task"`
+	TaskName     *string `json:"task_name"`
+	Category     string  `json:"category" enum:"failed,live,no_score,successful"`
 }
 
 // CategoryCounts counts a job's attempts by category.
@@ -178,8 +173,7 @@ func (s *Server) getThumbnails(ctx context.Context, in *thumbnailsInput) (*thumb
 		NoScore: counts[models.CategoryNoScore], Successful: counts[models.CategorySuccessful]}
 	b.Thumbnails = make([]Thumbnail, len(rows))
 	for i, r := range rows {
-		b.Thumbnails[i] = Thumbnail{TraceID: r.ID, Status: r.Status, Category: r.Category, Reward: r.Reward, IsValid: r.IsValid, StopReason: r.StopReason,
-			TaskID: r.TaskID, TaskName: r.TaskName, ModelID: r.ModelID, CreatedAt: r.CreatedAt, EndTime: r.EndTime}
+		b.Thumbnails[i] = Thumbnail{Trace: traceFrom(&r.TraceRow), JobName: r.JobName, CommentCount: r.CommentCount, TaskName: r.TaskName, Category: r.Category}
 	}
 	if next := in.Offset + len(rows); next < counts[in.Category] {
 		b.HasMore, b.NextOffset = true, &next

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"time"
 
@@ -39,34 +40,56 @@ type InstanceResources struct {
 	GPU      InstanceGPU `json:"gpu"`
 }
 
-// Instance is one sandbox of an attempt's try.
+// Instance is one sandbox of an attempt's try (spec: Resources › Instance, and more).
 type Instance struct {
-	ID            uuid.UUID             `json:"id"`
-	Status        string                `json:"status" enum:"running,terminated"`
-	CreatedAt     time.Time             `json:"created_at"`
-	TerminatedAt  *time.Time            `json:"terminated_at"`
-	StopReason    string                `json:"stop_reason" doc:"why it ended; empty while it runs"`
-	RegistryID    *uuid.UUID            `json:"registry_id"`
-	BuildID       *uuid.UUID            `json:"build_id" doc:"the build whose image it runs; null for a host command"`
-	TraceID       uuid.UUID             `json:"trace_id"`
-	JobID         uuid.UUID             `json:"job_id"`
-	Attempt       int                   `json:"attempt" doc:"the try of the attempt it serves"`
-	HostQueue     string                `json:"host_queue" doc:"the worker that runs it"`
-	Resources     InstanceResources     `json:"resources"`
-	Limits        *models.RuntimeLimits `json:"limits"`
-	HourlyRate    float64               `json:"hourly_rate"`
-	Cost          float64               `json:"cost" doc:"USD so far: the hourly rate over its time, at least its baseline minutes"`
-	DurationHours float64               `json:"duration_hours"`
-	UserID        *uuid.UUID            `json:"user_id"`
-	APIKeyID      *uuid.UUID            `json:"api_key_id"`
+	ID                  uuid.UUID         `json:"id"`
+	Status              string            `json:"status" enum:"running,terminated"`
+	CreatedAt           time.Time         `json:"created_at"`
+	ActualCost          float64           `json:"actual_cost" doc:"USD so far: the hourly rate over its time, at least its baseline minutes"`
+	BuildID             *uuid.UUID        `json:"build_id" doc:"the build whose image it runs; null for a host command"`
+	CPUMillicores       int               `json:"cpu_millicores" doc:"the CPU it may use (0: no limit)"`
+	VMInstanceType      string            `json:"vm_instance_type" example:"gpu-h100" doc:"the pool it runs in: cpu, or gpu-<type>"`
+	FileTrackingEnabled bool              `json:"file_tracking_enabled" doc:"always false: Proctor does not track files written in sandboxes"`
+	HourlyRate          float64           `json:"hourly_rate"`
+	MaxRuntimeSeconds   float64           `json:"max_runtime_seconds" doc:"its attempt's run timeout"`
+	MaxSessionSeconds   float64           `json:"max_session_seconds" doc:"how long it may live: its startup timeout and its run timeout"`
+	MemoryGB            float64           `json:"memory_gb" doc:"the memory it may use in GiB (0: no limit)"`
+	TerminatedAt        *time.Time        `json:"terminated_at"`
+	StopReason          string            `json:"stop_reason" doc:"why it ended; empty while it runs"`
+	RegistryID          *uuid.UUID        `json:"registry_id"`
+	TraceID             uuid.UUID         `json:"trace_id"`
+	JobID               uuid.UUID         `json:"job_id"`
+	Attempt             int               `json:"attempt" doc:"the try of the attempt it serves"`
+	HostQueue           string            `json:"host_queue" doc:"the worker that runs it"`
+	Resources           InstanceResources `json:"resources"`
+	DurationHours       float64           `json:"duration_hours"`
+	UserID              *uuid.UUID        `json:"user_id"`
+	APIKeyID            *uuid.UUID        `json:"api_key_id"`
 }
 
 func instanceOut(in *models.Instance, at time.Time) Instance {
 	minutes, cost := in.Usage(at)
-	return Instance{ID: in.ID, Status: in.Status, CreatedAt: in.CreatedAt, TerminatedAt: in.TerminatedAt, StopReason: in.StopReason,
-		RegistryID: in.RegistryID, BuildID: in.BuildID, TraceID: in.TraceID, JobID: in.JobID, Attempt: in.Attempt, HostQueue: in.HostQueue,
-		Resources: InstanceResources{CPU: in.CPU, MemoryMB: in.MemoryMB, GPU: InstanceGPU{Count: in.GPUCount, Type: in.GPUType}},
-		Limits:    in.Limits, HourlyRate: in.HourlyRate, Cost: cost, DurationHours: roundUSD(minutes / 60), UserID: in.UserID, APIKeyID: in.APIKeyID}
+	out := Instance{ID: in.ID, Status: in.Status, CreatedAt: in.CreatedAt, ActualCost: cost, BuildID: in.BuildID, CPUMillicores: int(math.Round(in.CPU * 1000)),
+		VMInstanceType: "cpu", HourlyRate: in.HourlyRate, MemoryGB: roundUSD(float64(in.MemoryMB) / 1024), TerminatedAt: in.TerminatedAt,
+		StopReason: in.StopReason, RegistryID: in.RegistryID, TraceID: in.TraceID, JobID: in.JobID, Attempt: in.Attempt, HostQueue: in.HostQueue,
+		Resources:     InstanceResources{CPU: in.CPU, MemoryMB: in.MemoryMB, GPU: InstanceGPU{Count: in.GPUCount, Type: in.GPUType}},
+		DurationHours: roundUSD(minutes / 60), UserID: in.UserID, APIKeyID: in.APIKeyID}
+	if in.GPUCount > 0 {
+		out.VMInstanceType = "gpu-" + in.GPUType
+		if in.GPUType == "" {
+			out.VMInstanceType = "gpu"
+		}
+	}
+	if l := in.Limits; l != nil {
+		if l.RunTimeoutS != nil {
+			out.MaxRuntimeSeconds = *l.RunTimeoutS
+		}
+		out.MaxSessionSeconds = out.MaxRuntimeSeconds
+		if l.StartupTimeoutS != nil {
+			out.MaxSessionSeconds += *l.StartupTimeoutS
+		}
+	}
+	return out
 }
 
 type listInstancesInput struct {

@@ -174,7 +174,12 @@ func (s *Server) runRollout(ctx context.Context, in *runInput) (*launchedOutput,
 	}
 	lt := models.LaunchTrace{TraceID: traceID, TaskVersionID: in.Body.TaskVersionID, ModelID: in.Body.ModelID, Name: in.Body.TraceName,
 		MaxSteps: in.Body.MaxSteps, RuntimeConfig: in.Body.RuntimeConfig}
-	return s.launchOne(ctx, models.Launch{Kind: models.JobSingle, Name: in.Body.TraceName, MaxSteps: in.Body.MaxSteps, Traces: []models.LaunchTrace{lt}})
+	agents := []any{}
+	if m, err := s.store.GetModel(ctx, callerFrom(ctx), in.Body.ModelID); err == nil {
+		agents = append(agents, resolvedAgent(m))
+	}
+	return s.launchOne(ctx, models.Launch{Kind: models.JobSingle, Name: in.Body.TraceName, MaxSteps: in.Body.MaxSteps, Traces: []models.LaunchTrace{lt},
+		Metadata: jobMetadata(agents, nil)})
 }
 
 // launchOne is the launch path of run and submit: the job and its one trace are written, then the
@@ -270,9 +275,13 @@ func (s *Server) runRolloutList(ctx context.Context, in *runListInput) (*runList
 	out.Body.Results = []RunListResult{}
 	var launch []models.LaunchTrace
 	okModel := map[uuid.UUID]error{}
+	agents := []any{}
 	for _, m := range b.ModelIDs {
-		_, err := s.store.GetModel(ctx, c, m)
+		model, err := s.store.GetModel(ctx, c, m)
 		okModel[m] = err
+		if err == nil {
+			agents = append(agents, resolvedAgent(model))
+		}
 	}
 	for _, v := range versions {
 		var verr error
@@ -318,7 +327,7 @@ func (s *Server) runRolloutList(ctx context.Context, in *runListInput) (*runList
 		return nil, newAPIError(http.StatusNotFound, "none of the task versions and models is visible to the caller")
 	}
 	job, _, err := s.store.LaunchJob(ctx, c, models.Launch{Kind: models.JobBatch, Name: b.Name, TasksetID: b.TasksetID, MaxSteps: b.MaxSteps, GroupSize: b.GroupSize,
-		MaxConcurrent: b.MaxConcurrent, Metadata: map[string]any{models.JobKindKey: models.JobKindRunList}, Traces: launch})
+		MaxConcurrent: b.MaxConcurrent, Metadata: jobMetadata(agents, nil), Traces: launch})
 	if err != nil {
 		return nil, storeError(err, "task version")
 	}
@@ -406,7 +415,12 @@ func (s *Server) submitRollout(ctx context.Context, in *submitInput) (*launchedO
 	steps, _ := in.maxSteps() // checked by Resolve
 	lt := models.LaunchTrace{TraceID: b.TraceID, TaskVersionID: v.ID, ModelID: m.ID, GroupID: b.GroupID, Name: b.Slug, MaxSteps: steps,
 		RuntimeConfig: b.RuntimeConfig, Args: b.Args, AgentConfig: b.Agent.Config}
-	return s.launchOne(ctx, models.Launch{Kind: models.JobRemote, JobID: b.JobID, MaxSteps: steps, Traces: []models.LaunchTrace{lt}})
+	params := map[string]any{"type": b.Agent.Type}
+	if b.Agent.Config != nil {
+		params["config"] = b.Agent.Config
+	}
+	return s.launchOne(ctx, models.Launch{Kind: models.JobRemote, JobID: b.JobID, MaxSteps: steps, Traces: []models.LaunchTrace{lt},
+		Metadata: jobMetadata([]any{resolvedAgent(m)}, params)})
 }
 
 // submittedVersion resolves a submit's task: a task version id, a task id (its latest version),
@@ -535,6 +549,21 @@ func (s *Server) cancelUserJobs(ctx context.Context, _ *struct{}) (*cancelUserJo
 		out.Body.JobDetails = append(out.Body.JobDetails, JobCancelled{JobID: j.ID, Cancelled: n})
 	}
 	return out, nil
+}
+
+// resolvedAgent is how a job's metadata names a model it runs (spec: Job › metadata.resolved_agents).
+func resolvedAgent(m *models.LLMModel) map[string]any {
+	return map[string]any{"model_id": m.ID, "model_name": m.ModelName, "name": m.Name, "provider": m.Provider, "adapter": m.Adapter}
+}
+
+// jobMetadata is a new job's metadata (spec: Job › metadata): the models it runs, and the agent
+// an SDK submitted (nil when none did).
+func jobMetadata(agents []any, sdkParams map[string]any) map[string]any {
+	md := map[string]any{"parent_job_id": nil, "resolved_agents": agents}
+	if sdkParams != nil {
+		md["sdk_agent_params"] = sdkParams
+	}
+	return md
 }
 
 // startFailed records that an attempt's workflow could not start, and answers 503; the cause

@@ -45,7 +45,8 @@ func traceFrom(r *models.TraceRow) Trace {
 // TraceInfo is a trace with its environment and evaluation (spec: Trace info).
 type TraceInfo struct {
 	Trace
-	ExecutionMode    string         `json:"execution_mode" example:"hosted"`
+	ExecutionMode    string         `json:"execution_mode" example:"hosted" doc:"hosted: Proctor's workers ran the environment and the agent"`
+	Environment      *TraceEnv      `json:"environment" doc:"the environment and build its sandbox runs (before it starts: the environment's latest build); null when its task names none"`
 	CanEdit          bool           `json:"can_edit"`
 	Description      string         `json:"description"`
 	JobName          string         `json:"job_name"`
@@ -157,7 +158,7 @@ func (s *Server) getTraceInfo(ctx context.Context, in *tracePath) (*traceInfoOut
 	if err != nil {
 		return nil, storeError(err, "trace")
 	}
-	return &traceInfoOutput{Body: traceInfoFrom(t)}, nil
+	return s.traceInfo(ctx, t)
 }
 
 type patchTraceInput struct {
@@ -174,7 +175,7 @@ func (s *Server) updateTrace(ctx context.Context, in *patchTraceInput) (*traceIn
 	if err != nil {
 		return nil, storeError(err, "trace")
 	}
-	return &traceInfoOutput{Body: traceInfoFrom(t)}, nil
+	return s.traceInfo(ctx, t)
 }
 
 type eventsInput struct {
@@ -284,9 +285,35 @@ func (s *Server) batchValidateTraces(ctx context.Context, in *batchValidateInput
 	return out, nil
 }
 
-func traceInfoFrom(t *models.TraceRow) TraceInfo {
-	return TraceInfo{Trace: traceFrom(t), ExecutionMode: "hosted", CanEdit: t.CanEdit, Description: t.Description, JobName: t.JobName,
-		EvaluationResult: t.EvaluationResult}
+// TraceEnv is the environment of an attempt (spec: Trace info › environment).
+type TraceEnv struct {
+	ID            uuid.UUID  `json:"id"`
+	Name          string     `json:"name"`
+	BuildDigest   *string    `json:"build_digest"`
+	BuildID       *uuid.UUID `json:"build_id"`
+	BuildVersion  *int       `json:"build_version"`
+	CanViewSource bool       `json:"can_view_source" doc:"the build's source can be downloaded (GET /v2/registry/{id}/source-url)"`
+	RegistryType  string     `json:"registry_type"`
+}
+
+func (s *Server) traceInfo(ctx context.Context, t *models.TraceRow) (*traceInfoOutput, error) {
+	out := &traceInfoOutput{Body: TraceInfo{Trace: traceFrom(t), ExecutionMode: "hosted", CanEdit: t.CanEdit, Description: t.Description,
+		JobName: t.JobName, EvaluationResult: t.EvaluationResult}}
+	env, err := s.store.EnvironmentOfTrace(ctx, callerFrom(ctx), t)
+	if err != nil {
+		return nil, err
+	}
+	if env != nil {
+		e := &TraceEnv{ID: env.Registry.ID, Name: env.Registry.Name, CanViewSource: env.CanViewSource, RegistryType: env.Registry.RegistryType}
+		if b := env.Build; b != nil {
+			e.BuildID, e.BuildVersion = &b.ID, &b.Version
+			if b.Digest != "" {
+				e.BuildDigest = &b.Digest
+			}
+		}
+		out.Body.Environment = e
+	}
+	return out, nil
 }
 
 // RelatedModel is the model of a related trace.

@@ -196,19 +196,13 @@ func (s *Store) ChartData(ctx context.Context, c *Caller, jobID uuid.UUID, limit
 	return out, int(total), nil
 }
 
-// Thumbnail is an attempt's card in a job's results.
+// Thumbnail is an attempt's card in a job's results: its trace row with its task's name, the
+// comments on its task and its category.
 type Thumbnail struct {
-	ID         uuid.UUID  `bun:"id,type:uuid"`
-	Status     string     `bun:"status"`
-	Category   string     `bun:"category"`
-	Reward     *float64   `bun:"reward"`
-	IsValid    bool       `bun:"is_valid"`
-	StopReason string     `bun:"stop_reason"`
-	TaskID     *uuid.UUID `bun:"task_id,type:uuid"`
-	TaskName   *string    `bun:"task_name"`
-	ModelID    *uuid.UUID `bun:"model_id,type:uuid"`
-	CreatedAt  time.Time  `bun:"created_at"`
-	EndTime    *time.Time `bun:"end_time"`
+	TraceRow     `bun:",extend"`
+	TaskName     *string `bun:"task_name,scanonly"`
+	CommentCount int     `bun:"comment_count,scanonly"`
+	Category     string  `bun:"category,scanonly"`
 }
 
 // Thumbnails pages a job's attempts of one category in launch order, with the count of every
@@ -233,15 +227,18 @@ func (s *Store) Thumbnails(ctx context.Context, c *Caller, jobID uuid.UUID, cate
 		byCat[n.Category] = n.N
 		byCat[CategoryAll] += n.N
 	}
-	q := s.DB.NewSelect().TableExpr("traces AS tr").Join("LEFT JOIN tasks AS tk ON tk.id = tr.task_id").
-		ColumnExpr("tr.id, tr.status, tr.reward, tr.is_valid, tr.stop_reason, tr.task_id, tk.name AS task_name, tr.model_id, tr.created_at, tr.end_time").
+	out := []Thumbnail{}
+	q := traceSelect(s, &out).Join("LEFT JOIN tasks AS tk ON tk.id = tr.task_id").ColumnExpr("tk.name AS task_name").
+		ColumnExpr("(SELECT count(*) FROM task_comments AS tc WHERE tc.task_id = tr.task_id) AS comment_count").
 		ColumnExpr(categoryExpr()+" AS category").Where("tr.job_id = ?", jobID)
 	if category != "" && category != CategoryAll {
 		q = q.Where(categoryExpr()+" = ?", category)
 	}
-	out := []Thumbnail{}
-	if err := q.OrderExpr("tr.created_at ASC, tr.id ASC").Limit(int64(limit)).Offset(int64(offset)).Scan(ctx, &out); err != nil {
+	if err := q.OrderExpr("tr.created_at ASC, tr.id ASC").Limit(int64(limit)).Offset(int64(offset)).Scan(ctx); err != nil {
 		return nil, nil, fmt.Errorf("thumbnails: %w", err)
+	}
+	for i := range out {
+		out[i].CanEdit = c != nil && out[i].TeamID == c.TeamID
 	}
 	return out, byCat, nil
 }

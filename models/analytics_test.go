@@ -40,7 +40,7 @@ func TestJobAnalytics(t *testing.T) {
 			lts = append(lts, models.LaunchTrace{TraceID: uuid.New(), TaskVersionID: versions[r.version], ModelID: oracle.ID, MaxSteps: 1})
 		}
 		job, _, err := s.LaunchJob(ctx, a, models.Launch{Name: "j", TasksetID: &demo, MaxSteps: 1, GroupSize: 1, MaxConcurrent: 1, Traces: lts})
-		if err != nil || job.Kind != models.JobBatch || job.IsRemote {
+		if err != nil || job.Kind != models.JobSingle || job.IsRemote {
 			t.Fatalf("launch = %+v, %v", job, err)
 		}
 		for i, r := range runs {

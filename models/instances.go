@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -335,4 +336,46 @@ func (s *Store) environmentSpend(ctx context.Context, teamID uuid.UUID, since ti
 		ended += cost
 	}
 	return ended, nil
+}
+
+// TraceEnvironment is the environment an attempt ran (or will run) and its build.
+type TraceEnvironment struct {
+	Registry      *RegistryRow
+	Build         *Build // nil when the environment has no build
+	CanViewSource bool
+}
+
+// EnvironmentOfTrace finds the environment of an attempt: the build its current try's sandbox
+// runs (from its instance), else the environment's latest build. Nil when its task names none.
+func (s *Store) EnvironmentOfTrace(ctx context.Context, c *Caller, t *TraceRow) (*TraceEnvironment, error) {
+	var buildID, registryID *uuid.UUID
+	if t.InstanceID != nil {
+		var in Instance
+		if err := s.DB.NewSelect().Model(&in).Column("build_id", "registry_id").Where("id = ?", *t.InstanceID).Scan(ctx); err == nil {
+			buildID, registryID = in.BuildID, in.RegistryID
+		}
+	}
+	if registryID == nil && t.TaskVersionID != nil {
+		if err := s.DB.NewSelect().Table("task_versions").Column("registry_id").Where("id = ?", *t.TaskVersionID).Scan(ctx, &registryID); err != nil && !isNoRows(err) {
+			return nil, fmt.Errorf("trace environment: %w", err)
+		}
+	}
+	if registryID == nil {
+		return nil, nil
+	}
+	row, err := s.GetRegistry(ctx, c, *registryID)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil // an environment the caller may not see is shown as none
+	} else if err != nil {
+		return nil, err
+	}
+	env := &TraceEnvironment{Registry: row, Build: row.LatestBuild}
+	if buildID != nil {
+		b := new(Build)
+		if err := s.DB.NewSelect().Model(b).Where("id = ?", *buildID).Scan(ctx); err == nil {
+			env.Build = b
+		}
+	}
+	env.CanViewSource = env.Build != nil && env.Build.SourceKey != ""
+	return env, nil
 }

@@ -70,7 +70,8 @@ type LaunchTrace struct {
 // Launch creates a job (or adds to the caller's existing one) with its attempts, all pending.
 type Launch struct {
 	JobID *uuid.UUID
-	// Kind is how the job is launched (default JobBatch); a remote job is is_remote.
+	// Kind is how the job is launched (default JobSingle); a remote job is is_remote. A RunList
+	// workflow drives a JobBatch job; the others complete when their last trace ends.
 	Kind          string
 	Name          string
 	TasksetID     *uuid.UUID
@@ -120,7 +121,7 @@ func (s *Store) LaunchJob(ctx context.Context, c *Caller, l Launch) (*Job, []Tra
 				l.Metadata = map[string]any{}
 			}
 			if l.Kind == "" {
-				l.Kind = JobBatch
+				l.Kind = JobSingle
 			}
 			job = &Job{ID: id, TeamID: c.TeamID, CreatedBy: &c.UserID, APIKeyID: c.launchKey(), Kind: l.Kind, IsRemote: l.Kind == JobRemote, TasksetID: l.TasksetID, Name: l.Name, Status: JobPending,
 				MaxSteps: l.MaxSteps, GroupSize: l.GroupSize, MaxConcurrent: l.MaxConcurrent, Metadata: l.Metadata,
@@ -438,13 +439,6 @@ func (s *Store) MarkJobCancelling(ctx context.Context, jobID uuid.UUID) ([]uuid.
 	return live, nil
 }
 
-// Job kinds, in a job's metadata: a run_list job's status is driven by its RunList workflow; a
-// single-run job (rollouts/run, rollouts/submit) completes when its last trace ends.
-const (
-	JobKindKey     = "kind"
-	JobKindRunList = "run_list"
-)
-
 // SettleSingleRunJob marks a single-run job running while it has unfinished traces and completed
 // once all have ended. Jobs driven by a RunList are left alone. It returns the trace's job.
 func (s *Store) SettleSingleRunJob(ctx context.Context, traceID uuid.UUID) (*Job, error) {
@@ -466,5 +460,6 @@ func (s *Store) SettleSingleRunJob(ctx context.Context, traceID uuid.UUID) (*Job
 	return &job, s.SetJobStatus(ctx, job.ID, status)
 }
 
-// IsRunList reports whether a RunList workflow drives the job.
-func (j *Job) IsRunList() bool { return j.Metadata[JobKindKey] == JobKindRunList }
+// IsRunList reports whether a RunList workflow drives the job (a single-run job, from
+// rollouts/run or rollouts/submit, completes when its last trace ends).
+func (j *Job) IsRunList() bool { return j.Kind == JobBatch }

@@ -43,7 +43,7 @@ func checkJobAnalytics(t *testing.T, c api, jobID, demo string) {
 	}
 	var th struct {
 		Thumbnails []struct {
-			TraceID  string `json:"trace_id"`
+			TraceID  string `json:"id"`
 			Category string
 		}
 		CategoryCounts map[string]int `json:"category_counts"`
@@ -53,6 +53,23 @@ func checkJobAnalytics(t *testing.T, c api, jobID, demo string) {
 	if c.call("GET", "/v2/jobs/"+jobID+"/thumbnails?limit=4", nil, &th); len(th.Thumbnails) != 4 || !th.HasMore || th.NextOffset == nil || *th.NextOffset != 4 ||
 		th.CategoryCounts["all"] != 9 || th.CategoryCounts["successful"] != 9 || th.CategoryCounts["failed"] != 0 || th.Thumbnails[0].Category != "successful" {
 		t.Errorf("thumbnails = %+v", th)
+	}
+	var info struct {
+		InstanceID    *string `json:"instance_id"`
+		ExecutionMode string  `json:"execution_mode"`
+		Environment   *struct {
+			ID           string
+			Name         string
+			BuildID      *string `json:"build_id"`
+			BuildVersion *int    `json:"build_version"`
+			BuildDigest  *string `json:"build_digest"`
+			CanView      bool    `json:"can_view_source"`
+		}
+	}
+	if c.call("GET", "/v2/trace/"+th.Thumbnails[0].TraceID+"/info", nil, &info); info.InstanceID == nil || info.ExecutionMode != "hosted" ||
+		info.Environment == nil || info.Environment.Name == "" || info.Environment.BuildID == nil || info.Environment.BuildVersion == nil ||
+		*info.Environment.BuildVersion < 1 || info.Environment.BuildDigest == nil || !info.Environment.CanView {
+		t.Errorf("trace info = %+v %+v", info, info.Environment)
 	}
 	if c.call("GET", "/v2/jobs/"+jobID+"/thumbnails?category=failed", nil, &th); len(th.Thumbnails) != 0 || th.HasMore || th.NextOffset != nil {
 		t.Errorf("failed thumbnails = %+v", th)

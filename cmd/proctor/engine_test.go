@@ -300,6 +300,15 @@ func testDemoOnDev(t *testing.T, storeArgs []string, _ string) {
 	c.waitJob(sub.JobID, nil)
 	var subJob struct {
 		IsRemote bool `json:"is_remote"`
+		Metadata struct {
+			ResolvedAgents []struct {
+				ModelName string `json:"model_name"`
+			} `json:"resolved_agents"`
+			SDKAgentParams struct {
+				Type   string
+				Config map[string]any
+			} `json:"sdk_agent_params"`
+		}
 	}
 	var subCard struct {
 		Enrichments map[string]struct {
@@ -307,8 +316,10 @@ func testDemoOnDev(t *testing.T, storeArgs []string, _ string) {
 		}
 	}
 	c.call("POST", "/v2/jobs/enrich", []string{sub.JobID}, &subCard)
-	if c.call("GET", "/v2/jobs/"+sub.JobID, nil, &subJob); !subJob.IsRemote || subCard.Enrichments[sub.JobID].JobType != "remote" {
-		t.Errorf("a submitted job: is_remote %v, job_type %+v", subJob.IsRemote, subCard)
+	if c.call("GET", "/v2/jobs/"+sub.JobID, nil, &subJob); !subJob.IsRemote || subCard.Enrichments[sub.JobID].JobType != "remote" ||
+		len(subJob.Metadata.ResolvedAgents) != 1 || subJob.Metadata.ResolvedAgents[0].ModelName != "oracle" || subJob.Metadata.SDKAgentParams.Type != "oracle" ||
+		subJob.Metadata.SDKAgentParams.Config["temperature"] != 0.2 {
+		t.Errorf("a submitted job: %+v, job_type %+v", subJob, subCard)
 	}
 	c.call("GET", "/v2/trace/"+traceID, nil, &tr)
 	if tr.Status != "completed" || tr.Reward == nil || *tr.Reward != 0.5 || tr.Name != "sdk-run" || tr.GroupID != "sdk-group" {

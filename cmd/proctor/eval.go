@@ -485,7 +485,7 @@ func showJob(ctx context.Context, c *apiClient, jobID string, limit int, stdout 
 	for _, cat := range []string{"failed", "no_score", "live"} {
 		var th struct {
 			Thumbnails []struct {
-				TraceID    string   `json:"trace_id"`
+				TraceID    string   `json:"id"`
 				Status     string   `json:"status"`
 				TaskName   *string  `json:"task_name"`
 				Reward     *float64 `json:"reward"`

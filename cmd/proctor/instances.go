@@ -67,7 +67,7 @@ func cmdInstances(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			CreatedAt     time.Time `json:"created_at"`
 			DurationHours float64   `json:"duration_hours"`
 			HourlyRate    float64   `json:"hourly_rate"`
-			Cost          float64   `json:"cost"`
+			Cost          float64   `json:"actual_cost"`
 		} `json:"instances"`
 		Total        int `json:"total"`
 		RunningCount int `json:"running_count"`

@@ -27,7 +27,11 @@ type instanceRow struct {
 	StopReason   string     `json:"stop_reason"`
 	TerminatedAt *time.Time `json:"terminated_at"`
 	HourlyRate   float64    `json:"hourly_rate"`
-	Cost         float64    `json:"cost"`
+	Cost         float64    `json:"actual_cost"`
+	CPUm         int        `json:"cpu_millicores"`
+	MemoryGB     float64    `json:"memory_gb"`
+	VMType       string     `json:"vm_instance_type"`
+	MaxRuntime   float64    `json:"max_runtime_seconds"`
 	Resources    struct {
 		CPU      float64 `json:"cpu"`
 		MemoryMB int     `json:"memory_mb"`
@@ -69,7 +73,8 @@ func checkInstances(t *testing.T, c api, version, registry string, done []string
 	if c.call("GET", "/v2/instance?include_terminated=true&limit=2&registry_id="+registry, nil, &l); len(l.Instances) != 2 || l.Total != len(done) || !l.HasMore {
 		t.Errorf("every instance, a page of 2 = %+v", l)
 	} else if in := l.Instances[0]; in.TraceID != sized.ID || in.Status != "terminated" || in.TerminatedAt == nil || in.Resources.CPU != 1 ||
-		in.Resources.MemoryMB != 512 || in.HourlyRate != rate || math.Abs(in.Cost-rate*5/60) > 1e-6 || in.StopReason == "" {
+		in.Resources.MemoryMB != 512 || in.HourlyRate != rate || math.Abs(in.Cost-rate*5/60) > 1e-6 || in.StopReason == "" ||
+		in.CPUm != 1000 || in.MemoryGB != 0.5 || in.VMType != "cpu" || in.MaxRuntime <= 0 {
 		t.Errorf("the newest instance = %+v", in)
 	}
 	for q, want := range map[string]int{"": 422, "?registry_id=x": 422, "?registry_id=" + uuid.NewString(): 404, "?registry_id=" + registry + "&limit=0": 422} {

@@ -1,0 +1,5 @@
+-- Jobs launched before jobs.kind took their kind from metadata.kind (run_list, else a single run);
+-- metadata is the user's again.
+UPDATE jobs SET kind = CASE WHEN json_extract(metadata, '$.kind') = 'run_list' THEN 'batch' ELSE 'single' END,
+    metadata = json_remove(metadata, '$.kind')
+WHERE json_extract(metadata, '$.kind') IS NOT NULL OR kind = 'batch';
