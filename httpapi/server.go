@@ -66,6 +66,8 @@ type Options struct {
 	MaxJobAttempts int
 	// Secrets seals secret values at rest; without it the routes that take secrets answer 503.
 	Secrets *secrets.Keyring
+	// DataQuota bounds each team's data files (zero fields: no bound).
+	DataQuota models.DataQuota
 	// CodecOrigin is the Temporal Web UI's origin (e.g. http://127.0.0.1:8233): with Secrets,
 	// /codec/ serves it the payload codec so it shows encrypted payloads to team owners.
 	CodecOrigin string
@@ -79,6 +81,7 @@ type Server struct {
 	workflows     Workflows
 	builds        Builds
 	secrets       *secrets.Keyring
+	dataQuota     models.DataQuota
 	log           *slog.Logger
 	sessionTTL    time.Duration
 	secureCookies bool
@@ -106,7 +109,7 @@ func New(o Options) *Server {
 		o.MaxJobAttempts = 100_000
 	}
 	s := &Server{
-		store: o.Store, bucket: o.Bucket, temporal: o.Temporal, workflows: o.Workflows, builds: o.Builds, secrets: o.Secrets, log: o.Logger, sessionTTL: o.SessionTTL,
+		store: o.Store, bucket: o.Bucket, temporal: o.Temporal, workflows: o.Workflows, builds: o.Builds, secrets: o.Secrets, dataQuota: o.DataQuota, log: o.Logger, sessionTTL: o.SessionTTL,
 		secureCookies: strings.HasPrefix(o.PublicURL, "https://"), maxBodyBytes: o.MaxBodyBytes, maxAttempts: o.MaxJobAttempts, publicURL: strings.TrimRight(o.PublicURL, "/"),
 		throttle: newAuthThrottle(),
 	}
@@ -145,6 +148,7 @@ func New(o Options) *Server {
 	s.registerInstances()
 	s.registerResults()
 	s.registerAnalytics()
+	s.registerDataFiles()
 	allowUnknownRequestFields(s.api.OpenAPI())
 	nullablePointers(s.api.OpenAPI())
 	freeFormMaps(s.api.OpenAPI())

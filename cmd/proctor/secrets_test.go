@@ -89,7 +89,8 @@ func TestSecretStores(t *testing.T) { eachStore(t, testSecretStores) }
 // answer but the one that set it.
 func testSecretStores(t *testing.T, storeArgs []string, dbURL string) {
 	dataDir := t.TempDir()
-	dev := startDev(t, dataDir, append([]string{"--build-goproxy", "off", "--log-level", "info"}, storeArgs...)...)
+	dev := startDev(t, dataDir, append([]string{"--build-goproxy", "off", "--log-level", "info",
+		"--data-team-quota-bytes", "4096", "--data-max-file-bytes", "3072"}, storeArgs...)...)
 	answers := &testenv.Buffer{}
 	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey, answers: answers}
 	oracle := c.resolve("/v2/models/resolve?model=oracle", "id")
@@ -298,6 +299,7 @@ func testSecretStores(t *testing.T, storeArgs []string, dbURL string) {
 	otherTeam := field(admin("team", "create", "--name", "other"), "team")
 	stranger := api{t: t, base: c.base, answers: answers, key: field(admin("key", "create", "--membership",
 		field(admin("member", "add", "--team", otherTeam, "--email", "x@example.com", "--role", "owner"), "membership")), "key")}
+	checkDataFiles(t, c, mate, stranger)
 	if code, _ := decode(mate.key, ""); code != 403 {
 		t.Errorf("a member (not owner) decoding payloads = %d, want 403", code)
 	}

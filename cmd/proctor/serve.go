@@ -224,7 +224,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer tc.Close()
 	tc.MaxTries = cfg.MaxTries
-	api := httpapi.New(httpapi.Options{
+	api := httpapi.New(httpapi.Options{DataQuota: models.DataQuota{TeamBytes: cfg.DataTeamBytes, FileBytes: cfg.DataFileBytes, TeamFiles: cfg.DataTeamFiles},
 		Store: store, Bucket: bucket, Temporal: tc, Workflows: tc, Builds: tc, Blob: blobHandler, Logger: log, PublicURL: cfg.PublicURL,
 		SessionTTL: cfg.SessionTTL, MaxBodyBytes: cfg.MaxBodyBytes, MaxJobAttempts: cfg.MaxJobAttempts, Secrets: keys,
 		CodecOrigin: cfg.TemporalUIOrigin,

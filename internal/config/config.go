@@ -91,6 +91,10 @@ type Config struct {
 	EnvironmentMemoryGBRate    float64
 	EnvironmentGPURates        string
 	EnvironmentBaselineMinutes float64
+	// DataTeamBytes, DataFileBytes and DataTeamFiles bound each team's data files (0: no bound).
+	DataTeamBytes int64
+	DataFileBytes int64
+	DataTeamFiles int
 	// SMTPURL and MailFrom send spending alerts; LimitAlertInterval is how often alert limits
 	// are checked.
 	SMTPURL            string
@@ -168,6 +172,9 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	fs.Float64Var(&c.EnvironmentMemoryGBRate, "environment-memory-gb-hourly-rate", envFloat("PROCTOR_ENVIRONMENT_MEMORY_GB_HOURLY_RATE", 0), "USD per hour of each GiB of memory a sandbox asks for (env PROCTOR_ENVIRONMENT_MEMORY_GB_HOURLY_RATE)")
 	str(&c.EnvironmentGPURates, "environment-gpu-hourly-rates", "PROCTOR_ENVIRONMENT_GPU_HOURLY_RATES", "", "USD per hour of one GPU by type, e.g. h100=4.5,a10g=1.2,*=2 (* for types not named)")
 	fs.Float64Var(&c.EnvironmentBaselineMinutes, "environment-baseline-minutes", envFloat("PROCTOR_ENVIRONMENT_BASELINE_MINUTES", 5), "minutes every sandbox that started is charged at least (env PROCTOR_ENVIRONMENT_BASELINE_MINUTES)")
+	fs.Int64Var(&c.DataTeamBytes, "data-team-quota-bytes", int64(envInt("PROCTOR_DATA_TEAM_QUOTA_BYTES", 10<<30)), "what one team's data files may take in all; 0 = no bound (env PROCTOR_DATA_TEAM_QUOTA_BYTES)")
+	fs.Int64Var(&c.DataFileBytes, "data-max-file-bytes", int64(envInt("PROCTOR_DATA_MAX_FILE_BYTES", 1<<30)), "the largest data file; 0 = no bound (env PROCTOR_DATA_MAX_FILE_BYTES)")
+	fs.IntVar(&c.DataTeamFiles, "data-team-max-files", envInt("PROCTOR_DATA_TEAM_MAX_FILES", 10000), "how many data files one team may have; 0 = no bound (env PROCTOR_DATA_TEAM_MAX_FILES)")
 	str(&c.SMTPURL, "smtp-url", "PROCTOR_SMTP_URL", "", "SMTP server for spending alerts: smtp://[user:password@]host[:port] (STARTTLS when offered) or smtps://… (alerts wait, logged, without one)")
 	str(&c.MailFrom, "mail-from", "PROCTOR_MAIL_FROM", "proctor@localhost", "sender of spending alerts")
 	fs.DurationVar(&c.LimitAlertInterval, "limit-alert-interval", envDuration("PROCTOR_LIMIT_ALERT_INTERVAL", time.Minute), "how often alert limits are checked (env PROCTOR_LIMIT_ALERT_INTERVAL)")
@@ -239,6 +246,9 @@ func (c *Config) finish() error {
 	}
 	if c.EnvironmentHourlyRate < 0 || c.EnvironmentCPUHourlyRate < 0 || c.EnvironmentMemoryGBRate < 0 || c.EnvironmentBaselineMinutes < 0 {
 		return errors.New("environment-hourly-rate, environment-cpu-hourly-rate, environment-memory-gb-hourly-rate and environment-baseline-minutes must not be negative")
+	}
+	if c.DataTeamBytes < 0 || c.DataFileBytes < 0 || c.DataTeamFiles < 0 {
+		return errors.New("data-team-quota-bytes, data-max-file-bytes and data-team-max-files must not be negative")
 	}
 	if c.BuildMaxSourceBytes < 0 || c.BuildMaxSourceEntries < 0 || c.MaxUploadBytes < 0 {
 		return errors.New("build-max-source-bytes, build-max-source-entries and max-upload-bytes must not be negative")
