@@ -66,6 +66,8 @@ type Options struct {
 	MaxJobAttempts int
 	// Secrets seals secret values at rest; without it the routes that take secrets answer 503.
 	Secrets *secrets.Keyring
+	// Uploads bounds task attachments.
+	Uploads UploadLimits
 	// DataQuota bounds each team's data files (zero fields: no bound).
 	DataQuota models.DataQuota
 	// CodecOrigin is the Temporal Web UI's origin (e.g. http://127.0.0.1:8233): with Secrets,
@@ -82,6 +84,7 @@ type Server struct {
 	builds        Builds
 	secrets       *secrets.Keyring
 	dataQuota     models.DataQuota
+	uploads       UploadLimits
 	log           *slog.Logger
 	sessionTTL    time.Duration
 	secureCookies bool
@@ -109,7 +112,7 @@ func New(o Options) *Server {
 		o.MaxJobAttempts = 100_000
 	}
 	s := &Server{
-		store: o.Store, bucket: o.Bucket, temporal: o.Temporal, workflows: o.Workflows, builds: o.Builds, secrets: o.Secrets, dataQuota: o.DataQuota, log: o.Logger, sessionTTL: o.SessionTTL,
+		store: o.Store, bucket: o.Bucket, temporal: o.Temporal, workflows: o.Workflows, builds: o.Builds, secrets: o.Secrets, dataQuota: o.DataQuota, uploads: o.Uploads, log: o.Logger, sessionTTL: o.SessionTTL,
 		secureCookies: strings.HasPrefix(o.PublicURL, "https://"), maxBodyBytes: o.MaxBodyBytes, maxAttempts: o.MaxJobAttempts, publicURL: strings.TrimRight(o.PublicURL, "/"),
 		throttle: newAuthThrottle(),
 	}
@@ -149,6 +152,7 @@ func New(o Options) *Server {
 	s.registerResults()
 	s.registerAnalytics()
 	s.registerDataFiles()
+	s.registerUploads()
 	allowUnknownRequestFields(s.api.OpenAPI())
 	nullablePointers(s.api.OpenAPI())
 	freeFormMaps(s.api.OpenAPI())

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -469,10 +470,27 @@ func (s *Server) getTaskBrief(ctx context.Context, in *taskPath) (*briefOutput, 
 	if err != nil {
 		return nil, storeError(err, "task")
 	}
+	ups, err := s.store.BriefAttachments(ctx, b)
+	if err != nil {
+		return nil, err
+	}
 	out := &briefOutput{}
-	out.Body.Prompt, out.Body.Attachments = b.Prompt, []Attachment{}
+	out.Body.Prompt, out.Body.Attachments = b.Prompt, make([]Attachment, len(ups))
+	for i := range ups {
+		u := &ups[i]
+		a := Attachment{Name: u.Name, ContentType: u.ContentType, Error: u.Error, Size: u.SizeBytes, Status: u.Status, StorageURL: u.Locator()}
+		if u.Status == models.UploadStaged && s.bucket != nil {
+			if a.URL, err = s.bucket.SignedURL(ctx, u.ObjectKey, http.MethodGet, downloadURLTTL); err != nil {
+				return nil, err
+			}
+		}
+		out.Body.Attachments[i] = a
+	}
 	return out, nil
 }
+
+// maxBriefZipAttachments bounds the attachment bytes a brief's zip carries (it is built in memory).
+const maxBriefZipAttachments = 256 << 20
 
 // downloadTaskBrief serves GET /v2/tasks/{task_id}/brief/download: download a task's brief.
 func (s *Server) downloadTaskBrief(ctx context.Context, in *taskPath) (*briefDownloadOutput, error) {
@@ -480,7 +498,22 @@ func (s *Server) downloadTaskBrief(ctx context.Context, in *taskPath) (*briefDow
 	if err != nil {
 		return nil, storeError(err, "task")
 	}
-	zipped, err := briefZip(b)
+	ups, err := s.store.BriefAttachments(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	var staged []models.StagedFile
+	var total int64
+	for _, u := range ups {
+		if u.Status == models.UploadStaged {
+			staged = append(staged, u)
+			total += u.SizeBytes
+		}
+	}
+	if total > maxBriefZipAttachments {
+		return nil, newAPIError(http.StatusRequestEntityTooLarge, fmt.Sprintf("the brief's attachments take %d bytes, more than a zip carries (%d): download them from the brief's URLs", total, maxBriefZipAttachments))
+	}
+	zipped, err := s.briefZip(ctx, b, staged)
 	if err != nil {
 		return nil, err
 	}
@@ -525,7 +558,9 @@ func validation(location, msg string, value any) error {
 }
 
 // briefZip packs a brief: prompt.md and task.json (attachments join them once uploads exist).
-func briefZip(b *models.TaskBrief) ([]byte, error) {
+// briefZip is a brief as a zip: prompt.md, task.json and its staged attachments under
+// attachments/.
+func (s *Server) briefZip(ctx context.Context, b *models.TaskBrief, attachments []models.StagedFile) ([]byte, error) {
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
 	task, err := json.MarshalIndent(ExportedTask{
@@ -545,6 +580,27 @@ func briefZip(b *models.TaskBrief) ([]byte, error) {
 			return nil, err
 		}
 		if _, err := w.Write(f.data); err != nil {
+			return nil, err
+		}
+	}
+	seen := map[string]bool{}
+	for _, u := range attachments {
+		name := u.Name
+		if seen[name] { // two files of one name: the later ones carry their upload id
+			name = u.ID.String() + "-" + name
+		}
+		seen[name] = true
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: "attachments/" + name, Method: zip.Deflate, Modified: u.CreatedAt})
+		if err != nil {
+			return nil, err
+		}
+		r, err := s.bucket.Get(ctx, u.ObjectKey)
+		if err != nil {
+			return nil, err
+		}
+		_, err = io.Copy(w, r)
+		r.Close()
+		if err != nil {
 			return nil, err
 		}
 	}

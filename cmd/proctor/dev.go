@@ -147,7 +147,7 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	if err := tc.StartLimitAlerts(ctx, cfg.LimitAlertInterval); err != nil {
 		return err
 	}
-	api := httpapi.New(httpapi.Options{DataQuota: models.DataQuota{TeamBytes: cfg.DataTeamBytes, FileBytes: cfg.DataFileBytes, TeamFiles: cfg.DataTeamFiles},
+	api := httpapi.New(httpapi.Options{Uploads: uploadLimits(cfg), DataQuota: models.DataQuota{TeamBytes: cfg.DataTeamBytes, FileBytes: cfg.DataFileBytes, TeamFiles: cfg.DataTeamFiles},
 		Store: store, Bucket: bucket, Temporal: tc, Workflows: tc, Builds: tc, Blob: blobHandler, Logger: log, PublicURL: cfg.PublicURL,
 		SessionTTL: cfg.SessionTTL, MaxBodyBytes: cfg.MaxBodyBytes, MaxJobAttempts: cfg.MaxJobAttempts, Secrets: keys,
 		CodecOrigin: "http://" + ts.UIAddress(),

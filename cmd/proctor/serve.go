@@ -224,7 +224,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer tc.Close()
 	tc.MaxTries = cfg.MaxTries
-	api := httpapi.New(httpapi.Options{DataQuota: models.DataQuota{TeamBytes: cfg.DataTeamBytes, FileBytes: cfg.DataFileBytes, TeamFiles: cfg.DataTeamFiles},
+	api := httpapi.New(httpapi.Options{Uploads: uploadLimits(cfg), DataQuota: models.DataQuota{TeamBytes: cfg.DataTeamBytes, FileBytes: cfg.DataFileBytes, TeamFiles: cfg.DataTeamFiles},
 		Store: store, Bucket: bucket, Temporal: tc, Workflows: tc, Builds: tc, Blob: blobHandler, Logger: log, PublicURL: cfg.PublicURL,
 		SessionTTL: cfg.SessionTTL, MaxBodyBytes: cfg.MaxBodyBytes, MaxJobAttempts: cfg.MaxJobAttempts, Secrets: keys,
 		CodecOrigin: cfg.TemporalUIOrigin,
@@ -451,4 +451,15 @@ func sweepSessions(ctx context.Context, store *models.Store, log *slog.Logger) (
 		}
 	}()
 	return func() { cancel(); <-done }
+}
+
+// uploadLimits are the configured bounds of task attachments.
+func uploadLimits(cfg *config.Config) httpapi.UploadLimits {
+	var types []string
+	for _, t := range strings.Split(cfg.UploadAllowedTypes, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			types = append(types, t)
+		}
+	}
+	return httpapi.UploadLimits{MaxBytes: cfg.UploadMaxBytes, PartBytes: cfg.UploadPartBytes, AllowedTypes: types}
 }

@@ -45,6 +45,10 @@ type Bucket interface {
 	// List returns the objects whose keys start with prefix (a plain string
 	// prefix, not necessarily ending in "/"), sorted by key.
 	List(ctx context.Context, prefix string) ([]Attrs, error)
+	// Compose writes the concatenation of the objects srcs (in order, at
+	// least one) to dst, replacing it atomically, with contentType. The
+	// sources stay. It is how multipart uploads are joined.
+	Compose(ctx context.Context, dst string, srcs []string, contentType string) error
 	// SignedURL returns a URL that lets a client without credentials perform
 	// method (GET or PUT) on key until expires from now has passed.
 	SignedURL(ctx context.Context, key string, method string, expires time.Duration) (string, error)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -38,6 +39,36 @@ func testContract(t *testing.T, newBucket func(t *testing.T) blob.Bucket) {
 		}
 		if attrs.Updated.Before(before) || attrs.Updated.After(time.Now().Add(time.Minute)) {
 			t.Errorf("Stat.Updated = %v, want about now", attrs.Updated)
+		}
+	})
+
+	t.Run("ComposeConcatenatesInOrder", func(t *testing.T) {
+		b := newBucket(t)
+		// 40 parts: more than one GCS compose request joins.
+		var want []byte
+		var parts []string
+		for i := range 40 {
+			key := fmt.Sprintf("up/x.parts/%05d", i)
+			data := []byte(fmt.Sprintf("part %d;", i))
+			mustPut(t, b, key, data, "application/octet-stream")
+			want = append(want, data...)
+			parts = append(parts, key)
+		}
+		mustPut(t, b, "up/x", []byte("stale"), "text/plain")
+		if err := b.Compose(t.Context(), "up/x", parts, "text/csv"); err != nil {
+			t.Fatalf("Compose: %v", err)
+		}
+		if got := mustGet(t, b, "up/x"); !bytes.Equal(got, want) {
+			t.Errorf("composed = %q, want %q", got, want)
+		}
+		if attrs, err := b.Stat(t.Context(), "up/x"); err != nil || attrs.Size != int64(len(want)) || attrs.ContentType != "text/csv" {
+			t.Errorf("Stat = %+v, %v", attrs, err)
+		}
+		if got := mustGet(t, b, parts[0]); string(got) != "part 0;" {
+			t.Errorf("a source after compose = %q", got)
+		}
+		if err := b.Compose(t.Context(), "up/y", []string{"up/missing"}, ""); !errors.Is(err, blob.ErrNotFound) {
+			t.Errorf("Compose of a missing source = %v, want ErrNotFound", err)
 		}
 	})
 

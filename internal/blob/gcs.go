@@ -89,6 +89,47 @@ func (b *GCSBucket) Put(ctx context.Context, key string, r io.Reader, contentTyp
 	return nil
 }
 
+// maxComposeSources is how many objects one GCS compose request may join.
+const maxComposeSources = 32
+
+// Compose joins the sources with GCS compose requests, 32 at a time: the
+// first batch into dst, then dst and the next 31 into dst again. Each
+// request replaces dst atomically; a failure part-way leaves a dst that
+// callers must not use (they compose again or delete it).
+func (b *GCSBucket) Compose(ctx context.Context, dst string, srcs []string, contentType string) error {
+	out, err := b.object(dst)
+	if err != nil {
+		return err
+	}
+	if len(srcs) == 0 {
+		return fmt.Errorf("blob: compose %q: no sources", dst)
+	}
+	if contentType == "" {
+		contentType = defaultContentType
+	}
+	handles := make([]*storage.ObjectHandle, len(srcs))
+	for i, src := range srcs {
+		if handles[i], err = b.object(src); err != nil {
+			return err
+		}
+	}
+	for done := 0; done < len(handles); {
+		batch := []*storage.ObjectHandle{}
+		if done > 0 {
+			batch = append(batch, out)
+		}
+		n := min(maxComposeSources-len(batch), len(handles)-done)
+		batch = append(batch, handles[done:done+n]...)
+		c := out.ComposerFrom(batch...)
+		c.ContentType = contentType
+		if _, err := c.Run(ctx); err != nil {
+			return b.mapErr("compose", dst, err)
+		}
+		done += n
+	}
+	return nil
+}
+
 // Get streams the object's contents.
 func (b *GCSBucket) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	obj, err := b.object(key)

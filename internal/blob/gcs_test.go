@@ -223,6 +223,7 @@ func newFakeGCS(t *testing.T, bucket string) *fakeGCS {
 	mux.HandleFunc("GET /storage/v1/b/{bucket}/o", f.handleList)
 	mux.HandleFunc("GET /storage/v1/b/{bucket}/o/{object}", f.handleMetadata)
 	mux.HandleFunc("DELETE /storage/v1/b/{bucket}/o/{object}", f.handleDelete)
+	mux.HandleFunc("POST /storage/v1/b/{bucket}/o/{object}/compose", f.handleCompose)
 	// XML API download; the client escapes "/" in object names as %2F, so
 	// the name arrives as one path segment.
 	mux.HandleFunc("GET /{bucket}/{object}", f.handleDownload)
@@ -417,6 +418,38 @@ func (f *fakeGCS) handleMetadata(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, f.resource(name, o))
+}
+
+// handleCompose joins source objects as GCS does: at most 32, all present.
+func (f *fakeGCS) handleCompose(w http.ResponseWriter, r *http.Request) {
+	if !f.checkBucket(w, r) {
+		return
+	}
+	var req struct {
+		SourceObjects []struct {
+			Name string `json:"name"`
+		} `json:"sourceObjects"`
+		Destination struct {
+			ContentType string `json:"contentType"`
+		} `json:"destination"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.SourceObjects) == 0 || len(req.SourceObjects) > 32 {
+		gcsError(w, http.StatusBadRequest, "a compose request joins 1 to 32 objects")
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var data []byte
+	for _, src := range req.SourceObjects {
+		o, ok := f.objects[src.Name]
+		if !ok {
+			gcsError(w, http.StatusNotFound, "No such object: "+f.bucket+"/"+src.Name)
+			return
+		}
+		data = append(data, o.data...)
+	}
+	name := r.PathValue("object")
+	writeJSON(w, f.resource(name, f.store(name, req.Destination.ContentType, data)))
 }
 
 func (f *fakeGCS) handleDelete(w http.ResponseWriter, r *http.Request) {

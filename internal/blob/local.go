@@ -142,6 +142,30 @@ func (b *LocalBucket) writeAtomic(ctx context.Context, name string, r io.Reader)
 	return nil
 }
 
+// Compose concatenates the source files into a temporary file and renames it
+// over dst, so readers see the old object or the whole new one.
+func (b *LocalBucket) Compose(ctx context.Context, dst string, srcs []string, contentType string) error {
+	if err := ValidateKey(dst); err != nil {
+		return err
+	}
+	if len(srcs) == 0 {
+		return fmt.Errorf("blob: compose %q: no sources", dst)
+	}
+	readers := make([]io.Reader, 0, len(srcs))
+	for _, src := range srcs {
+		if err := ValidateKey(src); err != nil {
+			return err
+		}
+		f, _, err := b.open(src)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		readers = append(readers, f)
+	}
+	return b.Put(ctx, dst, io.MultiReader(readers...), contentType)
+}
+
 // Get opens the object's file for streaming.
 func (b *LocalBucket) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	f, _, err := b.open(key)

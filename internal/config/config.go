@@ -91,6 +91,10 @@ type Config struct {
 	EnvironmentMemoryGBRate    float64
 	EnvironmentGPURates        string
 	EnvironmentBaselineMinutes float64
+	// UploadMaxBytes, UploadPartBytes and UploadAllowedTypes bound task attachments.
+	UploadMaxBytes     int64
+	UploadPartBytes    int64
+	UploadAllowedTypes string
 	// DataTeamBytes, DataFileBytes and DataTeamFiles bound each team's data files (0: no bound).
 	DataTeamBytes int64
 	DataFileBytes int64
@@ -172,6 +176,9 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	fs.Float64Var(&c.EnvironmentMemoryGBRate, "environment-memory-gb-hourly-rate", envFloat("PROCTOR_ENVIRONMENT_MEMORY_GB_HOURLY_RATE", 0), "USD per hour of each GiB of memory a sandbox asks for (env PROCTOR_ENVIRONMENT_MEMORY_GB_HOURLY_RATE)")
 	str(&c.EnvironmentGPURates, "environment-gpu-hourly-rates", "PROCTOR_ENVIRONMENT_GPU_HOURLY_RATES", "", "USD per hour of one GPU by type, e.g. h100=4.5,a10g=1.2,*=2 (* for types not named)")
 	fs.Float64Var(&c.EnvironmentBaselineMinutes, "environment-baseline-minutes", envFloat("PROCTOR_ENVIRONMENT_BASELINE_MINUTES", 5), "minutes every sandbox that started is charged at least (env PROCTOR_ENVIRONMENT_BASELINE_MINUTES)")
+	fs.Int64Var(&c.UploadMaxBytes, "upload-max-bytes", int64(envInt("PROCTOR_UPLOAD_MAX_BYTES", 0)), "the largest task attachment; 0 = 5 GiB (env PROCTOR_UPLOAD_MAX_BYTES)")
+	fs.Int64Var(&c.UploadPartBytes, "upload-part-bytes", int64(envInt("PROCTOR_UPLOAD_PART_BYTES", 0)), "the part size of multipart attachment uploads; larger files are multipart; 0 = 64 MiB (env PROCTOR_UPLOAD_PART_BYTES)")
+	str(&c.UploadAllowedTypes, "upload-allowed-types", "PROCTOR_UPLOAD_ALLOWED_TYPES", "", "the media types task attachments may have, e.g. application/pdf,image/*,text/* (default: any)")
 	fs.Int64Var(&c.DataTeamBytes, "data-team-quota-bytes", int64(envInt("PROCTOR_DATA_TEAM_QUOTA_BYTES", 10<<30)), "what one team's data files may take in all; 0 = no bound (env PROCTOR_DATA_TEAM_QUOTA_BYTES)")
 	fs.Int64Var(&c.DataFileBytes, "data-max-file-bytes", int64(envInt("PROCTOR_DATA_MAX_FILE_BYTES", 1<<30)), "the largest data file; 0 = no bound (env PROCTOR_DATA_MAX_FILE_BYTES)")
 	fs.IntVar(&c.DataTeamFiles, "data-team-max-files", envInt("PROCTOR_DATA_TEAM_MAX_FILES", 10000), "how many data files one team may have; 0 = no bound (env PROCTOR_DATA_TEAM_MAX_FILES)")
@@ -246,6 +253,9 @@ func (c *Config) finish() error {
 	}
 	if c.EnvironmentHourlyRate < 0 || c.EnvironmentCPUHourlyRate < 0 || c.EnvironmentMemoryGBRate < 0 || c.EnvironmentBaselineMinutes < 0 {
 		return errors.New("environment-hourly-rate, environment-cpu-hourly-rate, environment-memory-gb-hourly-rate and environment-baseline-minutes must not be negative")
+	}
+	if c.UploadMaxBytes < 0 || c.UploadPartBytes < 0 || (c.UploadPartBytes > 0 && c.UploadPartBytes < 5<<20) {
+		return errors.New("upload-max-bytes must not be negative and upload-part-bytes must be 0 or at least 5 MiB")
 	}
 	if c.DataTeamBytes < 0 || c.DataFileBytes < 0 || c.DataTeamFiles < 0 {
 		return errors.New("data-team-quota-bytes, data-max-file-bytes and data-team-max-files must not be negative")
