@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
-	"mime"
 	"net/http"
-	"path"
 	"strings"
 	"time"
 
@@ -222,15 +220,7 @@ func (s *Server) sniffType(ctx context.Context, key, name string) (string, error
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
 		return "", err
 	}
-	kind := http.DetectContentType(head[:n])
-	generic := kind == "application/octet-stream" || strings.HasPrefix(kind, "text/plain")
-	if byExt := mime.TypeByExtension(path.Ext(name)); generic && byExt != "" {
-		// The name refines a generic sniff only within its family: text stays text.
-		if kind == "application/octet-stream" || strings.HasPrefix(byExt, "text/") || strings.Contains(byExt, "json") {
-			return byExt, nil
-		}
-	}
-	return kind, nil
+	return sniff(head[:n], name), nil
 }
 
 type listDataInput struct {

@@ -1,14 +1,20 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
+	"mime/multipart"
 	"net/http"
 	"path"
+	"reflect"
+	"regexp"
 	"strings"
 	"time"
 
@@ -59,14 +65,26 @@ func (l UploadLimits) allows(contentType string) bool {
 
 func (s *Server) registerUploads() {
 	tags := []string{"Uploads"}
-	huma.Register(s.v2, op(huma.Operation{
+	registry := s.api.OpenAPI().Components.Schemas
+	create := op(huma.Operation{
 		OperationID: "create-upload", Method: http.MethodPost, Path: "/uploads", Tags: tags, Summary: "Stage a file for a taskset's task briefs",
-		Description: "Answers presigned PUTs for the bytes: one (`mode` single) when the file fits in one part, else one per part " +
-			"(`mode` multipart). Then POST /v2/uploads/complete. The `url` is the file's storage:// locator: a task refers to the file by " +
-			"putting it in its content (prompt, arguments…), and its brief then lists it. Size and type are checked against the server's " +
+		Description: "A JSON body answers presigned PUTs for the bytes: one (`mode` single) when the file fits in one part, else one per " +
+			"part (`mode` multipart); then POST /v2/uploads/complete. A multipart/form-data body (the page form: a `file` field, at most " +
+			"32 MiB) stores the file at once and answers it staged. The `url` is the file's storage:// locator: a task refers to the file " +
+			"by putting it in its content (prompt, arguments…), and its brief then lists it. Size and type are checked against the server's " +
 			"limits before any byte is stored.",
 		Errors: []int{http.StatusForbidden, http.StatusNotFound, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusServiceUnavailable},
-	}, authSession), s.createUpload)
+		RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{
+			"application/json": {Schema: registry.Schema(reflect.TypeOf(CreateUploadRequest{}), true, "CreateUploadRequest")},
+			"multipart/form-data": {Schema: &huma.Schema{Type: "object", Required: []string{"file"}, Properties: map[string]*huma.Schema{
+				"file": {Type: "string", Format: "binary", Description: "the file"},
+				"name": {Type: "string", Description: "its name (default: the file's)"},
+			}}},
+		}},
+	}, authSession)
+	// The body is JSON or a form: the handler reads and validates it (CreateUploadRequest.check).
+	create.MaxBodyBytes, create.SkipValidateBody = maxFormUpload+1<<20, true
+	huma.Register(s.v2, create, s.createUpload)
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "presign-upload-parts", Method: http.MethodPost, Path: "/uploads/parts", Tags: tags, Summary: "Presign parts of a multipart upload again",
 		Description: "Fresh PUT URLs for the given parts (or every part), for when earlier ones expired.",
@@ -141,32 +159,71 @@ func (s *Server) presign(ctx context.Context, u *models.StagedFile, v *UploadVie
 	return nil
 }
 
-type createUploadInput struct {
-	TasksetID uuid.UUID `query:"taskset_id" required:"true"`
-	Body      struct {
-		Name        string `json:"name" minLength:"1" maxLength:"255"`
-		Size        int64  `json:"size" minimum:"0"`
-		ContentType string `json:"content_type" minLength:"1" maxLength:"255" example:"application/pdf"`
-		SHA256      string `json:"sha256,omitempty" pattern:"^[0-9a-fA-F]{64}$" doc:"the hex SHA-256 of the bytes; complete checks it"`
+// maxFormUpload bounds a file sent in a form (larger ones take the presigned path).
+const maxFormUpload = 32 << 20
+
+// CreateUploadRequest stages a file through presigned PUTs.
+type CreateUploadRequest struct {
+	Name        string `json:"name" minLength:"1" maxLength:"255"`
+	Size        int64  `json:"size" minimum:"0"`
+	ContentType string `json:"content_type" minLength:"1" maxLength:"255" example:"application/pdf"`
+	SHA256      string `json:"sha256,omitempty" pattern:"^[0-9a-fA-F]{64}$" doc:"the hex SHA-256 of the bytes; complete checks it"`
+}
+
+var sha256Hex = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
+
+// check validates the request as its schema says (the body is read raw: it may be a form).
+func (b *CreateUploadRequest) check() error {
+	var errs models.ValidationError
+	if b.Name == "" || len(b.Name) > 255 || b.Name == "." || b.Name == ".." || strings.ContainsAny(b.Name, "/\\") || path.Clean(b.Name) != b.Name {
+		errs = append(errs, models.FieldError{Location: "body.name", Message: "a file name of 1 to 255 bytes, with no slash, not . or ..", Value: b.Name})
 	}
+	if b.Size < 0 {
+		errs = append(errs, models.FieldError{Location: "body.size", Message: "expected number >= 0", Value: b.Size})
+	}
+	if b.ContentType == "" || len(b.ContentType) > 255 {
+		errs = append(errs, models.FieldError{Location: "body.content_type", Message: "a media type of 1 to 255 bytes", Value: b.ContentType})
+	}
+	if b.SHA256 != "" && !sha256Hex.MatchString(b.SHA256) {
+		errs = append(errs, models.FieldError{Location: "body.sha256", Message: "64 hex digits", Value: b.SHA256})
+	}
+	if len(errs) > 0 {
+		return storeError(errs, "")
+	}
+	return nil
+}
+
+type createUploadInput struct {
+	TasksetID   uuid.UUID `query:"taskset_id" required:"true"`
+	ContentType string    `header:"Content-Type"`
+	RawBody     []byte    `contentType:"multipart/form-data"`
 }
 
 type stagedOutput struct{ Body UploadView }
 
-// createUpload serves POST /v2/uploads.
+// createUpload serves POST /v2/uploads: a JSON body stages through presigned PUTs, a form
+// stores the file at once.
 func (s *Server) createUpload(ctx context.Context, in *createUploadInput) (*stagedOutput, error) {
 	if s.bucket == nil {
 		return nil, newAPIError(http.StatusServiceUnavailable, "this server stores no files")
 	}
-	b, lim := in.Body, s.uploads.withDefaults()
-	if b.Name == "." || b.Name == ".." || strings.ContainsAny(b.Name, "/\\") || path.Clean(b.Name) != b.Name {
-		return nil, storeError(models.ValidationError{{Location: "body.name", Message: "a file name has no slash and is not . or ..", Value: b.Name}}, "")
+	mt, params, _ := mime.ParseMediaType(in.ContentType)
+	if mt == "multipart/form-data" {
+		return s.createFormUpload(ctx, in.TasksetID, in.RawBody, params["boundary"])
 	}
-	if b.Size > lim.MaxBytes {
-		return nil, newAPIError(http.StatusRequestEntityTooLarge, fmt.Sprintf("the file is %d bytes; an upload may be at most %d", b.Size, lim.MaxBytes))
+	if mt != "" && mt != "application/json" {
+		return nil, newAPIError(http.StatusUnsupportedMediaType, "send JSON ({name, size, content_type, sha256}) or a multipart/form-data form with a file field")
 	}
-	if !lim.allows(b.ContentType) {
-		return nil, newAPIError(http.StatusUnsupportedMediaType, fmt.Sprintf("%s files may not be uploaded; allowed: %s", b.ContentType, strings.Join(lim.AllowedTypes, ", ")))
+	var b CreateUploadRequest
+	if err := json.Unmarshal(in.RawBody, &b); err != nil {
+		return nil, newAPIError(http.StatusBadRequest, "the body is not a JSON object of {name, size, content_type, sha256}: "+bound(err.Error()))
+	}
+	if err := b.check(); err != nil {
+		return nil, err
+	}
+	lim := s.uploads.withDefaults()
+	if err := lim.admit(b.Size, b.ContentType); err != nil {
+		return nil, err
 	}
 	u := &models.StagedFile{TasksetID: in.TasksetID, Name: b.Name, ContentType: b.ContentType, SizeBytes: b.Size, SHA256: strings.ToLower(b.SHA256),
 		Mode: models.UploadSingle, PartBytes: b.Size, PartCount: 1}
@@ -179,6 +236,83 @@ func (s *Server) createUpload(ctx context.Context, in *createUploadInput) (*stag
 	}
 	out := &stagedOutput{Body: uploadView(u)}
 	return out, s.presign(ctx, u, &out.Body, nil)
+}
+
+// admit checks a file's size and declared type against the limits.
+func (l UploadLimits) admit(size int64, contentType string) error {
+	if size > l.MaxBytes {
+		return newAPIError(http.StatusRequestEntityTooLarge, fmt.Sprintf("the file is %d bytes; an upload may be at most %d", size, l.MaxBytes))
+	}
+	if !l.allows(contentType) {
+		return newAPIError(http.StatusUnsupportedMediaType, fmt.Sprintf("%s files may not be uploaded; allowed: %s", contentType, strings.Join(l.AllowedTypes, ", ")))
+	}
+	return nil
+}
+
+// createFormUpload stores the file of a form (the page form) and answers it staged: its type is
+// sniffed from its bytes, refined by its name's extension for generic text or bytes.
+func (s *Server) createFormUpload(ctx context.Context, tasksetID uuid.UUID, raw []byte, boundary string) (*stagedOutput, error) {
+	if boundary == "" {
+		return nil, newAPIError(http.StatusBadRequest, "a multipart/form-data body needs a boundary")
+	}
+	form, err := multipart.NewReader(bytes.NewReader(raw), boundary).ReadForm(maxFormUpload)
+	if err != nil {
+		return nil, newAPIError(http.StatusBadRequest, "the form cannot be read: "+bound(err.Error()))
+	}
+	defer form.RemoveAll() //nolint:errcheck // temporary files of the form
+	files := form.File["file"]
+	if len(files) != 1 {
+		return nil, storeError(models.ValidationError{{Location: "body.file", Message: "send exactly one file in the file field"}}, "")
+	}
+	fh := files[0]
+	name := fh.Filename
+	if v := form.Value["name"]; len(v) > 0 && v[0] != "" {
+		name = v[0]
+	}
+	f, err := fh.Open()
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	head := make([]byte, 512)
+	n, _ := io.ReadFull(f, head)
+	kind := sniff(head[:n], name)
+	req := CreateUploadRequest{Name: name, Size: fh.Size, ContentType: kind}
+	if err := req.check(); err != nil {
+		return nil, err
+	}
+	lim := s.uploads.withDefaults()
+	if err := lim.admit(fh.Size, kind); err != nil {
+		return nil, err
+	}
+	u := &models.StagedFile{TasksetID: tasksetID, Name: name, ContentType: kind, SizeBytes: fh.Size, Mode: models.UploadSingle, PartBytes: fh.Size, PartCount: 1}
+	c := callerFrom(ctx)
+	if err := s.store.CreateUpload(ctx, c, u); err != nil {
+		return nil, storeError(err, "taskset")
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	if err := s.bucket.Put(ctx, u.ObjectKey, f, kind); err != nil {
+		return nil, err
+	}
+	if err := s.store.SettleUpload(ctx, u, kind, ""); err != nil {
+		return nil, err
+	}
+	return &stagedOutput{Body: uploadView(u)}, nil
+}
+
+// sniff is the type of bytes whose first 512 are head: sniffed, refined by the name's extension
+// when the sniff says only "some bytes" or "some text".
+func sniff(head []byte, name string) string {
+	kind := http.DetectContentType(head)
+	generic := kind == "application/octet-stream" || strings.HasPrefix(kind, "text/plain")
+	if byExt := mime.TypeByExtension(path.Ext(name)); generic && byExt != "" {
+		if kind == "application/octet-stream" || strings.HasPrefix(byExt, "text/") || strings.Contains(byExt, "json") {
+			return byExt
+		}
+	}
+	return kind
 }
 
 type uploadPartsInput struct {

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"net/url"
 	"strings"
@@ -138,6 +139,42 @@ func TestUploads(t *testing.T) {
 		wantValidation(t, f.do("POST", q, "session", strings.NewReader(`{"name":"../x","size":1,"content_type":"text/plain"}`)), "body.name")
 		wantEnvelope(t, f.do("POST", "/v2/uploads?taskset_id="+uuid.NewString(), "session", strings.NewReader(`{"name":"a","size":1,"content_type":"text/plain"}`)), 404, "not_found")
 
+		// The page form stores a file at once, staged, its type sniffed.
+		var form bytes.Buffer
+		mw := multipart.NewWriter(&form)
+		fw, _ := mw.CreateFormFile("file", "table.csv")
+		fw.Write([]byte("a,b\n1,2\n"))
+		mw.Close()
+		req, _ := http.NewRequest("POST", f.srv.URL+q, &form)
+		req.Header.Set("Content-Type", mw.FormDataContentType())
+		req.AddCookie(&http.Cookie{Name: SessionCookie, Value: f.session})
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		formBody, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		var staged UploadView
+		if json.Unmarshal(formBody, &staged); res.StatusCode != 200 || staged.Status != "staged" || staged.Size != 8 || staged.ContentType != "text/csv; charset=utf-8" ||
+			!strings.HasSuffix(staged.URL, "/table.csv") {
+			t.Errorf("a form upload = %d %s", res.StatusCode, formBody)
+		}
+		wantEnvelope(t, f.do("POST", q, "session", strings.NewReader(`not json`)), 400, "bad_request")
+		wantValidation(t, f.do("POST", q, "session", strings.NewReader(`{"name":"a.txt","size":-1,"content_type":"","sha256":"x"}`)), "body.size", "body.content_type", "body.sha256")
+
+		// Another team sees none of it.
+		other, err := s.CreateTeam(ctx, "beta")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, om, _ := s.AddMember(ctx, other.ID, "Eve", "eve@example.com", models.RoleOwner)
+		_, evesSession, _ := s.CreateSession(ctx, om.ID, nil, 3600e9)
+		eve := *f
+		eve.session = evesSession
+		wantEnvelope(t, eve.do("POST", q, "session", strings.NewReader(`{"name":"a.txt","size":1,"content_type":"text/plain"}`)), 404, "not_found")
+		wantEnvelope(t, eve.do("POST", "/v2/uploads/complete?taskset_id="+tasksetID.String(), "session", strings.NewReader(`{"upload_id":"`+single.UploadID.String()+`"}`)), 404, "not_found")
+		wantEnvelope(t, eve.do("DELETE", q+"&url="+url.QueryEscape(bad.URL), "session", nil), 404, "not_found")
+
 		// A task that refers to the files lists them in its brief and carries them in its zip.
 		up := fmt.Sprintf(`{"taskset_id":%q,"tasks":[{"name":"alpha","prompt":"Read %s and %s","external_id":"a-1"}]}`, tasksetID, single.URL, multi.URL)
 		if r := f.do("POST", "/v2/tasks/upload", "key", strings.NewReader(up)); r.status != 201 {
@@ -181,8 +218,8 @@ func TestUploads(t *testing.T) {
 		}
 		wantValidation(t, del("https://example.com/x"), "query.url")
 		wantValidation(t, f.do("DELETE", q, "session", nil), "query.url")
-		if objs, _ := bucket.List(ctx, "uploads/"); len(objs) != 2 {
-			t.Errorf("stored objects after deletes = %+v; want the two staged files only (parts joined and removed)", objs)
+		if objs, _ := bucket.List(ctx, "uploads/"); len(objs) != 3 {
+			t.Errorf("stored objects after deletes = %+v; want the three staged files only (parts joined and removed)", objs)
 		}
 	})
 }
