@@ -240,7 +240,7 @@ func testInferenceGateway(t *testing.T, storeArgs []string, _ string) {
 	}
 
 	// Instances: the attempts so far (these two, and eval's) each ran in one.
-	checkInstances(t, c, up.TaskVersionIDs[0], *tu.EnvironmentID, []string{tr.ID, oracleRun.ID, "eval"}, func(name, url string) string { return addModel(name, url) })
+	checkInstances(t, c, dataDir, up.TaskVersionIDs[0], *tu.EnvironmentID, []string{tr.ID, oracleRun.ID, "eval"}, func(name, url string) string { return addModel(name, url) })
 
 	// A block limit on the API key, once its month's spend reaches it, refuses new completions and
 	// launches; disabled, it does not.

@@ -50,7 +50,7 @@ type instanceList struct {
 // 5-minute baseline, whose todo environment (registry) has run the attempts done: every attempt
 // is an instance priced by its resources; environment usage agrees with its rows; stopping a
 // running instance cancels its attempt and ends the instance.
-func checkInstances(t *testing.T, c api, version, registry string, done []string, addModel func(name, url string) string) {
+func checkInstances(t *testing.T, c api, dataDir, version, registry string, done []string, addModel func(name, url string) string) {
 	t.Helper()
 	oracle := c.resolve("/v2/models/resolve?model=oracle", "id")
 	sized, _ := c.runToEnd(map[string]any{"task_version_id": version, "model_id": oracle,
@@ -170,6 +170,13 @@ func checkInstances(t *testing.T, c api, version, registry string, done []string
 	var tr traceRow
 	if c.call("GET", "/v2/trace/"+launched.TraceID, nil, &tr); tr.Status != "cancelled" {
 		t.Errorf("the stopped instance's attempt = %+v", tr)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for envProcesses(dataDir) != "" && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if p := envProcesses(dataDir); p != "" {
+		t.Errorf("the stopped instance's environment still runs:\n%s", p)
 	}
 	// The attempt's model call is abandoned too (its step heartbeats, so the cancel reaches it).
 	closed := make(chan struct{})
