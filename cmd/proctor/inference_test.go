@@ -239,6 +239,48 @@ func testInferenceGateway(t *testing.T, storeArgs []string, _ string) {
 		t.Errorf("inference_count = %d, want %d", model.InferenceCount, requests.Load())
 	}
 
+	// The model's results: the gateway taskset, one task, both attempts (the run and eval's) at
+	// 1.0; the seeded demo is suggested.
+	var results struct {
+		Results []struct {
+			TasksetName     string  `json:"taskset_name"`
+			TotalTasks      int     `json:"total_tasks"`
+			TasksWithTraces int     `json:"tasks_with_traces"`
+			AvgScore        float64 `json:"avg_score"`
+			Range0_99       int     `json:"tasks_in_range_0_99"`
+			MaxTraces       int     `json:"max_traces_per_task"`
+			PerTask         []struct {
+				TaskName string `json:"task_name"`
+			} `json:"per_task_scores"`
+		}
+		Suggested []struct {
+			TasksetName string `json:"taskset_name"`
+			Purpose     string
+		}
+	}
+	if code := c.call("GET", "/v2/models/"+priced+"/results", nil, &results); code != 200 || len(results.Results) != 1 ||
+		results.Results[0].TasksetName != "gateway" || results.Results[0].TasksWithTraces != 1 || results.Results[0].AvgScore != 1 ||
+		results.Results[0].Range0_99 != 0 || results.Results[0].MaxTraces != 2 || len(results.Results[0].PerTask) != 1 ||
+		len(results.Suggested) == 0 || results.Suggested[0].TasksetName != "demo" || results.Suggested[0].Purpose != "EVAL" {
+		t.Errorf("model results = %d %+v", code, results)
+	}
+	for q, want := range map[string]int{"?purpose=TRAINING": 200, "?purpose=other": 422, "?checkpoint_ids=x": 422, "?checkpoint_ids=" + uuid.NewString(): 422} {
+		if code := c.call("GET", "/v2/models/"+priced+"/results"+q, nil, nil); code != want {
+			t.Errorf("results%s = %d, want %d", q, code, want)
+		}
+	}
+	var sug struct {
+		Suggested []struct {
+			TasksetName string `json:"taskset_name"`
+		}
+	}
+	if c.call("GET", "/v2/models/"+priced+"/suggested-tasksets?search=dem&limit=5", nil, &sug); len(sug.Suggested) != 1 || sug.Suggested[0].TasksetName != "demo" {
+		t.Errorf("suggested = %+v", sug)
+	}
+	if code := c.call("GET", "/v2/models/"+uuid.NewString()+"/suggested-tasksets", nil, nil); code != 404 {
+		t.Errorf("suggestions for no model = %d", code)
+	}
+
 	// Instances: the attempts so far (these two, and eval's) each ran in one.
 	checkInstances(t, c, dataDir, up.TaskVersionIDs[0], *tu.EnvironmentID, []string{tr.ID, oracleRun.ID, "eval"}, func(name, url string) string { return addModel(name, url) })
 
