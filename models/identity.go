@@ -442,19 +442,24 @@ type Bootstrap struct {
 	Token      string
 }
 
-// BootstrapIfEmpty creates a team, an owner and a key when the store has no team yet; it returns
-// nil when there already is one, so that a restart reuses the data.
+// BootstrapIfEmpty creates a team, an owner and a key when the store has no member yet; it
+// returns nil when there already is one, so that a restart reuses the data. Each step resumes
+// where an interrupted bootstrap stopped: a team made without its owner is used, not remade.
 func (s *Store) BootstrapIfEmpty(ctx context.Context, teamName, userName, email string) (*Bootstrap, error) {
-	n, err := s.DB.NewSelect().Model((*Team)(nil)).Count(ctx)
+	n, err := s.DB.NewSelect().Model((*Membership)(nil)).Count(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap: %w", err)
 	}
 	if n > 0 {
 		return nil, nil
 	}
-	t, err := s.CreateTeam(ctx, teamName)
-	if err != nil {
-		return nil, err
+	t := new(Team)
+	if err := s.DB.NewSelect().Model(t).OrderExpr("created_at ASC").Limit(1).Scan(ctx); isNoRows(err) {
+		if t, err = s.CreateTeam(ctx, teamName); err != nil {
+			return nil, err
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("bootstrap: %w", err)
 	}
 	u, m, err := s.AddMember(ctx, t.ID, userName, email, RoleOwner)
 	if err != nil {
@@ -465,6 +470,15 @@ func (s *Store) BootstrapIfEmpty(ctx context.Context, teamName, userName, email 
 		return nil, err
 	}
 	return &Bootstrap{Team: t, User: u, Membership: m, APIKey: k, Token: token}, nil
+}
+
+// FirstOwner is the earliest owner membership: on a dev instance, the member its bootstrap made.
+func (s *Store) FirstOwner(ctx context.Context) (*Membership, error) {
+	m := new(Membership)
+	if err := s.DB.NewSelect().Model(m).Where("role = ?", RoleOwner).OrderExpr("id ASC").Limit(1).Scan(ctx); err != nil {
+		return nil, notFound(err, "first owner")
+	}
+	return m, nil
 }
 
 func randomToken(n int) string {

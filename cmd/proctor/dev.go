@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/proctorhq/proctor/httpapi"
@@ -46,7 +47,7 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	// URLs carry) is known only once bound.
 	listener, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+		return busy("the API", cfg.HTTPAddr, "--http-addr 127.0.0.1:8081 (or PROCTOR_HTTP_ADDR)", err)
 	}
 	defer listener.Close()
 	cfg.HTTPAddr = listener.Addr().String()
@@ -73,6 +74,17 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	host, port, err := splitHostPort(cfg.TemporalAddress)
 	if err != nil {
 		return fmt.Errorf("temporal address: %w", err)
+	}
+	// The embedded Temporal server cannot say which port is taken; ask before it starts.
+	if port != 0 {
+		if err := portFree(net.JoinHostPort(host, strconv.Itoa(port)), "Temporal", "--temporal-address 127.0.0.1:7234 (or PROCTOR_TEMPORAL_ADDRESS)"); err != nil {
+			return err
+		}
+	}
+	if cfg.TemporalUIPort != 0 {
+		if err := portFree(net.JoinHostPort(host, strconv.Itoa(cfg.TemporalUIPort)), "the Temporal UI", "--temporal-ui-port 8234 (or PROCTOR_TEMPORAL_UI_PORT)"); err != nil {
+			return err
+		}
 	}
 	ts, err := devserver.Start(devserver.Options{
 		DataDir:      filepath.Join(cfg.DataDir, "temporal"),
@@ -101,6 +113,28 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 	defer store.Close()
 	boot, err := store.BootstrapIfEmpty(ctx, "default", "Developer", "dev@localhost")
 	if err != nil {
+		return err
+	}
+	// The key is kept before anything else can fail, so that an interrupted first start resumes
+	// with it; a key file lost since is replaced by a new key of the same member.
+	info, err := devCredentials(cfg.DataDir, boot)
+	if err != nil {
+		return err
+	}
+	if info.APIKey == "" {
+		m, err := store.FirstOwner(ctx)
+		if err != nil {
+			return fmt.Errorf("no member to give a key to (remove %s to start afresh): %w", cfg.DataDir, err)
+		}
+		_, token, err := store.CreateAPIKey(ctx, m.ID, "dev (recovered)")
+		if err != nil {
+			return err
+		}
+		info = devInfo{APIKey: token, TeamID: m.TeamID.String(), MembershipID: m.ID}
+		log.Warn("the key file was missing: made a new API key for the dev member", "file", filepath.Join(cfg.DataDir, credentialsFile))
+	}
+	info.DataDir = cfg.DataDir
+	if err := writeDevCredentials(info); err != nil {
 		return err
 	}
 	if cfg.SigningKey == "" {
@@ -134,13 +168,23 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 		return err
 	}
 	defer rt.stop(cfg.ShutdownTimeout)
-	if boot != nil {
-		// The examples go through the build pipeline like any environment: the workers above
-		// build and discover them.
-		caller := &models.Caller{TeamID: boot.Team.ID, UserID: boot.User.ID, MembershipID: boot.Membership.ID, Role: boot.Membership.Role}
+	// The examples go through the build pipeline like any environment: the workers above build
+	// and discover them. Seeding runs at every start until one completes it.
+	seededMark := filepath.Join(cfg.DataDir, "seeded")
+	if _, err := os.Stat(seededMark); errors.Is(err, os.ErrNotExist) {
+		caller, err := store.AuthenticateAPIKey(ctx, info.APIKey)
+		if err != nil {
+			return fmt.Errorf("the key in %s: %w", filepath.Join(cfg.DataDir, credentialsFile), err)
+		}
 		wait := slices.Contains(cfg.QueueList(), ptemporal.QueueBuilds)
-		if err := seedExamples(ctx, store, bucket, tc, caller, wait, log); err != nil {
-			return fmt.Errorf("seed the example environments: %w", err)
+		done, err := seedExamples(ctx, store, bucket, tc, caller, wait, log)
+		if err != nil {
+			return fmt.Errorf("seed the example environments (the next start tries again): %w", err)
+		}
+		if done {
+			if err := os.WriteFile(seededMark, []byte("the example environments and the demo taskset are seeded\n"), 0o600); err != nil {
+				return err
+			}
 		}
 	}
 
@@ -168,16 +212,11 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer, ready 
 		return fmt.Errorf("workers did not answer: %w", err)
 	}
 
-	info, err := devCredentials(cfg.DataDir, boot)
-	if err != nil {
-		return err
-	}
 	apiBase := "http://" + hs.addr
 	info.APIURL = apiBase
 	info.DocsURL = apiBase + "/docs"
 	info.TemporalUIURL = "http://" + ts.UIAddress()
 	info.TemporalAddress = ts.FrontendAddress()
-	info.DataDir = cfg.DataDir
 	if err := writeDevCredentials(info); err != nil {
 		return err
 	}
@@ -229,6 +268,23 @@ func writeDevCredentials(info devInfo) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return os.Rename(tmp, path)
+}
+
+// portFree checks that addr can be listened on (then lets it go).
+func portFree(addr, what, how string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return busy(what, addr, how, err)
+	}
+	return l.Close()
+}
+
+// busy says that what cannot listen on addr, and how to pick another address.
+func busy(what, addr, how string, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("%s cannot listen on %s: the port is in use (another proctor dev?); stop that process, or choose another port with %s", what, addr, how)
+	}
+	return fmt.Errorf("%s cannot listen on %s: %w; choose another address with %s", what, addr, err, how)
 }
 
 func printBanner(w io.Writer, info devInfo, firstStart bool) {

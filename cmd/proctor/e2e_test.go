@@ -379,8 +379,8 @@ func TestProductionProcessesOnPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bucket.Close()
-	if err := seedExamples(ctx, store, bucket, tc, caller, true, slog.New(slog.DiscardHandler)); err != nil {
-		t.Fatal(err)
+	if done, err := seedExamples(ctx, store, bucket, tc, caller, true, slog.New(slog.DiscardHandler)); err != nil || !done {
+		t.Fatal(done, err)
 	}
 	c := api{t: t, base: base, key: key}
 	var launched struct {

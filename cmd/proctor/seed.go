@@ -77,12 +77,12 @@ func seedModels(ctx context.Context, store *models.Store) error {
 // it logs why and seeds nothing.
 //
 // wait says whether to wait for the builds (this process builds them); otherwise they finish
-// when a worker of the builds queue takes them.
-func seedExamples(ctx context.Context, store *models.Store, bucket blob.Bucket, builds httpapi.Builds, c *models.Caller, wait bool, log *slog.Logger) error {
+// when a worker of the builds queue takes them. done says whether everything is seeded.
+func seedExamples(ctx context.Context, store *models.Store, bucket blob.Bucket, builds httpapi.Builds, c *models.Caller, wait bool, log *slog.Logger) (done bool, err error) {
 	root, err := sourceRoot()
 	if err != nil {
 		log.Warn("not seeding the example environments", "reason", err)
-		return nil
+		return false, nil
 	}
 	var pending []uuid.UUID
 	for _, e := range exampleEnvs {
@@ -92,25 +92,28 @@ func seedExamples(ctx context.Context, store *models.Store, bucket blob.Bucket, 
 		entry := "examples/environments/" + e.name
 		archive, _, err := packSource(root, exampleFiles(entry))
 		if err != nil {
-			return err
+			return false, err
 		}
 		up, err := store.CreateBuildUpload(ctx, c)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if err := bucket.Put(ctx, up.SourceKey, bytes.NewReader(archive), "application/gzip"); err != nil {
-			return err
+			return false, err
 		}
 		b, _, err := store.TriggerBuild(ctx, c, models.TriggerBuild{UploadID: up.ID, Name: e.name, Description: e.description,
 			Options: models.BuildOptions{Source: "proctor dev", EntryFolder: entry}})
 		if err != nil {
-			return err
+			return false, err
 		}
 		if err := builds.StartBuild(ctx, b.ID); err != nil {
-			return err
+			return false, err
 		}
 		pending = append(pending, b.ID)
 	}
+	// Without a builds worker here, builds finish later: seeding is then not done, and the next
+	// start checks again.
+	built := wait || len(pending) == 0
 	if !wait && len(pending) > 0 {
 		log.Info("the example environments build when a worker of the builds queue runs", "builds", len(pending))
 		pending = nil
@@ -118,10 +121,10 @@ func seedExamples(ctx context.Context, store *models.Store, bucket blob.Bucket, 
 	for _, id := range pending {
 		b, err := waitForBuild(ctx, store, id, 5*time.Minute)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if b.Status != models.BuildSucceeded {
-			return fmt.Errorf("build %s of an example environment %s: %s", b.ID, b.Status, b.ErrorMessage)
+			return false, fmt.Errorf("build %s of an example environment %s: %s", b.ID, b.Status, b.ErrorMessage)
 		}
 		secs := 0.0
 		if b.DurationSeconds != nil {
@@ -129,8 +132,10 @@ func seedExamples(ctx context.Context, store *models.Store, bucket blob.Bucket, 
 		}
 		log.Info("example environment deployed", "image", b.ImageName, "digest", b.Digest, "seconds", secs)
 	}
-	_, err = store.UploadTasks(ctx, c, models.Upload{TasksetName: "demo", Description: "Tasks over the example environments; `proctor eval demo --model oracle` earns 1.0 on each.", Tasks: demoTasks})
-	return err
+	if _, err := store.UploadTasks(ctx, c, models.Upload{TasksetName: "demo", Description: "Tasks over the example environments; `proctor eval demo --model oracle` earns 1.0 on each.", Tasks: demoTasks}); err != nil {
+		return false, err
+	}
+	return built, nil
 }
 
 // exampleFiles keeps, of this source tree, what an example environment's build needs: the
