@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"regexp"
 	"strings"
@@ -138,6 +139,39 @@ func checkJobAnalytics(t *testing.T, c api, jobID, demo string) {
 		!strings.Contains(out.String(), "9/9 attempts done (9 completed, 0 error, 0 cancelled), mean reward 1.000") ||
 		!strings.Contains(out.String(), "taskset demo: 3 of 3 tasks run") || len(regexp.MustCompile(`(?m)\s3\s+0\s+completed\s+1\.000$`).FindAllString(out.String(), -1)) != 3 {
 		t.Errorf("proctor jobs show: %v\n%s", err, out.String())
+	}
+	// The CLI's ways to a trace id.
+	cli := func(args ...string) (string, error) {
+		var out, errOut bytes.Buffer
+		err := run(t.Context(), append(args, "--api-url", c.base, "--api-key", c.key), &out, &errOut)
+		return out.String() + errOut.String(), err
+	}
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"traces", "--job", jobID, "--status", "completed", "--limit", "4"}, []string{"4 shown of 9 attempts; see one with: proctor trace TRACE_ID", "completed"}},
+		{[]string{"traces"}, []string{"(your newest)", "9 shown of 9 attempts"}},
+		{[]string{"models"}, []string{"oracle", "run one with: proctor eval TASKSET --model MODEL"}},
+		{[]string{"tasksets", "show", "demo"}, []string{"taskset demo " + demo + ": 3 tasks (eval)", "todo-add", "run it with: proctor eval demo --model MODEL"}},
+		{[]string{"jobs", "watch", jobID}, []string{"9/9 done", "per-task results and the attempts to look at: proctor jobs show " + jobID}},
+	} {
+		out, err := cli(tc.args...)
+		for _, w := range tc.want {
+			if err != nil || !strings.Contains(out, w) {
+				t.Errorf("proctor %v: %v; want %q in:\n%s", tc.args, err, w, out)
+				break
+			}
+		}
+	}
+	if out, err := cli("eval", "demo", "--model", "gpt-99"); err == nil || !strings.Contains(err.Error(), `no model "gpt-99"; you can run: oracle`) {
+		t.Errorf("eval with an unknown model: %v\n%s", err, out)
+	}
+	if _, err := cli("nope"); !errors.Is(err, errUsage) {
+		t.Errorf("an unknown command: %v", err)
+	}
+	if out, err := cli("traces", "--bogus"); !errors.Is(err, errFlags) || strings.Count(out, "flag provided but not defined") != 1 {
+		t.Errorf("a flag typo: %v\n%s", err, out)
 	}
 	if code := c.call("POST", "/v2/jobs/enrich", map[string]any{"ids": []string{jobID}}, nil); code != 422 {
 		t.Errorf("enrich with an object = %d, want 422", code)

@@ -101,7 +101,10 @@ func (c *apiClient) do(ctx context.Context, method, path string, body any, out a
 	}
 	res, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, c.base+path, err)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return unreachable(c.base, err)
 	}
 	defer res.Body.Close()
 	data, err := io.ReadAll(res.Body)
@@ -156,12 +159,18 @@ func cmdTasks(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 }
 
+// errFlags marks a flag error the flag set has already printed, with its usage.
+var errFlags = errors.New("bad flags")
+
 // parseArgs parses flags that may come after positional arguments, as people type them.
 func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return nil, err
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: %w", errFlags, err) // printed above the usage already
 		}
 		if fs.NArg() == 0 {
 			return pos, nil
@@ -286,8 +295,26 @@ func cmdTasksExport(ctx context.Context, args []string, stdout, stderr io.Writer
 }
 
 func cmdTasksets(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) >= 2 && args[0] == "show" {
+		fs := flag.NewFlagSet("proctor tasksets show", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		client := clientFlags(fs)
+		pos, err := parseArgs(fs, args[1:])
+		if err != nil {
+			return err
+		}
+		if len(pos) != 1 {
+			fmt.Fprint(stderr, "Usage: proctor tasksets show NAME\n")
+			return errUsage
+		}
+		c, err := client()
+		if err != nil {
+			return err
+		}
+		return showTaskset(ctx, c, pos[0], stdout)
+	}
 	if len(args) == 0 || args[0] != "list" {
-		fmt.Fprint(stderr, "Usage: proctor tasksets list [--search S] [--public] [--sort starred|date|name|stars|tasks] [--limit N]\n")
+		fmt.Fprint(stderr, "Usage: proctor tasksets list [--search S] [--public] [--sort starred|date|name|stars|tasks] [--limit N]\n       proctor tasksets show NAME\n")
 		return errUsage
 	}
 	fs := flag.NewFlagSet("proctor tasksets list", flag.ContinueOnError)

@@ -33,6 +33,10 @@ func (s jobSummary) done() int { return s.Completed + s.Error + s.Cancelled }
 func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("proctor eval", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: proctor eval TASKSET --model MODEL [flags]\n\nRuns every task of TASKSET (a taskset name: see proctor tasksets list) with MODEL (see proctor models),\nfollows the job live, then prints a per-task table and the job's cost.\n\nFlags:")
+		fs.PrintDefaults()
+	}
 	model := fs.String("model", "", "model to run (a model_name, e.g. oracle)")
 	groupSize := fs.Int("group-size", 1, "attempts per task")
 	maxConcurrent := fs.Int("max-concurrent", 10, "attempts live at once")
@@ -59,6 +63,16 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		ModelName string `json:"model_name"`
 	}
 	if err := c.do(ctx, http.MethodGet, "/v2/models/resolve?model="+url.QueryEscape(*model), nil, &m); err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
+			names := []string{}
+			if ms, lerr := c.models(ctx); lerr == nil {
+				for _, x := range ms {
+					names = append(names, x.ModelName)
+				}
+			}
+			return fmt.Errorf("no model %q; you can run: %s (see proctor models)", *model, strings.Join(names, ", "))
+		}
 		return fmt.Errorf("model %s: %w", *model, err)
 	}
 	if *name == "" {
@@ -94,15 +108,40 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return c.printJobTable(ctx, stdout, launched.JobID, sum)
 }
 
+// followRetryFor is how long follow keeps retrying an API that went away (a restarting server).
+var followRetryFor = 2 * time.Minute
+
 // follow polls a job until no attempt is live, drawing a progress bar (or, when stderr is not a
-// terminal, a line whenever the counts change).
+// terminal, a line whenever the counts change). An API that goes away (a restart) is retried
+// with backoff for followRetryFor; the job runs on meanwhile.
 func (c *apiClient) follow(ctx context.Context, jobID string, w io.Writer) (jobSummary, error) {
 	tty := isTerminal(w)
 	last := ""
+	var lostSince time.Time
+	backoff := 250 * time.Millisecond
 	for {
 		var s jobSummary
 		if err := c.do(ctx, http.MethodGet, "/v2/jobs/"+jobID+"/summary", nil, &s); err != nil {
-			return s, err
+			if !retryable(err) {
+				return s, err
+			}
+			if lostSince.IsZero() {
+				lostSince = time.Now()
+				fmt.Fprintf(w, "\nlost the API (%v); retrying for %s — the job runs on; re-attach later with: proctor jobs watch %s\n", err, followRetryFor, jobID)
+			} else if time.Since(lostSince) > followRetryFor {
+				return s, fmt.Errorf("gave up after %s: %w (the job runs on; re-attach with: proctor jobs watch %s)", followRetryFor, err, jobID)
+			}
+			select {
+			case <-ctx.Done():
+				return s, ctx.Err()
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		}
+		if !lostSince.IsZero() {
+			fmt.Fprintf(w, "the API is back after %s\n", time.Since(lostSince).Round(time.Second))
+			lostSince, backoff, last = time.Time{}, 250*time.Millisecond, ""
 		}
 		line := progressLine(s)
 		if tty {
@@ -247,6 +286,7 @@ func (c *apiClient) printJobTable(ctx context.Context, w io.Writer, jobID string
 			break
 		}
 	}
+	fmt.Fprintf(w, "per-task results and the attempts to look at: proctor jobs show %s\n", jobID)
 	return nil
 }
 
@@ -384,7 +424,7 @@ func cmdJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := flag.NewFlagSet("proctor jobs", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: proctor jobs [--limit N]      your team's jobs, newest first\n       proctor jobs show JOB_ID       a job: its summary, per-task results and the attempts to look at")
+		fmt.Fprintln(stderr, "usage: proctor jobs [--limit N]      your team's jobs, newest first\n       proctor jobs show JOB_ID       a job: its summary, per-task results and the attempts to look at\n       proctor jobs watch JOB_ID      follow a running job to its end (again), then its per-task table")
 		fs.PrintDefaults()
 	}
 	limit := fs.Int("limit", 20, "at most this many, newest first (with show: attempts listed per category)")
@@ -400,6 +440,12 @@ func cmdJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	switch {
 	case len(pos) == 2 && pos[0] == "show":
 		return showJob(ctx, c, pos[1], *limit, stdout)
+	case len(pos) == 2 && pos[0] == "watch":
+		sum, err := c.follow(ctx, pos[1], stderr)
+		if err != nil {
+			return err
+		}
+		return c.printJobTable(ctx, stdout, pos[1], sum)
 	case len(pos) > 0:
 		fs.Usage()
 		return errUsage

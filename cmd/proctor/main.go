@@ -33,10 +33,15 @@ Client commands (against PROCTOR_API_URL with PROCTOR_API_KEY; default: the loca
   proctor tasks upload FILE.json|FILE.jsonl [--taskset NAME]   create or update tasks
   proctor tasks export NAME [-o FILE]                          a taskset in the portable upload shape
   proctor tasksets list [--search S] [--public] [--sort KEY]   your team's tasksets
+  proctor tasksets show NAME                                   a taskset's tasks
   proctor eval TASKSET --model M [--group-size N] [--max-concurrent K]
                                                                run a job, with live progress and a per-task table
   proctor trace TRACE_ID [-f]                                  an attempt's trajectory (-f follows it live)
   proctor jobs                                                 your team's jobs, newest first
+  proctor jobs show JOB                                        a job's per-task results and the attempts to look at
+  proctor jobs watch JOB                                       follow a running job again (after Ctrl-C or a lost connection)
+  proctor traces [--job JOB] [--status S]                      a job's attempts (default: your newest job's)
+  proctor models                                               the models you can run
   proctor env deploy DIR [--name N]                            build an environment from source, print its scenarios
   proctor usage [--days 7] [--by model|route|api_key|user|byok] inference calls, environment time and cost per day
   proctor instances ENV [--all] [--stop ID,…]                  an environment's sandboxes; stop some
@@ -52,7 +57,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
+		if !errors.Is(err, flag.ErrHelp) && !errors.Is(err, errFlags) && !errors.Is(err, errUsage) {
 			fmt.Fprintln(os.Stderr, "proctor:", err)
 		}
 		stop()
@@ -61,7 +66,7 @@ func main() {
 }
 
 func exitCode(err error) int {
-	if errors.Is(err, flag.ErrHelp) || errors.Is(err, errUsage) {
+	if errors.Is(err, flag.ErrHelp) || errors.Is(err, errUsage) || errors.Is(err, errFlags) {
 		return 2
 	}
 	return 1
@@ -102,6 +107,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdUsage(ctx, rest, stdout, stderr)
 	case "instances":
 		return cmdInstances(ctx, rest, stdout, stderr)
+	case "traces":
+		return cmdTraces(ctx, rest, stdout, stderr)
+	case "models":
+		return cmdModels(ctx, rest, stdout, stderr)
 	case "openapi":
 		spec, err := httpapi.Spec()
 		if err != nil {
@@ -110,13 +119,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		_, err = stdout.Write(spec)
 		return err
 	case "version", "--version":
-		fmt.Fprintln(stdout, "proctor", version)
+		fmt.Fprintln(stdout, "proctor", versionString())
 		return nil
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
 	default:
-		fmt.Fprintf(stderr, "unknown command %q\n\n%s", cmd, usage)
+		fmt.Fprintf(stderr, "proctor: unknown command %q; the commands are listed by: proctor help\n", cmd)
 		return errUsage
 	}
 }

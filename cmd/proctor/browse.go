@@ -1,0 +1,246 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+)
+
+// errUnreachable marks a request that never reached the API (refused, reset, timed out).
+var errUnreachable = errors.New("the API is unreachable")
+
+// unreachable wraps a transport error with what to check.
+func unreachable(base string, err error) error {
+	hint := ""
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		hint = " (is `proctor dev` running there? start it, or point --api-url / PROCTOR_API_URL at your server)"
+	}
+	return fmt.Errorf("cannot reach the API at %s%s: %w: %w", base, hint, errUnreachable, err)
+}
+
+// retryable says whether a request may succeed later: the API was unreachable or answered that
+// it is restarting or overloaded.
+func retryable(err error) bool {
+	var ae *apiError
+	return errors.Is(err, errUnreachable) || (errors.As(err, &ae) && (ae.Status == http.StatusBadGateway ||
+		ae.Status == http.StatusServiceUnavailable || ae.Status == http.StatusGatewayTimeout))
+}
+
+// versionString is the module version and VCS revision the binary was built from.
+func versionString() string {
+	v := version
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return v
+	}
+	if v == "dev" && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		v = info.Main.Version
+	}
+	var rev, at string
+	dirty := false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev != "" {
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		v += " (" + rev
+		if dirty {
+			v += ", modified"
+		}
+		if at != "" {
+			v += ", " + at
+		}
+		v += ")"
+	}
+	return v + " " + info.GoVersion
+}
+
+// cmdTraces lists a job's attempts (by default the newest job's), filtered by status.
+func cmdTraces(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("proctor traces", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: proctor traces [--job JOB_ID] [--status error,cancelled,…] [--limit N]\n\nA job's attempts (default: your newest job's), in launch order.")
+		fs.PrintDefaults()
+	}
+	job := fs.String("job", "", "the job (default: your newest)")
+	status := fs.String("status", "", "only these statuses, comma-separated (pending, initializing, running, completed, error, cancelling, cancelled)")
+	limit := fs.Int("limit", 50, "at most this many")
+	client := clientFlags(fs)
+	if pos, err := parseArgs(fs, args); err != nil {
+		return err
+	} else if len(pos) > 0 {
+		fs.Usage()
+		return errUsage
+	}
+	c, err := client()
+	if err != nil {
+		return err
+	}
+	if *job == "" {
+		var page struct {
+			Items []struct{ ID, Name string } `json:"items"`
+		}
+		if err := c.do(ctx, http.MethodGet, "/v2/jobs?limit=1", nil, &page); err != nil {
+			return err
+		}
+		if len(page.Items) == 0 {
+			return errors.New("your team has no jobs yet: run one with proctor eval TASKSET --model MODEL")
+		}
+		*job = page.Items[0].ID
+		fmt.Fprintf(stdout, "job %s %q (your newest)\n", page.Items[0].ID, page.Items[0].Name)
+	}
+	want := map[string]bool{}
+	for _, s := range strings.Split(*status, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			want[s] = true
+		}
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TRACE\tTASK\tSTATUS\tSTOP\tREWARD\tSTARTED")
+	shown, seen, total := 0, 0, 0
+	for off := 0; shown < *limit; off += 500 {
+		var page struct {
+			Items []struct {
+				traceListRow
+				StartTime *time.Time `json:"start_time"`
+			} `json:"items"`
+			Total int `json:"total"`
+		}
+		if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v2/jobs/%s/traces?limit=500&offset=%d", url.PathEscape(*job), off), nil, &page); err != nil {
+			return err
+		}
+		total = page.Total
+		for _, t := range page.Items {
+			seen++
+			if (len(want) > 0 && !want[t.Status]) || shown >= *limit {
+				continue
+			}
+			shown++
+			reward, started := "–", "–"
+			if t.Reward != nil {
+				reward = fmt.Sprintf("%.3f", *t.Reward)
+			}
+			if t.StartTime != nil {
+				started = t.StartTime.Local().Format("2006-01-02 15:04:05")
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, orDash(t.Name), t.Status, orDash(t.StopReason), reward, started)
+		}
+		if len(page.Items) == 0 || seen >= page.Total {
+			break
+		}
+	}
+	tw.Flush()
+	fmt.Fprintf(stdout, "%d shown of %d attempts; see one with: proctor trace TRACE_ID\n", shown, total)
+	return nil
+}
+
+// cmdModels lists the models the caller may run.
+func cmdModels(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("proctor models", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	client := clientFlags(fs)
+	if pos, err := parseArgs(fs, args); err != nil {
+		return err
+	} else if len(pos) > 0 {
+		fmt.Fprintln(stderr, "usage: proctor models")
+		return errUsage
+	}
+	c, err := client()
+	if err != nil {
+		return err
+	}
+	models, err := c.models(ctx)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MODEL\tNAME\tPROVIDER\tCALLS")
+	for _, m := range models {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", m.ModelName, m.Name, m.Provider, m.InferenceCount)
+	}
+	tw.Flush()
+	fmt.Fprintln(stdout, "run one with: proctor eval TASKSET --model MODEL")
+	return nil
+}
+
+type modelRow struct {
+	ID             string `json:"id"`
+	ModelName      string `json:"model_name"`
+	Name           string `json:"name"`
+	Provider       string `json:"provider"`
+	InferenceCount int    `json:"inference_count"`
+}
+
+func (c *apiClient) models(ctx context.Context) ([]modelRow, error) {
+	var page struct {
+		Items []modelRow `json:"items"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/v2/models?limit=500", nil, &page); err != nil {
+		return nil, err
+	}
+	return page.Items, nil
+}
+
+// showTaskset prints a taskset's tasks.
+func showTaskset(ctx context.Context, c *apiClient, name string, stdout io.Writer) error {
+	id, err := c.tasksetByName(ctx, name)
+	if err != nil {
+		return err
+	}
+	var ts struct {
+		Name, Description string
+		Purpose           string `json:"purpose"`
+		TaskCount         int    `json:"task_count"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/v2/tasksets/"+id, nil, &ts); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "taskset %s %s: %d tasks (%s)\n", ts.Name, id, ts.TaskCount, strings.ToLower(ts.Purpose))
+	if ts.Description != "" {
+		fmt.Fprintln(stdout, ts.Description)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nTASK\tSTATUS\tVERSION\tUPDATED")
+	for off := 0; ; off += 500 {
+		var page struct {
+			Items []struct {
+				Name      string
+				Status    string
+				Version   int
+				UpdatedAt time.Time `json:"updated_at"`
+			} `json:"items"`
+			Total int `json:"total"`
+		}
+		if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v2/tasksets/%s/tasks?limit=500&offset=%d", id, off), nil, &page); err != nil {
+			return err
+		}
+		for _, t := range page.Items {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", t.Name, t.Status, t.Version, t.UpdatedAt.Local().Format("2006-01-02 15:04"))
+		}
+		if len(page.Items) == 0 || off+len(page.Items) >= page.Total {
+			break
+		}
+	}
+	tw.Flush()
+	fmt.Fprintf(stdout, "\nrun it with: proctor eval %s --model MODEL\n", ts.Name)
+	return nil
+}
