@@ -206,6 +206,24 @@ func cmdTasksUpload(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
+	// An export names its taskset by the id it had where it came from: on another instance the
+	// name is what holds.
+	if id, ok := body["taskset_id"].(string); ok && *taskset == "" {
+		err := c.do(ctx, http.MethodGet, "/v2/tasksets/"+url.PathEscape(id), nil, nil)
+		var ae *apiError
+		if errors.As(err, &ae) && (ae.Status == http.StatusNotFound || ae.Status == http.StatusUnprocessableEntity) {
+			delete(body, "taskset_id")
+			if body["taskset_name"] == nil {
+				body["taskset_name"] = body["name"]
+			}
+			if body["taskset_name"] == nil {
+				body["taskset_name"] = strings.TrimSuffix(filepath.Base(pos[0]), filepath.Ext(pos[0]))
+			}
+			fmt.Fprintf(stderr, "the file's taskset %s is not on this server: uploading into the taskset named %v\n", id, body["taskset_name"])
+		} else if err != nil {
+			return err
+		}
+	}
 	var res struct {
 		TasksetID      string   `json:"taskset_id"`
 		TasksetName    string   `json:"taskset_name"`

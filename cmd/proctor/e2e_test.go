@@ -225,6 +225,14 @@ func testClientCommands(t *testing.T, dataDir string) {
 	if out, err := cli("tasks", "upload", exported); err != nil || !strings.Contains(out, "0 created, 0 updated, 2 unchanged") {
 		t.Errorf("re-uploading the export: %v\n%s", err, out)
 	}
+	// An export from another instance: its taskset id is unknown here, its name holds.
+	data, _ := os.ReadFile(exported)
+	elsewhere := filepath.Join(dir, "elsewhere.json")
+	os.WriteFile(elsewhere, regexp.MustCompile(`"taskset_id":\s*"[0-9a-f-]{36}"`).ReplaceAll(data, []byte(`"taskset_id": "0b5e3d3c-8d6e-4a43-9a55-0c6d2a1f9e11"`)), 0o644)
+	if out, err := cli("tasks", "upload", elsewhere); err != nil || !strings.Contains(out, "is not on this server: uploading into the taskset named smoke") ||
+		!strings.Contains(out, "0 created, 0 updated, 2 unchanged") {
+		t.Errorf("uploading another instance's export: %v\n%s", err, out)
+	}
 	bad := filepath.Join(dir, "bad.json")
 	os.WriteFile(bad, []byte(`[{"name": "x", "env": "nowhere", "scenario": "s"}]`), 0o644)
 	if out, err := cli("tasks", "upload", bad); err == nil || !strings.Contains(err.Error(), "body.tasks[0].env") {
