@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -155,6 +156,14 @@ func testKilledWorker(t *testing.T, bin string, storeArgs []string, dbURL string
 				if e.Attempt == 1 && !e.Superseded {
 					t.Errorf("trace %s: an event of the failed try is not marked superseded", tr.ID)
 				}
+			}
+			// proctor trace says so, and shows them when asked.
+			var out, withAll bytes.Buffer
+			run(t.Context(), []string{"trace", tr.ID, "--api-url", c.base, "--api-key", c.key}, &out, io.Discard)
+			run(t.Context(), []string{"trace", tr.ID, "--all-tries", "--api-url", c.base, "--api-key", c.key}, &withAll, io.Discard)
+			if !strings.Contains(out.String(), "their events are superseded; see them with: proctor trace "+tr.ID+" --all-tries") ||
+				strings.Contains(out.String(), "superseded]") || !strings.Contains(withAll.String(), "[try 1, superseded]") {
+				t.Errorf("proctor trace of a retried attempt:\n%s\nwith --all-tries:\n%s", out.String(), withAll.String())
 			}
 		}
 	}

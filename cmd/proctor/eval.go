@@ -309,13 +309,14 @@ func cmdTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("proctor trace", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	follow := fs.Bool("f", false, "follow the attempt live until it ends")
+	allTries := fs.Bool("all-tries", false, "also show the events of earlier tries (superseded: their sandbox was lost and the attempt restarted)")
 	client := clientFlags(fs)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return errors.New("usage: proctor trace TRACE_ID [-f]")
+		return errors.New("usage: proctor trace TRACE_ID [-f] [--all-tries]")
 	}
 	c, err := client()
 	if err != nil {
@@ -325,43 +326,49 @@ func cmdTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	for {
 		var ev struct {
 			Events []struct {
-				Seq  int            `json:"seq"`
-				Kind string         `json:"kind"`
-				Text string         `json:"text"`
-				Data map[string]any `json:"data"`
+				Seq        int            `json:"seq"`
+				Kind       string         `json:"kind"`
+				Text       string         `json:"text"`
+				Data       map[string]any `json:"data"`
+				Attempt    int            `json:"attempt"`
+				Superseded bool           `json:"superseded"`
 			} `json:"events"`
 			LatestSeq int      `json:"latest_seq"`
 			Status    string   `json:"status"`
 			Reward    *float64 `json:"reward"`
 		}
-		if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v2/trace/%s/events?since_seq=%d", url.PathEscape(pos[0]), since), nil, &ev); err != nil {
+		if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v2/trace/%s/events?since_seq=%d&include_superseded=%v", url.PathEscape(pos[0]), since, *allTries), nil, &ev); err != nil {
 			return err
 		}
 		for _, e := range ev.Events {
-			fmt.Fprintf(stdout, "%4d  %-17s %s\n", e.Seq, e.Kind, describeEvent(e.Kind, e.Text, e.Data))
+			mark := ""
+			if e.Superseded {
+				mark = fmt.Sprintf(" [try %d, superseded]", e.Attempt)
+			}
+			fmt.Fprintf(stdout, "%4d  %-17s %s%s\n", e.Seq, e.Kind, describeEvent(e.Kind, e.Text, e.Data), mark)
 			since = e.Seq
 		}
 		terminal := ev.Status == "completed" || ev.Status == "error" || ev.Status == "cancelled"
 		if !*follow || terminal {
 			var tr struct {
-				Status, StopReason, Error string
-				Reward                    *float64
+				StopReason string `json:"stop_reason"`
+				Error      string `json:"error"`
+				Attempt    int    `json:"attempt"`
 			}
-			tr.Status = ev.Status
-			var info map[string]any
-			if err := c.do(ctx, http.MethodGet, "/v2/trace/"+url.PathEscape(pos[0]), nil, &info); err == nil {
-				tr.StopReason, _ = info["stop_reason"].(string)
-				tr.Error, _ = info["error"].(string)
-			}
+			c.do(ctx, http.MethodGet, "/v2/trace/"+url.PathEscape(pos[0]), nil, &tr) //nolint:errcheck // the events were read: the rest is a footnote
 			reward := "–"
 			if ev.Reward != nil {
 				reward = fmt.Sprintf("%.3f", *ev.Reward)
 			}
-			fmt.Fprintf(stdout, "\nstatus %s · stop %s · reward %s", tr.Status, orDash(tr.StopReason), reward)
+			fmt.Fprintf(stdout, "\nstatus %s · stop %s · reward %s", ev.Status, orDash(tr.StopReason), reward)
 			if tr.Error != "" {
 				fmt.Fprintf(stdout, " · error: %s", tr.Error)
 			}
 			fmt.Fprintln(stdout)
+			if tr.Attempt > 1 && !*allTries {
+				fmt.Fprintf(stdout, "this is try %d of the attempt: the %d before lost their sandbox, and their events are superseded; see them with: proctor trace %s --all-tries\n",
+					tr.Attempt, tr.Attempt-1, pos[0])
+			}
 			return nil
 		}
 		select {
