@@ -34,25 +34,46 @@ func clientFlags(fs *flag.FlagSet) func() (*apiClient, error) {
 	return func() (*apiClient, error) {
 		c := &apiClient{base: *apiURL, key: *apiKey, http: &http.Client{Timeout: 5 * time.Minute}}
 		if c.base == "" || c.key == "" {
-			var creds devInfo
-			if b, err := os.ReadFile(filepath.Join(*dataDir, credentialsFile)); err == nil && json.Unmarshal(b, &creds) == nil {
+			// The data dir's instance, else the last dev started by this user (from any directory).
+			for _, path := range []string{filepath.Join(*dataDir, credentialsFile), userCredentialsPath()} {
+				var creds devInfo
+				b, err := os.ReadFile(path)
+				if path == "" || err != nil || json.Unmarshal(b, &creds) != nil || creds.APIKey == "" {
+					continue
+				}
 				if c.base == "" {
 					c.base = creds.APIURL
 				}
 				if c.key == "" {
 					c.key = creds.APIKey
 				}
+				break
 			}
 		}
 		if c.base == "" {
 			c.base = "http://127.0.0.1:8080"
 		}
 		if c.key == "" {
-			return nil, errors.New("no API key: set PROCTOR_API_KEY (or --api-key), or start `proctor dev` in this directory")
+			return nil, errors.New("no API key: set PROCTOR_API_KEY (or --api-key), or start `proctor dev` (its key is found from any directory)")
 		}
 		c.base = strings.TrimRight(c.base, "/")
 		return c, nil
 	}
+}
+
+// userCredentialsPath is where dev keeps the credentials of the last instance this user started,
+// for client commands run from any directory: $PROCTOR_CONFIG_DIR/credentials.json, else
+// <user config dir>/proctor/credentials.json ("" when neither is known).
+func userCredentialsPath() string {
+	dir := os.Getenv("PROCTOR_CONFIG_DIR")
+	if dir == "" {
+		base, err := os.UserConfigDir()
+		if err != nil {
+			return ""
+		}
+		dir = filepath.Join(base, "proctor")
+	}
+	return filepath.Join(dir, credentialsFile)
 }
 
 func envOrDefault(key, def string) string {

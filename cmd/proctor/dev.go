@@ -253,7 +253,9 @@ func devCredentials(dataDir string, boot *models.Bootstrap) (devInfo, error) {
 	return info, nil
 }
 
-// writeDevCredentials records the key with this start's addresses, readable by the owner only.
+// writeDevCredentials records the key with this start's addresses, readable by the owner only,
+// in the data dir and, once the instance serves (info.APIURL set), in the user's config dir for
+// client commands run from any directory.
 func writeDevCredentials(info devInfo) error {
 	if info.APIKey == "" {
 		return nil
@@ -262,12 +264,23 @@ func writeDevCredentials(info devInfo) error {
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(info.DataDir, credentialsFile)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+	paths := []string{filepath.Join(info.DataDir, credentialsFile)}
+	if user := userCredentialsPath(); user != "" && info.APIURL != "" {
+		paths = append(paths, user)
 	}
-	return os.Rename(tmp, path)
+	for _, path := range paths {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // portFree checks that addr can be listened on (then lets it go).

@@ -29,7 +29,15 @@ import (
 )
 
 // TestMain checks every response of the suite against openapi.yaml (see internal/apitest).
-func TestMain(m *testing.M) { storetest.Main(m, testenv.Cleanup, apitest.Install()) }
+func TestMain(m *testing.M) {
+	// dev keeps the last instance's credentials in the user's config dir: here, a throwaway one.
+	dir, err := os.MkdirTemp("", "proctor-config-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("PROCTOR_CONFIG_DIR", dir)
+	storetest.Main(m, testenv.Cleanup, apitest.Install(), func() error { return os.RemoveAll(dir) })
+}
 
 type devRun struct {
 	info   devInfo

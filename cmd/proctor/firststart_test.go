@@ -91,6 +91,15 @@ func TestDevFirstStartResumes(t *testing.T) {
 	if page.Total != 1 || tasks.Total != 3 {
 		t.Errorf("demo tasksets %d, demo tasks %d; want 1 and 3", page.Total, tasks.Total)
 	}
+	// From any directory (no data dir there), client commands find the last instance the user
+	// started through the user's config dir.
+	if out, err := func() (string, error) {
+		var out bytes.Buffer
+		err := run(t.Context(), []string{"models", "--data-dir", filepath.Join(t.TempDir(), "elsewhere")}, &out, io.Discard)
+		return out.String(), err
+	}(); err != nil || !strings.Contains(out, "oracle") {
+		t.Errorf("proctor models from another directory: %v\n%s", err, out)
+	}
 	// Client commands find the new key through the file.
 	var out bytes.Buffer
 	if err := run(t.Context(), []string{"jobs", "--data-dir", dataDir, "--api-url", c.base}, &out, io.Discard); err != nil {
