@@ -6,8 +6,8 @@
 // An environment is a [Server] with:
 //
 //   - an initialize hook ([Server.OnInitialize]) that prepares state during the MCP initialize
-//     request, once per server, with progress notifications and with fd 1 pointed at stderr so
-//     that nothing the hook prints can corrupt a stdio MCP stream;
+//     request, once per server, with progress notifications (on unix, a stdio server points fd 1
+//     at stderr for its whole life, so nothing the hook or a tool prints can corrupt the stream);
 //   - a shutdown hook ([Server.OnShutdown]) that runs when the container is terminated (SIGTERM),
 //     never on SIGINT (hot reload) or a cancelled context;
 //   - tools the agent sees ([AddTool], [Server.AddTool], [Server.AddRawTool]);

@@ -52,6 +52,15 @@ func runHelper(name string) int {
 	MustAddTool(s, "echo", "Echo a word", func(ctx context.Context, in struct {
 		Word string `json:"word"`
 	}) (map[string]string, error) {
+		// A careless tool: prints to stdout, once without a newline, and runs a child that
+		// inherits fd 1. None of it may reach the MCP stream.
+		fmt.Print("tool: fmt.Print without a newline")
+		fmt.Println("tool: fmt.Println", in.Word)
+		cmd := exec.Command("sh", "-c", "echo 'tool child: echo to inherited fd 1'")
+		cmd.Stdout = os.Stdout
+		if err := cmd.Run(); err != nil {
+			return nil, err
+		}
 		return map[string]string{"word": in.Word}, nil
 	})
 	ctx := context.Background()
@@ -99,7 +108,7 @@ func helperCommand(t *testing.T, name string) (*exec.Cmd, *testenv.Buffer) {
 	return cmd, stderr
 }
 
-func TestHookStdoutGoesToStderrNotTheStdioStream(t *testing.T) {
+func TestStdoutGoesToStderrNotTheStdioStream(t *testing.T) {
 	cmd, stderr := helperCommand(t, "plain")
 	log := &progressLog{}
 	client := newClient(clientOptions{initMeta: mcp.Meta{"progressToken": "p1"}, progress: log})
@@ -107,14 +116,18 @@ func TestHookStdoutGoesToStderrNotTheStdioStream(t *testing.T) {
 	if err != nil {
 		t.Fatalf("connect over stdio: %v\nstderr:\n%s", err, stderr.String())
 	}
-	res := callTool(t, cs, "echo", map[string]any{"word": "still-clean"})
-	if got := structured[map[string]string](t, res)["word"]; got != "still-clean" {
-		t.Fatalf("echo = %q after the hook printed to stdout", got)
+	// Two calls in a row: a print without a newline would otherwise swallow the next answer.
+	for _, word := range []string{"still-clean", "and-again"} {
+		res := callTool(t, cs, "echo", map[string]any{"word": word})
+		if got := structured[map[string]string](t, res)["word"]; got != word {
+			t.Fatalf("echo = %q after the hook and the tool printed to stdout", got)
+		}
 	}
 	if err := cs.Close(); err != nil {
 		t.Logf("close: %v", err)
 	}
-	for _, want := range []string{"hook: fmt.Println to stdout", "hook: os.Stdout.WriteString", "child: echo to inherited fd 1"} {
+	for _, want := range []string{"hook: fmt.Println to stdout", "hook: os.Stdout.WriteString", "child: echo to inherited fd 1",
+		"tool: fmt.Print without a newline", "tool: fmt.Println and-again", "tool child: echo to inherited fd 1"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
 		}

@@ -132,11 +132,19 @@ func (s *Server) Run(ctx context.Context, opts ...RunOption) error {
 }
 
 func (s *Server) serveStdio(ctx context.Context) error {
-	// Take fd 1 before any initialize hook can repoint it at stderr.
+	// The MCP stream keeps the original fd 1; fd 1 itself points at stderr while the server runs,
+	// so that nothing else written to stdout (a tool's fmt.Print, a child process) reaches the
+	// stream.
 	out, err := dupStdout()
 	if err != nil {
 		return err
 	}
+	restore, err := stdoutToStderr()
+	if err != nil {
+		_ = out.Close()
+		return err
+	}
+	defer restore()
 	s.logger.Info("envserver serving", "server", s.name, "transport", "stdio")
 	ss, err := s.mcp.Connect(ctx, &mcp.IOTransport{Reader: os.Stdin, Writer: out}, nil)
 	if err != nil {

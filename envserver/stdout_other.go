@@ -10,3 +10,7 @@ func withStdoutToStderr(fn func() error) error { return fn() }
 
 // dupStdout returns os.Stdout, the only handle there is.
 func dupStdout() (*os.File, error) { return os.Stdout, nil }
+
+// stdoutToStderr leaves stdout as it is (see withStdoutToStderr): tools on these systems must
+// not print to stdout while a stdio server runs.
+func stdoutToStderr() (restore func(), err error) { return func() {}, nil }

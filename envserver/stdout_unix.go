@@ -33,6 +33,28 @@ func withStdoutToStderr(fn func() error) error {
 	return fn()
 }
 
+// stdoutToStderr points fd 1 at stderr until restore is called: for the whole life of a stdio
+// server, whose MCP stream writes to a duplicate of the original fd 1 (see dupStdout), so that
+// a tool's fmt.Print, a C library or a child process inheriting fd 1 cannot corrupt the stream.
+func stdoutToStderr() (restore func(), err error) {
+	stdoutSwapMu.Lock()
+	defer stdoutSwapMu.Unlock()
+	saved, err := dupCloexec(1)
+	if err != nil {
+		return nil, fmt.Errorf("save stdout: %w", err)
+	}
+	if err := dupTo(2, 1); err != nil {
+		syscall.Close(saved)
+		return nil, fmt.Errorf("point stdout at stderr: %w", err)
+	}
+	return func() {
+		stdoutSwapMu.Lock()
+		defer stdoutSwapMu.Unlock()
+		_ = dupTo(saved, 1)
+		_ = syscall.Close(saved)
+	}, nil
+}
+
 // dupStdout returns a new file on the process's current fd 1, for the stdio transport to write
 // MCP messages to whatever fd 1 later points at.
 func dupStdout() (*os.File, error) {
