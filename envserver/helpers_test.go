@@ -28,6 +28,7 @@ func testContext(t testing.TB) context.Context {
 type clientOptions struct {
 	initMeta mcp.Meta
 	progress *progressLog
+	logs     *logLog
 }
 
 type progressLog struct {
@@ -54,6 +55,11 @@ func newClient(o clientOptions) *mcp.Client {
 	if o.progress != nil {
 		copts.ProgressNotificationHandler = func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			o.progress.add(req.Params)
+		}
+	}
+	if o.logs != nil {
+		copts.LoggingMessageHandler = func(_ context.Context, req *mcp.LoggingMessageRequest) {
+			o.logs.add(req.Params)
 		}
 	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "envserver-test", Version: "1"}, &copts)

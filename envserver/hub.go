@@ -264,7 +264,7 @@ func (s *Server) dispatch(h *Hub) mcp.ToolHandler {
 			Extra:   req.Extra,
 			Params:  &mcp.CallToolParamsRaw{Meta: req.Params.Meta, Name: call.Name, Arguments: args},
 		}
-		return t.Handle(withEnv(withCallRequest(ctx, inner), h.Env()), inner)
+		return t.Handle(withEnv(withCallRequest(withLogger(ctx, s.logger), inner), h.Env()), inner)
 	}
 }
 

@@ -116,8 +116,9 @@ func TestStdoutGoesToStderrNotTheStdioStream(t *testing.T) {
 	if err != nil {
 		t.Fatalf("connect over stdio: %v\nstderr:\n%s", err, stderr.String())
 	}
-	// Two calls in a row: a print without a newline would otherwise swallow the next answer.
-	for _, word := range []string{"still-clean", "and-again"} {
+	// 100 calls in a row: a print without a newline would otherwise swallow the next answer.
+	for i := range 100 {
+		word := fmt.Sprintf("word-%d", i)
 		res := callTool(t, cs, "echo", map[string]any{"word": word})
 		if got := structured[map[string]string](t, res)["word"]; got != word {
 			t.Fatalf("echo = %q after the hook and the tool printed to stdout", got)
@@ -127,7 +128,7 @@ func TestStdoutGoesToStderrNotTheStdioStream(t *testing.T) {
 		t.Logf("close: %v", err)
 	}
 	for _, want := range []string{"hook: fmt.Println to stdout", "hook: os.Stdout.WriteString", "child: echo to inherited fd 1",
-		"tool: fmt.Print without a newline", "tool: fmt.Println and-again", "tool child: echo to inherited fd 1"} {
+		"tool: fmt.Print without a newline", "tool: fmt.Println word-99", "tool child: echo to inherited fd 1"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
 		}

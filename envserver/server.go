@@ -216,9 +216,9 @@ func (s *Server) AddTool(t Tool) error {
 	}
 	s.names[def.Name] = "tool"
 	s.mu.Unlock()
-	env := s.env
+	env, logger := s.env, s.logger
 	handler := func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return t.Handle(withEnv(withCallRequest(ctx, req), env), req)
+		return t.Handle(withEnv(withCallRequest(withLogger(ctx, logger), req), env), req)
 	}
 	if err := safeCall(func() error { s.mcp.AddTool(def, handler); return nil }); err != nil {
 		s.mu.Lock()
