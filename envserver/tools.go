@@ -254,9 +254,17 @@ func typedHandler[In, Out any](fn ToolFunc[In, Out], in, out *jsonschema.Resolve
 				return nil, fmt.Errorf("tool output does not match its schema: %w", err)
 			}
 		}
+		var content []mcp.Content
+		if cc, ok := value.(contentCarrier); ok {
+			content = append(content, cc.toolContent()...)
+			if string(body) == "{}" && len(content) > 0 {
+				// Blocks only: no JSON text of an empty object after them.
+				return &mcp.CallToolResult{StructuredContent: json.RawMessage(body), Content: content}, nil
+			}
+		}
 		return &mcp.CallToolResult{
 			StructuredContent: json.RawMessage(body),
-			Content:           []mcp.Content{&mcp.TextContent{Text: string(body)}},
+			Content:           append(content, &mcp.TextContent{Text: string(body)}),
 		}, nil
 	}
 }
