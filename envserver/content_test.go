@@ -120,3 +120,34 @@ func TestRichToolResults(t *testing.T) {
 		})
 	}
 }
+
+// A typed output's slices are advertised as arrays, not ["null","array"], and a nil slice is sent
+// as []; an omitempty slice may be absent.
+func TestOutputSlicesAreArrays(t *testing.T) {
+	type listing struct {
+		Items []string `json:"items"`
+		Tags  []string `json:"tags,omitempty"`
+		Pages [][]int  `json:"pages"`
+	}
+	s := New("slices")
+	MustAddTool(s, "list", "An empty listing", func(ctx context.Context, _ struct{}) (listing, error) {
+		return listing{Pages: [][]int{nil, {1}}}, nil
+	})
+	cs := mustConnect(t, s)
+	tools, err := cs.ListTools(testContext(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema, _ := json.Marshal(tools.Tools[0].OutputSchema)
+	if bytes.Contains(schema, []byte(`"null"`)) {
+		t.Errorf("output schema advertises null: %s", schema)
+	}
+	res := callTool(t, cs, "list", map[string]any{})
+	if res.IsError {
+		t.Fatalf("list = %+v", res)
+	}
+	got, _ := json.Marshal(res.StructuredContent)
+	if string(got) != `{"items":[],"pages":[[],[1]]}` {
+		t.Errorf("structured = %s", got)
+	}
+}

@@ -214,9 +214,12 @@ func (s *Server) addDispatcher(h *Hub) error {
 			"type": "object",
 			"properties": map[string]any{
 				"name": nameSchema,
+				// An object, as the contract says; a string holding one is still accepted (some
+				// clients stringify nested objects) but not advertised, so that schema checkers and
+				// model providers that reject type unions take the schema as it is.
 				"arguments": map[string]any{
-					"type":        []string{"object", "string"},
-					"description": "The function's arguments: a JSON object, or a string holding one.",
+					"type":        "object",
+					"description": "The function's arguments (see the function's entry in the functions resource).",
 				},
 			},
 			"required": []string{"name"},

@@ -54,8 +54,8 @@ func TestHubDispatcherIsTheOnlyVisibleTool(t *testing.T) {
 	if err := json.Unmarshal(schema, &s); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(s.Properties.Name.Enum, []string{"seed", "clear"}) || s.Properties.Arguments == nil || !slices.Equal(s.Required, []string{"name"}) {
-		t.Fatalf("dispatcher schema %s, want name enum [seed clear], arguments, required [name]", schema)
+	if !slices.Equal(s.Properties.Name.Enum, []string{"seed", "clear"}) || s.Properties.Arguments["type"] != "object" || !slices.Equal(s.Required, []string{"name"}) {
+		t.Fatalf("dispatcher schema %s, want name enum [seed clear], arguments an object (no type union), required [name]", schema)
 	}
 	if role := tools[SetupHub].Meta[MetaRole]; role != "setup" {
 		t.Errorf("dispatcher role %v, want setup", role)

@@ -114,7 +114,7 @@ func AddScenario[Args any](s *Server, sc Scenario[Args]) error {
 	if err := ValidateToolName(sc.Name); err != nil {
 		return fmt.Errorf("add scenario: %w", err)
 	}
-	schema, resolved, _, err := objectSchema[Args]()
+	schema, resolved, _, err := objectSchema[Args](false)
 	if err != nil {
 		return fmt.Errorf("add scenario %q: arguments: %w", sc.Name, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -79,12 +80,12 @@ func NewTool[In, Out any](name, description string, fn ToolFunc[In, Out], opts .
 	for _, opt := range opts {
 		opt(tool)
 	}
-	inSchema, inResolved, _, err := objectSchema[In]()
+	inSchema, inResolved, _, err := objectSchema[In](false)
 	if err != nil {
 		return nil, fmt.Errorf("tool %q: input schema: %w", name, err)
 	}
 	tool.InputSchema = inSchema
-	outSchema, outResolved, outZero, err := objectSchema[Out]()
+	outSchema, outResolved, outZero, err := objectSchema[Out](true)
 	if err != nil {
 		return nil, fmt.Errorf("tool %q: output schema: %w", name, err)
 	}
@@ -181,7 +182,7 @@ func checkDefinition(t Tool) (*mcp.Tool, error) {
 // objectSchema derives the JSON Schema of T the way the MCP SDK does (pointers followed, any
 // meaning "any object") and insists on an object, which is all that clients accept for tool
 // input and output schemas.
-func objectSchema[T any]() (*jsonschema.Schema, *jsonschema.Resolved, any, error) {
+func objectSchema[T any](output bool) (*jsonschema.Schema, *jsonschema.Resolved, any, error) {
 	rt := reflect.TypeFor[T]()
 	var zero any
 	if rt.Kind() == reflect.Pointer {
@@ -200,6 +201,9 @@ func objectSchema[T any]() (*jsonschema.Schema, *jsonschema.Resolved, any, error
 	}
 	if schema.Type != "object" {
 		return nil, nil, nil, fmt.Errorf("%v is not a struct or map (schema type %q)", rt, schema.Type)
+	}
+	if output {
+		nonNullArrays(schema)
 	}
 	resolved, err := schema.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true})
 	if err != nil {
@@ -249,6 +253,13 @@ func typedHandler[In, Out any](fn ToolFunc[In, Out], in, out *jsonschema.Resolve
 			var v any
 			if err := json.Unmarshal(body, &v); err != nil {
 				return nil, fmt.Errorf("decode tool output: %w", err)
+			}
+			// A nil slice is sent as [] where the schema promises an array (see nonNullArrays).
+			if filled, changed := fillNullArrays(out.Schema(), v); changed {
+				v = filled
+				if body, err = json.Marshal(v); err != nil {
+					return nil, fmt.Errorf("marshal tool output: %w", err)
+				}
 			}
 			if err := out.Validate(v); err != nil {
 				return nil, fmt.Errorf("tool output does not match its schema: %w", err)
@@ -353,4 +364,59 @@ type EvaluationResult struct {
 	Done    bool           `json:"done" jsonschema:"whether the task is finished"`
 	Content string         `json:"content,omitempty" jsonschema:"human-readable explanation of the score"`
 	Info    map[string]any `json:"info,omitempty" jsonschema:"details of the evaluation"`
+}
+
+// nonNullArrays makes the slices of a derived schema plain arrays: the schema package gives a Go
+// slice the type ["null","array"] (a nil slice marshals to null), a union that schema checkers
+// flag as unportable and that tells clients nothing useful. Typed outputs send a nil slice as []
+// instead (fillNullArrays); a field that may be absent says so with omitempty.
+func nonNullArrays(s *jsonschema.Schema) {
+	if s == nil {
+		return
+	}
+	if len(s.Types) == 2 && slices.Contains(s.Types, "null") && slices.Contains(s.Types, "array") {
+		s.Type, s.Types = "array", nil
+	}
+	nonNullArrays(s.Items)
+	nonNullArrays(s.AdditionalProperties)
+	for _, p := range s.Properties {
+		nonNullArrays(p)
+	}
+	for _, d := range s.Defs {
+		nonNullArrays(d)
+	}
+}
+
+// fillNullArrays replaces the nulls of v where s promises an array by empty arrays.
+func fillNullArrays(s *jsonschema.Schema, v any) (any, bool) {
+	if s == nil {
+		return v, false
+	}
+	switch x := v.(type) {
+	case nil:
+		if s.Type == "array" {
+			return []any{}, true
+		}
+	case map[string]any:
+		changed := false
+		for k, pv := range x {
+			ps := s.Properties[k]
+			if ps == nil {
+				ps = s.AdditionalProperties
+			}
+			if nv, ok := fillNullArrays(ps, pv); ok {
+				x[k], changed = nv, true
+			}
+		}
+		return x, changed
+	case []any:
+		changed := false
+		for i, item := range x {
+			if nv, ok := fillNullArrays(s.Items, item); ok {
+				x[i], changed = nv, true
+			}
+		}
+		return x, changed
+	}
+	return v, false
 }
