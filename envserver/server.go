@@ -33,7 +33,8 @@ type Server struct {
 
 	mu         sync.Mutex
 	names      map[string]string // tool names taken by visible tools and hub dispatchers → kind
-	resources  map[string]bool   // resource URIs registered through envserver
+	resources  map[string]bool   // resource URIs and templates registered through envserver
+	completers map[completionKey]CompleteFunc
 	hubs       []*Hub
 	scenarios  []scenarioEntry
 	internal   map[*mcp.ServerSession]bool // introspection sessions, which skip the initialize hook
@@ -128,6 +129,18 @@ func New(name string, opts ...Option) *Server {
 	if len(mopts.SupportedProtocolVersions) == 0 {
 		mopts.SupportedProtocolVersions = handshakeVersions()
 	}
+	// Clients may subscribe to resources (Updated notifies them) and ask for completions (of
+	// what CompletePromptArgument and CompleteResourceArgument register).
+	var srv *Server
+	if mopts.SubscribeHandler == nil && mopts.UnsubscribeHandler == nil {
+		mopts.SubscribeHandler = func(context.Context, *mcp.SubscribeRequest) error { return nil }
+		mopts.UnsubscribeHandler = func(context.Context, *mcp.UnsubscribeRequest) error { return nil }
+	}
+	if mopts.CompletionHandler == nil {
+		mopts.CompletionHandler = func(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+			return srv.complete(ctx, req)
+		}
+	}
 	s := &Server{
 		name:            name,
 		version:         cfg.version,
@@ -139,9 +152,11 @@ func New(name string, opts ...Option) *Server {
 		mcp:             mcp.NewServer(&mcp.Implementation{Name: name, Version: cfg.version}, &mopts),
 		names:           map[string]string{},
 		resources:       map[string]bool{},
+		completers:      map[completionKey]CompleteFunc{},
 		internal:        map[*mcp.ServerSession]bool{},
 		stopped:         make(chan struct{}),
 	}
+	srv = s
 	s.mcp.AddReceivingMiddleware(s.initializeMiddleware)
 	return s
 }
@@ -283,7 +298,11 @@ func resourceResult(uri string, v any) (*mcp.ReadResourceResult, error) {
 	case string:
 		text, mime = v, "text/plain"
 	case []byte:
-		text, mime = string(v), "text/plain"
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{bytesContents(uri, v)}}, nil
+	case Blob:
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: v.MIMEType, Blob: v.Data}}}, nil
+	case *Blob:
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: v.MIMEType, Blob: v.Data}}}, nil
 	default:
 		b, err := json.Marshal(v)
 		if err != nil {
