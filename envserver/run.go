@@ -215,7 +215,10 @@ func dialable(a net.Addr) string {
 // initialize hook).
 func (s *Server) HTTPHandler() http.Handler {
 	mux := http.NewServeMux()
-	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, nil)
+	var mcpHandler http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, s.streamableOptions())
+	if s.httpOpts.Stateless {
+		mcpHandler = s.statelessInit(mcpHandler)
+	}
 	mux.Handle(HTTPPath, mcpHandler)
 	s.devRoutes(mux, "http")
 	return mux

@@ -29,6 +29,7 @@ type Server struct {
 	env             any
 	shutdownTimeout time.Duration
 	requiredEnv     []string
+	httpOpts        HTTPOptions
 	mcp             *mcp.Server
 
 	mu         sync.Mutex
@@ -70,6 +71,7 @@ type config struct {
 	shutdownTimeout time.Duration
 	mcpOptions      mcp.ServerOptions
 	requiredEnv     []string
+	http            HTTPOptions
 }
 
 // WithInstructions sets the instructions sent to clients in the initialize result.
@@ -149,6 +151,7 @@ func New(name string, opts ...Option) *Server {
 		env:             cfg.env,
 		shutdownTimeout: cfg.shutdownTimeout,
 		requiredEnv:     slices.Clone(cfg.requiredEnv),
+		httpOpts:        cfg.http,
 		mcp:             mcp.NewServer(&mcp.Implementation{Name: name, Version: cfg.version}, &mopts),
 		names:           map[string]string{},
 		resources:       map[string]bool{},
