@@ -116,6 +116,7 @@ func (s *Server) initializeMiddleware(next mcp.MethodHandler) mcp.MethodHandler 
 		s.mu.Lock()
 		internal := s.internal[ss]
 		s.mu.Unlock()
+		s.noteAgentView(ss, params)
 		if !internal {
 			if err := s.runInitHook(ctx, ss, params); err != nil {
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: initFailure(err)}

@@ -36,6 +36,7 @@ type Server struct {
 	names      map[string]string // tool names taken by visible tools and hub dispatchers → kind
 	resources  map[string]bool   // resource URIs and templates registered through envserver
 	completers map[completionKey]CompleteFunc
+	agentView  map[*mcp.ServerSession]bool // sessions that asked for the agent's view (MetaAgentView)
 	hubs       []*Hub
 	scenarios  []scenarioEntry
 	internal   map[*mcp.ServerSession]bool // introspection sessions, which skip the initialize hook
@@ -156,11 +157,12 @@ func New(name string, opts ...Option) *Server {
 		names:           map[string]string{},
 		resources:       map[string]bool{},
 		completers:      map[completionKey]CompleteFunc{},
+		agentView:       map[*mcp.ServerSession]bool{},
 		internal:        map[*mcp.ServerSession]bool{},
 		stopped:         make(chan struct{}),
 	}
 	srv = s
-	s.mcp.AddReceivingMiddleware(s.initializeMiddleware)
+	s.mcp.AddReceivingMiddleware(s.initializeMiddleware, s.agentViewMiddleware)
 	return s
 }
 
