@@ -228,11 +228,22 @@ func ReadJSON[T any](t testing.TB, cs *mcp.ClientSession, uri string) T {
 
 // TSPlan is what the TypeScript client does once connected.
 type TSPlan struct {
-	Stdio     *TSStdio   `json:"stdio,omitempty"`
-	HTTP      string     `json:"http,omitempty"`
-	Calls     []TSCall   `json:"calls,omitempty"`
-	Resources []string   `json:"resources,omitempty"`
-	Prompts   []TSPrompt `json:"prompts,omitempty"`
+	Stdio        *TSStdio       `json:"stdio,omitempty"`
+	HTTP         string         `json:"http,omitempty"`
+	Calls        []TSCall       `json:"calls,omitempty"`
+	Resources    []string       `json:"resources,omitempty"`
+	RawResources []string       `json:"raw_resources,omitempty"`
+	Prompts      []TSPrompt     `json:"prompts,omitempty"`
+	LogLevel     string         `json:"log_level,omitempty"`
+	Subscribe    []string       `json:"subscribe,omitempty"`
+	Templates    bool           `json:"templates,omitempty"`
+	Completions  []TSCompletion `json:"completions,omitempty"`
+}
+
+// TSCompletion is a completion/complete.
+type TSCompletion struct {
+	Ref      map[string]string `json:"ref"`
+	Argument map[string]string `json:"argument"`
 }
 
 // TSStdio is the command the TypeScript client spawns.
@@ -245,6 +256,17 @@ type TSStdio struct {
 type TSCall struct {
 	Name      string `json:"name"`
 	Arguments any    `json:"arguments,omitempty"`
+	Progress  bool   `json:"progress,omitempty"`
+}
+
+// TSContent is a content block as the TypeScript client reports it (binary data by size and
+// first bytes, in hex).
+type TSContent struct {
+	Type     string `json:"type"`
+	MIMEType string `json:"mimeType"`
+	Bytes    int    `json:"bytes"`
+	Head     string `json:"head"`
+	Text     string `json:"text"`
 }
 
 // TSPrompt is a prompts/get.
@@ -267,9 +289,35 @@ type TSResult struct {
 		Name              string         `json:"name"`
 		IsError           bool           `json:"isError"`
 		StructuredContent map[string]any `json:"structuredContent"`
+		Content           []TSContent    `json:"content"`
+		Progress          []struct {
+			Progress float64 `json:"progress"`
+			Total    float64 `json:"total"`
+			Message  string  `json:"message"`
+		} `json:"progress"`
 	} `json:"calls"`
-	Resources map[string]any `json:"resources"`
-	Prompts   []struct {
+	Resources    map[string]any `json:"resources"`
+	RawResources map[string]struct {
+		MIMEType  string `json:"mimeType"`
+		Text      string `json:"text"`
+		BlobBytes int    `json:"blobBytes"`
+		Head      string `json:"head"`
+	} `json:"raw_resources"`
+	Capabilities map[string]any `json:"capabilities"`
+	Logs         []struct {
+		Level  string `json:"level"`
+		Logger string `json:"logger"`
+		Data   any    `json:"data"`
+	} `json:"logs"`
+	Updated   []string `json:"updated"`
+	Templates []struct {
+		URITemplate string `json:"uriTemplate"`
+	} `json:"templates"`
+	Completions []struct {
+		Values []string `json:"values"`
+		Total  int      `json:"total"`
+	} `json:"completions"`
+	Prompts []struct {
 		Messages []struct {
 			Content struct{ Text string } `json:"content"`
 		} `json:"messages"`
