@@ -180,6 +180,11 @@ func newServer(logger *slog.Logger) (*envserver.Server, error) {
 	add(envserver.AddTool(srv, "screenshot", "See the canvas", func(ctx context.Context, _ struct{}) (*shot, error) {
 		return answer(ctx, 0)
 	}))
+	add(envserver.AddTool(srv, "beep", "A short beep (audio content), for agents that listen", func(ctx context.Context, _ struct{}) (*struct{ envserver.Content }, error) {
+		out := &struct{ envserver.Content }{}
+		out.Audio(beepWAV(), "audio/wav")
+		return out, nil
+	}))
 	add(envserver.AddTool(srv, "export", "The canvas as an embedded PNG resource and a link to the live one", func(ctx context.Context, _ struct{}) (*struct{ envserver.Content }, error) {
 		var b bytes.Buffer
 		if err := png.Encode(&b, cv.snapshot()); err != nil {
@@ -263,4 +268,35 @@ func newServer(logger *slog.Logger) (*envserver.Server, error) {
 		}
 	}
 	return srv, nil
+}
+
+// beepWAV is 0.1 s of a 880 Hz square wave: 8 kHz, 8-bit mono PCM in a WAV container.
+func beepWAV() []byte {
+	const rate, n = 8000, 800
+	var b bytes.Buffer
+	le := func(v uint32, size int) {
+		for i := range size {
+			b.WriteByte(byte(v >> (8 * i)))
+		}
+	}
+	b.WriteString("RIFF")
+	le(36+n, 4)
+	b.WriteString("WAVEfmt ")
+	le(16, 4)
+	le(1, 2) // PCM
+	le(1, 2) // mono
+	le(rate, 4)
+	le(rate, 4) // bytes per second
+	le(1, 2)    // block align
+	le(8, 2)    // bits per sample
+	b.WriteString("data")
+	le(n, 4)
+	for i := range n {
+		if (i*880*2/rate)%2 == 0 {
+			b.WriteByte(200)
+		} else {
+			b.WriteByte(56)
+		}
+	}
+	return b.Bytes()
 }

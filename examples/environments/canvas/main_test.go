@@ -70,6 +70,7 @@ func TestEveryCapabilityWithTheTypeScriptClient(t *testing.T) {
 			{Name: "fill", Arguments: map[string]any{"color": "yellow"}, Progress: true},
 			{Name: "draw_rect", Arguments: map[string]any{"x": 0, "y": 0, "width": 1, "height": 1, "color": "purple"}},
 			{Name: "export"},
+			{Name: "beep"},
 		},
 		RawResources: []string{ImageURI, "canvas://palette/green"},
 		Completions: []envtest.TSCompletion{{Ref: map[string]string{"type": "ref/resource", "uri": "canvas://palette/{color}"},
@@ -114,6 +115,10 @@ func TestEveryCapabilityWithTheTypeScriptClient(t *testing.T) {
 			}
 			if export := res.Calls[3]; len(export.Content) != 2 || export.Content[0].Type != "resource" || export.Content[1].Type != "resource_link" {
 				t.Errorf("export = %+v", export)
+			}
+			if beep := res.Calls[4]; len(beep.Content) != 1 || beep.Content[0].Type != "audio" || beep.Content[0].MIMEType != "audio/wav" ||
+				beep.Content[0].Head != "5249464644030000" || beep.Content[0].Bytes != 844 {
+				t.Errorf("beep = %+v", beep)
 			}
 			if len(res.Completions) != 2 || strings.Join(res.Completions[0].Values, ",") != "black,blue" || strings.Join(res.Completions[1].Values, ",") != "green" {
 				t.Errorf("completions = %+v", res.Completions)
