@@ -31,6 +31,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/proctorhq/proctor/envserver"
 )
@@ -170,6 +171,7 @@ func newServer(logger *slog.Logger) (*envserver.Server, error) {
 		n := 0
 		for b := range bands {
 			n += paint(0, b*Size/bands, Size, Size/bands, c)
+			time.Sleep(10 * time.Millisecond) // a band takes a while, as real work does
 			if err := envserver.Progress(ctx, float64(b+1), bands, fmt.Sprintf("band %d of %d", b+1, bands)); err != nil {
 				return nil, err
 			}
