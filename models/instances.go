@@ -107,15 +107,15 @@ func ParseGPURates(s string) (GPURates, error) {
 	return out, nil
 }
 
-// StartInstance records a try's sandbox as running from now. The instances of the attempt's
-// earlier tries end here if nothing ended them (their worker died): a try starts only once
-// the previous one is over.
+// StartInstance records a try's sandbox as running from now. Any other instance of the attempt
+// still marked running ends here (its worker died, or a start of the same try was retried on
+// another worker): an attempt has one live sandbox at a time.
 func (s *Store) StartInstance(ctx context.Context, in *Instance) error {
 	if in.ID == uuid.Nil {
 		in.ID = uuid.New()
 	}
 	in.Status, in.CreatedAt = InstanceRunning, now()
-	if err := s.endInstances(ctx, s.DB.NewSelect().Model((*Instance)(nil)).Where("trace_id = ? AND attempt < ?", in.TraceID, in.Attempt),
+	if err := s.endInstances(ctx, s.DB.NewSelect().Model((*Instance)(nil)).Where("trace_id = ?", in.TraceID),
 		fmt.Sprintf("try %d started", in.Attempt), true); err != nil {
 		return err
 	}

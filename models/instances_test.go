@@ -89,6 +89,16 @@ func TestInstancesLifecycle(t *testing.T) {
 			t.Fatal(err)
 		}
 		other := start(lts[1].TraceID, 2, 12)
+		// A start of the same try retried elsewhere: the first of the two ends.
+		retried := start(lts[1].TraceID, 2, 12)
+		if got, _ := s.TeamInstances(ctx, a, registry, []uuid.UUID{other.ID}); len(got) != 1 || got[0].Status != models.InstanceTerminated {
+			t.Errorf("the instance of a retried start = %+v", got)
+		}
+		// The rest of the test counts one instance per try: the stale one goes.
+		if _, err := s.DB.NewDelete().Model((*models.Instance)(nil)).Where("id = ?", other.ID).Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+		other = retried
 
 		if tr, err := s.GetTrace(ctx, a, lts[1].TraceID); err != nil || tr.InstanceID == nil || *tr.InstanceID != other.ID {
 			t.Errorf("the trace's instance_id = %v, %v; want its current try's %s", tr.InstanceID, err, other.ID)
