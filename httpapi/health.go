@@ -38,7 +38,7 @@ func (s *Server) healthz(ctx context.Context, _ *struct{}) (*healthOutput, error
 
 // readyz serves GET /v2/readyz: readiness.
 func (s *Server) readyz(ctx context.Context, _ *struct{}) (*healthOutput, error) {
-	checks := map[string]string{"database": "ok", "temporal": "ok"}
+	checks := map[string]string{"database": "ok", "schema": "ok", "temporal": "ok"}
 	ready := true
 	check := func(name string, f func(context.Context) error) {
 		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -52,6 +52,9 @@ func (s *Server) readyz(ctx context.Context, _ *struct{}) (*healthOutput, error)
 		checks["database"], ready = "not configured", false
 	} else {
 		check("database", s.store.Ping)
+		if ready {
+			check("schema", s.store.CheckSchema)
+		}
 	}
 	if s.temporal == nil {
 		checks["temporal"], ready = "not configured", false

@@ -368,6 +368,33 @@ func TestReadyz(t *testing.T) {
 	}
 }
 
+// An unmigrated or newer schema makes the server unready, saying which.
+func TestReadyzChecksTheSchema(t *testing.T) {
+	store := storetest.Open(t, models.SQLite)
+	f := newFixture(t, store, Options{Temporal: checkFunc(func(context.Context) error { return nil })})
+	if r := f.do("GET", "/readyz", "", nil); r.status != 200 || !strings.Contains(string(r.body), `"schema":"ok"`) {
+		t.Fatalf("readyz on the current schema = %d %s", r.status, r.body)
+	}
+	var last string
+	if err := store.DB.NewSelect().Table("bun_migrations").Column("name").OrderExpr("name DESC").Limit(1).Scan(ctx, &last); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.DB.NewDelete().Table("bun_migrations").Where("name = ?", last).Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := f.do("GET", "/readyz", "", nil); r.status != 503 || !strings.Contains(string(r.body), "lacks 1 migrations of this binary (from "+last+"): run `proctor migrate`") {
+		t.Errorf("readyz with a migration pending = %d %s", r.status, r.body)
+	}
+	for _, name := range []string{last, "29990101000001_from_the_future"} {
+		if _, err := store.DB.ExecContext(ctx, "INSERT INTO bun_migrations (name, group_id, migrated_at) VALUES (?, ?, ?)", name, 99, time.Now().UTC()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := f.do("GET", "/readyz", "", nil); r.status != 503 || !strings.Contains(string(r.body), "migrated by a newer Proctor") {
+		t.Errorf("readyz with a newer schema = %d %s", r.status, r.body)
+	}
+}
+
 func TestOpenAPIDocument(t *testing.T) {
 	f := newFixture(t, storetest.Open(t, models.SQLite), Options{})
 	r := f.do("GET", "/openapi.json", "", nil)

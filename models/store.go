@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -135,6 +136,57 @@ func (s *Store) Migrate(ctx context.Context) ([]string, error) {
 		names = append(names, mg.Name)
 	}
 	return names, nil
+}
+
+// ErrSchema is returned (wrapped) when the database's schema is not the one this binary expects.
+var ErrSchema = errors.New("database schema mismatch")
+
+// CheckSchema compares the migrations applied to the database with those this binary carries:
+// an error (wrapping ErrSchema) says which are pending (run `proctor migrate`) or unknown (the
+// database was migrated by a newer binary).
+func (s *Store) CheckSchema(ctx context.Context) error {
+	sub, err := fs.Sub(migrationFiles, "migrations/"+string(s.Dialect))
+	if err != nil {
+		return err
+	}
+	migrations := migrate.NewMigrations()
+	if err := migrations.Discover(sub); err != nil {
+		return fmt.Errorf("discover migrations: %w", err)
+	}
+	known := map[string]bool{}
+	for _, m := range migrations.Sorted() {
+		known[m.Name] = true
+	}
+	var applied []string
+	if err := s.DB.NewSelect().Table("bun_migrations").Column("name").Scan(ctx, &applied); err != nil {
+		if strings.Contains(err.Error(), "bun_migrations") || strings.Contains(err.Error(), "no such table") || strings.Contains(err.Error(), "does not exist") {
+			return fmt.Errorf("the database has no Proctor schema yet: run `proctor migrate`: %w", ErrSchema)
+		}
+		return fmt.Errorf("read applied migrations: %w", err)
+	}
+	done := map[string]bool{}
+	var unknown []string
+	for _, name := range applied {
+		done[name] = true
+		if !known[name] {
+			unknown = append(unknown, name)
+		}
+	}
+	var pending []string
+	for _, m := range migrations.Sorted() {
+		if !done[m.Name] {
+			pending = append(pending, m.Name)
+		}
+	}
+	switch {
+	case len(unknown) > 0:
+		slices.Sort(unknown)
+		return fmt.Errorf("the database was migrated by a newer Proctor (it has %d migrations this binary does not know, the newest %s): run the newer binary: %w",
+			len(unknown), unknown[len(unknown)-1], ErrSchema)
+	case len(pending) > 0:
+		return fmt.Errorf("the database lacks %d migrations of this binary (from %s): run `proctor migrate`: %w", len(pending), pending[0], ErrSchema)
+	}
+	return nil
 }
 
 // isUniqueViolation reports whether err is a unique-constraint failure on either dialect.

@@ -310,6 +310,11 @@ func TestProductionProcessesOnPostgres(t *testing.T) {
 	if err := run(ctx, []string{"server"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "PROCTOR_DATABASE_URL") {
 		t.Errorf("server without a database: %v, want a missing-configuration error", err)
 	}
+	// A worker refuses an unmigrated database, before it dials anything.
+	if err := run(ctx, []string{"worker", "--database-url", dbURL, "--temporal-address", "127.0.0.1:1", "--log-level", "error"}, io.Discard, io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "refusing to start the worker") || !strings.Contains(err.Error(), "proctor migrate") {
+		t.Errorf("a worker on an unmigrated database: %v", err)
+	}
 	if out := runOut("migrate", "--database-url", dbURL); !strings.Contains(out, "applied") {
 		t.Errorf("first migrate: %s", out)
 	}

@@ -264,6 +264,11 @@ func cmdWorker(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer store.Close()
+	// A worker writes what its activities produce: against another schema it would fail later,
+	// half-way through attempts.
+	if err := store.CheckSchema(ctx); err != nil {
+		return fmt.Errorf("refusing to start the worker: %w", err)
+	}
 	keys, err := openSecrets(cfg, false, log)
 	if err != nil {
 		return err
