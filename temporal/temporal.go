@@ -16,12 +16,14 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/proctorhq/proctor/activities"
 	"github.com/proctorhq/proctor/models"
@@ -258,4 +260,49 @@ func (c *Client) start(ctx context.Context, id string, wf any, in any) error {
 		return fmt.Errorf("start %s: %w", id, err)
 	}
 	return nil
+}
+
+// EnsureNamespace registers namespace on the Temporal cluster at address, with the given history
+// retention, unless it exists. It says whether it created the namespace, and the retention the
+// namespace has.
+func EnsureNamespace(ctx context.Context, address, namespace string, retention time.Duration) (created bool, has time.Duration, err error) {
+	nc, err := client.NewNamespaceClient(client.Options{HostPort: address})
+	if err != nil {
+		return false, 0, fmt.Errorf("dial temporal at %s: %w", address, err)
+	}
+	defer nc.Close()
+	desc, err := nc.Describe(ctx, namespace)
+	var notFound *serviceerror.NamespaceNotFound
+	switch {
+	case err == nil:
+		return false, desc.GetConfig().GetWorkflowExecutionRetentionTtl().AsDuration(), nil
+	case !errors.As(err, &notFound):
+		return false, 0, fmt.Errorf("describe namespace %s: %w", namespace, err)
+	}
+	err = nc.Register(ctx, &workflowservice.RegisterNamespaceRequest{Namespace: namespace,
+		Description: "Proctor: rollouts, builds and spending alerts", WorkflowExecutionRetentionPeriod: durationpb.New(retention)})
+	var exists *serviceerror.NamespaceAlreadyExists
+	if err != nil && !errors.As(err, &exists) {
+		return false, 0, fmt.Errorf("register namespace %s: %w", namespace, err)
+	}
+	created = err == nil
+	// A new namespace is usable once the cluster's namespace caches know it (seconds later):
+	// wait for that, so that a server started right after this does not find it missing.
+	c, err := client.DialContext(ctx, client.Options{HostPort: address, Namespace: namespace})
+	if err != nil {
+		return created, retention, fmt.Errorf("dial temporal at %s: %w", address, err)
+	}
+	defer c.Close()
+	for {
+		_, err := c.WorkflowService().DescribeWorkflowExecution(ctx, &workflowservice.DescribeWorkflowExecutionRequest{Namespace: namespace,
+			Execution: &commonpb.WorkflowExecution{WorkflowId: "proctor-namespace-probe-" + uuid.NewString()}})
+		if !errors.As(err, &notFound) {
+			return created, retention, nil // the workflow is missing, as it should be: the namespace is known
+		}
+		select {
+		case <-ctx.Done():
+			return created, retention, fmt.Errorf("namespace %s registered but not yet usable: %w", namespace, ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/proctorhq/proctor/internal/config"
 	"github.com/proctorhq/proctor/internal/secrets"
 	"github.com/proctorhq/proctor/models"
+	ptemporal "github.com/proctorhq/proctor/temporal"
 )
 
 const adminUsage = `Usage: proctor admin <resource> <action> [flags]
@@ -49,6 +50,9 @@ the dev instance's SQLite file under --data-dir).
                                                             re-wrap every stored secret with it
   keys rewrap [--secrets-key-file F | --secrets-kms-uri U]  re-wrap every stored secret with the current key
                                                             (after rotating a Cloud KMS key)
+  temporal setup [--temporal-address H:P] [--temporal-namespace NS] [--retention 720h]
+                                                            create the Temporal namespace (with its history retention)
+                                                            if the cluster lacks it; run once per deployment
   taskset requirements --taskset ID --json '{"min_traces":3,"min_accuracy":0.2,"max_accuracy":0.9,"models":["oracle"]}'
                                                             set a taskset's submission requirements ('null' clears them)
 `
@@ -85,8 +89,29 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	inCost := fs.Float64("input-cost-per-token", 0, "USD per prompt token, for the inference log's cost")
 	outCost := fs.Float64("output-cost-per-token", 0, "USD per completion token")
 	provider := fs.String("provider", "", "whose API the model is (openai, anthropic, …): members' own keys for that provider are used for it; default the adapter, or custom with --base-url")
+	retention := fs.Duration("retention", 30*24*time.Hour, "how long Temporal keeps a finished workflow's history (temporal setup)")
 	if err := fs.Parse(args[2:]); err != nil {
 		return err
+	}
+	if what == "temporal setup" {
+		if cfg.TemporalAddress == "" || cfg.TemporalNamespace == "" {
+			return errors.New("--temporal-address and --temporal-namespace are required (or PROCTOR_TEMPORAL_ADDRESS and PROCTOR_TEMPORAL_NAMESPACE)")
+		}
+		if *retention < 24*time.Hour {
+			return errors.New("--retention must be at least 24h (Temporal's minimum)")
+		}
+		sctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		created, has, err := ptemporal.EnsureNamespace(sctx, cfg.TemporalAddress, cfg.TemporalNamespace, *retention)
+		if err != nil {
+			return err
+		}
+		if created {
+			fmt.Fprintf(stdout, "created namespace %s on %s (history kept %s)\n", cfg.TemporalNamespace, cfg.TemporalAddress, has)
+		} else {
+			fmt.Fprintf(stdout, "namespace %s exists on %s (history kept %s)\n", cfg.TemporalNamespace, cfg.TemporalAddress, has)
+		}
+		return nil
 	}
 	if cfg.DatabaseURL == "" {
 		if err := cfg.FillDevDefaults(); err != nil {
@@ -370,7 +395,7 @@ var adminCommands = map[string]bool{
 	"keys create": true, "keys rotate": true, "keys rewrap": true,
 	"team create": true, "team list": true, "member add": true, "member list": true, "member remove": true, "key create": true, "key list": true,
 	"key revoke": true, "session create": true, "session revoke": true, "project create": true, "project list": true, "model add": true,
-	"taskset requirements": true,
+	"taskset requirements": true, "temporal setup": true,
 }
 
 func fmtTime(t *time.Time) string {

@@ -342,9 +342,20 @@ func TestProductionProcessesOnPostgres(t *testing.T) {
 	}
 	defer ts.Stop()
 
+	// The namespace a deployment runs in is made by `proctor admin temporal setup`, once.
+	if out := runOut("admin", "temporal", "setup", "--temporal-address", ts.FrontendAddress(), "--temporal-namespace", "research-ns", "--retention", "72h"); !strings.Contains(out, "created namespace research-ns") || !strings.Contains(out, "72h0m0s") {
+		t.Errorf("temporal setup: %s", out)
+	}
+	if out := runOut("admin", "temporal", "setup", "--temporal-address", ts.FrontendAddress(), "--temporal-namespace", "research-ns"); !strings.Contains(out, "namespace research-ns exists") || !strings.Contains(out, "72h0m0s") {
+		t.Errorf("temporal setup again: %s", out)
+	}
+	if err := run(ctx, []string{"admin", "temporal", "setup", "--temporal-address", ts.FrontendAddress(), "--retention", "1h"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "at least 24h") {
+		t.Errorf("a retention under a day: %v", err)
+	}
+
 	httpAddr := freeAddr(t)
 	blobDir, buildDir := t.TempDir(), t.TempDir()
-	common := []string{"--database-url", dbURL, "--temporal-address", ts.FrontendAddress(), "--log-level", "warn",
+	common := []string{"--database-url", dbURL, "--temporal-address", ts.FrontendAddress(), "--temporal-namespace", "research-ns", "--log-level", "warn",
 		"--blob-url", "file://" + blobDir, "--signing-key", "k", "--build-dir", buildDir}
 	serverDone, workerDone := make(chan error, 1), make(chan error, 1)
 	go func() {
@@ -361,12 +372,18 @@ func TestProductionProcessesOnPostgres(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("server not ready within a minute")
 		}
-		time.Sleep(100 * time.Millisecond)
+		select {
+		case err := <-serverDone:
+			t.Fatalf("the server stopped before it was ready: %v", err)
+		case err := <-workerDone:
+			t.Fatalf("the worker stopped before the server was ready: %v", err)
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	if code, body, _ := get(t, base+"/v2/tasksets", key); code != 200 || !strings.Contains(body, `"total":0`) {
 		t.Errorf("tasksets on postgres = %d %s", code, body)
 	}
-	tc, err := ptemporal.Dial(ctx, ts.FrontendAddress(), "default", slog.New(slog.DiscardHandler), nil)
+	tc, err := ptemporal.Dial(ctx, ts.FrontendAddress(), "research-ns", slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
