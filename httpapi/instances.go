@@ -70,10 +70,10 @@ type Instance struct {
 func instanceOut(in *models.Instance, at time.Time) Instance {
 	minutes, cost := in.Usage(at)
 	out := Instance{ID: in.ID, Status: in.Status, CreatedAt: in.CreatedAt, ActualCost: cost, BuildID: in.BuildID, CPUMillicores: int(math.Round(in.CPU * 1000)),
-		VMInstanceType: "cpu", HourlyRate: in.HourlyRate, MemoryGB: roundUSD(float64(in.MemoryMB) / 1024), TerminatedAt: in.TerminatedAt,
+		VMInstanceType: "cpu", HourlyRate: in.HourlyRate, MemoryGB: models.RoundUSD(float64(in.MemoryMB) / 1024), TerminatedAt: in.TerminatedAt,
 		StopReason: in.StopReason, RegistryID: in.RegistryID, TraceID: in.TraceID, JobID: in.JobID, Attempt: in.Attempt, HostQueue: in.HostQueue,
 		Resources:     InstanceResources{CPU: in.CPU, MemoryMB: in.MemoryMB, GPU: InstanceGPU{Count: in.GPUCount, Type: in.GPUType}},
-		DurationHours: roundUSD(minutes / 60), UserID: in.UserID, APIKeyID: in.APIKeyID}
+		DurationHours: models.RoundUSD(minutes / 60), UserID: in.UserID, APIKeyID: in.APIKeyID}
 	if in.GPUCount > 0 {
 		out.VMInstanceType = "gpu-" + in.GPUType
 		if in.GPUType == "" {

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"math"
 	"net/http"
 	"time"
 
@@ -109,13 +108,16 @@ func (s *Server) getJobUsage(ctx context.Context, in *jobPathInput) (*jobUsageOu
 	b.JobID, b.CalculatedAt, b.JobName, b.TraceCount = job.ID, time.Now().UTC(), job.Name, len(rows)
 	b.Note = "environment time is each sandbox's, from its start to its end (or now), at the hourly rate it started with and at least its baseline minutes"
 	b.Traces = make([]TraceUsage, len(rows))
-	calls, instances, open := 0, 0, 0
+	calls, instances, withInstances, open := 0, 0, 0, 0
 	for i, r := range rows {
 		b.Traces[i] = traceUsage(r)
 		b.EnvironmentCost.Cost += r.EnvironmentCost
 		b.InferenceCost.Cost += r.InferenceCost
 		calls += r.InferenceCalls
 		instances += r.Instances
+		if r.Instances > 0 {
+			withInstances++
+		}
 		if r.StillRunning {
 			b.EnvironmentsStillRunning++
 		}
@@ -125,10 +127,10 @@ func (s *Server) getJobUsage(ctx context.Context, in *jobPathInput) (*jobUsageOu
 	}
 	b.EnvironmentCost.Count, b.InferenceCost.Count = instances, calls
 	b.InferenceCostIncomplete = open > 0
-	b.EnvironmentCost.Details = map[string]any{"instances": instances, "attempts_with_instances": countIf(rows, func(r models.TraceUsage) bool { return r.Instances > 0 })}
+	b.EnvironmentCost.Details = map[string]any{"instances": instances, "attempts_with_instances": withInstances}
 	b.InferenceCost.Details = map[string]any{"calls": calls}
-	b.EnvironmentCost.Cost, b.InferenceCost.Cost = roundUSD(b.EnvironmentCost.Cost), roundUSD(b.InferenceCost.Cost)
-	b.TotalCost = roundUSD(b.EnvironmentCost.Cost + b.InferenceCost.Cost)
+	b.EnvironmentCost.Cost, b.InferenceCost.Cost = models.RoundUSD(b.EnvironmentCost.Cost), models.RoundUSD(b.InferenceCost.Cost)
+	b.TotalCost = models.RoundUSD(b.EnvironmentCost.Cost + b.InferenceCost.Cost)
 	return out, nil
 }
 
@@ -149,18 +151,6 @@ func (s *Server) getTraceUsage(ctx context.Context, in *tracePathInput) (*traceU
 	}
 	return &traceUsageOutput{Body: traceUsage(rows[0])}, nil
 }
-
-func countIf[T any](xs []T, f func(T) bool) int {
-	n := 0
-	for _, x := range xs {
-		if f(x) {
-			n++
-		}
-	}
-	return n
-}
-
-func roundUSD(v float64) float64 { return math.Round(v*1e6) / 1e6 }
 
 type environmentUsageInput struct {
 	Days     int       `query:"days" minimum:"1" maximum:"366" default:"7"`
@@ -233,7 +223,7 @@ func (s *Server) getEnvironmentUsage(ctx context.Context, in *environmentUsageIn
 	for i, r := range u.Rows {
 		minutes, cost := r.Usage(now)
 		b.Environments[i] = EnvironmentUsageRow{ID: r.ID, CreatedAt: r.CreatedAt, Status: r.Status, APIKeyID: r.APIKeyID, APIKeyName: r.APIKeyName,
-			Cost: cost, DurationHours: roundUSD(minutes / 60), HourlyRate: r.HourlyRate, TerminatedAt: r.TerminatedAt, UserID: r.UserID, UserName: r.UserName}
+			Cost: cost, DurationHours: models.RoundUSD(minutes / 60), HourlyRate: r.HourlyRate, TerminatedAt: r.TerminatedAt, UserID: r.UserID, UserName: r.UserName}
 	}
 	return out, nil
 }

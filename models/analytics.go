@@ -104,7 +104,7 @@ func (s *Store) TasksetCoverage(ctx context.Context, c *Caller, jobID uuid.UUID)
 		a.InvalidatedCount += g.Invalid
 		a.scored += g.Scored
 		a.sum += g.Sum
-		if !contains(a.Statuses, g.Status) {
+		if !slices.Contains(a.Statuses, g.Status) {
 			a.Statuses = append(a.Statuses, g.Status)
 		}
 		if g.VersionID != nil && !g.Latest.Before(a.latest) {
@@ -127,48 +127,54 @@ func (s *Store) TasksetCoverage(ctx context.Context, c *Caller, jobID uuid.UUID)
 			return nil, fmt.Errorf("taskset coverage: %w", err)
 		}
 	}
+	// finish is a task's coverage once its groups are summed.
+	finish := func(a *acc, name string) CoverageTask {
+		ct := a.CoverageTask
+		ct.TaskName = name
+		if a.scored > 0 {
+			avg := a.sum / float64(a.scored)
+			ct.AvgReward = &avg
+		}
+		sort.Strings(ct.Statuses)
+		return ct
+	}
 	inTaskset := map[uuid.UUID]bool{}
 	for _, t := range tasks {
 		inTaskset[t.ID] = true
-		ct := CoverageTask{TaskID: t.ID, TaskName: t.Name, Statuses: []string{}}
 		if a := byTask[t.ID]; a != nil {
-			ct = a.CoverageTask
-			ct.TaskName = t.Name
-			if a.scored > 0 {
-				avg := a.sum / float64(a.scored)
-				ct.AvgReward = &avg
-			}
+			out.Tasks = append(out.Tasks, finish(a, t.Name))
 			out.TasksWithTraces++
+		} else {
+			out.Tasks = append(out.Tasks, CoverageTask{TaskID: t.ID, TaskName: t.Name, Statuses: []string{}})
 		}
-		sort.Strings(ct.Statuses)
-		out.Tasks = append(out.Tasks, ct)
 	}
 	out.TotalTasks = len(tasks)
-	// Tasks the job ran from elsewhere (a job of hand-picked versions) are listed too.
+	// Tasks the job ran from elsewhere (a job of hand-picked versions) are listed too, their
+	// names read in one query.
+	var others []uuid.UUID
 	for _, id := range taskIDs {
-		if inTaskset[id] {
-			continue
+		if !inTaskset[id] {
+			others = append(others, id)
 		}
-		a := byTask[id]
-		s.DB.NewSelect().Table("tasks").Column("name").Where("id = ?", id).Scan(ctx, &a.TaskName) //nolint:errcheck // a name for display
-		if a.scored > 0 {
-			avg := a.sum / float64(a.scored)
-			a.AvgReward = &avg
+	}
+	if len(others) > 0 {
+		var named []struct {
+			ID   uuid.UUID `bun:"id,type:uuid"`
+			Name string    `bun:"name"`
 		}
-		sort.Strings(a.Statuses)
-		out.Tasks = append(out.Tasks, a.CoverageTask)
+		if err := s.DB.NewSelect().Table("tasks").Column("id", "name").Where("id IN (?)", bun.In(others)).Scan(ctx, &named); err != nil {
+			return nil, fmt.Errorf("taskset coverage: %w", err)
+		}
+		names := make(map[uuid.UUID]string, len(named))
+		for _, n := range named {
+			names[n.ID] = n.Name
+		}
+		for _, id := range others {
+			out.Tasks = append(out.Tasks, finish(byTask[id], names[id]))
+		}
 	}
 	sort.SliceStable(out.Tasks, func(i, j int) bool { return out.Tasks[i].TaskName < out.Tasks[j].TaskName })
 	return out, nil
-}
-
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }
 
 // ChartPoint is one attempt of a job on its chart.

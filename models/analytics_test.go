@@ -122,5 +122,19 @@ func TestJobAnalytics(t *testing.T) {
 		if _, _, _, err := s.TasksetJobs(ctx, b, demo, 10, 0); err == nil {
 			t.Error("another team lists the private taskset's jobs")
 		}
+
+		// A task of another taskset that the job ran is listed after the taskset's, by name.
+		extra, err := s.UploadTasks(ctx, a, models.Upload{TasksetName: "extra", Tasks: []models.TaskUpload{{TaskContent: models.TaskContent{Name: "z-extra", Prompt: "p"}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.LaunchJob(ctx, a, models.Launch{JobID: &job.ID, MaxSteps: 1, GroupSize: 1, MaxConcurrent: 1,
+			Traces: []models.LaunchTrace{{TraceID: uuid.New(), TaskVersionID: extra.TaskVersionIDs[0], ModelID: oracle.ID, MaxSteps: 1}}}); err != nil {
+			t.Fatal(err)
+		}
+		if cov, err := s.TasksetCoverage(ctx, a, job.ID); err != nil || cov.TotalTasks != 2 || len(cov.Tasks) != 3 || cov.Tasks[2].TaskName != "z-extra" ||
+			cov.Tasks[2].TraceCount != 1 || cov.Tasks[2].Statuses[0] != models.TracePending {
+			t.Errorf("coverage with another taskset's task = %+v, %v", cov, err)
+		}
 	})
 }

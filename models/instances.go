@@ -57,10 +57,11 @@ func (i *Instance) Usage(at time.Time) (minutes, cost float64) {
 		return i.DurationSeconds / 60, i.Cost
 	}
 	minutes = math.Max(0, at.Sub(i.CreatedAt).Minutes())
-	return minutes, roundUSD(i.HourlyRate * math.Max(minutes, i.BaselineMinutes) / 60)
+	return minutes, RoundUSD(i.HourlyRate * math.Max(minutes, i.BaselineMinutes) / 60)
 }
 
-func roundUSD(v float64) float64 { return math.Round(v*1e6) / 1e6 }
+// RoundUSD rounds an amount of US dollars to a millionth, the precision costs are kept at.
+func RoundUSD(v float64) float64 { return math.Round(v*1e6) / 1e6 }
 
 // RateCard prices environment time: a sandbox's hourly rate is Base plus its requested CPUs,
 // memory and GPUs at their rates, fixed when it starts; every sandbox is charged at least
@@ -75,7 +76,7 @@ type RateCard struct {
 
 // HourlyRate is the rate of a sandbox with these resources.
 func (r RateCard) HourlyRate(cpu float64, memoryMB, gpus int, gpuType string) float64 {
-	return roundUSD(r.Base + r.PerCPU*cpu + r.PerMemoryGB*float64(memoryMB)/1024 + float64(gpus)*r.PerGPU.Rate(gpuType))
+	return RoundUSD(r.Base + r.PerCPU*cpu + r.PerMemoryGB*float64(memoryMB)/1024 + float64(gpus)*r.PerGPU.Rate(gpuType))
 }
 
 // GPURates is a GPU device's hourly rate by type; "*" prices the types not named.
@@ -299,14 +300,14 @@ func (s *Store) EnvironmentUsage(ctx context.Context, c *Caller, f EnvironmentUs
 		days[d].Cost += cost
 	}
 	for _, d := range days {
-		d.Cost, d.Hours = roundUSD(d.Cost), roundUSD(d.Hours)
+		d.Cost, d.Hours = RoundUSD(d.Cost), RoundUSD(d.Hours)
 		out.Chart = append(out.Chart, *d)
 		out.TotalCount += d.Count
 		out.TotalHours += d.Hours
 		out.TotalCost += d.Cost
 	}
 	sort.Slice(out.Chart, func(i, j int) bool { return out.Chart[i].Date < out.Chart[j].Date })
-	out.ActiveCount, out.TotalHours, out.TotalCost = len(running), roundUSD(out.TotalHours), roundUSD(out.TotalCost)
+	out.ActiveCount, out.TotalHours, out.TotalCost = len(running), RoundUSD(out.TotalHours), RoundUSD(out.TotalCost)
 	out.Rows = []EnvironmentUsageRow{}
 	if err := scope(s.DB.NewSelect().Model(&out.Rows)).ColumnExpr("inst.*").
 		ColumnExpr("(SELECT k.name FROM api_keys AS k WHERE k.id = inst.api_key_id) AS api_key_name").

@@ -73,7 +73,7 @@ func (s *Store) spend(ctx context.Context, l *SpendingLimit) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return roundUSD(total + env), nil
+	return RoundUSD(total + env), nil
 }
 
 func (s *Store) limitRow(ctx context.Context, l *SpendingLimit) (LimitRow, error) {

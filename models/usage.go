@@ -82,7 +82,7 @@ func (s *Store) TracesUsage(ctx context.Context, c *Caller, jobID, traceID *uuid
 	}
 	for i := range out {
 		u := &out[i]
-		u.BaselineCost, u.AdditionalCost, u.EnvironmentCost = roundUSD(u.BaselineCost), roundUSD(u.AdditionalCost), roundUSD(u.EnvironmentCost)
+		u.BaselineCost, u.AdditionalCost, u.EnvironmentCost = RoundUSD(u.BaselineCost), RoundUSD(u.AdditionalCost), RoundUSD(u.EnvironmentCost)
 	}
 	return out, nil
 }
