@@ -84,7 +84,8 @@ func dataFileOut(r *models.DataFileRow) DataFile {
 		UpdatedAt: r.UpdatedAt, CompletedAt: r.CompletedAt}
 }
 
-func (s *Server) requireDataBucket() error {
+// requireBucket refuses the file routes (data files, uploads) on a server without a bucket.
+func (s *Server) requireBucket() error {
 	if s.bucket == nil {
 		return newAPIError(http.StatusServiceUnavailable, "this server stores no files")
 	}
@@ -101,16 +102,22 @@ func dataError(err error) error {
 	return storeError(err, "data file")
 }
 
-// validName checks a file name (no slash, no control characters) and a group (a relative
-// slash-separated path without empty, "." or ".." segments).
+// plainName says whether name can be one segment of a path: no slash or backslash, not . or ..
+// (file names of data files and uploads, folder names of data files).
+func plainName(name string) bool {
+	return name != "." && name != ".." && !strings.ContainsAny(name, "/\\")
+}
+
+// validName checks a file name (plain, without leading or trailing space) and a group (a relative
+// slash-separated path of such names).
 func validName(name, group string) error {
 	var errs models.ValidationError
-	if name == "." || name == ".." || strings.ContainsAny(name, "/\\") || strings.TrimSpace(name) != name {
+	if !plainName(name) || strings.TrimSpace(name) != name {
 		errs = append(errs, models.FieldError{Location: "body.name", Message: "a file name has no slash and no leading or trailing space, and is not . or ..", Value: name})
 	}
 	if group != "" {
 		for _, seg := range strings.Split(group, "/") {
-			if seg == "" || seg == "." || seg == ".." || strings.TrimSpace(seg) != seg || strings.Contains(seg, "\\") {
+			if seg == "" || !plainName(seg) || strings.TrimSpace(seg) != seg {
 				errs = append(errs, models.FieldError{Location: "body.group", Message: "a group is a relative folder path like reports/2026: no empty, . or .. parts", Value: group})
 				break
 			}
@@ -142,7 +149,7 @@ type reserveDataOutput struct {
 
 // reserveDataFile serves POST /v2/data.
 func (s *Server) reserveDataFile(ctx context.Context, in *reserveDataInput) (*reserveDataOutput, error) {
-	if err := s.requireDataBucket(); err != nil {
+	if err := s.requireBucket(); err != nil {
 		return nil, err
 	}
 	b := in.Body
@@ -170,7 +177,7 @@ type dataFileOutput struct{ Body DataFile }
 
 // completeDataFile serves POST /v2/data/{file_id}/complete.
 func (s *Server) completeDataFile(ctx context.Context, in *dataFilePath) (*dataFileOutput, error) {
-	if err := s.requireDataBucket(); err != nil {
+	if err := s.requireBucket(); err != nil {
 		return nil, err
 	}
 	c := callerFrom(ctx)
@@ -360,7 +367,7 @@ type updateDataInput struct {
 func (s *Server) updateDataFile(ctx context.Context, in *updateDataInput) (*dataFileOutput, error) {
 	b := in.Body
 	if b.Name == nil && b.Group == nil {
-		return nil, storeError(models.ValidationError{{Location: "body", Message: "give name or group"}}, "")
+		return nil, validation("body", "give name or group", nil)
 	}
 	name, group := "x", ""
 	if b.Name != nil {

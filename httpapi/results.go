@@ -91,7 +91,7 @@ func idList(param, s string) ([]uuid.UUID, error) {
 		}
 		id, err := uuid.Parse(part)
 		if err != nil {
-			return nil, storeError(models.ValidationError{{Location: "query." + param, Message: "not a comma-separated list of UUIDs", Value: part}}, "")
+			return nil, validation("query."+param, "not a comma-separated list of UUIDs", part)
 		}
 		out = append(out, id)
 	}

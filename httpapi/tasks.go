@@ -557,7 +557,6 @@ func validation(location, msg string, value any) error {
 	return newHumaError(http.StatusUnprocessableEntity, "validation failed", &huma.ErrorDetail{Location: location, Message: msg, Value: value})
 }
 
-// briefZip packs a brief: prompt.md and task.json (attachments join them once uploads exist).
 // briefZip is a brief as a zip: prompt.md, task.json and its staged attachments under
 // attachments/.
 func (s *Server) briefZip(ctx context.Context, b *models.TaskBrief, attachments []models.StagedFile) ([]byte, error) {

@@ -175,7 +175,7 @@ var sha256Hex = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
 // check validates the request as its schema says (the body is read raw: it may be a form).
 func (b *CreateUploadRequest) check() error {
 	var errs models.ValidationError
-	if b.Name == "" || len(b.Name) > 255 || b.Name == "." || b.Name == ".." || strings.ContainsAny(b.Name, "/\\") || path.Clean(b.Name) != b.Name {
+	if b.Name == "" || len(b.Name) > 255 || !plainName(b.Name) {
 		errs = append(errs, models.FieldError{Location: "body.name", Message: "a file name of 1 to 255 bytes, with no slash, not . or ..", Value: b.Name})
 	}
 	if b.Size < 0 {
@@ -204,8 +204,8 @@ type stagedOutput struct{ Body UploadView }
 // createUpload serves POST /v2/uploads: a JSON body stages through presigned PUTs, a form
 // stores the file at once.
 func (s *Server) createUpload(ctx context.Context, in *createUploadInput) (*stagedOutput, error) {
-	if s.bucket == nil {
-		return nil, newAPIError(http.StatusServiceUnavailable, "this server stores no files")
+	if err := s.requireBucket(); err != nil {
+		return nil, err
 	}
 	mt, params, _ := mime.ParseMediaType(in.ContentType)
 	if mt == "multipart/form-data" {
@@ -262,7 +262,7 @@ func (s *Server) createFormUpload(ctx context.Context, tasksetID uuid.UUID, raw 
 	defer form.RemoveAll() //nolint:errcheck // temporary files of the form
 	files := form.File["file"]
 	if len(files) != 1 {
-		return nil, storeError(models.ValidationError{{Location: "body.file", Message: "send exactly one file in the file field"}}, "")
+		return nil, validation("body.file", "send exactly one file in the file field", nil)
 	}
 	fh := files[0]
 	name := fh.Filename
@@ -325,8 +325,8 @@ type uploadPartsInput struct {
 
 // presignUploadParts serves POST /v2/uploads/parts.
 func (s *Server) presignUploadParts(ctx context.Context, in *uploadPartsInput) (*stagedOutput, error) {
-	if s.bucket == nil {
-		return nil, newAPIError(http.StatusServiceUnavailable, "this server stores no files")
+	if err := s.requireBucket(); err != nil {
+		return nil, err
 	}
 	u, err := s.store.GetUpload(ctx, callerFrom(ctx), in.TasksetID, in.Body.UploadID)
 	if err != nil {
@@ -337,7 +337,7 @@ func (s *Server) presignUploadParts(ctx context.Context, in *uploadPartsInput) (
 	}
 	for _, n := range in.Body.PartNumbers {
 		if n < 1 || n > u.PartCount {
-			return nil, storeError(models.ValidationError{{Location: "body.part_numbers", Message: fmt.Sprintf("parts are numbered 1 to %d", u.PartCount), Value: n}}, "")
+			return nil, validation("body.part_numbers", fmt.Sprintf("parts are numbered 1 to %d", u.PartCount), n)
 		}
 	}
 	out := &stagedOutput{Body: uploadView(u)}
@@ -353,8 +353,8 @@ type completeUploadInput struct {
 
 // completeUpload serves POST /v2/uploads/complete.
 func (s *Server) completeUpload(ctx context.Context, in *completeUploadInput) (*stagedOutput, error) {
-	if s.bucket == nil {
-		return nil, newAPIError(http.StatusServiceUnavailable, "this server stores no files")
+	if err := s.requireBucket(); err != nil {
+		return nil, err
 	}
 	u, err := s.store.GetUpload(ctx, callerFrom(ctx), in.TasksetID, in.Body.UploadID)
 	if err != nil {
@@ -460,7 +460,7 @@ type deleteUploadOutput struct {
 func (s *Server) deleteUpload(ctx context.Context, in *deleteUploadInput) (*deleteUploadOutput, error) {
 	ts, id, ok := models.ParseLocator(in.URL)
 	if !ok || ts != in.TasksetID {
-		return nil, storeError(models.ValidationError{{Location: "query.url", Message: "not a storage:// locator of this taskset's uploads", Value: in.URL}}, "")
+		return nil, validation("query.url", "not a storage:// locator of this taskset's uploads", in.URL)
 	}
 	u, err := s.store.DeleteUpload(ctx, callerFrom(ctx), in.TasksetID, id)
 	if err != nil {
