@@ -135,10 +135,7 @@ func cmdTraces(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				continue
 			}
 			shown++
-			reward, started := "–", "–"
-			if t.Reward != nil {
-				reward = fmt.Sprintf("%.3f", *t.Reward)
-			}
+			reward, started := fmtReward(t.Reward), "–"
 			if t.StartTime != nil {
 				started = t.StartTime.Local().Format("2006-01-02 15:04:05")
 			}

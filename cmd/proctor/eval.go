@@ -170,10 +170,7 @@ func progressLine(s jobSummary) string {
 	if s.TotalTraces > 0 {
 		filled = s.done() * width / s.TotalTraces
 	}
-	reward := "–"
-	if s.AvgReward != nil {
-		reward = fmt.Sprintf("%.3f", *s.AvgReward)
-	}
+	reward := fmtReward(s.AvgReward)
 	return fmt.Sprintf("[%s%s] %d/%d done · %d running · %d errors · mean reward %s",
 		strings.Repeat("█", filled), strings.Repeat("·", width-filled), s.done(), s.TotalTraces,
 		s.Initializing+s.Running, s.Error, reward)
@@ -260,10 +257,7 @@ func (c *apiClient) printJobTable(ctx context.Context, w io.Writer, jobID string
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", n, a.n, a.completed, a.errors, a.cancelled, mean)
 	}
 	tw.Flush()
-	reward := "–"
-	if s.AvgReward != nil {
-		reward = fmt.Sprintf("%.3f", *s.AvgReward)
-	}
+	reward := fmtReward(s.AvgReward)
 	fmt.Fprintf(w, "\n%d attempts: %d completed, %d errors, %d cancelled · mean reward %s\n", s.TotalTraces, s.Completed, s.Error, s.Cancelled, reward)
 	var usage struct {
 		TotalCost     float64 `json:"total_cost"`
@@ -356,10 +350,7 @@ func cmdTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				Attempt    int    `json:"attempt"`
 			}
 			c.do(ctx, http.MethodGet, "/v2/trace/"+url.PathEscape(pos[0]), nil, &tr) //nolint:errcheck // the events were read: the rest is a footnote
-			reward := "–"
-			if ev.Reward != nil {
-				reward = fmt.Sprintf("%.3f", *ev.Reward)
-			}
+			reward := fmtReward(ev.Reward)
 			fmt.Fprintf(stdout, "\nstatus %s · stop %s · reward %s", ev.Status, orDash(tr.StopReason), reward)
 			if tr.Error != "" {
 				fmt.Fprintf(stdout, " · error: %s", tr.Error)
@@ -420,6 +411,14 @@ func oneLine(s string, n int) string {
 	return s
 }
 
+// fmtReward shows a reward to three decimals, or – when there is none.
+func fmtReward(r *float64) string {
+	if r == nil {
+		return "–"
+	}
+	return fmt.Sprintf("%.3f", *r)
+}
+
 func orDash(s string) string {
 	if s == "" {
 		return "–"
@@ -476,10 +475,7 @@ func cmdJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err := c.do(ctx, http.MethodGet, "/v2/jobs/"+j.ID+"/summary", nil, &s); err != nil {
 			return err
 		}
-		reward := "–"
-		if s.AvgReward != nil {
-			reward = fmt.Sprintf("%.3f", *s.AvgReward)
-		}
+		reward := fmtReward(s.AvgReward)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\n", j.ID, orDash(j.Name), j.Status, s.done(), s.TotalTraces, reward, j.CreatedAt.Local().Format("2006-01-02 15:04"))
 	}
 	tw.Flush()
@@ -503,10 +499,7 @@ func showJob(ctx context.Context, c *apiClient, jobID string, limit int, stdout 
 	if err := c.do(ctx, http.MethodGet, "/v2/jobs/"+job.ID+"/summary", nil, &s); err != nil {
 		return err
 	}
-	reward := "–"
-	if s.AvgReward != nil {
-		reward = fmt.Sprintf("%.3f", *s.AvgReward)
-	}
+	reward := fmtReward(s.AvgReward)
 	fmt.Fprintf(stdout, "job %s %q: %s, %d/%d attempts done (%d completed, %d error, %d cancelled), mean reward %s\n",
 		job.ID, job.Name, job.Status, s.done(), s.TotalTraces, s.Completed, s.Error, s.Cancelled, reward)
 	var cov struct {
@@ -528,10 +521,7 @@ func showJob(ctx context.Context, c *apiClient, jobID string, limit int, stdout 
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TASK\tATTEMPTS\tINVALID\tSTATUSES\tMEAN REWARD")
 	for _, t := range cov.Tasks {
-		r := "–"
-		if t.AvgReward != nil {
-			r = fmt.Sprintf("%.3f", *t.AvgReward)
-		}
+		r := fmtReward(t.AvgReward)
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", t.TaskName, t.TraceCount, t.InvalidatedCount, orDash(strings.Join(t.Statuses, ",")), r)
 	}
 	tw.Flush()
@@ -554,10 +544,7 @@ func showJob(ctx context.Context, c *apiClient, jobID string, limit int, stdout 
 		}
 		fmt.Fprintf(stdout, "\n%s (%d):\n", strings.ReplaceAll(cat, "_", " "), th.CategoryCounts[cat])
 		for _, t := range th.Thumbnails {
-			r := "–"
-			if t.Reward != nil {
-				r = fmt.Sprintf("%.3f", *t.Reward)
-			}
+			r := fmtReward(t.Reward)
 			name := "–"
 			if t.TaskName != nil {
 				name = *t.TaskName
