@@ -111,13 +111,9 @@ func (s *Store) Close() error { return s.DB.Close() }
 // that several servers starting at once apply each migration exactly once. It returns the names
 // applied by this call.
 func (s *Store) Migrate(ctx context.Context) ([]string, error) {
-	sub, err := fs.Sub(migrationFiles, "migrations/"+string(s.Dialect))
+	migrations, err := s.migrations()
 	if err != nil {
 		return nil, err
-	}
-	migrations := migrate.NewMigrations()
-	if err := migrations.Discover(sub); err != nil {
-		return nil, fmt.Errorf("discover migrations: %w", err)
 	}
 	m := migrate.NewMigrator(s.DB, migrations, migrate.WithMarkAppliedOnSuccess(true))
 	if err := m.Init(ctx); err != nil {
@@ -138,6 +134,19 @@ func (s *Store) Migrate(ctx context.Context) ([]string, error) {
 	return names, nil
 }
 
+// migrations are the migrations of the store's dialect this binary carries.
+func (s *Store) migrations() (*migrate.Migrations, error) {
+	sub, err := fs.Sub(migrationFiles, "migrations/"+string(s.Dialect))
+	if err != nil {
+		return nil, err
+	}
+	migrations := migrate.NewMigrations()
+	if err := migrations.Discover(sub); err != nil {
+		return nil, fmt.Errorf("discover migrations: %w", err)
+	}
+	return migrations, nil
+}
+
 // ErrSchema is returned (wrapped) when the database's schema is not the one this binary expects.
 var ErrSchema = errors.New("database schema mismatch")
 
@@ -145,13 +154,9 @@ var ErrSchema = errors.New("database schema mismatch")
 // an error (wrapping ErrSchema) says which are pending (run `proctor migrate`) or unknown (the
 // database was migrated by a newer binary).
 func (s *Store) CheckSchema(ctx context.Context) error {
-	sub, err := fs.Sub(migrationFiles, "migrations/"+string(s.Dialect))
+	migrations, err := s.migrations()
 	if err != nil {
 		return err
-	}
-	migrations := migrate.NewMigrations()
-	if err := migrations.Discover(sub); err != nil {
-		return fmt.Errorf("discover migrations: %w", err)
 	}
 	known := map[string]bool{}
 	for _, m := range migrations.Sorted() {
