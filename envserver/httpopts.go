@@ -2,6 +2,7 @@ package envserver
 
 import (
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -39,11 +40,16 @@ func (s *Server) streamableOptions() *mcp.StreamableHTTPOptions {
 
 // statelessInit runs the initialize hook before a stateless server's first request (there is no
 // initialize request to run it on); a failed hook fails every request, as it does initialize.
+// Once the hook has succeeded, requests no longer take the hook's lock.
 func (s *Server) statelessInit(next http.Handler) http.Handler {
+	var ready atomic.Bool
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := s.runInitHook(r.Context(), nil, nil); err != nil {
-			http.Error(w, initFailure(err), http.StatusServiceUnavailable)
-			return
+		if !ready.Load() {
+			if err := s.runInitHook(r.Context(), nil, nil); err != nil {
+				http.Error(w, initFailure(err), http.StatusServiceUnavailable)
+				return
+			}
+			ready.Store(true)
 		}
 		next.ServeHTTP(w, r)
 	})
