@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/uuid"
 	"go.temporal.io/sdk/temporal"
 
@@ -49,6 +50,10 @@ type BuildConfig struct {
 	// GOPROXY is the module proxy Go builds may use ("off": only vendored modules and the
 	// worker's module cache); empty keeps the worker's setting.
 	GOPROXY string
+	// Bundled is the path of a binary that serves the bundled example environments as
+	// `BINARY example-env NAME` (the proctor binary): builds that name a bundled example
+	// (models.BuildOptions.Bundled) package it instead of compiling. Empty: such builds fail.
+	Bundled string
 }
 
 // BuildInput names a build.
@@ -165,7 +170,20 @@ func (a *Activities) BuildImage(ctx context.Context, in BuildInput) (_ BuildImag
 	imagePath := filepath.Join(work, "image.oci.tar")
 	var digest string
 	var command []string
-	if _, err := os.Stat(filepath.Join(entryDir, "Dockerfile")); err == nil {
+	if name := b.Options.Bundled; name != "" {
+		if cfg.Bundled == "" {
+			return BuildImageResult{}, buildFailed("the build packages the bundled example %q, and this worker carries no bundled examples", name)
+		}
+		fmt.Fprintf(logw, "bundled example %s: packaging this worker's binary (no compiler needed)\n", name)
+		img, err := image.BinaryImage(cfg.Bundled, filepath.Join(cfg.Dir, "bundled"))
+		if err != nil {
+			return BuildImageResult{}, fmt.Errorf("package the bundled examples: %w", err)
+		}
+		if digest, err = writeImage(img, ref, imagePath); err != nil {
+			return BuildImageResult{}, err
+		}
+		command = []string{image.Entrypoint, "example-env", name}
+	} else if _, err := os.Stat(filepath.Join(entryDir, "Dockerfile")); err == nil {
 		fmt.Fprintf(logw, "buildah: Dockerfile in %s\n", entry)
 		if err := a.dockerfileBuild(ctx, b, entryDir, ref, imagePath, logw); err != nil {
 			return BuildImageResult{}, err
@@ -206,16 +224,8 @@ func (a *Activities) BuildImage(ctx context.Context, in BuildInput) (_ BuildImag
 		if err != nil {
 			return BuildImageResult{}, err
 		}
-		tmp, err := os.Create(imagePath)
-		if err != nil {
+		if digest, err = writeImage(img, ref, imagePath); err != nil {
 			return BuildImageResult{}, err
-		}
-		digest, err = image.WriteArchive(img, ref, tmp)
-		if cerr := tmp.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return BuildImageResult{}, fmt.Errorf("write the image: %w", err)
 		}
 		command = []string{image.Entrypoint}
 	}
@@ -228,6 +238,22 @@ func (a *Activities) BuildImage(ctx context.Context, in BuildInput) (_ BuildImag
 	}
 	fmt.Fprintf(logw, "image %s (%s) stored\n", ref, digest)
 	return BuildImageResult{Digest: digest, ImageKey: key}, nil
+}
+
+// writeImage writes img, named ref, as an OCI archive at path and returns its digest.
+func writeImage(img v1.Image, ref, path string) (string, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return "", err
+	}
+	digest, err := image.WriteArchive(img, ref, f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", fmt.Errorf("write the image: %w", err)
+	}
+	return digest, nil
 }
 
 // indexSource lists the unpacked source for browsing (paths, types, sizes, hashes) and stores

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -238,14 +239,32 @@ func (s *Server) SSEHandler() http.Handler {
 // server with build and runs it, logging to stderr. SIGINT (a hot reload) stops serving without
 // the shutdown hook; SIGTERM runs it first. On failure Main logs the error and exits with status 1.
 func Main(build func(logger *slog.Logger) (*Server, error)) {
-	transport := flag.String("transport", "stdio", "MCP transport: stdio, http or sse")
-	port := flag.Int("port", 8765, "port of the http and sse transports (0 picks a free one)")
-	flag.Parse()
+	os.Exit(MainArgs(filepath.Base(os.Args[0]), os.Args[1:], build))
+}
+
+// MainArgs is Main for a program that serves an environment as one of its commands: it reads
+// the same flags from args, names the command name in its usage, and returns the exit status
+// (2 for a flag error) instead of exiting.
+func MainArgs(name string, args []string, build func(logger *slog.Logger) (*Server, error)) int {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	transport := fs.String("transport", "stdio", "MCP transport: stdio, http or sse")
+	port := fs.Int("port", 8765, "port of the http and sse transports (0 picks a free one)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "%s: unexpected argument %q\n", name, fs.Arg(0))
+		return 2
+	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	if err := runMain(build, logger, *transport, *port); err != nil {
 		logger.Error("environment failed", "error", err)
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 func runMain(build func(*slog.Logger) (*Server, error), logger *slog.Logger, transport string, port int) error {

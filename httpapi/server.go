@@ -153,6 +153,7 @@ func New(o Options) *Server {
 	s.registerAnalytics()
 	s.registerDataFiles()
 	s.registerUploads()
+	s.registerWorkers()
 	allowUnknownRequestFields(s.api.OpenAPI())
 	nullablePointers(s.api.OpenAPI())
 	freeFormMaps(s.api.OpenAPI())

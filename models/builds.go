@@ -31,6 +31,11 @@ type BuildOptions struct {
 	EnvironmentVariables map[string]string `json:"environment_variables,omitempty"`
 	NoCache              bool              `json:"no_cache,omitempty"`
 	RuntimeProvider      string            `json:"runtime_provider,omitempty"`
+	// Bundled names a bundled example environment (`proctor example-env NAME`) that the build
+	// packages from the builder's own binary instead of compiling the source, which it keeps for
+	// browsing only. Only `proctor dev` sets it (the API offers no way to), where no Go
+	// toolchain or checkout is at hand.
+	Bundled string `json:"bundled,omitempty"`
 }
 
 // BuildLog is one line of a build's log.

@@ -241,3 +241,55 @@ func showTaskset(ctx context.Context, c *apiClient, name string, stdout io.Write
 	fmt.Fprintf(stdout, "\nrun it with: proctor eval %s --model MODEL\n", ts.Name)
 	return nil
 }
+
+// cmdWorkers lists what the live workers offer per task queue.
+func cmdWorkers(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("proctor workers", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	client := clientFlags(fs)
+	if pos, err := parseArgs(fs, args); err != nil {
+		return err
+	} else if len(pos) > 0 {
+		fmt.Fprintln(stderr, "usage: proctor workers")
+		return errUsage
+	}
+	c, err := client()
+	if err != nil {
+		return err
+	}
+	w, err := c.workers(ctx)
+	if err != nil {
+		return err
+	}
+	if len(w.Queues) == 0 {
+		fmt.Fprintln(stdout, "no live workers: nothing runs until one starts (proctor worker, or proctor dev)")
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "QUEUE\tWORKERS\tSANDBOXES AT ONCE\tGPUS")
+	for _, q := range w.Queues {
+		sandboxes, gpus := orDash(""), orDash("")
+		if q.SandboxCapacity > 0 {
+			sandboxes, gpus = fmt.Sprint(q.SandboxCapacity), fmt.Sprint(q.GPUs)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", q.Queue, q.Workers, sandboxes, gpus)
+	}
+	return tw.Flush()
+}
+
+// workersPage is the answer of GET /v2/workers.
+type workersPage struct {
+	Queues []struct {
+		Queue           string `json:"queue"`
+		Workers         int    `json:"workers"`
+		SandboxCapacity int    `json:"sandbox_capacity"`
+		GPUs            int    `json:"gpus"`
+	} `json:"queues"`
+	SandboxCapacity int `json:"sandbox_capacity"`
+}
+
+func (c *apiClient) workers(ctx context.Context) (workersPage, error) {
+	var w workersPage
+	err := c.do(ctx, http.MethodGet, "/v2/workers", nil, &w)
+	return w, err
+}

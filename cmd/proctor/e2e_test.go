@@ -30,6 +30,14 @@ import (
 
 // TestMain checks every response of the suite against openapi.yaml (see internal/apitest).
 func TestMain(m *testing.M) {
+	// Bundled builds package the running binary, which serves the examples as
+	// `proctor example-env NAME`; under test that binary is this one, and it must do the same.
+	if len(os.Args) > 1 && os.Args[1] == "example-env" {
+		if err := cmdExampleEnv(os.Args[2:], os.Stderr); err != nil {
+			os.Exit(exitCode(err))
+		}
+		os.Exit(0)
+	}
 	// dev keeps the last instance's credentials in the user's config dir: here, a throwaway one.
 	dir, err := os.MkdirTemp("", "proctor-config-")
 	if err != nil {

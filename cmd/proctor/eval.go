@@ -89,6 +89,9 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	fmt.Fprintf(stdout, "job %s: %s, %d attempts per task\n", launched.JobID, *name, *groupSize)
+	if note := c.capacityNote(ctx, min(*maxConcurrent, launched.Accepted**groupSize), *maxConcurrent); note != "" {
+		fmt.Fprintln(stdout, note)
+	}
 
 	// Ctrl-C cancels the job rather than leaving it running unseen.
 	sum, err := c.follow(ctx, launched.JobID, stderr)
@@ -106,6 +109,37 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	return c.printJobTable(ctx, stdout, launched.JobID, sum)
+}
+
+// capacityNote says why a job will run fewer than live attempts at once: the live workers run
+// fewer sandboxes (or none). Empty when they run enough, or when the API cannot say.
+func (c *apiClient) capacityNote(ctx context.Context, live, maxConcurrent int) string {
+	w, err := c.workers(ctx)
+	if err != nil {
+		return ""
+	}
+	hosts := 0
+	for _, q := range w.Queues {
+		if q.SandboxCapacity > 0 {
+			hosts += q.Workers
+		}
+	}
+	switch {
+	case w.SandboxCapacity == 0:
+		return "note: no live worker runs sandboxes: the attempts wait until one polls their queue (proctor worker --queues sandboxes-cpu)"
+	case live > w.SandboxCapacity:
+		return fmt.Sprintf("note: at most %d attempts run at once, not %d (--max-concurrent %d): the live workers run %d sandboxes at once (%s); "+
+			"the others wait for a free one. Raise it with --max-sandboxes on the workers, or add workers (see proctor workers)",
+			w.SandboxCapacity, live, maxConcurrent, w.SandboxCapacity, plural(hosts, "worker"))
+	}
+	return ""
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 // followRetryFor is how long follow keeps retrying an API that went away (a restarting server).

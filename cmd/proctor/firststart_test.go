@@ -6,10 +6,15 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/proctorhq/proctor/models"
 )
 
 // A dev whose ports are taken says which and how to choose another, instead of failing deep in
@@ -104,5 +109,136 @@ func TestDevFirstStartResumes(t *testing.T) {
 	var out bytes.Buffer
 	if err := run(t.Context(), []string{"jobs", "--data-dir", dataDir, "--api-url", c.base}, &out, io.Discard); err != nil {
 		t.Errorf("proctor jobs with the recovered key: %v", err)
+	}
+}
+
+// Where there is neither a checkout nor the Go toolchain (a release binary run anywhere), dev
+// deploys the examples by packaging its own binary through the build pipeline, and the demo
+// runs to 1.0 on them; the builds keep the examples' source for browsing.
+func TestDevWithoutGoToolchainOrCheckout(t *testing.T) {
+	var keep []string
+	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+		if _, err := os.Stat(filepath.Join(dir, "go")); err != nil {
+			keep = append(keep, dir)
+		}
+	}
+	t.Setenv("PATH", strings.Join(keep, string(os.PathListSeparator)))
+	if p, err := exec.LookPath("go"); err == nil {
+		t.Fatalf("go is still on PATH at %s", p)
+	}
+	t.Chdir(t.TempDir())
+
+	start := time.Now()
+	dev := startDev(t, t.TempDir(), "--log-level", "info")
+	t.Logf("dev ready without a toolchain in %s", time.Since(start).Round(time.Millisecond))
+	if !strings.Contains(dev.errOut.String(), "deploying the bundled example environments") {
+		t.Errorf("the log does not say the bundled examples were deployed:\n%s", dev.errOut)
+	}
+	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey}
+	for _, name := range exampleEnvs {
+		var page struct {
+			Items []struct {
+				Name          string  `json:"name"`
+				LatestBuildID *string `json:"latest_build_id"`
+			}
+		}
+		c.call("GET", "/v2/registry?search="+name, nil, &page)
+		var build string
+		for _, it := range page.Items {
+			if it.Name == name && it.LatestBuildID != nil {
+				build = *it.LatestBuildID
+			}
+		}
+		if build == "" {
+			t.Fatalf("%s has no build: %+v", name, page.Items)
+		}
+		var logs struct{ Logs []struct{ Line string } }
+		c.call("GET", "/v2/builds/"+build+"/logs", nil, &logs)
+		var text strings.Builder
+		for _, l := range logs.Logs {
+			text.WriteString(l.Line + "\n")
+		}
+		if !strings.Contains(text.String(), "bundled example "+name) || strings.Contains(text.String(), "go build") {
+			t.Errorf("%s's build log does not say it packaged the bundled example:\n%s", name, text.String())
+		}
+		list := func(dir string) []string {
+			var src struct{ Entries []struct{ Path string } }
+			c.call("GET", "/v2/builds/"+build+"/source?path="+dir, nil, &src)
+			var paths []string
+			for _, e := range src.Entries {
+				paths = append(paths, e.Path)
+			}
+			return paths
+		}
+		root, pkg := list(""), list(name+"env")
+		if want := name + "env/" + name + "env.go"; !slices.Contains(root, "main.go") || slices.Contains(root, "main_test.go") || !slices.Contains(pkg, want) {
+			t.Errorf("%s's browsable source = %v and %v, want main.go and %s without tests", name, root, pkg, want)
+		}
+	}
+
+	var out bytes.Buffer
+	start = time.Now()
+	if err := run(t.Context(), []string{"eval", "demo", "--model", "oracle", "--api-url", c.base, "--api-key", c.key}, &out, io.Discard); err != nil {
+		t.Fatalf("eval demo: %v\n%s", err, out.String())
+	}
+	t.Logf("eval demo on the bundled examples: %s", time.Since(start).Round(time.Millisecond))
+	if !strings.Contains(out.String(), "3 attempts: 3 completed, 0 errors, 0 cancelled · mean reward 1.000") {
+		t.Errorf("eval demo on the bundled examples:\n%s", out.String())
+	}
+}
+
+// When the workers run fewer sandboxes at once than a job may, eval says so and why; the
+// workers are listed per queue, and a stopped worker takes its rows with it.
+func TestEvalSaysWhenWorkersRunFewerSandboxes(t *testing.T) {
+	dataDir := t.TempDir()
+	dev := startDev(t, dataDir, "--max-sandboxes", "2")
+	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey}
+	var w struct {
+		Queues []struct {
+			Queue           string `json:"queue"`
+			Workers         int    `json:"workers"`
+			SandboxCapacity int    `json:"sandbox_capacity"`
+		}
+		SandboxCapacity int `json:"sandbox_capacity"`
+	}
+	c.call("GET", "/v2/workers", nil, &w)
+	queues := map[string]int{}
+	for _, q := range w.Queues {
+		queues[q.Queue] = q.SandboxCapacity
+		if q.Workers != 1 {
+			t.Errorf("queue %s has %d workers, want this dev's 1", q.Queue, q.Workers)
+		}
+	}
+	if w.SandboxCapacity != 2 || queues["sandboxes-cpu"] != 2 || len(queues) != 3 {
+		t.Fatalf("workers = %+v, want the three dev queues and 2 sandboxes on sandboxes-cpu", w)
+	}
+	cli := func(args ...string) string {
+		t.Helper()
+		var out bytes.Buffer
+		if err := run(t.Context(), append(args, "--api-url", c.base, "--api-key", c.key), &out, io.Discard); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out.String())
+		}
+		return out.String()
+	}
+	if out := cli("workers"); !regexp.MustCompile(`sandboxes-cpu\s+1\s+2\s+0`).MatchString(out) {
+		t.Errorf("proctor workers:\n%s", out)
+	}
+	out := cli("eval", "demo", "--model", "oracle", "--group-size", "2", "--max-concurrent", "5")
+	if !strings.Contains(out, "note: at most 2 attempts run at once, not 5 (--max-concurrent 5): the live workers run 2 sandboxes at once (1 worker)") ||
+		!strings.Contains(out, "6 attempts: 6 completed") {
+		t.Errorf("eval with more concurrency than sandboxes:\n%s", out)
+	}
+	if out := cli("eval", "demo", "--model", "oracle", "--max-concurrent", "2"); strings.Contains(out, "note:") {
+		t.Errorf("eval within the capacity has a note:\n%s", out)
+	}
+
+	dev.stop(t)
+	store, err := models.Open(t.Context(), "sqlite:"+filepath.Join(dataDir, "proctor.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if left, err := store.QueueCapacities(t.Context()); err != nil || len(left) != 0 {
+		t.Errorf("after dev stopped, its queues are still listed: %+v, %v", left, err)
 	}
 }

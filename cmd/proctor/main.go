@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/proctorhq/proctor/envserver"
+	"github.com/proctorhq/proctor/examples/environments"
 	"github.com/proctorhq/proctor/httpapi"
 	"github.com/proctorhq/proctor/internal/config"
 )
@@ -28,6 +30,8 @@ Usage:
   proctor migrate    apply pending database migrations and exit
   proctor admin      manage teams, members, API keys, sessions and projects in the configured database
   proctor openapi    print the OpenAPI 3.1 document (YAML) without starting anything
+  proctor example-env NAME [--transport stdio|http|sse] [--port 8765]
+                     serve a bundled example environment (todo, game2048, canvas)
 
 Client commands (against PROCTOR_API_URL with PROCTOR_API_KEY; default: the local dev instance):
   proctor tasks upload FILE.json|FILE.jsonl [--taskset NAME]   create or update tasks
@@ -42,6 +46,7 @@ Client commands (against PROCTOR_API_URL with PROCTOR_API_KEY; default: the loca
   proctor jobs watch JOB                                       follow a running job again (after Ctrl-C or a lost connection)
   proctor traces [--job JOB] [--status S]                      a job's attempts (default: your newest job's)
   proctor models                                               the models you can run
+  proctor workers                                              the live workers per task queue, and the sandboxes they run at once
   proctor env deploy DIR [--name N]                            build an environment from source, print its scenarios
   proctor usage [--days 7] [--by model|route|api_key|user|byok] inference calls, environment time and cost per day
   proctor instances ENV [--all] [--stop ID,…]                  an environment's sandboxes; stop some
@@ -57,7 +62,8 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) && !errors.Is(err, errFlags) && !errors.Is(err, errUsage) {
+		var st exitStatus
+		if !errors.Is(err, flag.ErrHelp) && !errors.Is(err, errFlags) && !errors.Is(err, errUsage) && !errors.As(err, &st) {
 			fmt.Fprintln(os.Stderr, "proctor:", err)
 		}
 		stop()
@@ -66,6 +72,10 @@ func main() {
 }
 
 func exitCode(err error) int {
+	var st exitStatus
+	if errors.As(err, &st) {
+		return int(st)
+	}
 	if errors.Is(err, flag.ErrHelp) || errors.Is(err, errUsage) || errors.Is(err, errFlags) {
 		return 2
 	}
@@ -73,6 +83,31 @@ func exitCode(err error) int {
 }
 
 var errUsage = errors.New("usage")
+
+// exitStatus is a command's exit status when it has already said why.
+type exitStatus int
+
+func (s exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(s)) }
+
+// cmdExampleEnv serves a bundled example environment, as its own command would: the images
+// `proctor dev` builds without a Go toolchain run this.
+func cmdExampleEnv(args []string, stderr io.Writer) error {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		fmt.Fprintf(stderr, "Usage: proctor example-env NAME [--transport stdio|http|sse] [--port 8765]\n\nServe a bundled example environment over MCP. NAME is one of: %s.\n", strings.Join(environments.Names(), ", "))
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
+			return nil
+		}
+		return errUsage
+	}
+	ex, ok := environments.Lookup(args[0])
+	if !ok {
+		return fmt.Errorf("no bundled example %q; the examples are: %s", args[0], strings.Join(environments.Names(), ", "))
+	}
+	if code := envserver.MainArgs("proctor example-env "+ex.Name, args[1:], ex.New); code != 0 {
+		return exitStatus(code)
+	}
+	return nil
+}
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
@@ -111,6 +146,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdTraces(ctx, rest, stdout, stderr)
 	case "models":
 		return cmdModels(ctx, rest, stdout, stderr)
+	case "workers":
+		return cmdWorkers(ctx, rest, stdout, stderr)
+	case "example-env":
+		return cmdExampleEnv(rest, stderr)
 	case "openapi":
 		spec, err := httpapi.Spec()
 		if err != nil {

@@ -7,22 +7,22 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/proctorhq/proctor/examples/environments"
 	"github.com/proctorhq/proctor/httpapi"
 	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/models"
 )
 
-// exampleEnvs are the example environments `proctor dev` deploys.
-var exampleEnvs = []struct{ name, description string }{
-	{"todo", "A todo list an agent edits: add, list, complete and delete todos."},
-	{"game2048", "A deterministic game of 2048 an agent plays to reach a target tile."},
-}
+// exampleEnvs are the example environments `proctor dev` deploys (of environments.All): those
+// the demo taskset runs on.
+var exampleEnvs = []string{"todo", "game2048"}
 
 // demoTasks is the taskset `demo`: tasks over the example environments whose validation calls
 // earn reward 1.0, so that `proctor eval demo --model oracle` runs a whole job offline.
@@ -71,26 +71,43 @@ func seedModels(ctx context.Context, store *models.Store) error {
 }
 
 // seedExamples deploys the example environments through the build pipeline, as any user's
-// environment is deployed: each is packed from this source tree (its package and envserver,
-// within this module), uploaded, built and discovered by the workers; then the demo taskset is
-// uploaded. Environments that already have a build (a restart) are kept. Without a source tree
-// it logs why and seeds nothing.
+// environment is deployed: each is packed, uploaded, built and discovered by the workers; then
+// the demo taskset is uploaded. Environments that already have a build (a restart) are kept.
+//
+// From a checkout with the Go toolchain, an example is packed from the source tree (its package
+// and envserver, within this module) and compiled. Elsewhere (a release binary run anywhere),
+// the build packages this binary, which serves the example as `proctor example-env NAME`, and
+// the example's embedded source is uploaded for browsing.
 //
 // wait says whether to wait for the builds (this process builds them); otherwise they finish
 // when a worker of the builds queue takes them. done says whether everything is seeded.
 func seedExamples(ctx context.Context, store *models.Store, bucket blob.Bucket, builds httpapi.Builds, c *models.Caller, wait bool, log *slog.Logger) (done bool, err error) {
 	root, err := sourceRoot()
-	if err != nil {
-		log.Warn("not seeding the example environments", "reason", err)
-		return false, nil
+	if err == nil {
+		_, err = exec.LookPath("go")
+	}
+	bundled := err != nil
+	if bundled {
+		log.Info("deploying the bundled example environments from this binary", "reason", err)
 	}
 	var pending []uuid.UUID
-	for _, e := range exampleEnvs {
-		if reg, err := store.FindRegistry(ctx, c, e.name); err == nil && reg.LatestBuildID != nil {
+	for _, name := range exampleEnvs {
+		ex, ok := environments.Lookup(name)
+		if !ok {
+			return false, fmt.Errorf("no bundled example %q", name)
+		}
+		if reg, err := store.FindRegistry(ctx, c, ex.Name); err == nil && reg.LatestBuildID != nil {
 			continue
 		}
-		entry := "examples/environments/" + e.name
-		archive, _, err := packSource(root, exampleFiles(entry))
+		var source []byte
+		opts := models.BuildOptions{Source: "proctor dev"}
+		if bundled {
+			source, err = environments.SourceArchive(ex.Name)
+			opts.Bundled = ex.Name
+		} else {
+			opts.EntryFolder = "examples/environments/" + ex.Name
+			source, _, err = packSource(root, exampleFiles(opts.EntryFolder))
+		}
 		if err != nil {
 			return false, err
 		}
@@ -98,11 +115,10 @@ func seedExamples(ctx context.Context, store *models.Store, bucket blob.Bucket, 
 		if err != nil {
 			return false, err
 		}
-		if err := bucket.Put(ctx, up.SourceKey, bytes.NewReader(archive), "application/gzip"); err != nil {
+		if err := bucket.Put(ctx, up.SourceKey, bytes.NewReader(source), "application/gzip"); err != nil {
 			return false, err
 		}
-		b, _, err := store.TriggerBuild(ctx, c, models.TriggerBuild{UploadID: up.ID, Name: e.name, Description: e.description,
-			Options: models.BuildOptions{Source: "proctor dev", EntryFolder: entry}})
+		b, _, err := store.TriggerBuild(ctx, c, models.TriggerBuild{UploadID: up.ID, Name: ex.Name, Description: ex.Description, Options: opts})
 		if err != nil {
 			return false, err
 		}

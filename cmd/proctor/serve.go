@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/proctorhq/proctor/activities"
 	"github.com/proctorhq/proctor/httpapi"
 	"github.com/proctorhq/proctor/internal/archive"
@@ -339,6 +340,7 @@ type runtime struct {
 	sandboxes sandbox.Provider
 	describe  string // how sandboxes run here, for the logs
 	workers   *ptemporal.Workers
+	retire    func() // stops announcing this worker's queues and deletes them
 }
 
 // startRuntime starts this host's sandbox provider and workers. bucket holds sources and images
@@ -360,6 +362,13 @@ func startRuntime(tc *ptemporal.Client, store *models.Store, bucket blob.Bucket,
 	if bucket != nil {
 		acts.Build = &activities.BuildConfig{Bucket: bucket, Dir: cfg.BuildDir, GOPROXY: cfg.BuildGOPROXY,
 			Limits: archive.Limits{MaxBytes: cfg.BuildMaxSourceBytes, MaxEntries: cfg.BuildMaxSourceEntries}}
+		// This binary serves the bundled examples (`proctor example-env NAME`): a bundled build
+		// packages it.
+		if exe, err := os.Executable(); err == nil {
+			acts.Build.Bundled = exe
+		} else {
+			log.Warn("bundled example environments cannot be built here", "error", err)
+		}
 		// A build runs at most 30 minutes: older work dirs are a killed worker's.
 		if n := acts.Build.SweepStaleBuildDirs(time.Hour); n > 0 {
 			log.Info("removed the work dirs of interrupted builds", "count", n, "build_dir", cfg.BuildDir)
@@ -370,7 +379,59 @@ func startRuntime(tc *ptemporal.Client, store *models.Store, bucket blob.Bucket,
 		sb.Close(context.Background()) //nolint:errcheck
 		return nil, err
 	}
-	return &runtime{sandboxes: sb, describe: describe, workers: workers}, nil
+	rt := &runtime{sandboxes: sb, describe: describe, workers: workers}
+	rt.retire = announceWorker(store, workerQueues(cfg, sb), log)
+	return rt, nil
+}
+
+// workerQueues are the rows this process announces: each queue it polls, with its sandbox
+// capacity on the sandbox queues.
+func workerQueues(cfg *config.Config, sb sandbox.Provider) []models.WorkerQueue {
+	host, _ := os.Hostname()
+	id := fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8])
+	var rows []models.WorkerQueue
+	for _, q := range cfg.QueueList() {
+		row := models.WorkerQueue{Worker: id, Queue: q, Hostname: host}
+		if q != ptemporal.QueueWorkflows && q != ptemporal.QueueBuilds {
+			row.SandboxCapacity, row.GPUs, row.GPUType = sb.Capacity(), len(cfg.GPUList()), cfg.GPUType
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// announceWorker writes this worker's queues now and every models.WorkerAnnounceEvery (so that
+// GET /v2/workers counts it) until the returned retire is called, which deletes them.
+func announceWorker(store *models.Store, rows []models.WorkerQueue, log *slog.Logger) (retire func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(models.WorkerAnnounceEvery)
+		defer t.Stop()
+		for {
+			if err := store.AnnounceWorker(ctx, rows); err != nil && ctx.Err() == nil {
+				log.Warn("announce this worker's queues", "error", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+		if len(rows) == 0 {
+			return
+		}
+		rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer rcancel()
+		if err := store.RetireWorker(rctx, rows[0].Worker); err != nil {
+			log.Warn("retire this worker's queues", "error", err)
+		}
+	}
 }
 
 // openSecrets loads the secrets key. Dev creates one in the data dir; elsewhere a process
@@ -424,6 +485,7 @@ func newSandboxes(cfg *config.Config, log *slog.Logger) (sandbox.Provider, strin
 
 // stop stops polling, lets running activities end, then stops every sandbox left.
 func (r *runtime) stop(timeout time.Duration) {
+	r.retire()
 	r.workers.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()

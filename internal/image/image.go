@@ -12,11 +12,13 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -130,35 +132,219 @@ func Assemble(layer v1.Layer, cfg v1.Config) (v1.Image, error) {
 // /dev and /proc a sandbox mounts over.
 func rootLayer(binary []byte) (v1.Layer, error) {
 	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
+	if err := writeRootTar(&buf, bytes.NewReader(binary), int64(len(binary)), nil); err != nil {
+		return nil, err
+	}
+	b := buf.Bytes()
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil },
+		tarball.WithMediaType(types.OCILayer))
+}
+
+// writeRootTar writes rootLayer's tar, reading the binary (size bytes) from binary, plus the
+// host files extras at the same paths (the shared libraries a dynamically linked binary needs).
+func writeRootTar(w io.Writer, binary io.Reader, size int64, extras []string) error {
+	tw := tar.NewWriter(w)
 	epoch := time.Unix(0, 0).UTC()
 	for _, d := range []struct {
 		name string
 		mode int64
 	}{{"app/", 0o755}, {"dev/", 0o755}, {"etc/", 0o755}, {"proc/", 0o755}, {"tmp/", 0o1777}} {
 		if err := tw.WriteHeader(&tar.Header{Name: d.name, Typeflag: tar.TypeDir, Mode: d.mode, ModTime: epoch}); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	passwd := []byte("root:x:0:0:root:/:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n")
-	for _, f := range []struct {
-		name string
-		mode int64
-		body []byte
-	}{{"etc/passwd", 0o644, passwd}, {strings.TrimPrefix(Entrypoint, "/"), 0o755, binary}} {
-		if err := tw.WriteHeader(&tar.Header{Name: f.name, Typeflag: tar.TypeReg, Mode: f.mode, Size: int64(len(f.body)), ModTime: epoch}); err != nil {
-			return nil, err
+	if err := tw.WriteHeader(&tar.Header{Name: "etc/passwd", Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(passwd)), ModTime: epoch}); err != nil {
+		return err
+	}
+	if _, err := tw.Write(passwd); err != nil {
+		return err
+	}
+	if err := tw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(Entrypoint, "/"), Typeflag: tar.TypeReg, Mode: 0o755, Size: size, ModTime: epoch}); err != nil {
+		return err
+	}
+	if n, err := io.Copy(tw, binary); err != nil {
+		return err
+	} else if n != size {
+		return fmt.Errorf("image: the binary changed while it was read (%d of %d bytes)", n, size)
+	}
+	dirs := map[string]bool{"app": true, "dev": true, "etc": true, "proc": true, "tmp": true}
+	for _, p := range extras {
+		name := strings.TrimPrefix(filepath.ToSlash(filepath.Clean(p)), "/")
+		var parents []string
+		for d := path.Dir(name); d != "." && !dirs[d]; d = path.Dir(d) {
+			dirs[d] = true
+			parents = append(parents, d)
 		}
-		if _, err := tw.Write(f.body); err != nil {
-			return nil, err
+		for i := len(parents) - 1; i >= 0; i-- {
+			if err := tw.WriteHeader(&tar.Header{Name: parents[i] + "/", Typeflag: tar.TypeDir, Mode: 0o755, ModTime: epoch}); err != nil {
+				return err
+			}
+		}
+		if err := copyFileInto(tw, p, name, epoch); err != nil {
+			return err
 		}
 	}
-	if err := tw.Close(); err != nil {
+	return tw.Close()
+}
+
+// copyFileInto writes the host file p (its target, when p is a link) into tw as name.
+func copyFileInto(tw *tar.Writer, p, name string, mtime time.Time) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if err := tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: int64(fi.Mode().Perm()), Size: fi.Size(), ModTime: mtime}); err != nil {
+		return err
+	}
+	_, err = io.Copy(tw, f)
+	return err
+}
+
+// sharedLibraries lists, as paths on this host, the ELF interpreter and the shared libraries
+// (and theirs) that a dynamically linked binary loads: nothing for a static binary, or a file
+// that is not ELF.
+func sharedLibraries(bin string) ([]string, error) {
+	f, err := elf.Open(bin)
+	if err != nil {
+		var fe *elf.FormatError
+		if errors.As(err, &fe) {
+			return nil, nil
+		}
 		return nil, err
 	}
-	b := buf.Bytes()
-	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil },
-		tarball.WithMediaType(types.OCILayer))
+	defer f.Close()
+	var interp string
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			b, err := io.ReadAll(p.Open())
+			if err != nil {
+				return nil, err
+			}
+			interp = strings.TrimRight(string(b), "\x00")
+		}
+	}
+	if interp == "" {
+		return nil, nil
+	}
+	out := []string{interp}
+	queue, err := f.ImportedLibraries()
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for len(queue) > 0 {
+		name := queue[0]
+		queue = queue[1:]
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		p := findLibrary(name)
+		if p == "" {
+			return nil, fmt.Errorf("image: the binary loads %s, which is not in this host's library directories", name)
+		}
+		if p != interp {
+			out = append(out, p)
+		}
+		if lf, err := elf.Open(p); err == nil {
+			more, _ := lf.ImportedLibraries()
+			lf.Close()
+			queue = append(queue, more...)
+		}
+	}
+	return out, nil
+}
+
+// findLibrary finds a shared library by its soname in the standard library directories.
+func findLibrary(name string) string {
+	if strings.Contains(name, "/") {
+		return name
+	}
+	triplet := map[string]string{"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu"}[runtime.GOARCH]
+	for _, dir := range []string{"/lib/" + triplet, "/usr/lib/" + triplet, "/lib64", "/usr/lib64", "/lib", "/usr/lib"} {
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p
+		}
+	}
+	return ""
+}
+
+// BinaryImage layers an existing binary at bin (for instance the proctor binary itself, which
+// carries the bundled example environments) into an image like BuildGo's, without compiling
+// anything. A dynamically linked binary brings this host's copies of its loader and shared
+// libraries, at the paths it loads them from. The compressed layer is written once into cacheDir, named by the
+// binary's size and modification time, and reused by later calls; older ones are removed.
+func BinaryImage(bin, cacheDir string) (v1.Image, error) {
+	f, err := os.Open(bin)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cacheDir, 0o700); err != nil {
+		return nil, err
+	}
+	layerPath := filepath.Join(cacheDir, fmt.Sprintf("binary-%d-%d.tar.gz", fi.Size(), fi.ModTime().UnixNano()))
+	if _, err := os.Stat(layerPath); errors.Is(err, os.ErrNotExist) {
+		libs, err := sharedLibraries(bin)
+		if err != nil {
+			return nil, err
+		}
+		if err := writeBinaryLayer(layerPath, f, fi.Size(), libs); err != nil {
+			return nil, err
+		}
+		if old, _ := filepath.Glob(filepath.Join(cacheDir, "binary-*.tar.gz")); len(old) > 0 {
+			for _, o := range old {
+				if o != layerPath {
+					os.Remove(o)
+				}
+			}
+		}
+	} else if err != nil {
+		return nil, err
+	}
+	layer, err := tarball.LayerFromFile(layerPath, tarball.WithMediaType(types.OCILayer))
+	if err != nil {
+		return nil, err
+	}
+	return Assemble(layer, v1.Config{Entrypoint: []string{Entrypoint}, WorkingDir: "/app", Env: []string{"PATH=/app:/usr/bin:/bin"}})
+}
+
+// writeBinaryLayer writes the gzipped root layer holding the binary to path, through a
+// temporary file, so that a crash leaves no half-written layer under the final name.
+func writeBinaryLayer(path string, binary io.Reader, size int64, libs []string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".layer-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	// Speed over size: the layer is written once per binary, and read back at every unpack.
+	gz, err := gzip.NewWriterLevel(tmp, gzip.BestSpeed)
+	if err != nil {
+		tmp.Close()
+		return err
+	}
+	err = writeRootTar(gz, binary, size, libs)
+	if cerr := gz.Close(); err == nil {
+		err = cerr
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("image: write the binary's layer: %w", err)
+	}
+	return os.Rename(tmp.Name(), path)
 }
 
 // WriteArchive writes img, named ref, as an OCI archive to w and returns its digest.

@@ -110,3 +110,94 @@ func TestCodeThatDoesNotCompileIsABuildError(t *testing.T) {
 		t.Errorf("a package outside the source: %v", err)
 	}
 }
+
+// TestABinaryIsLayeredOnceAndReused layers an existing binary without compiling: the same binary
+// gives the same image from one cached layer, its bytes land at the entrypoint, and a changed
+// binary replaces the cached layer.
+func TestABinaryIsLayeredOnceAndReused(t *testing.T) {
+	dir, cache := t.TempDir(), t.TempDir()
+	bin := filepath.Join(dir, "proctor")
+	body := bytes.Repeat([]byte("not really a program\n"), 50_000)
+	if err := os.WriteFile(bin, body, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	img, err := BinaryImage(bin, cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := BinaryImage(bin, cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d1, _ := img.Digest()
+	d2, _ := again.Digest()
+	if d1 != d2 {
+		t.Fatalf("the same binary gave digests %s and %s", d1, d2)
+	}
+	layers, _ := filepath.Glob(filepath.Join(cache, "*"))
+	if len(layers) != 1 {
+		t.Fatalf("cache holds %v, want one layer", layers)
+	}
+	rootfs := t.TempDir()
+	cfg, err := Unpack(img, rootfs, archive.DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(rootfs, Entrypoint)); err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("the entrypoint holds %d bytes (%v), want the binary's %d", len(got), err, len(body))
+	}
+	if fi, err := os.Stat(filepath.Join(rootfs, Entrypoint)); err != nil || fi.Mode().Perm()&0o111 == 0 {
+		t.Fatalf("the entrypoint is not executable: %v %v", fi.Mode(), err)
+	}
+	if len(cfg.Entrypoint) != 1 || cfg.Entrypoint[0] != Entrypoint {
+		t.Fatalf("entrypoint = %v", cfg.Entrypoint)
+	}
+
+	// A new binary (another size or time) is layered anew and the old layer goes.
+	if err := os.WriteFile(bin, append(body, "v2\n"...), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	next, err := BinaryImage(bin, cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d3, _ := next.Digest(); d3 == d1 {
+		t.Fatal("a changed binary kept the old image")
+	}
+	if layers, _ := filepath.Glob(filepath.Join(cache, "*")); len(layers) != 1 || layers[0] == "" {
+		t.Fatalf("cache holds %v after a new binary, want only its layer", layers)
+	}
+}
+
+// A dynamically linked binary brings this host's loader and libraries into its image, at the
+// paths it loads them from.
+func TestADynamicBinaryBringsItsLibraries(t *testing.T) {
+	bin, err := exec.LookPath("true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	libs, err := sharedLibraries(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(libs) < 2 {
+		t.Fatalf("%s loads %v; want its interpreter and libc (is it static on this host?)", bin, libs)
+	}
+	img, err := BinaryImage(bin, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rootfs := t.TempDir()
+	if _, err := Unpack(img, rootfs, archive.DefaultLimits); err != nil {
+		t.Fatal(err)
+	}
+	for _, lib := range libs {
+		want, _ := os.ReadFile(lib)
+		if got, err := os.ReadFile(filepath.Join(rootfs, lib)); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s in the image: %d bytes (%v), want the host's %d", lib, len(got), err, len(want))
+		}
+	}
+	if static, err := sharedLibraries(filepath.Join(t.TempDir(), "missing")); err == nil || static != nil {
+		t.Errorf("a missing binary: %v, %v", static, err)
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/proctorhq/proctor/examples/environments/canvas/canvasenv"
 	"github.com/proctorhq/proctor/examples/environments/internal/envtest"
 )
 
@@ -46,7 +47,7 @@ func TestEpisodesOverRealTransports(t *testing.T) {
 				t.Fatalf("screenshot content = %#v", res.Content)
 			}
 			decoded, err := png.Decode(bytes.NewReader(img.Data))
-			if err != nil || decoded.Bounds().Dx() != Size {
+			if err != nil || decoded.Bounds().Dx() != canvasenv.Size {
 				t.Fatalf("screenshot = %v, %v", decoded, err)
 			}
 			// The last episode's setup cleared the canvas and nothing was drawn since.
@@ -64,7 +65,7 @@ func TestEveryCapabilityWithTheTypeScriptClient(t *testing.T) {
 	bin := envtest.Build(t)
 	plan := envtest.TSPlan{
 		LogLevel:  "info",
-		Subscribe: []string{ImageURI},
+		Subscribe: []string{canvasenv.ImageURI},
 		Templates: true,
 		Calls: []envtest.TSCall{
 			{Name: "draw_rect", Arguments: map[string]any{"x": 0, "y": 0, "width": 4, "height": 4, "color": "blue"}},
@@ -73,7 +74,7 @@ func TestEveryCapabilityWithTheTypeScriptClient(t *testing.T) {
 			{Name: "export"},
 			{Name: "beep"},
 		},
-		RawResources: []string{ImageURI, "canvas://palette/green"},
+		RawResources: []string{canvasenv.ImageURI, "canvas://palette/green"},
 		Completions: []envtest.TSCompletion{{Ref: map[string]string{"type": "ref/resource", "uri": "canvas://palette/{color}"},
 			Argument: map[string]string{"name": "color", "value": "b"}},
 			{Ref: map[string]string{"type": "ref/prompt", "name": "draw-square"}, Argument: map[string]string{"name": "color", "value": "gr"}}},
@@ -96,7 +97,7 @@ func TestEveryCapabilityWithTheTypeScriptClient(t *testing.T) {
 			// progress that arrives in the same read as the answer: all 8 are sent (the Go tests
 			// count them exactly), and the client sees them in order, at least one.
 			fill := res.Calls[1]
-			if len(fill.Progress) == 0 || fill.StructuredContent["painted"] != float64(Size*Size) {
+			if len(fill.Progress) == 0 || fill.StructuredContent["painted"] != float64(canvasenv.Size*canvasenv.Size) {
 				t.Errorf("fill progress = %+v, structured %v", fill.Progress, fill.StructuredContent)
 			}
 			for i, p := range fill.Progress {
@@ -111,10 +112,10 @@ func TestEveryCapabilityWithTheTypeScriptClient(t *testing.T) {
 			if len(res.Logs) < 2 || res.Logs[0].Level != "info" || res.Logs[0].Logger != "draw_rect" || !bytes.Contains(logs, []byte("filled the canvas")) {
 				t.Errorf("logs = %s", logs)
 			}
-			if len(res.Updated) < 2 || res.Updated[0] != ImageURI {
+			if len(res.Updated) < 2 || res.Updated[0] != canvasenv.ImageURI {
 				t.Errorf("updates = %v, want one per painting call", res.Updated)
 			}
-			if img := res.RawResources[ImageURI]; img.MIMEType != "image/png" || img.Head != "89504e470d0a1a0a" || img.BlobBytes == 0 || img.Text != "" {
+			if img := res.RawResources[canvasenv.ImageURI]; img.MIMEType != "image/png" || img.Head != "89504e470d0a1a0a" || img.BlobBytes == 0 || img.Text != "" {
 				t.Errorf("the image resource = %+v", img)
 			}
 			if green := res.RawResources["canvas://palette/green"]; !strings.Contains(green.Text, `"rgb":[30,160,60]`) {

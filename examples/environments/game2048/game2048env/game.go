@@ -1,4 +1,4 @@
-package main
+package game2048env
 
 import (
 	"fmt"

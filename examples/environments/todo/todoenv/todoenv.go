@@ -1,0 +1,245 @@
+// Package todoenv is a small example environment built with envserver: a todo list that an agent
+// edits with visible tools (add_todo, list_todos, complete_todo, delete_todo), with the hidden
+// setup functions clear and seed, the evaluate functions todos_exist and todos_completed, the
+// resource telemetry://live, and two scenarios. Proctor's docs, tests and `dev` seeding use it;
+// it may import envserver and the standard library only.
+//
+// The command examples/environments/todo serves it, and so does `proctor example-env todo`:
+//
+//	todo [--transport stdio|http|sse] [--port 8765]
+//
+// Scenarios, and a sequence of visible tool calls that earns reward 1.0 from a fresh server
+// (the platform replays such "validation" calls):
+//
+//	add-todos {"items": ["buy milk", "walk the dog"]}
+//	  setup    {"name": "clear", "arguments": <args>}
+//	  agent    add_todo {"title": "buy milk"}; add_todo {"title": "walk the dog"}
+//	  evaluate {"name": "todos_exist", "arguments": <args>}  → reward 1.0
+//
+//	complete-todos {"items": ["buy milk", "walk the dog"]}
+//	  setup    {"name": "seed", "arguments": <args>}         (ids 1 and 2, open)
+//	  agent    complete_todo {"id": 1}; complete_todo {"id": 2}
+//	  evaluate {"name": "todos_completed", "arguments": <args>}  → reward 1.0
+//
+// The reward is the share of the scenario's items that are present (todos_exist) or present
+// and done (todos_completed); titles match ignoring case and surrounding space.
+package todoenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/proctorhq/proctor/envserver"
+)
+
+// Todo is one item of the list.
+type Todo struct {
+	ID    int    `json:"id"`
+	Title string `json:"title"`
+	Done  bool   `json:"done"`
+}
+
+// store is the environment's state.
+type store struct {
+	mu     sync.Mutex
+	todos  []Todo
+	nextID int
+	ready  bool
+}
+
+func (s *store) reset(titles []string) []Todo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.todos, s.nextID = nil, 1
+	for _, title := range titles {
+		s.todos = append(s.todos, Todo{ID: s.nextID, Title: title})
+		s.nextID++
+	}
+	return slices.Clone(s.todos)
+}
+
+func (s *store) list() []Todo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.todos)
+}
+
+func sameTitle(a, b string) bool {
+	return strings.EqualFold(strings.TrimSpace(a), strings.TrimSpace(b))
+}
+
+type addTodoArgs struct {
+	Title string `json:"title" jsonschema:"what to do"`
+}
+
+type idArgs struct {
+	ID int `json:"id" jsonschema:"the todo's id, as list_todos shows it"`
+}
+
+type todoResult struct {
+	Todo Todo `json:"todo"`
+}
+
+type listResult struct {
+	Todos []Todo `json:"todos"`
+}
+
+// scenarioArgs are the arguments of both scenarios, passed on to their setup and evaluate
+// functions.
+type scenarioArgs struct {
+	Items []string `json:"items" jsonschema:"titles of the todos the scenario is about"`
+}
+
+func New(logger *slog.Logger) (*envserver.Server, error) {
+	st := &store{nextID: 1}
+	srv := envserver.New("todo-env",
+		envserver.WithVersion("1.0.0"),
+		envserver.WithInstructions("A todo list. Add todos with add_todo, see them with list_todos, "+
+			"finish them with complete_todo and remove them with delete_todo."),
+		envserver.WithEnv(st),
+		envserver.WithLogger(logger))
+
+	srv.OnInitialize(func(ctx context.Context, ic *envserver.InitContext) error {
+		if err := ic.Progress(ctx, 10, 100, "opening the todo store"); err != nil {
+			return err
+		}
+		st.reset(nil)
+		st.mu.Lock()
+		st.ready = true
+		st.mu.Unlock()
+		return ic.Progress(ctx, 100, 100, "todo store ready")
+	})
+	srv.OnShutdown(func(ctx context.Context) error {
+		logger.Info("todo environment terminating", "todos", len(st.list()))
+		return nil
+	})
+
+	var errs []error
+	add := func(_ any, err error) { errs = append(errs, err) }
+
+	add(envserver.AddTool(srv, "add_todo", "Add a todo to the list", func(ctx context.Context, in addTodoArgs) (todoResult, error) {
+		if strings.TrimSpace(in.Title) == "" {
+			return todoResult{}, errors.New("title must not be empty")
+		}
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		t := Todo{ID: st.nextID, Title: strings.TrimSpace(in.Title)}
+		st.nextID++
+		st.todos = append(st.todos, t)
+		return todoResult{t}, nil
+	}))
+	add(envserver.AddTool(srv, "list_todos", "List all todos", func(ctx context.Context, _ struct{}) (listResult, error) {
+		return listResult{Todos: st.list()}, nil
+	}))
+	add(envserver.AddTool(srv, "complete_todo", "Mark a todo as done", func(ctx context.Context, in idArgs) (todoResult, error) {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		for i := range st.todos {
+			if st.todos[i].ID == in.ID {
+				st.todos[i].Done = true
+				return todoResult{st.todos[i]}, nil
+			}
+		}
+		return todoResult{}, fmt.Errorf("no todo with id %d", in.ID)
+	}))
+	add(envserver.AddTool(srv, "delete_todo", "Delete a todo", func(ctx context.Context, in idArgs) (todoResult, error) {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		for i, t := range st.todos {
+			if t.ID == in.ID {
+				st.todos = slices.Delete(st.todos, i, i+1)
+				return todoResult{t}, nil
+			}
+		}
+		return todoResult{}, fmt.Errorf("no todo with id %d", in.ID)
+	}))
+
+	setup := envserver.NewHub(envserver.SetupHub)
+	add(envserver.AddTool(setup, "clear", "Empty the list", func(ctx context.Context, _ scenarioArgs) (listResult, error) {
+		env, _ := envserver.Env[*store](ctx)
+		return listResult{Todos: env.reset(nil)}, nil
+	}))
+	add(envserver.AddTool(setup, "seed", "Replace the list with open todos titled items, ids from 1", func(ctx context.Context, in scenarioArgs) (listResult, error) {
+		env, _ := envserver.Env[*store](ctx)
+		return listResult{Todos: env.reset(in.Items)}, nil
+	}))
+
+	evaluate := envserver.NewHub(envserver.EvaluateHub)
+	add(envserver.AddTool(evaluate, "todos_exist", "Reward the share of items present in the list", func(ctx context.Context, in scenarioArgs) (envserver.EvaluationResult, error) {
+		env, _ := envserver.Env[*store](ctx)
+		return score(env.list(), in.Items, func(Todo) bool { return true }, "present"), nil
+	}))
+	add(envserver.AddTool(evaluate, "todos_completed", "Reward the share of items present and done", func(ctx context.Context, in scenarioArgs) (envserver.EvaluationResult, error) {
+		env, _ := envserver.Env[*store](ctx)
+		return score(env.list(), in.Items, func(t Todo) bool { return t.Done }, "done"), nil
+	}))
+	errs = append(errs, srv.Mount(setup), srv.Mount(evaluate))
+
+	errs = append(errs,
+		envserver.AddScenario(srv, envserver.Scenario[scenarioArgs]{
+			Name:        "add-todos",
+			Title:       "Add todos",
+			Description: "Starting from an empty list, add the given todos.",
+			Prompt:      `Add these todos to my list: {{join .Items "; "}}.`,
+			Setup:       envserver.Call{Tool: envserver.SetupHub, Name: "clear"},
+			Evaluate:    envserver.Call{Tool: envserver.EvaluateHub, Name: "todos_exist"},
+		}),
+		envserver.AddScenario(srv, envserver.Scenario[scenarioArgs]{
+			Name:        "complete-todos",
+			Title:       "Complete todos",
+			Description: "The list holds the given todos, all open; mark them done.",
+			Prompt:      `Mark these todos as done: {{join .Items "; "}}.`,
+			Setup:       envserver.Call{Tool: envserver.SetupHub, Name: "seed"},
+			Evaluate:    envserver.Call{Tool: envserver.EvaluateHub, Name: "todos_completed"},
+		}),
+		srv.Resource("telemetry://live", "Live status of the todo store", func(ctx context.Context) (any, error) {
+			todos := st.list()
+			done := 0
+			for _, t := range todos {
+				if t.Done {
+					done++
+				}
+			}
+			st.mu.Lock()
+			ready := st.ready
+			st.mu.Unlock()
+			status := "starting"
+			if ready {
+				status = "running"
+			}
+			return map[string]any{"provider": "todo-env", "status": status, "todos": len(todos), "done": done,
+				"timestamp": time.Now().UTC().Format(time.RFC3339)}, nil
+		}),
+	)
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("build todo environment: %w", err)
+	}
+	return srv, nil
+}
+
+// score rewards the share of wanted titles that are in todos and satisfy ok.
+func score(todos []Todo, wanted []string, ok func(Todo) bool, what string) envserver.EvaluationResult {
+	if len(wanted) == 0 {
+		return envserver.EvaluationResult{Reward: 1, Done: true, Content: "nothing was asked for"}
+	}
+	missing := []string{}
+	for _, w := range wanted {
+		i := slices.IndexFunc(todos, func(t Todo) bool { return sameTitle(t.Title, w) && ok(t) })
+		if i < 0 {
+			missing = append(missing, w)
+		}
+	}
+	hit := len(wanted) - len(missing)
+	return envserver.EvaluationResult{
+		Reward:  float64(hit) / float64(len(wanted)),
+		Done:    true,
+		Content: fmt.Sprintf("%d of %d todos %s", hit, len(wanted), what),
+		Info:    map[string]any{"missing": missing},
+	}
+}
