@@ -167,10 +167,11 @@ func checkJobAnalytics(t *testing.T, c api, jobID, demo string) {
 	if out, err := cli("eval", "demo", "--model", "gpt-99"); err == nil || !strings.Contains(err.Error(), `no model "gpt-99"; you can run: oracle`) {
 		t.Errorf("eval with an unknown model: %v\n%s", err, out)
 	}
-	if _, err := cli("nope"); !errors.Is(err, errUsage) {
+	if _, err := cli("jbos"); !errors.Is(err, errUsage) || !strings.Contains(err.Error(), `unknown command "jbos" for proctor; did you mean jobs?`) {
 		t.Errorf("an unknown command: %v", err)
 	}
-	if out, err := cli("traces", "--bogus"); !errors.Is(err, errFlags) || strings.Count(out, "flag provided but not defined") != 1 {
+	// One line that names the flag and where the flags are listed, with no flag list around it.
+	if out, err := cli("traces", "--bogus"); !errors.Is(err, errFlags) || err.Error() != "unknown flag: --bogus (see proctor traces --help)" || out != "" {
 		t.Errorf("a flag typo: %v\n%s", err, out)
 	}
 	if code := c.call("POST", "/v2/jobs/enrich", map[string]any{"ids": []string{jobID}}, nil); code != 422 {

@@ -74,109 +74,90 @@ func versionString() string {
 }
 
 // cmdTraces lists a job's attempts (by default the newest job's), filtered by status.
-func cmdTraces(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("proctor traces", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: proctor traces [--job JOB_ID] [--status error,cancelled,…] [--limit N]\n\nA job's attempts (default: your newest job's), in launch order.")
-		fs.PrintDefaults()
-	}
-	job := fs.String("job", "", "the job (default: your newest)")
-	status := fs.String("status", "", "only these statuses, comma-separated (pending, initializing, running, completed, error, cancelling, cancelled)")
-	limit := fs.Int("limit", 50, "at most this many")
-	client := clientFlags(fs)
-	if pos, err := parseArgs(fs, args); err != nil {
-		return err
-	} else if len(pos) > 0 {
-		fs.Usage()
-		return errUsage
-	}
-	c, err := client()
-	if err != nil {
-		return err
-	}
-	if *job == "" {
-		var page struct {
-			Items []struct{ ID, Name string } `json:"items"`
-		}
-		if err := c.do(ctx, http.MethodGet, "/v2/jobs?limit=1", nil, &page); err != nil {
-			return err
-		}
-		if len(page.Items) == 0 {
-			return errors.New("your team has no jobs yet: run one with proctor eval TASKSET --model MODEL")
-		}
-		*job = page.Items[0].ID
-		fmt.Fprintf(stdout, "job %s %q (your newest)\n", page.Items[0].ID, page.Items[0].Name)
-	}
-	want := map[string]bool{}
-	for _, s := range strings.Split(*status, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			want[s] = true
-		}
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TRACE\tTASK\tSTATUS\tSTOP\tREWARD\tSTARTED")
-	shown, seen, total := 0, 0, 0
-	for off := 0; shown < *limit; off += 500 {
-		var page struct {
-			Items []struct {
-				traceListRow
-				StartTime *time.Time `json:"start_time"`
-			} `json:"items"`
-			Total int `json:"total"`
-		}
-		if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v2/jobs/%s/traces?limit=500&offset=%d", url.PathEscape(*job), off), nil, &page); err != nil {
-			return err
-		}
-		total = page.Total
-		for _, t := range page.Items {
-			seen++
-			if (len(want) > 0 && !want[t.Status]) || shown >= *limit {
-				continue
+func cmdTraces(stdout, stderr io.Writer) flagsBody {
+	return func(fs *flag.FlagSet) runFunc {
+		job := fs.String("job", "", "the job (default: your newest)")
+		status := fs.String("status", "", "only these statuses, comma-separated (pending, initializing, running, completed, error, cancelling, cancelled)")
+		limit := fs.Int("limit", 50, "at most this many")
+		client := clientFlags(fs)
+		return func(ctx context.Context, pos []string) error {
+			c, err := client()
+			if err != nil {
+				return err
 			}
-			shown++
-			reward, started := fmtReward(t.Reward), "–"
-			if t.StartTime != nil {
-				started = t.StartTime.Local().Format("2006-01-02 15:04:05")
+			if *job == "" {
+				var page struct {
+					Items []struct{ ID, Name string } `json:"items"`
+				}
+				if err := c.do(ctx, http.MethodGet, "/v2/jobs?limit=1", nil, &page); err != nil {
+					return err
+				}
+				if len(page.Items) == 0 {
+					return errors.New("your team has no jobs yet: run one with proctor eval TASKSET --model MODEL")
+				}
+				*job = page.Items[0].ID
+				fmt.Fprintf(stdout, "job %s %q (your newest)\n", page.Items[0].ID, page.Items[0].Name)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, orDash(t.Name), t.Status, orDash(t.StopReason), reward, started)
-		}
-		if len(page.Items) == 0 || seen >= page.Total {
-			break
+			want := map[string]bool{}
+			for _, s := range strings.Split(*status, ",") {
+				if s = strings.TrimSpace(s); s != "" {
+					want[s] = true
+				}
+			}
+			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "TRACE\tTASK\tSTATUS\tSTOP\tREWARD\tSTARTED")
+			shown, seen, total := 0, 0, 0
+			for off := 0; shown < *limit; off += 500 {
+				var page struct {
+					Items []struct {
+						traceListRow
+						StartTime *time.Time `json:"start_time"`
+					} `json:"items"`
+					Total int `json:"total"`
+				}
+				if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v2/jobs/%s/traces?limit=500&offset=%d", url.PathEscape(*job), off), nil, &page); err != nil {
+					return err
+				}
+				total = page.Total
+				for _, t := range page.Items {
+					seen++
+					if (len(want) > 0 && !want[t.Status]) || shown >= *limit {
+						continue
+					}
+					shown++
+					reward, started := fmtReward(t.Reward), "–"
+					if t.StartTime != nil {
+						started = t.StartTime.Local().Format("2006-01-02 15:04:05")
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, orDash(t.Name), t.Status, orDash(t.StopReason), reward, started)
+				}
+				if len(page.Items) == 0 || seen >= page.Total {
+					break
+				}
+			}
+			tw.Flush()
+			fmt.Fprintf(stdout, "%d shown of %d attempts; see one with: proctor trace TRACE_ID\n", shown, total)
+			return nil
 		}
 	}
-	tw.Flush()
-	fmt.Fprintf(stdout, "%d shown of %d attempts; see one with: proctor trace TRACE_ID\n", shown, total)
-	return nil
 }
 
 // cmdModels lists the models the caller may run.
-func cmdModels(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("proctor models", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	client := clientFlags(fs)
-	if pos, err := parseArgs(fs, args); err != nil {
-		return err
-	} else if len(pos) > 0 {
-		fmt.Fprintln(stderr, "usage: proctor models")
-		return errUsage
-	}
-	c, err := client()
-	if err != nil {
-		return err
-	}
-	models, err := c.models(ctx)
-	if err != nil {
-		return err
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MODEL\tNAME\tPROVIDER\tCALLS")
-	for _, m := range models {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", m.ModelName, m.Name, m.Provider, m.InferenceCount)
-	}
-	tw.Flush()
-	fmt.Fprintln(stdout, "run one with: proctor eval TASKSET --model MODEL")
-	return nil
+func cmdModels(stdout, stderr io.Writer) flagsBody {
+	return clientCommand(func(ctx context.Context, c *apiClient, pos []string) error {
+		models, err := c.models(ctx)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "MODEL\tNAME\tPROVIDER\tCALLS")
+		for _, m := range models {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", m.ModelName, m.Name, m.Provider, m.InferenceCount)
+		}
+		tw.Flush()
+		fmt.Fprintln(stdout, "run one with: proctor eval TASKSET --model MODEL")
+		return nil
+	})
 }
 
 type modelRow struct {
@@ -243,38 +224,27 @@ func showTaskset(ctx context.Context, c *apiClient, name string, stdout io.Write
 }
 
 // cmdWorkers lists what the live workers offer per task queue.
-func cmdWorkers(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("proctor workers", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	client := clientFlags(fs)
-	if pos, err := parseArgs(fs, args); err != nil {
-		return err
-	} else if len(pos) > 0 {
-		fmt.Fprintln(stderr, "usage: proctor workers")
-		return errUsage
-	}
-	c, err := client()
-	if err != nil {
-		return err
-	}
-	w, err := c.workers(ctx)
-	if err != nil {
-		return err
-	}
-	if len(w.Queues) == 0 {
-		fmt.Fprintln(stdout, "no live workers: nothing runs until one starts (proctor worker, or proctor dev)")
-		return nil
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "QUEUE\tWORKERS\tSANDBOXES AT ONCE\tGPUS")
-	for _, q := range w.Queues {
-		sandboxes, gpus := orDash(""), orDash("")
-		if q.SandboxCapacity > 0 {
-			sandboxes, gpus = fmt.Sprint(q.SandboxCapacity), fmt.Sprint(q.GPUs)
+func cmdWorkers(stdout, stderr io.Writer) flagsBody {
+	return clientCommand(func(ctx context.Context, c *apiClient, pos []string) error {
+		w, err := c.workers(ctx)
+		if err != nil {
+			return err
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", q.Queue, q.Workers, sandboxes, gpus)
-	}
-	return tw.Flush()
+		if len(w.Queues) == 0 {
+			fmt.Fprintln(stdout, "no live workers: nothing runs until one starts (proctor worker, or proctor dev)")
+			return nil
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "QUEUE\tWORKERS\tSANDBOXES AT ONCE\tGPUS")
+		for _, q := range w.Queues {
+			sandboxes, gpus := orDash(""), orDash("")
+			if q.SandboxCapacity > 0 {
+				sandboxes, gpus = fmt.Sprint(q.SandboxCapacity), fmt.Sprint(q.GPUs)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", q.Queue, q.Workers, sandboxes, gpus)
+		}
+		return tw.Flush()
+	})
 }
 
 // workersPage is the answer of GET /v2/workers.

@@ -163,102 +163,59 @@ func (c *apiClient) do(ctx context.Context, method, path string, body any, out a
 	return nil
 }
 
-func cmdTasks(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	const usage = "Usage:\n  proctor tasks upload FILE.json|FILE.jsonl [--taskset NAME]\n  proctor tasks export NAME [-o FILE]\n"
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return errUsage
-	}
-	switch args[0] {
-	case "upload":
-		return cmdTasksUpload(ctx, args[1:], stdout, stderr)
-	case "export":
-		return cmdTasksExport(ctx, args[1:], stdout, stderr)
-	default:
-		fmt.Fprintf(stderr, "unknown tasks command %q\n\n%s", args[0], usage)
-		return errUsage
-	}
-}
-
-// errFlags marks a flag error the flag set has already printed, with its usage.
-var errFlags = errors.New("bad flags")
-
-// parseArgs parses flags that may come after positional arguments, as people type them.
-func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
+func cmdTasksUpload(stdout, stderr io.Writer) flagsBody {
+	return func(fs *flag.FlagSet) runFunc {
+		taskset := fs.String("taskset", "", "taskset name (default: the file's taskset_name/name, else the file's base name)")
+		client := clientFlags(fs)
+		return func(ctx context.Context, pos []string) error {
+			body, err := readTaskFile(pos[0])
+			if err != nil {
+				return err
 			}
-			return nil, fmt.Errorf("%w: %w", errFlags, err) // printed above the usage already
-		}
-		if fs.NArg() == 0 {
-			return pos, nil
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-}
-
-func cmdTasksUpload(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("proctor tasks upload", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	taskset := fs.String("taskset", "", "taskset name (default: the file's taskset_name/name, else the file's base name)")
-	client := clientFlags(fs)
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return errors.New("usage: proctor tasks upload FILE.json|FILE.jsonl [--taskset NAME]")
-	}
-	body, err := readTaskFile(pos[0])
-	if err != nil {
-		return err
-	}
-	if *taskset != "" {
-		body["taskset_name"] = *taskset
-		delete(body, "taskset_id")
-	} else if body["taskset_name"] == nil && body["name"] == nil && body["taskset_id"] == nil {
-		body["taskset_name"] = strings.TrimSuffix(filepath.Base(pos[0]), filepath.Ext(pos[0]))
-	}
-	c, err := client()
-	if err != nil {
-		return err
-	}
-	// An export names its taskset by the id it had where it came from: on another instance the
-	// name is what holds.
-	if id, ok := body["taskset_id"].(string); ok && *taskset == "" {
-		err := c.do(ctx, http.MethodGet, "/v2/tasksets/"+url.PathEscape(id), nil, nil)
-		var ae *apiError
-		if errors.As(err, &ae) && (ae.Status == http.StatusNotFound || ae.Status == http.StatusUnprocessableEntity) {
-			delete(body, "taskset_id")
-			if body["taskset_name"] == nil {
-				body["taskset_name"] = body["name"]
-			}
-			if body["taskset_name"] == nil {
+			if *taskset != "" {
+				body["taskset_name"] = *taskset
+				delete(body, "taskset_id")
+			} else if body["taskset_name"] == nil && body["name"] == nil && body["taskset_id"] == nil {
 				body["taskset_name"] = strings.TrimSuffix(filepath.Base(pos[0]), filepath.Ext(pos[0]))
 			}
-			fmt.Fprintf(stderr, "the file's taskset %s is not on this server: uploading into the taskset named %v\n", id, body["taskset_name"])
-		} else if err != nil {
-			return err
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			// An export names its taskset by the id it had where it came from: on another instance the
+			// name is what holds.
+			if id, ok := body["taskset_id"].(string); ok && *taskset == "" {
+				err := c.do(ctx, http.MethodGet, "/v2/tasksets/"+url.PathEscape(id), nil, nil)
+				var ae *apiError
+				if errors.As(err, &ae) && (ae.Status == http.StatusNotFound || ae.Status == http.StatusUnprocessableEntity) {
+					delete(body, "taskset_id")
+					if body["taskset_name"] == nil {
+						body["taskset_name"] = body["name"]
+					}
+					if body["taskset_name"] == nil {
+						body["taskset_name"] = strings.TrimSuffix(filepath.Base(pos[0]), filepath.Ext(pos[0]))
+					}
+					fmt.Fprintf(stderr, "the file's taskset %s is not on this server: uploading into the taskset named %v\n", id, body["taskset_name"])
+				} else if err != nil {
+					return err
+				}
+			}
+			var res struct {
+				TasksetID      string   `json:"taskset_id"`
+				TasksetName    string   `json:"taskset_name"`
+				TaskCount      int      `json:"task_count"`
+				TaskVersionIDs []string `json:"task_version_ids"`
+				TasksCreated   int      `json:"tasks_created"`
+				TasksUpdated   int      `json:"tasks_updated"`
+			}
+			if err := c.do(ctx, http.MethodPost, "/v2/tasks/upload", body, &res); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "uploaded %d tasks to %s (%s): %d created, %d updated, %d unchanged\n", res.TaskCount, res.TasksetName, res.TasksetID,
+				res.TasksCreated, res.TasksUpdated, res.TaskCount-res.TasksCreated-res.TasksUpdated)
+			return nil
 		}
 	}
-	var res struct {
-		TasksetID      string   `json:"taskset_id"`
-		TasksetName    string   `json:"taskset_name"`
-		TaskCount      int      `json:"task_count"`
-		TaskVersionIDs []string `json:"task_version_ids"`
-		TasksCreated   int      `json:"tasks_created"`
-		TasksUpdated   int      `json:"tasks_updated"`
-	}
-	if err := c.do(ctx, http.MethodPost, "/v2/tasks/upload", body, &res); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "uploaded %d tasks to %s (%s): %d created, %d updated, %d unchanged\n", res.TaskCount, res.TasksetName, res.TasksetID,
-		res.TasksCreated, res.TasksUpdated, res.TaskCount-res.TasksCreated-res.TasksUpdated)
-	return nil
 }
 
 // readTaskFile reads an upload body: a JSON object (an export or an upload body), a JSON array of
@@ -303,114 +260,94 @@ func readTaskFile(path string) (map[string]any, error) {
 	return body, nil
 }
 
-func cmdTasksExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("proctor tasks export", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	out := fs.String("o", "", "write to this file instead of standard output")
-	client := clientFlags(fs)
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
+func cmdTasksExport(stdout, stderr io.Writer) flagsBody {
+	return func(fs *flag.FlagSet) runFunc {
+		out := fs.String("o", "", "write to this file instead of standard output")
+		client := clientFlags(fs)
+		return func(ctx context.Context, pos []string) error {
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			var export json.RawMessage
+			if err := c.do(ctx, http.MethodGet, "/v2/tasksets/by-name/"+url.PathEscape(pos[0]), nil, &export); err != nil {
+				return err
+			}
+			var pretty bytes.Buffer
+			json.Indent(&pretty, export, "", "  ") //nolint:errcheck // the API answered valid JSON
+			pretty.WriteByte('\n')
+			if *out == "" {
+				_, err = stdout.Write(pretty.Bytes())
+				return err
+			}
+			return os.WriteFile(*out, pretty.Bytes(), 0o644)
+		}
 	}
-	if len(pos) != 1 {
-		return errors.New("usage: proctor tasks export NAME [-o FILE]")
-	}
-	c, err := client()
-	if err != nil {
-		return err
-	}
-	var export json.RawMessage
-	if err := c.do(ctx, http.MethodGet, "/v2/tasksets/by-name/"+url.PathEscape(pos[0]), nil, &export); err != nil {
-		return err
-	}
-	var pretty bytes.Buffer
-	json.Indent(&pretty, export, "", "  ") //nolint:errcheck // the API answered valid JSON
-	pretty.WriteByte('\n')
-	if *out == "" {
-		_, err = stdout.Write(pretty.Bytes())
-		return err
-	}
-	return os.WriteFile(*out, pretty.Bytes(), 0o644)
 }
 
-func cmdTasksets(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) >= 2 && args[0] == "show" {
-		fs := flag.NewFlagSet("proctor tasksets show", flag.ContinueOnError)
-		fs.SetOutput(stderr)
-		client := clientFlags(fs)
-		pos, err := parseArgs(fs, args[1:])
-		if err != nil {
-			return err
-		}
-		if len(pos) != 1 {
-			fmt.Fprint(stderr, "Usage: proctor tasksets show NAME\n")
-			return errUsage
-		}
-		c, err := client()
-		if err != nil {
-			return err
-		}
+// cmdTasksetsShow prints a taskset's tasks.
+func cmdTasksetsShow(stdout io.Writer) flagsBody {
+	return clientCommand(func(ctx context.Context, c *apiClient, pos []string) error {
 		return showTaskset(ctx, c, pos[0], stdout)
-	}
-	if len(args) == 0 || args[0] != "list" {
-		fmt.Fprint(stderr, "Usage: proctor tasksets list [--search S] [--public] [--sort starred|date|name|stars|tasks] [--limit N]\n       proctor tasksets show NAME\n")
-		return errUsage
-	}
-	fs := flag.NewFlagSet("proctor tasksets list", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	search := fs.String("search", "", "only names containing this (case-insensitive)")
-	public := fs.Bool("public", false, "public tasksets of every team")
-	sort := fs.String("sort", "starred", "starred, date, name, stars or tasks")
-	limit := fs.Int("limit", 50, "at most this many (1..500)")
-	client := clientFlags(fs)
-	if _, err := parseArgs(fs, args[1:]); err != nil {
-		return err
-	}
-	c, err := client()
-	if err != nil {
-		return err
-	}
-	q := url.Values{"limit": {fmt.Sprint(*limit)}, "sort_by": {*sort}}
-	if *search != "" {
-		q.Set("search", *search)
-	}
-	if *public {
-		q.Set("public_only", "true")
-	}
-	var page struct {
-		Items []struct {
-			ID        string    `json:"id"`
-			Name      string    `json:"name"`
-			Public    bool      `json:"public"`
-			IsOwner   bool      `json:"is_owner"`
-			IsStarred bool      `json:"is_starred"`
-			TaskCount int       `json:"task_count"`
-			UpdatedAt time.Time `json:"updated_at"`
-		} `json:"items"`
-		Total int `json:"total"`
-	}
-	if err := c.do(ctx, http.MethodGet, "/v2/tasksets?"+q.Encode(), nil, &page); err != nil {
-		return err
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tTASKS\tVISIBILITY\tOWNER\tUPDATED\tID")
-	for _, t := range page.Items {
-		vis, owner := "private", "shared"
-		if t.Public {
-			vis = "public"
+	})
+}
+
+// cmdTasksetsList lists the team's tasksets.
+func cmdTasksetsList(stdout io.Writer) flagsBody {
+	return func(fs *flag.FlagSet) runFunc {
+		search := fs.String("search", "", "only names containing this (case-insensitive)")
+		public := fs.Bool("public", false, "public tasksets of every team")
+		sort := fs.String("sort", "starred", "starred, date, name, stars or tasks")
+		limit := fs.Int("limit", 50, "at most this many (1..500)")
+		client := clientFlags(fs)
+		return func(ctx context.Context, pos []string) error {
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			q := url.Values{"limit": {fmt.Sprint(*limit)}, "sort_by": {*sort}}
+			if *search != "" {
+				q.Set("search", *search)
+			}
+			if *public {
+				q.Set("public_only", "true")
+			}
+			var page struct {
+				Items []struct {
+					ID        string    `json:"id"`
+					Name      string    `json:"name"`
+					Public    bool      `json:"public"`
+					IsOwner   bool      `json:"is_owner"`
+					IsStarred bool      `json:"is_starred"`
+					TaskCount int       `json:"task_count"`
+					UpdatedAt time.Time `json:"updated_at"`
+				} `json:"items"`
+				Total int `json:"total"`
+			}
+			if err := c.do(ctx, http.MethodGet, "/v2/tasksets?"+q.Encode(), nil, &page); err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tTASKS\tVISIBILITY\tOWNER\tUPDATED\tID")
+			for _, t := range page.Items {
+				vis, owner := "private", "shared"
+				if t.Public {
+					vis = "public"
+				}
+				if t.IsOwner {
+					owner = "yes"
+				}
+				name := t.Name
+				if t.IsStarred {
+					name = "★ " + name
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", name, t.TaskCount, vis, owner, t.UpdatedAt.Local().Format("2006-01-02 15:04"), t.ID)
+			}
+			tw.Flush()
+			if page.Total > len(page.Items) {
+				fmt.Fprintf(stdout, "(%d of %d; --limit shows more)\n", len(page.Items), page.Total)
+			}
+			return nil
 		}
-		if t.IsOwner {
-			owner = "yes"
-		}
-		name := t.Name
-		if t.IsStarred {
-			name = "★ " + name
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", name, t.TaskCount, vis, owner, t.UpdatedAt.Local().Format("2006-01-02 15:04"), t.ID)
 	}
-	tw.Flush()
-	if page.Total > len(page.Items) {
-		fmt.Fprintf(stdout, "(%d of %d; --limit shows more)\n", len(page.Items), page.Total)
-	}
-	return nil
 }

@@ -15,9 +15,11 @@ import (
 	"time"
 
 	"github.com/proctorhq/proctor/httpapi"
+	"github.com/proctorhq/proctor/internal/config"
 	"github.com/proctorhq/proctor/models"
 	ptemporal "github.com/proctorhq/proctor/temporal"
 	"github.com/proctorhq/proctor/temporal/devserver"
+	"github.com/spf13/cobra"
 )
 
 // devInfo is what a started dev instance tells its caller (the banner, tests, client commands).
@@ -39,10 +41,16 @@ const credentialsFile = "credentials.json"
 // cmdDev runs the whole platform in one process. ready, when not nil, receives the instance's
 // addresses once every part answers.
 func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer, ready chan<- devInfo) error {
-	cfg, _, err := parseConfig("dev", "Starts the API, an embedded Temporal server with its Web UI, a worker for every task queue,\nSQLite and local object storage in one process, with nothing to install or configure.\nState lives in --data-dir; a second start reuses it.", args, stderr)
-	if err != nil {
-		return err
-	}
+	return execute(ctx, devCommand(stdout, stderr, ready), args)
+}
+
+func devCommand(stdout, stderr io.Writer, ready chan<- devInfo) *cobra.Command {
+	return configCommand(&cobra.Command{Use: "dev", Short: "Start everything in one process on embedded defaults (API, Temporal + UI, workers, SQLite, local storage)",
+		Long: "Starts the API, an embedded Temporal server with its Web UI, a worker for every task queue,\nSQLite and local object storage in one process, with nothing to install or configure.\nState lives in --data-dir; a second start reuses it."},
+		func(ctx context.Context, cfg *config.Config) error { return runDev(ctx, cfg, stdout, stderr, ready) })
+}
+
+func runDev(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer, ready chan<- devInfo) error {
 	// Listen first: with port 0 the address (and so the public URL that signed object-storage
 	// URLs carry) is known only once bound.
 	listener, err := net.Listen("tcp", cfg.HTTPAddr)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -485,16 +486,36 @@ func TestOpenAPICommandPrintsTheDocument(t *testing.T) {
 }
 
 func TestUnknownCommandsAndHelp(t *testing.T) {
-	var errOut bytes.Buffer
-	if err := run(context.Background(), []string{"launch"}, io.Discard, &errOut); err == nil || !strings.Contains(errOut.String(), "unknown command") {
-		t.Errorf("unknown command: %v %s", err, errOut.String())
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"launch"}, &out, &errOut); exitCode(err) != 2 || !strings.Contains(fmt.Sprint(err), `unknown command "launch" for proctor`) || out.Len()+errOut.Len() != 0 {
+		t.Errorf("unknown command: %v\n%s%s", err, out.String(), errOut.String())
 	}
-	errOut.Reset()
-	err := run(context.Background(), []string{"server", "--help"}, io.Discard, &errOut)
-	if exitCode(err) != 2 || !strings.Contains(errOut.String(), "PROCTOR_DATABASE_URL") || !strings.Contains(errOut.String(), "PROCTOR_TEMPORAL_ADDRESS") {
-		t.Errorf("server --help must document the environment variables:\n%s", errOut.String())
+	// No command: the overview, on stderr, and status 2.
+	if err := run(context.Background(), nil, &out, &errOut); exitCode(err) != 2 || !strings.Contains(errOut.String(), "Use it (client commands):") || out.Len() != 0 {
+		t.Errorf("no command: %v\n%s", err, errOut.String())
 	}
-	if err := run(context.Background(), []string{"admin", "team", "frobnicate", "--data-dir", t.TempDir()}, io.Discard, io.Discard); err == nil {
-		t.Error("an unknown admin command succeeded")
+	out.Reset()
+	err := run(context.Background(), []string{"server", "--help"}, &out, io.Discard)
+	if err != nil || !strings.Contains(out.String(), "PROCTOR_DATABASE_URL") || !strings.Contains(out.String(), "PROCTOR_TEMPORAL_ADDRESS") {
+		t.Errorf("server --help must document the environment variables: %v\n%s", err, out.String())
+	}
+	out.Reset()
+	if err := run(context.Background(), []string{"eval", "--help"}, &out, io.Discard); err != nil || !strings.Contains(out.String(), "proctor eval TASKSET --model MODEL") || !strings.Contains(out.String(), "--max-concurrent") {
+		t.Errorf("eval --help: %v\n%s", err, out.String())
+	}
+	if err := run(context.Background(), []string{"admin", "team", "frobnicate", "--data-dir", t.TempDir()}, io.Discard, io.Discard); exitCode(err) != 2 || !strings.Contains(fmt.Sprint(err), `unknown command "frobnicate" for proctor admin team`) {
+		t.Errorf("an unknown admin command: %v", err)
+	}
+	if err := run(context.Background(), []string{"jobs", "show"}, io.Discard, io.Discard); exitCode(err) != 2 || !strings.Contains(fmt.Sprint(err), "usage: proctor jobs show JOB") {
+		t.Errorf("jobs show without a job: %v", err)
+	}
+	// Shell completion comes with the command tree.
+	out.Reset()
+	if err := run(context.Background(), []string{"completion", "bash"}, &out, io.Discard); err != nil || !strings.Contains(out.String(), "__start_proctor") {
+		t.Errorf("completion bash: %v (%d bytes)", err, out.Len())
+	}
+	out.Reset()
+	if err := run(context.Background(), []string{"__complete", "jobs", ""}, &out, io.Discard); err != nil || !strings.Contains(out.String(), "show") || !strings.Contains(out.String(), "watch") {
+		t.Errorf("completing jobs: %v\n%s", err, out.String())
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -20,21 +19,6 @@ import (
 	"github.com/proctorhq/proctor/internal/archive"
 )
 
-func cmdEnv(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	const usage = "Usage:\n  proctor env deploy DIR [--name NAME] [--entry-folder F]   build an environment from source and print its scenarios\n"
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return errUsage
-	}
-	switch args[0] {
-	case "deploy":
-		return cmdEnvDeploy(ctx, args[1:], stdout, stderr)
-	default:
-		fmt.Fprintf(stderr, "unknown env command %q\n\n%s", args[0], usage)
-		return errUsage
-	}
-}
-
 // deployBuild is the part of a build the deploy command shows.
 type deployBuild struct {
 	ID           string  `json:"id"`
@@ -46,94 +30,89 @@ type deployBuild struct {
 	Duration     float64 `json:"duration_seconds"`
 }
 
-func cmdEnvDeploy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("proctor env deploy", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	name := fs.String("name", "", "the environment's name (default: the directory's name)")
-	entry := fs.String("entry-folder", "", "the folder of DIR that holds the environment's main package (default: DIR itself)")
-	client := clientFlags(fs)
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return errors.New("usage: proctor env deploy DIR [--name NAME] [--entry-folder F]")
-	}
-	dir, err := filepath.Abs(pos[0])
-	if err != nil {
-		return err
-	}
-	if *name == "" {
-		*name = filepath.Base(dir)
-	}
-	c, err := client()
-	if err != nil {
-		return err
-	}
-	start := time.Now()
-	archive, files, err := packSource(dir, notIgnored(dir))
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "packed %s: %d files, %s\n", pos[0], files, humanBytes(len(archive)))
+func cmdEnvDeploy(stdout, stderr io.Writer) flagsBody {
+	return func(fs *flag.FlagSet) runFunc {
+		name := fs.String("name", "", "the environment's name (default: the directory's name)")
+		entry := fs.String("entry-folder", "", "the folder of DIR that holds the environment's main package (default: DIR itself)")
+		client := clientFlags(fs)
+		return func(ctx context.Context, pos []string) error {
+			dir, err := filepath.Abs(pos[0])
+			if err != nil {
+				return err
+			}
+			if *name == "" {
+				*name = filepath.Base(dir)
+			}
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			start := time.Now()
+			archive, files, err := packSource(dir, notIgnored(dir))
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "packed %s: %d files, %s\n", pos[0], files, humanBytes(len(archive)))
 
-	var up struct {
-		UploadURL string `json:"upload_url"`
-		BuildID   string `json:"build_id"`
+			var up struct {
+				UploadURL string `json:"upload_url"`
+				BuildID   string `json:"build_id"`
+			}
+			if err := c.do(ctx, http.MethodPost, "/v2/builds/upload-url", nil, &up); err != nil {
+				return err
+			}
+			req, err := http.NewRequestWithContext(ctx, http.MethodPut, up.UploadURL, bytes.NewReader(archive))
+			if err != nil {
+				return err
+			}
+			req.Header.Set("Content-Type", "application/gzip")
+			res, err := c.http.Do(req)
+			if err != nil {
+				return fmt.Errorf("upload the source: %w", err)
+			}
+			res.Body.Close()
+			if res.StatusCode >= 300 {
+				return fmt.Errorf("upload the source: HTTP %d", res.StatusCode)
+			}
+			var b deployBuild
+			body := map[string]any{"build_id": up.BuildID, "name": *name, "source": "cli"}
+			if *entry != "" {
+				body["entry_folder"] = filepath.ToSlash(*entry)
+			}
+			if err := c.do(ctx, http.MethodPost, "/v2/builds/trigger", body, &b); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "build %s of %s: %s\n", b.ID, *name, b.Status)
+			if err := followBuild(ctx, c, b.ID, stdout); err != nil {
+				return err
+			}
+			if err := c.do(ctx, http.MethodGet, "/v2/builds/"+b.ID+"/status", nil, &b); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "build %s %s in %s\n", b.ID, b.Status, time.Since(start).Round(100*time.Millisecond))
+			if b.Status != "succeeded" {
+				return fmt.Errorf("build %s %s: %s", b.ID, b.Status, b.ErrorMessage)
+			}
+			fmt.Fprintf(stdout, "image %s  %s\n", b.ImageName, b.Digest)
+			var scenarios []struct {
+				Slug        string `json:"slug"`
+				Description string `json:"description"`
+			}
+			if err := c.do(ctx, http.MethodGet, "/v2/registry/"+b.RegistryID+"/scenarios?build_id="+b.ID, nil, &scenarios); err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "SCENARIO\tDESCRIPTION")
+			for _, sc := range scenarios {
+				fmt.Fprintf(tw, "%s\t%s\n", sc.Slug, sc.Description)
+			}
+			tw.Flush()
+			if len(scenarios) == 0 {
+				fmt.Fprintln(stdout, "(the environment declares no scenarios)")
+			}
+			return nil
+		}
 	}
-	if err := c.do(ctx, http.MethodPost, "/v2/builds/upload-url", nil, &up); err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, up.UploadURL, bytes.NewReader(archive))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/gzip")
-	res, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("upload the source: %w", err)
-	}
-	res.Body.Close()
-	if res.StatusCode >= 300 {
-		return fmt.Errorf("upload the source: HTTP %d", res.StatusCode)
-	}
-	var b deployBuild
-	body := map[string]any{"build_id": up.BuildID, "name": *name, "source": "cli"}
-	if *entry != "" {
-		body["entry_folder"] = filepath.ToSlash(*entry)
-	}
-	if err := c.do(ctx, http.MethodPost, "/v2/builds/trigger", body, &b); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "build %s of %s: %s\n", b.ID, *name, b.Status)
-	if err := followBuild(ctx, c, b.ID, stdout); err != nil {
-		return err
-	}
-	if err := c.do(ctx, http.MethodGet, "/v2/builds/"+b.ID+"/status", nil, &b); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "build %s %s in %s\n", b.ID, b.Status, time.Since(start).Round(100*time.Millisecond))
-	if b.Status != "succeeded" {
-		return fmt.Errorf("build %s %s: %s", b.ID, b.Status, b.ErrorMessage)
-	}
-	fmt.Fprintf(stdout, "image %s  %s\n", b.ImageName, b.Digest)
-	var scenarios []struct {
-		Slug        string `json:"slug"`
-		Description string `json:"description"`
-	}
-	if err := c.do(ctx, http.MethodGet, "/v2/registry/"+b.RegistryID+"/scenarios?build_id="+b.ID, nil, &scenarios); err != nil {
-		return err
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SCENARIO\tDESCRIPTION")
-	for _, sc := range scenarios {
-		fmt.Fprintf(tw, "%s\t%s\n", sc.Slug, sc.Description)
-	}
-	tw.Flush()
-	if len(scenarios) == 0 {
-		fmt.Fprintln(stdout, "(the environment declares no scenarios)")
-	}
-	return nil
 }
 
 // followBuild prints a build's log as it is written, and its status as it changes, until the

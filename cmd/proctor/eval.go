@@ -30,85 +30,79 @@ type jobSummary struct {
 
 func (s jobSummary) done() int { return s.Completed + s.Error + s.Cancelled }
 
-func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("proctor eval", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: proctor eval TASKSET --model MODEL [flags]\n\nRuns every task of TASKSET (a taskset name: see proctor tasksets list) with MODEL (see proctor models),\nfollows the job live, then prints a per-task table and the job's cost.\n\nFlags:")
-		fs.PrintDefaults()
-	}
-	model := fs.String("model", "", "model to run (a model_name, e.g. oracle)")
-	groupSize := fs.Int("group-size", 1, "attempts per task")
-	maxConcurrent := fs.Int("max-concurrent", 10, "attempts live at once")
-	maxSteps := fs.Int("max-steps", 30, "model steps per attempt")
-	name := fs.String("name", "", "job name (default: <taskset> × <model>)")
-	client := clientFlags(fs)
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 || *model == "" {
-		return errors.New("usage: proctor eval TASKSET --model MODEL [--group-size N] [--max-concurrent K] [--max-steps S]")
-	}
-	c, err := client()
-	if err != nil {
-		return err
-	}
-	tasksetID, err := c.tasksetByName(ctx, pos[0])
-	if err != nil {
-		return err
-	}
-	var m struct {
-		ID        string `json:"id"`
-		ModelName string `json:"model_name"`
-	}
-	if err := c.do(ctx, http.MethodGet, "/v2/models/resolve?model="+url.QueryEscape(*model), nil, &m); err != nil {
-		var ae *apiError
-		if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
-			names := []string{}
-			if ms, lerr := c.models(ctx); lerr == nil {
-				for _, x := range ms {
-					names = append(names, x.ModelName)
-				}
+func cmdEval(stdout, stderr io.Writer) flagsBody {
+	return func(fs *flag.FlagSet) runFunc {
+		model := fs.String("model", "", "model to run (a model_name, e.g. oracle)")
+		groupSize := fs.Int("group-size", 1, "attempts per task")
+		maxConcurrent := fs.Int("max-concurrent", 10, "attempts live at once")
+		maxSteps := fs.Int("max-steps", 30, "model steps per attempt")
+		name := fs.String("name", "", "job name (default: <taskset> × <model>)")
+		client := clientFlags(fs)
+		return func(ctx context.Context, pos []string) error {
+			if *model == "" {
+				return usagef("--model is required: proctor eval TASKSET --model MODEL (see proctor models)")
 			}
-			return fmt.Errorf("no model %q; you can run: %s (see proctor models)", *model, strings.Join(names, ", "))
-		}
-		return fmt.Errorf("model %s: %w", *model, err)
-	}
-	if *name == "" {
-		*name = pos[0] + " × " + m.ModelName
-	}
-	var launched struct {
-		JobID    string `json:"job_id"`
-		Accepted int    `json:"accepted"`
-		Rejected int    `json:"rejected"`
-	}
-	body := map[string]any{"taskset_id": tasksetID, "model_ids": []string{m.ID}, "group_size": *groupSize,
-		"max_concurrent": *maxConcurrent, "max_steps": *maxSteps, "name": *name}
-	if err := c.do(ctx, http.MethodPost, "/v2/rollouts/run_list", body, &launched); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "job %s: %s, %d attempts per task\n", launched.JobID, *name, *groupSize)
-	if note := c.capacityNote(ctx, min(*maxConcurrent, launched.Accepted**groupSize), *maxConcurrent); note != "" {
-		fmt.Fprintln(stdout, note)
-	}
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			tasksetID, err := c.tasksetByName(ctx, pos[0])
+			if err != nil {
+				return err
+			}
+			var m struct {
+				ID        string `json:"id"`
+				ModelName string `json:"model_name"`
+			}
+			if err := c.do(ctx, http.MethodGet, "/v2/models/resolve?model="+url.QueryEscape(*model), nil, &m); err != nil {
+				var ae *apiError
+				if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
+					names := []string{}
+					if ms, lerr := c.models(ctx); lerr == nil {
+						for _, x := range ms {
+							names = append(names, x.ModelName)
+						}
+					}
+					return fmt.Errorf("no model %q; you can run: %s (see proctor models)", *model, strings.Join(names, ", "))
+				}
+				return fmt.Errorf("model %s: %w", *model, err)
+			}
+			if *name == "" {
+				*name = pos[0] + " × " + m.ModelName
+			}
+			var launched struct {
+				JobID    string `json:"job_id"`
+				Accepted int    `json:"accepted"`
+				Rejected int    `json:"rejected"`
+			}
+			body := map[string]any{"taskset_id": tasksetID, "model_ids": []string{m.ID}, "group_size": *groupSize,
+				"max_concurrent": *maxConcurrent, "max_steps": *maxSteps, "name": *name}
+			if err := c.do(ctx, http.MethodPost, "/v2/rollouts/run_list", body, &launched); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "job %s: %s, %d attempts per task\n", launched.JobID, *name, *groupSize)
+			if note := c.capacityNote(ctx, min(*maxConcurrent, launched.Accepted**groupSize), *maxConcurrent); note != "" {
+				fmt.Fprintln(stdout, note)
+			}
 
-	// Ctrl-C cancels the job rather than leaving it running unseen.
-	sum, err := c.follow(ctx, launched.JobID, stderr)
-	if errors.Is(err, context.Canceled) {
-		fmt.Fprintln(stderr, "\ninterrupted: cancelling the job…")
-		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		var out struct{ Cancelled int }
-		if err := c.do(cctx, http.MethodPost, "/v2/rollouts/cancel_job", map[string]any{"job_id": launched.JobID}, &out); err != nil {
-			return err
+			// Ctrl-C cancels the job rather than leaving it running unseen.
+			sum, err := c.follow(ctx, launched.JobID, stderr)
+			if errors.Is(err, context.Canceled) {
+				fmt.Fprintln(stderr, "\ninterrupted: cancelling the job…")
+				cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				var out struct{ Cancelled int }
+				if err := c.do(cctx, http.MethodPost, "/v2/rollouts/cancel_job", map[string]any{"job_id": launched.JobID}, &out); err != nil {
+					return err
+				}
+				return fmt.Errorf("job %s cancelled (%d live attempts stopped)", launched.JobID, out.Cancelled)
+			}
+			if err != nil {
+				return err
+			}
+			return c.printJobTable(ctx, stdout, launched.JobID, sum)
 		}
-		return fmt.Errorf("job %s cancelled (%d live attempts stopped)", launched.JobID, out.Cancelled)
 	}
-	if err != nil {
-		return err
-	}
-	return c.printJobTable(ctx, stdout, launched.JobID, sum)
 }
 
 // capacityNote says why a job will run fewer than live attempts at once: the live workers run
@@ -333,73 +327,68 @@ func (c *apiClient) tasksetByName(ctx context.Context, name string) (string, err
 	return "", fmt.Errorf("no taskset named %q (see `proctor tasksets list`)", name)
 }
 
-func cmdTrace(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("proctor trace", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	follow := fs.Bool("f", false, "follow the attempt live until it ends")
-	allTries := fs.Bool("all-tries", false, "also show the events of earlier tries (superseded: their sandbox was lost and the attempt restarted)")
-	client := clientFlags(fs)
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return errors.New("usage: proctor trace TRACE_ID [-f] [--all-tries]")
-	}
-	c, err := client()
-	if err != nil {
-		return err
-	}
-	since := -1
-	for {
-		var ev struct {
-			Events []struct {
-				Seq        int            `json:"seq"`
-				Kind       string         `json:"kind"`
-				Text       string         `json:"text"`
-				Data       map[string]any `json:"data"`
-				Attempt    int            `json:"attempt"`
-				Superseded bool           `json:"superseded"`
-			} `json:"events"`
-			LatestSeq int      `json:"latest_seq"`
-			Status    string   `json:"status"`
-			Reward    *float64 `json:"reward"`
-		}
-		if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v2/trace/%s/events?since_seq=%d&include_superseded=%v", url.PathEscape(pos[0]), since, *allTries), nil, &ev); err != nil {
-			return err
-		}
-		for _, e := range ev.Events {
-			mark := ""
-			if e.Superseded {
-				mark = fmt.Sprintf(" [try %d, superseded]", e.Attempt)
+func cmdTrace(stdout, stderr io.Writer) flagsBody {
+	return func(fs *flag.FlagSet) runFunc {
+		follow := fs.Bool("f", false, "follow the attempt live until it ends")
+		allTries := fs.Bool("all-tries", false, "also show the events of earlier tries (superseded: their sandbox was lost and the attempt restarted)")
+		client := clientFlags(fs)
+		return func(ctx context.Context, pos []string) error {
+			c, err := client()
+			if err != nil {
+				return err
 			}
-			fmt.Fprintf(stdout, "%4d  %-17s %s%s\n", e.Seq, e.Kind, describeEvent(e.Kind, e.Text, e.Data), mark)
-			since = e.Seq
-		}
-		terminal := ev.Status == "completed" || ev.Status == "error" || ev.Status == "cancelled"
-		if !*follow || terminal {
-			var tr struct {
-				StopReason string `json:"stop_reason"`
-				Error      string `json:"error"`
-				Attempt    int    `json:"attempt"`
+			since := -1
+			for {
+				var ev struct {
+					Events []struct {
+						Seq        int            `json:"seq"`
+						Kind       string         `json:"kind"`
+						Text       string         `json:"text"`
+						Data       map[string]any `json:"data"`
+						Attempt    int            `json:"attempt"`
+						Superseded bool           `json:"superseded"`
+					} `json:"events"`
+					LatestSeq int      `json:"latest_seq"`
+					Status    string   `json:"status"`
+					Reward    *float64 `json:"reward"`
+				}
+				if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v2/trace/%s/events?since_seq=%d&include_superseded=%v", url.PathEscape(pos[0]), since, *allTries), nil, &ev); err != nil {
+					return err
+				}
+				for _, e := range ev.Events {
+					mark := ""
+					if e.Superseded {
+						mark = fmt.Sprintf(" [try %d, superseded]", e.Attempt)
+					}
+					fmt.Fprintf(stdout, "%4d  %-17s %s%s\n", e.Seq, e.Kind, describeEvent(e.Kind, e.Text, e.Data), mark)
+					since = e.Seq
+				}
+				terminal := ev.Status == "completed" || ev.Status == "error" || ev.Status == "cancelled"
+				if !*follow || terminal {
+					var tr struct {
+						StopReason string `json:"stop_reason"`
+						Error      string `json:"error"`
+						Attempt    int    `json:"attempt"`
+					}
+					c.do(ctx, http.MethodGet, "/v2/trace/"+url.PathEscape(pos[0]), nil, &tr) //nolint:errcheck // the events were read: the rest is a footnote
+					reward := fmtReward(ev.Reward)
+					fmt.Fprintf(stdout, "\nstatus %s · stop %s · reward %s", ev.Status, orDash(tr.StopReason), reward)
+					if tr.Error != "" {
+						fmt.Fprintf(stdout, " · error: %s", tr.Error)
+					}
+					fmt.Fprintln(stdout)
+					if tr.Attempt > 1 && !*allTries {
+						fmt.Fprintf(stdout, "this is try %d of the attempt: the %d before lost their sandbox, and their events are superseded; see them with: proctor trace %s --all-tries\n",
+							tr.Attempt, tr.Attempt-1, pos[0])
+					}
+					return nil
+				}
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(500 * time.Millisecond):
+				}
 			}
-			c.do(ctx, http.MethodGet, "/v2/trace/"+url.PathEscape(pos[0]), nil, &tr) //nolint:errcheck // the events were read: the rest is a footnote
-			reward := fmtReward(ev.Reward)
-			fmt.Fprintf(stdout, "\nstatus %s · stop %s · reward %s", ev.Status, orDash(tr.StopReason), reward)
-			if tr.Error != "" {
-				fmt.Fprintf(stdout, " · error: %s", tr.Error)
-			}
-			fmt.Fprintln(stdout)
-			if tr.Attempt > 1 && !*allTries {
-				fmt.Fprintf(stdout, "this is try %d of the attempt: the %d before lost their sandbox, and their events are superseded; see them with: proctor trace %s --all-tries\n",
-					tr.Attempt, tr.Attempt-1, pos[0])
-			}
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(500 * time.Millisecond):
 		}
 	}
 }
@@ -460,63 +449,71 @@ func orDash(s string) string {
 	return s
 }
 
-func cmdJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("proctor jobs", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: proctor jobs [--limit N]      your team's jobs, newest first\n       proctor jobs show JOB_ID       a job: its summary, per-task results and the attempts to look at\n       proctor jobs watch JOB_ID      follow a running job to its end (again), then its per-task table")
-		fs.PrintDefaults()
+// cmdJobsShow prints a job: its summary, per-task results and the attempts to look at.
+func cmdJobsShow(stdout io.Writer) flagsBody {
+	return func(fs *flag.FlagSet) runFunc {
+		limit := fs.Int("limit", 20, "attempts listed per category")
+		client := clientFlags(fs)
+		return func(ctx context.Context, pos []string) error {
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			return showJob(ctx, c, pos[0], *limit, stdout)
+		}
 	}
-	limit := fs.Int("limit", 20, "at most this many, newest first (with show: attempts listed per category)")
-	client := clientFlags(fs)
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	c, err := client()
-	if err != nil {
-		return err
-	}
-	switch {
-	case len(pos) == 2 && pos[0] == "show":
-		return showJob(ctx, c, pos[1], *limit, stdout)
-	case len(pos) == 2 && pos[0] == "watch":
-		sum, err := c.follow(ctx, pos[1], stderr)
+}
+
+// cmdJobsWatch follows a running job to its end (again), then prints its per-task table.
+func cmdJobsWatch(stdout, stderr io.Writer) flagsBody {
+	return clientCommand(func(ctx context.Context, c *apiClient, pos []string) error {
+		sum, err := c.follow(ctx, pos[0], stderr)
 		if err != nil {
 			return err
 		}
-		return c.printJobTable(ctx, stdout, pos[1], sum)
-	case len(pos) > 0:
-		fs.Usage()
-		return errUsage
-	}
-	var page struct {
-		Items []struct {
-			ID        string    `json:"id"`
-			Name      string    `json:"name"`
-			Status    string    `json:"status"`
-			CreatedAt time.Time `json:"created_at"`
-		} `json:"items"`
-		Total int `json:"total"`
-	}
-	if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v2/jobs?limit=%d", *limit), nil, &page); err != nil {
-		return err
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tSTATUS\tATTEMPTS\tMEAN REWARD\tCREATED")
-	for _, j := range page.Items {
-		var s jobSummary
-		if err := c.do(ctx, http.MethodGet, "/v2/jobs/"+j.ID+"/summary", nil, &s); err != nil {
-			return err
+		return c.printJobTable(ctx, stdout, pos[0], sum)
+	})
+}
+
+// cmdJobs lists the team's jobs, newest first.
+func cmdJobs(stdout io.Writer) flagsBody {
+	return func(fs *flag.FlagSet) runFunc {
+		limit := fs.Int("limit", 20, "at most this many, newest first")
+		client := clientFlags(fs)
+		return func(ctx context.Context, pos []string) error {
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			var page struct {
+				Items []struct {
+					ID        string    `json:"id"`
+					Name      string    `json:"name"`
+					Status    string    `json:"status"`
+					CreatedAt time.Time `json:"created_at"`
+				} `json:"items"`
+				Total int `json:"total"`
+			}
+			if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v2/jobs?limit=%d", *limit), nil, &page); err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tNAME\tSTATUS\tATTEMPTS\tMEAN REWARD\tCREATED")
+			for _, j := range page.Items {
+				var s jobSummary
+				if err := c.do(ctx, http.MethodGet, "/v2/jobs/"+j.ID+"/summary", nil, &s); err != nil {
+					return err
+				}
+				reward := fmtReward(s.AvgReward)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\n", j.ID, orDash(j.Name), j.Status, s.done(), s.TotalTraces, reward, j.CreatedAt.Local().Format("2006-01-02 15:04"))
+			}
+			tw.Flush()
+			if page.Total > len(page.Items) {
+				fmt.Fprintf(stdout, "(%d of %d; --limit shows more)\n", len(page.Items), page.Total)
+			}
+			return nil
 		}
-		reward := fmtReward(s.AvgReward)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\n", j.ID, orDash(j.Name), j.Status, s.done(), s.TotalTraces, reward, j.CreatedAt.Local().Format("2006-01-02 15:04"))
 	}
-	tw.Flush()
-	if page.Total > len(page.Items) {
-		fmt.Fprintf(stdout, "(%d of %d; --limit shows more)\n", len(page.Items), page.Total)
-	}
-	return nil
 }
 
 // showJob prints a job: its summary, its taskset coverage (per task: attempts, statuses and mean

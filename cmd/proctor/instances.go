@@ -15,81 +15,71 @@ import (
 
 // cmdInstances lists an environment's sandboxes (running ones; every one with --all), or stops
 // some with --stop.
-func cmdInstances(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("proctor instances", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: proctor instances ENV [--all] [--stop ID,ID…]\n\nThe sandboxes your team's attempts run in an environment (ENV: its name or id).")
-		fs.PrintDefaults()
-	}
-	all := fs.Bool("all", false, "include terminated instances")
-	stop := fs.String("stop", "", "comma-separated instance ids to stop (their attempts end cancelled)")
-	limit := fs.Int("limit", 50, "how many to list (1 to 500)")
-	client := clientFlags(fs)
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return errUsage
-	}
-	c, err := client()
-	if err != nil {
-		return err
-	}
-	registry, err := c.findEnvironment(ctx, pos[0])
-	if err != nil {
-		return err
-	}
-	if *stop != "" {
-		var res struct {
-			Stopped int      `json:"stopped"`
-			Errors  []string `json:"errors"`
+func cmdInstances(stdout, stderr io.Writer) flagsBody {
+	return func(fs *flag.FlagSet) runFunc {
+		all := fs.Bool("all", false, "include terminated instances")
+		stop := fs.String("stop", "", "comma-separated instance ids to stop (their attempts end cancelled)")
+		limit := fs.Int("limit", 50, "how many to list (1 to 500)")
+		client := clientFlags(fs)
+		return func(ctx context.Context, pos []string) error {
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			registry, err := c.findEnvironment(ctx, pos[0])
+			if err != nil {
+				return err
+			}
+			if *stop != "" {
+				var res struct {
+					Stopped int      `json:"stopped"`
+					Errors  []string `json:"errors"`
+				}
+				ids := strings.Split(*stop, ",")
+				if err := c.do(ctx, http.MethodPost, "/v2/instance/stop", map[string]any{"registry_id": registry, "instance_ids": ids}, &res); err != nil {
+					return err
+				}
+				fmt.Fprintf(stdout, "stopping %d of %d instances\n", res.Stopped, len(ids))
+				for _, e := range res.Errors {
+					fmt.Fprintln(stdout, "  not stopped:", e)
+				}
+				return nil
+			}
+			q := url.Values{"registry_id": {registry}, "limit": {fmt.Sprint(*limit)}, "include_terminated": {fmt.Sprint(*all)}}
+			var res struct {
+				Instances []struct {
+					ID            string    `json:"id"`
+					Status        string    `json:"status"`
+					TraceID       string    `json:"trace_id"`
+					Attempt       int       `json:"attempt"`
+					CreatedAt     time.Time `json:"created_at"`
+					DurationHours float64   `json:"duration_hours"`
+					HourlyRate    float64   `json:"hourly_rate"`
+					Cost          float64   `json:"actual_cost"`
+				} `json:"instances"`
+				Total        int `json:"total"`
+				RunningCount int `json:"running_count"`
+			}
+			if err := c.do(ctx, http.MethodGet, "/v2/instance?"+q.Encode(), nil, &res); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "%d running", res.RunningCount)
+			if *all {
+				fmt.Fprintf(stdout, ", %d in all", res.Total)
+			}
+			fmt.Fprintln(stdout)
+			if len(res.Instances) == 0 {
+				return nil
+			}
+			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "INSTANCE\tSTATUS\tTRACE\tTRY\tSTARTED\tMINUTES\tUSD/H\tCOST")
+			for _, in := range res.Instances {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%.1f\t%.4f\t$%.4f\n", in.ID, in.Status, in.TraceID, in.Attempt,
+					in.CreatedAt.Local().Format("2006-01-02 15:04:05"), in.DurationHours*60, in.HourlyRate, in.Cost)
+			}
+			return tw.Flush()
 		}
-		ids := strings.Split(*stop, ",")
-		if err := c.do(ctx, http.MethodPost, "/v2/instance/stop", map[string]any{"registry_id": registry, "instance_ids": ids}, &res); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "stopping %d of %d instances\n", res.Stopped, len(ids))
-		for _, e := range res.Errors {
-			fmt.Fprintln(stdout, "  not stopped:", e)
-		}
-		return nil
 	}
-	q := url.Values{"registry_id": {registry}, "limit": {fmt.Sprint(*limit)}, "include_terminated": {fmt.Sprint(*all)}}
-	var res struct {
-		Instances []struct {
-			ID            string    `json:"id"`
-			Status        string    `json:"status"`
-			TraceID       string    `json:"trace_id"`
-			Attempt       int       `json:"attempt"`
-			CreatedAt     time.Time `json:"created_at"`
-			DurationHours float64   `json:"duration_hours"`
-			HourlyRate    float64   `json:"hourly_rate"`
-			Cost          float64   `json:"actual_cost"`
-		} `json:"instances"`
-		Total        int `json:"total"`
-		RunningCount int `json:"running_count"`
-	}
-	if err := c.do(ctx, http.MethodGet, "/v2/instance?"+q.Encode(), nil, &res); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "%d running", res.RunningCount)
-	if *all {
-		fmt.Fprintf(stdout, ", %d in all", res.Total)
-	}
-	fmt.Fprintln(stdout)
-	if len(res.Instances) == 0 {
-		return nil
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "INSTANCE\tSTATUS\tTRACE\tTRY\tSTARTED\tMINUTES\tUSD/H\tCOST")
-	for _, in := range res.Instances {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%.1f\t%.4f\t$%.4f\n", in.ID, in.Status, in.TraceID, in.Attempt,
-			in.CreatedAt.Local().Format("2006-01-02 15:04:05"), in.DurationHours*60, in.HourlyRate, in.Cost)
-	}
-	return tw.Flush()
 }
 
 // findEnvironment resolves an environment of the caller's team by id or exact name.

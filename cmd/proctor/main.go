@@ -6,7 +6,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,43 +16,8 @@ import (
 
 	"github.com/proctorhq/proctor/envserver"
 	"github.com/proctorhq/proctor/examples/environments"
-	"github.com/proctorhq/proctor/httpapi"
 	"github.com/proctorhq/proctor/internal/config"
 )
-
-const usage = `proctor — a self-hostable evaluation platform for AI agents
-
-Usage:
-  proctor dev        start everything in one process on embedded defaults (API, Temporal + UI, worker, SQLite, local storage)
-  proctor server     run the API server (Postgres, an existing Temporal, a bucket)
-  proctor worker     run a Temporal worker for the task queues in --queues
-  proctor migrate    apply pending database migrations and exit
-  proctor admin      manage teams, members, API keys, sessions and projects in the configured database
-  proctor openapi    print the OpenAPI 3.1 document (YAML) without starting anything
-  proctor example-env NAME [--transport stdio|http|sse] [--port 8765]
-                     serve a bundled example environment (todo, game2048, canvas)
-
-Client commands (against PROCTOR_API_URL with PROCTOR_API_KEY; default: the local dev instance):
-  proctor tasks upload FILE.json|FILE.jsonl [--taskset NAME]   create or update tasks
-  proctor tasks export NAME [-o FILE]                          a taskset in the portable upload shape
-  proctor tasksets list [--search S] [--public] [--sort KEY]   your team's tasksets
-  proctor tasksets show NAME                                   a taskset's tasks
-  proctor eval TASKSET --model M [--group-size N] [--max-concurrent K]
-                                                               run a job, with live progress and a per-task table
-  proctor trace TRACE_ID [-f]                                  an attempt's trajectory (-f follows it live)
-  proctor jobs                                                 your team's jobs, newest first
-  proctor jobs show JOB                                        a job's per-task results and the attempts to look at
-  proctor jobs watch JOB                                       follow a running job again (after Ctrl-C or a lost connection)
-  proctor traces [--job JOB] [--status S]                      a job's attempts (default: your newest job's)
-  proctor models                                               the models you can run
-  proctor workers                                              the live workers per task queue, and the sandboxes they run at once
-  proctor env deploy DIR [--name N]                            build an environment from source, print its scenarios
-  proctor usage [--days 7] [--by model|route|api_key|user|byok] inference calls, environment time and cost per day
-  proctor instances ENV [--all] [--stop ID,…]                  an environment's sandboxes; stop some
-  proctor version    print the version
-
-Every command takes --help. Settings come from flags or PROCTOR_* environment variables.
-`
 
 // version is set at build time with -ldflags "-X main.version=…".
 var version = "dev"
@@ -63,7 +27,7 @@ func main() {
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		var st exitStatus
-		if !errors.Is(err, flag.ErrHelp) && !errors.Is(err, errFlags) && !errors.Is(err, errUsage) && !errors.As(err, &st) {
+		if err != errUsage && !errors.As(err, &st) { //nolint:errorlint // a bare errUsage was explained where it was returned
 			fmt.Fprintln(os.Stderr, "proctor:", err)
 		}
 		stop()
@@ -76,13 +40,18 @@ func exitCode(err error) int {
 	if errors.As(err, &st) {
 		return int(st)
 	}
-	if errors.Is(err, flag.ErrHelp) || errors.Is(err, errUsage) || errors.Is(err, errFlags) {
+	if errors.Is(err, errUsage) || errors.Is(err, errFlags) {
 		return 2
 	}
 	return 1
 }
 
+// errUsage is a command used wrongly (exit status 2); bare, it was explained where it was
+// returned, and wrapped, its message says how to use the command.
 var errUsage = errors.New("usage")
+
+// errFlags marks a flag error (exit status 2).
+var errFlags = errors.New("bad flags")
 
 // exitStatus is a command's exit status when it has already said why.
 type exitStatus int
@@ -107,82 +76,6 @@ func cmdExampleEnv(args []string, stderr io.Writer) error {
 		return exitStatus(code)
 	}
 	return nil
-}
-
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return errUsage
-	}
-	cmd, rest := args[0], args[1:]
-	switch cmd {
-	case "dev":
-		return cmdDev(ctx, rest, stdout, stderr, nil)
-	case "server":
-		return cmdServer(ctx, rest, stderr)
-	case "worker":
-		return cmdWorker(ctx, rest, stderr)
-	case "migrate":
-		return cmdMigrate(ctx, rest, stdout, stderr)
-	case "admin":
-		return cmdAdmin(ctx, rest, stdout, stderr)
-	case "tasks":
-		return cmdTasks(ctx, rest, stdout, stderr)
-	case "tasksets":
-		return cmdTasksets(ctx, rest, stdout, stderr)
-	case "eval":
-		return cmdEval(ctx, rest, stdout, stderr)
-	case "trace":
-		return cmdTrace(ctx, rest, stdout, stderr)
-	case "jobs":
-		return cmdJobs(ctx, rest, stdout, stderr)
-	case "env":
-		return cmdEnv(ctx, rest, stdout, stderr)
-	case "usage":
-		return cmdUsage(ctx, rest, stdout, stderr)
-	case "instances":
-		return cmdInstances(ctx, rest, stdout, stderr)
-	case "traces":
-		return cmdTraces(ctx, rest, stdout, stderr)
-	case "models":
-		return cmdModels(ctx, rest, stdout, stderr)
-	case "workers":
-		return cmdWorkers(ctx, rest, stdout, stderr)
-	case "example-env":
-		return cmdExampleEnv(rest, stderr)
-	case "openapi":
-		spec, err := httpapi.Spec()
-		if err != nil {
-			return err
-		}
-		_, err = stdout.Write(spec)
-		return err
-	case "version", "--version":
-		fmt.Fprintln(stdout, "proctor", versionString())
-		return nil
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return nil
-	default:
-		fmt.Fprintf(stderr, "proctor: unknown command %q; the commands are listed by: proctor help\n", cmd)
-		return errUsage
-	}
-}
-
-// parseConfig binds the shared configuration to a command's flags and parses them.
-func parseConfig(name, summary string, args []string, stderr io.Writer) (*config.Config, *flag.FlagSet, error) {
-	cfg := &config.Config{}
-	fs := flag.NewFlagSet("proctor "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: proctor %s [flags]\n\n%s\n\nFlags:\n", name, summary)
-		fs.PrintDefaults()
-	}
-	cfg.Bind(fs)
-	if err := fs.Parse(args); err != nil {
-		return nil, nil, err
-	}
-	return cfg, fs, nil
 }
 
 func newLogger(cfg *config.Config, w io.Writer) (*slog.Logger, error) {

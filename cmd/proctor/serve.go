@@ -27,6 +27,7 @@ import (
 	"github.com/proctorhq/proctor/internal/secrets"
 	"github.com/proctorhq/proctor/models"
 	ptemporal "github.com/proctorhq/proctor/temporal"
+	"github.com/spf13/cobra"
 )
 
 func openStore(ctx context.Context, cfg *config.Config, migrate bool, log *slog.Logger) (*models.Store, error) {
@@ -191,11 +192,13 @@ func (hs *httpServer) shutdown(timeout time.Duration) error {
 	return errors.Join(err, <-hs.done)
 }
 
-func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
-	cfg, _, err := parseConfig("server", "Runs the /v2 API against Postgres, an existing Temporal and a bucket.\nApply migrations first with `proctor migrate`.", args, stderr)
-	if err != nil {
-		return err
-	}
+func serverCommand(stderr io.Writer) *cobra.Command {
+	return configCommand(&cobra.Command{Use: "server", Short: "Run the API server (Postgres, an existing Temporal, a bucket)",
+		Long: "Runs the /v2 API against Postgres, an existing Temporal and a bucket.\nApply migrations first with `proctor migrate`."},
+		func(ctx context.Context, cfg *config.Config) error { return runServer(ctx, cfg, stderr) })
+}
+
+func runServer(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	if err := cfg.RequireProduction(true); err != nil {
 		return err
 	}
@@ -248,11 +251,12 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	return hs.shutdown(cfg.ShutdownTimeout)
 }
 
-func cmdWorker(ctx context.Context, args []string, stderr io.Writer) error {
-	cfg, _, err := parseConfig("worker", "Runs Temporal workers for the task queues in --queues.", args, stderr)
-	if err != nil {
-		return err
-	}
+func workerCommand(stderr io.Writer) *cobra.Command {
+	return configCommand(&cobra.Command{Use: "worker", Short: "Run Temporal workers for the task queues in --queues"},
+		func(ctx context.Context, cfg *config.Config) error { return runWorker(ctx, cfg, stderr) })
+}
+
+func runWorker(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	if err := cfg.RequireProduction(false); err != nil {
 		return err
 	}
@@ -304,11 +308,13 @@ func cmdWorker(ctx context.Context, args []string, stderr io.Writer) error {
 	return nil
 }
 
-func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg, _, err := parseConfig("migrate", "Applies every pending migration to --database-url and exits.", args, stderr)
-	if err != nil {
-		return err
-	}
+func migrateCommand(stdout, stderr io.Writer) *cobra.Command {
+	return configCommand(&cobra.Command{Use: "migrate", Short: "Apply pending database migrations and exit",
+		Long: "Applies every pending migration to --database-url and exits."},
+		func(ctx context.Context, cfg *config.Config) error { return runMigrate(ctx, cfg, stdout, stderr) })
+}
+
+func runMigrate(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer) error {
 	if err := cfg.RequireProduction(false); err != nil {
 		return err
 	}

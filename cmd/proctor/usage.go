@@ -13,70 +13,69 @@ import (
 
 // cmdUsage prints the team's usage of the last days: inference requests, tokens and cost per
 // day, grouped when asked, then environment time (sandboxes, hours and cost) per day.
-func cmdUsage(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("proctor usage", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	days := fs.Int("days", 7, "how many days back, today included (at most 366)")
-	by := fs.String("by", "", "group each day by api_key, byok, model, user or route")
-	client := clientFlags(fs)
-	if _, err := parseArgs(fs, args); err != nil {
-		return err
-	}
-	if *days < 1 || *days > 366 {
-		return fmt.Errorf("--days %d: want 1 to 366", *days)
-	}
-	c, err := client()
-	if err != nil {
-		return err
-	}
-	end := time.Now().UTC()
-	start := time.Date(end.Year(), end.Month(), end.Day(), 0, 0, 0, 0, time.UTC).AddDate(0, 0, 1-*days)
-	q := url.Values{"bucket_width": {"1d"}, "start": {start.Format(time.RFC3339)}, "end": {end.Format(time.RFC3339Nano)}}
-	if *by != "" {
-		q.Set("group_by", *by)
-	}
-	var res struct {
-		TotalRequests int               `json:"total_requests"`
-		TotalCost     float64           `json:"total_cost"`
-		Buckets       []inferenceBucket `json:"buckets"`
-	}
-	if err := c.do(ctx, http.MethodGet, "/v2/usage/inference?"+q.Encode(), nil, &res); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "inference since %s: %d calls, $%.4f\n", start.Format("2006-01-02"), res.TotalRequests, res.TotalCost)
-	if res.TotalRequests > 0 {
-		if err := inferenceTable(stdout, *by, res.Buckets); err != nil {
-			return err
+func cmdUsage(stdout, stderr io.Writer) flagsBody {
+	return func(fs *flag.FlagSet) runFunc {
+		days := fs.Int("days", 7, "how many days back, today included (at most 366)")
+		by := fs.String("by", "", "group each day by api_key, byok, model, user or route")
+		client := clientFlags(fs)
+		return func(ctx context.Context, pos []string) error {
+			if *days < 1 || *days > 366 {
+				return fmt.Errorf("--days %d: want 1 to 366", *days)
+			}
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			end := time.Now().UTC()
+			start := time.Date(end.Year(), end.Month(), end.Day(), 0, 0, 0, 0, time.UTC).AddDate(0, 0, 1-*days)
+			q := url.Values{"bucket_width": {"1d"}, "start": {start.Format(time.RFC3339)}, "end": {end.Format(time.RFC3339Nano)}}
+			if *by != "" {
+				q.Set("group_by", *by)
+			}
+			var res struct {
+				TotalRequests int               `json:"total_requests"`
+				TotalCost     float64           `json:"total_cost"`
+				Buckets       []inferenceBucket `json:"buckets"`
+			}
+			if err := c.do(ctx, http.MethodGet, "/v2/usage/inference?"+q.Encode(), nil, &res); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "inference since %s: %d calls, $%.4f\n", start.Format("2006-01-02"), res.TotalRequests, res.TotalCost)
+			if res.TotalRequests > 0 {
+				if err := inferenceTable(stdout, *by, res.Buckets); err != nil {
+					return err
+				}
+			}
+			var env struct {
+				Summary struct {
+					ActiveCount int     `json:"active_count"`
+					TotalCost   float64 `json:"total_cost"`
+					TotalCount  int     `json:"total_count"`
+					TotalHours  float64 `json:"total_hours"`
+				} `json:"summary"`
+				Chart []struct {
+					Date  string  `json:"date"`
+					Cost  float64 `json:"cost"`
+					Count int     `json:"count"`
+					Hours float64 `json:"hours"`
+				} `json:"chart"`
+			}
+			if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v2/environments/usage?limit=1&days=%d", *days), nil, &env); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "\nenvironments in the last %d days: %d sandboxes (%d running), %.2f hours, $%.4f\n", *days, env.Summary.TotalCount,
+				env.Summary.ActiveCount, env.Summary.TotalHours, env.Summary.TotalCost)
+			if len(env.Chart) == 0 {
+				return nil
+			}
+			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "DAY	SANDBOXES	HOURS	COST")
+			for _, d := range env.Chart {
+				fmt.Fprintf(tw, "%s\t%d\t%.3f\t$%.4f\n", d.Date, d.Count, d.Hours, d.Cost)
+			}
+			return tw.Flush()
 		}
 	}
-	var env struct {
-		Summary struct {
-			ActiveCount int     `json:"active_count"`
-			TotalCost   float64 `json:"total_cost"`
-			TotalCount  int     `json:"total_count"`
-			TotalHours  float64 `json:"total_hours"`
-		} `json:"summary"`
-		Chart []struct {
-			Date  string  `json:"date"`
-			Cost  float64 `json:"cost"`
-			Count int     `json:"count"`
-			Hours float64 `json:"hours"`
-		} `json:"chart"`
-	}
-	if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v2/environments/usage?limit=1&days=%d", *days), nil, &env); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "\nenvironments in the last %d days: %d sandboxes (%d running), %.2f hours, $%.4f\n", *days, env.Summary.TotalCount,
-		env.Summary.ActiveCount, env.Summary.TotalHours, env.Summary.TotalCost)
-	if len(env.Chart) == 0 {
-		return nil
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "DAY	SANDBOXES	HOURS	COST")
-	for _, d := range env.Chart {
-		fmt.Fprintf(tw, "%s\t%d\t%.3f\t$%.4f\n", d.Date, d.Count, d.Hours, d.Cost)
-	}
-	return tw.Flush()
 }
 
 // inferenceBucket is one day of inference usage, by group.
