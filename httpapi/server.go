@@ -30,6 +30,7 @@ import (
 	"github.com/proctorhq/proctor/httpapi/docsui"
 	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/internal/secrets"
+	"github.com/proctorhq/proctor/internal/webapp"
 	"github.com/proctorhq/proctor/models"
 )
 
@@ -165,6 +166,11 @@ func New(o Options) *Server {
 	r.Handle("/docs/*", http.StripPrefix("/docs", docs))
 	if o.Secrets != nil {
 		r.Handle("/codec/*", s.codecHandler(o.CodecOrigin))
+	}
+	// The web app, at / (its routes live in the URL's fragment).
+	app := webapp.Handler()
+	for _, p := range webapp.Paths() {
+		r.Handle(p, app)
 	}
 	r.Post("/auth/session", s.handleLogin)
 	r.Delete("/auth/session", s.handleLogout)

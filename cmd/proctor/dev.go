@@ -310,6 +310,7 @@ func busy(what, addr, how string, err error) error {
 
 func printBanner(w io.Writer, info devInfo, firstStart bool) {
 	fmt.Fprintf(w, "\nProctor dev is ready (%.1fs)\n\n", info.StartupSeconds)
+	fmt.Fprintf(w, "  App          %s/  (sign in with the API key below)\n", info.APIURL)
 	fmt.Fprintf(w, "  API          %s/v2\n", info.APIURL)
 	fmt.Fprintf(w, "  API docs     %s\n", info.DocsURL)
 	fmt.Fprintf(w, "  OpenAPI      %s/openapi.json\n", info.APIURL)

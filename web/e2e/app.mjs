@@ -1,0 +1,99 @@
+// Drives the web app in a real Chromium (Debian's, through playwright-core) against a running
+// Proctor: sign in, the jobs list, a job, one of its traces, both themes, sign out. axe-core
+// audits every page; a screenshot of each lands in $SHOTS. Run by cmd/proctor's TestWebApp,
+// which starts `proctor dev` and a job first. Prints one JSON line; exits 1 on a failure.
+import { chromium } from "playwright-core";
+import fs from "node:fs";
+
+const { PROCTOR_URL, PROCTOR_KEY, JOB_ID, JOB_NAME, CHROMIUM, SHOTS } = process.env;
+const axeSource = fs.readFileSync(new URL("../node_modules/axe-core/axe.min.js", import.meta.url), "utf8");
+const failures = [];
+const timings = {};
+const fail = (msg) => failures.push(msg);
+
+const browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-dev-shm-usage"] });
+const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+page.on("pageerror", (e) => fail(`page error: ${e.message}`));
+page.on("console", (m) => {
+  if (m.type() === "error" && !m.text().includes("401")) fail(`console error: ${m.text()}`);
+});
+
+async function audit(name) {
+  // Evaluated over the DevTools protocol: the app's CSP (rightly) refuses inline scripts.
+  if (!(await page.evaluate(() => "axe" in window))) await page.evaluate(axeSource);
+  const result = await page.evaluate(async () => await window.axe.run(document, { resultTypes: ["violations"] }));
+  for (const v of result.violations) {
+    if (v.impact === "serious" || v.impact === "critical") fail(`${name}: axe ${v.impact} ${v.id}: ${v.help} (${v.nodes.map((n) => n.target.join(" ")).join(", ")})`);
+  }
+  await page.screenshot({ path: `${SHOTS}/${name}.png` });
+}
+
+async function step(name, fn) {
+  const start = Date.now();
+  try {
+    await fn();
+  } catch (e) {
+    fail(`${name}: ${e.message.split("\n")[0]}`);
+  }
+  timings[name] = Date.now() - start;
+}
+
+const heading = (name) => page.getByRole("heading", { level: 1, name });
+
+await step("signin", async () => {
+  await page.goto(`${PROCTOR_URL}/`);
+  await heading("Sign in").waitFor({ timeout: 10000 });
+  // Keyboard: the first Tab reaches the skip link.
+  await page.keyboard.press("Tab");
+  const focused = await page.evaluate(() => document.activeElement?.textContent);
+  if (focused !== "Skip to content") fail(`the first Tab focuses ${JSON.stringify(focused)}, want the skip link`);
+  await audit("signin");
+  await page.getByLabel("API key").fill("pk_wrong_key");
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByRole("alert").waitFor({ timeout: 5000 });
+});
+
+await step("jobs", async () => {
+  await page.getByLabel("API key").fill(PROCTOR_KEY);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await heading("Jobs").waitFor({ timeout: 10000 });
+  await page.getByRole("link", { name: JOB_NAME }).waitFor({ timeout: 10000 });
+  await audit("jobs");
+});
+
+let traceHref = "";
+await step("job", async () => {
+  await page.getByRole("link", { name: JOB_NAME }).click();
+  await heading(JOB_NAME).waitFor({ timeout: 10000 });
+  await page.getByRole("img", { name: "Reward histogram of 3 attempts" }).waitFor({ timeout: 10000 });
+  await page.getByRole("tab", { name: "successful (3)" }).click();
+  const first = page.getByRole("tabpanel").getByRole("link").first();
+  await first.waitFor({ timeout: 10000 });
+  traceHref = await first.getAttribute("href");
+  await audit("job");
+});
+
+await step("trace", async () => {
+  await page.goto(`${PROCTOR_URL}/${traceHref}`);
+  await page.getByTestId("reward").filter({ hasText: "1.000" }).waitFor({ timeout: 15000 });
+  const kinds = await page.locator(".timeline .kind").allTextContents();
+  if (!kinds.includes("evaluate") || !kinds.includes("tool call")) fail(`trace timeline kinds: ${kinds.join(", ")}`);
+  await audit("trace");
+  await page.getByRole("button", { name: "Dark theme" }).click();
+  await audit("trace-dark");
+  await page.getByRole("link", { name: "Jobs", exact: true }).click();
+  await heading("Jobs").waitFor();
+  await audit("jobs-dark");
+  await page.getByRole("button", { name: "Light theme" }).click();
+});
+
+await step("signout", async () => {
+  await page.getByRole("button", { name: "Sign out" }).click();
+  await heading("Sign in").waitFor({ timeout: 10000 });
+  await page.goto(`${PROCTOR_URL}/#/jobs/${JOB_ID}`);
+  await heading("Sign in").waitFor({ timeout: 10000 });
+});
+
+await browser.close();
+console.log(JSON.stringify({ ok: failures.length === 0, failures, timings }));
+process.exit(failures.length === 0 ? 0 : 1);

@@ -1,0 +1,76 @@
+import { useCallback, useEffect, useState } from "react";
+import { signOut } from "./api/client";
+import { Job } from "./pages/Job";
+import { Jobs } from "./pages/Jobs";
+import { SignIn } from "./pages/SignIn";
+import { Trace } from "./pages/Trace";
+import { href, navigate, useRoute } from "./router";
+
+type Theme = "light" | "dark";
+
+function initialTheme(): Theme {
+  const saved = localStorage.getItem("proctor-theme");
+  if (saved === "light" || saved === "dark") return saved;
+  return window.matchMedia("(prefers-color-scheme: dark)").matches ? "dark" : "light";
+}
+
+export function App() {
+  const route = useRoute();
+  const [theme, setTheme] = useState<Theme>(initialTheme);
+  // Whether the last API call was refused (401); signing in clears it.
+  const [signedOut, setSignedOut] = useState(false);
+  useEffect(() => {
+    document.documentElement.dataset.theme = theme;
+    localStorage.setItem("proctor-theme", theme);
+  }, [theme]);
+  const onUnauthorized = useCallback(() => {
+    setSignedOut(true);
+    navigate({ page: "signin" });
+  }, []);
+  const page = signedOut && route.page !== "signin" ? { page: "signin" as const } : route;
+  useEffect(() => {
+    const titles = { signin: "Sign in", jobs: "Jobs", job: "Job", trace: "Trace" };
+    document.title = `${titles[page.page]} · Proctor`;
+  }, [page.page]);
+
+  return (
+    <>
+      <a className="skip" href="#main">
+        Skip to content
+      </a>
+      <header>
+        <nav aria-label="Main">
+          <a className="brand" href={href({ page: "jobs" })}>
+            Proctor
+          </a>
+          <a href={href({ page: "jobs" })} aria-current={page.page === "jobs" ? "page" : undefined}>
+            Jobs
+          </a>
+          <span className="spacer" />
+          <button type="button" className="secondary" onClick={() => setTheme(theme === "dark" ? "light" : "dark")}>
+            {theme === "dark" ? "Light theme" : "Dark theme"}
+          </button>
+          {page.page !== "signin" && (
+            <button
+              type="button"
+              className="secondary"
+              onClick={async () => {
+                await signOut();
+                setSignedOut(true);
+                navigate({ page: "signin" });
+              }}
+            >
+              Sign out
+            </button>
+          )}
+        </nav>
+      </header>
+      <main id="main" tabIndex={-1}>
+        {page.page === "signin" && <SignIn onSignedIn={() => setSignedOut(false)} />}
+        {page.page === "jobs" && <Jobs onUnauthorized={onUnauthorized} />}
+        {page.page === "job" && <Job id={page.id} onUnauthorized={onUnauthorized} />}
+        {page.page === "trace" && <Trace id={page.id} onUnauthorized={onUnauthorized} />}
+      </main>
+    </>
+  );
+}

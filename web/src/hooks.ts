@@ -1,0 +1,47 @@
+import { useCallback, useEffect, useRef, useState } from "react";
+import { Unauthorized } from "./api/client";
+
+/** Loaded is what a page shows: data, an error, or neither yet. */
+export type Loaded<T> = { data?: T; error?: Error };
+
+/**
+ * usePoll loads with load, then again every intervalMs while live(data) holds (the spec's feeds
+ * are polled, not pushed). A 401 calls onUnauthorized.
+ */
+export function usePoll<T>(
+  load: () => Promise<T>,
+  deps: unknown[],
+  opts: { intervalMs?: number; live?: (d: T) => boolean; onUnauthorized: () => void },
+): Loaded<T> & { reload: () => void } {
+  const [state, setState] = useState<Loaded<T>>({});
+  const [tick, setTick] = useState(0);
+  const loadRef = useRef(load);
+  loadRef.current = load;
+  const optsRef = useRef(opts);
+  optsRef.current = opts;
+  useEffect(() => {
+    let stopped = false;
+    let timer: number | undefined;
+    const run = async () => {
+      try {
+        const data = await loadRef.current();
+        if (stopped) return;
+        setState({ data });
+        const o = optsRef.current;
+        if (o.intervalMs && o.live?.(data)) timer = window.setTimeout(run, o.intervalMs);
+      } catch (e) {
+        if (stopped) return;
+        if (e instanceof Unauthorized) optsRef.current.onUnauthorized();
+        else setState((s) => ({ data: s.data, error: e as Error }));
+      }
+    };
+    void run();
+    return () => {
+      stopped = true;
+      if (timer) window.clearTimeout(timer);
+    };
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [...deps, tick]);
+  const reload = useCallback(() => setTick((t) => t + 1), []);
+  return { ...state, reload };
+}

@@ -1,0 +1,164 @@
+import { useState } from "react";
+import { api, ok, type Schemas } from "../api/client";
+import { fmtReward, fmtTime, fmtUSD, terminalJob } from "../format";
+import { usePoll } from "../hooks";
+import { href } from "../router";
+import { Status } from "../ui";
+
+const categories = ["successful", "failed", "live", "no_score"] as const;
+type Category = (typeof categories)[number];
+
+type JobView = {
+  job: Schemas["Job"];
+  summary: Schemas["JobSummary"];
+  coverage: Schemas["CoverageOutputBody"];
+  chart: Schemas["ChartDataOutputBody"];
+  usage?: Schemas["JobUsageOutputBody"];
+};
+
+async function loadJob(id: string): Promise<JobView> {
+  const path = { job_id: id };
+  const [job, summary, coverage, chart, usage] = await Promise.all([
+    ok(api.GET("/v2/jobs/{job_id}", { params: { path } })),
+    ok(api.GET("/v2/jobs/{job_id}/summary", { params: { path } })),
+    ok(api.GET("/v2/jobs/{job_id}/taskset-coverage", { params: { path } })),
+    ok(api.GET("/v2/jobs/{job_id}/chart-data", { params: { path, query: { limit: 5000 } } })),
+    ok(api.GET("/v2/jobs/{job_id}/usage", { params: { path } })).catch(() => undefined),
+  ]);
+  return { job, summary, coverage, chart, usage };
+}
+
+export function Job({ id, onUnauthorized }: { id: string; onUnauthorized: () => void }) {
+  const view = usePoll(() => loadJob(id), [id], {
+    intervalMs: 2000,
+    live: (v) => !terminalJob.has(v.job.status),
+    onUnauthorized,
+  });
+  const [category, setCategory] = useState<Category>("failed");
+  const thumbs = usePoll(
+    () => ok(api.GET("/v2/jobs/{job_id}/thumbnails", { params: { path: { job_id: id }, query: { category, limit: 100 } } })),
+    [id, category, view.data?.summary.completed, view.data?.summary.error],
+    { onUnauthorized },
+  );
+  if (view.error && !view.data) return <p role="alert" className="error">{view.error.message}</p>;
+  if (!view.data) return <p aria-busy="true">Loading…</p>;
+  const { job, summary, coverage, chart, usage } = view.data;
+  const counts = thumbs.data?.category_counts;
+  return (
+    <section>
+      <p>
+        <a href={href({ page: "jobs" })}>← Jobs</a>
+      </p>
+      <h1>{job.name || job.id}</h1>
+      <p>
+        <Status value={job.status} /> · created {fmtTime(job.created_at)} · {job.group_size} attempts per task · at most{" "}
+        {job.max_concurrent} at once
+      </p>
+      <dl className="counts" aria-label="Attempts">
+        {(
+          [
+            ["Total", summary.total_traces],
+            ["Pending", summary.pending],
+            ["Running", summary.initializing + summary.running],
+            ["Completed", summary.completed],
+            ["Errors", summary.error],
+            ["Cancelled", summary.cancelled],
+            ["Mean reward", fmtReward(summary.avg_reward)],
+            ["Cost", fmtUSD(usage?.total_cost)],
+          ] as const
+        ).map(([k, v]) => (
+          <div key={k}>
+            <dt>{k}</dt>
+            <dd>{v}</dd>
+          </div>
+        ))}
+      </dl>
+
+      <h2>Rewards</h2>
+      <Histogram points={chart.data_points} />
+
+      <h2>Tasks</h2>
+      <p>
+        Taskset {coverage.taskset_name || "–"}: {coverage.tasks_with_traces} of {coverage.total_tasks} tasks run.
+      </p>
+      <table>
+        <thead>
+          <tr>
+            <th scope="col">Task</th>
+            <th scope="col">Attempts</th>
+            <th scope="col">Statuses</th>
+            <th scope="col">Mean reward</th>
+          </tr>
+        </thead>
+        <tbody>
+          {coverage.tasks.map((t) => (
+            <tr key={t.task_id}>
+              <td>{t.task_name}</td>
+              <td>{t.trace_count}</td>
+              <td>{t.statuses.join(", ") || "–"}</td>
+              <td>{fmtReward(t.avg_reward)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+
+      <h2>Attempts</h2>
+      <div role="tablist" aria-label="Attempts by category" className="tabs">
+        {categories.map((c) => (
+          <button
+            key={c}
+            type="button"
+            role="tab"
+            id={`tab-${c}`}
+            aria-selected={c === category}
+            aria-controls="attempts-panel"
+            onClick={() => setCategory(c)}
+          >
+            {c.replace("_", " ")} ({counts?.[c] ?? 0})
+          </button>
+        ))}
+      </div>
+      <div role="tabpanel" id="attempts-panel" aria-labelledby={`tab-${category}`}>
+        {thumbs.data && thumbs.data.thumbnails.length === 0 && <p>None.</p>}
+        {thumbs.data && thumbs.data.thumbnails.length > 0 && (
+          <ul className="thumbs">
+            {thumbs.data.thumbnails.map((t) => (
+              <li key={t.id}>
+                <a href={href({ page: "trace", id: t.id })}>{t.task_name ?? t.name}</a> <Status value={t.status} />{" "}
+                {t.stop_reason && <span className="muted">{t.stop_reason}</span>} · reward {fmtReward(t.reward)}
+              </li>
+            ))}
+          </ul>
+        )}
+      </div>
+    </section>
+  );
+}
+
+/** Histogram bins the rewards of ended attempts into tenths. */
+function Histogram({ points }: { points: Schemas["ChartPoint"][] }) {
+  const rewards = points.filter((p) => p.reward !== null).map((p) => p.reward as number);
+  const bins = new Array(10).fill(0) as number[];
+  for (const r of rewards) bins[Math.min(9, Math.max(0, Math.floor(r * 10)))]++;
+  const max = Math.max(1, ...bins);
+  const w = 400,
+    h = 120,
+    bw = w / bins.length;
+  return (
+    <figure>
+      <svg viewBox={`0 0 ${w} ${h + 20}`} width={w} height={h + 20} role="img" aria-label={`Reward histogram of ${rewards.length} attempts`}>
+        {bins.map((n, i) => (
+          <g key={i}>
+            <rect x={i * bw + 2} y={h - (n / max) * h} width={bw - 4} height={(n / max) * h} className="bar">
+              <title>{`${(i / 10).toFixed(1)}–${((i + 1) / 10).toFixed(1)}: ${n}`}</title>
+            </rect>
+            <text x={i * bw + bw / 2} y={h + 14} textAnchor="middle" className="axis">
+              {(i / 10).toFixed(1)}
+            </text>
+          </g>
+        ))}
+      </svg>
+      <figcaption>{rewards.length} attempts with a reward, in tenths (1.0 counts in the last bin).</figcaption>
+    </figure>
+  );
+}

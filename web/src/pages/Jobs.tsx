@@ -1,0 +1,94 @@
+import { api, ok, type Schemas } from "../api/client";
+import { fmtReward, fmtTime, fmtUSD, terminalJob } from "../format";
+import { usePoll } from "../hooks";
+import { href } from "../router";
+import { Status } from "../ui";
+
+type Row = { job: Schemas["Job"]; summary: Schemas["JobSummary"]; cost: number | null };
+
+async function loadJobs(): Promise<Row[]> {
+  const page = await ok(api.GET("/v2/jobs", { params: { query: { limit: 20 } } }));
+  return Promise.all(
+    page.items.map(async (job) => {
+      const [summary, usage] = await Promise.all([
+        ok(api.GET("/v2/jobs/{job_id}/summary", { params: { path: { job_id: job.id } } })),
+        ok(api.GET("/v2/jobs/{job_id}/usage", { params: { path: { job_id: job.id } } })).catch(() => undefined),
+      ]);
+      return { job, summary, cost: usage?.total_cost ?? null };
+    }),
+  );
+}
+
+export function Jobs({ onUnauthorized }: { onUnauthorized: () => void }) {
+  const { data, error, reload } = usePoll(loadJobs, [], {
+    intervalMs: 3000,
+    live: (rows) => rows.some((r) => !terminalJob.has(r.job.status)),
+    onUnauthorized,
+  });
+  return (
+    <section>
+      <h1>Jobs</h1>
+      {error && <p role="alert" className="error">{error.message}</p>}
+      {!data && !error && <p aria-busy="true">Loading…</p>}
+      {data && data.length === 0 && (
+        <p>
+          No jobs yet. Run one with <code>proctor eval demo --model oracle</code>.
+        </p>
+      )}
+      {data && data.length > 0 && (
+        <table>
+          <caption className="visually-hidden">Your team's jobs, newest first</caption>
+          <thead>
+            <tr>
+              <th scope="col">Job</th>
+              <th scope="col">Status</th>
+              <th scope="col">Progress</th>
+              <th scope="col">Mean reward</th>
+              <th scope="col">Cost</th>
+              <th scope="col">Created</th>
+              <th scope="col">
+                <span className="visually-hidden">Actions</span>
+              </th>
+            </tr>
+          </thead>
+          <tbody>
+            {data.map(({ job, summary, cost }) => {
+              const done = summary.completed + summary.error + summary.cancelled;
+              return (
+                <tr key={job.id}>
+                  <td>
+                    <a href={href({ page: "job", id: job.id })}>{job.name || job.id}</a>
+                  </td>
+                  <td>
+                    <Status value={job.status} />
+                  </td>
+                  <td>
+                    <progress max={summary.total_traces || 1} value={done} aria-label={`${done} of ${summary.total_traces} attempts done`} />{" "}
+                    {done}/{summary.total_traces}
+                  </td>
+                  <td>{fmtReward(summary.avg_reward)}</td>
+                  <td>{fmtUSD(cost)}</td>
+                  <td>{fmtTime(job.created_at)}</td>
+                  <td>
+                    {!terminalJob.has(job.status) && (
+                      <button
+                        type="button"
+                        className="secondary"
+                        onClick={async () => {
+                          await ok(api.POST("/v2/rollouts/cancel_job", { body: { job_id: job.id } }));
+                          reload();
+                        }}
+                      >
+                        Cancel
+                      </button>
+                    )}
+                  </td>
+                </tr>
+              );
+            })}
+          </tbody>
+        </table>
+      )}
+    </section>
+  );
+}

@@ -1,0 +1,43 @@
+// Hash routes (#/jobs/ID): the server serves one page, and links work without it knowing them.
+import { useEffect, useState } from "react";
+
+export type Route =
+  | { page: "signin" }
+  | { page: "jobs" }
+  | { page: "job"; id: string }
+  | { page: "trace"; id: string };
+
+export function parse(hash: string): Route {
+  const parts = hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
+  if (parts[0] === "signin") return { page: "signin" };
+  if (parts[0] === "jobs" && parts[1]) return { page: "job", id: parts[1] };
+  if (parts[0] === "traces" && parts[1]) return { page: "trace", id: parts[1] };
+  return { page: "jobs" };
+}
+
+export function href(r: Route): string {
+  switch (r.page) {
+    case "signin":
+      return "#/signin";
+    case "jobs":
+      return "#/jobs";
+    case "job":
+      return `#/jobs/${encodeURIComponent(r.id)}`;
+    case "trace":
+      return `#/traces/${encodeURIComponent(r.id)}`;
+  }
+}
+
+export function navigate(r: Route): void {
+  window.location.hash = href(r);
+}
+
+export function useRoute(): Route {
+  const [route, setRoute] = useState(() => parse(window.location.hash));
+  useEffect(() => {
+    const on = () => setRoute(parse(window.location.hash));
+    window.addEventListener("hashchange", on);
+    return () => window.removeEventListener("hashchange", on);
+  }, []);
+  return route;
+}
