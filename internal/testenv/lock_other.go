@@ -2,5 +2,5 @@
 
 package testenv
 
-// lockFile does not lock where flock is missing: run such tests one package at a time.
-func lockFile(string) (func(), error) { return func() {}, nil }
+// LockFile does not lock where flock is missing: run such tests one package at a time.
+func LockFile(string) (func(), error) { return func() {}, nil }

@@ -9,9 +9,9 @@ import (
 	"syscall"
 )
 
-// lockFile takes an exclusive flock on path, so that test binaries of several packages running
+// LockFile takes an exclusive flock on path, so that test binaries of several packages running
 // at once do not install into one place together.
-func lockFile(path string) (func(), error) {
+func LockFile(path string) (func(), error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, err
 	}

@@ -43,7 +43,7 @@ func WebDeps(t testing.TB) string {
 	if b, err := os.ReadFile(marker); err == nil && string(b) == want {
 		return web
 	}
-	unlock, err := lockFile(filepath.Join(root, ".cache", "web-npm.lock"))
+	unlock, err := LockFile(filepath.Join(root, ".cache", "web-npm.lock"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/proctorhq/proctor/envserver"
+	"github.com/proctorhq/proctor/internal/testenv"
 )
 
 // TSSDKVersion is the pinned version of @modelcontextprotocol/sdk the TypeScript client runs.
@@ -378,7 +379,7 @@ func installTSSDK(t testing.TB) string {
 		unavailable("npm is not installed: %v", err)
 	}
 	// Parallel test binaries may install at once; npm into one prefix concurrently is unsafe.
-	unlock, err := lockDir(prefix)
+	unlock, err := testenv.LockFile(prefix + ".lock")
 	if err != nil {
 		unavailable("lock %s: %v", prefix, err)
 	}
