@@ -79,12 +79,43 @@ await step("trace", async () => {
   const kinds = await page.locator(".timeline .kind").allTextContents();
   if (!kinds.includes("evaluate") || !kinds.includes("tool call")) fail(`trace timeline kinds: ${kinds.join(", ")}`);
   await audit("trace");
+  await page.getByRole("tab", { name: "Runner logs" }).click();
+  await page.getByText("planned: queue").first().waitFor({ timeout: 10000 });
+  await page.getByRole("tab", { name: "Environment logs" }).click();
+  await page.getByRole("tabpanel").locator("pre, p").first().waitFor({ timeout: 10000 });
+  await audit("trace-env-logs");
+  await page.getByRole("tab", { name: "Related attempts" }).click();
+  await page.getByRole("heading", { name: "The same job" }).waitFor({ timeout: 10000 });
+  const related = await page.getByRole("tabpanel").getByRole("link").count();
+  if (related < 2) fail(`related attempts: ${related} links, want the job's other two attempts at least`);
+  await page.getByRole("tab", { name: /Timeline/ }).click();
   await page.getByRole("button", { name: "Dark theme" }).click();
   await audit("trace-dark");
   await page.getByRole("link", { name: "Jobs", exact: true }).click();
   await heading("Jobs").waitFor();
   await audit("jobs-dark");
   await page.getByRole("button", { name: "Light theme" }).click();
+});
+
+await step("environment", async () => {
+  await page.getByRole("link", { name: "Environments", exact: true }).click();
+  await heading("Environments").waitFor({ timeout: 10000 });
+  await audit("environments");
+  await page.getByRole("link", { name: "todo", exact: true }).click();
+  await heading("todo").waitFor({ timeout: 10000 });
+  await page.getByRole("cell", { name: "add-todos", exact: true }).waitFor({ timeout: 10000 });
+  await audit("environment");
+  await page.getByRole("tab", { name: /Builds/ }).click();
+  await page.getByLabel("Build log").filter({ hasText: "stored" }).waitFor({ timeout: 10000 });
+  await audit("environment-build");
+  await page.getByRole("tab", { name: "Source" }).click();
+  const files = page.getByRole("list", { name: "Files" });
+  for (const dir of ["examples/", "environments/", "todo/"]) {
+    await files.getByRole("button", { name: dir, exact: true }).click();
+  }
+  await files.getByRole("button", { name: "main.go", exact: true }).click();
+  await page.getByLabel("Contents of examples/environments/todo/main.go").filter({ hasText: "package main" }).waitFor({ timeout: 10000 });
+  await audit("environment-source");
 });
 
 await step("signout", async () => {

@@ -1,5 +1,6 @@
 import { useCallback, useEffect, useState } from "react";
 import { signOut } from "./api/client";
+import { Environment, Environments } from "./pages/Environments";
 import { Job } from "./pages/Job";
 import { Jobs } from "./pages/Jobs";
 import { SignIn } from "./pages/SignIn";
@@ -29,7 +30,7 @@ export function App() {
   }, []);
   const page = signedOut && route.page !== "signin" ? { page: "signin" as const } : route;
   useEffect(() => {
-    const titles = { signin: "Sign in", jobs: "Jobs", job: "Job", trace: "Trace" };
+    const titles = { signin: "Sign in", jobs: "Jobs", job: "Job", trace: "Trace", environments: "Environments", environment: "Environment" };
     document.title = `${titles[page.page]} · Proctor`;
   }, [page.page]);
 
@@ -45,6 +46,9 @@ export function App() {
           </a>
           <a href={href({ page: "jobs" })} aria-current={page.page === "jobs" ? "page" : undefined}>
             Jobs
+          </a>
+          <a href={href({ page: "environments" })} aria-current={page.page === "environments" ? "page" : undefined}>
+            Environments
           </a>
           <span className="spacer" />
           <button type="button" className="secondary" onClick={() => setTheme(theme === "dark" ? "light" : "dark")}>
@@ -70,6 +74,8 @@ export function App() {
         {page.page === "jobs" && <Jobs onUnauthorized={onUnauthorized} />}
         {page.page === "job" && <Job id={page.id} onUnauthorized={onUnauthorized} />}
         {page.page === "trace" && <Trace id={page.id} onUnauthorized={onUnauthorized} />}
+        {page.page === "environments" && <Environments onUnauthorized={onUnauthorized} />}
+        {page.page === "environment" && <Environment id={page.id} onUnauthorized={onUnauthorized} />}
       </main>
     </>
   );

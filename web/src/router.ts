@@ -5,13 +5,16 @@ export type Route =
   | { page: "signin" }
   | { page: "jobs" }
   | { page: "job"; id: string }
-  | { page: "trace"; id: string };
+  | { page: "trace"; id: string }
+  | { page: "environments" }
+  | { page: "environment"; id: string };
 
 export function parse(hash: string): Route {
   const parts = hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
   if (parts[0] === "signin") return { page: "signin" };
   if (parts[0] === "jobs" && parts[1]) return { page: "job", id: parts[1] };
   if (parts[0] === "traces" && parts[1]) return { page: "trace", id: parts[1] };
+  if (parts[0] === "environments") return parts[1] ? { page: "environment", id: parts[1] } : { page: "environments" };
   return { page: "jobs" };
 }
 
@@ -25,6 +28,10 @@ export function href(r: Route): string {
       return `#/jobs/${encodeURIComponent(r.id)}`;
     case "trace":
       return `#/traces/${encodeURIComponent(r.id)}`;
+    case "environments":
+      return "#/environments";
+    case "environment":
+      return `#/environments/${encodeURIComponent(r.id)}`;
   }
 }
 

@@ -3,6 +3,7 @@ import { api, ok, type Schemas } from "../api/client";
 import { fmtReward, fmtTime, fmtUSD, terminalJob } from "../format";
 import { usePoll } from "../hooks";
 import { href } from "../router";
+import { Tabs } from "../tabs";
 import { Status } from "../ui";
 
 const categories = ["successful", "failed", "live", "no_score"] as const;
@@ -103,22 +104,12 @@ export function Job({ id, onUnauthorized }: { id: string; onUnauthorized: () => 
       </table>
 
       <h2>Attempts</h2>
-      <div role="tablist" aria-label="Attempts by category" className="tabs">
-        {categories.map((c) => (
-          <button
-            key={c}
-            type="button"
-            role="tab"
-            id={`tab-${c}`}
-            aria-selected={c === category}
-            aria-controls="attempts-panel"
-            onClick={() => setCategory(c)}
-          >
-            {c.replace("_", " ")} ({counts?.[c] ?? 0})
-          </button>
-        ))}
-      </div>
-      <div role="tabpanel" id="attempts-panel" aria-labelledby={`tab-${category}`}>
+      <Tabs
+        label="Attempts by category"
+        tabs={categories.map((c) => ({ key: c, title: `${c.replace("_", " ")} (${counts?.[c] ?? 0})` }))}
+        selected={category}
+        onSelect={setCategory}
+      >
         {thumbs.data && thumbs.data.thumbnails.length === 0 && <p>None.</p>}
         {thumbs.data && thumbs.data.thumbnails.length > 0 && (
           <ul className="thumbs">
@@ -130,7 +121,7 @@ export function Job({ id, onUnauthorized }: { id: string; onUnauthorized: () => 
             ))}
           </ul>
         )}
-      </div>
+      </Tabs>
     </section>
   );
 }

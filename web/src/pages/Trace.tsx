@@ -3,7 +3,9 @@ import { marked } from "marked";
 import { useEffect, useRef, useState } from "react";
 import { api, ok, Unauthorized, type Schemas } from "../api/client";
 import { fmtReward, fmtTime, terminalTrace } from "../format";
+import { usePoll } from "../hooks";
 import { href } from "../router";
+import { Tabs } from "../tabs";
 import { Status } from "../ui";
 
 type Event = Schemas["TraceEvent"];
@@ -13,6 +15,7 @@ export function Trace({ id, onUnauthorized }: { id: string; onUnauthorized: () =
   const [events, setEvents] = useState<Event[]>([]);
   const [error, setError] = useState<string>();
   const [live, setLive] = useState(true);
+  const [view, setView] = useState<"timeline" | "env" | "runner" | "related">("timeline");
   const since = useRef(0);
 
   useEffect(() => {
@@ -63,12 +66,109 @@ export function Trace({ id, onUnauthorized }: { id: string; onUnauthorized: () =
         {live && <span className="live"> · following live</span>}
       </p>
       {trace.error && <p className="error">{trace.error}</p>}
-      <ol className="timeline" aria-label="Trajectory">
-        {events.map((e) => (
-          <EventItem key={`${e.attempt}-${e.seq}`} e={e} />
-        ))}
-      </ol>
+      <p>
+        <button type="button" className="secondary" onClick={() => void downloadAnalysis(trace.id)}>
+          Download the analysis bundle
+        </button>
+      </p>
+      <Tabs
+        label="Trace views"
+        tabs={[
+          { key: "timeline", title: `Timeline (${events.length})` },
+          { key: "env", title: "Environment logs" },
+          { key: "runner", title: "Runner logs" },
+          { key: "related", title: "Related attempts" },
+        ]}
+        selected={view}
+        onSelect={setView}
+      >
+        {view === "timeline" && (
+          <ol className="timeline" aria-label="Trajectory">
+            {events.map((e) => (
+              <EventItem key={`${e.attempt}-${e.seq}`} e={e} />
+            ))}
+          </ol>
+        )}
+        {view === "env" && <EnvLogs id={trace.id} live={live} onUnauthorized={onUnauthorized} />}
+        {view === "runner" && <RunnerLogs id={trace.id} live={live} onUnauthorized={onUnauthorized} />}
+        {view === "related" && <Related id={trace.id} onUnauthorized={onUnauthorized} />}
+      </Tabs>
     </section>
+  );
+}
+
+/** downloadAnalysis saves the attempt's analysis bundle (task, trajectory, logs) as JSON. */
+async function downloadAnalysis(id: string) {
+  const bundle = await ok(api.GET("/v2/trace/{trace_id}/analysis-context", { params: { path: { trace_id: id } } }));
+  const url = URL.createObjectURL(new Blob([JSON.stringify(bundle, null, 2)], { type: "application/json" }));
+  const a = document.createElement("a");
+  a.href = url;
+  a.download = `trace-${id}-analysis.json`;
+  a.click();
+  URL.revokeObjectURL(url);
+}
+
+function EnvLogs({ id, live, onUnauthorized }: { id: string; live: boolean; onUnauthorized: () => void }) {
+  const { data, error } = usePoll(
+    () => ok(api.GET("/v2/trace/{trace_id}/env-logs", { params: { path: { trace_id: id }, query: { limit: 1000 } } })),
+    [id],
+    { intervalMs: 2000, live: () => live, onUnauthorized },
+  );
+  if (error) return <p role="alert" className="error">{error.message}</p>;
+  if (!data) return <p aria-busy="true">Loading…</p>;
+  if (data.logs.length === 0) return <p>The environment wrote nothing to its output.</p>;
+  return (
+    <pre className="logs">
+      {data.logs.map((l) => `${l.time} ${l.stream} ${l.log}`).join("\n")}
+      {data.has_more && "\n…"}
+    </pre>
+  );
+}
+
+function RunnerLogs({ id, live, onUnauthorized }: { id: string; live: boolean; onUnauthorized: () => void }) {
+  const { data, error } = usePoll(() => ok(api.GET("/v2/trace/{trace_id}/logs", { params: { path: { trace_id: id } } })), [id], {
+    intervalMs: 2000,
+    live: () => live,
+    onUnauthorized,
+  });
+  if (error) return <p role="alert" className="error">{error.message}</p>;
+  if (!data) return <p aria-busy="true">Loading…</p>;
+  return <pre className="logs">{data.logs || "No runner log."}</pre>;
+}
+
+function Related({ id, onUnauthorized }: { id: string; onUnauthorized: () => void }) {
+  const { data, error } = usePoll(
+    async () => {
+      const get = (kind: "task" | "job") =>
+        ok(api.GET("/v2/trace/{trace_id}/related", { params: { path: { trace_id: id }, query: { kind, limit: 50 } } }));
+      const [task, job] = await Promise.all([get("task"), get("job")]);
+      return { task: task ?? [], job: job ?? [] };
+    },
+    [id],
+    { onUnauthorized },
+  );
+  if (error) return <p role="alert" className="error">{error.message}</p>;
+  if (!data) return <p aria-busy="true">Loading…</p>;
+  const list = (rows: Schemas["RelatedTrace"][]) =>
+    rows.length === 0 ? (
+      <p>None.</p>
+    ) : (
+      <ul className="thumbs">
+        {rows.map((r) => (
+          <li key={r.id}>
+            <a href={href({ page: "trace", id: r.id })}>{r.name || r.id}</a> <Status value={r.status} /> · reward {fmtReward(r.reward)} · job{" "}
+            {r.job_name} · {fmtTime(r.created_at)}
+          </li>
+        ))}
+      </ul>
+    );
+  return (
+    <>
+      <h2>The same task, in any job</h2>
+      {list(data.task)}
+      <h2>The same job</h2>
+      {list(data.job)}
+    </>
   );
 }
 

@@ -1,0 +1,259 @@
+import { useState } from "react";
+import { api, ok, type Schemas } from "../api/client";
+import { fmtTime } from "../format";
+import { usePoll } from "../hooks";
+import { href } from "../router";
+import { Tabs } from "../tabs";
+import { Status } from "../ui";
+
+export function Environments({ onUnauthorized }: { onUnauthorized: () => void }) {
+  const [search, setSearch] = useState("");
+  const { data, error } = usePoll(
+    () => ok(api.GET("/v2/registry", { params: { query: { limit: 100, ...(search ? { search } : {}) } } })),
+    [search],
+    { onUnauthorized },
+  );
+  return (
+    <section>
+      <h1>Environments</h1>
+      <p>
+        <label htmlFor="env-search">Search </label>
+        <input id="env-search" type="search" value={search} onChange={(e) => setSearch(e.target.value)} />
+      </p>
+      {error && <p role="alert" className="error">{error.message}</p>}
+      {data && data.items.length === 0 && (
+        <p>
+          No environments. Deploy one with <code>proctor env deploy DIR</code>.
+        </p>
+      )}
+      {data && data.items.length > 0 && (
+        <table>
+          <thead>
+            <tr>
+              <th scope="col">Environment</th>
+              <th scope="col">Description</th>
+              <th scope="col">Scenarios</th>
+              <th scope="col">Updated</th>
+            </tr>
+          </thead>
+          <tbody>
+            {data.items.map((r) => (
+              <tr key={r.id}>
+                <td>
+                  <a href={href({ page: "environment", id: r.id })}>{r.name}</a>
+                </td>
+                <td>{r.description || "–"}</td>
+                <td>{r.latest_scenarios?.length ?? 0}</td>
+                <td>{fmtTime(r.updated_at)}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </section>
+  );
+}
+
+type EnvView = {
+  env: Schemas["RegistryDetail"];
+  scenarios: Schemas["Scenario"][];
+  builds: Schemas["Build"][];
+  vars: Schemas["EnvVar"][];
+};
+
+async function loadEnvironment(id: string): Promise<EnvView> {
+  const [env, scenarios, builds, vars] = await Promise.all([
+    ok(api.GET("/v2/registry/{registry_id}", { params: { path: { registry_id: id } } })),
+    ok(api.GET("/v2/registry/{registry_id}/scenarios", { params: { path: { registry_id: id } } })),
+    ok(api.GET("/v2/builds", { params: { query: { registry_id: id, limit: 20 } } })),
+    ok(api.GET("/v2/env-vars", { params: { query: { registry_id: id } } })).catch(() => ({ variables: [] })),
+  ]);
+  return { env, scenarios: scenarios ?? [], builds: builds.builds, vars: vars.variables };
+}
+
+const buildDone = new Set(["succeeded", "failed", "cancelled"]);
+
+export function Environment({ id, onUnauthorized }: { id: string; onUnauthorized: () => void }) {
+  const { data, error } = usePoll(() => loadEnvironment(id), [id], {
+    intervalMs: 2000,
+    live: (v) => v.builds.some((b) => !buildDone.has(b.status)),
+    onUnauthorized,
+  });
+  const [view, setView] = useState<"scenarios" | "builds" | "source" | "vars">("scenarios");
+  const [buildId, setBuildId] = useState<string>();
+  if (error && !data) return <p role="alert" className="error">{error.message}</p>;
+  if (!data) return <p aria-busy="true">Loading…</p>;
+  const { env, scenarios, builds, vars } = data;
+  const shown = buildId ?? env.latest_build_id ?? builds[0]?.id;
+  return (
+    <section>
+      <p>
+        <a href={href({ page: "environments" })}>← Environments</a>
+      </p>
+      <h1>{env.name}</h1>
+      <p>{env.description}</p>
+      <p className="muted">
+        latest build {env.latest_build ? `v${env.latest_build.version} · ${env.latest_build.image_name} · ${env.latest_build.digest.slice(0, 19)}` : "–"}
+      </p>
+      <Tabs
+        label="Environment"
+        tabs={[
+          { key: "scenarios", title: `Scenarios (${scenarios.length})` },
+          { key: "builds", title: `Builds (${builds.length})` },
+          { key: "source", title: "Source" },
+          { key: "vars", title: `Variables (${vars.length})` },
+        ]}
+        selected={view}
+        onSelect={setView}
+      >
+        {view === "scenarios" && (
+          <table>
+            <thead>
+              <tr>
+                <th scope="col">Scenario</th>
+                <th scope="col">Description</th>
+                <th scope="col">Arguments</th>
+              </tr>
+            </thead>
+            <tbody>
+              {scenarios.map((s) => (
+                <tr key={s.id}>
+                  <td>{s.name}</td>
+                  <td>{s.description || "–"}</td>
+                  <td>
+                    <code>{Object.keys((s.args_schema?.properties as Record<string, unknown>) ?? {}).join(", ") || "–"}</code>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+        {view === "builds" && (
+          <>
+            <ul className="thumbs">
+              {builds.map((b) => (
+                <li key={b.id}>
+                  <button type="button" className="linklike" aria-pressed={b.id === shown} onClick={() => setBuildId(b.id)}>
+                    v{b.version}
+                  </button>{" "}
+                  <Status value={b.status} /> · {fmtTime(b.created_at)}
+                  {b.duration_seconds !== null && ` · ${b.duration_seconds.toFixed(1)} s`}
+                  {b.error_message && <span className="error"> · {b.error_message}</span>}
+                </li>
+              ))}
+            </ul>
+            {shown && <BuildLog id={shown} onUnauthorized={onUnauthorized} />}
+          </>
+        )}
+        {view === "source" && shown && <SourceBrowser buildId={shown} onUnauthorized={onUnauthorized} />}
+        {view === "vars" &&
+          (vars.length === 0 ? (
+            <p>No variables.</p>
+          ) : (
+            <table>
+              <thead>
+                <tr>
+                  <th scope="col">Name</th>
+                  <th scope="col">Value</th>
+                  <th scope="col">Updated</th>
+                </tr>
+              </thead>
+              <tbody>
+                {vars.map((v) => (
+                  <tr key={v.id}>
+                    <td>
+                      <code>{v.name}</code>
+                    </td>
+                    <td>
+                      <code>{v.masked_value}</code>
+                    </td>
+                    <td>{fmtTime(v.updated_at)}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          ))}
+      </Tabs>
+    </section>
+  );
+}
+
+/** BuildLog shows a build's log, following it while the build runs. */
+function BuildLog({ id, onUnauthorized }: { id: string; onUnauthorized: () => void }) {
+  const { data, error } = usePoll(() => ok(api.GET("/v2/builds/{build_id}/logs", { params: { path: { build_id: id }, query: { limit: 1000 } } })), [id], {
+    intervalMs: 1000,
+    live: (l) => !l.done,
+    onUnauthorized,
+  });
+  if (error) return <p role="alert" className="error">{error.message}</p>;
+  if (!data) return <p aria-busy="true">Loading…</p>;
+  return (
+    <>
+      <h2>Build log</h2>
+      <pre className="logs" aria-label="Build log">
+        {(data.logs ?? []).map((l) => l.line).join("\n") || "(empty)"}
+      </pre>
+    </>
+  );
+}
+
+/** SourceBrowser lists a build's source folder by folder and previews a file. */
+function SourceBrowser({ buildId, onUnauthorized }: { buildId: string; onUnauthorized: () => void }) {
+  const [dir, setDir] = useState("");
+  const [file, setFile] = useState<string>();
+  const listing = usePoll(
+    () => ok(api.GET("/v2/builds/{build_id}/source", { params: { path: { build_id: buildId }, query: { path: dir, limit: 1000 } } })),
+    [buildId, dir],
+    { onUnauthorized },
+  );
+  const preview = usePoll(
+    async () => (file ? ok(api.GET("/v2/builds/{build_id}/source/preview", { params: { path: { build_id: buildId }, query: { path: file } } })) : undefined),
+    [buildId, file],
+    { onUnauthorized },
+  );
+  const parts = dir ? dir.split("/") : [];
+  return (
+    <div className="source">
+      <nav aria-label="Folder">
+        <button type="button" className="linklike" onClick={() => (setDir(""), setFile(undefined))}>
+          source
+        </button>
+        {parts.map((p, i) => (
+          <span key={i}>
+            {" / "}
+            <button type="button" className="linklike" onClick={() => (setDir(parts.slice(0, i + 1).join("/")), setFile(undefined))}>
+              {p}
+            </button>
+          </span>
+        ))}
+      </nav>
+      {listing.error && <p role="alert" className="error">{listing.error.message}</p>}
+      {listing.data && (
+        <ul className="files" aria-label="Files">
+          {listing.data.entries.map((e) => (
+            <li key={e.path}>
+              <button
+                type="button"
+                className="linklike"
+                aria-current={e.path === file ? "true" : undefined}
+                onClick={() => (e.type === "dir" ? (setDir(e.path), setFile(undefined)) : setFile(e.path))}
+              >
+                {e.type === "dir" ? `${e.name}/` : e.name}
+              </button>
+              {e.type === "file" && <span className="muted"> {e.size} bytes</span>}
+            </li>
+          ))}
+        </ul>
+      )}
+      {preview.error && <p role="alert" className="error">{preview.error.message}</p>}
+      {preview.data && (
+        <>
+          <h2>{preview.data.path}</h2>
+          <pre className="logs" aria-label={`Contents of ${preview.data.path}`}>
+            {preview.data.content}
+          </pre>
+        </>
+      )}
+    </div>
+  );
+}
