@@ -155,3 +155,39 @@ func TestReadyCheckRoute(t *testing.T) {
 		wantEnvelope(t, f.do("GET", "/v2/tasks/"+uuid.NewString()+"/ready-check", "key", nil), 404, "not_found")
 	})
 }
+
+// A task's versions: the task with every version, newest first, in the upload shape; another
+// team sees none of it.
+func TestTaskVersionsRoute(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *models.Store) {
+		f := newFixture(t, s, Options{})
+		_, ids := reviewSetup(t, f)
+		f.do("POST", "/v2/tasks/upload", "key", strings.NewReader(`{"taskset_name":"review","tasks":[
+			{"name":"alpha","prompt":"Write a haiku about spring","external_id":"a-1","description":"Attachment: storage://uploads/x"}]}`))
+		for _, auth := range []string{"key", "session"} {
+			v := decode[struct {
+				ID       uuid.UUID `json:"id"`
+				Name     string    `json:"name"`
+				Status   string    `json:"status"`
+				Versions []struct {
+					ID      uuid.UUID    `json:"id"`
+					Version int          `json:"version"`
+					Content ExportedTask `json:"content"`
+				} `json:"versions"`
+				LatestVersionID *uuid.UUID `json:"latest_version_id"`
+			}](t, f.do("GET", "/v2/tasks/"+ids[0].String()+"/versions", auth, nil))
+			if v.ID != ids[0] || v.Name != "alpha" || v.Status != "pending" || len(v.Versions) != 2 {
+				t.Fatalf("versions (%s) = %+v", auth, v)
+			}
+			if n, c := v.Versions[0], v.Versions[0].Content; n.Version != 2 || *v.LatestVersionID != n.ID || c.Prompt != "Write a haiku about spring" ||
+				c.Description != "Attachment: storage://uploads/x" || c.ExternalID != "a-1" || v.Versions[1].Content.Prompt != "Write a haiku" {
+				t.Errorf("versions (%s), newest first = %+v", auth, v.Versions)
+			}
+		}
+		wantEnvelope(t, f.do("GET", "/v2/tasks/"+uuid.NewString()+"/versions", "key", nil), 404, "not_found")
+		_, bkey := otherTeam(t, s)
+		wantEnvelope(t, f.do("GET", "/v2/tasks/"+ids[0].String()+"/versions", "Bearer "+bkey, nil), 404, "not_found")
+		wantValidation(t, f.do("GET", "/v2/tasks/nope/versions", "key", nil), "path.task_id")
+		wantEnvelope(t, f.do("GET", "/v2/tasks/"+ids[0].String()+"/versions", "", nil), 401, "unauthorized")
+	})
+}

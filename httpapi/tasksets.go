@@ -178,11 +178,16 @@ func (s *Server) export(ctx context.Context, row *models.TasksetRow) (*exportOut
 	}
 	out := TasksetExport{TasksetID: row.ID, Name: row.Name, Tasks: make([]ExportedTask, len(tasks))}
 	for i, t := range tasks {
-		out.Tasks[i] = ExportedTask{
-			Name: t.Name, ExternalID: t.ExternalID, Description: t.Description, Env: t.Env, Scenario: t.Scenario,
-			Args: nonNilMap(t.Args), Prompt: t.Prompt, SystemPrompt: t.SystemPrompt, AgentConfig: t.AgentConfig,
-			RuntimeConfig: t.RuntimeConfig, Validation: nonNilSlice(t.Validation),
-		}
+		out.Tasks[i] = exportedTask(t)
 	}
 	return &exportOutput{Body: out}, nil
+}
+
+// exportedTask is a task version in the portable shape that upload accepts.
+func exportedTask(t models.ExportedTask) ExportedTask {
+	return ExportedTask{
+		Name: t.Name, ExternalID: t.ExternalID, Description: t.Description, Env: t.Env, Scenario: t.Scenario,
+		Args: nonNilMap(t.Args), Prompt: t.Prompt, SystemPrompt: t.SystemPrompt, AgentConfig: t.AgentConfig,
+		RuntimeConfig: t.RuntimeConfig, Validation: nonNilSlice(t.Validation),
+	}
 }

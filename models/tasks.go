@@ -587,3 +587,51 @@ func (s *Store) GetTaskBrief(ctx context.Context, c *Caller, taskID uuid.UUID) (
 	}
 	return &TaskBrief{Task: t.Task, Version: v, Prompt: prompt}, nil
 }
+
+// TaskVersions is a task with every version of it, newest first.
+type TaskVersions struct {
+	Task     Task
+	Versions []TaskVersionEntry
+}
+
+// TaskVersionEntry is one version: its content in the portable shape, its number, and who made
+// it when.
+type TaskVersionEntry struct {
+	ExportedTask
+	Version   int
+	CreatedBy *uuid.UUID
+	CreatedAt time.Time
+}
+
+// ListTaskVersions reads a task the caller may see (through its taskset) with all its versions,
+// newest first, each in the portable shape (env named by its environment).
+func (s *Store) ListTaskVersions(ctx context.Context, c *Caller, taskID uuid.UUID) (*TaskVersions, error) {
+	out := &TaskVersions{}
+	if err := s.DB.NewSelect().Model(&out.Task).Where("id = ?", taskID).Scan(ctx); err != nil {
+		return nil, notFound(err, "list task versions")
+	}
+	if _, err := s.GetTaskset(ctx, c, out.Task.TasksetID); err != nil {
+		return nil, fmt.Errorf("list task versions: %w", ErrNotFound)
+	}
+	var rows []struct {
+		TaskVersion `bun:",extend"`
+		RegName     *string `bun:"reg_name,scanonly"`
+	}
+	err := s.DB.NewSelect().Model(&rows).ColumnExpr("tv.*").ColumnExpr("r.name AS reg_name").
+		Join("LEFT JOIN registries AS r ON r.id = tv.registry_id").
+		Where("tv.task_id = ?", taskID).OrderExpr("tv.version DESC").Scan(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list task versions: %w", err)
+	}
+	for _, r := range rows {
+		e := ExportedTask{TaskID: r.TaskID, VersionID: r.ID, TaskContent: r.TaskContent}
+		if out.Task.ExternalID != nil {
+			e.ExternalID = *out.Task.ExternalID
+		}
+		if r.RegName != nil {
+			e.Env = *r.RegName
+		}
+		out.Versions = append(out.Versions, TaskVersionEntry{ExportedTask: e, Version: r.Version, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt})
+	}
+	return out, nil
+}

@@ -33,7 +33,8 @@ async function step(name, fn) {
   try {
     await fn();
   } catch (e) {
-    fail(`${name}: ${e.message.split("\n")[0]}`);
+    fail(`${name}: ${e.message.split("\n").slice(0, 3).join(" ")} (at ${page.url()}; see ${name}-failed.png)`);
+    await page.screenshot({ path: `${SHOTS}/${name}-failed.png` }).catch(() => {});
   }
   timings[name] = Date.now() - start;
 }
@@ -95,6 +96,48 @@ await step("trace", async () => {
   await heading("Jobs").waitFor();
   await audit("jobs-dark");
   await page.getByRole("button", { name: "Light theme" }).click();
+});
+
+await step("launch", async () => {
+  await page.getByRole("link", { name: "Tasksets", exact: true }).click();
+  await heading("Tasksets").waitFor({ timeout: 10000 });
+  await audit("tasksets");
+  await page.getByRole("link", { name: "demo", exact: true }).click();
+  await heading("demo").waitFor({ timeout: 10000 });
+  await audit("taskset");
+  await page.getByLabel("Model").selectOption({ label: "oracle" });
+  await page.getByRole("button", { name: "Run 3 tasks" }).click();
+  // The job page follows the job live until its attempts end at 1.0.
+  await page.getByRole("heading", { level: 1, name: /demo/ }).waitFor({ timeout: 10000 });
+  await page.getByRole("tab", { name: "successful (3)" }).waitFor({ timeout: 30000 });
+  await page.getByRole("tab", { name: "successful (3)" }).click();
+  await page.getByRole("tabpanel").getByRole("link").first().click();
+  await page.getByTestId("reward").filter({ hasText: "1.000" }).waitFor({ timeout: 15000 });
+});
+
+await step("task", async () => {
+  await page.getByRole("link", { name: "Tasksets", exact: true }).click();
+  await page.getByRole("link", { name: "demo", exact: true }).click();
+  await page.getByRole("link", { name: "todo-add", exact: true }).click();
+  await heading("todo-add").waitFor({ timeout: 10000 });
+  await audit("task");
+  await page.getByRole("tab", { name: /Comments/ }).click();
+  await page.getByLabel(/Comment \(mention/).fill("@dev the list should also hold a third item");
+  await page.getByRole("button", { name: "Comment", exact: true }).click();
+  await page.getByText("@dev the list should also hold a third item").waitFor({ timeout: 10000 });
+  await audit("task-comments");
+  await page.getByRole("tab", { name: /Activity/ }).click();
+  await page.getByRole("tabpanel").getByRole("listitem").first().waitFor({ timeout: 10000 });
+  await page.getByRole("tab", { name: /Brief/ }).click();
+  await page.getByLabel("Attach a file (up to 32 MiB)").setInputFiles({ name: "notes.txt", mimeType: "text/plain", buffer: Buffer.from("milk, then the dog\n") });
+  await page.getByRole("button", { name: "Attach", exact: true }).click();
+  await page.getByRole("list", { name: "Attachments" }).getByText("notes.txt").waitFor({ timeout: 10000 });
+  await audit("task-brief");
+  // Attaching wrote version 2, which names the file.
+  await page.getByRole("tab", { name: "Versions (2)" }).click();
+  await page.getByText("version 2 ·").waitFor({ timeout: 10000 });
+  await page.getByRole("tab", { name: "Ready check" }).click();
+  await page.getByRole("tabpanel").getByText(/ready/i).first().waitFor({ timeout: 10000 });
 });
 
 await step("environment", async () => {

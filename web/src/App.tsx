@@ -4,6 +4,8 @@ import { Environment, Environments } from "./pages/Environments";
 import { Job } from "./pages/Job";
 import { Jobs } from "./pages/Jobs";
 import { SignIn } from "./pages/SignIn";
+import { Task } from "./pages/Task";
+import { Taskset, Tasksets } from "./pages/Tasksets";
 import { Trace } from "./pages/Trace";
 import { href, navigate, useRoute } from "./router";
 
@@ -30,7 +32,8 @@ export function App() {
   }, []);
   const page = signedOut && route.page !== "signin" ? { page: "signin" as const } : route;
   useEffect(() => {
-    const titles = { signin: "Sign in", jobs: "Jobs", job: "Job", trace: "Trace", environments: "Environments", environment: "Environment" };
+    const titles = { signin: "Sign in", jobs: "Jobs", job: "Job", trace: "Trace", environments: "Environments", environment: "Environment",
+      tasksets: "Tasksets", taskset: "Taskset", task: "Task" };
     document.title = `${titles[page.page]} · Proctor`;
   }, [page.page]);
 
@@ -46,6 +49,9 @@ export function App() {
           </a>
           <a href={href({ page: "jobs" })} aria-current={page.page === "jobs" ? "page" : undefined}>
             Jobs
+          </a>
+          <a href={href({ page: "tasksets" })} aria-current={page.page === "tasksets" ? "page" : undefined}>
+            Tasksets
           </a>
           <a href={href({ page: "environments" })} aria-current={page.page === "environments" ? "page" : undefined}>
             Environments
@@ -75,6 +81,9 @@ export function App() {
         {page.page === "job" && <Job id={page.id} onUnauthorized={onUnauthorized} />}
         {page.page === "trace" && <Trace id={page.id} onUnauthorized={onUnauthorized} />}
         {page.page === "environments" && <Environments onUnauthorized={onUnauthorized} />}
+        {page.page === "tasksets" && <Tasksets onUnauthorized={onUnauthorized} />}
+        {page.page === "taskset" && <Taskset id={page.id} onUnauthorized={onUnauthorized} />}
+        {page.page === "task" && <Task tasksetId={page.tasksetId} id={page.id} onUnauthorized={onUnauthorized} />}
         {page.page === "environment" && <Environment id={page.id} onUnauthorized={onUnauthorized} />}
       </main>
     </>

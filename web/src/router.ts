@@ -7,6 +7,9 @@ export type Route =
   | { page: "job"; id: string }
   | { page: "trace"; id: string }
   | { page: "environments" }
+  | { page: "tasksets" }
+  | { page: "taskset"; id: string }
+  | { page: "task"; tasksetId: string; id: string }
   | { page: "environment"; id: string };
 
 export function parse(hash: string): Route {
@@ -14,6 +17,8 @@ export function parse(hash: string): Route {
   if (parts[0] === "signin") return { page: "signin" };
   if (parts[0] === "jobs" && parts[1]) return { page: "job", id: parts[1] };
   if (parts[0] === "traces" && parts[1]) return { page: "trace", id: parts[1] };
+  if (parts[0] === "tasksets" && parts[1] && parts[2] === "tasks" && parts[3]) return { page: "task", tasksetId: parts[1], id: parts[3] };
+  if (parts[0] === "tasksets") return parts[1] ? { page: "taskset", id: parts[1] } : { page: "tasksets" };
   if (parts[0] === "environments") return parts[1] ? { page: "environment", id: parts[1] } : { page: "environments" };
   return { page: "jobs" };
 }
@@ -30,6 +35,12 @@ export function href(r: Route): string {
       return `#/traces/${encodeURIComponent(r.id)}`;
     case "environments":
       return "#/environments";
+    case "tasksets":
+      return "#/tasksets";
+    case "taskset":
+      return `#/tasksets/${encodeURIComponent(r.id)}`;
+    case "task":
+      return `#/tasksets/${encodeURIComponent(r.tasksetId)}/tasks/${encodeURIComponent(r.id)}`;
     case "environment":
       return `#/environments/${encodeURIComponent(r.id)}`;
   }
