@@ -1,5 +1,5 @@
 import { useCallback, useEffect, useState } from "react";
-import { signOut } from "./api/client";
+import { api, signOut } from "./api/client";
 import { Environment, Environments } from "./pages/Environments";
 import { Job } from "./pages/Job";
 import { Jobs } from "./pages/Jobs";
@@ -22,6 +22,11 @@ export function App() {
   const [theme, setTheme] = useState<Theme>(initialTheme);
   // Whether the last API call was refused (401); signing in clears it.
   const [signedOut, setSignedOut] = useState(false);
+  // Whether a session is open: published jobs and their traces open without one.
+  const [signedIn, setSignedIn] = useState(false);
+  useEffect(() => {
+    void api.GET("/v2/models", { params: { query: { limit: 1 } } }).then((r) => setSignedIn(r.response.ok));
+  }, [signedOut]);
   useEffect(() => {
     document.documentElement.dataset.theme = theme;
     localStorage.setItem("proctor-theme", theme);
@@ -30,7 +35,8 @@ export function App() {
     setSignedOut(true);
     navigate({ page: "signin" });
   }, []);
-  const page = signedOut && route.page !== "signin" ? { page: "signin" as const } : route;
+  // Signed out, a job or trace page stays (it may be published); other pages ask to sign in.
+  const page = signedOut && route.page !== "signin" && route.page !== "job" && route.page !== "trace" ? { page: "signin" as const } : route;
   useEffect(() => {
     const titles = { signin: "Sign in", jobs: "Jobs", job: "Job", trace: "Trace", environments: "Environments", environment: "Environment",
       tasksets: "Tasksets", taskset: "Taskset", task: "Task" };
@@ -60,12 +66,14 @@ export function App() {
           <button type="button" className="secondary" onClick={() => setTheme(theme === "dark" ? "light" : "dark")}>
             {theme === "dark" ? "Light theme" : "Dark theme"}
           </button>
-          {page.page !== "signin" && (
+          {!signedIn && page.page !== "signin" && <a href={href({ page: "signin" })}>Sign in</a>}
+          {signedIn && (
             <button
               type="button"
               className="secondary"
               onClick={async () => {
                 await signOut();
+                setSignedIn(false);
                 setSignedOut(true);
                 navigate({ page: "signin" });
               }}
@@ -76,10 +84,17 @@ export function App() {
         </nav>
       </header>
       <main id="main" tabIndex={-1}>
-        {page.page === "signin" && <SignIn onSignedIn={() => setSignedOut(false)} />}
+        {page.page === "signin" && (
+          <SignIn
+            onSignedIn={() => {
+              setSignedOut(false);
+              setSignedIn(true);
+            }}
+          />
+        )}
         {page.page === "jobs" && <Jobs onUnauthorized={onUnauthorized} />}
-        {page.page === "job" && <Job id={page.id} onUnauthorized={onUnauthorized} />}
-        {page.page === "trace" && <Trace id={page.id} onUnauthorized={onUnauthorized} />}
+        {page.page === "job" && <Job id={page.id} signedIn={signedIn} onUnauthorized={onUnauthorized} />}
+        {page.page === "trace" && <Trace id={page.id} signedIn={signedIn} onUnauthorized={onUnauthorized} />}
         {page.page === "environments" && <Environments onUnauthorized={onUnauthorized} />}
         {page.page === "tasksets" && <Tasksets onUnauthorized={onUnauthorized} />}
         {page.page === "taskset" && <Taskset id={page.id} onUnauthorized={onUnauthorized} />}

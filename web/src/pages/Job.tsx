@@ -1,5 +1,5 @@
 import { useState } from "react";
-import { api, ok, type Schemas } from "../api/client";
+import { api, APIError, ok, Unauthorized, type Schemas } from "../api/client";
 import { fmtReward, fmtTime, fmtUSD, terminalJob } from "../format";
 import { usePoll } from "../hooks";
 import { href } from "../router";
@@ -12,39 +12,66 @@ type Category = (typeof categories)[number];
 type JobView = {
   job: Schemas["Job"];
   summary: Schemas["JobSummary"];
-  coverage: Schemas["CoverageOutputBody"];
+  coverage?: Schemas["CoverageOutputBody"];
   chart: Schemas["ChartDataOutputBody"];
   usage?: Schemas["JobUsageOutputBody"];
 };
+
+/** signedOutOK turns a 401 into undefined: a published job opens signed out, without the parts
+ * that need a member (its coverage and cost). */
+function signedOutOK<T>(p: Promise<T>): Promise<T | undefined> {
+  return p.catch((e) => {
+    if (e instanceof Unauthorized) return undefined;
+    throw e;
+  });
+}
 
 async function loadJob(id: string): Promise<JobView> {
   const path = { job_id: id };
   const [job, summary, coverage, chart, usage] = await Promise.all([
     ok(api.GET("/v2/jobs/{job_id}", { params: { path } })),
     ok(api.GET("/v2/jobs/{job_id}/summary", { params: { path } })),
-    ok(api.GET("/v2/jobs/{job_id}/taskset-coverage", { params: { path } })),
+    signedOutOK(ok(api.GET("/v2/jobs/{job_id}/taskset-coverage", { params: { path } }))),
     ok(api.GET("/v2/jobs/{job_id}/chart-data", { params: { path, query: { limit: 5000 } } })),
-    ok(api.GET("/v2/jobs/{job_id}/usage", { params: { path } })).catch(() => undefined),
+    signedOutOK(ok(api.GET("/v2/jobs/{job_id}/usage", { params: { path } }))),
   ]);
   return { job, summary, coverage, chart, usage };
 }
 
-export function Job({ id, onUnauthorized }: { id: string; onUnauthorized: () => void }) {
+export function Job({ id, signedIn, onUnauthorized }: { id: string; signedIn: boolean; onUnauthorized: () => void }) {
   const view = usePoll(() => loadJob(id), [id], {
     intervalMs: 2000,
     live: (v) => !terminalJob.has(v.job.status),
     onUnauthorized,
   });
   const [category, setCategory] = useState<Category>("failed");
+  const [actionError, setActionError] = useState("");
   const thumbs = usePoll(
     () => ok(api.GET("/v2/jobs/{job_id}/thumbnails", { params: { path: { job_id: id }, query: { category, limit: 100 } } })),
     [id, category, view.data?.summary.completed, view.data?.summary.error],
     { onUnauthorized },
   );
-  if (view.error && !view.data) return <p role="alert" className="error">{view.error.message}</p>;
+  if (view.error && !view.data) {
+    if (!signedIn && view.error instanceof APIError && view.error.status === 404)
+      return (
+        <p role="alert">
+          This job is not published. <a href={href({ page: "signin" })}>Sign in</a> to see your team's jobs.
+        </p>
+      );
+    return <p role="alert" className="error">{view.error.message}</p>;
+  }
   if (!view.data) return <p aria-busy="true">Loading…</p>;
   const { job, summary, coverage, chart, usage } = view.data;
   const counts = thumbs.data?.category_counts;
+  const act = async (fn: () => Promise<unknown>) => {
+    setActionError("");
+    try {
+      await fn();
+      view.reload();
+    } catch (e) {
+      setActionError((e as Error).message);
+    }
+  };
   return (
     <section>
       <p>
@@ -54,7 +81,30 @@ export function Job({ id, onUnauthorized }: { id: string; onUnauthorized: () => 
       <p>
         <Status value={job.status} /> · created {fmtTime(job.created_at)} · {job.group_size} attempts per task · at most{" "}
         {job.max_concurrent} at once
+        {job.published && " · published: anyone with the link can open it"}
       </p>
+      {signedIn && job.can_edit && (
+        <div className="inline" role="group" aria-label="Job actions">
+          {!job.published && (
+            <button type="button" className="secondary" onClick={() => act(() => ok(api.POST("/v2/jobs/{job_id}/publish", { params: { path: { job_id: id } } })))}>
+              Publish
+            </button>
+          )}
+          <button type="button" className="secondary" onClick={() => act(() => ok(api.POST("/v2/jobs/{job_id}/invalidate", { params: { path: { job_id: id } } })))}>
+            Invalidate its attempts
+          </button>
+          {!terminalJob.has(job.status) && (
+            <button type="button" className="secondary" onClick={() => act(() => ok(api.POST("/v2/rollouts/cancel_job", { body: { job_id: id } })))}>
+              Cancel
+            </button>
+          )}
+        </div>
+      )}
+      {actionError && (
+        <p role="alert" className="error">
+          {actionError}
+        </p>
+      )}
       <dl className="counts" aria-label="Attempts">
         {(
           [
@@ -78,6 +128,8 @@ export function Job({ id, onUnauthorized }: { id: string; onUnauthorized: () => 
       <h2>Rewards</h2>
       <Histogram points={chart.data_points} />
 
+      {coverage && (
+        <>
       <h2>Tasks</h2>
       <p>
         Taskset {coverage.taskset_name || "–"}: {coverage.tasks_with_traces} of {coverage.total_tasks} tasks run.
@@ -102,6 +154,8 @@ export function Job({ id, onUnauthorized }: { id: string; onUnauthorized: () => 
           ))}
         </tbody>
       </table>
+        </>
+      )}
 
       <h2>Attempts</h2>
       <Tabs

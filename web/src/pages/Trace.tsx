@@ -10,7 +10,7 @@ import { Status } from "../ui";
 
 type Event = Schemas["TraceEvent"];
 
-export function Trace({ id, onUnauthorized }: { id: string; onUnauthorized: () => void }) {
+export function Trace({ id, signedIn, onUnauthorized }: { id: string; signedIn: boolean; onUnauthorized: () => void }) {
   const [trace, setTrace] = useState<Schemas["Trace"]>();
   const [events, setEvents] = useState<Event[]>([]);
   const [error, setError] = useState<string>();
@@ -66,11 +66,18 @@ export function Trace({ id, onUnauthorized }: { id: string; onUnauthorized: () =
         {live && <span className="live"> · following live</span>}
       </p>
       {trace.error && <p className="error">{trace.error}</p>}
-      <p>
-        <button type="button" className="secondary" onClick={() => void downloadAnalysis(trace.id)}>
-          Download the analysis bundle
-        </button>
-      </p>
+      {signedIn && (
+        <p>
+          <button type="button" className="secondary" onClick={() => downloadAnalysis(trace.id).catch((e: Error) => setError(e.message))}>
+            Download the analysis bundle
+          </button>
+        </p>
+      )}
+      {error && (
+        <p role="alert" className="error">
+          {error}
+        </p>
+      )}
       <Tabs
         label="Trace views"
         tabs={[
