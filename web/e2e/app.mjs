@@ -166,6 +166,25 @@ await step("environment", async () => {
   await audit("environment-source");
 });
 
+await step("account", async () => {
+  await page.getByRole("link", { name: "Models", exact: true }).click();
+  await heading("Models").waitFor({ timeout: 10000 });
+  await page.getByRole("cell", { name: "oracle", exact: true }).waitFor({ timeout: 10000 });
+  await audit("models");
+  await page.getByRole("link", { name: "Secrets", exact: true }).click();
+  await heading("Secrets").waitFor({ timeout: 10000 });
+  await page.getByLabel("Name", { exact: true }).fill("GITHUB_TOKEN");
+  await page.getByLabel("Value", { exact: true }).fill("ghp_0123456789abcdef");
+  await page.getByRole("button", { name: "Save the secret" }).click();
+  await page.getByRole("cell", { name: "GITHUB_TOKEN", exact: true }).waitFor({ timeout: 10000 });
+  if ((await page.content()).includes("ghp_0123456789abcdef")) fail("the secret's value is on the page after saving");
+  await audit("secrets");
+  await page.getByRole("link", { name: "Usage", exact: true }).click();
+  await heading("Limits and usage").waitFor({ timeout: 10000 });
+  await page.getByText("Model calls").waitFor({ timeout: 10000 });
+  await audit("usage");
+});
+
 await step("signout", async () => {
   await page.getByRole("button", { name: "Sign out" }).click();
   await heading("Sign in").waitFor({ timeout: 10000 });

@@ -1,5 +1,6 @@
 import { useCallback, useEffect, useState } from "react";
 import { api, signOut } from "./api/client";
+import { Models, Secrets, Usage } from "./pages/Account";
 import { Environment, Environments } from "./pages/Environments";
 import { Job } from "./pages/Job";
 import { Jobs } from "./pages/Jobs";
@@ -39,7 +40,7 @@ export function App() {
   const page = signedOut && route.page !== "signin" && route.page !== "job" && route.page !== "trace" ? { page: "signin" as const } : route;
   useEffect(() => {
     const titles = { signin: "Sign in", jobs: "Jobs", job: "Job", trace: "Trace", environments: "Environments", environment: "Environment",
-      tasksets: "Tasksets", taskset: "Taskset", task: "Task" };
+      tasksets: "Tasksets", taskset: "Taskset", task: "Task", models: "Models", secrets: "Secrets", usage: "Limits and usage" };
     document.title = `${titles[page.page]} · Proctor`;
   }, [page.page]);
 
@@ -62,6 +63,11 @@ export function App() {
           <a href={href({ page: "environments" })} aria-current={page.page === "environments" ? "page" : undefined}>
             Environments
           </a>
+          {(["models", "secrets", "usage"] as const).map((p) => (
+            <a key={p} href={href({ page: p })} aria-current={page.page === p ? "page" : undefined}>
+              {{ models: "Models", secrets: "Secrets", usage: "Usage" }[p]}
+            </a>
+          ))}
           <span className="spacer" />
           <button type="button" className="secondary" onClick={() => setTheme(theme === "dark" ? "light" : "dark")}>
             {theme === "dark" ? "Light theme" : "Dark theme"}
@@ -97,6 +103,9 @@ export function App() {
         {page.page === "trace" && <Trace id={page.id} signedIn={signedIn} onUnauthorized={onUnauthorized} />}
         {page.page === "environments" && <Environments onUnauthorized={onUnauthorized} />}
         {page.page === "tasksets" && <Tasksets onUnauthorized={onUnauthorized} />}
+        {page.page === "models" && <Models onUnauthorized={onUnauthorized} />}
+        {page.page === "secrets" && <Secrets onUnauthorized={onUnauthorized} />}
+        {page.page === "usage" && <Usage onUnauthorized={onUnauthorized} />}
         {page.page === "taskset" && <Taskset id={page.id} onUnauthorized={onUnauthorized} />}
         {page.page === "task" && <Task tasksetId={page.tasksetId} id={page.id} onUnauthorized={onUnauthorized} />}
         {page.page === "environment" && <Environment id={page.id} onUnauthorized={onUnauthorized} />}
