@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,8 +21,43 @@ import (
 func TestWebApp(t *testing.T) {
 	web := testenv.WebDeps(t)
 	chromium := testenv.Chromium(t)
-	dev := startDev(t, t.TempDir())
+	t.Setenv("SCRIPTED_KEY", "scripted-key")
+	dataDir := t.TempDir()
+	dev := startDev(t, dataDir)
 	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey}
+
+	// A slow model, for a trace to follow live: two calls, a second and a half each.
+	slowSrv, _ := scriptedOpenAI(t, []map[string]any{{"name": "add_todo", "arguments": map[string]any{"title": "buy milk"}},
+		{"name": "add_todo", "arguments": map[string]any{"title": "walk the dog"}}}, 1500*time.Millisecond)
+	addScriptedModel(t, c, dataDir, nil, "slow", slowSrv.URL)
+	var up struct {
+		TaskVersionIDs []string `json:"task_version_ids"`
+	}
+	c.call("POST", "/v2/tasks/upload", map[string]any{"taskset_name": "live-demo", "tasks": []any{map[string]any{
+		"name": "add-two", "env": "todo", "scenario": "add-todos", "args": map[string]any{"items": []string{"buy milk", "walk the dog"}}}}}, &up)
+
+	// A long trace: 333 tool calls, about 1,000 events.
+	calls := make([]map[string]any, 333)
+	for i := range calls {
+		calls[i] = map[string]any{"name": "list_todos", "arguments": map[string]any{}}
+	}
+	longSrv, _ := scriptedOpenAI(t, calls, 0)
+	long := addScriptedModel(t, c, dataDir, nil, "long", longSrv.URL)
+	var longRun struct {
+		JobID   string `json:"job_id"`
+		TraceID string `json:"trace_id"`
+	}
+	if code := c.call("POST", "/v2/rollouts/run", map[string]any{"task_version_id": up.TaskVersionIDs[0], "model_id": long, "max_steps": 400}, &longRun); code != 201 {
+		t.Fatalf("the long run = %d", code)
+	}
+	c.waitJob(longRun.JobID, nil)
+	var events struct {
+		Events []struct{ Seq int } `json:"events"`
+	}
+	c.call("GET", "/v2/trace/"+longRun.TraceID+"/events", nil, &events)
+	if len(events.Events) < 1000 {
+		t.Fatalf("the long trace has %d events, want 1,000 or more", len(events.Events))
+	}
 
 	oracle := c.resolve("/v2/models/resolve?model=oracle", "id")
 	var launched struct {
@@ -45,7 +81,7 @@ func TestWebApp(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", filepath.Join(web, "e2e", "app.mjs"))
 	cmd.Env = append(os.Environ(), "PROCTOR_URL="+dev.info.APIURL, "PROCTOR_KEY="+dev.info.APIKey, "JOB_ID="+launched.JobID,
-		"JOB_NAME=web demo", "CHROMIUM="+chromium, "SHOTS="+shots)
+		"JOB_NAME=web demo", "CHROMIUM="+chromium, "SHOTS="+shots, "LONG_TRACE="+longRun.TraceID, "LONG_EVENTS="+fmt.Sprint(len(events.Events)))
 	out, err := cmd.CombinedOutput()
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	var res struct {

@@ -5,7 +5,7 @@
 import { chromium } from "playwright-core";
 import fs from "node:fs";
 
-const { PROCTOR_URL, PROCTOR_KEY, JOB_ID, JOB_NAME, CHROMIUM, SHOTS } = process.env;
+const { PROCTOR_URL, PROCTOR_KEY, JOB_ID, JOB_NAME, CHROMIUM, SHOTS, LONG_TRACE, LONG_EVENTS } = process.env;
 const axeSource = fs.readFileSync(new URL("../node_modules/axe-core/axe.min.js", import.meta.url), "utf8");
 const failures = [];
 const timings = {};
@@ -61,6 +61,11 @@ await step("jobs", async () => {
   await heading("Jobs").waitFor({ timeout: 10000 });
   await page.getByRole("link", { name: JOB_NAME }).waitFor({ timeout: 10000 });
   await audit("jobs");
+  // Filtered by a taskset with no jobs yet, the list is empty; back to all, the job is there.
+  await page.getByLabel("Taskset").selectOption({ label: "live-demo" });
+  await page.getByText("No jobs yet.").waitFor({ timeout: 10000 });
+  await page.getByLabel("Taskset").selectOption({ label: "demo" });
+  await page.getByRole("link", { name: JOB_NAME }).waitFor({ timeout: 10000 });
 });
 
 let traceHref = "";
@@ -68,6 +73,7 @@ await step("job", async () => {
   await page.getByRole("link", { name: JOB_NAME }).click();
   await heading(JOB_NAME).waitFor({ timeout: 10000 });
   await page.getByRole("img", { name: "Reward histogram of 3 attempts" }).waitFor({ timeout: 10000 });
+  await page.getByText("Models: oracle").waitFor({ timeout: 10000 });
   await page.getByRole("tab", { name: "successful (3)" }).click();
   const first = page.getByRole("tabpanel").getByRole("link").first();
   await first.waitFor({ timeout: 10000 });
@@ -118,6 +124,37 @@ await step("launch", async () => {
   await page.getByRole("tab", { name: "successful (3)" }).click();
   await page.getByRole("tabpanel").getByRole("link").first().click();
   await page.getByTestId("reward").filter({ hasText: "1.000" }).waitFor({ timeout: 15000 });
+});
+
+await step("live", async () => {
+  // A slow model's attempt, followed live from its job page to its reward.
+  await page.getByRole("link", { name: "Tasksets", exact: true }).click();
+  await page.getByRole("link", { name: "live-demo", exact: true }).click();
+  await page.getByLabel("Model").selectOption({ label: "slow" });
+  await page.getByRole("button", { name: "Run 1 tasks" }).click();
+  await page.getByRole("tab", { name: "live (1)" }).click();
+  await page.getByRole("tabpanel").getByRole("link").first().click();
+  await page.getByText("following live").waitFor({ timeout: 10000 });
+  await audit("trace-live");
+  await page.getByTestId("reward").filter({ hasText: "1.000" }).waitFor({ timeout: 30000 });
+  await page.getByText("following live").waitFor({ state: "detached", timeout: 10000 });
+  const calls = await page.locator(".timeline .event-tool_call").count();
+  if (calls !== 2) fail(`the live trace shows ${calls} tool calls, want 2`);
+});
+
+await step("long-trace", async () => {
+  // A trace of about 1,000 events renders within a second of opening it.
+  const want = Number(LONG_EVENTS);
+  for (const run of [1, 2]) {
+    await page.goto(`${PROCTOR_URL}/#/jobs`);
+    await heading("Jobs").waitFor();
+    const start = Date.now();
+    await page.goto(`${PROCTOR_URL}/#/traces/${LONG_TRACE}`);
+    await page.waitForFunction((n) => document.querySelectorAll(".timeline > li").length >= n, want, { timeout: 10000 });
+    timings[`long-trace-${run}`] = Date.now() - start;
+  }
+  if (timings["long-trace-2"] > 1000) fail(`a ${want}-event trace took ${timings["long-trace-2"]} ms to render, want under 1 s`);
+  await audit("trace-long");
 });
 
 await step("task", async () => {

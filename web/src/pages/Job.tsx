@@ -15,6 +15,7 @@ type JobView = {
   coverage?: Schemas["CoverageOutputBody"];
   chart: Schemas["ChartDataOutputBody"];
   usage?: Schemas["JobUsageOutputBody"];
+  links: Schemas["EntityLink"][];
 };
 
 /** signedOutOK turns a 401 into undefined: a published job opens signed out, without the parts
@@ -28,14 +29,15 @@ function signedOutOK<T>(p: Promise<T>): Promise<T | undefined> {
 
 async function loadJob(id: string): Promise<JobView> {
   const path = { job_id: id };
-  const [job, summary, coverage, chart, usage] = await Promise.all([
+  const [job, summary, coverage, chart, usage, links] = await Promise.all([
     ok(api.GET("/v2/jobs/{job_id}", { params: { path } })),
     ok(api.GET("/v2/jobs/{job_id}/summary", { params: { path } })),
     signedOutOK(ok(api.GET("/v2/jobs/{job_id}/taskset-coverage", { params: { path } }))),
     ok(api.GET("/v2/jobs/{job_id}/chart-data", { params: { path, query: { limit: 5000 } } })),
     signedOutOK(ok(api.GET("/v2/jobs/{job_id}/usage", { params: { path } }))),
+    ok(api.GET("/v2/jobs/{job_id}/entity-links", { params: { path } })),
   ]);
-  return { job, summary, coverage, chart, usage };
+  return { job, summary, coverage, chart, usage, links: links.links };
 }
 
 export function Job({ id, signedIn, onUnauthorized }: { id: string; signedIn: boolean; onUnauthorized: () => void }) {
@@ -61,7 +63,8 @@ export function Job({ id, signedIn, onUnauthorized }: { id: string; signedIn: bo
     return <p role="alert" className="error">{view.error.message}</p>;
   }
   if (!view.data) return <p aria-busy="true">Loading…</p>;
-  const { job, summary, coverage, chart, usage } = view.data;
+  const { job, summary, coverage, chart, usage, links } = view.data;
+  const names = (pick: (l: Schemas["EntityLink"]) => string | null) => [...new Set(links.map(pick).filter((x): x is string => !!x))].join(", ") || "–";
   const counts = thumbs.data?.category_counts;
   const act = async (fn: () => Promise<unknown>) => {
     setActionError("");
@@ -82,6 +85,9 @@ export function Job({ id, signedIn, onUnauthorized }: { id: string; signedIn: bo
         <Status value={job.status} /> · created {fmtTime(job.created_at)} · {job.group_size} attempts per task · at most{" "}
         {job.max_concurrent} at once
         {job.published && " · published: anyone with the link can open it"}
+      </p>
+      <p>
+        Models: {names((l) => l.model.name)} · environments: {names((l) => l.registry.name)} · taskset: {names((l) => l.taskset.name)}
       </p>
       {signedIn && job.can_edit && (
         <div className="inline" role="group" aria-label="Job actions">

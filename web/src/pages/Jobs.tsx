@@ -1,3 +1,4 @@
+import { useState } from "react";
 import { api, ok, type Schemas } from "../api/client";
 import { fmtReward, fmtTime, fmtUSD, terminalJob } from "../format";
 import { usePoll } from "../hooks";
@@ -6,10 +7,16 @@ import { Status } from "../ui";
 
 type Row = { job: Schemas["Job"]; summary: Schemas["JobSummary"]; cost: number | null };
 
-async function loadJobs(): Promise<Row[]> {
-  const page = await ok(api.GET("/v2/jobs", { params: { query: { limit: 20 } } }));
+async function loadJobs(tasksetId: string): Promise<Row[]> {
+  let jobs: Schemas["Job"][];
+  if (tasksetId) {
+    const cards = await ok(api.GET("/v2/jobs/enriched", { params: { query: { taskset_id: tasksetId, limit: 20 } } }));
+    jobs = await Promise.all(cards.jobs.map((c) => ok(api.GET("/v2/jobs/{job_id}", { params: { path: { job_id: c.id } } }))));
+  } else {
+    jobs = (await ok(api.GET("/v2/jobs", { params: { query: { limit: 20 } } }))).items;
+  }
   return Promise.all(
-    page.items.map(async (job) => {
+    jobs.map(async (job) => {
       const [summary, usage] = await Promise.all([
         ok(api.GET("/v2/jobs/{job_id}/summary", { params: { path: { job_id: job.id } } })),
         ok(api.GET("/v2/jobs/{job_id}/usage", { params: { path: { job_id: job.id } } })).catch(() => undefined),
@@ -20,7 +27,9 @@ async function loadJobs(): Promise<Row[]> {
 }
 
 export function Jobs({ onUnauthorized }: { onUnauthorized: () => void }) {
-  const { data, error, reload } = usePoll(loadJobs, [], {
+  const [taskset, setTaskset] = useState("");
+  const tasksets = usePoll(() => ok(api.GET("/v2/tasksets", { params: { query: { limit: 500 } } })), [], { onUnauthorized });
+  const { data, error, reload } = usePoll(() => loadJobs(taskset), [taskset], {
     intervalMs: 3000,
     live: (rows) => rows.some((r) => !terminalJob.has(r.job.status)),
     onUnauthorized,
@@ -28,6 +37,17 @@ export function Jobs({ onUnauthorized }: { onUnauthorized: () => void }) {
   return (
     <section>
       <h1>Jobs</h1>
+      <p>
+        <label htmlFor="jobs-taskset">Taskset </label>
+        <select id="jobs-taskset" value={taskset} onChange={(e) => setTaskset(e.target.value)}>
+          <option value="">All</option>
+          {tasksets.data?.items.map((ts) => (
+            <option key={ts.id} value={ts.id}>
+              {ts.name}
+            </option>
+          ))}
+        </select>
+      </p>
       {error && <p role="alert" className="error">{error.message}</p>}
       {!data && !error && <p aria-busy="true">Loading…</p>}
       {data && data.length === 0 && (

@@ -16,12 +16,12 @@ export function Trace({ id, signedIn, onUnauthorized }: { id: string; signedIn: 
   const [error, setError] = useState<string>();
   const [live, setLive] = useState(true);
   const [view, setView] = useState<"timeline" | "env" | "runner" | "related">("timeline");
-  const since = useRef(0);
+  const since = useRef(-1); // the seq of the last event shown: -1 before any (seqs start at 0)
 
   useEffect(() => {
     let stopped = false;
     let timer: number | undefined;
-    since.current = 0;
+    since.current = -1;
     setEvents([]);
     setLive(true);
     const poll = async () => {
