@@ -35,6 +35,9 @@ func TestStatusAndStageRoutes(t *testing.T) {
 		f := newFixture(t, s, Options{})
 		tasksetID, ids := reviewSetup(t, f)
 		a, b := ids[0].String(), ids[1].String()
+		if ts := f.do("GET", "/v2/tasksets/"+tasksetID.String(), "key", nil); !strings.Contains(string(ts.body), `"stages":["write","qa"]`) {
+			t.Errorf("the taskset does not list its stages: %s", ts.body)
+		}
 
 		r := decode[MoveResult](t, f.do("PATCH", "/v2/tasks/status", "key", strings.NewReader(`{"ids":["`+a+`"],"status":"ready"}`)))
 		if len(r.Failures) != 1 || r.Failures[0].Code != "stage_incomplete" || *r.Failures[0].ResolvedID != ids[0] || len(r.Succeeded) != 0 {

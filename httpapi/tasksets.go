@@ -28,6 +28,7 @@ type Taskset struct {
 	StarCount            int64          `json:"star_count" minimum:"0"`
 	TaskCount            int64          `json:"task_count" minimum:"0"`
 	Purpose              string         `json:"purpose" enum:"EVAL,TRAINING" doc:"Extension: an evaluation suite or training data (set by task upload)"`
+	Stages               []string       `json:"stages" nullable:"false" doc:"Extension: the review stages a task moves through, in order (PATCH /v2/tasks/stage); a task becomes ready only at the last"`
 }
 
 func tasksetFromRow(r models.TasksetRow) Taskset {
@@ -35,15 +36,18 @@ func tasksetFromRow(r models.TasksetRow) Taskset {
 	if cols == nil {
 		cols = map[string]any{}
 	}
-	stages := r.HiddenProgressStages
+	stages, review := r.HiddenProgressStages, r.Stages
 	if stages == nil {
 		stages = []string{}
+	}
+	if review == nil {
+		review = []string{}
 	}
 	return Taskset{
 		ID: r.ID, Name: r.Name, Public: r.Public, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 		CanEdit: r.CanEdit, CanManage: r.IsOwner, Columns: cols, Description: r.Description,
 		HiddenProgressStages: stages, IsOwner: r.IsOwner, IsStarred: r.IsStarred,
-		StarCount: r.StarCount, TaskCount: r.TaskCount, Purpose: r.Purpose,
+		StarCount: r.StarCount, TaskCount: r.TaskCount, Purpose: r.Purpose, Stages: review,
 	}
 }
 

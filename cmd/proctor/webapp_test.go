@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/proctorhq/proctor/internal/testenv"
+	"github.com/proctorhq/proctor/models"
 )
 
 // TestWebApp drives the web app in Chromium against a real dev instance (web/e2e/app.mjs): sign
@@ -69,6 +71,21 @@ func TestWebApp(t *testing.T) {
 	}
 	if sum := c.waitJob(launched.JobID, nil); sum.Completed != 3 {
 		t.Fatalf("the demo job: %+v", sum)
+	}
+
+	// The demo's review checklist (no route sets one: the store does).
+	store, err := models.Open(t.Context(), "sqlite:"+filepath.Join(dataDir, "proctor.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	caller, err := store.AuthenticateAPIKey(t.Context(), c.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	demo, _ := uuid.Parse(c.tasksetID("demo"))
+	if err := store.SetTasksetStages(t.Context(), caller, demo, []string{"write", "qa"}); err != nil {
+		t.Fatal(err)
 	}
 
 	shots := os.Getenv("PROCTOR_SCREENSHOTS")

@@ -162,6 +162,11 @@ await step("task", async () => {
   await page.getByRole("link", { name: "demo", exact: true }).click();
   await page.getByRole("link", { name: "todo-add", exact: true }).click();
   await heading("todo-add").waitFor({ timeout: 10000 });
+  await page.getByLabel("Stage", { exact: true }).selectOption("qa");
+  await page.getByRole("button", { name: "Move to this stage" }).click();
+  await page.getByText("stage qa ·").waitFor({ timeout: 10000 });
+  await page.getByRole("button", { name: "Mark ready" }).click();
+  await page.getByText("review ready").waitFor({ timeout: 10000 });
   await audit("task");
   await page.getByRole("tab", { name: /Comments/ }).click();
   await page.getByLabel(/Comment \(mention/).fill("@dev the list should also hold a third item");

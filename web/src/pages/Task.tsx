@@ -27,6 +27,7 @@ export function Task({ tasksetId, id, onUnauthorized }: { tasksetId: string; id:
   const { data, error, reload } = usePoll(() => loadTask(tasksetId, id), [tasksetId, id], { onUnauthorized });
   const [view, setView] = useState<"content" | "versions" | "comments" | "activity" | "brief" | "ready">("content");
   const [comment, setComment] = useState("");
+  const [stage, setStage] = useState("");
   const [actionError, setActionError] = useState("");
   if (error && !data) return <p role="alert" className="error">{error.message}</p>;
   if (!data) return <p aria-busy="true">Loading…</p>;
@@ -64,6 +65,29 @@ export function Task({ tasksetId, id, onUnauthorized }: { tasksetId: string; id:
             </button>
           ))}
       </div>
+      {ts.stages.length > 0 && (
+        <form
+          className="inline"
+          aria-label="Review stage"
+          onSubmit={(e) => {
+            e.preventDefault();
+            const to = stage || ts.stages[0];
+            void act(() => ok(api.PATCH("/v2/tasks/stage", { body: { ids: [task.id], stage: to } })));
+          }}
+        >
+          <label htmlFor="task-stage">Stage</label>
+          <select id="task-stage" value={stage || ts.stages[0]} onChange={(e) => setStage(e.target.value)}>
+            {ts.stages.map((st) => (
+              <option key={st} value={st}>
+                {st}
+              </option>
+            ))}
+          </select>
+          <button type="submit" className="secondary">
+            Move to this stage
+          </button>
+        </form>
+      )}
       {actionError && <p role="alert" className="error">{actionError}</p>}
       <Tabs
         label="Task"
