@@ -220,6 +220,10 @@ await step("account", async () => {
   await page.getByRole("button", { name: "Save the secret" }).click();
   await page.getByRole("cell", { name: "GITHUB_TOKEN", exact: true }).waitFor({ timeout: 10000 });
   if ((await page.content()).includes("ghp_0123456789abcdef")) fail("the secret's value is on the page after saving");
+  await page.getByLabel("API key", { exact: true }).fill("sk-test-0123456789abcdefghij");
+  await page.getByRole("button", { name: "Save the provider key" }).click();
+  await page.getByRole("button", { name: "Delete the personal openai key" }).waitFor({ timeout: 10000 });
+  if ((await page.content()).includes("sk-test-0123456789abcdefghij")) fail("the provider key is on the page after saving");
   await audit("secrets");
   await page.getByRole("link", { name: "Usage", exact: true }).click();
   await heading("Limits and usage").waitFor({ timeout: 10000 });

@@ -48,6 +48,9 @@ export function Secrets({ onUnauthorized }: { onUnauthorized: () => void }) {
   const [name, setName] = useState("");
   const [value, setValue] = useState("");
   const [provider, setProvider] = useState<"" | "openai" | "anthropic">("");
+  const [byokProvider, setByokProvider] = useState<"openai" | "anthropic">("openai");
+  const [byokScope, setByokScope] = useState<"personal" | "team">("personal");
+  const [byokKey, setByokKey] = useState("");
   const [error, setError] = useState("");
   const act = async (fn: () => Promise<unknown>, after: () => void) => {
     setError("");
@@ -150,6 +153,9 @@ export function Secrets({ onUnauthorized }: { onUnauthorized: () => void }) {
               <th scope="col">Scope</th>
               <th scope="col">Key</th>
               <th scope="col">Last used</th>
+              <th scope="col">
+                <span className="visually-hidden">Actions</span>
+              </th>
             </tr>
           </thead>
           <tbody>
@@ -162,11 +168,49 @@ export function Secrets({ onUnauthorized }: { onUnauthorized: () => void }) {
                   <code>{b.masked_value}</code>
                 </td>
                 <td>{fmtTime(b.last_used_at)}</td>
+                <td>
+                  <button
+                    type="button"
+                    className="secondary"
+                    aria-label={`Delete the ${b.scope} ${b.provider} key`}
+                    onClick={() => act(() => ok(api.DELETE("/v2/byok-credentials/{credential_id}", { params: { path: { credential_id: b.id } } })), byok.reload)}
+                  >
+                    Delete
+                  </button>
+                </td>
               </tr>
             ))}
           </tbody>
         </table>
       )}
+      <form
+        className="grid"
+        aria-label="Set a provider key"
+        onSubmit={(e) => {
+          e.preventDefault();
+          void act(
+            () => ok(api.POST("/v2/byok-credentials", { body: { provider: byokProvider, scope: byokScope, api_key: byokKey } })),
+            () => {
+              setByokKey("");
+              byok.reload();
+            },
+          );
+        }}
+      >
+        <label htmlFor="byok-provider">Provider</label>
+        <select id="byok-provider" value={byokProvider} onChange={(e) => setByokProvider(e.target.value as "openai" | "anthropic")}>
+          <option value="openai">openai</option>
+          <option value="anthropic">anthropic</option>
+        </select>
+        <label htmlFor="byok-scope">Scope</label>
+        <select id="byok-scope" value={byokScope} onChange={(e) => setByokScope(e.target.value as "personal" | "team")}>
+          <option value="personal">personal (yours)</option>
+          <option value="team">team (owners)</option>
+        </select>
+        <label htmlFor="byok-key">API key</label>
+        <input id="byok-key" type="password" autoComplete="off" value={byokKey} onChange={(e) => setByokKey(e.target.value)} required />
+        <button type="submit">Save the provider key</button>
+      </form>
     </section>
   );
 }

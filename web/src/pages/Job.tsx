@@ -122,6 +122,8 @@ export function Job({ id, signedIn, onUnauthorized }: { id: string; signedIn: bo
             ["Cancelled", summary.cancelled],
             ["Mean reward", fmtReward(summary.avg_reward)],
             ["Cost", fmtUSD(usage?.total_cost)],
+            ["Inference", usage ? `${fmtUSD(usage.inference_cost.cost)} · ${usage.inference_cost.count} calls` : "–"],
+            ["Environments", usage ? `${fmtUSD(usage.environment_cost.cost)} · ${usage.environment_cost.count} sandboxes` : "–"],
           ] as const
         ).map(([k, v]) => (
           <div key={k}>
