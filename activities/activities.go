@@ -15,6 +15,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
+	"github.com/proctorhq/proctor/internal/metrics"
 	"github.com/proctorhq/proctor/internal/sandbox"
 	"github.com/proctorhq/proctor/internal/secrets"
 	"github.com/proctorhq/proctor/models"
@@ -44,6 +45,10 @@ type Activities struct {
 	Secrets *secrets.Keyring
 	// Rates price the sandboxes this worker starts (zero: environment time costs nothing).
 	Rates models.RateCard
+	// Metrics counts sandboxes, attempt outcomes and model calls (nil: none), labelled with
+	// SandboxProvider (process or container).
+	Metrics         *metrics.Metrics
+	SandboxProvider string
 
 	imagesOnce sync.Once
 	imageCache *imageCache

@@ -40,6 +40,13 @@ type Envs struct {
 // NewEnvs returns an empty registry.
 func NewEnvs() *Envs { return &Envs{byID: map[uuid.UUID]*liveEnv{}} }
 
+// Len is how many environments run on this worker now.
+func (e *Envs) Len() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.byID)
+}
+
 func (e *Envs) get(id uuid.UUID, attempt int) *liveEnv {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -124,18 +131,23 @@ func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentIn
 		logs.close(context.WithoutCancel(ctx))
 		return StartEnvironmentResult{}, err
 	}
+	queue := activity.GetInfo(ctx).TaskQueue
 	sb, err := a.Sandboxes.Start(ctx, spec)
 	if err != nil {
 		logs.close(context.WithoutCancel(ctx))
 		a.Store.EndInstance(context.WithoutCancel(ctx), inst, "the sandbox did not start", false) //nolint:errcheck // the trace's end ends it too
 		switch {
 		case errors.Is(err, sandbox.ErrInvalidSpec):
+			a.Metrics.SandboxFailed(a.SandboxProvider, queue, "invalid")
 			return StartEnvironmentResult{}, envError("start the environment: %v", err)
 		case errors.Is(err, sandbox.ErrCapacity):
+			a.Metrics.SandboxFailed(a.SandboxProvider, queue, "capacity")
 			return StartEnvironmentResult{}, temporal.NewApplicationError(err.Error(), ErrCapacity)
 		}
+		a.Metrics.SandboxFailed(a.SandboxProvider, queue, "error")
 		return StartEnvironmentResult{}, fmt.Errorf("provision sandbox: %w", err)
 	}
+	a.Metrics.SandboxStarted(a.SandboxProvider, queue)
 	what := strings.Join(spec.Command, " ")
 	if spec.RootFS != "" || spec.Image != nil {
 		what = r.build.ImageName + " " + what
@@ -221,7 +233,7 @@ func (a *Activities) gatewayModel(ctx context.Context, r *runFor) (agent.Model, 
 	if err != nil {
 		return nil, err
 	}
-	gw := &inference.Gateway{Store: a.Store, Keys: a.sealer(), Models: inference.Factory(a.models()), Logger: a.log()}
+	gw := &inference.Gateway{Store: a.Store, Keys: a.sealer(), Models: inference.Factory(a.models()), Logger: a.log(), Metrics: a.Metrics}
 	m, cred, err := gw.Client(ctx, inference.Call{Model: r.model, TeamID: r.trace.TeamID, UserID: launcher.user, APIKeyID: launcher.key, TraceID: &r.trace.ID,
 		Route: models.RouteAgent, Validation: r.version.Validation})
 	if err != nil {

@@ -34,11 +34,18 @@ func (a *Activities) FinishTrace(ctx context.Context, f FinishTraceInput) error 
 	if err != nil {
 		return err
 	}
+	if changed {
+		a.Metrics.AttemptEnded(f.Status)
+	}
 	if !changed && f.Status != models.TraceCancelled {
 		// The trace was marked cancelling while its attempt ended (the cancel request may reach
 		// the workflow only after it closed): it ends cancelled rather than stay cancelling.
-		if _, err := a.Store.TransitionTrace(ctx, f.TraceID, models.TraceUpdate{Status: models.TraceCancelled, StopReason: models.StopCancelled, EndTime: &now}); err != nil {
+		cancelled, err := a.Store.TransitionTrace(ctx, f.TraceID, models.TraceUpdate{Status: models.TraceCancelled, StopReason: models.StopCancelled, EndTime: &now})
+		if err != nil {
 			return err
+		}
+		if cancelled {
+			a.Metrics.AttemptEnded(models.TraceCancelled)
 		}
 	}
 	a.conversations().forget(f.TraceID, nil)

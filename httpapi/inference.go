@@ -47,7 +47,7 @@ func (s *Server) gateway() *inference.Gateway {
 	if s.secrets != nil {
 		keys = s.secrets
 	}
-	return &inference.Gateway{Store: s.store, Keys: keys, Models: inference.DefaultModels, Logger: s.log}
+	return &inference.Gateway{Store: s.store, Keys: keys, Models: inference.DefaultModels, Logger: s.log, Metrics: s.metrics}
 }
 
 // CompletionMessage is one turn of a completion's conversation.

@@ -29,6 +29,7 @@ import (
 
 	"github.com/proctorhq/proctor/httpapi/docsui"
 	"github.com/proctorhq/proctor/internal/blob"
+	"github.com/proctorhq/proctor/internal/metrics"
 	"github.com/proctorhq/proctor/internal/secrets"
 	"github.com/proctorhq/proctor/internal/webapp"
 	"github.com/proctorhq/proctor/models"
@@ -45,6 +46,9 @@ type HealthChecker interface {
 // Options are the server's dependencies and settings.
 type Options struct {
 	Store *models.Store
+	// Metrics, when set, counts every request by route and status, and is served at /metrics
+	// (in the Prometheus text format, without credentials: keep the port private).
+	Metrics *metrics.Metrics
 	// Temporal is checked by /readyz.
 	Temporal HealthChecker
 	// Workflows launches and cancels rollouts; without it those routes answer 503.
@@ -94,6 +98,8 @@ type Server struct {
 	throttle      *authThrottle
 	publicURL     string
 	router        chi.Router
+	handler       http.Handler // the router, with the route context and metrics around it
+	metrics       *metrics.Metrics
 	api           huma.API
 	v2            *huma.Group
 }
@@ -115,7 +121,7 @@ func New(o Options) *Server {
 	s := &Server{
 		store: o.Store, bucket: o.Bucket, temporal: o.Temporal, workflows: o.Workflows, builds: o.Builds, secrets: o.Secrets, dataQuota: o.DataQuota, uploads: o.Uploads, log: o.Logger, sessionTTL: o.SessionTTL,
 		secureCookies: strings.HasPrefix(o.PublicURL, "https://"), maxBodyBytes: o.MaxBodyBytes, maxAttempts: o.MaxJobAttempts, publicURL: strings.TrimRight(o.PublicURL, "/"),
-		throttle: newAuthThrottle(),
+		throttle: newAuthThrottle(), metrics: o.Metrics,
 	}
 	r := chi.NewRouter()
 	r.Use(s.requestID, s.accessLog, s.recoverPanics, securityHeaders, s.rejectControlChars)
@@ -177,8 +183,30 @@ func New(o Options) *Server {
 	if o.Blob != nil {
 		r.Handle("/blob/*", o.Blob)
 	}
+	if o.Metrics != nil {
+		r.Handle("/metrics", o.Metrics.Handler())
+	}
 	s.router = r
+	s.handler = withRouteContext(r, o.Metrics.HTTP(r, routePattern))
 	return s
+}
+
+// withRouteContext gives each request a chi route context before the router sees it, so that
+// the metrics middleware around the router can read the pattern the request matched.
+func withRouteContext(routes chi.Routes, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rctx := chi.NewRouteContext()
+		rctx.Routes = routes
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), chi.RouteCtxKey, rctx)))
+	})
+}
+
+// routePattern is the route a served request matched ("/v2/jobs/{job_id}"), or "".
+func routePattern(r *http.Request) string {
+	if rctx := chi.RouteContext(r.Context()); rctx != nil {
+		return rctx.RoutePattern()
+	}
+	return ""
 }
 
 // allowUnknownRequestFields makes every object a request body can hold accept keys it does not
@@ -302,7 +330,7 @@ func structFields(t reflect.Type) func(func(reflect.StructField) bool) {
 }
 
 // Handler is the root HTTP handler.
-func (s *Server) Handler() http.Handler { return s.router }
+func (s *Server) Handler() http.Handler { return s.handler }
 
 // OpenAPI is the generated document.
 func (s *Server) OpenAPI() *huma.OpenAPI { return s.api.OpenAPI() }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/proctorhq/proctor/httpapi"
 	"github.com/proctorhq/proctor/internal/config"
+	"github.com/proctorhq/proctor/internal/metrics"
 	"github.com/proctorhq/proctor/models"
 	ptemporal "github.com/proctorhq/proctor/temporal"
 	"github.com/proctorhq/proctor/temporal/devserver"
@@ -171,7 +172,8 @@ func runDev(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer, r
 	if err := seedModels(ctx, store); err != nil {
 		return err
 	}
-	rt, err := startRuntime(tc, store, bucket, keys, cfg, log)
+	m := metrics.New()
+	rt, err := startRuntime(tc, store, bucket, keys, cfg, m, log)
 	if err != nil {
 		return err
 	}
@@ -199,7 +201,7 @@ func runDev(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer, r
 	if err := tc.StartLimitAlerts(ctx, cfg.LimitAlertInterval); err != nil {
 		return err
 	}
-	api := httpapi.New(httpapi.Options{Uploads: uploadLimits(cfg), DataQuota: models.DataQuota{TeamBytes: cfg.DataTeamBytes, FileBytes: cfg.DataFileBytes, TeamFiles: cfg.DataTeamFiles},
+	api := httpapi.New(httpapi.Options{Metrics: m, Uploads: uploadLimits(cfg), DataQuota: models.DataQuota{TeamBytes: cfg.DataTeamBytes, FileBytes: cfg.DataFileBytes, TeamFiles: cfg.DataTeamFiles},
 		Store: store, Bucket: bucket, Temporal: tc, Workflows: tc, Builds: tc, Blob: blobHandler, Logger: log, PublicURL: cfg.PublicURL,
 		SessionTTL: cfg.SessionTTL, MaxBodyBytes: cfg.MaxBodyBytes, MaxJobAttempts: cfg.MaxJobAttempts, Secrets: keys,
 		CodecOrigin: "http://" + ts.UIAddress(),

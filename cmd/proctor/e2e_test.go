@@ -370,7 +370,10 @@ func TestProductionProcessesOnPostgres(t *testing.T) {
 	go func() {
 		serverDone <- run(ctx, append([]string{"server", "--http-addr", httpAddr}, common...), io.Discard, io.Discard)
 	}()
-	go func() { workerDone <- run(ctx, append([]string{"worker"}, common...), io.Discard, io.Discard) }()
+	metricsAddr := freeAddr(t)
+	go func() {
+		workerDone <- run(ctx, append([]string{"worker", "--metrics-addr", metricsAddr}, common...), io.Discard, io.Discard)
+	}()
 
 	base := "http://" + httpAddr
 	deadline := time.Now().Add(time.Minute)
@@ -446,6 +449,22 @@ func TestProductionProcessesOnPostgres(t *testing.T) {
 	}
 	if p := imageProcesses(buildDir); p != "" {
 		t.Errorf("environment processes left: %s", p)
+	}
+	// Prometheus metrics: the server's requests by route and status, the worker's sandboxes and
+	// attempt outcomes.
+	_, serverMetrics, _ := get(t, base+"/metrics", "")
+	_, workerMetrics, _ := get(t, "http://"+metricsAddr+"/metrics", "")
+	for _, want := range []struct{ body, line string }{
+		{serverMetrics, `proctor_http_requests_total{method="POST",route="/v2/rollouts/run_list",status="201"} 1`},
+		{serverMetrics, `proctor_http_request_duration_seconds_count{method="GET",route="/v2/jobs/{job_id}/summary"}`},
+		{serverMetrics, `go_goroutines `},
+		{workerMetrics, `proctor_sandboxes_started_total{provider="process",queue="sandboxes-cpu"} 9`},
+		{workerMetrics, `proctor_attempts_ended_total{status="completed"} 9`},
+		{workerMetrics, `proctor_sandboxes_live{provider="process"} 0`},
+	} {
+		if !strings.Contains(want.body, want.line) {
+			t.Errorf("metrics lack %s", want.line)
+		}
 	}
 
 	cancel()

@@ -151,6 +151,14 @@ func testInferenceGateway(t *testing.T, storeArgs []string, _ string) {
 		!regexp.MustCompile(`cost \$0\.3\d{3}: inference \$0\.\d{4} \(2 model calls\), environments \$0\.3\d{3}`).MatchString(evalOut.String()) {
 		t.Errorf("proctor eval's cost line: %v\n%s", err, evalOut.String())
 	}
+	// The same calls in Prometheus metrics: latency, tokens and cost per model.
+	_, metricsBody, _ := get(t, c.base+"/metrics", "")
+	for _, re := range []string{`proctor_model_step_seconds_count\{model="priced",status="ok"\} [1-9]`, `proctor_inference_tokens_total\{kind="prompt",model="priced"\} [1-9]`,
+		`proctor_inference_cost_usd_total\{model="priced"\} 0\.0*[1-9]`} {
+		if !regexp.MustCompile(re).MatchString(metricsBody) {
+			t.Errorf("metrics lack %s", re)
+		}
+	}
 
 	// An Anthropic-compatible server through the same gateway: its own token counts are recorded.
 	claude := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -22,11 +23,13 @@ import (
 	"github.com/proctorhq/proctor/internal/archive"
 	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/internal/config"
+	"github.com/proctorhq/proctor/internal/metrics"
 	"github.com/proctorhq/proctor/internal/sandbox"
 	"github.com/proctorhq/proctor/internal/sandbox/container"
 	"github.com/proctorhq/proctor/internal/secrets"
 	"github.com/proctorhq/proctor/models"
 	ptemporal "github.com/proctorhq/proctor/temporal"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 )
 
@@ -228,7 +231,8 @@ func runServer(ctx context.Context, cfg *config.Config, stderr io.Writer) error 
 	}
 	defer tc.Close()
 	tc.MaxTries = cfg.MaxTries
-	api := httpapi.New(httpapi.Options{Uploads: uploadLimits(cfg), DataQuota: models.DataQuota{TeamBytes: cfg.DataTeamBytes, FileBytes: cfg.DataFileBytes, TeamFiles: cfg.DataTeamFiles},
+	m := metrics.New()
+	api := httpapi.New(httpapi.Options{Metrics: m, Uploads: uploadLimits(cfg), DataQuota: models.DataQuota{TeamBytes: cfg.DataTeamBytes, FileBytes: cfg.DataFileBytes, TeamFiles: cfg.DataTeamFiles},
 		Store: store, Bucket: bucket, Temporal: tc, Workflows: tc, Builds: tc, Blob: blobHandler, Logger: log, PublicURL: cfg.PublicURL,
 		SessionTTL: cfg.SessionTTL, MaxBodyBytes: cfg.MaxBodyBytes, MaxJobAttempts: cfg.MaxJobAttempts, Secrets: keys,
 		CodecOrigin: cfg.TemporalUIOrigin,
@@ -297,9 +301,18 @@ func runWorker(ctx context.Context, cfg *config.Config, stderr io.Writer) error 
 	} else if slices.Contains(cfg.QueueList(), ptemporal.QueueBuilds) {
 		return errors.New("a worker polling the builds queue needs object storage: set PROCTOR_BLOB_URL (--blob-url)")
 	}
-	rt, err := startRuntime(tc, store, bucket, keys, cfg, log)
+	m := metrics.New()
+	rt, err := startRuntime(tc, store, bucket, keys, cfg, m, log)
 	if err != nil {
 		return err
+	}
+	if cfg.MetricsAddr != "" {
+		stop, err := serveMetrics(cfg.MetricsAddr, m, log)
+		if err != nil {
+			rt.stop(cfg.ShutdownTimeout)
+			return err
+		}
+		defer stop()
 	}
 	log.Info("worker polling", "queues", cfg.QueueList(), "temporal", cfg.TemporalAddress, "sandboxes", rt.describe)
 	<-ctx.Done()
@@ -351,7 +364,7 @@ type runtime struct {
 
 // startRuntime starts this host's sandbox provider and workers. bucket holds sources and images
 // (nil: this host neither builds nor runs built images).
-func startRuntime(tc *ptemporal.Client, store *models.Store, bucket blob.Bucket, keys *secrets.Keyring, cfg *config.Config, log *slog.Logger) (*runtime, error) {
+func startRuntime(tc *ptemporal.Client, store *models.Store, bucket blob.Bucket, keys *secrets.Keyring, cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (*runtime, error) {
 	sb, describe, err := newSandboxes(cfg, log.With("component", "sandbox"))
 	if err != nil {
 		return nil, fmt.Errorf("sandboxes: %w", err)
@@ -364,7 +377,10 @@ func startRuntime(tc *ptemporal.Client, store *models.Store, bucket blob.Bucket,
 	acts := &activities.Activities{Store: store, Logger: log, Sandboxes: sb, Envs: activities.NewEnvs(), Secrets: keys,
 		Mail: &activities.MailConfig{URL: cfg.SMTPURL, From: cfg.MailFrom},
 		Rates: models.RateCard{Base: cfg.EnvironmentHourlyRate, PerCPU: cfg.EnvironmentCPUHourlyRate, PerMemoryGB: cfg.EnvironmentMemoryGBRate,
-			PerGPU: gpuRates, BaselineMinutes: cfg.EnvironmentBaselineMinutes}}
+			PerGPU: gpuRates, BaselineMinutes: cfg.EnvironmentBaselineMinutes},
+		Metrics: m, SandboxProvider: cmp.Or(cfg.SandboxProvider, "process")}
+	m.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "proctor_sandboxes_live", Help: "Environments running in sandboxes on this worker now.",
+		ConstLabels: prometheus.Labels{"provider": acts.SandboxProvider}}, func() float64 { return float64(acts.Envs.Len()) }))
 	if bucket != nil {
 		acts.Build = &activities.BuildConfig{Bucket: bucket, Dir: cfg.BuildDir, GOPROXY: cfg.BuildGOPROXY,
 			Limits: archive.Limits{MaxBytes: cfg.BuildMaxSourceBytes, MaxEntries: cfg.BuildMaxSourceEntries}}
@@ -438,6 +454,31 @@ func announceWorker(store *models.Store, rows []models.WorkerQueue, log *slog.Lo
 			log.Warn("retire this worker's queues", "error", err)
 		}
 	}
+}
+
+// serveMetrics serves m at /metrics on addr until stop is called.
+func serveMetrics(addr string, m *metrics.Metrics, log *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, busy("the metrics listener", addr, "--metrics-addr (or PROCTOR_METRICS_ADDR)", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Warn("metrics listener", "error", err)
+		}
+	}()
+	log.Info("serving metrics", "url", "http://"+ln.Addr().String()+"/metrics")
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx) //nolint:errcheck // a scrape in flight is cut at the deadline
+		<-done
+	}, nil
 }
 
 // openSecrets loads the secrets key. Dev creates one in the data dir; elsewhere a process

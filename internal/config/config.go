@@ -74,8 +74,10 @@ type Config struct {
 	// unpacked root file system under bubblewrap) or container (each sandbox a container of the
 	// Docker Engine API server at ContainerHost; ContainerOwner labels this worker's containers).
 	SandboxProvider string
-	ContainerHost   string
-	ContainerOwner  string
+	// MetricsAddr, when set, serves /metrics on a listener of its own (workers have no other).
+	MetricsAddr    string
+	ContainerHost  string
+	ContainerOwner string
 	// GPUs are the device ids this host hands to sandboxes (comma-separated), all of GPUType;
 	// a worker with GPUs also polls the sandboxes-gpu-<type> queue.
 	GPUs    string
@@ -188,6 +190,7 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	str(&c.SecretsKMSURI, "secrets-kms-uri", "PROCTOR_SECRETS_KMS_URI", "", "a Google Cloud KMS key (gcp-kms://projects/P/locations/L/keyRings/R/cryptoKeys/K) that wraps the secrets' data keys, instead of --secrets-key-file; credentials from the environment (ADC)")
 	str(&c.SecretsKeyFile, "secrets-key-file", "PROCTOR_SECRETS_KEY_FILE", "", "key-encryption keyset that seals secrets at rest, shared by servers and workers; create with `proctor admin keys create` (dev default: <data-dir>/secrets-key.json, generated)")
 	fs.IntVar(&c.MaxTries, "max-tries", envInt("PROCTOR_MAX_TRIES", 3), "tries of an attempt after infrastructure failures (env PROCTOR_MAX_TRIES)")
+	str(&c.MetricsAddr, "metrics-addr", "PROCTOR_METRICS_ADDR", "", "address of a listener of its own for Prometheus /metrics, e.g. :9464 (a worker's; the API serves /metrics on --http-addr)")
 	str(&c.GPUs, "gpus", "PROCTOR_GPUS", "", "comma-separated GPU device ids this host hands to sandboxes")
 	str(&c.GPUType, "gpu-type", "PROCTOR_GPU_TYPE", "", "the type of those GPUs, e.g. h100 (names the sandboxes-gpu-<type> queue)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", envDuration("PROCTOR_SHUTDOWN_TIMEOUT", d.ShutdownTimeout), "bound on a graceful stop (env PROCTOR_SHUTDOWN_TIMEOUT)")

@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/proctorhq/proctor/internal/agent"
+	"github.com/proctorhq/proctor/internal/metrics"
 	"github.com/proctorhq/proctor/models"
 )
 
@@ -54,6 +55,8 @@ type Gateway struct {
 	Keys   models.Sealer
 	Models Factory
 	Logger *slog.Logger
+	// Metrics times and counts the recorded calls (nil: none).
+	Metrics *metrics.Metrics
 }
 
 // Call says who makes a model call and for what.
@@ -143,6 +146,7 @@ func (m *metered) Step(ctx context.Context, req agent.StepRequest) (*agent.StepR
 		row.TotalTokens = row.PromptTokens + row.CompletionTokens
 		row.Cost = float64(row.PromptTokens)*m.call.Model.InputCostPerToken + float64(row.CompletionTokens)*m.call.Model.OutputCostPerToken
 	}
+	m.g.Metrics.ModelCall(m.call.Model.ModelName, time.Since(begin), err == nil, row.PromptTokens, row.CompletionTokens, row.Cost)
 	// The call happened whether or not its row can be written: a failed write is logged, and
 	// the call's answer is not lost over it.
 	if werr := m.g.Store.RecordInference(context.WithoutCancel(ctx), row); werr != nil && m.g.Logger != nil {

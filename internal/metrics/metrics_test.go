@@ -1,0 +1,70 @@
+package metrics
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+func scrape(t *testing.T, m *Metrics) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	b, _ := io.ReadAll(rec.Body)
+	return string(b)
+}
+
+// Requests are counted by the route they matched (not their path), method and status; the other
+// families count what their callers report.
+func TestFamilies(t *testing.T) {
+	m := New()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /jobs/{id}", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNotFound) })
+	mux.HandleFunc("GET /ok", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "fine") }) //nolint:errcheck
+	h := m.HTTP(mux, func(r *http.Request) string { return r.Pattern })
+	for _, p := range []string{"/jobs/1", "/jobs/2", "/ok", "/nope"} {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", p, nil))
+	}
+	m.SandboxStarted("process", "sandboxes-cpu")
+	m.SandboxFailed("process", "sandboxes-cpu", "capacity")
+	m.AttemptEnded("completed")
+	m.ModelCall("gpt", 1500*time.Millisecond, true, 100, 20, 0.25)
+	m.ModelCall("gpt", time.Second, false, 0, 0, 0)
+	out := scrape(t, m)
+	for _, want := range []string{
+		`proctor_http_requests_total{method="GET",route="GET /jobs/{id}",status="404"} 2`,
+		`proctor_http_requests_total{method="GET",route="GET /ok",status="200"} 1`,
+		`proctor_http_requests_total{method="GET",route="unmatched",status="404"} 1`,
+		`proctor_sandboxes_started_total{provider="process",queue="sandboxes-cpu"} 1`,
+		`proctor_sandboxes_failed_total{provider="process",queue="sandboxes-cpu",reason="capacity"} 1`,
+		`proctor_attempts_ended_total{status="completed"} 1`,
+		`proctor_model_step_seconds_count{model="gpt",status="ok"} 1`,
+		`proctor_model_step_seconds_count{model="gpt",status="error"} 1`,
+		`proctor_inference_tokens_total{kind="prompt",model="gpt"} 100`,
+		`proctor_inference_tokens_total{kind="completion",model="gpt"} 20`,
+		`proctor_inference_cost_usd_total{model="gpt"} 0.25`,
+		`process_cpu_seconds_total`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the scrape lacks %s", want)
+		}
+	}
+}
+
+// A nil *Metrics records nothing and passes requests through.
+func TestNilRecordsNothing(t *testing.T) {
+	var m *Metrics
+	m.SandboxStarted("p", "q")
+	m.SandboxFailed("p", "q", "error")
+	m.AttemptEnded("error")
+	m.ModelCall("m", time.Second, true, 1, 1, 1)
+	m.Register(nil)
+	called := false
+	m.HTTP(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called = true }), nil).ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+	if !called {
+		t.Error("the wrapped handler was not called")
+	}
+}
