@@ -40,6 +40,17 @@ type Envs struct {
 // NewEnvs returns an empty registry.
 func NewEnvs() *Envs { return &Envs{byID: map[uuid.UUID]*liveEnv{}} }
 
+// Running lists the attempts (trace and try) whose environments run on this worker now.
+func (e *Envs) Running() []TryInput {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]TryInput, 0, len(e.byID))
+	for id, le := range e.byID {
+		out = append(out, TryInput{TraceID: id, Attempt: le.attempt})
+	}
+	return out
+}
+
 // Len is how many environments run on this worker now.
 func (e *Envs) Len() int {
 	e.mu.Lock()
@@ -131,7 +142,10 @@ func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentIn
 		logs.close(context.WithoutCancel(ctx))
 		return StartEnvironmentResult{}, err
 	}
-	queue := activity.GetInfo(ctx).TaskQueue
+	queue := ""
+	if activity.IsActivity(ctx) {
+		queue = activity.GetInfo(ctx).TaskQueue
+	}
 	sb, err := a.Sandboxes.Start(ctx, spec)
 	if err != nil {
 		logs.close(context.WithoutCancel(ctx))

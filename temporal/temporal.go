@@ -13,6 +13,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -101,7 +102,9 @@ type Workers struct {
 // every worker registers the activities, so that a workflow can reach any queue. A process that
 // polls a sandbox queue also polls its own host queue (acts.HostQueue, made here when unset),
 // where the activities of the sandboxes it started are sent.
-func StartWorkers(c *Client, acts *activities.Activities, queues []string) (*Workers, error) {
+//
+// stopTimeout is how long Stop lets running activities finish before it cancels them.
+func StartWorkers(c *Client, acts *activities.Activities, queues []string, stopTimeout time.Duration) (*Workers, error) {
 	ws := &Workers{}
 	if acts.Temporal == nil {
 		acts.Temporal = c.Client
@@ -118,7 +121,7 @@ func StartWorkers(c *Client, acts *activities.Activities, queues []string) (*Wor
 		}
 	}
 	for _, q := range queues {
-		w := worker.New(c.Client, q, worker.Options{})
+		w := worker.New(c.Client, q, worker.Options{WorkerStopTimeout: stopTimeout})
 		if q == QueueWorkflows {
 			RegisterWorkflows(w)
 		}
@@ -143,11 +146,14 @@ func RegisterWorkflows(w worker.Registry) {
 	w.RegisterWorkflow(workflows.LimitAlerts)
 }
 
-// Stop stops every worker, waiting for running activities to finish or be cancelled.
+// Stop stops every worker at once: each polls no more, and waits for its running activities to
+// finish (up to the stop timeout, after which they are cancelled).
 func (ws *Workers) Stop() {
+	var wg sync.WaitGroup
 	for _, w := range ws.workers {
-		w.Stop()
+		wg.Go(w.Stop)
 	}
+	wg.Wait()
 	ws.workers = nil
 }
 

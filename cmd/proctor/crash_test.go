@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/proctorhq/proctor/internal/testenv"
 )
 
 // TestKilledWorkerLosesNoAttempt runs the sandbox queue in a separate worker process, kill -9s it
@@ -27,10 +28,25 @@ func TestKilledWorkerLosesNoAttempt(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	eachStore(t, func(t *testing.T, storeArgs []string, dbURL string) { testKilledWorker(t, bin, storeArgs, dbURL) })
+	eachStore(t, func(t *testing.T, storeArgs []string, dbURL string) {
+		testStoppedWorker(t, bin, storeArgs, dbURL, syscall.SIGKILL)
+	})
 }
 
-func testKilledWorker(t *testing.T, bin string, storeArgs []string, dbURL string) {
+// TestDrainedWorkerLosesNoAttempt stops the sandbox worker with SIGTERM while attempts are
+// mid-way: it lets its running steps finish, says which attempts lose their sandbox (one line
+// each, no errors), stops them all, and exits within its shutdown timeout; another worker then
+// finishes every attempt.
+func TestDrainedWorkerLosesNoAttempt(t *testing.T) {
+	t.Setenv("SCRIPTED_KEY", "scripted-key")
+	bin := filepath.Join(t.TempDir(), "proctor")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	testStoppedWorker(t, bin, nil, "", syscall.SIGTERM)
+}
+
+func testStoppedWorker(t *testing.T, bin string, storeArgs []string, dbURL string, sig syscall.Signal) {
 	dataDir := t.TempDir()
 	if dbURL == "" {
 		dbURL = "sqlite:" + filepath.Join(dataDir, "proctor.db")
@@ -54,17 +70,18 @@ func testKilledWorker(t *testing.T, bin string, storeArgs []string, dbURL string
 	}
 	defer func() { cancel(); <-done }()
 
-	worker := func(name string) *exec.Cmd {
-		cmd := exec.Command(bin, "worker", "--database-url", dbURL,
+	worker := func(name string, stderr io.Writer) *exec.Cmd {
+		cmd := exec.Command(bin, "worker", "--database-url", dbURL, "--shutdown-timeout", "5s",
 			"--temporal-address", info.TemporalAddress, "--queues", "sandboxes-cpu", "--sandbox-root", filepath.Join(dataDir, "sandboxes-"+name),
 			// The images the attempts run come from dev's bucket; they unpack beside dev's.
 			"--blob-url", "file://"+filepath.Join(dataDir, "blobs"), "--signing-key", "unused", "--build-dir", filepath.Join(dataDir, "builds"),
 			// The secrets key dev generated: every process reads the others' (encrypted) payloads.
 			"--secrets-key-file", filepath.Join(dataDir, "secrets-key.json"), "--log-level", "warn")
-		startWorker(t, cmd)
+		startWorker(t, cmd, stderr)
 		return cmd
 	}
-	first := worker("first")
+	var firstLog testenv.Buffer
+	first := worker("first", &firstLog)
 
 	c := api{t: t, base: info.APIURL, key: info.APIKey}
 	srv, _ := scriptedOpenAI(t, []map[string]any{{"name": "add_todo", "arguments": map[string]any{"title": "buy milk"}},
@@ -84,7 +101,8 @@ func testKilledWorker(t *testing.T, bin string, storeArgs []string, dbURL string
 	c.call("POST", "/v2/rollouts/run_list", map[string]any{"task_version_ids": up.TaskVersionIDs,
 		"model_ids": []string{c.resolve("/v2/models/resolve?model=slow", "id")}, "group_size": 4, "max_concurrent": 4}, &launched)
 
-	// Wait until attempts are mid-way, then kill the worker outright.
+	// Wait until attempts are mid-way, then stop the worker: outright (SIGKILL), or as an
+	// orchestrator does (SIGTERM).
 	deadline := time.Now().Add(time.Minute)
 	for {
 		var s summary
@@ -98,10 +116,23 @@ func testKilledWorker(t *testing.T, bin string, storeArgs []string, dbURL string
 		time.Sleep(50 * time.Millisecond)
 	}
 	time.Sleep(500 * time.Millisecond)
-	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
+	stopAt := time.Now()
+	if err := first.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
 	first.Wait()
+	if sig == syscall.SIGTERM {
+		took := time.Since(stopAt)
+		log := firstLog.String()
+		abandoned := strings.Count(log, "abandoning an attempt")
+		t.Logf("the drained worker stopped in %s, abandoning %d attempts", took.Round(time.Millisecond), abandoned)
+		if took > 10*time.Second || strings.Contains(log, "level=ERROR") || abandoned == 0 || !first.ProcessState.Success() {
+			t.Errorf("a drained worker: exit %v after %s, %d attempts abandoned; its log:\n%s", first.ProcessState, took, abandoned, log)
+		}
+		if left, _ := os.ReadDir(filepath.Join(dataDir, "sandboxes-first")); len(left) != 0 {
+			t.Errorf("the drained worker left %d sandbox work dirs", len(left))
+		}
+	}
 	gone := time.Now().Add(10 * time.Second)
 	for envProcesses(dataDir) != "" && time.Now().Before(gone) {
 		time.Sleep(100 * time.Millisecond)
@@ -110,7 +141,7 @@ func testKilledWorker(t *testing.T, bin string, storeArgs []string, dbURL string
 		t.Fatalf("environment processes outlived the killed worker:\n%s", p)
 	}
 
-	second := worker("second")
+	second := worker("second", os.Stderr)
 	defer func() { second.Process.Signal(syscall.SIGTERM); second.Wait() }()
 	sum := c.waitJob(launched.JobID, nil)
 	if sum.Completed != 4 || sum.AvgReward == nil || *sum.AvgReward != 1 {
@@ -210,7 +241,7 @@ func TestKilledBuildWorkerLosesNoBuild(t *testing.T) {
 			"--temporal-address", info.TemporalAddress, "--queues", "builds", "--build-goproxy", "off",
 			"--blob-url", "file://"+filepath.Join(dataDir, "blobs"), "--signing-key", "unused", "--build-dir", filepath.Join(dataDir, "builds"),
 			"--sandbox-root", filepath.Join(dataDir, "sandboxes-builds"), "--secrets-key-file", filepath.Join(dataDir, "secrets-key.json"), "--log-level", "warn")
-		startWorker(t, cmd)
+		startWorker(t, cmd, os.Stderr)
 		return cmd
 	}
 	first := worker()
@@ -262,9 +293,9 @@ func TestKilledBuildWorkerLosesNoBuild(t *testing.T) {
 
 // startWorker starts a worker process that dies with the test: killed at cleanup, and by the
 // kernel if the test binary dies first (a live worker would hold go test's output open).
-func startWorker(t *testing.T, cmd *exec.Cmd) {
+func startWorker(t *testing.T, cmd *exec.Cmd, stderr io.Writer) {
 	t.Helper()
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.Stdout, cmd.Stderr = stderr, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -360,6 +360,8 @@ type runtime struct {
 	describe  string // how sandboxes run here, for the logs
 	workers   *ptemporal.Workers
 	retire    func() // stops announcing this worker's queues and deletes them
+	envs      *activities.Envs
+	log       *slog.Logger
 }
 
 // startRuntime starts this host's sandbox provider and workers. bucket holds sources and images
@@ -396,12 +398,12 @@ func startRuntime(tc *ptemporal.Client, store *models.Store, bucket blob.Bucket,
 			log.Info("removed the work dirs of interrupted builds", "count", n, "build_dir", cfg.BuildDir)
 		}
 	}
-	workers, err := ptemporal.StartWorkers(tc, acts, cfg.QueueList())
+	workers, err := ptemporal.StartWorkers(tc, acts, cfg.QueueList(), cfg.ShutdownTimeout)
 	if err != nil {
 		sb.Close(context.Background()) //nolint:errcheck
 		return nil, err
 	}
-	rt := &runtime{sandboxes: sb, describe: describe, workers: workers}
+	rt := &runtime{sandboxes: sb, describe: describe, workers: workers, envs: acts.Envs, log: log}
 	rt.retire = announceWorker(store, workerQueues(cfg, sb), log)
 	return rt, nil
 }
@@ -530,10 +532,18 @@ func newSandboxes(cfg *config.Config, log *slog.Logger) (sandbox.Provider, strin
 	return p, "processes, isolation " + p.Isolation() + "; " + p.Limits(), nil
 }
 
-// stop stops polling, lets running activities end, then stops every sandbox left.
+// stop drains this worker: it stops announcing itself and polling, lets the activities that run
+// finish (up to timeout), then stops every sandbox left, saying which attempts lose theirs (their
+// workflows start a new try on another worker once this host's queue goes unanswered).
 func (r *runtime) stop(timeout time.Duration) {
 	r.retire()
+	if n := r.envs.Len(); n > 0 {
+		r.log.Info("draining: letting running steps finish", "environments", n, "timeout", timeout)
+	}
 	r.workers.Stop()
+	for _, a := range r.envs.Running() {
+		r.log.Warn("abandoning an attempt: its sandbox stops with this worker, and the attempt starts again on another", "trace", a.TraceID, "try", a.Attempt)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	r.sandboxes.Close(ctx) //nolint:errcheck // each sandbox is killed at the deadline
