@@ -141,9 +141,13 @@ func testStoppedWorker(t *testing.T, bin string, storeArgs []string, dbURL strin
 		t.Fatalf("environment processes outlived the killed worker:\n%s", p)
 	}
 
-	second := worker("second", os.Stderr)
+	// The next worker shares the root: it sweeps what a killed one left there.
+	second := worker("first", os.Stderr)
 	defer func() { second.Process.Signal(syscall.SIGTERM); second.Wait() }()
 	sum := c.waitJob(launched.JobID, nil)
+	if owners, _ := filepath.Glob(filepath.Join(dataDir, "sandboxes-first", "owner-*")); len(owners) != 1 {
+		t.Errorf("the sandbox root holds %v; want only the running worker's directory", owners)
+	}
 	if sum.Completed != 4 || sum.AvgReward == nil || *sum.AvgReward != 1 {
 		t.Fatalf("after the crash: %+v, want 4 completed at 1.0", sum)
 	}

@@ -78,6 +78,7 @@ type Process struct {
 	devDir    string // where GPU device nodes live; tests point it elsewhere
 	gpus      *GPUPool
 	sp        *spawner
+	owner     *ownerDir // root is owner.path
 
 	mu       sync.Mutex
 	closed   bool
@@ -138,12 +139,20 @@ func NewProcess(opts ProcessOptions) (*Process, error) {
 	if err := os.MkdirAll(p.root, 0o755); err != nil {
 		return nil, fmt.Errorf("sandbox root: %w", err)
 	}
+	// Work dirs live in a directory of this provider's own under the root; what killed
+	// providers left there is swept now.
+	owner, err := claimOwnerDir(p.root, p.log)
+	if err != nil {
+		return nil, err
+	}
+	p.owner, p.root = owner, owner.path
 
 	p.sp = newSpawner()
 	ok := false
 	defer func() {
 		if !ok {
 			p.sp.stop()
+			owner.release() //nolint:errcheck // the next provider's sweep removes what is left
 		}
 	}()
 	ctx := context.Background()
@@ -669,6 +678,7 @@ func (p *Process) Close(ctx context.Context) error {
 	// The spawner's thread is every sandbox's parent: it ends only now, after
 	// they are gone, so Pdeathsig cannot fire early.
 	p.sp.stop()
+	errs = append(errs, p.owner.release())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("close sandbox provider: %w", err)
 	}

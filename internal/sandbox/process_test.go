@@ -488,8 +488,8 @@ func TestStartOfWhatCannotRunFailsClearlyAndLeaksNothing(t *testing.T) {
 				if p.Running() != 0 {
 					t.Errorf("Running() = %d after a failed Start, want 0", p.Running())
 				}
-				if entries, _ := os.ReadDir(p.root); len(entries) != 0 {
-					t.Errorf("root holds %d entries after a failed Start, want none", len(entries))
+				if entries, _ := os.ReadDir(p.root); len(entries) != 1 || entries[0].Name() != ".lock" {
+					t.Errorf("the provider's directory holds %v after a failed Start, want only its lock", entries)
 				}
 			})
 		}
