@@ -1,3 +1,32 @@
 export function Status({ value }: { value: string }) {
   return <span className={`status status-${value}`}>{value.replace(/_/g, " ")}</span>;
 }
+
+/** Head is a table's header row: one column heading each, and an unnamed actions column. */
+export function Head({ cols, actions }: { cols: string[]; actions?: boolean }) {
+  return (
+    <thead>
+      <tr>
+        {cols.map((c) => (
+          <th key={c} scope="col">
+            {c}
+          </th>
+        ))}
+        {actions && (
+          <th scope="col">
+            <span className="visually-hidden">Actions</span>
+          </th>
+        )}
+      </tr>
+    </thead>
+  );
+}
+
+/** DeleteButton deletes one row; label names it for screen readers. */
+export function DeleteButton({ label, onDelete }: { label: string; onDelete: () => void }) {
+  return (
+    <button type="button" className="secondary" aria-label={label} onClick={onDelete}>
+      Delete
+    </button>
+  );
+}

@@ -2,6 +2,7 @@ import { useState } from "react";
 import { api, ok, type Schemas } from "../api/client";
 import { fmtTime, fmtUSD } from "../format";
 import { usePoll } from "../hooks";
+import { DeleteButton, Head } from "../ui";
 
 export function Models({ onUnauthorized }: { onUnauthorized: () => void }) {
   const { data, error } = usePoll(() => ok(api.GET("/v2/models", { params: { query: { limit: 500 } } })), [], { onUnauthorized });
@@ -11,16 +12,7 @@ export function Models({ onUnauthorized }: { onUnauthorized: () => void }) {
       {error && <p role="alert" className="error">{error.message}</p>}
       {data && (
         <table>
-          <thead>
-            <tr>
-              <th scope="col">Model</th>
-              <th scope="col">Name</th>
-              <th scope="col">Provider</th>
-              <th scope="col">Calls</th>
-              <th scope="col">Context window</th>
-              <th scope="col">Checkpoints</th>
-            </tr>
-          </thead>
+          <Head cols={["Model", "Name", "Provider", "Calls", "Context window", "Checkpoints"]} />
           <tbody>
             {data.items.map((m) => (
               <tr key={m.id}>
@@ -78,17 +70,7 @@ export function Secrets({ onUnauthorized }: { onUnauthorized: () => void }) {
       {secrets.data && secrets.data.secrets.length === 0 && <p>None yet.</p>}
       {secrets.data && secrets.data.secrets.length > 0 && (
         <table>
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">Value</th>
-              <th scope="col">Provider</th>
-              <th scope="col">Updated</th>
-              <th scope="col">
-                <span className="visually-hidden">Actions</span>
-              </th>
-            </tr>
-          </thead>
+          <Head cols={["Name", "Value", "Provider", "Updated"]} actions />
           <tbody>
             {secrets.data.secrets.map((s: Schemas["MemberSecret"]) => (
               <tr key={s.id}>
@@ -101,14 +83,7 @@ export function Secrets({ onUnauthorized }: { onUnauthorized: () => void }) {
                 <td>{s.provider ?? "–"}</td>
                 <td>{fmtTime(s.updated_at)}</td>
                 <td>
-                  <button
-                    type="button"
-                    className="secondary"
-                    aria-label={`Delete ${s.name}`}
-                    onClick={() => act(() => ok(api.DELETE("/v2/member-secrets/{secret_id}", { params: { path: { secret_id: s.id } } })), secrets.reload)}
-                  >
-                    Delete
-                  </button>
+                  <DeleteButton label={`Delete ${s.name}`} onDelete={() => act(() => ok(api.DELETE("/v2/member-secrets/{secret_id}", { params: { path: { secret_id: s.id } } })), secrets.reload)} />
                 </td>
               </tr>
             ))}
@@ -146,18 +121,7 @@ export function Secrets({ onUnauthorized }: { onUnauthorized: () => void }) {
       {byok.data && byok.data.length === 0 && <p>None: the team's models use the platform's provider keys.</p>}
       {byok.data && byok.data.length > 0 && (
         <table>
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">Provider</th>
-              <th scope="col">Scope</th>
-              <th scope="col">Key</th>
-              <th scope="col">Last used</th>
-              <th scope="col">
-                <span className="visually-hidden">Actions</span>
-              </th>
-            </tr>
-          </thead>
+          <Head cols={["Name", "Provider", "Scope", "Key", "Last used"]} actions />
           <tbody>
             {byok.data.map((b) => (
               <tr key={b.id}>
@@ -169,14 +133,10 @@ export function Secrets({ onUnauthorized }: { onUnauthorized: () => void }) {
                 </td>
                 <td>{fmtTime(b.last_used_at)}</td>
                 <td>
-                  <button
-                    type="button"
-                    className="secondary"
-                    aria-label={`Delete the ${b.scope} ${b.provider} key`}
-                    onClick={() => act(() => ok(api.DELETE("/v2/byok-credentials/{credential_id}", { params: { path: { credential_id: b.id } } })), byok.reload)}
-                  >
-                    Delete
-                  </button>
+                  <DeleteButton
+                    label={`Delete the ${b.scope} ${b.provider} key`}
+                    onDelete={() => act(() => ok(api.DELETE("/v2/byok-credentials/{credential_id}", { params: { path: { credential_id: b.id } } })), byok.reload)}
+                  />
                 </td>
               </tr>
             ))}
@@ -311,15 +271,7 @@ export function Usage({ onUnauthorized }: { onUnauthorized: () => void }) {
             <p>No spending limits. Set them with the API (POST /v2/limits).</p>
           ) : (
             <table>
-              <thead>
-                <tr>
-                  <th scope="col">For</th>
-                  <th scope="col">Per</th>
-                  <th scope="col">Amount</th>
-                  <th scope="col">Spent</th>
-                  <th scope="col">Action</th>
-                </tr>
-              </thead>
+              <Head cols={["For", "Per", "Amount", "Spent", "Action"]} />
               <tbody>
                 {data.limits.map((l) => (
                   <tr key={l.id}>

@@ -4,7 +4,7 @@ import { fmtTime } from "../format";
 import { usePoll } from "../hooks";
 import { href } from "../router";
 import { Tabs } from "../tabs";
-import { Status } from "../ui";
+import { Head, Status } from "../ui";
 
 export function Environments({ onUnauthorized }: { onUnauthorized: () => void }) {
   const [search, setSearch] = useState("");
@@ -28,14 +28,7 @@ export function Environments({ onUnauthorized }: { onUnauthorized: () => void })
       )}
       {data && data.items.length > 0 && (
         <table>
-          <thead>
-            <tr>
-              <th scope="col">Environment</th>
-              <th scope="col">Description</th>
-              <th scope="col">Scenarios</th>
-              <th scope="col">Updated</th>
-            </tr>
-          </thead>
+          <Head cols={["Environment", "Description", "Scenarios", "Updated"]} />
           <tbody>
             {data.items.map((r) => (
               <tr key={r.id}>
@@ -108,13 +101,7 @@ export function Environment({ id, onUnauthorized }: { id: string; onUnauthorized
       >
         {view === "scenarios" && (
           <table>
-            <thead>
-              <tr>
-                <th scope="col">Scenario</th>
-                <th scope="col">Description</th>
-                <th scope="col">Arguments</th>
-              </tr>
-            </thead>
+            <Head cols={["Scenario", "Description", "Arguments"]} />
             <tbody>
               {scenarios.map((s) => (
                 <tr key={s.id}>
@@ -151,13 +138,7 @@ export function Environment({ id, onUnauthorized }: { id: string; onUnauthorized
             <p>No variables.</p>
           ) : (
             <table>
-              <thead>
-                <tr>
-                  <th scope="col">Name</th>
-                  <th scope="col">Value</th>
-                  <th scope="col">Updated</th>
-                </tr>
-              </thead>
+              <Head cols={["Name", "Value", "Updated"]} />
               <tbody>
                 {vars.map((v) => (
                   <tr key={v.id}>

@@ -4,7 +4,7 @@ import { fmtReward, fmtTime, fmtUSD, terminalJob } from "../format";
 import { usePoll } from "../hooks";
 import { href } from "../router";
 import { Tabs } from "../tabs";
-import { Status } from "../ui";
+import { Head, Status } from "../ui";
 
 const categories = ["successful", "failed", "live", "no_score"] as const;
 type Category = (typeof categories)[number];
@@ -143,14 +143,7 @@ export function Job({ id, signedIn, onUnauthorized }: { id: string; signedIn: bo
         Taskset {coverage.taskset_name || "–"}: {coverage.tasks_with_traces} of {coverage.total_tasks} tasks run.
       </p>
       <table>
-        <thead>
-          <tr>
-            <th scope="col">Task</th>
-            <th scope="col">Attempts</th>
-            <th scope="col">Statuses</th>
-            <th scope="col">Mean reward</th>
-          </tr>
-        </thead>
+        <Head cols={["Task", "Attempts", "Statuses", "Mean reward"]} />
         <tbody>
           {coverage.tasks.map((t) => (
             <tr key={t.task_id}>

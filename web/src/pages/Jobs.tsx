@@ -3,7 +3,7 @@ import { api, ok, type Schemas } from "../api/client";
 import { fmtReward, fmtTime, fmtUSD, terminalJob } from "../format";
 import { usePoll } from "../hooks";
 import { href } from "../router";
-import { Status } from "../ui";
+import { Head, Status } from "../ui";
 
 type Row = { job: Schemas["Job"]; summary: Schemas["JobSummary"]; cost: number | null };
 
@@ -58,19 +58,7 @@ export function Jobs({ onUnauthorized }: { onUnauthorized: () => void }) {
       {data && data.length > 0 && (
         <table>
           <caption className="visually-hidden">Your team's jobs, newest first</caption>
-          <thead>
-            <tr>
-              <th scope="col">Job</th>
-              <th scope="col">Status</th>
-              <th scope="col">Progress</th>
-              <th scope="col">Mean reward</th>
-              <th scope="col">Cost</th>
-              <th scope="col">Created</th>
-              <th scope="col">
-                <span className="visually-hidden">Actions</span>
-              </th>
-            </tr>
-          </thead>
+          <Head cols={["Job", "Status", "Progress", "Mean reward", "Cost", "Created"]} actions />
           <tbody>
             {data.map(({ job, summary, cost }) => {
               const done = summary.completed + summary.error + summary.cancelled;

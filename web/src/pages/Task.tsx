@@ -4,7 +4,7 @@ import { fmtTime } from "../format";
 import { usePoll } from "../hooks";
 import { href } from "../router";
 import { Tabs } from "../tabs";
-import { Status } from "../ui";
+import { Head, Status } from "../ui";
 
 const reviewStatuses = ["pending", "ready", "verified", "revision", "rejected"] as const;
 
@@ -237,14 +237,7 @@ function Ready({ ready }: { ready?: Schemas["ReadyCheck"] }) {
         {!ready.has_requirements && " (the taskset sets no requirements)"} · evaluated {fmtTime(ready.evaluated_at)}
       </p>
       <table>
-        <thead>
-          <tr>
-            <th scope="col">Check</th>
-            <th scope="col">Required</th>
-            <th scope="col">Current</th>
-            <th scope="col">Passed</th>
-          </tr>
-        </thead>
+        <Head cols={["Check", "Required", "Current", "Passed"]} />
         <tbody>
           {ready.checks.map((c) => (
             <tr key={c.key}>

@@ -3,7 +3,7 @@ import { api, ok } from "../api/client";
 import { fmtTime } from "../format";
 import { usePoll } from "../hooks";
 import { href, navigate } from "../router";
-import { Status } from "../ui";
+import { Head, Status } from "../ui";
 
 export function Tasksets({ onUnauthorized }: { onUnauthorized: () => void }) {
   const { data, error } = usePoll(() => ok(api.GET("/v2/tasksets", { params: { query: { limit: 100 } } })), [], { onUnauthorized });
@@ -18,14 +18,7 @@ export function Tasksets({ onUnauthorized }: { onUnauthorized: () => void }) {
       )}
       {data && data.items.length > 0 && (
         <table>
-          <thead>
-            <tr>
-              <th scope="col">Taskset</th>
-              <th scope="col">Tasks</th>
-              <th scope="col">Purpose</th>
-              <th scope="col">Updated</th>
-            </tr>
-          </thead>
+          <Head cols={["Taskset", "Tasks", "Purpose", "Updated"]} />
           <tbody>
             {data.items.map((ts) => (
               <tr key={ts.id}>
@@ -117,15 +110,7 @@ export function Taskset({ id, onUnauthorized }: { id: string; onUnauthorized: ()
       </form>
       <h2>Tasks</h2>
       <table>
-        <thead>
-          <tr>
-            <th scope="col">Task</th>
-            <th scope="col">Version</th>
-            <th scope="col">Review</th>
-            <th scope="col">Stage</th>
-            <th scope="col">Updated</th>
-          </tr>
-        </thead>
+        <Head cols={["Task", "Version", "Review", "Stage", "Updated"]} />
         <tbody>
           {tasks.map((t) => (
             <tr key={t.id}>
