@@ -67,6 +67,14 @@ func (a *Activities) FinishTrace(ctx context.Context, f FinishTraceInput) error 
 // RunListWorkflowID is the workflow id of a job's RunList.
 func RunListWorkflowID(jobID uuid.UUID) string { return "runlist/" + jobID.String() }
 
+// SignalHostStopped tells an attempt's Rollout that the worker whose host queue it names stopped
+// (drained) with the attempt's sandbox: the try restarts at once, without waiting for the host
+// to be taken for lost.
+const SignalHostStopped = "host-stopped"
+
+// RolloutWorkflowID is the workflow id of an attempt.
+func RolloutWorkflowID(traceID uuid.UUID) string { return "rollout/" + traceID.String() }
+
 // SignalRolloutDone tells a job's RunList that one of its attempts ended, with the trace id: the
 // RunList's live set survives its own continue-as-new this way.
 const SignalRolloutDone = "rollout-done"

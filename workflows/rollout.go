@@ -50,7 +50,7 @@ type RolloutResult struct {
 const DefaultStepsPerRun = 500
 
 // RolloutWorkflowID is the workflow id of an attempt.
-func RolloutWorkflowID(traceID uuid.UUID) string { return "rollout/" + traceID.String() }
+func RolloutWorkflowID(traceID uuid.UUID) string { return activities.RolloutWorkflowID(traceID) }
 
 // Timeouts of the sandbox activities that are not set by the task.
 const (
@@ -182,10 +182,36 @@ func (r *rollout) attempt(ctx workflow.Context, try int) (end ending) {
 	}
 
 	tornDown, handedOver := false, false
+	// A worker that drains signals the attempts whose sandboxes stop with it: the try ends at
+	// once (its running host activity is cancelled) and a new one starts, rather than waiting
+	// for the host to be taken for lost. The watcher ends with the try; a signal about another
+	// host (an earlier try's) is dropped.
+	hostStopped := false
+	hctx, stopHostWork := workflow.WithCancel(ctx)
+	wctx, endWatch := workflow.WithCancel(ctx)
+	defer endWatch()
+	signals := workflow.GetSignalChannel(ctx, activities.SignalHostStopped)
+	workflow.Go(wctx, func(gctx workflow.Context) {
+		for {
+			var stopped string
+			if !signals.Receive(gctx, &stopped) {
+				return
+			}
+			if stopped == host {
+				hostStopped = true
+				stopHostWork()
+				return
+			}
+		}
+	})
+	lostHost := func() ending {
+		return ending{infra: fmt.Errorf("the worker of host queue %s stopped with the sandbox", host)}
+	}
 	// Teardown runs on every path that did not end in Evaluate, cancel included, in a context
-	// that outlives cancellation; a host that is gone is not waited for past hostLost.
+	// that outlives cancellation; a host that is gone is not waited for past hostLost, and one
+	// that stopped (it stopped the sandbox) is not asked.
 	defer func() {
-		if tornDown || handedOver {
+		if tornDown || handedOver || hostStopped {
 			return
 		}
 		dctx, _ := workflow.NewDisconnectedContext(ctx)
@@ -199,7 +225,7 @@ func (r *rollout) attempt(ctx workflow.Context, try int) (end ending) {
 	}()
 
 	hostCtx := func(timeout time.Duration) workflow.Context {
-		return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		return workflow.WithActivityOptions(hctx, workflow.ActivityOptions{
 			TaskQueue:              host,
 			ScheduleToStartTimeout: hostLost,
 			StartToCloseTimeout:    timeout,
@@ -249,11 +275,17 @@ func (r *rollout) attempt(ctx workflow.Context, try int) (end ending) {
 			}
 			return r.classify(ctx, err)
 		}
+		if hostStopped {
+			return lostHost()
+		}
 		if ms.Done {
 			break
 		}
 		err = workflow.ExecuteActivity(hostCtx(max(deadline.Sub(workflow.Now(ctx)), time.Second)), a.ToolStep,
 			activities.ToolStepInput{TraceID: r.in.TraceID, Attempt: try, Step: step, AssistantSeq: ms.Seq}).Get(ctx, nil)
+		if hostStopped {
+			return lostHost()
+		}
 		if err != nil {
 			if isStartToClose(err) && !workflow.Now(ctx).Before(deadline) {
 				stop = models.StopTimeout
@@ -269,9 +301,17 @@ func (r *rollout) attempt(ctx workflow.Context, try int) (end ending) {
 
 	// Timeouts and step limits still evaluate, where the sandbox lives. Evaluate records the
 	// outcome and stops the sandbox, whatever it answers.
+	if hostStopped {
+		return lostHost()
+	}
 	var ev activities.EvaluateResult
 	err := workflow.ExecuteActivity(hostCtx(startup+time.Minute), a.Evaluate,
 		activities.EvaluateInput{TraceID: r.in.TraceID, Attempt: try, StopReason: stop}).Get(ctx, &ev)
+	if err != nil && hostStopped {
+		// An evaluation that answered has recorded the outcome: only one the stop cut short
+		// starts the try again.
+		return lostHost()
+	}
 	var appErr *temporal.ApplicationError
 	if err == nil || errors.As(err, &appErr) {
 		tornDown = true

@@ -486,3 +486,37 @@ func TestRolloutOfTheLargestMaxStepsRunsInBoundedRuns(t *testing.T) {
 		t.Errorf("%d steps in %d runs, want %d in %d", total, runs, maxSteps, maxSteps/DefaultStepsPerRun)
 	}
 }
+
+// A worker that drains signals the attempts whose sandboxes stop with it: the try ends at once,
+// without waiting for the host to be taken for lost or asking it to tear down, and a new try
+// completes the attempt. A signal about another host changes nothing.
+func TestRolloutRestartsAtOnceWhenItsHostStops(t *testing.T) {
+	f := newFakeEngine()
+	hosts := []string{"host/a/1", "host/b/2"}
+	f.start = func(in activities.StartEnvironmentInput) (activities.StartEnvironmentResult, error) {
+		return activities.StartEnvironmentResult{HostQueue: hosts[min(in.Attempt, 2)-1], Tools: 3}, nil
+	}
+	f.toolDelay = 5 * time.Second
+	var started time.Time
+	env, res, err := runRollout(t, f, RolloutInput{}, func(env *testsuite.TestWorkflowEnvironment) {
+		env.RegisterDelayedCallback(func() {
+			started = env.Now()
+			env.SignalWorkflow(activities.SignalHostStopped, "host/z/9") // another worker's
+		}, time.Second)
+		env.RegisterDelayedCallback(func() { env.SignalWorkflow(activities.SignalHostStopped, "host/a/1") }, 2*time.Second)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != models.TraceCompleted || f.count("StartEnvironment") != 2 || len(f.superseded) != 1 || f.superseded[0] != 1 {
+		t.Fatalf("result %+v, calls %v, superseded %v: want a second try that completes", res, f.calls, f.superseded)
+	}
+	if f.count("Teardown") != 0 {
+		t.Errorf("the stopped host was asked to tear down %d times", f.count("Teardown"))
+	}
+	// The second try's two tool steps take 5 s each: the first try ended when the signal came,
+	// not after the 20 s a lost host is waited for.
+	if took := env.Now().Sub(started); took > 15*time.Second {
+		t.Errorf("the attempt took %s after the stop, want the new try at once", took)
+	}
+}

@@ -145,6 +145,15 @@ func testStoppedWorker(t *testing.T, bin string, storeArgs []string, dbURL strin
 	second := worker("first", os.Stderr)
 	defer func() { second.Process.Signal(syscall.SIGTERM); second.Wait() }()
 	sum := c.waitJob(launched.JobID, nil)
+	if sig == syscall.SIGTERM {
+		// Told by the drained worker, the attempts started again at once: not after the 20 s a
+		// lost host is waited for.
+		took := time.Since(stopAt)
+		t.Logf("every attempt done %s after the stop", took.Round(time.Millisecond))
+		if took > 15*time.Second {
+			t.Errorf("the attempts took %s after the drain to finish; the abandoned ones waited out the host-lost timeout", took)
+		}
+	}
 	if owners, _ := filepath.Glob(filepath.Join(dataDir, "sandboxes-first", "owner-*")); len(owners) != 1 {
 		t.Errorf("the sandbox root holds %v; want only the running worker's directory", owners)
 	}

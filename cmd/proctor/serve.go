@@ -362,6 +362,8 @@ type runtime struct {
 	retire    func() // stops announcing this worker's queues and deletes them
 	envs      *activities.Envs
 	log       *slog.Logger
+	temporal  *ptemporal.Client
+	hostQueue string
 }
 
 // startRuntime starts this host's sandbox provider and workers. bucket holds sources and images
@@ -403,7 +405,7 @@ func startRuntime(tc *ptemporal.Client, store *models.Store, bucket blob.Bucket,
 		sb.Close(context.Background()) //nolint:errcheck
 		return nil, err
 	}
-	rt := &runtime{sandboxes: sb, describe: describe, workers: workers, envs: acts.Envs, log: log}
+	rt := &runtime{sandboxes: sb, describe: describe, workers: workers, envs: acts.Envs, log: log, temporal: tc, hostQueue: acts.HostQueue}
 	rt.retire = announceWorker(store, workerQueues(cfg, sb), log)
 	return rt, nil
 }
@@ -541,12 +543,18 @@ func (r *runtime) stop(timeout time.Duration) {
 		r.log.Info("draining: letting running steps finish", "environments", n, "timeout", timeout)
 	}
 	r.workers.Stop()
-	for _, a := range r.envs.Running() {
-		r.log.Warn("abandoning an attempt: its sandbox stops with this worker, and the attempt starts again on another", "trace", a.TraceID, "try", a.Attempt)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	abandoned := r.envs.Running()
 	r.sandboxes.Close(ctx) //nolint:errcheck // each sandbox is killed at the deadline
+	// Their workflows start a new try at once, told so, rather than waiting for this host's
+	// queue to go unanswered.
+	for _, a := range abandoned {
+		r.log.Warn("abandoning an attempt: its sandbox stopped with this worker, and the attempt starts again on another", "trace", a.TraceID, "try", a.Attempt)
+		if err := r.temporal.SignalWorkflow(ctx, activities.RolloutWorkflowID(a.TraceID), "", activities.SignalHostStopped, r.hostQueue); err != nil {
+			r.log.Info("tell an abandoned attempt (it restarts once the host is taken for lost)", "trace", a.TraceID, "error", err)
+		}
+	}
 }
 
 // sessionSweepEvery is how often an API process deletes expired sessions.
