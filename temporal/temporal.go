@@ -58,6 +58,11 @@ type Client struct {
 // Dial connects to the frontend at address, retrying until ctx ends: a server started a moment
 // ago may not accept connections yet. With keys (nil: none), payloads are encrypted (see Codec).
 func Dial(ctx context.Context, address, namespace string, logger *slog.Logger, keys Sealer) (*Client, error) {
+	return DialMetrics(ctx, address, namespace, logger, keys, nil)
+}
+
+// DialMetrics is Dial with a handler for the SDK's own metrics (nil: none).
+func DialMetrics(ctx context.Context, address, namespace string, logger *slog.Logger, keys Sealer, metrics client.MetricsHandler) (*Client, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -68,7 +73,8 @@ func Dial(ctx context.Context, address, namespace string, logger *slog.Logger, k
 			Namespace: namespace,
 			Logger:    sdklog.NewStructuredLogger(logger.With("component", "temporal-client")),
 			// With a secrets key every payload at rest in Temporal is encrypted (see Codec).
-			DataConverter: DataConverter(keys),
+			DataConverter:  DataConverter(keys),
+			MetricsHandler: metrics,
 		})
 		if err == nil {
 			return &Client{Client: c, Namespace: namespace}, nil

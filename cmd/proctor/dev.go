@@ -161,8 +161,9 @@ func runDev(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer, r
 	}
 	defer bucket.Close()
 
+	m := metrics.New()
 	dialCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	tc, err := ptemporal.Dial(dialCtx, ts.FrontendAddress(), cfg.TemporalNamespace, log, sealerOf(keys))
+	tc, err := ptemporal.DialMetrics(dialCtx, ts.FrontendAddress(), cfg.TemporalNamespace, log, sealerOf(keys), m.Temporal())
 	cancel()
 	if err != nil {
 		return err
@@ -172,7 +173,6 @@ func runDev(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer, r
 	if err := seedModels(ctx, store); err != nil {
 		return err
 	}
-	m := metrics.New()
 	rt, err := startRuntime(tc, store, bucket, keys, cfg, m, log)
 	if err != nil {
 		return err

@@ -461,6 +461,9 @@ func TestProductionProcessesOnPostgres(t *testing.T) {
 		{workerMetrics, `proctor_sandboxes_started_total{provider="process",queue="sandboxes-cpu"} 9`},
 		{workerMetrics, `proctor_attempts_ended_total{status="completed"} 9`},
 		{workerMetrics, `proctor_sandboxes_live{provider="process"} 0`},
+		// The Temporal SDK's own, from each process's client.
+		{serverMetrics, `temporal_request{`},
+		{workerMetrics, `temporal_activity_execution_latency_seconds_count{activity_type="ToolStep"`},
 	} {
 		if !strings.Contains(want.body, want.line) {
 			t.Errorf("metrics lack %s", want.line)

@@ -223,15 +223,15 @@ func runServer(ctx context.Context, cfg *config.Config, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	m := metrics.New()
 	dialCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	tc, err := ptemporal.Dial(dialCtx, cfg.TemporalAddress, cfg.TemporalNamespace, log, sealerOf(keys))
+	tc, err := ptemporal.DialMetrics(dialCtx, cfg.TemporalAddress, cfg.TemporalNamespace, log, sealerOf(keys), m.Temporal())
 	cancel()
 	if err != nil {
 		return err
 	}
 	defer tc.Close()
 	tc.MaxTries = cfg.MaxTries
-	m := metrics.New()
 	api := httpapi.New(httpapi.Options{Metrics: m, Uploads: uploadLimits(cfg), DataQuota: models.DataQuota{TeamBytes: cfg.DataTeamBytes, FileBytes: cfg.DataFileBytes, TeamFiles: cfg.DataTeamFiles},
 		Store: store, Bucket: bucket, Temporal: tc, Workflows: tc, Builds: tc, Blob: blobHandler, Logger: log, PublicURL: cfg.PublicURL,
 		SessionTTL: cfg.SessionTTL, MaxBodyBytes: cfg.MaxBodyBytes, MaxJobAttempts: cfg.MaxJobAttempts, Secrets: keys,
@@ -282,8 +282,9 @@ func runWorker(ctx context.Context, cfg *config.Config, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	m := metrics.New()
 	dialCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	tc, err := ptemporal.Dial(dialCtx, cfg.TemporalAddress, cfg.TemporalNamespace, log, sealerOf(keys))
+	tc, err := ptemporal.DialMetrics(dialCtx, cfg.TemporalAddress, cfg.TemporalNamespace, log, sealerOf(keys), m.Temporal())
 	cancel()
 	if err != nil {
 		return err
@@ -301,7 +302,6 @@ func runWorker(ctx context.Context, cfg *config.Config, stderr io.Writer) error 
 	} else if slices.Contains(cfg.QueueList(), ptemporal.QueueBuilds) {
 		return errors.New("a worker polling the builds queue needs object storage: set PROCTOR_BLOB_URL (--blob-url)")
 	}
-	m := metrics.New()
 	rt, err := startRuntime(tc, store, bucket, keys, cfg, m, log)
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ package metrics
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,6 +27,9 @@ type Metrics struct {
 	modelSteps       *prometheus.HistogramVec
 	tokens           *prometheus.CounterVec
 	cost             *prometheus.CounterVec
+
+	temporalOnce sync.Once
+	temporal     *sdkMetrics
 }
 
 // New makes a process's metrics, with the Go runtime and process collectors.

@@ -68,3 +68,33 @@ func TestNilRecordsNothing(t *testing.T) {
 		t.Error("the wrapped handler was not called")
 	}
 }
+
+// The Temporal SDK's metrics: a family carries the union of the tags its series were given
+// (empty where one lacks a tag), and timers are histograms in seconds.
+func TestTemporalSDKMetrics(t *testing.T) {
+	m := New()
+	h := m.Temporal().WithTags(map[string]string{"namespace": "ns"})
+	h.WithTags(map[string]string{"operation": "Poll"}).Counter("temporal_request").Inc(2)
+	h.Counter("temporal_request").Inc(1)
+	h.WithTags(map[string]string{"task_queue": "q"}).Gauge("temporal_num_pollers").Update(3)
+	timer := h.WithTags(map[string]string{"activity_type": "ToolStep"}).Timer("temporal_activity_execution_latency")
+	timer.Record(20 * time.Millisecond)
+	timer.Record(2 * time.Minute)
+	out := scrape(t, m)
+	for _, want := range []string{
+		`temporal_request{namespace="ns",operation="Poll"} 2`,
+		`temporal_request{namespace="ns",operation=""} 1`,
+		`temporal_num_pollers{namespace="ns",task_queue="q"} 3`,
+		`temporal_activity_execution_latency_seconds_bucket{activity_type="ToolStep",namespace="ns",le="0.025"} 1`,
+		`temporal_activity_execution_latency_seconds_bucket{activity_type="ToolStep",namespace="ns",le="+Inf"} 2`,
+		`temporal_activity_execution_latency_seconds_count{activity_type="ToolStep",namespace="ns"} 2`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the scrape lacks %s", want)
+		}
+	}
+	var nilMetrics *Metrics
+	if nilMetrics.Temporal() != nil {
+		t.Error("a nil *Metrics gave a Temporal handler")
+	}
+}
