@@ -8,6 +8,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -98,7 +99,6 @@ type Server struct {
 	throttle      *authThrottle
 	publicURL     string
 	router        chi.Router
-	handler       http.Handler // the router, with the route context and metrics around it
 	metrics       *metrics.Metrics
 	api           huma.API
 	v2            *huma.Group
@@ -187,26 +187,7 @@ func New(o Options) *Server {
 		r.Handle("/metrics", o.Metrics.Handler())
 	}
 	s.router = r
-	s.handler = withRouteContext(r, o.Metrics.HTTP(r, routePattern))
 	return s
-}
-
-// withRouteContext gives each request a chi route context before the router sees it, so that
-// the metrics middleware around the router can read the pattern the request matched.
-func withRouteContext(routes chi.Routes, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rctx := chi.NewRouteContext()
-		rctx.Routes = routes
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), chi.RouteCtxKey, rctx)))
-	})
-}
-
-// routePattern is the route a served request matched ("/v2/jobs/{job_id}"), or "".
-func routePattern(r *http.Request) string {
-	if rctx := chi.RouteContext(r.Context()); rctx != nil {
-		return rctx.RoutePattern()
-	}
-	return ""
 }
 
 // allowUnknownRequestFields makes every object a request body can hold accept keys it does not
@@ -330,7 +311,7 @@ func structFields(t reflect.Type) func(func(reflect.StructField) bool) {
 }
 
 // Handler is the root HTTP handler.
-func (s *Server) Handler() http.Handler { return s.handler }
+func (s *Server) Handler() http.Handler { return s.router }
 
 // OpenAPI is the generated document.
 func (s *Server) OpenAPI() *huma.OpenAPI { return s.api.OpenAPI() }
@@ -482,12 +463,20 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// accessLog logs one structured line per request.
+// accessLog logs one structured line per request, and counts it in the metrics by the route
+// pattern it matched (known once the router has served it).
 func (s *Server) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r)
+		if s.metrics != nil {
+			route := ""
+			if rctx := chi.RouteContext(r.Context()); rctx != nil {
+				route = rctx.RoutePattern()
+			}
+			s.metrics.Request(route, r.Method, cmp.Or(sw.status, http.StatusOK), time.Since(start))
+		}
 		level := slog.LevelInfo
 		if sw.status >= 500 {
 			level = slog.LevelError

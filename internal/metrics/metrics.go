@@ -71,52 +71,18 @@ func (m *Metrics) Register(c prometheus.Collector) {
 	}
 }
 
-// HTTP counts and times the requests next answers. route names a request's route after it was
-// served (its pattern, so that ids do not make a label each); "" counts as "unmatched".
-func (m *Metrics) HTTP(next http.Handler, route func(*http.Request) string) http.Handler {
+// Request counts and times one answered HTTP request. route is the pattern it matched (so that
+// ids do not make a label each); "" counts as "unmatched".
+func (m *Metrics) Request(route, method string, status int, took time.Duration) {
 	if m == nil {
-		return next
+		return
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-		next.ServeHTTP(sw, r)
-		rt := route(r)
-		if rt == "" {
-			rt = "unmatched"
-		}
-		m.httpRequests.WithLabelValues(rt, r.Method, strconv.Itoa(sw.status)).Inc()
-		m.httpDuration.WithLabelValues(rt, r.Method).Observe(time.Since(start).Seconds())
-	})
-}
-
-type statusWriter struct {
-	http.ResponseWriter
-	status      int
-	wroteHeader bool
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if !w.wroteHeader {
-		w.status, w.wroteHeader = code, true
+	if route == "" {
+		route = "unmatched"
 	}
-	w.ResponseWriter.WriteHeader(code)
+	m.httpRequests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
+	m.httpDuration.WithLabelValues(route, method).Observe(took.Seconds())
 }
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	w.wroteHeader = true
-	return w.ResponseWriter.Write(b)
-}
-
-// Flush lets streamed answers (event feeds, logs) through.
-func (w *statusWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-// Unwrap gives http.ResponseController the underlying writer.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // SandboxStarted counts a sandbox started on queue.
 func (m *Metrics) SandboxStarted(provider, queue string) {
