@@ -307,12 +307,16 @@ func runWorker(ctx context.Context, cfg *config.Config, stderr io.Writer) error 
 		return err
 	}
 	if cfg.MetricsAddr != "" {
-		stop, err := serveMetrics(cfg.MetricsAddr, m, log)
+		hs, err := serveMetrics(cfg.MetricsAddr, m, limitsOf(cfg), log)
 		if err != nil {
 			rt.stop(cfg.ShutdownTimeout)
 			return err
 		}
-		defer stop()
+		defer func() {
+			if err := hs.shutdown(cfg.ShutdownTimeout); err != nil {
+				log.Warn("metrics listener shutdown", "error", err)
+			}
+		}()
 	}
 	log.Info("worker polling", "queues", cfg.QueueList(), "temporal", cfg.TemporalAddress, "sandboxes", rt.describe)
 	<-ctx.Done()
@@ -429,26 +433,13 @@ func workerQueues(cfg *config.Config, sb sandbox.Provider) []models.WorkerQueue 
 // announceWorker writes this worker's queues now and every models.WorkerAnnounceEvery (so that
 // GET /v2/workers counts it) until the returned retire is called, which deletes them.
 func announceWorker(store *models.Store, rows []models.WorkerQueue, log *slog.Logger) (retire func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(models.WorkerAnnounceEvery)
-		defer t.Stop()
-		for {
-			if err := store.AnnounceWorker(ctx, rows); err != nil && ctx.Err() == nil {
-				log.Warn("announce this worker's queues", "error", err)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
+	stop := every(context.Background(), models.WorkerAnnounceEvery, func(ctx context.Context) {
+		if err := store.AnnounceWorker(ctx, rows); err != nil && ctx.Err() == nil {
+			log.Warn("announce this worker's queues", "error", err)
 		}
-	}()
+	})
 	return func() {
-		cancel()
-		<-done
+		stop()
 		if len(rows) == 0 {
 			return
 		}
@@ -460,29 +451,18 @@ func announceWorker(store *models.Store, rows []models.WorkerQueue, log *slog.Lo
 	}
 }
 
-// serveMetrics serves m at /metrics on addr until stop is called.
-func serveMetrics(addr string, m *metrics.Metrics, log *slog.Logger) (stop func(), err error) {
+// serveMetrics serves m at /metrics on addr, with the API's HTTP limits, until the returned
+// server is shut down.
+func serveMetrics(addr string, m *metrics.Metrics, lim httpLimits, log *slog.Logger) (*httpServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, busy("the metrics listener", addr, "--metrics-addr (or PROCTOR_METRICS_ADDR)", err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", m.Handler())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Warn("metrics listener", "error", err)
-		}
-	}()
-	log.Info("serving metrics", "url", "http://"+ln.Addr().String()+"/metrics")
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx) //nolint:errcheck // a scrape in flight is cut at the deadline
-		<-done
-	}, nil
+	hs := serveHTTP(ln, mux, lim, log)
+	log.Info("serving metrics", "url", "http://"+hs.addr+"/metrics")
+	return hs, nil
 }
 
 // openSecrets loads the secrets key. Dev creates one in the data dir; elsewhere a process
@@ -535,8 +515,8 @@ func newSandboxes(cfg *config.Config, log *slog.Logger) (sandbox.Provider, strin
 }
 
 // stop drains this worker: it stops announcing itself and polling, lets the activities that run
-// finish (up to timeout), then stops every sandbox left, saying which attempts lose theirs (their
-// workflows start a new try on another worker once this host's queue goes unanswered).
+// finish (up to timeout), then stops every sandbox left, and tells the attempts that lost theirs
+// (their workflows start a new try on another worker at once).
 func (r *runtime) stop(timeout time.Duration) {
 	r.retire()
 	if n := r.envs.Len(); n > 0 {
@@ -563,18 +543,26 @@ const sessionSweepEvery = 10 * time.Minute
 // sweepSessions deletes expired sessions now and every sessionSweepEvery until the returned stop
 // is called (stop waits for the sweeper to end). Several API processes sweeping is harmless.
 func sweepSessions(ctx context.Context, store *models.Store, log *slog.Logger) (stop func()) {
+	return every(ctx, sessionSweepEvery, func(ctx context.Context) {
+		if n, err := store.DeleteExpiredSessions(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("sweep expired sessions", "error", err)
+		} else if n > 0 {
+			log.Info("swept expired sessions", "count", n)
+		}
+	})
+}
+
+// every runs fn now and every interval until the returned stop is called (stop waits for a run
+// in progress to end; fn's context is cancelled first).
+func every(ctx context.Context, interval time.Duration, fn func(ctx context.Context)) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(sessionSweepEvery)
+		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
-			if n, err := store.DeleteExpiredSessions(ctx); err != nil && ctx.Err() == nil {
-				log.Warn("sweep expired sessions", "error", err)
-			} else if n > 0 {
-				log.Info("swept expired sessions", "count", n)
-			}
+			fn(ctx)
 			select {
 			case <-ctx.Done():
 				return
