@@ -108,7 +108,13 @@ func BuildGo(ctx context.Context, spec GoSpec) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Assemble(layer, v1.Config{Entrypoint: []string{Entrypoint}, WorkingDir: "/app", Env: []string{"PATH=/app:/usr/bin:/bin"}})
+	return Assemble(layer, binaryConfig())
+}
+
+// binaryConfig is the config of an image that runs one binary at Entrypoint (BuildGo's and
+// BinaryImage's).
+func binaryConfig() v1.Config {
+	return v1.Config{Entrypoint: []string{Entrypoint}, WorkingDir: "/app", Env: []string{"PATH=/app:/usr/bin:/bin"}}
 }
 
 // Assemble makes a one-layer OCI image with the given config.
@@ -317,7 +323,7 @@ func BinaryImage(bin, cacheDir string) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Assemble(layer, v1.Config{Entrypoint: []string{Entrypoint}, WorkingDir: "/app", Env: []string{"PATH=/app:/usr/bin:/bin"}})
+	return Assemble(layer, binaryConfig())
 }
 
 // writeBinaryLayer writes the gzipped root layer holding the binary to path, through a

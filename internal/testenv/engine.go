@@ -46,14 +46,21 @@ func ContainerEngine(t testing.TB) string {
 
 var errNoPodman = errors.New("no podman: install Debian's podman package (.ci/run does)")
 
+// Unavailable skips a test whose tool is missing, or fails it under CI=true, where every tool
+// must be present.
+func Unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf(format, args...)
+	}
+	t.Skipf(format, args...)
+}
+
 // MissingTool skips t when a tool the test needs is not installed, except under CI=true, where
 // it fails: .ci/run installs every tool the tests use.
 func MissingTool(t testing.TB, tool string) {
 	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s is missing: .ci/run installs it", tool)
-	}
-	t.Skipf("%s is not installed (CI installs it)", tool)
+	Unavailable(t, "%s is not installed (.ci/run installs it)", tool)
 }
 
 func startEngine() (string, error) {

@@ -11,16 +11,6 @@ import (
 	"time"
 )
 
-// unavailable skips a test whose tool is missing, or fails it under CI=true, where every tool
-// must be present.
-func unavailable(t testing.TB, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatalf(format, args...)
-	}
-	t.Skipf(format, args...)
-}
-
 // WebDeps installs the web app's npm dependencies exactly as web/package-lock.json pins them
 // (npm ci, with the npm cache under .cache), once per lockfile, and returns web/'s path. Test
 // binaries running at once take turns.
@@ -28,7 +18,7 @@ func WebDeps(t testing.TB) string {
 	t.Helper()
 	for _, tool := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			unavailable(t, "%s is not installed: %v", tool, err)
+			MissingTool(t, tool)
 		}
 	}
 	root := ModuleRoot(t)
@@ -56,7 +46,7 @@ func WebDeps(t testing.TB) string {
 	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund", "--cache", filepath.Join(root, ".cache", "npm-cache"))
 	cmd.Dir = web
 	if out, err := cmd.CombinedOutput(); err != nil {
-		unavailable(t, "npm ci in web/: %v\n%s", err, out)
+		Unavailable(t, "npm ci in web/: %v\n%s", err, out)
 	}
 	if err := os.WriteFile(marker, []byte(want), 0o644); err != nil {
 		t.Fatal(err)
@@ -72,6 +62,6 @@ func Chromium(t testing.TB) string {
 			return p
 		}
 	}
-	unavailable(t, "chromium is not installed (apt-get install chromium)")
+	MissingTool(t, "chromium")
 	return ""
 }

@@ -360,15 +360,8 @@ func RunTSClient(t testing.TB, plan TSPlan) TSResult {
 // installTSSDK makes sure the pinned SDK is installed and returns its npm prefix.
 func installTSSDK(t testing.TB) string {
 	t.Helper()
-	unavailable := func(format string, args ...any) {
-		t.Helper()
-		if os.Getenv("CI") == "true" {
-			t.Fatalf(format, args...)
-		}
-		t.Skipf(format, args...)
-	}
 	if _, err := exec.LookPath("node"); err != nil {
-		unavailable("node is not installed: %v", err)
+		testenv.MissingTool(t, "node")
 	}
 	prefix := filepath.Join(RepoRoot(t), ".cache", "npm", "mcp-sdk-"+TSSDKVersion)
 	marker := filepath.Join(prefix, "node_modules", "@modelcontextprotocol", "sdk", "package.json")
@@ -376,12 +369,12 @@ func installTSSDK(t testing.TB) string {
 		return prefix
 	}
 	if _, err := exec.LookPath("npm"); err != nil {
-		unavailable("npm is not installed: %v", err)
+		testenv.MissingTool(t, "npm")
 	}
 	// Parallel test binaries may install at once; npm into one prefix concurrently is unsafe.
 	unlock, err := testenv.LockFile(prefix + ".lock")
 	if err != nil {
-		unavailable("lock %s: %v", prefix, err)
+		testenv.Unavailable(t, "lock %s: %v", prefix, err)
 	}
 	defer unlock()
 	if installedVersion(marker) == TSSDKVersion {
@@ -392,10 +385,10 @@ func installTSSDK(t testing.TB) string {
 	cmd := exec.CommandContext(ctx, "npm", "install", "--no-audit", "--no-fund", "--prefix", prefix,
 		"@modelcontextprotocol/sdk@"+TSSDKVersion)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		unavailable("npm install @modelcontextprotocol/sdk@%s: %v\n%s", TSSDKVersion, err, out)
+		testenv.Unavailable(t, "npm install @modelcontextprotocol/sdk@%s: %v\n%s", TSSDKVersion, err, out)
 	}
 	if v := installedVersion(marker); v != TSSDKVersion {
-		unavailable("npm installed @modelcontextprotocol/sdk %q, want %s", v, TSSDKVersion)
+		testenv.Unavailable(t, "npm installed @modelcontextprotocol/sdk %q, want %s", v, TSSDKVersion)
 	}
 	return prefix
 }
