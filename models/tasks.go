@@ -508,16 +508,22 @@ func (s *Store) ExportTaskset(ctx context.Context, c *Caller, ts *TasksetRow) ([
 	}
 	out := make([]ExportedTask, len(rows))
 	for i, r := range rows {
-		e := ExportedTask{TaskID: r.TaskID, VersionID: r.ID, TaskContent: r.TaskContent}
-		if r.ExternalID != nil {
-			e.ExternalID = *r.ExternalID
-		}
-		if r.RegName != nil {
-			e.Env = *r.RegName
-		}
-		out[i] = e
+		out[i] = exported(r.TaskVersion, r.ExternalID, r.RegName)
 	}
 	return out, nil
+}
+
+// exported is a version in the portable shape: the task's external id, and its environment
+// named by the registry it was resolved to (when it was).
+func exported(v TaskVersion, externalID, registryName *string) ExportedTask {
+	e := ExportedTask{TaskID: v.TaskID, VersionID: v.ID, TaskContent: v.TaskContent}
+	if externalID != nil {
+		e.ExternalID = *externalID
+	}
+	if registryName != nil {
+		e.Env = *registryName
+	}
+	return e
 }
 
 // GetTaskVersion reads one task version the caller's team owns or can see through its taskset.
@@ -624,14 +630,8 @@ func (s *Store) ListTaskVersions(ctx context.Context, c *Caller, taskID uuid.UUI
 		return nil, fmt.Errorf("list task versions: %w", err)
 	}
 	for _, r := range rows {
-		e := ExportedTask{TaskID: r.TaskID, VersionID: r.ID, TaskContent: r.TaskContent}
-		if out.Task.ExternalID != nil {
-			e.ExternalID = *out.Task.ExternalID
-		}
-		if r.RegName != nil {
-			e.Env = *r.RegName
-		}
-		out.Versions = append(out.Versions, TaskVersionEntry{ExportedTask: e, Version: r.Version, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt})
+		out.Versions = append(out.Versions, TaskVersionEntry{ExportedTask: exported(r.TaskVersion, out.Task.ExternalID, r.RegName),
+			Version: r.Version, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt})
 	}
 	return out, nil
 }
