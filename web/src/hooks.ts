@@ -45,3 +45,23 @@ export function usePoll<T>(
   const reload = useCallback(() => setTick((t) => t + 1), []);
   return { ...state, reload };
 }
+
+/**
+ * useAction runs what a button asks of the API: it clears the last error, runs fn, then after
+ * (default: onDone), and keeps a failed action's message for the page to show.
+ */
+export function useAction(onDone?: () => void): [string, (fn: () => Promise<unknown>, after?: () => void) => Promise<void>] {
+  const [error, setError] = useState("");
+  const doneRef = useRef(onDone);
+  doneRef.current = onDone;
+  const act = useCallback(async (fn: () => Promise<unknown>, after?: () => void) => {
+    setError("");
+    try {
+      await fn();
+      (after ?? doneRef.current)?.();
+    } catch (e) {
+      setError((e as Error).message);
+    }
+  }, []);
+  return [error, act];
+}

@@ -1,7 +1,7 @@
 import { useState } from "react";
 import { api, ok, type Schemas } from "../api/client";
 import { fmtTime, fmtUSD } from "../format";
-import { usePoll } from "../hooks";
+import { useAction, usePoll } from "../hooks";
 import { DeleteButton, Head } from "../ui";
 
 export function Models({ onUnauthorized }: { onUnauthorized: () => void }) {
@@ -43,16 +43,7 @@ export function Secrets({ onUnauthorized }: { onUnauthorized: () => void }) {
   const [byokProvider, setByokProvider] = useState<"openai" | "anthropic">("openai");
   const [byokScope, setByokScope] = useState<"personal" | "team">("personal");
   const [byokKey, setByokKey] = useState("");
-  const [error, setError] = useState("");
-  const act = async (fn: () => Promise<unknown>, after: () => void) => {
-    setError("");
-    try {
-      await fn();
-      after();
-    } catch (e) {
-      setError((e as Error).message);
-    }
-  };
+  const [error, act] = useAction();
   return (
     <section>
       <h1>Secrets</h1>

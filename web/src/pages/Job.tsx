@@ -1,7 +1,7 @@
 import { useState } from "react";
 import { api, APIError, ok, Unauthorized, type Schemas } from "../api/client";
 import { fmtReward, fmtTime, fmtUSD, terminalJob } from "../format";
-import { usePoll } from "../hooks";
+import { useAction, usePoll } from "../hooks";
 import { href } from "../router";
 import { Tabs } from "../tabs";
 import { Head, Status } from "../ui";
@@ -47,7 +47,7 @@ export function Job({ id, signedIn, onUnauthorized }: { id: string; signedIn: bo
     onUnauthorized,
   });
   const [category, setCategory] = useState<Category>("failed");
-  const [actionError, setActionError] = useState("");
+  const [actionError, act] = useAction(view.reload);
   const thumbs = usePoll(
     () => ok(api.GET("/v2/jobs/{job_id}/thumbnails", { params: { path: { job_id: id }, query: { category, limit: 100 } } })),
     [id, category, view.data?.summary.completed, view.data?.summary.error],
@@ -66,15 +66,6 @@ export function Job({ id, signedIn, onUnauthorized }: { id: string; signedIn: bo
   const { job, summary, coverage, chart, usage, links } = view.data;
   const names = (pick: (l: Schemas["EntityLink"]) => string | null) => [...new Set(links.map(pick).filter((x): x is string => !!x))].join(", ") || "–";
   const counts = thumbs.data?.category_counts;
-  const act = async (fn: () => Promise<unknown>) => {
-    setActionError("");
-    try {
-      await fn();
-      view.reload();
-    } catch (e) {
-      setActionError((e as Error).message);
-    }
-  };
   return (
     <section>
       <p>

@@ -1,7 +1,7 @@
 import { useState } from "react";
 import { api, ok, type Schemas } from "../api/client";
 import { fmtReward, fmtTime, fmtUSD, terminalJob } from "../format";
-import { usePoll } from "../hooks";
+import { useAction, usePoll } from "../hooks";
 import { href } from "../router";
 import { Head, Status } from "../ui";
 
@@ -34,6 +34,7 @@ export function Jobs({ onUnauthorized }: { onUnauthorized: () => void }) {
     live: (rows) => rows.some((r) => !terminalJob.has(r.job.status)),
     onUnauthorized,
   });
+  const [actionError, act] = useAction(reload);
   return (
     <section>
       <h1>Jobs</h1>
@@ -49,6 +50,11 @@ export function Jobs({ onUnauthorized }: { onUnauthorized: () => void }) {
         </select>
       </p>
       {error && <p role="alert" className="error">{error.message}</p>}
+      {actionError && (
+        <p role="alert" className="error">
+          {actionError}
+        </p>
+      )}
       {!data && !error && <p aria-busy="true">Loading…</p>}
       {data && data.length === 0 && (
         <p>
@@ -82,10 +88,7 @@ export function Jobs({ onUnauthorized }: { onUnauthorized: () => void }) {
                       <button
                         type="button"
                         className="secondary"
-                        onClick={async () => {
-                          await ok(api.POST("/v2/rollouts/cancel_job", { body: { job_id: job.id } }));
-                          reload();
-                        }}
+                        onClick={() => act(() => ok(api.POST("/v2/rollouts/cancel_job", { body: { job_id: job.id } })))}
                       >
                         Cancel
                       </button>

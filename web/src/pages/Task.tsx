@@ -1,7 +1,7 @@
 import { useState } from "react";
 import { api, APIError, ok, type Schemas } from "../api/client";
 import { fmtTime } from "../format";
-import { usePoll } from "../hooks";
+import { useAction, usePoll } from "../hooks";
 import { href } from "../router";
 import { Tabs } from "../tabs";
 import { Head, Status } from "../ui";
@@ -28,19 +28,10 @@ export function Task({ tasksetId, id, onUnauthorized }: { tasksetId: string; id:
   const [view, setView] = useState<"content" | "versions" | "comments" | "activity" | "brief" | "ready">("content");
   const [comment, setComment] = useState("");
   const [stage, setStage] = useState("");
-  const [actionError, setActionError] = useState("");
+  const [actionError, act] = useAction(reload);
   if (error && !data) return <p role="alert" className="error">{error.message}</p>;
   if (!data) return <p aria-busy="true">Loading…</p>;
   const { ts, task, comments, activity, brief, ready, content, latest } = data;
-  const act = async (fn: () => Promise<unknown>) => {
-    setActionError("");
-    try {
-      await fn();
-      reload();
-    } catch (e) {
-      setActionError((e as Error).message);
-    }
-  };
   return (
     <section>
       <p>
