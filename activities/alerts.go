@@ -54,7 +54,7 @@ func (a *Activities) CheckLimitAlerts(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	if a.Mail == nil || a.Mail.URL == "" {
-		a.log().Warn("spending alerts are due, and no SMTP server is configured (--smtp-url): they wait", "count", len(due))
+		a.log().WarnContext(ctx, "spending alerts are due, and no SMTP server is configured (--smtp-url): they wait", "count", len(due))
 		return 0, nil
 	}
 	client, err := a.Mail.client()
@@ -88,7 +88,7 @@ func (a *Activities) CheckLimitAlerts(ctx context.Context) (int, error) {
 			return sent, err
 		}
 		sent++
-		a.log().Info("spending alert sent", "limit", l.ID, "to", al.Recipient, "spend_usd", al.SpendUSD)
+		a.log().InfoContext(ctx, "spending alert sent", "limit", l.ID, "to", al.Recipient, "spend_usd", al.SpendUSD)
 	}
 	return sent, nil
 }

@@ -127,7 +127,7 @@ func (a *Activities) BuildImage(ctx context.Context, in BuildInput) (_ BuildImag
 			return BuildImageResult{}, err
 		}
 		if err := cfg.Bucket.Delete(ctx, b.SourceKey); err != nil && !errors.Is(err, blob.ErrNotFound) {
-			a.log().Warn("delete a consumed upload", "build", b.ID, "key", b.SourceKey, "error", err)
+			a.log().WarnContext(ctx, "delete a consumed upload", "build", b.ID, "key", b.SourceKey, "error", err)
 		}
 	}
 	src := filepath.Join(work, "src")

@@ -487,7 +487,7 @@ func (a *Activities) stopEnv(ctx context.Context, traceID uuid.UUID, le *liveEnv
 	err := le.sb.Stop(ctx)
 	if le.instance != uuid.Nil {
 		if ierr := a.Store.EndInstance(ctx, le.instance, "the sandbox stopped", true); ierr != nil {
-			a.log().Warn("end instance", "trace", traceID, "instance", le.instance, "error", ierr)
+			a.log().WarnContext(ctx, "end instance", "trace", traceID, "instance", le.instance, "error", ierr)
 		}
 	}
 	le.logs.close(ctx)
@@ -556,7 +556,7 @@ func (s *logSink) flush(ctx context.Context) {
 	s.pending = nil
 	s.mu.Unlock()
 	if err := s.a.Store.AppendTraceLogs(ctx, batch); err != nil {
-		s.a.log().Warn("write environment logs", "trace", s.traceID, "error", err)
+		s.a.log().WarnContext(ctx, "write environment logs", "trace", s.traceID, "error", err)
 	}
 }
 

@@ -58,7 +58,7 @@ func (a *Activities) FinishTrace(ctx context.Context, f FinishTraceInput) error 
 		// The job's RunList frees the attempt's slot now, rather than when the Rollout
 		// workflow closes; a RunList that already ended is no error.
 		if err := a.Temporal.SignalWorkflow(ctx, RunListWorkflowID(job.ID), "", SignalRolloutDone, f.TraceID); err != nil {
-			a.log().Debug("signal the job's run list", "trace", f.TraceID, "error", err)
+			a.log().DebugContext(ctx, "signal the job's run list", "trace", f.TraceID, "error", err)
 		}
 	}
 	return nil
@@ -174,13 +174,13 @@ func (a *Activities) nextSeq(ctx context.Context, traceID uuid.UUID) (int, error
 // activity).
 func (a *Activities) workerLog(ctx context.Context, traceID uuid.UUID, format string, args ...any) {
 	line := fmt.Sprintf(format, args...)
-	a.log().Info(line, "trace", traceID)
+	a.log().InfoContext(ctx, line, "trace", traceID)
 	seq, err := a.Store.NextLogSeq(ctx, traceID, models.LogWorker)
 	if err == nil {
 		err = a.Store.AppendTraceLogs(ctx, []models.TraceLog{{TraceID: traceID, Source: models.LogWorker, Seq: seq, Stream: "worker", Line: line, Time: time.Now().UTC()}})
 	}
 	if err != nil {
-		a.log().Warn("write worker log", "trace", traceID, "error", err)
+		a.log().WarnContext(ctx, "write worker log", "trace", traceID, "error", err)
 	}
 }
 

@@ -32,8 +32,14 @@ import (
 	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/internal/metrics"
 	"github.com/proctorhq/proctor/internal/secrets"
+	"github.com/proctorhq/proctor/internal/tracing"
 	"github.com/proctorhq/proctor/internal/webapp"
 	"github.com/proctorhq/proctor/models"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // APIVersion is the version of the OpenAPI document, as in the spec's Versioning part.
@@ -50,6 +56,9 @@ type Options struct {
 	// Metrics, when set, counts every request by route and status, and is served at /metrics
 	// (in the Prometheus text format, without credentials: keep the port private).
 	Metrics *metrics.Metrics
+	// Tracing, when set, makes each request a server span (continuing an incoming traceparent)
+	// named by its route; the workflows a request starts continue its trace.
+	Tracing trace.TracerProvider
 	// Temporal is checked by /readyz.
 	Temporal HealthChecker
 	// Workflows launches and cancels rollouts; without it those routes answer 503.
@@ -100,6 +109,7 @@ type Server struct {
 	publicURL     string
 	router        chi.Router
 	metrics       *metrics.Metrics
+	tracer        trace.Tracer
 	api           huma.API
 	v2            *huma.Group
 }
@@ -118,10 +128,13 @@ func New(o Options) *Server {
 	if o.MaxJobAttempts <= 0 {
 		o.MaxJobAttempts = 100_000
 	}
+	if o.Tracing == nil {
+		o.Tracing = noop.NewTracerProvider()
+	}
 	s := &Server{
 		store: o.Store, bucket: o.Bucket, temporal: o.Temporal, workflows: o.Workflows, builds: o.Builds, secrets: o.Secrets, dataQuota: o.DataQuota, uploads: o.Uploads, log: o.Logger, sessionTTL: o.SessionTTL,
 		secureCookies: strings.HasPrefix(o.PublicURL, "https://"), maxBodyBytes: o.MaxBodyBytes, maxAttempts: o.MaxJobAttempts, publicURL: strings.TrimRight(o.PublicURL, "/"),
-		throttle: newAuthThrottle(), metrics: o.Metrics,
+		throttle: newAuthThrottle(), metrics: o.Metrics, tracer: o.Tracing.Tracer("github.com/proctorhq/proctor/httpapi"),
 	}
 	r := chi.NewRouter()
 	r.Use(s.requestID, s.accessLog, s.recoverPanics, securityHeaders, s.rejectControlChars)
@@ -463,19 +476,34 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// accessLog logs one structured line per request, and counts it in the metrics by the route
-// pattern it matched (known once the router has served it).
+// accessLog observes each request: one structured line, a count in the metrics and a server
+// span, the last two by the route pattern it matched (known once the router has served it).
+// The span continues the caller's traceparent, and the line carries its trace id.
 func (s *Server) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		ctx := tracing.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+		ctx, span := s.tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", bound(r.URL.Path))))
+		defer span.End()
+		r = r.WithContext(ctx)
 		sw := &statusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r)
+		status := cmp.Or(sw.status, http.StatusOK)
+		route := ""
+		if rctx := chi.RouteContext(r.Context()); rctx != nil {
+			route = rctx.RoutePattern()
+		}
+		if route != "" {
+			span.SetName(r.Method + " " + route)
+			span.SetAttributes(attribute.String("http.route", route))
+		}
+		span.SetAttributes(attribute.Int("http.response.status_code", status))
+		if status >= 500 {
+			span.SetStatus(codes.Error, http.StatusText(status))
+		}
 		if s.metrics != nil {
-			route := ""
-			if rctx := chi.RouteContext(r.Context()); rctx != nil {
-				route = rctx.RoutePattern()
-			}
-			s.metrics.Request(route, r.Method, cmp.Or(sw.status, http.StatusOK), time.Since(start))
+			s.metrics.Request(route, r.Method, status, time.Since(start))
 		}
 		level := slog.LevelInfo
 		if sw.status >= 500 {
@@ -483,8 +511,8 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 		} else if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
 			level = slog.LevelDebug
 		}
-		s.log.Log(r.Context(), level, "http request",
-			"request_id", requestIDFrom(r.Context()), "method", bound(r.Method), "path", bound(r.URL.Path),
+		s.log.Log(ctx, level, "http request",
+			"request_id", requestIDFrom(ctx), "method", bound(r.Method), "path", bound(r.URL.Path),
 			"status", sw.status, "bytes", sw.bytes, "duration_ms", float64(time.Since(start).Microseconds())/1000)
 	})
 }

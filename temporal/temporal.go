@@ -22,6 +22,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -58,13 +59,25 @@ type Client struct {
 // Dial connects to the frontend at address, retrying until ctx ends: a server started a moment
 // ago may not accept connections yet. With keys (nil: none), payloads are encrypted (see Codec).
 func Dial(ctx context.Context, address, namespace string, logger *slog.Logger, keys Sealer) (*Client, error) {
-	return DialMetrics(ctx, address, namespace, logger, keys, nil)
+	return DialObserved(ctx, address, namespace, logger, keys, Observe{})
 }
 
-// DialMetrics is Dial with a handler for the SDK's own metrics (nil: none).
-func DialMetrics(ctx context.Context, address, namespace string, logger *slog.Logger, keys Sealer, metrics client.MetricsHandler) (*Client, error) {
+// Observe is what a client reports to: the SDK's own metrics, and a tracing interceptor that
+// carries the caller's trace into the workflows it starts and their activities (nil: none of
+// either). Workers made from the client use the interceptor too.
+type Observe struct {
+	Metrics client.MetricsHandler
+	Tracing interceptor.Interceptor
+}
+
+// DialObserved is Dial with the SDK's metrics and tracing.
+func DialObserved(ctx context.Context, address, namespace string, logger *slog.Logger, keys Sealer, o Observe) (*Client, error) {
 	if logger == nil {
 		logger = slog.Default()
+	}
+	var interceptors []interceptor.ClientInterceptor
+	if o.Tracing != nil {
+		interceptors = append(interceptors, o.Tracing)
 	}
 	var lastErr error
 	for {
@@ -74,7 +87,8 @@ func DialMetrics(ctx context.Context, address, namespace string, logger *slog.Lo
 			Logger:    sdklog.NewStructuredLogger(logger.With("component", "temporal-client")),
 			// With a secrets key every payload at rest in Temporal is encrypted (see Codec).
 			DataConverter:  DataConverter(keys),
-			MetricsHandler: metrics,
+			MetricsHandler: o.Metrics,
+			Interceptors:   interceptors,
 		})
 		if err == nil {
 			return &Client{Client: c, Namespace: namespace}, nil

@@ -16,7 +16,6 @@ import (
 
 	"github.com/proctorhq/proctor/httpapi"
 	"github.com/proctorhq/proctor/internal/config"
-	"github.com/proctorhq/proctor/internal/metrics"
 	"github.com/proctorhq/proctor/models"
 	ptemporal "github.com/proctorhq/proctor/temporal"
 	"github.com/proctorhq/proctor/temporal/devserver"
@@ -161,15 +160,17 @@ func runDev(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer, r
 	}
 	defer bucket.Close()
 
-	m := metrics.New()
-	dialCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	tc, err := ptemporal.DialMetrics(dialCtx, ts.FrontendAddress(), cfg.TemporalNamespace, log, sealerOf(keys), m.Temporal())
-	cancel()
+	tel, err := startTelemetry(ctx, cfg, "dev")
+	if err != nil {
+		return err
+	}
+	defer tel.stop(cfg.ShutdownTimeout, log)
+	m := tel.metrics
+	tc, err := tel.dial(ctx, ts.FrontendAddress(), cfg, keys, log)
 	if err != nil {
 		return err
 	}
 	defer tc.Close()
-	tc.MaxTries = cfg.MaxTries
 	if err := seedModels(ctx, store); err != nil {
 		return err
 	}
@@ -201,7 +202,7 @@ func runDev(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer, r
 	if err := tc.StartLimitAlerts(ctx, cfg.LimitAlertInterval); err != nil {
 		return err
 	}
-	api := httpapi.New(httpapi.Options{Metrics: m, Uploads: uploadLimits(cfg), DataQuota: models.DataQuota{TeamBytes: cfg.DataTeamBytes, FileBytes: cfg.DataFileBytes, TeamFiles: cfg.DataTeamFiles},
+	api := httpapi.New(httpapi.Options{Metrics: m, Tracing: tel.tracing.TracerProvider(), Uploads: uploadLimits(cfg), DataQuota: models.DataQuota{TeamBytes: cfg.DataTeamBytes, FileBytes: cfg.DataFileBytes, TeamFiles: cfg.DataTeamFiles},
 		Store: store, Bucket: bucket, Temporal: tc, Workflows: tc, Builds: tc, Blob: blobHandler, Logger: log, PublicURL: cfg.PublicURL,
 		SessionTTL: cfg.SessionTTL, MaxBodyBytes: cfg.MaxBodyBytes, MaxJobAttempts: cfg.MaxJobAttempts, Secrets: keys,
 		CodecOrigin: "http://" + ts.UIAddress(),

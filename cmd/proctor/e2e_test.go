@@ -27,6 +27,7 @@ import (
 	"github.com/proctorhq/proctor/models"
 	ptemporal "github.com/proctorhq/proctor/temporal"
 	"github.com/proctorhq/proctor/temporal/devserver"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 )
 
 // TestMain checks every response of the suite against openapi.yaml (see internal/apitest).
@@ -364,8 +365,9 @@ func TestProductionProcessesOnPostgres(t *testing.T) {
 
 	httpAddr := freeAddr(t)
 	blobDir, buildDir := t.TempDir(), t.TempDir()
+	otlp := startOTLPReceiver(t)
 	common := []string{"--database-url", dbURL, "--temporal-address", ts.FrontendAddress(), "--temporal-namespace", "research-ns", "--log-level", "warn",
-		"--blob-url", "file://" + blobDir, "--signing-key", "k", "--build-dir", buildDir}
+		"--blob-url", "file://" + blobDir, "--signing-key", "k", "--build-dir", buildDir, "--otlp-endpoint", "http://" + otlp.addr}
 	serverDone, workerDone := make(chan error, 1), make(chan error, 1)
 	go func() {
 		serverDone <- run(ctx, append([]string{"server", "--http-addr", httpAddr}, common...), io.Discard, io.Discard)
@@ -432,14 +434,19 @@ func TestProductionProcessesOnPostgres(t *testing.T) {
 	if done, err := seedExamples(ctx, store, bucket, tc, caller, true, slog.New(slog.DiscardHandler)); err != nil || !done {
 		t.Fatal(done, err)
 	}
+	// The launch continues the caller's trace: the spans from its request to the last activity
+	// of every attempt share this trace id (checked below, once the processes have exported).
+	const launchTrace, launchParent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 	c := api{t: t, base: base, key: key}
 	var launched struct {
 		JobID string `json:"job_id"`
 	}
-	if code := c.call("POST", "/v2/rollouts/run_list", map[string]any{"taskset_id": c.tasksetID("demo"),
-		"model_ids": []string{c.resolve("/v2/models/resolve?model=oracle", "id")}, "group_size": 3, "max_concurrent": 3}, &launched); code != 201 {
+	body := map[string]any{"taskset_id": c.tasksetID("demo"), "model_ids": []string{c.resolve("/v2/models/resolve?model=oracle", "id")}, "group_size": 3, "max_concurrent": 3}
+	c.header = http.Header{"Traceparent": {"00-" + launchTrace + "-" + launchParent + "-01"}}
+	if code := c.call("POST", "/v2/rollouts/run_list", body, &launched); code != 201 {
 		t.Fatalf("run_list on postgres = %d", code)
 	}
+	c.header = nil
 	sum := c.waitJob(launched.JobID, nil)
 	if sum.Completed != 9 || sum.AvgReward == nil || *sum.AvgReward != 1 {
 		t.Errorf("the demo on postgres = %+v, want 9 completed at 1.0", sum)
@@ -480,6 +487,52 @@ func TestProductionProcessesOnPostgres(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			t.Errorf("%s did not stop within 20s", name)
 		}
+	}
+	checkLaunchTrace(t, otlp.trace(launchTrace), launchParent, 9)
+}
+
+// checkLaunchTrace checks one job launch's trace, as both processes exported it on their way
+// out: the API server's span for the request, under the caller's; the workflow start it made;
+// the worker's run list, every attempt's rollout and each of their activities, and the run
+// list's last (the job's status); and no span whose parent is missing.
+func checkLaunchTrace(t *testing.T, spans []receivedSpan, callerSpan string, attempts int) {
+	t.Helper()
+	ids := map[string]bool{callerSpan: true}
+	count := map[string]int{}
+	byName := map[string]receivedSpan{}
+	for _, s := range spans {
+		ids[s.spanID] = true
+		count[s.role+" "+s.name]++
+		byName[s.name] = s
+	}
+	t.Logf("the launch's trace: %d spans: %v", len(spans), count)
+	for _, s := range spans {
+		if !ids[s.parentID] {
+			t.Errorf("span %s (%s) has a parent %s outside the trace", s.name, s.role, s.parentID)
+		}
+	}
+	for name, want := range map[string]int{
+		"server POST /v2/rollouts/run_list": 1, "server StartWorkflow:RunList": 1, "worker RunWorkflow:RunList": 1,
+		"worker StartChildWorkflow:Rollout": attempts, "worker RunWorkflow:Rollout": attempts,
+		"worker RunActivity:PrepareRollout": attempts, "worker RunActivity:StartEnvironment": attempts, "worker RunActivity:Evaluate": attempts,
+		"worker SignalWorkflow:rollout-done": attempts, "worker HandleSignal:rollout-done": attempts,
+	} {
+		if count[name] != want {
+			t.Errorf("%d spans %q, want %d", count[name], name, want)
+		}
+	}
+	for name, least := range map[string]int{"worker RunActivity:ModelStep": attempts, "worker RunActivity:ToolStep": attempts, "worker RunActivity:SetJobStatus": 1} {
+		if count[name] < least {
+			t.Errorf("%d spans %q, want at least %d", count[name], name, least)
+		}
+	}
+	httpSpan := byName["POST /v2/rollouts/run_list"]
+	if httpSpan.parentID != callerSpan || httpSpan.kind != tracepb.Span_SPAN_KIND_SERVER ||
+		httpSpan.attrs["http.route"] != "/v2/rollouts/run_list" || httpSpan.attrs["http.response.status_code"] != "201" {
+		t.Errorf("the request's span: %+v", httpSpan)
+	}
+	if start := byName["StartWorkflow:RunList"]; start.parentID != httpSpan.spanID {
+		t.Errorf("the workflow start's parent is %s, want the request's span %s", start.parentID, httpSpan.spanID)
 	}
 }
 

@@ -25,6 +25,8 @@ type api struct {
 	key  string
 	// answers, when set, receives every response body (tests scan them for secrets).
 	answers *testenv.Buffer
+	// header, when set, is sent with every request besides the key (a traceparent, say).
+	header http.Header
 }
 
 func (a api) call(method, path string, body any, out any) int {
@@ -37,6 +39,9 @@ func (a api) call(method, path string, body any, out any) int {
 	req, _ := http.NewRequest(method, a.base+path, rd)
 	req.Header.Set("Authorization", "Bearer "+a.key)
 	req.Header.Set("Content-Type", "application/json")
+	for k, v := range a.header {
+		req.Header[k] = v
+	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		a.t.Fatalf("%s %s: %v", method, path, err)

@@ -17,6 +17,7 @@ import (
 	"github.com/proctorhq/proctor/envserver"
 	"github.com/proctorhq/proctor/examples/environments"
 	"github.com/proctorhq/proctor/internal/config"
+	"github.com/proctorhq/proctor/internal/tracing"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -85,7 +86,7 @@ func newLogger(cfg *config.Config, w io.Writer) (*slog.Logger, error) {
 	}
 	opts := &slog.HandlerOptions{Level: level}
 	if cfg.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		return slog.New(tracing.LogHandler(slog.NewJSONHandler(w, opts))), nil
 	}
-	return slog.New(slog.NewTextHandler(w, opts)), nil
+	return slog.New(tracing.LogHandler(slog.NewTextHandler(w, opts))), nil
 }

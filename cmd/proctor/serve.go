@@ -27,6 +27,7 @@ import (
 	"github.com/proctorhq/proctor/internal/sandbox"
 	"github.com/proctorhq/proctor/internal/sandbox/container"
 	"github.com/proctorhq/proctor/internal/secrets"
+	"github.com/proctorhq/proctor/internal/tracing"
 	"github.com/proctorhq/proctor/models"
 	ptemporal "github.com/proctorhq/proctor/temporal"
 	"github.com/prometheus/client_golang/prometheus"
@@ -195,6 +196,47 @@ func (hs *httpServer) shutdown(timeout time.Duration) error {
 	return errors.Join(err, <-hs.done)
 }
 
+// telemetry is what a long-running process reports to: its Prometheus metrics, and its traces
+// when --otlp-endpoint names a collector.
+type telemetry struct {
+	metrics *metrics.Metrics
+	tracing *tracing.Provider
+}
+
+func startTelemetry(ctx context.Context, cfg *config.Config, role string) (*telemetry, error) {
+	tp, err := tracing.Start(ctx, cfg.OTLPEndpoint, role, versionString())
+	if err != nil {
+		return nil, err
+	}
+	return &telemetry{metrics: metrics.New(), tracing: tp}, nil
+}
+
+// dial connects to Temporal with the SDK's metrics and the tracing interceptor, so workflows
+// and activities continue the trace of what started them.
+func (t *telemetry) dial(ctx context.Context, address string, cfg *config.Config, keys *secrets.Keyring, log *slog.Logger) (*ptemporal.Client, error) {
+	ic, err := t.tracing.TemporalInterceptor()
+	if err != nil {
+		return nil, err
+	}
+	dialCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	tc, err := ptemporal.DialObserved(dialCtx, address, cfg.TemporalNamespace, log, sealerOf(keys), ptemporal.Observe{Metrics: t.metrics.Temporal(), Tracing: ic})
+	if err != nil {
+		return nil, err
+	}
+	tc.MaxTries = cfg.MaxTries
+	return tc, nil
+}
+
+// stop exports the spans still buffered, within timeout.
+func (t *telemetry) stop(timeout time.Duration, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := t.tracing.Shutdown(ctx); err != nil {
+		log.Warn("export the last spans", "error", err)
+	}
+}
+
 func serverCommand(stderr io.Writer) *cobra.Command {
 	return configCommand(&cobra.Command{Use: "server", Short: "Run the API server (Postgres, an existing Temporal, a bucket)",
 		Long: "Runs the /v2 API against Postgres, an existing Temporal and a bucket.\nApply migrations first with `proctor migrate`."},
@@ -223,16 +265,18 @@ func runServer(ctx context.Context, cfg *config.Config, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	m := metrics.New()
-	dialCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	tc, err := ptemporal.DialMetrics(dialCtx, cfg.TemporalAddress, cfg.TemporalNamespace, log, sealerOf(keys), m.Temporal())
-	cancel()
+	tel, err := startTelemetry(ctx, cfg, "server")
+	if err != nil {
+		return err
+	}
+	defer tel.stop(cfg.ShutdownTimeout, log)
+	m := tel.metrics
+	tc, err := tel.dial(ctx, cfg.TemporalAddress, cfg, keys, log)
 	if err != nil {
 		return err
 	}
 	defer tc.Close()
-	tc.MaxTries = cfg.MaxTries
-	api := httpapi.New(httpapi.Options{Metrics: m, Uploads: uploadLimits(cfg), DataQuota: models.DataQuota{TeamBytes: cfg.DataTeamBytes, FileBytes: cfg.DataFileBytes, TeamFiles: cfg.DataTeamFiles},
+	api := httpapi.New(httpapi.Options{Metrics: m, Tracing: tel.tracing.TracerProvider(), Uploads: uploadLimits(cfg), DataQuota: models.DataQuota{TeamBytes: cfg.DataTeamBytes, FileBytes: cfg.DataFileBytes, TeamFiles: cfg.DataTeamFiles},
 		Store: store, Bucket: bucket, Temporal: tc, Workflows: tc, Builds: tc, Blob: blobHandler, Logger: log, PublicURL: cfg.PublicURL,
 		SessionTTL: cfg.SessionTTL, MaxBodyBytes: cfg.MaxBodyBytes, MaxJobAttempts: cfg.MaxJobAttempts, Secrets: keys,
 		CodecOrigin: cfg.TemporalUIOrigin,
@@ -282,15 +326,17 @@ func runWorker(ctx context.Context, cfg *config.Config, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	m := metrics.New()
-	dialCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	tc, err := ptemporal.DialMetrics(dialCtx, cfg.TemporalAddress, cfg.TemporalNamespace, log, sealerOf(keys), m.Temporal())
-	cancel()
+	tel, err := startTelemetry(ctx, cfg, "worker")
+	if err != nil {
+		return err
+	}
+	defer tel.stop(cfg.ShutdownTimeout, log)
+	m := tel.metrics
+	tc, err := tel.dial(ctx, cfg.TemporalAddress, cfg, keys, log)
 	if err != nil {
 		return err
 	}
 	defer tc.Close()
-	tc.MaxTries = cfg.MaxTries
 	var bucket blob.Bucket
 	if cfg.BlobURL != "" {
 		b, _, err := openBucket(ctx, cfg)

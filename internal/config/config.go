@@ -75,7 +75,9 @@ type Config struct {
 	// Docker Engine API server at ContainerHost; ContainerOwner labels this worker's containers).
 	SandboxProvider string
 	// MetricsAddr, when set, serves /metrics on a listener of its own (workers have no other).
-	MetricsAddr    string
+	MetricsAddr string
+	// OTLPEndpoint, when set, is the OpenTelemetry collector (OTLP over gRPC) traces go to.
+	OTLPEndpoint   string
 	ContainerHost  string
 	ContainerOwner string
 	// GPUs are the device ids this host hands to sandboxes (comma-separated), all of GPUType;
@@ -191,6 +193,7 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	str(&c.SecretsKeyFile, "secrets-key-file", "PROCTOR_SECRETS_KEY_FILE", "", "key-encryption keyset that seals secrets at rest, shared by servers and workers; create with `proctor admin keys create` (dev default: <data-dir>/secrets-key.json, generated)")
 	fs.IntVar(&c.MaxTries, "max-tries", envInt("PROCTOR_MAX_TRIES", 3), "tries of an attempt after infrastructure failures (env PROCTOR_MAX_TRIES)")
 	str(&c.MetricsAddr, "metrics-addr", "PROCTOR_METRICS_ADDR", "", "address of a listener of its own for Prometheus /metrics, e.g. :9464 (a worker's; the API serves /metrics on --http-addr)")
+	str(&c.OTLPEndpoint, "otlp-endpoint", "PROCTOR_OTLP_ENDPOINT", "", "OpenTelemetry collector that receives traces over OTLP/gRPC, e.g. http://otel-collector:4317 (https: TLS); batching follows the OTEL_BSP_* variables")
 	str(&c.GPUs, "gpus", "PROCTOR_GPUS", "", "comma-separated GPU device ids this host hands to sandboxes")
 	str(&c.GPUType, "gpu-type", "PROCTOR_GPU_TYPE", "", "the type of those GPUs, e.g. h100 (names the sandboxes-gpu-<type> queue)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", envDuration("PROCTOR_SHUTDOWN_TIMEOUT", d.ShutdownTimeout), "bound on a graceful stop (env PROCTOR_SHUTDOWN_TIMEOUT)")
