@@ -129,7 +129,9 @@ func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentIn
 	}
 	if !changed {
 		// Cancelled (or cancelling) before its sandbox started: nothing to run.
-		return StartEnvironmentResult{}, temporal.NewNonRetryableApplicationError("the trace was closed before its sandbox started", ErrTraceClosed, nil)
+		// Benign: a cancel that came first is normal, not an error of this worker.
+		return StartEnvironmentResult{}, temporal.NewApplicationErrorWithOptions("the trace was closed before its sandbox started", ErrTraceClosed,
+			temporal.ApplicationErrorOptions{NonRetryable: true, Category: temporal.ApplicationErrorCategoryBenign})
 	}
 	run, startup, res := r.runtime()
 	logs, err := a.newLogSink(ctx, in.TraceID)
@@ -137,11 +139,6 @@ func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentIn
 		return StartEnvironmentResult{}, err
 	}
 	spec.ID, spec.Resources, spec.OnLog, spec.Network = fmt.Sprintf("%s-%d", in.TraceID, in.Attempt), res, logs.add, r.network()
-	inst, err := a.startInstance(ctx, r, in, spec.ID, res, &models.RuntimeLimits{RunTimeoutS: &run, StartupTimeoutS: &startup})
-	if err != nil {
-		logs.close(context.WithoutCancel(ctx))
-		return StartEnvironmentResult{}, err
-	}
 	queue := ""
 	if activity.IsActivity(ctx) {
 		queue = activity.GetInfo(ctx).TaskQueue
@@ -149,19 +146,29 @@ func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentIn
 	sb, err := a.Sandboxes.Start(ctx, spec)
 	if err != nil {
 		logs.close(context.WithoutCancel(ctx))
-		a.Store.EndInstance(context.WithoutCancel(ctx), inst, "the sandbox did not start", false) //nolint:errcheck // the trace's end ends it too
 		switch {
 		case errors.Is(err, sandbox.ErrInvalidSpec):
 			a.Metrics.SandboxFailed(a.SandboxProvider, queue, "invalid")
 			return StartEnvironmentResult{}, envError("start the environment: %v", err)
-		case errors.Is(err, sandbox.ErrCapacity):
+		case errors.Is(err, sandbox.ErrCapacity), errors.Is(err, sandbox.ErrNoGPU):
+			// A full host is normal under load: the start is retried (on whichever host has
+			// room), logged by the SDK at debug level rather than as an error.
 			a.Metrics.SandboxFailed(a.SandboxProvider, queue, "capacity")
-			return StartEnvironmentResult{}, temporal.NewApplicationError(err.Error(), ErrCapacity)
+			return StartEnvironmentResult{}, temporal.NewApplicationErrorWithOptions(err.Error(), ErrCapacity,
+				temporal.ApplicationErrorOptions{Category: temporal.ApplicationErrorCategoryBenign})
 		}
 		a.Metrics.SandboxFailed(a.SandboxProvider, queue, "error")
 		return StartEnvironmentResult{}, fmt.Errorf("provision sandbox: %w", err)
 	}
 	a.Metrics.SandboxStarted(a.SandboxProvider, queue)
+	// The instance is recorded once the sandbox holds its slot: a start the host had no room
+	// for leaves no row.
+	inst, err := a.startInstance(ctx, r, in, spec.ID, res, &models.RuntimeLimits{RunTimeoutS: &run, StartupTimeoutS: &startup})
+	if err != nil {
+		sb.Stop(context.WithoutCancel(ctx)) //nolint:errcheck // the start failed already
+		logs.close(context.WithoutCancel(ctx))
+		return StartEnvironmentResult{}, err
+	}
 	what := strings.Join(spec.Command, " ")
 	if spec.RootFS != "" || spec.Image != nil {
 		what = r.build.ImageName + " " + what
