@@ -86,11 +86,29 @@ type SupersedeTryInput struct {
 	Reason  string    `json:"reason"`
 }
 
+// SupersedeTryResult says whether the attempt had already finished: the failed try's
+// evaluation recorded its outcome before the workflow heard back (its host was lost right
+// after), and the outcome stands.
+type SupersedeTryResult struct {
+	Finished   bool     `json:"finished"`
+	Status     string   `json:"status,omitempty"`
+	StopReason string   `json:"stop_reason,omitempty"`
+	Reward     *float64 `json:"reward,omitempty"`
+}
+
 // SupersedeTry marks a failed try's events superseded: they stay, for the record, but no longer
-// count in the trajectory.
-func (a *Activities) SupersedeTry(ctx context.Context, in SupersedeTryInput) error {
+// count in the trajectory. An attempt that had finished keeps them, and says so.
+func (a *Activities) SupersedeTry(ctx context.Context, in SupersedeTryInput) (SupersedeTryResult, error) {
+	tr, err := a.Store.SupersedeAttempt(ctx, in.TraceID, in.Attempt)
+	if err != nil {
+		return SupersedeTryResult{}, err
+	}
+	if tr != nil {
+		a.workerLog(ctx, in.TraceID, "try %d lost its host (%s) after recording the outcome (%s): it stands", in.Attempt, in.Reason, tr.Status)
+		return SupersedeTryResult{Finished: true, Status: tr.Status, StopReason: tr.StopReason, Reward: tr.Reward}, nil
+	}
 	a.workerLog(ctx, in.TraceID, "try %d failed on infrastructure (%s): retrying in a fresh sandbox", in.Attempt, in.Reason)
-	return a.Store.SupersedeAttempt(ctx, in.TraceID, in.Attempt)
+	return SupersedeTryResult{}, nil
 }
 
 // JobTracesPageInput names a page of a job's traces in launch order.

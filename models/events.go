@@ -133,13 +133,24 @@ func (s *Store) LatestSeq(ctx context.Context, traceID uuid.UUID) (int, error) {
 }
 
 // SupersedeAttempt marks the events of one try of an attempt as superseded: they stay, for the
-// record, but no longer count in the trajectory.
-func (s *Store) SupersedeAttempt(ctx context.Context, traceID uuid.UUID, attempt int) error {
-	_, err := s.DB.NewUpdate().Model((*TraceEvent)(nil)).Set("superseded = ?", true).Where("trace_id = ? AND attempt = ?", traceID, attempt).Exec(ctx)
+// record, but no longer count in the trajectory. A try whose evaluation recorded the attempt's
+// outcome before its host was lost is not superseded: the finished trace is returned instead
+// (nil while the attempt is open), and its outcome stands.
+func (s *Store) SupersedeAttempt(ctx context.Context, traceID uuid.UUID, attempt int) (*Trace, error) {
+	_, err := s.DB.NewUpdate().Model((*TraceEvent)(nil)).Set("superseded = ?", true).Where("trace_id = ? AND attempt = ?", traceID, attempt).
+		Where("NOT EXISTS (SELECT 1 FROM traces WHERE id = ? AND status IN (?))", traceID, bun.In([]string{TraceCompleted, TraceError, TraceCancelled})).
+		Exec(ctx)
 	if err != nil {
-		return fmt.Errorf("supersede attempt: %w", err)
+		return nil, fmt.Errorf("supersede attempt: %w", err)
 	}
-	return nil
+	tr := new(Trace)
+	if err := s.DB.NewSelect().Model(tr).Where("id = ?", traceID).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("supersede attempt: %w", err)
+	}
+	if !Terminal(tr.Status) {
+		return nil, nil
+	}
+	return tr, nil
 }
 
 // AppendTraceLogs writes log lines idempotently on (trace, source, seq).

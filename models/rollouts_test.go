@@ -222,7 +222,9 @@ func TestEventsAndLogsAreIdempotent(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		s.SupersedeAttempt(ctx, id, 1)
+		if tr, err := s.SupersedeAttempt(ctx, id, 1); tr != nil || err != nil {
+			t.Fatalf("supersede a try of an open attempt: %v, %v", tr, err)
+		}
 		s.AppendTraceEvents(ctx, []models.TraceEvent{ev(2, 2, models.EventUser), ev(3, 2, models.EventAssistant)})
 		all, _ := s.TraceEvents(ctx, id, -1, true)
 		live, _ := s.TraceEvents(ctx, id, -1, false)
@@ -255,6 +257,19 @@ func TestEventsAndLogsAreIdempotent(t *testing.T) {
 		}
 		if back[1].EndedAt != nil || back[1].ID == "" || len(back[1].Data) != 0 {
 			t.Errorf("an event without end, id or data read back as %+v", back[1])
+		}
+
+		// A try that recorded the outcome before its host was lost keeps its events.
+		one := 1.0
+		if ok, err := s.TransitionTrace(ctx, id, models.TraceUpdate{Status: models.TraceCompleted, StopReason: models.StopDone, Reward: &one}); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		tr, err := s.SupersedeAttempt(ctx, id, 2)
+		if err != nil || tr == nil || tr.Status != models.TraceCompleted || tr.Reward == nil || *tr.Reward != 1 {
+			t.Fatalf("supersede a try of a finished attempt: %+v, %v; want the finished trace", tr, err)
+		}
+		if live, _ := s.TraceEvents(ctx, id, -1, false); len(live) != 4 {
+			t.Errorf("a finished attempt's try was superseded: %d live events, want 4", len(live))
 		}
 
 		var logs []models.TraceLog

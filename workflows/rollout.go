@@ -137,9 +137,16 @@ func (r *rollout) run(ctx workflow.Context) (RolloutResult, error) {
 		if ctx.Err() != nil {
 			return r.cancelled(ctx)
 		}
-		// The failed try's events stay, marked superseded, and the attempt starts over.
+		// The failed try's events stay, marked superseded, and the attempt starts over, unless
+		// the try had recorded the outcome before its host was lost (an evaluation that
+		// answered, with the answer lost on the way back): that outcome stands.
+		var sup activities.SupersedeTryResult
 		_ = workflow.ExecuteLocalActivity(storeActivity(ctx), a.SupersedeTry,
-			activities.SupersedeTryInput{TraceID: r.in.TraceID, Attempt: try, Reason: end.infra.Error()}).Get(ctx, nil)
+			activities.SupersedeTryInput{TraceID: r.in.TraceID, Attempt: try, Reason: end.infra.Error()}).Get(ctx, &sup)
+		if sup.Finished {
+			notifyParent(ctx, r.in.TraceID)
+			return RolloutResult{Status: sup.Status, StopReason: sup.StopReason, Reward: sup.Reward}, nil
+		}
 		if try >= r.in.MaxTries {
 			return r.finish(ctx, ending{fin: activities.FinishTraceInput{Status: models.TraceError, StopReason: models.StopError,
 				Error: fmt.Sprintf("infrastructure failure on %d tries; last: %v", try, end.infra)}})

@@ -48,6 +48,8 @@ type fakeEngine struct {
 	toolStep  func(in activities.ToolStepInput) error
 	start     func(in activities.StartEnvironmentInput) (activities.StartEnvironmentResult, error)
 	evaluate  func(in activities.EvaluateInput) (activities.EvaluateResult, error)
+	// supersede, when set, answers SupersedeTry (by default the try is superseded).
+	supersede func(in activities.SupersedeTryInput) activities.SupersedeTryResult
 }
 
 // neverDone is a model that always asks for another tool call.
@@ -154,12 +156,15 @@ func (f *fakeEngine) register(env *testsuite.TestWorkflowEnvironment) {
 			return nil
 		})
 	env.OnActivity(a.SupersedeTry, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, in activities.SupersedeTryInput) error {
+		func(ctx context.Context, in activities.SupersedeTryInput) (activities.SupersedeTryResult, error) {
 			f.record(ctx, "SupersedeTry")
+			if f.supersede != nil {
+				return f.supersede(in), nil
+			}
 			f.mu.Lock()
 			f.superseded = append(f.superseded, in.Attempt)
 			f.mu.Unlock()
-			return nil
+			return activities.SupersedeTryResult{}, nil
 		})
 }
 
@@ -303,6 +308,30 @@ func TestRolloutRetriesInfrastructureFailuresInAFreshSandbox(t *testing.T) {
 			t.Errorf("finished = %+v", f.finished)
 		}
 	})
+}
+
+// TestRolloutKeepsAnOutcomeRecordedBeforeItsHostWasLost: Evaluate recorded the outcome, and its
+// host died before Temporal heard back. The try fails as lost, and the store says the attempt
+// finished: that outcome stands, and no new try starts.
+func TestRolloutKeepsAnOutcomeRecordedBeforeItsHostWasLost(t *testing.T) {
+	f := newFakeEngine()
+	f.evaluate = func(activities.EvaluateInput) (activities.EvaluateResult, error) {
+		return activities.EvaluateResult{}, errors.New("activity StartToClose timeout")
+	}
+	one := 1.0
+	f.supersede = func(in activities.SupersedeTryInput) activities.SupersedeTryResult {
+		return activities.SupersedeTryResult{Finished: true, Status: models.TraceCompleted, StopReason: models.StopDone, Reward: &one}
+	}
+	_, res, err := runRollout(t, f, RolloutInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != models.TraceCompleted || res.Reward == nil || *res.Reward != 1 {
+		t.Errorf("result %+v, want the recorded outcome", res)
+	}
+	if f.count("StartEnvironment") != 1 || f.count("FinishTrace") != 0 || f.count("SupersedeTry") != 1 {
+		t.Errorf("calls %v: want one try, its outcome not written again", f.calls)
+	}
 }
 
 func TestRolloutStopsAtMaxStepsAndStillEvaluates(t *testing.T) {
