@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,11 +24,7 @@ import (
 // outlives the killed worker.
 func TestKilledWorkerLosesNoAttempt(t *testing.T) {
 	t.Setenv("SCRIPTED_KEY", "scripted-key")
-	bin := filepath.Join(t.TempDir(), "proctor")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := proctorBinary(t)
 	eachStore(t, func(t *testing.T, storeArgs []string, dbURL string) {
 		testStoppedWorker(t, bin, storeArgs, dbURL, syscall.SIGKILL)
 	})
@@ -39,10 +36,7 @@ func TestKilledWorkerLosesNoAttempt(t *testing.T) {
 // finishes every attempt.
 func TestDrainedWorkerLosesNoAttempt(t *testing.T) {
 	t.Setenv("SCRIPTED_KEY", "scripted-key")
-	bin := filepath.Join(t.TempDir(), "proctor")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := proctorBinary(t)
 	testStoppedWorker(t, bin, nil, "", syscall.SIGTERM)
 }
 
@@ -227,10 +221,7 @@ func TestKilledBuildWorkerLosesNoBuild(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a binary and waits out a heartbeat timeout")
 	}
-	bin := filepath.Join(t.TempDir(), "proctor")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := proctorBinary(t)
 	dataDir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -302,6 +293,39 @@ func TestKilledBuildWorkerLosesNoBuild(t *testing.T) {
 	if b["status"] != "succeeded" {
 		t.Errorf("a build whose worker was killed = %v, want succeeded", b)
 	}
+}
+
+// builtBinary is this command built once per test binary, in a directory TestMain removes.
+var builtBinary struct {
+	once      sync.Once
+	dir, path string
+	err       error
+}
+
+// proctorBinary builds the proctor command once, for the tests that run it as processes of
+// their own (to kill -9 them).
+func proctorBinary(t testing.TB) string {
+	t.Helper()
+	builtBinary.once.Do(func() {
+		if builtBinary.dir, builtBinary.err = os.MkdirTemp("", "proctor-bin-"); builtBinary.err != nil {
+			return
+		}
+		builtBinary.path = filepath.Join(builtBinary.dir, "proctor")
+		if out, err := exec.Command("go", "build", "-o", builtBinary.path, ".").CombinedOutput(); err != nil {
+			builtBinary.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if builtBinary.err != nil {
+		t.Fatal(builtBinary.err)
+	}
+	return builtBinary.path
+}
+
+func removeBuiltBinary() error {
+	if builtBinary.dir == "" {
+		return nil
+	}
+	return os.RemoveAll(builtBinary.dir)
 }
 
 // startWorker starts a worker process that dies with the test: killed at cleanup, and by the

@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	os.Setenv("PROCTOR_CONFIG_DIR", dir)
-	storetest.Main(m, testenv.Cleanup, apitest.Install(), func() error { return os.RemoveAll(dir) })
+	storetest.Main(m, testenv.Cleanup, apitest.Install(), removeBuiltBinary, func() error { return os.RemoveAll(dir) })
 }
 
 type devRun struct {
@@ -307,14 +307,7 @@ func TestProductionProcessesOnPostgres(t *testing.T) {
 	dbURL := storetest.PostgresURL(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	runOut := func(args ...string) string {
-		t.Helper()
-		var out, errOut bytes.Buffer
-		if err := run(ctx, args, &out, &errOut); err != nil {
-			t.Fatalf("proctor %s: %v\n%s", strings.Join(args, " "), err, errOut.String())
-		}
-		return out.String()
-	}
+	runOut := func(args ...string) string { t.Helper(); return mustRun(t, args...) }
 	field := func(out, name string) string { return outputField(t, out, name) }
 
 	if err := run(ctx, []string{"server"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "PROCTOR_DATABASE_URL") {
@@ -411,29 +404,7 @@ func TestProductionProcessesOnPostgres(t *testing.T) {
 
 	// The rollout engine on Postgres: the demo over the example environments, by the oracle,
 	// three attempts per task, every one at reward 1.0.
-	store, err := models.Open(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	mid, _ := strconv.ParseInt(membership, 10, 64)
-	m, err := store.GetMembership(ctx, mid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caller := &models.Caller{TeamID: m.TeamID, UserID: m.UserID, MembershipID: m.ID, Role: m.Role}
-	if err := seedModels(ctx, store); err != nil {
-		t.Fatal(err)
-	}
-	// The examples are deployed as dev deploys them: through the builds queue of the worker.
-	bucket, _, err := openBucket(ctx, &config.Config{BlobURL: "file://" + blobDir, SigningKey: "k", PublicURL: base})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bucket.Close()
-	if done, err := seedExamples(ctx, store, bucket, tc, caller, true, slog.New(slog.DiscardHandler)); err != nil || !done {
-		t.Fatal(done, err)
-	}
+	seedOnPostgres(t, dbURL, membership, blobDir, base, tc)
 	// The launch continues the caller's trace: the spans from its request to the last activity
 	// of every attempt share this trace id (checked below, once the processes have exported).
 	const launchTrace, launchParent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
@@ -533,6 +504,45 @@ func checkLaunchTrace(t *testing.T, spans []receivedSpan, callerSpan string, att
 	}
 	if start := byName["StartWorkflow:RunList"]; start.parentID != httpSpan.spanID {
 		t.Errorf("the workflow start's parent is %s, want the request's span %s", start.parentID, httpSpan.spanID)
+	}
+}
+
+// mustRun runs a proctor command to its end and returns what it printed.
+func mustRun(t testing.TB, args ...string) string {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	if err := run(t.Context(), args, &out, &errOut); err != nil {
+		t.Fatalf("proctor %s: %v\n%s", strings.Join(args, " "), err, errOut.String())
+	}
+	return out.String()
+}
+
+// seedOnPostgres gives a production deployment's team (membership's) the models and the
+// example environments, deployed as dev deploys them: through a worker's builds queue.
+func seedOnPostgres(t testing.TB, dbURL, membership, blobDir, base string, tc *ptemporal.Client) {
+	t.Helper()
+	ctx := t.Context()
+	store, err := models.Open(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	mid, _ := strconv.ParseInt(membership, 10, 64)
+	m, err := store.GetMembership(ctx, mid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caller := &models.Caller{TeamID: m.TeamID, UserID: m.UserID, MembershipID: m.ID, Role: m.Role}
+	if err := seedModels(ctx, store); err != nil {
+		t.Fatal(err)
+	}
+	bucket, _, err := openBucket(ctx, &config.Config{BlobURL: "file://" + blobDir, SigningKey: "k", PublicURL: base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bucket.Close()
+	if done, err := seedExamples(ctx, store, bucket, tc, caller, true, slog.New(slog.DiscardHandler)); err != nil || !done {
+		t.Fatal(done, err)
 	}
 }
 
