@@ -170,6 +170,8 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		{Use: "example-env NAME [--transport stdio|http|sse] [--port 8765]", Short: "Serve a bundled example environment (" + strings.Join(environments.Names(), ", ") + ") over MCP",
 			ValidArgs: environments.Names(), DisableFlagParsing: true,
 			RunE: func(_ *cobra.Command, args []string) error { return cmdExampleEnv(args, stderr) }},
+		{Use: "healthcheck [URL]", Short: "Exit 0 when URL (default http://127.0.0.1:8080/readyz) answers 200: a container's health check",
+			Args: cobra.MaximumNArgs(1), RunE: func(c *cobra.Command, args []string) error { return cmdHealthcheck(c.Context(), args, stdout) }},
 		{Use: "version", Short: "Print the version", Args: noArgs,
 			Run: func(*cobra.Command, []string) { fmt.Fprintln(stdout, "proctor", versionString()) }},
 	}

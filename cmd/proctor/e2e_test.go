@@ -448,6 +448,16 @@ func TestProductionProcessesOnPostgres(t *testing.T) {
 		}
 	}
 
+	// The health checks the compose file and the chart use: the server's readiness and the
+	// worker's liveness on its metrics listener.
+	for _, url := range []string{base + "/readyz", "http://" + metricsAddr + "/healthz"} {
+		if out := runOut("healthcheck", url); !strings.Contains(out, "200 OK") {
+			t.Errorf("healthcheck %s: %s", url, out)
+		}
+	}
+	if err := run(ctx, []string{"healthcheck", base + "/v2/nowhere"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("healthcheck of a 404: %v", err)
+	}
 	cancel()
 	for name, ch := range map[string]chan error{"server": serverDone, "worker": workerDone} {
 		select {

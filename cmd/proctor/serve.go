@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -506,9 +507,41 @@ func serveMetrics(addr string, m *metrics.Metrics, lim httpLimits, log *slog.Log
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", m.Handler())
+	// A liveness probe for the worker: it answers while the process serves, as the API's does.
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(httpapi.HealthBody{Status: "ok"}) //nolint:errcheck // the client went away
+	})
 	hs := serveHTTP(ln, mux, lim, log)
 	log.Info("serving metrics", "url", "http://"+hs.addr+"/metrics")
 	return hs, nil
+}
+
+// cmdHealthcheck asks url (the API's /readyz by default; a worker's /healthz on its
+// --metrics-addr) and fails unless it answers 200: images without curl use it for their health
+// checks.
+func cmdHealthcheck(ctx context.Context, args []string, stdout io.Writer) error {
+	url := "http://127.0.0.1:8080/readyz"
+	if len(args) == 1 {
+		url = args[0]
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return fmt.Errorf("healthcheck: %w", err)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("healthcheck: %w", err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("healthcheck: %s answered %s: %s", url, res.Status, strings.TrimSpace(string(body)))
+	}
+	fmt.Fprintf(stdout, "%s: %s\n", url, res.Status)
+	return nil
 }
 
 // openSecrets loads the secrets key. Dev creates one in the data dir; elsewhere a process
