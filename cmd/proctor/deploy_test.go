@@ -19,6 +19,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	kyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -173,12 +174,17 @@ func TestHelmChart(t *testing.T) {
 		t.Errorf("a chart without a database: %v", err)
 	}
 
+	podsExample := filepath.Join("..", "..", "deploy", "helm", "examples", "kubernetes-sandboxes.yaml")
 	for _, c := range []struct {
-		name string
-		args []string
+		name        string
+		args        []string
+		deployments int
 	}{
-		{"defaults", required},
-		{"production example", []string{"-f", examples}},
+		// Server, workflows, cpu and builds workers; the example adds a GPU pool; the pods
+		// example has workflows, builds and two pools that run sandboxes as pods.
+		{"defaults", required, 4},
+		{"production example", []string{"-f", examples}, 5},
+		{"sandboxes as pods", []string{"-f", examples, "-f", podsExample}, 5},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out, err := helmRun(append([]string{"template", "rel", chart, "--namespace", "evals"}, c.args...)...)
@@ -186,7 +192,7 @@ func TestHelmChart(t *testing.T) {
 				t.Fatal(err)
 			}
 			objs := decodeManifests(t, out)
-			checkChart(t, objs, c.name == "production example")
+			checkChart(t, objs, c.deployments)
 		})
 	}
 }
@@ -243,7 +249,7 @@ func decodeManifests(t *testing.T, rendered string) []kruntime.Object {
 	return objs
 }
 
-func checkChart(t *testing.T, objs []kruntime.Object, production bool) {
+func checkChart(t *testing.T, objs []kruntime.Object, wantDeployments int) {
 	t.Helper()
 	type pod struct {
 		name string
@@ -264,23 +270,41 @@ func checkChart(t *testing.T, objs []kruntime.Object, production bool) {
 			kinds["PodDisruptionBudget"]++
 			pdbs[o.Name] = true
 		case *corev1.ServiceAccount:
-			if o.AutomountServiceAccountToken == nil || *o.AutomountServiceAccountToken {
+			if !strings.HasSuffix(o.Name, "-sandbox-manager") && (o.AutomountServiceAccountToken == nil || *o.AutomountServiceAccountToken) {
 				t.Errorf("service account %s mounts a token", o.Name)
+			}
+		case *rbacv1.Role:
+			kinds["Role"]++
+			var rules []string
+			for _, r := range o.Rules {
+				rules = append(rules, strings.Join(r.Resources, ",")+":"+strings.Join(r.Verbs, ","))
+			}
+			if o.Namespace != "evals-sandboxes" || !slices.Equal(rules, []string{"pods:create,delete,get,list,watch", "pods/attach:create,get", "networkpolicies:create,get,update"}) {
+				t.Errorf("the sandbox manager's role in %s: %v", o.Namespace, rules)
+			}
+		case *rbacv1.RoleBinding:
+			kinds["RoleBinding"]++
+			if len(o.Subjects) != 1 || o.Subjects[0].Name != "rel-proctor-sandbox-manager" || o.Subjects[0].Namespace != "evals" || o.RoleRef.Name != "rel-proctor-sandbox-manager" {
+				t.Errorf("the sandbox manager's binding: %+v", o)
 			}
 		default:
 			kinds[fmt.Sprintf("%T", o)]++
 		}
 	}
-	// Server, workflows, cpu and builds workers (and the GPU pool in the example).
-	wantDeployments := 4
-	if production {
-		wantDeployments = 5
-	}
 	if kinds["Deployment"] != wantDeployments || kinds["Job"] != 1 || kinds["PodDisruptionBudget"] != wantDeployments {
 		t.Errorf("rendered %v, want %d Deployments with a PDB each and a migration Job", kinds, wantDeployments)
 	}
+
+	podWorkers := 0
 	for _, p := range pods {
-		if p.spec.AutomountServiceAccountToken == nil || *p.spec.AutomountServiceAccountToken {
+		// Only workers that create sandbox pods hold a token: of the sandbox manager's account.
+		createsPods := slices.Contains(p.spec.Containers[0].Args, "kubernetes")
+		if createsPods {
+			podWorkers++
+			if p.spec.ServiceAccountName != "rel-proctor-sandbox-manager" || p.spec.AutomountServiceAccountToken == nil || !*p.spec.AutomountServiceAccountToken {
+				t.Errorf("%s creates pods as %s (token %v)", p.name, p.spec.ServiceAccountName, p.spec.AutomountServiceAccountToken)
+			}
+		} else if p.spec.AutomountServiceAccountToken == nil || *p.spec.AutomountServiceAccountToken {
 			t.Errorf("%s mounts a service account token", p.name)
 		}
 		if !strings.Contains(p.name, "migrate") && !pdbs[p.name] {
@@ -317,5 +341,8 @@ func checkChart(t *testing.T, objs []kruntime.Object, production bool) {
 				t.Errorf("%s asks for GPUs", p.name)
 			}
 		}
+	}
+	if rbac := kinds["Role"] + kinds["RoleBinding"]; (podWorkers > 0) != (rbac == 2) {
+		t.Errorf("%d workers create pods, and the chart made %d Roles and RoleBindings", podWorkers, rbac)
 	}
 }

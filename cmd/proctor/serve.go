@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/uuid"
 	"github.com/proctorhq/proctor/activities"
 	"github.com/proctorhq/proctor/httpapi"
@@ -27,12 +29,15 @@ import (
 	"github.com/proctorhq/proctor/internal/metrics"
 	"github.com/proctorhq/proctor/internal/sandbox"
 	"github.com/proctorhq/proctor/internal/sandbox/container"
+	"github.com/proctorhq/proctor/internal/sandbox/kube"
 	"github.com/proctorhq/proctor/internal/secrets"
 	"github.com/proctorhq/proctor/internal/tracing"
 	"github.com/proctorhq/proctor/models"
 	ptemporal "github.com/proctorhq/proctor/temporal"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 func openStore(ctx context.Context, cfg *config.Config, migrate bool, log *slog.Logger) (*models.Store, error) {
@@ -571,6 +576,9 @@ func sealerOf(keys *secrets.Keyring) ptemporal.Sealer {
 
 // newSandboxes starts cfg's sandbox provider and says how it runs sandboxes.
 func newSandboxes(cfg *config.Config, log *slog.Logger) (sandbox.Provider, string, error) {
+	if cfg.SandboxProvider == "kubernetes" {
+		return newKubeSandboxes(cfg, log)
+	}
 	if cfg.SandboxProvider == "container" {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -591,6 +599,44 @@ func newSandboxes(cfg *config.Config, log *slog.Logger) (sandbox.Provider, strin
 		return nil, "", err
 	}
 	return p, "processes, isolation " + p.Isolation() + "; " + p.Limits(), nil
+}
+
+// newKubeSandboxes runs sandboxes as pods of the cluster in --kubeconfig, or of the one the worker
+// runs in (its service account's token and namespace).
+func newKubeSandboxes(cfg *config.Config, log *slog.Logger) (sandbox.Provider, string, error) {
+	rc, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
+	if err != nil {
+		return nil, "", fmt.Errorf("kubernetes: %w (set --kubeconfig outside a cluster)", err)
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, "", fmt.Errorf("kubernetes: %w", err)
+	}
+	ns := cfg.KubeNamespace
+	if ns == "" {
+		ns = "default"
+		if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil {
+			ns = strings.TrimSpace(string(b))
+		}
+	}
+	var pullSecrets []string
+	if cfg.KubeImagePullSecret != "" {
+		pullSecrets = []string{cfg.KubeImagePullSecret}
+	}
+	nodes, _ := config.NodeSelector(cfg.KubeNodeSelector) // checked with the configuration
+	gpuNodes, _ := config.NodeSelector(cfg.KubeGPUNodeSelector)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := kube.New(ctx, kube.Options{
+		Client: cs, Attacher: kube.NewAttacher(rc, cs), Namespace: ns, Owner: cfg.ContainerOwner, MaxSandboxes: cfg.MaxSandboxes,
+		Registry: cfg.KubeRegistry, RegistryOptions: []remote.Option{remote.WithAuthFromKeychain(authn.DefaultKeychain)},
+		GPUs: cfg.GPUList(), GPUType: cfg.GPUType, NodeSelector: nodes, GPUNodeSelector: gpuNodes, Logger: log,
+		ImagePullSecrets: pullSecrets,
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return p, "pods in namespace " + ns + " of " + rc.Host, nil
 }
 
 // stop drains this worker: it stops announcing itself and polling, lets the activities that run

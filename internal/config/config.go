@@ -80,6 +80,14 @@ type Config struct {
 	OTLPEndpoint   string
 	ContainerHost  string
 	ContainerOwner string
+	// The kubernetes provider runs each sandbox as a pod in KubeNamespace (of the cluster in
+	// Kubeconfig, or the one it runs in), pulling images the workers push to KubeRegistry.
+	Kubeconfig          string
+	KubeNamespace       string
+	KubeRegistry        string
+	KubeNodeSelector    string
+	KubeGPUNodeSelector string
+	KubeImagePullSecret string
 	// GPUs are the device ids this host hands to sandboxes (comma-separated), all of GPUType;
 	// a worker with GPUs also polls the sandboxes-gpu-<type> queue.
 	GPUs    string
@@ -171,9 +179,15 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	str(&c.SandboxRoot, "sandbox-root", "PROCTOR_SANDBOX_ROOT", "", "directory for sandbox work dirs (dev default: <data-dir>/sandboxes)")
 	fs.IntVar(&c.MaxSandboxes, "max-sandboxes", envInt("PROCTOR_MAX_SANDBOXES", 0), "sandboxes live at once on this host; 0 = 4 per CPU (env PROCTOR_MAX_SANDBOXES)")
 	str(&c.SandboxIsolation, "sandbox-isolation", "PROCTOR_SANDBOX_ISOLATION", "auto", "auto (bubblewrap when installed), bubblewrap, or none")
-	str(&c.SandboxProvider, "sandbox-provider", "PROCTOR_SANDBOX_PROVIDER", "process", "process (child processes under bubblewrap) or container (a Docker Engine API server: Docker, or podman system service)")
+	str(&c.SandboxProvider, "sandbox-provider", "PROCTOR_SANDBOX_PROVIDER", "process", "process (child processes under bubblewrap), container (a Docker Engine API server: Docker, or podman system service) or kubernetes (a pod per sandbox)")
 	str(&c.ContainerHost, "container-host", "PROCTOR_CONTAINER_HOST", "", "the container provider's engine, e.g. unix:///run/podman/podman.sock (default: DOCKER_HOST, else the engine's default socket)")
-	str(&c.ContainerOwner, "container-owner", "PROCTOR_CONTAINER_OWNER", "", "labels this worker's containers; at start the worker removes containers of its owner left by a crash, so workers sharing an engine need distinct owners (default: the host name)")
+	str(&c.ContainerOwner, "container-owner", "PROCTOR_CONTAINER_OWNER", "", "labels this worker's containers or pods; at start the worker removes those of its owner left by a crash, so workers sharing an engine or namespace need distinct owners (default: the host name)")
+	str(&c.Kubeconfig, "kubeconfig", "PROCTOR_KUBECONFIG", "", "the kubernetes provider's cluster (default: the cluster the worker runs in, with its service account)")
+	str(&c.KubeNamespace, "kube-namespace", "PROCTOR_KUBE_NAMESPACE", "", "namespace of the sandbox pods (default: the worker's own namespace)")
+	str(&c.KubeRegistry, "kube-registry", "PROCTOR_KUBE_REGISTRY", "", "repository the kubernetes provider pushes environment images to and pods pull from, e.g. registry.example.com/proctor/envs (credentials: the Docker config)")
+	str(&c.KubeImagePullSecret, "kube-image-pull-secret", "PROCTOR_KUBE_IMAGE_PULL_SECRET", "", "a Secret (type kubernetes.io/dockerconfigjson) in the sandbox namespace that pods pull --kube-registry's images with")
+	str(&c.KubeNodeSelector, "kube-node-selector", "PROCTOR_KUBE_NODE_SELECTOR", "", "node labels every sandbox pod selects, e.g. pool=sandboxes,zone=a")
+	str(&c.KubeGPUNodeSelector, "kube-gpu-node-selector", "PROCTOR_KUBE_GPU_NODE_SELECTOR", "", "node labels sandbox pods with GPUs also select, e.g. nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3")
 	str(&c.TemporalUIOrigin, "temporal-ui-origin", "PROCTOR_TEMPORAL_UI_ORIGIN", "", "origin of a Temporal Web UI allowed to decode encrypted payloads through /codec/ (configure the UI's codec endpoint as <public-url>/codec with includeCredentials)")
 	fs.Float64Var(&c.EnvironmentHourlyRate, "environment-hourly-rate", envFloat("PROCTOR_ENVIRONMENT_HOURLY_RATE", 0), "USD per hour of every sandbox, before its resources' rates (env PROCTOR_ENVIRONMENT_HOURLY_RATE)")
 	fs.Float64Var(&c.EnvironmentCPUHourlyRate, "environment-cpu-hourly-rate", envFloat("PROCTOR_ENVIRONMENT_CPU_HOURLY_RATE", 0), "USD per hour of each CPU a sandbox asks for (env PROCTOR_ENVIRONMENT_CPU_HOURLY_RATE)")
@@ -273,9 +287,14 @@ func (c *Config) finish() error {
 		return errors.New("give --secrets-kms-uri or --secrets-key-file, not both")
 	}
 	switch c.SandboxProvider {
-	case "", "process", "container":
+	case "", "process", "container", "kubernetes":
 	default:
-		return fmt.Errorf("sandbox provider must be process or container, not %q", c.SandboxProvider)
+		return fmt.Errorf("sandbox provider must be process, container or kubernetes, not %q", c.SandboxProvider)
+	}
+	for _, sel := range []string{c.KubeNodeSelector, c.KubeGPUNodeSelector} {
+		if _, err := NodeSelector(sel); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -291,6 +310,19 @@ func (c *Config) QueueList() []string {
 
 // GPUList splits GPUs.
 func (c *Config) GPUList() []string { return splitList(c.GPUs) }
+
+// NodeSelector parses a comma-separated list of key=value node labels (a --kube-*-node-selector).
+func NodeSelector(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, kv := range splitList(s) {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return nil, fmt.Errorf("node selector %q: want key=value pairs, comma-separated", s)
+		}
+		out[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	return out, nil
+}
 
 func splitList(s string) []string {
 	var out []string

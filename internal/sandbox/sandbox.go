@@ -1,6 +1,7 @@
 // Package sandbox runs an environment's MCP server in an isolated sandbox and
 // tears it down again. Providers (the `process` provider here, the
-// `container` provider in package container) sit behind one Provider interface, so the rollout
+// `container` provider in package container, the `kubernetes` provider in package kube) sit
+// behind one Provider interface, so the rollout
 // activities provision, talk to and release a sandbox without knowing where it
 // runs.
 //

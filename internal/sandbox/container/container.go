@@ -89,13 +89,10 @@ type Provider struct {
 	gpuDriver string
 	log       *slog.Logger
 	gpus      *sandbox.GPUPool
+	slots     *sandbox.Slots
 
-	mu       sync.Mutex
-	closed   bool
-	slots    int
-	live     map[*box]struct{}
-	loading  map[string]*sync.Mutex // image ref → load lock
-	starting sync.WaitGroup
+	mu      sync.Mutex
+	loading map[string]*sync.Mutex // image ref → load lock
 }
 
 var _ sandbox.ImageRunner = (*Provider)(nil)
@@ -112,12 +109,12 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		runtime:   opts.Runtime,
 		gpuDriver: cmp.Or(opts.GPUDriver, "nvidia"),
 		log:       cmp.Or(opts.Logger, slog.Default()),
-		live:      map[*box]struct{}{},
 		loading:   map[string]*sync.Mutex{},
 	}
 	if p.max < 0 {
 		return nil, fmt.Errorf("MaxSandboxes %d: must not be negative", p.max)
 	}
+	p.slots = sandbox.NewSlots(p.max)
 	if p.owner == "" {
 		h, err := os.Hostname()
 		if err != nil {
@@ -194,14 +191,10 @@ func (p *Provider) sweep(ctx context.Context) error {
 func (p *Provider) RunsImages() {}
 
 // Capacity is the most sandboxes the provider runs at once.
-func (p *Provider) Capacity() int { return p.max }
+func (p *Provider) Capacity() int { return p.slots.Capacity() }
 
 // Running is how many sandboxes hold a slot.
-func (p *Provider) Running() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.slots
-}
+func (p *Provider) Running() int { return p.slots.Running() }
 
 // FreeGPUs is how many GPUs are not allocated.
 func (p *Provider) FreeGPUs() int { return p.gpus.Free() }
@@ -211,61 +204,15 @@ func (p *Provider) Engine() string { return p.cli.DaemonHost() }
 
 // Close stops every sandbox and starts no more.
 func (p *Provider) Close(ctx context.Context) error {
-	p.mu.Lock()
-	p.closed = true
-	p.mu.Unlock()
-	p.starting.Wait()
-	p.mu.Lock()
-	live := slices.Collect(maps.Keys(p.live))
-	p.mu.Unlock()
-	var errs []error
-	for _, b := range live {
-		errs = append(errs, b.Stop(ctx))
-	}
-	errs = append(errs, p.cli.Close())
-	return errors.Join(errs...)
-}
-
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), sandbox.ErrInvalidSpec)
+	return errors.Join(p.slots.Close(ctx), p.cli.Close())
 }
 
 // Start creates and starts a container for spec.
 func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
-	switch {
-	case spec.ID == "" || strings.ContainsAny(spec.ID, "/\x00"):
-		return nil, invalid("sandbox id %q: must be non-empty, without a slash", spec.ID)
-	case len(spec.Command) == 0 || spec.Command[0] == "":
-		return nil, invalid("sandbox %s: no command", spec.ID)
-	case spec.Image == nil || spec.Image.Ref == "" || spec.Image.Load == nil:
-		return nil, invalid("sandbox %s: the container provider runs images, and the spec names none", spec.ID)
-	case spec.Resources.CPU < 0 || spec.Resources.MemoryMB < 0 || spec.Resources.GPU.Count < 0:
-		return nil, invalid("sandbox %s: negative resources %+v", spec.ID, spec.Resources)
+	if err := sandbox.CheckImageSpec(spec, "container"); err != nil {
+		return nil, err
 	}
-	p.mu.Lock()
-	switch {
-	case p.closed:
-		p.mu.Unlock()
-		return nil, fmt.Errorf("sandbox %s: %w", spec.ID, sandbox.ErrClosed)
-	case p.slots >= p.max:
-		p.mu.Unlock()
-		return nil, fmt.Errorf("sandbox %s: %d of %d running: %w", spec.ID, p.slots, p.max, sandbox.ErrCapacity)
-	}
-	p.slots++
-	p.starting.Add(1)
-	p.mu.Unlock()
-	defer p.starting.Done()
-	b, err := p.start(ctx, spec)
-	if err != nil {
-		p.mu.Lock()
-		p.slots--
-		p.mu.Unlock()
-		return nil, fmt.Errorf("sandbox %s: %w", spec.ID, err)
-	}
-	p.mu.Lock()
-	p.live[b] = struct{}{}
-	p.mu.Unlock()
-	return b, nil
+	return p.slots.Start(spec.ID, func() (sandbox.Sandbox, error) { return p.start(ctx, spec) })
 }
 
 func (p *Provider) start(ctx context.Context, spec sandbox.Spec) (_ *box, err error) {
@@ -336,10 +283,7 @@ func (p *Provider) start(ctx context.Context, spec sandbox.Spec) (_ *box, err er
 	if _, err := p.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
 		return nil, p.startError(ctx, id, spec, fmt.Errorf("start container: %w", err))
 	}
-	b := &box{
-		p: p, id: spec.ID, container: id, work: work, devices: devices,
-		att: att, logs: sandbox.NewLogRing(sandbox.MaxLogLines), done: make(chan struct{}), stopped: make(chan struct{}),
-	}
+	b := &box{Lifecycle: sandbox.NewLifecycle(spec.ID), p: p, container: id, work: work, devices: devices, att: att}
 	outR, outW := io.Pipe()
 	errR, errW := io.Pipe()
 	b.stdout = outR
@@ -351,7 +295,7 @@ func (p *Provider) start(ctx context.Context, spec sandbox.Spec) (_ *box, err er
 		errW.Close()
 	}()
 	go func() {
-		sandbox.ReadLines(errR, "stderr", b.logs, spec.OnLog)
+		sandbox.ReadLines(errR, "stderr", b.LogRing(), spec.OnLog)
 		io.Copy(io.Discard, errR) //nolint:errcheck // drain, so the demultiplexer never blocks
 	}()
 	go b.wait(streams)
@@ -390,7 +334,7 @@ func (p *Provider) startError(ctx context.Context, id string, spec sandbox.Spec,
 		why = got.Container.State.Error
 	}
 	if notRunnable(why) {
-		return invalid("%s cannot run in image %s: %s", spec.Command[0], spec.Image.Ref, why)
+		return sandbox.Invalid("%s cannot run in image %s: %s", spec.Command[0], spec.Image.Ref, why)
 	}
 	if why != err.Error() {
 		return fmt.Errorf("%w (%s)", err, why)
@@ -459,43 +403,21 @@ func (p *Provider) ensureImage(ctx context.Context, img *sandbox.Image) error {
 
 // box is one container sandbox.
 type box struct {
+	*sandbox.Lifecycle
 	p         *Provider
-	id        string
 	container string
 	work      string
 	devices   []string
 	att       client.ContainerAttachResult
 	stdout    *io.PipeReader
-	logs      *sandbox.LogRing
-
-	done     chan struct{} // closed once the container has exited
-	exitErr  error         // set before done is closed
-	stopping bool          // under mu: Stop has begun
-	mu       sync.Mutex
-	stopOnce sync.Once
-	stopped  chan struct{} // closed once Stop's teardown is done
-	stopErr  error
 }
 
 var _ sandbox.Sandbox = (*box)(nil)
 
-func (b *box) ID() string              { return b.id }
-func (b *box) Stdin() io.WriteCloser   { return stdin{b.att} }
-func (b *box) Stdout() io.ReadCloser   { return b.stdout }
-func (b *box) WorkDir() string         { return b.work }
-func (b *box) Logs() []sandbox.LogLine { return b.logs.All() }
-func (b *box) Done() <-chan struct{}   { return b.done }
-func (b *box) Devices() []string       { return slices.Clone(b.devices) }
-
-// Err says why the container exited, nil while it runs.
-func (b *box) Err() error {
-	select {
-	case <-b.done:
-		return b.exitErr
-	default:
-		return nil
-	}
-}
+func (b *box) Stdin() io.WriteCloser { return stdin{b.att} }
+func (b *box) Stdout() io.ReadCloser { return b.stdout }
+func (b *box) WorkDir() string       { return b.work }
+func (b *box) Devices() []string     { return slices.Clone(b.devices) }
 
 // stdin writes to the attached stream; Close half-closes it, which the engine
 // passes on to the environment as end of input.
@@ -506,7 +428,6 @@ func (s stdin) Close() error                { return s.att.CloseWrite() }
 
 // wait waits for the container to exit and records why.
 func (b *box) wait(streams <-chan struct{}) {
-	defer close(b.done)
 	w := b.p.cli.ContainerWait(context.Background(), b.container, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
 	var why error
 	select {
@@ -523,37 +444,19 @@ func (b *box) wait(streams <-chan struct{}) {
 	case <-streams:
 	case <-time.After(2 * time.Second):
 	}
-	b.mu.Lock()
-	stopping := b.stopping
-	b.mu.Unlock()
-	if stopping {
-		b.exitErr = fmt.Errorf("sandbox %s: %w: %w (%w)", b.id, sandbox.ErrExited, sandbox.ErrStopped, why)
-		return
-	}
-	msg := fmt.Sprintf("sandbox %s", b.id)
-	if tail := b.logs.Tail(3); len(tail) > 0 {
-		why = fmt.Errorf("%w; stderr: %s", why, strings.Join(tail, " | "))
-	}
-	b.exitErr = fmt.Errorf("%s: %w: %w", msg, sandbox.ErrExited, why)
+	b.Exited("sandbox "+b.ID(), why)
 }
 
 // Stop stops the container (SIGTERM, SIGKILL after the grace), removes it and
 // its work dir, and releases its slot and GPUs.
 func (b *box) Stop(ctx context.Context) error {
-	b.stopOnce.Do(func() {
-		defer close(b.stopped)
-		b.mu.Lock()
-		b.stopping = true
-		b.mu.Unlock()
+	return b.StopOnce(func() error {
 		ctx := context.WithoutCancel(ctx)
-		grace := b.p.grace
-		if dl, ok := ctx.Deadline(); ok {
-			grace = min(grace, time.Until(dl))
-		}
+		grace := sandbox.GraceWithin(ctx, b.p.grace)
 		secs := max(0, int(grace.Round(time.Second)/time.Second))
 		var errs []error
 		select {
-		case <-b.done:
+		case <-b.Done():
 		default:
 			if _, err := b.p.cli.ContainerStop(ctx, b.container, client.ContainerStopOptions{Timeout: &secs}); err != nil && !cerrdefs.IsNotFound(err) {
 				errs = append(errs, fmt.Errorf("stop container: %w", err))
@@ -563,7 +466,7 @@ func (b *box) Stop(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("remove container: %w", err))
 		}
 		select {
-		case <-b.done:
+		case <-b.Done():
 		case <-time.After(10 * time.Second):
 			errs = append(errs, errors.New("the container did not report its exit within 10s of its removal"))
 		}
@@ -572,14 +475,7 @@ func (b *box) Stop(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 		b.p.gpus.Release(b.devices)
-		b.p.mu.Lock()
-		delete(b.p.live, b)
-		b.p.slots--
-		b.p.mu.Unlock()
-		if err := errors.Join(errs...); err != nil {
-			b.stopErr = fmt.Errorf("sandbox %s: %w", b.id, err)
-		}
+		b.p.slots.Release(b)
+		return errors.Join(errs...)
 	})
-	<-b.stopped
-	return b.stopErr
 }

@@ -6,14 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/moby/moby/client"
 
-	"github.com/proctorhq/proctor/internal/image"
 	"github.com/proctorhq/proctor/internal/sandbox"
 	"github.com/proctorhq/proctor/internal/sandbox/container"
 	"github.com/proctorhq/proctor/internal/sandbox/sandboxtest"
@@ -27,34 +24,6 @@ func TestMain(m *testing.M) {
 }
 
 // images makes one image per root file system, named by its digest.
-type images struct {
-	mu   sync.Mutex
-	refs map[string]*sandbox.Image
-}
-
-func (im *images) of(t testing.TB, root string) *sandbox.Image {
-	t.Helper()
-	im.mu.Lock()
-	defer im.mu.Unlock()
-	if img := im.refs[root]; img != nil {
-		return img
-	}
-	img, err := image.FromDir(root, v1.Config{Env: []string{"PATH=/bin:/app"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := img.Digest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref := "proctor.local/sandboxtest:" + d.Hex[:32]
-	si := &sandbox.Image{Ref: ref, Load: func(_ context.Context, w io.Writer) error { return image.WriteDockerArchive(img, ref, w) }}
-	if im.refs == nil {
-		im.refs = map[string]*sandbox.Image{}
-	}
-	im.refs[root] = si
-	return si
-}
 
 func newProvider(t *testing.T, host string, max int, opts ...func(*container.Options)) *container.Provider {
 	t.Helper()
@@ -73,11 +42,11 @@ func newProvider(t *testing.T, host string, max int, opts ...func(*container.Opt
 // Engine API service): the same behaviour as the process provider.
 func TestContainerProviderSuite(t *testing.T) {
 	host := testenv.ContainerEngine(t)
-	var im images
+	var im sandboxtest.Images
 	sandboxtest.Run(t, sandboxtest.Harness{
 		New: func(t *testing.T, max int) sandbox.Provider { return newProvider(t, host, max) },
 		Spec: func(t *testing.T, root string, argv ...string) sandbox.Spec {
-			return sandbox.Spec{Command: argv, Image: im.of(t, root)}
+			return sandbox.Spec{Command: argv, Image: im.Of(t, root)}
 		},
 	})
 }
@@ -109,10 +78,10 @@ func ownedBy(t *testing.T, c *client.Client, owner string) []string {
 func TestLimitsAndLabelsReachTheEngine(t *testing.T) {
 	host := testenv.ContainerEngine(t)
 	root := sandboxtest.Root(t)
-	var im images
+	var im sandboxtest.Images
 	p := newProvider(t, host, 2, func(o *container.Options) { o.GPUs, o.GPUType = []string{"0", "1"}, "h100" })
 	defer p.Close(context.Background())
-	sb, err := p.Start(t.Context(), sandbox.Spec{ID: "limits", Command: []string{"/bin/sleep", "300"}, Image: im.of(t, root),
+	sb, err := p.Start(t.Context(), sandbox.Spec{ID: "limits", Command: []string{"/bin/sleep", "300"}, Image: im.Of(t, root),
 		Resources: sandbox.Resources{CPU: 0.5, MemoryMB: 96, GPU: sandbox.GPURequest{Count: 1, Type: "h100"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -157,19 +126,19 @@ func TestLimitsAndLabelsReachTheEngine(t *testing.T) {
 func TestANewProviderRemovesWhatACrashedOneLeft(t *testing.T) {
 	host := testenv.ContainerEngine(t)
 	root := sandboxtest.Root(t)
-	var im images
+	var im sandboxtest.Images
 	dir := t.TempDir()
 	opts := func(o *container.Options) { o.Root, o.Owner = dir, "crashed-worker" }
 	crashed := newProvider(t, host, 4, opts)
 	for _, id := range []string{"a", "b"} {
-		if _, err := crashed.Start(t.Context(), sandbox.Spec{ID: id, Command: []string{"/bin/sleep", "300"}, Image: im.of(t, root)}); err != nil {
+		if _, err := crashed.Start(t.Context(), sandbox.Spec{ID: id, Command: []string{"/bin/sleep", "300"}, Image: im.Of(t, root)}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// A bystander of another owner on the same engine is left alone.
 	other := newProvider(t, host, 1)
 	defer other.Close(context.Background())
-	keep, err := other.Start(t.Context(), sandbox.Spec{ID: "keep", Command: []string{"/bin/sleep", "300"}, Image: im.of(t, root)})
+	keep, err := other.Start(t.Context(), sandbox.Spec{ID: "keep", Command: []string{"/bin/sleep", "300"}, Image: im.Of(t, root)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,11 +184,11 @@ func TestAnImageThatCannotLoadFailsClearly(t *testing.T) {
 // loaded once), from Start to an initialized MCP session.
 func BenchmarkContainerMCPReady(b *testing.B) {
 	host := testenv.ContainerEngine(b)
-	var im images
+	var im sandboxtest.Images
 	p, err := container.New(b.Context(), container.Options{Host: host, Root: b.TempDir(), Owner: "bench"})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer p.Close(context.Background())
-	sandboxtest.BenchmarkMCPReady(b, p, sandbox.Spec{Command: sandboxtest.TodoCommand, Image: im.of(b, sandboxtest.Root(b))})
+	sandboxtest.BenchmarkMCPReady(b, p, sandbox.Spec{Command: sandboxtest.TodoCommand, Image: im.Of(b, sandboxtest.Root(b))})
 }

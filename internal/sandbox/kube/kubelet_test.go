@@ -1,0 +1,356 @@
+package kube_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/proctorhq/proctor/internal/archive"
+	"github.com/proctorhq/proctor/internal/image"
+	"github.com/proctorhq/proctor/internal/sandbox"
+	"github.com/proctorhq/proctor/internal/sandbox/kube"
+	"github.com/proctorhq/proctor/internal/testenv"
+)
+
+// kubelet stands in for a node of a cluster the tests cannot reach: it watches the fake
+// clientset's pods and runs each as a kubelet would, pulling its image from the registry,
+// unpacking it, and running its container's command in a process sandbox under bubblewrap
+// (read-only root, the pod's network label deciding the network), with the pod's status kept
+// as a kubelet keeps it. It is also the attacher: attaching reaches the container's stdio.
+type kubelet struct {
+	t       *testing.T
+	client  *fake.Clientset
+	ns      string
+	runtime *sandbox.Process
+
+	mu     sync.Mutex
+	cond   *sync.Cond
+	procs  map[string]*proc // by pod name
+	roots  map[string]root
+	pulled int
+}
+
+// proc is one pod's running container.
+type proc struct {
+	sb     sandbox.Sandbox
+	stderr *lineQueue
+}
+
+func startKubelet(t *testing.T, client *fake.Clientset, ns string) *kubelet {
+	t.Helper()
+	rt, err := sandbox.NewProcess(sandbox.ProcessOptions{Root: t.TempDir(), MaxSandboxes: 64, Isolation: sandbox.IsolationBubblewrap, StopGrace: time.Second,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Logf("bubblewrap: %v", err)
+		testenv.MissingTool(t, "a usable bubblewrap")
+	}
+	k := &kubelet{t: t, client: client, ns: ns, runtime: rt, procs: map[string]*proc{}, roots: map[string]root{}}
+	k.cond = sync.NewCond(&k.mu)
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			pod, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			switch ev.Type {
+			case watch.Added:
+				go k.run(pod)
+			case watch.Deleted:
+				go k.kill(pod)
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		w.Stop()
+		<-done
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		rt.Close(ctx) //nolint:errcheck // the test is over
+	})
+	return k
+}
+
+// setStatus writes the pod's container state and phase, as the kubelet reports them.
+func (k *kubelet) setStatus(podName string, phase corev1.PodPhase, state corev1.ContainerState) {
+	pods := k.client.CoreV1().Pods(k.ns)
+	pod, err := pods.Get(context.Background(), podName, metav1.GetOptions{})
+	if err != nil {
+		return // deleted
+	}
+	pod.Status.Phase = phase
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: kube.ContainerName, State: state, Image: pod.Spec.Containers[0].Image}}
+	if _, err := pods.UpdateStatus(context.Background(), pod, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		k.t.Errorf("kubelet: update the status of %s: %v", podName, err)
+	}
+}
+
+// root is an unpacked image: its root file system and its config's environment.
+type root struct {
+	dir string
+	env []string
+}
+
+// root pulls and unpacks an image once.
+func (k *kubelet) root(ref string) (root, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if r, ok := k.roots[ref]; ok {
+		return r, nil
+	}
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		return root{}, err
+	}
+	img, err := remote.Image(r)
+	if err != nil {
+		return root{}, err
+	}
+	dir := k.t.TempDir()
+	cfg, err := image.Unpack(img, dir, archive.DefaultLimits)
+	if err != nil {
+		return root{}, err
+	}
+	k.roots[ref] = root{dir: dir, env: cfg.Env}
+	k.pulled++
+	return k.roots[ref], nil
+}
+
+func (k *kubelet) run(pod *corev1.Pod) {
+	if pod.Spec.NodeSelector["kubernetes.io/hostname"] == "nowhere" {
+		// No node matches: the scheduler says so, and nothing runs.
+		pods := k.client.CoreV1().Pods(k.ns)
+		if cur, err := pods.Get(context.Background(), pod.Name, metav1.GetOptions{}); err == nil {
+			cur.Status.Phase = corev1.PodPending
+			cur.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable",
+				Message: "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector."}}
+			pods.UpdateStatus(context.Background(), cur, metav1.UpdateOptions{}) //nolint:errcheck // it may be gone
+		}
+		return
+	}
+	c := pod.Spec.Containers[0]
+	rootfs, err := k.root(c.Image)
+	if err != nil {
+		k.setStatus(pod.Name, corev1.PodPending, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: err.Error()}})
+		return
+	}
+	// The image's environment, then the container's, as the runtime merges them.
+	env := map[string]string{}
+	for _, kv := range rootfs.env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	spec := sandbox.Spec{ID: pod.Name, Command: append(append([]string{}, c.Command...), c.Args...), Env: env, RootFS: rootfs.dir,
+		Network: pod.Labels[kube.LabelNetwork] == "egress"}
+	if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
+		spec.Resources.MemoryMB = int(q.Value() >> 20)
+	}
+	if q, ok := c.Resources.Limits[corev1.ResourceCPU]; ok {
+		spec.Resources.CPU = float64(q.MilliValue()) / 1000
+	}
+	stderr := newLineQueue()
+	spec.OnLog = func(l sandbox.LogLine) { stderr.add(l.Line) }
+	sb, err := k.runtime.Start(context.Background(), spec)
+	if err != nil {
+		// As containerd says of a command the image lacks; other failures as themselves.
+		msg := err.Error()
+		if errors.Is(err, sandbox.ErrInvalidSpec) {
+			msg = fmt.Sprintf("failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: "+
+				"unable to start container process: exec: %q: stat %s: no such file or directory: unknown", spec.Command[0], spec.Command[0])
+		}
+		k.setStatus(pod.Name, corev1.PodFailed, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 128, Reason: "StartError", Message: msg}})
+		return
+	}
+	k.mu.Lock()
+	k.procs[pod.Name] = &proc{sb: sb, stderr: stderr}
+	k.cond.Broadcast()
+	k.mu.Unlock()
+	k.setStatus(pod.Name, corev1.PodRunning, corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}})
+	<-sb.Done()
+	stderr.close()
+	code := 0
+	var exit *exec.ExitError
+	if errors.As(sb.Err(), &exit) {
+		code = exit.ExitCode()
+		if code < 0 {
+			code = 137
+		}
+	}
+	phase := corev1.PodSucceeded
+	if code != 0 {
+		phase = corev1.PodFailed
+	}
+	k.setStatus(pod.Name, phase, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: int32(code), Reason: map[bool]string{true: "Completed", false: "Error"}[code == 0]}})
+	sb.Stop(context.Background()) //nolint:errcheck // it has exited
+}
+
+// kill stops a deleted pod's container within its grace.
+func (k *kubelet) kill(pod *corev1.Pod) {
+	k.mu.Lock()
+	p := k.procs[pod.Name]
+	k.mu.Unlock()
+	if p == nil {
+		return
+	}
+	grace := time.Second
+	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
+		grace = time.Duration(*g) * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	p.sb.Stop(ctx) //nolint:errcheck // the pod is gone either way
+}
+
+// Attach reaches a running pod's container: stdin to it, its stdout, and its stderr lines.
+func (k *kubelet) Attach(ctx context.Context, namespace, pod, container string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if namespace != k.ns || container != kube.ContainerName {
+		return fmt.Errorf("attach: no container %s/%s/%s", namespace, pod, container)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	k.mu.Lock()
+	for k.procs[pod] == nil && time.Now().Before(deadline) {
+		k.mu.Unlock()
+		time.Sleep(10 * time.Millisecond)
+		k.mu.Lock()
+	}
+	p := k.procs[pod]
+	k.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("attach: pod %s is not running", pod)
+	}
+	go func() {
+		io.Copy(p.sb.Stdin(), stdin) //nolint:errcheck // ends with either side
+		p.sb.Stdin().Close()
+	}()
+	errs := make(chan struct{})
+	go func() {
+		defer close(errs)
+		for line := range p.stderr.lines() {
+			fmt.Fprintln(stderr, line)
+		}
+	}()
+	io.Copy(stdout, p.sb.Stdout()) //nolint:errcheck // ends with the container
+	<-errs
+	return nil
+}
+
+// lineQueue holds a container's stderr lines until the attached client reads them.
+type lineQueue struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	buf    []string
+	closed bool
+}
+
+func newLineQueue() *lineQueue {
+	q := &lineQueue{}
+	q.cond = sync.NewCond(&q.mu)
+	return q
+}
+
+func (q *lineQueue) add(line string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.buf = append(q.buf, line)
+	q.cond.Broadcast()
+}
+
+func (q *lineQueue) close() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.closed = true
+	q.cond.Broadcast()
+}
+
+// lines yields every line, waiting for more until the queue is closed.
+func (q *lineQueue) lines() func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for i := 0; ; i++ {
+			q.mu.Lock()
+			for i >= len(q.buf) && !q.closed {
+				q.cond.Wait()
+			}
+			if i >= len(q.buf) {
+				q.mu.Unlock()
+				return
+			}
+			line := q.buf[i]
+			q.mu.Unlock()
+			if !yield(line) {
+				return
+			}
+		}
+	}
+}
+
+// cluster is a fake API server with a namespace, a kubelet and a registry.
+type cluster struct {
+	// pushes counts the manifests pushed to the registry.
+	pushes   atomic.Int32
+	client   *fake.Clientset
+	kubelet  *kubelet
+	registry string
+	ns       string
+}
+
+func newCluster(t *testing.T) *cluster {
+	t.Helper()
+	const ns = "sandboxes"
+	client := fake.NewClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	c := &cluster{client: client, kubelet: startKubelet(t, client, ns), ns: ns}
+	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	reg := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/manifests/") {
+			c.pushes.Add(1)
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(reg.Close)
+	c.registry = strings.TrimPrefix(reg.URL, "http://") + "/proctor/envs"
+	return c
+}
+
+func (c *cluster) provider(t *testing.T, max int, opts ...func(*kube.Options)) *kube.Provider {
+	t.Helper()
+	o := kube.Options{Client: c.client, Attacher: c.kubelet, Namespace: c.ns, Registry: c.registry, Owner: "test-" + t.Name(),
+		MaxSandboxes: max, StopGrace: time.Second, Logger: slog.New(slog.DiscardHandler)}
+	for _, f := range opts {
+		f(&o)
+	}
+	p, err := kube.New(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
