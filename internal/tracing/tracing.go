@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
@@ -90,7 +91,8 @@ func (p *Provider) Shutdown(ctx context.Context) error {
 }
 
 // LogHandler adds to every record logged with a context the ids that context carries: trace_id
-// and span_id of its span, and workflow_id, run_id and activity when it is an activity's.
+// and span_id of its span, and workflow_id, run_id and activity when it is an activity's, with
+// the job_id of a run list's activities and the attempt_id (a Proctor trace id) of a rollout's.
 func LogHandler(h slog.Handler) slog.Handler { return &logHandler{h} }
 
 type logHandler struct{ slog.Handler }
@@ -101,8 +103,15 @@ func (h *logHandler) Handle(ctx context.Context, r slog.Record) error {
 	}
 	if activity.IsActivity(ctx) {
 		info := activity.GetInfo(ctx)
-		r.AddAttrs(slog.String("workflow_id", info.WorkflowExecution.ID), slog.String("run_id", info.WorkflowExecution.RunID),
+		id := info.WorkflowExecution.ID
+		r.AddAttrs(slog.String("workflow_id", id), slog.String("run_id", info.WorkflowExecution.RunID),
 			slog.String("activity", info.ActivityType.Name))
+		// A job's run list is runlist/<job id>, an attempt's rollout rollout/<trace id>.
+		if job, ok := strings.CutPrefix(id, "runlist/"); ok {
+			r.AddAttrs(slog.String("job_id", job))
+		} else if attempt, ok := strings.CutPrefix(id, "rollout/"); ok {
+			r.AddAttrs(slog.String("attempt_id", attempt))
+		}
 	}
 	return h.Handler.Handle(ctx, r)
 }

@@ -7,9 +7,12 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/workflow"
 	"go.temporal.io/sdk/testsuite"
 )
 
@@ -39,7 +42,7 @@ func TestLogHandlerAddsTheContextsIDs(t *testing.T) {
 		t.Errorf("a line in a span: %v", m)
 	}
 
-	// In an activity, the line names its workflow and activity.
+	// In an activity, the line names its workflow and activity, and a run list's its job.
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestActivityEnvironment()
 	env.RegisterActivityWithOptions(func(ctx context.Context) error {
@@ -52,6 +55,31 @@ func TestLogHandlerAddsTheContextsIDs(t *testing.T) {
 	m := line()
 	if id, _ := m["workflow_id"].(string); m["activity"] != "ToolStep" || id == "" || m["run_id"] == nil {
 		t.Errorf("a line from an activity: %v", m)
+	}
+
+	// A run list's activities name its job; a rollout's, its attempt.
+	for _, c := range []struct{ workflowID, key string }{
+		{"runlist/0b6f1c2e-5a4d-4c3b-9e8f-7a6b5c4d3e2f", "job_id"},
+		{"rollout/4bf92f35-77b3-4da6-a3ce-929d0e0e4736", "attempt_id"},
+	} {
+		wenv := s.NewTestWorkflowEnvironment()
+		wenv.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: c.workflowID})
+		wenv.RegisterActivityWithOptions(func(ctx context.Context) error {
+			log.InfoContext(ctx, "from a workflow's activity")
+			return nil
+		}, activity.RegisterOptions{Name: "SetJobStatus"})
+		wenv.RegisterWorkflowWithOptions(func(ctx workflow.Context) error {
+			ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute})
+			return workflow.ExecuteActivity(ctx, "SetJobStatus").Get(ctx, nil)
+		}, workflow.RegisterOptions{Name: "RunList"})
+		wenv.ExecuteWorkflow("RunList")
+		if err := wenv.GetWorkflowError(); err != nil {
+			t.Fatal(err)
+		}
+		_, id, _ := strings.Cut(c.workflowID, "/")
+		if m := line(); m[c.key] != id || m["workflow_id"] != c.workflowID {
+			t.Errorf("a line of %s's activity: %v, want %s %s", c.workflowID, m, c.key, id)
+		}
 	}
 }
 
