@@ -482,11 +482,16 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 func (s *Server) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		ctx := tracing.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-		ctx, span := s.tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", bound(r.URL.Path))))
-		defer span.End()
-		r = r.WithContext(ctx)
+		// Probes and scrapes, every few seconds, are logged at debug level and not traced.
+		probe := r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || r.URL.Path == "/metrics"
+		ctx, span := r.Context(), trace.SpanFromContext(r.Context())
+		if !probe {
+			ctx = tracing.Propagator.Extract(ctx, propagation.HeaderCarrier(r.Header))
+			ctx, span = s.tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer),
+				trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", bound(r.URL.Path))))
+			defer span.End()
+			r = r.WithContext(ctx)
+		}
 		sw := &statusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r)
 		status := cmp.Or(sw.status, http.StatusOK)
@@ -508,7 +513,7 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 		level := slog.LevelInfo
 		if sw.status >= 500 {
 			level = slog.LevelError
-		} else if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
+		} else if probe {
 			level = slog.LevelDebug
 		}
 		s.log.Log(ctx, level, "http request",

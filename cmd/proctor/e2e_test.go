@@ -470,6 +470,11 @@ func TestProductionProcessesOnPostgres(t *testing.T) {
 		}
 	}
 	checkLaunchTrace(t, otlp.trace(launchTrace), launchParent, 9)
+	for _, sp := range otlp.all() {
+		if sp.attrs["url.path"] == "/readyz" || sp.attrs["url.path"] == "/metrics" {
+			t.Errorf("a probe or scrape was traced: %s", sp.name)
+		}
+	}
 }
 
 // checkLaunchTrace checks one job launch's trace, as both processes exported it on their way

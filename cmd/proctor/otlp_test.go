@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -87,4 +88,11 @@ func (r *otlpReceiver) trace(traceID string) []receivedSpan {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out
+}
+
+// all returns every span received.
+func (r *otlpReceiver) all() []receivedSpan {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.spans)
 }
