@@ -160,7 +160,7 @@ func runDev(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer, r
 	}
 	defer bucket.Close()
 
-	tel, err := startTelemetry(ctx, cfg, "dev")
+	tel, err := startTelemetry(ctx, cfg, "dev", log)
 	if err != nil {
 		return err
 	}

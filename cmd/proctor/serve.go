@@ -209,8 +209,8 @@ type telemetry struct {
 	tracing *tracing.Provider
 }
 
-func startTelemetry(ctx context.Context, cfg *config.Config, role string) (*telemetry, error) {
-	tp, err := tracing.Start(ctx, cfg.OTLPEndpoint, role, versionString())
+func startTelemetry(ctx context.Context, cfg *config.Config, role string, log *slog.Logger) (*telemetry, error) {
+	tp, err := tracing.Start(ctx, cfg.OTLPEndpoint, role, versionString(), log)
 	if err != nil {
 		return nil, err
 	}
@@ -271,7 +271,7 @@ func runServer(ctx context.Context, cfg *config.Config, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	tel, err := startTelemetry(ctx, cfg, "server")
+	tel, err := startTelemetry(ctx, cfg, "server", log)
 	if err != nil {
 		return err
 	}
@@ -332,7 +332,7 @@ func runWorker(ctx context.Context, cfg *config.Config, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	tel, err := startTelemetry(ctx, cfg, "worker")
+	tel, err := startTelemetry(ctx, cfg, "worker", log)
 	if err != nil {
 		return err
 	}

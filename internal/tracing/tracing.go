@@ -3,8 +3,8 @@
 // trace (the Temporal SDK's interceptor carries the context in workflow and activity headers).
 // It also gives logs the ids that tie a line to its trace, workflow and activity.
 //
-// Nothing here sets OpenTelemetry's globals: each process passes its provider to what it
-// instruments, so two instances in one process (as in tests) never mix their spans.
+// The only OpenTelemetry global set here is the error handler: each process passes its provider
+// to what it instruments, so two instances in one process (as in tests) never mix their spans.
 package tracing
 
 import (
@@ -15,6 +15,7 @@ import (
 	"os"
 	"strings"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/propagation"
@@ -38,8 +39,9 @@ type Provider struct {
 // Start exports spans to the OTLP/gRPC collector at endpoint, a URL: http://host:4317 sends in
 // the clear, https://host:4317 over TLS. The batch processor's settings come from the standard
 // OTEL_BSP_* variables. role names the process in the spans' resource (server, worker, dev).
-// An empty endpoint returns nil: no tracing.
-func Start(ctx context.Context, endpoint, role, version string) (*Provider, error) {
+// An empty endpoint returns nil: no tracing. Export failures (a collector that is down) are
+// logged to log as warnings.
+func Start(ctx context.Context, endpoint, role, version string, log *slog.Logger) (*Provider, error) {
 	if endpoint == "" {
 		return nil, nil
 	}
@@ -51,6 +53,8 @@ func Start(ctx context.Context, endpoint, role, version string) (*Provider, erro
 	if err != nil {
 		return nil, fmt.Errorf("otlp exporter: %w", err)
 	}
+	// The SDK reports its errors to one process-wide handler.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("opentelemetry", "error", err) }))
 	host, _ := os.Hostname()
 	res := resource.NewSchemaless(
 		attribute.String("service.name", "proctor"),

@@ -12,8 +12,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/workflow"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 )
 
 func TestLogHandlerAddsTheContextsIDs(t *testing.T) {
@@ -84,15 +84,15 @@ func TestLogHandlerAddsTheContextsIDs(t *testing.T) {
 }
 
 func TestStartWantsAnEndpointURL(t *testing.T) {
-	if p, err := Start(context.Background(), "", "worker", "v0"); p != nil || err != nil {
+	if p, err := Start(context.Background(), "", "worker", "v0", slog.Default()); p != nil || err != nil {
 		t.Errorf("no endpoint: %v, %v; want no tracing", p, err)
 	}
 	for _, bad := range []string{"otel-collector:4317", "grpc://otel:4317", "http://"} {
-		if _, err := Start(context.Background(), bad, "worker", "v0"); err == nil || !strings.Contains(err.Error(), "http://otel-collector:4317") {
+		if _, err := Start(context.Background(), bad, "worker", "v0", slog.Default()); err == nil || !strings.Contains(err.Error(), "http://otel-collector:4317") {
 			t.Errorf("%q: %v, want an error that shows the form", bad, err)
 		}
 	}
-	p, err := Start(context.Background(), "http://127.0.0.1:4317", "worker", "v0")
+	p, err := Start(context.Background(), "http://127.0.0.1:4317", "worker", "v0", slog.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
