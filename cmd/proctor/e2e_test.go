@@ -497,17 +497,19 @@ func checkLaunchTrace(t *testing.T, spans []receivedSpan, callerSpan string, att
 			t.Errorf("span %s (%s) has a parent %s outside the trace", s.name, s.role, s.parentID)
 		}
 	}
-	for name, want := range map[string]int{
-		"server POST /v2/rollouts/run_list": 1, "server StartWorkflow:RunList": 1, "worker RunWorkflow:RunList": 1,
-		"worker StartChildWorkflow:Rollout": attempts, "worker RunWorkflow:Rollout": attempts,
-		"worker RunActivity:PrepareRollout": attempts, "worker RunActivity:StartEnvironment": attempts, "worker RunActivity:Evaluate": attempts,
-		"worker SignalWorkflow:rollout-done": attempts, "worker HandleSignal:rollout-done": attempts,
-	} {
+	// The request and its workflow start happen once. The worker's spans happen at least once
+	// each: a workflow task the SDK runs again (one timed out on a busy machine) spans again.
+	for name, want := range map[string]int{"server POST /v2/rollouts/run_list": 1, "server StartWorkflow:RunList": 1} {
 		if count[name] != want {
 			t.Errorf("%d spans %q, want %d", count[name], name, want)
 		}
 	}
-	for name, least := range map[string]int{"worker RunActivity:ModelStep": attempts, "worker RunActivity:ToolStep": attempts, "worker RunActivity:SetJobStatus": 1} {
+	for name, least := range map[string]int{
+		"worker RunWorkflow:RunList": 1, "worker StartChildWorkflow:Rollout": attempts, "worker RunWorkflow:Rollout": attempts,
+		"worker RunActivity:PrepareRollout": attempts, "worker RunActivity:StartEnvironment": attempts, "worker RunActivity:Evaluate": attempts,
+		"worker SignalWorkflow:rollout-done": attempts, "worker HandleSignal:rollout-done": attempts,
+		"worker RunActivity:ModelStep": attempts, "worker RunActivity:ToolStep": attempts, "worker RunActivity:SetJobStatus": 1,
+	} {
 		if count[name] < least {
 			t.Errorf("%d spans %q, want at least %d", count[name], name, least)
 		}
