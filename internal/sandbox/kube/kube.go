@@ -259,8 +259,9 @@ func (p *Provider) start(ctx context.Context, spec sandbox.Spec) (_ *box, err er
 	}
 	pod := p.Pod(spec, image, len(devices))
 	pods := p.o.Client.CoreV1().Pods(p.o.Namespace)
-	// The watch starts before the pod exists, so that no change of its state is missed.
-	w, err := pods.Watch(ctx, metav1.ListOptions{LabelSelector: LabelSandbox + "=" + pod.Labels[LabelSandbox]})
+	// The watch starts before the pod exists, so that no change of its state is missed; it
+	// follows the pod for the sandbox's life, past the start's context.
+	w, err := pods.Watch(context.WithoutCancel(ctx), metav1.ListOptions{LabelSelector: LabelSandbox + "=" + pod.Labels[LabelSandbox]})
 	if err != nil {
 		return nil, fmt.Errorf("watch pods: %w", err)
 	}
@@ -268,12 +269,13 @@ func (p *Provider) start(ctx context.Context, spec sandbox.Spec) (_ *box, err er
 	if pod, err = pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("create pod: %w", err)
 	}
+	podName := pod.Name
 	undo = append(undo, func() {
 		zero := int64(0)
-		pods.Delete(context.WithoutCancel(ctx), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}) //nolint:errcheck // the sweep at the next start catches what this misses
+		pods.Delete(context.WithoutCancel(ctx), podName, metav1.DeleteOptions{GracePeriodSeconds: &zero}) //nolint:errcheck // the sweep at the next start catches what this misses
 	})
 	b := &box{Lifecycle: sandbox.NewLifecycle(spec.ID), p: p, pod: pod.Name, devices: devices, events: w}
-	if err := b.waitRunning(ctx, spec, pod); err != nil {
+	if pod, err = b.waitRunning(ctx, spec, pod); err != nil {
 		return nil, err
 	}
 	inR, inW := io.Pipe()
@@ -292,7 +294,7 @@ func (p *Provider) start(ctx context.Context, spec sandbox.Spec) (_ *box, err er
 		sandbox.ReadLines(errR, "stderr", b.LogRing(), spec.OnLog)
 		io.Copy(io.Discard, errR) //nolint:errcheck // drain, so the stream never blocks
 	}()
-	go b.wait(attached)
+	go b.wait(attached, pod)
 	return b, nil
 }
 
@@ -450,28 +452,29 @@ func labelValue(s string) string {
 	return cmp.Or(strings.Trim(v, "-."), "x")
 }
 
-// waitRunning waits until the pod's container runs (or has already run and exited), and turns
-// what keeps it from running into an error: a command the image lacks is ErrInvalidSpec.
-func (b *box) waitRunning(ctx context.Context, spec sandbox.Spec, pod *corev1.Pod) error {
+// waitRunning waits until the pod's container runs (or has already run and exited), and returns
+// the pod as last seen; it turns what keeps the container from running into an error: a command
+// the image lacks is ErrInvalidSpec.
+func (b *box) waitRunning(ctx context.Context, spec sandbox.Spec, pod *corev1.Pod) (*corev1.Pod, error) {
 	for {
 		if st := containerStatus(pod); st != nil {
 			switch {
 			case st.State.Running != nil:
-				return nil
+				return pod, nil
 			case st.State.Terminated != nil:
 				t := st.State.Terminated
 				if t.Reason == "StartError" || t.Reason == "ContainerCannotRun" {
-					return startError(spec, t.Message)
+					return nil, startError(spec, t.Message)
 				}
-				return nil // it ran, and exited: wait records why
+				return pod, nil // it ran, and exited: wait records why
 			case st.State.Waiting != nil:
 				if w := st.State.Waiting; cannotStart[w.Reason] {
-					return startError(spec, w.Reason+": "+w.Message)
+					return nil, startError(spec, w.Reason+": "+w.Message)
 				}
 			}
 		}
 		if pod.Status.Phase == corev1.PodFailed {
-			return fmt.Errorf("pod %s failed: %s %s", pod.Name, pod.Status.Reason, pod.Status.Message)
+			return nil, fmt.Errorf("pod %s failed: %s %s", pod.Name, pod.Status.Reason, pod.Status.Message)
 		}
 		select {
 		case <-ctx.Done():
@@ -481,13 +484,13 @@ func (b *box) waitRunning(ctx context.Context, spec sandbox.Spec, pod *corev1.Po
 					why = fmt.Sprintf(" (%s: %s)", c.Reason, c.Message)
 				}
 			}
-			return fmt.Errorf("pod %s did not start%s: %w", pod.Name, why, ctx.Err())
+			return nil, fmt.Errorf("pod %s did not start%s: %w", pod.Name, why, ctx.Err())
 		case ev, ok := <-b.events.ResultChan():
 			if !ok {
-				return fmt.Errorf("pod %s: the watch ended before it started", pod.Name)
+				return nil, fmt.Errorf("pod %s: the watch ended before it started", pod.Name)
 			}
 			if ev.Type == watch.Deleted {
-				return fmt.Errorf("pod %s was deleted before it started", pod.Name)
+				return nil, fmt.Errorf("pod %s was deleted before it started", pod.Name)
 			}
 			if got, isPod := ev.Object.(*corev1.Pod); isPod && got.Name == pod.Name {
 				pod = got
@@ -540,23 +543,33 @@ func (b *box) WorkDir() string { return "" }
 // Pod is the sandbox's pod's name.
 func (b *box) Pod() string { return b.pod }
 
-// wait follows the pod until its container has exited or the pod is gone, and records why.
-func (b *box) wait(attached <-chan struct{}) {
-	defer b.events.Stop()
-	var why error
+// wait follows the pod, last seen as pod, until its container has exited or the pod is gone,
+// and records why.
+func (b *box) wait(attached <-chan struct{}, pod *corev1.Pod) {
+	events := b.events
+	defer func() {
+		if events != nil {
+			events.Stop()
+		}
+	}()
+	// It may have exited before it was attached to.
+	why := exited(pod)
 	for why == nil {
-		ev, ok := <-b.events.ResultChan()
+		ev, ok := <-events.ResultChan()
 		if !ok {
-			// The watch ended (the API server closes them now and then): read the pod again.
+			// The watch ended (the API server closes them now and then): read the pod again,
+			// and watch anew from there.
+			time.Sleep(200 * time.Millisecond)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			pods := b.p.o.Client.CoreV1().Pods(b.p.o.Namespace)
 			pod, err := pods.Get(ctx, b.pod, metav1.GetOptions{})
+			cancel()
 			if err == nil {
 				if why = exited(pod); why == nil {
-					b.events, err = pods.Watch(ctx, metav1.ListOptions{LabelSelector: LabelSandbox + "=" + pod.Labels[LabelSandbox]})
+					events, err = pods.Watch(context.Background(), metav1.ListOptions{LabelSelector: LabelSandbox + "=" + pod.Labels[LabelSandbox],
+						ResourceVersion: pod.ResourceVersion})
 				}
 			}
-			cancel()
 			if apierrors.IsNotFound(err) {
 				why = errors.New("the pod was deleted")
 			} else if err != nil {

@@ -3,12 +3,16 @@ package kube_test
 import (
 	"context"
 	"errors"
+	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/proctorhq/proctor/internal/sandbox"
 	"github.com/proctorhq/proctor/internal/sandbox/kube"
@@ -231,5 +235,83 @@ func TestAPodThatIsNotScheduledFailsTheStartWithTheReason(t *testing.T) {
 			t.Fatalf("the unscheduled pod was left: %v", pods.Items[0].Name)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestTheWatchEndingIsNotTheSandboxEnding: the API server closes watches now and then; the
+// provider reads the pod again, watches anew, and still sees how the environment ends.
+func TestTheWatchEndingIsNotTheSandboxEnding(t *testing.T) {
+	c := newCluster(t)
+	var mu sync.Mutex
+	var watches []*watch.ProxyWatcher
+	podsGVR := corev1.SchemeGroupVersion.WithResource("pods")
+	c.client.PrependWatchReactor("pods", func(action k8stesting.Action) (bool, watch.Interface, error) {
+		if !strings.Contains(action.(k8stesting.WatchActionImpl).WatchRestrictions.Labels.String(), kube.LabelSandbox) {
+			return false, nil, nil // the kubelet's
+		}
+		real, err := c.client.Tracker().Watch(podsGVR, action.GetNamespace())
+		if err != nil {
+			return true, nil, err
+		}
+		out := make(chan watch.Event)
+		pw := watch.NewProxyWatcher(out)
+		go func() {
+			defer close(out)
+			defer real.Stop()
+			for {
+				select {
+				case ev, ok := <-real.ResultChan():
+					if !ok {
+						return
+					}
+					select {
+					case out <- ev:
+					case <-pw.StopChan():
+						return
+					}
+				case <-pw.StopChan():
+					return
+				}
+			}
+		}()
+		mu.Lock()
+		watches = append(watches, pw)
+		mu.Unlock()
+		return true, pw, nil
+	})
+	p := c.provider(t, 1)
+	sb, err := p.Start(t.Context(), sandbox.Spec{ID: "rewatch", Command: []string{"/bin/sh", "-c", "read line; exit 4"},
+		Image: new(sandboxtest.Images).Of(t, sandboxtest.Root(t))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Stop(context.Background())
+	mu.Lock()
+	watches[0].Stop() // the API server ends the watch
+	mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := len(watches)
+		mu.Unlock()
+		if n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the provider did not watch the pod again")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if sb.Err() != nil {
+		t.Fatalf("a closed watch ended the sandbox: %v", sb.Err())
+	}
+	io.WriteString(sb.Stdin(), "go\n")
+	select {
+	case <-sb.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the exit was not seen through the second watch")
+	}
+	if err := sb.Err(); !errors.Is(err, sandbox.ErrExited) || !strings.Contains(err.Error(), "exit status 4") {
+		t.Errorf("Err = %v, want exit status 4", err)
 	}
 }
