@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/compose-spec/compose-go/v2/cli"
@@ -33,7 +34,7 @@ import (
 const helm = "helm.sh/helm/v3/cmd/helm@v3.20.2"
 
 // proctorEnv is every PROCTOR_* variable the configuration reads.
-func proctorEnv() map[string]bool {
+var proctorEnv = sync.OnceValue(func() map[string]bool {
 	fs := flag.NewFlagSet("all", flag.ContinueOnError)
 	new(config.Config).Bind(fs)
 	names := map[string]bool{}
@@ -44,7 +45,7 @@ func proctorEnv() map[string]bool {
 		}
 	})
 	return names
-}
+})
 
 // checkProctorArgs fails unless args are a proctor command line the binary accepts: a command
 // that exists, with flags it has, holding values they parse.

@@ -307,7 +307,6 @@ func TestProductionProcessesOnPostgres(t *testing.T) {
 	dbURL := storetest.PostgresURL(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	runOut := func(args ...string) string { t.Helper(); return mustRun(t, args...) }
 	field := func(out, name string) string { return outputField(t, out, name) }
 
 	if err := run(ctx, []string{"server"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "PROCTOR_DATABASE_URL") {
@@ -318,38 +317,34 @@ func TestProductionProcessesOnPostgres(t *testing.T) {
 		!strings.Contains(err.Error(), "refusing to start the worker") || !strings.Contains(err.Error(), "proctor migrate") {
 		t.Errorf("a worker on an unmigrated database: %v", err)
 	}
-	if out := runOut("migrate", "--database-url", dbURL); !strings.Contains(out, "applied") {
+	if out := mustRun(t, "migrate", "--database-url", dbURL); !strings.Contains(out, "applied") {
 		t.Errorf("first migrate: %s", out)
 	}
-	if out := runOut("migrate", "--database-url", dbURL); !strings.Contains(out, "up to date") {
+	if out := mustRun(t, "migrate", "--database-url", dbURL); !strings.Contains(out, "up to date") {
 		t.Errorf("second migrate: %s", out)
 	}
-	team := field(runOut("admin", "team", "create", "--name", "research", "--database-url", dbURL), "team")
-	membership := field(runOut("admin", "member", "add", "--team", team, "--email", "ops@example.com", "--role", "owner", "--database-url", dbURL), "membership")
-	key := field(runOut("admin", "key", "create", "--membership", membership, "--name", "ci", "--database-url", dbURL), "key")
-	project := field(runOut("admin", "project", "create", "--team", team, "--name", "vision", "--database-url", dbURL), "project")
-	if out := runOut("admin", "project", "list", "--team", team, "--database-url", dbURL); !strings.Contains(out, project) {
+	team := field(mustRun(t, "admin", "team", "create", "--name", "research", "--database-url", dbURL), "team")
+	membership := field(mustRun(t, "admin", "member", "add", "--team", team, "--email", "ops@example.com", "--role", "owner", "--database-url", dbURL), "membership")
+	key := field(mustRun(t, "admin", "key", "create", "--membership", membership, "--name", "ci", "--database-url", dbURL), "key")
+	project := field(mustRun(t, "admin", "project", "create", "--team", team, "--name", "vision", "--database-url", dbURL), "project")
+	if out := mustRun(t, "admin", "project", "list", "--team", team, "--database-url", dbURL); !strings.Contains(out, project) {
 		t.Errorf("project list:\n%s", out)
 	}
-	if out := runOut("admin", "key", "list", "--team", team, "--database-url", dbURL); !strings.Contains(out, key[:11]) || strings.Contains(out, key) {
+	if out := mustRun(t, "admin", "key", "list", "--team", team, "--database-url", dbURL); !strings.Contains(out, key[:11]) || strings.Contains(out, key) {
 		t.Errorf("key list must show the prefix and never the key:\n%s", out)
 	}
-	runOut("admin", "session", "create", "--membership", membership, "--database-url", dbURL)
-	if out := runOut("admin", "session", "revoke", "--team", team, "--database-url", dbURL); !strings.Contains(out, "1 sessions") {
+	mustRun(t, "admin", "session", "create", "--membership", membership, "--database-url", dbURL)
+	if out := mustRun(t, "admin", "session", "revoke", "--team", team, "--database-url", dbURL); !strings.Contains(out, "1 sessions") {
 		t.Errorf("session revoke --team:\n%s", out)
 	}
 
-	ts, err := devserver.Start(devserver.Options{DataDir: t.TempDir(), FrontendPort: -1, DisableUI: true, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ts.Stop()
+	ts := startTemporal(t)
 
 	// The namespace a deployment runs in is made by `proctor admin temporal setup`, once.
-	if out := runOut("admin", "temporal", "setup", "--temporal-address", ts.FrontendAddress(), "--temporal-namespace", "research-ns", "--retention", "72h"); !strings.Contains(out, "created namespace research-ns") || !strings.Contains(out, "72h0m0s") {
+	if out := mustRun(t, "admin", "temporal", "setup", "--temporal-address", ts.FrontendAddress(), "--temporal-namespace", "research-ns", "--retention", "72h"); !strings.Contains(out, "created namespace research-ns") || !strings.Contains(out, "72h0m0s") {
 		t.Errorf("temporal setup: %s", out)
 	}
-	if out := runOut("admin", "temporal", "setup", "--temporal-address", ts.FrontendAddress(), "--temporal-namespace", "research-ns"); !strings.Contains(out, "namespace research-ns exists") || !strings.Contains(out, "72h0m0s") {
+	if out := mustRun(t, "admin", "temporal", "setup", "--temporal-address", ts.FrontendAddress(), "--temporal-namespace", "research-ns"); !strings.Contains(out, "namespace research-ns exists") || !strings.Contains(out, "72h0m0s") {
 		t.Errorf("temporal setup again: %s", out)
 	}
 	if err := run(ctx, []string{"admin", "temporal", "setup", "--temporal-address", ts.FrontendAddress(), "--retention", "1h"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "at least 24h") {
@@ -371,22 +366,7 @@ func TestProductionProcessesOnPostgres(t *testing.T) {
 	}()
 
 	base := "http://" + httpAddr
-	deadline := time.Now().Add(time.Minute)
-	for {
-		if code, _, _ := getQuiet(base + "/readyz"); code == 200 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("server not ready within a minute")
-		}
-		select {
-		case err := <-serverDone:
-			t.Fatalf("the server stopped before it was ready: %v", err)
-		case err := <-workerDone:
-			t.Fatalf("the worker stopped before the server was ready: %v", err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	waitReady(t, base, map[string]chan error{"server": serverDone, "worker": workerDone})
 	if code, body, _ := get(t, base+"/v2/tasksets", key); code != 200 || !strings.Contains(body, `"total":0`) {
 		t.Errorf("tasksets on postgres = %d %s", code, body)
 	}
@@ -451,7 +431,7 @@ func TestProductionProcessesOnPostgres(t *testing.T) {
 	// The health checks the compose file and the chart use: the server's readiness and the
 	// worker's liveness on its metrics listener.
 	for _, url := range []string{base + "/readyz", "http://" + metricsAddr + "/healthz"} {
-		if out := runOut("healthcheck", url); !strings.Contains(out, "200 OK") {
+		if out := mustRun(t, "healthcheck", url); !strings.Contains(out, "200 OK") {
 			t.Errorf("healthcheck %s: %s", url, out)
 		}
 	}
@@ -521,6 +501,41 @@ func checkLaunchTrace(t *testing.T, spans []receivedSpan, callerSpan string, att
 	}
 	if start := byName["StartWorkflow:RunList"]; start.parentID != httpSpan.spanID {
 		t.Errorf("the workflow start's parent is %s, want the request's span %s", start.parentID, httpSpan.spanID)
+	}
+}
+
+// startTemporal starts a Temporal server for the test, stopped after it (and after the
+// processes the test started).
+func startTemporal(t testing.TB) *devserver.Server {
+	t.Helper()
+	ts, err := devserver.Start(devserver.Options{DataDir: t.TempDir(), FrontendPort: -1, DisableUI: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ts.Stop)
+	return ts
+}
+
+// waitReady waits up to a minute for the API server at base to answer /readyz with 200,
+// failing at once if one of the in-process commands in exited ends first.
+func waitReady(t testing.TB, base string, exited map[string]chan error) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if code, _, _ := getQuiet(base + "/readyz"); code == 200 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the API server was not ready within a minute")
+		}
+		for name, ch := range exited {
+			select {
+			case err := <-ch:
+				t.Fatalf("the %s stopped before the API server was ready: %v", name, err)
+			default:
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

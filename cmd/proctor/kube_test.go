@@ -2,13 +2,10 @@ package main
 
 import (
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/proctorhq/proctor/temporal/devserver"
 )
 
 // TestWorkerOnKubernetesSaysWhatIsMissing starts workers with the kubernetes provider as an
@@ -20,11 +17,7 @@ func TestWorkerOnKubernetesSaysWhatIsMissing(t *testing.T) {
 	dir := t.TempDir()
 	db := "sqlite:" + filepath.Join(dir, "proctor.db")
 	mustRun(t, "migrate", "--database-url", db)
-	ts, err := devserver.Start(devserver.Options{DataDir: t.TempDir(), FrontendPort: -1, DisableUI: true, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ts.Stop()
+	ts := startTemporal(t)
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
 kind: Config

@@ -16,7 +16,6 @@ import (
 	"github.com/proctorhq/proctor/internal/testenv"
 	"github.com/proctorhq/proctor/models"
 	ptemporal "github.com/proctorhq/proctor/temporal"
-	"github.com/proctorhq/proctor/temporal/devserver"
 )
 
 // TestManyHosts runs a deployment as separate processes on one Postgres and one Temporal: the
@@ -35,11 +34,7 @@ func TestManyHosts(t *testing.T) {
 	team := outputField(t, mustRun(t, "admin", "team", "create", "--name", "scale", "--database-url", dbURL), "team")
 	membership := outputField(t, mustRun(t, "admin", "member", "add", "--team", team, "--email", "ops@example.com", "--role", "owner", "--database-url", dbURL), "membership")
 	key := outputField(t, mustRun(t, "admin", "key", "create", "--membership", membership, "--name", "scale", "--database-url", dbURL), "key")
-	ts, err := devserver.Start(devserver.Options{DataDir: t.TempDir(), FrontendPort: -1, DisableUI: true, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ts.Stop()
+	ts := startTemporal(t)
 	mustRun(t, "admin", "temporal", "setup", "--temporal-address", ts.FrontendAddress(), "--temporal-namespace", "scale")
 
 	root := t.TempDir()
@@ -91,23 +86,10 @@ func TestManyHosts(t *testing.T) {
 			}
 		}
 	}()
-	waitReady := func() {
-		t.Helper()
-		deadline := time.Now().Add(time.Minute)
-		for {
-			if code, _, _ := getQuiet(base + "/readyz"); code == 200 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the API server was not ready within a minute")
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
 	start(server)
 	start(builder)
 	start(hosts[0])
-	waitReady()
+	waitReady(t, base, nil)
 
 	tc, err := ptemporal.Dial(t.Context(), ts.FrontendAddress(), "scale", slog.New(slog.DiscardHandler), nil)
 	if err != nil {
@@ -185,7 +167,7 @@ func TestManyHosts(t *testing.T) {
 	killedAt := time.Now()
 	stop(server, syscall.SIGTERM)
 	start(server)
-	waitReady()
+	waitReady(t, base, nil)
 	t.Logf("killed %s and restarted the API server (back in %s)", hosts[1].name, time.Since(killedAt).Round(time.Millisecond))
 	sum := c.waitJob(job, nil)
 	took := time.Since(began)
