@@ -237,6 +237,43 @@ func TestStartEnvironmentAtCapacityAndForClosedTraces(t *testing.T) {
 	})
 }
 
+// TestALostTrysTeardownStopsOnlyItsOwnSandbox: the Rollout starts an attempt's next try without
+// waiting for the lost try's Teardown, so both can be on the same (live) host at once. Each try
+// finds its own sandbox: the late Teardown stops the lost try's and leaves the new one running.
+func TestALostTrysTeardownStopsOnlyItsOwnSandbox(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *models.Store) {
+		ctx := context.Background()
+		e := newEngine(t, s, 2)
+		_, ids := e.launch(t, 1)
+		id := ids[0]
+		if _, err := e.acts.StartEnvironment(ctx, StartEnvironmentInput{TraceID: id, Attempt: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.acts.SupersedeTry(ctx, SupersedeTryInput{TraceID: id, Attempt: 1, Reason: "activity Heartbeat timeout"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.acts.StartEnvironment(ctx, StartEnvironmentInput{TraceID: id, Attempt: 2}); err != nil {
+			t.Fatal(err)
+		}
+		procs := e.acts.Sandboxes.(*sandbox.Process)
+		if n := procs.Running(); n != 2 {
+			t.Fatalf("%d sandboxes running, want the lost try's and the next one's", n)
+		}
+		if err := e.acts.Teardown(ctx, TeardownInput{TraceID: id, Attempt: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if running := e.acts.Envs.Running(); procs.Running() != 1 || len(running) != 1 || running[0].Attempt != 2 {
+			t.Fatalf("after the lost try's teardown: %d sandboxes, environments %+v; want the next try's alone", procs.Running(), running)
+		}
+		if e.acts.envOf(id, 2) == nil {
+			t.Error("the next try's environment is gone from the worker")
+		}
+		if err := e.acts.Teardown(ctx, TeardownInput{TraceID: id, Attempt: 2}); err != nil || procs.Running() != 0 {
+			t.Errorf("after the next try's teardown: %d sandboxes, %v", procs.Running(), err)
+		}
+	})
+}
+
 func TestFinishTraceOfACancellingTraceEndsCancelled(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
 		ctx := context.Background()

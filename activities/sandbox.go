@@ -29,24 +29,25 @@ type liveEnv struct {
 	instance uuid.UUID
 }
 
-// Envs holds the environments live on this worker, by trace. The sandbox activities of a try
+// Envs holds the environments live on this worker, by try. The sandbox activities of a try
 // after StartEnvironment are sent to this worker's host queue, so they find the try's
-// environment here.
+// environment here. Keys are tries, not traces: a lost try's teardown may still be on its way
+// when the attempt's next try starts on the same host, and each must find its own sandbox.
 type Envs struct {
-	mu   sync.Mutex
-	byID map[uuid.UUID]*liveEnv
+	mu    sync.Mutex
+	byTry map[TryInput]*liveEnv
 }
 
 // NewEnvs returns an empty registry.
-func NewEnvs() *Envs { return &Envs{byID: map[uuid.UUID]*liveEnv{}} }
+func NewEnvs() *Envs { return &Envs{byTry: map[TryInput]*liveEnv{}} }
 
 // Running lists the attempts (trace and try) whose environments run on this worker now.
 func (e *Envs) Running() []TryInput {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	out := make([]TryInput, 0, len(e.byID))
-	for id, le := range e.byID {
-		out = append(out, TryInput{TraceID: id, Attempt: le.attempt})
+	out := make([]TryInput, 0, len(e.byTry))
+	for try := range e.byTry {
+		out = append(out, try)
 	}
 	return out
 }
@@ -55,32 +56,33 @@ func (e *Envs) Running() []TryInput {
 func (e *Envs) Len() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return len(e.byID)
+	return len(e.byTry)
 }
 
 func (e *Envs) get(id uuid.UUID, attempt int) *liveEnv {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if le := e.byID[id]; le != nil && le.attempt == attempt {
-		return le
-	}
-	return nil
+	return e.byTry[TryInput{TraceID: id, Attempt: attempt}]
 }
 
-func (e *Envs) put(id uuid.UUID, le *liveEnv) {
+// put records a try's environment and returns the one it replaces: a start of the same try
+// that this worker finished after Temporal had given up on it and offered the start again. The
+// caller stops it, or its sandbox would hold a slot until the worker stops.
+func (e *Envs) put(id uuid.UUID, le *liveEnv) (replaced *liveEnv) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.byID[id] = le
+	try := TryInput{TraceID: id, Attempt: le.attempt}
+	replaced = e.byTry[try]
+	e.byTry[try] = le
+	return replaced
 }
 
 func (e *Envs) take(id uuid.UUID, attempt int) *liveEnv {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	le := e.byID[id]
-	if le == nil || le.attempt != attempt {
-		return nil
-	}
-	delete(e.byID, id)
+	try := TryInput{TraceID: id, Attempt: attempt}
+	le := e.byTry[try]
+	delete(e.byTry, try)
 	return le
 }
 
@@ -180,7 +182,9 @@ func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentIn
 		a.stopEnv(context.WithoutCancel(ctx), in.TraceID, le)
 		return StartEnvironmentResult{}, err
 	}
-	a.Envs.put(in.TraceID, le)
+	if old := a.Envs.put(in.TraceID, le); old != nil {
+		a.stopEnv(context.WithoutCancel(ctx), in.TraceID, old) //nolint:errcheck // logged by stopEnv; the new start stands
+	}
 	return StartEnvironmentResult{HostQueue: a.HostQueue, Tools: tools}, nil
 }
 

@@ -22,7 +22,7 @@ const (
 	// buildTimeout bounds compiling and storing the image; a build worker that stops
 	// heartbeating for buildHeartbeat is taken for dead and the step is retried elsewhere.
 	buildTimeout   = 30 * time.Minute
-	buildHeartbeat = hostLost
+	buildHeartbeat = HostLostTimeout
 	// discoverTimeout bounds starting the image and reading what it serves.
 	discoverTimeout = 5 * time.Minute
 )
@@ -87,7 +87,7 @@ func DiscoverScenarios(ctx workflow.Context, in activities.BuildInput) (activiti
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:           activities.QueueBuilds,
 		StartToCloseTimeout: discoverTimeout,
-		HeartbeatTimeout:    hostLost,
+		HeartbeatTimeout:    HostLostTimeout,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3,
 			NonRetryableErrorTypes: []string{activities.ErrBuildFailed, activities.ErrEnvironment}},
 	})

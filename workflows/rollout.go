@@ -54,13 +54,15 @@ func RolloutWorkflowID(traceID uuid.UUID) string { return activities.RolloutWork
 
 // Timeouts of the sandbox activities that are not set by the task.
 const (
-	// hostLost is how long a sandbox activity waits for its host to pick it up, and how long a
-	// running one may go without a heartbeat: past it, the host is taken for dead and the try
-	// restarts in a fresh sandbox.
-	hostLost = 20 * time.Second
-	// modelHeartbeat is how long a model step may go without a heartbeat (it sends one every
-	// 3 s); the SDK sends them at most every 80% of it, so a cancel reaches a step within 8 s.
-	modelHeartbeat = 10 * time.Second
+	// HostLostTimeout is how long a sandbox activity waits for its host to pick it up, and how
+	// long a running one may go without a heartbeat: past it, the host is taken for dead and the
+	// try restarts in a fresh sandbox. It is the largest part of the bound on restarting an
+	// attempt whose host was killed (see README, "Running it in production").
+	HostLostTimeout = 20 * time.Second
+	// ModelHeartbeatTimeout is how long a model step may go without a heartbeat (it sends one
+	// every 3 s); the SDK sends them at most every 80% of it, so a cancel reaches a step within
+	// 8 s, and a step whose worker died is retried on another after it.
+	ModelHeartbeatTimeout = 10 * time.Second
 	// teardownTimeout bounds stopping a sandbox.
 	teardownTimeout = time.Minute
 )
@@ -79,25 +81,43 @@ func Rollout(ctx workflow.Context, in RolloutInput) (RolloutResult, error) {
 	if r.in.StepsPerRun <= 0 {
 		r.in.StepsPerRun = DefaultStepsPerRun
 	}
-	return r.run(ctx)
+	res, err := r.run(ctx)
+	// Every sandbox this run started is stopped (or its host given up on) before it ends, on
+	// every path, a continue-as-new included.
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	for _, f := range r.teardowns {
+		_ = f.Get(dctx, nil)
+	}
+	return res, err
 }
 
 type rollout struct {
 	in   RolloutInput
 	plan activities.PrepareRolloutResult
 	log  interface{ Info(string, ...any) }
+	// teardowns are the lost tries' Teardowns still on their way: the next try does not wait
+	// for them (a dead host's takes HostLostTimeout to give up on), the workflow's end does.
+	teardowns []workflow.Future
 }
 
 var a *activities.Activities
 
 // storeActivity is for short database writes, run as local activities on the workflow's worker:
-// retried freely, they are idempotent.
+// retried freely, they are idempotent. They are retried through a store outage of any length up
+// to storeOutage: without a ScheduleToCloseTimeout the SDK would bound all tries together by the
+// 30 s StartToCloseTimeout, and a database that is away for longer (a failover, a restart) would
+// fail the workflow and leave its trace (and its job) open for ever.
 func storeActivity(ctx workflow.Context) workflow.Context {
 	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumInterval: 10 * time.Second},
+		StartToCloseTimeout:    30 * time.Second,
+		ScheduleToCloseTimeout: storeOutage,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumInterval: 10 * time.Second},
 	})
 }
+
+// storeOutage is how long the engine's store writes keep being retried: past it an operator has
+// long been paged, and the workflow fails rather than retry for ever.
+const storeOutage = 24 * time.Hour
 
 // ending is how a try ended: fin to record, or infra set for a failure to retry in a fresh
 // sandbox, or next set to continue as new.
@@ -172,7 +192,7 @@ func (r *rollout) attempt(ctx workflow.Context, try int) (end ending) {
 			ScheduleToStartTimeout: startup,
 			ScheduleToCloseTimeout: startup + 30*time.Second,
 			StartToCloseTimeout:    startup + 30*time.Second,
-			HeartbeatTimeout:       hostLost,
+			HeartbeatTimeout:       HostLostTimeout,
 			// A cancelled attempt waits for its start to stop: a sandbox that started anyway is
 			// then known, and torn down.
 			WaitForCancellation: true,
@@ -215,8 +235,9 @@ func (r *rollout) attempt(ctx workflow.Context, try int) (end ending) {
 		return ending{infra: fmt.Errorf("the worker of host queue %s stopped with the sandbox", host)}
 	}
 	// Teardown runs on every path that did not end in Evaluate, cancel included, in a context
-	// that outlives cancellation; a host that is gone is not waited for past hostLost, and one
-	// that stopped (it stopped the sandbox) is not asked.
+	// that outlives cancellation; a host that is gone is not waited for past HostLostTimeout, and
+	// one that stopped (it stopped the sandbox) is not asked. A try lost to infrastructure does
+	// not wait for it: the next try starts at once, and the workflow's end waits instead.
 	defer func() {
 		if tornDown || handedOver || hostStopped {
 			return
@@ -224,19 +245,24 @@ func (r *rollout) attempt(ctx workflow.Context, try int) (end ending) {
 		dctx, _ := workflow.NewDisconnectedContext(ctx)
 		tctx := workflow.WithActivityOptions(dctx, workflow.ActivityOptions{
 			TaskQueue:              host,
-			ScheduleToStartTimeout: hostLost,
+			ScheduleToStartTimeout: HostLostTimeout,
 			StartToCloseTimeout:    teardownTimeout,
 			RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 2},
 		})
-		_ = workflow.ExecuteActivity(tctx, a.Teardown, activities.TeardownInput{TraceID: r.in.TraceID, Attempt: try}).Get(dctx, nil)
+		f := workflow.ExecuteActivity(tctx, a.Teardown, activities.TeardownInput{TraceID: r.in.TraceID, Attempt: try})
+		if end.infra != nil && ctx.Err() == nil {
+			r.teardowns = append(r.teardowns, f)
+			return
+		}
+		_ = f.Get(dctx, nil)
 	}()
 
 	hostCtx := func(timeout time.Duration) workflow.Context {
 		return workflow.WithActivityOptions(hctx, workflow.ActivityOptions{
 			TaskQueue:              host,
-			ScheduleToStartTimeout: hostLost,
+			ScheduleToStartTimeout: HostLostTimeout,
 			StartToCloseTimeout:    timeout,
-			HeartbeatTimeout:       hostLost,
+			HeartbeatTimeout:       HostLostTimeout,
 			// A sandbox activity is not retried on its own: its state lives in the sandbox, and
 			// a lost sandbox restarts the whole try.
 			RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
@@ -267,7 +293,7 @@ func (r *rollout) attempt(ctx workflow.Context, try int) (end ending) {
 			StartToCloseTimeout: min(left, 10*time.Minute),
 			// The step heartbeats: a cancel reaches it (and its model call) within seconds, and
 			// a dead worker's step is retried elsewhere without waiting out the call.
-			HeartbeatTimeout: modelHeartbeat,
+			HeartbeatTimeout: ModelHeartbeatTimeout,
 			// The run deadline bounds the step and all its retries together.
 			ScheduleToCloseTimeout: left,
 			// Rate limits and 5xx are retried with backoff; the adapter marks others non-retryable.

@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
@@ -37,8 +38,10 @@ type fakeEngine struct {
 	superseded []int
 	steps      []int
 	live, most int
-	// toolDelay is how long (in the test's clock) a tool step takes.
-	toolDelay time.Duration
+	// toolDelay is how long (in the test's clock) a tool step takes, teardownDelay a teardown.
+	toolDelay, teardownDelay time.Duration
+	// storeDown, while positive, is how many more FinishTrace calls fail, as in a database outage.
+	storeDown int
 	// onFinish is called as an attempt's end is recorded, as FinishTrace signals a RunList.
 	onFinish func(traceID uuid.UUID)
 
@@ -136,7 +139,7 @@ func (f *fakeEngine) register(env *testsuite.TestWorkflowEnvironment) {
 			}
 			return res, err
 		})
-	env.OnActivity(a.Teardown, mock.Anything, mock.Anything).Return(
+	env.OnActivity(a.Teardown, mock.Anything, mock.Anything).After(f.teardownDelay).Return(
 		func(ctx context.Context, in activities.TeardownInput) error {
 			f.record(ctx, "Teardown")
 			f.mu.Lock()
@@ -148,6 +151,11 @@ func (f *fakeEngine) register(env *testsuite.TestWorkflowEnvironment) {
 		func(ctx context.Context, in activities.FinishTraceInput) error {
 			f.record(ctx, "FinishTrace")
 			f.mu.Lock()
+			if f.storeDown > 0 {
+				f.storeDown--
+				f.mu.Unlock()
+				return errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
+			}
 			f.finished = append(f.finished, in)
 			f.mu.Unlock()
 			if f.onFinish != nil {
@@ -308,6 +316,69 @@ func TestRolloutRetriesInfrastructureFailuresInAFreshSandbox(t *testing.T) {
 			t.Errorf("finished = %+v", f.finished)
 		}
 	})
+}
+
+// TestRolloutStartsTheNextTryWithoutWaitingForTheLostTrysTeardown: a try whose host died leaves a
+// Teardown that waits out HostLostTimeout on the dead host's queue. The next try starts at once,
+// not after it, and the workflow still waits for it before it ends: restarting an attempt after a
+// kill -9 costs one HostLostTimeout, not two.
+func TestRolloutStartsTheNextTryWithoutWaitingForTheLostTrysTeardown(t *testing.T) {
+	f := newFakeEngine()
+	f.teardownDelay = HostLostTimeout
+	var env *testsuite.TestWorkflowEnvironment
+	var lostAt, restartedAt time.Time
+	f.toolStep = func(in activities.ToolStepInput) error {
+		if in.Attempt == 1 {
+			lostAt = env.Now()
+			return errors.New("activity Heartbeat timeout")
+		}
+		return nil
+	}
+	f.start = func(in activities.StartEnvironmentInput) (activities.StartEnvironmentResult, error) {
+		if in.Attempt == 2 {
+			restartedAt = env.Now()
+		}
+		return activities.StartEnvironmentResult{HostQueue: fmt.Sprintf("host/h%d/1", in.Attempt), Tools: 3}, nil
+	}
+	_, res, err := runRollout(t, f, RolloutInput{}, func(e *testsuite.TestWorkflowEnvironment) { env = e })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != models.TraceCompleted || f.count("StartEnvironment") != 2 {
+		t.Fatalf("result %+v, calls %v: want the second try to complete", res, f.calls)
+	}
+	if gap := restartedAt.Sub(lostAt); gap >= HostLostTimeout {
+		t.Errorf("the next try started %s after the loss: it waited for the lost try's teardown", gap)
+	}
+	if f.count("Teardown") != 1 || f.queues["Teardown"][0] != "host/h1/1" {
+		t.Errorf("teardowns %v on %v: want the lost try's, on its host, awaited before the end", f.count("Teardown"), f.queues["Teardown"])
+	}
+}
+
+// TestRolloutRidesOutAStoreOutage: the database is away for longer than a store write's 30 s
+// (a failover, a restart) as the attempt ends. The write is retried until it is back, and the
+// attempt ends recorded: a workflow that failed instead would leave its trace running for ever.
+func TestRolloutRidesOutAStoreOutage(t *testing.T) {
+	f := newFakeEngine()
+	f.evaluate = func(activities.EvaluateInput) (activities.EvaluateResult, error) {
+		return activities.EvaluateResult{}, temporal.NewApplicationError("evaluate failed", activities.ErrEnvironment)
+	}
+	f.storeDown = 20 // at most 10 s apart: over two minutes of retries
+	var env *testsuite.TestWorkflowEnvironment
+	var began time.Time
+	_, res, err := runRollout(t, f, RolloutInput{}, func(e *testsuite.TestWorkflowEnvironment) {
+		env = e
+		began = e.Now()
+	})
+	if err != nil {
+		t.Fatalf("the workflow failed in a store outage: %v", err)
+	}
+	if res.Status != models.TraceError || len(f.finished) != 1 || f.count("FinishTrace") != 21 {
+		t.Fatalf("result %+v, FinishTrace called %d times, finished %+v: want the end recorded once the store is back", res, f.count("FinishTrace"), f.finished)
+	}
+	if took := env.Now().Sub(began); took < time.Minute {
+		t.Errorf("the outage lasted %s, want over a minute of retries", took)
+	}
 }
 
 // TestRolloutKeepsAnOutcomeRecordedBeforeItsHostWasLost: Evaluate recorded the outcome, and its

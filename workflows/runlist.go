@@ -77,6 +77,10 @@ type runList struct {
 	// page holds trace ids read but not started yet; exhausted is set after the last page.
 	page      []uuid.UUID
 	exhausted bool
+	// nextReconcile is when the live set is next checked against the store. It is kept across
+	// waits: a timer restarted by every wait would never fire while attempts keep ending, and a
+	// lost signal would hold its slot until the job went quiet for a whole reconcileEvery.
+	nextReconcile time.Time
 }
 
 func (l *runList) run(ctx workflow.Context) (RunListResult, error) {
@@ -183,10 +187,17 @@ func (l *runList) wait(ctx workflow.Context) {
 		delete(l.live, id)
 	})
 	sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) {})
-	reconcile := false
-	sel.AddFuture(workflow.NewTimer(tctx, reconcileEvery), func(workflow.Future) { reconcile = true })
-	sel.Select(ctx)
+	now := workflow.Now(ctx)
+	if l.nextReconcile.IsZero() {
+		l.nextReconcile = now.Add(reconcileEvery)
+	}
+	reconcile := !now.Before(l.nextReconcile)
+	if !reconcile {
+		sel.AddFuture(workflow.NewTimer(tctx, l.nextReconcile.Sub(now)), func(workflow.Future) { reconcile = true })
+		sel.Select(ctx)
+	}
 	if reconcile && ctx.Err() == nil {
+		l.nextReconcile = workflow.Now(ctx).Add(reconcileEvery)
 		var open activities.OpenTracesResult
 		if err := workflow.ExecuteLocalActivity(storeActivity(ctx), a.OpenTraces, activities.OpenTracesInput{TraceIDs: l.liveIDs()}).Get(ctx, &open); err == nil {
 			still := map[uuid.UUID]bool{}

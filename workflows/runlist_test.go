@@ -27,6 +27,8 @@ type fakeJob struct {
 	statuses []string
 	// cancelledPending counts CancelPendingTraces calls.
 	cancelledPending int
+	// open, when set, answers OpenTraces (by default every trace asked about is open).
+	open func(ids []uuid.UUID) []uuid.UUID
 }
 
 func newFakeJob(n int) *fakeJob {
@@ -62,6 +64,9 @@ func (j *fakeJob) register(env *testsuite.TestWorkflowEnvironment) {
 		})
 	env.OnActivity(a.OpenTraces, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.OpenTracesInput) (activities.OpenTracesResult, error) {
+			if j.open != nil {
+				return activities.OpenTracesResult{TraceIDs: j.open(in.TraceIDs)}, nil
+			}
 			return activities.OpenTracesResult{TraceIDs: in.TraceIDs}, nil
 		})
 }
@@ -70,10 +75,10 @@ func (j *fakeJob) register(env *testsuite.TestWorkflowEnvironment) {
 // activities (each model step takes a second of the test clock).
 func runListEnv(f *fakeEngine, j *fakeJob) *testsuite.TestWorkflowEnvironment {
 	env := newTestEnv()
+	f.toolDelay = time.Second
 	f.register(env)
 	j.register(env)
 	env.RegisterWorkflow(Rollout)
-	f.toolDelay = time.Second
 	f.onFinish = func(id uuid.UUID) { env.SignalWorkflow(SignalRolloutDone, id) }
 	return env
 }
@@ -98,6 +103,51 @@ func TestRunListRunsEveryTraceAtMostMaxConcurrentAtOnce(t *testing.T) {
 	}
 	if len(j.statuses) != 2 || j.statuses[0] != models.JobRunning || j.statuses[1] != models.JobCompleted {
 		t.Errorf("job statuses = %v, want running then completed", j.statuses)
+	}
+}
+
+// TestRunListHealsALostSignalWhileAttemptsKeepEnding: one attempt's end never reaches the run
+// (its signal is lost), while the others keep ending every few seconds. The reconcile still comes
+// a minute after the first wait, not after a whole quiet minute that a busy job never has, and the
+// lost attempt's slot is free again while the job still runs.
+func TestRunListHealsALostSignalWhileAttemptsKeepEnding(t *testing.T) {
+	f, j := newFakeEngine(), newFakeJob(50)
+	env := runListEnv(f, j)
+	var mu sync.Mutex
+	ended := map[uuid.UUID]bool{}
+	reconciledAt := -1
+	f.onFinish = func(id uuid.UUID) {
+		mu.Lock()
+		ended[id] = true
+		mu.Unlock()
+		if id != j.traces[0] {
+			env.SignalWorkflow(SignalRolloutDone, id)
+		}
+	}
+	j.open = func(ids []uuid.UUID) []uuid.UUID {
+		mu.Lock()
+		defer mu.Unlock()
+		if reconciledAt < 0 {
+			reconciledAt = len(ended)
+		}
+		var open []uuid.UUID
+		for _, id := range ids {
+			if !ended[id] {
+				open = append(open, id)
+			}
+		}
+		return open
+	}
+	env.ExecuteWorkflow(RunList, RunListInput{JobID: uuid.New(), MaxConcurrent: 2})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if f.count("Evaluate") != 50 {
+		t.Fatalf("evaluated %d, want 50", f.count("Evaluate"))
+	}
+	// Attempts take about 2 s of the test clock each; one slot runs them 50 × 2 s = 100 s.
+	if reconciledAt < 0 || reconciledAt >= 50 {
+		t.Errorf("the first reconcile came after %d of 50 attempts had ended: a lost signal held its slot until the job went quiet", reconciledAt)
 	}
 }
 
