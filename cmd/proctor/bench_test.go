@@ -45,7 +45,7 @@ func BenchmarkOrchestration(b *testing.B) {
 	for b.Loop() {
 		dataDir := b.TempDir()
 		dev := startDev(b, dataDir)
-		c := api{t: b, base: dev.info.APIURL, key: dev.info.APIKey}
+		c := api{t: b, base: dev.info.APIURL, key: dev.info.APIKey, temporal: dev.info.TemporalAddress}
 		oracle := c.resolve("/v2/models/resolve?model=oracle", "id")
 		versions := uploadAddTodos(c, "bench", []string{"buy milk"})
 
@@ -116,7 +116,7 @@ func BenchmarkRealisticAttempt(b *testing.B) {
 		srv, _ := scriptedOpenAI(b, calls, 500*time.Millisecond)
 		dataDir := b.TempDir()
 		dev := startDev(b, dataDir)
-		c := api{t: b, base: dev.info.APIURL, key: dev.info.APIKey}
+		c := api{t: b, base: dev.info.APIURL, key: dev.info.APIKey, temporal: dev.info.TemporalAddress}
 		dbURL := "sqlite:" + filepath.Join(dataDir, "proctor.db")
 		if err := run(context.Background(), []string{"admin", "model", "add", "--name", "scripted", "--adapter", "openai", "--base-url", srv.URL + "/v1/",
 			"--api-key-env", "SCRIPTED_KEY", "--database-url", dbURL}, io.Discard, io.Discard); err != nil {
@@ -391,7 +391,7 @@ func BenchmarkHundredThousandAttemptJob(b *testing.B) {
 	for b.Loop() {
 		dataDir := b.TempDir()
 		dev := startDev(b, dataDir)
-		c := api{t: b, base: dev.info.APIURL, key: dev.info.APIKey}
+		c := api{t: b, base: dev.info.APIURL, key: dev.info.APIKey, temporal: dev.info.TemporalAddress}
 		oracle := c.resolve("/v2/models/resolve?model=oracle", "id")
 		var list []any
 		for i := range tasks {

@@ -103,23 +103,28 @@ func (a api) deploy(archive []byte, body map[string]any) (build map[string]any) 
 	return build
 }
 
-// waitBuild polls a build until it ends.
+// waitBuild polls a build until it ends. It fails only when neither the build's status nor its
+// log moved for buildStall: a compile on a busy machine writes no log line while it runs.
 func (a api) waitBuild(id string) map[string]any {
 	a.t.Helper()
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
-		var b map[string]any
+	var b map[string]any
+	testenv.Wait(a.t, "build "+id, buildStall, func() (bool, string) {
+		b = nil
 		a.call("GET", "/v2/builds/"+id+"/status", nil, &b)
+		var logs struct{ Logs []struct{ Seq int } }
+		a.call("GET", "/v2/builds/"+id+"/logs?limit=5000", nil, &logs)
 		switch b["status"] {
 		case "succeeded", "failed", "cancelled":
-			return b
+			return true, ""
 		}
-		if time.Now().After(deadline) {
-			a.t.Fatalf("build %s still %v after 5 minutes", id, b["status"])
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("%v, %d log lines", b["status"], len(logs.Logs))
+	}, nil)
+	return b
 }
+
+// buildStall is how long a build may show no progress: one step of it (a Go compile of a cold
+// package, an image unpacked) can take minutes on a loaded 2-core machine without a log line.
+const buildStall = 5 * time.Minute
 
 // addTask uploads, into taskset, an add-todos task over env whose validation earns 1.0, and
 // returns its version id.
@@ -164,7 +169,7 @@ func testDeployFromSource(t *testing.T, storeArgs []string, dbURL string) {
 	// At info level, so that the scan for the build secret below reads a full log.
 	dev := startDev(t, dataDir, append([]string{"--build-goproxy", "off", "--log-level", "info",
 		"--build-max-source-bytes", fmt.Sprint(32 << 20), "--max-upload-bytes", fmt.Sprint(16 << 20)}, storeArgs...)...)
-	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey}
+	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey, temporal: dev.info.TemporalAddress}
 	oracle := c.resolve("/v2/models/resolve?model=oracle", "id")
 
 	start := time.Now()

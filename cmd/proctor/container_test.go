@@ -24,7 +24,7 @@ func TestContainerSandboxesRunTheDemo(t *testing.T) {
 	start := time.Now()
 	dev := startDev(t, dataDir, "--sandbox-provider", "container", "--container-host", host, "--container-owner", owner)
 	t.Logf("dev with container sandboxes ready in %s", time.Since(start).Round(time.Millisecond))
-	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey}
+	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey, temporal: dev.info.TemporalAddress}
 	oracle := c.resolve("/v2/models/resolve?model=oracle", "id")
 
 	var launched struct {

@@ -59,7 +59,7 @@ func testStoppedWorker(t *testing.T, bin string, storeArgs []string, dbURL strin
 	case info = <-ready:
 	case err := <-done:
 		t.Fatal(err)
-	case <-time.After(2 * time.Minute):
+	case <-time.After(devReadyWithin):
 		t.Fatal("dev not ready")
 	}
 	defer func() { cancel(); <-done }()
@@ -77,7 +77,7 @@ func testStoppedWorker(t *testing.T, bin string, storeArgs []string, dbURL strin
 	var firstLog testenv.Buffer
 	first := worker("first", &firstLog)
 
-	c := api{t: t, base: info.APIURL, key: info.APIKey}
+	c := api{t: t, base: info.APIURL, key: info.APIKey, temporal: info.TemporalAddress}
 	srv, _ := scriptedOpenAI(t, []map[string]any{{"name": "add_todo", "arguments": map[string]any{"title": "buy milk"}},
 		{"name": "add_todo", "arguments": map[string]any{"title": "walk the dog"}}}, 700*time.Millisecond)
 	if err := run(ctx, []string{"admin", "model", "add", "--name", "slow", "--adapter", "openai", "--base-url", srv.URL + "/v1/",
@@ -97,18 +97,11 @@ func testStoppedWorker(t *testing.T, bin string, storeArgs []string, dbURL strin
 
 	// Wait until attempts are mid-way, then stop the worker: outright (SIGKILL), or as an
 	// orchestrator does (SIGTERM).
-	deadline := time.Now().Add(time.Minute)
-	for {
+	testenv.Wait(t, "two attempts running", testenv.StallWindow, func() (bool, string) {
 		var s summary
 		c.call("GET", "/v2/jobs/"+launched.JobID+"/summary", nil, &s)
-		if s.Running >= 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("attempts never ran: %+v", s)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return s.Running >= 2, fmt.Sprintf("%+v", s)
+	}, func() string { return c.describeLive(launched.JobID) })
 	time.Sleep(500 * time.Millisecond)
 	stopAt := time.Now()
 	if err := first.Process.Signal(sig); err != nil {
@@ -127,6 +120,8 @@ func testStoppedWorker(t *testing.T, bin string, storeArgs []string, dbURL strin
 			t.Errorf("the drained worker left %d sandbox work dirs", len(left))
 		}
 	}
+	// The kernel ends a killed worker's sandboxes (they die with their parent): no platform
+	// step is waited on here, only the processes' exit.
 	gone := time.Now().Add(10 * time.Second)
 	for envProcesses(dataDir) != "" && time.Now().Before(gone) {
 		time.Sleep(100 * time.Millisecond)
@@ -236,7 +231,7 @@ func TestKilledBuildWorkerLosesNoBuild(t *testing.T) {
 	case info = <-ready:
 	case err := <-done:
 		t.Fatal(err)
-	case <-time.After(2 * time.Minute):
+	case <-time.After(devReadyWithin):
 		t.Fatal("dev not ready")
 	}
 	defer func() { cancel(); <-done }()
@@ -249,7 +244,7 @@ func TestKilledBuildWorkerLosesNoBuild(t *testing.T) {
 		return cmd
 	}
 	first := worker()
-	c := api{t: t, base: info.APIURL, key: info.APIKey}
+	c := api{t: t, base: info.APIURL, key: info.APIKey, temporal: info.TemporalAddress}
 
 	// A source whose compile takes seconds (never cached: it names a fresh constant).
 	env := outOfTreeEnvironment(t)
@@ -268,18 +263,11 @@ func TestKilledBuildWorkerLosesNoBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := c.deploy(tarGz(t, env), map[string]any{"name": "slow"})["id"].(string)
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	testenv.Wait(t, "build "+id+" to start", buildStall, func() (bool, string) {
 		var b map[string]any
 		c.call("GET", "/v2/builds/"+id+"/status", nil, &b)
-		if b["status"] == "running" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the build never started: %v", b)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return b["status"] == "running", fmt.Sprint(b["status"])
+	}, nil)
 	time.Sleep(time.Second) // mid-compile
 	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -330,7 +318,7 @@ func removeBuiltBinary() error {
 
 // startWorker starts a worker process that dies with the test: killed at cleanup, and by the
 // kernel if the test binary dies first (a live worker would hold go test's output open).
-func startWorker(t *testing.T, cmd *exec.Cmd, stderr io.Writer) {
+func startWorker(t testing.TB, cmd *exec.Cmd, stderr io.Writer) {
 	t.Helper()
 	cmd.Stdout, cmd.Stderr = stderr, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -2,9 +2,12 @@ package main
 
 import (
 	"bytes"
+	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +17,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/proctorhq/proctor/internal/testenv"
 )
@@ -27,6 +32,9 @@ type api struct {
 	answers *testenv.Buffer
 	// header, when set, is sent with every request besides the key (a traceparent, say).
 	header http.Header
+	// temporal and namespace, when set, are the deployment's Temporal: a wait that stalls
+	// describes the unfinished attempts' workflows there (see describeLive).
+	temporal, namespace string
 }
 
 func (a api) call(method, path string, body any, out any) int {
@@ -71,38 +79,111 @@ type summary struct {
 
 func (s summary) live() int { return s.Pending + s.Initializing + s.Running + s.Cancelling }
 
-// waitJob polls a job's summary until no trace is live, calling each with every summary seen.
+// waitJob polls a job's summary until no trace is live, calling each with every summary seen. It
+// fails only when the summary stops changing for testenv.StallWindow (never on total time: CI
+// machines are busy), and then says what every unfinished attempt is doing.
 func (a api) waitJob(jobID string, each func(summary)) summary {
 	a.t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		var s summary
+	var s summary
+	testenv.Wait(a.t, "job "+jobID, testenv.StallWindow, func() (bool, string) {
+		s = summary{}
 		a.call("GET", "/v2/jobs/"+jobID+"/summary", nil, &s)
 		if each != nil {
 			each(s)
 		}
-		if s.TotalTraces > 0 && s.live() == 0 {
-			return s
-		}
-		if time.Now().After(deadline) {
-			a.t.Fatalf("job %s still live after 3 minutes: %+v", jobID, s)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return s.TotalTraces > 0 && s.live() == 0, fmt.Sprintf("%+v", s)
+	}, func() string { return a.describeLive(jobID) })
+	return s
 }
 
-// jobStatus waits until a job leaves pending and running, and returns its status.
+// describeLive says what each unfinished attempt of a job is doing: its trace's status and, when
+// the api knows the deployment's Temporal, its Rollout's pending activities (type, state, try,
+// last heartbeat, last failure, the worker that last took it) and the job's RunList. A stalled
+// wait prints it, so that a failure names the stuck piece.
+func (a api) describeLive(jobID string) string {
+	var out strings.Builder
+	var page struct{ Items []traceRow }
+	a.call("GET", "/v2/jobs/"+jobID+"/traces?limit=500", nil, &page)
+	var live []traceRow
+	for _, tr := range page.Items {
+		switch tr.Status {
+		case "pending", "initializing", "running", "cancelling":
+			live = append(live, tr)
+		}
+	}
+	fmt.Fprintf(&out, "%d unfinished attempts (of the first %d):\n", len(live), len(page.Items))
+	var tc client.Client
+	if a.temporal != "" {
+		ns := cmp.Or(a.namespace, "default")
+		var err error
+		if tc, err = client.Dial(client.Options{HostPort: a.temporal, Namespace: ns, Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))}); err != nil {
+			fmt.Fprintf(&out, "  (Temporal at %s: %v)\n", a.temporal, err)
+		} else {
+			defer tc.Close()
+		}
+	}
+	describe := func(workflowID string) {
+		if tc == nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		d, err := tc.DescribeWorkflowExecution(ctx, workflowID, "")
+		if err != nil {
+			fmt.Fprintf(&out, "    workflow %s: %v\n", workflowID, err)
+			return
+		}
+		info := d.GetWorkflowExecutionInfo()
+		fmt.Fprintf(&out, "    workflow %s: %s, %d history events, on %s\n", workflowID, info.GetStatus(), info.GetHistoryLength(), info.GetTaskQueue())
+		if wt := d.GetPendingWorkflowTask(); wt != nil {
+			fmt.Fprintf(&out, "      workflow task %s, try %d, scheduled %s\n", wt.GetState(), wt.GetAttempt(), ago(wt.GetScheduledTime().AsTime()))
+		}
+		for _, pa := range d.GetPendingActivities() {
+			fmt.Fprintf(&out, "      activity %s: %s, try %d, scheduled %s, started %s, last heartbeat %s, worker %q",
+				pa.GetActivityType().GetName(), pa.GetState(), pa.GetAttempt(), ago(pa.GetScheduledTime().AsTime()),
+				ago(pa.GetLastStartedTime().AsTime()), ago(pa.GetLastHeartbeatTime().AsTime()), pa.GetLastWorkerIdentity())
+			if f := pa.GetLastFailure(); f != nil {
+				fmt.Fprintf(&out, ", last failure: %s", f.GetMessage())
+			}
+			out.WriteString("\n")
+		}
+		if n := len(d.GetPendingChildren()); n > 0 {
+			fmt.Fprintf(&out, "      %d children pending\n", n)
+		}
+	}
+	for i, tr := range live {
+		if i == 20 {
+			fmt.Fprintf(&out, "  … and %d more\n", len(live)-i)
+			break
+		}
+		fmt.Fprintf(&out, "  attempt %s (%s): %s %s\n", tr.ID, tr.Name, tr.Status, tr.Error)
+		describe("rollout/" + tr.ID)
+	}
+	out.WriteString("  the job's run:\n")
+	describe("runlist/" + jobID)
+	return out.String()
+}
+
+// ago is how long before now t was, or "never" for a zero time.
+func ago(t time.Time) string {
+	if t.IsZero() || t.Unix() <= 0 {
+		return "never"
+	}
+	return time.Since(t).Round(100*time.Millisecond).String() + " ago"
+}
+
+// jobStatus waits until a job leaves pending and running, and returns its status. Its RunList
+// sets it once its last attempt ended, at worst after a reconcile (a minute); the wait fails only
+// after testenv.StallWindow without a change.
 func (a api) jobStatus(jobID string) string {
 	a.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var job struct{ Status string }
+	var job struct{ Status string }
+	testenv.Wait(a.t, "the status of job "+jobID, testenv.StallWindow, func() (bool, string) {
+		job.Status = ""
 		a.call("GET", "/v2/jobs/"+jobID, nil, &job)
-		if (job.Status != "running" && job.Status != "pending") || time.Now().After(deadline) {
-			return job.Status
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return job.Status != "running" && job.Status != "pending", job.Status
+	}, func() string { return a.describeLive(jobID) })
+	return job.Status
 }
 
 type traceRow struct {
@@ -159,7 +240,7 @@ func TestRolloutEngineRunsTheDemoOnDev(t *testing.T) { eachStore(t, testDemoOnDe
 func testDemoOnDev(t *testing.T, storeArgs []string, _ string) {
 	dataDir := t.TempDir()
 	dev := startDev(t, dataDir, append([]string{"--max-job-attempts", "2100"}, storeArgs...)...)
-	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey}
+	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey, temporal: dev.info.TemporalAddress}
 	oracle := c.resolve("/v2/models/resolve?model=oracle", "id")
 	demo := c.tasksetID("demo")
 
@@ -278,6 +359,8 @@ func testDemoOnDev(t *testing.T, storeArgs []string, _ string) {
 	if st := c.jobStatus(launched.JobID); st != "cancelled" {
 		t.Errorf("cancelled job status = %s", st)
 	}
+	// Each cancelled attempt tore its sandbox down before it recorded cancelled: only the
+	// processes' exit is left, which takes well under a second even on a loaded machine.
 	deadline := time.Now().Add(10 * time.Second)
 	for envProcesses(dataDir) != "" && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)

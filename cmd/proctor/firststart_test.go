@@ -134,7 +134,7 @@ func TestDevWithoutGoToolchainOrCheckout(t *testing.T) {
 	if !strings.Contains(dev.errOut.String(), "deploying the bundled example environments") {
 		t.Errorf("the log does not say the bundled examples were deployed:\n%s", dev.errOut)
 	}
-	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey}
+	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey, temporal: dev.info.TemporalAddress}
 	for _, name := range exampleEnvs {
 		var page struct {
 			Items []struct {
@@ -192,7 +192,7 @@ func TestDevWithoutGoToolchainOrCheckout(t *testing.T) {
 func TestEvalSaysWhenWorkersRunFewerSandboxes(t *testing.T) {
 	dataDir := t.TempDir()
 	dev := startDev(t, dataDir, "--max-sandboxes", "2")
-	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey}
+	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey, temporal: dev.info.TemporalAddress}
 	var w struct {
 		Queues []struct {
 			Queue           string `json:"queue"`

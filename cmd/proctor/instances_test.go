@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/proctorhq/proctor/internal/testenv"
 )
 
 func parseFloat(s string) float64 {
@@ -145,11 +147,12 @@ func checkInstances(t *testing.T, c api, dataDir, version, registry string, done
 	if code := c.call("POST", "/v2/rollouts/run", map[string]any{"task_version_id": version, "model_id": slow}, &launched); code != 201 {
 		t.Fatalf("run = %d", code)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for c.call("GET", "/v2/instance?registry_id="+registry, nil, &l); l.RunningCount == 0 && time.Now().Before(deadline); {
-		time.Sleep(100 * time.Millisecond)
+	testenv.Wait(t, "the attempt's sandbox to start", testenv.StallWindow, func() (bool, string) {
 		c.call("GET", "/v2/instance?registry_id="+registry, nil, &l)
-	}
+		var tr traceRow
+		c.call("GET", "/v2/trace/"+launched.TraceID, nil, &tr)
+		return l.RunningCount > 0, tr.Status
+	}, func() string { return c.describeLive(launched.JobID) })
 	if l.RunningCount != 1 || len(l.Instances) != 1 || l.Instances[0].TraceID != launched.TraceID || l.Instances[0].TerminatedAt != nil {
 		t.Fatalf("the running instance = %+v", l)
 	}
@@ -171,7 +174,9 @@ func checkInstances(t *testing.T, c api, dataDir, version, registry string, done
 	if c.call("GET", "/v2/trace/"+launched.TraceID, nil, &tr); tr.Status != "cancelled" {
 		t.Errorf("the stopped instance's attempt = %+v", tr)
 	}
-	deadline = time.Now().Add(10 * time.Second)
+	// The attempt ended cancelled after its teardown stopped the sandbox: only the processes'
+	// exit is left, which the kernel finishes in well under a second even on a loaded machine.
+	deadline := time.Now().Add(10 * time.Second)
 	for envProcesses(dataDir) != "" && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -184,6 +189,8 @@ func checkInstances(t *testing.T, c api, dataDir, version, registry string, done
 	select {
 	case <-closed:
 	case <-time.After(30 * time.Second):
+		// The step heartbeats every 3 s and learns of the cancel at its next heartbeat (within
+		// 8 s): 30 s leaves room for a loaded machine, and a step that never learns is the bug.
 		t.Errorf("the stopped attempt's model call is still open 30 s after the stop")
 	}
 	c.call("GET", "/v2/instance?include_terminated=true&limit=1&registry_id="+registry, nil, &l)

@@ -127,7 +127,7 @@ func TestRolloutEngineModelsAndLimits(t *testing.T) {
 func testModelsAndLimits(t *testing.T, storeArgs []string, _ string) {
 	dataDir := t.TempDir()
 	dev := startDev(t, dataDir, storeArgs...)
-	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey}
+	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey, temporal: dev.info.TemporalAddress}
 	addModel := func(name, url string) string { return addScriptedModel(t, c, dataDir, storeArgs, name, url) }
 	var up struct {
 		TaskVersionIDs []string `json:"task_version_ids"`
@@ -234,7 +234,7 @@ func TestALongAttemptContinuesAsNewWithItsSandbox(t *testing.T) {
 	const steps = workflows.DefaultStepsPerRun + 20
 	dataDir := t.TempDir()
 	dev := startDev(t, dataDir)
-	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey}
+	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey, temporal: dev.info.TemporalAddress}
 	var calls []map[string]any
 	for range steps {
 		calls = append(calls, map[string]any{"name": "list_todos", "arguments": map[string]any{}})

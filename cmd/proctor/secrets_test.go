@@ -92,7 +92,7 @@ func testSecretStores(t *testing.T, storeArgs []string, dbURL string) {
 	dev := startDev(t, dataDir, append([]string{"--build-goproxy", "off", "--log-level", "info",
 		"--data-team-quota-bytes", "4096", "--data-max-file-bytes", "3072"}, storeArgs...)...)
 	answers := &testenv.Buffer{}
-	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey, answers: answers}
+	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey, temporal: dev.info.TemporalAddress, answers: answers}
 	oracle := c.resolve("/v2/models/resolve?model=oracle", "id")
 	b := c.waitBuild(c.deploy(tarGz(t, outOfTreeModule(t, []byte(probeSource))), map[string]any{"name": "probe"})["id"].(string))
 	if b["status"] != "succeeded" {

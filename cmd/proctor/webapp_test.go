@@ -26,7 +26,7 @@ func TestWebApp(t *testing.T) {
 	t.Setenv("SCRIPTED_KEY", "scripted-key")
 	dataDir := t.TempDir()
 	dev := startDev(t, dataDir)
-	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey}
+	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey, temporal: dev.info.TemporalAddress}
 
 	// A slow model, for a trace to follow live: two calls, a second and a half each.
 	slowSrv, _ := scriptedOpenAI(t, []map[string]any{{"name": "add_todo", "arguments": map[string]any{"title": "buy milk"}},
