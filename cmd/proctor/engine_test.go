@@ -97,21 +97,29 @@ func (a api) waitJob(jobID string, each func(summary)) summary {
 }
 
 // describeLive says what each unfinished attempt of a job is doing: its trace's status and, when
-// the api knows the deployment's Temporal, its Rollout's pending activities (type, state, try,
-// last heartbeat, last failure, the worker that last took it) and the job's RunList. A stalled
+// the api knows the deployment's Temporal, its Rollout's pending activities (type, the task queue
+// it waits on, state, try, last heartbeat, last failure, the worker that last took it) and the
+// job's RunList. A stalled
 // wait prints it, so that a failure names the stuck piece.
 func (a api) describeLive(jobID string) string {
 	var out strings.Builder
-	var page struct{ Items []traceRow }
-	a.call("GET", "/v2/jobs/"+jobID+"/traces?limit=500", nil, &page)
 	var live []traceRow
-	for _, tr := range page.Items {
-		switch tr.Status {
-		case "pending", "initializing", "running", "cancelling":
-			live = append(live, tr)
+	total := 0
+	for offset := 0; ; offset += 500 {
+		var page struct{ Items []traceRow }
+		a.call("GET", fmt.Sprintf("/v2/jobs/%s/traces?limit=500&offset=%d", jobID, offset), nil, &page)
+		for _, tr := range page.Items {
+			switch tr.Status {
+			case "pending", "initializing", "running", "cancelling":
+				live = append(live, tr)
+			}
+		}
+		total += len(page.Items)
+		if len(page.Items) < 500 {
+			break
 		}
 	}
-	fmt.Fprintf(&out, "%d unfinished attempts (of the first %d):\n", len(live), len(page.Items))
+	fmt.Fprintf(&out, "%d of %d attempts unfinished:\n", len(live), total)
 	var tc client.Client
 	if a.temporal != "" {
 		ns := cmp.Or(a.namespace, "default")
@@ -139,9 +147,9 @@ func (a api) describeLive(jobID string) string {
 			fmt.Fprintf(&out, "      workflow task %s, try %d, scheduled %s\n", wt.GetState(), wt.GetAttempt(), ago(wt.GetScheduledTime().AsTime()))
 		}
 		for _, pa := range d.GetPendingActivities() {
-			fmt.Fprintf(&out, "      activity %s: %s, try %d, scheduled %s, started %s, last heartbeat %s, worker %q",
-				pa.GetActivityType().GetName(), pa.GetState(), pa.GetAttempt(), ago(pa.GetScheduledTime().AsTime()),
-				ago(pa.GetLastStartedTime().AsTime()), ago(pa.GetLastHeartbeatTime().AsTime()), pa.GetLastWorkerIdentity())
+			fmt.Fprintf(&out, "      activity %s on %s: %s, try %d, scheduled %s, started %s, last heartbeat %s, worker %q",
+				pa.GetActivityType().GetName(), pa.GetActivityOptions().GetTaskQueue().GetName(), pa.GetState(), pa.GetAttempt(),
+				ago(pa.GetScheduledTime().AsTime()), ago(pa.GetLastStartedTime().AsTime()), ago(pa.GetLastHeartbeatTime().AsTime()), pa.GetLastWorkerIdentity())
 			if f := pa.GetLastFailure(); f != nil {
 				fmt.Fprintf(&out, ", last failure: %s", f.GetMessage())
 			}
