@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -125,6 +126,59 @@ func (a api) waitBuild(id string) map[string]any {
 // buildStall is how long a build may show no progress: one step of it (a Go compile of a cold
 // package, an image unpacked) can take minutes on a loaded 2-core machine without a log line.
 const buildStall = 5 * time.Minute
+
+// testRedeployRunsTheNewBuild: a researcher fixes their environment and deploys again; the next
+// run uses the new build, with nothing else to do. A deploy with --no-promote says that runs still
+// use the old one, and set-latest switches them.
+func testRedeployRunsTheNewBuild(t *testing.T, c api, dev *devRun, envDir, oracle string) {
+	t.Helper()
+	deploy := func(args ...string) string {
+		t.Helper()
+		var out bytes.Buffer
+		err := run(t.Context(), append([]string{"env", "deploy", envDir, "--name", "todo-cli", "--api-url", dev.info.APIURL, "--api-key", dev.info.APIKey}, args...), &out, io.Discard)
+		if err != nil {
+			t.Fatalf("env deploy %v: %v\n%s", args, err, out.String())
+		}
+		return out.String()
+	}
+	ranImage := func() string {
+		t.Helper()
+		tr, logs := c.runToEnd(map[string]any{"task_version_id": c.addTask("redeploy", "todo-cli"), "model_id": oracle})
+		if tr.Status != "completed" {
+			t.Fatalf("an attempt on todo-cli = %+v", tr)
+		}
+		return regexp.MustCompile(`todo-cli:\d+`).FindString(logs)
+	}
+	if out := deploy(); !strings.Contains(out, "latest: build 2 of todo-cli; new runs use it") {
+		t.Errorf("a second deploy did not say it is the latest:\n%s", out)
+	}
+	if img := ranImage(); img != "todo-cli:2" {
+		t.Errorf("after deploying build 2 an attempt ran %q, want todo-cli:2", img)
+	}
+	out := deploy("--no-promote")
+	if !strings.Contains(out, "not latest (--no-promote): new runs of todo-cli still use build 2 (todo-cli:2)") {
+		t.Errorf("a deploy with --no-promote did not say which build runs:\n%s", out)
+	}
+	if img := ranImage(); img != "todo-cli:2" {
+		t.Errorf("after a deploy with --no-promote an attempt ran %q, want todo-cli:2", img)
+	}
+	third := regexp.MustCompile(`set-latest (\S+)`).FindStringSubmatch(out)
+	if third == nil {
+		t.Fatalf("no set-latest hint in:\n%s", out)
+	}
+	var set bytes.Buffer
+	if err := run(t.Context(), []string{"env", "set-latest", third[1], "--api-url", dev.info.APIURL, "--api-key", dev.info.APIKey}, &set, io.Discard); err != nil ||
+		!strings.Contains(set.String(), "latest: build 3 of todo-cli") {
+		t.Errorf("env set-latest: %v\n%s", err, set.String())
+	}
+	if img := ranImage(); img != "todo-cli:3" {
+		t.Errorf("after set-latest an attempt ran %q, want todo-cli:3", img)
+	}
+	if err := run(t.Context(), []string{"env", "set-latest", uuid.NewString(), "--api-url", dev.info.APIURL, "--api-key", dev.info.APIKey}, io.Discard, io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "404") {
+		t.Errorf("set-latest of an unknown build: %v, want a 404", err)
+	}
+}
 
 // addTask uploads, into taskset, an add-todos task over env whose validation earns 1.0, and
 // returns its version id.
@@ -395,7 +449,8 @@ func testDeployFromSource(t *testing.T, storeArgs []string, dbURL string) {
 	var out, errOut bytes.Buffer
 	err := run(t.Context(), []string{"env", "deploy", envDir, "--name", "todo-cli", "--api-url", dev.info.APIURL, "--api-key", dev.info.APIKey}, &out, &errOut)
 	t.Logf("$ proctor env deploy %s --name todo-cli\n%s%s", filepath.Base(envDir), out.String(), errOut.String())
-	if err != nil || !strings.Contains(out.String(), "succeeded") || !strings.Contains(out.String(), "add-todos") || !strings.Contains(out.String(), "todo-cli:1") {
+	if err != nil || !strings.Contains(out.String(), "succeeded") || !strings.Contains(out.String(), "add-todos") || !strings.Contains(out.String(), "todo-cli:1") ||
+		!strings.Contains(out.String(), "latest: build 1 of todo-cli; new runs use it") {
 		t.Errorf("env deploy: %v\n%s", err, out.String())
 	}
 	if strings.Contains(out.String(), "1.0 MB") || !strings.Contains(out.String(), "packed") {
@@ -404,6 +459,7 @@ func testDeployFromSource(t *testing.T, storeArgs []string, dbURL string) {
 	if !strings.Contains(out.String(), "   go build: module .") || !strings.Contains(out.String(), "   image todo-cli:1 (sha256:") {
 		t.Errorf("env deploy did not show the build's log:\n%s", out.String())
 	}
+	testRedeployRunsTheNewBuild(t, c, dev, envDir, oracle)
 
 	// A source that escapes its archive, and one that does not compile, fail with a reason.
 	var slip bytes.Buffer

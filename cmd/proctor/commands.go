@@ -193,7 +193,8 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		withFlags(&cobra.Command{Use: "show JOB", Short: "A job's summary, per-task results and the attempts to look at", Args: exactArgs(1)}, cmdJobsShow(stdout)),
 		withFlags(&cobra.Command{Use: "watch JOB", Short: "Follow a running job again (after Ctrl-C or a lost connection), then print its table", Args: exactArgs(1)}, cmdJobsWatch(stdout, stderr)))
 	env := group(&cobra.Command{Use: "env", Short: "Deploy environments"})
-	env.AddCommand(withFlags(&cobra.Command{Use: "deploy DIR", Short: "Build an environment from source and print its scenarios", Args: exactArgs(1)}, cmdEnvDeploy(stdout, stderr)))
+	env.AddCommand(withFlags(&cobra.Command{Use: "deploy DIR", Short: "Build an environment from source, make it the latest, and print its scenarios", Args: exactArgs(1)}, cmdEnvDeploy(stdout, stderr)))
+	env.AddCommand(withFlags(&cobra.Command{Use: "set-latest BUILD", Short: "Make a succeeded build the one new runs of its environment use", Args: exactArgs(1)}, cmdEnvSetLatest(stdout)))
 
 	client := []*cobra.Command{
 		withFlags(&cobra.Command{Use: "eval TASKSET --model MODEL", Short: "Run a job with live progress, then a per-task table and its cost",

@@ -23,6 +23,7 @@ import (
 type deployBuild struct {
 	ID           string  `json:"id"`
 	RegistryID   string  `json:"registry_id"`
+	Version      int     `json:"version"`
 	Status       string  `json:"status"`
 	Digest       string  `json:"digest"`
 	ImageName    string  `json:"image_name"`
@@ -34,6 +35,7 @@ func cmdEnvDeploy(stdout, stderr io.Writer) flagsBody {
 	return func(fs *flag.FlagSet) runFunc {
 		name := fs.String("name", "", "the environment's name (default: the directory's name)")
 		entry := fs.String("entry-folder", "", "the folder of DIR that holds the environment's main package (default: DIR itself)")
+		noPromote := fs.Bool("no-promote", false, "keep the environment's latest build: new runs go on using it (make this one latest later with `proctor env set-latest BUILD`)")
 		client := clientFlags(fs)
 		return func(ctx context.Context, pos []string) error {
 			dir, err := filepath.Abs(pos[0])
@@ -94,6 +96,9 @@ func cmdEnvDeploy(stdout, stderr io.Writer) flagsBody {
 				return fmt.Errorf("build %s %s: %s", b.ID, b.Status, b.ErrorMessage)
 			}
 			fmt.Fprintf(stdout, "image %s  %s\n", b.ImageName, b.Digest)
+			if err := reportLatest(ctx, c, b, *name, !*noPromote, stdout); err != nil {
+				return err
+			}
 			var scenarios []struct {
 				Slug        string `json:"slug"`
 				Description string `json:"description"`
@@ -113,6 +118,53 @@ func cmdEnvDeploy(stdout, stderr io.Writer) flagsBody {
 			return nil
 		}
 	}
+}
+
+// reportLatest makes a succeeded build its environment's latest (when promote is set), and says
+// which build new runs of the environment use: a deploy that did not take effect is said, not
+// found out from a run of the old build's failures.
+func reportLatest(ctx context.Context, c *apiClient, b deployBuild, name string, promote bool, stdout io.Writer) error {
+	if promote {
+		if err := c.do(ctx, http.MethodPost, "/v2/builds/"+b.ID+"/set-latest", nil, nil); err != nil {
+			return fmt.Errorf("make build %s the latest of %s: %w", b.ID, name, err)
+		}
+	}
+	var reg struct {
+		LatestBuild *deployBuild `json:"latest_build"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/v2/registry/"+b.RegistryID, nil, &reg); err != nil {
+		return err
+	}
+	switch l := reg.LatestBuild; {
+	case l != nil && l.ID == b.ID:
+		fmt.Fprintf(stdout, "latest: build %d of %s; new runs use it\n", b.Version, name)
+	case l != nil:
+		fmt.Fprintf(stdout, "not latest (--no-promote): new runs of %s still use build %d (%s); make this one latest with: proctor env set-latest %s\n",
+			name, l.Version, l.ImageName, b.ID)
+	default:
+		fmt.Fprintf(stdout, "%s has no latest build: make this one latest with: proctor env set-latest %s\n", name, b.ID)
+	}
+	return nil
+}
+
+// cmdEnvSetLatest makes a succeeded build the one new runs of its environment use.
+func cmdEnvSetLatest(stdout io.Writer) flagsBody {
+	return clientCommand(func(ctx context.Context, c *apiClient, pos []string) error {
+		var b deployBuild
+		if err := c.do(ctx, http.MethodGet, "/v2/builds/"+pos[0]+"/status", nil, &b); err != nil {
+			return err
+		}
+		if b.Status != "succeeded" {
+			return fmt.Errorf("build %s is %s: only a succeeded build can be the latest", b.ID, b.Status)
+		}
+		var reg struct {
+			Name string `json:"name"`
+		}
+		if err := c.do(ctx, http.MethodGet, "/v2/registry/"+b.RegistryID, nil, &reg); err != nil {
+			return err
+		}
+		return reportLatest(ctx, c, b, reg.Name, true, stdout)
+	})
 }
 
 // followBuild prints a build's log as it is written, and its status as it changes, until the
