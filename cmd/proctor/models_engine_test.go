@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"go.temporal.io/api/workflowservice/v1"
 
 	ptemporal "github.com/proctorhq/proctor/temporal"
@@ -83,11 +84,19 @@ func scriptedOpenAIKeys(t testing.TB, calls []map[string]any, delay time.Duratio
 		requests.Add(1)
 		var req struct {
 			Messages []struct {
-				Role string `json:"role"`
+				Role    string `json:"role"`
+				Content any    `json:"content"`
 			} `json:"messages"`
 			Tools []any `json:"tools"`
 		}
 		json.NewDecoder(r.Body).Decode(&req)
+		// Every scripted attempt (a request that offers tools) drives the todo example: the model
+		// must be told what the environment says of itself in its initialize result, first in the
+		// system prompt.
+		if len(req.Tools) > 0 && (len(req.Messages) == 0 || req.Messages[0].Role != "system" || !strings.HasPrefix(fmt.Sprint(req.Messages[0].Content), "A todo list.")) {
+			http.Error(w, `{"error":{"message":"the system prompt does not open with the environment's instructions"}}`, http.StatusBadRequest)
+			return
+		}
 		done := 0
 		for _, m := range req.Messages {
 			if m.Role == "tool" {
@@ -134,7 +143,6 @@ func testModelsAndLimits(t *testing.T, storeArgs []string, _ string) {
 	}
 	c.call("POST", "/v2/tasks/upload", map[string]any{"taskset_name": "models", "tasks": []any{
 		map[string]any{"name": "add", "env": "todo", "scenario": "add-todos", "args": map[string]any{"items": []string{"buy milk", "walk the dog"}}},
-		map[string]any{"name": "bad-args", "env": "todo", "scenario": "add-todos", "args": map[string]any{"items": "not a list"}},
 		map[string]any{"name": "gpu", "env": "todo", "scenario": "add-todos", "args": map[string]any{"items": []string{"x"}},
 			"runtime_config": map[string]any{"limits": map[string]any{"startup_timeout_s": 2}, "resources": map[string]any{"gpu": map[string]any{"count": 1, "type": "h100"}}}},
 	}}, &up)
@@ -202,16 +210,33 @@ func testModelsAndLimits(t *testing.T, storeArgs []string, _ string) {
 	// A GPU request with no GPU worker waits startup_timeout_s, then ends with a clear error.
 	oracle := c.resolve("/v2/models/resolve?model=oracle", "id")
 	started := time.Now()
-	c.call("POST", "/v2/rollouts/run", map[string]any{"task_version_id": up.TaskVersionIDs[2], "model_id": oracle}, &run)
+	c.call("POST", "/v2/rollouts/run", map[string]any{"task_version_id": up.TaskVersionIDs[1], "model_id": oracle}, &run)
 	c.waitJob(run.JobID, nil)
 	c.call("GET", "/v2/trace/"+run.TraceID, nil, &tr)
 	if tr.Status != "error" || !strings.Contains(tr.Error, "sandboxes-gpu-h100") || time.Since(started) < 2*time.Second {
 		t.Errorf("GPU request without a GPU worker = %+v after %s", tr, time.Since(started))
 	}
 
-	// An error of the environment (it rejects the scenario's arguments) ends the attempt as error
-	// with reward 0, recorded and not retried.
-	c.call("POST", "/v2/rollouts/run", map[string]any{"task_version_id": up.TaskVersionIDs[1], "model_id": oracle}, &run)
+	// A task whose args its scenario cannot take is refused at upload, naming the task and the
+	// value, rather than found by a job of errored attempts.
+	var refused struct {
+		Errors []struct{ Location, Message string }
+	}
+	code, refusedBody := c.raw("POST", "/v2/tasks/upload", map[string]any{"taskset_name": "models", "tasks": []any{
+		map[string]any{"name": "ok", "env": "todo", "scenario": "add-todos", "args": map[string]any{"items": []string{"x"}}},
+		map[string]any{"name": "bad-args", "env": "todo", "scenario": "add-todos", "args": map[string]any{"items": "not a list"}}}})
+	json.Unmarshal([]byte(refusedBody), &refused)
+	if code != 422 || len(refused.Errors) != 1 || refused.Errors[0].Location != "body.tasks[1].args.items" ||
+		!strings.Contains(refused.Errors[0].Message, `args_schema of scenario "add-todos"`) {
+		t.Errorf("the upload of bad args = %d %s, want 422 with one error at body.tasks[1].args.items naming the scenario's args_schema", code, refusedBody)
+	}
+
+	// An error of the environment (it rejects the scenario's arguments, given at launch) ends the
+	// attempt as error with reward 0, recorded and not retried.
+	if code := c.call("POST", "/v2/rollouts/submit", map[string]any{"trace_id": uuid.NewString(), "task": up.TaskVersionIDs[0],
+		"agent": map[string]any{"type": "oracle"}, "args": map[string]any{"items": "not a list"}}, &run); code != 201 {
+		t.Fatalf("submit with bad args = %d", code)
+	}
 	c.waitJob(run.JobID, nil)
 	var info struct {
 		traceRow

@@ -60,6 +60,22 @@ func TestToolsHidesTheSetupAndEvaluateHubsOfTheTodoExample(t *testing.T) {
 	}
 }
 
+// TestOpenPutsTheEnvironmentsInstructionsFirstInTheSystemPrompt: what an environment tells its
+// clients in its initialize result reaches the model, before the task's own system prompt and the
+// agent config's addition.
+func TestOpenPutsTheEnvironmentsInstructionsFirstInTheSystemPrompt(t *testing.T) {
+	p := startTodo(t, ConnectOptions{})
+	op, err := Open(testContext(t), p.env, Episode{Scenario: "add-todos", Args: map[string]any{"items": []any{"buy milk"}},
+		SystemPrompt: "Be brief.", AgentConfig: AgentConfig{SystemPrompt: "Never delete."}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.TrimSpace(p.env.Instructions()) + "\n\nBe brief.\n\nNever delete."
+	if op.System != want || !strings.Contains(op.System, "todo list") {
+		t.Errorf("system prompt = %q, want %q", op.System, want)
+	}
+}
+
 func TestConnectToAnEnvironmentThatExitsAtOnceIsErrEnvClosed(t *testing.T) {
 	cmd := exec.Command("sh", "-c", "echo broken >&2; exit 3")
 	stdin, err := cmd.StdinPipe()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // ErrSetupFailed is wrapped by [RunEpisode]'s error when a setup call answers with a tool
@@ -139,7 +140,8 @@ func RunEpisode(ctx context.Context, env *Env, model Model, ep Episode) (*Episod
 // Opening is how an attempt opens, before its setup runs: what the model is told and offered,
 // and the calls that set the task up and evaluate it.
 type Opening struct {
-	// System is the system prompt: the task's, then the agent config's.
+	// System is the system prompt: the environment's instructions (from its initialize
+	// result), then the task's, then the agent config's.
 	System string
 	// Prompt is the first user message: the scenario's prompt, then the task's.
 	Prompt string
@@ -153,7 +155,8 @@ type Opening struct {
 // the rollout engine's StartEnvironment activity share, so the two cannot disagree on what an
 // attempt is told.
 func Open(ctx context.Context, env *Env, ep Episode) (*Opening, error) {
-	op := &Opening{Prompt: ep.Prompt, Setup: ep.Setup, Evaluate: ep.Evaluate, System: SystemPrompt(ep.SystemPrompt, ep.AgentConfig)}
+	op := &Opening{Prompt: ep.Prompt, Setup: ep.Setup, Evaluate: ep.Evaluate,
+		System: joinParagraphs(strings.TrimSpace(env.Instructions()), SystemPrompt(ep.SystemPrompt, ep.AgentConfig))}
 	if ep.Scenario != "" {
 		sc, err := env.Scenario(ctx, ep.Scenario, ep.Args)
 		if err != nil {

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -117,12 +118,16 @@ func TestOpenAIAdapterDrivesAnAttemptOnTheTodoExample(t *testing.T) {
 	if res.Reward != 1 || res.Steps != 3 || res.Usage != (Usage{InputTokens: 110, OutputTokens: 15}) {
 		t.Errorf("result = reward %v steps %d usage %+v; want 1, 3, 110/15", res.Reward, res.Steps, res.Usage)
 	}
-	// The last request carried both results, each answering its call.
+	// The last request opened with the environment's instructions as the system prompt, then
+	// carried both results, each answering its call.
 	last := srv.requests()[2].body
+	if sys := dig(last, "messages", 0); dig(sys, "role") != "system" || !strings.HasPrefix(fmt.Sprint(dig(sys, "content")), "A todo list.") {
+		t.Errorf("message 0 = %v, want the environment's instructions as the system prompt", sys)
+	}
 	for i, id := range []string{"call_1", "call_2"} {
-		msg := dig(last, "messages", 2+2*i)
+		msg := dig(last, "messages", 3+2*i)
 		if dig(msg, "role") != "tool" || dig(msg, "tool_call_id") != id || !strings.Contains(dig(msg, "content").(string), "todo") {
-			t.Errorf("message %d = %v, want the tool result of %s", 2+2*i, msg, id)
+			t.Errorf("message %d = %v, want the tool result of %s", 3+2*i, msg, id)
 		}
 	}
 	// The environment's tools, not the hubs, were offered.
