@@ -277,3 +277,51 @@ func equal(a, b []string) bool {
 	}
 	return true
 }
+
+// TestUploadRefusesArgsTheScenarioCannotTake: a task's args are checked against its scenario's
+// args_schema at upload, and a task that names a scenario names the environment that declares it;
+// each mistake is reported at the task's index and the JSON path of the value, before any write.
+func TestUploadRefusesArgsTheScenarioCannotTake(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *models.Store) {
+		a := member(t, s, "alpha", "a@example.com")
+		r, err := s.CreateRegistry(ctx, a, models.NewRegistry{Name: "lists"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.CreateBuild(ctx, r.ID, models.NewBuild{Status: models.BuildSucceeded, SetLatest: true, Scenarios: []models.Scenario{{
+			Name: "add-todos", ArgsSchema: map[string]any{"type": "object", "required": []any{"items"},
+				"properties": map[string]any{"items": map[string]any{"type": "array", "items": map[string]any{"type": "string"}}}},
+		}}}); err != nil {
+			t.Fatal(err)
+		}
+		task := func(name string, args map[string]any, env string) models.TaskUpload {
+			return models.TaskUpload{TaskContent: models.TaskContent{Name: name, Env: env, Scenario: "add-todos", Args: args}}
+		}
+		for _, tt := range []struct {
+			name  string
+			task  models.TaskUpload
+			where string
+		}{
+			{"a string for a list", task("a", map[string]any{"items": "milk"}, "lists"), "body.tasks[1].args.items"},
+			{"a number in a list of strings", task("b", map[string]any{"items": []any{"milk", 3}}, "lists"), "body.tasks[1].args.items[1]"},
+			{"a required argument left out", task("c", map[string]any{}, "lists"), "body.tasks[1].args"},
+			{"a scenario without its environment", task("d", map[string]any{"items": []any{"milk"}}, ""), "body.tasks[1].env"},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				_, err := s.UploadTasks(ctx, a, models.Upload{TasksetName: "checked", Tasks: []models.TaskUpload{
+					task("fine", map[string]any{"items": []any{"milk"}}, "lists"), tt.task}})
+				var verr models.ValidationError
+				if !errors.As(err, &verr) || len(verr) != 1 || verr[0].Location != tt.where {
+					t.Fatalf("upload = %v, want one error at %s", err, tt.where)
+				}
+				if _, err := s.GetTasksetByName(ctx, a, "checked"); !errors.Is(err, models.ErrNotFound) {
+					t.Errorf("a refused upload wrote its taskset: %v", err)
+				}
+			})
+		}
+		if _, err := s.UploadTasks(ctx, a, models.Upload{TasksetName: "checked", Tasks: []models.TaskUpload{
+			task("fine", map[string]any{"items": []any{"milk", "eggs"}}, "lists")}}); err != nil {
+			t.Errorf("args that match the schema: %v", err)
+		}
+	})
+}

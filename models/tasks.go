@@ -250,6 +250,7 @@ func (s *Store) resolveUpload(ctx context.Context, c *Caller, up Upload) ([]reso
 			}
 		}
 		rt := resolvedTask{TaskUpload: t}
+		var scenario *Scenario
 		if env != nil {
 			rt.registryID = &env.ID
 			if t.Env == "" {
@@ -266,6 +267,9 @@ func (s *Store) resolveUpload(ctx context.Context, c *Caller, up Upload) ([]reso
 				bad(loc+".scenario_id", "no such scenario in the task's environment", t.ScenarioID.String())
 			case t.Scenario == "":
 				rt.Scenario = sc.Name
+				scenario = &sc
+			default:
+				scenario = &sc
 			}
 		} else if t.Scenario != "" && env != nil && env.LatestBuildID != nil {
 			var sc Scenario
@@ -276,6 +280,22 @@ func (s *Store) resolveUpload(ctx context.Context, c *Caller, up Upload) ([]reso
 				return nil, err
 			} else {
 				rt.ScenarioID = &sc.ID
+				scenario = &sc
+			}
+		} else if t.Scenario != "" && env == nil && t.Env == "" {
+			bad(loc+".env", fmt.Sprintf("scenario %q needs the environment that declares it: set env (or the upload's registry_id)", t.Scenario), nil)
+		}
+		if scenario != nil {
+			// Arguments the scenario cannot take are found here, not by a job of errored attempts.
+			for _, v := range argsViolations(scenario.ArgsSchema, t.Args) {
+				where := loc + ".args"
+				if v.Location != "" {
+					where += "." + v.Location
+					if strings.HasPrefix(v.Location, "[") {
+						where = loc + ".args" + v.Location
+					}
+				}
+				bad(where, fmt.Sprintf("does not match the args_schema of scenario %q: %s", scenario.Name, v.Message), nil)
 			}
 		}
 		if rt.Scenario == "" && strings.TrimSpace(t.Prompt) == "" {

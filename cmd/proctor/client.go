@@ -237,7 +237,11 @@ func readTaskFile(path string) (map[string]any, error) {
 			}
 			var t map[string]any
 			if err := json.Unmarshal(line, &t); err != nil {
-				return nil, fmt.Errorf("%s:%d: not a JSON object: %w", path, n, err)
+				at := strings.TrimPrefix(jsonErrorAt("", line, err), ":1:")
+				if at != "" {
+					at = ":" + at
+				}
+				return nil, fmt.Errorf("%s:%d%s: not a JSON object: %w", path, n, at, err)
 			}
 			tasks = append(tasks, t)
 		}
@@ -248,16 +252,38 @@ func readTaskFile(path string) (map[string]any, error) {
 	}
 	if len(trimmed) > 0 && trimmed[0] == '[' {
 		var tasks []any
-		if err := json.Unmarshal(trimmed, &tasks); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+		if err := json.Unmarshal(data, &tasks); err != nil {
+			return nil, fmt.Errorf("%s: %w", jsonErrorAt(path, data, err), err)
 		}
 		return map[string]any{"tasks": tasks}, nil
 	}
 	var body map[string]any
-	if err := json.Unmarshal(trimmed, &body); err != nil {
-		return nil, fmt.Errorf("%s: want a JSON object with tasks, a JSON array of tasks, or .jsonl: %w", path, err)
+	if err := json.Unmarshal(data, &body); err != nil {
+		return nil, fmt.Errorf("%s: want a JSON object with tasks, a JSON array of tasks, or .jsonl: %w", jsonErrorAt(path, data, err), err)
 	}
 	return body, nil
+}
+
+// jsonErrorAt is "path:line:column" where a JSON syntax or type error lies in data, as editors
+// and compilers point at a place; just path when the error carries no offset.
+func jsonErrorAt(path string, data []byte, err error) string {
+	var offset int64
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		offset = syn.Offset
+	case errors.As(err, &typ):
+		offset = typ.Offset
+	default:
+		return path
+	}
+	// The offset counts the bytes read, the offending one included: point at that one.
+	offset = max(0, min(offset-1, int64(len(data))))
+	before := data[:offset]
+	line := bytes.Count(before, []byte("\n")) + 1
+	col := int(offset) - bytes.LastIndexByte(before, '\n')
+	return fmt.Sprintf("%s:%d:%d", path, line, col)
 }
 
 func cmdTasksExport(stdout, stderr io.Writer) flagsBody {

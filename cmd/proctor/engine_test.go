@@ -70,6 +70,22 @@ func (a api) call(method, path string, body any, out any) int {
 	return res.StatusCode
 }
 
+// raw sends a request and returns the status and the body, whatever the status.
+func (a api) raw(method, path string, body any) (int, string) {
+	a.t.Helper()
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequest(method, a.base+path, bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+a.key)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		a.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	out, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(out)
+}
+
 type summary struct {
 	AvgReward                                                               *float64 `json:"avg_reward"`
 	Pending, Initializing, Running, Completed, Error, Cancelling, Cancelled int
