@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -155,6 +157,8 @@ func checkJobAnalytics(t *testing.T, c api, jobID, demo string) {
 		{[]string{"models"}, []string{"oracle", "run one with: proctor eval TASKSET --model MODEL"}},
 		{[]string{"tasksets", "show", "demo"}, []string{"taskset demo " + demo + ": 3 tasks (eval)", "todo-add", "run it with: proctor eval demo --model MODEL"}},
 		{[]string{"jobs", "watch", jobID}, []string{"9/9 done", "per-task results and the attempts to look at: proctor jobs show " + jobID}},
+		{[]string{"jobs"}, []string{"ATTEMPTS  ERRORS  MEAN REWARD", jobID}},
+		{[]string{"env", "list"}, []string{"NAME", "SCENARIOS", "LATEST BUILD", "game2048", "todo"}},
 	} {
 		out, err := cli(tc.args...)
 		for _, w := range tc.want {
@@ -163,6 +167,93 @@ func checkJobAnalytics(t *testing.T, c api, jobID, demo string) {
 				break
 			}
 		}
+	}
+	// Every list and show command prints JSON with --json, the API's field names, for scripts.
+	jsonOf := func(into any, args ...string) {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		err := run(t.Context(), append(args, "--json", "--api-url", c.base, "--api-key", c.key), &out, &errOut)
+		if err != nil {
+			t.Fatalf("proctor %v --json: %v\n%s", args, err, errOut.String())
+		}
+		if err := json.Unmarshal(out.Bytes(), into); err != nil {
+			t.Fatalf("proctor %v --json printed what is not JSON: %v\n%s", args, err, out.String())
+		}
+	}
+	type jobJSON struct {
+		ID      string
+		Summary struct {
+			TotalTraces int `json:"total_traces"`
+			Completed   int
+		}
+	}
+	var jobsJSON struct{ Items []jobJSON }
+	jsonOf(&jobsJSON, "jobs")
+	if i := slices.IndexFunc(jobsJSON.Items, func(j jobJSON) bool { return j.ID == jobID }); i < 0 ||
+		jobsJSON.Items[i].Summary.TotalTraces != 9 || jobsJSON.Items[i].Summary.Completed != 9 {
+		t.Errorf("jobs --json = %+v, want job %s with 9 of 9 completed", jobsJSON, jobID)
+	}
+	var shown struct {
+		Job      struct{ ID string }
+		Summary  struct{ Completed int }
+		Coverage struct {
+			Tasks []struct{ Name string }
+		}
+	}
+	jsonOf(&shown, "jobs", "show", jobID)
+	if shown.Job.ID != jobID || shown.Summary.Completed != 9 || len(shown.Coverage.Tasks) != 3 {
+		t.Errorf("jobs show --json = %+v", shown)
+	}
+	var traces struct {
+		JobID string `json:"job_id"`
+		Total int
+		Items []traceRow
+	}
+	jsonOf(&traces, "traces", "--job", jobID)
+	if traces.JobID != jobID || traces.Total != 9 || len(traces.Items) != 9 || traces.Items[0].Status != "completed" {
+		t.Fatalf("traces --json = %+v", traces)
+	}
+	var trace struct {
+		Trace  traceRow
+		Events struct {
+			Events []struct {
+				Seq  int
+				Kind string
+			}
+			Status string
+		}
+	}
+	jsonOf(&trace, "trace", traces.Items[0].ID)
+	if trace.Trace.ID != traces.Items[0].ID || trace.Events.Status != "completed" || len(trace.Events.Events) < 3 || trace.Events.Events[0].Kind != "system_message" {
+		t.Errorf("trace --json = %+v", trace)
+	}
+	type modelJSON struct {
+		ModelName string `json:"model_name"`
+	}
+	var modelsJSON []modelJSON
+	jsonOf(&modelsJSON, "models")
+	if !slices.ContainsFunc(modelsJSON, func(m modelJSON) bool { return m.ModelName == "oracle" }) {
+		t.Errorf("models --json = %+v, want oracle", modelsJSON)
+	}
+	var workersJSON struct{ Queues []struct{ Queue string } }
+	jsonOf(&workersJSON, "workers")
+	if len(workersJSON.Queues) == 0 {
+		t.Errorf("workers --json = %+v", workersJSON)
+	}
+	var tasksetsJSON struct{ Items []struct{ Name string } }
+	jsonOf(&tasksetsJSON, "tasksets", "list")
+	var demoJSON struct {
+		Taskset struct{ Name string }
+		Tasks   []struct{ Name string }
+	}
+	jsonOf(&demoJSON, "tasksets", "show", "demo")
+	if len(tasksetsJSON.Items) == 0 || demoJSON.Taskset.Name != "demo" || len(demoJSON.Tasks) != 3 {
+		t.Errorf("tasksets --json: list %+v, show %+v", tasksetsJSON, demoJSON)
+	}
+	var envsJSON struct{ Items []struct{ Name string } }
+	jsonOf(&envsJSON, "env", "list")
+	if len(envsJSON.Items) < 2 {
+		t.Errorf("env list --json = %+v, want the examples", envsJSON)
 	}
 	if out, err := cli("eval", "demo", "--model", "gpt-99"); err == nil || !strings.Contains(err.Error(), `no model "gpt-99"; you can run: oracle`) {
 		t.Errorf("eval with an unknown model: %v\n%s", err, out)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -79,11 +80,16 @@ func cmdTraces(stdout, stderr io.Writer) flagsBody {
 		job := fs.String("job", "", "the job (default: your newest)")
 		status := fs.String("status", "", "only these statuses, comma-separated (pending, initializing, running, completed, error, cancelling, cancelled)")
 		limit := fs.Int("limit", 50, "at most this many")
+		asJSON := jsonFlag(fs)
 		client := clientFlags(fs)
 		return func(ctx context.Context, pos []string) error {
 			c, err := client()
 			if err != nil {
 				return err
+			}
+			out := stdout
+			if *asJSON {
+				out = io.Discard // the table and hints; the JSON is printed at the end
 			}
 			if *job == "" {
 				var page struct {
@@ -96,7 +102,7 @@ func cmdTraces(stdout, stderr io.Writer) flagsBody {
 					return errors.New("your team has no jobs yet: run one with proctor eval TASKSET --model MODEL")
 				}
 				*job = page.Items[0].ID
-				fmt.Fprintf(stdout, "job %s %q (your newest)\n", page.Items[0].ID, page.Items[0].Name)
+				fmt.Fprintf(out, "job %s %q (your newest)\n", page.Items[0].ID, page.Items[0].Name)
 			}
 			want := map[string]bool{}
 			for _, s := range strings.Split(*status, ",") {
@@ -104,16 +110,18 @@ func cmdTraces(stdout, stderr io.Writer) flagsBody {
 					want[s] = true
 				}
 			}
-			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "TRACE\tTASK\tSTATUS\tSTOP\tREWARD\tSTARTED")
 			shown, seen, total := 0, 0, 0
+			type row struct {
+				traceListRow
+				StartTime *time.Time `json:"start_time"`
+			}
+			rows := []row{}
 			for off := 0; shown < *limit; off += 500 {
 				var page struct {
-					Items []struct {
-						traceListRow
-						StartTime *time.Time `json:"start_time"`
-					} `json:"items"`
-					Total int `json:"total"`
+					Items []row `json:"items"`
+					Total int   `json:"total"`
 				}
 				if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v2/jobs/%s/traces?limit=500&offset=%d", url.PathEscape(*job), off), nil, &page); err != nil {
 					return err
@@ -125,6 +133,7 @@ func cmdTraces(stdout, stderr io.Writer) flagsBody {
 						continue
 					}
 					shown++
+					rows = append(rows, t)
 					reward, started := fmtReward(t.Reward), "–"
 					if t.StartTime != nil {
 						started = t.StartTime.Local().Format("2006-01-02 15:04:05")
@@ -136,6 +145,13 @@ func cmdTraces(stdout, stderr io.Writer) flagsBody {
 				}
 			}
 			tw.Flush()
+			if *asJSON {
+				return writeJSON(stdout, struct {
+					JobID string `json:"job_id"`
+					Total int    `json:"total"`
+					Items []row  `json:"items"`
+				}{*job, total, rows})
+			}
 			fmt.Fprintf(stdout, "%d shown of %d attempts; see one with: proctor trace TRACE_ID\n", shown, total)
 			return nil
 		}
@@ -144,20 +160,31 @@ func cmdTraces(stdout, stderr io.Writer) flagsBody {
 
 // cmdModels lists the models the caller may run.
 func cmdModels(stdout, stderr io.Writer) flagsBody {
-	return clientCommand(func(ctx context.Context, c *apiClient, pos []string) error {
-		models, err := c.models(ctx)
-		if err != nil {
-			return err
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "MODEL\tNAME\tPROVIDER\tCALLS")
-		for _, m := range models {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", m.ModelName, m.Name, m.Provider, m.InferenceCount)
-		}
-		tw.Flush()
-		fmt.Fprintln(stdout, "run one with: proctor eval TASKSET --model MODEL")
-		return nil
-	})
+	return func(fs *flag.FlagSet) runFunc {
+		asJSON := jsonFlag(fs)
+		return clientCommand(func(ctx context.Context, c *apiClient, pos []string) error {
+			models, err := c.models(ctx)
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				return writeJSON(stdout, models)
+			}
+			return printModels(stdout, models)
+		})(fs)
+	}
+}
+
+// printModels prints the models as a table.
+func printModels(stdout io.Writer, models []modelRow) error {
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MODEL\tNAME\tPROVIDER\tCALLS")
+	for _, m := range models {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", m.ModelName, m.Name, m.Provider, m.InferenceCount)
+	}
+	tw.Flush()
+	fmt.Fprintln(stdout, "run one with: proctor eval TASKSET --model MODEL")
+	return nil
 }
 
 type modelRow struct {
@@ -176,6 +203,36 @@ func (c *apiClient) models(ctx context.Context) ([]modelRow, error) {
 		return nil, err
 	}
 	return page.Items, nil
+}
+
+// showTasksetJSON prints a taskset and every one of its tasks as the API answers them.
+func showTasksetJSON(ctx context.Context, c *apiClient, name string, stdout io.Writer) error {
+	id, err := c.tasksetByName(ctx, name)
+	if err != nil {
+		return err
+	}
+	var out struct {
+		Taskset json.RawMessage   `json:"taskset"`
+		Tasks   []json.RawMessage `json:"tasks"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/v2/tasksets/"+id, nil, &out.Taskset); err != nil {
+		return err
+	}
+	out.Tasks = []json.RawMessage{}
+	for off := 0; ; off += 500 {
+		var page struct {
+			Items []json.RawMessage `json:"items"`
+			Total int               `json:"total"`
+		}
+		if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v2/tasksets/%s/tasks?limit=500&offset=%d", id, off), nil, &page); err != nil {
+			return err
+		}
+		out.Tasks = append(out.Tasks, page.Items...)
+		if len(page.Items) == 0 || off+len(page.Items) >= page.Total {
+			break
+		}
+	}
+	return writeJSON(stdout, out)
 }
 
 // showTaskset prints a taskset's tasks.
@@ -225,26 +282,37 @@ func showTaskset(ctx context.Context, c *apiClient, name string, stdout io.Write
 
 // cmdWorkers lists what the live workers offer per task queue.
 func cmdWorkers(stdout, stderr io.Writer) flagsBody {
-	return clientCommand(func(ctx context.Context, c *apiClient, pos []string) error {
-		w, err := c.workers(ctx)
-		if err != nil {
-			return err
-		}
-		if len(w.Queues) == 0 {
-			fmt.Fprintln(stdout, "no live workers: nothing runs until one starts (proctor worker, or proctor dev)")
-			return nil
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "QUEUE\tWORKERS\tSANDBOXES AT ONCE\tGPUS")
-		for _, q := range w.Queues {
-			sandboxes, gpus := orDash(""), orDash("")
-			if q.SandboxCapacity > 0 {
-				sandboxes, gpus = fmt.Sprint(q.SandboxCapacity), fmt.Sprint(q.GPUs)
+	return func(fs *flag.FlagSet) runFunc {
+		asJSON := jsonFlag(fs)
+		return clientCommand(func(ctx context.Context, c *apiClient, pos []string) error {
+			w, err := c.workers(ctx)
+			if err != nil {
+				return err
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", q.Queue, q.Workers, sandboxes, gpus)
+			if *asJSON {
+				return writeJSON(stdout, w)
+			}
+			return printWorkers(stdout, w)
+		})(fs)
+	}
+}
+
+// printWorkers prints the queues as a table.
+func printWorkers(stdout io.Writer, w workersPage) error {
+	if len(w.Queues) == 0 {
+		fmt.Fprintln(stdout, "no live workers: nothing runs until one starts (proctor worker, or proctor dev)")
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "QUEUE\tWORKERS\tSANDBOXES AT ONCE\tGPUS")
+	for _, q := range w.Queues {
+		sandboxes, gpus := orDash(""), orDash("")
+		if q.SandboxCapacity > 0 {
+			sandboxes, gpus = fmt.Sprint(q.SandboxCapacity), fmt.Sprint(q.GPUs)
 		}
-		return tw.Flush()
-	})
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", q.Queue, q.Workers, sandboxes, gpus)
+	}
+	return tw.Flush()
 }
 
 // workersPage is the answer of GET /v2/workers.

@@ -141,12 +141,14 @@ func testRedeployRunsTheNewBuild(t *testing.T, c api, dev *devRun, envDir, oracl
 		}
 		return out.String()
 	}
+	lastTrace := ""
 	ranImage := func() string {
 		t.Helper()
 		tr, logs := c.runToEnd(map[string]any{"task_version_id": c.addTask("redeploy", "todo-cli"), "model_id": oracle})
 		if tr.Status != "completed" {
 			t.Fatalf("an attempt on todo-cli = %+v", tr)
 		}
+		lastTrace = tr.ID
 		return regexp.MustCompile(`todo-cli:\d+`).FindString(logs)
 	}
 	if out := deploy(); !strings.Contains(out, "latest: build 2 of todo-cli; new runs use it") {
@@ -173,6 +175,17 @@ func testRedeployRunsTheNewBuild(t *testing.T, c api, dev *devRun, envDir, oracl
 	}
 	if img := ranImage(); img != "todo-cli:3" {
 		t.Errorf("after set-latest an attempt ran %q, want todo-cli:3", img)
+	}
+	// proctor trace says which build the attempt ran.
+	var shown bytes.Buffer
+	if err := run(t.Context(), []string{"trace", lastTrace, "--api-url", dev.info.APIURL, "--api-key", dev.info.APIKey}, &shown, io.Discard); err != nil ||
+		!strings.Contains(shown.String(), "environment todo-cli, build 3 (sha256:") {
+		t.Errorf("proctor trace does not name the build that ran: %v\n%s", err, shown.String())
+	}
+	var list bytes.Buffer
+	if err := run(t.Context(), []string{"env", "list", "--search", "todo-cli", "--api-url", dev.info.APIURL, "--api-key", dev.info.APIKey}, &list, io.Discard); err != nil ||
+		!regexp.MustCompile(`(?m)^todo-cli\s+2\s+`+third[1]).MatchString(list.String()) {
+		t.Errorf("env list: %v; want todo-cli with 2 scenarios and build 3 latest:\n%s", err, list.String())
 	}
 	if err := run(t.Context(), []string{"env", "set-latest", uuid.NewString(), "--api-url", dev.info.APIURL, "--api-key", dev.info.APIKey}, io.Discard, io.Discard); err == nil ||
 		!strings.Contains(err.Error(), "404") {

@@ -313,9 +313,15 @@ func cmdTasksExport(stdout, stderr io.Writer) flagsBody {
 
 // cmdTasksetsShow prints a taskset's tasks.
 func cmdTasksetsShow(stdout io.Writer) flagsBody {
-	return clientCommand(func(ctx context.Context, c *apiClient, pos []string) error {
-		return showTaskset(ctx, c, pos[0], stdout)
-	})
+	return func(fs *flag.FlagSet) runFunc {
+		asJSON := jsonFlag(fs)
+		return clientCommand(func(ctx context.Context, c *apiClient, pos []string) error {
+			if *asJSON {
+				return showTasksetJSON(ctx, c, pos[0], stdout)
+			}
+			return showTaskset(ctx, c, pos[0], stdout)
+		})(fs)
+	}
 }
 
 // cmdTasksetsList lists the team's tasksets.
@@ -325,6 +331,7 @@ func cmdTasksetsList(stdout io.Writer) flagsBody {
 		public := fs.Bool("public", false, "public tasksets of every team")
 		sort := fs.String("sort", "starred", "starred, date, name, stars or tasks")
 		limit := fs.Int("limit", 50, "at most this many (1..500)")
+		asJSON := jsonFlag(fs)
 		client := clientFlags(fs)
 		return func(ctx context.Context, pos []string) error {
 			c, err := client()
@@ -337,6 +344,9 @@ func cmdTasksetsList(stdout io.Writer) flagsBody {
 			}
 			if *public {
 				q.Set("public_only", "true")
+			}
+			if *asJSON {
+				return printRaw(ctx, c, "/v2/tasksets?"+q.Encode(), stdout)
 			}
 			var page struct {
 				Items []struct {

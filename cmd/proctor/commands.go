@@ -6,9 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 
+	"github.com/google/uuid"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/proctorhq/proctor/examples/environments"
 	"github.com/proctorhq/proctor/httpapi"
@@ -102,6 +105,21 @@ func exactArgs(n int) cobra.PositionalArgs {
 	}
 }
 
+// idArg wants one positional argument, the id of a kind of thing: a UUID, as the list command
+// that names the thing prints it. A mistyped id is a usage error that says what an id looks like
+// and where to find one, not the server's validation error.
+func idArg(kind, listedBy string) cobra.PositionalArgs {
+	return func(c *cobra.Command, args []string) error {
+		if len(args) != 1 {
+			return usageError(c)
+		}
+		if _, err := uuid.Parse(args[0]); err != nil {
+			return usagef("%q is not a %s id: %s ids are UUIDs (e.g. 0b6c1d7e-4f1a-4c1e-9a52-2f3d5e8b9c10), as %s lists them", args[0], kind, kind, listedBy)
+		}
+		return nil
+	}
+}
+
 // group makes cmd a command that only holds subcommands: run alone it prints its usage, and an
 // unknown subcommand is an error that suggests the nearest.
 func group(cmd *cobra.Command) *cobra.Command {
@@ -190,18 +208,20 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		withFlags(&cobra.Command{Use: "show NAME", Short: "A taskset's tasks", Args: exactArgs(1)}, cmdTasksetsShow(stdout)))
 	jobs := withFlags(&cobra.Command{Use: "jobs", Short: "Your team's jobs, newest first", Args: noArgs}, cmdJobs(stdout))
 	jobs.AddCommand(
-		withFlags(&cobra.Command{Use: "show JOB", Short: "A job's summary, per-task results and the attempts to look at", Args: exactArgs(1)}, cmdJobsShow(stdout)),
-		withFlags(&cobra.Command{Use: "watch JOB", Short: "Follow a running job again (after Ctrl-C or a lost connection), then print its table", Args: exactArgs(1)}, cmdJobsWatch(stdout, stderr)))
-	env := group(&cobra.Command{Use: "env", Short: "Deploy environments"})
+		withFlags(&cobra.Command{Use: "show JOB", Short: "A job's summary, per-task results and the attempts to look at", Args: idArg("job", "proctor jobs")}, cmdJobsShow(stdout)),
+		withFlags(&cobra.Command{Use: "watch JOB", Short: "Follow a running job again (after Ctrl-C or a lost connection), then print its table", Args: idArg("job", "proctor jobs")}, cmdJobsWatch(stdout, stderr)),
+		withFlags(&cobra.Command{Use: "cancel JOB", Short: "Cancel every attempt of a job (live ones stop after their sandboxes are torn down)", Args: idArg("job", "proctor jobs")}, cmdJobsCancel(stdout)))
+	env := group(&cobra.Command{Use: "env", Short: "Deploy and list environments"})
+	env.AddCommand(withFlags(&cobra.Command{Use: "list", Short: "The environments you can run: scenarios and latest build", Args: noArgs}, cmdEnvList(stdout)))
 	env.AddCommand(withFlags(&cobra.Command{Use: "deploy DIR", Short: "Build an environment from source, make it the latest, and print its scenarios", Args: exactArgs(1)}, cmdEnvDeploy(stdout, stderr)))
-	env.AddCommand(withFlags(&cobra.Command{Use: "set-latest BUILD", Short: "Make a succeeded build the one new runs of its environment use", Args: exactArgs(1)}, cmdEnvSetLatest(stdout)))
+	env.AddCommand(withFlags(&cobra.Command{Use: "set-latest BUILD", Short: "Make a succeeded build the one new runs of its environment use", Args: idArg("build", "proctor env deploy")}, cmdEnvSetLatest(stdout)))
 
 	client := []*cobra.Command{
 		withFlags(&cobra.Command{Use: "eval TASKSET --model MODEL", Short: "Run a job with live progress, then a per-task table and its cost",
 			Long: "Runs every task of TASKSET (a taskset name: see proctor tasksets list) with MODEL (see proctor models),\n" +
 				"follows the job live, then prints a per-task table and the job's cost. Ctrl-C cancels the job.",
 			Args: exactArgs(1)}, cmdEval(stdout, stderr)),
-		withFlags(&cobra.Command{Use: "trace TRACE_ID", Short: "An attempt's trajectory, step by step (-f follows it live)", Args: exactArgs(1)}, cmdTrace(stdout, stderr)),
+		withFlags(&cobra.Command{Use: "trace TRACE_ID", Short: "An attempt's trajectory, step by step (-f follows it live)", Args: idArg("trace", "proctor traces")}, cmdTrace(stdout, stderr)),
 		withFlags(&cobra.Command{Use: "traces", Short: "A job's attempts (default: your newest job's)", Args: noArgs}, cmdTraces(stdout, stderr)),
 		jobs, tasks, tasksets,
 		withFlags(&cobra.Command{Use: "models", Short: "The models you can run", Args: noArgs}, cmdModels(stdout, stderr)),
@@ -229,7 +249,34 @@ func adminCommand(stdout io.Writer) *cobra.Command {
 			resources[a.resource] = r
 			admin.AddCommand(r)
 		}
-		r.AddCommand(withFlags(&cobra.Command{Use: a.action, Short: a.short}, adminAction(a.resource+" "+a.action, stdout)))
+		cmd := withFlags(&cobra.Command{Use: a.action, Short: a.short}, adminAction(a.resource+" "+a.action, stdout))
+		// Every action parses the same flags, but its help lists only those it reads: the ones
+		// its description names, and where it finds the store, the keys or Temporal.
+		uses := adminFlags(a.resource+" "+a.action, a.short)
+		cmd.Flags().VisitAll(func(f *pflag.Flag) { f.Hidden = !uses[f.Name] })
+		r.AddCommand(cmd)
 	}
 	return admin
+}
+
+// adminFlags are the flags an admin action reads.
+func adminFlags(what, short string) map[string]bool {
+	uses := map[string]bool{"help": true}
+	for _, m := range regexp.MustCompile(`--([a-z-]+)`).FindAllStringSubmatch(short, -1) {
+		uses[m[1]] = true
+	}
+	more := map[string]string{
+		"model add":      "base-url api-key-env provider trainable input-cost-per-token output-cost-per-token",
+		"keys rotate":    "secrets-key-file secrets-kms-uri",
+		"keys rewrap":    "secrets-key-file secrets-kms-uri",
+		"temporal setup": "temporal-address temporal-namespace",
+		"keys create":    "",
+	}[what]
+	for _, f := range strings.Fields(more) {
+		uses[f] = true
+	}
+	if what != "temporal setup" && what != "keys create" {
+		uses["database-url"], uses["data-dir"] = true, true
+	}
+	return uses
 }

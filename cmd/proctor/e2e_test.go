@@ -632,6 +632,35 @@ func TestUnknownCommandsAndHelp(t *testing.T) {
 	if err := run(context.Background(), []string{"jobs", "show"}, io.Discard, io.Discard); exitCode(err) != 2 || !strings.Contains(fmt.Sprint(err), "usage: proctor jobs show JOB") {
 		t.Errorf("jobs show without a job: %v", err)
 	}
+	// An admin action's help lists the flags it reads, not the server's.
+	for _, tc := range []struct {
+		args      []string
+		want, not []string
+	}{
+		{[]string{"admin", "model", "add", "--help"}, []string{"--base-url", "--api-key-env", "--database-url"}, []string{"--sandbox-root", "--http-addr", "--email"}},
+		{[]string{"admin", "team", "create", "--help"}, []string{"--name", "--database-url"}, []string{"--adapter", "--max-sandboxes"}},
+		{[]string{"admin", "temporal", "setup", "--help"}, []string{"--retention", "--temporal-address"}, []string{"--database-url"}},
+	} {
+		out.Reset()
+		err := run(context.Background(), tc.args, &out, io.Discard)
+		for _, w := range tc.want {
+			if err != nil || !strings.Contains(out.String(), w) {
+				t.Errorf("proctor %v: %v; want %s in:\n%s", tc.args, err, w, out.String())
+			}
+		}
+		for _, n := range tc.not {
+			if strings.Contains(out.String(), n) {
+				t.Errorf("proctor %v lists %s, which it does not read", tc.args, n)
+			}
+		}
+	}
+	// A mistyped id is explained before any request, not answered with the server's validation.
+	for _, args := range [][]string{{"trace", "123"}, {"jobs", "cancel", "latest"}, {"env", "set-latest", "v2"}} {
+		err := run(context.Background(), args, io.Discard, io.Discard)
+		if exitCode(err) != 2 || !strings.Contains(fmt.Sprint(err), fmt.Sprintf("%q is not a", args[len(args)-1])) || !strings.Contains(fmt.Sprint(err), "ids are UUIDs") {
+			t.Errorf("proctor %v: %v, want a usage error saying what an id is", args, err)
+		}
+	}
 	// Shell completion comes with the command tree.
 	out.Reset()
 	if err := run(context.Background(), []string{"completion", "bash"}, &out, io.Discard); err != nil || !strings.Contains(out.String(), "__start_proctor") {

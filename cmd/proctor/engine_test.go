@@ -70,6 +70,9 @@ func (a api) call(method, path string, body any, out any) int {
 	return res.StatusCode
 }
 
+// runCLI is run, for tests with a local of that name.
+var runCLI = run
+
 // raw sends a request and returns the status and the body, whatever the status.
 func (a api) raw(method, path string, body any) (int, string) {
 	a.t.Helper()
@@ -391,6 +394,19 @@ func testDemoOnDev(t *testing.T, storeArgs []string, _ string) {
 	}
 	if p := envProcesses(dataDir); p != "" {
 		t.Errorf("environment processes left after cancel_job:\n%s", p)
+	}
+	// The same from the command line: proctor jobs cancel.
+	c.call("POST", "/v2/rollouts/run_list", map[string]any{"task_version_ids": []string{game}, "model_ids": []string{oracle}, "group_size": 20, "max_concurrent": 2}, &launched)
+	var out bytes.Buffer
+	if err := runCLI(t.Context(), []string{"jobs", "cancel", launched.JobID, "--api-url", c.base, "--api-key", c.key}, &out, io.Discard); err != nil ||
+		!strings.Contains(out.String(), "job "+launched.JobID+": cancelling") || !strings.Contains(out.String(), "proctor jobs watch "+launched.JobID) {
+		t.Errorf("proctor jobs cancel: %v\n%s", err, out.String())
+	}
+	if sum = c.waitJob(launched.JobID, nil); sum.Cancelled == 0 || sum.Cancelled+sum.Completed != 20 {
+		t.Errorf("after proctor jobs cancel: %+v", sum)
+	}
+	if st := c.jobStatus(launched.JobID); st != "cancelled" {
+		t.Errorf("the job cancelled from the command line = %s", st)
 	}
 	// The running provider's own directory holds its lock and no work dir.
 	left, _ := filepath.Glob(filepath.Join(dataDir, "sandboxes", "owner-*", "*"))

@@ -331,11 +331,18 @@ func cmdTrace(stdout, stderr io.Writer) flagsBody {
 	return func(fs *flag.FlagSet) runFunc {
 		follow := fs.Bool("f", false, "follow the attempt live until it ends")
 		allTries := fs.Bool("all-tries", false, "also show the events of earlier tries (superseded: their sandbox was lost and the attempt restarted)")
+		asJSON := jsonFlag(fs)
 		client := clientFlags(fs)
 		return func(ctx context.Context, pos []string) error {
 			c, err := client()
 			if err != nil {
 				return err
+			}
+			if *asJSON {
+				if *follow {
+					return usagef("--json prints the trajectory as it is now; -f follows it as text")
+				}
+				return showTraceJSON(ctx, c, pos[0], *allTries, stdout)
 			}
 			since := -1
 			for {
@@ -377,6 +384,21 @@ func cmdTrace(stdout, stderr io.Writer) flagsBody {
 						fmt.Fprintf(stdout, " · error: %s", tr.Error)
 					}
 					fmt.Fprintln(stdout)
+					// Which build ran: after a redeploy, the question a failure raises first.
+					var info struct {
+						Environment *struct {
+							Name         string  `json:"name"`
+							BuildVersion *int    `json:"build_version"`
+							BuildDigest  *string `json:"build_digest"`
+						} `json:"environment"`
+					}
+					if c.do(ctx, http.MethodGet, "/v2/trace/"+url.PathEscape(pos[0])+"/info", nil, &info) == nil && info.Environment != nil && info.Environment.BuildVersion != nil {
+						fmt.Fprintf(stdout, "environment %s, build %d", info.Environment.Name, *info.Environment.BuildVersion)
+						if d := info.Environment.BuildDigest; d != nil {
+							fmt.Fprintf(stdout, " (%s)", *d)
+						}
+						fmt.Fprintln(stdout)
+					}
 					if tr.Attempt > 1 && !*allTries {
 						fmt.Fprintf(stdout, "this is try %d of the attempt: the %d before lost their sandbox, and their events are superseded; see them with: proctor trace %s --all-tries\n",
 							tr.Attempt, tr.Attempt-1, pos[0])
@@ -453,11 +475,15 @@ func orDash(s string) string {
 func cmdJobsShow(stdout io.Writer) flagsBody {
 	return func(fs *flag.FlagSet) runFunc {
 		limit := fs.Int("limit", 20, "attempts listed per category")
+		asJSON := jsonFlag(fs)
 		client := clientFlags(fs)
 		return func(ctx context.Context, pos []string) error {
 			c, err := client()
 			if err != nil {
 				return err
+			}
+			if *asJSON {
+				return showJobJSON(ctx, c, pos[0], stdout)
 			}
 			return showJob(ctx, c, pos[0], *limit, stdout)
 		}
@@ -479,33 +505,44 @@ func cmdJobsWatch(stdout, stderr io.Writer) flagsBody {
 func cmdJobs(stdout io.Writer) flagsBody {
 	return func(fs *flag.FlagSet) runFunc {
 		limit := fs.Int("limit", 20, "at most this many, newest first")
+		asJSON := jsonFlag(fs)
 		client := clientFlags(fs)
 		return func(ctx context.Context, pos []string) error {
 			c, err := client()
 			if err != nil {
 				return err
 			}
+			type jobRow struct {
+				ID        string     `json:"id"`
+				Name      string     `json:"name"`
+				Status    string     `json:"status"`
+				CreatedAt time.Time  `json:"created_at"`
+				Summary   jobSummary `json:"summary"`
+			}
 			var page struct {
-				Items []struct {
-					ID        string    `json:"id"`
-					Name      string    `json:"name"`
-					Status    string    `json:"status"`
-					CreatedAt time.Time `json:"created_at"`
-				} `json:"items"`
-				Total int `json:"total"`
+				Items []jobRow `json:"items"`
+				Total int      `json:"total"`
 			}
 			if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v2/jobs?limit=%d", *limit), nil, &page); err != nil {
 				return err
 			}
+			if *asJSON {
+				for i := range page.Items {
+					if err := c.do(ctx, http.MethodGet, "/v2/jobs/"+page.Items[i].ID+"/summary", nil, &page.Items[i].Summary); err != nil {
+						return err
+					}
+				}
+				return writeJSON(stdout, page)
+			}
 			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tSTATUS\tATTEMPTS\tMEAN REWARD\tCREATED")
+			fmt.Fprintln(tw, "ID\tNAME\tSTATUS\tATTEMPTS\tERRORS\tMEAN REWARD\tCREATED")
 			for _, j := range page.Items {
 				var s jobSummary
 				if err := c.do(ctx, http.MethodGet, "/v2/jobs/"+j.ID+"/summary", nil, &s); err != nil {
 					return err
 				}
 				reward := fmtReward(s.AvgReward)
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\n", j.ID, orDash(j.Name), j.Status, s.done(), s.TotalTraces, reward, j.CreatedAt.Local().Format("2006-01-02 15:04"))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%d\t%s\t%s\n", j.ID, orDash(j.Name), j.Status, s.done(), s.TotalTraces, s.Error, reward, j.CreatedAt.Local().Format("2006-01-02 15:04"))
 			}
 			tw.Flush()
 			if page.Total > len(page.Items) {
@@ -514,6 +551,57 @@ func cmdJobs(stdout io.Writer) flagsBody {
 			return nil
 		}
 	}
+}
+
+// cmdJobsCancel cancels every attempt of a job: those that never started at once, the live
+// ones after their sandboxes are torn down.
+func cmdJobsCancel(stdout io.Writer) flagsBody {
+	return clientCommand(func(ctx context.Context, c *apiClient, pos []string) error {
+		var res struct {
+			Cancelled int `json:"cancelled"`
+		}
+		if err := c.do(ctx, http.MethodPost, "/v2/rollouts/cancel_job", map[string]string{"job_id": pos[0]}, &res); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "job %s: cancelling; %d live attempts asked to stop (attempts not started yet are cancelled at once)\n", pos[0], res.Cancelled)
+		fmt.Fprintf(stdout, "follow it to the end with: proctor jobs watch %s\n", pos[0])
+		return nil
+	})
+}
+
+// showTraceJSON prints a trace and its events (with earlier tries' when allTries) as the API
+// answers them.
+func showTraceJSON(ctx context.Context, c *apiClient, traceID string, allTries bool, stdout io.Writer) error {
+	var out struct {
+		Trace  json.RawMessage `json:"trace"`
+		Events json.RawMessage `json:"events"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/v2/trace/"+url.PathEscape(traceID), nil, &out.Trace); err != nil {
+		return err
+	}
+	if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v2/trace/%s/events?since_seq=-1&include_superseded=%v", url.PathEscape(traceID), allTries), nil, &out.Events); err != nil {
+		return err
+	}
+	return writeJSON(stdout, out)
+}
+
+// showJobJSON prints a job, its summary and its taskset coverage (per task: attempts, statuses
+// and mean reward) as the API answers them.
+func showJobJSON(ctx context.Context, c *apiClient, jobID string, stdout io.Writer) error {
+	var out struct {
+		Job      json.RawMessage `json:"job"`
+		Summary  json.RawMessage `json:"summary"`
+		Coverage json.RawMessage `json:"coverage"`
+	}
+	for _, part := range []struct {
+		path string
+		into *json.RawMessage
+	}{{"", &out.Job}, {"/summary", &out.Summary}, {"/taskset-coverage", &out.Coverage}} {
+		if err := c.do(ctx, http.MethodGet, "/v2/jobs/"+url.PathEscape(jobID)+part.path, nil, part.into); err != nil {
+			return err
+		}
+	}
+	return writeJSON(stdout, out)
 }
 
 // showJob prints a job: its summary, its taskset coverage (per task: attempts, statuses and mean
