@@ -20,13 +20,15 @@ import (
 
 // liveEnv is an environment this worker runs for one try of an attempt.
 type liveEnv struct {
-	attempt  int
-	sb       sandbox.Sandbox
-	env      *agent.Env
-	tools    []agent.Tool
-	evaluate []agent.Call
-	logs     *logSink
-	instance uuid.UUID
+	attempt int
+	// startedBy is the attempt of the StartEnvironment activity that started it.
+	startedBy int32
+	sb        sandbox.Sandbox
+	env       *agent.Env
+	tools     []agent.Tool
+	evaluate  []agent.Call
+	logs      *logSink
+	instance  uuid.UUID
 }
 
 // Envs holds the environments live on this worker, by try. The sandbox activities of a try
@@ -65,16 +67,21 @@ func (e *Envs) get(id uuid.UUID, attempt int) *liveEnv {
 	return e.byTry[TryInput{TraceID: id, Attempt: attempt}]
 }
 
-// put records a try's environment and returns the one it replaces: a start of the same try
-// that this worker finished after Temporal had given up on it and offered the start again. The
-// caller stops it, or its sandbox would hold a slot until the worker stops.
-func (e *Envs) put(id uuid.UUID, le *liveEnv) (replaced *liveEnv) {
+// put records a try's environment and returns the one to stop: two starts of one try on this
+// worker happen when Temporal gave up on the first (its heartbeat was late) and offered it again,
+// and the first finished anyway. The later start (the higher activity attempt) is the one the
+// workflow heard back from and keeps; the other's sandbox would hold a slot until the worker
+// stopped.
+func (e *Envs) put(id uuid.UUID, le *liveEnv) (stop *liveEnv) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	try := TryInput{TraceID: id, Attempt: le.attempt}
-	replaced = e.byTry[try]
+	if old := e.byTry[try]; old != nil && old.startedBy > le.startedBy {
+		return le
+	}
+	stop = e.byTry[try]
 	e.byTry[try] = le
-	return replaced
+	return stop
 }
 
 func (e *Envs) take(id uuid.UUID, attempt int) *liveEnv {
@@ -182,8 +189,11 @@ func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentIn
 		a.stopEnv(context.WithoutCancel(ctx), in.TraceID, le)
 		return StartEnvironmentResult{}, err
 	}
-	if old := a.Envs.put(in.TraceID, le); old != nil {
-		a.stopEnv(context.WithoutCancel(ctx), in.TraceID, old) //nolint:errcheck // logged by stopEnv; the new start stands
+	if activity.IsActivity(ctx) {
+		le.startedBy = activity.GetInfo(ctx).Attempt
+	}
+	if stale := a.Envs.put(in.TraceID, le); stale != nil {
+		a.stopEnv(context.WithoutCancel(ctx), in.TraceID, stale) //nolint:errcheck // logged by stopEnv; the other start stands
 	}
 	return StartEnvironmentResult{HostQueue: a.HostQueue, Tools: tools}, nil
 }

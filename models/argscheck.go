@@ -14,7 +14,8 @@ import (
 // argsViolations checks a task's args against its scenario's args_schema and returns a message
 // for each value that does not match, keyed by its path within args ("items[1]", "" for args
 // itself). A schema that does not compile is the environment's to fix, not the task's: it checks
-// nothing.
+// nothing. The schema comes from an environment's author, so it is compiled in memory with no
+// loader: a $ref to a file or a URL fails the compile instead of reading the server's files.
 func argsViolations(schema map[string]any, args map[string]any) []FieldError {
 	if len(schema) == 0 {
 		return nil
@@ -23,11 +24,13 @@ func argsViolations(schema map[string]any, args map[string]any) []FieldError {
 	if err != nil {
 		return nil
 	}
+	const id = "https://proctor.invalid/args_schema.json"
 	c := jsonschema.NewCompiler()
-	if err := c.AddResource("args_schema.json", doc); err != nil {
+	c.UseLoader(jsonschema.SchemeURLLoader{})
+	if err := c.AddResource(id, doc); err != nil {
 		return nil
 	}
-	sch, err := c.Compile("args_schema.json")
+	sch, err := c.Compile(id)
 	if err != nil {
 		return nil
 	}

@@ -111,7 +111,9 @@ func storeActivity(ctx workflow.Context) workflow.Context {
 	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout:    30 * time.Second,
 		ScheduleToCloseTimeout: storeOutage,
-		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumInterval: 10 * time.Second},
+		// Past the workflow task timeout (10 s) the SDK waits between tries on a server timer
+		// rather than inside one long workflow task, so a long outage costs a few events a minute.
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumInterval: time.Minute},
 	})
 }
 
@@ -407,6 +409,12 @@ func (r *rollout) finish(ctx workflow.Context, end ending) (RolloutResult, error
 
 func (r *rollout) cancelled(ctx workflow.Context) (RolloutResult, error) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	// A cancelled attempt reads cancelled once every sandbox it started is stopped, a lost try's
+	// included.
+	for _, f := range r.teardowns {
+		_ = f.Get(dctx, nil)
+	}
+	r.teardowns = nil
 	fin := activities.FinishTraceInput{TraceID: r.in.TraceID, Status: models.TraceCancelled, StopReason: models.StopCancelled}
 	if err := workflow.ExecuteLocalActivity(storeActivity(dctx), a.FinishTrace, fin).Get(dctx, nil); err != nil {
 		return RolloutResult{}, err

@@ -64,6 +64,8 @@ func RunList(ctx workflow.Context, in RunListInput) (RunListResult, error) {
 		in.ChildrenPerRun = 500
 	}
 	l := &runList{in: in, live: map[uuid.UUID]bool{}, done: workflow.GetSignalChannel(ctx, SignalRolloutDone)}
+	// Runs that began before the reconcile schedule was kept across waits replay as they ran.
+	l.keptSchedule = workflow.GetVersion(ctx, "reconcile-schedule-kept", workflow.DefaultVersion, 1) == 1
 	for _, id := range in.Live {
 		l.live[id] = true
 	}
@@ -81,6 +83,7 @@ type runList struct {
 	// waits: a timer restarted by every wait would never fire while attempts keep ending, and a
 	// lost signal would hold its slot until the job went quiet for a whole reconcileEvery.
 	nextReconcile time.Time
+	keptSchedule  bool
 }
 
 func (l *runList) run(ctx workflow.Context) (RunListResult, error) {
@@ -188,7 +191,7 @@ func (l *runList) wait(ctx workflow.Context) {
 	})
 	sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) {})
 	now := workflow.Now(ctx)
-	if l.nextReconcile.IsZero() {
+	if l.nextReconcile.IsZero() || !l.keptSchedule {
 		l.nextReconcile = now.Add(reconcileEvery)
 	}
 	reconcile := !now.Before(l.nextReconcile)

@@ -231,8 +231,8 @@ func readTaskFile(path string) (map[string]any, error) {
 		sc := bufio.NewScanner(bytes.NewReader(data))
 		sc.Buffer(make([]byte, 1<<20), 64<<20)
 		for n := 1; sc.Scan(); n++ {
-			line := bytes.TrimSpace(sc.Bytes())
-			if len(line) == 0 {
+			line := sc.Bytes()
+			if len(bytes.TrimSpace(line)) == 0 {
 				continue
 			}
 			var t map[string]any

@@ -275,8 +275,11 @@ func adminFlags(what, short string) map[string]bool {
 	for _, f := range strings.Fields(more) {
 		uses[f] = true
 	}
+	if what != "temporal setup" {
+		uses["data-dir"] = true // the dev defaults: the store, and where keys create writes
+	}
 	if what != "temporal setup" && what != "keys create" {
-		uses["database-url"], uses["data-dir"] = true, true
+		uses["database-url"] = true
 	}
 	return uses
 }

@@ -100,7 +100,7 @@ func testStoppedWorker(t *testing.T, bin string, storeArgs []string, dbURL strin
 	testenv.Wait(t, "two attempts running", testenv.StallWindow, func() (bool, string) {
 		var s summary
 		c.call("GET", "/v2/jobs/"+launched.JobID+"/summary", nil, &s)
-		return s.Running >= 2, fmt.Sprintf("%+v", s)
+		return s.Running >= 2, s.String()
 	}, func() string { return c.describeLive(launched.JobID) })
 	time.Sleep(500 * time.Millisecond)
 	stopAt := time.Now()

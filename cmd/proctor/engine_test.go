@@ -98,6 +98,18 @@ type summary struct {
 
 func (s summary) live() int { return s.Pending + s.Initializing + s.Running + s.Cancelling }
 
+// String is the summary's counts and mean reward: the progress fingerprint of a wait on a job
+// (with %v a struct would print the reward pointer's address, new at every poll, and the wait
+// would never see a stall).
+func (s summary) String() string {
+	reward := "none"
+	if s.AvgReward != nil {
+		reward = fmt.Sprint(*s.AvgReward)
+	}
+	return fmt.Sprintf("{pending:%d initializing:%d running:%d completed:%d error:%d cancelling:%d cancelled:%d total:%d tasks:%d avg_reward:%s}",
+		s.Pending, s.Initializing, s.Running, s.Completed, s.Error, s.Cancelling, s.Cancelled, s.TotalTraces, s.TotalTasks, reward)
+}
+
 // waitJob polls a job's summary until no trace is live, calling each with every summary seen. It
 // fails only when the summary stops changing for testenv.StallWindow (never on total time: CI
 // machines are busy), and then says what every unfinished attempt is doing.
@@ -110,7 +122,7 @@ func (a api) waitJob(jobID string, each func(summary)) summary {
 		if each != nil {
 			each(s)
 		}
-		return s.TotalTraces > 0 && s.live() == 0, fmt.Sprintf("%+v", s)
+		return s.TotalTraces > 0 && s.live() == 0, s.String()
 	}, func() string { return a.describeLive(jobID) })
 	return s
 }

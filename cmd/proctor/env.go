@@ -140,8 +140,12 @@ func reportLatest(ctx context.Context, c *apiClient, b deployBuild, name string,
 	case l != nil && l.ID == b.ID:
 		fmt.Fprintf(stdout, "latest: build %d of %s; new runs use it\n", b.Version, name)
 	case l != nil:
-		fmt.Fprintf(stdout, "not latest (--no-promote): new runs of %s still use build %d (%s); make this one latest with: proctor env set-latest %s\n",
-			name, l.Version, l.ImageName, b.ID)
+		why := "--no-promote"
+		if promote {
+			why = "another build was made latest since" // a deploy beside this one
+		}
+		fmt.Fprintf(stdout, "not latest (%s): new runs of %s still use build %d (%s); make this one latest with: proctor env set-latest %s\n",
+			why, name, l.Version, l.ImageName, b.ID)
 	default:
 		fmt.Fprintf(stdout, "%s has no latest build: make this one latest with: proctor env set-latest %s\n", name, b.ID)
 	}

@@ -60,7 +60,7 @@ func TestManyHosts(t *testing.T) {
 	testenv.Wait(t, "live sandboxes on "+killed.name, testenv.StallWindow, func() (bool, string) {
 		var s summary
 		d.c.call("GET", "/v2/jobs/"+job+"/summary", nil, &s)
-		return len(d.liveSandboxes(job, killed)) >= 3 && s.Completed >= 24, fmt.Sprintf("%+v", s)
+		return len(d.liveSandboxes(job, killed)) >= 3 && s.Completed >= 24, s.String()
 	}, func() string { return d.c.describeLive(job) })
 
 	d.stop(killed, syscall.SIGKILL)
