@@ -160,19 +160,16 @@ func cmdTraces(stdout, stderr io.Writer) flagsBody {
 
 // cmdModels lists the models the caller may run.
 func cmdModels(stdout, stderr io.Writer) flagsBody {
-	return func(fs *flag.FlagSet) runFunc {
-		asJSON := jsonFlag(fs)
-		return clientCommand(func(ctx context.Context, c *apiClient, pos []string) error {
-			models, err := c.models(ctx)
-			if err != nil {
-				return err
-			}
-			if *asJSON {
-				return writeJSON(stdout, models)
-			}
-			return printModels(stdout, models)
-		})(fs)
-	}
+	return jsonClientCommand(func(ctx context.Context, c *apiClient, pos []string, asJSON bool) error {
+		models, err := c.models(ctx)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return writeJSON(stdout, models)
+		}
+		return printModels(stdout, models)
+	})
 }
 
 // printModels prints the models as a table.
@@ -218,19 +215,8 @@ func showTasksetJSON(ctx context.Context, c *apiClient, name string, stdout io.W
 	if err := c.do(ctx, http.MethodGet, "/v2/tasksets/"+id, nil, &out.Taskset); err != nil {
 		return err
 	}
-	out.Tasks = []json.RawMessage{}
-	for off := 0; ; off += 500 {
-		var page struct {
-			Items []json.RawMessage `json:"items"`
-			Total int               `json:"total"`
-		}
-		if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v2/tasksets/%s/tasks?limit=500&offset=%d", id, off), nil, &page); err != nil {
-			return err
-		}
-		out.Tasks = append(out.Tasks, page.Items...)
-		if len(page.Items) == 0 || off+len(page.Items) >= page.Total {
-			break
-		}
+	if out.Tasks, err = allItems[json.RawMessage](ctx, c, "/v2/tasksets/"+id+"/tasks"); err != nil {
+		return err
 	}
 	return writeJSON(stdout, out)
 }
@@ -253,27 +239,19 @@ func showTaskset(ctx context.Context, c *apiClient, name string, stdout io.Write
 	if ts.Description != "" {
 		fmt.Fprintln(stdout, ts.Description)
 	}
+	tasks, err := allItems[struct {
+		Name      string
+		Status    string
+		Version   int
+		UpdatedAt time.Time `json:"updated_at"`
+	}](ctx, c, "/v2/tasksets/"+id+"/tasks")
+	if err != nil {
+		return err
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "\nTASK\tSTATUS\tVERSION\tUPDATED")
-	for off := 0; ; off += 500 {
-		var page struct {
-			Items []struct {
-				Name      string
-				Status    string
-				Version   int
-				UpdatedAt time.Time `json:"updated_at"`
-			} `json:"items"`
-			Total int `json:"total"`
-		}
-		if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v2/tasksets/%s/tasks?limit=500&offset=%d", id, off), nil, &page); err != nil {
-			return err
-		}
-		for _, t := range page.Items {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", t.Name, t.Status, t.Version, t.UpdatedAt.Local().Format("2006-01-02 15:04"))
-		}
-		if len(page.Items) == 0 || off+len(page.Items) >= page.Total {
-			break
-		}
+	for _, t := range tasks {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", t.Name, t.Status, t.Version, t.UpdatedAt.Local().Format("2006-01-02 15:04"))
 	}
 	tw.Flush()
 	fmt.Fprintf(stdout, "\nrun it with: proctor eval %s --model MODEL\n", ts.Name)
@@ -282,19 +260,16 @@ func showTaskset(ctx context.Context, c *apiClient, name string, stdout io.Write
 
 // cmdWorkers lists what the live workers offer per task queue.
 func cmdWorkers(stdout, stderr io.Writer) flagsBody {
-	return func(fs *flag.FlagSet) runFunc {
-		asJSON := jsonFlag(fs)
-		return clientCommand(func(ctx context.Context, c *apiClient, pos []string) error {
-			w, err := c.workers(ctx)
-			if err != nil {
-				return err
-			}
-			if *asJSON {
-				return writeJSON(stdout, w)
-			}
-			return printWorkers(stdout, w)
-		})(fs)
-	}
+	return jsonClientCommand(func(ctx context.Context, c *apiClient, pos []string, asJSON bool) error {
+		w, err := c.workers(ctx)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return writeJSON(stdout, w)
+		}
+		return printWorkers(stdout, w)
+	})
 }
 
 // printWorkers prints the queues as a table.

@@ -163,6 +163,24 @@ func (c *apiClient) do(ctx context.Context, method, path string, body any, out a
 	return nil
 }
 
+// allItems reads every item of a paged list route (path without its query), 500 a page.
+func allItems[T any](ctx context.Context, c *apiClient, path string) ([]T, error) {
+	items := []T{}
+	for off := 0; ; off += 500 {
+		var page struct {
+			Items []T `json:"items"`
+			Total int `json:"total"`
+		}
+		if err := c.do(ctx, http.MethodGet, fmt.Sprintf("%s?limit=500&offset=%d", path, off), nil, &page); err != nil {
+			return nil, err
+		}
+		items = append(items, page.Items...)
+		if len(page.Items) == 0 || off+len(page.Items) >= page.Total {
+			return items, nil
+		}
+	}
+}
+
 func cmdTasksUpload(stdout, stderr io.Writer) flagsBody {
 	return func(fs *flag.FlagSet) runFunc {
 		taskset := fs.String("taskset", "", "taskset name (default: the file's taskset_name/name, else the file's base name)")
@@ -313,15 +331,12 @@ func cmdTasksExport(stdout, stderr io.Writer) flagsBody {
 
 // cmdTasksetsShow prints a taskset's tasks.
 func cmdTasksetsShow(stdout io.Writer) flagsBody {
-	return func(fs *flag.FlagSet) runFunc {
-		asJSON := jsonFlag(fs)
-		return clientCommand(func(ctx context.Context, c *apiClient, pos []string) error {
-			if *asJSON {
-				return showTasksetJSON(ctx, c, pos[0], stdout)
-			}
-			return showTaskset(ctx, c, pos[0], stdout)
-		})(fs)
-	}
+	return jsonClientCommand(func(ctx context.Context, c *apiClient, pos []string, asJSON bool) error {
+		if asJSON {
+			return showTasksetJSON(ctx, c, pos[0], stdout)
+		}
+		return showTaskset(ctx, c, pos[0], stdout)
+	})
 }
 
 // cmdTasksetsList lists the team's tasksets.

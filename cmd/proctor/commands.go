@@ -51,6 +51,16 @@ func clientCommand(fn func(ctx context.Context, c *apiClient, pos []string) erro
 	}
 }
 
+// jsonClientCommand is clientCommand with --json (see jsonFlag): fn prints JSON when asJSON.
+func jsonClientCommand(fn func(ctx context.Context, c *apiClient, pos []string, asJSON bool) error) flagsBody {
+	return func(fs *flag.FlagSet) runFunc {
+		asJSON := jsonFlag(fs)
+		return clientCommand(func(ctx context.Context, c *apiClient, pos []string) error {
+			return fn(ctx, c, pos, *asJSON)
+		})(fs)
+	}
+}
+
 // configCommand makes a command whose flags are the shared configuration's (each also read from
 // its PROCTOR_* variable), run with the parsed configuration.
 func configCommand(cmd *cobra.Command, run func(ctx context.Context, cfg *config.Config) error) *cobra.Command {
