@@ -84,10 +84,7 @@ func Rollout(ctx workflow.Context, in RolloutInput) (RolloutResult, error) {
 	res, err := r.run(ctx)
 	// Every sandbox this run started is stopped (or its host given up on) before it ends, on
 	// every path, a continue-as-new included.
-	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	for _, f := range r.teardowns {
-		_ = f.Get(dctx, nil)
-	}
+	r.awaitTeardowns(ctx)
 	return res, err
 }
 
@@ -407,14 +404,20 @@ func (r *rollout) finish(ctx workflow.Context, end ending) (RolloutResult, error
 	return RolloutResult{Status: fin.Status, StopReason: fin.StopReason, Reward: fin.Reward}, nil
 }
 
-func (r *rollout) cancelled(ctx workflow.Context) (RolloutResult, error) {
+// awaitTeardowns waits, past a cancel, for the lost tries' teardowns still on their way.
+func (r *rollout) awaitTeardowns(ctx workflow.Context) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	// A cancelled attempt reads cancelled once every sandbox it started is stopped, a lost try's
-	// included.
 	for _, f := range r.teardowns {
 		_ = f.Get(dctx, nil)
 	}
 	r.teardowns = nil
+}
+
+func (r *rollout) cancelled(ctx workflow.Context) (RolloutResult, error) {
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	// A cancelled attempt reads cancelled once every sandbox it started is stopped, a lost try's
+	// included.
+	r.awaitTeardowns(ctx)
 	fin := activities.FinishTraceInput{TraceID: r.in.TraceID, Status: models.TraceCancelled, StopReason: models.StopCancelled}
 	if err := workflow.ExecuteLocalActivity(storeActivity(dctx), a.FinishTrace, fin).Get(dctx, nil); err != nil {
 		return RolloutResult{}, err
