@@ -526,21 +526,18 @@ func cmdJobs(stdout io.Writer) flagsBody {
 			if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v2/jobs?limit=%d", *limit), nil, &page); err != nil {
 				return err
 			}
-			if *asJSON {
-				for i := range page.Items {
-					if err := c.do(ctx, http.MethodGet, "/v2/jobs/"+page.Items[i].ID+"/summary", nil, &page.Items[i].Summary); err != nil {
-						return err
-					}
+			for i := range page.Items {
+				if err := c.do(ctx, http.MethodGet, "/v2/jobs/"+page.Items[i].ID+"/summary", nil, &page.Items[i].Summary); err != nil {
+					return err
 				}
+			}
+			if *asJSON {
 				return writeJSON(stdout, page)
 			}
 			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tNAME\tSTATUS\tATTEMPTS\tERRORS\tMEAN REWARD\tCREATED")
 			for _, j := range page.Items {
-				var s jobSummary
-				if err := c.do(ctx, http.MethodGet, "/v2/jobs/"+j.ID+"/summary", nil, &s); err != nil {
-					return err
-				}
+				s := j.Summary
 				reward := fmtReward(s.AvgReward)
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%d\t%s\t%s\n", j.ID, orDash(j.Name), j.Status, s.done(), s.TotalTraces, s.Error, reward, j.CreatedAt.Local().Format("2006-01-02 15:04"))
 			}
