@@ -143,11 +143,7 @@ func checkJobAnalytics(t *testing.T, c api, jobID, demo string) {
 		t.Errorf("proctor jobs show: %v\n%s", err, out.String())
 	}
 	// The CLI's ways to a trace id.
-	cli := func(args ...string) (string, error) {
-		var out, errOut bytes.Buffer
-		err := run(t.Context(), append(args, "--api-url", c.base, "--api-key", c.key), &out, &errOut)
-		return out.String() + errOut.String(), err
-	}
+	cli := c.cli
 	for _, tc := range []struct {
 		args []string
 		want []string

@@ -130,16 +130,15 @@ const buildStall = 5 * time.Minute
 // testRedeployRunsTheNewBuild: a researcher fixes their environment and deploys again; the next
 // run uses the new build, with nothing else to do. A deploy with --no-promote says that runs still
 // use the old one, and set-latest switches them.
-func testRedeployRunsTheNewBuild(t *testing.T, c api, dev *devRun, envDir, oracle string) {
+func testRedeployRunsTheNewBuild(t *testing.T, c api, envDir, oracle string) {
 	t.Helper()
 	deploy := func(args ...string) string {
 		t.Helper()
-		var out bytes.Buffer
-		err := run(t.Context(), append([]string{"env", "deploy", envDir, "--name", "todo-cli", "--api-url", dev.info.APIURL, "--api-key", dev.info.APIKey}, args...), &out, io.Discard)
+		out, err := c.cli(append([]string{"env", "deploy", envDir, "--name", "todo-cli"}, args...)...)
 		if err != nil {
-			t.Fatalf("env deploy %v: %v\n%s", args, err, out.String())
+			t.Fatalf("env deploy %v: %v\n%s", args, err, out)
 		}
-		return out.String()
+		return out
 	}
 	lastTrace := ""
 	ranImage := func() string {
@@ -168,26 +167,20 @@ func testRedeployRunsTheNewBuild(t *testing.T, c api, dev *devRun, envDir, oracl
 	if third == nil {
 		t.Fatalf("no set-latest hint in:\n%s", out)
 	}
-	var set bytes.Buffer
-	if err := run(t.Context(), []string{"env", "set-latest", third[1], "--api-url", dev.info.APIURL, "--api-key", dev.info.APIKey}, &set, io.Discard); err != nil ||
-		!strings.Contains(set.String(), "latest: build 3 of todo-cli") {
-		t.Errorf("env set-latest: %v\n%s", err, set.String())
+	if set, err := c.cli("env", "set-latest", third[1]); err != nil || !strings.Contains(set, "latest: build 3 of todo-cli") {
+		t.Errorf("env set-latest: %v\n%s", err, set)
 	}
 	if img := ranImage(); img != "todo-cli:3" {
 		t.Errorf("after set-latest an attempt ran %q, want todo-cli:3", img)
 	}
 	// proctor trace says which build the attempt ran.
-	var shown bytes.Buffer
-	if err := run(t.Context(), []string{"trace", lastTrace, "--api-url", dev.info.APIURL, "--api-key", dev.info.APIKey}, &shown, io.Discard); err != nil ||
-		!strings.Contains(shown.String(), "environment todo-cli, build 3 (sha256:") {
-		t.Errorf("proctor trace does not name the build that ran: %v\n%s", err, shown.String())
+	if shown, err := c.cli("trace", lastTrace); err != nil || !strings.Contains(shown, "environment todo-cli, build 3 (sha256:") {
+		t.Errorf("proctor trace does not name the build that ran: %v\n%s", err, shown)
 	}
-	var list bytes.Buffer
-	if err := run(t.Context(), []string{"env", "list", "--search", "todo-cli", "--api-url", dev.info.APIURL, "--api-key", dev.info.APIKey}, &list, io.Discard); err != nil ||
-		!regexp.MustCompile(`(?m)^todo-cli\s+2\s+`+third[1]).MatchString(list.String()) {
-		t.Errorf("env list: %v; want todo-cli with 2 scenarios and build 3 latest:\n%s", err, list.String())
+	if list, err := c.cli("env", "list", "--search", "todo-cli"); err != nil || !regexp.MustCompile(`(?m)^todo-cli\s+2\s+`+third[1]).MatchString(list) {
+		t.Errorf("env list: %v; want todo-cli with 2 scenarios and build 3 latest:\n%s", err, list)
 	}
-	if err := run(t.Context(), []string{"env", "set-latest", uuid.NewString(), "--api-url", dev.info.APIURL, "--api-key", dev.info.APIKey}, io.Discard, io.Discard); err == nil ||
+	if _, err := c.cli("env", "set-latest", uuid.NewString()); err == nil ||
 		!strings.Contains(err.Error(), "404") {
 		t.Errorf("set-latest of an unknown build: %v, want a 404", err)
 	}
@@ -472,7 +465,7 @@ func testDeployFromSource(t *testing.T, storeArgs []string, dbURL string) {
 	if !strings.Contains(out.String(), "   go build: module .") || !strings.Contains(out.String(), "   image todo-cli:1 (sha256:") {
 		t.Errorf("env deploy did not show the build's log:\n%s", out.String())
 	}
-	testRedeployRunsTheNewBuild(t, c, dev, envDir, oracle)
+	testRedeployRunsTheNewBuild(t, c, envDir, oracle)
 
 	// A source that escapes its archive, and one that does not compile, fail with a reason.
 	var slip bytes.Buffer

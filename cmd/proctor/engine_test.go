@@ -70,6 +70,14 @@ func (a api) call(method, path string, body any, out any) int {
 	return res.StatusCode
 }
 
+// cli runs a proctor client command against the api's server with its key, and returns what it
+// printed (stdout, then stderr).
+func (a api) cli(args ...string) (string, error) {
+	var out, errOut bytes.Buffer
+	err := run(a.t.Context(), append(args, "--api-url", a.base, "--api-key", a.key), &out, &errOut)
+	return out.String() + errOut.String(), err
+}
+
 // runCLI is run, for tests with a local of that name.
 var runCLI = run
 
