@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -150,9 +151,14 @@ func (m *anthropicModel) params(req StepRequest) (anthropic.MessageNewParams, er
 			}
 		case RoleTool:
 			block := anthropic.ToolResultBlockParam{ToolUseID: msg.ToolCallID, IsError: anthropic.Bool(msg.IsError)}
+			text, shown := toolContent(msg.Content, msg)
 			// Empty text blocks are rejected: an empty result is sent without content.
-			if msg.Content != "" {
-				block.Content = []anthropic.ToolResultBlockParamContentUnion{{OfText: &anthropic.TextBlockParam{Text: msg.Content}}}
+			if text != "" {
+				block.Content = append(block.Content, anthropic.ToolResultBlockParamContentUnion{OfText: &anthropic.TextBlockParam{Text: text}})
+			}
+			for _, im := range shown {
+				src := &anthropic.Base64ImageSourceParam{Data: base64.StdEncoding.EncodeToString(im.Data), MediaType: anthropic.Base64ImageSourceMediaType(im.MIMEType)}
+				block.Content = append(block.Content, anthropic.ToolResultBlockParamContentUnion{OfImage: &anthropic.ImageBlockParam{Source: anthropic.ImageBlockParamSourceUnion{OfBase64: src}}})
 			}
 			params.Messages = appendTurn(params.Messages, anthropic.MessageParamRoleUser, anthropic.ContentBlockParamUnion{OfToolResult: &block})
 		case RoleAssistant:

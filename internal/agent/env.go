@@ -163,9 +163,12 @@ func hidden(t *mcp.Tool) bool {
 type ToolResult struct {
 	// IsError is true when the tool failed: the agent reads the error and may correct itself.
 	IsError bool `json:"is_error,omitempty"`
-	// Text is the result's text content, the parts joined by newlines. Images and other
-	// non-text content are only in Raw.
+	// Text is the result's text content, the parts joined by newlines, with a note for each
+	// part that a model is not sent (audio, a binary resource) and the text of embedded text
+	// resources.
 	Text string `json:"text,omitempty"`
+	// Images are the result's images, those of embedded image resources included.
+	Images []Image `json:"images,omitempty"`
 	// Structured is the result's structured content, when it is a JSON object.
 	Structured map[string]any `json:"structured,omitempty"`
 	// Raw is the whole MCP CallToolResult as JSON, for the trace.
@@ -342,13 +345,7 @@ func toolResult(res *mcp.CallToolResult) (*ToolResult, error) {
 		return nil, fmt.Errorf("encode result: %w", err)
 	}
 	out := &ToolResult{IsError: res.IsError, Raw: raw}
-	var parts []string
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			parts = append(parts, tc.Text)
-		}
-	}
-	out.Text = strings.Join(parts, "\n")
+	out.Text, out.Images = readContent(res.Content)
 	if res.StructuredContent != nil {
 		if m, err := toMap(res.StructuredContent); err == nil {
 			out.Structured = m

@@ -38,7 +38,13 @@ type envProcess struct {
 // own (its stdin closed); it is killed, and the test fails, if it does not.
 func startTodo(t testing.TB, opts ConnectOptions) *envProcess {
 	t.Helper()
-	bin := testenv.Program(t, "examples/environments/todo")
+	return startExample(t, "todo", opts)
+}
+
+// startExample is startTodo for the example environment name.
+func startExample(t testing.TB, name string, opts ConnectOptions) *envProcess {
+	t.Helper()
+	bin := testenv.Program(t, "examples/environments/"+name)
 	p := &envProcess{cmd: exec.Command(bin), stderr: &testenv.Buffer{}, exited: make(chan struct{})}
 	p.cmd.Stderr = p.stderr
 	stdin, err := p.cmd.StdinPipe()

@@ -107,7 +107,7 @@ func RunEpisode(ctx context.Context, env *Env, model Model, ep Episode) (*Episod
 			if err != nil {
 				return nil, fmt.Errorf("run episode: step %d: %w", out.Steps, err)
 			}
-			out.Messages = append(out.Messages, Message{Role: RoleTool, Content: res.Text, ToolCallID: tc.ID, IsError: res.IsError})
+			out.Messages = append(out.Messages, Message{Role: RoleTool, Content: res.Text, Images: res.Images, ToolCallID: tc.ID, IsError: res.IsError})
 		}
 	}
 

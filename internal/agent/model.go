@@ -30,6 +30,8 @@ type Message struct {
 	Role string `json:"role"`
 	// Content is the text of the turn; for a tool message, the tool result's text.
 	Content string `json:"content,omitempty"`
+	// Images are, on a tool message, the tool result's images, shown to the model with it.
+	Images []Image `json:"images,omitempty"`
 	// ToolCalls are the calls an assistant message asks for, in order.
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 	// ToolCallID is, on a tool message, the ID of the call it answers.
@@ -311,4 +313,25 @@ func toolResultText(m Message) string {
 		return "Error: " + m.Content
 	}
 	return m.Content
+}
+
+// toolContent splits a tool message's images into those the model is shown and, appended to
+// text, a note for each one it is not (an unsupported type, bytes not at hand).
+func toolContent(text string, m Message) (string, []Image) {
+	var shown []Image
+	for _, im := range m.Images {
+		if modelCanSee(im) {
+			shown = append(shown, im)
+			continue
+		}
+		text = joinLines(text, imageNote(im))
+	}
+	return text, shown
+}
+
+func joinLines(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "\n" + b
 }

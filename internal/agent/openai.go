@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -126,6 +127,7 @@ func (m *openAIModel) params(req StepRequest) (openai.ChatCompletionNewParams, e
 	if req.System != "" {
 		params.Messages = append(params.Messages, openai.SystemMessage(req.System))
 	}
+	var pending []openai.ChatCompletionContentPartUnionParam // images of the tool results so far
 	for i, msg := range req.Messages {
 		switch msg.Role {
 		case RoleSystem:
@@ -147,7 +149,21 @@ func (m *openAIModel) params(req StepRequest) (openai.ChatCompletionNewParams, e
 			}
 			params.Messages = append(params.Messages, openai.ChatCompletionMessageParamUnion{OfAssistant: &am})
 		case RoleTool:
-			params.Messages = append(params.Messages, openai.ToolMessage(toolResultText(msg), msg.ToolCallID))
+			// Tool messages carry text only: a result's images follow the run of tool messages
+			// (they must directly follow the assistant turn that called them) in one user message.
+			text, shown := toolContent(toolResultText(msg), msg)
+			if len(shown) > 0 {
+				text = joinLines(text, fmt.Sprintf("[%d image(s): in the next user message]", len(shown)))
+				pending = append(pending, openai.TextContentPart(fmt.Sprintf("The image(s) of the result of call %s:", msg.ToolCallID)))
+				for _, im := range shown {
+					pending = append(pending, openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: dataURL(im)}))
+				}
+			}
+			params.Messages = append(params.Messages, openai.ToolMessage(text, msg.ToolCallID))
+			if len(pending) > 0 && (i+1 == len(req.Messages) || req.Messages[i+1].Role != RoleTool) {
+				params.Messages = append(params.Messages, openai.UserMessage(pending))
+				pending = nil
+			}
 		default:
 			return params, fmt.Errorf("openai step: message %d: unknown role %q", i, msg.Role)
 		}
@@ -174,6 +190,11 @@ func (m *openAIModel) params(req StepRequest) (openai.ChatCompletionNewParams, e
 		params.Temperature = openai.Float(*m.cfg.Temperature)
 	}
 	return params, nil
+}
+
+// dataURL is an image inline, as a data: URL.
+func dataURL(im Image) string {
+	return "data:" + im.MIMEType + ";base64," + base64.StdEncoding.EncodeToString(im.Data)
 }
 
 func openAIStatus(err error) (int, *http.Response, bool) {

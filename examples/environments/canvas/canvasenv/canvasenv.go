@@ -2,21 +2,23 @@
 // text tools: a 64×64 canvas an agent paints on, whose tools answer with screenshots (PNG image
 // content beside structured output), report progress and log to the client; the picture is a
 // binary resource clients can subscribe to; a resource template serves the palette, with
-// completion of color names; and one scenario. It may import envserver and the standard
+// completion of color names; and two scenarios, one of which only an agent that sees the screenshots can solve. It may import envserver and the standard
 // library only.
 //
 // The command examples/environments/canvas serves it, and so does `proctor example-env canvas`:
 //
 //	canvas [--transport stdio|http|sse] [--port 8765]
 //
-// Scenario, and a visible tool call that earns reward 1.0 from a fresh server:
+// Scenarios, and for draw-square a visible tool call that earns reward 1.0 from a fresh server:
 //
 //	draw-square {"x": 8, "y": 8, "size": 16, "color": "red"}
 //	  setup    {"name": "clear", "arguments": <args>}
 //	  agent    draw_rect {"x": 8, "y": 8, "width": 16, "height": 16, "color": "red"}
 //	  evaluate {"name": "square_drawn", "arguments": <args>}  → reward 1.0
 //
-// The reward is the share of the square's pixels that have its color.
+// The reward is the share of the square's pixels that have its color. copy-color takes the same
+// arguments, but its prompt does not name the color: its setup paints a MarkerSize square of it
+// in the top-left corner, and only a screenshot shows it.
 package canvasenv
 
 import (
@@ -27,6 +29,7 @@ import (
 	"image/color"
 	"image/png"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -47,6 +50,13 @@ var palette = map[string]color.RGBA{
 	"white": {255, 255, 255, 255}, "black": {0, 0, 0, 255}, "red": {220, 30, 30, 255},
 	"green": {30, 160, 60, 255}, "blue": {30, 80, 220, 255}, "yellow": {240, 200, 20, 255},
 }
+
+// Palette returns the colors tools accept, by name.
+func Palette() map[string]color.RGBA { return maps.Clone(palette) }
+
+// MarkerSize is the side of the square the copy-color scenario's setup paints in the canvas's
+// top-left corner.
+const MarkerSize = 8
 
 func colorNames() []string {
 	names := make([]string, 0, len(palette))
@@ -230,6 +240,16 @@ func New(logger *slog.Logger) (*envserver.Server, error) {
 		env.clear()
 		return map[string]int{"size": Size}, srv.Updated(ctx, ImageURI)
 	}))
+	add(envserver.AddTool(setup, "mark", "Make the canvas white but for a square of the task's color in its top-left corner", func(ctx context.Context, in squareArgs) (map[string]int, error) {
+		env, _ := envserver.Env[*canvas](ctx)
+		c, err := lookup(in.Color)
+		if err != nil {
+			return nil, err
+		}
+		env.clear()
+		paint(0, 0, MarkerSize, MarkerSize, c)
+		return map[string]int{"size": Size, "marker": MarkerSize}, srv.Updated(ctx, ImageURI)
+	}))
 	evaluate := envserver.NewHub(envserver.EvaluateHub)
 	add(envserver.AddTool(evaluate, "square_drawn", "Reward the share of the square's pixels that have its color", func(ctx context.Context, in squareArgs) (envserver.EvaluationResult, error) {
 		env, _ := envserver.Env[*canvas](ctx)
@@ -261,6 +281,17 @@ func New(logger *slog.Logger) (*envserver.Server, error) {
 		Prompt:      `Paint a {{.Color}} square of side {{.Size}} pixels whose top-left corner is at ({{.X}}, {{.Y}}).`,
 		Setup:       envserver.Call{Tool: envserver.SetupHub, Name: "clear"},
 		Evaluate:    envserver.Call{Tool: envserver.EvaluateHub, Name: "square_drawn"},
+	}))
+	// The color to paint is only in the picture: an agent that cannot see the screenshot can only
+	// guess it.
+	errs = append(errs, envserver.AddScenario(srv, envserver.Scenario[squareArgs]{
+		Name:        "copy-color",
+		Title:       "Copy a color you can only see",
+		Description: "The canvas shows a small square in its top-left corner; paint a square of the same color elsewhere. The prompt does not name the color.",
+		Prompt: `The top-left corner of the canvas holds a small colored square. Paint a square of that same color, of side {{.Size}} pixels, ` +
+			`whose top-left corner is at ({{.X}}, {{.Y}}). Take a screenshot to see it.`,
+		Setup:    envserver.Call{Tool: envserver.SetupHub, Name: "mark"},
+		Evaluate: envserver.Call{Tool: envserver.EvaluateHub, Name: "square_drawn"},
 	}))
 	for _, err := range errs {
 		if err != nil {
