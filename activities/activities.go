@@ -15,6 +15,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
+	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/internal/metrics"
 	"github.com/proctorhq/proctor/internal/sandbox"
 	"github.com/proctorhq/proctor/internal/secrets"
@@ -45,6 +46,9 @@ type Activities struct {
 	Secrets *secrets.Keyring
 	// Rates price the sandboxes this worker starts (zero: environment time costs nothing).
 	Rates models.RateCard
+	// Bucket keeps the images of tool results, which the trace references and models are sent
+	// (nil: they are not kept, and a model reads a note in their place).
+	Bucket blob.Bucket
 	// Metrics counts sandboxes, attempt outcomes and model calls (nil: none), labelled with
 	// SandboxProvider (process or container).
 	Metrics         *metrics.Metrics
@@ -55,6 +59,9 @@ type Activities struct {
 
 	convOnce sync.Once
 	convs    *conversations
+
+	imgOnce  sync.Once
+	imgCache *imageBytesCache
 }
 
 func (a *Activities) log() *slog.Logger {

@@ -49,8 +49,12 @@ func (a *Activities) ModelStep(ctx context.Context, in ModelStepInput) (ModelSte
 	if ans, ok := conv.answers[in.Step]; ok {
 		return ans, nil
 	}
+	req, err := a.withImages(ctx, conv.req)
+	if err != nil {
+		return ModelStepResult{}, err
+	}
 	started := time.Now().UTC()
-	out, err := conv.model.Step(ctx, conv.req)
+	out, err := conv.model.Step(ctx, req)
 	if err != nil {
 		var apiErr *agent.APIError
 		if errors.As(err, &apiErr) && apiErr.Retryable {

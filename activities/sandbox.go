@@ -388,12 +388,17 @@ func (a *Activities) ToolStep(ctx context.Context, in ToolStepInput) error {
 			return envError("tool %s: %v", tc.Name, err)
 		}
 		end := time.Now().UTC()
+		images := a.keepImages(ctx, in.TraceID, res.Images)
 		call := a.event(try, next, models.EventToolCall, tc.Name, map[string]any{"step": in.Step, "call_id": tc.ID, "name": tc.Name, "arguments": tc.Arguments})
 		call.StartedAt = started
-		result := a.event(try, next+1, models.EventToolResult, res.Text, map[string]any{
+		data := map[string]any{
 			"step": in.Step, "call_id": tc.ID, "name": tc.Name, "is_error": res.IsError, "structured": res.Structured,
-			"message": agent.Message{Role: agent.RoleTool, Content: res.Text, ToolCallID: tc.ID, IsError: res.IsError},
-		})
+			"message": agent.Message{Role: agent.RoleTool, Content: res.Text, Images: images, ToolCallID: tc.ID, IsError: res.IsError},
+		}
+		if len(images) > 0 {
+			data[models.EventDataImages] = images
+		}
+		result := a.event(try, next+1, models.EventToolResult, res.Text, data)
 		result.ParentID, result.StartedAt, result.EndedAt = call.ID, started, &end
 		if err := a.Store.AppendTraceEvents(ctx, []models.TraceEvent{call, result}); err != nil {
 			return err

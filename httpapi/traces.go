@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -65,6 +66,15 @@ type TraceEvent struct {
 	StartedAt  time.Time      `json:"started_at"`
 	EndedAt    *time.Time     `json:"ended_at"`
 	Superseded bool           `json:"superseded,omitempty" doc:"From a failed try of the attempt (only with include_superseded)"`
+	Images     []EventImage   `json:"images,omitempty" doc:"The images of a tool result, as the model was shown them"`
+}
+
+// EventImage is an image of a trace event.
+type EventImage struct {
+	URL      string `json:"url,omitempty" doc:"Where to GET the image, valid for 15 minutes; absent when the image was not kept"`
+	MIMEType string `json:"mime_type" example:"image/png"`
+	Size     int    `json:"size" doc:"In bytes"`
+	SHA256   string `json:"sha256"`
 }
 
 type tracePath struct {
@@ -202,14 +212,35 @@ func (s *Server) getTraceEvents(ctx context.Context, in *eventsInput) (*eventsOu
 	}
 	out := &eventsOutput{}
 	out.Body.Events, out.Body.LatestSeq, out.Body.Status, out.Body.Reward = []TraceEvent{}, latest, t.Status, t.Reward
-	for _, e := range evs {
-		if e.Seq > latest {
+	for i := range evs {
+		if evs[i].Seq > latest {
 			break
 		}
-		out.Body.Events = append(out.Body.Events, TraceEvent{ID: e.ID, Seq: e.Seq, Kind: e.Kind, Text: e.Text, ParentID: e.ParentID,
-			Data: nonNilMap(e.Data), Attempt: e.Attempt, StartedAt: e.StartedAt, EndedAt: e.EndedAt, Superseded: e.Superseded})
+		ev, err := s.traceEvent(ctx, &evs[i])
+		if err != nil {
+			return nil, err
+		}
+		out.Body.Events = append(out.Body.Events, ev)
 	}
 	return out, nil
+}
+
+// traceEvent is a stored event as the API serves it, its images with URLs to GET them.
+func (s *Server) traceEvent(ctx context.Context, e *models.TraceEvent) (TraceEvent, error) {
+	ev := TraceEvent{ID: e.ID, Seq: e.Seq, Kind: e.Kind, Text: e.Text, ParentID: e.ParentID,
+		Data: nonNilMap(e.Data), Attempt: e.Attempt, StartedAt: e.StartedAt, EndedAt: e.EndedAt, Superseded: e.Superseded}
+	for _, im := range e.Images() {
+		out := EventImage{MIMEType: im.MIMEType, Size: im.Size, SHA256: im.SHA256}
+		if im.Key != "" && s.bucket != nil {
+			url, err := s.bucket.SignedURL(ctx, im.Key, http.MethodGet, downloadURLTTL)
+			if err != nil {
+				return ev, fmt.Errorf("sign the URL of image %s: %w", im.Key, err)
+			}
+			out.URL = url
+		}
+		ev.Images = append(ev.Images, out)
+	}
+	return ev, nil
 }
 
 // getTraceLogs serves GET /v2/trace/{trace_id}/logs: the worker's log of an attempt.
@@ -353,6 +384,7 @@ type AnalysisContext struct {
 	RegistryID       *uuid.UUID     `json:"registry_id"`
 	Reward           *float64       `json:"reward"`
 	ScenarioArgs     map[string]any `json:"scenario_args"`
+	Events           []TraceEvent   `json:"events,omitempty" doc:"The trajectory, ordered by seq, its images with URLs (with include_events)"`
 }
 
 // analysisLogLines bounds the logs an analysis bundle carries: the last lines matter most.
@@ -368,7 +400,7 @@ func (s *Server) registerTraceAnalysis() {
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "get-trace-analysis-context", Method: http.MethodGet, Path: "/trace/{trace_id}/analysis-context", Tags: tags,
 		Summary:     "Everything needed to analyse an attempt",
-		Description: "The prompt, the scenario's arguments, the failed steps, the evaluation, and the last lines of the environment's and the worker's logs.",
+		Description: "The prompt, the scenario's arguments, the failed steps, the evaluation, the last lines of the environment's and the worker's logs, and the trajectory's events with their images.",
 		Errors:      []int{http.StatusNotFound},
 	}, authKeyOrSession), s.getTraceAnalysisContext)
 }
@@ -428,6 +460,7 @@ type analysisInput struct {
 	IncludeSpans      bool      `query:"include_spans" default:"true"`
 	IncludeEnvLogs    bool      `query:"include_env_logs" default:"true"`
 	IncludeWorkerLogs bool      `query:"include_worker_logs" default:"true"`
+	IncludeEvents     bool      `query:"include_events" default:"true" doc:"The trajectory's events, as GET /v2/trace/{trace_id}/events serves them"`
 }
 
 // getTraceAnalysisContext serves GET /v2/trace/{trace_id}/analysis-context: everything needed to analyse an attempt.
@@ -452,13 +485,21 @@ func (s *Server) getTraceAnalysisContext(ctx context.Context, in *analysisInput)
 	if err != nil {
 		return nil, err
 	}
-	for _, e := range evs {
+	for i := range evs {
+		e := &evs[i]
 		if e.Kind == models.EventUser && out.Prompt == "" {
 			out.Prompt = e.Text
 		}
 		failed, _ := e.Data["is_error"].(bool)
 		if in.IncludeSpans && (failed || e.Kind == models.EventError) {
 			out.FailedSpans = append(out.FailedSpans, FailedSpan{Seq: e.Seq, Error: forReader(t, e.Text)})
+		}
+		if in.IncludeEvents {
+			ev, err := s.traceEvent(ctx, e)
+			if err != nil {
+				return nil, err
+			}
+			out.Events = append(out.Events, ev)
 		}
 	}
 	tail := func(source string) ([]models.TraceLog, error) {

@@ -40,6 +40,37 @@ const (
 	EventError      = "error"
 )
 
+// EventDataImages is the key of a tool_result event's data that lists the images of the result:
+// each {mime_type, size, sha256, key}, key naming the object that holds it (absent when it could
+// not be kept). The API serves them as the event's images, with URLs.
+const EventDataImages = "images"
+
+// TraceImage is an image of a trace event, as EventDataImages lists it.
+type TraceImage struct {
+	MIMEType string `json:"mime_type"`
+	Size     int    `json:"size"`
+	SHA256   string `json:"sha256"`
+	Key      string `json:"key,omitempty"`
+}
+
+// Images reads the event's images (EventDataImages); an event without any, or whose list does
+// not read as images, has none.
+func (e *TraceEvent) Images() []TraceImage {
+	raw, ok := e.Data[EventDataImages]
+	if !ok {
+		return nil
+	}
+	b, err := json.Marshal(raw)
+	if err != nil {
+		return nil
+	}
+	var out []TraceImage
+	if json.Unmarshal(b, &out) != nil {
+		return nil
+	}
+	return out
+}
+
 // TraceLog is one line of an attempt's worker log or its environment's output.
 type TraceLog struct {
 	bun.BaseModel `bun:"table:trace_logs,alias:tl"`

@@ -466,6 +466,7 @@ func testDeployFromSource(t *testing.T, storeArgs []string, dbURL string) {
 		t.Errorf("env deploy did not show the build's log:\n%s", out.String())
 	}
 	testRedeployRunsTheNewBuild(t, c, envDir, oracle)
+	testAgentSeesScreenshots(t, c, dataDir, storeArgs)
 
 	// A source that escapes its archive, and one that does not compile, fail with a reason.
 	var slip bytes.Buffer

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"image/color"
+	"image/png"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/proctorhq/proctor/examples/environments/canvas/canvasenv"
+	"github.com/proctorhq/proctor/internal/fakemodel"
+	"github.com/proctorhq/proctor/internal/testenv"
+)
+
+// testAgentSeesScreenshots deploys the canvas example as a user's environment and runs its
+// copy-color scenario, whose prompt does not name the color: the scripted model answers from the
+// pixels of the screenshot it is sent, so reward 1 means that the image went from the tool result
+// to object storage, back out of it for the next model call, and to the model, on both providers'
+// adapters. The trace serves the screenshot, and so does the analysis bundle.
+func testAgentSeesScreenshots(t *testing.T, c api, dataDir string, storeArgs []string) {
+	t.Helper()
+	t.Setenv("SCRIPTED_KEY", "scripted-key")
+	src, err := os.ReadFile(filepath.Join(testenv.ModuleRoot(t), "examples", "environments", "canvas", "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := c.cli("env", "deploy", outOfTreeModule(t, src), "--name", "canvas-cli"); err != nil || !strings.Contains(out, "copy-color") {
+		t.Fatalf("env deploy canvas: %v\n%s", err, out)
+	}
+	var up struct {
+		TaskVersionIDs []string `json:"task_version_ids"`
+	}
+	c.call("POST", "/v2/tasks/upload", map[string]any{"taskset_name": "vision", "tasks": []any{map[string]any{
+		"name": "copy-green", "env": "canvas-cli", "scenario": "copy-color", "args": map[string]any{"x": 30, "y": 20, "size": 12, "color": "green"}}}}, &up)
+
+	painter := fakemodel.NewPainter(t, canvasenv.Palette(), "A 64×64 canvas.")
+	openAI := addScriptedModel(t, c, dataDir, storeArgs, "painter-openai", painter.URL)
+	if err := run(context.Background(), append([]string{"admin", "model", "add", "--name", "painter-anthropic", "--adapter", "anthropic",
+		"--base-url", painter.URL, "--api-key-env", "SCRIPTED_KEY", "--data-dir", dataDir}, storeArgs...), io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	anthropic := c.resolve("/v2/models/resolve?model=painter-anthropic", "id")
+	for name, model := range map[string]string{"openai": openAI, "anthropic": anthropic} {
+		tr, logs := c.runToEnd(map[string]any{"task_version_id": up.TaskVersionIDs[0], "model_id": model})
+		if tr.Status != "completed" || tr.Reward == nil || *tr.Reward != 1 {
+			t.Fatalf("%s: the copy-color attempt = %+v; the model saw %d image(s), refused %q\n%s", name, tr, painter.Images(), painter.Refusals(), logs)
+		}
+		var ev struct {
+			Events []struct {
+				Kind   string
+				Text   string
+				Images []struct {
+					URL      string `json:"url"`
+					MIMEType string `json:"mime_type"`
+					Size     int    `json:"size"`
+				}
+			}
+		}
+		c.call("GET", "/v2/trace/"+tr.ID+"/events", nil, &ev)
+		var shots []string
+		for _, e := range ev.Events {
+			for _, im := range e.Images {
+				if e.Kind != "tool_result" || im.MIMEType != "image/png" || im.URL == "" {
+					t.Fatalf("%s: an image %+v on a %s event", name, im, e.Kind)
+				}
+				shots = append(shots, im.URL)
+			}
+		}
+		if len(shots) != 2 { // the screenshot, then draw_rect's
+			t.Fatalf("%s: %d images in the trace, want 2", name, len(shots))
+		}
+		// The first screenshot, fetched as a browser would, shows the green marker.
+		res, err := http.Get(shots[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := png.Decode(res.Body)
+		res.Body.Close()
+		if err != nil {
+			t.Fatalf("%s: the trace's screenshot: %v", name, err)
+		}
+		if r, g, b, _ := img.At(1, 1).RGBA(); canvasenv.Palette()["green"] != (color.RGBA{uint8(r >> 8), uint8(g >> 8), uint8(b >> 8), 255}) {
+			t.Errorf("%s: the screenshot's corner is (%d, %d, %d), not green", name, r>>8, g>>8, b>>8)
+		}
+		var bundle struct {
+			Events []struct {
+				Images []struct{ URL string }
+			}
+		}
+		c.call("GET", "/v2/trace/"+tr.ID+"/analysis-context", nil, &bundle)
+		n := 0
+		for _, e := range bundle.Events {
+			n += len(e.Images)
+		}
+		if len(bundle.Events) != len(ev.Events) || n != 2 {
+			t.Errorf("%s: the analysis bundle has %d events with %d images, want %d with 2", name, len(bundle.Events), n, len(ev.Events))
+		}
+	}
+	if refused := painter.Refusals(); len(refused) > 0 {
+		t.Errorf("the model refused requests: %q", refused)
+	}
+}
