@@ -451,10 +451,12 @@ func (a *Activities) DiscoverScenarios(ctx context.Context, in BuildInput) (Disc
 	}
 	defer env.Close()
 	res := DiscoverResult{Lock: map[string]any{"transport": "stdio"}}
+	var listed []listedScenario
 	if raw, err := env.ReadResource(cctx, "scenarios://list"); err == nil {
-		if res.Scenarios, err = ParseScenarios(raw); err != nil {
+		if listed, err = readScenarioList(raw); err != nil {
 			return DiscoverResult{}, buildFailed("%v", err)
 		}
+		res.Scenarios = scenariosOf(listed)
 		// The variables the environment declares it needs (envserver.WithRequiredEnv).
 		var declared struct {
 			RequiredEnv []string `json:"required_env"`
@@ -466,6 +468,11 @@ func (a *Activities) DiscoverScenarios(ctx context.Context, in BuildInput) (Disc
 	lock, err := env.Inventory(cctx)
 	if err != nil {
 		return DiscoverResult{}, buildFailed("list what the image serves: %v", err)
+	}
+	if len(listed) > 0 {
+		if problems := checkScenarioCalls(cctx, env, listed, lock); len(problems) > 0 {
+			return DiscoverResult{}, buildFailed("the environment's scenarios call its hubs in ways that would fail every attempt:\n  - %s", strings.Join(problems, "\n  - "))
+		}
 	}
 	for k, v := range lock {
 		res.Lock[k] = v
@@ -610,24 +617,31 @@ func (c *imageCache) rootFS(ctx context.Context, a *Activities, b *models.Build)
 	return root, nil
 }
 
-// ParseScenarios reads an environment's scenarios://list.
-func ParseScenarios(raw []byte) ([]models.Scenario, error) {
+// listedScenario is an entry of an environment's scenarios://list.
+type listedScenario struct {
+	Name            string         `json:"name"`
+	Title           string         `json:"title"`
+	Description     string         `json:"description"`
+	ArgumentsSchema map[string]any `json:"arguments_schema"`
+	Prompt          string         `json:"prompt"`
+	Setup           map[string]any `json:"setup"`
+	Evaluate        map[string]any `json:"evaluate"`
+}
+
+func readScenarioList(raw []byte) ([]listedScenario, error) {
 	var list struct {
-		Scenarios []struct {
-			Name            string         `json:"name"`
-			Title           string         `json:"title"`
-			Description     string         `json:"description"`
-			ArgumentsSchema map[string]any `json:"arguments_schema"`
-			Prompt          string         `json:"prompt"`
-			Setup           map[string]any `json:"setup"`
-			Evaluate        map[string]any `json:"evaluate"`
-		} `json:"scenarios"`
+		Scenarios []listedScenario `json:"scenarios"`
 	}
 	if err := json.Unmarshal(raw, &list); err != nil {
 		return nil, fmt.Errorf("scenarios://list: %w", err)
 	}
+	return list.Scenarios, nil
+}
+
+// scenariosOf is what a build records of the scenarios its environment lists.
+func scenariosOf(list []listedScenario) []models.Scenario {
 	var out []models.Scenario
-	for _, sc := range list.Scenarios {
+	for _, sc := range list {
 		var args []any
 		if props, ok := sc.ArgumentsSchema["properties"].(map[string]any); ok {
 			for name, p := range props {
@@ -641,7 +655,7 @@ func ParseScenarios(raw []byte) ([]models.Scenario, error) {
 		out = append(out, models.Scenario{Name: sc.Name, Description: sc.Description, SetupDescription: setupDesc, ArgsSchema: sc.ArgumentsSchema,
 			Arguments: args, Metadata: map[string]any{"title": sc.Title, "prompt": sc.Prompt, "setup": sc.Setup, "evaluate": sc.Evaluate}})
 	}
-	return out, nil
+	return out
 }
 
 // SweepStaleBuildDirs removes the work dirs of builds older than maxAge under the build dir:

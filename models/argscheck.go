@@ -11,12 +11,12 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// argsViolations checks a task's args against its scenario's args_schema and returns a message
-// for each value that does not match, keyed by its path within args ("items[1]", "" for args
+// ArgsViolations checks a task's args against its scenario's args_schema (or any arguments
+// against an object's JSON Schema) and returns a message for each value that does not match, keyed by its path within args ("items[1]", "" for args
 // itself). A schema that does not compile is the environment's to fix, not the task's: it checks
 // nothing. The schema comes from an environment's author, so it is compiled in memory with no
 // loader: a $ref to a file or a URL fails the compile instead of reading the server's files.
-func argsViolations(schema map[string]any, args map[string]any) []FieldError {
+func ArgsViolations(schema map[string]any, args map[string]any) []FieldError {
 	if len(schema) == 0 {
 		return nil
 	}

@@ -15,12 +15,12 @@ func TestArgsSchemaReadsNothingOutsideItself(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, ref := range []string{"file://" + file, file, "https://example.com/schema.json"} {
-		if v := argsViolations(map[string]any{"$ref": ref}, map[string]any{"items": []any{"x"}}); len(v) != 0 {
+		if v := ArgsViolations(map[string]any{"$ref": ref}, map[string]any{"items": []any{"x"}}); len(v) != 0 {
 			t.Errorf("a schema referring to %s was followed: %+v", ref, v)
 		}
 	}
 	// A schema of its own still checks.
-	if v := argsViolations(map[string]any{"type": "object", "properties": map[string]any{"items": map[string]any{"type": "array"}}},
+	if v := ArgsViolations(map[string]any{"type": "object", "properties": map[string]any{"items": map[string]any{"type": "array"}}},
 		map[string]any{"items": "x"}); len(v) != 1 || v[0].Location != "items" {
 		t.Errorf("a self-contained schema: %+v, want one violation at items", v)
 	}

@@ -287,7 +287,7 @@ func (s *Store) resolveUpload(ctx context.Context, c *Caller, up Upload) ([]reso
 		}
 		if scenario != nil {
 			// Arguments the scenario cannot take are found here, not by a job of errored attempts.
-			for _, v := range argsViolations(scenario.ArgsSchema, t.Args) {
+			for _, v := range ArgsViolations(scenario.ArgsSchema, t.Args) {
 				where := loc + ".args"
 				if v.Location != "" {
 					where += "." + v.Location

@@ -467,6 +467,7 @@ func testDeployFromSource(t *testing.T, storeArgs []string, dbURL string) {
 	}
 	testRedeployRunsTheNewBuild(t, c, envDir, oracle)
 	testAgentSeesScreenshots(t, c, dataDir, storeArgs)
+	testDeployChecksScenarioCalls(t, c)
 
 	// A source that escapes its archive, and one that does not compile, fail with a reason.
 	var slip bytes.Buffer

@@ -104,3 +104,48 @@ func testAgentSeesScreenshots(t *testing.T, c api, dataDir string, storeArgs []s
 		t.Errorf("the model refused requests: %q", refused)
 	}
 }
+
+// mistakenEnvironment is an environment whose scenario passes its arguments to a setup function
+// that takes none: every attempt would fail at setup.
+const mistakenEnvironment = `package main
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/proctorhq/proctor/envserver"
+)
+
+type args struct {
+	Items []string ` + "`json:\"items\"`" + `
+}
+
+func main() {
+	envserver.Main(func(logger *slog.Logger) (*envserver.Server, error) {
+		srv := envserver.New("mistaken", envserver.WithLogger(logger))
+		setup := envserver.NewHub(envserver.SetupHub)
+		if _, err := envserver.AddTool(setup, "reset", "Start over", func(ctx context.Context, _ struct{}) (map[string]int, error) {
+			return map[string]int{}, nil
+		}); err != nil {
+			return nil, err
+		}
+		if err := srv.Mount(setup); err != nil {
+			return nil, err
+		}
+		return srv, envserver.AddScenario(srv, envserver.Scenario[args]{Name: "add", Prompt: "Add {{join .Items \", \"}}.",
+			Setup: envserver.Call{Tool: envserver.SetupHub, Name: "reset"}})
+	})
+}
+`
+
+// testDeployChecksScenarioCalls: a scenario whose setup cannot take its arguments fails the
+// build, saying which scenario and why, instead of failing every attempt later.
+func testDeployChecksScenarioCalls(t *testing.T, c api) {
+	t.Helper()
+	out, err := c.cli("env", "deploy", outOfTreeModule(t, []byte(mistakenEnvironment)), "--name", "mistaken")
+	t.Logf("$ proctor env deploy ./mistaken --name mistaken\n%s", out)
+	want := `scenario "add": its setup calls setup "reset" with the scenario's arguments, but the function takes no arguments and the scenario passes items`
+	if err == nil || !strings.Contains(out+err.Error(), want) {
+		t.Errorf("env deploy of a scenario whose setup takes no arguments: %v\n%s\nwant a failed build saying %q", err, out, want)
+	}
+}

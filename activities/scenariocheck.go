@@ -1,0 +1,171 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/proctorhq/proctor/internal/agent"
+	"github.com/proctorhq/proctor/models"
+)
+
+// hubFunction is an entry of a hub's functions resource (file:///<hub>/functions, which
+// envserver serves for every mounted hub).
+type hubFunction struct {
+	Name        string         `json:"name"`
+	InputSchema map[string]any `json:"inputSchema"`
+}
+
+// checkScenarioCalls reads what a build's environment serves to check its scenarios' setup and
+// evaluate calls before any attempt makes them: each names a hub the environment serves, a
+// function of that hub, and arguments the function takes. It returns one message per problem.
+// A hub whose functions the environment does not list (one not built with envserver) is checked
+// for existence only.
+func checkScenarioCalls(ctx context.Context, env *agent.Env, scenarios []listedScenario, lock map[string]any) []string {
+	served := map[string]bool{}
+	if tools, ok := lock["tools"].([]any); ok {
+		for _, t := range tools {
+			if m, ok := t.(map[string]any); ok {
+				name, _ := m["name"].(string)
+				served[name] = true
+			}
+		}
+	}
+	functions := map[string][]hubFunction{}
+	for _, sc := range scenarios {
+		for _, c := range []map[string]any{sc.Setup, sc.Evaluate} {
+			hub, _ := c["tool"].(string)
+			if _, seen := functions[hub]; seen || hub == "" || !served[hub] {
+				continue
+			}
+			functions[hub] = nil
+			raw, err := env.ReadResource(ctx, "file:///"+hub+"/functions")
+			if err != nil {
+				continue
+			}
+			var list struct {
+				Functions []hubFunction `json:"functions"`
+			}
+			if json.Unmarshal(raw, &list) == nil {
+				functions[hub] = list.Functions
+			}
+		}
+	}
+	return scenarioCallProblems(scenarios, served, functions)
+}
+
+// scenarioCallProblems is checkScenarioCalls' judgement, given the tools the environment serves
+// and the functions of its hubs (nil for a hub that does not list them).
+func scenarioCallProblems(scenarios []listedScenario, served map[string]bool, functions map[string][]hubFunction) []string {
+	var problems []string
+	for _, sc := range scenarios {
+		for _, stage := range []struct {
+			role string
+			call map[string]any
+		}{{"setup", sc.Setup}, {"evaluate", sc.Evaluate}} {
+			if len(stage.call) == 0 {
+				continue
+			}
+			hub, _ := stage.call["tool"].(string)
+			name, _ := stage.call["name"].(string)
+			where := fmt.Sprintf("scenario %q: its %s calls %s %q", sc.Name, stage.role, hub, name)
+			if !served[hub] {
+				problems = append(problems, fmt.Sprintf("%s, but the environment serves no tool %q (mount the hub)", where, hub))
+				continue
+			}
+			fns := functions[hub]
+			if fns == nil {
+				continue
+			}
+			i := slices.IndexFunc(fns, func(f hubFunction) bool { return f.Name == name })
+			if i < 0 {
+				names := make([]string, len(fns))
+				for j, f := range fns {
+					names[j] = f.Name
+				}
+				problems = append(problems, fmt.Sprintf("%s, which the %s hub does not have (its functions: %s)", where, hub, strings.Join(names, ", ")))
+				continue
+			}
+			fn := fns[i].InputSchema
+			if explicit, ok := stage.call["arguments"].(map[string]any); ok {
+				for _, v := range models.ArgsViolations(fn, explicit) {
+					problems = append(problems, fmt.Sprintf("%s with arguments it does not take: %s%s", where, fieldPrefix(v.Location), v.Message))
+				}
+				continue
+			}
+			for _, p := range argsMismatch(sc.ArgumentsSchema, fn) {
+				problems = append(problems, fmt.Sprintf("%s with the scenario's arguments, but %s", where, p))
+			}
+		}
+	}
+	return problems
+}
+
+func fieldPrefix(loc string) string {
+	if loc == "" {
+		return ""
+	}
+	return loc + ": "
+}
+
+// argsMismatch says why a function whose input schema is fn cannot take arguments that
+// scenario (the scenario's args_schema) allows: an argument it refuses (additionalProperties
+// false), one it requires that the scenario does not have, or one whose type differs. It checks
+// what the schemas state at the top level; what it cannot decide it lets pass.
+func argsMismatch(scenario, fn map[string]any) []string {
+	sProps, _ := scenario["properties"].(map[string]any)
+	fProps, _ := fn["properties"].(map[string]any)
+	var out []string
+	if closed, ok := fn["additionalProperties"].(bool); ok && !closed {
+		var refused []string
+		for name := range sProps {
+			if _, ok := fProps[name]; !ok {
+				refused = append(refused, name)
+			}
+		}
+		sort.Strings(refused)
+		switch {
+		case len(refused) > 0 && len(fProps) == 0:
+			out = append(out, fmt.Sprintf("the function takes no arguments and the scenario passes %s", strings.Join(refused, ", ")))
+		case len(refused) > 0:
+			out = append(out, fmt.Sprintf("the function does not take %s", strings.Join(refused, ", ")))
+		}
+	}
+	for _, name := range stringList(fn["required"]) {
+		if _, ok := sProps[name]; !ok {
+			out = append(out, fmt.Sprintf("the function requires %s, which the scenario's arguments do not have", name))
+		}
+	}
+	names := make([]string, 0, len(sProps))
+	for name := range sProps {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		fp, ok := fProps[name].(map[string]any)
+		if !ok {
+			continue
+		}
+		sp, _ := sProps[name].(map[string]any)
+		st, _ := sp["type"].(string)
+		ft, _ := fp["type"].(string)
+		if st != "" && ft != "" && st != ft && !(st == "integer" && ft == "number") {
+			out = append(out, fmt.Sprintf("%s is %s in the scenario and %s in the function", name, st, ft))
+		}
+	}
+	return out
+}
+
+func stringList(v any) []string {
+	list, _ := v.([]any)
+	out := make([]string, 0, len(list))
+	for _, x := range list {
+		if s, ok := x.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
