@@ -196,7 +196,7 @@ func checkJobAnalytics(t *testing.T, c api, jobID, demo string) {
 			Tasks []struct{ Name string }
 		}
 	}
-	jsonOf(&shown, "jobs", "show", jobID)
+	jsonOf(&shown, "jobs", "show", jobID[:8]) // an id's start will do
 	if shown.Job.ID != jobID || shown.Summary.Completed != 9 || len(shown.Coverage.Tasks) != 3 {
 		t.Errorf("jobs show --json = %+v", shown)
 	}
@@ -219,7 +219,10 @@ func checkJobAnalytics(t *testing.T, c api, jobID, demo string) {
 			Status string
 		}
 	}
-	jsonOf(&trace, "trace", traces.Items[0].ID)
+	jsonOf(&trace, "trace", traces.Items[0].ID[:13])
+	if _, err := c.cli("trace", "ffffffff-ffff"); err == nil || !strings.Contains(err.Error(), `no trace id among the attempts of your team's 50 newest jobs starts with "ffffffff-ffff"`) {
+		t.Errorf("trace of a prefix nothing has: %v", err)
+	}
 	if trace.Trace.ID != traces.Items[0].ID || trace.Events.Status != "completed" || len(trace.Events.Events) < 3 || trace.Events.Events[0].Kind != "system_message" {
 		t.Errorf("trace --json = %+v", trace)
 	}

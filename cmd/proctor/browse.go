@@ -77,7 +77,7 @@ func versionString() string {
 // cmdTraces lists a job's attempts (by default the newest job's), filtered by status.
 func cmdTraces(stdout, stderr io.Writer) flagsBody {
 	return func(fs *flag.FlagSet) runFunc {
-		job := fs.String("job", "", "the job (default: your newest)")
+		job := fs.String("job", "", "the job, its id or the id's start (default: your newest)")
 		status := fs.String("status", "", "only these statuses, comma-separated (pending, initializing, running, completed, error, cancelling, cancelled)")
 		limit := fs.Int("limit", 50, "at most this many")
 		asJSON := jsonFlag(fs)
@@ -91,7 +91,11 @@ func cmdTraces(stdout, stderr io.Writer) flagsBody {
 			if *asJSON {
 				out = io.Discard // the table and hints; the JSON is printed at the end
 			}
-			if *job == "" {
+			if *job != "" {
+				if *job, err = c.resolveID(ctx, "job", *job); err != nil {
+					return err
+				}
+			} else {
 				var page struct {
 					Items []struct{ ID, Name string } `json:"items"`
 				}

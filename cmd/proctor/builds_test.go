@@ -167,7 +167,7 @@ func testRedeployRunsTheNewBuild(t *testing.T, c api, envDir, oracle string) {
 	if third == nil {
 		t.Fatalf("no set-latest hint in:\n%s", out)
 	}
-	if set, err := c.cli("env", "set-latest", third[1]); err != nil || !strings.Contains(set, "latest: build 3 of todo-cli") {
+	if set, err := c.cli("env", "set-latest", third[1][:8]); err != nil || !strings.Contains(set, "latest: build 3 of todo-cli") {
 		t.Errorf("env set-latest: %v\n%s", err, set)
 	}
 	if img := ranImage(); img != "todo-cli:3" {

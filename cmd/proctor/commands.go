@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -116,15 +115,16 @@ func exactArgs(n int) cobra.PositionalArgs {
 }
 
 // idArg wants one positional argument, the id of a kind of thing: a UUID, as the list command
-// that names the thing prints it. A mistyped id is a usage error that says what an id looks like
+// that names the thing prints it, or its start, which the command resolves (apiClient.resolveID)
+// among what the caller can list. A mistyped id is a usage error that says what an id looks like
 // and where to find one, not the server's validation error.
 func idArg(kind, listedBy string) cobra.PositionalArgs {
 	return func(c *cobra.Command, args []string) error {
 		if len(args) != 1 {
 			return usageError(c)
 		}
-		if _, err := uuid.Parse(args[0]); err != nil {
-			return usagef("%q is not a %s id: %s ids are UUIDs (e.g. 0b6c1d7e-4f1a-4c1e-9a52-2f3d5e8b9c10), as %s lists them", args[0], kind, kind, listedBy)
+		if !idPrefix.MatchString(args[0]) {
+			return usagef("%q is not a %s id: %s ids are UUIDs (e.g. 0b6c1d7e-4f1a-4c1e-9a52-2f3d5e8b9c10), as %s lists them, or their first characters (at least 4)", args[0], kind, kind, listedBy)
 		}
 		return nil
 	}

@@ -154,7 +154,10 @@ func reportLatest(ctx context.Context, c *apiClient, b deployBuild, name string,
 
 // cmdEnvSetLatest makes a succeeded build the one new runs of its environment use.
 func cmdEnvSetLatest(stdout io.Writer) flagsBody {
-	return clientCommand(func(ctx context.Context, c *apiClient, pos []string) error {
+	return clientCommand(func(ctx context.Context, c *apiClient, pos []string) (err error) {
+		if pos[0], err = c.resolveID(ctx, "build", pos[0]); err != nil {
+			return err
+		}
 		var b deployBuild
 		if err := c.do(ctx, http.MethodGet, "/v2/builds/"+pos[0]+"/status", nil, &b); err != nil {
 			return err

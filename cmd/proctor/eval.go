@@ -338,6 +338,9 @@ func cmdTrace(stdout, stderr io.Writer) flagsBody {
 			if err != nil {
 				return err
 			}
+			if pos[0], err = c.resolveID(ctx, "trace", pos[0]); err != nil {
+				return err
+			}
 			if *asJSON {
 				if *follow {
 					return usagef("--json prints the trajectory as it is now; -f follows it as text")
@@ -482,6 +485,9 @@ func cmdJobsShow(stdout io.Writer) flagsBody {
 			if err != nil {
 				return err
 			}
+			if pos[0], err = c.resolveID(ctx, "job", pos[0]); err != nil {
+				return err
+			}
 			if *asJSON {
 				return showJobJSON(ctx, c, pos[0], stdout)
 			}
@@ -492,7 +498,10 @@ func cmdJobsShow(stdout io.Writer) flagsBody {
 
 // cmdJobsWatch follows a running job to its end (again), then prints its per-task table.
 func cmdJobsWatch(stdout, stderr io.Writer) flagsBody {
-	return clientCommand(func(ctx context.Context, c *apiClient, pos []string) error {
+	return clientCommand(func(ctx context.Context, c *apiClient, pos []string) (err error) {
+		if pos[0], err = c.resolveID(ctx, "job", pos[0]); err != nil {
+			return err
+		}
 		sum, err := c.follow(ctx, pos[0], stderr)
 		if err != nil {
 			return err
@@ -553,7 +562,10 @@ func cmdJobs(stdout io.Writer) flagsBody {
 // cmdJobsCancel cancels every attempt of a job: those that never started at once, the live
 // ones after their sandboxes are torn down.
 func cmdJobsCancel(stdout io.Writer) flagsBody {
-	return clientCommand(func(ctx context.Context, c *apiClient, pos []string) error {
+	return clientCommand(func(ctx context.Context, c *apiClient, pos []string) (err error) {
+		if pos[0], err = c.resolveID(ctx, "job", pos[0]); err != nil {
+			return err
+		}
 		var res struct {
 			Cancelled int `json:"cancelled"`
 		}

@@ -465,6 +465,21 @@ func testInferenceGateway(t *testing.T, storeArgs []string, _ string) {
 		!regexp.MustCompile(`environments in the last 7 days: 5 sandboxes \(0 running\), [0-9.]+ hours, \$[0-9.]+`).MatchString(usageOut.String()) {
 		t.Errorf("proctor usage: %v\n%s", err, usageOut.String())
 	}
+	usageOut.Reset()
+	var usageJSON struct {
+		Inference struct {
+			TotalRequests int `json:"total_requests"`
+		}
+		Environments struct {
+			Summary struct {
+				TotalCount int `json:"total_count"`
+			}
+		}
+	}
+	if err := run(t.Context(), []string{"usage", "--json", "--api-url", c.base, "--api-key", c.key}, &usageOut, io.Discard); err != nil ||
+		json.Unmarshal(usageOut.Bytes(), &usageJSON) != nil || usageJSON.Inference.TotalRequests != everything.TotalCount || usageJSON.Environments.Summary.TotalCount != 5 {
+		t.Errorf("proctor usage --json: %v; %+v\n%s", err, usageJSON, usageOut.String())
+	}
 
 	// Fork → checkpoint → head: inference then calls the checkpoint's upstream name, and the
 	// checkpoint knows the attempts it answered.

@@ -20,6 +20,7 @@ func cmdInstances(stdout, stderr io.Writer) flagsBody {
 		all := fs.Bool("all", false, "include terminated instances")
 		stop := fs.String("stop", "", "comma-separated instance ids to stop (their attempts end cancelled)")
 		limit := fs.Int("limit", 50, "how many to list (1 to 500)")
+		asJSON := jsonFlag(fs)
 		client := clientFlags(fs)
 		return func(ctx context.Context, pos []string) error {
 			c, err := client()
@@ -59,6 +60,9 @@ func cmdInstances(stdout, stderr io.Writer) flagsBody {
 				} `json:"instances"`
 				Total        int `json:"total"`
 				RunningCount int `json:"running_count"`
+			}
+			if *asJSON {
+				return printRaw(ctx, c, "/v2/instance?"+q.Encode(), stdout)
 			}
 			if err := c.do(ctx, http.MethodGet, "/v2/instance?"+q.Encode(), nil, &res); err != nil {
 				return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"math"
 	"strconv"
@@ -205,6 +206,12 @@ func checkInstances(t *testing.T, c api, dataDir, version, registry string, done
 	if err := run(t.Context(), []string{"instances", "todo", "--all", "--api-url", c.base, "--api-key", c.key}, &out, io.Discard); err != nil ||
 		!strings.Contains(out.String(), "0 running, "+strconv.Itoa(len(done)+1)+" in all") || !strings.Contains(out.String(), running) {
 		t.Errorf("proctor instances todo --all: %v\n%s", err, out.String())
+	}
+	out.Reset()
+	var listed instanceList
+	if err := run(t.Context(), []string{"instances", "todo", "--all", "--json", "--api-url", c.base, "--api-key", c.key}, &out, io.Discard); err != nil ||
+		json.Unmarshal(out.Bytes(), &listed) != nil || listed.Total != len(done)+1 || listed.RunningCount != 0 {
+		t.Errorf("proctor instances todo --all --json: %v; %+v\n%s", err, listed, out.String())
 	}
 	if err := run(t.Context(), []string{"instances", "no-such-env", "--api-url", c.base, "--api-key", c.key}, io.Discard, io.Discard); err == nil ||
 		!strings.Contains(err.Error(), "no environment of your team is named no-such-env") {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ func cmdUsage(stdout, stderr io.Writer) flagsBody {
 	return func(fs *flag.FlagSet) runFunc {
 		days := fs.Int("days", 7, "how many days back, today included (at most 366)")
 		by := fs.String("by", "", "group each day by api_key, byok, model, user or route")
+		asJSON := jsonFlag(fs)
 		client := clientFlags(fs)
 		return func(ctx context.Context, pos []string) error {
 			if *days < 1 || *days > 366 {
@@ -32,12 +34,28 @@ func cmdUsage(stdout, stderr io.Writer) flagsBody {
 			if *by != "" {
 				q.Set("group_by", *by)
 			}
+			inferencePath := "/v2/usage/inference?" + q.Encode()
+			envPath := fmt.Sprintf("/v2/environments/usage?limit=1&days=%d", *days)
+			if *asJSON {
+				// Both answers as the API gives them, under the names of what they count.
+				var both struct {
+					Inference    json.RawMessage `json:"inference"`
+					Environments json.RawMessage `json:"environments"`
+				}
+				if err := c.do(ctx, http.MethodGet, inferencePath, nil, &both.Inference); err != nil {
+					return err
+				}
+				if err := c.do(ctx, http.MethodGet, envPath, nil, &both.Environments); err != nil {
+					return err
+				}
+				return writeJSON(stdout, both)
+			}
 			var res struct {
 				TotalRequests int               `json:"total_requests"`
 				TotalCost     float64           `json:"total_cost"`
 				Buckets       []inferenceBucket `json:"buckets"`
 			}
-			if err := c.do(ctx, http.MethodGet, "/v2/usage/inference?"+q.Encode(), nil, &res); err != nil {
+			if err := c.do(ctx, http.MethodGet, inferencePath, nil, &res); err != nil {
 				return err
 			}
 			fmt.Fprintf(stdout, "inference since %s: %d calls, $%.4f\n", start.Format("2006-01-02"), res.TotalRequests, res.TotalCost)
@@ -60,7 +78,7 @@ func cmdUsage(stdout, stderr io.Writer) flagsBody {
 					Hours float64 `json:"hours"`
 				} `json:"chart"`
 			}
-			if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v2/environments/usage?limit=1&days=%d", *days), nil, &env); err != nil {
+			if err := c.do(ctx, http.MethodGet, envPath, nil, &env); err != nil {
 				return err
 			}
 			fmt.Fprintf(stdout, "\nenvironments in the last %d days: %d sandboxes (%d running), %.2f hours, $%.4f\n", *days, env.Summary.TotalCount,
