@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -357,6 +358,11 @@ func cmdTrace(stdout, stderr io.Writer) flagsBody {
 						Data       map[string]any `json:"data"`
 						Attempt    int            `json:"attempt"`
 						Superseded bool           `json:"superseded"`
+						Images     []struct {
+							URL      string `json:"url"`
+							MIMEType string `json:"mime_type"`
+							Size     int    `json:"size"`
+						} `json:"images"`
 					} `json:"events"`
 					LatestSeq int      `json:"latest_seq"`
 					Status    string   `json:"status"`
@@ -371,6 +377,9 @@ func cmdTrace(stdout, stderr io.Writer) flagsBody {
 						mark = fmt.Sprintf(" [try %d, superseded]", e.Attempt)
 					}
 					fmt.Fprintf(stdout, "%4d  %-17s %s%s\n", e.Seq, e.Kind, describeEvent(e.Kind, e.Text, e.Data), mark)
+					for _, im := range e.Images {
+						fmt.Fprintf(stdout, "      %-17s %s, %d bytes: %s\n", "image", im.MIMEType, im.Size, cmp.Or(im.URL, "(not kept)"))
+					}
 					since = e.Seq
 				}
 				terminal := ev.Status == "completed" || ev.Status == "error" || ev.Status == "cancelled"

@@ -86,6 +86,10 @@ func testAgentSeesScreenshots(t *testing.T, c api, dataDir string, storeArgs []s
 		if r, g, b, _ := img.At(1, 1).RGBA(); canvasenv.Palette()["green"] != (color.RGBA{uint8(r >> 8), uint8(g >> 8), uint8(b >> 8), 255}) {
 			t.Errorf("%s: the screenshot's corner is (%d, %d, %d), not green", name, r>>8, g>>8, b>>8)
 		}
+		shotPath, _, _ := strings.Cut(shots[0], "?") // signatures differ from one read to the next
+		if shown, err := c.cli("trace", tr.ID); err != nil || !strings.Contains(shown, "image             image/png, ") || !strings.Contains(shown, shotPath) {
+			t.Errorf("%s: proctor trace does not list the screenshots: %v\n%s", name, err, shown)
+		}
 		var bundle struct {
 			Events []struct {
 				Images []struct{ URL string }
