@@ -82,6 +82,7 @@ func cmdEval(stdout, stderr io.Writer) flagsBody {
 				return err
 			}
 			fmt.Fprintf(stdout, "job %s: %s, %d attempts per task\n", launched.JobID, *name, *groupSize)
+			c.printBuilds(ctx, launched.JobID, stdout)
 			if note := c.capacityNote(ctx, min(*maxConcurrent, launched.Accepted**groupSize), *maxConcurrent); note != "" {
 				fmt.Fprintln(stdout, note)
 			}
@@ -103,6 +104,35 @@ func cmdEval(stdout, stderr io.Writer) flagsBody {
 			}
 			return c.printJobTable(ctx, stdout, launched.JobID, sum)
 		}
+	}
+}
+
+// printBuilds says which build of each environment a job runs: the latest when it was launched
+// (a task whose runtime_config names an image runs that one). After a redeploy, this is the line
+// that says whether the fix is in. Best effort: a failed read prints nothing.
+func (c *apiClient) printBuilds(ctx context.Context, jobID string, stdout io.Writer) {
+	var links struct {
+		Links []struct {
+			Registry struct{ ID, Name string } `json:"registry"`
+		} `json:"links"`
+	}
+	if c.do(ctx, http.MethodGet, "/v2/jobs/"+url.PathEscape(jobID)+"/entity-links", nil, &links) != nil {
+		return
+	}
+	seen := map[string]bool{}
+	for _, l := range links.Links {
+		if l.Registry.ID == "" || seen[l.Registry.ID] {
+			continue
+		}
+		seen[l.Registry.ID] = true
+		var reg struct {
+			LatestBuild *deployBuild `json:"latest_build"`
+		}
+		if c.do(ctx, http.MethodGet, "/v2/registry/"+url.PathEscape(l.Registry.ID), nil, &reg) != nil || reg.LatestBuild == nil {
+			continue
+		}
+		b := reg.LatestBuild
+		fmt.Fprintf(stdout, "environment %s: build %d (%s)\n", l.Registry.Name, b.Version, cmp.Or(b.Digest, b.ImageName))
 	}
 }
 

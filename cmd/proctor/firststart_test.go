@@ -185,6 +185,11 @@ func TestDevWithoutGoToolchainOrCheckout(t *testing.T) {
 	if !strings.Contains(out.String(), "3 attempts: 3 completed, 0 errors, 0 cancelled · mean reward 1.000") {
 		t.Errorf("eval demo on the bundled examples:\n%s", out.String())
 	}
+	// eval says which build of each environment it runs.
+	if !regexp.MustCompile(`(?m)^environment todo: build 1 \(sha256:[0-9a-f]{64}\)$`).MatchString(out.String()) ||
+		!strings.Contains(out.String(), "environment game2048: build 1 (") {
+		t.Errorf("eval demo does not say which builds it runs:\n%s", out.String())
+	}
 }
 
 // When the workers run fewer sandboxes at once than a job may, eval says so and why; the
