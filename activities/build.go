@@ -61,18 +61,30 @@ type BuildInput struct {
 	BuildID uuid.UUID `json:"build_id"`
 }
 
-// BuildImageResult is what a build made.
+// DiscoverInput names a build and the image it made, which discovery starts; without Image,
+// discovery starts the image the build recorded when it finished (a succeeded build's).
+type DiscoverInput struct {
+	BuildID uuid.UUID        `json:"build_id"`
+	Image   BuildImageResult `json:"image"`
+}
+
+// BuildImageResult is what a build made: its image, stored as an OCI archive in the bucket, and
+// the command that serves it. The Build workflow hands it to discovery and FinishBuild records it.
 type BuildImageResult struct {
-	Digest   string `json:"digest"`
-	ImageKey string `json:"image_key"`
+	Digest    string   `json:"digest"`
+	ImageKey  string   `json:"image_key"`
+	ImageName string   `json:"image_name,omitempty"`
+	Command   []string `json:"command,omitempty"`
 }
 
 func buildFailed(format string, args ...any) error {
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), ErrBuildFailed, nil)
 }
 
-// BuildImage fetches a build's source, unpacks it safely and builds its image, which it stores
-// as an OCI archive in the bucket. Progress goes to the build's log.
+// BuildImage is a build's pipeline: fetch and safely unpack its source (kept and indexed for
+// browsing), choose the builder the source asks for (the bundled examples' binary, a Dockerfile,
+// a Go module), build the image and store it in the bucket. Progress goes to the build's log;
+// what was built is returned, for the workflow to record.
 func (a *Activities) BuildImage(ctx context.Context, in BuildInput) (_ BuildImageResult, err error) {
 	stop := keepAlive(ctx)
 	defer stop()
@@ -111,20 +123,55 @@ func (a *Activities) BuildImage(ctx context.Context, in BuildInput) (_ BuildImag
 		return BuildImageResult{}, err
 	}
 	defer os.RemoveAll(work)
+	src, err := a.unpackSource(ctx, b, work, logw)
+	if err != nil {
+		return BuildImageResult{}, err
+	}
+	entry, entryDir, err := entryFolder(src, b.Options.EntryFolder)
+	if err != nil {
+		return BuildImageResult{}, err
+	}
+	reg, err := a.Store.RegistryByID(ctx, b.RegistryID)
+	if err != nil {
+		return BuildImageResult{}, err
+	}
+	bld, err := a.chooseBuilder(b, entryDir)
+	if err != nil {
+		return BuildImageResult{}, err
+	}
+	job := buildJob{build: b, src: src, entry: entry, entryDir: entryDir, work: work,
+		ref: fmt.Sprintf("%s:%d", reg.Name, b.Version), imagePath: filepath.Join(work, "image.oci.tar"), log: logw}
+	digest, command, err := bld.build(ctx, job)
+	if err != nil {
+		return BuildImageResult{}, err
+	}
+	key := fmt.Sprintf("images/%s/%s.oci.tar", b.TeamID, b.ID)
+	if err := blob.Upload(ctx, cfg.Bucket, key, job.imagePath, "application/x-tar"); err != nil {
+		return BuildImageResult{}, fmt.Errorf("store the image: %w", err)
+	}
+	fmt.Fprintf(logw, "image %s (%s) stored\n", job.ref, digest)
+	return BuildImageResult{Digest: digest, ImageKey: key, ImageName: job.ref, Command: command}, nil
+}
+
+// unpackSource fetches a build's uploaded source into work, keeps it where no upload URL can
+// write, unpacks it within the configured limits and indexes it for browsing. It returns the
+// unpacked source's directory.
+func (a *Activities) unpackSource(ctx context.Context, b *models.Build, work string, logw io.Writer) (string, error) {
+	cfg := a.Build
 	archivePath := filepath.Join(work, "source")
 	if err := blob.Download(ctx, cfg.Bucket, b.SourceKey, archivePath); errors.Is(err, blob.ErrNotFound) {
-		return BuildImageResult{}, buildFailed("no source was uploaded for this build: PUT the archive to the upload URL before triggering")
+		return "", buildFailed("no source was uploaded for this build: PUT the archive to the upload URL before triggering")
 	} else if err != nil {
-		return BuildImageResult{}, fmt.Errorf("fetch the source: %w", err)
+		return "", fmt.Errorf("fetch the source: %w", err)
 	}
 	if kept := models.KeptSourceKey(b.TeamID, b.ID); b.SourceKey != kept {
 		// The build keeps what it read where no upload URL can write, and the upload is
 		// consumed: a later PUT to its URL changes nothing.
 		if err := blob.Upload(ctx, cfg.Bucket, kept, archivePath, "application/octet-stream"); err != nil {
-			return BuildImageResult{}, fmt.Errorf("keep the source: %w", err)
+			return "", fmt.Errorf("keep the source: %w", err)
 		}
 		if err := a.Store.UpdateBuild(ctx, b.ID, models.BuildUpdate{SourceKey: kept}); err != nil {
-			return BuildImageResult{}, err
+			return "", err
 		}
 		if err := cfg.Bucket.Delete(ctx, b.SourceKey); err != nil && !errors.Is(err, blob.ErrNotFound) {
 			a.log().WarnContext(ctx, "delete a consumed upload", "build", b.ID, "key", b.SourceKey, "error", err)
@@ -132,7 +179,7 @@ func (a *Activities) BuildImage(ctx context.Context, in BuildInput) (_ BuildImag
 	}
 	src := filepath.Join(work, "src")
 	if err := os.Mkdir(src, 0o700); err != nil {
-		return BuildImageResult{}, err
+		return "", err
 	}
 	lim := cfg.Limits
 	lim.MaxBytes = cmp.Or(lim.MaxBytes, archive.DefaultLimits.MaxBytes)
@@ -141,103 +188,135 @@ func (a *Activities) BuildImage(ctx context.Context, in BuildInput) (_ BuildImag
 	if errors.Is(err, archive.ErrUnsafe) {
 		fmt.Fprintf(logw, "source refused: %v\n", err)
 		a.Store.SetSourceIndexStatus(ctx, b.ID, "failed") //nolint:errcheck // the build fails either way
-		return BuildImageResult{}, buildFailed("the source archive was refused: %s", strings.TrimPrefix(err.Error(), archive.ErrUnsafe.Error()+": "))
+		return "", buildFailed("the source archive was refused: %s", strings.TrimPrefix(err.Error(), archive.ErrUnsafe.Error()+": "))
 	}
 	if err != nil {
-		return BuildImageResult{}, fmt.Errorf("unpack the source: %w", err)
+		return "", fmt.Errorf("unpack the source: %w", err)
 	}
 	fmt.Fprintf(logw, "source: %d files, %d bytes\n", st.Files, st.Bytes)
 	if err := a.indexSource(ctx, b, src); err != nil {
-		return BuildImageResult{}, fmt.Errorf("index the source: %w", err)
+		return "", fmt.Errorf("index the source: %w", err)
 	}
+	return src, nil
+}
 
-	entry := b.Options.EntryFolder
+// entryFolder resolves a build's entry_folder within its unpacked source: the folder's name as
+// given ("." when empty) and its path.
+func entryFolder(src, entry string) (string, string, error) {
 	if entry == "" {
 		entry = "."
 	}
 	if !filepath.IsLocal(entry) && entry != "." {
-		return BuildImageResult{}, buildFailed("entry_folder %q is not a folder of the source", entry)
+		return "", "", buildFailed("entry_folder %q is not a folder of the source", entry)
 	}
-	entryDir := filepath.Join(src, entry)
-	if fi, err := os.Stat(entryDir); err != nil || !fi.IsDir() {
-		return BuildImageResult{}, buildFailed("entry_folder %q is not a folder of the source", entry)
+	dir := filepath.Join(src, entry)
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return "", "", buildFailed("entry_folder %q is not a folder of the source", entry)
 	}
-	reg, err := a.Store.RegistryByID(ctx, b.RegistryID)
-	if err != nil {
-		return BuildImageResult{}, err
-	}
-	ref := fmt.Sprintf("%s:%d", reg.Name, b.Version)
-	imagePath := filepath.Join(work, "image.oci.tar")
-	var digest string
-	var command []string
+	return entry, dir, nil
+}
+
+// buildJob is one build as a builder sees it.
+type buildJob struct {
+	build *models.Build
+	// src is the unpacked source, entryDir its entry folder (entry, as the build names it).
+	src, entry, entryDir string
+	// work is the build's scratch directory.
+	work string
+	// ref names the image (name:version); the builder writes it as an OCI archive at imagePath.
+	ref, imagePath string
+	log io.Writer
+}
+
+// builder makes an image from an unpacked source. chooseBuilder picks one per build, from what the
+// build asks for and what its source holds.
+type builder interface {
+	// build writes the job's image and returns its digest and the command that serves it.
+	build(ctx context.Context, job buildJob) (digest string, command []string, err error)
+}
+
+// chooseBuilder picks how a build makes its image: the bundled examples' binary when the build
+// names one, buildah when the entry folder has a Dockerfile, else the Go toolchain.
+func (a *Activities) chooseBuilder(b *models.Build, entryDir string) (builder, error) {
 	if name := b.Options.Bundled; name != "" {
-		if cfg.Bundled == "" {
-			return BuildImageResult{}, buildFailed("the build packages the bundled example %q, and this worker carries no bundled examples", name)
+		if a.Build.Bundled == "" {
+			return nil, buildFailed("the build packages the bundled example %q, and this worker carries no bundled examples", name)
 		}
-		fmt.Fprintf(logw, "bundled example %s: packaging this worker's binary (no compiler needed)\n", name)
-		img, err := image.BinaryImage(cfg.Bundled, filepath.Join(cfg.Dir, "bundled"))
-		if err != nil {
-			return BuildImageResult{}, fmt.Errorf("package the bundled examples: %w", err)
-		}
-		if digest, err = writeImage(img, ref, imagePath); err != nil {
-			return BuildImageResult{}, err
-		}
-		command = []string{image.Entrypoint, "example-env", name}
-	} else if _, err := os.Stat(filepath.Join(entryDir, "Dockerfile")); err == nil {
-		fmt.Fprintf(logw, "buildah: Dockerfile in %s\n", entry)
-		if err := a.dockerfileBuild(ctx, b, entryDir, ref, imagePath, logw); err != nil {
-			return BuildImageResult{}, err
-		}
-		layoutDir := filepath.Join(work, "layout")
-		if err := os.Mkdir(layoutDir, 0o700); err != nil {
-			return BuildImageResult{}, err
-		}
-		img, err := image.ReadArchive(imagePath, layoutDir, ref)
-		if err != nil {
-			return BuildImageResult{}, fmt.Errorf("read the built image: %w", err)
-		}
-		d, err := img.Digest()
-		if err != nil {
-			return BuildImageResult{}, err
-		}
-		cf, err := img.ConfigFile()
-		if err != nil {
-			return BuildImageResult{}, err
-		}
-		digest, command = d.String(), append(slices.Clone(cf.Config.Entrypoint), cf.Config.Cmd...)
-		if len(command) == 0 {
-			return BuildImageResult{}, buildFailed("the image has no ENTRYPOINT or CMD: name the environment server's command")
-		}
-	} else {
-		module, pkg, err := goModule(src, entryDir)
-		if err != nil {
-			return BuildImageResult{}, err
-		}
-		fmt.Fprintf(logw, "go build: module %s, package ./%s\n", relOrDot(src, module), filepath.ToSlash(pkg))
-		if sealed, err := a.Store.BuildSecrets(ctx, b.ID); err == nil && len(sealed) > 0 {
-			fmt.Fprintf(logw, "build secrets: %d given; a Go build does not use them (a Dockerfile's RUN steps do)\n", len(sealed))
-		}
-		img, err := image.BuildGo(ctx, image.GoSpec{Dir: module, Package: pkg, GOPROXY: cfg.GOPROXY, Log: logw})
-		if errors.Is(err, image.ErrBuild) {
-			return BuildImageResult{}, buildFailed("%v", err)
-		}
-		if err != nil {
-			return BuildImageResult{}, err
-		}
-		if digest, err = writeImage(img, ref, imagePath); err != nil {
-			return BuildImageResult{}, err
-		}
-		command = []string{image.Entrypoint}
+		return bundledBuilder{binary: a.Build.Bundled, dir: filepath.Join(a.Build.Dir, "bundled"), example: name}, nil
 	}
-	key := fmt.Sprintf("images/%s/%s.oci.tar", b.TeamID, b.ID)
-	if err := blob.Upload(ctx, cfg.Bucket, key, imagePath, "application/x-tar"); err != nil {
-		return BuildImageResult{}, fmt.Errorf("store the image: %w", err)
+	if _, err := os.Stat(filepath.Join(entryDir, "Dockerfile")); err == nil {
+		return dockerfileBuilder{a: a}, nil
 	}
-	if err := a.Store.UpdateBuild(ctx, b.ID, models.BuildUpdate{Digest: digest, ImageKey: key, ImageName: ref, Command: command}); err != nil {
-		return BuildImageResult{}, err
+	return goBuilder{a: a}, nil
+}
+
+// bundledBuilder packages the worker's own binary, which serves the bundled examples.
+type bundledBuilder struct {
+	binary, dir, example string
+}
+
+func (bb bundledBuilder) build(_ context.Context, job buildJob) (string, []string, error) {
+	fmt.Fprintf(job.log, "bundled example %s: packaging this worker's binary (no compiler needed)\n", bb.example)
+	img, err := image.BinaryImage(bb.binary, bb.dir)
+	if err != nil {
+		return "", nil, fmt.Errorf("package the bundled examples: %w", err)
 	}
-	fmt.Fprintf(logw, "image %s (%s) stored\n", ref, digest)
-	return BuildImageResult{Digest: digest, ImageKey: key}, nil
+	digest, err := writeImage(img, job.ref, job.imagePath)
+	return digest, []string{image.Entrypoint, "example-env", bb.example}, err
+}
+
+// dockerfileBuilder builds the entry folder's Dockerfile with buildah.
+type dockerfileBuilder struct{ a *Activities }
+
+func (db dockerfileBuilder) build(ctx context.Context, job buildJob) (string, []string, error) {
+	fmt.Fprintf(job.log, "buildah: Dockerfile in %s\n", job.entry)
+	if err := db.a.dockerfileBuild(ctx, job.build, job.entryDir, job.ref, job.imagePath, job.log); err != nil {
+		return "", nil, err
+	}
+	layoutDir := filepath.Join(job.work, "layout")
+	if err := os.Mkdir(layoutDir, 0o700); err != nil {
+		return "", nil, err
+	}
+	img, err := image.ReadArchive(job.imagePath, layoutDir, job.ref)
+	if err != nil {
+		return "", nil, fmt.Errorf("read the built image: %w", err)
+	}
+	d, err := img.Digest()
+	if err != nil {
+		return "", nil, err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return "", nil, err
+	}
+	command := append(slices.Clone(cf.Config.Entrypoint), cf.Config.Cmd...)
+	if len(command) == 0 {
+		return "", nil, buildFailed("the image has no ENTRYPOINT or CMD: name the environment server's command")
+	}
+	return d.String(), command, nil
+}
+
+// goBuilder compiles the entry folder's main package, ko-style, into a one-layer image.
+type goBuilder struct{ a *Activities }
+
+func (gb goBuilder) build(ctx context.Context, job buildJob) (string, []string, error) {
+	module, pkg, err := goModule(job.src, job.entryDir)
+	if err != nil {
+		return "", nil, err
+	}
+	fmt.Fprintf(job.log, "go build: module %s, package ./%s\n", relOrDot(job.src, module), filepath.ToSlash(pkg))
+	if sealed, err := gb.a.Store.BuildSecrets(ctx, job.build.ID); err == nil && len(sealed) > 0 {
+		fmt.Fprintf(job.log, "build secrets: %d given; a Go build does not use them (a Dockerfile's RUN steps do)\n", len(sealed))
+	}
+	img, err := image.BuildGo(ctx, image.GoSpec{Dir: module, Package: pkg, GOPROXY: gb.a.Build.GOPROXY, Log: job.log})
+	if errors.Is(err, image.ErrBuild) {
+		return "", nil, buildFailed("%v", err)
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	digest, err := writeImage(img, job.ref, job.imagePath)
+	return digest, []string{image.Entrypoint}, err
 }
 
 // writeImage writes img, named ref, as an OCI archive at path and returns its digest.
@@ -412,12 +491,15 @@ type DiscoverResult struct {
 
 // DiscoverScenarios starts a build's image in a sandbox, initializes it over MCP and reads what
 // it serves: its scenarios, tools, prompts and resources.
-func (a *Activities) DiscoverScenarios(ctx context.Context, in BuildInput) (DiscoverResult, error) {
+func (a *Activities) DiscoverScenarios(ctx context.Context, in DiscoverInput) (DiscoverResult, error) {
 	stop := keepAlive(ctx)
 	defer stop()
 	b, err := a.Store.BuildByID(ctx, in.BuildID)
 	if err != nil {
 		return DiscoverResult{}, err
+	}
+	if im := in.Image; im.ImageKey != "" {
+		b.Digest, b.ImageKey, b.ImageName, b.RuntimeConfig.Command = im.Digest, im.ImageKey, im.ImageName, im.Command
 	}
 	spec, err := a.imageSpec(ctx, b)
 	if err != nil {
@@ -482,7 +564,8 @@ func (a *Activities) DiscoverScenarios(ctx context.Context, in BuildInput) (Disc
 
 // FinishBuild records how a build ended.
 func (a *Activities) FinishBuild(ctx context.Context, in FinishBuildInput) (string, error) {
-	b, err := a.Store.FinishBuild(ctx, in.BuildID, models.BuildResult{Status: in.Status, Error: in.Error, Lock: in.Lock, Scenarios: in.Scenarios})
+	b, err := a.Store.FinishBuild(ctx, in.BuildID, models.BuildResult{Status: in.Status, Error: in.Error, Lock: in.Lock, Scenarios: in.Scenarios,
+		Image: models.BuildUpdate{Digest: in.Image.Digest, ImageKey: in.Image.ImageKey, ImageName: in.Image.ImageName, Command: in.Image.Command}})
 	if err != nil {
 		return "", err
 	}
@@ -496,6 +579,8 @@ type FinishBuildInput struct {
 	Error     string            `json:"error,omitempty"`
 	Lock      map[string]any    `json:"lock,omitempty"`
 	Scenarios []models.Scenario `json:"scenarios,omitempty"`
+	// Image is what the build made, when it got that far.
+	Image BuildImageResult `json:"image,omitzero"`
 }
 
 // imageSpec is how a sandbox runs a build: from its image's unpacked root file system, or, for

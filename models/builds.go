@@ -1,6 +1,7 @@
 package models
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -274,6 +275,9 @@ type BuildResult struct {
 	Error     string
 	Lock      map[string]any
 	Scenarios []Scenario
+	// Image is the image the build made (its digest, object key, name and command), recorded
+	// where set; empty fields leave what the row holds.
+	Image BuildUpdate
 }
 
 // FinishBuild ends a build: its status, duration and error, and when it succeeded, the
@@ -298,7 +302,13 @@ func (s *Store) FinishBuild(ctx context.Context, id uuid.UUID, r BuildResult) (*
 		if r.Lock != nil {
 			b.Lock = r.Lock
 		}
-		if _, err := tx.NewUpdate().Model(&b).Column("status", "error_message", "duration_seconds", "lock", "updated_at").WherePK().Exec(ctx); err != nil {
+		im := r.Image
+		b.Digest, b.ImageKey, b.ImageName = cmp.Or(im.Digest, b.Digest), cmp.Or(im.ImageKey, b.ImageKey), cmp.Or(im.ImageName, b.ImageName)
+		if len(im.Command) > 0 {
+			b.RuntimeConfig.Command = im.Command
+		}
+		if _, err := tx.NewUpdate().Model(&b).Column("status", "error_message", "duration_seconds", "lock", "updated_at",
+			"digest", "image_key", "image_name", "runtime_config").WherePK().Exec(ctx); err != nil {
 			return err
 		}
 		if r.Status != BuildSucceeded {

@@ -206,7 +206,7 @@ func (c *Client) StartRunList(ctx context.Context, jobID uuid.UUID, maxConcurren
 
 // StartBuild starts the workflow that builds a triggered build; starting it again is a no-op.
 func (c *Client) StartBuild(ctx context.Context, buildID uuid.UUID) error {
-	return c.start(ctx, workflows.BuildWorkflowID(buildID), workflows.Build, activities.BuildInput{BuildID: buildID})
+	return c.start(ctx, workflows.BuildWorkflowID(buildID), workflows.Build, workflows.BuildInput{BuildID: buildID})
 }
 
 // Discover runs a build's image once more and returns the scenarios it declares (the deprecated
@@ -214,7 +214,7 @@ func (c *Client) StartBuild(ctx context.Context, buildID uuid.UUID) error {
 func (c *Client) Discover(ctx context.Context, buildID uuid.UUID) ([]models.Scenario, error) {
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID: workflows.DiscoverWorkflowID(buildID) + "/" + uuid.NewString()[:8], TaskQueue: QueueWorkflows,
-	}, workflows.DiscoverScenarios, activities.BuildInput{BuildID: buildID})
+	}, workflows.DiscoverScenarios, activities.DiscoverInput{BuildID: buildID})
 	if err != nil {
 		return nil, fmt.Errorf("discover %s: %w", buildID, err)
 	}

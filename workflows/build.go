@@ -27,21 +27,37 @@ const (
 	discoverTimeout = 5 * time.Minute
 )
 
-// Build turns a triggered build's uploaded source into an image on the builds queue, discovers
-// its scenarios in a child workflow, and records how it ended: succeeded, failed (with the
-// reason a user can act on) or cancelled. The build's store row is the source of truth; the
-// workflow only moves it along.
-func Build(ctx workflow.Context, in activities.BuildInput) (string, error) {
-	end := func(status, msg string, found *activities.DiscoverResult) (string, error) {
+// BuildInput names the build a Build workflow carries out.
+type BuildInput struct {
+	BuildID uuid.UUID `json:"build_id"`
+}
+
+// BuildResult is how a build ended, as FinishBuild recorded it.
+type BuildResult struct {
+	// Status is succeeded, failed or cancelled; Error says why it did not succeed.
+	Status string `json:"status"`
+	Error  string `json:"error,omitempty"`
+	// Image is the image the build made, when it got that far.
+	Image activities.BuildImageResult `json:"image,omitzero"`
+}
+
+// Build carries a triggered build through its pipeline: BuildImage on the builds queue (source,
+// builder, stored image), a child workflow that starts the image and discovers what it serves,
+// then FinishBuild, which records the outcome, the image and what was discovered in one
+// transaction: succeeded, failed (with the reason a user can act on) or cancelled. The build's
+// store row is the source of truth; the workflow only moves it along.
+func Build(ctx workflow.Context, in BuildInput) (BuildResult, error) {
+	var built activities.BuildImageResult
+	end := func(status, msg string, found *activities.DiscoverResult) (BuildResult, error) {
 		// Recorded even when the workflow was cancelled.
 		dctx, _ := workflow.NewDisconnectedContext(ctx)
-		fin := activities.FinishBuildInput{BuildID: in.BuildID, Status: status, Error: msg}
+		fin := activities.FinishBuildInput{BuildID: in.BuildID, Status: status, Error: msg, Image: built}
 		if found != nil {
 			fin.Scenarios, fin.Lock = found.Scenarios, found.Lock
 		}
-		var got string
-		err := workflow.ExecuteLocalActivity(storeActivity(dctx), a.FinishBuild, fin).Get(dctx, &got)
-		return got, err
+		out := BuildResult{Error: msg, Image: built}
+		err := workflow.ExecuteLocalActivity(storeActivity(dctx), a.FinishBuild, fin).Get(dctx, &out.Status)
+		return out, err
 	}
 	bctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:           activities.QueueBuilds,
@@ -51,7 +67,7 @@ func Build(ctx workflow.Context, in activities.BuildInput) (string, error) {
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3,
 			NonRetryableErrorTypes: []string{activities.ErrBuildFailed}},
 	})
-	if err := workflow.ExecuteActivity(bctx, a.BuildImage, in).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(bctx, a.BuildImage, activities.BuildInput{BuildID: in.BuildID}).Get(ctx, &built); err != nil {
 		return endOnError(ctx, end, "build", err)
 	}
 	var found activities.DiscoverResult
@@ -60,7 +76,7 @@ func Build(ctx workflow.Context, in activities.BuildInput) (string, error) {
 		ParentClosePolicy:   enumspb.PARENT_CLOSE_POLICY_TERMINATE,
 		WaitForCancellation: true,
 	})
-	if err := workflow.ExecuteChildWorkflow(cctx, DiscoverScenarios, in).Get(ctx, &found); err != nil {
+	if err := workflow.ExecuteChildWorkflow(cctx, DiscoverScenarios, activities.DiscoverInput{BuildID: in.BuildID, Image: built}).Get(ctx, &found); err != nil {
 		return endOnError(ctx, end, "discover scenarios", err)
 	}
 	return end(models.BuildSucceeded, "", &found)
@@ -68,7 +84,7 @@ func Build(ctx workflow.Context, in activities.BuildInput) (string, error) {
 
 // endOnError ends a build after a failed step: cancelled when the workflow was cancelled, else
 // failed with the step's reason.
-func endOnError(ctx workflow.Context, end func(string, string, *activities.DiscoverResult) (string, error), step string, err error) (string, error) {
+func endOnError(ctx workflow.Context, end func(string, string, *activities.DiscoverResult) (BuildResult, error), step string, err error) (BuildResult, error) {
 	var canceled *temporal.CanceledError
 	if errors.As(err, &canceled) || ctx.Err() != nil {
 		return end(models.BuildCancelled, "the build was cancelled", nil)
@@ -82,8 +98,8 @@ func endOnError(ctx workflow.Context, end func(string, string, *activities.Disco
 
 // DiscoverScenarios starts a build's image in a sandbox on a build host (which has just built
 // it, and needs no other host to be up) and reads the scenarios, tools, prompts and resources it
-// serves.
-func DiscoverScenarios(ctx workflow.Context, in activities.BuildInput) (activities.DiscoverResult, error) {
+// serves, checking that the scenarios' calls fit them.
+func DiscoverScenarios(ctx workflow.Context, in activities.DiscoverInput) (activities.DiscoverResult, error) {
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:           activities.QueueBuilds,
 		StartToCloseTimeout: discoverTimeout,

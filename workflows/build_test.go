@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"errors"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -22,7 +23,9 @@ type fakeBuilder struct {
 	mu       sync.Mutex
 	queues   map[string][]string
 	finished []activities.FinishBuildInput
-	build    func(ctx context.Context) error
+	// discovered are the images discovery was asked to start.
+	discovered []activities.BuildImageResult
+	build      func(ctx context.Context) error
 	discover func() (activities.DiscoverResult, error)
 }
 
@@ -48,11 +51,17 @@ func (f *fakeBuilder) register() *testsuite.TestWorkflowEnvironment {
 	env.OnActivity(a.BuildImage, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, in activities.BuildInput) (activities.BuildImageResult, error) {
 			rec(ctx, "BuildImage")
-			return activities.BuildImageResult{Digest: "sha256:1"}, f.build(ctx)
+			if err := f.build(ctx); err != nil {
+				return activities.BuildImageResult{}, err
+			}
+			return builtImage, nil
 		})
 	env.OnActivity(a.DiscoverScenarios, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, in activities.BuildInput) (activities.DiscoverResult, error) {
+		func(ctx context.Context, in activities.DiscoverInput) (activities.DiscoverResult, error) {
 			rec(ctx, "DiscoverScenarios")
+			f.mu.Lock()
+			f.discovered = append(f.discovered, in.Image)
+			f.mu.Unlock()
 			return f.discover()
 		})
 	env.OnActivity(a.FinishBuild, mock.Anything, mock.Anything).Return(
@@ -64,6 +73,9 @@ func (f *fakeBuilder) register() *testsuite.TestWorkflowEnvironment {
 		})
 	return env
 }
+
+// builtImage is what the scripted BuildImage makes.
+var builtImage = activities.BuildImageResult{Digest: "sha256:1", ImageKey: "images/t/b.oci.tar", ImageName: "todo:1", Command: []string{"/env"}}
 
 func (f *fakeBuilder) only(t *testing.T) activities.FinishBuildInput {
 	t.Helper()
@@ -78,13 +90,22 @@ func (f *fakeBuilder) only(t *testing.T) activities.FinishBuildInput {
 func TestBuildSucceedsWithItsDiscoveredScenarios(t *testing.T) {
 	f := newFakeBuilder()
 	env := f.register()
-	env.ExecuteWorkflow(Build, activities.BuildInput{BuildID: uuid.New()})
+	env.ExecuteWorkflow(Build, BuildInput{BuildID: uuid.New()})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
 	fin := f.only(t)
 	if fin.Status != models.BuildSucceeded || len(fin.Scenarios) != 1 || fin.Lock["transport"] != "stdio" {
 		t.Errorf("finished = %+v", fin)
+	}
+	// The image goes from the builder to discovery, which starts it, and to FinishBuild, which
+	// records it with the outcome; the workflow's result says what was built.
+	if !reflect.DeepEqual(fin.Image, builtImage) || len(f.discovered) != 1 || !reflect.DeepEqual(f.discovered[0], builtImage) {
+		t.Errorf("finished with image %+v, discovered %+v; want %+v for both", fin.Image, f.discovered, builtImage)
+	}
+	var res BuildResult
+	if err := env.GetWorkflowResult(&res); err != nil || res.Status != models.BuildSucceeded || res.Image.Digest != "sha256:1" {
+		t.Errorf("the workflow's result = %+v, %v", res, err)
 	}
 	if q := f.queues["BuildImage"]; len(q) != 1 || q[0] != activities.QueueBuilds {
 		t.Errorf("BuildImage ran on %v, want the builds queue", q)
@@ -100,9 +121,9 @@ func TestABuildThatCannotSucceedFailsAtOnceWithItsReason(t *testing.T) {
 		return temporal.NewNonRetryableApplicationError("the source archive was refused: entry \"../x\" escapes", activities.ErrBuildFailed, nil)
 	}
 	env := f.register()
-	env.ExecuteWorkflow(Build, activities.BuildInput{BuildID: uuid.New()})
+	env.ExecuteWorkflow(Build, BuildInput{BuildID: uuid.New()})
 	fin := f.only(t)
-	if fin.Status != models.BuildFailed || fin.Error != "the source archive was refused: entry \"../x\" escapes" {
+	if fin.Status != models.BuildFailed || fin.Error != "the source archive was refused: entry \"../x\" escapes" || fin.Image.ImageKey != "" {
 		t.Errorf("finished = %+v", fin)
 	}
 	if n := len(f.queues["BuildImage"]); n != 1 {
@@ -117,7 +138,7 @@ func TestAnInfrastructureFailureIsRetriedThenFailsTheBuild(t *testing.T) {
 	f := newFakeBuilder()
 	f.build = func(context.Context) error { return errors.New("bucket unreachable") }
 	env := f.register()
-	env.ExecuteWorkflow(Build, activities.BuildInput{BuildID: uuid.New()})
+	env.ExecuteWorkflow(Build, BuildInput{BuildID: uuid.New()})
 	fin := f.only(t)
 	if fin.Status != models.BuildFailed || fin.Error == "" {
 		t.Errorf("finished = %+v", fin)
@@ -141,7 +162,7 @@ func TestACancelledBuildEndsCancelled(t *testing.T) {
 	}
 	env := f.register()
 	env.RegisterDelayedCallback(env.CancelWorkflow, time.Second)
-	env.ExecuteWorkflow(Build, activities.BuildInput{BuildID: uuid.New()})
+	env.ExecuteWorkflow(Build, BuildInput{BuildID: uuid.New()})
 	fin := f.only(t)
 	if fin.Status != models.BuildCancelled {
 		t.Errorf("finished = %+v, want cancelled", fin)
