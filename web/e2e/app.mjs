@@ -182,7 +182,8 @@ await step("task", async () => {
   await audit("task-brief");
   // Attaching wrote version 2, which names the file.
   await page.getByRole("tab", { name: "Versions (2)" }).click();
-  await page.getByText("version 2 ·").waitFor({ timeout: 10000 });
+  await page.getByText("version 2 of 2 (latest) ·").waitFor({ timeout: 10000 });
+  await page.getByText("version 1 of 2 ·").waitFor({ timeout: 10000 });
   await page.getByRole("tab", { name: "Ready check" }).click();
   await page.getByRole("tabpanel").getByText(/ready/i).first().waitFor({ timeout: 10000 });
 });
@@ -190,13 +191,23 @@ await step("task", async () => {
 await step("environment", async () => {
   await page.getByRole("link", { name: "Environments", exact: true }).click();
   await heading("Environments").waitFor({ timeout: 10000 });
+  // The list counts each environment's scenarios (the latest build's).
+  const todoRow = page.getByRole("row").filter({ has: page.getByRole("link", { name: "todo", exact: true }) });
+  await todoRow.waitFor({ timeout: 10000 });
+  const todoCells = await todoRow.getByRole("cell").allTextContents();
+  if (!(Number(todoCells[2]) > 0)) fail(`the todo environment's Scenarios cell reads ${JSON.stringify(todoCells[2])}, want its scenarios counted`);
   await audit("environments");
   await page.getByRole("link", { name: "todo", exact: true }).click();
   await heading("todo").waitFor({ timeout: 10000 });
   await page.getByRole("cell", { name: "add-todos", exact: true }).waitFor({ timeout: 10000 });
   await audit("environment");
+  // The tools the latest build serves.
+  await page.getByRole("tab", { name: /^Tools \(\d+\)$/ }).click();
+  await page.getByRole("table", { name: "Tools of the latest build" }).getByRole("cell", { name: "add_todo", exact: true }).waitFor({ timeout: 10000 });
+  await audit("environment-tools");
   await page.getByRole("tab", { name: /Builds/ }).click();
   await page.getByLabel("Build log").filter({ hasText: "stored" }).waitFor({ timeout: 10000 });
+  await page.getByRole("list", { name: "Builds" }).getByText("latest: new runs use it").waitFor({ timeout: 10000 });
   await audit("environment-build");
   await page.getByRole("tab", { name: "Source" }).click();
   const files = page.getByRole("list", { name: "Files" });

@@ -1,7 +1,7 @@
 import { useState } from "react";
 import { api, ok, type Schemas } from "../api/client";
 import { fmtTime } from "../format";
-import { usePoll } from "../hooks";
+import { useAction, usePoll } from "../hooks";
 import { href } from "../router";
 import { Tabs } from "../tabs";
 import { Head, Status } from "../ui";
@@ -9,7 +9,7 @@ import { Head, Status } from "../ui";
 export function Environments({ onUnauthorized }: { onUnauthorized: () => void }) {
   const [search, setSearch] = useState("");
   const { data, error } = usePoll(
-    () => ok(api.GET("/v2/registry", { params: { query: { limit: 100, ...(search ? { search } : {}) } } })),
+    () => ok(api.GET("/v2/registry", { params: { query: { limit: 100, include_latest_scenarios: true, ...(search ? { search } : {}) } } })),
     [search],
     { onUnauthorized },
   );
@@ -36,7 +36,7 @@ export function Environments({ onUnauthorized }: { onUnauthorized: () => void })
                   <a href={href({ page: "environment", id: r.id })}>{r.name}</a>
                 </td>
                 <td>{r.description || "–"}</td>
-                <td>{r.latest_scenarios?.length ?? 0}</td>
+                <td>{r.latest_build_id ? (r.latest_scenarios?.length ?? 0) : "– (no build yet)"}</td>
                 <td>{fmtTime(r.updated_at)}</td>
               </tr>
             ))}
@@ -67,17 +67,19 @@ async function loadEnvironment(id: string): Promise<EnvView> {
 const buildDone = new Set(["succeeded", "failed", "cancelled"]);
 
 export function Environment({ id, onUnauthorized }: { id: string; onUnauthorized: () => void }) {
-  const { data, error } = usePoll(() => loadEnvironment(id), [id], {
+  const { data, error, reload } = usePoll(() => loadEnvironment(id), [id], {
     intervalMs: 2000,
     live: (v) => v.builds.some((b) => !buildDone.has(b.status)),
     onUnauthorized,
   });
-  const [view, setView] = useState<"scenarios" | "builds" | "source" | "vars">("scenarios");
+  const [actionError, act] = useAction(reload);
+  const [view, setView] = useState<"scenarios" | "tools" | "builds" | "source" | "vars">("scenarios");
   const [buildId, setBuildId] = useState<string>();
   if (error && !data) return <p role="alert" className="error">{error.message}</p>;
   if (!data) return <p aria-busy="true">Loading…</p>;
   const { env, scenarios, builds, vars } = data;
   const shown = buildId ?? env.latest_build_id ?? builds[0]?.id;
+  const tools = lockTools(env.latest_build?.lock);
   return (
     <section>
       <p>
@@ -92,6 +94,7 @@ export function Environment({ id, onUnauthorized }: { id: string; onUnauthorized
         label="Environment"
         tabs={[
           { key: "scenarios", title: `Scenarios (${scenarios.length})` },
+          { key: "tools", title: `Tools (${tools.length})` },
           { key: "builds", title: `Builds (${builds.length})` },
           { key: "source", title: "Source" },
           { key: "vars", title: `Variables (${vars.length})` },
@@ -115,17 +118,38 @@ export function Environment({ id, onUnauthorized }: { id: string; onUnauthorized
             </tbody>
           </table>
         )}
+        {view === "tools" && <Tools tools={tools} />}
         {view === "builds" && (
           <>
-            <ul className="thumbs">
+            {actionError && (
+              <p role="alert" className="error">
+                {actionError}
+              </p>
+            )}
+            <ul className="thumbs" aria-label="Builds">
               {builds.map((b) => (
                 <li key={b.id}>
                   <button type="button" className="linklike" aria-pressed={b.id === shown} onClick={() => setBuildId(b.id)}>
                     v{b.version}
                   </button>{" "}
-                  <Status value={b.status} /> · {fmtTime(b.created_at)}
+                  <Status value={b.status} />
+                  {b.id === env.latest_build_id && <strong className="latest"> latest: new runs use it</strong>} · {fmtTime(b.created_at)}
                   {b.duration_seconds !== null && ` · ${b.duration_seconds.toFixed(1)} s`}
+                  {b.digest && <code className="muted"> {b.digest.slice(0, 19)}</code>}
                   {b.error_message && <span className="error"> · {b.error_message}</span>}
+                  {env.can_edit && b.status === "succeeded" && b.id !== env.latest_build_id && (
+                    <>
+                      {" "}
+                      <button
+                        type="button"
+                        className="secondary"
+                        aria-label={`Set v${b.version} as latest`}
+                        onClick={() => act(() => ok(api.POST("/v2/builds/{build_id}/set-latest", { params: { path: { build_id: b.id } } })))}
+                      >
+                        Set as latest
+                      </button>
+                    </>
+                  )}
                 </li>
               ))}
             </ul>
@@ -156,6 +180,43 @@ export function Environment({ id, onUnauthorized }: { id: string; onUnauthorized
           ))}
       </Tabs>
     </section>
+  );
+}
+
+type Tool = { name: string; description: string };
+
+/** lockTools reads the tools a build serves from its lock ({tools: [{name, description}]}, as the
+ * environment listed them at discovery). */
+function lockTools(lock: Record<string, unknown> | undefined): Tool[] {
+  const raw = lock?.tools;
+  if (!Array.isArray(raw)) return [];
+  return raw.flatMap((t: unknown) => {
+    if (!t || typeof t !== "object") return [];
+    const m = t as { name?: unknown; description?: unknown };
+    if (typeof m.name !== "string") return [];
+    return [{ name: m.name, description: typeof m.description === "string" ? m.description : "" }];
+  });
+}
+
+/** Tools lists what the latest build's environment serves to agents (and its setup and
+ * evaluate hubs). */
+function Tools({ tools }: { tools: Tool[] }) {
+  if (tools.length === 0) return <p>The latest build lists no tools (or there is no successful build yet).</p>;
+  return (
+    <table>
+      <caption className="visually-hidden">Tools of the latest build</caption>
+      <Head cols={["Tool", "Description"]} />
+      <tbody>
+        {tools.map((t) => (
+          <tr key={t.name}>
+            <td>
+              <code>{t.name}</code>
+            </td>
+            <td>{t.description || "–"}</td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
   );
 }
 

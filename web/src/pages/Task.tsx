@@ -95,18 +95,19 @@ export function Task({ tasksetId, id, onUnauthorized }: { tasksetId: string; id:
       >
         {view === "content" && <pre>{JSON.stringify(content ?? {}, null, 2)}</pre>}
         {view === "versions" && (
-          <ol className="thumbs" reversed>
+          <ul className="versions" aria-label="Versions, newest first">
             {task.versions.map((v) => (
               <li key={v.id}>
                 <details>
                   <summary>
-                    version {v.version} · {fmtTime(v.created_at)}
+                    version {v.version} of {latest?.version ?? task.versions.length}
+                    {v.id === task.latest_version_id && " (latest)"} · {fmtTime(v.created_at)}
                   </summary>
                   <pre>{JSON.stringify(v.content, null, 2)}</pre>
                 </details>
               </li>
             ))}
-          </ol>
+          </ul>
         )}
         {view === "comments" && (
           <>
