@@ -1,9 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +20,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/internal/testenv"
 	"github.com/proctorhq/proctor/models"
 )
@@ -38,11 +47,13 @@ func TestWebApp(t *testing.T) {
 	c.call("POST", "/v2/tasks/upload", map[string]any{"taskset_name": "live-demo", "tasks": []any{map[string]any{
 		"name": "add-two", "env": "todo", "scenario": "add-todos", "args": map[string]any{"items": []string{"buy milk", "walk the dog"}}}}}, &up)
 
-	// A long trace: 333 tool calls, about 1,000 events.
+	// A long trace: 333 tool calls, about 1,000 events; the first call's argument is a string of
+	// two lines, which the trace viewer shows as two lines.
 	calls := make([]map[string]any, 333)
 	for i := range calls {
 		calls[i] = map[string]any{"name": "list_todos", "arguments": map[string]any{}}
 	}
+	calls[0] = map[string]any{"name": "add_todo", "arguments": map[string]any{"title": "line one\nline two"}}
 	longSrv, _ := scriptedOpenAI(t, calls, 0)
 	long := addScriptedModel(t, c, dataDir, nil, "long", longSrv.URL)
 	var longRun struct {
@@ -53,12 +64,51 @@ func TestWebApp(t *testing.T) {
 		t.Fatalf("the long run = %d", code)
 	}
 	c.waitJob(longRun.JobID, nil)
+
+	store, err := models.Open(t.Context(), "sqlite:"+filepath.Join(dataDir, "proctor.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	// A screenshot in the long trace's first step, kept in object storage as the engine keeps a
+	// tool result's images, for the trace viewer to show inline.
+	shotKey := keepScreenshot(t, store, dataDir, longRun.TraceID)
+
 	var events struct {
-		Events []struct{ Seq int } `json:"events"`
+		Events []traceEvent `json:"events"`
 	}
 	c.call("GET", "/v2/trace/"+longRun.TraceID+"/events", nil, &events)
 	if len(events.Events) < 1000 {
 		t.Fatalf("the long trace has %d events, want 1,000 or more", len(events.Events))
+	}
+
+	// A job whose attempts end in errors of two kinds, beside two that succeed: the environment
+	// rejects the scenario's arguments given at launch, and a model answers 400.
+	brokenSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprint(w, `{"error":{"message":"This model's maximum context length is 8192 tokens","type":"invalid_request_error"}}`)
+	}))
+	t.Cleanup(brokenSrv.Close)
+	addScriptedModel(t, c, dataDir, nil, "broken", brokenSrv.URL)
+	errJob := uuid.NewString()
+	for i, agentArgs := range []struct {
+		agent string
+		args  map[string]any
+	}{
+		{"oracle", map[string]any{"items": "not a list"}}, {"oracle", map[string]any{"items": "not a list"}},
+		{"broken", nil}, {"broken", nil}, {"oracle", nil}, {"oracle", nil},
+	} {
+		body := map[string]any{"trace_id": uuid.NewString(), "job_id": errJob, "task": up.TaskVersionIDs[0], "agent": map[string]any{"type": agentArgs.agent}}
+		if agentArgs.args != nil {
+			body["args"] = agentArgs.args
+		}
+		if code := c.call("POST", "/v2/rollouts/submit", body, nil); code != 201 {
+			t.Fatalf("submit %d to the errored job = %d", i, code)
+		}
+	}
+	if sum := c.waitJob(errJob, nil); sum.Error != 4 || sum.Completed != 2 {
+		t.Fatalf("the errored job: %v, want 4 errors and 2 completed", sum)
 	}
 
 	oracle := c.resolve("/v2/models/resolve?model=oracle", "id")
@@ -74,11 +124,6 @@ func TestWebApp(t *testing.T) {
 	}
 
 	// The demo's review checklist (no route sets one: the store does).
-	store, err := models.Open(t.Context(), "sqlite:"+filepath.Join(dataDir, "proctor.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
 	caller, err := store.AuthenticateAPIKey(t.Context(), c.key)
 	if err != nil {
 		t.Fatal(err)
@@ -100,22 +145,91 @@ func TestWebApp(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", filepath.Join(web, "e2e", "app.mjs"))
 	cmd.Env = append(os.Environ(), "PROCTOR_URL="+dev.info.APIURL, "PROCTOR_KEY="+dev.info.APIKey, "JOB_ID="+launched.JobID,
-		"JOB_NAME=web demo", "CHROMIUM="+chromium, "SHOTS="+shots, "LONG_TRACE="+longRun.TraceID, "LONG_EVENTS="+fmt.Sprint(len(events.Events)))
+		"JOB_NAME=web demo", "CHROMIUM="+chromium, "SHOTS="+shots, "LONG_TRACE="+longRun.TraceID, "LONG_EVENTS="+fmt.Sprint(len(events.Events)),
+		"LONG_STEPS="+fmt.Sprint(countSteps(events.Events)), "SHOT_KEY="+shotKey, "ERR_JOB="+errJob)
 	out, err := cmd.CombinedOutput()
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	var res struct {
 		OK       bool
 		Failures []string
 		Timings  map[string]int
+		// LongTrace is what the browser measured of the long trace: time to interactive, scroll.
+		LongTrace json.RawMessage
 	}
 	if jerr := json.Unmarshal([]byte(lines[len(lines)-1]), &res); jerr != nil {
 		t.Fatalf("the browser run: %v\n%s", err, out)
 	}
 	t.Logf("browser steps (ms): %v; screenshots in %s", res.Timings, shots)
+	t.Logf("the %d-event trace (%d steps), times in ms: %s", len(events.Events), countSteps(events.Events), res.LongTrace)
 	for _, f := range res.Failures {
 		t.Error(f)
 	}
 	if err != nil && len(res.Failures) == 0 {
 		t.Errorf("the browser run: %v\n%s", err, out)
 	}
+}
+
+// traceEvent is what the browser test reads of a trace event.
+type traceEvent struct {
+	Seq     int            `json:"seq"`
+	Attempt int            `json:"attempt"`
+	Kind    string         `json:"kind"`
+	Data    map[string]any `json:"data"`
+}
+
+// countSteps counts the rows the trace viewer shows: one per model step (its answer, tool calls
+// and results share the step number) and one per event outside any step.
+func countSteps(events []traceEvent) int {
+	rows := map[string]bool{}
+	for _, e := range events {
+		step, ok := e.Data["step"].(float64)
+		switch {
+		case ok && (e.Kind == "assistant_message" || e.Kind == "tool_call" || e.Kind == "tool_result"):
+			rows[fmt.Sprintf("%d-s%v", e.Attempt, step)] = true
+		default:
+			rows[fmt.Sprintf("%d-e%d", e.Attempt, e.Seq)] = true
+		}
+	}
+	return len(rows)
+}
+
+// keepScreenshot stores a small PNG in the dev instance's object storage under the key the engine
+// gives a tool result's image, and records a tool result of step 1 that carries it, as a tool
+// that returns a screenshot would. It returns the object's key.
+func keepScreenshot(t *testing.T, store *models.Store, dataDir, traceID string) string {
+	t.Helper()
+	img := image.NewRGBA(image.Rect(0, 0, 48, 32))
+	for x := range 48 {
+		for y := range 32 {
+			img.Set(x, y, color.RGBA{R: uint8(x * 5), G: 160, B: uint8(y * 7), A: 255})
+		}
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(buf.Bytes())
+	digest := hex.EncodeToString(sum[:])
+	key := "traces/" + traceID + "/images/" + digest + ".png"
+	bucket, err := blob.NewLocalBucket(filepath.Join(dataDir, "blobs"), blob.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bucket.Put(t.Context(), key, bytes.NewReader(buf.Bytes()), "image/png"); err != nil {
+		t.Fatal(err)
+	}
+	id := uuid.MustParse(traceID)
+	seq, err := store.LatestSeq(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	ev := models.TraceEvent{TraceID: id, Seq: seq + 1, Attempt: 1, Kind: models.EventToolResult, Text: "a screenshot of the list",
+		Data: map[string]any{"step": 1, "call_id": "screenshot", "name": "screenshot",
+			models.EventDataImages: []models.TraceImage{{MIMEType: "image/png", Size: buf.Len(), SHA256: digest, Key: key}}},
+		StartedAt: now, EndedAt: &now}
+	if err := store.AppendTraceEvents(t.Context(), []models.TraceEvent{ev}); err != nil {
+		t.Fatal(err)
+	}
+	return key
 }

@@ -5,10 +5,12 @@
 import { chromium } from "playwright-core";
 import fs from "node:fs";
 
-const { PROCTOR_URL, PROCTOR_KEY, JOB_ID, JOB_NAME, CHROMIUM, SHOTS, LONG_TRACE, LONG_EVENTS } = process.env;
+const { PROCTOR_URL, PROCTOR_KEY, JOB_ID, JOB_NAME, CHROMIUM, SHOTS, LONG_TRACE, LONG_EVENTS, LONG_STEPS, SHOT_KEY, ERR_JOB } = process.env;
 const axeSource = fs.readFileSync(new URL("../node_modules/axe-core/axe.min.js", import.meta.url), "utf8");
 const failures = [];
 const timings = {};
+// What the long trace measures: time to open it and to interact with it, scrolling through it.
+const longTrace = {};
 const fail = (msg) => failures.push(msg);
 
 const browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-dev-shm-usage"] });
@@ -35,12 +37,26 @@ async function step(name, fn) {
     await fn();
   } catch (e) {
     fail(`${name}: ${e.message.split("\n").slice(0, 3).join(" ")} (at ${page.url()}; see ${name}-failed.png)`);
-    await page.screenshot({ path: `${SHOTS}/${name}-failed.png` }).catch(() => {});
+    await page.screenshot({ path: `${SHOTS}/${name}-failed.png`, fullPage: true }).catch(() => {});
   }
   timings[name] = Date.now() - start;
 }
 
 const heading = (name) => page.getByRole("heading", { level: 1, name });
+const attemptRows = () => page.getByRole("table", { name: "Attempts", exact: true }).locator("tbody tr");
+const stepRows = () => page.locator(".steps > li");
+
+// waitCount waits until locator matches n elements (a filter renders after the input event),
+// and fails with the count it saw instead.
+async function waitCount(what, locator, n, timeout = 5000) {
+  const end = Date.now() + timeout;
+  let c = await locator.count();
+  while (c !== n && Date.now() < end) {
+    await page.waitForTimeout(50);
+    c = await locator.count();
+  }
+  if (c !== n) fail(`${what}: ${c}, want ${n}`);
+}
 
 await step("signin", async () => {
   await page.goto(`${PROCTOR_URL}/`);
@@ -60,6 +76,13 @@ await step("jobs", async () => {
   await page.getByRole("button", { name: "Sign in" }).click();
   await heading("Jobs").waitFor({ timeout: 10000 });
   await page.getByRole("link", { name: JOB_NAME }).waitFor({ timeout: 10000 });
+  // The errored job says so: a badge with its errors, and the errors column.
+  const errRow = page.getByRole("row").filter({ has: page.locator(`a[href="#/jobs/${ERR_JOB}"]`) });
+  await errRow.getByText("completed · 4 errors").waitFor({ timeout: 10000 });
+  const errCells = await errRow.getByRole("cell").allTextContents();
+  if (errCells[3] !== "4") fail(`the errored job's Errors cell reads ${JSON.stringify(errCells[3])}, want "4" (row: ${errCells.join(" | ")})`);
+  const demoCells = await page.getByRole("row").filter({ has: page.getByRole("link", { name: JOB_NAME }) }).getByRole("cell").allTextContents();
+  if (demoCells[1] !== "completed" || demoCells[3] !== "0") fail(`the demo job's row reads ${demoCells.join(" | ")}, want completed with 0 errors`);
   await audit("jobs");
   // Filtered by a taskset with no jobs yet, the list is empty; back to all, the job is there.
   await page.getByLabel("Taskset").selectOption({ label: "live-demo" });
@@ -74,20 +97,99 @@ await step("job", async () => {
   await heading(JOB_NAME).waitFor({ timeout: 10000 });
   await page.getByRole("img", { name: "Reward histogram of 3 attempts" }).waitFor({ timeout: 10000 });
   await page.getByText("Models: oracle").waitFor({ timeout: 10000 });
-  await page.getByRole("tab", { name: "successful (3)" }).click();
+  // No errors or failures: the page opens on the successful attempts.
+  await page.getByRole("tab", { name: "successful (3)", selected: true }).waitFor({ timeout: 10000 });
   const first = page.getByRole("tabpanel").getByRole("link").first();
   await first.waitFor({ timeout: 10000 });
   traceHref = await first.getAttribute("href");
+  await waitCount("the demo job's attempts", attemptRows(), 3);
+  // A task's row shows its attempts.
+  await page.getByRole("button", { name: "Show the 1 attempt of todo-add" }).click();
+  await page.getByRole("tab", { name: "all (3)", selected: true }).waitFor({ timeout: 5000 });
+  await waitCount("todo-add's attempts", attemptRows(), 1);
+  const task = await attemptRows().first().getByRole("cell").nth(1).textContent();
+  if (task !== "todo-add") fail(`the task filter shows an attempt of ${task}, want todo-add`);
   await audit("job");
+  await page.getByRole("button", { name: "Clear filters" }).click();
+  await waitCount("the demo job's attempts, unfiltered", attemptRows(), 3);
   await page.getByRole("button", { name: "Publish" }).click();
   await page.getByText("published: anyone with the link can open it").waitFor({ timeout: 10000 });
+});
+
+await step("errors", async () => {
+  await page.goto(`${PROCTOR_URL}/#/jobs/${ERR_JOB}`);
+  // Four of six attempts errored: the page opens on them, with the errors grouped by message.
+  await page.getByRole("tab", { name: "errors (4)", selected: true }).waitFor({ timeout: 10000 });
+  await page.getByText("completed · 4 errors").first().waitFor({ timeout: 5000 });
+  const groups = page.getByRole("table", { name: "Errors, by message" }).locator("tbody tr");
+  await waitCount("error groups", groups, 2);
+  const counts = await groups.evaluateAll((rows) => rows.map((r) => r.cells[0].textContent));
+  if (counts.join(",") !== "2,2") fail(`error group counts ${counts}, want 2,2`);
+  const text = await page.getByRole("table", { name: "Errors, by message" }).textContent();
+  if (!text.includes("maximum context length") || !text.includes("add-todos")) fail(`the error groups do not name both errors: ${text}`);
+  // Errors are not rewards: the histogram counts the two completed attempts (the oracle has no
+  // validation calls to replay for this task: reward 0), not the errors the API records at 0.
+  await page.getByRole("img", { name: "Reward histogram of 2 attempts" }).waitFor({ timeout: 5000 });
+  const bins = await page.locator("g.bin").evaluateAll((gs) => gs.map((g) => [g.dataset.reward, g.dataset.count, g.querySelector("text").textContent]));
+  const nonEmpty = bins.filter((b) => b[1] !== "0");
+  if (nonEmpty.length !== 1 || nonEmpty[0][0] !== "0.0" || nonEmpty[0][1] !== "2" || nonEmpty[0][2] !== "0.0") fail(`histogram bins ${JSON.stringify(nonEmpty)}, want 2 at 0.0 under the label 0.0`);
+  if (bins.length !== 11 || bins[10][2] !== "1.0") fail(`histogram labels ${bins.map((b) => b[2])}, want 0.0 to 1.0`);
+  await page.getByText("4 errored attempts are left out").waitFor({ timeout: 5000 });
+  await waitCount("errored attempts", attemptRows(), 4);
+  await audit("job-errors");
+  // A group's button shows its attempts only.
+  await page.getByRole("button", { name: /^Show 2 attempts of the error: .*maximum context length/ }).click();
+  await waitCount("the model error's attempts", attemptRows(), 2);
+  for (const e of await attemptRows().locator("td.error-cell").allTextContents()) {
+    if (!e.includes("maximum context length")) fail(`the model error's group shows an attempt that ended with ${e}`);
+  }
+  await page.getByRole("button", { name: "Clear filters" }).click();
+  await waitCount("errored attempts, unfiltered", attemptRows(), 4);
+  // Error text narrows the rows, and so does a text no error has.
+  await page.getByLabel("Error contains").fill("Add-Todos");
+  await waitCount("attempts whose error contains add-todos", attemptRows(), 2);
+  await page.getByLabel("Error contains").fill("no such error text");
+  await waitCount("attempts whose error contains an unknown text", attemptRows(), 0);
+  await page.getByText("0 of 4 attempts").waitFor({ timeout: 5000 });
+  await page.getByRole("button", { name: "Clear filters" }).click();
+  // Every attempt; a reward range keeps the scored ones in it, never the errors.
+  await page.getByRole("tab", { name: "all (6)" }).click();
+  await waitCount("all attempts", attemptRows(), 6);
+  await page.getByLabel("Reward from").fill("0.5");
+  await waitCount("attempts with a reward of 0.5 or more", attemptRows(), 0);
+  await page.getByLabel("Reward from").fill("");
+  await page.getByLabel("to", { exact: true }).fill("0.5");
+  await waitCount("attempts with a reward of 0.5 or less (errors have none)", attemptRows(), 2);
+  await page.getByLabel("to", { exact: true }).fill("");
+  await page.getByLabel("Status").selectOption("completed");
+  await waitCount("completed attempts", attemptRows(), 2);
+  await page.getByLabel("Status").selectOption("");
+  const stops = (await page.getByLabel("Stop reason").locator("option").allTextContents()).filter((o) => o !== "any");
+  if (stops.length === 0) fail("no stop reason to filter by");
+  for (const stop of stops) {
+    await page.getByLabel("Stop reason").selectOption(stop);
+    await page.waitForTimeout(100);
+    const cells = await attemptRows().evaluateAll((rows) => rows.map((r) => r.cells[3].textContent));
+    if (cells.length === 0 || cells.some((c) => c !== stop)) fail(`stop reason ${stop} shows rows stopped at ${cells}`);
+  }
+  await page.getByLabel("Stop reason").selectOption("");
+  // Each row: a short id that links to the attempt, its duration.
+  const row = await attemptRows().first().getByRole("cell").allTextContents();
+  if (!/^[0-9a-f]{8}$/.test(row[0]) || !/\d( ms| s|min)/.test(row[6])) fail(`an attempt row reads ${row.join(" | ")}, want a short id and a duration`);
+  // An errored attempt's trace jumps to its error.
+  await page.getByRole("tab", { name: "errors (4)" }).click();
+  await attemptRows().first().getByRole("link").click();
+  await page.getByRole("button", { name: "Jump to error" }).click();
+  const at = await page.evaluate(() => document.activeElement?.id || document.activeElement?.closest(".step-error")?.id || document.activeElement?.tagName);
+  if (!(at === "trace-error" || at?.startsWith("step-"))) fail(`jump to error focused ${at}, want the error`);
+  await audit("trace-error");
 });
 
 await step("trace", async () => {
   await page.goto(`${PROCTOR_URL}/${traceHref}`);
   await page.getByTestId("reward").filter({ hasText: "1.000" }).waitFor({ timeout: 15000 });
-  const kinds = await page.locator(".timeline .kind").allTextContents();
-  if (!kinds.includes("evaluate") || !kinds.includes("tool call")) fail(`trace timeline kinds: ${kinds.join(", ")}`);
+  const kinds = await page.locator(".steps .kind").allTextContents();
+  if (!kinds.includes("evaluate") || !kinds.some((k) => /^step \d+$/.test(k))) fail(`trace rows: ${kinds.join(", ")}`);
   await audit("trace");
   await page.getByRole("tab", { name: "Runner logs" }).click();
   await page.getByText("planned: queue").first().waitFor({ timeout: 10000 });
@@ -138,24 +240,123 @@ await step("live", async () => {
   await audit("trace-live");
   await page.getByTestId("reward").filter({ hasText: "1.000" }).waitFor({ timeout: 30000 });
   await page.getByText("following live").waitFor({ state: "detached", timeout: 10000 });
-  const calls = await page.locator(".timeline .event-tool_call").count();
+  const calls = await page.locator(".steps .call").count();
   if (calls !== 2) fail(`the live trace shows ${calls} tool calls, want 2`);
 });
 
 await step("long-trace", async () => {
-  // A trace of about 1,000 events renders within a second of opening it.
-  const want = Number(LONG_EVENTS);
+  // A trace of about 1,000 events opens within a second, one row per step, and answers at once.
+  const want = Number(LONG_STEPS);
   for (const run of [1, 2]) {
     await page.goto(`${PROCTOR_URL}/#/jobs`);
     await heading("Jobs").waitFor();
     const start = Date.now();
     await page.goto(`${PROCTOR_URL}/#/traces/${LONG_TRACE}`);
-    await page.waitForFunction((n) => document.querySelectorAll(".timeline > li").length >= n, want, { timeout: 10000 });
-    timings[`long-trace-${run}`] = Date.now() - start;
+    await page.waitForFunction((n) => document.querySelectorAll(".steps > li").length >= n, want, { timeout: 10000 });
+    longTrace[`open_ms_${run}`] = Date.now() - start;
+    // Interactive: a click on "Jump to end" lands on the last row.
+    longTrace[`jump_to_end_ms_${run}`] = await timeRender({ click: "Jump to end", until: "last-row-focused" });
+    longTrace[`interactive_ms_${run}`] = Date.now() - start;
   }
-  if (timings["long-trace-2"] > 1000) fail(`a ${want}-event trace took ${timings["long-trace-2"]} ms to render, want under 1 s`);
+  timings["long-trace-2"] = longTrace.open_ms_2;
+  if (longTrace.open_ms_2 > 1000) fail(`a ${LONG_EVENTS}-event trace took ${longTrace.open_ms_2} ms to render, want under 1 s`);
+  await waitCount("rows of the long trace", stepRows(), want);
+  const lastInView = await page.locator(".steps > li:last-child").evaluate((el) => {
+    const r = el.getBoundingClientRect();
+    return r.top < window.innerHeight && r.bottom > 0;
+  });
+  if (!lastInView) fail("jump to end: the last row is not in view");
+  if (await page.evaluate(() => document.activeElement?.closest(".steps > li") !== document.querySelector(".steps > li:last-child"))) fail("jump to end: the last row has not the focus");
+  longTrace.scroll_collapsed = await measureScroll();
   await audit("trace-long");
+
+  // Search filters the rows and marks the matches; the two-line argument shows as two lines.
+  longTrace.search_ms = await timeRender({ search: "add_todo", until: [".steps > li", 10, "lt"] });
+  const found = await stepRows().count();
+  if (found < 1 || found > 3) fail(`searching add_todo shows ${found} rows, want the step that calls it (and the prompts that name it)`);
+  const addRow = stepRows().filter({ has: page.locator(".call", { hasText: /^add_todo\(/ }) });
+  await waitCount("rows that call add_todo", addRow, 1);
+  await addRow.locator("mark").first().waitFor({ timeout: 5000 });
+  await addRow.locator(".step-head").click();
+  const details = page.locator(".steps > li .step-details").first();
+  await details.waitFor({ timeout: 5000 });
+  const lines = await details.locator(".json .lines").allInnerTexts();
+  if (!lines.some((l) => l.includes("line one\nline two"))) fail(`the two-line argument shows as ${JSON.stringify(lines)}, want two lines`);
+  if ((await details.locator(".json").first().textContent()).includes("line one\\nline two")) fail("the two-line argument shows its line break escaped");
+  await page.getByLabel("Search steps").fill("list_todos");
+  await page.waitForFunction((n) => { const c = document.querySelectorAll(".steps > li").length; return c > 300 && c < n; }, want, { timeout: 5000 }).catch(() => fail("searching list_todos does not narrow the rows to the tool's steps"));
+  await page.getByLabel("Search steps").fill("");
+  await waitCount("rows after clearing the search", stepRows(), want);
+
+  // The screenshot of a tool result shows inline, loaded from object storage.
+  const digest = SHOT_KEY.split("/").pop().split(".")[0];
+  const shot = page.locator(`.steps img[src*="${digest}"]`).first();
+  await shot.scrollIntoViewIfNeeded();
+  await page.waitForFunction((d) => [...document.querySelectorAll(".steps img")].some((i) => i.src.includes(d) && i.complete && i.naturalWidth === 48), digest, { timeout: 10000 })
+    .catch(() => fail("the tool result's screenshot is not shown (not loaded, or not 48 px wide)"));
+  const alt = await shot.getAttribute("alt");
+  if (!alt || !alt.includes("image/png")) fail(`the screenshot's alt text is ${JSON.stringify(alt)}`);
+
+  // Expand all, then collapse all, every row.
+  longTrace.expand_all_ms = await timeRender({ click: "Expand all", until: ['.steps .step-head[aria-expanded="true"]', want] });
+  await waitCount("expanded rows", page.locator('.steps .step-head[aria-expanded="true"]'), want, 15000);
+  longTrace.scroll_expanded = await measureScroll();
+  longTrace.collapse_all_ms = await timeRender({ click: "Collapse all", until: ['.steps .step-head[aria-expanded="true"]', 0] });
+  await waitCount("expanded rows after collapse all", page.locator('.steps .step-head[aria-expanded="true"]'), 0);
 });
+
+// timeRender clicks a button or types in the trajectory's search box, and measures in the page
+// the time until the frame after until's selector matches its count is painted: what a reader
+// waits between the action and the answer on screen.
+async function timeRender(action) {
+  return await page.evaluate(async ({ click, search, until }) => {
+    const frame = () => new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)));
+    const start = performance.now();
+    if (click) [...document.querySelectorAll("button")].find((b) => b.textContent === click).click();
+    if (search !== undefined) {
+      const input = document.querySelector('.trajectory-tools input[type="search"]');
+      Object.getOwnPropertyDescriptor(HTMLInputElement.prototype, "value").set.call(input, search);
+      input.dispatchEvent(new Event("input", { bubbles: true }));
+    }
+    const done = () => {
+      if (until === "last-row-focused") return document.activeElement?.closest(".steps > li") === document.querySelector(".steps > li:last-child");
+      const n = document.querySelectorAll(until[0]).length;
+      return until[2] === "lt" ? n < until[1] : n === until[1];
+    };
+    do await frame();
+    while (!done() && performance.now() - start < 10000);
+    return Math.round(performance.now() - start);
+  }, action);
+}
+
+// measureScroll scrolls the page from top to bottom, 600 px a frame, and reports how long it took
+// and its frames: a frame much longer than 17 ms is a stutter a reader sees.
+async function measureScroll() {
+  return await page.evaluate(async () => {
+    window.scrollTo(0, 0);
+    await new Promise((r) => requestAnimationFrame(() => r()));
+    const frames = [];
+    const start = performance.now();
+    let last = start;
+    // Rows off screen are laid out lazily (content-visibility), so the height settles as it goes.
+    const max = () => document.documentElement.scrollHeight - window.innerHeight;
+    while (window.scrollY < max() - 1 && frames.length < 2000) {
+      window.scrollBy(0, 600);
+      await new Promise((r) => requestAnimationFrame(() => r()));
+      const now = performance.now();
+      frames.push(now - last);
+      last = now;
+    }
+    frames.sort((a, b) => a - b);
+    return {
+      height_px: document.documentElement.scrollHeight,
+      ms: Math.round(last - start),
+      frames: frames.length,
+      p95_frame_ms: Math.round(frames[Math.floor(frames.length * 0.95)] ?? 0),
+      max_frame_ms: Math.round(frames[frames.length - 1] ?? 0),
+    };
+  });
+}
 
 await step("task", async () => {
   await page.getByRole("link", { name: "Tasksets", exact: true }).click();
@@ -259,5 +460,5 @@ await step("signout", async () => {
 });
 
 await browser.close();
-console.log(JSON.stringify({ ok: failures.length === 0, failures, timings }));
+console.log(JSON.stringify({ ok: failures.length === 0, failures, timings, longTrace }));
 process.exit(failures.length === 0 ? 0 : 1);

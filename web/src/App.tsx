@@ -99,8 +99,8 @@ export function App() {
           />
         )}
         {page.page === "jobs" && <Jobs onUnauthorized={onUnauthorized} />}
-        {page.page === "job" && <Job id={page.id} signedIn={signedIn} onUnauthorized={onUnauthorized} />}
-        {page.page === "trace" && <Trace id={page.id} signedIn={signedIn} onUnauthorized={onUnauthorized} />}
+        {page.page === "job" && <Job key={page.id} id={page.id} signedIn={signedIn} onUnauthorized={onUnauthorized} />}
+        {page.page === "trace" && <Trace key={page.id} id={page.id} signedIn={signedIn} onUnauthorized={onUnauthorized} />}
         {page.page === "environments" && <Environments onUnauthorized={onUnauthorized} />}
         {page.page === "tasksets" && <Tasksets onUnauthorized={onUnauthorized} />}
         {page.page === "models" && <Models onUnauthorized={onUnauthorized} />}

@@ -30,3 +30,13 @@ export function DeleteButton({ label, onDelete }: { label: string; onDelete: () 
     </button>
   );
 }
+
+/** JobStatus is a job's status badge; a job whose attempts errored says how many. */
+export function JobStatus({ status, errors }: { status: string; errors: number }) {
+  if (errors === 0) return <Status value={status} />;
+  return (
+    <span className={`status status-${status} status-with-errors`}>
+      {status} · {errors} error{errors === 1 ? "" : "s"}
+    </span>
+  );
+}

@@ -1,13 +1,10 @@
-import { useState } from "react";
+import { useMemo, useRef, useState } from "react";
 import { api, APIError, ok, Unauthorized, type Schemas } from "../api/client";
 import { fmtReward, fmtTime, fmtUSD, terminalJob } from "../format";
 import { useAction, usePoll } from "../hooks";
 import { href } from "../router";
-import { Tabs } from "../tabs";
-import { Head, Status } from "../ui";
-
-const categories = ["successful", "failed", "live", "no_score"] as const;
-type Category = (typeof categories)[number];
+import { Head, JobStatus } from "../ui";
+import { type Attempt, Attempts, type Category, countCategories, ErrorGroups, type Filter, groupErrors, noFilter, usefulCategory } from "./JobAttempts";
 
 type JobView = {
   job: Schemas["Job"];
@@ -40,19 +37,39 @@ async function loadJob(id: string): Promise<JobView> {
   return { job, summary, coverage, chart, usage, links: links.links };
 }
 
+/** maxAttempts bounds what the page reads of a very large job: the filters work on these. */
+const maxAttempts = 5000;
+
+/** loadAttempts reads a job's attempts, 500 a page (the API's largest). */
+async function loadAttempts(id: string): Promise<{ attempts: Attempt[]; more: boolean }> {
+  const attempts: Attempt[] = [];
+  for (let offset: number | null = 0; offset !== null && attempts.length < maxAttempts; ) {
+    const page: Schemas["ThumbnailsOutputBody"] = await ok(
+      api.GET("/v2/jobs/{job_id}/thumbnails", { params: { path: { job_id: id }, query: { category: "all", limit: 500, offset } } }),
+    );
+    attempts.push(...page.thumbnails);
+    offset = page.next_offset;
+    if (offset === null) return { attempts, more: false };
+  }
+  return { attempts, more: true };
+}
+
 export function Job({ id, signedIn, onUnauthorized }: { id: string; signedIn: boolean; onUnauthorized: () => void }) {
   const view = usePoll(() => loadJob(id), [id], {
     intervalMs: 2000,
     live: (v) => !terminalJob.has(v.job.status),
     onUnauthorized,
   });
-  const [category, setCategory] = useState<Category>("failed");
   const [actionError, act] = useAction(view.reload);
-  const thumbs = usePoll(
-    () => ok(api.GET("/v2/jobs/{job_id}/thumbnails", { params: { path: { job_id: id }, query: { category, limit: 100 } } })),
-    [id, category, view.data?.summary.completed, view.data?.summary.error],
-    { onUnauthorized },
-  );
+  const s = view.data?.summary;
+  const list = usePoll(() => loadAttempts(id), [id, s?.total_traces, s?.running, s?.completed, s?.error, s?.cancelled], { onUnauthorized });
+  const attempts = list.data?.attempts;
+  // The tab a reader chose; until then, the most useful one as the job runs.
+  const [chosen, setChosen] = useState<Category>();
+  const [filter, setFilter] = useState<Filter>(noFilter);
+  const attemptsHeading = useRef<HTMLHeadingElement>(null);
+  const groups = useMemo(() => groupErrors(attempts ?? []), [attempts]);
+  const usage = useMemo(() => new Map(view.data?.usage?.traces.map((u) => [u.trace_id, u])), [view.data?.usage]);
   if (view.error && !view.data) {
     if (!signedIn && view.error instanceof APIError && view.error.status === 404)
       return (
@@ -63,9 +80,22 @@ export function Job({ id, signedIn, onUnauthorized }: { id: string; signedIn: bo
     return <p role="alert" className="error">{view.error.message}</p>;
   }
   if (!view.data) return <p aria-busy="true">Loading…</p>;
-  const { job, summary, coverage, chart, usage, links } = view.data;
+  const { job, summary, coverage, chart, usage: jobUsage, links } = view.data;
   const names = (pick: (l: Schemas["EntityLink"]) => string | null) => [...new Set(links.map(pick).filter((x): x is string => !!x))].join(", ") || "–";
-  const counts = thumbs.data?.category_counts;
+  const category = chosen ?? usefulCategory(countCategories(attempts ?? []));
+  const showAttempts = (c: Category, f: Filter) => {
+    setChosen(c);
+    setFilter(f);
+    attemptsHeading.current?.scrollIntoView({ block: "start" });
+    attemptsHeading.current?.focus();
+  };
+  const byTask = new Map<string, { errors: number }>();
+  for (const a of attempts ?? []) {
+    if (!a.task_id) continue;
+    const t = byTask.get(a.task_id) ?? { errors: 0 };
+    if (a.status === "error") t.errors++;
+    byTask.set(a.task_id, t);
+  }
   return (
     <section>
       <p>
@@ -73,7 +103,7 @@ export function Job({ id, signedIn, onUnauthorized }: { id: string; signedIn: bo
       </p>
       <h1>{job.name || job.id}</h1>
       <p>
-        <Status value={job.status} /> · created {fmtTime(job.created_at)} · {job.group_size} attempts per task · at most{" "}
+        <JobStatus status={job.status} errors={summary.error} /> · created {fmtTime(job.created_at)} · {job.group_size} attempts per task · at most{" "}
         {job.max_concurrent} at once
         {job.published && " · published: anyone with the link can open it"}
       </p>
@@ -112,82 +142,101 @@ export function Job({ id, signedIn, onUnauthorized }: { id: string; signedIn: bo
             ["Errors", summary.error],
             ["Cancelled", summary.cancelled],
             ["Mean reward", fmtReward(summary.avg_reward)],
-            ["Cost", fmtUSD(usage?.total_cost)],
-            ["Inference", usage ? `${fmtUSD(usage.inference_cost.cost)} · ${usage.inference_cost.count} calls` : "–"],
-            ["Environments", usage ? `${fmtUSD(usage.environment_cost.cost)} · ${usage.environment_cost.count} sandboxes` : "–"],
+            ["Cost", fmtUSD(jobUsage?.total_cost)],
+            ["Inference", jobUsage ? `${fmtUSD(jobUsage.inference_cost.cost)} · ${jobUsage.inference_cost.count} calls` : "–"],
+            ["Environments", jobUsage ? `${fmtUSD(jobUsage.environment_cost.cost)} · ${jobUsage.environment_cost.count} sandboxes` : "–"],
           ] as const
         ).map(([k, v]) => (
-          <div key={k}>
+          <div key={k} className={k === "Errors" && summary.error > 0 ? "bad" : undefined}>
             <dt>{k}</dt>
             <dd>{v}</dd>
           </div>
         ))}
       </dl>
 
+      {groups.length > 0 && (
+        <>
+          <h2>Errors</h2>
+          <p>
+            {summary.error} attempt{summary.error === 1 ? "" : "s"} ended in an error, with {groups.length} distinct message
+            {groups.length === 1 ? "" : "s"}. An error is not a score: the mean reward and the histogram leave them out.
+          </p>
+          <ErrorGroups groups={groups} onShow={(g) => showAttempts("errors", { ...noFilter, group: g.key })} />
+        </>
+      )}
+
       <h2>Rewards</h2>
       <Histogram points={chart.data_points} />
 
       {coverage && (
         <>
-      <h2>Tasks</h2>
-      <p>
-        Taskset {coverage.taskset_name || "–"}: {coverage.tasks_with_traces} of {coverage.total_tasks} tasks run.
-      </p>
-      <table>
-        <Head cols={["Task", "Attempts", "Statuses", "Mean reward"]} />
-        <tbody>
-          {coverage.tasks.map((t) => (
-            <tr key={t.task_id}>
-              <td>{t.task_name}</td>
-              <td>{t.trace_count}</td>
-              <td>{t.statuses.join(", ") || "–"}</td>
-              <td>{fmtReward(t.avg_reward)}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
+          <h2>Tasks</h2>
+          <p>
+            Taskset {coverage.taskset_name || "–"}: {coverage.tasks_with_traces} of {coverage.total_tasks} tasks run.
+          </p>
+          <table>
+            <caption className="visually-hidden">Tasks</caption>
+            <Head cols={["Task", "Attempts", "Errors", "Statuses", "Mean reward"]} />
+            <tbody>
+              {coverage.tasks.map((t) => (
+                <tr key={t.task_id}>
+                  <td>{t.task_name}</td>
+                  <td>
+                    {t.trace_count > 0 ? (
+                      <button
+                        type="button"
+                        className="linklike"
+                        aria-label={`Show the ${t.trace_count} attempt${t.trace_count === 1 ? "" : "s"} of ${t.task_name}`}
+                        onClick={() => showAttempts("all", { ...noFilter, task: t.task_id })}
+                      >
+                        {t.trace_count}
+                      </button>
+                    ) : (
+                      0
+                    )}
+                  </td>
+                  <td className={byTask.get(t.task_id)?.errors ? "error" : undefined}>{byTask.get(t.task_id)?.errors ?? 0}</td>
+                  <td>{t.statuses.join(", ") || "–"}</td>
+                  <td>{fmtReward(t.avg_reward)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
         </>
       )}
 
-      <h2>Attempts</h2>
-      <Tabs
-        label="Attempts by category"
-        tabs={categories.map((c) => ({ key: c, title: `${c.replace("_", " ")} (${counts?.[c] ?? 0})` }))}
-        selected={category}
-        onSelect={setCategory}
-      >
-        {thumbs.data && thumbs.data.thumbnails.length === 0 && <p>None.</p>}
-        {thumbs.data && thumbs.data.thumbnails.length > 0 && (
-          <ul className="thumbs">
-            {thumbs.data.thumbnails.map((t) => (
-              <li key={t.id}>
-                <a href={href({ page: "trace", id: t.id })}>{t.task_name ?? t.name}</a> <Status value={t.status} />{" "}
-                {t.stop_reason && <span className="muted">{t.stop_reason}</span>} · reward {fmtReward(t.reward)}
-              </li>
-            ))}
-          </ul>
-        )}
-      </Tabs>
+      <h2 id="attempts" ref={attemptsHeading} tabIndex={-1}>
+        Attempts
+      </h2>
+      {list.error && <p role="alert" className="error">{list.error.message}</p>}
+      {list.data?.more && <p className="muted">The first {maxAttempts} attempts are shown and counted below.</p>}
+      {!attempts && !list.error && <p aria-busy="true">Loading…</p>}
+      {attempts && (
+        <Attempts attempts={attempts} usage={jobUsage ? usage : undefined} category={category} onCategory={setChosen} filter={filter} onFilter={setFilter} />
+      )}
     </section>
   );
 }
 
-/** Histogram bins the rewards of ended attempts into tenths. */
+/** Histogram counts the scored attempts' rewards, each rounded to the nearest tenth, so that a bar
+ * stands over its label (1.0 over "1.0"). Errored attempts are left out: the 0 the API records
+ * for them is not a score. */
 function Histogram({ points }: { points: Schemas["ChartPoint"][] }) {
-  const rewards = points.filter((p) => p.reward !== null).map((p) => p.reward as number);
-  const bins = new Array(10).fill(0) as number[];
-  for (const r of rewards) bins[Math.min(9, Math.max(0, Math.floor(r * 10)))]++;
+  const errors = points.filter((p) => p.status === "error").length;
+  const rewards = points.filter((p) => p.reward !== null && p.status !== "error").map((p) => p.reward as number);
+  const bins = new Array(11).fill(0) as number[];
+  for (const r of rewards) bins[Math.min(10, Math.max(0, Math.round(r * 10)))]++;
   const max = Math.max(1, ...bins);
-  const w = 400,
+  const w = 440,
     h = 120,
     bw = w / bins.length;
   return (
     <figure>
       <svg viewBox={`0 0 ${w} ${h + 20}`} width={w} height={h + 20} role="img" aria-label={`Reward histogram of ${rewards.length} attempts`}>
         {bins.map((n, i) => (
-          <g key={i}>
+          <g key={i} className="bin" data-reward={(i / 10).toFixed(1)} data-count={n}>
             <rect x={i * bw + 2} y={h - (n / max) * h} width={bw - 4} height={(n / max) * h} className="bar">
-              <title>{`${(i / 10).toFixed(1)}–${((i + 1) / 10).toFixed(1)}: ${n}`}</title>
+              <title>{`reward ≈ ${(i / 10).toFixed(1)}: ${n}`}</title>
             </rect>
             <text x={i * bw + bw / 2} y={h + 14} textAnchor="middle" className="axis">
               {(i / 10).toFixed(1)}
@@ -195,7 +244,10 @@ function Histogram({ points }: { points: Schemas["ChartPoint"][] }) {
           </g>
         ))}
       </svg>
-      <figcaption>{rewards.length} attempts with a reward, in tenths (1.0 counts in the last bin).</figcaption>
+      <figcaption>
+        {rewards.length} attempts with a reward, each counted at its nearest tenth
+        {errors > 0 && `; ${errors} errored attempt${errors === 1 ? " is" : "s are"} left out (an error is not a score)`}.
+      </figcaption>
     </figure>
   );
 }

@@ -3,7 +3,7 @@ import { api, ok, type Schemas } from "../api/client";
 import { fmtReward, fmtTime, fmtUSD, terminalJob } from "../format";
 import { useAction, usePoll } from "../hooks";
 import { href } from "../router";
-import { Head, Status } from "../ui";
+import { Head, JobStatus } from "../ui";
 
 type Row = { job: Schemas["Job"]; summary: Schemas["JobSummary"]; cost: number | null };
 
@@ -64,7 +64,7 @@ export function Jobs({ onUnauthorized }: { onUnauthorized: () => void }) {
       {data && data.length > 0 && (
         <table>
           <caption className="visually-hidden">Your team's jobs, newest first</caption>
-          <Head cols={["Job", "Status", "Progress", "Mean reward", "Cost", "Created"]} actions />
+          <Head cols={["Job", "Status", "Progress", "Errors", "Mean reward", "Cost", "Created"]} actions />
           <tbody>
             {data.map(({ job, summary, cost }) => {
               const done = summary.completed + summary.error + summary.cancelled;
@@ -74,12 +74,13 @@ export function Jobs({ onUnauthorized }: { onUnauthorized: () => void }) {
                     <a href={href({ page: "job", id: job.id })}>{job.name || job.id}</a>
                   </td>
                   <td>
-                    <Status value={job.status} />
+                    <JobStatus status={job.status} errors={summary.error} />
                   </td>
                   <td>
                     <progress max={summary.total_traces || 1} value={done} aria-label={`${done} of ${summary.total_traces} attempts done`} />{" "}
                     {done}/{summary.total_traces}
                   </td>
+                  <td className={summary.error > 0 ? "error" : undefined}>{summary.error}</td>
                   <td>{fmtReward(summary.avg_reward)}</td>
                   <td>{fmtUSD(cost)}</td>
                   <td>{fmtTime(job.created_at)}</td>

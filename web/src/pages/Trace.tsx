@@ -1,5 +1,3 @@
-import DOMPurify from "dompurify";
-import { marked } from "marked";
 import { useEffect, useRef, useState } from "react";
 import { api, ok, Unauthorized, type Schemas } from "../api/client";
 import { fmtReward, fmtTime, terminalTrace } from "../format";
@@ -7,6 +5,7 @@ import { usePoll } from "../hooks";
 import { href } from "../router";
 import { Tabs } from "../tabs";
 import { Status } from "../ui";
+import { Trajectory } from "./Trajectory";
 
 type Event = Schemas["TraceEvent"];
 
@@ -62,10 +61,14 @@ export function Trace({ id, signedIn, onUnauthorized }: { id: string; signedIn: 
       <h1>{trace.name || trace.id}</h1>
       <p>
         <Status value={trace.status} /> · try {trace.attempt} · stop {trace.stop_reason || "–"} · reward{" "}
-        <strong data-testid="reward">{fmtReward(trace.reward)}</strong> · started {fmtTime(trace.start_time)}
+        <strong data-testid="reward">{trace.status === "error" ? "none (it errored)" : fmtReward(trace.reward)}</strong> · started {fmtTime(trace.start_time)}
         {live && <span className="live"> · following live</span>}
       </p>
-      {trace.error && <p className="error">{trace.error}</p>}
+      {trace.error && (
+        <p id="trace-error" className="error" tabIndex={-1}>
+          {trace.error}
+        </p>
+      )}
       {signedIn && (
         <p>
           <button type="button" className="secondary" onClick={() => downloadAnalysis(trace.id).catch((e: Error) => setError(e.message))}>
@@ -89,13 +92,7 @@ export function Trace({ id, signedIn, onUnauthorized }: { id: string; signedIn: 
         selected={view}
         onSelect={setView}
       >
-        {view === "timeline" && (
-          <ol className="timeline" aria-label="Trajectory">
-            {events.map((e) => (
-              <EventItem key={`${e.attempt}-${e.seq}`} e={e} />
-            ))}
-          </ol>
-        )}
+        {view === "timeline" && <Trajectory events={events} traceError={trace.error} />}
         {view === "env" && <EnvLogs id={trace.id} live={live} onUnauthorized={onUnauthorized} />}
         {view === "runner" && <RunnerLogs id={trace.id} live={live} onUnauthorized={onUnauthorized} />}
         {view === "related" && <Related id={trace.id} onUnauthorized={onUnauthorized} />}
@@ -179,75 +176,3 @@ function Related({ id, onUnauthorized }: { id: string; onUnauthorized: () => voi
   );
 }
 
-function EventItem({ e }: { e: Event }) {
-  const markdown = e.kind === "user_message" || e.kind === "assistant_message" || e.kind === "system_message";
-  const data = e.data ?? {};
-  let summary: string | undefined;
-  if (e.kind === "tool_call") summary = `${e.text}(${JSON.stringify(data.arguments ?? {})})`;
-  else if (e.kind === "evaluate") summary = `${e.text} → reward ${String(data.reward ?? "–")}`;
-  else if (e.kind === "assistant_message" && !e.text) {
-    const calls = (data.message as { tool_calls?: unknown[] } | undefined)?.tool_calls;
-    summary = calls ? `(${calls.length} tool call${calls.length === 1 ? "" : "s"})` : "(empty)";
-  } else if (e.kind === "system_message" && !e.text) summary = "(no system prompt)";
-  return (
-    <li className={`event event-${e.kind}${e.superseded ? " superseded" : ""}`}>
-      <div className="event-head">
-        <span className="seq">{e.seq}</span> <span className="kind">{e.kind.replace(/_/g, " ")}</span>
-        {e.superseded && <span className="muted"> (superseded: an earlier try)</span>}
-      </div>
-      {summary !== undefined && <div className="text">{summary}</div>}
-      {summary === undefined && markdown && e.text && (
-        <div className="md" dangerouslySetInnerHTML={{ __html: DOMPurify.sanitize(marked.parse(e.text, { async: false })) }} />
-      )}
-      {summary === undefined && !markdown && e.text && <Text text={e.text} />}
-      <Images data={data} />
-      {Object.keys(data).length > 0 && (
-        <details>
-          <summary>data</summary>
-          <pre>{JSON.stringify(data, null, 2)}</pre>
-        </details>
-      )}
-    </li>
-  );
-}
-
-/** Text shows a tool's text; JSON is pretty-printed, and folded when long. */
-function Text({ text }: { text: string }) {
-  let pretty: string | undefined;
-  try {
-    const v: unknown = JSON.parse(text);
-    if (v !== null && typeof v === "object") pretty = JSON.stringify(v, null, 2);
-  } catch {
-    // not JSON: shown as it is
-  }
-  if (pretty === undefined) return <div className="text">{text}</div>;
-  if (pretty.split("\n").length <= 12) return <pre>{pretty}</pre>;
-  return (
-    <details>
-      <summary className="text">{text.slice(0, 160)}…</summary>
-      <pre>{pretty}</pre>
-    </details>
-  );
-}
-
-/** Images shows the image content blocks an event's data carries (a tool's screenshots). */
-function Images({ data }: { data: Record<string, unknown> | undefined }) {
-  const out: { src: string; key: string }[] = [];
-  const walk = (v: unknown, path: string) => {
-    if (Array.isArray(v)) v.forEach((x, i) => walk(x, `${path}.${i}`));
-    else if (v && typeof v === "object") {
-      const o = v as Record<string, unknown>;
-      if (o.type === "image" && typeof o.data === "string" && typeof o.mimeType === "string" && /^image\/(png|jpeg|gif|webp)$/.test(o.mimeType))
-        out.push({ src: `data:${o.mimeType};base64,${o.data}`, key: path });
-      else for (const [k, x] of Object.entries(o)) walk(x, `${path}.${k}`);
-    }
-  };
-  walk(data, "");
-  return (
-    <>
-      {out.map((i) => (
-        <img key={i.key} src={i.src} alt="an image the tool returned" className="shot" />
-      ))}
-    </>
-  );
-}
