@@ -33,9 +33,6 @@ type Activities struct {
 	// returns it so that the try's later sandbox activities reach the sandbox it started.
 	HostQueue string
 	Models    ModelFactory
-	// Temporal signals a job's RunList when one of its attempts ends (nil: no signal, and the
-	// RunList notices at its next reconciliation).
-	Temporal Signaler
 	// Build configures builds and the images sandboxes run (nil: this worker neither builds
 	// nor runs built images).
 	Build *BuildConfig
@@ -69,11 +66,6 @@ func (a *Activities) log() *slog.Logger {
 		return a.Logger
 	}
 	return slog.Default()
-}
-
-// Signaler sends a signal to a running workflow; a Temporal client is one.
-type Signaler interface {
-	SignalWorkflow(ctx context.Context, workflowID, runID, signalName string, arg any) error
 }
 
 // PingInput names the task queue a ping is meant to reach.

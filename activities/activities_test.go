@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,25 +15,13 @@ import (
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/internal/testenv"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/workflows/names"
 )
 
 func TestMain(m *testing.M) { storetest.Main(m, testenv.Cleanup) }
 
 // todoBinary is the todo example environment, built once per test binary.
 func todoBinary(t *testing.T) string { return testenv.Program(t, "examples/environments/todo") }
-
-// signals records the RunList signals FinishTrace sends.
-type signals struct {
-	mu  sync.Mutex
-	got []string
-}
-
-func (s *signals) SignalWorkflow(_ context.Context, workflowID, _, name string, arg any) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.got = append(s.got, workflowID+" "+name+" "+arg.(uuid.UUID).String())
-	return nil
-}
 
 // engine is a store with the todo environment registered, one oracle task over it, and
 // Activities wired to a real process sandbox provider.
@@ -44,7 +31,6 @@ type engine struct {
 	caller  *models.Caller
 	version uuid.UUID
 	oracle  *models.LLMModel
-	sent    *signals
 }
 
 func newEngine(t *testing.T, s *models.Store, capacity int) *engine {
@@ -85,10 +71,9 @@ func newEngine(t *testing.T, s *models.Store, capacity int) *engine {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sb.Close(context.Background()) })
-	sent := &signals{}
 	return &engine{
-		acts:  &Activities{Store: s, Logger: log, Sandboxes: sb, Envs: NewEnvs(), HostQueue: "host/test/1", Temporal: sent},
-		store: s, caller: c, version: up.TaskVersionIDs[0], oracle: oracle, sent: sent,
+		acts:  &Activities{Store: s, Logger: log, Sandboxes: sb, Envs: NewEnvs(), HostQueue: "host/test/1"},
+		store: s, caller: c, version: up.TaskVersionIDs[0], oracle: oracle,
 	}
 }
 
@@ -127,11 +112,11 @@ func TestAnAttemptThroughTheActivities(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
 		ctx := context.Background()
 		e := newEngine(t, s, 4)
-		jobID, ids := e.launch(t, 1)
+		_, ids := e.launch(t, 1)
 		id := ids[0]
 
 		plan, err := e.acts.PrepareRollout(ctx, PrepareRolloutInput{TraceID: id})
-		if err != nil || plan.Queue != QueueSandboxesCPU || plan.MaxSteps != 10 || plan.RunTimeoutS != DefaultRunTimeoutS {
+		if err != nil || plan.Queue != names.QueueSandboxesCPU || plan.MaxSteps != 10 || plan.RunTimeoutS != DefaultRunTimeoutS {
 			t.Fatalf("plan = %+v, %v", plan, err)
 		}
 		started, err := e.acts.StartEnvironment(ctx, StartEnvironmentInput{TraceID: id, Attempt: 1})
@@ -190,15 +175,12 @@ func TestAnAttemptThroughTheActivities(t *testing.T) {
 		if tr.Status != models.TraceCompleted || tr.Reward == nil || *tr.Reward != 1 || tr.StopReason != models.StopDone || tr.EvaluationResult["reward"] != 1.0 {
 			t.Errorf("after evaluate: %s %v %s %v", tr.Status, tr.Reward, tr.StopReason, tr.EvaluationResult)
 		}
-		// Evaluate stopped the sandbox and told the job's RunList.
+		// Evaluate stopped the sandbox.
 		if n := e.acts.Sandboxes.(*sandbox.Process).Running(); n != 0 {
 			t.Errorf("%d sandboxes still running after evaluate", n)
 		}
 		if err := e.acts.ToolStep(ctx, ToolStepInput{TraceID: id, Attempt: 1, Step: 0, AssistantSeq: 0}); err == nil {
 			t.Error("a tool step after evaluate found the environment live")
-		}
-		if len(e.sent.got) != 1 || e.sent.got[0] != RunListWorkflowID(jobID)+" "+SignalRolloutDone+" "+id.String() {
-			t.Errorf("signals = %v", e.sent.got)
 		}
 		if err := e.acts.Teardown(ctx, TeardownInput{TraceID: id, Attempt: 1}); err != nil {
 			t.Errorf("a teardown after evaluate: %v", err)

@@ -31,10 +31,6 @@ import (
 	"github.com/proctorhq/proctor/models"
 )
 
-// QueueBuilds is the task queue of build activities, so that builds can run on hosts of their
-// own (`proctor worker --queues builds`).
-const QueueBuilds = "builds"
-
 // ErrBuildFailed is the application error type of a build that cannot succeed as given (its
 // source, its code): not retried, its message is the build's error_message.
 const ErrBuildFailed = "BuildFailed"
@@ -225,7 +221,7 @@ type buildJob struct {
 	work string
 	// ref names the image (name:version); the builder writes it as an OCI archive at imagePath.
 	ref, imagePath string
-	log io.Writer
+	log            io.Writer
 }
 
 // builder makes an image from an unpacked source. chooseBuilder picks one per build, from what the

@@ -12,25 +12,8 @@ import (
 	"github.com/proctorhq/proctor/internal/inference"
 	"github.com/proctorhq/proctor/internal/sandbox"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/workflows/names"
 )
-
-// Task queues. Workflows and activities that need no sandbox run on QueueWorkflows. An attempt's
-// StartEnvironment runs on the queue its resources pick (QueueSandboxesCPU, or GPUQueue of a
-// type), so GPU hosts join by polling their own queue; every later sandbox activity of the try
-// runs on the host queue of the worker that started the sandbox. (The temporal package
-// re-exports them.)
-const (
-	QueueWorkflows    = "proctor-workflows"
-	QueueSandboxesCPU = "sandboxes-cpu"
-)
-
-// GPUQueue is the queue of the hosts that have GPUs of the given type.
-func GPUQueue(gpuType string) string { return "sandboxes-gpu-" + gpuType }
-
-// HostQueue is the task queue only one sandbox worker process polls: the activities of a live
-// sandbox are sent there. The name is unique per process, so a restarted worker never receives
-// work for sandboxes it does not hold.
-func HostQueue(host string) string { return "host/" + host + "/" + uuid.NewString()[:8] }
 
 // Application error types the Rollout workflow branches on: errors of the environment or of the
 // model end the attempt as error (reward 0) and are not retried; ErrTraceClosed means the trace
@@ -63,7 +46,7 @@ type PrepareRolloutResult struct {
 	Status string `json:"status,omitempty"`
 	// Attempt is the last try recorded on the trace (0 before the first).
 	Attempt int `json:"attempt"`
-	// Queue is where the sandbox starts: QueueSandboxesCPU or a GPUQueue.
+	// Queue is where the sandbox starts: names.QueueSandboxesCPU or a names.GPUQueue.
 	Queue           string  `json:"queue"`
 	StartupTimeoutS float64 `json:"startup_timeout_s"`
 	RunTimeoutS     float64 `json:"run_timeout_s"`
@@ -210,9 +193,9 @@ func (a *Activities) PrepareRollout(ctx context.Context, in PrepareRolloutInput)
 		return PrepareRolloutResult{}, err
 	}
 	run, startup, res := r.runtime()
-	queue := QueueSandboxesCPU
+	queue := names.QueueSandboxesCPU
 	if res.GPU.Count > 0 {
-		queue = GPUQueue(res.GPU.Type)
+		queue = names.GPUQueue(res.GPU.Type)
 	}
 	a.workerLog(ctx, in.TraceID, "planned: queue %s, run_timeout_s %g, startup_timeout_s %g, max_steps %d", queue, run, startup, r.trace.MaxSteps)
 	return PrepareRolloutResult{Attempt: r.trace.Attempt, Queue: queue, StartupTimeoutS: startup, RunTimeoutS: run, MaxSteps: r.trace.MaxSteps}, nil

@@ -50,34 +50,11 @@ func (a *Activities) FinishTrace(ctx context.Context, f FinishTraceInput) error 
 	}
 	a.conversations().forget(f.TraceID, nil)
 	a.workerLog(ctx, f.TraceID, "finished: %s (%s) %s", f.Status, f.StopReason, f.Error)
-	job, err := a.Store.SettleSingleRunJob(ctx, f.TraceID)
-	if err != nil {
-		return err
-	}
-	if job.IsRunList() && a.Temporal != nil {
-		// The job's RunList frees the attempt's slot now, rather than when the Rollout
-		// workflow closes; a RunList that already ended is no error.
-		if err := a.Temporal.SignalWorkflow(ctx, RunListWorkflowID(job.ID), "", SignalRolloutDone, f.TraceID); err != nil {
-			a.log().DebugContext(ctx, "signal the job's run list", "trace", f.TraceID, "error", err)
-		}
-	}
-	return nil
+	// A single-run job completes with its last trace; a RunList learns of the end from the
+	// Rollout, which tells it once this has returned.
+	_, err = a.Store.SettleSingleRunJob(ctx, f.TraceID)
+	return err
 }
-
-// RunListWorkflowID is the workflow id of a job's RunList.
-func RunListWorkflowID(jobID uuid.UUID) string { return "runlist/" + jobID.String() }
-
-// SignalHostStopped tells an attempt's Rollout that the worker whose host queue it names stopped
-// (drained) with the attempt's sandbox: the try restarts at once, without waiting for the host
-// to be taken for lost.
-const SignalHostStopped = "host-stopped"
-
-// RolloutWorkflowID is the workflow id of an attempt.
-func RolloutWorkflowID(traceID uuid.UUID) string { return "rollout/" + traceID.String() }
-
-// SignalRolloutDone tells a job's RunList that one of its attempts ended, with the trace id: the
-// RunList's live set survives its own continue-as-new this way.
-const SignalRolloutDone = "rollout-done"
 
 // SupersedeTryInput names a try that failed on infrastructure.
 type SupersedeTryInput struct {

@@ -30,23 +30,12 @@ import (
 	"github.com/proctorhq/proctor/activities"
 	"github.com/proctorhq/proctor/models"
 	"github.com/proctorhq/proctor/workflows"
+	"github.com/proctorhq/proctor/workflows/names"
 )
-
-// Task queues. Workflows and activities that need no sandbox run on QueueWorkflows; sandbox
-// activities run on a queue chosen by the resources they need, so that GPU hosts join by polling
-// their own queue without any change to the workflows.
-const (
-	QueueWorkflows    = activities.QueueWorkflows
-	QueueSandboxesCPU = activities.QueueSandboxesCPU
-	QueueBuilds       = activities.QueueBuilds
-)
-
-// GPUQueue is the queue of the hosts that have GPUs of the given type.
-func GPUQueue(gpuType string) string { return activities.GPUQueue(gpuType) }
 
 // DefaultQueues are the queues a CPU host's worker polls: builds included, so that one worker
 // does everything (a deployment moves builds to hosts of their own with --queues).
-var DefaultQueues = []string{QueueWorkflows, QueueSandboxesCPU, QueueBuilds}
+var DefaultQueues = []string{names.QueueWorkflows, names.QueueSandboxesCPU, names.QueueBuilds}
 
 // Client is a Temporal client bound to one namespace.
 type Client struct {
@@ -126,15 +115,12 @@ type Workers struct {
 // stopTimeout is how long Stop lets running activities finish before it cancels them.
 func StartWorkers(c *Client, acts *activities.Activities, queues []string, stopTimeout time.Duration) (*Workers, error) {
 	ws := &Workers{}
-	if acts.Temporal == nil {
-		acts.Temporal = c.Client
-	}
 	queues = slices.Clone(queues)
 	for _, q := range queues {
-		if q != QueueWorkflows && !strings.HasPrefix(q, "host/") {
+		if q != names.QueueWorkflows && !names.IsHostQueue(q) {
 			if acts.HostQueue == "" {
 				host, _ := os.Hostname()
-				acts.HostQueue = activities.HostQueue(host)
+				acts.HostQueue = names.HostQueue(host)
 			}
 			queues = append(queues, acts.HostQueue)
 			break
@@ -142,7 +128,7 @@ func StartWorkers(c *Client, acts *activities.Activities, queues []string, stopT
 	}
 	for _, q := range queues {
 		w := worker.New(c.Client, q, worker.Options{WorkerStopTimeout: stopTimeout})
-		if q == QueueWorkflows {
+		if q == names.QueueWorkflows {
 			RegisterWorkflows(w)
 		}
 		w.RegisterActivity(acts)
@@ -180,7 +166,7 @@ func (ws *Workers) Stop() {
 // Ping runs the Ping workflow over queues and waits for its answer.
 func (c *Client) Ping(ctx context.Context, queues []string) (workflows.PingResult, error) {
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		TaskQueue:                QueueWorkflows,
+		TaskQueue:                names.QueueWorkflows,
 		WorkflowExecutionTimeout: time.Minute,
 	}, workflows.Ping, workflows.PingInput{Queues: queues})
 	if err != nil {
@@ -196,24 +182,24 @@ func (c *Client) Ping(ctx context.Context, queues []string) (workflows.PingResul
 // StartRollout starts the workflow of one attempt; starting it again is not an error, so that a
 // launch can be retried.
 func (c *Client) StartRollout(ctx context.Context, traceID uuid.UUID) error {
-	return c.start(ctx, workflows.RolloutWorkflowID(traceID), workflows.Rollout, workflows.RolloutInput{TraceID: traceID, MaxTries: c.MaxTries})
+	return c.start(ctx, names.RolloutWorkflowID(traceID), workflows.Rollout, workflows.RolloutInput{TraceID: traceID, MaxTries: c.MaxTries})
 }
 
 // StartRunList starts the workflow that runs a job's traces.
 func (c *Client) StartRunList(ctx context.Context, jobID uuid.UUID, maxConcurrent int) error {
-	return c.start(ctx, workflows.RunListWorkflowID(jobID), workflows.RunList, workflows.RunListInput{JobID: jobID, MaxConcurrent: maxConcurrent, MaxTries: c.MaxTries})
+	return c.start(ctx, names.RunListWorkflowID(jobID), workflows.RunList, workflows.RunListInput{JobID: jobID, MaxConcurrent: maxConcurrent, MaxTries: c.MaxTries})
 }
 
 // StartBuild starts the workflow that builds a triggered build; starting it again is a no-op.
 func (c *Client) StartBuild(ctx context.Context, buildID uuid.UUID) error {
-	return c.start(ctx, workflows.BuildWorkflowID(buildID), workflows.Build, workflows.BuildInput{BuildID: buildID})
+	return c.start(ctx, names.BuildWorkflowID(buildID), workflows.Build, workflows.BuildInput{BuildID: buildID})
 }
 
 // Discover runs a build's image once more and returns the scenarios it declares (the deprecated
 // discover-scenarios route); each run is a workflow of its own.
 func (c *Client) Discover(ctx context.Context, buildID uuid.UUID) ([]models.Scenario, error) {
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: workflows.DiscoverWorkflowID(buildID) + "/" + uuid.NewString()[:8], TaskQueue: QueueWorkflows,
+		ID: names.DiscoverWorkflowID(buildID) + "/" + uuid.NewString()[:8], TaskQueue: names.QueueWorkflows,
 	}, workflows.DiscoverScenarios, activities.DiscoverInput{BuildID: buildID})
 	if err != nil {
 		return nil, fmt.Errorf("discover %s: %w", buildID, err)
@@ -227,7 +213,7 @@ func (c *Client) Discover(ctx context.Context, buildID uuid.UUID) ([]models.Scen
 
 // CancelBuild asks a build's workflow to cancel; an absent or finished one is not an error.
 func (c *Client) CancelBuild(ctx context.Context, buildID uuid.UUID) error {
-	err := c.CancelWorkflow(ctx, workflows.BuildWorkflowID(buildID), "")
+	err := c.CancelWorkflow(ctx, names.BuildWorkflowID(buildID), "")
 	var nf *serviceerror.NotFound
 	if err != nil && !errors.As(err, &nf) && !strings.Contains(err.Error(), "already completed") {
 		return fmt.Errorf("cancel build %s: %w", buildID, err)
@@ -237,7 +223,7 @@ func (c *Client) CancelBuild(ctx context.Context, buildID uuid.UUID) error {
 
 // CancelTrace asks an attempt's workflow to cancel; an absent or finished one is not an error.
 func (c *Client) CancelTrace(ctx context.Context, traceID uuid.UUID) error {
-	err := c.CancelWorkflow(ctx, workflows.RolloutWorkflowID(traceID), "")
+	err := c.CancelWorkflow(ctx, names.RolloutWorkflowID(traceID), "")
 	var nf *serviceerror.NotFound
 	if err != nil && !errors.As(err, &nf) && !strings.Contains(err.Error(), "already completed") {
 		return fmt.Errorf("cancel trace %s: %w", traceID, err)
@@ -248,7 +234,7 @@ func (c *Client) CancelTrace(ctx context.Context, traceID uuid.UUID) error {
 // CancelJob starts the workflow that cancels every live attempt of a job and waits for it.
 func (c *Client) CancelJob(ctx context.Context, jobID uuid.UUID) (int, error) {
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: workflows.CancelJobWorkflowID(jobID), TaskQueue: QueueWorkflows,
+		ID: names.CancelJobWorkflowID(jobID), TaskQueue: names.QueueWorkflows,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 	}, workflows.CancelJob, workflows.CancelJobInput{JobID: jobID})
 	if err != nil {
@@ -265,7 +251,7 @@ func (c *Client) CancelJob(ctx context.Context, jobID uuid.UUID) (int, error) {
 // does; a running one keeps its interval).
 func (c *Client) StartLimitAlerts(ctx context.Context, interval time.Duration) error {
 	_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: workflows.LimitAlertsWorkflowID, TaskQueue: QueueWorkflows,
+		ID: names.LimitAlertsWorkflowID, TaskQueue: names.QueueWorkflows,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 	}, workflows.LimitAlerts, workflows.LimitAlertsInput{Interval: interval})
@@ -277,7 +263,7 @@ func (c *Client) StartLimitAlerts(ctx context.Context, interval time.Duration) e
 
 func (c *Client) start(ctx context.Context, id string, wf any, in any) error {
 	_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: id, TaskQueue: QueueWorkflows,
+		ID: id, TaskQueue: names.QueueWorkflows,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 	}, wf, in)

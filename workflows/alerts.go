@@ -9,9 +9,6 @@ import (
 	"github.com/proctorhq/proctor/activities"
 )
 
-// LimitAlertsWorkflowID is the one LimitAlerts workflow of a deployment.
-const LimitAlertsWorkflowID = "limit-alerts"
-
 // limitAlertRounds is how many checks a run makes before it continues as new, bounding history.
 const limitAlertRounds = 200
 

@@ -11,11 +11,8 @@ import (
 
 	"github.com/proctorhq/proctor/activities"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/workflows/names"
 )
-
-// BuildWorkflowID is the workflow id of a build; DiscoverWorkflowID that of its discovery.
-func BuildWorkflowID(buildID uuid.UUID) string    { return "build/" + buildID.String() }
-func DiscoverWorkflowID(buildID uuid.UUID) string { return "discover/" + buildID.String() }
 
 // Bounds of a build's steps.
 const (
@@ -60,7 +57,7 @@ func Build(ctx workflow.Context, in BuildInput) (BuildResult, error) {
 		return out, err
 	}
 	bctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           activities.QueueBuilds,
+		TaskQueue:           names.QueueBuilds,
 		StartToCloseTimeout: buildTimeout,
 		HeartbeatTimeout:    buildHeartbeat,
 		WaitForCancellation: true,
@@ -72,7 +69,7 @@ func Build(ctx workflow.Context, in BuildInput) (BuildResult, error) {
 	}
 	var found activities.DiscoverResult
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-		WorkflowID:          DiscoverWorkflowID(in.BuildID),
+		WorkflowID:          names.DiscoverWorkflowID(in.BuildID),
 		ParentClosePolicy:   enumspb.PARENT_CLOSE_POLICY_TERMINATE,
 		WaitForCancellation: true,
 	})
@@ -101,7 +98,7 @@ func endOnError(ctx workflow.Context, end func(string, string, *activities.Disco
 // serves, checking that the scenarios' calls fit them.
 func DiscoverScenarios(ctx workflow.Context, in activities.DiscoverInput) (activities.DiscoverResult, error) {
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           activities.QueueBuilds,
+		TaskQueue:           names.QueueBuilds,
 		StartToCloseTimeout: discoverTimeout,
 		HeartbeatTimeout:    HostLostTimeout,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3,

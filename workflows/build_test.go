@@ -16,6 +16,7 @@ import (
 
 	"github.com/proctorhq/proctor/activities"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/workflows/names"
 )
 
 // fakeBuilder scripts the build activities and records what ran where.
@@ -26,7 +27,7 @@ type fakeBuilder struct {
 	// discovered are the images discovery was asked to start.
 	discovered []activities.BuildImageResult
 	build      func(ctx context.Context) error
-	discover func() (activities.DiscoverResult, error)
+	discover   func() (activities.DiscoverResult, error)
 }
 
 func newFakeBuilder() *fakeBuilder {
@@ -107,10 +108,10 @@ func TestBuildSucceedsWithItsDiscoveredScenarios(t *testing.T) {
 	if err := env.GetWorkflowResult(&res); err != nil || res.Status != models.BuildSucceeded || res.Image.Digest != "sha256:1" {
 		t.Errorf("the workflow's result = %+v, %v", res, err)
 	}
-	if q := f.queues["BuildImage"]; len(q) != 1 || q[0] != activities.QueueBuilds {
+	if q := f.queues["BuildImage"]; len(q) != 1 || q[0] != names.QueueBuilds {
 		t.Errorf("BuildImage ran on %v, want the builds queue", q)
 	}
-	if q := f.queues["DiscoverScenarios"]; len(q) != 1 || q[0] != activities.QueueBuilds {
+	if q := f.queues["DiscoverScenarios"]; len(q) != 1 || q[0] != names.QueueBuilds {
 		t.Errorf("DiscoverScenarios ran on %v, want the builds queue", q)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/proctorhq/proctor/activities"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/workflows/names"
 )
 
 // RolloutInput names the attempt to run; everything else is read by activities from the store.
@@ -48,9 +49,6 @@ type RolloutResult struct {
 // DefaultStepsPerRun keeps a run's history near 6,000 events: each step is a ModelStep and a
 // ToolStep of about six events each, far below Temporal's limit of 51,200.
 const DefaultStepsPerRun = 500
-
-// RolloutWorkflowID is the workflow id of an attempt.
-func RolloutWorkflowID(traceID uuid.UUID) string { return activities.RolloutWorkflowID(traceID) }
 
 // Timeouts of the sandbox activities that are not set by the task.
 const (
@@ -216,7 +214,7 @@ func (r *rollout) attempt(ctx workflow.Context, try int) (end ending) {
 	hctx, stopHostWork := workflow.WithCancel(ctx)
 	wctx, endWatch := workflow.WithCancel(ctx)
 	defer endWatch()
-	signals := workflow.GetSignalChannel(ctx, activities.SignalHostStopped)
+	signals := workflow.GetSignalChannel(ctx, names.SignalHostStopped)
 	workflow.Go(wctx, func(gctx workflow.Context) {
 		for {
 			var stopped string
@@ -288,7 +286,7 @@ func (r *rollout) attempt(ctx workflow.Context, try int) (end ending) {
 		}
 		var ms activities.ModelStepResult
 		mctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			TaskQueue:           activities.QueueWorkflows,
+			TaskQueue:           names.QueueWorkflows,
 			StartToCloseTimeout: min(left, 10*time.Minute),
 			// The step heartbeats: a cancel reaches it (and its model call) within seconds, and
 			// a dead worker's step is retried elsewhere without waiting out the call.
@@ -401,6 +399,7 @@ func (r *rollout) finish(ctx workflow.Context, end ending) (RolloutResult, error
 			return RolloutResult{}, err
 		}
 	}
+	r.tellParent(ctx)
 	return RolloutResult{Status: fin.Status, StopReason: fin.StopReason, Reward: fin.Reward}, nil
 }
 
@@ -422,11 +421,22 @@ func (r *rollout) cancelled(ctx workflow.Context) (RolloutResult, error) {
 	if err := workflow.ExecuteLocalActivity(storeActivity(dctx), a.FinishTrace, fin).Get(dctx, nil); err != nil {
 		return RolloutResult{}, err
 	}
+	r.tellParent(dctx)
 	return RolloutResult{Status: fin.Status, StopReason: fin.StopReason}, temporal.NewCanceledError()
 }
 
-// notifyParent tells a RunList parent that this attempt ended without a FinishTrace (best
-// effort: the parent reconciles its live set with the store if a signal is lost).
+// tellParent tells a RunList parent that this attempt ended, once its outcome is recorded: the
+// one place the parent hears it from (histories from before this version had FinishTrace signal
+// the parent instead, and replay them without a signal here).
+func (r *rollout) tellParent(ctx workflow.Context) {
+	if workflow.GetVersion(ctx, "rollout-tells-parent", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return
+	}
+	notifyParent(ctx, r.in.TraceID)
+}
+
+// notifyParent tells a RunList parent that this attempt ended (best effort: the parent
+// reconciles its live set with the store if a signal is lost).
 func notifyParent(ctx workflow.Context, traceID uuid.UUID) {
 	parent := workflow.GetInfo(ctx).ParentWorkflowExecution
 	if parent == nil {
@@ -434,7 +444,7 @@ func notifyParent(ctx workflow.Context, traceID uuid.UUID) {
 	}
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	// The empty run id reaches the parent's current run, across its continue-as-new.
-	_ = workflow.SignalExternalWorkflow(dctx, parent.ID, "", SignalRolloutDone, traceID).Get(dctx, nil)
+	_ = workflow.SignalExternalWorkflow(dctx, parent.ID, "", names.SignalRolloutDone, traceID).Get(dctx, nil)
 }
 
 // isStartToClose reports a timeout of a started activity (not a host that never picked it up).

@@ -23,6 +23,7 @@ import (
 
 	"github.com/proctorhq/proctor/activities"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/workflows/names"
 )
 
 // fakeEngine is a scripted set of activities for the Rollout and RunList workflows: each
@@ -64,7 +65,7 @@ func newFakeEngine() *fakeEngine {
 	one := 1.0
 	return &fakeEngine{
 		calls: map[string]int{}, queues: map[string][]string{},
-		plan: activities.PrepareRolloutResult{Queue: activities.QueueSandboxesCPU, StartupTimeoutS: 60, RunTimeoutS: 600, MaxSteps: 30},
+		plan: activities.PrepareRolloutResult{Queue: names.QueueSandboxesCPU, StartupTimeoutS: 60, RunTimeoutS: 600, MaxSteps: 30},
 		modelStep: func(in activities.ModelStepInput) (activities.ModelStepResult, error) {
 			return activities.ModelStepResult{Done: in.Step == 2, ToolCalls: 1, Seq: 10 + in.Step}, nil
 		},
@@ -220,12 +221,12 @@ func TestRolloutRunsTheAgentLoopOnTheSandboxHost(t *testing.T) {
 			}
 		}
 	}
-	if q := f.queues["StartEnvironment"]; len(q) != 1 || q[0] != activities.QueueSandboxesCPU {
+	if q := f.queues["StartEnvironment"]; len(q) != 1 || q[0] != names.QueueSandboxesCPU {
 		t.Errorf("StartEnvironment ran on %v, want the plan's queue", q)
 	}
 	for _, q := range f.queues["ModelStep"] {
-		if q != activities.QueueWorkflows {
-			t.Errorf("ModelStep ran on %q, want any worker (%s)", q, activities.QueueWorkflows)
+		if q != names.QueueWorkflows {
+			t.Errorf("ModelStep ran on %q, want any worker (%s)", q, names.QueueWorkflows)
 		}
 	}
 	// Evaluate records the outcome and stops the sandbox itself: no Teardown, no FinishTrace.
@@ -437,7 +438,7 @@ func TestRolloutStopsAtTheRunTimeoutAndStillEvaluates(t *testing.T) {
 
 func TestRolloutWithoutAHostInTimeEndsWithAClearError(t *testing.T) {
 	f := newFakeEngine()
-	f.plan.Queue = activities.GPUQueue("h100")
+	f.plan.Queue = names.GPUQueue("h100")
 	f.start = func(activities.StartEnvironmentInput) (activities.StartEnvironmentResult, error) {
 		return activities.StartEnvironmentResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
 	}
@@ -601,9 +602,9 @@ func TestRolloutRestartsAtOnceWhenItsHostStops(t *testing.T) {
 	env, res, err := runRollout(t, f, RolloutInput{}, func(env *testsuite.TestWorkflowEnvironment) {
 		env.RegisterDelayedCallback(func() {
 			started = env.Now()
-			env.SignalWorkflow(activities.SignalHostStopped, "host/z/9") // another worker's
+			env.SignalWorkflow(names.SignalHostStopped, "host/z/9") // another worker's
 		}, time.Second)
-		env.RegisterDelayedCallback(func() { env.SignalWorkflow(activities.SignalHostStopped, "host/a/1") }, 2*time.Second)
+		env.RegisterDelayedCallback(func() { env.SignalWorkflow(names.SignalHostStopped, "host/a/1") }, 2*time.Second)
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/proctorhq/proctor/activities"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/workflows/names"
 )
 
 // RunListInput names the job whose traces to run, and where an earlier run of the workflow left
@@ -38,20 +39,13 @@ type RunListResult struct {
 	Started int `json:"started"`
 }
 
-// RunListWorkflowID is the workflow id of a job's run.
-func RunListWorkflowID(jobID uuid.UUID) string { return activities.RunListWorkflowID(jobID) }
-
-// SignalRolloutDone is the signal that an attempt ended, with its trace id: FinishTrace sends it
-// as it records the end, so the slot is free before the Rollout workflow even closes.
-const SignalRolloutDone = activities.SignalRolloutDone
-
 // reconcileEvery is how often RunList checks its live set against the store while it waits.
 const reconcileEvery = time.Minute
 
 // RunList runs every trace of a job as a child Rollout, at most MaxConcurrent at once, reading
 // the traces a page at a time and continuing as new every ChildrenPerRun children, so a job of
 // any size runs with bounded histories. Children are abandoned rather than owned (they outlive
-// a continue-as-new); FinishTrace reports each end with SignalRolloutDone. Cancelling the workflow
+// a continue-as-new); FinishTrace reports each end with names.SignalRolloutDone. Cancelling the workflow
 // (CancelJob) cancels every live child and marks the traces that never started cancelled.
 func RunList(ctx workflow.Context, in RunListInput) (RunListResult, error) {
 	if in.MaxConcurrent <= 0 {
@@ -63,7 +57,7 @@ func RunList(ctx workflow.Context, in RunListInput) (RunListResult, error) {
 	if in.ChildrenPerRun <= 0 {
 		in.ChildrenPerRun = 500
 	}
-	l := &runList{in: in, live: map[uuid.UUID]bool{}, done: workflow.GetSignalChannel(ctx, SignalRolloutDone)}
+	l := &runList{in: in, live: map[uuid.UUID]bool{}, done: workflow.GetSignalChannel(ctx, names.SignalRolloutDone)}
 	// Runs that began before the reconcile schedule was kept across waits replay as they ran.
 	l.keptSchedule = workflow.GetVersion(ctx, "reconcile-schedule-kept", workflow.DefaultVersion, 1) == 1
 	for _, id := range in.Live {
@@ -112,8 +106,8 @@ func (l *runList) run(ctx workflow.Context) (RunListResult, error) {
 				break
 			}
 			cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-				WorkflowID:        RolloutWorkflowID(id),
-				TaskQueue:         activities.QueueWorkflows,
+				WorkflowID:        names.RolloutWorkflowID(id),
+				TaskQueue:         names.QueueWorkflows,
 				ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
 				// Cancelling the run cancels the children it started; each tears its sandbox
 				// down and records cancelled before it ends.
@@ -262,9 +256,6 @@ type CancelJobResult struct {
 	Cancelled int `json:"cancelled"`
 }
 
-// CancelJobWorkflowID is the workflow id of a job's cancellation.
-func CancelJobWorkflowID(jobID uuid.UUID) string { return "canceljob/" + jobID.String() }
-
 // CancelJob cancels every live attempt of a job: traces that never started read cancelled at
 // once, live ones cancelling; the job's RunList (if any) and every live Rollout are asked to
 // cancel, and each tears its sandbox down before it writes cancelled.
@@ -274,7 +265,7 @@ func CancelJob(ctx workflow.Context, in CancelJobInput) (CancelJobResult, error)
 		return CancelJobResult{}, err
 	}
 	// Absent workflows (no RunList for single-run jobs, rollouts that already ended) are not errors.
-	_ = workflow.RequestCancelExternalWorkflow(ctx, RunListWorkflowID(in.JobID), "").Get(ctx, nil)
+	_ = workflow.RequestCancelExternalWorkflow(ctx, names.RunListWorkflowID(in.JobID), "").Get(ctx, nil)
 	cancelAll(ctx, marked.Live)
 	return CancelJobResult{Cancelled: len(marked.Live)}, nil
 }
@@ -284,7 +275,7 @@ func CancelJob(ctx workflow.Context, in CancelJobInput) (CancelJobResult, error)
 func cancelAll(ctx workflow.Context, traceIDs []uuid.UUID) {
 	fs := make([]workflow.Future, len(traceIDs))
 	for i, id := range traceIDs {
-		fs[i] = workflow.RequestCancelExternalWorkflow(ctx, RolloutWorkflowID(id), "")
+		fs[i] = workflow.RequestCancelExternalWorkflow(ctx, names.RolloutWorkflowID(id), "")
 	}
 	for _, f := range fs {
 		_ = f.Get(ctx, nil)

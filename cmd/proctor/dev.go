@@ -17,8 +17,8 @@ import (
 	"github.com/proctorhq/proctor/httpapi"
 	"github.com/proctorhq/proctor/internal/config"
 	"github.com/proctorhq/proctor/models"
-	ptemporal "github.com/proctorhq/proctor/temporal"
 	"github.com/proctorhq/proctor/temporal/devserver"
+	"github.com/proctorhq/proctor/workflows/names"
 	"github.com/spf13/cobra"
 )
 
@@ -187,7 +187,7 @@ func runDev(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer, r
 		if err != nil {
 			return fmt.Errorf("the key in %s: %w", filepath.Join(cfg.DataDir, credentialsFile), err)
 		}
-		wait := slices.Contains(cfg.QueueList(), ptemporal.QueueBuilds)
+		wait := slices.Contains(cfg.QueueList(), names.QueueBuilds)
 		done, err := seedExamples(ctx, store, bucket, tc, caller, wait, log)
 		if err != nil {
 			return fmt.Errorf("seed the example environments (the next start tries again): %w", err)

@@ -27,6 +27,7 @@ import (
 	"github.com/proctorhq/proctor/models"
 	ptemporal "github.com/proctorhq/proctor/temporal"
 	"github.com/proctorhq/proctor/temporal/devserver"
+	"github.com/proctorhq/proctor/workflows/names"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 )
 
@@ -176,7 +177,7 @@ func TestDevRunsTheWholePlatformAndReusesItsData(t *testing.T) {
 	res, err := tc.Ping(ctx, ptemporal.DefaultQueues)
 	cancel()
 	tc.Close()
-	if err != nil || len(res.Answers) != 3 || res.Answers[1].Queue != ptemporal.QueueSandboxesCPU || res.Answers[2].Queue != ptemporal.QueueBuilds {
+	if err != nil || len(res.Answers) != 3 || res.Answers[1].Queue != names.QueueSandboxesCPU || res.Answers[2].Queue != names.QueueBuilds {
 		t.Fatalf("ping workflow = %+v, %v", res, err)
 	}
 

@@ -19,6 +19,7 @@ import (
 	ptemporal "github.com/proctorhq/proctor/temporal"
 	"github.com/proctorhq/proctor/temporal/devserver"
 	"github.com/proctorhq/proctor/workflows"
+	"github.com/proctorhq/proctor/workflows/names"
 )
 
 // restartBound is the longest an attempt whose sandbox host was killed can take to start its
@@ -364,7 +365,7 @@ func waitHosts(t testing.TB, c api, n int) {
 		}
 		c.call("GET", "/v2/workers", nil, &ws)
 		for _, q := range ws.Queues {
-			if q.Queue == ptemporal.QueueSandboxesCPU {
+			if q.Queue == names.QueueSandboxesCPU {
 				return q.Workers == n, fmt.Sprint(q.Workers)
 			}
 		}

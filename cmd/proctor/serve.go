@@ -34,6 +34,7 @@ import (
 	"github.com/proctorhq/proctor/internal/tracing"
 	"github.com/proctorhq/proctor/models"
 	ptemporal "github.com/proctorhq/proctor/temporal"
+	"github.com/proctorhq/proctor/workflows/names"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
@@ -351,7 +352,7 @@ func runWorker(ctx context.Context, cfg *config.Config, stderr io.Writer) error 
 		}
 		defer b.Close()
 		bucket = b
-	} else if slices.Contains(cfg.QueueList(), ptemporal.QueueBuilds) {
+	} else if slices.Contains(cfg.QueueList(), names.QueueBuilds) {
 		return errors.New("a worker polling the builds queue needs object storage: set PROCTOR_BLOB_URL (--blob-url)")
 	}
 	rt, err := startRuntime(tc, store, bucket, keys, cfg, m, log)
@@ -474,7 +475,7 @@ func workerQueues(cfg *config.Config, sb sandbox.Provider) []models.WorkerQueue 
 	var rows []models.WorkerQueue
 	for _, q := range cfg.QueueList() {
 		row := models.WorkerQueue{Worker: id, Queue: q, Hostname: host}
-		if q != ptemporal.QueueWorkflows && q != ptemporal.QueueBuilds {
+		if q != names.QueueWorkflows && q != names.QueueBuilds {
 			row.SandboxCapacity, row.GPUs, row.GPUType = sb.Capacity(), len(cfg.GPUList()), cfg.GPUType
 		}
 		rows = append(rows, row)
@@ -656,7 +657,7 @@ func (r *runtime) stop(timeout time.Duration) {
 	// queue to go unanswered.
 	for _, a := range abandoned {
 		r.log.Warn("abandoning an attempt: its sandbox stopped with this worker, and the attempt starts again on another", "trace", a.TraceID, "try", a.Attempt)
-		if err := r.temporal.SignalWorkflow(ctx, activities.RolloutWorkflowID(a.TraceID), "", activities.SignalHostStopped, r.hostQueue); err != nil {
+		if err := r.temporal.SignalWorkflow(ctx, names.RolloutWorkflowID(a.TraceID), "", names.SignalHostStopped, r.hostQueue); err != nil {
 			r.log.Info("tell an abandoned attempt (it restarts once the host is taken for lost)", "trace", a.TraceID, "error", err)
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/proctorhq/proctor/workflows/names"
 )
 
 // Config is every setting of the platform's processes; each command reads the fields it needs.
@@ -303,7 +305,7 @@ func (c *Config) finish() error {
 func (c *Config) QueueList() []string {
 	out := splitList(c.Queues)
 	if len(c.GPUList()) > 0 && c.GPUType != "" {
-		out = append(out, "sandboxes-gpu-"+c.GPUType)
+		out = append(out, names.GPUQueue(c.GPUType))
 	}
 	return out
 }
