@@ -187,7 +187,7 @@ func New(o Options) *Server {
 		r.Handle("/codec/*", s.codecHandler(o.CodecOrigin))
 	}
 	// The web app, at / (its routes live in the URL's fragment).
-	app := webapp.Handler()
+	app := webapp.Handler(blob.SignedURLOrigin(o.Bucket))
 	for _, p := range webapp.Paths() {
 		r.Handle(p, app)
 	}

@@ -56,6 +56,17 @@ type Bucket interface {
 	Close() error
 }
 
+// SignedURLOrigin is the origin (scheme and host) of the URLs b signs, for a
+// browser's Content-Security-Policy, when they point elsewhere than the API
+// server; "" for a bucket whose URLs are the server's own (LocalBucket's,
+// under /blob/).
+func SignedURLOrigin(b Bucket) string {
+	if o, ok := b.(interface{ SignedURLOrigin() string }); ok {
+		return o.SignedURLOrigin()
+	}
+	return ""
+}
+
 // Attrs describes a stored object.
 type Attrs struct {
 	Key         string

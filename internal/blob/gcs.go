@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -221,6 +224,24 @@ func (b *GCSBucket) SignedURL(ctx context.Context, key string, method string, ex
 		return "", fmt.Errorf("blob: signing GCS URL for %q (needs service-account credentials: set a key or run with a GCP service account): %w", key, err)
 	}
 	return u, nil
+}
+
+// SignedURLOrigin is where SignedURL's URLs point. It signs a URL to see
+// (the client's endpoint decides the host); when it cannot sign, it names the
+// emulator's host (STORAGE_EMULATOR_HOST) or else Cloud Storage's.
+func (b *GCSBucket) SignedURLOrigin() string {
+	if raw, err := b.SignedURL(context.Background(), "origin-probe", http.MethodGet, time.Minute); err == nil {
+		if u, err := url.Parse(raw); err == nil && u.Host != "" {
+			return u.Scheme + "://" + u.Host
+		}
+	}
+	if host := os.Getenv("STORAGE_EMULATOR_HOST"); host != "" {
+		if strings.Contains(host, "://") {
+			return strings.TrimRight(host, "/")
+		}
+		return "http://" + host
+	}
+	return "https://storage.googleapis.com"
 }
 
 // Close closes the underlying client.

@@ -144,6 +144,10 @@ func TestGCSSignedURLWithServiceAccountKey(t *testing.T) {
 	if want := "/" + fakeBucketName + "/" + gcsPrefix + "/runs/r1/trace.json"; u.Path != want {
 		t.Errorf("path = %q, want %q", u.Path, want)
 	}
+	// The web app's Content-Security-Policy admits images from where signed URLs point.
+	if origin := u.Scheme + "://" + u.Host; blob.SignedURLOrigin(b) != origin {
+		t.Errorf("SignedURLOrigin = %q, want the signed URL's origin %q", blob.SignedURLOrigin(b), origin)
+	}
 	q := u.Query()
 	// The library counts whole seconds from its own clock reading, so a
 	// 15 minute expiry may come out as 899.

@@ -14,14 +14,26 @@ import (
 //go:embed all:dist
 var dist embed.FS
 
-// csp lets the app load its own scripts, styles and images (data: for the images tools return)
-// and talk to its own origin only.
-const csp = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; " +
-	"connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
+// contentPolicy lets the app load its own scripts, styles and images (data: and blob: for images
+// it makes, imageOrigins for the trace images object storage serves) and talk to its own origin
+// only.
+func contentPolicy(imageOrigins []string) string {
+	img := "img-src 'self' data: blob:"
+	for _, o := range imageOrigins {
+		if o != "" {
+			img += " " + o
+		}
+	}
+	return "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; " + img + "; " +
+		"connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
+}
 
 // Handler serves the app: its files, and index.html for / (routes live in the URL's fragment).
 // Hashed assets are cached for a year; index.html is revalidated, so a new binary's app loads.
-func Handler() http.Handler {
+// imageOrigins are where images may come from besides the app's origin: object storage's, whose
+// signed URLs the trace's images are.
+func Handler(imageOrigins ...string) http.Handler {
+	csp := contentPolicy(imageOrigins)
 	root, err := fs.Sub(dist, "dist")
 	if err != nil {
 		panic(err) // the embed pattern guarantees dist

@@ -73,6 +73,21 @@ func tree(t *testing.T, dir string) map[string][]byte {
 	return out
 }
 
+// Images may come from object storage's origin, when signed URLs point there, and from nowhere
+// else.
+func TestTheContentPolicyAdmitsObjectStorageImages(t *testing.T) {
+	for origins, want := range map[string]string{
+		"":                               "img-src 'self' data: blob:;",
+		"https://storage.googleapis.com": "img-src 'self' data: blob: https://storage.googleapis.com;",
+	} {
+		rec := httptest.NewRecorder()
+		webapp.Handler(origins).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+		if csp := rec.Header().Get("Content-Security-Policy"); !strings.Contains(csp, want) {
+			t.Errorf("with image origins %q, CSP = %q, want %q", origins, csp, want)
+		}
+	}
+}
+
 // The handler serves the page with a strict CSP, caches hashed assets for good and the page not
 // at all, and refuses other methods.
 func TestTheHandlerServesTheApp(t *testing.T) {
