@@ -176,6 +176,8 @@ func testRedeployRunsTheNewBuild(t *testing.T, c api, envDir, oracle string) {
 	// proctor trace says which build the attempt ran.
 	if shown, err := c.cli("trace", lastTrace); err != nil || !strings.Contains(shown, "environment todo-cli, build 3 (sha256:") {
 		t.Errorf("proctor trace does not name the build that ran: %v\n%s", err, shown)
+	} else if !regexp.MustCompile(`evaluate +todos_exist → reward 1: \d+ of \d+ todos`).MatchString(shown) {
+		t.Errorf("proctor trace does not give the evaluation's own words:\n%s", shown)
 	}
 	if list, err := c.cli("env", "list", "--search", "todo-cli"); err != nil || !regexp.MustCompile(`(?m)^todo-cli\s+2\s+`+third[1]).MatchString(list) {
 		t.Errorf("env list: %v; want todo-cli with 2 scenarios and build 3 latest:\n%s", err, list)
@@ -242,6 +244,19 @@ func testDeployFromSource(t *testing.T, storeArgs []string, dbURL string) {
 	lock, _ := b["lock"].(map[string]any)
 	if tools, _ := lock["tools"].([]any); len(tools) < 4 || lock["transport"] != "stdio" {
 		t.Errorf("lock = %v", lock)
+	}
+	// Each tool comes with its arguments' schema, and the hubs' dispatchers with their role.
+	roles := map[string]any{}
+	tools, _ := lock["tools"].([]any)
+	for _, tool := range tools {
+		tm, _ := tool.(map[string]any)
+		if schema, _ := tm["input_schema"].(map[string]any); schema["type"] != "object" {
+			t.Errorf("tool %v has no input schema", tm["name"])
+		}
+		roles[fmt.Sprint(tm["name"])] = tm["role"]
+	}
+	if roles["setup"] != "setup" || roles["evaluate"] != "evaluate" || roles["add_todo"] != nil {
+		t.Errorf("tool roles = %v, want setup and evaluate on the dispatchers and none on add_todo", roles)
 	}
 	registry := b["registry_id"].(string)
 	var scenarios []struct{ Name string }

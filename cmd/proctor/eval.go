@@ -474,7 +474,21 @@ func describeEvent(kind, text string, data map[string]any) string {
 			}
 		}
 	case "evaluate":
-		return fmt.Sprintf("%s → reward %v", text, data["reward"])
+		// The evaluation's own words (what was missing, what was wrong) say why the reward is
+		// what it is.
+		line := fmt.Sprintf("%s → reward %v", text, data["reward"])
+		if res, ok := data["result"].(map[string]any); ok {
+			why, _ := res["text"].(string)
+			if st, ok := res["structured"].(map[string]any); ok {
+				if c, ok := st["content"].(string); ok {
+					why = c // an envserver.EvaluationResult's content, without the JSON around it
+				}
+			}
+			if why != "" {
+				line += ": " + why
+			}
+		}
+		return oneLine(line, 240)
 	}
 	return oneLine(text, 160)
 }

@@ -26,15 +26,23 @@ func (e *Env) ReadResource(ctx context.Context, uri string) ([]byte, error) {
 }
 
 // Inventory lists what the environment serves, by name, for a build's lock: every tool (the
-// hub dispatchers included), prompt and resource, each as {name, description} ({uri, name}
-// for resources).
+// hub dispatchers included) as {name, description, input_schema, role} (role: the tool's
+// _meta["proctor/role"], "setup", "evaluate" or "hub" for a hub's dispatcher, absent for a tool
+// an agent uses), every prompt as {name, description}, every resource as {uri, name}.
 func (e *Env) Inventory(ctx context.Context) (map[string]any, error) {
 	tools, prompts, resources := []any{}, []any{}, []any{}
 	for t, err := range e.session.Tools(ctx, nil) {
 		if err != nil {
 			return nil, fmt.Errorf("list tools: %w", classify(err))
 		}
-		tools = append(tools, map[string]any{"name": t.Name, "description": t.Description})
+		entry := map[string]any{"name": t.Name, "description": t.Description}
+		if schema, err := toMap(t.InputSchema); err == nil && schema != nil {
+			entry["input_schema"] = schema
+		}
+		if role, _ := t.Meta[MetaRole].(string); role != "" {
+			entry["role"] = role
+		}
+		tools = append(tools, entry)
 	}
 	caps := e.session.InitializeResult()
 	if caps != nil && caps.Capabilities != nil && caps.Capabilities.Prompts != nil {
