@@ -101,12 +101,8 @@ func (a *Activities) BuildImage(ctx context.Context, in BuildInput) (_ BuildImag
 	logw := a.buildLog(ctx, b.ID)
 	defer logw.Close()
 	defer func() {
-		// A follower of the log learns why the build failed where it failed.
-		var appErr *temporal.ApplicationError
-		if errors.As(err, &appErr) && appErr.Type() == ErrBuildFailed {
-			// Its first line: the rest (a compiler's output) is in the log already.
-			why, _, _ := strings.Cut(strings.TrimPrefix(appErr.Message(), image.ErrBuild.Error()+": "), "\n")
-			fmt.Fprintf(logw, "build failed: %s\n", why)
+		for _, line := range buildFailureLines(err) {
+			fmt.Fprintln(logw, line)
 		}
 	}()
 	fmt.Fprintf(logw, "build %s (version %d) on %s\n", b.ID, b.Version, hostname())
@@ -147,6 +143,22 @@ func (a *Activities) BuildImage(ctx context.Context, in BuildInput) (_ BuildImag
 	}
 	fmt.Fprintf(logw, "image %s (%s) stored\n", job.ref, digest)
 	return BuildImageResult{Digest: digest, ImageKey: key, ImageName: job.ref, Command: command}, nil
+}
+
+// buildFailureLines are the lines that end a build's log when err says the build cannot
+// succeed, so that a follower of the log learns why where the build stopped: the reason's first
+// line, or all of it when it lists problems (a compiler's output is in the log already). None
+// for other errors.
+func buildFailureLines(err error) []string {
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || appErr.Type() != ErrBuildFailed {
+		return nil
+	}
+	why := strings.TrimPrefix(appErr.Message(), image.ErrBuild.Error()+": ")
+	if first, rest, ok := strings.Cut(why, "\n"); ok && !strings.HasPrefix(strings.TrimSpace(rest), "- ") {
+		why = first
+	}
+	return strings.Split("build failed: "+why, "\n")
 }
 
 // unpackSource fetches a build's uploaded source into work, keeps it where no upload URL can
@@ -487,9 +499,16 @@ type DiscoverResult struct {
 
 // DiscoverScenarios starts a build's image in a sandbox, initializes it over MCP and reads what
 // it serves: its scenarios, tools, prompts and resources.
-func (a *Activities) DiscoverScenarios(ctx context.Context, in DiscoverInput) (DiscoverResult, error) {
+func (a *Activities) DiscoverScenarios(ctx context.Context, in DiscoverInput) (_ DiscoverResult, err error) {
 	stop := keepAlive(ctx)
 	defer stop()
+	defer func() {
+		if lines := buildFailureLines(err); lines != nil {
+			if lerr := a.Store.AppendBuildLog(context.WithoutCancel(ctx), in.BuildID, lines); lerr != nil {
+				a.log().WarnContext(ctx, "build log", "build", in.BuildID, "error", lerr)
+			}
+		}
+	}()
 	b, err := a.Store.BuildByID(ctx, in.BuildID)
 	if err != nil {
 		return DiscoverResult{}, err

@@ -152,4 +152,8 @@ func testDeployChecksScenarioCalls(t *testing.T, c api) {
 	if err == nil || !strings.Contains(out+err.Error(), want) {
 		t.Errorf("env deploy of a scenario whose setup takes no arguments: %v\n%s\nwant a failed build saying %q", err, out, want)
 	}
+	// The build's log, which deploy follows, ends with the same reason.
+	if !strings.Contains(out, "build failed: the environment's scenarios call its hubs in ways that would fail every attempt:\n     - "+want) {
+		t.Errorf("the failed build's log does not end with the reason:\n%s", out)
+	}
 }
