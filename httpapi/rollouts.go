@@ -241,7 +241,7 @@ func (s *Server) runRolloutList(ctx context.Context, in *runListInput) (*runList
 	b := in.Body
 	versions := b.TaskVersionIDs
 	// Versions listed from a taskset the caller sees need no check of their own; explicit
-	// ids are checked one by one, and those the caller cannot see are rejected.
+	// ids are checked in batches, and those the caller cannot see are rejected.
 	checkVersions := true
 	if b.TasksetID != nil {
 		checkVersions = false
@@ -283,15 +283,18 @@ func (s *Server) runRolloutList(ctx context.Context, in *runListInput) (*runList
 			agents = append(agents, resolvedAgent(model))
 		}
 	}
-	for _, v := range versions {
-		var verr error
-		if checkVersions {
-			_, verr = s.store.GetTaskVersion(ctx, c, v)
+	var visible map[uuid.UUID]bool
+	if checkVersions {
+		var err error
+		if visible, err = s.store.VisibleTaskVersions(ctx, c, versions); err != nil {
+			return nil, err
 		}
+	}
+	for _, v := range versions {
 		for _, m := range b.ModelIDs {
 			res := RunListResult{TaskVersionID: v, ModelID: m, TraceIDs: []uuid.UUID{}}
 			switch {
-			case verr != nil:
+			case checkVersions && !visible[v]:
 				res.Error = "no such task version is visible to the caller"
 			case okModel[m] != nil:
 				res.Error = "no such model is visible to the caller"
