@@ -92,11 +92,17 @@ await step("jobs", async () => {
 });
 
 let traceHref = "";
+// A completed attempt of the todo environment, whose evaluation says how many todos exist.
+let todoTraceHref = "";
 await step("job", async () => {
   await page.getByRole("link", { name: JOB_NAME }).click();
   await heading(JOB_NAME).waitFor({ timeout: 10000 });
   await page.getByRole("img", { name: "Reward histogram of 3 attempts" }).waitFor({ timeout: 10000 });
   await page.getByText("Models: oracle").waitFor({ timeout: 10000 });
+  // Which build of each environment ran, read from one attempt of each.
+  const envs = page.getByTestId("environments");
+  await envs.filter({ hasText: /environment todo: build 1 \(sha256:[0-9a-f]{12}…\)/ }).waitFor({ timeout: 10000 });
+  await envs.filter({ hasText: /environment game2048: build 1 \(sha256:[0-9a-f]{12}…\)/ }).waitFor({ timeout: 10000 });
   // No errors or failures: the page opens on the successful attempts.
   await page.getByRole("tab", { name: "successful (3)", selected: true }).waitFor({ timeout: 10000 });
   const first = page.getByRole("tabpanel").getByRole("link").first();
@@ -109,6 +115,7 @@ await step("job", async () => {
   await waitCount("todo-add's attempts", attemptRows(), 1);
   const task = await attemptRows().first().getByRole("cell").nth(1).textContent();
   if (task !== "todo-add") fail(`the task filter shows an attempt of ${task}, want todo-add`);
+  todoTraceHref = await attemptRows().first().getByRole("link").first().getAttribute("href");
   await audit("job");
   await page.getByRole("button", { name: "Clear filters" }).click();
   await waitCount("the demo job's attempts, unfiltered", attemptRows(), 3);
@@ -186,10 +193,23 @@ await step("errors", async () => {
 });
 
 await step("trace", async () => {
-  await page.goto(`${PROCTOR_URL}/${traceHref}`);
+  await page.goto(`${PROCTOR_URL}/${todoTraceHref}`);
   await page.getByTestId("reward").filter({ hasText: "1.000" }).waitFor({ timeout: 15000 });
   const kinds = await page.locator(".steps .kind").allTextContents();
   if (!kinds.includes("evaluate") || !kinds.some((k) => /^step \d+$/.test(k))) fail(`trace rows: ${kinds.join(", ")}`);
+  // The environment and the build that ran, linked to the environment's page.
+  const env = page.getByTestId("environment");
+  await env.filter({ hasText: /^environment todo · build 1 · sha256:[0-9a-f]{12}…$/ }).waitFor({ timeout: 10000 });
+  const envHref = await env.getByRole("link", { name: "todo", exact: true }).getAttribute("href");
+  if (!envHref?.startsWith("#/environments/")) fail(`the trace's environment links to ${envHref}, want its environment page`);
+  // Why the reward is what it is, beside it, unopened; and in the evaluate row's summary.
+  const evaluation = page.getByTestId("evaluation");
+  await evaluation.filter({ hasText: /^\d+ of \d+ todos present$/ }).waitFor({ timeout: 10000 });
+  const words = await evaluation.textContent();
+  const header = await page.getByTestId("reward").locator("..").textContent();
+  if (!header.includes(`reward 1.000 (${words})`)) fail(`the trace's header reads ${JSON.stringify(header)}, want the evaluation's words beside the reward`);
+  const summary = await page.locator(".steps > li.step-evaluate .step-summary").first().textContent();
+  if (!summary.includes(`→ reward 1: ${words}`)) fail(`the evaluate row reads ${JSON.stringify(summary)}, want the evaluation's words ${JSON.stringify(words)} after its reward`);
   await audit("trace");
   await page.getByRole("tab", { name: "Runner logs" }).click();
   await page.getByText("planned: queue").first().waitFor({ timeout: 10000 });
@@ -404,7 +424,16 @@ await step("environment", async () => {
   await audit("environment");
   // The tools the latest build serves.
   await page.getByRole("tab", { name: /^Tools \(\d+\)$/ }).click();
-  await page.getByRole("table", { name: "Tools of the latest build" }).getByRole("cell", { name: "add_todo", exact: true }).waitFor({ timeout: 10000 });
+  const agentTools = page.getByRole("table", { name: "Tools of the latest build" });
+  await agentTools.getByRole("cell", { name: "add_todo", exact: true }).waitFor({ timeout: 10000 });
+  // Each tool's arguments, from its input schema.
+  const title = await agentTools.getByRole("list", { name: "Arguments of add_todo" }).getByRole("listitem").allTextContents();
+  if (title.length !== 1 || !/^title string required · what to do$/.test(title[0])) fail(`add_todo's arguments read ${JSON.stringify(title)}, want title, a required string`);
+  for (const hidden of ["setup", "evaluate"]) {
+    if (await agentTools.getByRole("cell", { name: hidden, exact: true }).count()) fail(`the ${hidden} dispatcher is listed among the tools agents call`);
+    const row = page.getByRole("table", { name: "Hub dispatchers of the latest build" }).getByRole("row").filter({ has: page.getByRole("cell", { name: hidden, exact: true }) });
+    await row.filter({ hasText: `${hidden}: hidden from agents` }).waitFor({ timeout: 5000 });
+  }
   await audit("environment-tools");
   await page.getByRole("tab", { name: /Builds/ }).click();
   await page.getByLabel("Build log").filter({ hasText: "stored" }).waitFor({ timeout: 10000 });

@@ -35,3 +35,9 @@ export function fmtMs(ms: number): string {
 export function shortId(id: string): string {
   return id.slice(0, 8);
 }
+
+/** shortDigest is an image digest cut to its algorithm and 12 hex digits (sha256:e46c65a1b2c3…):
+ * enough to tell two builds apart; the full digest goes in a title. */
+export function shortDigest(d: string): string {
+  return d.length > 19 ? `${d.slice(0, 19)}…` : d;
+}

@@ -183,40 +183,139 @@ export function Environment({ id, onUnauthorized }: { id: string; onUnauthorized
   );
 }
 
-type Tool = { name: string; description: string };
+/** Tool is one entry of a build's lock.tools, as the environment listed it at discovery. */
+type Tool = {
+  name: string;
+  description: string;
+  /** inputSchema is the JSON Schema of the tool's arguments. */
+  inputSchema?: Schema;
+  /** role is set on a hub's dispatcher: "setup" and "evaluate" (the platform calls them; agents
+   * never see them) or "hub"; absent on a tool agents call. */
+  role?: string;
+};
 
-/** lockTools reads the tools a build serves from its lock ({tools: [{name, description}]}, as the
- * environment listed them at discovery). */
+/** Schema is the part of a JSON Schema the Tools tab reads. */
+type Schema = {
+  type?: string | string[];
+  description?: string;
+  properties?: Record<string, Schema>;
+  required?: string[];
+  items?: Schema;
+  enum?: unknown[];
+  anyOf?: Schema[];
+  oneOf?: Schema[];
+};
+
+/** lockTools reads the tools a build serves from its lock ({tools: [{name, description,
+ * input_schema, role}]}). */
 function lockTools(lock: Record<string, unknown> | undefined): Tool[] {
   const raw = lock?.tools;
   if (!Array.isArray(raw)) return [];
   return raw.flatMap((t: unknown) => {
     if (!t || typeof t !== "object") return [];
-    const m = t as { name?: unknown; description?: unknown };
+    const m = t as { name?: unknown; description?: unknown; input_schema?: unknown; role?: unknown };
     if (typeof m.name !== "string") return [];
-    return [{ name: m.name, description: typeof m.description === "string" ? m.description : "" }];
+    return [
+      {
+        name: m.name,
+        description: typeof m.description === "string" ? m.description : "",
+        inputSchema: m.input_schema && typeof m.input_schema === "object" ? (m.input_schema as Schema) : undefined,
+        role: typeof m.role === "string" && m.role ? m.role : undefined,
+      },
+    ];
   });
 }
 
-/** Tools lists what the latest build's environment serves to agents (and its setup and
- * evaluate hubs). */
+/** typeOf says a schema's type in a few words: "string", "array of string", "one of a, b". */
+function typeOf(s: Schema | undefined): string {
+  if (!s) return "any";
+  if (Array.isArray(s.enum) && s.enum.length > 0) return `one of ${s.enum.map((v) => JSON.stringify(v)).join(", ")}`;
+  const alts = s.anyOf ?? s.oneOf;
+  if (!s.type && alts) return alts.map(typeOf).join(" or ");
+  const types = (Array.isArray(s.type) ? s.type : s.type ? [s.type] : []).filter((t) => t !== "null");
+  if (types.length === 0) return "any";
+  return types.map((t) => (t === "array" && s.items ? `array of ${typeOf(s.items)}` : t)).join(" or ");
+}
+
+/** Arguments lists a tool's arguments from its input schema: name, type, whether it is
+ * required, and what it is for. */
+function Arguments({ tool }: { tool: Tool }) {
+  const props = Object.entries(tool.inputSchema?.properties ?? {});
+  if (props.length === 0) return <span className="muted">none</span>;
+  const required = new Set(tool.inputSchema?.required ?? []);
+  return (
+    <ul className="args" aria-label={`Arguments of ${tool.name}`}>
+      {props.map(([name, p]) => (
+        <li key={name}>
+          <code>{name}</code> <span className="muted">{typeOf(p)}</span>
+          {required.has(name) ? <strong className="required"> required</strong> : <span className="muted"> optional</span>}
+          {p?.description && <> · {p.description}</>}
+        </li>
+      ))}
+    </ul>
+  );
+}
+
+/** roleNote says what a hub dispatcher is to an agent. */
+function roleNote(role: string): string {
+  if (role === "setup") return "setup: hidden from agents; the platform calls it to prepare a scenario";
+  if (role === "evaluate") return "evaluate: hidden from agents; the platform calls it to score an attempt";
+  if (role === "hub") return "hub: agents call its inner tools through it";
+  return role;
+}
+
+/** Tools lists what the latest build's environment serves: the tools agents call, with their
+ * arguments, then the hubs' dispatchers (setup and evaluate are hidden from agents). */
 function Tools({ tools }: { tools: Tool[] }) {
   if (tools.length === 0) return <p>The latest build lists no tools (or there is no successful build yet).</p>;
+  const agents = tools.filter((t) => !t.role);
+  const hubs = tools.filter((t) => t.role);
   return (
-    <table>
-      <caption className="visually-hidden">Tools of the latest build</caption>
-      <Head cols={["Tool", "Description"]} />
-      <tbody>
-        {tools.map((t) => (
-          <tr key={t.name}>
-            <td>
-              <code>{t.name}</code>
-            </td>
-            <td>{t.description || "–"}</td>
-          </tr>
-        ))}
-      </tbody>
-    </table>
+    <>
+      <h2>Tools agents call</h2>
+      {agents.length === 0 ? (
+        <p>None.</p>
+      ) : (
+        <table>
+          <caption className="visually-hidden">Tools of the latest build</caption>
+          <Head cols={["Tool", "Arguments", "Description"]} />
+          <tbody>
+            {agents.map((t) => (
+              <tr key={t.name}>
+                <td>
+                  <code>{t.name}</code>
+                </td>
+                <td>
+                  <Arguments tool={t} />
+                </td>
+                <td>{t.description || "–"}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      {hubs.length > 0 && (
+        <>
+          <h2>Hubs</h2>
+          <p>Each dispatcher calls its hub's inner tools by name. Setup and evaluate are the platform's and hidden from agents; another hub is a tool agents call.</p>
+          <table>
+            <caption className="visually-hidden">Hub dispatchers of the latest build</caption>
+            <Head cols={["Dispatcher", "Role", "Description"]} />
+            <tbody>
+              {hubs.map((t) => (
+                <tr key={t.name}>
+                  <td>
+                    <code>{t.name}</code>
+                  </td>
+                  <td>{roleNote(t.role as string)}</td>
+                  <td>{t.description || "–"}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </>
+      )}
+    </>
   );
 }
 

@@ -1,6 +1,6 @@
 import { useMemo, useRef, useState } from "react";
 import { api, APIError, ok, Unauthorized, type Schemas } from "../api/client";
-import { fmtReward, fmtTime, fmtUSD, terminalJob } from "../format";
+import { fmtReward, fmtTime, fmtUSD, shortDigest, terminalJob } from "../format";
 import { useAction, usePoll } from "../hooks";
 import { href } from "../router";
 import { Head, JobStatus } from "../ui";
@@ -54,6 +54,36 @@ async function loadAttempts(id: string): Promise<{ attempts: Attempt[]; more: bo
   return { attempts, more: true };
 }
 
+type TraceEnv = Schemas["TraceEnv"];
+
+/** maxBuildProbes bounds how many attempts loadBuilds reads to find the job's environments. */
+const maxBuildProbes = 20;
+
+/**
+ * loadBuilds says which build of each environment the job ran. The attempts' list does not name
+ * their environment, so it reads /info of attempts, the first attempt of each task in list order
+ * (a task names one environment), until every environment the job links to is found: one attempt
+ * per environment, so for a job that ran across a redeploy it names the build its first attempt
+ * ran, not every build. At most maxBuildProbes reads; an environment not found is named without
+ * its build.
+ */
+async function loadBuilds(attempts: Attempt[], envs: Set<string>): Promise<Map<string, TraceEnv>> {
+  const found = new Map<string, TraceEnv>();
+  const tasks = new Set<string>();
+  let probes = 0;
+  for (const a of attempts) {
+    if (found.size >= envs.size || probes >= maxBuildProbes) break;
+    const task = a.task_id ?? a.task_version_id ?? a.id;
+    if (tasks.has(task)) continue;
+    tasks.add(task);
+    probes++;
+    const info = await ok(api.GET("/v2/trace/{trace_id}/info", { params: { path: { trace_id: a.id } } }));
+    const env = info.environment;
+    if (env && !found.has(env.id)) found.set(env.id, env);
+  }
+  return found;
+}
+
 export function Job({ id, signedIn, onUnauthorized }: { id: string; signedIn: boolean; onUnauthorized: () => void }) {
   const view = usePoll(() => loadJob(id), [id], {
     intervalMs: 2000,
@@ -70,6 +100,15 @@ export function Job({ id, signedIn, onUnauthorized }: { id: string; signedIn: bo
   const attemptsHeading = useRef<HTMLHeadingElement>(null);
   const groups = useMemo(() => groupErrors(attempts ?? []), [attempts]);
   const usage = useMemo(() => new Map(view.data?.usage?.traces.map((u) => [u.trace_id, u])), [view.data?.usage]);
+  const envIds = [...new Set(view.data?.links.map((l) => l.registry.id).filter((x): x is string => !!x))].sort().join(",");
+  // Read again as attempts start (before its sandbox starts, an attempt names the latest build).
+  // Signed out, a published job's attempts show no environment (it may not be the reader's to
+  // see), so there is nothing to read.
+  const builds = usePoll(
+    async () => (signedIn && attempts && envIds ? loadBuilds(attempts, new Set(envIds.split(","))) : new Map<string, TraceEnv>()),
+    [signedIn, attempts, envIds],
+    { onUnauthorized },
+  );
   if (view.error && !view.data) {
     if (!signedIn && view.error instanceof APIError && view.error.status === 404)
       return (
@@ -108,8 +147,9 @@ export function Job({ id, signedIn, onUnauthorized }: { id: string; signedIn: bo
         {job.published && " · published: anyone with the link can open it"}
       </p>
       <p>
-        Models: {names((l) => l.model.name)} · environments: {names((l) => l.registry.name)} · taskset: {names((l) => l.taskset.name)}
+        Models: {names((l) => l.model.name)} · <EnvironmentBuilds links={links} builds={builds.data} /> · taskset: {names((l) => l.taskset.name)}
       </p>
+      {builds.error && <p className="muted">Which builds ran could not be read: {builds.error.message}</p>}
       {signedIn && job.can_edit && (
         <div className="inline" role="group" aria-label="Job actions">
           {!job.published && (
@@ -215,6 +255,35 @@ export function Job({ id, signedIn, onUnauthorized }: { id: string; signedIn: bo
         <Attempts attempts={attempts} usage={jobUsage ? usage : undefined} category={category} onCategory={setChosen} filter={filter} onFilter={setFilter} />
       )}
     </section>
+  );
+}
+
+/** EnvironmentBuilds names each environment the job links to with the build its attempts ran
+ * ("environment todo: build 1 (sha256:e46c65…)"). */
+function EnvironmentBuilds({ links, builds }: { links: Schemas["EntityLink"][]; builds?: Map<string, TraceEnv> }) {
+  const envs = new Map<string, string>();
+  for (const l of links) if (l.registry.id && l.registry.name) envs.set(l.registry.id, l.registry.name);
+  if (envs.size === 0) return <>environments: –</>;
+  return (
+    <span data-testid="environments">
+      {[...envs].map(([id, name], i) => {
+        const b = builds?.get(id);
+        return (
+          <span key={id}>
+            {i > 0 && ", "}
+            environment <a href={href({ page: "environment", id })}>{name}</a>
+            {b?.build_version != null && `: build ${b.build_version}`}
+            {b?.build_digest && (
+              <>
+                {" ("}
+                <code title={b.build_digest}>{shortDigest(b.build_digest)}</code>
+                {")"}
+              </>
+            )}
+          </span>
+        );
+      })}
+    </span>
   );
 }
 

@@ -1,11 +1,11 @@
 import { useEffect, useRef, useState } from "react";
 import { api, ok, Unauthorized, type Schemas } from "../api/client";
-import { fmtReward, fmtTime, terminalTrace } from "../format";
+import { fmtReward, fmtTime, shortDigest, terminalTrace } from "../format";
 import { usePoll } from "../hooks";
 import { href } from "../router";
 import { Tabs } from "../tabs";
 import { Status } from "../ui";
-import { Trajectory } from "./Trajectory";
+import { Trajectory, wordsOf } from "./Trajectory";
 
 type Event = Schemas["TraceEvent"];
 
@@ -51,6 +51,15 @@ export function Trace({ id, signedIn, onUnauthorized }: { id: string; signedIn: 
     };
   }, [id, onUnauthorized]);
 
+  // The environment and build (fixed once the sandbox starts) and the evaluation (there once the
+  // attempt ends): read once the trace is there, and again when the attempt ends.
+  const phase = !trace ? "loading" : terminalTrace.has(trace.status) ? "ended" : "running";
+  const info = usePoll(
+    async () => (phase === "loading" ? undefined : ok(api.GET("/v2/trace/{trace_id}/info", { params: { path: { trace_id: id } } }))),
+    [id, phase],
+    { onUnauthorized },
+  );
+
   if (error && !trace) return <p role="alert" className="error">{error}</p>;
   if (!trace) return <p aria-busy="true">Loading…</p>;
   return (
@@ -61,9 +70,12 @@ export function Trace({ id, signedIn, onUnauthorized }: { id: string; signedIn: 
       <h1>{trace.name || trace.id}</h1>
       <p>
         <Status value={trace.status} /> · try {trace.attempt} · stop {trace.stop_reason || "–"} · reward{" "}
-        <strong data-testid="reward">{trace.status === "error" ? "none (it errored)" : fmtReward(trace.reward)}</strong> · started {fmtTime(trace.start_time)}
+        <strong data-testid="reward">{trace.status === "error" ? "none (it errored)" : fmtReward(trace.reward)}</strong>
+        <Evaluation result={info.data?.evaluation_result} traceError={trace.error} /> · started {fmtTime(trace.start_time)}
         {live && <span className="live"> · following live</span>}
       </p>
+      {info.data && <EnvironmentLine env={info.data.environment} />}
+      {info.error && <p className="muted">The environment and the evaluation could not be read: {info.error.message}</p>}
       {trace.error && (
         <p id="trace-error" className="error" tabIndex={-1}>
           {trace.error}
@@ -98,6 +110,45 @@ export function Trace({ id, signedIn, onUnauthorized }: { id: string; signedIn: 
         {view === "related" && <Related id={trace.id} onUnauthorized={onUnauthorized} />}
       </Tabs>
     </section>
+  );
+}
+
+/** EnvironmentLine says which environment, and which build of it, the attempt ran (before the
+ * sandbox starts: the build it will run, the environment's latest). */
+function EnvironmentLine({ env }: { env: Schemas["TraceEnv"] | null }) {
+  // null: its task names none, or the reader may not see it (signed out, a published job's).
+  if (!env) return null;
+  return (
+    <p data-testid="environment">
+      environment <a href={href({ page: "environment", id: env.id })}>{env.name}</a>
+      {env.build_version !== null ? ` · build ${env.build_version}` : " · no build"}
+      {env.build_digest && (
+        <>
+          {" · "}
+          <code title={env.build_digest}>{shortDigest(env.build_digest)}</code>
+        </>
+      )}
+    </p>
+  );
+}
+
+/** Evaluation is why the reward is what it is, in the evaluation's own words: its content and,
+ * when the platform could not read a reward from it, the reason (left out where the trace's
+ * error, shown below, already says it). */
+function Evaluation({ result, traceError }: { result: Record<string, unknown> | null | undefined; traceError: string }) {
+  if (!result) return null;
+  const content = typeof result.content === "string" ? wordsOf(result.content) : "";
+  const reason = typeof result.reason === "string" && result.reason !== traceError ? result.reason.trim() : "";
+  const words = [content, reason].filter(Boolean).join("; ");
+  if (!words) return null;
+  return (
+    <>
+      {" ("}
+      <span className="evaluation" data-testid="evaluation">
+        {words}
+      </span>
+      {")"}
+    </>
   );
 }
 

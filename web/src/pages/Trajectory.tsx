@@ -83,7 +83,7 @@ export function toSteps(events: Event[]): Step[] {
       if (u && (u.input_tokens || u.output_tokens)) s.tokens = { input: u.input_tokens ?? 0, output: u.output_tokens ?? 0 };
     }
     s.haystack = s.events
-      .map((e) => `${e.kind} ${e.text} ${e.kind === "tool_call" ? JSON.stringify(e.data?.arguments ?? {}) : ""}`)
+      .map((e) => `${e.kind} ${e.text} ${e.kind === "tool_call" ? JSON.stringify(e.data?.arguments ?? {}) : ""}${e.kind === "evaluate" ? evaluationWords(e.data?.result) : ""}`)
       .join("\n")
       .toLowerCase();
   }
@@ -225,7 +225,10 @@ function StepSummary({ step: s, query }: { step: Step; query: string }) {
     );
   });
   if (!stepKinds.has(e.kind)) {
-    if (e.kind === "evaluate") lines.push(<Mark key="e" text={`${e.text} → reward ${String(e.data?.reward ?? "–")}`} query={query} />);
+    if (e.kind === "evaluate") {
+      const words = evaluationWords(e.data?.result);
+      lines.push(<Mark key="e" text={oneLine(`${e.text} → reward ${String(e.data?.reward ?? "–")}${words ? `: ${words}` : ""}`, 240)} query={query} />);
+    }
     else if (e.kind === "system_message" && !e.text) lines.push(<span key="e" className="muted">(no system prompt)</span>);
     else if (e.text) lines.push(<Mark key="e" text={oneLine(e.text)} query={query} />);
   }
@@ -256,6 +259,28 @@ function StepDetails({ step: s }: { step: Step }) {
       ))}
     </div>
   );
+}
+
+/** evaluationWords is what an evaluate call said of the attempt, in its own words: the
+ * structured content's `content` (an EvaluationResult's explanation), else the result's text,
+ * unless that text is only the JSON of a result that gives no explanation. "" when it said none. */
+export function evaluationWords(result: unknown): string {
+  const r = result as { structured?: { content?: unknown }; text?: unknown } | undefined;
+  if (typeof r?.structured?.content === "string") return r.structured.content.trim();
+  return typeof r?.text === "string" ? wordsOf(r.text) : "";
+}
+
+/** wordsOf is a text's explanation: the text itself, or the `content` of a JSON object (a tool's
+ * typed result is sent as its JSON text too); "" for a JSON object without one. */
+export function wordsOf(text: string): string {
+  const t = text.trim();
+  if (!t.startsWith("{")) return t;
+  try {
+    const v = JSON.parse(t) as { content?: unknown };
+    return typeof v.content === "string" ? v.content.trim() : "";
+  } catch {
+    return t;
+  }
 }
 
 /** callOutcome is what a setup or evaluate call answered: its structured content, else its text
