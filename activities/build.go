@@ -127,6 +127,10 @@ func (a *Activities) BuildImage(ctx context.Context, in BuildInput) (_ BuildImag
 	if err != nil {
 		return BuildImageResult{}, err
 	}
+	if p := b.Options.RuntimeProvider; p != "" && !slices.Contains(runtimeProviders, p) {
+		return BuildImageResult{}, buildFailed("runtime_provider %q is none this platform runs: %s (a worker's --sandbox-provider decides which runs an attempt)",
+			p, strings.Join(runtimeProviders, ", "))
+	}
 	bld, err := a.chooseBuilder(b, entryDir)
 	if err != nil {
 		return BuildImageResult{}, err
@@ -223,6 +227,9 @@ func entryFolder(src, entry string) (string, string, error) {
 	}
 	return entry, dir, nil
 }
+
+// runtimeProviders are the runtime_provider values a build may name: the sandbox providers.
+var runtimeProviders = []string{"process", "container", "kubernetes"}
 
 // buildJob is one build as a builder sees it.
 type buildJob struct {

@@ -139,8 +139,8 @@ func (s *Server) createBuildUploadURL(ctx context.Context, _ *struct{}) (*upload
 type triggerInput struct {
 	Body struct {
 		BuildID              uuid.UUID             `json:"build_id" doc:"From upload-url; the archive must have been uploaded"`
-		Name                 string                `json:"name,omitempty" maxLength:"200" pattern:"^[A-Za-z0-9][A-Za-z0-9._-]*$" doc:"The environment, created when the team has none of this name (or give registry_id)"`
-		RegistryID           *uuid.UUID            `json:"registry_id,omitempty"`
+		Name                 string                `json:"name,omitempty" maxLength:"200" pattern:"^[A-Za-z0-9][A-Za-z0-9._-]*$" doc:"The environment, created when the team has none of this name; with registry_id, it must be that environment's name"`
+		RegistryID           *uuid.UUID            `json:"registry_id,omitempty" doc:"The environment, by id (name, when given too, must be its name)"`
 		Source               string                `json:"source,omitempty" maxLength:"2000" doc:"Where the source came from (informational)"`
 		EntryFolder          string                `json:"entry_folder,omitempty" maxLength:"500" doc:"The archive's folder that holds the environment (default: its root)"`
 		BuildArgs            map[string]string     `json:"build_args,omitempty" maxProperties:"100" doc:"ARG values of a Dockerfile build"`
@@ -148,7 +148,7 @@ type triggerInput struct {
 		EnvironmentVariables map[string]string     `json:"environment_variables,omitempty" maxProperties:"100"`
 		NoCache              bool                  `json:"no_cache,omitempty"`
 		RuntimeConfig        *models.RuntimeConfig `json:"runtime_config,omitempty" doc:"The environment's runtime defaults; a task's own override them"`
-		RuntimeProvider      string                `json:"runtime_provider,omitempty" enum:"process" doc:"Where the image runs: process (the worker's sandboxes)"`
+		RuntimeProvider      string                `json:"runtime_provider,omitempty" maxLength:"100" doc:"Where the image runs: process, container or kubernetes (the worker's --sandbox-provider runs it either way); any other value fails the build, saying so"`
 	}
 }
 
@@ -159,8 +159,6 @@ func (in *triggerInput) Resolve(huma.Context) []error {
 	switch {
 	case b.Name == "" && b.RegistryID == nil:
 		errs = append(errs, &huma.ErrorDetail{Location: "body.name", Message: "name the environment (name) or give registry_id"})
-	case b.Name != "" && b.RegistryID != nil:
-		errs = append(errs, &huma.ErrorDetail{Location: "body.registry_id", Message: "give name or registry_id, not both"})
 	}
 	if b.EntryFolder != "" && !filepath.IsLocal(b.EntryFolder) {
 		errs = append(errs, &huma.ErrorDetail{Location: "body.entry_folder", Message: "a relative folder within the archive", Value: b.EntryFolder})

@@ -152,6 +152,11 @@ func TestTasksetAndUploadRoutes(t *testing.T) {
 			export.Tasks[1].RuntimeConfig.Limits == nil || *export.Tasks[1].RuntimeConfig.Limits.RunTimeoutS != 60.0 {
 			t.Errorf("export = %s", exp.body)
 		}
+		// Every task carries env and scenario, as the spec's export shape has them: empty for a
+		// prompt-only task.
+		if !strings.Contains(string(exp.body), `"name":"hello","external_id":"h-1","env":"todo","scenario":""`) {
+			t.Errorf("the prompt-only task's export lacks env and scenario: %s", exp.body)
+		}
 		// The agent config comes back typed, with the keys it does not name kept.
 		if ac := export.Tasks[1].AgentConfig; len(ac.AllowedTools) != 1 || ac.AllowedTools[0] != "add_*" || ac.Extra["temperature"] != 0.2 {
 			t.Errorf("exported agent_config = %+v", ac)

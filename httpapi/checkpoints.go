@@ -43,7 +43,7 @@ func (s *Server) registerCheckpoints() {
 type forkInput struct {
 	Body struct {
 		SourceModelID uuid.UUID `json:"source_model_id"`
-		Name          string    `json:"name" minLength:"1" maxLength:"200" pattern:"^[A-Za-z0-9][A-Za-z0-9._:/-]*$" doc:"the fork's model_name"`
+		Name          string    `json:"name" minLength:"1" maxLength:"200" doc:"The fork's name, as given; its model_name is the name with what a model name cannot hold (spaces, punctuation other than . _ : / -) turned into dashes"`
 	}
 }
 

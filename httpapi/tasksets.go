@@ -102,8 +102,8 @@ type ExportedTask struct {
 	Name          string                  `json:"name"`
 	ExternalID    string                  `json:"external_id,omitempty"`
 	Description   string                  `json:"description,omitempty"`
-	Env           string                  `json:"env,omitempty" doc:"The environment's name; absent for tasks without one"`
-	Scenario      string                  `json:"scenario,omitempty"`
+	Env           string                  `json:"env" doc:"The environment's name; empty for a task without one"`
+	Scenario      string                  `json:"scenario" doc:"The scenario's name; empty for a prompt-only task"`
 	Args          map[string]any          `json:"args"`
 	Prompt        string                  `json:"prompt,omitempty"`
 	SystemPrompt  string                  `json:"system_prompt,omitempty"`

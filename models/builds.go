@@ -148,6 +148,11 @@ func (s *Store) TriggerBuild(ctx context.Context, c *Caller, in TriggerBuild) (*
 				}
 				return fmt.Errorf("environment %s belongs to another team: %w", *in.RegistryID, ErrForbidden)
 			}
+			// Both may be given when they name the same environment.
+			if in.Name != "" && in.Name != reg.Name {
+				return ValidationError{{Location: "body.name", Value: in.Name,
+					Message: fmt.Sprintf("registry_id names the environment %q: give its name, or only one of name and registry_id", reg.Name)}}
+			}
 		default:
 			err := tx.NewSelect().Model(&reg).Where("team_id = ? AND name = ?", c.TeamID, in.Name).Scan(ctx)
 			if isNoRows(err) {

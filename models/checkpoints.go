@@ -3,6 +3,7 @@ package models
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -45,7 +46,11 @@ func (s *Store) ForkModel(ctx context.Context, c *Caller, sourceID uuid.UUID, na
 	if !src.Trainable {
 		return nil, ValidationError{{Location: "body.source_model_id", Message: "model " + src.ModelName + " is not trainable: only a trainable base can be forked", Value: sourceID.String()}}
 	}
-	f := &LLMModel{ID: uuid.New(), TeamID: &c.TeamID, ModelName: name, Name: name, Provider: src.Provider, Adapter: src.Adapter,
+	name = strings.TrimSpace(name)
+	if name == "" {
+		return nil, ValidationError{{Location: "body.name", Message: "a fork needs a name", Value: name}}
+	}
+	f := &LLMModel{ID: uuid.New(), TeamID: &c.TeamID, ModelName: ModelNameOf(name), Name: name, Provider: src.Provider, Adapter: src.Adapter,
 		SDKAgentType: src.SDKAgentType, BaseURL: src.BaseURL, APIKeyEnv: src.APIKeyEnv, ContextWindow: src.ContextWindow,
 		InputCostPerToken: src.InputCostPerToken, OutputCostPerToken: src.OutputCostPerToken, RequestDefaults: src.RequestDefaults,
 		Trainable: true, ForkOfModelID: &src.ID, CreatedAt: now(), UpdatedAt: now()}
@@ -54,11 +59,33 @@ func (s *Store) ForkModel(ctx context.Context, c *Caller, sourceID uuid.UUID, na
 	}
 	if _, err := s.DB.NewInsert().Model(f).Exec(ctx); err != nil {
 		if isUniqueViolation(err) {
-			return nil, fmt.Errorf("a model named %q exists: %w", name, ErrConflict)
+			return nil, fmt.Errorf("a model named %q exists: %w", f.ModelName, ErrConflict)
 		}
 		return nil, fmt.Errorf("fork model: %w", err)
 	}
 	return f, nil
+}
+
+// ModelNameOf is the model_name a fork named name gets: the name with each run of characters a
+// model name cannot hold (anything but letters, digits and . _ : / -) turned into one dash, and
+// no dash at either end; "fork" when nothing is left.
+func ModelNameOf(name string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range name {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', strings.ContainsRune("._:/-", r):
+			b.WriteRune(r)
+			dash = r == '-'
+		case !dash && b.Len() > 0:
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	if out := strings.Trim(b.String(), "-"); out != "" {
+		return out
+	}
+	return "fork"
 }
 
 // AddCheckpoint registers a checkpoint of a fork of the caller's team (a trainer's report).

@@ -385,7 +385,10 @@ func testDeployFromSource(t *testing.T, storeArgs []string, dbURL string) {
 
 	// A second build of the same environment (through the older alias) does not replace the
 	// latest until set-latest; cancelling a finished build returns it as it ended.
-	second := c.waitBuild(c.deploy(tarGz(t, outOfTreeEnvironment(t)), map[string]any{"registry_id": registry})["id"].(string))
+	// (name and registry_id may both be given when they agree; runtime_provider is any of the
+	// sandbox providers.)
+	ootSource := tarGz(t, outOfTreeEnvironment(t))
+	second := c.waitBuild(c.deploy(ootSource, map[string]any{"registry_id": registry, "name": "todo-oot", "runtime_provider": "container"})["id"].(string))
 	if second["status"] != "succeeded" || second["version"] != 2.0 {
 		t.Fatalf("second build = %v", second)
 	}
@@ -402,6 +405,26 @@ func testDeployFromSource(t *testing.T, storeArgs []string, dbURL string) {
 	c.call("GET", "/v2/registry/"+registry, nil, &reg)
 	if reg.LatestBuildID != second["id"] {
 		t.Errorf("latest after set-latest = %s, want %s", reg.LatestBuildID, second["id"])
+	}
+	// name and registry_id that name different environments are refused, saying which is which.
+	var up3 struct {
+		UploadURL string `json:"upload_url"`
+		BuildID   string `json:"build_id"`
+	}
+	c.call("POST", "/v2/builds/upload-url", nil, &up3)
+	if req, _ := http.NewRequest(http.MethodPut, up3.UploadURL, bytes.NewReader(ootSource)); req != nil {
+		if res, err := http.DefaultClient.Do(req); err == nil {
+			res.Body.Close()
+		}
+	}
+	if code, body := c.raw("POST", "/v2/builds/trigger", map[string]any{"build_id": up3.BuildID, "registry_id": registry, "name": "todo-cli"}); code != 422 ||
+		!strings.Contains(body, `registry_id names the environment \"todo-oot\"`) {
+		t.Errorf("trigger with a name and a registry_id that disagree = %d %s, want 422 naming todo-oot", code, body)
+	}
+	// A runtime_provider no sandbox provider answers to is taken at trigger and fails the build.
+	lambda := c.waitBuild(c.deploy(ootSource, map[string]any{"name": "todo-lambda", "runtime_provider": "lambda"})["id"].(string))
+	if lambda["status"] != "failed" || !strings.Contains(fmt.Sprint(lambda["error_message"]), `runtime_provider "lambda" is none this platform runs: process, container, kubernetes`) {
+		t.Errorf("a build for runtime_provider lambda = %v", lambda)
 	}
 	// runtime_config.image runs a named build instead of the latest; an unknown one fails clearly.
 	for _, tc := range []struct{ image, status, log string }{

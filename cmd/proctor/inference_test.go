@@ -521,6 +521,15 @@ func testInferenceGateway(t *testing.T, storeArgs []string, _ string) {
 	if code := c.call("POST", "/v2/models/fork", map[string]any{"source_model_id": base, "name": "my-fork"}, nil); code != 409 {
 		t.Errorf("a second fork of the same name = %d, want 409", code)
 	}
+	// Any name will do (the spec asks only for a string): the model_name is made of it.
+	var named struct {
+		Name      string `json:"name"`
+		ModelName string `json:"model_name"`
+	}
+	if code := c.call("POST", "/v2/models/fork", map[string]any{"source_model_id": base, "name": "Ada's fork (v2.1)"}, &named); code != 200 ||
+		named.Name != "Ada's fork (v2.1)" || named.ModelName != "Ada-s-fork-v2.1" {
+		t.Errorf("a fork named with spaces and punctuation = %d %+v, want model_name Ada-s-fork-v2.1", code, named)
+	}
 	ask := map[string]any{"model": "my-fork", "messages": []map[string]string{{"role": "user", "content": "hi"}}}
 	if code := c.call("POST", "/v2/completions", ask, nil); code != 200 || lastAsked() != "base-trainable" {
 		t.Errorf("a fork without a checkpoint called %q (%d), want its base", lastAsked(), code)
