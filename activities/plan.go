@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"strings"
 	"errors"
 	"fmt"
 
@@ -78,6 +79,8 @@ type runFor struct {
 	version models.TaskVersion
 	build   *models.Build
 	model   *models.LLMModel
+	// launched is who launched the attempt's job.
+	launched launchedBy
 }
 
 // args are the scenario's arguments: the launch's, merged over the version's, or the version's.
@@ -97,47 +100,18 @@ func (r *runFor) agentConfig() models.AgentConfig {
 }
 
 func (a *Activities) load(ctx context.Context, traceID uuid.UUID) (*runFor, error) {
-	r := &runFor{trace: new(models.Trace)}
-	db := a.Store.DB
-	if err := db.NewSelect().Model(r.trace).Where("id = ?", traceID).Scan(ctx); err != nil {
-		return nil, fmt.Errorf("load trace %s: %w", traceID, err)
-	}
-	if r.trace.TaskVersionID == nil {
+	run, err := a.Store.LoadRun(ctx, traceID)
+	switch {
+	case errors.Is(err, models.ErrNoTaskVersion):
 		return nil, envError("trace %s has no task version", traceID)
+	case errors.Is(err, models.ErrRunImage):
+		return nil, envError("%s is no succeeded build this team can run (name one as <environment>:<version>, or by its digest)",
+			strings.TrimSuffix(err.Error(), ": "+models.ErrRunImage.Error()))
+	case err != nil:
+		return nil, err
 	}
-	if err := db.NewSelect().Model(&r.version).Where("id = ?", *r.trace.TaskVersionID).Scan(ctx); err != nil {
-		return nil, fmt.Errorf("load task version: %w", err)
-	}
-	if r.version.RegistryID != nil {
-		var reg models.Registry
-		if err := db.NewSelect().Model(&reg).Where("id = ?", *r.version.RegistryID).Scan(ctx); err != nil {
-			return nil, fmt.Errorf("load environment: %w", err)
-		}
-		if reg.LatestBuildID != nil {
-			r.build = new(models.Build)
-			if err := db.NewSelect().Model(r.build).Where("id = ?", *reg.LatestBuildID).Scan(ctx); err != nil {
-				return nil, fmt.Errorf("load build: %w", err)
-			}
-		}
-	}
-	// A runtime config that names an image runs that build instead of the environment's latest.
-	if ref := r.trace.RuntimeConfig.Image; ref != "" {
-		b, err := a.Store.BuildByImage(ctx, r.trace.TeamID, ref)
-		if errors.Is(err, models.ErrNotFound) {
-			return nil, envError("runtime_config.image %q is no succeeded build this team can run (name one as <environment>:<version>, or by its digest)", ref)
-		}
-		if err != nil {
-			return nil, err
-		}
-		r.build = b
-	}
-	if r.trace.ModelID != nil {
-		r.model = new(models.LLMModel)
-		if err := db.NewSelect().Model(r.model).Where("id = ?", *r.trace.ModelID).Scan(ctx); err != nil {
-			return nil, fmt.Errorf("load model: %w", err)
-		}
-	}
-	return r, nil
+	return &runFor{trace: &run.Trace, version: run.Version, build: run.Build, model: run.Model,
+		launched: launchedBy{user: run.LaunchedBy, key: run.LaunchKey}}, nil
 }
 
 // network reports whether the runtime config lets the environment reach beyond loopback.

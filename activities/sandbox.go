@@ -201,10 +201,7 @@ func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentIn
 // startInstance records the try's sandbox as an instance, priced by this worker's rates, and
 // billed to whoever launched the attempt.
 func (a *Activities) startInstance(ctx context.Context, r *runFor, in TryInput, sandboxID string, res sandbox.Resources, limits *models.RuntimeLimits) (uuid.UUID, error) {
-	who, err := a.launcher(ctx, r)
-	if err != nil {
-		return uuid.Nil, err
-	}
+	who := r.launched
 	inst := &models.Instance{TeamID: r.trace.TeamID, TraceID: r.trace.ID, Attempt: in.Attempt, JobID: r.trace.JobID,
 		RegistryID: r.version.RegistryID, UserID: who.user, APIKeyID: who.key, HostQueue: a.HostQueue, SandboxID: sandboxID,
 		CPU: res.CPU, MemoryMB: res.MemoryMB, GPUCount: res.GPU.Count, GPUType: res.GPU.Type, Limits: limits,
@@ -226,11 +223,7 @@ func (a *Activities) launchEnv(ctx context.Context, r *runFor) (map[string]strin
 	if r.build != nil {
 		registry = &r.build.RegistryID
 	}
-	launcher, err := a.launcher(ctx, r)
-	if err != nil {
-		return nil, err
-	}
-	env, err := a.Store.LaunchEnv(ctx, a.sealer(), registry, r.trace.TeamID, launcher.user)
+	env, err := a.Store.LaunchEnv(ctx, a.sealer(), registry, r.trace.TeamID, r.launched.user)
 	if err != nil {
 		return nil, envError("the environment's variables and secrets: %v", err)
 	}
@@ -240,15 +233,6 @@ func (a *Activities) launchEnv(ctx context.Context, r *runFor) (map[string]strin
 // launchedBy is who launched an attempt: the member, and the API key when one was used.
 type launchedBy struct {
 	user, key *uuid.UUID
-}
-
-// launcher is who launched r's attempt (nil fields when unknown).
-func (a *Activities) launcher(ctx context.Context, r *runFor) (launchedBy, error) {
-	var job models.Job
-	if err := a.Store.DB.NewSelect().Model(&job).Column("created_by", "api_key_id").Where("id = ?", r.trace.JobID).Scan(ctx); err != nil {
-		return launchedBy{}, fmt.Errorf("the attempt's job: %w", err)
-	}
-	return launchedBy{user: job.CreatedBy, key: job.APIKeyID}, nil
 }
 
 // sealer is the secrets key as the store takes it: nil when this worker has none.
@@ -264,10 +248,7 @@ func (a *Activities) sealer() models.Sealer {
 // models.Store.ProviderKey), each call recorded. Self-hosted and other providers never get a
 // member's key.
 func (a *Activities) gatewayModel(ctx context.Context, r *runFor) (agent.Model, error) {
-	launcher, err := a.launcher(ctx, r)
-	if err != nil {
-		return nil, err
-	}
+	launcher := r.launched
 	gw := &inference.Gateway{Store: a.Store, Keys: a.sealer(), Models: inference.Factory(a.models()), Logger: a.log(), Metrics: a.Metrics}
 	m, cred, err := gw.Client(ctx, inference.Call{Model: r.model, TeamID: r.trace.TeamID, UserID: launcher.user, APIKeyID: launcher.key, TraceID: &r.trace.ID,
 		Route: models.RouteAgent, Validation: r.version.Validation})

@@ -170,11 +170,7 @@ func (a *Activities) nextSeq(ctx context.Context, traceID uuid.UUID) (int, error
 func (a *Activities) workerLog(ctx context.Context, traceID uuid.UUID, format string, args ...any) {
 	line := fmt.Sprintf(format, args...)
 	a.log().InfoContext(ctx, line, "trace", traceID)
-	seq, err := a.Store.NextLogSeq(ctx, traceID, models.LogWorker)
-	if err == nil {
-		err = a.Store.AppendTraceLogs(ctx, []models.TraceLog{{TraceID: traceID, Source: models.LogWorker, Seq: seq, Stream: "worker", Line: line, Time: time.Now().UTC()}})
-	}
-	if err != nil {
+	if err := a.Store.AppendLogLine(ctx, traceID, models.LogWorker, "worker", line, time.Now().UTC()); err != nil {
 		a.log().WarnContext(ctx, "write worker log", "trace", traceID, "error", err)
 	}
 }

@@ -195,6 +195,25 @@ func (s *Store) AppendTraceLogs(ctx context.Context, logs []TraceLog) error {
 	return nil
 }
 
+// AppendLogLine appends one line to a source of a trace's log, at the seq after the last, in one
+// statement. A line that loses a race for its seq to another writer's is tried again.
+func (s *Store) AppendLogLine(ctx context.Context, traceID uuid.UUID, source, stream, line string, at time.Time) error {
+	// Each round one of the racing writers wins: a writer loses at most as many rounds as there
+	// are others.
+	for range 16 {
+		res, err := s.DB.NewRaw(`INSERT INTO trace_logs (trace_id, source, seq, stream, line, time)
+			SELECT ?, ?, COALESCE(MAX(seq), -1) + 1, ?, ?, ? FROM trace_logs WHERE trace_id = ? AND source = ?
+			ON CONFLICT (trace_id, source, seq) DO NOTHING`, traceID, source, stream, line, at, traceID, source).Exec(ctx)
+		if err != nil {
+			return fmt.Errorf("append a log line: %w", err)
+		}
+		if n, err := res.RowsAffected(); err == nil && n == 1 {
+			return nil
+		}
+	}
+	return fmt.Errorf("append a log line: %w: its seq kept being taken", ErrConflict)
+}
+
 // NextLogSeq is the seq the next log line of a source should take.
 func (s *Store) NextLogSeq(ctx context.Context, traceID uuid.UUID, source string) (int, error) {
 	var seq int

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -288,6 +289,29 @@ func TestEventsAndLogsAreIdempotent(t *testing.T) {
 		}
 		if next, _ := s.NextLogSeq(ctx, id, models.LogWorker); next != 0 {
 			t.Errorf("next worker log seq = %d", next)
+		}
+
+		// Worker log lines appended one statement each, by writers racing for the next seq: each
+		// line once, at its own seq, none lost.
+		var wg sync.WaitGroup
+		for i := range 8 {
+			wg.Go(func() {
+				if err := s.AppendLogLine(ctx, id, models.LogWorker, "worker", fmt.Sprint("worker line ", i), time.Now().UTC()); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		lines, _, _ := s.TraceLogs(ctx, id, models.LogWorker, -1, 100)
+		seen := map[string]bool{}
+		for i, l := range lines {
+			if l.Seq != i {
+				t.Errorf("worker line %q at seq %d, want %d", l.Line, l.Seq, i)
+			}
+			seen[l.Line] = true
+		}
+		if len(lines) != 8 || len(seen) != 8 {
+			t.Errorf("%d worker lines (%d distinct), want 8", len(lines), len(seen))
 		}
 	})
 }
