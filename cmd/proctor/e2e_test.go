@@ -485,7 +485,9 @@ func checkLaunchTrace(t *testing.T, spans []receivedSpan, callerSpan string, att
 		}
 	}
 	// The request and its workflow start happen once. The worker's spans happen at least once
-	// each: a workflow task the SDK runs again (one timed out on a busy machine) spans again.
+	// each: a workflow task the SDK runs again (one timed out on a busy machine) spans again. Each
+	// Rollout tells its RunList it ended from the workflow (SignalExternalWorkflow), not from an
+	// activity.
 	for name, want := range map[string]int{"server POST /v2/rollouts/run_list": 1, "server StartWorkflow:RunList": 1} {
 		if count[name] != want {
 			t.Errorf("%d spans %q, want %d", count[name], name, want)
@@ -494,7 +496,7 @@ func checkLaunchTrace(t *testing.T, spans []receivedSpan, callerSpan string, att
 	for name, least := range map[string]int{
 		"worker RunWorkflow:RunList": 1, "worker StartChildWorkflow:Rollout": attempts, "worker RunWorkflow:Rollout": attempts,
 		"worker RunActivity:PrepareRollout": attempts, "worker RunActivity:StartEnvironment": attempts, "worker RunActivity:Evaluate": attempts,
-		"worker SignalWorkflow:rollout-done": attempts, "worker HandleSignal:rollout-done": attempts,
+		"worker SignalExternalWorkflow:rollout-done": attempts, "worker HandleSignal:rollout-done": attempts,
 		"worker RunActivity:ModelStep": attempts, "worker RunActivity:ToolStep": attempts, "worker RunActivity:SetJobStatus": 1,
 	} {
 		if count[name] < least {
