@@ -2,9 +2,9 @@ package activities
 
 import (
 	"context"
-	"strings"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/google/uuid"
 	"go.temporal.io/sdk/temporal"
