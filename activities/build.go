@@ -731,8 +731,16 @@ type listedScenario struct {
 	Description     string         `json:"description"`
 	ArgumentsSchema map[string]any `json:"arguments_schema"`
 	Prompt          string         `json:"prompt"`
-	Setup           map[string]any `json:"setup"`
-	Evaluate        map[string]any `json:"evaluate"`
+	Setup           *scenarioCall  `json:"setup"`
+	Evaluate        *scenarioCall  `json:"evaluate"`
+}
+
+// scenarioCall is a scenario's setup or evaluate call as scenarios://list gives it: a hub's
+// dispatcher tool, the hub's function, and its own arguments (nil: the scenario's are passed).
+type scenarioCall struct {
+	Tool      string         `json:"tool"`
+	Name      string         `json:"name"`
+	Arguments map[string]any `json:"arguments,omitempty"`
 }
 
 func readScenarioList(raw []byte) ([]listedScenario, error) {
@@ -757,7 +765,7 @@ func scenariosOf(list []listedScenario) []models.Scenario {
 		}
 		setupDesc := ""
 		if sc.Setup != nil {
-			setupDesc = fmt.Sprintf("setup %v", sc.Setup["name"])
+			setupDesc = "setup " + sc.Setup.Name
 		}
 		out = append(out, models.Scenario{Name: sc.Name, Description: sc.Description, SetupDescription: setupDesc, ArgsSchema: sc.ArgumentsSchema,
 			Arguments: args, Metadata: map[string]any{"title": sc.Title, "prompt": sc.Prompt, "setup": sc.Setup, "evaluate": sc.Evaluate}})

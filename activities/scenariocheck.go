@@ -36,8 +36,11 @@ func checkScenarioCalls(ctx context.Context, env *agent.Env, scenarios []listedS
 	}
 	functions := map[string][]hubFunction{}
 	for _, sc := range scenarios {
-		for _, c := range []map[string]any{sc.Setup, sc.Evaluate} {
-			hub, _ := c["tool"].(string)
+		for _, c := range []*scenarioCall{sc.Setup, sc.Evaluate} {
+			if c == nil {
+				continue
+			}
+			hub := c.Tool
 			if _, seen := functions[hub]; seen || hub == "" || !served[hub] {
 				continue
 			}
@@ -64,13 +67,12 @@ func scenarioCallProblems(scenarios []listedScenario, served map[string]bool, fu
 	for _, sc := range scenarios {
 		for _, stage := range []struct {
 			role string
-			call map[string]any
+			call *scenarioCall
 		}{{"setup", sc.Setup}, {"evaluate", sc.Evaluate}} {
-			if len(stage.call) == 0 {
+			if stage.call == nil {
 				continue
 			}
-			hub, _ := stage.call["tool"].(string)
-			name, _ := stage.call["name"].(string)
+			hub, name := stage.call.Tool, stage.call.Name
 			where := fmt.Sprintf("scenario %q: its %s calls %s %q", sc.Name, stage.role, hub, name)
 			if !served[hub] {
 				problems = append(problems, fmt.Sprintf("%s, but the environment serves no tool %q (mount the hub)", where, hub))
@@ -90,7 +92,7 @@ func scenarioCallProblems(scenarios []listedScenario, served map[string]bool, fu
 				continue
 			}
 			fn := fns[i].InputSchema
-			if explicit, ok := stage.call["arguments"].(map[string]any); ok {
+			if explicit := stage.call.Arguments; explicit != nil {
 				for _, v := range models.ArgsViolations(fn, explicit) {
 					problems = append(problems, fmt.Sprintf("%s with arguments it does not take: %s%s", where, fieldPrefix(v.Location), v.Message))
 				}

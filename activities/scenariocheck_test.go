@@ -25,17 +25,13 @@ func TestScenarioCallProblems(t *testing.T) {
 		},
 		"evaluate": nil, // a hub that does not list its functions: checked for existence only
 	}
-	call := func(hub, name string, args map[string]any) map[string]any {
-		c := map[string]any{"tool": hub, "name": name}
-		if args != nil {
-			c["arguments"] = args
-		}
-		return c
+	call := func(hub, name string, args map[string]any) *scenarioCall {
+		return &scenarioCall{Tool: hub, Name: name, Arguments: args}
 	}
 	for _, tc := range []struct {
 		name  string
-		setup map[string]any
-		eval  map[string]any
+		setup *scenarioCall
+		eval  *scenarioCall
 		want  []string // substrings, one per problem; none for a scenario that fits
 	}{
 		{"fits", call("setup", "seed", nil), call("evaluate", "anything", nil), nil},

@@ -307,31 +307,81 @@ func readAnthropic(r *http.Request) (conversation, error) {
 	return conv, nil
 }
 
-func openAIReply(n int, next call) map[string]any {
-	msg := map[string]any{"role": "assistant", "content": next.text}
-	finish := "stop"
+// The replies, in the few fields of each provider's shape that clients read.
+type (
+	openAIToolCall struct {
+		ID       string `json:"id"`
+		Type     string `json:"type"`
+		Function struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	}
+	openAIMessage struct {
+		Role      string           `json:"role"`
+		Content   *string          `json:"content"`
+		ToolCalls []openAIToolCall `json:"tool_calls,omitempty"`
+	}
+	openAIChoice struct {
+		Index        int           `json:"index"`
+		Message      openAIMessage `json:"message"`
+		FinishReason string        `json:"finish_reason"`
+	}
+	openAIUsage struct {
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+		TotalTokens      int `json:"total_tokens"`
+	}
+	openAICompletion struct {
+		ID      string         `json:"id"`
+		Object  string         `json:"object"`
+		Created int64          `json:"created"`
+		Model   string         `json:"model"`
+		Choices []openAIChoice `json:"choices"`
+		Usage   openAIUsage    `json:"usage"`
+	}
+	anthropicContent struct {
+		Type  string         `json:"type"`
+		Text  string         `json:"text,omitempty"`
+		ID    string         `json:"id,omitempty"`
+		Name  string         `json:"name,omitempty"`
+		Input map[string]any `json:"input,omitempty"`
+	}
+	anthropicUsage struct {
+		InputTokens  int `json:"input_tokens"`
+		OutputTokens int `json:"output_tokens"`
+	}
+	anthropicMessage struct {
+		ID         string             `json:"id"`
+		Type       string             `json:"type"`
+		Role       string             `json:"role"`
+		Model      string             `json:"model"`
+		Content    []anthropicContent `json:"content"`
+		StopReason string             `json:"stop_reason"`
+		Usage      anthropicUsage     `json:"usage"`
+	}
+)
+
+func openAIReply(n int, next call) openAICompletion {
+	text := next.text
+	choice := openAIChoice{Message: openAIMessage{Role: "assistant", Content: &text}, FinishReason: "stop"}
 	if next.name != "" {
+		tc := openAIToolCall{ID: fmt.Sprintf("call_%d", n), Type: "function"}
 		args, _ := json.Marshal(next.args)
-		msg = map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{
-			"id": fmt.Sprintf("call_%d", n), "type": "function", "function": map[string]any{"name": next.name, "arguments": string(args)}}}}
-		finish = "tool_calls"
+		tc.Function.Name, tc.Function.Arguments = next.name, string(args)
+		choice.Message = openAIMessage{Role: "assistant", ToolCalls: []openAIToolCall{tc}}
+		choice.FinishReason = "tool_calls"
 	}
-	return map[string]any{
-		"id": fmt.Sprintf("chatcmpl-%d", n), "object": "chat.completion", "created": 0, "model": "painter",
-		"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish}},
-		"usage":   map[string]any{"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
-	}
+	return openAICompletion{ID: fmt.Sprintf("chatcmpl-%d", n), Object: "chat.completion", Model: "painter",
+		Choices: []openAIChoice{choice}, Usage: openAIUsage{PromptTokens: 100, CompletionTokens: 10, TotalTokens: 110}}
 }
 
-func anthropicReply(n int, next call) map[string]any {
-	content := []any{map[string]any{"type": "text", "text": next.text}}
-	stop := "end_turn"
+func anthropicReply(n int, next call) anthropicMessage {
+	content, stop := []anthropicContent{{Type: "text", Text: next.text}}, "end_turn"
 	if next.name != "" {
-		content = []any{map[string]any{"type": "tool_use", "id": fmt.Sprintf("toolu_%d", n), "name": next.name, "input": next.args}}
+		content = []anthropicContent{{Type: "tool_use", ID: fmt.Sprintf("toolu_%d", n), Name: next.name, Input: next.args}}
 		stop = "tool_use"
 	}
-	return map[string]any{
-		"id": fmt.Sprintf("msg_%d", n), "type": "message", "role": "assistant", "model": "painter",
-		"content": content, "stop_reason": stop, "usage": map[string]any{"input_tokens": 100, "output_tokens": 10},
-	}
+	return anthropicMessage{ID: fmt.Sprintf("msg_%d", n), Type: "message", Role: "assistant", Model: "painter",
+		Content: content, StopReason: stop, Usage: anthropicUsage{InputTokens: 100, OutputTokens: 10}}
 }
