@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -15,8 +16,10 @@ import (
 	"time"
 
 	"github.com/proctorhq/proctor/httpapi"
+	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/internal/config"
 	"github.com/proctorhq/proctor/models"
+	ptemporal "github.com/proctorhq/proctor/temporal"
 	"github.com/proctorhq/proctor/temporal/devserver"
 	"github.com/proctorhq/proctor/workflows/names"
 	"github.com/spf13/cobra"
@@ -50,6 +53,9 @@ func devCommand(stdout, stderr io.Writer, ready chan<- devInfo) *cobra.Command {
 		func(ctx context.Context, cfg *config.Config) error { return runDev(ctx, cfg, stdout, stderr, ready) })
 }
 
+// runDev starts dev's parts in order, each followed by its deferred stop (so they stop in
+// reverse), waits until every queue's worker answers, then serves until ctx ends. It is longer
+// than most functions because splitting it would scatter that order of starts and stops.
 func runDev(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer, ready chan<- devInfo) error {
 	// Listen first: with port 0 the address (and so the public URL that signed object-storage
 	// URLs carry) is known only once bound.
@@ -67,44 +73,10 @@ func runDev(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer, r
 		return err
 	}
 	start := time.Now()
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return fmt.Errorf("create data dir: %w", err)
+	if err := ownDataDir(cfg.DataDir, log); err != nil {
+		return err
 	}
-	// The data directory holds the databases, the key and every stored object: the owner's alone,
-	// even when it existed before.
-	if fi, err := os.Stat(cfg.DataDir); err == nil && fi.Mode().Perm()&0o077 != 0 {
-		if err := os.Chmod(cfg.DataDir, 0o700); err != nil {
-			return fmt.Errorf("narrow the data dir's mode: %w", err)
-		}
-		log.Info("narrowed the data directory's mode to 0700", "data_dir", cfg.DataDir, "was", fi.Mode().Perm().String())
-	}
-
-	host, port, err := splitHostPort(cfg.TemporalAddress)
-	if err != nil {
-		return fmt.Errorf("temporal address: %w", err)
-	}
-	// The embedded Temporal server cannot say which port is taken; ask before it starts.
-	if port != 0 {
-		if err := portFree(net.JoinHostPort(host, strconv.Itoa(port)), "Temporal", "--temporal-address 127.0.0.1:7234 (or PROCTOR_TEMPORAL_ADDRESS)"); err != nil {
-			return err
-		}
-	}
-	if cfg.TemporalUIPort != 0 {
-		if err := portFree(net.JoinHostPort(host, strconv.Itoa(cfg.TemporalUIPort)), "the Temporal UI", "--temporal-ui-port 8234 (or PROCTOR_TEMPORAL_UI_PORT)"); err != nil {
-			return err
-		}
-	}
-	ts, err := devserver.Start(devserver.Options{
-		DataDir:      filepath.Join(cfg.DataDir, "temporal"),
-		IP:           host,
-		FrontendPort: freeIfZero(port),
-		UIPort:       freeIfZero(cfg.TemporalUIPort),
-		Namespaces:   []string{cfg.TemporalNamespace},
-		Logger:       log,
-		Verbose:      cfg.LogLevel == "debug",
-		// The UI decodes the encrypted payloads through the API's codec, as the signed-in owner.
-		CodecEndpoint: cfg.PublicURL + "/codec",
-	})
+	ts, err := startEmbeddedTemporal(cfg, log)
 	if err != nil {
 		return err
 	}
@@ -119,30 +91,8 @@ func runDev(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer, r
 		return err
 	}
 	defer store.Close()
-	boot, err := store.BootstrapIfEmpty(ctx, "default", "Developer", "dev@localhost")
+	info, firstStart, err := devKey(ctx, store, cfg.DataDir, log)
 	if err != nil {
-		return err
-	}
-	// The key is kept before anything else can fail, so that an interrupted first start resumes
-	// with it; a key file lost since is replaced by a new key of the same member.
-	info, err := devCredentials(cfg.DataDir, boot)
-	if err != nil {
-		return err
-	}
-	if info.APIKey == "" {
-		m, err := store.FirstOwner(ctx)
-		if err != nil {
-			return fmt.Errorf("no member to give a key to (remove %s to start afresh): %w", cfg.DataDir, err)
-		}
-		_, token, err := store.CreateAPIKey(ctx, m.ID, "dev (recovered)")
-		if err != nil {
-			return err
-		}
-		info = devInfo{APIKey: token, TeamID: m.TeamID.String(), MembershipID: m.ID}
-		log.Warn("the key file was missing: made a new API key for the dev member", "file", filepath.Join(cfg.DataDir, credentialsFile))
-	}
-	info.DataDir = cfg.DataDir
-	if err := writeDevCredentials(info); err != nil {
 		return err
 	}
 	if cfg.SigningKey == "" {
@@ -179,24 +129,8 @@ func runDev(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer, r
 		return err
 	}
 	defer rt.stop(cfg.ShutdownTimeout)
-	// The examples go through the build pipeline like any environment: the workers above build
-	// and discover them. Seeding runs at every start until one completes it.
-	seededMark := filepath.Join(cfg.DataDir, "seeded")
-	if _, err := os.Stat(seededMark); errors.Is(err, os.ErrNotExist) {
-		caller, err := store.AuthenticateAPIKey(ctx, info.APIKey)
-		if err != nil {
-			return fmt.Errorf("the key in %s: %w", filepath.Join(cfg.DataDir, credentialsFile), err)
-		}
-		wait := slices.Contains(cfg.QueueList(), names.QueueBuilds)
-		done, err := seedExamples(ctx, store, bucket, tc, caller, wait, log)
-		if err != nil {
-			return fmt.Errorf("seed the example environments (the next start tries again): %w", err)
-		}
-		if done {
-			if err := os.WriteFile(seededMark, []byte("the example environments and the demo taskset are seeded\n"), 0o600); err != nil {
-				return err
-			}
-		}
+	if err := seedOnce(ctx, cfg, store, bucket, tc, info.APIKey, log); err != nil {
+		return err
 	}
 
 	if err := tc.StartLimitAlerts(ctx, cfg.LimitAlertInterval); err != nil {
@@ -223,23 +157,124 @@ func runDev(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer, r
 		return fmt.Errorf("workers did not answer: %w", err)
 	}
 
-	apiBase := "http://" + hs.addr
-	info.APIURL = apiBase
-	info.DocsURL = apiBase + "/docs"
-	info.TemporalUIURL = "http://" + ts.UIAddress()
-	info.TemporalAddress = ts.FrontendAddress()
-	if err := writeDevCredentials(info); err != nil {
+	if err := announceReady(stdout, info, "http://"+hs.addr, ts, start, firstStart, ready); err != nil {
 		return err
-	}
-	info.StartupSeconds = time.Since(start).Seconds()
-	printBanner(stdout, info, boot != nil)
-	if ready != nil {
-		ready <- info
 	}
 
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "\nproctor dev: stopping…")
 	return nil
+}
+
+// announceReady records where the instance answers in the key file (which clients find it by),
+// prints the banner and tells a waiting caller.
+func announceReady(stdout io.Writer, info devInfo, apiBase string, ts *devserver.Server, start time.Time, firstStart bool, ready chan<- devInfo) error {
+	info.APIURL, info.DocsURL = apiBase, apiBase+"/docs"
+	info.TemporalUIURL, info.TemporalAddress = "http://"+ts.UIAddress(), ts.FrontendAddress()
+	if err := writeDevCredentials(info); err != nil {
+		return err
+	}
+	info.StartupSeconds = time.Since(start).Seconds()
+	printBanner(stdout, info, firstStart)
+	if ready != nil {
+		ready <- info
+	}
+	return nil
+}
+
+// ownDataDir makes the data directory, which holds the databases, the key and every stored
+// object: the owner's alone, even when it existed before.
+func ownDataDir(dir string, log *slog.Logger) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create data dir: %w", err)
+	}
+	if fi, err := os.Stat(dir); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return fmt.Errorf("narrow the data dir's mode: %w", err)
+		}
+		log.Info("narrowed the data directory's mode to 0700", "data_dir", dir, "was", fi.Mode().Perm().String())
+	}
+	return nil
+}
+
+// startEmbeddedTemporal starts dev's Temporal server and its UI, saying first which flag frees
+// a port that is taken (the embedded server cannot say which one is).
+func startEmbeddedTemporal(cfg *config.Config, log *slog.Logger) (*devserver.Server, error) {
+	host, port, err := splitHostPort(cfg.TemporalAddress)
+	if err != nil {
+		return nil, fmt.Errorf("temporal address: %w", err)
+	}
+	if port != 0 {
+		if err := portFree(net.JoinHostPort(host, strconv.Itoa(port)), "Temporal", "--temporal-address 127.0.0.1:7234 (or PROCTOR_TEMPORAL_ADDRESS)"); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.TemporalUIPort != 0 {
+		if err := portFree(net.JoinHostPort(host, strconv.Itoa(cfg.TemporalUIPort)), "the Temporal UI", "--temporal-ui-port 8234 (or PROCTOR_TEMPORAL_UI_PORT)"); err != nil {
+			return nil, err
+		}
+	}
+	return devserver.Start(devserver.Options{
+		DataDir:      filepath.Join(cfg.DataDir, "temporal"),
+		IP:           host,
+		FrontendPort: freeIfZero(port),
+		UIPort:       freeIfZero(cfg.TemporalUIPort),
+		Namespaces:   []string{cfg.TemporalNamespace},
+		Logger:       log,
+		Verbose:      cfg.LogLevel == "debug",
+		// The UI decodes the encrypted payloads through the API's codec, as the signed-in owner.
+		CodecEndpoint: cfg.PublicURL + "/codec",
+	})
+}
+
+// devKey is the dev member's API key, kept in the data dir before anything else can fail, so
+// that an interrupted first start resumes with it; a key file lost since is replaced by a new
+// key of the same member. firstStart says the store was empty (this start made the member).
+func devKey(ctx context.Context, store *models.Store, dataDir string, log *slog.Logger) (info devInfo, firstStart bool, err error) {
+	boot, err := store.BootstrapIfEmpty(ctx, "default", "Developer", "dev@localhost")
+	if err != nil {
+		return devInfo{}, false, err
+	}
+	if info, err = devCredentials(dataDir, boot); err != nil {
+		return devInfo{}, false, err
+	}
+	if info.APIKey == "" {
+		m, err := store.FirstOwner(ctx)
+		if err != nil {
+			return devInfo{}, false, fmt.Errorf("no member to give a key to (remove %s to start afresh): %w", dataDir, err)
+		}
+		_, token, err := store.CreateAPIKey(ctx, m.ID, "dev (recovered)")
+		if err != nil {
+			return devInfo{}, false, err
+		}
+		info = devInfo{APIKey: token, TeamID: m.TeamID.String(), MembershipID: m.ID}
+		log.Warn("the key file was missing: made a new API key for the dev member", "file", filepath.Join(dataDir, credentialsFile))
+	}
+	info.DataDir = dataDir
+	return info, boot != nil, writeDevCredentials(info)
+}
+
+// seedOnce deploys the examples and the demo taskset until a start completes it. The examples go
+// through the build pipeline like any environment: this process's workers build and discover
+// them (another's, when it polls no builds queue: seeding is then done at a later start).
+func seedOnce(ctx context.Context, cfg *config.Config, store *models.Store, bucket blob.Bucket, tc *ptemporal.Client, apiKey string, log *slog.Logger) error {
+	seededMark := filepath.Join(cfg.DataDir, "seeded")
+	if _, err := os.Stat(seededMark); !errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	caller, err := store.AuthenticateAPIKey(ctx, apiKey)
+	if err != nil {
+		return fmt.Errorf("the key in %s: %w", filepath.Join(cfg.DataDir, credentialsFile), err)
+	}
+	wait := slices.Contains(cfg.QueueList(), names.QueueBuilds)
+	done, err := seedExamples(ctx, store, bucket, tc, caller, wait, log)
+	if err != nil {
+		return fmt.Errorf("seed the example environments (the next start tries again): %w", err)
+	}
+	if !done {
+		return nil
+	}
+	return os.WriteFile(seededMark, []byte("the example environments and the demo taskset are seeded\n"), 0o600)
 }
 
 // devCredentials returns the bootstrap key: from this start's bootstrap, or from the file an
