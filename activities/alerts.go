@@ -1,21 +1,25 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/wneessen/go-mail"
 )
 
-// MailConfig is how alert mails leave: an SMTP server and the sender.
+// MailConfig is how mails (spending alerts, mentions) leave: an SMTP server and the sender.
 type MailConfig struct {
 	// URL is smtp://[user:password@]host[:port] (STARTTLS when the server offers it) or
 	// smtps://… (TLS from the start).
 	URL  string
 	From string
+	// AppURL is where the web app is (the API's public URL), for links in mails; none when empty.
+	AppURL string
 }
 
 // client connects to the configured server.
@@ -89,6 +93,58 @@ func (a *Activities) CheckLimitAlerts(ctx context.Context) (int, error) {
 		}
 		sent++
 		a.log().InfoContext(ctx, "spending alert sent", "limit", l.ID, "to", al.Recipient, "spend_usd", al.SpendUSD)
+	}
+	return sent, nil
+}
+
+// mentionMailBatch bounds the mentions one check mails; the rest go at the next.
+const mentionMailBatch = 100
+
+// SendMentionMails mails each member who was @mentioned in a task's comment, once: a mention is
+// marked mailed after its mail went out, so a crash in between mails it again rather than never.
+// Without a mail server the mentions wait (they are read in the app meanwhile). It returns how
+// many mails it sent.
+func (a *Activities) SendMentionMails(ctx context.Context) (int, error) {
+	due, err := a.Store.MentionsToMail(ctx, mentionMailBatch)
+	if err != nil || len(due) == 0 {
+		return 0, err
+	}
+	if a.Mail == nil || a.Mail.URL == "" {
+		a.log().DebugContext(ctx, "mentions wait for a mail server (--smtp-url)", "count", len(due))
+		return 0, nil
+	}
+	client, err := a.Mail.client()
+	if err != nil {
+		return 0, err
+	}
+	sent := 0
+	for _, m := range due {
+		msg := mail.NewMsg()
+		if err := msg.From(a.Mail.From); err != nil {
+			return sent, fmt.Errorf("mail from %q: %w", a.Mail.From, err)
+		}
+		if err := msg.To(m.Email); err != nil {
+			// An address the server cannot take will not get better: the mention stays in the app.
+			a.log().WarnContext(ctx, "a mention's recipient cannot be mailed", "to", m.Email, "error", err)
+			if err := a.Store.MentionMailed(ctx, m.ID); err != nil {
+				return sent, err
+			}
+			continue
+		}
+		who := cmp.Or(m.ActorName, "Someone")
+		msg.Subject(fmt.Sprintf("Proctor: %s mentioned you on task %s", who, m.TaskName))
+		body := fmt.Sprintf("%s mentioned you in a comment on task %s:\n\n%s\n", who, m.TaskName, m.Comment)
+		if a.Mail.AppURL != "" {
+			body += fmt.Sprintf("\nOpen it: %s/#/tasksets/%s/tasks/%s\n", strings.TrimRight(a.Mail.AppURL, "/"), m.TasksetID, m.TaskID)
+		}
+		msg.SetBodyString(mail.TypeTextPlain, body)
+		if err := client.DialAndSendWithContext(ctx, msg); err != nil {
+			return sent, fmt.Errorf("send the mention %s: %w", m.ID, err)
+		}
+		if err := a.Store.MentionMailed(ctx, m.ID); err != nil {
+			return sent, err
+		}
+		sent++
 	}
 	return sent, nil
 }

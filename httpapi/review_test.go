@@ -88,6 +88,37 @@ func TestCommentActivityAndBriefRoutes(t *testing.T) {
 		if ns, _ := s.ListNotifications(ctx, bu.ID); len(ns) != 1 {
 			t.Errorf("bob was not notified: %+v", ns)
 		}
+		// Bob reads his mention in the app (GET /v2/mentions), marks it read, and it is mailed
+		// once (the mail round's store side).
+		bob := "Bearer " + bobKey
+		mentions := decode[struct {
+			Items  []Mention
+			Unread int
+		}](t, f.do("GET", "/v2/mentions", bob, nil))
+		if len(mentions.Items) != 1 || mentions.Unread != 1 || mentions.Items[0].TaskID != ids[0] || mentions.Items[0].ActorName != "Ada" ||
+			mentions.Items[0].Comment != "looks good @bob" || mentions.Items[0].CommentID != c.ID || mentions.Items[0].ReadAt != nil {
+			t.Errorf("bob's mentions = %+v", mentions)
+		}
+		if ada := decode[struct{ Items []Mention }](t, f.do("GET", "/v2/mentions", "key", nil)); len(ada.Items) != 0 {
+			t.Errorf("Ada sees mentions of Bob: %+v", ada.Items)
+		}
+		if read := decode[struct {
+			UpdatedCount int `json:"updated_count"`
+		}](t, f.do("POST", "/v2/mentions/read", bob, strings.NewReader(`{}`))); read.UpdatedCount != 1 {
+			t.Errorf("mark read = %+v", read)
+		}
+		if unread := decode[struct{ Items []Mention }](t, f.do("GET", "/v2/mentions?unread_only=true", bob, nil)); len(unread.Items) != 0 {
+			t.Errorf("unread after reading = %+v", unread.Items)
+		}
+		wantValidation(t, f.do("POST", "/v2/mentions/read", bob, strings.NewReader(`{"ids":["nope"]}`)), "body.ids[0]")
+		due, _ := s.MentionsToMail(ctx, 10)
+		if len(due) != 1 || due[0].Email != "bob@example.com" || due[0].TaskName == "" {
+			t.Fatalf("mentions to mail = %+v", due)
+		}
+		s.MentionMailed(ctx, due[0].ID)
+		if again, _ := s.MentionsToMail(ctx, 10); len(again) != 0 {
+			t.Errorf("a mailed mention is due again: %+v", again)
+		}
 		wantEnvelope(t, f.do("PATCH", task+"/comments/"+c.ID.String(), "Bearer "+bobKey, strings.NewReader(`{"body":"mine now"}`)), 403, "forbidden")
 		if e := decode[Comment](t, f.do("PATCH", task+"/comments/"+c.ID.String(), "key", strings.NewReader(`{"body":"edited"}`))); e.Message != "edited" {
 			t.Errorf("edit = %+v", e)

@@ -17,9 +17,10 @@ type LimitAlertsInput struct {
 	Interval time.Duration `json:"interval"`
 }
 
-// LimitAlerts checks the alert limits every Interval, for ever: each check records and mails
-// the alerts that are due (activities.CheckLimitAlerts, whose records make a mail go out once
-// per limit per period whatever restarts). A failed check is retried at the next round.
+// LimitAlerts is the deployment's mail round, every Interval, for ever: it records and mails the
+// spending alerts that are due (activities.CheckLimitAlerts, whose records make a mail go out
+// once per limit per period whatever restarts), then the @mentions not yet mailed
+// (activities.SendMentionMails, marked once sent). A failed step is retried at the next round.
 func LimitAlerts(ctx workflow.Context, in LimitAlertsInput) error {
 	if in.Interval <= 0 {
 		in.Interval = time.Minute
@@ -29,9 +30,16 @@ func LimitAlerts(ctx workflow.Context, in LimitAlertsInput) error {
 		StartToCloseTimeout: 2 * time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
 	})
+	// Runs that began before mentions were mailed replay as they ran.
+	mentions := workflow.GetVersion(ctx, "mention-mails", workflow.DefaultVersion, 1) == 1
 	for range limitAlertRounds {
 		if err := workflow.ExecuteActivity(actx, a.CheckLimitAlerts).Get(ctx, nil); err != nil {
 			workflow.GetLogger(ctx).Warn("spending alerts: check failed; next round retries", "error", err)
+		}
+		if mentions {
+			if err := workflow.ExecuteActivity(actx, a.SendMentionMails).Get(ctx, nil); err != nil {
+				workflow.GetLogger(ctx).Warn("mention mails: sending failed; next round retries", "error", err)
+			}
 		}
 		if err := workflow.Sleep(ctx, in.Interval); err != nil {
 			return err

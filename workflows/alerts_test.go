@@ -25,6 +25,11 @@ func TestLimitAlertsChecksEveryIntervalAndContinuesAsNew(t *testing.T) {
 		}
 		return 1, nil
 	})
+	mentionRounds := 0
+	env.OnActivity(a.SendMentionMails, mock.Anything).Return(func(context.Context) (int, error) {
+		mentionRounds++
+		return 0, nil
+	})
 	start := env.Now()
 	env.ExecuteWorkflow(LimitAlerts, LimitAlertsInput{Interval: 30 * time.Second})
 	var can *workflow.ContinueAsNewError
@@ -34,6 +39,10 @@ func TestLimitAlertsChecksEveryIntervalAndContinuesAsNew(t *testing.T) {
 	// The failed round was tried 3 times (the activity's policy), and the next rounds went on.
 	if calls != limitAlertRounds+2 {
 		t.Errorf("%d checks, want %d rounds and 2 more tries of the failed one", calls, limitAlertRounds)
+	}
+	// Each round also mails the mentions due, a failed alert check notwithstanding.
+	if mentionRounds != limitAlertRounds {
+		t.Errorf("%d rounds mailed mentions, want all %d", mentionRounds, limitAlertRounds)
 	}
 	if took := env.Now().Sub(start); took < limitAlertRounds*30*time.Second {
 		t.Errorf("the rounds took %s of workflow time, want at least %d intervals", took, limitAlertRounds)

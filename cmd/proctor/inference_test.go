@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"mime/quotedprintable"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -406,6 +407,31 @@ func testInferenceGateway(t *testing.T, storeArgs []string, _ string) {
 	time.Sleep(time.Second)
 	if got := box.messages(); len(got) != 1 {
 		t.Errorf("%d alert mails after more checks and a restart, want 1", len(got))
+	}
+
+	// A comment that @mentions a member mails them once, through the same mail round, with a link
+	// to the task in the app.
+	var tasks struct {
+		Items []struct{ ID string } `json:"items"`
+	}
+	tasksetID := c.tasksetID("gateway")
+	c.call("GET", "/v2/tasksets/"+tasksetID+"/tasks", nil, &tasks)
+	if err := run(context.Background(), append([]string{"admin", "member", "add", "--team", dev.info.TeamID, "--email", "bob@example.com", "--name", "Bob",
+		"--data-dir", dataDir}, storeArgs...), io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if code := c.call("POST", "/v2/tasks/"+tasks.Items[0].ID+"/comments", map[string]any{"body": "@bob this one costs money"}, nil); code != 200 {
+		t.Fatalf("comment = %d", code)
+	}
+	got := waitMail(2)
+	mailBody, _ := io.ReadAll(quotedprintable.NewReader(strings.NewReader(got[1].Data)))
+	if !strings.Contains(string(mailBody), "Proctor: Developer mentioned you on task add") || got[1].To[0] != "bob@example.com" ||
+		!strings.Contains(string(mailBody), "this one costs money") || !strings.Contains(string(mailBody), "/#/tasksets/"+tasksetID+"/tasks/"+tasks.Items[0].ID) {
+		t.Errorf("the mention's mail = %+v", got[1])
+	}
+	time.Sleep(time.Second) // three more rounds
+	if got := box.messages(); len(got) != 2 {
+		t.Errorf("%d mails after more rounds, want 2: a mention is mailed once", len(got))
 	}
 
 	// Usage over time: every call in today's bucket, grouped by route, in SQL on either store.

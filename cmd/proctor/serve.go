@@ -436,7 +436,7 @@ func startRuntime(tc *ptemporal.Client, store *models.Store, bucket blob.Bucket,
 		return nil, fmt.Errorf("--environment-gpu-hourly-rates: %w", err)
 	}
 	acts := &activities.Activities{Store: store, Logger: log, Sandboxes: sb, Envs: activities.NewEnvs(), Secrets: keys, Bucket: bucket,
-		Mail: &activities.MailConfig{URL: cfg.SMTPURL, From: cfg.MailFrom},
+		Mail: &activities.MailConfig{URL: cfg.SMTPURL, From: cfg.MailFrom, AppURL: cfg.PublicURL},
 		Rates: models.RateCard{Base: cfg.EnvironmentHourlyRate, PerCPU: cfg.EnvironmentCPUHourlyRate, PerMemoryGB: cfg.EnvironmentMemoryGBRate,
 			PerGPU: gpuRates, BaselineMinutes: cfg.EnvironmentBaselineMinutes},
 		Metrics: m, SandboxProvider: cmp.Or(cfg.SandboxProvider, "process")}
