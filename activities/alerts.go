@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strconv"
 	"strings"
@@ -48,6 +49,16 @@ func (m *MailConfig) client() (*mail.Client, error) {
 	return mail.NewClient(u.Hostname(), opts...)
 }
 
+// mailer is the client that sends count due mails of what: nil (and a log line at level) when
+// no mail server is configured, and the mails wait for one.
+func (a *Activities) mailer(ctx context.Context, what string, count int, level slog.Level) (*mail.Client, error) {
+	if a.Mail == nil || a.Mail.URL == "" {
+		a.log().Log(ctx, level, what+" are due, and no SMTP server is configured (--smtp-url): they wait", "count", count)
+		return nil, nil
+	}
+	return a.Mail.client()
+}
+
 // CheckLimitAlerts records and mails the alerts of alert limits whose period's spend has reached
 // their threshold: one mail per limit per period. An alert is recorded before its mail is sent
 // and marked sent after, so a crash in between sends it again rather than never. It returns how
@@ -57,12 +68,8 @@ func (a *Activities) CheckLimitAlerts(ctx context.Context) (int, error) {
 	if err != nil || len(due) == 0 {
 		return 0, err
 	}
-	if a.Mail == nil || a.Mail.URL == "" {
-		a.log().WarnContext(ctx, "spending alerts are due, and no SMTP server is configured (--smtp-url): they wait", "count", len(due))
-		return 0, nil
-	}
-	client, err := a.Mail.client()
-	if err != nil {
+	client, err := a.mailer(ctx, "spending alerts", len(due), slog.LevelWarn)
+	if client == nil || err != nil {
 		return 0, err
 	}
 	sent := 0
@@ -109,12 +116,9 @@ func (a *Activities) SendMentionMails(ctx context.Context) (int, error) {
 	if err != nil || len(due) == 0 {
 		return 0, err
 	}
-	if a.Mail == nil || a.Mail.URL == "" {
-		a.log().DebugContext(ctx, "mentions wait for a mail server (--smtp-url)", "count", len(due))
-		return 0, nil
-	}
-	client, err := a.Mail.client()
-	if err != nil {
+	// Mentions are read in the app meanwhile: waiting for a mail server is no warning.
+	client, err := a.mailer(ctx, "mentions", len(due), slog.LevelDebug)
+	if client == nil || err != nil {
 		return 0, err
 	}
 	sent := 0
