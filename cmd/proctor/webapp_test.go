@@ -10,6 +10,7 @@ import (
 	"image"
 	"image/color"
 	"image/png"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -26,9 +27,9 @@ import (
 )
 
 // TestWebApp drives the web app in Chromium against a real dev instance (web/e2e/app.mjs): sign
-// in, the jobs list, a job with its histogram and attempts, a trace to its reward, both themes,
-// sign out; axe-core audits every page. Screenshots (1400×900) land in $PROCTOR_SCREENSHOTS, or
-// a temporary directory.
+// in, the jobs list, @mentions, a job with its histogram and attempts, a trace to its reward,
+// both themes, sign out; axe-core audits every page. Screenshots (1400×900) land in
+// $PROCTOR_SCREENSHOTS, or a temporary directory.
 func TestWebApp(t *testing.T) {
 	web := testenv.WebDeps(t)
 	chromium := testenv.Chromium(t)
@@ -133,6 +134,10 @@ func TestWebApp(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Bob, a second member of the team, mentions the dev member (dev@localhost) in a comment on a
+	// demo task: the header counts it, the mentions page lists it.
+	bob, mentionTask := mentionDev(t, c, dev.info.TeamID, dataDir)
+
 	shots := os.Getenv("PROCTOR_SCREENSHOTS")
 	if shots == "" {
 		shots = t.TempDir()
@@ -146,7 +151,8 @@ func TestWebApp(t *testing.T) {
 	cmd := exec.CommandContext(ctx, "node", filepath.Join(web, "e2e", "app.mjs"))
 	cmd.Env = append(os.Environ(), "PROCTOR_URL="+dev.info.APIURL, "PROCTOR_KEY="+dev.info.APIKey, "JOB_ID="+launched.JobID,
 		"JOB_NAME=web demo", "CHROMIUM="+chromium, "SHOTS="+shots, "LONG_TRACE="+longRun.TraceID, "LONG_EVENTS="+fmt.Sprint(len(events.Events)),
-		"LONG_STEPS="+fmt.Sprint(countSteps(events.Events)), "SHOT_KEY="+shotKey, "ERR_JOB="+errJob)
+		"LONG_STEPS="+fmt.Sprint(countSteps(events.Events)), "SHOT_KEY="+shotKey, "ERR_JOB="+errJob,
+		"BOB_KEY="+bob.key, "MENTION_TASK="+mentionTask.ID, "MENTION_TASK_NAME="+mentionTask.Name, "MENTION_TASKSET="+demo.String())
 	out, err := cmd.CombinedOutput()
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	var res struct {
@@ -167,6 +173,49 @@ func TestWebApp(t *testing.T) {
 	if err != nil && len(res.Failures) == 0 {
 		t.Errorf("the browser run: %v\n%s", err, out)
 	}
+}
+
+// mentionTask is the task a mention is on, as the browser test looks for it.
+type mentionTask struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+}
+
+// mentionDev adds Bob to the team with a key of his own, and has him write a two-line comment that
+// mentions the dev member on the demo taskset's first task. It returns Bob's client and the task.
+func mentionDev(t *testing.T, c api, teamID, dataDir string) (api, mentionTask) {
+	t.Helper()
+	var member, key bytes.Buffer
+	if err := run(t.Context(), []string{"admin", "member", "add", "--team", teamID, "--email", "bob@example.com", "--name", "Bob", "--data-dir", dataDir},
+		&member, io.Discard); err != nil {
+		t.Fatalf("add Bob: %v", err)
+	}
+	membership := outputField(t, member.String(), "membership")
+	if err := run(t.Context(), []string{"admin", "key", "create", "--membership", membership, "--name", "bob", "--data-dir", dataDir}, &key, io.Discard); err != nil {
+		t.Fatalf("a key for Bob: %v", err)
+	}
+	bob := c
+	bob.key = outputField(t, key.String(), "key")
+
+	var tasks struct {
+		Items []mentionTask `json:"items"`
+	}
+	c.call("GET", "/v2/tasksets/"+c.tasksetID("demo")+"/tasks", nil, &tasks)
+	if len(tasks.Items) == 0 {
+		t.Fatal("the demo taskset has no tasks")
+	}
+	task := tasks.Items[0]
+	if code := bob.call("POST", "/v2/tasks/"+task.ID+"/comments", map[string]any{"body": "@dev please check this\nthe second line stays a line"}, nil); code != 200 {
+		t.Fatalf("Bob's comment = %d, want 200", code)
+	}
+	var mentions struct {
+		Unread int `json:"unread"`
+	}
+	c.call("GET", "/v2/mentions", nil, &mentions)
+	if mentions.Unread != 1 {
+		t.Fatalf("the dev member has %d unread mentions after Bob's comment, want 1", mentions.Unread)
+	}
+	return bob, task
 }
 
 // traceEvent is what the browser test reads of a trace event.

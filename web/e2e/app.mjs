@@ -1,11 +1,13 @@
 // Drives the web app in a real Chromium (Debian's, through playwright-core) against a running
-// Proctor: sign in, the jobs list, a job, one of its traces, both themes, sign out. axe-core
-// audits every page; a screenshot of each lands in $SHOTS. Run by cmd/proctor's TestWebApp,
-// which starts `proctor dev` and a job first. Prints one JSON line; exits 1 on a failure.
+// Proctor: sign in, the jobs list, @mentions, a job, one of its traces, both themes, sign out.
+// axe-core audits every page; a screenshot of each lands in $SHOTS. Run by cmd/proctor's
+// TestWebApp, which starts `proctor dev` and a job first. Prints one JSON line; exits 1 on a
+// failure.
 import { chromium } from "playwright-core";
 import fs from "node:fs";
 
-const { PROCTOR_URL, PROCTOR_KEY, JOB_ID, JOB_NAME, CHROMIUM, SHOTS, LONG_TRACE, LONG_EVENTS, LONG_STEPS, SHOT_KEY, ERR_JOB } = process.env;
+const { PROCTOR_URL, PROCTOR_KEY, JOB_ID, JOB_NAME, CHROMIUM, SHOTS, LONG_TRACE, LONG_EVENTS, LONG_STEPS, SHOT_KEY, ERR_JOB, BOB_KEY, MENTION_TASK, MENTION_TASK_NAME, MENTION_TASKSET } =
+  process.env;
 const axeSource = fs.readFileSync(new URL("../node_modules/axe-core/axe.min.js", import.meta.url), "utf8");
 const failures = [];
 const timings = {};
@@ -89,6 +91,48 @@ await step("jobs", async () => {
   await page.getByText("No jobs yet.").waitFor({ timeout: 10000 });
   await page.getByLabel("Taskset").selectOption({ label: "demo" });
   await page.getByRole("link", { name: JOB_NAME }).waitFor({ timeout: 10000 });
+});
+
+await step("mentions", async () => {
+  // Bob's two-line comment names the signed-in member: the header counts it, the page shows it,
+  // unread, with a link to its task.
+  await page.getByRole("link", { name: "Mentions (1)", exact: true }).click();
+  await heading("Mentions").waitFor({ timeout: 10000 });
+  const items = page.getByRole("list", { name: "Mentions, newest first" }).getByRole("listitem");
+  await waitCount("mentions", items, 1, 10000);
+  const item = items.first();
+  const head = await item.locator(".inline span").first().textContent();
+  if (head !== `Bob mentioned you on ${MENTION_TASK_NAME}`) fail(`the mention reads ${JSON.stringify(head)}, want Bob on ${MENTION_TASK_NAME}`);
+  const taskHref = await item.getByRole("link", { name: MENTION_TASK_NAME, exact: true }).getAttribute("href");
+  if (taskHref !== `#/tasksets/${MENTION_TASKSET}/tasks/${MENTION_TASK}`) fail(`the mention links to ${taskHref}, want its task's page`);
+  const comment = await item.locator("p").innerText();
+  if (comment !== "@dev please check this\nthe second line stays a line") fail(`the mention's comment shows as ${JSON.stringify(comment)}, want its two lines`);
+  await item.getByText("unread", { exact: true }).waitFor({ timeout: 5000 });
+  await item.getByRole("button", { name: `Mark read: Bob on ${MENTION_TASK_NAME}` }).waitFor({ timeout: 5000 });
+  await audit("mentions");
+  // Mark all read: no count in the header, nothing marked unread.
+  await page.getByRole("button", { name: "Mark all read" }).click();
+  await page.getByRole("link", { name: "Mentions", exact: true }).waitFor({ timeout: 10000 });
+  await page.getByText("All read.").waitFor({ timeout: 10000 });
+  await waitCount("unread marks after marking all read", item.getByText("unread", { exact: true }), 0);
+  await audit("mentions-read");
+  // A new mention comes first; opening its task marks it read.
+  const r = await fetch(`${PROCTOR_URL}/v2/tasks/${MENTION_TASK}/comments`, {
+    method: "POST",
+    headers: { Authorization: `Bearer ${BOB_KEY}`, "Content-Type": "application/json" },
+    body: JSON.stringify({ body: "@dev and this one too" }),
+  });
+  if (!r.ok) fail(`Bob's second comment = ${r.status}`);
+  await page.reload();
+  await page.getByRole("link", { name: "Mentions (1)", exact: true }).waitFor({ timeout: 10000 });
+  await waitCount("mentions after Bob's second", items, 2, 10000);
+  const newest = items.first();
+  if (!(await newest.locator("p").innerText()).includes("and this one too")) fail("the newest mention is not listed first");
+  await newest.getByRole("link", { name: MENTION_TASK_NAME, exact: true }).click();
+  await heading(MENTION_TASK_NAME).waitFor({ timeout: 10000 });
+  await page.getByRole("link", { name: "Mentions", exact: true }).waitFor({ timeout: 10000 });
+  await page.getByRole("link", { name: "Jobs", exact: true }).click();
+  await heading("Jobs").waitFor({ timeout: 10000 });
 });
 
 let traceHref = "";

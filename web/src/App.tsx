@@ -1,9 +1,11 @@
 import { useCallback, useEffect, useState } from "react";
-import { api, signOut } from "./api/client";
+import { api, ok, signOut } from "./api/client";
+import { usePoll } from "./hooks";
 import { Models, Secrets, Usage } from "./pages/Account";
 import { Environment, Environments } from "./pages/Environments";
 import { Job } from "./pages/Job";
 import { Jobs } from "./pages/Jobs";
+import { Mentions, MentionsLink, mentionsPollMs } from "./pages/Mentions";
 import { SignIn } from "./pages/SignIn";
 import { Task } from "./pages/Task";
 import { Taskset, Tasksets } from "./pages/Tasksets";
@@ -28,6 +30,13 @@ export function App() {
   useEffect(() => {
     void api.GET("/v2/models", { params: { query: { limit: 1 } } }).then((r) => setSignedIn(r.response.ok));
   }, [signedOut]);
+  // The header's count of unread mentions, while signed in; a refused poll only hides it, for
+  // the page (perhaps a published job) decides whether to ask for a sign-in.
+  const mentions = usePoll(
+    async () => (signedIn ? (await ok(api.GET("/v2/mentions", { params: { query: { unread_only: true, limit: 1 } } }))).unread : undefined),
+    [signedIn],
+    { intervalMs: mentionsPollMs, live: (n) => n !== undefined, onUnauthorized: () => setSignedIn(false) },
+  );
   useEffect(() => {
     document.documentElement.dataset.theme = theme;
     localStorage.setItem("proctor-theme", theme);
@@ -40,7 +49,7 @@ export function App() {
   const page = signedOut && route.page !== "signin" && route.page !== "job" && route.page !== "trace" ? { page: "signin" as const } : route;
   useEffect(() => {
     const titles = { signin: "Sign in", jobs: "Jobs", job: "Job", trace: "Trace", environments: "Environments", environment: "Environment",
-      tasksets: "Tasksets", taskset: "Taskset", task: "Task", models: "Models", secrets: "Secrets", usage: "Limits and usage" };
+      tasksets: "Tasksets", taskset: "Taskset", task: "Task", models: "Models", secrets: "Secrets", usage: "Limits and usage", mentions: "Mentions" };
     document.title = `${titles[page.page]} · Proctor`;
   }, [page.page]);
 
@@ -69,6 +78,7 @@ export function App() {
             </a>
           ))}
           <span className="spacer" />
+          {signedIn && <MentionsLink unread={mentions.data ?? 0} current={page.page === "mentions"} />}
           <button type="button" className="secondary" onClick={() => setTheme(theme === "dark" ? "light" : "dark")}>
             {theme === "dark" ? "Light theme" : "Dark theme"}
           </button>
@@ -106,6 +116,7 @@ export function App() {
         {page.page === "models" && <Models onUnauthorized={onUnauthorized} />}
         {page.page === "secrets" && <Secrets onUnauthorized={onUnauthorized} />}
         {page.page === "usage" && <Usage onUnauthorized={onUnauthorized} />}
+        {page.page === "mentions" && <Mentions onUnauthorized={onUnauthorized} onRead={mentions.reload} />}
         {page.page === "taskset" && <Taskset id={page.id} onUnauthorized={onUnauthorized} />}
         {page.page === "task" && <Task tasksetId={page.tasksetId} id={page.id} onUnauthorized={onUnauthorized} />}
         {page.page === "environment" && <Environment id={page.id} onUnauthorized={onUnauthorized} />}

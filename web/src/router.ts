@@ -11,6 +11,7 @@ export type Route =
   | { page: "models" }
   | { page: "secrets" }
   | { page: "usage" }
+  | { page: "mentions" }
   | { page: "taskset"; id: string }
   | { page: "task"; tasksetId: string; id: string }
   | { page: "environment"; id: string };
@@ -22,7 +23,7 @@ export function parse(hash: string): Route {
   if (parts[0] === "traces" && parts[1]) return { page: "trace", id: parts[1] };
   if (parts[0] === "tasksets" && parts[1] && parts[2] === "tasks" && parts[3]) return { page: "task", tasksetId: parts[1], id: parts[3] };
   if (parts[0] === "tasksets") return parts[1] ? { page: "taskset", id: parts[1] } : { page: "tasksets" };
-  if (parts[0] === "models" || parts[0] === "secrets" || parts[0] === "usage") return { page: parts[0] };
+  if (parts[0] === "models" || parts[0] === "secrets" || parts[0] === "usage" || parts[0] === "mentions") return { page: parts[0] };
   if (parts[0] === "environments") return parts[1] ? { page: "environment", id: parts[1] } : { page: "environments" };
   return { page: "jobs" };
 }
@@ -44,6 +45,7 @@ export function href(r: Route): string {
     case "models":
     case "secrets":
     case "usage":
+    case "mentions":
       return `#/${r.page}`;
     case "taskset":
       return `#/tasksets/${encodeURIComponent(r.id)}`;
