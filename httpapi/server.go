@@ -153,6 +153,7 @@ func New(o Options) *Server {
 	s.registerTasksetReads()
 	s.registerTasks()
 	s.registerTaskReview()
+	s.registerMentions()
 	s.registerReadyCheck()
 	s.registerModels()
 	s.registerJobs()

@@ -309,21 +309,6 @@ func (s *Server) registerTaskReview() {
 	}, authKeyOrSession), s.deleteTaskComment)
 
 	huma.Register(s.v2, op(huma.Operation{
-		OperationID: "list-mentions", Method: http.MethodGet, Path: "/mentions", Tags: tags,
-		Summary: "Your mentions (Proctor extension)",
-		Description: "Not in the spec, which says only that a comment notifies the members it mentions: the caller's mentions, newest " +
-			"first, each with its task and comment, and the count of unread ones. Each is also mailed once when the server has " +
-			"a mail server (--smtp-url).",
-	}, authKeyOrSession), s.listMentions)
-
-	huma.Register(s.v2, op(huma.Operation{
-		OperationID: "read-mentions", Method: http.MethodPost, Path: "/mentions/read", Tags: tags,
-		Summary:     "Mark mentions read (Proctor extension)",
-		Description: "Marks the listed mentions of the caller read, or all of them when ids is empty; others' ids are ignored.",
-		Errors:      []int{http.StatusUnprocessableEntity},
-	}, authKeyOrSession), s.readMentions)
-
-	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "list-task-versions", Method: http.MethodGet, Path: "/tasks/{task_id}/versions", Tags: tags,
 		Summary: "A task and its versions",
 		Description: "A Proctor extension (not in the platform spec): the task (name, review status, stage, latest version) and every " +
@@ -746,6 +731,25 @@ func (s *Server) getTaskReadyCheck(ctx context.Context, in *taskPath) (*readyChe
 			HowToFix: c.HowToFix, OffendingTraceIDs: c.OffendingTraceIDs, Severity: c.Severity})
 	}
 	return &readyCheckOutput{Body: out}, nil
+}
+
+// registerMentions registers the routes of the caller's @mentions.
+func (s *Server) registerMentions() {
+	tags := []string{"Tasks"}
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "list-mentions", Method: http.MethodGet, Path: "/mentions", Tags: tags,
+		Summary: "Your mentions (Proctor extension)",
+		Description: "Not in the spec, which says only that a comment notifies the members it mentions: the caller's mentions, newest " +
+			"first, each with its task and comment, and the count of unread ones. Each is also mailed once when the server has " +
+			"a mail server (--smtp-url).",
+	}, authKeyOrSession), s.listMentions)
+
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "read-mentions", Method: http.MethodPost, Path: "/mentions/read", Tags: tags,
+		Summary:     "Mark mentions read (Proctor extension)",
+		Description: "Marks the listed mentions of the caller read, or all of them when ids is empty; others' ids are ignored.",
+		Errors:      []int{http.StatusUnprocessableEntity},
+	}, authKeyOrSession), s.readMentions)
 }
 
 // Mention is a comment that @mentions the caller.
