@@ -587,7 +587,7 @@ func (a *Activities) DiscoverScenarios(ctx context.Context, in DiscoverInput) (_
 // FinishBuild records how a build ended.
 func (a *Activities) FinishBuild(ctx context.Context, in FinishBuildInput) (string, error) {
 	b, err := a.Store.FinishBuild(ctx, in.BuildID, models.BuildResult{Status: in.Status, Error: in.Error, Lock: in.Lock, Scenarios: in.Scenarios,
-		Image: models.BuildUpdate{Digest: in.Image.Digest, ImageKey: in.Image.ImageKey, ImageName: in.Image.ImageName, Command: in.Image.Command}})
+		Image: models.BuiltImage{Digest: in.Image.Digest, ImageKey: in.Image.ImageKey, ImageName: in.Image.ImageName, Command: in.Image.Command}})
 	if err != nil {
 		return "", err
 	}

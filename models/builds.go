@@ -235,10 +235,6 @@ type BuildUpdate struct {
 	Status string
 	// SourceKey moves the build's source to another object (see KeptSourceKey).
 	SourceKey string
-	Digest    string
-	ImageName string
-	ImageKey  string
-	Command   []string
 }
 
 // UpdateBuild records a build's progress. A build that has ended is not changed.
@@ -250,23 +246,6 @@ func (s *Store) UpdateBuild(ctx context.Context, id uuid.UUID, u BuildUpdate) er
 	}
 	if u.SourceKey != "" {
 		q = q.Set("source_key = ?", u.SourceKey)
-	}
-	if u.Digest != "" {
-		q = q.Set("digest = ?", u.Digest)
-	}
-	if u.ImageName != "" {
-		q = q.Set("image_name = ?", u.ImageName)
-	}
-	if u.ImageKey != "" {
-		q = q.Set("image_key = ?", u.ImageKey)
-	}
-	if u.Command != nil {
-		var b Build
-		if err := s.DB.NewSelect().Model(&b).Column("runtime_config").Where("id = ?", id).Scan(ctx); err != nil {
-			return notFound(err, "build")
-		}
-		b.RuntimeConfig.Command = u.Command
-		q = q.Set("runtime_config = ?", b.RuntimeConfig)
 	}
 	if _, err := q.Exec(ctx); err != nil {
 		return fmt.Errorf("update build: %w", err)
@@ -280,9 +259,16 @@ type BuildResult struct {
 	Error     string
 	Lock      map[string]any
 	Scenarios []Scenario
-	// Image is the image the build made (its digest, object key, name and command), recorded
-	// where set; empty fields leave what the row holds.
-	Image BuildUpdate
+	// Image is the image the build made, recorded where set; empty fields leave what the row
+	// holds.
+	Image BuiltImage
+}
+
+// BuiltImage is an image a build made: its digest, the object-storage key of its OCI archive,
+// its name (environment:version) and the command that serves it.
+type BuiltImage struct {
+	Digest, ImageKey, ImageName string
+	Command                     []string
 }
 
 // FinishBuild ends a build: its status, duration and error, and when it succeeded, the

@@ -39,9 +39,9 @@ func TestBuildsFromUploads(t *testing.T) {
 		if _, err := s.SetLatestBuild(ctx, a, first.ID); !errors.Is(err, models.ErrConflict) {
 			t.Errorf("set-latest of a pending build: %v, want ErrConflict", err)
 		}
-		s.UpdateBuild(ctx, first.ID, models.BuildUpdate{Status: models.BuildRunning, Digest: "sha256:abc", ImageKey: "images/x", Command: []string{"/app/env"}})
+		s.UpdateBuild(ctx, first.ID, models.BuildUpdate{Status: models.BuildRunning})
 		done, err := s.FinishBuild(ctx, first.ID, models.BuildResult{Status: models.BuildSucceeded, Lock: map[string]any{"transport": "stdio"},
-			Scenarios: []models.Scenario{{Name: "add-todos"}}})
+			Scenarios: []models.Scenario{{Name: "add-todos"}}, Image: models.BuiltImage{Digest: "sha256:abc", ImageKey: "images/x", Command: []string{"/app/env"}}})
 		if err != nil || done.Status != models.BuildSucceeded || done.DurationSeconds == nil {
 			t.Fatalf("finish = %+v, %v", done, err)
 		}
