@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/google/uuid"
 	"go.temporal.io/sdk/temporal"
@@ -101,12 +100,12 @@ func (r *runFor) agentConfig() models.AgentConfig {
 
 func (a *Activities) load(ctx context.Context, traceID uuid.UUID) (*runFor, error) {
 	run, err := a.Store.LoadRun(ctx, traceID)
+	var imageErr *models.RunImageError
 	switch {
 	case errors.Is(err, models.ErrNoTaskVersion):
 		return nil, envError("trace %s has no task version", traceID)
-	case errors.Is(err, models.ErrRunImage):
-		return nil, envError("%s is no succeeded build this team can run (name one as <environment>:<version>, or by its digest)",
-			strings.TrimSuffix(err.Error(), ": "+models.ErrRunImage.Error()))
+	case errors.As(err, &imageErr):
+		return nil, envError("%v", imageErr)
 	case err != nil:
 		return nil, err
 	}

@@ -23,9 +23,13 @@ type Run struct {
 	LaunchedBy, LaunchKey *uuid.UUID
 }
 
-// ErrRunImage is wrapped by LoadRun's error when the runtime config names an image that is no
-// succeeded build the trace's team can run.
-var ErrRunImage = errors.New("no such image")
+// RunImageError is LoadRun's error when the runtime config names an image that is no succeeded
+// build the trace's team can run.
+type RunImageError struct{ Ref string }
+
+func (e *RunImageError) Error() string {
+	return fmt.Sprintf("runtime_config.image %q is no succeeded build this team can run (name one as <environment>:<version>, or by its digest)", e.Ref)
+}
 
 // ErrNoTaskVersion is wrapped by LoadRun's error for a trace without a task version.
 var ErrNoTaskVersion = errors.New("the trace has no task version")
@@ -64,7 +68,7 @@ func (s *Store) LoadRun(ctx context.Context, traceID uuid.UUID) (*Run, error) {
 		// A runtime config that names an image runs that build instead of the latest.
 		b, err := s.BuildByImage(ctx, r.Trace.TeamID, ref)
 		if errors.Is(err, ErrNotFound) {
-			return nil, fmt.Errorf("runtime_config.image %q: %w", ref, ErrRunImage)
+			return nil, &RunImageError{Ref: ref}
 		}
 		if err != nil {
 			return nil, err
