@@ -172,7 +172,7 @@ func TestAnAttemptThroughTheActivities(t *testing.T) {
 			t.Fatalf("evaluate = %+v, %v", res, err)
 		}
 		tr := e.trace(t, id)
-		if tr.Status != models.TraceCompleted || tr.Reward == nil || *tr.Reward != 1 || tr.StopReason != models.StopDone || tr.EvaluationResult["reward"] != 1.0 {
+		if tr.Status != models.TraceCompleted || tr.Reward == nil || *tr.Reward != 1 || tr.StopReason != models.StopDone || tr.EvaluationResult == nil || tr.EvaluationResult.Reward != 1.0 {
 			t.Errorf("after evaluate: %s %v %s %v", tr.Status, tr.Reward, tr.StopReason, tr.EvaluationResult)
 		}
 		// Evaluate stopped the sandbox.

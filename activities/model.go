@@ -67,8 +67,8 @@ func (a *Activities) ModelStep(ctx context.Context, in ModelStepInput) (ModelSte
 	if err != nil {
 		return ModelStepResult{}, err
 	}
-	ev := a.event(TryInput{TraceID: in.TraceID, Attempt: in.Attempt}, seq, models.EventAssistant, out.Message.Content, map[string]any{
-		"step": in.Step, "message": out.Message, "usage": out.Usage, "model": out.Model,
+	ev := a.event(TryInput{TraceID: in.TraceID, Attempt: in.Attempt}, seq, models.EventAssistant, out.Message.Content, models.AssistantEventData{
+		Step: in.Step, Message: out.Message, Usage: out.Usage, Model: out.Model,
 	})
 	ev.StartedAt = started
 	end := time.Now().UTC()
@@ -179,20 +179,25 @@ func (c *conversation) catchUp(ctx context.Context, a *Activities, traceID uuid.
 		}
 		switch e.Kind {
 		case models.EventSystem:
-			c.req.System = e.Text
-			if err := decode(e.Data["tools"], &c.req.Tools); err != nil {
+			var d models.SystemEventData
+			if err := e.DecodeData(&d); err != nil {
 				return fmt.Errorf("rebuild tools: %w", err)
 			}
-		case models.EventUser, models.EventAssistant, models.EventToolResult:
-			var m agent.Message
-			if err := decode(e.Data["message"], &m); err != nil {
+			c.req.System, c.req.Tools = e.Text, d.Tools
+		case models.EventUser, models.EventToolResult:
+			// Both payloads carry the turn as their message.
+			var d models.UserEventData
+			if err := e.DecodeData(&d); err != nil {
 				return fmt.Errorf("rebuild conversation at seq %d: %w", e.Seq, err)
 			}
-			c.req.Messages = append(c.req.Messages, m)
-			if e.Kind == models.EventAssistant {
-				step := intOf(e.Data["step"])
-				c.answers[step] = ModelStepResult{Done: len(m.ToolCalls) == 0, ToolCalls: len(m.ToolCalls), Seq: e.Seq}
+			c.req.Messages = append(c.req.Messages, d.Message)
+		case models.EventAssistant:
+			var d models.AssistantEventData
+			if err := e.DecodeData(&d); err != nil {
+				return fmt.Errorf("rebuild conversation at seq %d: %w", e.Seq, err)
 			}
+			c.req.Messages = append(c.req.Messages, d.Message)
+			c.answers[d.Step] = ModelStepResult{Done: len(d.Message.ToolCalls) == 0, ToolCalls: len(d.Message.ToolCalls), Seq: e.Seq}
 		}
 	}
 	return nil

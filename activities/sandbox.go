@@ -281,7 +281,7 @@ func (a *Activities) openEnvironment(ctx context.Context, in TryInput, r *runFor
 		return 0, err
 	}
 	events := []models.TraceEvent{
-		a.event(in, seq, models.EventSystem, system, map[string]any{"tools": le.tools}),
+		a.event(in, seq, models.EventSystem, system, models.SystemEventData{Tools: le.tools}),
 	}
 	seq++
 	for _, c := range setup {
@@ -289,14 +289,14 @@ func (a *Activities) openEnvironment(ctx context.Context, in TryInput, r *runFor
 		if err != nil {
 			return 0, envError("setup %s: %v", c.Name, err)
 		}
-		events = append(events, a.event(in, seq, models.EventSetup, c.Name, map[string]any{"call": c, "result": res}))
+		events = append(events, a.event(in, seq, models.EventSetup, c.Name, models.SetupEventData{Call: c, Result: res}))
 		seq++
 		if res.IsError {
 			a.Store.AppendTraceEvents(ctx, events) //nolint:errcheck // recorded best effort; the error is returned
 			return 0, envError("setup %s failed: %s", c.Name, res.Text)
 		}
 	}
-	events = append(events, a.event(in, seq, models.EventUser, prompt, map[string]any{"message": agent.Message{Role: agent.RoleUser, Content: prompt}}))
+	events = append(events, a.event(in, seq, models.EventUser, prompt, models.UserEventData{Message: agent.Message{Role: agent.RoleUser, Content: prompt}}))
 	if err := a.Store.AppendTraceEvents(ctx, events); err != nil {
 		return 0, err
 	}
@@ -339,14 +339,18 @@ func (a *Activities) ToolStep(ctx context.Context, in ToolStepInput) error {
 		}
 		switch {
 		case e.Kind == models.EventAssistant && e.Seq == in.AssistantSeq:
-			var m agent.Message
-			if err := decode(e.Data["message"], &m); err != nil {
+			var d models.AssistantEventData
+			if err := e.DecodeData(&d); err != nil {
 				return fmt.Errorf("tool step: read the calls at seq %d: %w", e.Seq, err)
 			}
-			calls = m.ToolCalls
+			calls = d.Message.ToolCalls
 		case e.Kind == models.EventToolResult:
-			if id, _ := e.Data["call_id"].(string); id != "" {
-				done[id] = true
+			var d models.ToolResultEventData
+			if err := e.DecodeData(&d); err != nil {
+				return fmt.Errorf("tool step: read the result at seq %d: %w", e.Seq, err)
+			}
+			if d.CallID != "" {
+				done[d.CallID] = true
 			}
 		}
 	}
@@ -370,16 +374,12 @@ func (a *Activities) ToolStep(ctx context.Context, in ToolStepInput) error {
 		}
 		end := time.Now().UTC()
 		images := a.keepImages(ctx, in.TraceID, res.Images)
-		call := a.event(try, next, models.EventToolCall, tc.Name, map[string]any{"step": in.Step, "call_id": tc.ID, "name": tc.Name, "arguments": tc.Arguments})
+		call := a.event(try, next, models.EventToolCall, tc.Name, models.ToolCallEventData{Step: in.Step, CallID: tc.ID, Name: tc.Name, Arguments: tc.Arguments})
 		call.StartedAt = started
-		data := map[string]any{
-			"step": in.Step, "call_id": tc.ID, "name": tc.Name, "is_error": res.IsError, "structured": res.Structured,
-			"message": agent.Message{Role: agent.RoleTool, Content: res.Text, Images: images, ToolCallID: tc.ID, IsError: res.IsError},
-		}
-		if len(images) > 0 {
-			data[models.EventDataImages] = images
-		}
-		result := a.event(try, next+1, models.EventToolResult, res.Text, data)
+		result := a.event(try, next+1, models.EventToolResult, res.Text, models.ToolResultEventData{
+			Step: in.Step, CallID: tc.ID, Name: tc.Name, IsError: res.IsError, Structured: res.Structured, Images: images,
+			Message: agent.Message{Role: agent.RoleTool, Content: res.Text, Images: images, ToolCallID: tc.ID, IsError: res.IsError},
+		})
 		result.ParentID, result.StartedAt, result.EndedAt = call.ID, started, &end
 		if err := a.Store.AppendTraceEvents(ctx, []models.TraceEvent{call, result}); err != nil {
 			return err
@@ -426,9 +426,9 @@ func (a *Activities) Evaluate(ctx context.Context, in EvaluateInput) (EvaluateRe
 	return EvaluateResult{Reward: &reward}, nil
 }
 
-func (a *Activities) evaluate(ctx context.Context, in EvaluateInput, le *liveEnv) (float64, map[string]any, string, error) {
+func (a *Activities) evaluate(ctx context.Context, in EvaluateInput, le *liveEnv) (float64, *models.EvaluationResult, string, error) {
 	if len(le.evaluate) == 0 {
-		return 0, map[string]any{"reward": 0.0, "reason": "the task defines no evaluation"}, "", nil
+		return 0, &models.EvaluationResult{Reason: "the task defines no evaluation"}, "", nil
 	}
 	seq, err := a.nextSeq(ctx, in.TraceID)
 	if err != nil {
@@ -436,7 +436,7 @@ func (a *Activities) evaluate(ctx context.Context, in EvaluateInput, le *liveEnv
 	}
 	try := TryInput{TraceID: in.TraceID, Attempt: in.Attempt}
 	var total float64
-	var result map[string]any
+	var result models.EvaluationResult
 	var reasons []string
 	for _, c := range le.evaluate {
 		res, err := le.env.Call(ctx, c)
@@ -445,19 +445,17 @@ func (a *Activities) evaluate(ctx context.Context, in EvaluateInput, le *liveEnv
 		}
 		reward, done, info, reason := agent.ExtractReward(res)
 		total += reward
-		result = map[string]any{"reward": reward, "done": done, "info": info, "content": res.Text}
+		result = models.EvaluationResult{Reward: reward, Done: done, Info: info, Content: res.Text, Reason: reason}
 		if reason != "" {
 			reasons = append(reasons, reason)
-			result["reason"] = reason
 		}
-		if err := a.Store.AppendTraceEvents(ctx, []models.TraceEvent{a.event(try, seq, models.EventEvaluate, c.Name, map[string]any{"call": c, "result": res, "reward": reward})}); err != nil {
+		if err := a.Store.AppendTraceEvents(ctx, []models.TraceEvent{a.event(try, seq, models.EventEvaluate, c.Name, models.EvaluateEventData{Call: c, Result: res, Reward: reward})}); err != nil {
 			return 0, nil, "", err
 		}
 		seq++
 	}
-	mean := total / float64(len(le.evaluate))
-	result["reward"] = mean
-	return mean, result, strings.Join(reasons, "; "), nil
+	result.Reward = total / float64(len(le.evaluate))
+	return result.Reward, &result, strings.Join(reasons, "; "), nil
 }
 
 // TeardownInput names the try whose sandbox to stop.

@@ -2,7 +2,6 @@ package activities
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -13,12 +12,12 @@ import (
 
 // FinishTraceInput is how an attempt ended.
 type FinishTraceInput struct {
-	TraceID          uuid.UUID      `json:"trace_id"`
-	Status           string         `json:"status"`
-	StopReason       string         `json:"stop_reason"`
-	Error            string         `json:"error,omitempty"`
-	Reward           *float64       `json:"reward,omitempty"`
-	EvaluationResult map[string]any `json:"evaluation_result,omitempty"`
+	TraceID          uuid.UUID                `json:"trace_id"`
+	Status           string                   `json:"status"`
+	StopReason       string                   `json:"stop_reason"`
+	Error            string                   `json:"error,omitempty"`
+	Reward           *float64                 `json:"reward,omitempty"`
+	EvaluationResult *models.EvaluationResult `json:"evaluation_result,omitempty"`
 }
 
 // FinishTrace writes how an attempt ended, and completes a single-run job whose traces all
@@ -156,8 +155,9 @@ func (a *Activities) MarkJobCancelling(ctx context.Context, in JobInput) (MarkJo
 	return MarkJobCancellingResult{Live: live}, err
 }
 
-func (a *Activities) event(in TryInput, seq int, kind, text string, data map[string]any) models.TraceEvent {
-	return models.TraceEvent{TraceID: in.TraceID, Seq: seq, Attempt: in.Attempt, Kind: kind, Text: text, Data: jsonSafe(data), StartedAt: time.Now().UTC()}
+// event is a new event of the try, its data the payload of its kind (models/eventdata.go).
+func (a *Activities) event(in TryInput, seq int, kind, text string, data any) models.TraceEvent {
+	return models.TraceEvent{TraceID: in.TraceID, Seq: seq, Attempt: in.Attempt, Kind: kind, Text: text, Data: models.EventData(data), StartedAt: time.Now().UTC()}
 }
 
 func (a *Activities) nextSeq(ctx context.Context, traceID uuid.UUID) (int, error) {
@@ -173,42 +173,4 @@ func (a *Activities) workerLog(ctx context.Context, traceID uuid.UUID, format st
 	if err := a.Store.AppendLogLine(ctx, traceID, models.LogWorker, "worker", line, time.Now().UTC()); err != nil {
 		a.log().WarnContext(ctx, "write worker log", "trace", traceID, "error", err)
 	}
-}
-
-// decode reads a value of an event's JSON data (as stored, decoded into any) into its type.
-// Event data is the trace's public record, whose shape the API documents; the engine reads
-// back the few typed values it wrote there.
-func decode(in any, out any) error {
-	if in == nil {
-		return nil
-	}
-	b, err := json.Marshal(in)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(b, out)
-}
-
-// jsonSafe round-trips event data through JSON so that what is stored is what is read back.
-func jsonSafe(m map[string]any) map[string]any {
-	b, err := json.Marshal(m)
-	if err != nil {
-		return map[string]any{"error": err.Error()}
-	}
-	var out map[string]any
-	json.Unmarshal(b, &out) //nolint:errcheck // our own output
-	return out
-}
-
-func intOf(v any) int {
-	switch n := v.(type) {
-	case float64:
-		return int(n)
-	case int:
-		return n
-	case json.Number:
-		i, _ := n.Int64()
-		return int(i)
-	}
-	return -1
 }

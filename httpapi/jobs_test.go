@@ -44,13 +44,13 @@ func TestModelJobAndTraceReads(t *testing.T) {
 		s.TransitionTrace(ctx, traceID, models.TraceUpdate{Status: models.TraceRunning, StartTime: &now, Attempt: 1})
 		s.AppendTraceEvents(ctx, []models.TraceEvent{
 			{TraceID: traceID, Seq: 0, Kind: models.EventUser, Text: "p", StartedAt: now, Attempt: 1},
-			{TraceID: traceID, Seq: 1, Kind: models.EventToolCall, Text: "add_todo", Data: map[string]any{"name": "add_todo"}, StartedAt: now, Attempt: 1},
+			{TraceID: traceID, Seq: 1, Kind: models.EventToolCall, Text: "add_todo", Data: models.EventData(models.ToolCallEventData{Name: "add_todo"}), StartedAt: now, Attempt: 1},
 		})
 		s.AppendTraceLogs(ctx, []models.TraceLog{{TraceID: traceID, Source: models.LogEnv, Seq: 0, Stream: "stderr", Line: "env up", Time: now},
 			{TraceID: traceID, Source: models.LogWorker, Seq: 0, Stream: "worker", Line: "sandbox started", Time: now}})
 
 		s.AppendTraceEvents(ctx, []models.TraceEvent{{TraceID: traceID, Seq: 2, Kind: models.EventToolResult, Text: "no such todo",
-			Data: map[string]any{"is_error": true}, StartedAt: now, Attempt: 1}})
+			Data: models.EventData(models.ToolResultEventData{IsError: true}), StartedAt: now, Attempt: 1}})
 		tid := "/v2/trace/" + traceID.String()
 		ev := f.do("GET", tid+"/events", "key", nil)
 		if !strings.Contains(string(ev.body), `"latest_seq":2`) || !strings.Contains(string(ev.body), `"status":"running"`) || strings.Count(string(ev.body), `"seq":`) != 3 {
@@ -74,9 +74,9 @@ func TestModelJobAndTraceReads(t *testing.T) {
 		if r := f.do("GET", tid+"/logs", "key", nil); !strings.Contains(string(r.body), "sandbox started") {
 			t.Errorf("logs = %s", r.body)
 		}
-		s.TransitionTrace(ctx, traceID, models.TraceUpdate{Status: models.TraceCompleted, Reward: &one, StopReason: models.StopDone, EvaluationResult: map[string]any{"reward": 1.0}})
+		s.TransitionTrace(ctx, traceID, models.TraceUpdate{Status: models.TraceCompleted, Reward: &one, StopReason: models.StopDone, EvaluationResult: &models.EvaluationResult{Reward: 1, Content: "all there"}})
 		info := decode[TraceInfo](t, f.do("GET", tid+"/info", "key", nil))
-		if info.Status != "completed" || *info.Reward != 1 || info.EvaluationResult["reward"] != 1.0 || !info.CanEdit || info.JobName != "first" {
+		if info.Status != "completed" || *info.Reward != 1 || decode[models.EvaluationResult](t, response{body: info.EvaluationResult}).Content != "all there" || !info.CanEdit || info.JobName != "first" {
 			t.Errorf("info = %+v", info)
 		}
 		if r := decode[TraceInfo](t, f.do("PATCH", tid, "key", strings.NewReader(`{"name":"best run"}`))); r.Name != "best run" {

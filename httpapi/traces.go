@@ -46,27 +46,27 @@ func traceFrom(r *models.TraceRow) Trace {
 // TraceInfo is a trace with its environment and evaluation (spec: Trace info).
 type TraceInfo struct {
 	Trace
-	ExecutionMode    string         `json:"execution_mode" example:"hosted" doc:"hosted: Proctor's workers ran the environment and the agent"`
-	Environment      *TraceEnv      `json:"environment" doc:"the environment and build its sandbox runs (before it starts: the environment's latest build); null when its task names none"`
-	CanEdit          bool           `json:"can_edit"`
-	Description      string         `json:"description"`
-	JobName          string         `json:"job_name"`
-	EvaluationResult map[string]any `json:"evaluation_result" nullable:"true"`
+	ExecutionMode    string    `json:"execution_mode" example:"hosted" doc:"hosted: Proctor's workers ran the environment and the agent"`
+	Environment      *TraceEnv `json:"environment" doc:"the environment and build its sandbox runs (before it starts: the environment's latest build); null when its task names none"`
+	CanEdit          bool      `json:"can_edit"`
+	Description      string    `json:"description"`
+	JobName          string    `json:"job_name"`
+	EvaluationResult object    `json:"evaluation_result" nullable:"true"`
 }
 
 // TraceEvent is one step of a trajectory (spec: Trace event).
 type TraceEvent struct {
-	ID         string         `json:"id"`
-	Seq        int            `json:"seq"`
-	Kind       string         `json:"kind" example:"user_message"`
-	Text       string         `json:"text"`
-	ParentID   string         `json:"parent_id"`
-	Data       map[string]any `json:"data" doc:"The step's structured content: tool name and arguments, tool results, usage"`
-	Attempt    int            `json:"attempt"`
-	StartedAt  time.Time      `json:"started_at"`
-	EndedAt    *time.Time     `json:"ended_at"`
-	Superseded bool           `json:"superseded,omitempty" doc:"From a failed try of the attempt (only with include_superseded)"`
-	Images     []EventImage   `json:"images,omitempty" doc:"The images of a tool result, as the model was shown them"`
+	ID         string       `json:"id"`
+	Seq        int          `json:"seq"`
+	Kind       string       `json:"kind" example:"user_message"`
+	Text       string       `json:"text"`
+	ParentID   string       `json:"parent_id"`
+	Data       object       `json:"data" doc:"The step's structured content: tool name and arguments, tool results, usage"`
+	Attempt    int          `json:"attempt"`
+	StartedAt  time.Time    `json:"started_at"`
+	EndedAt    *time.Time   `json:"ended_at"`
+	Superseded bool         `json:"superseded,omitempty" doc:"From a failed try of the attempt (only with include_superseded)"`
+	Images     []EventImage `json:"images,omitempty" doc:"The images of a tool result, as the model was shown them"`
 }
 
 // EventImage is an image of a trace event.
@@ -228,7 +228,7 @@ func (s *Server) getTraceEvents(ctx context.Context, in *eventsInput) (*eventsOu
 // traceEvent is a stored event as the API serves it, its images with URLs to GET them.
 func (s *Server) traceEvent(ctx context.Context, e *models.TraceEvent) (TraceEvent, error) {
 	ev := TraceEvent{ID: e.ID, Seq: e.Seq, Kind: e.Kind, Text: e.Text, ParentID: e.ParentID,
-		Data: nonNilMap(e.Data), Attempt: e.Attempt, StartedAt: e.StartedAt, EndedAt: e.EndedAt, Superseded: e.Superseded}
+		Data: nonNilObject(e.Data), Attempt: e.Attempt, StartedAt: e.StartedAt, EndedAt: e.EndedAt, Superseded: e.Superseded}
 	for _, im := range e.Images() {
 		out := EventImage{MIMEType: im.MIMEType, Size: im.Size, SHA256: im.SHA256}
 		if im.Key != "" && s.bucket != nil {
@@ -329,7 +329,7 @@ type TraceEnv struct {
 
 func (s *Server) traceInfo(ctx context.Context, t *models.TraceRow) (*traceInfoOutput, error) {
 	out := &traceInfoOutput{Body: TraceInfo{Trace: traceFrom(t), ExecutionMode: "hosted", CanEdit: t.CanEdit, Description: t.Description,
-		JobName: t.JobName, EvaluationResult: t.EvaluationResult}}
+		JobName: t.JobName, EvaluationResult: objectOf(t.EvaluationResult)}}
 	env, err := s.store.EnvironmentOfTrace(ctx, callerFrom(ctx), t)
 	if err != nil {
 		return nil, err
@@ -376,7 +376,7 @@ type AnalysisContext struct {
 	EnvLogs          []EnvLogLine   `json:"env_logs" nullable:"false"`
 	WorkerLogs       []string       `json:"worker_logs" nullable:"false"`
 	Error            string         `json:"error"`
-	EvaluationResult map[string]any `json:"evaluation_result" nullable:"true"`
+	EvaluationResult object         `json:"evaluation_result" nullable:"true"`
 	FailedSpans      []FailedSpan   `json:"failed_spans" nullable:"false"`
 	JobID            uuid.UUID      `json:"job_id"`
 	Metadata         map[string]any `json:"metadata"`
@@ -470,7 +470,7 @@ func (s *Server) getTraceAnalysisContext(ctx context.Context, in *analysisInput)
 	if err != nil {
 		return nil, storeError(err, "trace")
 	}
-	out := AnalysisContext{TraceID: t.ID, Status: t.Status, Error: forReader(t, t.Error), EvaluationResult: t.EvaluationResult, JobID: t.JobID,
+	out := AnalysisContext{TraceID: t.ID, Status: t.Status, Error: forReader(t, t.Error), EvaluationResult: objectOf(t.EvaluationResult), JobID: t.JobID,
 		Metadata: nonNilMap(t.Metadata), Reward: t.Reward, EnvLogs: []EnvLogLine{}, WorkerLogs: []string{}, FailedSpans: []FailedSpan{},
 		ScenarioArgs: map[string]any{}}
 	if t.TaskVersionID != nil {
@@ -490,8 +490,7 @@ func (s *Server) getTraceAnalysisContext(ctx context.Context, in *analysisInput)
 		if e.Kind == models.EventUser && out.Prompt == "" {
 			out.Prompt = e.Text
 		}
-		failed, _ := e.Data["is_error"].(bool)
-		if in.IncludeSpans && (failed || e.Kind == models.EventError) {
+		if in.IncludeSpans && (e.Failed() || e.Kind == models.EventError) {
 			out.FailedSpans = append(out.FailedSpans, FailedSpan{Seq: e.Seq, Error: forReader(t, e.Text)})
 		}
 		if in.IncludeEvents {

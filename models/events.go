@@ -12,20 +12,21 @@ import (
 )
 
 // TraceEvent is one step of a trajectory. (trace_id, seq) is unique: a retried writer that appends
-// the same seq again writes nothing.
+// the same seq again writes nothing. Data is the JSON of the payload type of the event's Kind
+// (see eventdata.go), written by [EventData] and read by [TraceEvent.DecodeData].
 type TraceEvent struct {
 	bun.BaseModel `bun:"table:trace_events,alias:ev"`
-	TraceID       uuid.UUID      `bun:"trace_id,pk,type:uuid"`
-	Seq           int            `bun:"seq,pk"`
-	ID            string         `bun:"id"`
-	Attempt       int            `bun:"attempt"`
-	Kind          string         `bun:"kind"`
-	Text          string         `bun:"text"`
-	ParentID      string         `bun:"parent_id"`
-	Data          map[string]any `bun:"data"`
-	Superseded    bool           `bun:"superseded"`
-	StartedAt     time.Time      `bun:"started_at"`
-	EndedAt       *time.Time     `bun:"ended_at"`
+	TraceID       uuid.UUID       `bun:"trace_id,pk,type:uuid"`
+	Seq           int             `bun:"seq,pk"`
+	ID            string          `bun:"id"`
+	Attempt       int             `bun:"attempt"`
+	Kind          string          `bun:"kind"`
+	Text          string          `bun:"text"`
+	ParentID      string          `bun:"parent_id"`
+	Data          json.RawMessage `bun:"data"`
+	Superseded    bool            `bun:"superseded"`
+	StartedAt     time.Time       `bun:"started_at"`
+	EndedAt       *time.Time      `bun:"ended_at"`
 }
 
 // Trace event kinds.
@@ -39,37 +40,6 @@ const (
 	EventEvaluate   = "evaluate"
 	EventError      = "error"
 )
-
-// EventDataImages is the key of a tool_result event's data that lists the images of the result:
-// each {mime_type, size, sha256, key}, key naming the object that holds it (absent when it could
-// not be kept). The API serves them as the event's images, with URLs.
-const EventDataImages = "images"
-
-// TraceImage is an image of a trace event, as EventDataImages lists it.
-type TraceImage struct {
-	MIMEType string `json:"mime_type"`
-	Size     int    `json:"size"`
-	SHA256   string `json:"sha256"`
-	Key      string `json:"key,omitempty"`
-}
-
-// Images reads the event's images (EventDataImages); an event without any, or whose list does
-// not read as images, has none.
-func (e *TraceEvent) Images() []TraceImage {
-	raw, ok := e.Data[EventDataImages]
-	if !ok {
-		return nil
-	}
-	b, err := json.Marshal(raw)
-	if err != nil {
-		return nil
-	}
-	var out []TraceImage
-	if json.Unmarshal(b, &out) != nil {
-		return nil
-	}
-	return out
-}
 
 // TraceLog is one line of an attempt's worker log or its environment's output.
 type TraceLog struct {
@@ -95,8 +65,8 @@ func (s *Store) AppendTraceEvents(ctx context.Context, events []TraceEvent) erro
 		return nil
 	}
 	for i := range events {
-		if events[i].Data == nil {
-			events[i].Data = map[string]any{}
+		if len(events[i].Data) == 0 {
+			events[i].Data = json.RawMessage(`{}`)
 		}
 		if events[i].ID == "" {
 			events[i].ID = fmt.Sprintf("%s-%d", events[i].TraceID, events[i].Seq)
@@ -120,12 +90,8 @@ func (s *Store) appendTraceEventsPG(ctx context.Context, events []TraceEvent) er
 	kinds, texts, parents, data := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	superseded, started, ended := make([]bool, n), make([]time.Time, n), make([]*time.Time, n)
 	for i, e := range events {
-		b, err := json.Marshal(e.Data)
-		if err != nil {
-			return fmt.Errorf("append trace events: data of seq %d: %w", e.Seq, err)
-		}
 		traceIDs[i], seqs[i], ids[i], attempts[i] = e.TraceID, e.Seq, e.ID, e.Attempt
-		kinds[i], texts[i], parents[i], data[i] = e.Kind, e.Text, e.ParentID, string(b)
+		kinds[i], texts[i], parents[i], data[i] = e.Kind, e.Text, e.ParentID, string(e.Data)
 		superseded[i], started[i], ended[i] = e.Superseded, e.StartedAt, e.EndedAt
 	}
 	_, err := s.DB.NewRaw(`INSERT INTO trace_events (trace_id, seq, id, attempt, kind, text, parent_id, data, superseded, started_at, ended_at)

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/proctorhq/proctor/internal/agent"
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
 )
@@ -101,17 +102,21 @@ func eventsOf(traceID uuid.UUID, n int) []models.TraceEvent {
 	at := time.Now().UTC()
 	evs := make([]models.TraceEvent, n)
 	for i := range evs {
-		kind, data := models.EventAssistant, map[string]any{"step": i / 3, "message": map[string]any{"role": "assistant",
-			"tool_calls": []any{map[string]any{"id": fmt.Sprint("call_", i), "name": "add_todo", "arguments": map[string]any{"title": "buy milk"}}}}}
+		args := map[string]any{"title": "buy milk"}
+		var kind string
+		var data any
 		switch i % 3 {
+		case 0:
+			kind, data = models.EventAssistant, models.AssistantEventData{Step: i / 3, Message: agent.Message{Role: agent.RoleAssistant,
+				ToolCalls: []agent.ToolCall{{ID: fmt.Sprint("call_", i), Name: "add_todo", Arguments: args}}}}
 		case 1:
-			kind, data = models.EventToolCall, map[string]any{"step": i / 3, "call_id": fmt.Sprint("call_", i-1), "name": "add_todo", "arguments": map[string]any{"title": "buy milk"}}
+			kind, data = models.EventToolCall, models.ToolCallEventData{Step: i / 3, CallID: fmt.Sprint("call_", i-1), Name: "add_todo", Arguments: args}
 		case 2:
-			kind, data = models.EventToolResult, map[string]any{"step": i / 3, "call_id": fmt.Sprint("call_", i-2), "is_error": false,
-				"message": map[string]any{"role": "tool", "content": "added todo 1: buy milk", "tool_call_id": fmt.Sprint("call_", i-2)}}
+			kind, data = models.EventToolResult, models.ToolResultEventData{Step: i / 3, CallID: fmt.Sprint("call_", i-2),
+				Message: agent.Message{Role: agent.RoleTool, Content: "added todo 1: buy milk", ToolCallID: fmt.Sprint("call_", i-2)}}
 		}
 		evs[i] = models.TraceEvent{TraceID: traceID, Seq: i, ID: fmt.Sprintf("%s-%d", traceID, i), Attempt: 1, Kind: kind,
-			Text: "added todo 1: buy milk", Data: data, StartedAt: at}
+			Text: "added todo 1: buy milk", Data: models.EventData(data), StartedAt: at}
 	}
 	return evs
 }

@@ -1,8 +1,10 @@
 package models_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -120,7 +122,7 @@ func TestLaunchTransitionsAndJobs(t *testing.T) {
 		}
 		one := 1.0
 		s.TransitionTrace(ctx, id, models.TraceUpdate{Status: models.TraceCompleted, StopReason: models.StopDone, Reward: &one, EndTime: &start,
-			EvaluationResult: map[string]any{"reward": 1.0, "done": true}})
+			EvaluationResult: &models.EvaluationResult{Reward: 1, Done: true}})
 		if ok, _ := s.TransitionTrace(ctx, id, models.TraceUpdate{Status: models.TraceRunning}); ok {
 			t.Error("a completed trace moved back to running")
 		}
@@ -162,7 +164,7 @@ func TestLaunchTransitionsAndJobs(t *testing.T) {
 		if err := s.PublishJob(ctx, a, job.ID); err != nil {
 			t.Fatal(err)
 		}
-		if tr, err := s.GetTrace(ctx, nil, id); err != nil || tr.CanEdit || *tr.Reward != 1 || tr.EvaluationResult["done"] != true {
+		if tr, err := s.GetTrace(ctx, nil, id); err != nil || tr.CanEdit || *tr.Reward != 1 || tr.EvaluationResult == nil || !tr.EvaluationResult.Done {
 			t.Errorf("anonymous after publish = %+v, %v", tr, err)
 		}
 		if _, err := s.UpdateJob(ctx, b, job.ID, nil, nil); !errors.Is(err, models.ErrForbidden) {
@@ -241,7 +243,7 @@ func TestEventsAndLogsAreIdempotent(t *testing.T) {
 		started, ended := time.Date(2026, 11, 22, 10, 0, 0, 123456000, time.UTC), time.Date(2026, 11, 22, 10, 0, 1, 0, time.UTC)
 		full := []models.TraceEvent{
 			{TraceID: id, Seq: 4, ID: "e-4", Attempt: 2, Kind: models.EventToolResult, Text: `a "quoted", {braced} \ line`, ParentID: "e-3",
-				Data: map[string]any{"call_id": "c1", "nested": map[string]any{"list": []any{1.0, "two", nil}}}, StartedAt: started, EndedAt: &ended},
+				Data: json.RawMessage(`{"call_id": "c1", "nested": {"list": [1.0, "two", null]}}`), StartedAt: started, EndedAt: &ended},
 			{TraceID: id, Seq: 5, Attempt: 2, Kind: models.EventAssistant, StartedAt: started},
 		}
 		if err := s.AppendTraceEvents(ctx, full); err != nil {
@@ -253,10 +255,10 @@ func TestEventsAndLogsAreIdempotent(t *testing.T) {
 		}
 		got, want := back[0], full[0]
 		if got.ID != want.ID || got.Text != want.Text || got.ParentID != want.ParentID || got.Kind != want.Kind || got.Attempt != 2 ||
-			!got.StartedAt.Equal(started) || got.EndedAt == nil || !got.EndedAt.Equal(ended) || fmt.Sprint(got.Data) != fmt.Sprint(want.Data) {
+			!got.StartedAt.Equal(started) || got.EndedAt == nil || !got.EndedAt.Equal(ended) || !sameJSON(got.Data, want.Data) {
 			t.Errorf("read back %+v (ended %v), want %+v", got, got.EndedAt, want)
 		}
-		if back[1].EndedAt != nil || back[1].ID == "" || len(back[1].Data) != 0 {
+		if back[1].EndedAt != nil || back[1].ID == "" || !sameJSON(back[1].Data, json.RawMessage(`{}`)) {
 			t.Errorf("an event without end, id or data read back as %+v", back[1])
 		}
 
@@ -314,4 +316,11 @@ func TestEventsAndLogsAreIdempotent(t *testing.T) {
 			t.Errorf("%d worker lines (%d distinct), want 8", len(lines), len(seen))
 		}
 	})
+}
+
+// sameJSON says whether a and b are the same JSON value (Postgres's jsonb keeps neither key order
+// nor spacing).
+func sameJSON(a, b json.RawMessage) bool {
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
 }

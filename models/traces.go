@@ -12,22 +12,22 @@ import (
 // Trace is the record of one attempt.
 type Trace struct {
 	bun.BaseModel    `bun:"table:traces,alias:tr"`
-	ID               uuid.UUID      `bun:"id,pk,type:uuid"`
-	TeamID           uuid.UUID      `bun:"team_id,type:uuid"`
-	JobID            uuid.UUID      `bun:"job_id,type:uuid"`
-	TaskID           *uuid.UUID     `bun:"task_id,type:uuid"`
-	TaskVersionID    *uuid.UUID     `bun:"task_version_id,type:uuid"`
-	ModelID          *uuid.UUID     `bun:"model_id,type:uuid"`
-	GroupID          string         `bun:"group_id"`
-	Name             string         `bun:"name"`
-	Description      string         `bun:"description"`
-	Status           string         `bun:"status"`
-	StopReason       string         `bun:"stop_reason"`
-	Error            string         `bun:"error"`
-	Reward           *float64       `bun:"reward"`
-	EvaluationResult map[string]any `bun:"evaluation_result"`
-	Metadata         map[string]any `bun:"metadata"`
-	RuntimeConfig    RuntimeConfig  `bun:"runtime_config"`
+	ID               uuid.UUID         `bun:"id,pk,type:uuid"`
+	TeamID           uuid.UUID         `bun:"team_id,type:uuid"`
+	JobID            uuid.UUID         `bun:"job_id,type:uuid"`
+	TaskID           *uuid.UUID        `bun:"task_id,type:uuid"`
+	TaskVersionID    *uuid.UUID        `bun:"task_version_id,type:uuid"`
+	ModelID          *uuid.UUID        `bun:"model_id,type:uuid"`
+	GroupID          string            `bun:"group_id"`
+	Name             string            `bun:"name"`
+	Description      string            `bun:"description"`
+	Status           string            `bun:"status"`
+	StopReason       string            `bun:"stop_reason"`
+	Error            string            `bun:"error"`
+	Reward           *float64          `bun:"reward"`
+	EvaluationResult *EvaluationResult `bun:"evaluation_result"`
+	Metadata         map[string]any    `bun:"metadata"`
+	RuntimeConfig    RuntimeConfig     `bun:"runtime_config"`
 	// ScenarioArgs and AgentConfig are set when the launch overrode the task version's (merged
 	// over them); nil runs the version's own.
 	ScenarioArgs map[string]any `bun:"scenario_args"`
@@ -153,7 +153,7 @@ type TraceUpdate struct {
 	StopReason       string
 	Error            string
 	Reward           *float64
-	EvaluationResult map[string]any
+	EvaluationResult *EvaluationResult
 	Attempt          int
 	StartTime        *time.Time
 	EndTime          *time.Time

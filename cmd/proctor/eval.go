@@ -15,6 +15,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/proctorhq/proctor/models"
 )
 
 type jobSummary struct {
@@ -382,12 +384,12 @@ func cmdTrace(stdout, stderr io.Writer) flagsBody {
 			for {
 				var ev struct {
 					Events []struct {
-						Seq        int            `json:"seq"`
-						Kind       string         `json:"kind"`
-						Text       string         `json:"text"`
-						Data       map[string]any `json:"data"`
-						Attempt    int            `json:"attempt"`
-						Superseded bool           `json:"superseded"`
+						Seq        int             `json:"seq"`
+						Kind       string          `json:"kind"`
+						Text       string          `json:"text"`
+						Data       json.RawMessage `json:"data"`
+						Attempt    int             `json:"attempt"`
+						Superseded bool            `json:"superseded"`
 						Images     []struct {
 							URL      string `json:"url"`
 							MIMEType string `json:"mime_type"`
@@ -457,32 +459,32 @@ func cmdTrace(stdout, stderr io.Writer) flagsBody {
 	}
 }
 
-func describeEvent(kind, text string, data map[string]any) string {
+// describeEvent is one line about an event, its data read as the payload of its kind.
+func describeEvent(kind, text string, data json.RawMessage) string {
 	switch kind {
-	case "tool_call":
-		return fmt.Sprintf("%s %s", text, compactJSON(data["arguments"]))
-	case "system_message":
+	case models.EventToolCall:
+		var d models.ToolCallEventData
+		json.Unmarshal(data, &d) //nolint:errcheck // a line about what could be read
+		return fmt.Sprintf("%s %s", text, compactJSON(d.Arguments))
+	case models.EventSystem:
 		if text == "" {
 			return "(no system prompt)"
 		}
-	case "assistant_message":
-		if text == "" {
-			if m, ok := data["message"].(map[string]any); ok {
-				if calls, ok := m["tool_calls"].([]any); ok {
-					return fmt.Sprintf("(%d tool call(s))", len(calls))
-				}
-			}
+	case models.EventAssistant:
+		var d models.AssistantEventData
+		if text == "" && json.Unmarshal(data, &d) == nil && len(d.Message.ToolCalls) > 0 {
+			return fmt.Sprintf("(%d tool call(s))", len(d.Message.ToolCalls))
 		}
-	case "evaluate":
+	case models.EventEvaluate:
 		// The evaluation's own words (what was missing, what was wrong) say why the reward is
 		// what it is.
-		line := fmt.Sprintf("%s → reward %v", text, data["reward"])
-		if res, ok := data["result"].(map[string]any); ok {
-			why, _ := res["text"].(string)
-			if st, ok := res["structured"].(map[string]any); ok {
-				if c, ok := st["content"].(string); ok {
-					why = c // an envserver.EvaluationResult's content, without the JSON around it
-				}
+		var d models.EvaluateEventData
+		json.Unmarshal(data, &d) //nolint:errcheck // a line about what could be read
+		line := fmt.Sprintf("%s → reward %v", text, d.Reward)
+		if d.Result != nil {
+			why := d.Result.Text
+			if c, ok := d.Result.Structured["content"].(string); ok {
+				why = c // an envserver.EvaluationResult's content, without the JSON around it
 			}
 			if why != "" {
 				line += ": " + why
@@ -493,8 +495,8 @@ func describeEvent(kind, text string, data map[string]any) string {
 	return oneLine(text, 160)
 }
 
-func compactJSON(v any) string {
-	if v == nil {
+func compactJSON(v map[string]any) string {
+	if len(v) == 0 {
 		return "{}"
 	}
 	b, err := json.Marshal(v)

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/proctorhq/proctor/internal/agent"
 	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/internal/testenv"
 	"github.com/proctorhq/proctor/models"
@@ -274,8 +275,8 @@ func keepScreenshot(t *testing.T, store *models.Store, dataDir, traceID string) 
 	}
 	now := time.Now().UTC()
 	ev := models.TraceEvent{TraceID: id, Seq: seq + 1, Attempt: 1, Kind: models.EventToolResult, Text: "a screenshot of the list",
-		Data: map[string]any{"step": 1, "call_id": "screenshot", "name": "screenshot",
-			models.EventDataImages: []models.TraceImage{{MIMEType: "image/png", Size: buf.Len(), SHA256: digest, Key: key}}},
+		Data: models.EventData(models.ToolResultEventData{Step: 1, CallID: "screenshot", Name: "screenshot",
+			Images: []agent.Image{{MIMEType: "image/png", Size: buf.Len(), SHA256: digest, Key: key}}}),
 		StartedAt: now, EndedAt: &now}
 	if err := store.AppendTraceEvents(t.Context(), []models.TraceEvent{ev}); err != nil {
 		t.Fatal(err)

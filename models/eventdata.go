@@ -1,0 +1,132 @@
+package models
+
+import (
+	"encoding/json"
+
+	"github.com/proctorhq/proctor/internal/agent"
+)
+
+// The payload of each kind of trace event: an event's Data is the JSON of one of these, by its
+// Kind. The API serves it as the event's data object; the engine reads the conversation back
+// from it before each model call, so what a model is sent is what the trace shows. A brought
+// agent's trace is written in the same shapes.
+
+// SystemEventData is the data of a system_message event (its text is the system prompt).
+type SystemEventData struct {
+	// Tools are the tools the agent is shown.
+	Tools []agent.Tool `json:"tools"`
+}
+
+// SetupEventData is the data of a setup event: a scenario's setup call and what it returned.
+type SetupEventData struct {
+	Call   agent.Call        `json:"call"`
+	Result *agent.ToolResult `json:"result"`
+}
+
+// UserEventData is the data of a user_message event (its text is the prompt).
+type UserEventData struct {
+	Message agent.Message `json:"message"`
+}
+
+// AssistantEventData is the data of an assistant_message event: one model call's answer.
+type AssistantEventData struct {
+	// Step is the model call's number in the attempt, from 0.
+	Step    int           `json:"step"`
+	Message agent.Message `json:"message"`
+	Usage   agent.Usage   `json:"usage"`
+	// Model is the model that answered, as its provider names it.
+	Model string `json:"model"`
+}
+
+// ToolCallEventData is the data of a tool_call event: a call the model asked for.
+type ToolCallEventData struct {
+	Step   int    `json:"step"`
+	CallID string `json:"call_id"`
+	Name   string `json:"name"`
+	// Arguments are the model's arguments, a JSON object of the tool's own schema.
+	Arguments map[string]any `json:"arguments"`
+}
+
+// ToolResultEventData is the data of a tool_result event: what the environment answered.
+type ToolResultEventData struct {
+	Step    int    `json:"step"`
+	CallID  string `json:"call_id"`
+	Name    string `json:"name"`
+	IsError bool   `json:"is_error"`
+	// Structured is the result's structured content, a JSON object of the tool's own schema.
+	Structured map[string]any `json:"structured"`
+	// Message is the result as the model is sent it.
+	Message agent.Message `json:"message"`
+	// Images are the result's images, each with the key of the object that keeps it (absent when
+	// it could not be kept). The API serves them as the event's images, with URLs.
+	Images []agent.Image `json:"images,omitempty"`
+}
+
+// EvaluateEventData is the data of an evaluate event: a scenario's evaluate call, what it
+// returned and the reward read from it.
+type EvaluateEventData struct {
+	Call   agent.Call        `json:"call"`
+	Result *agent.ToolResult `json:"result"`
+	Reward float64           `json:"reward"`
+}
+
+// EventData is v as an event's data. A value that does not encode (it cannot happen with the
+// payload types above, whose open parts came from JSON) is recorded as the encoding error.
+func EventData(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		b, _ = json.Marshal(struct {
+			Error string `json:"error"`
+		}{err.Error()})
+	}
+	return b
+}
+
+// DecodeData reads the event's data into v, the payload type of its kind.
+func (e *TraceEvent) DecodeData(v any) error {
+	if len(e.Data) == 0 {
+		return nil
+	}
+	return json.Unmarshal(e.Data, v)
+}
+
+// Images are the images of a tool_result event; other events, and data that does not read as a
+// tool result, have none.
+func (e *TraceEvent) Images() []agent.Image {
+	if e.Kind != EventToolResult {
+		return nil
+	}
+	var d struct {
+		Images []agent.Image `json:"images"`
+	}
+	if e.DecodeData(&d) != nil {
+		return nil
+	}
+	return d.Images
+}
+
+// Failed says whether the event is a tool result the environment marked an error.
+func (e *TraceEvent) Failed() bool {
+	if e.Kind != EventToolResult {
+		return false
+	}
+	var d struct {
+		IsError bool `json:"is_error"`
+	}
+	return e.DecodeData(&d) == nil && d.IsError
+}
+
+// EvaluationResult is how an attempt was scored: the trace's evaluation_result. Reward is the
+// mean of the evaluate calls' rewards; the rest comes from the last of them, as the
+// environment's evaluator returned it (envserver.EvaluationResult is the same shape).
+type EvaluationResult struct {
+	Reward float64 `json:"reward"`
+	Done   bool    `json:"done"`
+	// Content is the evaluator's own explanation of the score.
+	Content string `json:"content,omitempty"`
+	// Info is the evaluator's details, an object of the environment's own shape.
+	Info map[string]any `json:"info,omitempty"`
+	// Reason says why no reward could be read (a failed evaluate call, no reward field, a task
+	// without evaluation).
+	Reason string `json:"reason,omitempty"`
+}
