@@ -12,15 +12,13 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/proctorhq/proctor/internal/testenv"
 )
 
 // A tool reports progress and logs through its call's context: progress reaches a client that
 // asked for it, log records reach the client at or above the level it set, and the server's own
 // log always; over both transports.
 func TestToolProgressAndLogging(t *testing.T) {
-	serverLog := &testenv.Buffer{}
+	serverLog := &syncBuffer{}
 	s := New("calls", WithLogger(slog.New(slog.NewTextHandler(serverLog, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	MustAddTool(s, "work", "Work in three steps", func(ctx context.Context, in struct{}) (map[string]int, error) {
 		for i := 1; i <= 3; i++ {

@@ -1,6 +1,7 @@
 package envserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -12,6 +13,27 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
+
+// syncBuffer is a bytes.Buffer that is safe to write from other goroutines (a child's stderr, a
+// server's logger) while the test reads it. (The platform's testenv has one too; this module
+// imports nothing of the platform's, tests included.)
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// String is everything written so far.
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
 
 // quietLogger keeps expected failures out of test output.
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

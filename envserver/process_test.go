@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/proctorhq/proctor/internal/testenv"
 )
 
 // helperEnv names the helper a re-executed test binary runs instead of the tests: the tests
@@ -85,7 +83,7 @@ func runHelper(name string) int {
 }
 
 // waitFor waits until b holds s.
-func waitFor(t *testing.T, b *testenv.Buffer, s string) {
+func waitFor(t *testing.T, b *syncBuffer, s string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !strings.Contains(b.String(), s) {
@@ -96,14 +94,14 @@ func waitFor(t *testing.T, b *testenv.Buffer, s string) {
 	}
 }
 
-func helperCommand(t *testing.T, name string) (*exec.Cmd, *testenv.Buffer) {
+func helperCommand(t *testing.T, name string) (*exec.Cmd, *syncBuffer) {
 	t.Helper()
 	if runtime.GOOS == "windows" {
 		t.Skip("needs fd 1 swapping and SIGTERM")
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), helperEnv+"="+name)
-	stderr := &testenv.Buffer{}
+	stderr := &syncBuffer{}
 	cmd.Stderr = stderr
 	return cmd, stderr
 }

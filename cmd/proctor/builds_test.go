@@ -25,43 +25,71 @@ import (
 )
 
 // outOfTreeEnvironment writes a Go environment the way an author outside this repository has
-// one: its own module requiring the envserver module, its dependencies vendored (go mod vendor)
-// because the module is not published. It is the todo example's code.
+// one: its own module requiring only the envserver module, its dependencies vendored (go mod
+// vendor) because the module is not published. It is the todo example's code.
 func outOfTreeEnvironment(t *testing.T) string {
 	t.Helper()
-	src, err := os.ReadFile(filepath.Join(testenv.ModuleRoot(t), "examples", "environments", "todo", "main.go"))
-	if err != nil {
-		t.Fatal(err)
+	return outOfTreeExample(t, "todo")
+}
+
+// outOfTreeExample is the example environment name (its main.go and the package it serves,
+// NAMEenv, without tests) as an out-of-tree module: the package moves into the new module.
+func outOfTreeExample(t *testing.T, name string) string {
+	t.Helper()
+	dir := filepath.Join(testenv.ModuleRoot(t), "examples", "environments", name)
+	pkg := name + "env"
+	files := map[string][]byte{}
+	for _, rel := range []string{"main.go", pkg} {
+		err := filepath.WalkDir(filepath.Join(dir, rel), func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || strings.HasSuffix(p, "_test.go") {
+				return err
+			}
+			body, err := os.ReadFile(p)
+			r, _ := filepath.Rel(dir, p)
+			files[filepath.ToSlash(r)] = bytes.ReplaceAll(body,
+				[]byte(`"github.com/proctorhq/proctor/examples/environments/`+name+`/`+pkg+`"`), []byte(`"example.com/todoenv/`+pkg+`"`))
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
-	return outOfTreeModule(t, src)
+	return outOfTreeFiles(t, files)
 }
 
 // outOfTreeModule is an out-of-tree Go environment whose main.go is src.
 func outOfTreeModule(t *testing.T, src []byte) string {
 	t.Helper()
-	root := testenv.ModuleRoot(t)
+	return outOfTreeFiles(t, map[string][]byte{"main.go": src})
+}
+
+// outOfTreeFiles makes a module of files as the README tells an author to: go mod init, a
+// requirement of the envserver module replaced by this checkout's copy, go mod tidy and go mod
+// vendor (which copies it into vendor/, so that the upload carries it).
+func outOfTreeFiles(t *testing.T, files map[string][]byte) string {
+	t.Helper()
 	dir := t.TempDir()
-	modFile, err := os.ReadFile(filepath.Join(root, "go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The repository's requirements pin every dependency at a version this machine has; the
-	// replace points at this checkout, which vendoring copies.
-	_, requires, _ := strings.Cut(string(modFile), "\ngo ")
-	mod := "module example.com/todoenv\n\ngo " + requires + "\nrequire github.com/proctorhq/proctor v0.0.0\n\nreplace github.com/proctorhq/proctor => " + root + "\n"
-	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, body := range map[string][]byte{"main.go": src, "go.mod": []byte(mod), "go.sum": sum, ".gitignore": []byte("*.bin\n")} {
+	files[".gitignore"] = []byte("*.bin\n")
+	for name, body := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(filepath.Join(dir, name), body, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cmd := exec.Command("go", "mod", "vendor")
-	cmd.Dir, cmd.Env = dir, append(os.Environ(), "GOPROXY=off", "GOFLAGS=", "GOWORK=off")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go mod vendor: %v\n%s", err, out)
+	envserver := filepath.Join(testenv.ModuleRoot(t), "envserver")
+	for _, args := range [][]string{
+		{"mod", "init", "example.com/todoenv"},
+		{"mod", "edit", "-require", "github.com/proctorhq/proctor/envserver@v0.0.0", "-replace", "github.com/proctorhq/proctor/envserver=" + envserver},
+		{"mod", "tidy"},
+		{"mod", "vendor"},
+	} {
+		cmd := exec.Command("go", args...)
+		cmd.Dir, cmd.Env = dir, append(os.Environ(), "GOFLAGS=", "GOWORK=off")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
 	}
 	return dir
 }

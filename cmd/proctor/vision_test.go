@@ -6,14 +6,11 @@ import (
 	"image/png"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/proctorhq/proctor/examples/environments/canvas/canvasenv"
 	"github.com/proctorhq/proctor/internal/fakemodel"
-	"github.com/proctorhq/proctor/internal/testenv"
 )
 
 // testAgentSeesScreenshots deploys the canvas example as a user's environment and runs its
@@ -24,11 +21,7 @@ import (
 func testAgentSeesScreenshots(t *testing.T, c api, dataDir string, storeArgs []string) {
 	t.Helper()
 	t.Setenv("SCRIPTED_KEY", "scripted-key")
-	src, err := os.ReadFile(filepath.Join(testenv.ModuleRoot(t), "examples", "environments", "canvas", "main.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := c.cli("env", "deploy", outOfTreeModule(t, src), "--name", "canvas-cli"); err != nil || !strings.Contains(out, "copy-color") {
+	if out, err := c.cli("env", "deploy", outOfTreeExample(t, "canvas"), "--name", "canvas-cli"); err != nil || !strings.Contains(out, "copy-color") {
 		t.Fatalf("env deploy canvas: %v\n%s", err, out)
 	}
 	var up struct {
