@@ -27,13 +27,13 @@ func (q *queryLog) BeforeQuery(ctx context.Context, e *bun.QueryEvent) context.C
 func (q *queryLog) AfterQuery(context.Context, *bun.QueryEvent) {}
 
 // startEnvironmentQueries bounds the statements a first try's StartEnvironment runs against the
-// store (19 before the run was read in LoadRun and a worker log line became one statement): the
-// run in four reads (the trace with its launcher, the version with its environment's latest build
-// id, the build, the model), the member's secrets and the environment's variables, the trace
-// turning initializing, the environment log's next seq, the instance (a check for the try's, the
-// row, the trace's instance id), a worker log line, the opening events (their seq, the rows) and
-// the trace turning running.
-const startEnvironmentQueries = 15
+// store (19 before the run was read in LoadRun and a worker log line became one statement; 15
+// before LoadRun became one join, the launch environment one union and BeginTry one update that
+// returns where the events and the log go on): the run, the member's secrets with the
+// environment's variables, the trace turning initializing, the instance (a check for the try's,
+// the row, the trace's instance id), a worker log line, the opening events and the trace turning
+// running.
+const startEnvironmentQueries = 9
 
 func TestStartEnvironmentStoreRoundTrips(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {

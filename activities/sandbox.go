@@ -131,22 +131,18 @@ func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentIn
 	if spec.Env, err = a.launchEnv(ctx, r); err != nil {
 		return StartEnvironmentResult{}, err
 	}
-	now := time.Now().UTC()
-	changed, err := a.Store.TransitionTrace(ctx, in.TraceID, models.TraceUpdate{Status: models.TraceInitializing, Attempt: in.Attempt, StartTime: &now})
+	try, err := a.Store.BeginTry(ctx, in.TraceID, in.Attempt, time.Now().UTC())
 	if err != nil {
 		return StartEnvironmentResult{}, err
 	}
-	if !changed {
+	if !try.Began {
 		// Cancelled (or cancelling) before its sandbox started: nothing to run.
 		// Benign: a cancel that came first is normal, not an error of this worker.
 		return StartEnvironmentResult{}, temporal.NewApplicationErrorWithOptions("the trace was closed before its sandbox started", ErrTraceClosed,
 			temporal.ApplicationErrorOptions{NonRetryable: true, Category: temporal.ApplicationErrorCategoryBenign})
 	}
 	run, startup, res := r.runtime()
-	logs, err := a.newLogSink(ctx, in.TraceID)
-	if err != nil {
-		return StartEnvironmentResult{}, err
-	}
+	logs := a.newLogSink(in.TraceID, try.EnvLogSeq)
 	spec.ID, spec.Resources, spec.OnLog, spec.Network = fmt.Sprintf("%s-%d", in.TraceID, in.Attempt), res, logs.add, r.network()
 	queue := ""
 	if activity.IsActivity(ctx) {
@@ -184,7 +180,7 @@ func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentIn
 	}
 	a.workerLog(ctx, in.TraceID, "try %d: sandbox %s started on %s (%s)", in.Attempt, sb.ID(), a.HostQueue, what)
 	le := &liveEnv{attempt: in.Attempt, sb: sb, logs: logs, instance: inst}
-	tools, err := a.openEnvironment(ctx, in, r, le)
+	tools, err := a.openEnvironment(ctx, in, r, le, try.EventSeq)
 	if err != nil {
 		a.stopEnv(context.WithoutCancel(ctx), in.TraceID, le)
 		return StartEnvironmentResult{}, err
@@ -262,8 +258,8 @@ func (a *Activities) gatewayModel(ctx context.Context, r *runFor) (agent.Model, 
 }
 
 // openEnvironment initializes the environment in a started sandbox, runs the task's setup and
-// writes the opening events; the trace turns running.
-func (a *Activities) openEnvironment(ctx context.Context, in TryInput, r *runFor, le *liveEnv) (int, error) {
+// writes the opening events from seq on; the trace turns running.
+func (a *Activities) openEnvironment(ctx context.Context, in TryInput, r *runFor, le *liveEnv, seq int) (int, error) {
 	env, err := agent.Connect(ctx, le.sb.Stdout(), le.sb.Stdin(), agent.ConnectOptions{ClientName: "proctor", Logger: a.log()})
 	if err != nil {
 		return 0, envError("initialize the environment: %v", err)
@@ -276,10 +272,6 @@ func (a *Activities) openEnvironment(ctx context.Context, in TryInput, r *runFor
 	}
 	le.tools, le.evaluate = op.Tools, op.Evaluate
 	system, prompt, setup := op.System, op.Prompt, op.Setup
-	seq, err := a.nextSeq(ctx, in.TraceID)
-	if err != nil {
-		return 0, err
-	}
 	events := []models.TraceEvent{
 		a.event(in, seq, models.EventSystem, system, models.SystemEventData{Tools: le.tools}),
 	}
@@ -538,14 +530,11 @@ type logSink struct {
 	done    chan struct{}
 }
 
-func (a *Activities) newLogSink(ctx context.Context, traceID uuid.UUID) (*logSink, error) {
-	next, err := a.Store.NextLogSeq(ctx, traceID, models.LogEnv)
-	if err != nil {
-		return nil, err
-	}
+// newLogSink writes the environment log of a trace from seq next on.
+func (a *Activities) newLogSink(traceID uuid.UUID, next int) *logSink {
 	s := &logSink{a: a, traceID: traceID, next: next, stop: make(chan struct{}), done: make(chan struct{})}
 	go s.loop()
-	return s, nil
+	return s
 }
 
 func (s *logSink) add(l sandbox.LogLine) {

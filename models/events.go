@@ -180,15 +180,6 @@ func (s *Store) AppendLogLine(ctx context.Context, traceID uuid.UUID, source, st
 	return fmt.Errorf("append a log line: %w: its seq kept being taken", ErrConflict)
 }
 
-// NextLogSeq is the seq the next log line of a source should take.
-func (s *Store) NextLogSeq(ctx context.Context, traceID uuid.UUID, source string) (int, error) {
-	var seq int
-	if err := s.DB.NewSelect().Model((*TraceLog)(nil)).ColumnExpr("COALESCE(MAX(seq), -1) + 1").Where("trace_id = ? AND source = ?", traceID, source).Scan(ctx, &seq); err != nil {
-		return 0, fmt.Errorf("next log seq: %w", err)
-	}
-	return seq, nil
-}
-
 // TraceLogs pages one source's lines of a trace after afterSeq; hasMore says a next page exists.
 func (s *Store) TraceLogs(ctx context.Context, traceID uuid.UUID, source string, afterSeq, limit int) ([]TraceLog, bool, error) {
 	var logs []TraceLog

@@ -286,12 +286,6 @@ func TestEventsAndLogsAreIdempotent(t *testing.T) {
 		if len(page) != 3 || !more || len(rest) != 2 || more2 || rest[1].Line != "line 4" {
 			t.Errorf("log pages: %d more=%v, %d more=%v", len(page), more, len(rest), more2)
 		}
-		if next, _ := s.NextLogSeq(ctx, id, models.LogEnv); next != 5 {
-			t.Errorf("next log seq = %d", next)
-		}
-		if next, _ := s.NextLogSeq(ctx, id, models.LogWorker); next != 0 {
-			t.Errorf("next worker log seq = %d", next)
-		}
 
 		// Worker log lines appended one statement each, by writers racing for the next seq: each
 		// line once, at its own seq, none lost.
@@ -323,4 +317,52 @@ func TestEventsAndLogsAreIdempotent(t *testing.T) {
 func sameJSON(a, b json.RawMessage) bool {
 	var x, y any
 	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
+}
+
+func TestBeginTry(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *models.Store) {
+		a := member(t, s, "alpha", "a@example.com")
+		versions, oracle := launchFixture(t, s, a)
+		_, traces, err := s.LaunchJob(ctx, a, models.Launch{MaxSteps: 5, GroupSize: 1, MaxConcurrent: 1,
+			Traces: []models.LaunchTrace{{TraceID: uuid.New(), TaskVersionID: versions[0], ModelID: oracle.ID}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := traces[0].ID
+		first := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+		if try, err := s.BeginTry(ctx, id, 1, first); err != nil || try != (models.TryStart{Began: true}) {
+			t.Fatalf("begin the first try of a new trace = %+v, %v", try, err)
+		}
+		// A second try goes on after the first's events and environment log, and keeps its start.
+		var evs []models.TraceEvent
+		var logs []models.TraceLog
+		for i := range 3 {
+			evs = append(evs, models.TraceEvent{TraceID: id, Seq: i, Attempt: 1, Kind: models.EventUser, StartedAt: first})
+		}
+		for i := range 5 {
+			logs = append(logs, models.TraceLog{TraceID: id, Source: models.LogEnv, Seq: i, Stream: "stderr", Line: "x", Time: first})
+		}
+		logs = append(logs, models.TraceLog{TraceID: id, Source: models.LogWorker, Seq: 7, Stream: "worker", Line: "w", Time: first})
+		if err := s.AppendTraceEvents(ctx, evs); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.AppendTraceLogs(ctx, logs); err != nil {
+			t.Fatal(err)
+		}
+		try, err := s.BeginTry(ctx, id, 2, first.Add(time.Hour))
+		if err != nil || try != (models.TryStart{Began: true, EventSeq: 3, EnvLogSeq: 5}) {
+			t.Fatalf("begin the second try = %+v, %v; want events at 3, the environment log at 5", try, err)
+		}
+		tr, err := s.GetTrace(ctx, a, id)
+		if err != nil || tr.Status != models.TraceInitializing || tr.Attempt != 2 || tr.StartTime == nil || !tr.StartTime.Equal(first) {
+			t.Fatalf("after the second try began: %+v, %v", tr, err)
+		}
+		// A trace closed first runs no try.
+		if _, err := s.TransitionTrace(ctx, id, models.TraceUpdate{Status: models.TraceCancelled, StopReason: models.StopCancelled}); err != nil {
+			t.Fatal(err)
+		}
+		if try, err := s.BeginTry(ctx, id, 3, first); err != nil || try.Began {
+			t.Fatalf("begin a try of a cancelled trace = %+v, %v; want none", try, err)
+		}
+	})
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"strings"
 
 	"github.com/google/uuid"
 )
@@ -34,38 +36,42 @@ func (e *RunImageError) Error() string {
 // ErrNoTaskVersion is wrapped by LoadRun's error for a trace without a task version.
 var ErrNoTaskVersion = errors.New("the trace has no task version")
 
-// LoadRun reads an attempt's Run in four queries at most: the trace with its job's launcher,
-// the task version with its environment's latest build id, that build (or the one the runtime
-// config's image names), and the model.
+// LoadRun reads an attempt's Run in one query: the trace with its job's launcher, its task
+// version, its environment's latest build and its model. A runtime config that names an image
+// runs that build instead of the latest, read by a second query.
 func (s *Store) LoadRun(ctx context.Context, traceID uuid.UUID) (*Run, error) {
-	var tr struct {
+	var row struct {
 		Trace     `bun:",extend"`
-		LaunchBy  *uuid.UUID `bun:"launch_by,scanonly"`
-		LaunchKey *uuid.UUID `bun:"launch_key,scanonly"`
+		LaunchBy  *uuid.UUID  `bun:"launch_by,scanonly"`
+		LaunchKey *uuid.UUID  `bun:"launch_key,scanonly"`
+		Version   TaskVersion `bun:"embed:tv__"`
+		Build     Build       `bun:"embed:b__"`
+		Model     LLMModel    `bun:"embed:m__"`
 	}
-	err := s.DB.NewSelect().Model(&tr).ColumnExpr("tr.*").
+	err := s.DB.NewSelect().Model(&row).ColumnExpr("tr.*").
 		ColumnExpr("j.created_by AS launch_by").ColumnExpr("j.api_key_id AS launch_key").
-		Join("LEFT JOIN jobs AS j ON j.id = tr.job_id").Where("tr.id = ?", traceID).Scan(ctx)
+		ColumnExpr(s.columnsAs((*TaskVersion)(nil), "tv", "tv__")).
+		ColumnExpr(s.columnsAs((*Build)(nil), "b", "b__")).
+		ColumnExpr(s.columnsAs((*LLMModel)(nil), "m", "m__")).
+		Join("LEFT JOIN jobs AS j ON j.id = tr.job_id").
+		Join("LEFT JOIN task_versions AS tv ON tv.id = tr.task_version_id").
+		Join("LEFT JOIN registries AS r ON r.id = tv.registry_id").
+		Join("LEFT JOIN builds AS b ON b.id = r.latest_build_id").
+		Join("LEFT JOIN llm_models AS m ON m.id = tr.model_id").
+		Where("tr.id = ?", traceID).Scan(ctx)
 	if err != nil {
 		return nil, notFound(err, "load trace "+traceID.String())
 	}
-	r := &Run{Trace: tr.Trace, LaunchedBy: tr.LaunchBy, LaunchKey: tr.LaunchKey}
+	r := &Run{Trace: row.Trace, LaunchedBy: row.LaunchBy, LaunchKey: row.LaunchKey}
 	if r.Trace.TaskVersionID == nil {
 		return nil, fmt.Errorf("trace %s: %w", traceID, ErrNoTaskVersion)
 	}
-	var v struct {
-		TaskVersion `bun:",extend"`
-		LatestBuild *uuid.UUID `bun:"latest_build,scanonly"`
+	if row.Version.ID == uuid.Nil {
+		return nil, fmt.Errorf("load task version: %w", ErrNotFound)
 	}
-	err = s.DB.NewSelect().Model(&v).ColumnExpr("tv.*").ColumnExpr("r.latest_build_id AS latest_build").
-		Join("LEFT JOIN registries AS r ON r.id = tv.registry_id").Where("tv.id = ?", *r.Trace.TaskVersionID).Scan(ctx)
-	if err != nil {
-		return nil, notFound(err, "load task version")
-	}
-	r.Version = v.TaskVersion
+	r.Version = row.Version
 	switch ref := r.Trace.RuntimeConfig.Image; {
 	case ref != "":
-		// A runtime config that names an image runs that build instead of the latest.
 		b, err := s.BuildByImage(ctx, r.Trace.TeamID, ref)
 		if errors.Is(err, ErrNotFound) {
 			return nil, &RunImageError{Ref: ref}
@@ -74,17 +80,25 @@ func (s *Store) LoadRun(ctx context.Context, traceID uuid.UUID) (*Run, error) {
 			return nil, err
 		}
 		r.Build = b
-	case v.LatestBuild != nil:
-		r.Build = new(Build)
-		if err := s.DB.NewSelect().Model(r.Build).Where("id = ?", *v.LatestBuild).Scan(ctx); err != nil {
-			return nil, notFound(err, "load build")
-		}
+	case row.Build.ID != uuid.Nil:
+		r.Build = &row.Build
 	}
 	if r.Trace.ModelID != nil {
-		r.Model = new(LLMModel)
-		if err := s.DB.NewSelect().Model(r.Model).Where("id = ?", *r.Trace.ModelID).Scan(ctx); err != nil {
-			return nil, notFound(err, "load model")
+		if row.Model.ID == uuid.Nil {
+			return nil, fmt.Errorf("load model: %w", ErrNotFound)
 		}
+		r.Model = &row.Model
 	}
 	return r, nil
+}
+
+// columnsAs selects the columns of model's table under alias, each named with prefix (for a
+// struct field tagged embed:prefix).
+func (s *Store) columnsAs(model any, alias, prefix string) string {
+	t := s.DB.Table(reflect.TypeOf(model))
+	cols := make([]string, 0, len(t.Fields))
+	for _, f := range t.Fields {
+		cols = append(cols, fmt.Sprintf("%s.%s AS %s%s", alias, f.SQLName, prefix, f.Name))
+	}
+	return strings.Join(cols, ", ")
 }

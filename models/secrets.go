@@ -328,30 +328,40 @@ func (s *Store) DeleteMemberSecret(ctx context.Context, c *Caller, id uuid.UUID)
 // opens every value with sl; a value that does not open is an error, never an empty variable.
 func (s *Store) LaunchEnv(ctx context.Context, sl Sealer, registryID *uuid.UUID, teamID uuid.UUID, launcher *uuid.UUID) (map[string]string, error) {
 	env := map[string]string{}
-	if launcher != nil {
-		var mine []MemberSecret
-		err := s.DB.NewSelect().Model(&mine).
-			Join("JOIN memberships AS m ON m.id = ms.membership_id").
-			Where("m.team_id = ? AND m.user_id = ? AND ms.provider IS NULL", teamID, *launcher).Scan(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("member secrets: %w", err)
-		}
-		for _, m := range mine {
-			if env[m.Name], err = open(sl, m.Name, m.Ciphertext, MemberSecretContext(m.ID)); err != nil {
-				return nil, err
-			}
-		}
+	if launcher == nil && registryID == nil {
+		return env, nil
 	}
-	if registryID != nil {
-		var vars []EnvVar
-		if err := s.DB.NewSelect().Model(&vars).Where("registry_id = ?", *registryID).Scan(ctx); err != nil {
-			return nil, fmt.Errorf("env vars: %w", err)
+	// One statement: the member's secrets (kind 0), then the variables (kind 1), which win.
+	var sealed []struct {
+		Kind       int       `bun:"kind"`
+		ID         uuid.UUID `bun:"id,type:uuid"`
+		Name       string    `bun:"name"`
+		Ciphertext []byte    `bun:"ciphertext"`
+	}
+	noUser, noRegistry := launcher == nil, registryID == nil
+	user, registry := uuid.Nil, uuid.Nil
+	if !noUser {
+		user = *launcher
+	}
+	if !noRegistry {
+		registry = *registryID
+	}
+	err := s.DB.NewRaw(`SELECT 0 AS kind, ms.id, ms.name, ms.ciphertext FROM member_secrets AS ms
+			JOIN memberships AS m ON m.id = ms.membership_id
+			WHERE ? = FALSE AND m.team_id = ? AND m.user_id = ? AND ms.provider IS NULL
+		UNION ALL
+		SELECT 1 AS kind, ev.id, ev.name, ev.ciphertext FROM env_vars AS ev WHERE ? = FALSE AND ev.registry_id = ?
+		ORDER BY kind`, noUser, teamID, user, noRegistry, registry).Scan(ctx, &sealed)
+	if err != nil {
+		return nil, fmt.Errorf("launch env: %w", err)
+	}
+	for _, v := range sealed {
+		ctxName := MemberSecretContext(v.ID)
+		if v.Kind == 1 {
+			ctxName = EnvVarContext(v.ID)
 		}
-		for _, v := range vars {
-			var err error
-			if env[v.Name], err = open(sl, v.Name, v.Ciphertext, EnvVarContext(v.ID)); err != nil {
-				return nil, err
-			}
+		if env[v.Name], err = open(sl, v.Name, v.Ciphertext, ctxName); err != nil {
+			return nil, err
 		}
 	}
 	return env, nil

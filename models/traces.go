@@ -163,6 +163,51 @@ type TraceUpdate struct {
 // cancelling trace only moves to cancelled: a late writer (a retried activity, a slow worker)
 // cannot resurrect or overwrite a finished attempt. It reports whether the row changed.
 func (s *Store) TransitionTrace(ctx context.Context, id uuid.UUID, u TraceUpdate) (bool, error) {
+	res, err := s.transition(id, u).Exec(ctx)
+	if err != nil {
+		return false, fmt.Errorf("transition trace %s: %w", id, err)
+	}
+	n, _ := res.RowsAffected()
+	if n > 0 && Terminal(u.Status) {
+		// Its sandbox is gone by now (teardown runs before the end is written) or its worker is:
+		// either way the attempt's environment time ends with it.
+		if err := s.endTraceInstances(ctx, id, "the attempt ended "+u.Status); err != nil {
+			return true, err
+		}
+	}
+	return n > 0, nil
+}
+
+// TryStart is how [Store.BeginTry] found the trace.
+type TryStart struct {
+	// Began is false when the trace was closed (cancelled) before the try began: nothing runs.
+	Began bool
+	// EventSeq and EnvLogSeq are where the trace's events and its environment log go on (an
+	// earlier try's stay, superseded).
+	EventSeq  int `bun:"event_seq"`
+	EnvLogSeq int `bun:"env_log_seq"`
+}
+
+// BeginTry marks a trace initializing for try attempt (its start time is the first try's) and
+// reads where the try's events and environment log go on, in one statement.
+func (s *Store) BeginTry(ctx context.Context, id uuid.UUID, attempt int, at time.Time) (TryStart, error) {
+	var rows []TryStart
+	err := s.transition(id, TraceUpdate{Status: TraceInitializing, Attempt: attempt, StartTime: &at}).
+		Returning("(SELECT COALESCE(MAX(seq), -1) + 1 FROM trace_events WHERE trace_id = ?) AS event_seq", id).
+		Returning("(SELECT COALESCE(MAX(seq), -1) + 1 FROM trace_logs WHERE trace_id = ? AND source = ?) AS env_log_seq", id, LogEnv).
+		Scan(ctx, &rows)
+	if err != nil {
+		return TryStart{}, fmt.Errorf("begin try %d of trace %s: %w", attempt, id, err)
+	}
+	if len(rows) == 0 {
+		return TryStart{}, nil
+	}
+	rows[0].Began = true
+	return rows[0], nil
+}
+
+// transition is the statement of a TraceUpdate: see [Store.TransitionTrace].
+func (s *Store) transition(id uuid.UUID, u TraceUpdate) *bun.UpdateQuery {
 	q := s.DB.NewUpdate().Model((*Trace)(nil)).Set("updated_at = ?", now()).Where("id = ?", id).
 		Where("status NOT IN (?)", bun.In([]string{TraceCompleted, TraceError, TraceCancelled}))
 	if u.Status != "" {
@@ -192,19 +237,7 @@ func (s *Store) TransitionTrace(ctx context.Context, id uuid.UUID, u TraceUpdate
 	if u.EndTime != nil {
 		q = q.Set("end_time = ?", *u.EndTime)
 	}
-	res, err := q.Exec(ctx)
-	if err != nil {
-		return false, fmt.Errorf("transition trace %s: %w", id, err)
-	}
-	n, _ := res.RowsAffected()
-	if n > 0 && Terminal(u.Status) {
-		// Its sandbox is gone by now (teardown runs before the end is written) or its worker is:
-		// either way the attempt's environment time ends with it.
-		if err := s.endTraceInstances(ctx, id, "the attempt ended "+u.Status); err != nil {
-			return true, err
-		}
-	}
-	return n > 0, nil
+	return q
 }
 
 // OpenTraceIDs returns those of ids whose traces have not ended.
