@@ -172,48 +172,84 @@ func (r *rollout) run(ctx workflow.Context) (RolloutResult, error) {
 	}
 }
 
-// attempt runs one try in one sandbox, or goes on with the try a previous run handed over.
+// attempt runs one try in one sandbox, or goes on with the try a previous run handed over:
+// start the sandbox, the agent loop, then Evaluate; Teardown on every other path.
 func (r *rollout) attempt(ctx workflow.Context, try int) (end ending) {
-	startup := seconds(r.plan.StartupTimeoutS)
-	var host string
-	var deadline time.Time
-	first := 0
+	t := &liveTry{r: r, n: try}
 	if res := r.in.Resume; res != nil && res.Try == try {
-		host, deadline, first = res.HostQueue, res.Deadline, res.Step
-	} else {
-		var started activities.StartEnvironmentResult
-		sctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			TaskQueue: r.plan.Queue,
-			// No host of the queue (e.g. no GPU worker of that type), or none with a free
-			// sandbox slot, within startup_timeout_s ends the attempt with a clear error.
-			ScheduleToStartTimeout: startup,
-			ScheduleToCloseTimeout: startup + 30*time.Second,
-			StartToCloseTimeout:    startup + 30*time.Second,
-			HeartbeatTimeout:       HostLostTimeout,
-			// A cancelled attempt waits for its start to stop: a sandbox that started anyway is
-			// then known, and torn down.
-			WaitForCancellation: true,
-			// A host at capacity answers ErrCapacity, and the start is offered again (to any
-			// host); a failed start cleaned up after itself, so retrying it is safe too.
-			RetryPolicy: &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 1.5, MaximumInterval: 2 * time.Second,
-				NonRetryableErrorTypes: []string{activities.ErrEnvironment, activities.ErrModel, activities.ErrTraceClosed}},
-		})
-		err := workflow.ExecuteActivity(sctx, a.StartEnvironment, activities.StartEnvironmentInput{TraceID: r.in.TraceID, Attempt: try}).Get(ctx, &started)
-		if err != nil {
-			return r.startFailed(ctx, err)
-		}
-		host, deadline = started.HostQueue, workflow.Now(ctx).Add(seconds(r.plan.RunTimeoutS))
+		t.host, t.deadline, t.first = res.HostQueue, res.Deadline, res.Step
+	} else if failed, ok := t.start(ctx); !ok {
+		return failed
 	}
-
-	tornDown, handedOver := false, false
-	// A worker that drains signals the attempts whose sandboxes stop with it: the try ends at
-	// once (its running host activity is cancelled) and a new one starts, rather than waiting
-	// for the host to be taken for lost. The watcher ends with the try; a signal about another
-	// host (an earlier try's) is dropped.
-	hostStopped := false
-	hctx, stopHostWork := workflow.WithCancel(ctx)
 	wctx, endWatch := workflow.WithCancel(ctx)
 	defer endWatch()
+	t.watchHost(ctx, wctx)
+	defer func() { t.teardown(ctx, end) }()
+
+	stop, end, ok := t.steps(ctx)
+	if !ok {
+		return end
+	}
+	if ctx.Err() != nil {
+		end.infra = ctx.Err()
+		return end
+	}
+	return t.evaluate(ctx, stop)
+}
+
+// liveTry is one try of an attempt while its sandbox lives.
+type liveTry struct {
+	r *rollout
+	n int
+	// host is the sandbox host's own queue; deadline ends the agent loop (run_timeout_s); first
+	// is the step this run starts at.
+	host     string
+	deadline time.Time
+	first    int
+	// hctx is the context of the activities on the host, cancelled when the host stops.
+	hctx workflow.Context
+	// hostStopped: the host said it stopped with the sandbox. tornDown: Evaluate stopped the
+	// sandbox. handedOver: the sandbox goes on in the next run.
+	hostStopped, tornDown, handedOver bool
+}
+
+// start starts the try's sandbox on a host of the plan's queue; it answers how the try ended
+// when it could not.
+func (t *liveTry) start(ctx workflow.Context) (ending, bool) {
+	startup := seconds(t.r.plan.StartupTimeoutS)
+	var started activities.StartEnvironmentResult
+	sctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue: t.r.plan.Queue,
+		// No host of the queue (e.g. no GPU worker of that type), or none with a free
+		// sandbox slot, within startup_timeout_s ends the attempt with a clear error.
+		ScheduleToStartTimeout: startup,
+		ScheduleToCloseTimeout: startup + 30*time.Second,
+		StartToCloseTimeout:    startup + 30*time.Second,
+		HeartbeatTimeout:       HostLostTimeout,
+		// A cancelled attempt waits for its start to stop: a sandbox that started anyway is
+		// then known, and torn down.
+		WaitForCancellation: true,
+		// A host at capacity answers ErrCapacity, and the start is offered again (to any
+		// host); a failed start cleaned up after itself, so retrying it is safe too.
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 1.5, MaximumInterval: 2 * time.Second,
+			NonRetryableErrorTypes: []string{activities.ErrEnvironment, activities.ErrModel, activities.ErrTraceClosed}},
+	})
+	err := workflow.ExecuteActivity(sctx, a.StartEnvironment, activities.StartEnvironmentInput{TraceID: t.r.in.TraceID, Attempt: t.n}).Get(ctx, &started)
+	if err != nil {
+		return t.r.startFailed(ctx, err), false
+	}
+	t.host, t.deadline = started.HostQueue, workflow.Now(ctx).Add(seconds(t.r.plan.RunTimeoutS))
+	return ending{}, true
+}
+
+// watchHost sets up the host activities' context, cancelled when the host signals that it
+// stopped. A worker that drains signals the attempts whose sandboxes stop with it: the try ends at
+// once (its running host activity is cancelled) and a new one starts, rather than waiting for the
+// host to be taken for lost. The watcher ends with wctx; a signal about another host (an earlier
+// try's) is dropped.
+func (t *liveTry) watchHost(ctx, wctx workflow.Context) {
+	hctx, stopHostWork := workflow.WithCancel(ctx)
+	t.hctx = hctx
 	signals := workflow.GetSignalChannel(ctx, names.SignalHostStopped)
 	workflow.Go(wctx, func(gctx workflow.Context) {
 		for {
@@ -221,68 +257,74 @@ func (r *rollout) attempt(ctx workflow.Context, try int) (end ending) {
 			if !signals.Receive(gctx, &stopped) {
 				return
 			}
-			if stopped == host {
-				hostStopped = true
+			if stopped == t.host {
+				t.hostStopped = true
 				stopHostWork()
 				return
 			}
 		}
 	})
-	lostHost := func() ending {
-		return ending{infra: fmt.Errorf("the worker of host queue %s stopped with the sandbox", host)}
-	}
-	// Teardown runs on every path that did not end in Evaluate, cancel included, in a context
-	// that outlives cancellation; a host that is gone is not waited for past HostLostTimeout, and
-	// one that stopped (it stopped the sandbox) is not asked. A try lost to infrastructure does
-	// not wait for it: the next try starts at once, and the workflow's end waits instead.
-	defer func() {
-		if tornDown || handedOver || hostStopped {
-			return
-		}
-		dctx, _ := workflow.NewDisconnectedContext(ctx)
-		tctx := workflow.WithActivityOptions(dctx, workflow.ActivityOptions{
-			TaskQueue:              host,
-			ScheduleToStartTimeout: HostLostTimeout,
-			StartToCloseTimeout:    teardownTimeout,
-			RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 2},
-		})
-		f := workflow.ExecuteActivity(tctx, a.Teardown, activities.TeardownInput{TraceID: r.in.TraceID, Attempt: try})
-		if end.infra != nil && ctx.Err() == nil {
-			r.teardowns = append(r.teardowns, f)
-			return
-		}
-		_ = f.Get(dctx, nil)
-	}()
+}
 
-	hostCtx := func(timeout time.Duration) workflow.Context {
-		return workflow.WithActivityOptions(hctx, workflow.ActivityOptions{
-			TaskQueue:              host,
-			ScheduleToStartTimeout: HostLostTimeout,
-			StartToCloseTimeout:    timeout,
-			HeartbeatTimeout:       HostLostTimeout,
-			// A sandbox activity is not retried on its own: its state lives in the sandbox, and
-			// a lost sandbox restarts the whole try.
-			RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
-		})
-	}
+func (t *liveTry) lostHost() ending {
+	return ending{infra: fmt.Errorf("the worker of host queue %s stopped with the sandbox", t.host)}
+}
 
-	stop := models.StopDone
-	for step := first; ; step++ {
+// teardown runs on every path that did not end in Evaluate, cancel included, in a context that
+// outlives cancellation; a host that is gone is not waited for past HostLostTimeout, and one that
+// stopped (it stopped the sandbox) is not asked. A try lost to infrastructure does not wait for
+// it: the next try starts at once, and the workflow's end waits instead.
+func (t *liveTry) teardown(ctx workflow.Context, end ending) {
+	if t.tornDown || t.handedOver || t.hostStopped {
+		return
+	}
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	tctx := workflow.WithActivityOptions(dctx, workflow.ActivityOptions{
+		TaskQueue:              t.host,
+		ScheduleToStartTimeout: HostLostTimeout,
+		StartToCloseTimeout:    teardownTimeout,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 2},
+	})
+	f := workflow.ExecuteActivity(tctx, a.Teardown, activities.TeardownInput{TraceID: t.r.in.TraceID, Attempt: t.n})
+	if end.infra != nil && ctx.Err() == nil {
+		t.r.teardowns = append(t.r.teardowns, f)
+		return
+	}
+	_ = f.Get(dctx, nil)
+}
+
+// onHost is the context of an activity on the sandbox's host.
+func (t *liveTry) onHost(timeout time.Duration) workflow.Context {
+	return workflow.WithActivityOptions(t.hctx, workflow.ActivityOptions{
+		TaskQueue:              t.host,
+		ScheduleToStartTimeout: HostLostTimeout,
+		StartToCloseTimeout:    timeout,
+		HeartbeatTimeout:       HostLostTimeout,
+		// A sandbox activity is not retried on its own: its state lives in the sandbox, and
+		// a lost sandbox restarts the whole try.
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+}
+
+// steps is the agent loop: a model step, then its tool calls on the host, until the agent is
+// done, max_steps or the deadline; it answers why it stopped, or (not ok) how the try ended
+// without evaluation: a failure, a lost host, or a hand-over to the next run.
+func (t *liveTry) steps(ctx workflow.Context) (stop string, end ending, ok bool) {
+	r := t.r
+	for step := t.first; ; step++ {
 		if step >= r.plan.MaxSteps {
-			stop = models.StopMaxSteps
-			break
+			return models.StopMaxSteps, end, true
 		}
-		if step > first && (step-first)%r.in.StepsPerRun == 0 {
-			handedOver = true
-			resume := RolloutResume{Plan: r.plan, Try: try, HostQueue: host, Step: step, Deadline: deadline}
+		if step > t.first && (step-t.first)%r.in.StepsPerRun == 0 {
+			t.handedOver = true
+			resume := RolloutResume{Plan: r.plan, Try: t.n, HostQueue: t.host, Step: step, Deadline: t.deadline}
 			end.next = workflow.NewContinueAsNewError(ctx, Rollout, RolloutInput{TraceID: r.in.TraceID, MaxTries: r.in.MaxTries,
 				StepsPerRun: r.in.StepsPerRun, Resume: &resume})
-			return end
+			return "", end, false
 		}
-		left := deadline.Sub(workflow.Now(ctx))
+		left := t.deadline.Sub(workflow.Now(ctx))
 		if left <= 0 {
-			stop = models.StopTimeout
-			break
+			return models.StopTimeout, end, true
 		}
 		var ms activities.ModelStepResult
 		mctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
@@ -297,65 +339,57 @@ func (r *rollout) attempt(ctx workflow.Context, try int) (end ending) {
 			RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
 				NonRetryableErrorTypes: []string{activities.ErrModel}},
 		})
-		err := workflow.ExecuteActivity(mctx, a.ModelStep, activities.ModelStepInput{TraceID: r.in.TraceID, Attempt: try, Step: step}).Get(ctx, &ms)
+		err := workflow.ExecuteActivity(mctx, a.ModelStep, activities.ModelStepInput{TraceID: r.in.TraceID, Attempt: t.n, Step: step}).Get(ctx, &ms)
 		if err != nil {
-			if temporal.IsTimeoutError(err) && !workflow.Now(ctx).Before(deadline) {
-				stop = models.StopTimeout
-				break
+			if temporal.IsTimeoutError(err) && !workflow.Now(ctx).Before(t.deadline) {
+				return models.StopTimeout, end, true
 			}
-			return r.classify(ctx, err)
+			return "", r.classify(ctx, err), false
 		}
-		if hostStopped {
-			return lostHost()
+		if t.hostStopped {
+			return "", t.lostHost(), false
 		}
 		if ms.Done {
-			break
+			return models.StopDone, end, true
 		}
-		err = workflow.ExecuteActivity(hostCtx(max(deadline.Sub(workflow.Now(ctx)), time.Second)), a.ToolStep,
-			activities.ToolStepInput{TraceID: r.in.TraceID, Attempt: try, Step: step, AssistantSeq: ms.Seq}).Get(ctx, nil)
-		if hostStopped {
-			return lostHost()
+		err = workflow.ExecuteActivity(t.onHost(max(t.deadline.Sub(workflow.Now(ctx)), time.Second)), a.ToolStep,
+			activities.ToolStepInput{TraceID: r.in.TraceID, Attempt: t.n, Step: step, AssistantSeq: ms.Seq}).Get(ctx, nil)
+		if t.hostStopped {
+			return "", t.lostHost(), false
 		}
 		if err != nil {
-			if isStartToClose(err) && !workflow.Now(ctx).Before(deadline) {
-				stop = models.StopTimeout
-				break
+			if isStartToClose(err) && !workflow.Now(ctx).Before(t.deadline) {
+				return models.StopTimeout, end, true
 			}
-			return r.classify(ctx, err)
+			return "", r.classify(ctx, err), false
 		}
 	}
-	if ctx.Err() != nil {
-		end.infra = ctx.Err()
-		return end
-	}
+}
 
-	// Timeouts and step limits still evaluate, where the sandbox lives. Evaluate records the
-	// outcome and stops the sandbox, whatever it answers.
-	if hostStopped {
-		return lostHost()
+// evaluate scores the try where the sandbox lives; timeouts and step limits evaluate too.
+// Evaluate records the outcome and stops the sandbox, whatever it answers.
+func (t *liveTry) evaluate(ctx workflow.Context, stop string) ending {
+	if t.hostStopped {
+		return t.lostHost()
 	}
 	var ev activities.EvaluateResult
-	err := workflow.ExecuteActivity(hostCtx(startup+time.Minute), a.Evaluate,
-		activities.EvaluateInput{TraceID: r.in.TraceID, Attempt: try, StopReason: stop}).Get(ctx, &ev)
-	if err != nil && hostStopped {
+	err := workflow.ExecuteActivity(t.onHost(seconds(t.r.plan.StartupTimeoutS)+time.Minute), a.Evaluate,
+		activities.EvaluateInput{TraceID: t.r.in.TraceID, Attempt: t.n, StopReason: stop}).Get(ctx, &ev)
+	if err != nil && t.hostStopped {
 		// An evaluation that answered has recorded the outcome: only one the stop cut short
 		// starts the try again.
-		return lostHost()
+		return t.lostHost()
 	}
 	var appErr *temporal.ApplicationError
 	if err == nil || errors.As(err, &appErr) {
-		tornDown = true
+		t.tornDown = true
 	}
 	if err != nil {
-		return r.classify(ctx, err)
+		return t.r.classify(ctx, err)
 	}
-	end.fin = activities.FinishTraceInput{Status: models.TraceCompleted, StopReason: stop, Reward: ev.Reward}
-	end.recorded = true
-	return end
+	return ending{fin: activities.FinishTraceInput{Status: models.TraceCompleted, StopReason: stop, Reward: ev.Reward}, recorded: true}
 }
 
-// startFailed classifies a failed StartEnvironment: no host in time and errors of the task end
-// the attempt; a closed trace was cancelled; the rest is infrastructure.
 func (r *rollout) startFailed(ctx workflow.Context, err error) ending {
 	if ctx.Err() != nil {
 		return ending{infra: ctx.Err()}
