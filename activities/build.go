@@ -23,7 +23,7 @@ import (
 	"github.com/google/uuid"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/proctorhq/proctor/internal/agent"
+	"github.com/proctorhq/proctor/envserver"
 	"github.com/proctorhq/proctor/internal/archive"
 	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/internal/image"
@@ -498,95 +498,9 @@ func (w *buildLogWriter) Close() error {
 	return nil
 }
 
-// DiscoverResult is what a build's image serves.
-type DiscoverResult struct {
-	Scenarios []models.Scenario `json:"scenarios"`
-	Lock      map[string]any    `json:"lock"`
-}
-
-// DiscoverScenarios starts a build's image in a sandbox, initializes it over MCP and reads what
-// it serves: its scenarios, tools, prompts and resources.
-func (a *Activities) DiscoverScenarios(ctx context.Context, in DiscoverInput) (_ DiscoverResult, err error) {
-	stop := keepAlive(ctx)
-	defer stop()
-	defer func() {
-		if lines := buildFailureLines(err); lines != nil {
-			if lerr := a.Store.AppendBuildLog(context.WithoutCancel(ctx), in.BuildID, lines); lerr != nil {
-				a.log().WarnContext(ctx, "build log", "build", in.BuildID, "error", lerr)
-			}
-		}
-	}()
-	b, err := a.Store.BuildByID(ctx, in.BuildID)
-	if err != nil {
-		return DiscoverResult{}, err
-	}
-	if im := in.Image; im.ImageKey != "" {
-		b.Digest, b.ImageKey, b.ImageName, b.RuntimeConfig.Command = im.Digest, im.ImageKey, im.ImageName, im.Command
-	}
-	spec, err := a.imageSpec(ctx, b)
-	if err != nil {
-		return DiscoverResult{}, err
-	}
-	spec.ID = "discover-" + b.ID.String()
-	var stderr []string
-	var mu sync.Mutex
-	spec.OnLog = func(l sandbox.LogLine) {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(stderr) < 50 {
-			stderr = append(stderr, l.Line)
-		}
-	}
-	sb, err := a.Sandboxes.Start(ctx, spec)
-	if errors.Is(err, sandbox.ErrInvalidSpec) {
-		return DiscoverResult{}, buildFailed("the image cannot run: %v", err)
-	}
-	if err != nil {
-		return DiscoverResult{}, err
-	}
-	defer sb.Stop(context.WithoutCancel(ctx)) //nolint:errcheck // best effort: the sandbox is ours alone
-	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	env, err := agent.Connect(cctx, sb.Stdout(), sb.Stdin(), agent.ConnectOptions{ClientName: "proctor-discover", Logger: a.log()})
-	if err != nil {
-		mu.Lock()
-		defer mu.Unlock()
-		return DiscoverResult{}, buildFailed("the image did not answer MCP initialize on stdio: %v (stderr: %s)", err, strings.Join(stderr, " | "))
-	}
-	defer env.Close()
-	res := DiscoverResult{Lock: map[string]any{"transport": "stdio"}}
-	var listed []listedScenario
-	if raw, err := env.ReadResource(cctx, "scenarios://list"); err == nil {
-		if listed, err = readScenarioList(raw); err != nil {
-			return DiscoverResult{}, buildFailed("%v", err)
-		}
-		res.Scenarios = scenariosOf(listed)
-		// The variables the environment declares it needs (envserver.WithRequiredEnv).
-		var declared struct {
-			RequiredEnv []string `json:"required_env"`
-		}
-		if json.Unmarshal(raw, &declared) == nil && len(declared.RequiredEnv) > 0 {
-			res.Lock["required_env"] = declared.RequiredEnv
-		}
-	}
-	lock, err := env.Inventory(cctx)
-	if err != nil {
-		return DiscoverResult{}, buildFailed("list what the image serves: %v", err)
-	}
-	if len(listed) > 0 {
-		if problems := checkScenarioCalls(cctx, env, listed, lock); len(problems) > 0 {
-			return DiscoverResult{}, buildFailed("the environment's scenarios call its hubs in ways that would fail every attempt:\n  - %s", strings.Join(problems, "\n  - "))
-		}
-	}
-	for k, v := range lock {
-		res.Lock[k] = v
-	}
-	return res, nil
-}
-
 // FinishBuild records how a build ended.
 func (a *Activities) FinishBuild(ctx context.Context, in FinishBuildInput) (string, error) {
-	b, err := a.Store.FinishBuild(ctx, in.BuildID, models.BuildResult{Status: in.Status, Error: in.Error, Lock: in.Lock, Scenarios: in.Scenarios,
+	b, err := a.Store.FinishBuild(ctx, in.BuildID, models.BuildResult{Status: in.Status, Error: in.Error, Lock: in.Lock, Scenarios: ScenarioRows(in.Scenarios),
 		Image: models.BuiltImage{Digest: in.Image.Digest, ImageKey: in.Image.ImageKey, ImageName: in.Image.ImageName, Command: in.Image.Command}})
 	if err != nil {
 		return "", err
@@ -596,11 +510,12 @@ func (a *Activities) FinishBuild(ctx context.Context, in FinishBuildInput) (stri
 
 // FinishBuildInput is how a build ended.
 type FinishBuildInput struct {
-	BuildID   uuid.UUID         `json:"build_id"`
-	Status    string            `json:"status"`
-	Error     string            `json:"error,omitempty"`
-	Lock      map[string]any    `json:"lock,omitempty"`
-	Scenarios []models.Scenario `json:"scenarios,omitempty"`
+	BuildID uuid.UUID `json:"build_id"`
+	Status  string    `json:"status"`
+	Error   string    `json:"error,omitempty"`
+	// Lock and Scenarios are what discovery found, for a build that succeeded.
+	Lock      models.BuildLock         `json:"lock,omitzero"`
+	Scenarios []envserver.ScenarioInfo `json:"scenarios,omitempty"`
 	// Image is what the build made, when it got that far.
 	Image BuildImageResult `json:"image,omitzero"`
 }
@@ -722,55 +637,6 @@ func (c *imageCache) rootFS(ctx context.Context, a *Activities, b *models.Build)
 		return "", err
 	}
 	return root, nil
-}
-
-// listedScenario is an entry of an environment's scenarios://list.
-type listedScenario struct {
-	Name            string         `json:"name"`
-	Title           string         `json:"title"`
-	Description     string         `json:"description"`
-	ArgumentsSchema map[string]any `json:"arguments_schema"`
-	Prompt          string         `json:"prompt"`
-	Setup           *scenarioCall  `json:"setup"`
-	Evaluate        *scenarioCall  `json:"evaluate"`
-}
-
-// scenarioCall is a scenario's setup or evaluate call as scenarios://list gives it: a hub's
-// dispatcher tool, the hub's function, and its own arguments (nil: the scenario's are passed).
-type scenarioCall struct {
-	Tool      string         `json:"tool"`
-	Name      string         `json:"name"`
-	Arguments map[string]any `json:"arguments,omitempty"`
-}
-
-func readScenarioList(raw []byte) ([]listedScenario, error) {
-	var list struct {
-		Scenarios []listedScenario `json:"scenarios"`
-	}
-	if err := json.Unmarshal(raw, &list); err != nil {
-		return nil, fmt.Errorf("scenarios://list: %w", err)
-	}
-	return list.Scenarios, nil
-}
-
-// scenariosOf is what a build records of the scenarios its environment lists.
-func scenariosOf(list []listedScenario) []models.Scenario {
-	var out []models.Scenario
-	for _, sc := range list {
-		var args []any
-		if props, ok := sc.ArgumentsSchema["properties"].(map[string]any); ok {
-			for name, p := range props {
-				args = append(args, map[string]any{"name": name, "schema": p})
-			}
-		}
-		setupDesc := ""
-		if sc.Setup != nil {
-			setupDesc = "setup " + sc.Setup.Name
-		}
-		out = append(out, models.Scenario{Name: sc.Name, Description: sc.Description, SetupDescription: setupDesc, ArgsSchema: sc.ArgumentsSchema,
-			Arguments: args, Metadata: map[string]any{"title": sc.Title, "prompt": sc.Prompt, "setup": sc.Setup, "evaluate": sc.Evaluate}})
-	}
-	return out
 }
 
 // SweepStaleBuildDirs removes the work dirs of builds older than maxAge under the build dir:

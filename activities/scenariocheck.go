@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/proctorhq/proctor/envserver"
 	"github.com/proctorhq/proctor/internal/agent"
 	"github.com/proctorhq/proctor/models"
 )
@@ -24,19 +27,14 @@ type hubFunction struct {
 // function of that hub, and arguments the function takes. It returns one message per problem.
 // A hub whose functions the environment does not list (one not built with envserver) is checked
 // for existence only.
-func checkScenarioCalls(ctx context.Context, env *agent.Env, scenarios []listedScenario, lock map[string]any) []string {
+func checkScenarioCalls(ctx context.Context, env *agent.Env, scenarios []envserver.ScenarioInfo, lock models.BuildLock) []string {
 	served := map[string]bool{}
-	if tools, ok := lock["tools"].([]any); ok {
-		for _, t := range tools {
-			if m, ok := t.(map[string]any); ok {
-				name, _ := m["name"].(string)
-				served[name] = true
-			}
-		}
+	for _, t := range lock.Tools {
+		served[t.Name] = true
 	}
 	functions := map[string][]hubFunction{}
 	for _, sc := range scenarios {
-		for _, c := range []*scenarioCall{sc.Setup, sc.Evaluate} {
+		for _, c := range []*envserver.Call{sc.Setup, sc.Evaluate} {
 			if c == nil {
 				continue
 			}
@@ -62,12 +60,12 @@ func checkScenarioCalls(ctx context.Context, env *agent.Env, scenarios []listedS
 
 // scenarioCallProblems is checkScenarioCalls' judgement, given the tools the environment serves
 // and the functions of its hubs (nil for a hub that does not list them).
-func scenarioCallProblems(scenarios []listedScenario, served map[string]bool, functions map[string][]hubFunction) []string {
+func scenarioCallProblems(scenarios []envserver.ScenarioInfo, served map[string]bool, functions map[string][]hubFunction) []string {
 	var problems []string
 	for _, sc := range scenarios {
 		for _, stage := range []struct {
 			role string
-			call *scenarioCall
+			call *envserver.Call
 		}{{"setup", sc.Setup}, {"evaluate", sc.Evaluate}} {
 			if stage.call == nil {
 				continue
@@ -114,21 +112,24 @@ func fieldPrefix(loc string) string {
 }
 
 // argsMismatch says why a function whose input schema is fn cannot take arguments that
-// scenario (the scenario's args_schema) allows: an argument it refuses (additionalProperties
+// scenario (the scenario's arguments schema) allows: an argument it refuses (additionalProperties
 // false), one it requires that the scenario does not have, or one whose type differs. It checks
 // what the schemas state at the top level; what it cannot decide it lets pass.
-func argsMismatch(scenario, fn map[string]any) []string {
-	sProps, _ := scenario["properties"].(map[string]any)
+func argsMismatch(scenario *jsonschema.Schema, fn map[string]any) []string {
+	var sProps map[string]*jsonschema.Schema
+	if scenario != nil {
+		sProps = scenario.Properties
+	}
+	names := slices.Sorted(maps.Keys(sProps))
 	fProps, _ := fn["properties"].(map[string]any)
 	var out []string
 	if closed, ok := fn["additionalProperties"].(bool); ok && !closed {
 		var refused []string
-		for name := range sProps {
+		for _, name := range names {
 			if _, ok := fProps[name]; !ok {
 				refused = append(refused, name)
 			}
 		}
-		sort.Strings(refused)
 		switch {
 		case len(refused) > 0 && len(fProps) == 0:
 			out = append(out, fmt.Sprintf("the function takes no arguments and the scenario passes %s", strings.Join(refused, ", ")))
@@ -141,18 +142,12 @@ func argsMismatch(scenario, fn map[string]any) []string {
 			out = append(out, fmt.Sprintf("the function requires %s, which the scenario's arguments do not have", name))
 		}
 	}
-	names := make([]string, 0, len(sProps))
-	for name := range sProps {
-		names = append(names, name)
-	}
-	sort.Strings(names)
 	for _, name := range names {
 		fp, ok := fProps[name].(map[string]any)
-		if !ok {
+		if !ok || sProps[name] == nil {
 			continue
 		}
-		sp, _ := sProps[name].(map[string]any)
-		st, _ := sp["type"].(string)
+		st := sProps[name].Type
 		ft, _ := fp["type"].(string)
 		if st != "" && ft != "" && st != ft && !(st == "integer" && ft == "number") {
 			out = append(out, fmt.Sprintf("%s is %s in the scenario and %s in the function", name, st, ft))

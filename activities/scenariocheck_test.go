@@ -4,6 +4,10 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/proctorhq/proctor/envserver"
 )
 
 func TestScenarioCallProblems(t *testing.T) {
@@ -14,7 +18,13 @@ func TestScenarioCallProblems(t *testing.T) {
 		}
 		return m
 	}
-	items := schema(`{"type":"object","properties":{"items":{"type":"array"},"n":{"type":"integer"}},"required":["items"],"additionalProperties":false}`)
+	const itemsJSON = `{"type":"object","properties":{"items":{"type":"array"},"n":{"type":"integer"}},"required":["items"],"additionalProperties":false}`
+	items := schema(itemsJSON)
+	// The scenario's arguments schema, as envserver lists it.
+	var args jsonschema.Schema
+	if err := json.Unmarshal([]byte(itemsJSON), &args); err != nil {
+		t.Fatal(err)
+	}
 	served := map[string]bool{"setup": true, "evaluate": true}
 	functions := map[string][]hubFunction{
 		"setup": {
@@ -25,13 +35,13 @@ func TestScenarioCallProblems(t *testing.T) {
 		},
 		"evaluate": nil, // a hub that does not list its functions: checked for existence only
 	}
-	call := func(hub, name string, args map[string]any) *scenarioCall {
-		return &scenarioCall{Tool: hub, Name: name, Arguments: args}
+	call := func(hub, name string, args map[string]any) *envserver.Call {
+		return &envserver.Call{Tool: hub, Name: name, Arguments: args}
 	}
 	for _, tc := range []struct {
 		name  string
-		setup *scenarioCall
-		eval  *scenarioCall
+		setup *envserver.Call
+		eval  *envserver.Call
 		want  []string // substrings, one per problem; none for a scenario that fits
 	}{
 		{"fits", call("setup", "seed", nil), call("evaluate", "anything", nil), nil},
@@ -45,7 +55,7 @@ func TestScenarioCallProblems(t *testing.T) {
 		{"explicit arguments that do not fit", call("setup", "sized", map[string]any{"n": "two"}), nil, []string{`with arguments it does not take: n: `}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := scenarioCallProblems([]listedScenario{{Name: "add", ArgumentsSchema: items, Setup: tc.setup, Evaluate: tc.eval}}, served, functions)
+			got := scenarioCallProblems([]envserver.ScenarioInfo{{Name: "add", ArgumentsSchema: &args, Setup: tc.setup, Evaluate: tc.eval}}, served, functions)
 			if len(got) != len(tc.want) {
 				t.Fatalf("problems = %q, want %d like %q", got, len(tc.want), tc.want)
 			}

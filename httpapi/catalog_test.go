@@ -56,7 +56,7 @@ func TestRegistryRoutes(t *testing.T) {
 			t.Fatal(err)
 		}
 		build, err := s.CreateBuild(ctx, env.ID, models.NewBuild{Status: models.BuildSucceeded, SetLatest: true, SourceKey: "sources/todo.tar.gz",
-			Lock:      map[string]any{"transport": "stdio", "tools": []any{"add_todo"}},
+			Lock:      models.BuildLock{Transport: models.TransportStdio, Tools: []models.LockTool{{Name: "add_todo"}}},
 			Scenarios: []models.Scenario{{Name: "add-todos", Description: "add them"}}})
 		if err != nil {
 			t.Fatal(err)
@@ -76,7 +76,7 @@ func TestRegistryRoutes(t *testing.T) {
 		wantValidation(t, f.do("GET", "/v2/registry?limit=501&project_id=nope&sort_by=tasks", "key", nil), "query.limit", "query.project_id", "query.sort_by")
 
 		detail := decode[RegistryDetail](t, f.do("GET", "/v2/registry/"+env.ID.String(), "key", nil))
-		if detail.LatestBuild == nil || detail.LatestBuild.ID != build.ID || detail.LatestBuild.Lock["transport"] != "stdio" {
+		if detail.LatestBuild == nil || detail.LatestBuild.ID != build.ID || detail.LatestBuild.Lock.Transport != "stdio" {
 			t.Errorf("detail = %+v", detail)
 		}
 		wantValidation(t, f.do("GET", "/v2/registry/not-a-uuid", "key", nil), "path.registry_id")

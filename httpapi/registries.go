@@ -42,19 +42,19 @@ type RegistryDetail struct {
 
 // Build is one build of an environment (spec: Resources › Build).
 type Build struct {
-	ID                uuid.UUID      `json:"id"`
-	RegistryID        uuid.UUID      `json:"registry_id"`
-	Version           int            `json:"version" minimum:"1"`
-	Status            string         `json:"status" example:"succeeded"`
-	SourceIndexStatus string         `json:"source_index_status" example:"pending"`
-	CreatedAt         time.Time      `json:"created_at"`
-	Branch            string         `json:"branch"`
-	Digest            string         `json:"digest"`
-	DurationSeconds   *float64       `json:"duration_seconds"`
-	ErrorMessage      string         `json:"error_message"`
-	RepoURL           string         `json:"repo_url"`
-	ImageName         string         `json:"image_name"`
-	Lock              map[string]any `json:"lock" doc:"What the build serves: {prompts, resources, tools, transport}"`
+	ID                uuid.UUID        `json:"id"`
+	RegistryID        uuid.UUID        `json:"registry_id"`
+	Version           int              `json:"version" minimum:"1"`
+	Status            string           `json:"status" example:"succeeded"`
+	SourceIndexStatus string           `json:"source_index_status" example:"pending"`
+	CreatedAt         time.Time        `json:"created_at"`
+	Branch            string           `json:"branch"`
+	Digest            string           `json:"digest"`
+	DurationSeconds   *float64         `json:"duration_seconds"`
+	ErrorMessage      string           `json:"error_message"`
+	RepoURL           string           `json:"repo_url"`
+	ImageName         string           `json:"image_name"`
+	Lock              models.BuildLock `json:"lock" doc:"What the build serves, as discovery found it by running the image: its transport, tools, prompts and resources"`
 }
 
 // Scenario is a parameterised task definition of a build (spec: Resources › Scenario).
@@ -95,7 +95,7 @@ func buildFromModel(b *models.Build) *Build {
 	return &Build{
 		ID: b.ID, RegistryID: b.RegistryID, Version: b.Version, Status: b.Status, SourceIndexStatus: b.SourceIndexStatus,
 		CreatedAt: b.CreatedAt, Branch: b.Branch, Digest: b.Digest, DurationSeconds: b.DurationSeconds,
-		ErrorMessage: b.ErrorMessage, RepoURL: b.RepoURL, ImageName: b.ImageName, Lock: nonNilMap(b.Lock),
+		ErrorMessage: b.ErrorMessage, RepoURL: b.RepoURL, ImageName: b.ImageName, Lock: b.Lock.Listed(),
 	}
 }
 

@@ -10,6 +10,65 @@ import (
 	"github.com/uptrace/bun"
 )
 
+// TransportStdio is the MCP transport of an environment that speaks over its stdin and stdout:
+// the one the platform uses to reach a sandboxed environment, and so the transport of every
+// build that succeeds.
+const TransportStdio = "stdio"
+
+// BuildLock is what a build's image serves, as discovery found it by starting the image and
+// asking it over MCP (spec: Build › lock). The column, the Build workflow's history and the API
+// carry this one type. A build that has not succeeded has the zero lock; one that has always
+// names its transport.
+type BuildLock struct {
+	// Transport is how the image served MCP to discovery (TransportStdio); empty until then.
+	Transport string `json:"transport,omitempty" enum:"stdio" doc:"The MCP transport the image serves, as discovery reached it: stdio (the environment's stdin and stdout), the one the platform runs environments over. Absent until the build succeeds"`
+	// Tools are every tool the environment lists, the hub dispatchers included.
+	Tools []LockTool `json:"tools,omitzero" nullable:"false" doc:"Every tool the environment lists, the hubs' dispatchers included"`
+	// Prompts and Resources are what the environment lists, when it offers them.
+	Prompts   []LockPrompt   `json:"prompts,omitzero" nullable:"false"`
+	Resources []LockResource `json:"resources,omitzero" nullable:"false"`
+	// RequiredEnv are the environment variables the environment declares it needs
+	// (envserver.WithRequiredEnv), which env-vars/check compares with those configured.
+	RequiredEnv []string `json:"required_env,omitempty" nullable:"false" doc:"The environment variables the environment declares it needs"`
+}
+
+// LockTool is a tool an environment serves.
+type LockTool struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	// InputSchema is the JSON Schema of the tool's arguments as the environment declared it: an
+	// open document, kept as given.
+	InputSchema map[string]any `json:"input_schema,omitempty"`
+	// Role is the tool's _meta["proctor/role"]: setup, evaluate or hub for a hub's dispatcher;
+	// empty for a tool an agent uses.
+	Role string `json:"role,omitempty" doc:"setup, evaluate or hub for a hub's dispatcher; absent for a tool agents use"`
+}
+
+// LockPrompt is a prompt an environment serves.
+type LockPrompt struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+}
+
+// LockResource is a resource an environment serves.
+type LockResource struct {
+	URI  string `json:"uri"`
+	Name string `json:"name"`
+}
+
+// Listed is l with every list present (empty rather than absent), as the API shows a lock.
+func (l BuildLock) Listed() BuildLock {
+	l.Tools, l.Prompts, l.Resources = nonNil(l.Tools), nonNil(l.Prompts), nonNil(l.Resources)
+	return l
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
 // BuildUpload is a source upload a client reserved: its id becomes the build's.
 type BuildUpload struct {
 	bun.BaseModel `bun:"table:build_uploads,alias:bu"`
@@ -173,7 +232,7 @@ func (s *Store) TriggerBuild(ctx context.Context, c *Caller, in TriggerBuild) (*
 			rt.RuntimeConfig = *in.RuntimeConfig
 		}
 		b = Build{ID: up.ID, RegistryID: reg.ID, TeamID: c.TeamID, Version: version, Status: BuildPending, SourceIndexStatus: "pending",
-			SourceKey: up.SourceKey, Lock: map[string]any{}, RuntimeConfig: rt, Options: in.Options, CreatedBy: up.CreatedBy,
+			SourceKey: up.SourceKey, RuntimeConfig: rt, Options: in.Options, CreatedBy: up.CreatedBy,
 			CreatedAt: now(), UpdatedAt: now()}
 		if _, err := tx.NewInsert().Model(&b).Exec(ctx); err != nil {
 			return err
@@ -255,9 +314,10 @@ func (s *Store) UpdateBuild(ctx context.Context, id uuid.UUID, u BuildUpdate) er
 
 // BuildResult is how a build ended.
 type BuildResult struct {
-	Status    string
-	Error     string
-	Lock      map[string]any
+	Status string
+	Error  string
+	// Lock is what the image serves; a succeeded build's names its transport.
+	Lock      BuildLock
 	Scenarios []Scenario
 	// Image is the image the build made, recorded where set; empty fields leave what the row
 	// holds.
@@ -272,9 +332,10 @@ type BuiltImage struct {
 }
 
 // FinishBuild ends a build: its status, duration and error, and when it succeeded, the
-// scenarios it declares and its lock. The environment's first successful build becomes its
-// latest; later ones become latest only through SetLatestBuild. Finishing a build that has
-// already ended changes nothing and returns it as it ended.
+// scenarios it declares and its lock, which must name the transport its image serves. The
+// environment's first successful build becomes its latest; later ones become latest only through
+// SetLatestBuild. Finishing a build that has already ended changes nothing and returns it as it
+// ended.
 func (s *Store) FinishBuild(ctx context.Context, id uuid.UUID, r BuildResult) (*Build, error) {
 	var b Build
 	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
@@ -290,7 +351,10 @@ func (s *Store) FinishBuild(ctx context.Context, id uuid.UUID, r BuildResult) (*
 		}
 		d := now().Sub(b.CreatedAt).Seconds()
 		b.Status, b.ErrorMessage, b.DurationSeconds, b.UpdatedAt = r.Status, r.Error, &d, now()
-		if r.Lock != nil {
+		if r.Status == BuildSucceeded {
+			if r.Lock.Transport == "" {
+				return fmt.Errorf("build %s succeeded with a lock that names no transport: discovery records the one it reached the image over", id)
+			}
 			b.Lock = r.Lock
 		}
 		im := r.Image

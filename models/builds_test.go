@@ -40,7 +40,7 @@ func TestBuildsFromUploads(t *testing.T) {
 			t.Errorf("set-latest of a pending build: %v, want ErrConflict", err)
 		}
 		s.UpdateBuild(ctx, first.ID, models.BuildUpdate{Status: models.BuildRunning})
-		done, err := s.FinishBuild(ctx, first.ID, models.BuildResult{Status: models.BuildSucceeded, Lock: map[string]any{"transport": "stdio"},
+		done, err := s.FinishBuild(ctx, first.ID, models.BuildResult{Status: models.BuildSucceeded, Lock: models.BuildLock{Transport: models.TransportStdio},
 			Scenarios: []models.Scenario{{Name: "add-todos"}}, Image: models.BuiltImage{Digest: "sha256:abc", ImageKey: "images/x", Command: []string{"/app/env"}}})
 		if err != nil || done.Status != models.BuildSucceeded || done.DurationSeconds == nil {
 			t.Fatalf("finish = %+v, %v", done, err)
@@ -65,7 +65,14 @@ func TestBuildsFromUploads(t *testing.T) {
 		if err != nil || second.Version != 2 {
 			t.Fatalf("second build = %+v, %v", second, err)
 		}
-		s.FinishBuild(ctx, second.ID, models.BuildResult{Status: models.BuildSucceeded})
+		// A succeeded build's lock names the transport its image serves: never the empty lock.
+		if _, err := s.FinishBuild(ctx, second.ID, models.BuildResult{Status: models.BuildSucceeded}); err == nil {
+			t.Error("a build finished as succeeded with a lock that names no transport")
+		}
+		if row, _ := s.GetBuildFor(ctx, a, second.ID); row.Status == models.BuildSucceeded {
+			t.Errorf("the refused finish was recorded: %+v", row.Build)
+		}
+		s.FinishBuild(ctx, second.ID, models.BuildResult{Status: models.BuildSucceeded, Lock: models.BuildLock{Transport: models.TransportStdio}})
 		if reg, _ := s.GetRegistry(ctx, a, first.RegistryID); *reg.LatestBuildID != first.ID {
 			t.Error("a later build became the latest without set-latest")
 		}

@@ -40,21 +40,21 @@ type RegistryStar struct {
 // Build turns an environment's source into a runnable image; Lock records what it serves.
 type Build struct {
 	bun.BaseModel     `bun:"table:builds,alias:b"`
-	ID                uuid.UUID      `bun:"id,pk,type:uuid"`
-	RegistryID        uuid.UUID      `bun:"registry_id,type:uuid"`
-	TeamID            uuid.UUID      `bun:"team_id,type:uuid"`
-	Version           int            `bun:"version"`
-	Status            string         `bun:"status"`
-	SourceIndexStatus string         `bun:"source_index_status"`
-	Branch            string         `bun:"branch"`
-	Digest            string         `bun:"digest"`
-	DurationSeconds   *float64       `bun:"duration_seconds"`
-	ErrorMessage      string         `bun:"error_message"`
-	RepoURL           string         `bun:"repo_url"`
-	ImageName         string         `bun:"image_name"`
-	SourceKey         string         `bun:"source_key"`
-	Lock              map[string]any `bun:"lock"`
-	RuntimeConfig     BuildRuntime   `bun:"runtime_config"`
+	ID                uuid.UUID    `bun:"id,pk,type:uuid"`
+	RegistryID        uuid.UUID    `bun:"registry_id,type:uuid"`
+	TeamID            uuid.UUID    `bun:"team_id,type:uuid"`
+	Version           int          `bun:"version"`
+	Status            string       `bun:"status"`
+	SourceIndexStatus string       `bun:"source_index_status"`
+	Branch            string       `bun:"branch"`
+	Digest            string       `bun:"digest"`
+	DurationSeconds   *float64     `bun:"duration_seconds"`
+	ErrorMessage      string       `bun:"error_message"`
+	RepoURL           string       `bun:"repo_url"`
+	ImageName         string       `bun:"image_name"`
+	SourceKey         string       `bun:"source_key"`
+	Lock              BuildLock    `bun:"lock"`
+	RuntimeConfig     BuildRuntime `bun:"runtime_config"`
 	// Options are the trigger's; ImageKey is the object-storage key of the image (an OCI
 	// archive) a build from source made.
 	Options   BuildOptions `bun:"options"`
@@ -132,7 +132,7 @@ type NewBuild struct {
 	SourceKey     string
 	Branch        string
 	RepoURL       string
-	Lock          map[string]any
+	Lock          BuildLock
 	RuntimeConfig BuildRuntime
 	Scenarios     []Scenario
 	// SetLatest makes the build the one new runs use.
@@ -140,10 +140,11 @@ type NewBuild struct {
 }
 
 // CreateBuild records a build of an environment with the scenarios it declares; versions count
-// up per environment.
+// up per environment. A succeeded build given no transport serves stdio: the platform runs every
+// environment over it.
 func (s *Store) CreateBuild(ctx context.Context, registryID uuid.UUID, in NewBuild) (*Build, error) {
-	if in.Lock == nil {
-		in.Lock = map[string]any{}
+	if in.Status == BuildSucceeded && in.Lock.Transport == "" {
+		in.Lock.Transport = TransportStdio
 	}
 	b := &Build{
 		ID: uuid.New(), RegistryID: registryID, Status: in.Status, SourceIndexStatus: "pending",

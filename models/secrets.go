@@ -608,18 +608,11 @@ func (s *Store) RewrapSecrets(ctx context.Context, rewrap func(ciphertext []byte
 	return n, nil
 }
 
-// requiredEnv reads the variables a build's lock says its environment requires.
-func requiredEnv(lock map[string]any) []string {
-	var out []string
-	if list, ok := lock["required_env"].([]any); ok {
-		for _, v := range list {
-			if s, ok := v.(string); ok && !slices.Contains(out, s) {
-				out = append(out, s)
-			}
-		}
-	}
+// requiredEnv is the variables a build's lock says its environment requires, sorted, once each.
+func requiredEnv(lock BuildLock) []string {
+	out := slices.Clone(lock.RequiredEnv)
 	slices.Sort(out)
-	return out
+	return slices.Compact(out)
 }
 
 // EnvCheck is whether an environment has every variable its latest build requires.

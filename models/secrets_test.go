@@ -3,8 +3,11 @@ package models_test
 import (
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/google/uuid"
 
 	"github.com/proctorhq/proctor/internal/secrets"
 	"github.com/proctorhq/proctor/internal/storetest"
@@ -70,6 +73,28 @@ func TestEnvVarBatchIsAtomicAndTheLaunchMergeLetsVariablesWin(t *testing.T) {
 		}
 		if _, err := s.LaunchEnv(ctx, nil, &reg.ID, a.TeamID, nil); err == nil || !strings.Contains(err.Error(), "no secrets key") {
 			t.Errorf("launch env without a key: %v", err)
+		}
+	})
+}
+
+// The variables a latest build's lock says the environment requires are checked against those
+// configured: each once, sorted, the missing ones named.
+func TestCheckEnvVarsReadsTheLatestBuildsLock(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *models.Store) {
+		keys, err := secrets.Create(filepath.Join(t.TempDir(), "k.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := member(t, s, "alpha", "a@example.com")
+		reg, _ := s.CreateRegistry(ctx, a, models.NewRegistry{Name: "env"})
+		if _, err := s.CreateBuild(ctx, reg.ID, models.NewBuild{Status: models.BuildSucceeded, SetLatest: true,
+			Lock: models.BuildLock{Transport: models.TransportStdio, RequiredEnv: []string{"TOKEN", "REGION", "TOKEN"}}}); err != nil {
+			t.Fatal(err)
+		}
+		s.ReplaceEnvVars(ctx, a, keys, reg.ID, []models.NameValue{{Name: "REGION", Value: "eu"}})
+		got, err := s.CheckEnvVars(ctx, a, []uuid.UUID{reg.ID})
+		if err != nil || len(got) != 1 || !slices.Equal(got[0].Required, []string{"REGION", "TOKEN"}) || !slices.Equal(got[0].Missing, []string{"TOKEN"}) {
+			t.Errorf("check = %+v, %v; want REGION and TOKEN required, TOKEN missing", got, err)
 		}
 	})
 }

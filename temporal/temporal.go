@@ -208,7 +208,7 @@ func (c *Client) Discover(ctx context.Context, buildID uuid.UUID) ([]models.Scen
 	if err := run.Get(ctx, &res); err != nil {
 		return nil, fmt.Errorf("discover %s: %w", buildID, err)
 	}
-	return res.Scenarios, nil
+	return activities.ScenarioRows(res.Scenarios), nil
 }
 
 // CancelBuild asks a build's workflow to cancel; an absent or finished one is not an error.

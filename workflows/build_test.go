@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/proctorhq/proctor/activities"
+	"github.com/proctorhq/proctor/envserver"
 	"github.com/proctorhq/proctor/models"
 	"github.com/proctorhq/proctor/workflows/names"
 )
@@ -35,7 +36,7 @@ func newFakeBuilder() *fakeBuilder {
 		queues: map[string][]string{},
 		build:  func(context.Context) error { return nil },
 		discover: func() (activities.DiscoverResult, error) {
-			return activities.DiscoverResult{Scenarios: []models.Scenario{{Name: "add-todos"}}, Lock: map[string]any{"transport": "stdio"}}, nil
+			return activities.DiscoverResult{Scenarios: []envserver.ScenarioInfo{{Name: "add-todos"}}, Lock: models.BuildLock{Transport: models.TransportStdio}}, nil
 		},
 	}
 }
@@ -96,7 +97,7 @@ func TestBuildSucceedsWithItsDiscoveredScenarios(t *testing.T) {
 		t.Fatal(err)
 	}
 	fin := f.only(t)
-	if fin.Status != models.BuildSucceeded || len(fin.Scenarios) != 1 || fin.Lock["transport"] != "stdio" {
+	if fin.Status != models.BuildSucceeded || len(fin.Scenarios) != 1 || fin.Lock.Transport != "stdio" {
 		t.Errorf("finished = %+v", fin)
 	}
 	// The image goes from the builder to discovery, which starts it, and to FinishBuild, which

@@ -25,41 +25,59 @@ func (e *Env) ReadResource(ctx context.Context, uri string) ([]byte, error) {
 	return []byte(c.Text), nil
 }
 
-// Inventory lists what the environment serves, by name, for a build's lock: every tool (the
-// hub dispatchers included) as {name, description, input_schema, role} (role: the tool's
-// _meta["proctor/role"], "setup", "evaluate" or "hub" for a hub's dispatcher, absent for a tool
-// an agent uses), every prompt as {name, description}, every resource as {uri, name}.
-func (e *Env) Inventory(ctx context.Context) (map[string]any, error) {
-	tools, prompts, resources := []any{}, []any{}, []any{}
+// Inventory is what an environment serves, by name: what a build's lock records.
+type Inventory struct {
+	// Tools are every tool, the hub dispatchers included.
+	Tools     []ServedTool
+	Prompts   []ServedPrompt
+	Resources []ServedResource
+}
+
+// ServedTool is a tool with its role: the tool's _meta["proctor/role"] ("setup", "evaluate" or
+// "hub" for a hub's dispatcher), empty for a tool an agent uses. InputSchema is nil when the tool
+// declares none.
+type ServedTool struct {
+	Tool
+	Role string
+}
+
+// ServedPrompt is a prompt an environment lists.
+type ServedPrompt struct{ Name, Description string }
+
+// ServedResource is a resource an environment lists.
+type ServedResource struct{ URI, Name string }
+
+// Inventory lists what the environment serves: every tool (the hub dispatchers included), and
+// its prompts and resources when it offers them.
+func (e *Env) Inventory(ctx context.Context) (Inventory, error) {
+	var inv Inventory
 	for t, err := range e.session.Tools(ctx, nil) {
 		if err != nil {
-			return nil, fmt.Errorf("list tools: %w", classify(err))
+			return Inventory{}, fmt.Errorf("list tools: %w", classify(err))
 		}
-		entry := map[string]any{"name": t.Name, "description": t.Description}
-		if schema, err := toMap(t.InputSchema); err == nil && schema != nil {
-			entry["input_schema"] = schema
+		st := ServedTool{Tool: Tool{Name: t.Name, Description: t.Description}}
+		if schema, err := toMap(t.InputSchema); err == nil {
+			st.InputSchema = schema
 		}
-		if role, _ := t.Meta[MetaRole].(string); role != "" {
-			entry["role"] = role
-		}
-		tools = append(tools, entry)
+		st.Role, _ = t.Meta[MetaRole].(string)
+		inv.Tools = append(inv.Tools, st)
 	}
 	caps := e.session.InitializeResult()
 	if caps != nil && caps.Capabilities != nil && caps.Capabilities.Prompts != nil {
 		for p, err := range e.session.Prompts(ctx, nil) {
 			if err != nil {
-				return nil, fmt.Errorf("list prompts: %w", classify(err))
+				return Inventory{}, fmt.Errorf("list prompts: %w", classify(err))
 			}
-			prompts = append(prompts, map[string]any{"name": p.Name, "description": p.Description})
+			inv.Prompts = append(inv.Prompts, ServedPrompt{Name: p.Name, Description: p.Description})
 		}
 	}
 	if caps != nil && caps.Capabilities != nil && caps.Capabilities.Resources != nil {
 		for r, err := range e.session.Resources(ctx, nil) {
 			if err != nil {
-				return nil, fmt.Errorf("list resources: %w", classify(err))
+				return Inventory{}, fmt.Errorf("list resources: %w", classify(err))
 			}
-			resources = append(resources, map[string]any{"uri": r.URI, "name": r.Name})
+			inv.Resources = append(inv.Resources, ServedResource{URI: r.URI, Name: r.Name})
 		}
 	}
-	return map[string]any{"tools": tools, "prompts": prompts, "resources": resources}, nil
+	return inv, nil
 }
