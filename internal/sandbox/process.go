@@ -155,18 +155,33 @@ func NewProcess(opts ProcessOptions) (*Process, error) {
 			owner.release() //nolint:errcheck // the next provider's sweep removes what is left
 		}
 	}()
-	ctx := context.Background()
+	if err := p.isolate(isolation, opts.Bubblewrap); err != nil {
+		return nil, err
+	}
+	if err := p.limit(limiter); err != nil {
+		return nil, err
+	}
 
+	ok = true
+	p.log.Info("sandbox: process provider ready", "root", p.root, "capacity", p.max,
+		"isolation", p.isolation, "pid_namespace", p.pidNS || p.isolation == IsolationBubblewrap,
+		"limits", p.limits, "gpus", len(opts.GPUs), "gpu_type", opts.GPUType)
+	return p, nil
+}
+
+// isolate picks how environments are isolated: bubblewrap when it works here (required when
+// isolation says bubblewrap), else none, in a pid namespace of its own where the host allows.
+func (p *Process) isolate(isolation, bubblewrap string) error {
 	if isolation != IsolationNone {
-		bwrap, err := exec.LookPath(cmp.Or(opts.Bubblewrap, "bwrap"))
+		bwrap, err := exec.LookPath(cmp.Or(bubblewrap, "bwrap"))
 		if err == nil {
-			err = probeBubblewrap(ctx, bwrap, p.sp)
+			err = probeBubblewrap(context.Background(), bwrap, p.sp)
 		}
 		switch {
 		case err == nil:
 			p.isolation, p.bwrap = IsolationBubblewrap, bwrap
 		case isolation == IsolationBubblewrap:
-			return nil, fmt.Errorf("isolation bubblewrap: %w", err)
+			return fmt.Errorf("isolation bubblewrap: %w", err)
 		default:
 			p.log.Info("sandbox: bubblewrap not usable, running environments without isolation", "reason", err)
 		}
@@ -181,7 +196,12 @@ func NewProcess(opts ProcessOptions) (*Process, error) {
 			p.log.Info("sandbox: no pid namespaces; processes an environment forks may outlive a killed worker")
 		}
 	}
+	return nil
+}
 
+// limit picks how sandboxes' CPU and memory are limited: cgroup v2 where it can be delegated
+// (required when limiter says cgroup), else RLIMIT_DATA for memory; p.limits says what holds.
+func (p *Process) limit(limiter string) error {
 	var cpuLimit, memLimit string
 	if limiter == LimiterAuto || limiter == LimiterCgroup {
 		cg, err := setupCgroups(realCgroupHost())
@@ -192,7 +212,7 @@ func NewProcess(opts ProcessOptions) (*Process, error) {
 				p.log.Info("sandbox: moved the worker into a leaf cgroup to delegate controllers", "cgroup", filepath.Join(cg.parent, workerLeaf))
 			}
 		case limiter == LimiterCgroup:
-			return nil, fmt.Errorf("limiter cgroup: %w", err)
+			return fmt.Errorf("limiter cgroup: %w", err)
 		default:
 			cpuLimit = "cpu: not limited (" + err.Error() + ")"
 		}
@@ -226,12 +246,7 @@ func NewProcess(opts ProcessOptions) (*Process, error) {
 		memLimit = "memory: not limited"
 	}
 	p.limits = cpuLimit + "; " + memLimit
-
-	ok = true
-	p.log.Info("sandbox: process provider ready", "root", p.root, "capacity", p.max,
-		"isolation", p.isolation, "pid_namespace", p.pidNS || p.isolation == IsolationBubblewrap,
-		"limits", p.limits, "gpus", len(opts.GPUs), "gpu_type", opts.GPUType)
-	return p, nil
+	return nil
 }
 
 // probeStart runs /bin/sh with args (default: exit at once) under attr and
@@ -501,7 +516,92 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 		}
 		undo = append(undo, func() { cg.kill(); cg.remove() })
 	}
+	pp, err := openPipes(p.isolation == IsolationBubblewrap)
+	if err != nil {
+		return nil, err
+	}
+	cmd := p.command(spec, argv0, workDir, devices, pp, cg)
+	if err = p.sp.start(cmd); err != nil {
+		pp.closeChildEnds()
+		pp.closeOurEnds()
+		return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
+	}
+	pp.closeChildEnds()
 
+	sb := &processSandbox{
+		p:        p,
+		id:       spec.ID,
+		workDir:  workDir,
+		devices:  devices,
+		cmd:      cmd,
+		cg:       cg,
+		stdin:    pp.inW,
+		stdout:   pp.outR,
+		stderr:   pp.errR,
+		logs:     NewLogRing(MaxLogLines),
+		done:     make(chan struct{}),
+		logsDone: make(chan struct{}),
+		stopped:  make(chan struct{}),
+	}
+	go func() {
+		defer close(sb.logsDone)
+		ReadLines(pp.errR, "stderr", sb.logs, spec.OnLog)
+	}()
+	go sb.wait()
+	if err := p.identify(ctx, sb, pp.infoR); err != nil {
+		return nil, err
+	}
+	return sb, nil
+}
+
+// sandboxPipes are a sandbox's stdio, and bubblewrap's info pipe (fd 3) under bubblewrap: our
+// own pipes, not cmd.StdoutPipe, because Wait would close those as soon as the process exits,
+// under a reader (the MCP client) that may still be draining them. Passing *os.File also spares
+// os/exec's copy goroutines.
+type sandboxPipes struct {
+	inR, inW, outR, outW, errR, errW, infoR, infoW *os.File
+}
+
+func openPipes(info bool) (*sandboxPipes, error) {
+	pp := &sandboxPipes{}
+	var err error
+	pipe := func(r, w **os.File) {
+		if err == nil {
+			*r, *w, err = os.Pipe()
+		}
+	}
+	pipe(&pp.inR, &pp.inW)
+	pipe(&pp.outR, &pp.outW)
+	pipe(&pp.errR, &pp.errW)
+	if info {
+		pipe(&pp.infoR, &pp.infoW)
+	}
+	if err != nil {
+		pp.closeChildEnds()
+		pp.closeOurEnds()
+		return nil, fmt.Errorf("pipes: %w", err)
+	}
+	return pp, nil
+}
+
+func closeFiles(files ...*os.File) {
+	for _, f := range files {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// closeChildEnds closes the ends the child holds (once it started, or when it could not).
+func (pp *sandboxPipes) closeChildEnds() { closeFiles(pp.inR, pp.outW, pp.errW, pp.infoW) }
+
+// closeOurEnds closes the ends the sandbox reads and writes, when it could not start.
+func (pp *sandboxPipes) closeOurEnds() { closeFiles(pp.inW, pp.outR, pp.errR, pp.infoR) }
+
+// command is the command that runs spec's environment (argv0 and its arguments) in workDir: under
+// bubblewrap, else in a pid namespace of its own where the host allows; in cgroup cg when there
+// is one; with a memory rlimit where that is how memory is limited.
+func (p *Process) command(spec Spec, argv0, workDir string, devices []string, pp *sandboxPipes, cg *sandboxCgroup) *exec.Cmd {
 	argv := append([]string{argv0}, spec.Command[1:]...)
 	if p.rlimitMem && spec.Resources.MemoryMB > 0 {
 		// rlimits must be set in the child before it execs the environment,
@@ -510,49 +610,14 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 		kb := strconv.Itoa(spec.Resources.MemoryMB * 1024)
 		argv = append([]string{"/bin/sh", "-c", `ulimit -d ` + kb + ` && exec "$0" "$@"`}, argv...)
 	}
-
-	// Our own pipes, not cmd.StdoutPipe: Wait would close those as soon as
-	// the process exits, under a reader (the MCP client) that may still be
-	// draining them. Passing *os.File also spares os/exec's copy goroutines.
-	var files []*os.File
-	pipe := func() (r, w *os.File) {
-		if err != nil {
-			return nil, nil
-		}
-		if r, w, err = os.Pipe(); err == nil {
-			files = append(files, r, w)
-		}
-		return r, w
-	}
-	inR, inW := pipe()
-	outR, outW := pipe()
-	errR, errW := pipe()
-	var infoR, infoW *os.File
-	if p.isolation == IsolationBubblewrap {
-		infoR, infoW = pipe()
-	}
-	if err != nil {
-		for _, f := range files {
-			f.Close()
-		}
-		return nil, fmt.Errorf("pipes: %w", err)
-	}
-	closeChildEnds := func() {
-		for _, f := range []*os.File{inR, outW, errW, infoW} {
-			if f != nil {
-				f.Close()
-			}
-		}
-	}
-
 	cmd := &exec.Cmd{
 		Path:   argv[0],
 		Args:   argv,
 		Env:    sandboxEnv(spec, homeDir(spec, workDir, p.isolation), devices),
 		Dir:    workDir,
-		Stdin:  inR,
-		Stdout: outW,
-		Stderr: errW,
+		Stdin:  pp.inR,
+		Stdout: pp.outW,
+		Stderr: pp.errW,
 		SysProcAttr: &syscall.SysProcAttr{
 			Setsid:    true,
 			Pdeathsig: syscall.SIGKILL,
@@ -567,7 +632,7 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 		args := bwrapArgs(workDir, spec, binds, gpuDeviceNodes(p.devDir, devices), 3)
 		cmd.Path = p.bwrap
 		cmd.Args = append(append([]string{p.bwrap}, args...), argv...)
-		cmd.ExtraFiles = []*os.File{infoW} // fd 3
+		cmd.ExtraFiles = []*os.File{pp.infoW} // fd 3
 	case p.pidNS:
 		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWPID
 	}
@@ -575,39 +640,13 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 		cmd.SysProcAttr.UseCgroupFD = true
 		cmd.SysProcAttr.CgroupFD = int(cg.fd.Fd())
 	}
+	return cmd
+}
 
-	if err = p.sp.start(cmd); err != nil {
-		closeChildEnds()
-		for _, f := range []*os.File{inW, outR, errR, infoR} {
-			if f != nil {
-				f.Close()
-			}
-		}
-		return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
-	}
-	closeChildEnds()
-
-	sb := &processSandbox{
-		p:        p,
-		id:       spec.ID,
-		workDir:  workDir,
-		devices:  devices,
-		cmd:      cmd,
-		cg:       cg,
-		stdin:    inW,
-		stdout:   outR,
-		stderr:   errR,
-		logs:     NewLogRing(MaxLogLines),
-		done:     make(chan struct{}),
-		logsDone: make(chan struct{}),
-		stopped:  make(chan struct{}),
-	}
-	go func() {
-		defer close(sb.logsDone)
-		ReadLines(errR, "stderr", sb.logs, spec.OnLog)
-	}()
-	go sb.wait()
-
+// identify records the started sandbox's init process and pid namespace, by which its processes
+// are found later, whatever they fork or however they detach. Under bubblewrap they come from its
+// info pipe; a bubblewrap that never says is killed.
+func (p *Process) identify(ctx context.Context, sb *processSandbox, infoR *os.File) error {
 	switch {
 	case p.isolation == IsolationBubblewrap:
 		info, ierr := readBwrapInfo(ctx, infoR)
@@ -615,7 +654,7 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 			sb.kill()
 			<-sb.done
 			sb.closePipes()
-			return nil, fmt.Errorf("bubblewrap did not start: %w%s", ierr, stderrTail(sb.logs))
+			return fmt.Errorf("bubblewrap did not start: %w%s", ierr, stderrTail(sb.logs))
 		}
 		sb.initPID = info.ChildPID
 		sb.pidNS = fmt.Sprintf("pid:[%d]", info.PIDNamespace)
@@ -623,12 +662,11 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 			sb.pidNS = nsOf(info.ChildPID)
 		}
 	case p.pidNS:
-		sb.initPID = cmd.Process.Pid
-		// Read now, while it surely runs: the namespace identifies the
-		// sandbox's processes later, whatever they fork or however they detach.
-		sb.pidNS, _ = os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", cmd.Process.Pid))
+		sb.initPID = sb.cmd.Process.Pid
+		// Read now, while it surely runs.
+		sb.pidNS, _ = os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", sb.cmd.Process.Pid))
 	}
-	return sb, nil
+	return nil
 }
 
 func stderrTail(logs *LogRing) string {
