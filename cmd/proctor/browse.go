@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -72,94 +70,6 @@ func versionString() string {
 		v += ")"
 	}
 	return v + " " + info.GoVersion
-}
-
-// cmdTraces lists a job's attempts (by default the newest job's), filtered by status.
-func cmdTraces(stdout, stderr io.Writer) flagsBody {
-	return func(fs *flag.FlagSet) runFunc {
-		job := fs.String("job", "", "the job, its id or the id's start (default: your newest)")
-		status := fs.String("status", "", "only these statuses, comma-separated (pending, initializing, running, completed, error, cancelling, cancelled)")
-		limit := fs.Int("limit", 50, "at most this many")
-		asJSON := jsonFlag(fs)
-		client := clientFlags(fs)
-		return func(ctx context.Context, pos []string) error {
-			c, err := client()
-			if err != nil {
-				return err
-			}
-			out := stdout
-			if *asJSON {
-				out = io.Discard // the table and hints; the JSON is printed at the end
-			}
-			if *job != "" {
-				if *job, err = c.resolveID(ctx, "job", *job); err != nil {
-					return err
-				}
-			} else {
-				var page struct {
-					Items []struct{ ID, Name string } `json:"items"`
-				}
-				if err := c.do(ctx, http.MethodGet, "/v2/jobs?limit=1", nil, &page); err != nil {
-					return err
-				}
-				if len(page.Items) == 0 {
-					return errors.New("your team has no jobs yet: run one with proctor eval TASKSET --model MODEL")
-				}
-				*job = page.Items[0].ID
-				fmt.Fprintf(out, "job %s %q (your newest)\n", page.Items[0].ID, page.Items[0].Name)
-			}
-			want := map[string]bool{}
-			for _, s := range strings.Split(*status, ",") {
-				if s = strings.TrimSpace(s); s != "" {
-					want[s] = true
-				}
-			}
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "TRACE\tTASK\tSTATUS\tSTOP\tREWARD\tSTARTED")
-			shown, seen, total := 0, 0, 0
-			type row struct {
-				traceListRow
-				StartTime *time.Time `json:"start_time"`
-			}
-			rows := []row{}
-			for off := 0; shown < *limit; off += 500 {
-				var page struct {
-					Items []row `json:"items"`
-					Total int   `json:"total"`
-				}
-				if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v2/jobs/%s/traces?limit=500&offset=%d", url.PathEscape(*job), off), nil, &page); err != nil {
-					return err
-				}
-				total = page.Total
-				for _, t := range page.Items {
-					seen++
-					if (len(want) > 0 && !want[t.Status]) || shown >= *limit {
-						continue
-					}
-					shown++
-					rows = append(rows, t)
-					reward, started := fmtReward(t.Reward), "–"
-					if t.StartTime != nil {
-						started = t.StartTime.Local().Format("2006-01-02 15:04:05")
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, orDash(t.Name), t.Status, orDash(t.StopReason), reward, started)
-				}
-				if len(page.Items) == 0 || seen >= page.Total {
-					break
-				}
-			}
-			tw.Flush()
-			if *asJSON {
-				return writeJSON(stdout, struct {
-					JobID string `json:"job_id"`
-					Total int    `json:"total"`
-					Items []row  `json:"items"`
-				}{*job, total, rows})
-			}
-			fmt.Fprintf(stdout, "%d shown of %d attempts; see one with: proctor trace TRACE_ID\n", shown, total)
-			return nil
-		}
-	}
 }
 
 // cmdModels lists the models the caller may run.

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+type jobSummary struct {
+	AvgReward    *float64 `json:"avg_reward"`
+	Pending      int      `json:"pending"`
+	Initializing int      `json:"initializing"`
+	Running      int      `json:"running"`
+	Completed    int      `json:"completed"`
+	Error        int      `json:"error"`
+	Cancelling   int      `json:"cancelling"`
+	Cancelled    int      `json:"cancelled"`
+	TotalTraces  int      `json:"total_traces"`
+}
+
+func (s jobSummary) done() int { return s.Completed + s.Error + s.Cancelled }
+
+// cmdJobs lists the team's jobs, newest first.
+func cmdJobs(stdout io.Writer) flagsBody {
+	return func(fs *flag.FlagSet) runFunc {
+		limit := fs.Int("limit", 20, "at most this many, newest first")
+		asJSON := jsonFlag(fs)
+		client := clientFlags(fs)
+		return func(ctx context.Context, pos []string) error {
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			type jobRow struct {
+				ID        string     `json:"id"`
+				Name      string     `json:"name"`
+				Status    string     `json:"status"`
+				CreatedAt time.Time  `json:"created_at"`
+				Summary   jobSummary `json:"summary"`
+			}
+			var page struct {
+				Items []jobRow `json:"items"`
+				Total int      `json:"total"`
+			}
+			if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v2/jobs?limit=%d", *limit), nil, &page); err != nil {
+				return err
+			}
+			for i := range page.Items {
+				if err := c.do(ctx, http.MethodGet, "/v2/jobs/"+page.Items[i].ID+"/summary", nil, &page.Items[i].Summary); err != nil {
+					return err
+				}
+			}
+			if *asJSON {
+				return writeJSON(stdout, page)
+			}
+			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tNAME\tSTATUS\tATTEMPTS\tERRORS\tMEAN REWARD\tCREATED")
+			for _, j := range page.Items {
+				s := j.Summary
+				reward := fmtReward(s.AvgReward)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%d\t%s\t%s\n", j.ID, orDash(j.Name), j.Status, s.done(), s.TotalTraces, s.Error, reward, j.CreatedAt.Local().Format("2006-01-02 15:04"))
+			}
+			tw.Flush()
+			if page.Total > len(page.Items) {
+				fmt.Fprintf(stdout, "(%d of %d; --limit shows more)\n", len(page.Items), page.Total)
+			}
+			return nil
+		}
+	}
+}
+
+// cmdJobsShow prints a job: its summary, per-task results and the attempts to look at.
+func cmdJobsShow(stdout io.Writer) flagsBody {
+	return func(fs *flag.FlagSet) runFunc {
+		limit := fs.Int("limit", 20, "attempts listed per category")
+		asJSON := jsonFlag(fs)
+		client := clientFlags(fs)
+		return func(ctx context.Context, pos []string) error {
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			if pos[0], err = c.resolveID(ctx, "job", pos[0]); err != nil {
+				return err
+			}
+			if *asJSON {
+				return showJobJSON(ctx, c, pos[0], stdout)
+			}
+			return showJob(ctx, c, pos[0], *limit, stdout)
+		}
+	}
+}
+
+// cmdJobsWatch follows a running job to its end (again), then prints its per-task table.
+func cmdJobsWatch(stdout, stderr io.Writer) flagsBody {
+	return clientCommand(func(ctx context.Context, c *apiClient, pos []string) (err error) {
+		if pos[0], err = c.resolveID(ctx, "job", pos[0]); err != nil {
+			return err
+		}
+		sum, err := c.follow(ctx, pos[0], stderr)
+		if err != nil {
+			return err
+		}
+		return c.printJobTable(ctx, stdout, pos[0], sum)
+	})
+}
+
+// cmdJobsCancel cancels every attempt of a job: those that never started at once, the live
+// ones after their sandboxes are torn down.
+func cmdJobsCancel(stdout io.Writer) flagsBody {
+	return clientCommand(func(ctx context.Context, c *apiClient, pos []string) (err error) {
+		if pos[0], err = c.resolveID(ctx, "job", pos[0]); err != nil {
+			return err
+		}
+		var res struct {
+			Cancelled int `json:"cancelled"`
+		}
+		if err := c.do(ctx, http.MethodPost, "/v2/rollouts/cancel_job", map[string]string{"job_id": pos[0]}, &res); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "job %s: cancelling; %d live attempts asked to stop (attempts not started yet are cancelled at once)\n", pos[0], res.Cancelled)
+		fmt.Fprintf(stdout, "follow it to the end with: proctor jobs watch %s\n", pos[0])
+		return nil
+	})
+}
+
+// showJobJSON prints a job, its summary and its taskset coverage (per task: attempts, statuses
+// and mean reward) as the API answers them.
+func showJobJSON(ctx context.Context, c *apiClient, jobID string, stdout io.Writer) error {
+	var out struct {
+		Job      json.RawMessage `json:"job"`
+		Summary  json.RawMessage `json:"summary"`
+		Coverage json.RawMessage `json:"coverage"`
+	}
+	for _, part := range []struct {
+		path string
+		into *json.RawMessage
+	}{{"", &out.Job}, {"/summary", &out.Summary}, {"/taskset-coverage", &out.Coverage}} {
+		if err := c.do(ctx, http.MethodGet, "/v2/jobs/"+url.PathEscape(jobID)+part.path, nil, part.into); err != nil {
+			return err
+		}
+	}
+	return writeJSON(stdout, out)
+}
+
+// showJob prints a job: its summary, its taskset coverage (per task: attempts, statuses and mean
+// reward) and, per category other than successful, the first attempts to look at.
+func showJob(ctx context.Context, c *apiClient, jobID string, limit int, stdout io.Writer) error {
+	var job struct {
+		ID, Name, Status string
+		CreatedAt        time.Time `json:"created_at"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/v2/jobs/"+url.PathEscape(jobID), nil, &job); err != nil {
+		return err
+	}
+	var s jobSummary
+	if err := c.do(ctx, http.MethodGet, "/v2/jobs/"+job.ID+"/summary", nil, &s); err != nil {
+		return err
+	}
+	reward := fmtReward(s.AvgReward)
+	fmt.Fprintf(stdout, "job %s %q: %s, %d/%d attempts done (%d completed, %d error, %d cancelled), mean reward %s\n",
+		job.ID, job.Name, job.Status, s.done(), s.TotalTraces, s.Completed, s.Error, s.Cancelled, reward)
+	var cov struct {
+		TasksetName     string `json:"taskset_name"`
+		TotalTasks      int    `json:"total_tasks"`
+		TasksWithTraces int    `json:"tasks_with_traces"`
+		Tasks           []struct {
+			TaskName         string   `json:"task_name"`
+			AvgReward        *float64 `json:"avg_reward"`
+			TraceCount       int      `json:"trace_count"`
+			InvalidatedCount int      `json:"invalidated_count"`
+			Statuses         []string `json:"statuses"`
+		} `json:"tasks"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/v2/jobs/"+job.ID+"/taskset-coverage", nil, &cov); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "taskset %s: %d of %d tasks run\n\n", orDash(cov.TasksetName), cov.TasksWithTraces, cov.TotalTasks)
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TASK\tATTEMPTS\tINVALID\tSTATUSES\tMEAN REWARD")
+	for _, t := range cov.Tasks {
+		r := fmtReward(t.AvgReward)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", t.TaskName, t.TraceCount, t.InvalidatedCount, orDash(strings.Join(t.Statuses, ",")), r)
+	}
+	tw.Flush()
+	for _, cat := range []string{"failed", "no_score", "live"} {
+		var th struct {
+			Thumbnails []struct {
+				TraceID    string   `json:"id"`
+				Status     string   `json:"status"`
+				TaskName   *string  `json:"task_name"`
+				Reward     *float64 `json:"reward"`
+				StopReason string   `json:"stop_reason"`
+			} `json:"thumbnails"`
+			CategoryCounts map[string]int `json:"category_counts"`
+		}
+		if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v2/jobs/%s/thumbnails?category=%s&limit=%d", job.ID, cat, max(1, min(limit, 500))), nil, &th); err != nil {
+			return err
+		}
+		if len(th.Thumbnails) == 0 {
+			continue
+		}
+		fmt.Fprintf(stdout, "\n%s (%d):\n", strings.ReplaceAll(cat, "_", " "), th.CategoryCounts[cat])
+		for _, t := range th.Thumbnails {
+			r := fmtReward(t.Reward)
+			name := "–"
+			if t.TaskName != nil {
+				name = *t.TaskName
+			}
+			fmt.Fprintf(stdout, "  %s  %-24s %s %s reward %s\n", t.TraceID, name, t.Status, t.StopReason, r)
+		}
+	}
+	fmt.Fprintln(stdout, "\nsee an attempt with: proctor trace TRACE_ID")
+	return nil
+}
