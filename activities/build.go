@@ -46,6 +46,10 @@ type BuildConfig struct {
 	// GOPROXY is the module proxy Go builds may use ("off": only vendored modules and the
 	// worker's module cache); empty keeps the worker's setting.
 	GOPROXY string
+	// EnvServer is a directory holding the envserver module, which Go builds supply to a source
+	// that requires it without carrying it (image.GoSpec.EnvServer); empty: such a source must
+	// vendor it.
+	EnvServer string
 	// Bundled is the path of a binary that serves the bundled example environments as
 	// `BINARY example-env NAME` (the proctor binary): builds that name a bundled example
 	// (models.BuildOptions.Bundled) package it instead of compiling. Empty: such builds fail.
@@ -323,7 +327,8 @@ func (gb goBuilder) build(ctx context.Context, job buildJob) (string, []string, 
 	if sealed, err := gb.a.Store.BuildSecrets(ctx, job.build.ID); err == nil && len(sealed) > 0 {
 		fmt.Fprintf(job.log, "build secrets: %d given; a Go build does not use them (a Dockerfile's RUN steps do)\n", len(sealed))
 	}
-	img, err := image.BuildGo(ctx, image.GoSpec{Dir: module, Package: pkg, GOPROXY: gb.a.Build.GOPROXY, Log: job.log})
+	img, err := image.BuildGo(ctx, image.GoSpec{Dir: module, Package: pkg, GOPROXY: gb.a.Build.GOPROXY,
+		EnvServer: gb.a.Build.EnvServer, Root: job.src, Log: job.log})
 	if errors.Is(err, image.ErrBuild) {
 		return "", nil, buildFailed("%v", err)
 	}

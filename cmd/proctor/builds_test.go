@@ -29,12 +29,13 @@ import (
 // vendor) because the module is not published. It is the todo example's code.
 func outOfTreeEnvironment(t *testing.T) string {
 	t.Helper()
-	return outOfTreeExample(t, "todo")
+	return outOfTreeExample(t, "todo", true)
 }
 
 // outOfTreeExample is the example environment name (its main.go and the package it serves,
 // NAMEenv, without tests) as an out-of-tree module: the package moves into the new module.
-func outOfTreeExample(t *testing.T, name string) string {
+// Unvendored, its go.mod's replace names this checkout's envserver, outside the upload.
+func outOfTreeExample(t *testing.T, name string, vendor bool) string {
 	t.Helper()
 	dir := filepath.Join(testenv.ModuleRoot(t), "examples", "environments", name)
 	pkg := name + "env"
@@ -54,19 +55,19 @@ func outOfTreeExample(t *testing.T, name string) string {
 			t.Fatal(err)
 		}
 	}
-	return outOfTreeFiles(t, files)
+	return outOfTreeFiles(t, files, vendor)
 }
 
-// outOfTreeModule is an out-of-tree Go environment whose main.go is src.
+// outOfTreeModule is an out-of-tree Go environment whose main.go is src, vendored.
 func outOfTreeModule(t *testing.T, src []byte) string {
 	t.Helper()
-	return outOfTreeFiles(t, map[string][]byte{"main.go": src})
+	return outOfTreeFiles(t, map[string][]byte{"main.go": src}, true)
 }
 
 // outOfTreeFiles makes a module of files as the README tells an author to: go mod init, a
-// requirement of the envserver module replaced by this checkout's copy, go mod tidy and go mod
-// vendor (which copies it into vendor/, so that the upload carries it).
-func outOfTreeFiles(t *testing.T, files map[string][]byte) string {
+// requirement of the envserver module replaced by this checkout's copy, go mod tidy, and (when
+// vendor) go mod vendor, which copies it into vendor/ so that the upload carries it.
+func outOfTreeFiles(t *testing.T, files map[string][]byte, vendor bool) string {
 	t.Helper()
 	dir := t.TempDir()
 	files[".gitignore"] = []byte("*.bin\n")
@@ -79,12 +80,15 @@ func outOfTreeFiles(t *testing.T, files map[string][]byte) string {
 		}
 	}
 	envserver := filepath.Join(testenv.ModuleRoot(t), "envserver")
-	for _, args := range [][]string{
+	commands := [][]string{
 		{"mod", "init", "example.com/todoenv"},
 		{"mod", "edit", "-require", "github.com/proctorhq/proctor/envserver@v0.0.0", "-replace", "github.com/proctorhq/proctor/envserver=" + envserver},
 		{"mod", "tidy"},
-		{"mod", "vendor"},
-	} {
+	}
+	if vendor {
+		commands = append(commands, []string{"mod", "vendor"})
+	}
+	for _, args := range commands {
 		cmd := exec.Command("go", args...)
 		cmd.Dir, cmd.Env = dir, append(os.Environ(), "GOFLAGS=", "GOWORK=off")
 		if out, err := cmd.CombinedOutput(); err != nil {

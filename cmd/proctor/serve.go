@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -443,7 +444,12 @@ func startRuntime(tc *ptemporal.Client, store *models.Store, bucket blob.Bucket,
 	m.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "proctor_sandboxes_live", Help: "Environments running in sandboxes on this worker now.",
 		ConstLabels: prometheus.Labels{"provider": acts.SandboxProvider}}, func() float64 { return float64(acts.Envs.Len()) }))
 	if bucket != nil {
-		acts.Build = &activities.BuildConfig{Bucket: bucket, Dir: cfg.BuildDir, GOPROXY: cfg.BuildGOPROXY,
+		envServer, err := buildEnvServer(cfg)
+		if err != nil {
+			sb.Close(context.Background()) //nolint:errcheck
+			return nil, err
+		}
+		acts.Build = &activities.BuildConfig{Bucket: bucket, Dir: cfg.BuildDir, GOPROXY: cfg.BuildGOPROXY, EnvServer: envServer,
 			Limits: archive.Limits{MaxBytes: cfg.BuildMaxSourceBytes, MaxEntries: cfg.BuildMaxSourceEntries}}
 		// This binary serves the bundled examples (`proctor example-env NAME`): a bundled build
 		// packages it.
@@ -465,6 +471,22 @@ func startRuntime(tc *ptemporal.Client, store *models.Store, bucket blob.Bucket,
 	rt := &runtime{sandboxes: sb, describe: describe, workers: workers, envs: acts.Envs, log: log, temporal: tc, hostQueue: acts.HostQueue}
 	rt.retire = announceWorker(store, workerQueues(cfg, sb), log)
 	return rt, nil
+}
+
+// buildEnvServer is the envserver module Go builds supply to a source that requires it without
+// carrying it (image.GoSpec.EnvServer): --build-envserver-dir, else the envserver of the checkout
+// this process runs from, else none.
+func buildEnvServer(cfg *config.Config) (string, error) {
+	if dir := cfg.BuildEnvServerDir; dir != "" {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
+			return "", fmt.Errorf("--build-envserver-dir: not a module: %w", err)
+		}
+		return dir, nil
+	}
+	if root, err := sourceRoot(); err == nil {
+		return filepath.Join(root, "envserver"), nil
+	}
+	return "", nil
 }
 
 // workerQueues are the rows this process announces: each queue it polls, with its sandbox

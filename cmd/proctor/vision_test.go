@@ -21,7 +21,9 @@ import (
 func testAgentSeesScreenshots(t *testing.T, c api, dataDir string, storeArgs []string) {
 	t.Helper()
 	t.Setenv("SCRIPTED_KEY", "scripted-key")
-	if out, err := c.cli("env", "deploy", outOfTreeExample(t, "canvas"), "--name", "canvas-cli"); err != nil || !strings.Contains(out, "copy-color") {
+	// Not vendored: the builder supplies the envserver module its go.mod requires.
+	if out, err := c.cli("env", "deploy", outOfTreeExample(t, "canvas", false), "--name", "canvas-cli"); err != nil || !strings.Contains(out, "copy-color") ||
+		!strings.Contains(out, "envserver: the builder supplies") {
 		t.Fatalf("env deploy canvas: %v\n%s", err, out)
 	}
 	var up struct {

@@ -61,6 +61,10 @@ type Config struct {
 	// module proxy Go builds use (empty: the worker's GOPROXY).
 	BuildDir     string
 	BuildGOPROXY string
+	// BuildEnvServerDir is the envserver module (a directory) Go builds supply to a source that
+	// requires it without carrying it (empty: the envserver of the checkout this process runs
+	// from, if any).
+	BuildEnvServerDir string
 	// BuildMaxSourceBytes and BuildMaxSourceEntries bound an uploaded source once unpacked;
 	// MaxUploadBytes bounds one PUT through a file:// bucket's signed URL (GCS takes what its
 	// own limits allow).
@@ -175,6 +179,7 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxJobAttempts, "max-job-attempts", envInt("PROCTOR_MAX_JOB_ATTEMPTS", d.MaxJobAttempts), "most attempts one run_list request may launch (env PROCTOR_MAX_JOB_ATTEMPTS)")
 	str(&c.BuildDir, "build-dir", "PROCTOR_BUILD_DIR", "", "directory for builds and unpacked images (dev default: <data-dir>/builds; else a temp dir)")
 	str(&c.BuildGOPROXY, "build-goproxy", "PROCTOR_BUILD_GOPROXY", "", "module proxy Go environment builds use, or off for vendored sources only (default: the worker's GOPROXY)")
+	str(&c.BuildEnvServerDir, "build-envserver-dir", "PROCTOR_BUILD_ENVSERVER_DIR", "", "the envserver module (a directory) Go builds supply to a source that requires it without vendoring it (default: the checkout's envserver when run from one)")
 	fs.Int64Var(&c.BuildMaxSourceBytes, "build-max-source-bytes", int64(envInt("PROCTOR_BUILD_MAX_SOURCE_BYTES", 1<<30)), "most bytes an uploaded source may unpack to; more fails the build (env PROCTOR_BUILD_MAX_SOURCE_BYTES)")
 	fs.IntVar(&c.BuildMaxSourceEntries, "build-max-source-entries", envInt("PROCTOR_BUILD_MAX_SOURCE_ENTRIES", 200_000), "most files, folders and links an uploaded source may hold (env PROCTOR_BUILD_MAX_SOURCE_ENTRIES)")
 	fs.Int64Var(&c.MaxUploadBytes, "max-upload-bytes", int64(envInt("PROCTOR_MAX_UPLOAD_BYTES", 0)), "largest PUT through a file:// bucket's signed URL; 0 = 5 GiB (env PROCTOR_MAX_UPLOAD_BYTES)")

@@ -2,9 +2,10 @@
 //
 // A Go environment (a main package that serves envserver) is built the way ko builds images,
 // without any container tooling: a static binary is compiled and layered, with a minimal
-// /etc/passwd and /tmp, into a one-layer OCI image. Images travel as OCI archives (a tar of an
-// OCI image layout, as `buildah push … oci-archive:` writes them) in object storage, and a
-// sandbox host unpacks an image's root filesystem once per digest.
+// /etc/passwd and /tmp, into a one-layer OCI image (the envserver module supplied to a source
+// that requires it without carrying it; see supplyEnvServer). Images travel as OCI archives (a
+// tar of an OCI image layout, as `buildah push … oci-archive:` writes them) in object storage,
+// and a sandbox host unpacks an image's root filesystem once per digest.
 package image
 
 import (
@@ -51,6 +52,13 @@ type GoSpec struct {
 	// GOPROXY is the module proxy the build may use ("off" builds only from a vendor directory or
 	// the worker's module cache); empty keeps the worker's own setting.
 	GOPROXY string
+	// EnvServer is a directory holding the envserver module (EnvServerModule) that the build
+	// supplies to a module requiring it without carrying it; empty supplies nothing. See
+	// supplyEnvServer.
+	EnvServer string
+	// Root is the uploaded source Dir is in (Dir when empty): a replace by a directory outside
+	// it names a path of the author's machine, not anything the upload carries.
+	Root string
 	// Log receives the compiler's output.
 	Log io.Writer
 }
@@ -78,20 +86,31 @@ func BuildGo(ctx context.Context, spec GoSpec) (v1.Image, error) {
 	}
 	defer os.RemoveAll(out)
 	bin := filepath.Join(out, "env")
-	cmd := exec.CommandContext(ctx, goBin, "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./"+filepath.ToSlash(filepath.Clean(pkg)))
-	cmd.Dir = spec.Dir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOOS=linux", "GOARCH="+runtime.GOARCH)
-	if _, err := os.Stat(filepath.Join(spec.Dir, "vendor", "modules.txt")); err == nil {
-		cmd.Env = append(cmd.Env, "GOFLAGS=-mod=vendor")
-	}
-	if spec.GOPROXY != "" {
-		cmd.Env = append(cmd.Env, "GOPROXY="+spec.GOPROXY)
-	}
 	var log bytes.Buffer
 	w := io.Writer(&log)
 	if spec.Log != nil {
 		w = io.MultiWriter(&log, spec.Log)
 	}
+	args := []string{"build", "-trimpath", "-ldflags=-s -w", "-o", bin}
+	env := append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOOS=linux", "GOARCH="+runtime.GOARCH)
+	if spec.GOPROXY != "" {
+		env = append(env, "GOPROXY="+spec.GOPROXY)
+	}
+	if _, err := os.Stat(filepath.Join(spec.Dir, "vendor", "modules.txt")); err == nil {
+		env = append(env, "GOFLAGS=-mod=vendor")
+	} else if spec.EnvServer != "" {
+		modFile, err := supplyEnvServer(ctx, goBin, spec, out, w)
+		if err != nil {
+			return nil, err
+		}
+		if modFile != "" {
+			// -mod=mod: the copy may lack requirements of the supplied envserver (a source
+			// tidied against another version of it); the go command adds them to the copy.
+			args = append(args, "-mod=mod", "-modfile="+modFile)
+		}
+	}
+	cmd := exec.CommandContext(ctx, goBin, append(args, "./"+filepath.ToSlash(filepath.Clean(pkg)))...)
+	cmd.Dir, cmd.Env = spec.Dir, env
 	cmd.Stdout, cmd.Stderr = w, w
 	dieWithParent(cmd)
 	if err := cmd.Run(); err != nil {
