@@ -229,25 +229,25 @@ type TaskPoint struct {
 
 // JobCard is a job with its figures.
 type JobCard struct {
-	ID               uuid.UUID      `json:"id"`
-	Name             string         `json:"name"`
-	Status           string         `json:"status"`
-	CreatedAt        time.Time      `json:"created_at"`
-	AverageAccuracy  *float64       `json:"average_accuracy" doc:"the mean reward of its valid, completed attempts; null before any"`
-	ChartData        []TaskPoint    `json:"chart_data" nullable:"false" doc:"one point per task it ran"`
-	CompletedTasks   int            `json:"completed_tasks" doc:"its completed attempts"`
-	FailedCount      int            `json:"failed_count" doc:"its attempts in the failed category"`
-	InvalidatedCount int            `json:"invalidated_count"`
-	TraceCount       int            `json:"trace_count"`
-	JobType          string         `json:"job_type" enum:"single,remote,batch" doc:"how it was launched: run, submit or run_list"`
-	Metadata         map[string]any `json:"metadata"`
-	Models           []TaskRef      `json:"models" nullable:"false"`
+	ID               uuid.UUID          `json:"id"`
+	Name             string             `json:"name"`
+	Status           string             `json:"status"`
+	CreatedAt        time.Time          `json:"created_at"`
+	AverageAccuracy  *float64           `json:"average_accuracy" doc:"the mean reward of its valid, completed attempts; null before any"`
+	ChartData        []TaskPoint        `json:"chart_data" nullable:"false" doc:"one point per task it ran"`
+	CompletedTasks   int                `json:"completed_tasks" doc:"its completed attempts"`
+	FailedCount      int                `json:"failed_count" doc:"its attempts in the failed category"`
+	InvalidatedCount int                `json:"invalidated_count"`
+	TraceCount       int                `json:"trace_count"`
+	JobType          string             `json:"job_type" enum:"single,remote,batch" doc:"how it was launched: run, submit or run_list"`
+	Metadata         models.JobMetadata `json:"metadata"`
+	Models           []TaskRef          `json:"models" nullable:"false"`
 }
 
 func jobCard(c *models.JobCard) JobCard {
 	out := JobCard{ID: c.Job.ID, Name: c.Job.Name, Status: c.Job.Status, CreatedAt: c.Job.CreatedAt, AverageAccuracy: c.AverageAccuracy,
 		CompletedTasks: c.CompletedTasks, FailedCount: c.FailedCount, InvalidatedCount: c.InvalidatedCount, TraceCount: c.TraceCount,
-		JobType: c.Job.Kind, Metadata: nonNilMap(c.Job.Metadata), ChartData: make([]TaskPoint, len(c.Chart)), Models: make([]TaskRef, len(c.Models))}
+		JobType: c.Job.Kind, Metadata: c.Job.Metadata.Listed(), ChartData: make([]TaskPoint, len(c.Chart)), Models: make([]TaskRef, len(c.Models))}
 	for i, p := range c.Chart {
 		out.ChartData[i] = TaskPoint{TaskID: p.TaskID, AvgReward: p.AvgReward, TraceCount: p.TraceCount}
 	}

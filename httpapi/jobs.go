@@ -13,27 +13,27 @@ import (
 
 // Job is one batch run (spec: Resources › Job).
 type Job struct {
-	ID            uuid.UUID      `json:"id"`
-	Name          string         `json:"name"`
-	Description   string         `json:"description"`
-	Status        string         `json:"status" enum:"pending,running,completed,cancelled"`
-	TasksetID     *uuid.UUID     `json:"taskset_id"`
-	MaxSteps      int            `json:"max_steps"`
-	GroupSize     int            `json:"group_size"`
-	MaxConcurrent int            `json:"max_concurrent"`
-	IsRemote      bool           `json:"is_remote"`
-	CanEdit       bool           `json:"can_edit"`
-	IsOwner       bool           `json:"is_owner"`
-	Published     bool           `json:"published" doc:"Readable without credentials"`
-	Metadata      map[string]any `json:"metadata"`
-	CreatedAt     time.Time      `json:"created_at"`
-	UpdatedAt     time.Time      `json:"updated_at"`
+	ID            uuid.UUID          `json:"id"`
+	Name          string             `json:"name"`
+	Description   string             `json:"description"`
+	Status        string             `json:"status" enum:"pending,running,completed,cancelled"`
+	TasksetID     *uuid.UUID         `json:"taskset_id"`
+	MaxSteps      int                `json:"max_steps"`
+	GroupSize     int                `json:"group_size"`
+	MaxConcurrent int                `json:"max_concurrent"`
+	IsRemote      bool               `json:"is_remote"`
+	CanEdit       bool               `json:"can_edit"`
+	IsOwner       bool               `json:"is_owner"`
+	Published     bool               `json:"published" doc:"Readable without credentials"`
+	Metadata      models.JobMetadata `json:"metadata"`
+	CreatedAt     time.Time          `json:"created_at"`
+	UpdatedAt     time.Time          `json:"updated_at"`
 }
 
 func jobFrom(r *models.JobRow) Job {
 	return Job{ID: r.ID, Name: r.Name, Description: r.Description, Status: r.Status, TasksetID: r.TasksetID, MaxSteps: r.MaxSteps,
 		GroupSize: r.GroupSize, MaxConcurrent: r.MaxConcurrent, IsRemote: r.IsRemote, CanEdit: r.CanEdit, IsOwner: r.IsOwner,
-		Published: r.PublishedAt != nil, Metadata: nonNilMap(r.Metadata), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+		Published: r.PublishedAt != nil, Metadata: r.Metadata.Listed(), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 }
 
 type jobPath struct {

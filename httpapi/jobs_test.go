@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"strings"
@@ -283,4 +284,75 @@ func TestRedactHostPaths(t *testing.T) {
 			t.Errorf("redactHostPaths(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// launchRecorder is a rollout engine that starts nothing: the launch routes record their rows and
+// answer as they would with one.
+type launchRecorder struct{}
+
+func (launchRecorder) StartRollout(context.Context, uuid.UUID) error      { return nil }
+func (launchRecorder) StartRunList(context.Context, uuid.UUID, int) error { return nil }
+func (launchRecorder) CancelTrace(context.Context, uuid.UUID) error       { return nil }
+func (launchRecorder) CancelJob(context.Context, uuid.UUID) (int, error)  { return 0, nil }
+
+// A job launched as the follow-up of another (run_list's parent_job_id) names it in its
+// metadata; one launched on its own has a null parent. The parent must be a job the caller sees.
+func TestAJobNamesItsParentJob(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *models.Store) {
+		f := newFixture(t, s, Options{Workflows: launchRecorder{}})
+		up := decode[UploadResult](t, f.do("POST", "/v2/tasks/upload", "key", strings.NewReader(`{"taskset_name":"demo","tasks":[{"name":"a","prompt":"p"}]}`)))
+		oracle := &models.LLMModel{ModelName: "oracle", Name: "Oracle", Provider: "proctor", Adapter: models.AdapterOracle}
+		s.UpsertModel(ctx, oracle)
+		runList := func(extra string) response {
+			return f.do("POST", "/v2/rollouts/run_list", "key", strings.NewReader(`{"task_version_ids":["`+up.TaskVersionIDs[0].String()+
+				`"],"model_ids":["`+oracle.ID.String()+`"]`+extra+`}`))
+		}
+		launched := func(r response) uuid.UUID {
+			t.Helper()
+			if r.status != 201 {
+				t.Fatalf("run_list = %d %s", r.status, r.body)
+			}
+			var out struct {
+				JobID uuid.UUID `json:"job_id"`
+			}
+			json.Unmarshal(r.body, &out)
+			return out.JobID
+		}
+		first := launched(runList(""))
+		job := decode[Job](t, f.do("GET", "/v2/jobs/"+first.String(), "key", nil))
+		if job.Metadata.ParentJobID != nil || len(job.Metadata.ResolvedAgents) != 1 || job.Metadata.ResolvedAgents[0].ModelName != "oracle" {
+			t.Errorf("a job launched on its own: metadata %+v, want no parent and the oracle resolved", job.Metadata)
+		}
+		if r := f.do("GET", "/v2/jobs/"+first.String(), "key", nil); !strings.Contains(string(r.body), `"parent_job_id":null`) {
+			t.Errorf("a job without a parent: %s, want parent_job_id null", r.body)
+		}
+
+		rerun := launched(runList(`,"parent_job_id":"` + first.String() + `"`))
+		job = decode[Job](t, f.do("GET", "/v2/jobs/"+rerun.String(), "key", nil))
+		if job.Metadata.ParentJobID == nil || *job.Metadata.ParentJobID != first {
+			t.Errorf("a re-run: metadata %+v, want parent_job_id %s", job.Metadata, first)
+		}
+		enriched := decode[struct {
+			Jobs []JobCard `json:"jobs"`
+		}](t, f.do("GET", "/v2/jobs/enriched?taskset_id="+up.TasksetID.String(), "key", nil))
+		for _, card := range enriched.Jobs {
+			if card.ID == rerun && (card.Metadata.ParentJobID == nil || *card.Metadata.ParentJobID != first) {
+				t.Errorf("the re-run's job card: metadata %+v", card.Metadata)
+			}
+		}
+
+		// Another team's unpublished job, or none at all, is no parent; the nil UUID is no id.
+		other, _ := otherTeam(t, s)
+		theirs, _, err := s.LaunchJob(ctx, other, models.Launch{Name: "theirs"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantEnvelope(t, runList(`,"parent_job_id":"`+theirs.ID.String()+`"`), 404, "not_found")
+		wantEnvelope(t, runList(`,"parent_job_id":"`+uuid.NewString()+`"`), 404, "not_found")
+		wantValidation(t, runList(`,"parent_job_id":"`+uuid.Nil.String()+`"`), "body.parent_job_id")
+		wantValidation(t, runList(`,"parent_job_id":"nope"`), "body.parent_job_id")
+		if page := decode[Page[Job]](t, f.do("GET", "/v2/jobs", "key", nil)); page.Total != 2 {
+			t.Errorf("refused launches left jobs behind: %d jobs, want 2", page.Total)
+		}
+	})
 }

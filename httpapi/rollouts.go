@@ -174,12 +174,12 @@ func (s *Server) runRollout(ctx context.Context, in *runInput) (*launchedOutput,
 	}
 	lt := models.LaunchTrace{TraceID: traceID, TaskVersionID: in.Body.TaskVersionID, ModelID: in.Body.ModelID, Name: in.Body.TraceName,
 		MaxSteps: in.Body.MaxSteps, RuntimeConfig: in.Body.RuntimeConfig}
-	agents := []any{}
+	md := models.JobMetadata{}
 	if m, err := s.store.GetModel(ctx, callerFrom(ctx), in.Body.ModelID); err == nil {
-		agents = append(agents, resolvedAgent(m))
+		md.ResolvedAgents = append(md.ResolvedAgents, models.ResolvedAgentOf(m))
 	}
 	return s.launchOne(ctx, models.Launch{Kind: models.JobSingle, Name: in.Body.TraceName, MaxSteps: in.Body.MaxSteps, Traces: []models.LaunchTrace{lt},
-		Metadata: jobMetadata(agents, nil)})
+		Metadata: md})
 }
 
 // launchOne is the launch path of run and submit: the job and its one trace are written, then the
@@ -206,11 +206,15 @@ type runListInput struct {
 		MaxSteps       int                   `json:"max_steps,omitempty" minimum:"1" maximum:"10000" default:"30"`
 		Name           string                `json:"name,omitempty" maxLength:"200"`
 		RuntimeConfig  *models.RuntimeConfig `json:"runtime_config,omitempty" doc:"Overrides each task's, field by field"`
+		ParentJobID    *uuid.UUID            `json:"parent_job_id,omitempty" doc:"Proctor extension: the job this one follows up (a re-run of it, or of some of its attempts), a job the caller can see; recorded as the new job's metadata.parent_job_id"`
 	}
 }
 
 // Resolve requires exactly one of taskset_id and task_version_ids.
 func (in *runListInput) Resolve(huma.Context) []error {
+	if errs := nilIDs(map[string]*uuid.UUID{"body.parent_job_id": in.Body.ParentJobID}); errs != nil {
+		return errs
+	}
 	switch {
 	case in.Body.TasksetID != nil && len(in.Body.TaskVersionIDs) > 0:
 		return []error{&huma.ErrorDetail{Location: "body.task_version_ids", Message: "give taskset_id or task_version_ids, not both"}}
@@ -271,16 +275,21 @@ func (s *Server) runRolloutList(ctx context.Context, in *runListInput) (*runList
 	if err := s.checkJobSize(len(versions), len(b.ModelIDs), b.GroupSize); err != nil {
 		return nil, err
 	}
+	md := models.JobMetadata{ParentJobID: b.ParentJobID}
+	if p := b.ParentJobID; p != nil {
+		if _, err := s.store.GetJob(ctx, c, *p); err != nil {
+			return nil, storeError(err, "parent job "+p.String())
+		}
+	}
 	out := &runListOutput{}
 	out.Body.Results = []RunListResult{}
 	var launch []models.LaunchTrace
 	okModel := map[uuid.UUID]error{}
-	agents := []any{}
 	for _, m := range b.ModelIDs {
 		model, err := s.store.GetModel(ctx, c, m)
 		okModel[m] = err
 		if err == nil {
-			agents = append(agents, resolvedAgent(model))
+			md.ResolvedAgents = append(md.ResolvedAgents, models.ResolvedAgentOf(model))
 		}
 	}
 	var visible map[uuid.UUID]bool
@@ -330,7 +339,7 @@ func (s *Server) runRolloutList(ctx context.Context, in *runListInput) (*runList
 		return nil, newAPIError(http.StatusNotFound, "none of the task versions and models is visible to the caller")
 	}
 	job, _, err := s.store.LaunchJob(ctx, c, models.Launch{Kind: models.JobBatch, Name: b.Name, TasksetID: b.TasksetID, MaxSteps: b.MaxSteps, GroupSize: b.GroupSize,
-		MaxConcurrent: b.MaxConcurrent, Metadata: jobMetadata(agents, nil), Traces: launch})
+		MaxConcurrent: b.MaxConcurrent, Metadata: md, Traces: launch})
 	if err != nil {
 		return nil, storeError(err, "task version")
 	}
@@ -418,12 +427,9 @@ func (s *Server) submitRollout(ctx context.Context, in *submitInput) (*launchedO
 	steps, _ := in.maxSteps() // checked by Resolve
 	lt := models.LaunchTrace{TraceID: b.TraceID, TaskVersionID: v.ID, ModelID: m.ID, GroupID: b.GroupID, Name: b.Slug, MaxSteps: steps,
 		RuntimeConfig: b.RuntimeConfig, Args: b.Args, AgentConfig: b.Agent.Config}
-	params := map[string]any{"type": b.Agent.Type}
-	if b.Agent.Config != nil {
-		params["config"] = b.Agent.Config
-	}
-	return s.launchOne(ctx, models.Launch{Kind: models.JobRemote, JobID: b.JobID, MaxSteps: steps, Traces: []models.LaunchTrace{lt},
-		Metadata: jobMetadata([]any{resolvedAgent(m)}, params)})
+	md := models.JobMetadata{ResolvedAgents: []models.ResolvedAgent{models.ResolvedAgentOf(m)},
+		SDKAgentParams: &models.SDKAgentParams{Type: b.Agent.Type, Config: b.Agent.Config}}
+	return s.launchOne(ctx, models.Launch{Kind: models.JobRemote, JobID: b.JobID, MaxSteps: steps, Traces: []models.LaunchTrace{lt}, Metadata: md})
 }
 
 // submittedVersion resolves a submit's task: a task version id, a task id (its latest version),
@@ -552,21 +558,6 @@ func (s *Server) cancelUserJobs(ctx context.Context, _ *struct{}) (*cancelUserJo
 		out.Body.JobDetails = append(out.Body.JobDetails, JobCancelled{JobID: j.ID, Cancelled: n})
 	}
 	return out, nil
-}
-
-// resolvedAgent is how a job's metadata names a model it runs (spec: Job › metadata.resolved_agents).
-func resolvedAgent(m *models.LLMModel) map[string]any {
-	return map[string]any{"model_id": m.ID, "model_name": m.ModelName, "name": m.Name, "provider": m.Provider, "adapter": m.Adapter}
-}
-
-// jobMetadata is a new job's metadata (spec: Job › metadata): the models it runs, and the agent
-// an SDK submitted (nil when none did).
-func jobMetadata(agents []any, sdkParams map[string]any) map[string]any {
-	md := map[string]any{"parent_job_id": nil, "resolved_agents": agents}
-	if sdkParams != nil {
-		md["sdk_agent_params"] = sdkParams
-	}
-	return md
 }
 
 // startFailed records that an attempt's workflow could not start, and answers 503; the cause

@@ -28,11 +28,50 @@ type Job struct {
 	MaxConcurrent int        `bun:"max_concurrent"`
 	IsRemote      bool       `bun:"is_remote"`
 	// Kind is how it was launched: JobSingle, JobRemote or JobBatch.
-	Kind        string         `bun:"kind,nullzero,notnull,default:'batch'"`
-	Metadata    map[string]any `bun:"metadata"`
-	PublishedAt *time.Time     `bun:"published_at"`
-	CreatedAt   time.Time      `bun:"created_at"`
-	UpdatedAt   time.Time      `bun:"updated_at"`
+	Kind        string      `bun:"kind,nullzero,notnull,default:'batch'"`
+	Metadata    JobMetadata `bun:"metadata"`
+	PublishedAt *time.Time  `bun:"published_at"`
+	CreatedAt   time.Time   `bun:"created_at"`
+	UpdatedAt   time.Time   `bun:"updated_at"`
+}
+
+// JobMetadata is what a job records of how it was launched (spec: Job › metadata), one record
+// for the column and the API.
+type JobMetadata struct {
+	// ParentJobID is the job this one follows up (run_list's parent_job_id: a re-run of it, or
+	// of some of its attempts); nil for a job launched on its own.
+	ParentJobID *uuid.UUID `json:"parent_job_id" doc:"The job this one follows up (a re-run of it or of some of its attempts), as run_list's parent_job_id named it; null for a job launched on its own"`
+	// ResolvedAgents are the models the job runs, as its launch resolved them.
+	ResolvedAgents []ResolvedAgent `json:"resolved_agents" nullable:"false" doc:"The models the job runs, as its launch resolved them"`
+	// SDKAgentParams is the agent an SDK submitted (POST /v2/rollouts/submit); nil otherwise.
+	SDKAgentParams *SDKAgentParams `json:"sdk_agent_params,omitempty" doc:"The agent an SDK submitted (rollouts/submit)"`
+}
+
+// ResolvedAgent names a model a job runs.
+type ResolvedAgent struct {
+	ModelID   uuid.UUID `json:"model_id"`
+	ModelName string    `json:"model_name"`
+	Name      string    `json:"name"`
+	Provider  string    `json:"provider"`
+	Adapter   string    `json:"adapter"`
+}
+
+// ResolvedAgentOf is how a job's metadata names model m.
+func ResolvedAgentOf(m *LLMModel) ResolvedAgent {
+	return ResolvedAgent{ModelID: m.ID, ModelName: m.ModelName, Name: m.Name, Provider: m.Provider, Adapter: m.Adapter}
+}
+
+// SDKAgentParams are the agent of a submitted attempt as the SDK gave it: the model it named and
+// the agent config merged over the task's.
+type SDKAgentParams struct {
+	Type   string       `json:"type" doc:"The model_name or model id the SDK named"`
+	Config *AgentConfig `json:"config,omitempty"`
+}
+
+// Listed is m with its lists present (empty rather than null), as the API shows it.
+func (m JobMetadata) Listed() JobMetadata {
+	m.ResolvedAgents = nonNil(m.ResolvedAgents)
+	return m
 }
 
 // Job statuses.
@@ -78,7 +117,7 @@ type Launch struct {
 	MaxSteps      int
 	GroupSize     int
 	MaxConcurrent int
-	Metadata      map[string]any
+	Metadata      JobMetadata
 	Traces        []LaunchTrace
 }
 
@@ -117,9 +156,7 @@ func (s *Store) LaunchJob(ctx context.Context, c *Caller, l Launch) (*Job, []Tra
 			if l.JobID != nil {
 				id = *l.JobID
 			}
-			if l.Metadata == nil {
-				l.Metadata = map[string]any{}
-			}
+			l.Metadata = l.Metadata.Listed()
 			if l.Kind == "" {
 				l.Kind = JobSingle
 			}

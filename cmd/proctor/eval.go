@@ -20,6 +20,7 @@ func cmdEval(stdout, stderr io.Writer) flagsBody {
 		maxConcurrent := fs.Int("max-concurrent", 10, "attempts live at once")
 		maxSteps := fs.Int("max-steps", 30, "model steps per attempt")
 		name := fs.String("name", "", "job name (default: <taskset> × <model>)")
+		parent := fs.String("parent", "", "the job this one follows up, e.g. the one it re-runs (recorded as the job's metadata.parent_job_id)")
 		client := clientFlags(fs)
 		return func(ctx context.Context, pos []string) error {
 			if *model == "" {
@@ -60,6 +61,9 @@ func cmdEval(stdout, stderr io.Writer) flagsBody {
 			}
 			body := map[string]any{"taskset_id": tasksetID, "model_ids": []string{m.ID}, "group_size": *groupSize,
 				"max_concurrent": *maxConcurrent, "max_steps": *maxSteps, "name": *name}
+			if *parent != "" {
+				body["parent_job_id"] = *parent
+			}
 			if err := c.do(ctx, http.MethodPost, "/v2/rollouts/run_list", body, &launched); err != nil {
 				return err
 			}
