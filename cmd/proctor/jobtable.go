@@ -9,33 +9,60 @@ import (
 	"text/tabwriter"
 )
 
-// printJobTable prints one row per task: attempts, how they ended and the mean reward.
+// printJobTable prints one row per task: attempts, how they ended and the mean reward; then the
+// job's totals, its cost, and where to look next.
 func (c *apiClient) printJobTable(ctx context.Context, w io.Writer, jobID string, s jobSummary) error {
-	var all []traceListRow
-	for off := 0; ; off += 500 {
-		var page struct {
-			Items []traceListRow `json:"items"`
-			Total int            `json:"total"`
-		}
-		if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v2/jobs/%s/traces?limit=500&offset=%d", jobID, off), nil, &page); err != nil {
-			return err
-		}
-		all = append(all, page.Items...)
-		if len(all) >= page.Total || len(page.Items) == 0 {
+	traces, err := allItems[traceListRow](ctx, c, "/v2/jobs/"+jobID+"/traces")
+	if err != nil {
+		return err
+	}
+	byTask, names := tallyByTask(traces)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nTASK\tATTEMPTS\tCOMPLETED\tERRORS\tCANCELLED\tMEAN REWARD")
+	for _, n := range names {
+		a := byTask[n]
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", n, a.n, a.completed, a.errors, a.cancelled, a.meanReward())
+	}
+	tw.Flush()
+	reward := fmtReward(s.AvgReward)
+	fmt.Fprintf(w, "\n%d attempts: %d completed, %d errors, %d cancelled · mean reward %s\n", s.TotalTraces, s.Completed, s.Error, s.Cancelled, reward)
+	if err := c.printJobCost(ctx, w, jobID); err != nil {
+		return err
+	}
+	for _, n := range names {
+		if byTask[n].example != "" {
+			fmt.Fprintf(w, "an error of %s: proctor trace %s\n", n, byTask[n].example)
 			break
 		}
 	}
-	type agg struct {
-		n, completed, errors, cancelled int
-		sum                             float64
-		graded                          int
-		example                         string
+	fmt.Fprintf(w, "per-task results and the attempts to look at: proctor jobs show %s\n", jobID)
+	return nil
+}
+
+// taskTally is how a task's attempts ended: counts by status, the rewards of the valid completed
+// ones, and an attempt that ended in error, to look at.
+type taskTally struct {
+	n, completed, errors, cancelled int
+	sum                             float64
+	graded                          int
+	example                         string
+}
+
+// meanReward is the mean reward of the graded attempts, or – when none was graded.
+func (a *taskTally) meanReward() string {
+	if a.graded == 0 {
+		return "–"
 	}
-	byTask := map[string]*agg{}
-	for _, t := range all {
+	return fmt.Sprintf("%.3f", a.sum/float64(a.graded))
+}
+
+// tallyByTask tallies traces by task name, and lists the names in order.
+func tallyByTask(traces []traceListRow) (map[string]*taskTally, []string) {
+	byTask := map[string]*taskTally{}
+	for _, t := range traces {
 		a := byTask[t.Name]
 		if a == nil {
-			a = &agg{}
+			a = &taskTally{}
 			byTask[t.Name] = a
 		}
 		a.n++
@@ -60,19 +87,11 @@ func (c *apiClient) printJobTable(ctx context.Context, w io.Writer, jobID string
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nTASK\tATTEMPTS\tCOMPLETED\tERRORS\tCANCELLED\tMEAN REWARD")
-	for _, n := range names {
-		a := byTask[n]
-		mean := "–"
-		if a.graded > 0 {
-			mean = fmt.Sprintf("%.3f", a.sum/float64(a.graded))
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", n, a.n, a.completed, a.errors, a.cancelled, mean)
-	}
-	tw.Flush()
-	reward := fmtReward(s.AvgReward)
-	fmt.Fprintf(w, "\n%d attempts: %d completed, %d errors, %d cancelled · mean reward %s\n", s.TotalTraces, s.Completed, s.Error, s.Cancelled, reward)
+	return byTask, names
+}
+
+// printJobCost prints what a job cost: inference (and how many model calls) and environments.
+func (c *apiClient) printJobCost(ctx context.Context, w io.Writer, jobID string) error {
 	var usage struct {
 		TotalCost     float64 `json:"total_cost"`
 		InferenceCost struct {
@@ -88,12 +107,5 @@ func (c *apiClient) printJobTable(ctx context.Context, w io.Writer, jobID string
 	}
 	fmt.Fprintf(w, "cost $%.4f: inference $%.4f (%d model calls), environments $%.4f\n",
 		usage.TotalCost, usage.InferenceCost.Cost, usage.InferenceCost.Count, usage.EnvironmentCost.Cost)
-	for _, n := range names {
-		if byTask[n].example != "" {
-			fmt.Fprintf(w, "an error of %s: proctor trace %s\n", n, byTask[n].example)
-			break
-		}
-	}
-	fmt.Fprintf(w, "per-task results and the attempts to look at: proctor jobs show %s\n", jobID)
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/proctorhq/proctor/models"
 )
 
+// cmdTrace prints an attempt's trajectory, an event a line, then how it ended.
 func cmdTrace(stdout, stderr io.Writer) flagsBody {
 	return func(fs *flag.FlagSet) runFunc {
 		follow := fs.Bool("f", false, "follow the attempt live until it ends")
@@ -37,83 +38,117 @@ func cmdTrace(stdout, stderr io.Writer) flagsBody {
 				}
 				return showTraceJSON(ctx, c, pos[0], *allTries, stdout)
 			}
-			since := -1
-			for {
-				var ev struct {
-					Events []struct {
-						Seq        int             `json:"seq"`
-						Kind       string          `json:"kind"`
-						Text       string          `json:"text"`
-						Data       json.RawMessage `json:"data"`
-						Attempt    int             `json:"attempt"`
-						Superseded bool            `json:"superseded"`
-						Images     []struct {
-							URL      string `json:"url"`
-							MIMEType string `json:"mime_type"`
-							Size     int    `json:"size"`
-						} `json:"images"`
-					} `json:"events"`
-					LatestSeq int      `json:"latest_seq"`
-					Status    string   `json:"status"`
-					Reward    *float64 `json:"reward"`
-				}
-				if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v2/trace/%s/events?since_seq=%d&include_superseded=%v", url.PathEscape(pos[0]), since, *allTries), nil, &ev); err != nil {
-					return err
-				}
-				for _, e := range ev.Events {
-					mark := ""
-					if e.Superseded {
-						mark = fmt.Sprintf(" [try %d, superseded]", e.Attempt)
-					}
-					fmt.Fprintf(stdout, "%4d  %-17s %s%s\n", e.Seq, e.Kind, describeEvent(e.Kind, e.Text, e.Data), mark)
-					for _, im := range e.Images {
-						fmt.Fprintf(stdout, "      %-17s %s, %d bytes: %s\n", "image", im.MIMEType, im.Size, cmp.Or(im.URL, "(not kept)"))
-					}
-					since = e.Seq
-				}
-				terminal := ev.Status == "completed" || ev.Status == "error" || ev.Status == "cancelled"
-				if !*follow || terminal {
-					var tr struct {
-						StopReason string `json:"stop_reason"`
-						Error      string `json:"error"`
-						Attempt    int    `json:"attempt"`
-					}
-					c.do(ctx, http.MethodGet, "/v2/trace/"+url.PathEscape(pos[0]), nil, &tr) //nolint:errcheck // the events were read: the rest is a footnote
-					reward := fmtReward(ev.Reward)
-					fmt.Fprintf(stdout, "\nstatus %s · stop %s · reward %s", ev.Status, orDash(tr.StopReason), reward)
-					if tr.Error != "" {
-						fmt.Fprintf(stdout, " · error: %s", tr.Error)
-					}
-					fmt.Fprintln(stdout)
-					// Which build ran: after a redeploy, the question a failure raises first.
-					var info struct {
-						Environment *struct {
-							Name         string  `json:"name"`
-							BuildVersion *int    `json:"build_version"`
-							BuildDigest  *string `json:"build_digest"`
-						} `json:"environment"`
-					}
-					if c.do(ctx, http.MethodGet, "/v2/trace/"+url.PathEscape(pos[0])+"/info", nil, &info) == nil && info.Environment != nil && info.Environment.BuildVersion != nil {
-						fmt.Fprintf(stdout, "environment %s, build %d", info.Environment.Name, *info.Environment.BuildVersion)
-						if d := info.Environment.BuildDigest; d != nil {
-							fmt.Fprintf(stdout, " (%s)", *d)
-						}
-						fmt.Fprintln(stdout)
-					}
-					if tr.Attempt > 1 && !*allTries {
-						fmt.Fprintf(stdout, "this is try %d of the attempt: the %d before lost their sandbox, and their events are superseded; see them with: proctor trace %s --all-tries\n",
-							tr.Attempt, tr.Attempt-1, pos[0])
-					}
-					return nil
-				}
-				select {
-				case <-ctx.Done():
-					return nil
-				case <-time.After(500 * time.Millisecond):
-				}
-			}
+			return c.showTrace(ctx, pos[0], *follow, *allTries, stdout)
 		}
 	}
+}
+
+// traceEvents is the answer of GET /v2/trace/{id}/events.
+type traceEvents struct {
+	Events    []eventRow `json:"events"`
+	LatestSeq int        `json:"latest_seq"`
+	Status    string     `json:"status"`
+	Reward    *float64   `json:"reward"`
+}
+
+// eventRow is one event of a trace as the CLI prints it, with the images it carries.
+type eventRow struct {
+	Seq        int             `json:"seq"`
+	Kind       string          `json:"kind"`
+	Text       string          `json:"text"`
+	Data       json.RawMessage `json:"data"`
+	Attempt    int             `json:"attempt"`
+	Superseded bool            `json:"superseded"`
+	Images     []struct {
+		URL      string `json:"url"`
+		MIMEType string `json:"mime_type"`
+		Size     int    `json:"size"`
+	} `json:"images"`
+}
+
+// ended says whether the trace has reached a status it never leaves.
+func (ev traceEvents) ended() bool {
+	return ev.Status == "completed" || ev.Status == "error" || ev.Status == "cancelled"
+}
+
+// showTrace prints a trace's events (with earlier tries' when allTries), and, when follow, the
+// new ones every 500 ms until the trace ends; then how it ended.
+func (c *apiClient) showTrace(ctx context.Context, traceID string, follow, allTries bool, stdout io.Writer) error {
+	since := -1
+	for {
+		var ev traceEvents
+		if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v2/trace/%s/events?since_seq=%d&include_superseded=%v", url.PathEscape(traceID), since, allTries), nil, &ev); err != nil {
+			return err
+		}
+		for _, e := range ev.Events {
+			printEvent(stdout, e)
+			since = e.Seq
+		}
+		if !follow || ev.ended() {
+			c.printTraceEnd(ctx, traceID, ev, allTries, stdout)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// printEvent prints an event's line, marked when a later try superseded it, and a line per image.
+func printEvent(stdout io.Writer, e eventRow) {
+	mark := ""
+	if e.Superseded {
+		mark = fmt.Sprintf(" [try %d, superseded]", e.Attempt)
+	}
+	fmt.Fprintf(stdout, "%4d  %-17s %s%s\n", e.Seq, e.Kind, describeEvent(e.Kind, e.Text, e.Data), mark)
+	for _, im := range e.Images {
+		fmt.Fprintf(stdout, "      %-17s %s, %d bytes: %s\n", "image", im.MIMEType, im.Size, cmp.Or(im.URL, "(not kept)"))
+	}
+}
+
+// printTraceEnd prints how a trace ended (or stands): its status, stop reason, reward and error,
+// the build that ran it, and where the events of earlier tries are. Best effort: the events were
+// read, and the rest is a footnote.
+func (c *apiClient) printTraceEnd(ctx context.Context, traceID string, ev traceEvents, allTries bool, stdout io.Writer) {
+	var tr struct {
+		StopReason string `json:"stop_reason"`
+		Error      string `json:"error"`
+		Attempt    int    `json:"attempt"`
+	}
+	c.do(ctx, http.MethodGet, "/v2/trace/"+url.PathEscape(traceID), nil, &tr) //nolint:errcheck // the events were read: the rest is a footnote
+	reward := fmtReward(ev.Reward)
+	fmt.Fprintf(stdout, "\nstatus %s · stop %s · reward %s", ev.Status, orDash(tr.StopReason), reward)
+	if tr.Error != "" {
+		fmt.Fprintf(stdout, " · error: %s", tr.Error)
+	}
+	fmt.Fprintln(stdout)
+	c.printTraceBuild(ctx, traceID, stdout)
+	if tr.Attempt > 1 && !allTries {
+		fmt.Fprintf(stdout, "this is try %d of the attempt: the %d before lost their sandbox, and their events are superseded; see them with: proctor trace %s --all-tries\n",
+			tr.Attempt, tr.Attempt-1, traceID)
+	}
+}
+
+// printTraceBuild says which build of its environment ran a trace: after a redeploy, the
+// question a failure raises first. Nothing when the API cannot say.
+func (c *apiClient) printTraceBuild(ctx context.Context, traceID string, stdout io.Writer) {
+	var info struct {
+		Environment *struct {
+			Name         string  `json:"name"`
+			BuildVersion *int    `json:"build_version"`
+			BuildDigest  *string `json:"build_digest"`
+		} `json:"environment"`
+	}
+	if c.do(ctx, http.MethodGet, "/v2/trace/"+url.PathEscape(traceID)+"/info", nil, &info) != nil || info.Environment == nil || info.Environment.BuildVersion == nil {
+		return
+	}
+	fmt.Fprintf(stdout, "environment %s, build %d", info.Environment.Name, *info.Environment.BuildVersion)
+	if d := info.Environment.BuildDigest; d != nil {
+		fmt.Fprintf(stdout, " (%s)", *d)
+	}
+	fmt.Fprintln(stdout)
 }
 
 // showTraceJSON prints a trace and its events (with earlier tries' when allTries) as the API
@@ -206,73 +241,101 @@ func cmdTraces(stdout, stderr io.Writer) flagsBody {
 			if *asJSON {
 				out = io.Discard // the table and hints; the JSON is printed at the end
 			}
-			if *job != "" {
-				if *job, err = c.resolveID(ctx, "job", *job); err != nil {
-					return err
-				}
-			} else {
-				var page struct {
-					Items []struct{ ID, Name string } `json:"items"`
-				}
-				if err := c.do(ctx, http.MethodGet, "/v2/jobs?limit=1", nil, &page); err != nil {
-					return err
-				}
-				if len(page.Items) == 0 {
-					return errors.New("your team has no jobs yet: run one with proctor eval TASKSET --model MODEL")
-				}
-				*job = page.Items[0].ID
-				fmt.Fprintf(out, "job %s %q (your newest)\n", page.Items[0].ID, page.Items[0].Name)
+			jobID, err := c.jobOrNewest(ctx, *job, out)
+			if err != nil {
+				return err
 			}
-			want := map[string]bool{}
-			for _, s := range strings.Split(*status, ",") {
-				if s = strings.TrimSpace(s); s != "" {
-					want[s] = true
-				}
+			rows, total, err := c.jobTraces(ctx, jobID, statusSet(*status), *limit)
+			if err != nil {
+				return err
 			}
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "TRACE\tTASK\tSTATUS\tSTOP\tREWARD\tSTARTED")
-			shown, seen, total := 0, 0, 0
-			type row struct {
-				traceListRow
-				StartTime *time.Time `json:"start_time"`
-			}
-			rows := []row{}
-			for off := 0; shown < *limit; off += 500 {
-				var page struct {
-					Items []row `json:"items"`
-					Total int   `json:"total"`
-				}
-				if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v2/jobs/%s/traces?limit=500&offset=%d", url.PathEscape(*job), off), nil, &page); err != nil {
-					return err
-				}
-				total = page.Total
-				for _, t := range page.Items {
-					seen++
-					if (len(want) > 0 && !want[t.Status]) || shown >= *limit {
-						continue
-					}
-					shown++
-					rows = append(rows, t)
-					reward, started := fmtReward(t.Reward), "–"
-					if t.StartTime != nil {
-						started = t.StartTime.Local().Format("2006-01-02 15:04:05")
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, orDash(t.Name), t.Status, orDash(t.StopReason), reward, started)
-				}
-				if len(page.Items) == 0 || seen >= page.Total {
-					break
-				}
-			}
-			tw.Flush()
 			if *asJSON {
 				return writeJSON(stdout, struct {
-					JobID string `json:"job_id"`
-					Total int    `json:"total"`
-					Items []row  `json:"items"`
-				}{*job, total, rows})
+					JobID string            `json:"job_id"`
+					Total int               `json:"total"`
+					Items []startedTraceRow `json:"items"`
+				}{jobID, total, rows})
 			}
-			fmt.Fprintf(stdout, "%d shown of %d attempts; see one with: proctor trace TRACE_ID\n", shown, total)
+			printTraceRows(stdout, rows)
+			fmt.Fprintf(stdout, "%d shown of %d attempts; see one with: proctor trace TRACE_ID\n", len(rows), total)
 			return nil
 		}
 	}
+}
+
+// startedTraceRow is a trace as `proctor traces` lists it.
+type startedTraceRow struct {
+	traceListRow
+	StartTime *time.Time `json:"start_time"`
+}
+
+// jobOrNewest resolves job (an id or its start), or, when it is empty, names the team's newest
+// job on out.
+func (c *apiClient) jobOrNewest(ctx context.Context, job string, out io.Writer) (string, error) {
+	if job != "" {
+		return c.resolveID(ctx, "job", job)
+	}
+	var page struct {
+		Items []struct{ ID, Name string } `json:"items"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/v2/jobs?limit=1", nil, &page); err != nil {
+		return "", err
+	}
+	if len(page.Items) == 0 {
+		return "", errors.New("your team has no jobs yet: run one with proctor eval TASKSET --model MODEL")
+	}
+	fmt.Fprintf(out, "job %s %q (your newest)\n", page.Items[0].ID, page.Items[0].Name)
+	return page.Items[0].ID, nil
+}
+
+// statusSet is the set of a comma-separated list of statuses (empty: any status).
+func statusSet(list string) map[string]bool {
+	want := map[string]bool{}
+	for _, s := range strings.Split(list, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			want[s] = true
+		}
+	}
+	return want
+}
+
+// jobTraces reads a job's traces 500 a page until limit of them have a status in want (any,
+// when want is empty), and says how many the job has.
+func (c *apiClient) jobTraces(ctx context.Context, jobID string, want map[string]bool, limit int) (rows []startedTraceRow, total int, err error) {
+	rows = []startedTraceRow{}
+	seen := 0
+	for off := 0; len(rows) < limit; off += 500 {
+		var page struct {
+			Items []startedTraceRow `json:"items"`
+			Total int               `json:"total"`
+		}
+		if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v2/jobs/%s/traces?limit=500&offset=%d", url.PathEscape(jobID), off), nil, &page); err != nil {
+			return nil, 0, err
+		}
+		total = page.Total
+		for _, t := range page.Items {
+			seen++
+			if (len(want) == 0 || want[t.Status]) && len(rows) < limit {
+				rows = append(rows, t)
+			}
+		}
+		if len(page.Items) == 0 || seen >= page.Total {
+			break
+		}
+	}
+	return rows, total, nil
+}
+
+// printTraceRows prints traces as a table.
+func printTraceRows(stdout io.Writer, rows []startedTraceRow) {
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TRACE\tTASK\tSTATUS\tSTOP\tREWARD\tSTARTED")
+	for _, t := range rows {
+		reward, started := fmtReward(t.Reward), "–"
+		if t.StartTime != nil {
+			started = t.StartTime.Local().Format("2006-01-02 15:04:05")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, orDash(t.Name), t.Status, orDash(t.StopReason), reward, started)
+	}
+	tw.Flush()
 }
