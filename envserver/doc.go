@@ -24,6 +24,7 @@
 //
 // envserver imports the standard library and the MCP Go SDK only: the SDK's packages and the
 // JSON Schema package its API is expressed in (github.com/google/jsonschema-go), which the SDK
-// itself requires. It must not import anything else from this module: environments are built
-// from it in their own images.
+// itself requires. It is a module of its own (github.com/proctorhq/proctor/envserver, whose
+// go.mod requires the SDK and nothing of the platform's), so an environment requires this small
+// module rather than the platform, and builds from it in its own image.
 package envserver
