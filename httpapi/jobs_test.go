@@ -3,7 +3,9 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -354,5 +356,75 @@ func TestAJobNamesItsParentJob(t *testing.T) {
 		if page := decode[Page[Job]](t, f.do("GET", "/v2/jobs", "key", nil)); page.Total != 2 {
 			t.Errorf("refused launches left jobs behind: %d jobs, want 2", page.Total)
 		}
+	})
+}
+
+// A client that knows only the spec's fields reads a trace's env-logs to the end: it passes each
+// page's last_timestamp back (after_timestamp) until has_more is false, and reads every line once
+// though lines share milliseconds.
+func TestEnvLogsAreReadToTheEndByTheirLastTimestamp(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *models.Store) {
+		f := newFixture(t, s, Options{})
+		up := decode[UploadResult](t, f.do("POST", "/v2/tasks/upload", "key", strings.NewReader(`{"taskset_name":"demo","tasks":[{"name":"a","prompt":"p"}]}`)))
+		oracle := &models.LLMModel{ModelName: "oracle", Name: "Oracle", Provider: "proctor", Adapter: models.AdapterOracle}
+		s.UpsertModel(ctx, oracle)
+		traceID := uuid.New()
+		if _, _, err := s.LaunchJob(ctx, f.caller, models.Launch{Name: "logs", MaxSteps: 5, GroupSize: 1, MaxConcurrent: 1,
+			Traces: []models.LaunchTrace{{TraceID: traceID, TaskVersionID: up.TaskVersionIDs[0], ModelID: oracle.ID}}}); err != nil {
+			t.Fatal(err)
+		}
+		base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+		// Milliseconds 0, 1 and 2 hold 2, 3 and 2 lines.
+		var logs []models.TraceLog
+		var want []string
+		for i, ms := range []int{0, 0, 1, 1, 1, 2, 2} {
+			line := fmt.Sprintf("line %d", i)
+			logs = append(logs, models.TraceLog{TraceID: traceID, Source: models.LogEnv, Seq: i, Stream: "stderr", Line: line,
+				Time: base.Add(time.Duration(ms)*time.Millisecond + time.Duration(i)*time.Microsecond)})
+			want = append(want, line)
+		}
+		s.AppendTraceLogs(ctx, logs)
+		one := 1.0
+		s.TransitionTrace(ctx, traceID, models.TraceUpdate{Status: models.TraceCompleted, Reward: &one, StopReason: models.StopDone})
+
+		type page struct {
+			Logs []struct {
+				Log  string    `json:"log"`
+				Time time.Time `json:"time"`
+			} `json:"logs"`
+			Count         int   `json:"count"`
+			HasMore       bool  `json:"has_more"`
+			LastTimestamp int64 `json:"last_timestamp"`
+			StillRunning  bool  `json:"still_running"`
+		}
+		envLogs := "/v2/trace/" + traceID.String() + "/env-logs"
+		var got []string
+		var sizes []int
+		query := "?limit=4"
+		for range 10 {
+			p := decode[page](t, f.do("GET", envLogs+query, "key", nil))
+			sizes = append(sizes, p.Count)
+			for _, l := range p.Logs {
+				got = append(got, l.Log)
+			}
+			if n := len(p.Logs); n == 0 || p.LastTimestamp != p.Logs[n-1].Time.UnixMilli() || p.StillRunning {
+				t.Fatalf("page %s = %+v", query, p)
+			}
+			if !p.HasMore {
+				break
+			}
+			query = fmt.Sprintf("?limit=4&after_timestamp=%d", p.LastTimestamp)
+		}
+		if !slices.Equal(got, want) || !slices.Equal(sizes, []int{2, 3, 2}) {
+			t.Errorf("read %q in pages of %v; want %q once each, in pages of [2 3 2] (none ends inside a millisecond)", got, sizes, want)
+		}
+		// An empty page keeps the cursor it was asked with.
+		last := base.Add(2 * time.Millisecond).UnixMilli()
+		if p := decode[page](t, f.do("GET", fmt.Sprintf("%s?after_timestamp=%d", envLogs, last), "key", nil)); p.Count != 0 || p.HasMore || p.LastTimestamp != last {
+			t.Errorf("the page after the last line = %+v; want none, last_timestamp %d", p, last)
+		}
+		wantValidation(t, f.do("GET", envLogs+"?after_seq=1&after_timestamp=5", "key", nil), "query.after_timestamp")
+		wantValidation(t, f.do("GET", envLogs+"?after_timestamp=-2", "key", nil), "query.after_timestamp")
+		wantValidation(t, f.do("GET", envLogs+"?after_timestamp=soon", "key", nil), "query.after_timestamp")
 	})
 }

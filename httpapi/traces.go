@@ -115,7 +115,7 @@ type envLogsOutput struct {
 		Logs          []EnvLogLine `json:"logs" nullable:"false"`
 		Count         int          `json:"count"`
 		HasMore       bool         `json:"has_more"`
-		LastTimestamp int64        `json:"last_timestamp" doc:"Unix milliseconds of the last line returned (0 when none)"`
+		LastTimestamp int64        `json:"last_timestamp" doc:"Unix milliseconds of the last line returned; pass it as after_timestamp to read on. On an empty page, the request's after_timestamp (0 when it gave none)"`
 		StillRunning  bool         `json:"still_running" doc:"The attempt is live: more lines may come"`
 	}
 }
@@ -144,7 +144,12 @@ func (s *Server) registerTraces() {
 	}, authOptional), s.getTraceLogs)
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "get-trace-env-logs", Method: http.MethodGet, Path: "/trace/{trace_id}/env-logs", Tags: tags, Summary: "The environment's output",
-		Description: "What the environment wrote to stderr (stdout is its MCP stream), paged by seq.", Errors: []int{http.StatusNotFound},
+		Description: "What the environment wrote to stderr (stdout is its MCP stream), in the order written. To read every line, pass each page's " +
+			"last_timestamp as after_timestamp (a Proctor extension) until has_more is false, and, while still_running, poll on; or pass the " +
+			"last line's seq as after_seq. Lines can share a millisecond, so a page never ends inside one: it stops before the first millisecond " +
+			"it cannot hold whole (a millisecond of more than limit lines is a page of its own, longer than limit), and a page read by " +
+			"after_timestamp while the attempt runs holds back the latest millisecond, whose lines may still be arriving. Either cursor thus " +
+			"reads each line once; to follow a live attempt by timestamp from its first line, start with after_timestamp=0.", Errors: []int{http.StatusNotFound},
 	}, authOptional), s.getTraceEnvLogs)
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "batch-validate-traces", Method: http.MethodPost, Path: "/trace/batch-validate", Tags: tags, Summary: "Mark traces valid or invalid",
@@ -273,9 +278,18 @@ func (s *Server) getTraceLogs(ctx context.Context, in *tracePath) (*workerLogsOu
 }
 
 type envLogsInput struct {
-	TraceID  uuid.UUID `path:"trace_id"`
-	AfterSeq int       `query:"after_seq" default:"-1" minimum:"-1" doc:"Only lines after this seq (the last page's last seq)"`
-	Limit    int       `query:"limit" minimum:"1" maximum:"5000" default:"1000"`
+	TraceID        uuid.UUID `path:"trace_id"`
+	AfterSeq       int       `query:"after_seq" default:"-1" minimum:"-1" doc:"Only lines after this seq (the last page's last seq)"`
+	AfterTimestamp int64     `query:"after_timestamp" default:"-1" minimum:"-1" doc:"Proctor extension: only lines written after those stamped in this Unix millisecond or earlier: the last page's last_timestamp. Not with after_seq"`
+	Limit          int       `query:"limit" minimum:"1" maximum:"5000" default:"1000"`
+}
+
+// Resolve refuses two cursors at once.
+func (in *envLogsInput) Resolve(huma.Context) []error {
+	if in.AfterSeq >= 0 && in.AfterTimestamp >= 0 {
+		return []error{&huma.ErrorDetail{Location: "query.after_timestamp", Message: "give after_seq or after_timestamp, not both", Value: in.AfterTimestamp}}
+	}
+	return nil
 }
 
 // getTraceEnvLogs serves GET /v2/trace/{trace_id}/env-logs: the environment's output.
@@ -284,14 +298,19 @@ func (s *Server) getTraceEnvLogs(ctx context.Context, in *envLogsInput) (*envLog
 	if err != nil {
 		return nil, storeError(err, "trace")
 	}
-	lines, more, err := s.store.TraceLogs(ctx, t.ID, models.LogEnv, in.AfterSeq, in.Limit)
+	running := !models.Terminal(t.Status)
+	cur := models.LogCursor{AfterSeq: in.AfterSeq}
+	if in.AfterTimestamp >= 0 {
+		cur.AfterMilli = &in.AfterTimestamp
+	}
+	page, err := s.store.TraceLogPage(ctx, t.ID, models.LogEnv, cur, in.Limit, running && cur.AfterMilli != nil)
 	if err != nil {
 		return nil, err
 	}
 	out := &envLogsOutput{}
-	out.Body.TraceID, out.Body.Logs, out.Body.Count, out.Body.HasMore = t.ID, []EnvLogLine{}, len(lines), more
-	out.Body.StillRunning = !models.Terminal(t.Status)
-	for _, l := range lines {
+	out.Body.TraceID, out.Body.Logs, out.Body.Count, out.Body.HasMore = t.ID, []EnvLogLine{}, len(page.Lines), page.HasMore
+	out.Body.StillRunning, out.Body.LastTimestamp = running, max(in.AfterTimestamp, 0)
+	for _, l := range page.Lines {
 		out.Body.Logs = append(out.Body.Logs, EnvLogLine{Stream: l.Stream, Log: l.Line, Time: l.Time, Seq: l.Seq})
 		out.Body.LastTimestamp = l.Time.UnixMilli()
 	}
