@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 	"time"
 )
 
@@ -339,66 +338,47 @@ func cmdTasksetsShow(stdout io.Writer) flagsBody {
 	})
 }
 
-// cmdTasksetsList lists the team's tasksets.
+// cmdTasksetsList lists the team's tasksets (or every team's public ones).
 func cmdTasksetsList(stdout io.Writer) flagsBody {
-	return func(fs *flag.FlagSet) runFunc {
-		search := fs.String("search", "", "only names containing this (case-insensitive)")
-		public := fs.Bool("public", false, "public tasksets of every team")
-		sort := fs.String("sort", "starred", "starred, date, name, stars or tasks")
-		limit := fs.Int("limit", 50, "at most this many (1..500)")
-		asJSON := jsonFlag(fs)
-		client := clientFlags(fs)
-		return func(ctx context.Context, pos []string) error {
-			c, err := client()
-			if err != nil {
-				return err
-			}
-			q := url.Values{"limit": {fmt.Sprint(*limit)}, "sort_by": {*sort}}
-			if *search != "" {
-				q.Set("search", *search)
-			}
-			if *public {
-				q.Set("public_only", "true")
-			}
-			if *asJSON {
-				return printRaw(ctx, c, "/v2/tasksets?"+q.Encode(), stdout)
-			}
-			var page struct {
-				Items []struct {
-					ID        string    `json:"id"`
-					Name      string    `json:"name"`
-					Public    bool      `json:"public"`
-					IsOwner   bool      `json:"is_owner"`
-					IsStarred bool      `json:"is_starred"`
-					TaskCount int       `json:"task_count"`
-					UpdatedAt time.Time `json:"updated_at"`
-				} `json:"items"`
-				Total int `json:"total"`
-			}
-			if err := c.do(ctx, http.MethodGet, "/v2/tasksets?"+q.Encode(), nil, &page); err != nil {
-				return err
-			}
-			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tTASKS\tVISIBILITY\tOWNER\tUPDATED\tID")
-			for _, t := range page.Items {
-				vis, owner := "private", "shared"
-				if t.Public {
-					vis = "public"
+	return listCommand[tasksetRow]{
+		path: "/v2/tasksets", limit: 50, limitUsage: "at most this many (1..500)",
+		flags: func(fs *flag.FlagSet) func(url.Values) {
+			search := searchFlag(fs)
+			public := fs.Bool("public", false, "public tasksets of every team")
+			sort := fs.String("sort", "starred", "starred, date, name, stars or tasks")
+			return func(q url.Values) {
+				q.Set("sort_by", *sort)
+				search(q)
+				if *public {
+					q.Set("public_only", "true")
 				}
-				if t.IsOwner {
-					owner = "yes"
-				}
-				name := t.Name
-				if t.IsStarred {
-					name = "★ " + name
-				}
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", name, t.TaskCount, vis, owner, t.UpdatedAt.Local().Format("2006-01-02 15:04"), t.ID)
 			}
-			tw.Flush()
-			if page.Total > len(page.Items) {
-				fmt.Fprintf(stdout, "(%d of %d; --limit shows more)\n", len(page.Items), page.Total)
+		},
+		columns: []string{"NAME", "TASKS", "VISIBILITY", "OWNER", "UPDATED", "ID"},
+		row: func(t tasksetRow) []any {
+			vis, owner := "private", "shared"
+			if t.Public {
+				vis = "public"
 			}
-			return nil
-		}
-	}
+			if t.IsOwner {
+				owner = "yes"
+			}
+			name := t.Name
+			if t.IsStarred {
+				name = "★ " + name
+			}
+			return []any{name, t.TaskCount, vis, owner, t.UpdatedAt.Local().Format("2006-01-02 15:04"), t.ID}
+		},
+	}.body(stdout)
+}
+
+// tasksetRow is a taskset as `proctor tasksets list` shows it.
+type tasksetRow struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Public    bool      `json:"public"`
+	IsOwner   bool      `json:"is_owner"`
+	IsStarred bool      `json:"is_starred"`
+	TaskCount int       `json:"task_count"`
+	UpdatedAt time.Time `json:"updated_at"`
 }

@@ -177,56 +177,38 @@ func cmdEnvSetLatest(stdout io.Writer) flagsBody {
 
 // cmdEnvList lists the environments the caller can run: each one's scenarios and latest build.
 func cmdEnvList(stdout io.Writer) flagsBody {
-	return func(fs *flag.FlagSet) runFunc {
-		search := fs.String("search", "", "only names containing this (case-insensitive)")
-		limit := fs.Int("limit", 50, "at most this many (1..500)")
-		asJSON := jsonFlag(fs)
-		client := clientFlags(fs)
-		return func(ctx context.Context, pos []string) error {
-			c, err := client()
-			if err != nil {
-				return err
+	return listCommand[environmentRow]{
+		path: "/v2/registry", limit: 50, limitUsage: "at most this many (1..500)",
+		flags: func(fs *flag.FlagSet) func(url.Values) {
+			search := searchFlag(fs)
+			return func(q url.Values) {
+				q.Set("sort_by", "name")
+				q.Set("include_latest_scenarios", "true")
+				search(q)
 			}
-			q := url.Values{"limit": {fmt.Sprint(*limit)}, "sort_by": {"name"}, "include_latest_scenarios": {"true"}}
-			if *search != "" {
-				q.Set("search", *search)
+		},
+		columns: []string{"NAME", "SCENARIOS", "LATEST BUILD", "VISIBILITY", "UPDATED", "ID"},
+		row: func(r environmentRow) []any {
+			latest, vis := "(none succeeded yet)", "private"
+			if r.LatestBuildID != nil {
+				latest = *r.LatestBuildID
 			}
-			if *asJSON {
-				return printRaw(ctx, c, "/v2/registry?"+q.Encode(), stdout)
+			if r.Public {
+				vis = "public"
 			}
-			var page struct {
-				Items []struct {
-					ID              string     `json:"id"`
-					Name            string     `json:"name"`
-					Public          bool       `json:"public"`
-					LatestBuildID   *string    `json:"latest_build_id"`
-					LatestScenarios []struct{} `json:"latest_scenarios"`
-					UpdatedAt       time.Time  `json:"updated_at"`
-				} `json:"items"`
-				Total int `json:"total"`
-			}
-			if err := c.do(ctx, http.MethodGet, "/v2/registry?"+q.Encode(), nil, &page); err != nil {
-				return err
-			}
-			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tSCENARIOS\tLATEST BUILD\tVISIBILITY\tUPDATED\tID")
-			for _, r := range page.Items {
-				latest, vis := "(none succeeded yet)", "private"
-				if r.LatestBuildID != nil {
-					latest = *r.LatestBuildID
-				}
-				if r.Public {
-					vis = "public"
-				}
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", r.Name, len(r.LatestScenarios), latest, vis, r.UpdatedAt.Local().Format("2006-01-02 15:04"), r.ID)
-			}
-			tw.Flush()
-			if page.Total > len(page.Items) {
-				fmt.Fprintf(stdout, "(%d of %d; --limit shows more)\n", len(page.Items), page.Total)
-			}
-			return nil
-		}
-	}
+			return []any{r.Name, len(r.LatestScenarios), latest, vis, r.UpdatedAt.Local().Format("2006-01-02 15:04"), r.ID}
+		},
+	}.body(stdout)
+}
+
+// environmentRow is an environment as `proctor env list` shows it.
+type environmentRow struct {
+	ID              string     `json:"id"`
+	Name            string     `json:"name"`
+	Public          bool       `json:"public"`
+	LatestBuildID   *string    `json:"latest_build_id"`
+	LatestScenarios []struct{} `json:"latest_scenarios"`
+	UpdatedAt       time.Time  `json:"updated_at"`
 }
 
 // followBuild prints a build's log as it is written, and its status as it changes, until the

@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"strings"
+	"text/tabwriter"
 )
 
 // fmtReward shows a reward to three decimals, or – when there is none.
@@ -26,4 +28,12 @@ func oneLine(s string, n int) string {
 		return string([]rune(s)[:n]) + "…"
 	}
 	return s
+}
+
+// newTable is a table on w with its header written: columns aligned two spaces apart, as every
+// table of the CLI is. Flush it after the last row.
+func newTable(w io.Writer, columns ...string) *tabwriter.Writer {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(columns, "\t"))
+	return tw
 }

@@ -27,53 +27,29 @@ type jobSummary struct {
 
 func (s jobSummary) done() int { return s.Completed + s.Error + s.Cancelled }
 
-// cmdJobs lists the team's jobs, newest first.
+// cmdJobs lists the team's jobs, newest first, each with its summary.
 func cmdJobs(stdout io.Writer) flagsBody {
-	return func(fs *flag.FlagSet) runFunc {
-		limit := fs.Int("limit", 20, "at most this many, newest first")
-		asJSON := jsonFlag(fs)
-		client := clientFlags(fs)
-		return func(ctx context.Context, pos []string) error {
-			c, err := client()
-			if err != nil {
-				return err
-			}
-			type jobRow struct {
-				ID        string     `json:"id"`
-				Name      string     `json:"name"`
-				Status    string     `json:"status"`
-				CreatedAt time.Time  `json:"created_at"`
-				Summary   jobSummary `json:"summary"`
-			}
-			var page struct {
-				Items []jobRow `json:"items"`
-				Total int      `json:"total"`
-			}
-			if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v2/jobs?limit=%d", *limit), nil, &page); err != nil {
-				return err
-			}
-			for i := range page.Items {
-				if err := c.do(ctx, http.MethodGet, "/v2/jobs/"+page.Items[i].ID+"/summary", nil, &page.Items[i].Summary); err != nil {
-					return err
-				}
-			}
-			if *asJSON {
-				return writeJSON(stdout, page)
-			}
-			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tSTATUS\tATTEMPTS\tERRORS\tMEAN REWARD\tCREATED")
-			for _, j := range page.Items {
-				s := j.Summary
-				reward := fmtReward(s.AvgReward)
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%d\t%s\t%s\n", j.ID, orDash(j.Name), j.Status, s.done(), s.TotalTraces, s.Error, reward, j.CreatedAt.Local().Format("2006-01-02 15:04"))
-			}
-			tw.Flush()
-			if page.Total > len(page.Items) {
-				fmt.Fprintf(stdout, "(%d of %d; --limit shows more)\n", len(page.Items), page.Total)
-			}
-			return nil
-		}
-	}
+	return listCommand[jobRow]{
+		path: "/v2/jobs", limit: 20, limitUsage: "at most this many, newest first",
+		columns: []string{"ID", "NAME", "STATUS", "ATTEMPTS", "ERRORS", "MEAN REWARD", "CREATED"},
+		row: func(j jobRow) []any {
+			s := j.Summary
+			return []any{j.ID, orDash(j.Name), j.Status, fmt.Sprintf("%d/%d", s.done(), s.TotalTraces), s.Error, fmtReward(s.AvgReward),
+				j.CreatedAt.Local().Format("2006-01-02 15:04")}
+		},
+		complete: func(ctx context.Context, c *apiClient, j *jobRow) error {
+			return c.do(ctx, http.MethodGet, "/v2/jobs/"+j.ID+"/summary", nil, &j.Summary)
+		},
+	}.body(stdout)
+}
+
+// jobRow is a job as `proctor jobs` lists it: the list route's fields and the job's summary.
+type jobRow struct {
+	ID        string     `json:"id"`
+	Name      string     `json:"name"`
+	Status    string     `json:"status"`
+	CreatedAt time.Time  `json:"created_at"`
+	Summary   jobSummary `json:"summary"`
 }
 
 // cmdJobsShow prints a job: its summary, per-task results and the attempts to look at.
