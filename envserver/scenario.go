@@ -111,98 +111,129 @@ type scenarioEntry struct {
 // an Args type that is not an object, or a prompt that is not a valid template. The hubs the
 // calls name may be mounted later; [Server.Run] checks that they exist.
 func AddScenario[Args any](s *Server, sc Scenario[Args]) error {
+	entry, err := newScenarioEntry(sc)
+	if err != nil {
+		return err
+	}
+	if err := s.addScenario(entry); err != nil {
+		return fmt.Errorf("add scenario %q: %w", sc.Name, err)
+	}
+	prompt := &mcp.Prompt{Name: sc.Name, Title: sc.Title, Description: sc.Description, Arguments: promptArguments(entry.info.ArgumentsSchema)}
+	if err := safeCall(func() error { s.mcp.AddPrompt(prompt, entry.getPrompt); return nil }); err != nil {
+		return fmt.Errorf("add scenario %q: %w", sc.Name, err)
+	}
+	return nil
+}
+
+// newScenarioEntry validates sc (its name, the schema of Args, the prompt template and the
+// calls) and compiles it into what the server keeps.
+func newScenarioEntry[Args any](sc Scenario[Args]) (scenarioEntry, error) {
 	if err := ValidateToolName(sc.Name); err != nil {
-		return fmt.Errorf("add scenario: %w", err)
+		return scenarioEntry{}, fmt.Errorf("add scenario: %w", err)
 	}
 	schema, resolved, _, err := objectSchema[Args](false)
 	if err != nil {
-		return fmt.Errorf("add scenario %q: arguments: %w", sc.Name, err)
+		return scenarioEntry{}, fmt.Errorf("add scenario %q: arguments: %w", sc.Name, err)
 	}
 	tmpl, err := template.New(sc.Name).Option("missingkey=error").Funcs(templateFuncs).Parse(sc.Prompt)
 	if err != nil {
-		return fmt.Errorf("add scenario %q: prompt: %w", sc.Name, err)
+		return scenarioEntry{}, fmt.Errorf("add scenario %q: prompt: %w", sc.Name, err)
 	}
 	for _, c := range []Call{sc.Setup, sc.Evaluate} {
 		if !c.zero() && (c.Tool == "" || c.Name == "") {
-			return fmt.Errorf("add scenario %q: a call needs both Tool and Name", sc.Name)
+			return scenarioEntry{}, fmt.Errorf("add scenario %q: a call needs both Tool and Name", sc.Name)
 		}
 	}
-	entry := scenarioEntry{
+	return scenarioEntry{
 		info: ScenarioInfo{
 			Name: sc.Name, Title: sc.Title, Description: sc.Description, ArgumentsSchema: schema,
 			Prompt: sc.Prompt, Setup: sc.Setup.resolve(nil), Evaluate: sc.Evaluate.resolve(nil),
 		},
-		render: func(args map[string]any) (*RenderedScenario, error) {
-			if args == nil {
-				args = map[string]any{}
-			}
-			if err := resolved.ApplyDefaults(&args); err != nil {
-				return nil, fmt.Errorf("scenario %s: applying argument defaults: %w", sc.Name, err)
-			}
-			if err := resolved.Validate(args); err != nil {
-				return nil, fmt.Errorf("scenario %s: invalid arguments: %w", sc.Name, err)
-			}
-			var typed Args
-			if err := remarshal(args, &typed); err != nil {
-				return nil, fmt.Errorf("scenario %s: decoding arguments: %w", sc.Name, err)
-			}
-			var b strings.Builder
-			if err := tmpl.Execute(&b, typed); err != nil {
-				return nil, fmt.Errorf("scenario %s: rendering prompt: %w", sc.Name, err)
-			}
-			return &RenderedScenario{Prompt: b.String(), Arguments: args, Setup: sc.Setup.resolve(args), Evaluate: sc.Evaluate.resolve(args)}, nil
-		},
-	}
+		render: scenarioRenderer(sc, resolved, tmpl),
+	}, nil
+}
 
+// scenarioRenderer returns the function that instantiates sc with arguments: defaults applied,
+// validated against resolved, decoded into Args for the prompt template tmpl.
+func scenarioRenderer[Args any](sc Scenario[Args], resolved *jsonschema.Resolved, tmpl *template.Template) func(map[string]any) (*RenderedScenario, error) {
+	return func(args map[string]any) (*RenderedScenario, error) {
+		if args == nil {
+			args = map[string]any{}
+		}
+		if err := resolved.ApplyDefaults(&args); err != nil {
+			return nil, fmt.Errorf("scenario %s: applying argument defaults: %w", sc.Name, err)
+		}
+		if err := resolved.Validate(args); err != nil {
+			return nil, fmt.Errorf("scenario %s: invalid arguments: %w", sc.Name, err)
+		}
+		var typed Args
+		if err := remarshal(args, &typed); err != nil {
+			return nil, fmt.Errorf("scenario %s: decoding arguments: %w", sc.Name, err)
+		}
+		var b strings.Builder
+		if err := tmpl.Execute(&b, typed); err != nil {
+			return nil, fmt.Errorf("scenario %s: rendering prompt: %w", sc.Name, err)
+		}
+		return &RenderedScenario{Prompt: b.String(), Arguments: args, Setup: sc.Setup.resolve(args), Evaluate: sc.Evaluate.resolve(args)}, nil
+	}
+}
+
+// addScenario keeps entry, refusing a name already taken; the first scenario also registers
+// the resource scenarios://list.
+func (s *Server) addScenario(entry scenarioEntry) error {
 	s.mu.Lock()
 	for _, e := range s.scenarios {
-		if e.info.Name == sc.Name {
+		if e.info.Name == entry.info.Name {
 			s.mu.Unlock()
-			return fmt.Errorf("add scenario %q: %w", sc.Name, ErrDuplicate)
+			return ErrDuplicate
 		}
 	}
 	first := len(s.scenarios) == 0
 	s.scenarios = append(s.scenarios, entry)
 	s.mu.Unlock()
-
-	if first {
-		err := s.addResource(&mcp.Resource{
-			URI: ScenariosURI, Name: "scenarios", MIMEType: "application/json",
-			Description: "The scenarios of this environment: arguments schema, prompt template, setup and evaluate calls.",
-		}, func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-			return resourceResult(ScenariosURI, s.Scenarios())
-		})
-		if err != nil && !errors.Is(err, ErrDuplicate) {
-			return fmt.Errorf("add scenario %q: %w", sc.Name, err)
-		}
+	if !first {
+		return nil
 	}
-	prompt := &mcp.Prompt{Name: sc.Name, Title: sc.Title, Description: sc.Description, Arguments: promptArguments(schema)}
-	handler := func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-		args, err := decodePromptArguments(schema, req.Params.Arguments)
-		if err != nil {
-			return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
-		}
-		r, err := entry.render(args)
-		if err != nil {
-			return nil, err
-		}
-		meta := mcp.Meta{}
-		if r.Setup != nil {
-			meta[MetaSetup] = r.Setup
-		}
-		if r.Evaluate != nil {
-			meta[MetaEvaluate] = r.Evaluate
-		}
-		return &mcp.GetPromptResult{
-			Meta:        meta,
-			Description: sc.Description,
-			Messages:    []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: r.Prompt}}},
-		}, nil
-	}
-	if err := safeCall(func() error { s.mcp.AddPrompt(prompt, handler); return nil }); err != nil {
-		return fmt.Errorf("add scenario %q: %w", sc.Name, err)
+	err := s.addResource(&mcp.Resource{
+		URI: ScenariosURI, Name: "scenarios", MIMEType: "application/json",
+		Description: "The scenarios of this environment: arguments schema, prompt template, setup and evaluate calls.",
+	}, func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return resourceResult(ScenariosURI, s.Scenarios())
+	})
+	if err != nil && !errors.Is(err, ErrDuplicate) {
+		return err
 	}
 	return nil
+}
+
+// getPrompt answers prompts/get for the scenario: the rendered prompt as a user message, the
+// resolved setup and evaluate calls in _meta.
+func (e scenarioEntry) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+	args, err := decodePromptArguments(e.info.ArgumentsSchema, req.Params.Arguments)
+	if err != nil {
+		return nil, fmt.Errorf("scenario %s: %w", e.info.Name, err)
+	}
+	r, err := e.render(args)
+	if err != nil {
+		return nil, err
+	}
+	return &mcp.GetPromptResult{
+		Meta:        r.meta(),
+		Description: e.info.Description,
+		Messages:    []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: r.Prompt}}},
+	}, nil
+}
+
+// meta is the _meta of a prompts/get result: the calls a platform makes around the attempt.
+func (r *RenderedScenario) meta() mcp.Meta {
+	meta := mcp.Meta{}
+	if r.Setup != nil {
+		meta[MetaSetup] = r.Setup
+	}
+	if r.Evaluate != nil {
+		meta[MetaEvaluate] = r.Evaluate
+	}
+	return meta
 }
 
 // Scenarios returns the declared scenarios, as scenarios://list lists them.
