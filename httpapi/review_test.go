@@ -186,6 +186,21 @@ func TestReadyCheckRoute(t *testing.T) {
 		if !rc.HasRequirements || rc.Passed || rc.K != 2 || rc.Checks[0].Key != "graded_traces" || rc.Checks[0].HowToFix == "" || rc.RequirementsVersion != 1 {
 			t.Errorf("configured = %s", r.body)
 		}
+		// QA checks answer as checks of their own, each failing here with what to do.
+		if err := s.SetTasksetRequirements(ctx, tasksetID, &models.Requirements{MinTraces: 0,
+			QAChecks: []models.QACheck{{Kind: models.QAReferenceSolves}, {Kind: models.QAStagePassed, Stage: "write"}}}); err != nil {
+			t.Fatal(err)
+		}
+		r = f.do("GET", path, "key", nil)
+		rc = decode[ReadyCheck](t, r)
+		keys := map[string]ReadyCheckItem{}
+		for _, c := range rc.Checks {
+			keys[c.Key] = c
+		}
+		if qa, stage := keys["qa_reference_solves"], keys["qa_stage_passed"]; rc.Passed || qa.Passed || qa.HowToFix == "" || stage.Passed ||
+			stage.Current != "at write" || stage.Severity != "error" || rc.RequirementsVersion != 2 {
+			t.Errorf("with QA checks = %s", r.body)
+		}
 		wantEnvelope(t, f.do("GET", "/v2/tasks/"+uuid.NewString()+"/ready-check", "key", nil), 404, "not_found")
 	})
 }

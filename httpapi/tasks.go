@@ -681,7 +681,7 @@ func safeFilename(name string) string {
 
 // ReadyCheckItem is one requirement and how the task fares against it.
 type ReadyCheckItem struct {
-	Key               string      `json:"key" enum:"graded_traces,min_accuracy,max_accuracy,models,errors"`
+	Key               string      `json:"key" enum:"graded_traces,min_accuracy,max_accuracy,models,errors,qa_reference_solves,qa_stage_passed"`
 	Label             string      `json:"label"`
 	Passed            bool        `json:"passed"`
 	Required          string      `json:"required"`
@@ -712,8 +712,12 @@ func (s *Server) registerReadyCheck() {
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "get-task-ready-check", Method: http.MethodGet, Path: "/tasks/{task_id}/ready-check", Tags: []string{"Tasks"},
 		Summary: "Check a task against its taskset's requirements",
-		Description: "Evaluates the taskset's submission requirements (graded traces, accuracy bounds, required models) against the graded " +
-			"traces of the task's latest version. Informational only. Without requirements: the not-configured result (has_requirements false).",
+		Description: "Evaluates the taskset's submission requirements (graded traces, accuracy bounds, required models, QA checks) against the graded " +
+			"traces of the task's latest version. Informational only. Without requirements: the not-configured result (has_requirements false). " +
+			"QA checks are checks of the task itself, each a check of its own when the taskset requires it: qa_reference_solves, the reference " +
+			"solution (the latest version's validation calls, replayed by the oracle model) earns reward 1 in every graded oracle attempt, with at " +
+			"least one and none ended in error; qa_stage_passed, the task has been through a given stage of the taskset's review stages (it has " +
+			"advanced past it, or left pending). Operators set requirements with `proctor admin taskset requirements`.",
 		Errors: []int{http.StatusNotFound},
 	}, authKeyOrSession), s.getTaskReadyCheck)
 }

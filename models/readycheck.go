@@ -23,24 +23,88 @@ type Requirements struct {
 	MaxAccuracy *float64 `json:"max_accuracy,omitempty"`
 	// Models must each have at least one graded trace (model_name values).
 	Models []string `json:"models,omitempty"`
+	// QAChecks are the spec's "QA checks": quality checks of the task itself, beyond what its
+	// graded traces score. Each kind appears at most once.
+	QAChecks []QACheck `json:"qa_checks,omitempty"`
 }
 
-// SetTasksetRequirements replaces a taskset's requirements (nil clears them) and bumps their version.
+// QACheck is one QA check a taskset requires of its tasks.
+type QACheck struct {
+	// Kind is QAReferenceSolves or QAStagePassed.
+	Kind string `json:"kind"`
+	// Stage is the review stage a QAStagePassed check requires the task to be past: one of the
+	// taskset's stages.
+	Stage string `json:"stage,omitempty"`
+}
+
+// QA check kinds.
+const (
+	// QAReferenceSolves: the task's reference solution earns full reward. The reference
+	// solution is the latest version's validation calls, which the oracle model replays; the
+	// check needs at least one graded oracle attempt of that version, each at reward 1, and no
+	// oracle attempt ended in error.
+	QAReferenceSolves = "reference_solves"
+	// QAStagePassed: the task has been through a stage of the taskset's review checklist (its
+	// stages, such as write, QA, polish): it has advanced past the stage, or left pending (a task
+	// is marked ready only at the last stage, and reviewed only after that).
+	QAStagePassed = "stage_passed"
+)
+
+// check lists what is wrong with r for a taskset whose review stages are stages.
+func (r *Requirements) check(stages []string) ValidationError {
+	var errs ValidationError
+	bad := func(loc, msg string, v any) { errs = append(errs, FieldError{Location: loc, Message: msg, Value: v}) }
+	if r.MinTraces < 0 {
+		bad("min_traces", "must be 0 or more", r.MinTraces)
+	}
+	for loc, v := range map[string]*float64{"min_accuracy": r.MinAccuracy, "max_accuracy": r.MaxAccuracy} {
+		if v != nil && (*v < 0 || *v > 1) {
+			bad(loc, "a mean reward: from 0 to 1", *v)
+		}
+	}
+	if r.MinAccuracy != nil && r.MaxAccuracy != nil && *r.MinAccuracy > *r.MaxAccuracy {
+		bad("max_accuracy", "is below min_accuracy: no task could pass both", *r.MaxAccuracy)
+	}
+	seen := map[string]bool{}
+	for i, q := range r.QAChecks {
+		loc := fmt.Sprintf("qa_checks[%d]", i)
+		switch {
+		case q.Kind != QAReferenceSolves && q.Kind != QAStagePassed:
+			bad(loc+".kind", "must be "+QAReferenceSolves+" or "+QAStagePassed, q.Kind)
+		case seen[q.Kind]:
+			bad(loc+".kind", "each kind of QA check is listed once", q.Kind)
+		case q.Kind == QAStagePassed && !slices.Contains(stages, q.Stage):
+			bad(loc+".stage", fmt.Sprintf("must be one of the taskset's stages (%s)", strings.Join(stages, ", ")), q.Stage)
+		case q.Kind == QAReferenceSolves && q.Stage != "":
+			bad(loc+".stage", "only a "+QAStagePassed+" check names a stage", q.Stage)
+		}
+		seen[q.Kind] = true
+	}
+	return errs
+}
+
+// SetTasksetRequirements replaces a taskset's requirements (nil clears them) and bumps their
+// version. Requirements that no task could meet, or that name a stage the taskset does not
+// define, are a ValidationError (locations are the requirement's own fields).
 func (s *Store) SetTasksetRequirements(ctx context.Context, tasksetID uuid.UUID, r *Requirements) error {
+	var ts Taskset
+	if err := s.DB.NewSelect().Model(&ts).Column("stages").Where("id = ?", tasksetID).Scan(ctx); err != nil {
+		return fmt.Errorf("set requirements: taskset %s: %w", tasksetID, notFound(err, "taskset"))
+	}
 	var value any
 	if r != nil {
-		b, _ := json.Marshal(r)
-		var m map[string]any
-		json.Unmarshal(b, &m) //nolint:errcheck // our own marshalled struct
-		value = m
+		if errs := r.check(ts.Stages); len(errs) > 0 {
+			return fmt.Errorf("set requirements: %w", errs)
+		}
+		b, err := json.Marshal(r)
+		if err != nil {
+			return fmt.Errorf("set requirements: %w", err)
+		}
+		value = string(b)
 	}
-	res, err := s.DB.NewUpdate().Model((*Taskset)(nil)).Set("requirements = ?", value).
-		Set("requirements_version = requirements_version + 1").Set("updated_at = ?", now()).Where("id = ?", tasksetID).Exec(ctx)
-	if err != nil {
+	if _, err := s.DB.NewUpdate().Model((*Taskset)(nil)).Set("requirements = ?", value).
+		Set("requirements_version = requirements_version + 1").Set("updated_at = ?", now()).Where("id = ?", tasksetID).Exec(ctx); err != nil {
 		return fmt.Errorf("set requirements: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("set requirements: taskset %s: %w", tasksetID, ErrNotFound)
 	}
 	return nil
 }
@@ -82,20 +146,11 @@ func (s *Store) CheckTaskReady(ctx context.Context, c *Caller, taskID uuid.UUID)
 	if t.Taskset.Requirements == nil || t.Task.LatestVersionID == nil {
 		return rc, nil
 	}
-	var req Requirements
-	b, _ := json.Marshal(t.Taskset.Requirements)
-	if err := json.Unmarshal(b, &req); err != nil {
-		return nil, fmt.Errorf("ready check: requirements: %w", err)
-	}
+	req := *t.Taskset.Requirements
 	rc.HasRequirements, rc.K = true, req.MinTraces
 
-	var traces []struct {
-		ID        uuid.UUID `bun:"id"`
-		Status    string    `bun:"status"`
-		Reward    *float64  `bun:"reward"`
-		ModelName *string   `bun:"model_name"`
-	}
-	if err := s.DB.NewSelect().Model((*Trace)(nil)).ColumnExpr("tr.id, tr.status, tr.reward, m.model_name").
+	var traces []readyTrace
+	if err := s.DB.NewSelect().Model((*Trace)(nil)).ColumnExpr("tr.id, tr.status, tr.reward, m.model_name, m.adapter").
 		Join("LEFT JOIN llm_models AS m ON m.id = tr.model_id").
 		Where("tr.task_version_id = ? AND tr.is_valid", *t.Task.LatestVersionID).
 		OrderExpr("tr.created_at ASC, tr.id ASC").Scan(ctx, &traces); err != nil {
@@ -167,5 +222,91 @@ func (s *Store) CheckTaskReady(ctx context.Context, c *Caller, taskID uuid.UUID)
 	add(Check{Key: "errors", Label: "No attempts ended in error", Passed: len(errored) == 0, Severity: "warning",
 		Required: "0", Current: fmt.Sprint(len(errored)), OffendingTraceIDs: errored,
 		HowToFix: "read the error traces' logs: an environment or setup failure usually shows there"})
+	for _, q := range req.QAChecks {
+		c, err := s.qaCheck(ctx, t, q, traces)
+		if err != nil {
+			return nil, err
+		}
+		add(c)
+	}
 	return rc, nil
+}
+
+// readyTrace is a trace of a task's latest version as the ready check reads it.
+type readyTrace struct {
+	ID        uuid.UUID `bun:"id"`
+	Status    string    `bun:"status"`
+	Reward    *float64  `bun:"reward"`
+	ModelName *string   `bun:"model_name"`
+	Adapter   *string   `bun:"adapter"`
+}
+
+// qaCheck evaluates one QA check of task t, whose latest version's valid traces are traces.
+func (s *Store) qaCheck(ctx context.Context, t *TaskInTaskset, q QACheck, traces []readyTrace) (Check, error) {
+	switch q.Kind {
+	case QAReferenceSolves:
+		var v TaskVersion
+		if err := s.DB.NewSelect().Model(&v).Column("validation").Where("id = ?", *t.Task.LatestVersionID).Scan(ctx); err != nil {
+			return Check{}, fmt.Errorf("ready check: version: %w", err)
+		}
+		return referenceSolves(t.Taskset.Name, len(v.Validation), traces), nil
+	case QAStagePassed:
+		return stagePassed(t.Task, t.Taskset.Stages, q.Stage), nil
+	}
+	// SetTasksetRequirements stores no other kind.
+	return Check{}, fmt.Errorf("ready check: unknown QA check %q", q.Kind)
+}
+
+// referenceSolves is the QAReferenceSolves check of a version with calls validation calls.
+func referenceSolves(taskset string, calls int, traces []readyTrace) Check {
+	c := Check{Key: "qa_" + QAReferenceSolves, Label: "QA: the reference solution earns full reward",
+		Required: "reward 1.00 in every graded oracle attempt, none ended in error"}
+	var graded, solved int
+	for _, tr := range traces {
+		if tr.Adapter == nil || *tr.Adapter != AdapterOracle {
+			continue
+		}
+		switch {
+		case tr.Status == TraceCompleted && tr.Reward != nil:
+			graded++
+			if *tr.Reward >= 1 {
+				solved++
+			} else {
+				c.OffendingTraceIDs = append(c.OffendingTraceIDs, tr.ID)
+			}
+		case tr.Status == TraceError:
+			c.OffendingTraceIDs = append(c.OffendingTraceIDs, tr.ID)
+		}
+	}
+	switch {
+	case calls == 0:
+		c.Current = "the task has no validation calls: it has no reference solution"
+		c.HowToFix = "give the task validation calls (the tool calls that solve it, which the oracle model replays) and upload it again"
+	case graded == 0 && len(c.OffendingTraceIDs) == 0:
+		c.Current = "no graded oracle attempt"
+		c.HowToFix = fmt.Sprintf("run the reference solution: `proctor eval %s --model oracle`", taskset)
+	default:
+		c.Passed = solved == graded && len(c.OffendingTraceIDs) == 0
+		c.Current = fmt.Sprintf("%d of %d graded oracle attempts earned 1.00; %d ended in error", solved, graded, len(c.OffendingTraceIDs)-(graded-solved))
+		c.HowToFix = "read the listed attempts: when the reference solution does not earn 1.00, the validation calls, the setup or the evaluation is wrong"
+	}
+	return c
+}
+
+// stagePassed is the QAStagePassed check of stage for task t of a taskset with stages.
+func stagePassed(t Task, stages []string, stage string) Check {
+	c := Check{Key: "qa_" + QAStagePassed, Label: fmt.Sprintf("QA: through the %q stage", stage), Required: "past " + stage}
+	i := slices.Index(stages, stage)
+	switch {
+	case i < 0:
+		c.Current = fmt.Sprintf("the taskset's stages (%s) no longer include %q", strings.Join(stages, ", "), stage)
+		c.HowToFix = "set the taskset's requirements again with one of its stages"
+	case t.Status != TaskPending:
+		c.Passed, c.Current = true, t.Status
+	default:
+		c.Passed = stageOf(t, stages) > i
+		c.Current = "at " + stages[stageOf(t, stages)]
+		c.HowToFix = fmt.Sprintf("finish the task's %s work, then advance it to the next stage (PATCH /v2/tasks/stage)", stage)
+	}
+	return c
 }

@@ -1,6 +1,9 @@
 package models_test
 
 import (
+	"errors"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -74,6 +77,135 @@ func TestReadyCheckFromGradedTraces(t *testing.T) {
 		s.UploadTasks(ctx, a, models.Upload{TasksetID: &tasksetID, Tasks: []models.TaskUpload{{TaskContent: models.TaskContent{Name: "a", Prompt: "changed"}}}})
 		if rc, _ := s.CheckTaskReady(ctx, a, v.TaskID); rc.CandidateCount != 0 || rc.Passed {
 			t.Errorf("after a new version = %+v", rc)
+		}
+	})
+}
+
+// TestReadyCheckQAChecks checks the spec's QA checks: the reference solution (the validation
+// calls, replayed by the oracle) earns full reward, and the task has been through a review stage.
+func TestReadyCheckQAChecks(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *models.Store) {
+		a := member(t, s, "alpha", "a@example.com")
+		_, oracle := launchFixture(t, s, a)
+		up, err := s.UploadTasks(ctx, a, models.Upload{TasksetName: "qa", Tasks: []models.TaskUpload{
+			{TaskContent: models.TaskContent{Name: "solved", Prompt: "p", Validation: []models.ValidationCall{{Name: "add_todo", Arguments: map[string]any{"title": "x"}}}}},
+			{TaskContent: models.TaskContent{Name: "bare", Prompt: "p"}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		solved, _ := s.GetTaskVersion(ctx, a, up.TaskVersionIDs[0])
+		bare, _ := s.GetTaskVersion(ctx, a, up.TaskVersionIDs[1])
+		if err := s.SetTasksetStages(ctx, a, up.TasksetID, []string{"write", "qa", "polish"}); err != nil {
+			t.Fatal(err)
+		}
+
+		// Requirements no task could meet, or naming what the taskset lacks, are refused with
+		// the field at fault.
+		half, low, tooHigh := 0.5, 0.2, 1.5
+		for _, tc := range []struct {
+			req  models.Requirements
+			locs []string
+		}{
+			{models.Requirements{QAChecks: []models.QACheck{{Kind: "peer_review"}}}, []string{"qa_checks[0].kind"}},
+			{models.Requirements{QAChecks: []models.QACheck{{Kind: models.QAReferenceSolves}, {Kind: models.QAReferenceSolves}}}, []string{"qa_checks[1].kind"}},
+			{models.Requirements{QAChecks: []models.QACheck{{Kind: models.QAStagePassed, Stage: "review"}}}, []string{"qa_checks[0].stage"}},
+			{models.Requirements{QAChecks: []models.QACheck{{Kind: models.QAStagePassed}}}, []string{"qa_checks[0].stage"}},
+			{models.Requirements{QAChecks: []models.QACheck{{Kind: models.QAReferenceSolves, Stage: "qa"}}}, []string{"qa_checks[0].stage"}},
+			{models.Requirements{MinTraces: -1, MinAccuracy: &half, MaxAccuracy: &low}, []string{"min_traces", "max_accuracy"}},
+			{models.Requirements{MaxAccuracy: &tooHigh}, []string{"max_accuracy"}},
+		} {
+			err := s.SetTasksetRequirements(ctx, up.TasksetID, &tc.req)
+			var verr models.ValidationError
+			if !errors.As(err, &verr) || len(verr) != len(tc.locs) {
+				t.Errorf("requirements %+v: %v, want a validation error at %v", tc.req, err, tc.locs)
+				continue
+			}
+			for i, loc := range tc.locs {
+				if verr[i].Location != loc && !slices.ContainsFunc(verr, func(e models.FieldError) bool { return e.Location == loc }) {
+					t.Errorf("requirements %+v: %v, want an error at %s", tc.req, err, loc)
+				}
+			}
+		}
+		if err := s.SetTasksetRequirements(ctx, up.TasksetID, &models.Requirements{
+			QAChecks: []models.QACheck{{Kind: models.QAReferenceSolves}, {Kind: models.QAStagePassed, Stage: "qa"}}}); err != nil {
+			t.Fatal(err)
+		}
+		qa := func(taskID uuid.UUID) (map[string]models.Check, bool) {
+			t.Helper()
+			rc, err := s.CheckTaskReady(ctx, a, taskID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checks := map[string]models.Check{}
+			for _, c := range rc.Checks {
+				checks[c.Key] = c
+			}
+			if _, ok := checks["qa_reference_solves"]; !ok || rc.RequirementsVersion != 1 {
+				t.Fatalf("ready check = %+v, want the QA checks of the first requirements", rc)
+			}
+			return checks, rc.Passed
+		}
+		checks, passed := qa(solved.TaskID)
+		if c := checks["qa_reference_solves"]; c.Passed || c.Current != "no graded oracle attempt" || !strings.Contains(c.HowToFix, "proctor eval qa --model oracle") || passed {
+			t.Errorf("before any attempt: %+v", c)
+		}
+		if c := checks["qa_stage_passed"]; c.Passed || c.Current != "at write" || c.Severity != "error" {
+			t.Errorf("a task at its first stage: %+v", c)
+		}
+		if c, _ := qa(bare.TaskID); c["qa_reference_solves"].Passed || !strings.Contains(c["qa_reference_solves"].Current, "no validation calls") {
+			t.Errorf("a task without validation calls: %+v", c["qa_reference_solves"])
+		}
+
+		// Oracle attempts: one solves, one does not; another model's failure is no concern of
+		// this check.
+		claude := &models.LLMModel{ModelName: "claude-x", Name: "Claude", Provider: "anthropic", Adapter: models.AdapterAnthropic}
+		s.UpsertModel(ctx, claude)
+		ids := []uuid.UUID{uuid.New(), uuid.New(), uuid.New(), uuid.New()}
+		lts := []models.LaunchTrace{{TraceID: ids[0], TaskVersionID: solved.ID, ModelID: oracle.ID}, {TraceID: ids[1], TaskVersionID: solved.ID, ModelID: oracle.ID},
+			{TraceID: ids[2], TaskVersionID: solved.ID, ModelID: claude.ID}, {TraceID: ids[3], TaskVersionID: solved.ID, ModelID: oracle.ID}}
+		if _, _, err := s.LaunchJob(ctx, a, models.Launch{MaxSteps: 5, GroupSize: 1, MaxConcurrent: 4, Traces: lts}); err != nil {
+			t.Fatal(err)
+		}
+		one, most, zero := 1.0, 0.8, 0.0
+		s.TransitionTrace(ctx, ids[0], models.TraceUpdate{Status: models.TraceCompleted, Reward: &one})
+		s.TransitionTrace(ctx, ids[1], models.TraceUpdate{Status: models.TraceCompleted, Reward: &most})
+		s.TransitionTrace(ctx, ids[2], models.TraceUpdate{Status: models.TraceCompleted, Reward: &zero})
+		checks, _ = qa(solved.TaskID)
+		if c := checks["qa_reference_solves"]; c.Passed || !slices.Equal(c.OffendingTraceIDs, []uuid.UUID{ids[1]}) || c.Current != "1 of 2 graded oracle attempts earned 1.00; 0 ended in error" {
+			t.Errorf("a reference solution short of full reward: %+v", c)
+		}
+		// The failing attempt found wrong and invalidated, the solution stands; an oracle attempt
+		// that ends in error fails it again.
+		s.SetTracesValidity(ctx, a, []uuid.UUID{ids[1]}, false)
+		if checks, _ = qa(solved.TaskID); !checks["qa_reference_solves"].Passed {
+			t.Errorf("every valid oracle attempt solved it: %+v", checks["qa_reference_solves"])
+		}
+		s.TransitionTrace(ctx, ids[3], models.TraceUpdate{Status: models.TraceError, Error: "setup failed"})
+		checks, _ = qa(solved.TaskID)
+		if c := checks["qa_reference_solves"]; c.Passed || !slices.Equal(c.OffendingTraceIDs, []uuid.UUID{ids[3]}) {
+			t.Errorf("an oracle attempt in error: %+v", c)
+		}
+
+		// Through the qa stage: advanced past it, or out of pending.
+		for _, stage := range []string{"qa", "polish"} {
+			s.MoveTaskStage(ctx, a, []string{solved.TaskID.String()}, stage)
+		}
+		if checks, _ = qa(solved.TaskID); !checks["qa_stage_passed"].Passed || checks["qa_stage_passed"].Current != "at polish" {
+			t.Errorf("a task advanced past qa: %+v", checks["qa_stage_passed"])
+		}
+		s.MoveTaskStage(ctx, a, []string{solved.TaskID.String()}, "qa")
+		if checks, _ = qa(solved.TaskID); checks["qa_stage_passed"].Passed || checks["qa_stage_passed"].Current != "at qa" {
+			t.Errorf("a task sent back to qa: %+v", checks["qa_stage_passed"])
+		}
+		s.MoveTaskStage(ctx, a, []string{solved.TaskID.String()}, "polish")
+		s.SetTaskStatus(ctx, a, []string{solved.TaskID.String()}, nil, models.TaskReady, false)
+		if checks, _ = qa(solved.TaskID); !checks["qa_stage_passed"].Passed || checks["qa_stage_passed"].Current != models.TaskReady {
+			t.Errorf("a task marked ready: %+v", checks["qa_stage_passed"])
+		}
+		// A stage the taskset no longer has cannot be passed.
+		s.SetTasksetStages(ctx, a, up.TasksetID, []string{"write", "polish"})
+		if checks, _ = qa(bare.TaskID); checks["qa_stage_passed"].Passed || !strings.Contains(checks["qa_stage_passed"].Current, "no longer include") {
+			t.Errorf("a stage the taskset dropped: %+v", checks["qa_stage_passed"])
 		}
 	})
 }

@@ -21,7 +21,7 @@ type Taskset struct {
 	Columns              map[string]any `bun:"columns"`
 	HiddenProgressStages []string       `bun:"hidden_progress_stages"`
 	Stages               []string       `bun:"stages"`
-	Requirements         map[string]any `bun:"requirements"`
+	Requirements         *Requirements  `bun:"requirements"`
 	RequirementsVersion  int            `bun:"requirements_version"`
 	// Purpose is EVAL (an evaluation suite, the default) or TRAINING (training data).
 	Purpose   string     `bun:"purpose,nullzero,notnull,default:'EVAL'"`

@@ -54,7 +54,9 @@ the dev instance's SQLite file under --data-dir).
                                                             create the Temporal namespace (with its history retention)
                                                             if the cluster lacks it; run once per deployment
   taskset requirements --taskset ID --json '{"min_traces":3,"min_accuracy":0.2,"max_accuracy":0.9,"models":["oracle"]}'
-                                                            set a taskset's submission requirements ('null' clears them)
+                                                            set a taskset's submission requirements ('null' clears them);
+                                                            QA checks: "qa_checks":[{"kind":"reference_solves"},
+                                                            {"kind":"stage_passed","stage":"<one of its stages>"}]
 `
 
 // adminAction runs one resource-action pair of `proctor admin`. Every action takes the same
