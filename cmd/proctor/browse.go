@@ -10,7 +10,6 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 )
 
@@ -88,8 +87,7 @@ func cmdModels(stdout, stderr io.Writer) flagsBody {
 
 // printModels prints the models as a table.
 func printModels(stdout io.Writer, models []modelRow) error {
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MODEL\tNAME\tPROVIDER\tCALLS")
+	tw := newTable(stdout, "MODEL", "NAME", "PROVIDER", "CALLS")
 	for _, m := range models {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", m.ModelName, m.Name, m.Provider, m.InferenceCount)
 	}
@@ -162,8 +160,8 @@ func showTaskset(ctx context.Context, c *apiClient, name string, stdout io.Write
 	if err != nil {
 		return err
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nTASK\tSTATUS\tVERSION\tUPDATED")
+	fmt.Fprintln(stdout)
+	tw := newTable(stdout, "TASK", "STATUS", "VERSION", "UPDATED")
 	for _, t := range tasks {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", t.Name, t.Status, t.Version, t.UpdatedAt.Local().Format("2006-01-02 15:04"))
 	}
@@ -192,8 +190,7 @@ func printWorkers(stdout io.Writer, w workersPage) error {
 		fmt.Fprintln(stdout, "no live workers: nothing runs until one starts (proctor worker, or proctor dev)")
 		return nil
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "QUEUE\tWORKERS\tSANDBOXES AT ONCE\tGPUS")
+	tw := newTable(stdout, "QUEUE", "WORKERS", "SANDBOXES AT ONCE", "GPUS")
 	for _, q := range w.Queues {
 		sandboxes, gpus := orDash(""), orDash("")
 		if q.SandboxCapacity > 0 {

@@ -14,7 +14,6 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/proctorhq/proctor/internal/archive"
@@ -32,6 +31,9 @@ type deployBuild struct {
 	Duration     float64 `json:"duration_seconds"`
 }
 
+// cmdEnvDeploy builds an environment from a source directory: it packs and uploads the source,
+// triggers a build and follows its log, makes the build the latest (unless --no-promote), and
+// prints the scenarios it found.
 func cmdEnvDeploy(stdout, stderr io.Writer) flagsBody {
 	return func(fs *flag.FlagSet) runFunc {
 		name := fs.String("name", "", "the environment's name (default: the directory's name)")
@@ -56,40 +58,8 @@ func cmdEnvDeploy(stdout, stderr io.Writer) flagsBody {
 				return err
 			}
 			fmt.Fprintf(stdout, "packed %s: %d files, %s\n", pos[0], files, humanBytes(len(archive)))
-
-			var up struct {
-				UploadURL string `json:"upload_url"`
-				BuildID   string `json:"build_id"`
-			}
-			if err := c.do(ctx, http.MethodPost, "/v2/builds/upload-url", nil, &up); err != nil {
-				return err
-			}
-			req, err := http.NewRequestWithContext(ctx, http.MethodPut, up.UploadURL, bytes.NewReader(archive))
+			b, err := c.buildSource(ctx, archive, *name, *entry, stdout)
 			if err != nil {
-				return err
-			}
-			req.Header.Set("Content-Type", "application/gzip")
-			res, err := c.http.Do(req)
-			if err != nil {
-				return fmt.Errorf("upload the source: %w", err)
-			}
-			res.Body.Close()
-			if res.StatusCode >= 300 {
-				return fmt.Errorf("upload the source: HTTP %d", res.StatusCode)
-			}
-			var b deployBuild
-			body := map[string]any{"build_id": up.BuildID, "name": *name, "source": "cli"}
-			if *entry != "" {
-				body["entry_folder"] = filepath.ToSlash(*entry)
-			}
-			if err := c.do(ctx, http.MethodPost, "/v2/builds/trigger", body, &b); err != nil {
-				return err
-			}
-			fmt.Fprintf(stdout, "build %s of %s: %s\n", b.ID, *name, b.Status)
-			if err := followBuild(ctx, c, b.ID, stdout); err != nil {
-				return err
-			}
-			if err := c.do(ctx, http.MethodGet, "/v2/builds/"+b.ID+"/status", nil, &b); err != nil {
 				return err
 			}
 			fmt.Fprintf(stdout, "build %s %s in %s\n", b.ID, b.Status, time.Since(start).Round(100*time.Millisecond))
@@ -100,25 +70,77 @@ func cmdEnvDeploy(stdout, stderr io.Writer) flagsBody {
 			if err := reportLatest(ctx, c, b, *name, !*noPromote, stdout); err != nil {
 				return err
 			}
-			var scenarios []struct {
-				Slug        string `json:"slug"`
-				Description string `json:"description"`
-			}
-			if err := c.do(ctx, http.MethodGet, "/v2/registry/"+b.RegistryID+"/scenarios?build_id="+b.ID, nil, &scenarios); err != nil {
-				return err
-			}
-			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "SCENARIO\tDESCRIPTION")
-			for _, sc := range scenarios {
-				fmt.Fprintf(tw, "%s\t%s\n", sc.Slug, sc.Description)
-			}
-			tw.Flush()
-			if len(scenarios) == 0 {
-				fmt.Fprintln(stdout, "(the environment declares no scenarios)")
-			}
-			return nil
+			return c.printScenarios(ctx, b, stdout)
 		}
 	}
+}
+
+// buildSource uploads a source archive, builds it as the environment name (its main package in
+// entry, when not the root) while printing the build's log, and answers the build as it ended.
+func (c *apiClient) buildSource(ctx context.Context, archive []byte, name, entry string, stdout io.Writer) (deployBuild, error) {
+	var b deployBuild
+	buildID, err := c.uploadSource(ctx, archive)
+	if err != nil {
+		return b, err
+	}
+	body := map[string]any{"build_id": buildID, "name": name, "source": "cli"}
+	if entry != "" {
+		body["entry_folder"] = filepath.ToSlash(entry)
+	}
+	if err := c.do(ctx, http.MethodPost, "/v2/builds/trigger", body, &b); err != nil {
+		return b, err
+	}
+	fmt.Fprintf(stdout, "build %s of %s: %s\n", b.ID, name, b.Status)
+	if err := followBuild(ctx, c, b.ID, stdout); err != nil {
+		return b, err
+	}
+	err = c.do(ctx, http.MethodGet, "/v2/builds/"+b.ID+"/status", nil, &b)
+	return b, err
+}
+
+// uploadSource puts a source archive where a new build reads it, and answers that build's id.
+func (c *apiClient) uploadSource(ctx context.Context, archive []byte) (string, error) {
+	var up struct {
+		UploadURL string `json:"upload_url"`
+		BuildID   string `json:"build_id"`
+	}
+	if err := c.do(ctx, http.MethodPost, "/v2/builds/upload-url", nil, &up); err != nil {
+		return "", err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, up.UploadURL, bytes.NewReader(archive))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Content-Type", "application/gzip")
+	res, err := c.http.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("upload the source: %w", err)
+	}
+	res.Body.Close()
+	if res.StatusCode >= 300 {
+		return "", fmt.Errorf("upload the source: HTTP %d", res.StatusCode)
+	}
+	return up.BuildID, nil
+}
+
+// printScenarios prints the scenarios a build of an environment declares.
+func (c *apiClient) printScenarios(ctx context.Context, b deployBuild, stdout io.Writer) error {
+	var scenarios []struct {
+		Slug        string `json:"slug"`
+		Description string `json:"description"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/v2/registry/"+b.RegistryID+"/scenarios?build_id="+b.ID, nil, &scenarios); err != nil {
+		return err
+	}
+	tw := newTable(stdout, "SCENARIO", "DESCRIPTION")
+	for _, sc := range scenarios {
+		fmt.Fprintf(tw, "%s\t%s\n", sc.Slug, sc.Description)
+	}
+	tw.Flush()
+	if len(scenarios) == 0 {
+		fmt.Fprintln(stdout, "(the environment declares no scenarios)")
+	}
+	return nil
 }
 
 // reportLatest makes a succeeded build its environment's latest (when promote is set), and says

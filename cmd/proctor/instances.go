@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"text/tabwriter"
 	"time"
 )
 
@@ -75,8 +74,7 @@ func cmdInstances(stdout, stderr io.Writer) flagsBody {
 			if len(res.Instances) == 0 {
 				return nil
 			}
-			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "INSTANCE\tSTATUS\tTRACE\tTRY\tSTARTED\tMINUTES\tUSD/H\tCOST")
+			tw := newTable(stdout, "INSTANCE", "STATUS", "TRACE", "TRY", "STARTED", "MINUTES", "USD/H", "COST")
 			for _, in := range res.Instances {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%.1f\t%.4f\t$%.4f\n", in.ID, in.Status, in.TraceID, in.Attempt,
 					in.CreatedAt.Local().Format("2006-01-02 15:04:05"), in.DurationHours*60, in.HourlyRate, in.Cost)

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"text/tabwriter"
 	"time"
 )
 
@@ -159,8 +158,7 @@ func showJob(ctx context.Context, c *apiClient, jobID string, limit int, stdout 
 		return err
 	}
 	fmt.Fprintf(stdout, "taskset %s: %d of %d tasks run\n\n", orDash(cov.TasksetName), cov.TasksWithTraces, cov.TotalTasks)
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TASK\tATTEMPTS\tINVALID\tSTATUSES\tMEAN REWARD")
+	tw := newTable(stdout, "TASK", "ATTEMPTS", "INVALID", "STATUSES", "MEAN REWARD")
 	for _, t := range cov.Tasks {
 		r := fmtReward(t.AvgReward)
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", t.TaskName, t.TraceCount, t.InvalidatedCount, orDash(strings.Join(t.Statuses, ",")), r)

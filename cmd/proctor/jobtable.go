@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"sort"
-	"text/tabwriter"
 )
 
 // printJobTable prints one row per task: attempts, how they ended and the mean reward; then the
@@ -17,8 +16,8 @@ func (c *apiClient) printJobTable(ctx context.Context, w io.Writer, jobID string
 		return err
 	}
 	byTask, names := tallyByTask(traces)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nTASK\tATTEMPTS\tCOMPLETED\tERRORS\tCANCELLED\tMEAN REWARD")
+	fmt.Fprintln(w)
+	tw := newTable(w, "TASK", "ATTEMPTS", "COMPLETED", "ERRORS", "CANCELLED", "MEAN REWARD")
 	for _, n := range names {
 		a := byTask[n]
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", n, a.n, a.completed, a.errors, a.cancelled, a.meanReward())

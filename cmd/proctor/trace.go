@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/proctorhq/proctor/models"
@@ -328,8 +327,7 @@ func (c *apiClient) jobTraces(ctx context.Context, jobID string, want map[string
 
 // printTraceRows prints traces as a table.
 func printTraceRows(stdout io.Writer, rows []startedTraceRow) {
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TRACE\tTASK\tSTATUS\tSTOP\tREWARD\tSTARTED")
+	tw := newTable(stdout, "TRACE", "TASK", "STATUS", "STOP", "REWARD", "STARTED")
 	for _, t := range rows {
 		reward, started := fmtReward(t.Reward), "–"
 		if t.StartTime != nil {

@@ -8,7 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"text/tabwriter"
+	"slices"
 	"time"
 )
 
@@ -28,72 +28,102 @@ func cmdUsage(stdout, stderr io.Writer) flagsBody {
 			if err != nil {
 				return err
 			}
-			end := time.Now().UTC()
-			start := time.Date(end.Year(), end.Month(), end.Day(), 0, 0, 0, 0, time.UTC).AddDate(0, 0, 1-*days)
-			q := url.Values{"bucket_width": {"1d"}, "start": {start.Format(time.RFC3339)}, "end": {end.Format(time.RFC3339Nano)}}
-			if *by != "" {
-				q.Set("group_by", *by)
-			}
-			inferencePath := "/v2/usage/inference?" + q.Encode()
-			envPath := fmt.Sprintf("/v2/environments/usage?limit=1&days=%d", *days)
+			u := newUsageQuery(*days, *by, time.Now().UTC())
 			if *asJSON {
-				// Both answers as the API gives them, under the names of what they count.
-				var both struct {
-					Inference    json.RawMessage `json:"inference"`
-					Environments json.RawMessage `json:"environments"`
-				}
-				if err := c.do(ctx, http.MethodGet, inferencePath, nil, &both.Inference); err != nil {
-					return err
-				}
-				if err := c.do(ctx, http.MethodGet, envPath, nil, &both.Environments); err != nil {
-					return err
-				}
-				return writeJSON(stdout, both)
+				return c.printUsageJSON(ctx, u, stdout)
 			}
-			var res struct {
-				TotalRequests int               `json:"total_requests"`
-				TotalCost     float64           `json:"total_cost"`
-				Buckets       []inferenceBucket `json:"buckets"`
-			}
-			if err := c.do(ctx, http.MethodGet, inferencePath, nil, &res); err != nil {
+			if err := c.printInferenceUsage(ctx, u, stdout); err != nil {
 				return err
 			}
-			fmt.Fprintf(stdout, "inference since %s: %d calls, $%.4f\n", start.Format("2006-01-02"), res.TotalRequests, res.TotalCost)
-			if res.TotalRequests > 0 {
-				if err := inferenceTable(stdout, *by, res.Buckets); err != nil {
-					return err
-				}
-			}
-			var env struct {
-				Summary struct {
-					ActiveCount int     `json:"active_count"`
-					TotalCost   float64 `json:"total_cost"`
-					TotalCount  int     `json:"total_count"`
-					TotalHours  float64 `json:"total_hours"`
-				} `json:"summary"`
-				Chart []struct {
-					Date  string  `json:"date"`
-					Cost  float64 `json:"cost"`
-					Count int     `json:"count"`
-					Hours float64 `json:"hours"`
-				} `json:"chart"`
-			}
-			if err := c.do(ctx, http.MethodGet, envPath, nil, &env); err != nil {
-				return err
-			}
-			fmt.Fprintf(stdout, "\nenvironments in the last %d days: %d sandboxes (%d running), %.2f hours, $%.4f\n", *days, env.Summary.TotalCount,
-				env.Summary.ActiveCount, env.Summary.TotalHours, env.Summary.TotalCost)
-			if len(env.Chart) == 0 {
-				return nil
-			}
-			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "DAY	SANDBOXES	HOURS	COST")
-			for _, d := range env.Chart {
-				fmt.Fprintf(tw, "%s\t%d\t%.3f\t$%.4f\n", d.Date, d.Count, d.Hours, d.Cost)
-			}
-			return tw.Flush()
+			return c.printEnvironmentUsage(ctx, u, stdout)
 		}
 	}
+}
+
+// usageQuery is what `proctor usage` asks: the days back from now, and the grouping of
+// inference usage.
+type usageQuery struct {
+	days          int
+	by            string
+	start         time.Time // midnight (UTC) of the first day
+	inferencePath string
+	envPath       string
+}
+
+// newUsageQuery asks for the days days up to now, today included.
+func newUsageQuery(days int, by string, now time.Time) usageQuery {
+	start := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC).AddDate(0, 0, 1-days)
+	q := url.Values{"bucket_width": {"1d"}, "start": {start.Format(time.RFC3339)}, "end": {now.Format(time.RFC3339Nano)}}
+	if by != "" {
+		q.Set("group_by", by)
+	}
+	return usageQuery{days: days, by: by, start: start, inferencePath: "/v2/usage/inference?" + q.Encode(),
+		envPath: fmt.Sprintf("/v2/environments/usage?limit=1&days=%d", days)}
+}
+
+// printUsageJSON prints both answers as the API gives them, under the names of what they count.
+func (c *apiClient) printUsageJSON(ctx context.Context, u usageQuery, stdout io.Writer) error {
+	var both struct {
+		Inference    json.RawMessage `json:"inference"`
+		Environments json.RawMessage `json:"environments"`
+	}
+	if err := c.do(ctx, http.MethodGet, u.inferencePath, nil, &both.Inference); err != nil {
+		return err
+	}
+	if err := c.do(ctx, http.MethodGet, u.envPath, nil, &both.Environments); err != nil {
+		return err
+	}
+	return writeJSON(stdout, both)
+}
+
+// printInferenceUsage prints the inference calls and their cost, and a table of them per day
+// (and group) when there were any.
+func (c *apiClient) printInferenceUsage(ctx context.Context, u usageQuery, stdout io.Writer) error {
+	var res struct {
+		TotalRequests int               `json:"total_requests"`
+		TotalCost     float64           `json:"total_cost"`
+		Buckets       []inferenceBucket `json:"buckets"`
+	}
+	if err := c.do(ctx, http.MethodGet, u.inferencePath, nil, &res); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "inference since %s: %d calls, $%.4f\n", u.start.Format("2006-01-02"), res.TotalRequests, res.TotalCost)
+	if res.TotalRequests == 0 {
+		return nil
+	}
+	return inferenceTable(stdout, u.by, res.Buckets)
+}
+
+// printEnvironmentUsage prints the sandboxes run, their hours and cost, and a table of them per
+// day when there were any.
+func (c *apiClient) printEnvironmentUsage(ctx context.Context, u usageQuery, stdout io.Writer) error {
+	var env struct {
+		Summary struct {
+			ActiveCount int     `json:"active_count"`
+			TotalCost   float64 `json:"total_cost"`
+			TotalCount  int     `json:"total_count"`
+			TotalHours  float64 `json:"total_hours"`
+		} `json:"summary"`
+		Chart []struct {
+			Date  string  `json:"date"`
+			Cost  float64 `json:"cost"`
+			Count int     `json:"count"`
+			Hours float64 `json:"hours"`
+		} `json:"chart"`
+	}
+	if err := c.do(ctx, http.MethodGet, u.envPath, nil, &env); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\nenvironments in the last %d days: %d sandboxes (%d running), %.2f hours, $%.4f\n", u.days, env.Summary.TotalCount,
+		env.Summary.ActiveCount, env.Summary.TotalHours, env.Summary.TotalCost)
+	if len(env.Chart) == 0 {
+		return nil
+	}
+	tw := newTable(stdout, "DAY", "SANDBOXES", "HOURS", "COST")
+	for _, d := range env.Chart {
+		fmt.Fprintf(tw, "%s\t%d\t%.3f\t$%.4f\n", d.Date, d.Count, d.Hours, d.Cost)
+	}
+	return tw.Flush()
 }
 
 // inferenceBucket is one day of inference usage, by group.
@@ -109,12 +139,11 @@ type inferenceBucket = struct {
 }
 
 func inferenceTable(stdout io.Writer, by string, buckets []inferenceBucket) error {
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	columns := []string{"DAY", "CALLS", "PROMPT TOKENS", "COMPLETION TOKENS", "COST"}
 	if by != "" {
-		fmt.Fprintf(tw, "DAY\t%s\tCALLS\tPROMPT TOKENS\tCOMPLETION TOKENS\tCOST\n", by)
-	} else {
-		fmt.Fprintln(tw, "DAY\tCALLS\tPROMPT TOKENS\tCOMPLETION TOKENS\tCOST")
+		columns = slices.Insert(columns, 1, by)
 	}
+	tw := newTable(stdout, columns...)
 	for _, b := range buckets {
 		for _, g := range b.Groups {
 			day := b.Start.Format("2006-01-02")
