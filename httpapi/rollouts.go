@@ -233,7 +233,9 @@ func (s *Server) checkJobSize(versions, models, group int) error {
 	return nil
 }
 
-// runRolloutList serves POST /v2/rollouts/run_list: run a batch as one job.
+// runRolloutList serves POST /v2/rollouts/run_list: run a batch as one job. Whatever its size,
+// planning takes a fixed number of queries: the taskset's versions in one, explicit ids checked
+// in batches, each model once, then the job and its traces written in batches.
 func (s *Server) runRolloutList(ctx context.Context, in *runListInput) (*runListOutput, error) {
 	if err := s.requireWorkflows(); err != nil {
 		return nil, err
@@ -243,35 +245,14 @@ func (s *Server) runRolloutList(ctx context.Context, in *runListInput) (*runList
 	}
 	c := callerFrom(ctx)
 	b := in.Body
-	versions := b.TaskVersionIDs
-	// Versions listed from a taskset the caller sees need no check of their own; explicit
-	// ids are checked in batches, and those the caller cannot see are rejected.
-	checkVersions := true
-	if b.TasksetID != nil {
-		checkVersions = false
-		ts, err := s.store.GetTaskset(ctx, c, *b.TasksetID)
-		if err != nil {
-			return nil, storeError(err, "taskset")
-		}
-		for off := 0; ; off += 500 {
-			rows, _, err := s.store.ListTasks(ctx, c, ts.ID, 500, off)
-			if err != nil {
-				return nil, err
-			}
-			for _, r := range rows {
-				if r.LatestVersionID != nil {
-					versions = append(versions, *r.LatestVersionID)
-				}
-			}
-			if len(rows) < 500 {
-				break
-			}
-		}
-	}
-	if len(versions) == 0 {
-		return nil, validation("body.taskset_id", "nothing to run: the taskset has no tasks", b.TasksetID)
-	}
 	// Explicit ids are counted before any query; a taskset's once its tasks are listed.
+	if err := s.checkJobSize(len(b.TaskVersionIDs), len(b.ModelIDs), b.GroupSize); err != nil {
+		return nil, err
+	}
+	versions, visible, err := s.runListVersions(ctx, c, b.TasksetID, b.TaskVersionIDs)
+	if err != nil {
+		return nil, err
+	}
 	if err := s.checkJobSize(len(versions), len(b.ModelIDs), b.GroupSize); err != nil {
 		return nil, err
 	}
@@ -281,9 +262,6 @@ func (s *Server) runRolloutList(ctx context.Context, in *runListInput) (*runList
 			return nil, storeError(err, "parent job "+p.String())
 		}
 	}
-	out := &runListOutput{}
-	out.Body.Results = []RunListResult{}
-	var launch []models.LaunchTrace
 	okModel := map[uuid.UUID]error{}
 	for _, m := range b.ModelIDs {
 		model, err := s.store.GetModel(ctx, c, m)
@@ -292,28 +270,69 @@ func (s *Server) runRolloutList(ctx context.Context, in *runListInput) (*runList
 			md.ResolvedAgents = append(md.ResolvedAgents, models.ResolvedAgentOf(model))
 		}
 	}
-	var visible map[uuid.UUID]bool
-	if checkVersions {
-		var err error
-		if visible, err = s.store.VisibleTaskVersions(ctx, c, versions); err != nil {
-			return nil, err
-		}
+	out, launch := planRunList(versions, visible, b.ModelIDs, okModel, b.GroupSize, func(v, m uuid.UUID) models.LaunchTrace {
+		return models.LaunchTrace{TraceID: uuid.New(), TaskVersionID: v, ModelID: m, GroupID: fmt.Sprintf("%s/%s", v, m),
+			MaxSteps: b.MaxSteps, RuntimeConfig: b.RuntimeConfig}
+	})
+	if len(launch) == 0 {
+		return nil, newAPIError(http.StatusNotFound, "none of the task versions and models is visible to the caller")
 	}
+	job, _, err := s.store.LaunchJob(ctx, c, models.Launch{Kind: models.JobBatch, Name: b.Name, TasksetID: b.TasksetID, MaxSteps: b.MaxSteps, GroupSize: b.GroupSize,
+		MaxConcurrent: b.MaxConcurrent, Metadata: md, Traces: launch})
+	if err != nil {
+		return nil, storeError(err, "task version")
+	}
+	out.Body.JobID = job.ID
+	if err := s.workflows.StartRunList(ctx, job.ID, b.MaxConcurrent); err != nil {
+		id := requestIDFrom(ctx)
+		s.log.ErrorContext(ctx, "start run list", "request_id", id, "job", job.ID, "error", err)
+		return nil, newAPIError(http.StatusServiceUnavailable, "the job was recorded but its workflow could not start (request id "+id+")")
+	}
+	return out, nil
+}
+
+// runListVersions is what a run_list runs: every task of the taskset at its latest version, or
+// the explicit ids. Versions listed from a taskset the caller sees need no check of their own
+// (visible is nil); explicit ids are checked in batches, and those the caller cannot see are
+// rejected one by one in the results.
+func (s *Server) runListVersions(ctx context.Context, c *models.Caller, tasksetID *uuid.UUID, ids []uuid.UUID) ([]uuid.UUID, map[uuid.UUID]bool, error) {
+	if tasksetID != nil {
+		versions, err := s.store.LatestVersionIDs(ctx, c, *tasksetID)
+		if err != nil {
+			return nil, nil, storeError(err, "taskset")
+		}
+		if len(versions) == 0 {
+			return nil, nil, validation("body.taskset_id", "nothing to run: the taskset has no tasks", tasksetID)
+		}
+		return versions, nil, nil
+	}
+	visible, err := s.store.VisibleTaskVersions(ctx, c, ids)
+	return ids, visible, err
+}
+
+// planRunList pairs every version with every model, group times each: a pair the caller cannot
+// see (a version not in visible, when it is checked, or a model whose lookup failed) is a
+// rejected result, every other pair's attempts are launched. Past runListDetailAttempts
+// attempts, the results list only the rejected pairs.
+func planRunList(versions []uuid.UUID, visible map[uuid.UUID]bool, modelIDs []uuid.UUID, okModel map[uuid.UUID]error, group int,
+	attempt func(v, m uuid.UUID) models.LaunchTrace) (*runListOutput, []models.LaunchTrace) {
+	out := &runListOutput{}
+	out.Body.Results = []RunListResult{}
+	var launch []models.LaunchTrace
 	for _, v := range versions {
-		for _, m := range b.ModelIDs {
+		for _, m := range modelIDs {
 			res := RunListResult{TaskVersionID: v, ModelID: m, TraceIDs: []uuid.UUID{}}
 			switch {
-			case checkVersions && !visible[v]:
+			case visible != nil && !visible[v]:
 				res.Error = "no such task version is visible to the caller"
 			case okModel[m] != nil:
 				res.Error = "no such model is visible to the caller"
 			default:
 				res.Accepted = true
-				for g := 0; g < b.GroupSize; g++ {
-					id := uuid.New()
-					res.TraceIDs = append(res.TraceIDs, id)
-					launch = append(launch, models.LaunchTrace{TraceID: id, TaskVersionID: v, ModelID: m, GroupID: fmt.Sprintf("%s/%s", v, m),
-						MaxSteps: b.MaxSteps, RuntimeConfig: b.RuntimeConfig})
+				for range group {
+					lt := attempt(v, m)
+					res.TraceIDs = append(res.TraceIDs, lt.TraceID)
+					launch = append(launch, lt)
 				}
 			}
 			if res.Accepted {
@@ -335,21 +354,7 @@ func (s *Server) runRolloutList(ctx context.Context, in *runListInput) (*runList
 		}
 		out.Body.Results = rejected
 	}
-	if len(launch) == 0 {
-		return nil, newAPIError(http.StatusNotFound, "none of the task versions and models is visible to the caller")
-	}
-	job, _, err := s.store.LaunchJob(ctx, c, models.Launch{Kind: models.JobBatch, Name: b.Name, TasksetID: b.TasksetID, MaxSteps: b.MaxSteps, GroupSize: b.GroupSize,
-		MaxConcurrent: b.MaxConcurrent, Metadata: md, Traces: launch})
-	if err != nil {
-		return nil, storeError(err, "task version")
-	}
-	out.Body.JobID = job.ID
-	if err := s.workflows.StartRunList(ctx, job.ID, b.MaxConcurrent); err != nil {
-		id := requestIDFrom(ctx)
-		s.log.ErrorContext(ctx, "start run list", "request_id", id, "job", job.ID, "error", err)
-		return nil, newAPIError(http.StatusServiceUnavailable, "the job was recorded but its workflow could not start (request id "+id+")")
-	}
-	return out, nil
+	return out, launch
 }
 
 type submitInput struct {

@@ -1,10 +1,12 @@
 package models
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -126,98 +128,48 @@ type Launch struct {
 // not created again (launches are idempotent on client-minted trace ids); one another team has is
 // a conflict.
 func (s *Store) LaunchJob(ctx context.Context, c *Caller, l Launch) (*Job, []Trace, error) {
-	job := &Job{}
+	var job *Job
 	var traces []Trace
 	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		if l.JobID != nil {
-			err := tx.NewSelect().Model(job).Where("id = ?", *l.JobID).Scan(ctx)
-			switch {
-			case err == nil && job.TeamID != c.TeamID:
-				// Whose it is stays unsaid: ids are one namespace, not a way to probe other teams.
-				return fmt.Errorf("job id %s is taken: %w", *l.JobID, ErrConflict)
-			case err == nil:
-			case isNoRows(err):
-				job = nil
-			default:
-				return err
-			}
-		} else {
-			job = nil
-			// A launch repeated with the same client-minted trace ids returns the original job
-			// and traces rather than creating an empty job beside them.
-			if again, err := repeatedLaunch(ctx, tx, c, l.Traces); err != nil {
-				return err
-			} else if again != nil {
-				job = again
+		// The launch's reads take a fixed number of queries whatever its size: the traces that
+		// exist already, then the versions of the others.
+		ids := make([]uuid.UUID, len(l.Traces))
+		for i, lt := range l.Traces {
+			ids[i] = lt.TraceID
+		}
+		existing, err := rowsByID(ctx, tx, ids, func(t *Trace) uuid.UUID { return t.ID })
+		if err != nil {
+			return err
+		}
+		if job, err = launchingJob(ctx, tx, c, &l, existing); err != nil {
+			return err
+		}
+		var missing []uuid.UUID
+		for _, lt := range l.Traces {
+			if _, ok := existing[lt.TraceID]; !ok {
+				missing = append(missing, lt.TaskVersionID)
 			}
 		}
-		if job == nil {
-			id := uuid.New()
-			if l.JobID != nil {
-				id = *l.JobID
-			}
-			l.Metadata = l.Metadata.Listed()
-			if l.Kind == "" {
-				l.Kind = JobSingle
-			}
-			job = &Job{ID: id, TeamID: c.TeamID, CreatedBy: &c.UserID, APIKeyID: c.launchKey(), Kind: l.Kind, IsRemote: l.Kind == JobRemote, TasksetID: l.TasksetID, Name: l.Name, Status: JobPending,
-				MaxSteps: l.MaxSteps, GroupSize: l.GroupSize, MaxConcurrent: l.MaxConcurrent, Metadata: l.Metadata,
-				CreatedAt: now(), UpdatedAt: now()}
-			if _, err := tx.NewInsert().Model(job).Exec(ctx); err != nil {
-				return err
-			}
+		versions, err := rowsByID(ctx, tx, missing, func(v *TaskVersion) uuid.UUID { return v.ID })
+		if err != nil {
+			return err
 		}
 		var fresh []Trace
 		for _, lt := range l.Traces {
-			var existing Trace
-			err := tx.NewSelect().Model(&existing).Where("id = ?", lt.TraceID).Scan(ctx)
-			if err == nil {
-				if existing.TeamID != c.TeamID {
-					return fmt.Errorf("trace id %s is taken: %w", lt.TraceID, ErrConflict)
-				}
-				traces = append(traces, existing)
+			if t, ok := existing[lt.TraceID]; ok {
+				traces = append(traces, t)
 				continue
 			}
-			if !isNoRows(err) {
-				return err
+			v, ok := versions[lt.TaskVersionID]
+			if !ok {
+				return fmt.Errorf("task version %s: %w", lt.TaskVersionID, ErrNotFound)
 			}
-			var v TaskVersion
-			if err := tx.NewSelect().Model(&v).Where("id = ?", lt.TaskVersionID).Scan(ctx); err != nil {
-				return notFound(err, "task version "+lt.TaskVersionID.String())
-			}
-			rc := v.RuntimeConfig
-			if lt.RuntimeConfig != nil {
-				rc = lt.RuntimeConfig.Over(v.RuntimeConfig)
-			}
-			if lt.Metadata == nil {
-				lt.Metadata = map[string]any{}
-			}
-			modelID := lt.ModelID
-			t := Trace{ID: lt.TraceID, TeamID: c.TeamID, JobID: job.ID, TaskID: &v.TaskID, TaskVersionID: &v.ID, ModelID: &modelID,
-				GroupID: lt.GroupID, Name: lt.Name, Status: TracePending, Metadata: lt.Metadata, RuntimeConfig: rc,
-				MaxSteps: lt.MaxSteps, IsValid: true, CreatedAt: now(), UpdatedAt: now()}
-			if lt.Args != nil {
-				t.ScenarioArgs = maps.Clone(v.Args)
-				if t.ScenarioArgs == nil {
-					t.ScenarioArgs = map[string]any{}
-				}
-				maps.Copy(t.ScenarioArgs, lt.Args)
-			}
-			if lt.AgentConfig != nil {
-				ac := lt.AgentConfig.Over(v.AgentConfig)
-				t.AgentConfig = &ac
-			}
-			if t.Name == "" {
-				t.Name = v.Name
-			}
+			t := newTrace(c, job.ID, lt, &v)
 			traces = append(traces, t)
 			fresh = append(fresh, t)
 		}
 		// Two launches racing with the same client-minted id: the second writes nothing.
-		if err := insertInBatches(ctx, tx, fresh, "CONFLICT (id) DO NOTHING"); err != nil {
-			return err
-		}
-		return nil
+		return insertInBatches(ctx, tx, fresh, "CONFLICT (id) DO NOTHING")
 	})
 	if err != nil {
 		if errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) {
@@ -228,34 +180,110 @@ func (s *Store) LaunchJob(ctx context.Context, c *Caller, l Launch) (*Job, []Tra
 	return job, traces, nil
 }
 
-// repeatedLaunch is the job of a launch whose traces all exist already in the caller's team (a
-// client retrying with its own trace ids), or nil.
-func repeatedLaunch(ctx context.Context, tx bun.Tx, c *Caller, lts []LaunchTrace) (*Job, error) {
-	if len(lts) == 0 {
-		return nil, nil
-	}
-	ids := make([]uuid.UUID, len(lts))
-	for i, lt := range lts {
-		ids[i] = lt.TraceID
-	}
-	// Every trace exists, all in one job: one group holding them all.
-	var groups []struct {
-		JobID uuid.UUID `bun:"job_id"`
-		N     int       `bun:"n"`
-	}
-	if err := tx.NewSelect().Model((*Trace)(nil)).ColumnExpr("job_id, COUNT(*) AS n").Where("id IN (?) AND team_id = ?", bun.In(ids), c.TeamID).
-		GroupExpr("job_id").Scan(ctx, &groups); err != nil {
-		return nil, err
-	}
-	if len(groups) != 1 || groups[0].N != len(ids) {
-		return nil, nil
+// launchingJob is the job a launch goes into: the one l.JobID names, or the one every trace of a
+// repeated launch (the same client-minted trace ids) is already in, or else a new one, written
+// now. A trace or job id another team holds is a conflict (whose it is stays unsaid: ids are one
+// namespace, not a way to probe other teams).
+func launchingJob(ctx context.Context, tx bun.Tx, c *Caller, l *Launch, existing map[uuid.UUID]Trace) (*Job, error) {
+	var jobs []uuid.UUID
+	for _, t := range existing {
+		if t.TeamID != c.TeamID {
+			return nil, fmt.Errorf("trace id %s is taken: %w", t.ID, ErrConflict)
+		}
+		if !slices.Contains(jobs, t.JobID) {
+			jobs = append(jobs, t.JobID)
+		}
 	}
 	job := new(Job)
-	if err := tx.NewSelect().Model(job).Where("id = ?", groups[0].JobID).Scan(ctx); err != nil {
+	switch {
+	case l.JobID != nil:
+		err := tx.NewSelect().Model(job).Where("id = ?", *l.JobID).Scan(ctx)
+		switch {
+		case err == nil && job.TeamID != c.TeamID:
+			return nil, fmt.Errorf("job id %s is taken: %w", *l.JobID, ErrConflict)
+		case err == nil:
+			return job, nil
+		case !isNoRows(err):
+			return nil, err
+		}
+	case len(l.Traces) > 0 && len(existing) == len(l.Traces) && len(jobs) == 1:
+		// A launch repeated with the same trace ids returns the original job and traces rather
+		// than creating an empty job beside them.
+		if err := tx.NewSelect().Model(job).Where("id = ?", jobs[0]).Scan(ctx); err != nil {
+			return nil, err
+		}
+		return job, nil
+	}
+	id := uuid.New()
+	if l.JobID != nil {
+		id = *l.JobID
+	}
+	l.Metadata = l.Metadata.Listed()
+	if l.Kind == "" {
+		l.Kind = JobSingle
+	}
+	job = &Job{ID: id, TeamID: c.TeamID, CreatedBy: &c.UserID, APIKeyID: c.launchKey(), Kind: l.Kind, IsRemote: l.Kind == JobRemote, TasksetID: l.TasksetID, Name: l.Name, Status: JobPending,
+		MaxSteps: l.MaxSteps, GroupSize: l.GroupSize, MaxConcurrent: l.MaxConcurrent, Metadata: l.Metadata,
+		CreatedAt: now(), UpdatedAt: now()}
+	if _, err := tx.NewInsert().Model(job).Exec(ctx); err != nil {
 		return nil, err
 	}
 	return job, nil
 }
+
+// newTrace is the pending trace of an attempt of version v in job: the launch's runtime config,
+// scenario args and agent config over the version's.
+func newTrace(c *Caller, job uuid.UUID, lt LaunchTrace, v *TaskVersion) Trace {
+	rc := v.RuntimeConfig
+	if lt.RuntimeConfig != nil {
+		rc = lt.RuntimeConfig.Over(v.RuntimeConfig)
+	}
+	if lt.Metadata == nil {
+		lt.Metadata = map[string]any{}
+	}
+	modelID := lt.ModelID
+	t := Trace{ID: lt.TraceID, TeamID: c.TeamID, JobID: job, TaskID: &v.TaskID, TaskVersionID: &v.ID, ModelID: &modelID,
+		GroupID: lt.GroupID, Name: lt.Name, Status: TracePending, Metadata: lt.Metadata, RuntimeConfig: rc,
+		MaxSteps: lt.MaxSteps, IsValid: true, CreatedAt: now(), UpdatedAt: now()}
+	if lt.Args != nil {
+		t.ScenarioArgs = maps.Clone(v.Args)
+		if t.ScenarioArgs == nil {
+			t.ScenarioArgs = map[string]any{}
+		}
+		maps.Copy(t.ScenarioArgs, lt.Args)
+	}
+	if lt.AgentConfig != nil {
+		ac := lt.AgentConfig.Over(v.AgentConfig)
+		t.AgentConfig = &ac
+	}
+	if t.Name == "" {
+		t.Name = v.Name
+	}
+	return t
+}
+
+// rowsByID reads the rows of T whose id (as id reads it) is in ids, by id, idChunk ids a
+// statement (a statement's parameters are limited).
+func rowsByID[T any](ctx context.Context, db bun.IDB, ids []uuid.UUID, id func(*T) uuid.UUID) (map[uuid.UUID]T, error) {
+	out := make(map[uuid.UUID]T, len(ids))
+	ids = slices.Clone(ids)
+	slices.SortFunc(ids, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+	ids = slices.Compact(ids)
+	for start := 0; start < len(ids); start += idChunk {
+		var rows []T
+		if err := db.NewSelect().Model(&rows).Where("?TableAlias.id IN (?)", bun.In(ids[start:min(start+idChunk, len(ids))])).Scan(ctx); err != nil {
+			return nil, err
+		}
+		for _, r := range rows {
+			out[id(&r)] = r
+		}
+	}
+	return out, nil
+}
+
+// idChunk bounds the ids of one IN list: Postgres takes 65,535 parameters a statement, SQLite
+// 32,766.
+const idChunk = 5000
 
 // JobRow is a job as one caller sees it.
 type JobRow struct {

@@ -558,18 +558,14 @@ func (s *Store) GetTaskVersion(ctx context.Context, c *Caller, id uuid.UUID) (*T
 	return v, nil
 }
 
-// visibleVersionsChunk bounds the ids of one VisibleTaskVersions query (SQLite takes up to
-// 32,766 bound variables).
-const visibleVersionsChunk = 5000
-
 // VisibleTaskVersions says which of ids are task versions the caller may see (those of tasksets it
 // may read), as GetTaskVersion would one by one, in a query per 5,000 ids and one per distinct
 // taskset: a launch of 100,000 explicit versions costs tens of queries, not 200,000.
 func (s *Store) VisibleTaskVersions(ctx context.Context, c *Caller, ids []uuid.UUID) (map[uuid.UUID]bool, error) {
 	visible := make(map[uuid.UUID]bool, len(ids))
 	seen := map[uuid.UUID]bool{}
-	for start := 0; start < len(ids); start += visibleVersionsChunk {
-		chunk := ids[start:min(start+visibleVersionsChunk, len(ids))]
+	for start := 0; start < len(ids); start += idChunk {
+		chunk := ids[start:min(start+idChunk, len(ids))]
 		var rows []struct {
 			ID        uuid.UUID `bun:"id"`
 			TasksetID uuid.UUID `bun:"taskset_id"`

@@ -1,0 +1,75 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+
+	"github.com/proctorhq/proctor/internal/storetest"
+	"github.com/proctorhq/proctor/models"
+)
+
+// statementCount counts the statements a store runs.
+type statementCount struct{ n atomic.Int64 }
+
+func (q *statementCount) BeforeQuery(ctx context.Context, _ *bun.QueryEvent) context.Context {
+	q.n.Add(1)
+	return ctx
+}
+
+func (q *statementCount) AfterQuery(context.Context, *bun.QueryEvent) {}
+
+// launchQueries bounds the statements of a run_list of 10,000 attempts (a taskset of 100 tasks ×
+// 2 models × group size 50), authentication and the spend check included: planning takes a
+// fixed number of queries however many tasks the taskset holds (it paged the tasks 500 at a time
+// before, three queries a page), and the traces are written in batches.
+const launchQueries = 40
+
+func TestLaunchingTenThousandAttemptsTakesFewQueries(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *models.Store) {
+		f := newFixture(t, s, Options{Workflows: launchRecorder{}})
+		var tasks []string
+		for i := range 100 {
+			tasks = append(tasks, fmt.Sprintf(`{"name":"t%03d","prompt":"p"}`, i))
+		}
+		up := decode[UploadResult](t, f.do("POST", "/v2/tasks/upload", "key", strings.NewReader(`{"taskset_name":"big","tasks":[`+strings.Join(tasks, ",")+`]}`)))
+		var ids []string
+		for _, name := range []string{"one", "two"} {
+			m := &models.LLMModel{ModelName: name, Name: name, Provider: "proctor", Adapter: models.AdapterOracle}
+			if err := s.UpsertModel(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, `"`+m.ID.String()+`"`)
+		}
+		count := &statementCount{}
+		s.DB.AddQueryHook(count)
+		r := f.do("POST", "/v2/rollouts/run_list", "key", strings.NewReader(`{"taskset_id":"`+up.TasksetID.String()+
+			`","model_ids":[`+strings.Join(ids, ",")+`],"group_size":50}`))
+		n := count.n.Load()
+		if r.status != 201 {
+			t.Fatalf("run_list = %d %s", r.status, r.body)
+		}
+		var out struct {
+			JobID            uuid.UUID `json:"job_id"`
+			Accepted         int       `json:"accepted"`
+			ResultsTruncated bool      `json:"results_truncated"`
+		}
+		json.Unmarshal(r.body, &out)
+		if out.Accepted != 200 || !out.ResultsTruncated {
+			t.Fatalf("run_list accepted %d pairs (truncated %v), want 200 pairs of 50 attempts", out.Accepted, out.ResultsTruncated)
+		}
+		if traces, err := s.JobTraceIDsPage(ctx, out.JobID, 0, 20000); err != nil || len(traces) != 10000 {
+			t.Fatalf("the job holds %d traces, %v; want 10,000", len(traces), err)
+		}
+		if n > launchQueries {
+			t.Errorf("launching 10,000 attempts ran %d statements, want at most %d", n, launchQueries)
+		}
+		t.Logf("launching 10,000 attempts ran %d statements", n)
+	})
+}
