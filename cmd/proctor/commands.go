@@ -180,7 +180,20 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddGroup(&cobra.Group{ID: "platform", Title: "Run the platform:"},
 		&cobra.Group{ID: "client", Title: "Use it (client commands):"})
 
-	platform := []*cobra.Command{
+	for _, c := range platformCommands(stdout, stderr) {
+		c.GroupID = "platform"
+		root.AddCommand(c)
+	}
+	for _, c := range clientCommands(stdout, stderr) {
+		c.GroupID = "client"
+		root.AddCommand(c)
+	}
+	return root
+}
+
+// platformCommands are the commands that run the platform, or a part of it.
+func platformCommands(stdout, stderr io.Writer) []*cobra.Command {
+	return []*cobra.Command{
 		devCommand(stdout, stderr, nil),
 		serverCommand(stderr),
 		workerCommand(stderr),
@@ -203,11 +216,10 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		{Use: "version", Short: "Print the version", Args: noArgs,
 			Run: func(*cobra.Command, []string) { fmt.Fprintln(stdout, "proctor", versionString()) }},
 	}
-	for _, c := range platform {
-		c.GroupID = "platform"
-		root.AddCommand(c)
-	}
+}
 
+// clientCommands are the commands that use a running platform through its API.
+func clientCommands(stdout, stderr io.Writer) []*cobra.Command {
 	tasks := group(&cobra.Command{Use: "tasks", Short: "Upload and export tasks"})
 	tasks.AddCommand(
 		withFlags(&cobra.Command{Use: "upload FILE.json|FILE.jsonl", Short: "Create or update tasks from a file", Args: exactArgs(1)}, cmdTasksUpload(stdout, stderr)),
@@ -226,7 +238,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	env.AddCommand(withFlags(&cobra.Command{Use: "deploy DIR", Short: "Build an environment from source, make it the latest, and print its scenarios", Args: exactArgs(1)}, cmdEnvDeploy(stdout, stderr)))
 	env.AddCommand(withFlags(&cobra.Command{Use: "set-latest BUILD", Short: "Make a succeeded build the one new runs of its environment use", Args: idArg("build", "proctor env deploy")}, cmdEnvSetLatest(stdout)))
 
-	client := []*cobra.Command{
+	return []*cobra.Command{
 		withFlags(&cobra.Command{Use: "eval TASKSET --model MODEL", Short: "Run a job with live progress, then a per-task table and its cost",
 			Long: "Runs every task of TASKSET (a taskset name: see proctor tasksets list) with MODEL (see proctor models),\n" +
 				"follows the job live, then prints a per-task table and the job's cost. Ctrl-C cancels the job.",
@@ -240,11 +252,6 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		withFlags(&cobra.Command{Use: "usage", Short: "Inference calls, environment time and cost per day", Args: noArgs}, cmdUsage(stdout, stderr)),
 		withFlags(&cobra.Command{Use: "instances ENV", Short: "An environment's sandboxes; stop some with --stop", Args: exactArgs(1)}, cmdInstances(stdout, stderr)),
 	}
-	for _, c := range client {
-		c.GroupID = "client"
-		root.AddCommand(c)
-	}
-	return root
 }
 
 // adminCommand is `proctor admin RESOURCE ACTION [flags]`.
