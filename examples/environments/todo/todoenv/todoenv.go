@@ -96,92 +96,64 @@ type scenarioArgs struct {
 	Items []string `json:"items" jsonschema:"titles of the todos the scenario is about"`
 }
 
+// New builds the todo environment. It reads as the environment's manifest: the state, the
+// lifecycle hooks, the visible tools, the setup and evaluate hubs, the scenarios and the
+// telemetry resource.
 func New(logger *slog.Logger) (*envserver.Server, error) {
 	st := &store{nextID: 1}
 	srv := envserver.New("todo-env",
 		envserver.WithVersion("1.0.0"),
 		envserver.WithInstructions("A todo list. Add todos with add_todo, see them with list_todos, "+
 			"finish them with complete_todo and remove them with delete_todo."),
-		envserver.WithEnv(st),
 		envserver.WithLogger(logger))
-
-	srv.OnInitialize(func(ctx context.Context, ic *envserver.InitContext) error {
-		if err := ic.Progress(ctx, 10, 100, "opening the todo store"); err != nil {
-			return err
-		}
-		st.reset(nil)
-		st.mu.Lock()
-		st.ready = true
-		st.mu.Unlock()
-		return ic.Progress(ctx, 100, 100, "todo store ready")
-	})
+	srv.OnInitialize(st.open)
 	srv.OnShutdown(func(ctx context.Context) error {
 		logger.Info("todo environment terminating", "todos", len(st.list()))
 		return nil
 	})
+	err := errors.Join(
+		addTools(srv, st),
+		addHubs(srv, st),
+		addScenarios(srv),
+		srv.Resource("telemetry://live", "Live status of the todo store", st.telemetry),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("build todo environment: %w", err)
+	}
+	return srv, nil
+}
 
-	var errs []error
-	add := func(_ any, err error) { errs = append(errs, err) }
+// addTools registers the visible tools: what the agent works with.
+func addTools(srv *envserver.Server, st *store) error {
+	return errors.Join(
+		added(envserver.AddTool(srv, "add_todo", "Add a todo to the list", st.addTodo)),
+		added(envserver.AddTool(srv, "list_todos", "List all todos", st.listTodos)),
+		added(envserver.AddTool(srv, "complete_todo", "Mark a todo as done", st.completeTodo)),
+		added(envserver.AddTool(srv, "delete_todo", "Delete a todo", st.deleteTodo)),
+	)
+}
 
-	add(envserver.AddTool(srv, "add_todo", "Add a todo to the list", func(ctx context.Context, in addTodoArgs) (todoResult, error) {
-		if strings.TrimSpace(in.Title) == "" {
-			return todoResult{}, errors.New("title must not be empty")
-		}
-		st.mu.Lock()
-		defer st.mu.Unlock()
-		t := Todo{ID: st.nextID, Title: strings.TrimSpace(in.Title)}
-		st.nextID++
-		st.todos = append(st.todos, t)
-		return todoResult{t}, nil
-	}))
-	add(envserver.AddTool(srv, "list_todos", "List all todos", func(ctx context.Context, _ struct{}) (listResult, error) {
-		return listResult{Todos: st.list()}, nil
-	}))
-	add(envserver.AddTool(srv, "complete_todo", "Mark a todo as done", func(ctx context.Context, in idArgs) (todoResult, error) {
-		st.mu.Lock()
-		defer st.mu.Unlock()
-		for i := range st.todos {
-			if st.todos[i].ID == in.ID {
-				st.todos[i].Done = true
-				return todoResult{st.todos[i]}, nil
-			}
-		}
-		return todoResult{}, fmt.Errorf("no todo with id %d", in.ID)
-	}))
-	add(envserver.AddTool(srv, "delete_todo", "Delete a todo", func(ctx context.Context, in idArgs) (todoResult, error) {
-		st.mu.Lock()
-		defer st.mu.Unlock()
-		for i, t := range st.todos {
-			if t.ID == in.ID {
-				st.todos = slices.Delete(st.todos, i, i+1)
-				return todoResult{t}, nil
-			}
-		}
-		return todoResult{}, fmt.Errorf("no todo with id %d", in.ID)
-	}))
-
+// addHubs registers the hidden functions the platform prepares and scores an attempt with,
+// behind the setup and evaluate dispatchers.
+func addHubs(srv *envserver.Server, st *store) error {
 	setup := envserver.NewHub(envserver.SetupHub)
-	add(envserver.AddTool(setup, "clear", "Empty the list", func(ctx context.Context, _ scenarioArgs) (listResult, error) {
-		env, _ := envserver.Env[*store](ctx)
-		return listResult{Todos: env.reset(nil)}, nil
-	}))
-	add(envserver.AddTool(setup, "seed", "Replace the list with open todos titled items, ids from 1", func(ctx context.Context, in scenarioArgs) (listResult, error) {
-		env, _ := envserver.Env[*store](ctx)
-		return listResult{Todos: env.reset(in.Items)}, nil
-	}))
-
 	evaluate := envserver.NewHub(envserver.EvaluateHub)
-	add(envserver.AddTool(evaluate, "todos_exist", "Reward the share of items present in the list", func(ctx context.Context, in scenarioArgs) (envserver.EvaluationResult, error) {
-		env, _ := envserver.Env[*store](ctx)
-		return score(env.list(), in.Items, func(Todo) bool { return true }, "present"), nil
-	}))
-	add(envserver.AddTool(evaluate, "todos_completed", "Reward the share of items present and done", func(ctx context.Context, in scenarioArgs) (envserver.EvaluationResult, error) {
-		env, _ := envserver.Env[*store](ctx)
-		return score(env.list(), in.Items, func(t Todo) bool { return t.Done }, "done"), nil
-	}))
-	errs = append(errs, srv.Mount(setup), srv.Mount(evaluate))
+	return errors.Join(
+		added(envserver.AddTool(setup, "clear", "Empty the list", st.clear)),
+		added(envserver.AddTool(setup, "seed", "Replace the list with open todos titled items, ids from 1", st.seed)),
+		added(envserver.AddTool(evaluate, "todos_exist", "Reward the share of items present in the list", st.todosExist)),
+		added(envserver.AddTool(evaluate, "todos_completed", "Reward the share of items present and done", st.todosCompleted)),
+		srv.Mount(setup),
+		srv.Mount(evaluate),
+	)
+}
 
-	errs = append(errs,
+// added keeps the error of an [envserver.AddTool], dropping the function it hands back.
+func added[F any](_ F, err error) error { return err }
+
+// addScenarios declares the tasks: the prompt the agent gets and the hub calls around it.
+func addScenarios(srv *envserver.Server) error {
+	return errors.Join(
 		envserver.AddScenario(srv, envserver.Scenario[scenarioArgs]{
 			Name:        "add-todos",
 			Title:       "Add todos",
@@ -198,29 +170,97 @@ func New(logger *slog.Logger) (*envserver.Server, error) {
 			Setup:       envserver.Call{Tool: envserver.SetupHub, Name: "seed"},
 			Evaluate:    envserver.Call{Tool: envserver.EvaluateHub, Name: "todos_completed"},
 		}),
-		srv.Resource("telemetry://live", "Live status of the todo store", func(ctx context.Context) (any, error) {
-			todos := st.list()
-			done := 0
-			for _, t := range todos {
-				if t.Done {
-					done++
-				}
-			}
-			st.mu.Lock()
-			ready := st.ready
-			st.mu.Unlock()
-			status := "starting"
-			if ready {
-				status = "running"
-			}
-			return map[string]any{"provider": "todo-env", "status": status, "todos": len(todos), "done": done,
-				"timestamp": time.Now().UTC().Format(time.RFC3339)}, nil
-		}),
 	)
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("build todo environment: %w", err)
+}
+
+// open is the initialize hook: the store starts empty, and telemetry reports it running.
+func (s *store) open(ctx context.Context, ic *envserver.InitContext) error {
+	if err := ic.Progress(ctx, 10, 100, "opening the todo store"); err != nil {
+		return err
 	}
-	return srv, nil
+	s.reset(nil)
+	s.mu.Lock()
+	s.ready = true
+	s.mu.Unlock()
+	return ic.Progress(ctx, 100, 100, "todo store ready")
+}
+
+func (s *store) addTodo(ctx context.Context, in addTodoArgs) (todoResult, error) {
+	if strings.TrimSpace(in.Title) == "" {
+		return todoResult{}, errors.New("title must not be empty")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := Todo{ID: s.nextID, Title: strings.TrimSpace(in.Title)}
+	s.nextID++
+	s.todos = append(s.todos, t)
+	return todoResult{t}, nil
+}
+
+func (s *store) listTodos(ctx context.Context, _ struct{}) (listResult, error) {
+	return listResult{Todos: s.list()}, nil
+}
+
+func (s *store) completeTodo(ctx context.Context, in idArgs) (todoResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.todos {
+		if s.todos[i].ID == in.ID {
+			s.todos[i].Done = true
+			return todoResult{s.todos[i]}, nil
+		}
+	}
+	return todoResult{}, fmt.Errorf("no todo with id %d", in.ID)
+}
+
+func (s *store) deleteTodo(ctx context.Context, in idArgs) (todoResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, t := range s.todos {
+		if t.ID == in.ID {
+			s.todos = slices.Delete(s.todos, i, i+1)
+			return todoResult{t}, nil
+		}
+	}
+	return todoResult{}, fmt.Errorf("no todo with id %d", in.ID)
+}
+
+// clear is the setup function of add-todos.
+func (s *store) clear(ctx context.Context, _ scenarioArgs) (listResult, error) {
+	return listResult{Todos: s.reset(nil)}, nil
+}
+
+// seed is the setup function of complete-todos.
+func (s *store) seed(ctx context.Context, in scenarioArgs) (listResult, error) {
+	return listResult{Todos: s.reset(in.Items)}, nil
+}
+
+func (s *store) todosExist(ctx context.Context, in scenarioArgs) (envserver.EvaluationResult, error) {
+	return score(s.list(), in.Items, func(Todo) bool { return true }, "present"), nil
+}
+
+func (s *store) todosCompleted(ctx context.Context, in scenarioArgs) (envserver.EvaluationResult, error) {
+	return score(s.list(), in.Items, func(t Todo) bool { return t.Done }, "done"), nil
+}
+
+// telemetry is the resource telemetry://live: what a dashboard polls.
+func (s *store) telemetry(ctx context.Context) (any, error) {
+	todos := s.list()
+	done := 0
+	for _, t := range todos {
+		if t.Done {
+			done++
+		}
+	}
+	s.mu.Lock()
+	ready := s.ready
+	s.mu.Unlock()
+	status := "starting"
+	if ready {
+		status = "running"
+	}
+	return map[string]any{"provider": "todo-env", "status": status, "todos": len(todos), "done": done,
+		"timestamp": time.Now().UTC().Format(time.RFC3339)}, nil
 }
 
 // score rewards the share of wanted titles that are in todos and satisfy ok.
