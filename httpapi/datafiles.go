@@ -113,12 +113,12 @@ func plainName(name string) bool {
 func validName(name, group string) error {
 	var errs models.ValidationError
 	if !plainName(name) || strings.TrimSpace(name) != name {
-		errs = append(errs, models.FieldError{Location: "body.name", Message: "a file name has no slash and no leading or trailing space, and is not . or ..", Value: name})
+		errs = append(errs, models.FieldError{Location: "name", Message: "a file name has no slash and no leading or trailing space, and is not . or ..", Value: name})
 	}
 	if group != "" {
 		for _, seg := range strings.Split(group, "/") {
 			if seg == "" || !plainName(seg) || strings.TrimSpace(seg) != seg {
-				errs = append(errs, models.FieldError{Location: "body.group", Message: "a group is a relative folder path like reports/2026: no empty, . or .. parts", Value: group})
+				errs = append(errs, models.FieldError{Location: "group", Message: "a group is a relative folder path like reports/2026: no empty, . or .. parts", Value: group})
 				break
 			}
 		}

@@ -170,14 +170,20 @@ func init() {
 }
 
 // storeError maps the store's sentinel errors to API errors; anything else is a 500 whose detail
-// stays in the log.
+// stays in the log. The fields of a validation error came from the request's body.
 func storeError(err error, what string) error {
+	return storeErrorIn(err, "body", what)
+}
+
+// storeErrorIn is storeError for a store call whose input came from the request's part in
+// ("query", "path"), which locates the fields of a validation error.
+func storeErrorIn(err error, in, what string) error {
 	var verr models.ValidationError
 	switch {
 	case errors.As(err, &verr):
 		details := make([]error, len(verr))
 		for i, e := range verr {
-			details[i] = &huma.ErrorDetail{Location: e.Location, Message: e.Message, Value: e.Value}
+			details[i] = fieldDetail(in, e)
 		}
 		return newHumaError(http.StatusUnprocessableEntity, "validation failed", details...)
 	case errors.Is(err, models.ErrForbidden):
@@ -196,4 +202,17 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(newAPIError(status, msg).ErrorBody) //nolint:errcheck // the client went away
+}
+
+// fieldDetail locates a store's invalid field in the request: its path under the part in.
+func fieldDetail(in string, e models.FieldError) *huma.ErrorDetail {
+	loc := in
+	switch {
+	case e.Location == "":
+	case strings.HasPrefix(e.Location, "["):
+		loc += e.Location
+	default:
+		loc += "." + e.Location
+	}
+	return &huma.ErrorDetail{Location: loc, Message: e.Message, Value: e.Value}
 }

@@ -107,7 +107,7 @@ func (s *Server) getModelResults(ctx context.Context, in *modelResultsInput) (*m
 	}
 	rs, err := s.store.ModelResults(ctx, c, in.ModelID, cps, in.Purpose)
 	if err != nil {
-		return nil, storeError(err, "model")
+		return nil, storeErrorIn(err, "query", "model")
 	}
 	sug, err := s.store.SuggestTasksets(ctx, c, in.ModelID, models.SuggestQuery{Purpose: in.Purpose, Limit: 10})
 	if err != nil {

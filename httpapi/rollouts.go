@@ -387,8 +387,8 @@ func (in *submitInput) Resolve(huma.Context) []error {
 	}
 	errs := nilIDs(map[string]*uuid.UUID{"body.trace_id": &in.Body.TraceID, "body.job_id": in.Body.JobID})
 	if c := in.Body.Agent.Config; c != nil {
-		for _, fe := range c.Check("body.agent.config") {
-			errs = append(errs, &huma.ErrorDetail{Location: fe.Location, Message: fe.Message, Value: fe.Value})
+		for _, fe := range c.Check("agent.config") {
+			errs = append(errs, fieldDetail("body", fe))
 		}
 		if _, err := in.maxSteps(); err != nil {
 			errs = append(errs, err)

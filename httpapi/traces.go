@@ -463,7 +463,7 @@ func (s *Server) getRelatedTraces(ctx context.Context, in *relatedInput) (*struc
 	}
 	rows, err := s.store.RelatedTraces(ctx, c, anchor, q)
 	if err != nil {
-		return nil, storeError(err, "trace")
+		return nil, storeErrorIn(err, "query", "trace")
 	}
 	out := &struct{ Body []RelatedTrace }{Body: []RelatedTrace{}}
 	for i := range rows {

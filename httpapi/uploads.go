@@ -176,16 +176,16 @@ var sha256Hex = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
 func (b *CreateUploadRequest) check() error {
 	var errs models.ValidationError
 	if b.Name == "" || len(b.Name) > 255 || !plainName(b.Name) {
-		errs = append(errs, models.FieldError{Location: "body.name", Message: "a file name of 1 to 255 bytes, with no slash, not . or ..", Value: b.Name})
+		errs = append(errs, models.FieldError{Location: "name", Message: "a file name of 1 to 255 bytes, with no slash, not . or ..", Value: b.Name})
 	}
 	if b.Size < 0 {
-		errs = append(errs, models.FieldError{Location: "body.size", Message: "expected number >= 0", Value: b.Size})
+		errs = append(errs, models.FieldError{Location: "size", Message: "expected number >= 0", Value: b.Size})
 	}
 	if b.ContentType == "" || len(b.ContentType) > 255 {
-		errs = append(errs, models.FieldError{Location: "body.content_type", Message: "a media type of 1 to 255 bytes", Value: b.ContentType})
+		errs = append(errs, models.FieldError{Location: "content_type", Message: "a media type of 1 to 255 bytes", Value: b.ContentType})
 	}
 	if b.SHA256 != "" && !sha256Hex.MatchString(b.SHA256) {
-		errs = append(errs, models.FieldError{Location: "body.sha256", Message: "64 hex digits", Value: b.SHA256})
+		errs = append(errs, models.FieldError{Location: "sha256", Message: "64 hex digits", Value: b.SHA256})
 	}
 	if len(errs) > 0 {
 		return storeError(errs, "")

@@ -209,7 +209,7 @@ func (s *Store) TriggerBuild(ctx context.Context, c *Caller, in TriggerBuild) (*
 			}
 			// Both may be given when they name the same environment.
 			if in.Name != "" && in.Name != reg.Name {
-				return ValidationError{{Location: "body.name", Value: in.Name,
+				return ValidationError{{Location: "name", Value: in.Name,
 					Message: fmt.Sprintf("registry_id names the environment %q: give its name, or only one of name and registry_id", reg.Name)}}
 			}
 		default:

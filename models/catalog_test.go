@@ -210,8 +210,8 @@ func TestUploadVersionsTasksAndExportRoundTrips(t *testing.T) {
 		if !errors.As(err, &verr) {
 			t.Fatalf("invalid upload: %v, want a ValidationError", err)
 		}
-		want := []string{"body.tasks[0].name", "body.tasks[2].name", "body.tasks[3].env", "body.tasks[4].scenario", "body.tasks[5].prompt",
-			"body.tasks[6].validation[0].name", "body.tasks[6].agent_config.allowed_tools[1]", "body.tasks[7].task_id"}
+		want := []string{"tasks[0].name", "tasks[2].name", "tasks[3].env", "tasks[4].scenario", "tasks[5].prompt",
+			"tasks[6].validation[0].name", "tasks[6].agent_config.allowed_tools[1]", "tasks[7].task_id"}
 		var got []string
 		for _, e := range verr {
 			got = append(got, e.Location)
@@ -302,10 +302,10 @@ func TestUploadRefusesArgsTheScenarioCannotTake(t *testing.T) {
 			task  models.TaskUpload
 			where string
 		}{
-			{"a string for a list", task("a", map[string]any{"items": "milk"}, "lists"), "body.tasks[1].args.items"},
-			{"a number in a list of strings", task("b", map[string]any{"items": []any{"milk", 3}}, "lists"), "body.tasks[1].args.items[1]"},
-			{"a required argument left out", task("c", map[string]any{}, "lists"), "body.tasks[1].args"},
-			{"a scenario without its environment", task("d", map[string]any{"items": []any{"milk"}}, ""), "body.tasks[1].env"},
+			{"a string for a list", task("a", map[string]any{"items": "milk"}, "lists"), "tasks[1].args.items"},
+			{"a number in a list of strings", task("b", map[string]any{"items": []any{"milk", 3}}, "lists"), "tasks[1].args.items[1]"},
+			{"a required argument left out", task("c", map[string]any{}, "lists"), "tasks[1].args"},
+			{"a scenario without its environment", task("d", map[string]any{"items": []any{"milk"}}, ""), "tasks[1].env"},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
 				_, err := s.UploadTasks(ctx, a, models.Upload{TasksetName: "checked", Tasks: []models.TaskUpload{

@@ -44,11 +44,11 @@ func (s *Store) ForkModel(ctx context.Context, c *Caller, sourceID uuid.UUID, na
 		return nil, err
 	}
 	if !src.Trainable {
-		return nil, ValidationError{{Location: "body.source_model_id", Message: "model " + src.ModelName + " is not trainable: only a trainable base can be forked", Value: sourceID.String()}}
+		return nil, ValidationError{{Location: "source_model_id", Message: "model " + src.ModelName + " is not trainable: only a trainable base can be forked", Value: sourceID.String()}}
 	}
 	name = strings.TrimSpace(name)
 	if name == "" {
-		return nil, ValidationError{{Location: "body.name", Message: "a fork needs a name", Value: name}}
+		return nil, ValidationError{{Location: "name", Message: "a fork needs a name", Value: name}}
 	}
 	f := &LLMModel{ID: uuid.New(), TeamID: &c.TeamID, ModelName: ModelNameOf(name), Name: name, Provider: src.Provider, Adapter: src.Adapter,
 		SDKAgentType: src.SDKAgentType, BaseURL: src.BaseURL, APIKeyEnv: src.APIKeyEnv, ContextWindow: src.ContextWindow,
@@ -158,7 +158,7 @@ func (s *Store) SetHead(ctx context.Context, c *Caller, modelID, checkpointID uu
 	}
 	if n, err := s.DB.NewSelect().Model((*Checkpoint)(nil)).Where("id = ? AND model_id = ?", checkpointID, modelID).Count(ctx); err != nil || n == 0 {
 		if err == nil {
-			err = ValidationError{{Location: "body.checkpoint_id", Message: "no checkpoint of this model has this id", Value: checkpointID.String()}}
+			err = ValidationError{{Location: "checkpoint_id", Message: "no checkpoint of this model has this id", Value: checkpointID.String()}}
 		}
 		return nil, err
 	}

@@ -114,17 +114,17 @@ func (s *Store) CreateLimit(ctx context.Context, c *Caller, l *SpendingLimit) (L
 	var verr ValidationError
 	if l.APIKeyID != nil {
 		if n, _ := s.DB.NewSelect().Table("api_keys").Where("id = ? AND team_id = ?", *l.APIKeyID, c.TeamID).Count(ctx); n == 0 {
-			verr = append(verr, FieldError{Location: "body.api_key_id", Message: "no API key of your team has this id", Value: l.APIKeyID.String()})
+			verr = append(verr, FieldError{Location: "api_key_id", Message: "no API key of your team has this id", Value: l.APIKeyID.String()})
 		}
 	}
 	if l.MembershipID != nil {
 		if n, _ := s.DB.NewSelect().Table("memberships").Where("id = ? AND team_id = ?", *l.MembershipID, c.TeamID).Count(ctx); n == 0 {
-			verr = append(verr, FieldError{Location: "body.membership_id", Message: "no member of your team has this membership id", Value: *l.MembershipID})
+			verr = append(verr, FieldError{Location: "membership_id", Message: "no member of your team has this membership id", Value: *l.MembershipID})
 		}
 	}
 	if l.ParentLimitID != nil {
 		if n, _ := s.DB.NewSelect().Model((*SpendingLimit)(nil)).Where("id = ? AND team_id = ?", *l.ParentLimitID, c.TeamID).Count(ctx); n == 0 {
-			verr = append(verr, FieldError{Location: "body.parent_limit_id", Message: "no limit of your team has this id", Value: l.ParentLimitID.String()})
+			verr = append(verr, FieldError{Location: "parent_limit_id", Message: "no limit of your team has this id", Value: l.ParentLimitID.String()})
 		}
 	}
 	if len(verr) > 0 {

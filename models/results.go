@@ -75,7 +75,7 @@ func (s *Store) ModelResults(ctx context.Context, c *Caller, modelID uuid.UUID, 
 		}
 		for _, id := range checkpoints {
 			if !slices.Contains(known, id) {
-				return nil, ValidationError{{Location: "query.checkpoint_ids", Message: "no checkpoint of this model has this id", Value: id.String()}}
+				return nil, ValidationError{{Location: "checkpoint_ids", Message: "no checkpoint of this model has this id", Value: id.String()}}
 			}
 		}
 		q = q.Where("tr.id IN (?)", s.DB.NewSelect().Model((*InferenceLog)(nil)).Column("trace_id").

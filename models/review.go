@@ -156,7 +156,7 @@ func (s *Store) SetTaskStatus(ctx context.Context, c *Caller, inputs []string, t
 		status = TaskPending
 	}
 	if !slices.Contains(TaskStatuses, status) {
-		return nil, ValidationError{{Location: "body.status", Message: "status must be one of " + strings.Join(TaskStatuses, ", "), Value: status}}
+		return nil, ValidationError{{Location: "status", Message: "status must be one of " + strings.Join(TaskStatuses, ", "), Value: status}}
 	}
 	res := &MoveResult{}
 	for _, input := range inputs {

@@ -113,8 +113,8 @@ type UploadResult struct {
 	TasksetCreated bool
 }
 
-// FieldError is one invalid field of a request, located like the API's validation errors
-// (`body.tasks[2].env`).
+// FieldError is one invalid field of a store method's input, located by its path in the input
+// (`tasks[2].env`); the API prefixes where in the request the input came from (`body.tasks[2].env`).
 type FieldError struct {
 	Location string
 	Message  string
@@ -208,13 +208,13 @@ func (s *Store) resolveUpload(ctx context.Context, c *Caller, up Upload) ([]reso
 	var verr ValidationError
 	bad := func(loc, msg string, v any) { verr = append(verr, FieldError{Location: loc, Message: msg, Value: v}) }
 	if up.TasksetID == nil && strings.TrimSpace(up.TasksetName) == "" {
-		bad("body.taskset_name", "taskset_name or taskset_id is required", nil)
+		bad("taskset_name", "taskset_name or taskset_id is required", nil)
 	}
 	var defaultEnv *RegistryRow
 	if up.RegistryID != nil {
 		r, err := s.GetRegistry(ctx, c, *up.RegistryID)
 		if err != nil {
-			bad("body.registry_id", "no environment with this id is visible to the caller", up.RegistryID.String())
+			bad("registry_id", "no environment with this id is visible to the caller", up.RegistryID.String())
 		}
 		defaultEnv = r
 	}
@@ -222,7 +222,7 @@ func (s *Store) resolveUpload(ctx context.Context, c *Caller, up Upload) ([]reso
 	names := map[string]int{}
 	out := make([]resolvedTask, len(up.Tasks))
 	for i, t := range up.Tasks {
-		loc := fmt.Sprintf("body.tasks[%d]", i)
+		loc := fmt.Sprintf("tasks[%d]", i)
 		t.Name = strings.TrimSpace(t.Name)
 		if t.Name == "" {
 			bad(loc+".name", "name is required", t.Name)
@@ -460,7 +460,7 @@ func (x *taskIndex) upsert(c *Caller, tasksetID uuid.UUID, i int, t resolvedTask
 	var found *indexedTask
 	if t.TaskID != "" {
 		if found = x.byID[t.TaskID]; found == nil {
-			return uuid.Nil, "", ValidationError{{Location: fmt.Sprintf("body.tasks[%d].task_id", i), Message: "no task with this id in the taskset", Value: t.TaskID}}
+			return uuid.Nil, "", ValidationError{{Location: fmt.Sprintf("tasks[%d].task_id", i), Message: "no task with this id in the taskset", Value: t.TaskID}}
 		}
 	}
 	if found == nil && t.ExternalID != "" {

@@ -309,7 +309,7 @@ func (s *Store) RelatedTraces(ctx context.Context, c *Caller, anchor *TraceRow, 
 		sel = sel.Where("j.created_by = ?", c.UserID)
 	case RelatedDiscover:
 	default:
-		return nil, ValidationError{{Location: "query.kind", Message: "kind must be job, task, recent or discover", Value: q.Kind}}
+		return nil, ValidationError{{Location: "kind", Message: "kind must be job, task, recent or discover", Value: q.Kind}}
 	}
 	if len(q.Statuses) > 0 {
 		sel = sel.Where("tr.status IN (?)", bun.In(q.Statuses))
