@@ -1,0 +1,233 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/uuid"
+	"github.com/proctorhq/proctor/activities"
+	"github.com/proctorhq/proctor/internal/archive"
+	"github.com/proctorhq/proctor/internal/blob"
+	"github.com/proctorhq/proctor/internal/config"
+	"github.com/proctorhq/proctor/internal/metrics"
+	"github.com/proctorhq/proctor/internal/sandbox"
+	"github.com/proctorhq/proctor/internal/sandbox/container"
+	"github.com/proctorhq/proctor/internal/sandbox/kube"
+	"github.com/proctorhq/proctor/internal/secrets"
+	"github.com/proctorhq/proctor/models"
+	ptemporal "github.com/proctorhq/proctor/temporal"
+	"github.com/proctorhq/proctor/workflows/names"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// runtime is a host's part of the rollout engine: its sandboxes and the workers that use them.
+type runtime struct {
+	sandboxes sandbox.Provider
+	describe  string // how sandboxes run here, for the logs
+	workers   *ptemporal.Workers
+	retire    func() // stops announcing this worker's queues and deletes them
+	envs      *activities.Envs
+	log       *slog.Logger
+	temporal  *ptemporal.Client
+	hostQueue string
+}
+
+// startRuntime starts this host's sandbox provider and workers. bucket holds sources and images
+// (nil: this host neither builds nor runs built images).
+func startRuntime(tc *ptemporal.Client, store *models.Store, bucket blob.Bucket, keys *secrets.Keyring, cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (*runtime, error) {
+	sb, describe, err := newSandboxes(cfg, log.With("component", "sandbox"))
+	if err != nil {
+		return nil, fmt.Errorf("sandboxes: %w", err)
+	}
+	gpuRates, err := models.ParseGPURates(cfg.EnvironmentGPURates)
+	if err != nil {
+		sb.Close(context.Background()) //nolint:errcheck
+		return nil, fmt.Errorf("--environment-gpu-hourly-rates: %w", err)
+	}
+	acts := &activities.Activities{Store: store, Logger: log, Sandboxes: sb, Envs: activities.NewEnvs(), Secrets: keys, Bucket: bucket,
+		Mail: &activities.MailConfig{URL: cfg.SMTPURL, From: cfg.MailFrom, AppURL: cfg.PublicURL},
+		Rates: models.RateCard{Base: cfg.EnvironmentHourlyRate, PerCPU: cfg.EnvironmentCPUHourlyRate, PerMemoryGB: cfg.EnvironmentMemoryGBRate,
+			PerGPU: gpuRates, BaselineMinutes: cfg.EnvironmentBaselineMinutes},
+		Metrics: m, SandboxProvider: cmp.Or(cfg.SandboxProvider, "process")}
+	m.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "proctor_sandboxes_live", Help: "Environments running in sandboxes on this worker now.",
+		ConstLabels: prometheus.Labels{"provider": acts.SandboxProvider}}, func() float64 { return float64(acts.Envs.Len()) }))
+	if bucket != nil {
+		envServer, err := buildEnvServer(cfg)
+		if err != nil {
+			sb.Close(context.Background()) //nolint:errcheck
+			return nil, err
+		}
+		acts.Build = &activities.BuildConfig{Bucket: bucket, Dir: cfg.BuildDir, GOPROXY: cfg.BuildGOPROXY, EnvServer: envServer,
+			Limits: archive.Limits{MaxBytes: cfg.BuildMaxSourceBytes, MaxEntries: cfg.BuildMaxSourceEntries}}
+		// This binary serves the bundled examples (`proctor example-env NAME`): a bundled build
+		// packages it.
+		if exe, err := os.Executable(); err == nil {
+			acts.Build.Bundled = exe
+		} else {
+			log.Warn("bundled example environments cannot be built here", "error", err)
+		}
+		// A build runs at most 30 minutes: older work dirs are a killed worker's.
+		if n := acts.Build.SweepStaleBuildDirs(time.Hour); n > 0 {
+			log.Info("removed the work dirs of interrupted builds", "count", n, "build_dir", cfg.BuildDir)
+		}
+	}
+	workers, err := ptemporal.StartWorkers(tc, acts, cfg.QueueList(), cfg.ShutdownTimeout)
+	if err != nil {
+		sb.Close(context.Background()) //nolint:errcheck
+		return nil, err
+	}
+	rt := &runtime{sandboxes: sb, describe: describe, workers: workers, envs: acts.Envs, log: log, temporal: tc, hostQueue: acts.HostQueue}
+	rt.retire = announceWorker(store, workerQueues(cfg, sb), log)
+	return rt, nil
+}
+
+// buildEnvServer is the envserver module Go builds supply to a source that requires it without
+// carrying it (image.GoSpec.EnvServer): --build-envserver-dir, else the envserver of the checkout
+// this process runs from, else none.
+func buildEnvServer(cfg *config.Config) (string, error) {
+	if dir := cfg.BuildEnvServerDir; dir != "" {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
+			return "", fmt.Errorf("--build-envserver-dir: not a module: %w", err)
+		}
+		return dir, nil
+	}
+	if root, err := sourceRoot(); err == nil {
+		return filepath.Join(root, "envserver"), nil
+	}
+	return "", nil
+}
+
+// workerQueues are the rows this process announces: each queue it polls, with its sandbox
+// capacity on the sandbox queues.
+func workerQueues(cfg *config.Config, sb sandbox.Provider) []models.WorkerQueue {
+	host, _ := os.Hostname()
+	id := fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8])
+	var rows []models.WorkerQueue
+	for _, q := range cfg.QueueList() {
+		row := models.WorkerQueue{Worker: id, Queue: q, Hostname: host}
+		if q != names.QueueWorkflows && q != names.QueueBuilds {
+			row.SandboxCapacity, row.GPUs, row.GPUType = sb.Capacity(), len(cfg.GPUList()), cfg.GPUType
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// announceWorker writes this worker's queues now and every models.WorkerAnnounceEvery (so that
+// GET /v2/workers counts it) until the returned retire is called, which deletes them.
+func announceWorker(store *models.Store, rows []models.WorkerQueue, log *slog.Logger) (retire func()) {
+	stop := every(context.Background(), models.WorkerAnnounceEvery, func(ctx context.Context) {
+		if err := store.AnnounceWorker(ctx, rows); err != nil && ctx.Err() == nil {
+			log.Warn("announce this worker's queues", "error", err)
+		}
+	})
+	return func() {
+		stop()
+		if len(rows) == 0 {
+			return
+		}
+		rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer rcancel()
+		if err := store.RetireWorker(rctx, rows[0].Worker); err != nil {
+			log.Warn("retire this worker's queues", "error", err)
+		}
+	}
+}
+
+// stop drains this worker: it stops announcing itself and polling, lets the activities that run
+// finish (up to timeout), then stops every sandbox left, and tells the attempts that lost theirs
+// (their workflows start a new try on another worker at once).
+func (r *runtime) stop(timeout time.Duration) {
+	r.retire()
+	if n := r.envs.Len(); n > 0 {
+		r.log.Info("draining: letting running steps finish", "environments", n, "timeout", timeout)
+	}
+	r.workers.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	abandoned := r.envs.Running()
+	r.sandboxes.Close(ctx) //nolint:errcheck // each sandbox is killed at the deadline
+	// Their workflows start a new try at once, told so, rather than waiting for this host's
+	// queue to go unanswered.
+	for _, a := range abandoned {
+		r.log.Warn("abandoning an attempt: its sandbox stopped with this worker, and the attempt starts again on another", "trace", a.TraceID, "try", a.Attempt)
+		if err := r.temporal.SignalWorkflow(ctx, names.RolloutWorkflowID(a.TraceID), "", names.SignalHostStopped, r.hostQueue); err != nil {
+			r.log.Info("tell an abandoned attempt (it restarts once the host is taken for lost)", "trace", a.TraceID, "error", err)
+		}
+	}
+}
+
+// newSandboxes starts cfg's sandbox provider and says how it runs sandboxes.
+func newSandboxes(cfg *config.Config, log *slog.Logger) (sandbox.Provider, string, error) {
+	if cfg.SandboxProvider == "kubernetes" {
+		return newKubeSandboxes(cfg, log)
+	}
+	if cfg.SandboxProvider == "container" {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		p, err := container.New(ctx, container.Options{
+			Host: cfg.ContainerHost, Owner: cfg.ContainerOwner, Root: cfg.SandboxRoot, MaxSandboxes: cfg.MaxSandboxes,
+			GPUs: cfg.GPUList(), GPUType: cfg.GPUType, Logger: log,
+		})
+		if err != nil {
+			return nil, "", err
+		}
+		return p, "containers on " + p.Engine(), nil
+	}
+	p, err := sandbox.NewProcess(sandbox.ProcessOptions{
+		Root: cfg.SandboxRoot, MaxSandboxes: cfg.MaxSandboxes, Isolation: cfg.SandboxIsolation,
+		GPUs: cfg.GPUList(), GPUType: cfg.GPUType, Logger: log,
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return p, "processes, isolation " + p.Isolation() + "; " + p.Limits(), nil
+}
+
+// newKubeSandboxes runs sandboxes as pods of the cluster in --kubeconfig, or of the one the worker
+// runs in (its service account's token and namespace).
+func newKubeSandboxes(cfg *config.Config, log *slog.Logger) (sandbox.Provider, string, error) {
+	rc, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
+	if err != nil {
+		return nil, "", fmt.Errorf("kubernetes: %w (set --kubeconfig outside a cluster)", err)
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, "", fmt.Errorf("kubernetes: %w", err)
+	}
+	ns := cfg.KubeNamespace
+	if ns == "" {
+		ns = "default"
+		if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil {
+			ns = strings.TrimSpace(string(b))
+		}
+	}
+	var pullSecrets []string
+	if cfg.KubeImagePullSecret != "" {
+		pullSecrets = []string{cfg.KubeImagePullSecret}
+	}
+	nodes, _ := config.NodeSelector(cfg.KubeNodeSelector) // checked with the configuration
+	gpuNodes, _ := config.NodeSelector(cfg.KubeGPUNodeSelector)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := kube.New(ctx, kube.Options{
+		Client: cs, Attacher: kube.NewAttacher(rc, cs), Namespace: ns, Owner: cfg.ContainerOwner, MaxSandboxes: cfg.MaxSandboxes,
+		Registry: cfg.KubeRegistry, RegistryOptions: []remote.Option{remote.WithAuthFromKeychain(authn.DefaultKeychain)},
+		GPUs: cfg.GPUList(), GPUType: cfg.GPUType, NodeSelector: nodes, GPUNodeSelector: gpuNodes, Logger: log,
+		ImagePullSecrets: pullSecrets,
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return p, "pods in namespace " + ns + " of " + rc.Host, nil
+}
