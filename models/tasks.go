@@ -205,123 +205,163 @@ func (s *Store) UploadTasks(ctx context.Context, c *Caller, up Upload) (*UploadR
 
 // resolveUpload validates every task and looks up environments and scenarios before any write.
 func (s *Store) resolveUpload(ctx context.Context, c *Caller, up Upload) ([]resolvedTask, error) {
-	var verr ValidationError
-	bad := func(loc, msg string, v any) { verr = append(verr, FieldError{Location: loc, Message: msg, Value: v}) }
+	r := &uploadResolver{s: s, c: c, envs: map[string]*RegistryRow{}}
 	if up.TasksetID == nil && strings.TrimSpace(up.TasksetName) == "" {
-		bad("taskset_name", "taskset_name or taskset_id is required", nil)
+		r.bad("taskset_name", "taskset_name or taskset_id is required", nil)
 	}
-	var defaultEnv *RegistryRow
 	if up.RegistryID != nil {
-		r, err := s.GetRegistry(ctx, c, *up.RegistryID)
+		env, err := s.GetRegistry(ctx, c, *up.RegistryID)
 		if err != nil {
-			bad("registry_id", "no environment with this id is visible to the caller", up.RegistryID.String())
+			r.bad("registry_id", "no environment with this id is visible to the caller", up.RegistryID.String())
 		}
-		defaultEnv = r
+		r.defaultEnv = env
 	}
-	envs := map[string]*RegistryRow{}
 	names := map[string]int{}
 	out := make([]resolvedTask, len(up.Tasks))
 	for i, t := range up.Tasks {
 		loc := fmt.Sprintf("tasks[%d]", i)
 		t.Name = strings.TrimSpace(t.Name)
 		if t.Name == "" {
-			bad(loc+".name", "name is required", t.Name)
+			r.bad(loc+".name", "name is required", t.Name)
 		} else if j, dup := names[t.Name]; dup {
-			bad(loc+".name", fmt.Sprintf("tasks[%d] has the same name", j), t.Name)
+			r.bad(loc+".name", fmt.Sprintf("tasks[%d] has the same name", j), t.Name)
 		} else {
 			names[t.Name] = i
 		}
-		if t.TaskID != "" {
-			if _, err := uuid.Parse(t.TaskID); err != nil {
-				bad(loc+".task_id", "task_id must be a task's uuid", t.TaskID)
-			}
+		rt, err := r.task(ctx, loc, t)
+		if err != nil {
+			return nil, err
 		}
-		env := defaultEnv
-		if t.Env != "" {
-			if r, ok := envs[t.Env]; ok {
-				env = r
-			} else if r, err := s.FindRegistry(ctx, c, t.Env); err == nil {
-				envs[t.Env], env = r, r
-			} else if errors.Is(err, ErrNotFound) {
-				bad(loc+".env", fmt.Sprintf("no environment %q is visible to the caller", t.Env), t.Env)
-				env = nil
-			} else {
-				return nil, err
-			}
-		}
-		rt := resolvedTask{TaskUpload: t}
-		var scenario *Scenario
-		if env != nil {
-			rt.registryID = &env.ID
-			if t.Env == "" {
-				rt.Env = env.Name
-			}
-		}
-		if t.ScenarioID != nil {
-			var sc Scenario
-			err := s.DB.NewSelect().Model(&sc).Where("id = ?", *t.ScenarioID).Scan(ctx)
-			switch {
-			case err != nil && !isNoRows(err):
-				return nil, err
-			case err != nil || (env != nil && sc.RegistryID != env.ID):
-				bad(loc+".scenario_id", "no such scenario in the task's environment", t.ScenarioID.String())
-			case t.Scenario == "":
-				rt.Scenario = sc.Name
-				scenario = &sc
-			default:
-				scenario = &sc
-			}
-		} else if t.Scenario != "" && env != nil && env.LatestBuildID != nil {
-			var sc Scenario
-			err := s.DB.NewSelect().Model(&sc).Where("build_id = ? AND name = ?", *env.LatestBuildID, t.Scenario).Scan(ctx)
-			if isNoRows(err) {
-				bad(loc+".scenario", fmt.Sprintf("environment %q declares no scenario %q in its latest build", env.Name, t.Scenario), t.Scenario)
-			} else if err != nil {
-				return nil, err
-			} else {
-				rt.ScenarioID = &sc.ID
-				scenario = &sc
-			}
-		} else if t.Scenario != "" && env == nil && t.Env == "" {
-			bad(loc+".env", fmt.Sprintf("scenario %q needs the environment that declares it: set env (or the upload's registry_id)", t.Scenario), nil)
-		}
-		if scenario != nil {
-			// Arguments the scenario cannot take are found here, not by a job of errored attempts.
-			for _, v := range ArgsViolations(scenario.ArgsSchema, t.Args) {
-				where := loc + ".args"
-				if v.Location != "" {
-					where += "." + v.Location
-					if strings.HasPrefix(v.Location, "[") {
-						where = loc + ".args" + v.Location
-					}
-				}
-				bad(where, fmt.Sprintf("does not match the args_schema of scenario %q: %s", scenario.Name, v.Message), nil)
-			}
-		}
-		if rt.Scenario == "" && strings.TrimSpace(t.Prompt) == "" {
-			bad(loc+".prompt", "a task without a scenario needs a prompt", nil)
-		}
-		for j, call := range t.Validation {
-			if strings.TrimSpace(call.Name) == "" {
-				bad(fmt.Sprintf("%s.validation[%d].name", loc, j), "each validation call names the tool it calls", call.Name)
-			}
-		}
-		for _, fe := range t.AgentConfig.Check(loc + ".agent_config") {
-			bad(fe.Location, fe.Message, fe.Value)
-		}
-		if rt.Args == nil {
-			rt.Args = map[string]any{}
-		}
-		if rt.Validation == nil {
-			rt.Validation = []ValidationCall{}
-		}
-		rt.hash = rt.TaskContent.hash(rt.registryID, rt.ScenarioID)
 		out[i] = rt
 	}
-	if len(verr) > 0 {
-		return nil, verr
+	if len(r.verr) > 0 {
+		return nil, r.verr
 	}
 	return out, nil
+}
+
+// uploadResolver resolves the tasks of one upload, collecting every invalid field.
+type uploadResolver struct {
+	s          *Store
+	c          *Caller
+	defaultEnv *RegistryRow
+	// envs are the environments named so far, by name.
+	envs map[string]*RegistryRow
+	verr ValidationError
+}
+
+func (r *uploadResolver) bad(loc, msg string, v any) {
+	r.verr = append(r.verr, FieldError{Location: loc, Message: msg, Value: v})
+}
+
+// task resolves one task at loc: its environment, its scenario (whose args_schema its args must
+// match) and the checks of its own fields; an error is the store's, not the task's.
+func (r *uploadResolver) task(ctx context.Context, loc string, t TaskUpload) (resolvedTask, error) {
+	if t.TaskID != "" {
+		if _, err := uuid.Parse(t.TaskID); err != nil {
+			r.bad(loc+".task_id", "task_id must be a task's uuid", t.TaskID)
+		}
+	}
+	env, err := r.env(ctx, loc, t.Env)
+	if err != nil {
+		return resolvedTask{}, err
+	}
+	rt := resolvedTask{TaskUpload: t}
+	if env != nil {
+		rt.registryID = &env.ID
+		if t.Env == "" {
+			rt.Env = env.Name
+		}
+	}
+	scenario, err := r.scenario(ctx, loc, &rt, env)
+	if err != nil {
+		return resolvedTask{}, err
+	}
+	if scenario != nil {
+		// Arguments the scenario cannot take are found here, not by a job of errored attempts.
+		for _, v := range ArgsViolations(scenario.ArgsSchema, t.Args) {
+			where := loc + ".args"
+			if v.Location != "" {
+				where += "." + v.Location
+				if strings.HasPrefix(v.Location, "[") {
+					where = loc + ".args" + v.Location
+				}
+			}
+			r.bad(where, fmt.Sprintf("does not match the args_schema of scenario %q: %s", scenario.Name, v.Message), nil)
+		}
+	}
+	if rt.Scenario == "" && strings.TrimSpace(t.Prompt) == "" {
+		r.bad(loc+".prompt", "a task without a scenario needs a prompt", nil)
+	}
+	for j, call := range t.Validation {
+		if strings.TrimSpace(call.Name) == "" {
+			r.bad(fmt.Sprintf("%s.validation[%d].name", loc, j), "each validation call names the tool it calls", call.Name)
+		}
+	}
+	r.verr = append(r.verr, t.AgentConfig.Check(loc+".agent_config")...)
+	if rt.Args == nil {
+		rt.Args = map[string]any{}
+	}
+	if rt.Validation == nil {
+		rt.Validation = []ValidationCall{}
+	}
+	rt.hash = rt.TaskContent.hash(rt.registryID, rt.ScenarioID)
+	return rt, nil
+}
+
+// env is the environment a task names (looked up once an upload), else the upload's.
+func (r *uploadResolver) env(ctx context.Context, loc, name string) (*RegistryRow, error) {
+	if name == "" {
+		return r.defaultEnv, nil
+	}
+	if env, ok := r.envs[name]; ok {
+		return env, nil
+	}
+	env, err := r.s.FindRegistry(ctx, r.c, name)
+	switch {
+	case err == nil:
+		r.envs[name] = env
+		return env, nil
+	case errors.Is(err, ErrNotFound):
+		r.bad(loc+".env", fmt.Sprintf("no environment %q is visible to the caller", name), name)
+		return nil, nil
+	default:
+		return nil, err
+	}
+}
+
+// scenario is the scenario a task runs, by id or by name in its environment's latest build,
+// recorded in rt; nil for a task without one, or whose scenario is not found (that is recorded
+// as an invalid field).
+func (r *uploadResolver) scenario(ctx context.Context, loc string, rt *resolvedTask, env *RegistryRow) (*Scenario, error) {
+	var sc Scenario
+	switch {
+	case rt.ScenarioID != nil:
+		err := r.s.DB.NewSelect().Model(&sc).Where("id = ?", *rt.ScenarioID).Scan(ctx)
+		switch {
+		case err != nil && !isNoRows(err):
+			return nil, err
+		case err != nil || (env != nil && sc.RegistryID != env.ID):
+			r.bad(loc+".scenario_id", "no such scenario in the task's environment", rt.ScenarioID.String())
+			return nil, nil
+		case rt.Scenario == "":
+			rt.Scenario = sc.Name
+		}
+		return &sc, nil
+	case rt.Scenario != "" && env != nil && env.LatestBuildID != nil:
+		err := r.s.DB.NewSelect().Model(&sc).Where("build_id = ? AND name = ?", *env.LatestBuildID, rt.Scenario).Scan(ctx)
+		if isNoRows(err) {
+			r.bad(loc+".scenario", fmt.Sprintf("environment %q declares no scenario %q in its latest build", env.Name, rt.Scenario), rt.Scenario)
+			return nil, nil
+		} else if err != nil {
+			return nil, err
+		}
+		rt.ScenarioID = &sc.ID
+		return &sc, nil
+	case rt.Scenario != "" && env == nil && rt.Env == "":
+		r.bad(loc+".env", fmt.Sprintf("scenario %q needs the environment that declares it: set env (or the upload's registry_id)", rt.Scenario), nil)
+	}
+	return nil, nil
 }
 
 // uploadTaskset finds the upload's taskset (by id, or by name within the team) or creates it.
