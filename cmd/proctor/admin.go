@@ -2,22 +2,18 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
+	"regexp"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/proctorhq/proctor/internal/config"
-	"github.com/proctorhq/proctor/internal/secrets"
 	"github.com/proctorhq/proctor/models"
-	ptemporal "github.com/proctorhq/proctor/temporal"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 const adminUsage = `Usage: proctor admin <resource> <action> [flags]
@@ -58,6 +54,53 @@ the dev instance's SQLite file under --data-dir).
                                                             QA checks: "qa_checks":[{"kind":"reference_solves"},
                                                             {"kind":"stage_passed","stage":"<one of its stages>"}]
 `
+
+// adminCommand is `proctor admin RESOURCE ACTION [flags]`.
+func adminCommand(stdout io.Writer) *cobra.Command {
+	admin := group(&cobra.Command{Use: "admin", Short: "Manage teams, members, API keys, sessions, projects, models and secrets keys in the configured database",
+		Long: adminUsage})
+	resources := map[string]*cobra.Command{}
+	for _, a := range adminActions {
+		r := resources[a.resource]
+		if r == nil {
+			r = group(&cobra.Command{Use: a.resource, Short: "proctor admin " + a.resource + " …"})
+			resources[a.resource] = r
+			admin.AddCommand(r)
+		}
+		cmd := withFlags(&cobra.Command{Use: a.action, Short: a.short}, adminAction(a.resource+" "+a.action, stdout))
+		// Every action parses the same flags, but its help lists only those it reads: the ones
+		// its description names, and where it finds the store, the keys or Temporal.
+		uses := adminFlags(a.resource+" "+a.action, a.short)
+		cmd.Flags().VisitAll(func(f *pflag.Flag) { f.Hidden = !uses[f.Name] })
+		r.AddCommand(cmd)
+	}
+	return admin
+}
+
+// adminFlags are the flags an admin action reads.
+func adminFlags(what, short string) map[string]bool {
+	uses := map[string]bool{"help": true}
+	for _, m := range regexp.MustCompile(`--([a-z-]+)`).FindAllStringSubmatch(short, -1) {
+		uses[m[1]] = true
+	}
+	more := map[string]string{
+		"model add":      "base-url api-key-env provider trainable input-cost-per-token output-cost-per-token",
+		"keys rotate":    "secrets-key-file secrets-kms-uri",
+		"keys rewrap":    "secrets-key-file secrets-kms-uri",
+		"temporal setup": "temporal-address temporal-namespace",
+		"keys create":    "",
+	}[what]
+	for _, f := range strings.Fields(more) {
+		uses[f] = true
+	}
+	if what != "temporal setup" {
+		uses["data-dir"] = true // the dev defaults: the store, and where keys create writes
+	}
+	if what != "temporal setup" && what != "keys create" {
+		uses["database-url"] = true
+	}
+	return uses
+}
 
 // adminAction runs one resource-action pair of `proctor admin`. Every action takes the same
 // flags (those it does not use are ignored, and its help lists only its own: see adminFlags) and
@@ -164,332 +207,6 @@ var adminDBActions = map[string]func(*adminRun, context.Context) error{
 	"taskset requirements": (*adminRun).tasksetRequirements,
 }
 
-func (a *adminRun) temporalSetup(ctx context.Context) error {
-	if a.cfg.TemporalAddress == "" || a.cfg.TemporalNamespace == "" {
-		return errors.New("--temporal-address and --temporal-namespace are required (or PROCTOR_TEMPORAL_ADDRESS and PROCTOR_TEMPORAL_NAMESPACE)")
-	}
-	if a.retention < 24*time.Hour {
-		return errors.New("--retention must be at least 24h (Temporal's minimum)")
-	}
-	sctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	created, has, err := ptemporal.EnsureNamespace(sctx, a.cfg.TemporalAddress, a.cfg.TemporalNamespace, a.retention)
-	if err != nil {
-		return err
-	}
-	if created {
-		fmt.Fprintf(a.stdout, "created namespace %s on %s (history kept %s)\n", a.cfg.TemporalNamespace, a.cfg.TemporalAddress, has)
-	} else {
-		fmt.Fprintf(a.stdout, "namespace %s exists on %s (history kept %s)\n", a.cfg.TemporalNamespace, a.cfg.TemporalAddress, has)
-	}
-	return nil
-}
-
-func (a *adminRun) keysCreate() error {
-	if a.cfg.SecretsKeyFile == "" {
-		return errors.New("--secrets-key-file is required: where to write the new keyset")
-	}
-	k, err := secrets.Create(a.cfg.SecretsKeyFile)
-	if err != nil {
-		return fmt.Errorf("create %s: %w", a.cfg.SecretsKeyFile, err)
-	}
-	fmt.Fprintf(a.stdout, "created %s (primary key %d); give it to every server and worker as PROCTOR_SECRETS_KEY_FILE, and keep a copy: without it no stored secret can be read\n", a.cfg.SecretsKeyFile, k.Primary())
-	return nil
-}
-
-// team is the --team flag's team, which must exist.
-func (a *adminRun) team(ctx context.Context) (uuid.UUID, error) {
-	id, err := uuid.Parse(a.teamID)
-	if err != nil {
-		return uuid.Nil, fmt.Errorf("--team must be a team id (uuid): %w", err)
-	}
-	if _, err := a.store.GetTeam(ctx, id); err != nil {
-		return uuid.Nil, err
-	}
-	return id, nil
-}
-
-func (a *adminRun) needMembership() error {
-	if a.membership <= 0 {
-		return errors.New("--membership is required (see `proctor admin member list`)")
-	}
-	return nil
-}
-
-func (a *adminRun) teamCreate(ctx context.Context) error {
-	t, err := a.store.CreateTeam(ctx, a.name)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(a.tw, "team\t%s\nname\t%s\n", t.ID, t.Name)
-	return nil
-}
-
-func (a *adminRun) teamList(ctx context.Context) error {
-	teams, err := a.store.ListTeams(ctx)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(a.tw, "ID\tNAME\tCREATED")
-	for _, t := range teams {
-		fmt.Fprintf(a.tw, "%s\t%s\t%s\n", t.ID, t.Name, t.CreatedAt.Format(time.RFC3339))
-	}
-	return nil
-}
-
-func (a *adminRun) memberAdd(ctx context.Context) error {
-	tid, err := a.team(ctx)
-	if err != nil {
-		return err
-	}
-	u, m, err := a.store.AddMember(ctx, tid, a.name, a.email, a.role)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(a.tw, "membership\t%d\nuser\t%s\nemail\t%s\nrole\t%s\n", m.ID, u.ID, u.Email, m.Role)
-	return nil
-}
-
-func (a *adminRun) memberList(ctx context.Context) error {
-	tid, err := a.team(ctx)
-	if err != nil {
-		return err
-	}
-	ms, users, err := a.store.ListMembers(ctx, tid)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(a.tw, "MEMBERSHIP\tUSER\tEMAIL\tNAME\tROLE")
-	for i, m := range ms {
-		fmt.Fprintf(a.tw, "%d\t%s\t%s\t%s\t%s\n", m.ID, users[i].ID, users[i].Email, users[i].Name, m.Role)
-	}
-	return nil
-}
-
-func (a *adminRun) memberRemove(ctx context.Context) error {
-	tid, err := a.team(ctx)
-	if err != nil {
-		return err
-	}
-	if err := a.needMembership(); err != nil {
-		return err
-	}
-	if err := a.store.RemoveMember(ctx, tid, a.membership); err != nil {
-		return err
-	}
-	fmt.Fprintln(a.tw, "removed membership", a.membership)
-	return nil
-}
-
-func (a *adminRun) keyCreate(ctx context.Context) error {
-	if err := a.needMembership(); err != nil {
-		return err
-	}
-	k, token, err := a.store.CreateAPIKey(ctx, a.membership, a.name)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(a.tw, "id\t%s\nprefix\t%s\nkey\t%s\n", k.ID, k.Prefix, token)
-	fmt.Fprintln(a.tw, "\nThe key is shown once; store it now.")
-	return nil
-}
-
-func (a *adminRun) keyList(ctx context.Context) error {
-	tid, err := a.team(ctx)
-	if err != nil {
-		return err
-	}
-	keys, err := a.store.ListAPIKeys(ctx, tid)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(a.tw, "ID\tPREFIX\tNAME\tMEMBERSHIP\tCREATED\tLAST USED\tREVOKED")
-	for _, k := range keys {
-		fmt.Fprintf(a.tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", k.ID, k.Prefix, k.Name, k.MembershipID,
-			k.CreatedAt.Format(time.RFC3339), fmtTime(k.LastUsedAt), fmtTime(k.RevokedAt))
-	}
-	return nil
-}
-
-func (a *adminRun) keyRevoke(ctx context.Context) error {
-	tid, err := a.team(ctx)
-	if err != nil {
-		return err
-	}
-	id, err := uuid.Parse(a.keyID)
-	if err != nil {
-		return fmt.Errorf("--id must be a key id (uuid): %w", err)
-	}
-	if err := a.store.RevokeAPIKey(ctx, tid, id); err != nil {
-		return err
-	}
-	fmt.Fprintln(a.tw, "revoked", id)
-	return nil
-}
-
-func (a *adminRun) sessionCreate(ctx context.Context) error {
-	if err := a.needMembership(); err != nil {
-		return err
-	}
-	sess, token, err := a.store.CreateSession(ctx, a.membership, nil, a.ttl)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(a.tw, "session\t%s\nexpires\t%s\ncookie\t%s=%s\n", sess.ID, sess.ExpiresAt.Format(time.RFC3339), "proctor_session", token)
-	return nil
-}
-
-func (a *adminRun) sessionRevoke(ctx context.Context) error {
-	var sel models.SessionSelector
-	switch {
-	case a.keyID != "":
-		id, err := uuid.Parse(a.keyID)
-		if err != nil {
-			return fmt.Errorf("--id must be a session id (uuid): %w", err)
-		}
-		sel.ID = id
-	case a.membership > 0:
-		sel.MembershipID = a.membership
-	case a.teamID != "":
-		tid, err := a.team(ctx)
-		if err != nil {
-			return err
-		}
-		sel.TeamID = tid
-	default:
-		return errors.New("give --id, --membership or --team")
-	}
-	n, err := a.store.RevokeSessions(ctx, sel)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(a.tw, "revoked\t%d sessions\n", n)
-	return nil
-}
-
-func (a *adminRun) projectCreate(ctx context.Context) error {
-	tid, err := a.team(ctx)
-	if err != nil {
-		return err
-	}
-	p, err := a.store.CreateProject(ctx, tid, a.name, a.description)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(a.tw, "project\t%s\nname\t%s\n", p.ID, p.Name)
-	return nil
-}
-
-func (a *adminRun) projectList(ctx context.Context) error {
-	tid, err := a.team(ctx)
-	if err != nil {
-		return err
-	}
-	ps, err := a.store.ListProjects(ctx, tid)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(a.tw, "ID\tNAME\tDESCRIPTION")
-	for _, p := range ps {
-		fmt.Fprintf(a.tw, "%s\t%s\t%s\n", p.ID, p.Name, p.Description)
-	}
-	return nil
-}
-
-func (a *adminRun) modelAdd(ctx context.Context) error {
-	switch a.adapter {
-	case models.AdapterOpenAI, models.AdapterAnthropic, models.AdapterOracle:
-	default:
-		return fmt.Errorf("--adapter must be openai, anthropic or oracle, not %q", a.adapter)
-	}
-	if a.name == "" {
-		return errors.New("--name is required: the model_name clients resolve")
-	}
-	// Members' own keys (BYOK) go to the provider the model names: a model served from
-	// elsewhere (a --base-url) is "custom" unless --provider says whose API it is.
-	prov := a.provider
-	if prov == "" {
-		prov = a.adapter
-		if a.baseURL != "" {
-			prov = "custom"
-		}
-	}
-	if a.inCost < 0 || a.outCost < 0 {
-		return errors.New("--input-cost-per-token and --output-cost-per-token must not be negative")
-	}
-	m := &models.LLMModel{ModelName: a.name, Name: a.name, Provider: prov, Adapter: a.adapter, BaseURL: a.baseURL, APIKeyEnv: a.keyEnv,
-		InputCostPerToken: a.inCost, OutputCostPerToken: a.outCost, Trainable: a.trainable}
-	if a.teamID != "" {
-		tid, err := a.team(ctx)
-		if err != nil {
-			return err
-		}
-		m.TeamID = &tid
-	}
-	if err := a.store.UpsertModel(ctx, m); err != nil {
-		return err
-	}
-	fmt.Fprintf(a.tw, "model\t%s\nname\t%s\n", m.ID, m.ModelName)
-	return nil
-}
-
-func (a *adminRun) keysRewrap(ctx context.Context) error {
-	keys, err := openSecrets(a.cfg, false, slog.New(slog.DiscardHandler))
-	if err != nil {
-		return err
-	}
-	if keys == nil {
-		return errors.New("--secrets-key-file or --secrets-kms-uri is required: the key to re-wrap with")
-	}
-	n, err := a.store.RewrapSecrets(ctx, keys.Rewrap)
-	if err != nil {
-		return fmt.Errorf("re-wrapping stopped after %d values (run it again): %w", n, err)
-	}
-	fmt.Fprintf(a.stdout, "re-wrapped %d stored secrets\n", n)
-	return nil
-}
-
-func (a *adminRun) keysRotate(ctx context.Context) error {
-	if a.cfg.SecretsKMSURI != "" {
-		return errors.New("a Cloud KMS key is rotated in KMS (gcloud kms keys versions create …, or a rotation schedule); then run `proctor admin keys rewrap`")
-	}
-	if a.cfg.SecretsKeyFile == "" {
-		return errors.New("--secrets-key-file (PROCTOR_SECRETS_KEY_FILE) is required: the keyset to rotate")
-	}
-	id, err := secrets.Rotate(a.cfg.SecretsKeyFile)
-	if err != nil {
-		return err
-	}
-	k, err := secrets.Load(a.cfg.SecretsKeyFile)
-	if err != nil {
-		return err
-	}
-	n, err := a.store.RewrapSecrets(ctx, k.Rewrap)
-	if err != nil {
-		return fmt.Errorf("the key rotated to %d, but re-wrapping stopped (run `keys rotate` again, or re-wrap later: old keys still open old values): %w", id, err)
-	}
-	fmt.Fprintf(a.stdout, "new primary key %d; re-wrapped %d stored secrets with it\n", id, n)
-	return nil
-}
-
-func (a *adminRun) tasksetRequirements(ctx context.Context) error {
-	id, err := uuid.Parse(a.tasksetID)
-	if err != nil {
-		return fmt.Errorf("--taskset must be a taskset id (uuid): %w", err)
-	}
-	var req *models.Requirements
-	dec := json.NewDecoder(strings.NewReader(a.reqJSON))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return fmt.Errorf("--json: %w", err)
-	}
-	if err := a.store.SetTasksetRequirements(ctx, id, req); err != nil {
-		return err
-	}
-	fmt.Fprintln(a.tw, "requirements set for", id)
-	return nil
-}
-
 // adminActions are the resource-action pairs of `proctor admin`, in the order help lists them.
 var adminActions = []struct{ resource, action, short string }{
 	{"team", "create", "create a team (--name)"},
@@ -510,11 +227,4 @@ var adminActions = []struct{ resource, action, short string }{
 	{"keys", "rewrap", "re-wrap every stored secret with the current key (after rotating a Cloud KMS key)"},
 	{"temporal", "setup", "create the Temporal namespace with its history retention, if missing (--retention 720h)"},
 	{"taskset", "requirements", "set a taskset's submission requirements (--taskset, --json; 'null' clears them)"},
-}
-
-func fmtTime(t *time.Time) string {
-	if t == nil {
-		return "-"
-	}
-	return t.Format(time.RFC3339)
 }

@@ -6,11 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/proctorhq/proctor/examples/environments"
 	"github.com/proctorhq/proctor/httpapi"
@@ -252,51 +250,4 @@ func clientCommands(stdout, stderr io.Writer) []*cobra.Command {
 		withFlags(&cobra.Command{Use: "usage", Short: "Inference calls, environment time and cost per day", Args: noArgs}, cmdUsage(stdout, stderr)),
 		withFlags(&cobra.Command{Use: "instances ENV", Short: "An environment's sandboxes; stop some with --stop", Args: exactArgs(1)}, cmdInstances(stdout, stderr)),
 	}
-}
-
-// adminCommand is `proctor admin RESOURCE ACTION [flags]`.
-func adminCommand(stdout io.Writer) *cobra.Command {
-	admin := group(&cobra.Command{Use: "admin", Short: "Manage teams, members, API keys, sessions, projects, models and secrets keys in the configured database",
-		Long: adminUsage})
-	resources := map[string]*cobra.Command{}
-	for _, a := range adminActions {
-		r := resources[a.resource]
-		if r == nil {
-			r = group(&cobra.Command{Use: a.resource, Short: "proctor admin " + a.resource + " …"})
-			resources[a.resource] = r
-			admin.AddCommand(r)
-		}
-		cmd := withFlags(&cobra.Command{Use: a.action, Short: a.short}, adminAction(a.resource+" "+a.action, stdout))
-		// Every action parses the same flags, but its help lists only those it reads: the ones
-		// its description names, and where it finds the store, the keys or Temporal.
-		uses := adminFlags(a.resource+" "+a.action, a.short)
-		cmd.Flags().VisitAll(func(f *pflag.Flag) { f.Hidden = !uses[f.Name] })
-		r.AddCommand(cmd)
-	}
-	return admin
-}
-
-// adminFlags are the flags an admin action reads.
-func adminFlags(what, short string) map[string]bool {
-	uses := map[string]bool{"help": true}
-	for _, m := range regexp.MustCompile(`--([a-z-]+)`).FindAllStringSubmatch(short, -1) {
-		uses[m[1]] = true
-	}
-	more := map[string]string{
-		"model add":      "base-url api-key-env provider trainable input-cost-per-token output-cost-per-token",
-		"keys rotate":    "secrets-key-file secrets-kms-uri",
-		"keys rewrap":    "secrets-key-file secrets-kms-uri",
-		"temporal setup": "temporal-address temporal-namespace",
-		"keys create":    "",
-	}[what]
-	for _, f := range strings.Fields(more) {
-		uses[f] = true
-	}
-	if what != "temporal setup" {
-		uses["data-dir"] = true // the dev defaults: the store, and where keys create writes
-	}
-	if what != "temporal setup" && what != "keys create" {
-		uses["database-url"] = true
-	}
-	return uses
 }

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/proctorhq/proctor/models"
+)
+
+func (a *adminRun) modelAdd(ctx context.Context) error {
+	switch a.adapter {
+	case models.AdapterOpenAI, models.AdapterAnthropic, models.AdapterOracle:
+	default:
+		return fmt.Errorf("--adapter must be openai, anthropic or oracle, not %q", a.adapter)
+	}
+	if a.name == "" {
+		return errors.New("--name is required: the model_name clients resolve")
+	}
+	// Members' own keys (BYOK) go to the provider the model names: a model served from
+	// elsewhere (a --base-url) is "custom" unless --provider says whose API it is.
+	prov := a.provider
+	if prov == "" {
+		prov = a.adapter
+		if a.baseURL != "" {
+			prov = "custom"
+		}
+	}
+	if a.inCost < 0 || a.outCost < 0 {
+		return errors.New("--input-cost-per-token and --output-cost-per-token must not be negative")
+	}
+	m := &models.LLMModel{ModelName: a.name, Name: a.name, Provider: prov, Adapter: a.adapter, BaseURL: a.baseURL, APIKeyEnv: a.keyEnv,
+		InputCostPerToken: a.inCost, OutputCostPerToken: a.outCost, Trainable: a.trainable}
+	if a.teamID != "" {
+		tid, err := a.team(ctx)
+		if err != nil {
+			return err
+		}
+		m.TeamID = &tid
+	}
+	if err := a.store.UpsertModel(ctx, m); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.tw, "model\t%s\nname\t%s\n", m.ID, m.ModelName)
+	return nil
+}
+
+func (a *adminRun) tasksetRequirements(ctx context.Context) error {
+	id, err := uuid.Parse(a.tasksetID)
+	if err != nil {
+		return fmt.Errorf("--taskset must be a taskset id (uuid): %w", err)
+	}
+	var req *models.Requirements
+	dec := json.NewDecoder(strings.NewReader(a.reqJSON))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return fmt.Errorf("--json: %w", err)
+	}
+	if err := a.store.SetTasksetRequirements(ctx, id, req); err != nil {
+		return err
+	}
+	fmt.Fprintln(a.tw, "requirements set for", id)
+	return nil
+}
