@@ -65,84 +65,29 @@ func (s *Store) TasksetCoverage(ctx context.Context, c *Caller, jobID uuid.UUID)
 	if err != nil {
 		return nil, err
 	}
-	var groups []struct {
-		TaskID    *uuid.UUID `bun:"task_id,type:uuid"`
-		VersionID *uuid.UUID `bun:"task_version_id,type:uuid"`
-		Status    string     `bun:"status"`
-		N         int        `bun:"n"`
-		Invalid   int        `bun:"invalid"`
-		Scored    int        `bun:"scored"`
-		Sum       float64    `bun:"sum"`
-		Latest    time.Time  `bun:"latest"`
-	}
-	if err := s.DB.NewSelect().TableExpr("traces AS tr").ColumnExpr("tr.task_id, tr.task_version_id, tr.status, count(*) AS n").
-		ColumnExpr("SUM(CASE WHEN tr.is_valid THEN 0 ELSE 1 END) AS invalid").
-		ColumnExpr("COUNT("+scoredExpr()+") AS scored, COALESCE(SUM("+scoredExpr()+"), 0.0) AS sum, MAX(tr.created_at) AS latest").
-		Where("tr.job_id = ?", jobID).GroupExpr("tr.task_id, tr.task_version_id, tr.status").Scan(ctx, &groups); err != nil {
-		return nil, fmt.Errorf("taskset coverage: %w", err)
+	byTask, taskIDs, err := s.coverageByTask(ctx, jobID)
+	if err != nil {
+		return nil, err
 	}
 	out := &Coverage{TasksetID: job.TasksetID, Tasks: []CoverageTask{}}
-	type acc struct {
-		CoverageTask
-		scored int
-		sum    float64
-		latest time.Time
-	}
-	byTask := map[uuid.UUID]*acc{}
-	var taskIDs []uuid.UUID
-	for _, g := range groups {
-		if g.TaskID == nil {
-			continue // its task was deleted
-		}
-		a := byTask[*g.TaskID]
-		if a == nil {
-			a = &acc{CoverageTask: CoverageTask{TaskID: *g.TaskID, Statuses: []string{}}}
-			byTask[*g.TaskID] = a
-			taskIDs = append(taskIDs, *g.TaskID)
-		}
-		a.TraceCount += g.N
-		a.InvalidatedCount += g.Invalid
-		a.scored += g.Scored
-		a.sum += g.Sum
-		if !slices.Contains(a.Statuses, g.Status) {
-			a.Statuses = append(a.Statuses, g.Status)
-		}
-		if g.VersionID != nil && !g.Latest.Before(a.latest) {
-			a.TaskVersionID, a.latest = g.VersionID, g.Latest
-		}
-	}
 	if out.TasksetID == nil && len(taskIDs) > 0 {
 		var ts uuid.UUID
 		if err := s.DB.NewSelect().Table("tasks").Column("taskset_id").Where("id = ?", taskIDs[0]).Scan(ctx, &ts); err == nil {
 			out.TasksetID = &ts
 		}
 	}
-	var tasks []struct {
-		ID   uuid.UUID `bun:"id,type:uuid"`
-		Name string    `bun:"name"`
-	}
+	var tasks []taskName
 	if out.TasksetID != nil {
 		s.DB.NewSelect().Table("tasksets").Column("name").Where("id = ?", *out.TasksetID).Scan(ctx, &out.TasksetName) //nolint:errcheck // a deleted taskset has no name
 		if err := s.DB.NewSelect().Table("tasks").Column("id", "name").Where("taskset_id = ?", *out.TasksetID).Scan(ctx, &tasks); err != nil {
 			return nil, fmt.Errorf("taskset coverage: %w", err)
 		}
 	}
-	// finish is a task's coverage once its groups are summed.
-	finish := func(a *acc, name string) CoverageTask {
-		ct := a.CoverageTask
-		ct.TaskName = name
-		if a.scored > 0 {
-			avg := a.sum / float64(a.scored)
-			ct.AvgReward = &avg
-		}
-		sort.Strings(ct.Statuses)
-		return ct
-	}
 	inTaskset := map[uuid.UUID]bool{}
 	for _, t := range tasks {
 		inTaskset[t.ID] = true
 		if a := byTask[t.ID]; a != nil {
-			out.Tasks = append(out.Tasks, finish(a, t.Name))
+			out.Tasks = append(out.Tasks, a.finish(t.Name))
 			out.TasksWithTraces++
 		} else {
 			out.Tasks = append(out.Tasks, CoverageTask{TaskID: t.ID, TaskName: t.Name, Statuses: []string{}})
@@ -158,10 +103,7 @@ func (s *Store) TasksetCoverage(ctx context.Context, c *Caller, jobID uuid.UUID)
 		}
 	}
 	if len(others) > 0 {
-		var named []struct {
-			ID   uuid.UUID `bun:"id,type:uuid"`
-			Name string    `bun:"name"`
-		}
+		var named []taskName
 		if err := s.DB.NewSelect().Table("tasks").Column("id", "name").Where("id IN (?)", bun.In(others)).Scan(ctx, &named); err != nil {
 			return nil, fmt.Errorf("taskset coverage: %w", err)
 		}
@@ -170,11 +112,82 @@ func (s *Store) TasksetCoverage(ctx context.Context, c *Caller, jobID uuid.UUID)
 			names[n.ID] = n.Name
 		}
 		for _, id := range others {
-			out.Tasks = append(out.Tasks, finish(byTask[id], names[id]))
+			out.Tasks = append(out.Tasks, byTask[id].finish(names[id]))
 		}
 	}
 	sort.SliceStable(out.Tasks, func(i, j int) bool { return out.Tasks[i].TaskName < out.Tasks[j].TaskName })
 	return out, nil
+}
+
+type taskName struct {
+	ID   uuid.UUID `bun:"id,type:uuid"`
+	Name string    `bun:"name"`
+}
+
+// coverageAcc sums a task's traces in a job.
+type coverageAcc struct {
+	CoverageTask
+	scored int
+	sum    float64
+	latest time.Time
+}
+
+// finish is the task's coverage once its groups are summed.
+func (a *coverageAcc) finish(name string) CoverageTask {
+	ct := a.CoverageTask
+	ct.TaskName = name
+	if a.scored > 0 {
+		avg := a.sum / float64(a.scored)
+		ct.AvgReward = &avg
+	}
+	sort.Strings(ct.Statuses)
+	return ct
+}
+
+// coverageByTask sums a job's traces by task (those of deleted tasks left out), in one query: the
+// count, the invalidated, the statuses, the mean reward of the scored and the latest version run;
+// taskIDs lists the tasks in the order first seen.
+func (s *Store) coverageByTask(ctx context.Context, jobID uuid.UUID) (map[uuid.UUID]*coverageAcc, []uuid.UUID, error) {
+	var groups []struct {
+		TaskID    *uuid.UUID `bun:"task_id,type:uuid"`
+		VersionID *uuid.UUID `bun:"task_version_id,type:uuid"`
+		Status    string     `bun:"status"`
+		N         int        `bun:"n"`
+		Invalid   int        `bun:"invalid"`
+		Scored    int        `bun:"scored"`
+		Sum       float64    `bun:"sum"`
+		Latest    time.Time  `bun:"latest"`
+	}
+	if err := s.DB.NewSelect().TableExpr("traces AS tr").ColumnExpr("tr.task_id, tr.task_version_id, tr.status, count(*) AS n").
+		ColumnExpr("SUM(CASE WHEN tr.is_valid THEN 0 ELSE 1 END) AS invalid").
+		ColumnExpr("COUNT("+scoredExpr()+") AS scored, COALESCE(SUM("+scoredExpr()+"), 0.0) AS sum, MAX(tr.created_at) AS latest").
+		Where("tr.job_id = ?", jobID).GroupExpr("tr.task_id, tr.task_version_id, tr.status").Scan(ctx, &groups); err != nil {
+		return nil, nil, fmt.Errorf("taskset coverage: %w", err)
+	}
+	byTask := map[uuid.UUID]*coverageAcc{}
+	var taskIDs []uuid.UUID
+	for _, g := range groups {
+		if g.TaskID == nil {
+			continue // its task was deleted
+		}
+		a := byTask[*g.TaskID]
+		if a == nil {
+			a = &coverageAcc{CoverageTask: CoverageTask{TaskID: *g.TaskID, Statuses: []string{}}}
+			byTask[*g.TaskID] = a
+			taskIDs = append(taskIDs, *g.TaskID)
+		}
+		a.TraceCount += g.N
+		a.InvalidatedCount += g.Invalid
+		a.scored += g.Scored
+		a.sum += g.Sum
+		if !slices.Contains(a.Statuses, g.Status) {
+			a.Statuses = append(a.Statuses, g.Status)
+		}
+		if g.VersionID != nil && !g.Latest.Before(a.latest) {
+			a.TaskVersionID, a.latest = g.VersionID, g.Latest
+		}
+	}
+	return byTask, taskIDs, nil
 }
 
 // ChartPoint is one attempt of a job on its chart.
@@ -322,31 +335,50 @@ func (s *Store) JobCards(ctx context.Context, c *Caller, ids []uuid.UUID) (map[u
 		found[i] = jobs[i].ID
 		out[jobs[i].ID] = &JobCard{Job: jobs[i], Models: []Ref{}, Chart: []TaskScorePoint{}}
 	}
-	// One grouped scan of their attempts, by job, task and model; names are joined on the groups.
-	var groups []struct {
-		JobID     uuid.UUID  `bun:"job_id,type:uuid"`
-		TaskID    *uuid.UUID `bun:"task_id,type:uuid"`
-		TaskName  *string    `bun:"task_name"`
-		ModelID   *uuid.UUID `bun:"model_id,type:uuid"`
-		ModelName *string    `bun:"model_name"`
-		N         int        `bun:"n"`
-		Completed int        `bun:"completed"`
-		Failed    int        `bun:"failed"`
-		Invalid   int        `bun:"invalid"`
-		Scored    int        `bun:"scored"`
-		Sum       float64    `bun:"sum"`
+	groups, err := s.jobCardGroups(ctx, found)
+	if err != nil {
+		return nil, err
 	}
+	fillJobCards(out, groups)
+	return out, nil
+}
+
+// jobCardGroup sums a job's attempts of one task and model.
+type jobCardGroup struct {
+	JobID     uuid.UUID  `bun:"job_id,type:uuid"`
+	TaskID    *uuid.UUID `bun:"task_id,type:uuid"`
+	TaskName  *string    `bun:"task_name"`
+	ModelID   *uuid.UUID `bun:"model_id,type:uuid"`
+	ModelName *string    `bun:"model_name"`
+	N         int        `bun:"n"`
+	Completed int        `bun:"completed"`
+	Failed    int        `bun:"failed"`
+	Invalid   int        `bun:"invalid"`
+	Scored    int        `bun:"scored"`
+	Sum       float64    `bun:"sum"`
+}
+
+// jobCardGroups is one grouped scan of the jobs' attempts, by job, task and model, ordered by task
+// and model name; the names are joined on the groups.
+func (s *Store) jobCardGroups(ctx context.Context, jobs []uuid.UUID) ([]jobCardGroup, error) {
+	var groups []jobCardGroup
 	agg := s.DB.NewSelect().TableExpr("traces AS tr").ColumnExpr("tr.job_id, tr.task_id, tr.model_id, count(*) AS n").
 		ColumnExpr("SUM(CASE WHEN tr.status = ? THEN 1 ELSE 0 END) AS completed", TraceCompleted).
 		ColumnExpr("SUM(CASE WHEN "+categoryExpr()+" = ? THEN 1 ELSE 0 END) AS failed", CategoryFailed).
 		ColumnExpr("SUM(CASE WHEN tr.is_valid THEN 0 ELSE 1 END) AS invalid").
 		ColumnExpr("COUNT("+scoredExpr()+") AS scored, COALESCE(SUM("+scoredExpr()+"), 0.0) AS sum").
-		Where("tr.job_id IN (?)", bun.In(found)).GroupExpr("tr.job_id, tr.task_id, tr.model_id")
+		Where("tr.job_id IN (?)", bun.In(jobs)).GroupExpr("tr.job_id, tr.task_id, tr.model_id")
 	if err := s.DB.NewSelect().TableExpr("(?) AS g", agg).ColumnExpr("g.*, tk.name AS task_name, m.name AS model_name").
 		Join("LEFT JOIN tasks AS tk ON tk.id = g.task_id").Join("LEFT JOIN llm_models AS m ON m.id = g.model_id").
 		OrderExpr("tk.name ASC, m.name ASC").Scan(ctx, &groups); err != nil {
 		return nil, fmt.Errorf("job cards: %w", err)
 	}
+	return groups, nil
+}
+
+// fillJobCards sums the groups into the cards: counts, models, the chart of tasks (in the groups'
+// task order) and the mean reward of the scored attempts.
+func fillJobCards(out map[uuid.UUID]*JobCard, groups []jobCardGroup) {
 	type taskAcc struct {
 		n, scored int
 		sum       float64
@@ -393,7 +425,6 @@ func (s *Store) JobCards(ctx context.Context, c *Caller, ids []uuid.UUID) (map[u
 			card.AverageAccuracy = &avg
 		}
 	}
-	return out, nil
 }
 
 // TasksetJobs pages the caller's team's jobs of a taskset, newest first, with the taskset's
