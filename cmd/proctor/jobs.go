@@ -55,21 +55,15 @@ type jobRow struct {
 func cmdJobsShow(stdout io.Writer) flagsBody {
 	return func(fs *flag.FlagSet) runFunc {
 		limit := fs.Int("limit", 20, "attempts listed per category")
-		asJSON := jsonFlag(fs)
-		client := clientFlags(fs)
-		return func(ctx context.Context, pos []string) error {
-			c, err := client()
-			if err != nil {
-				return err
-			}
+		return jsonClientCommand(func(ctx context.Context, c *apiClient, pos []string, asJSON bool) (err error) {
 			if pos[0], err = c.resolveID(ctx, "job", pos[0]); err != nil {
 				return err
 			}
-			if *asJSON {
+			if asJSON {
 				return showJobJSON(ctx, c, pos[0], stdout)
 			}
 			return showJob(ctx, c, pos[0], *limit, stdout)
-		}
+		})(fs)
 	}
 }
 

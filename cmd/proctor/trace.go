@@ -21,24 +21,18 @@ func cmdTrace(stdout, stderr io.Writer) flagsBody {
 	return func(fs *flag.FlagSet) runFunc {
 		follow := fs.Bool("f", false, "follow the attempt live until it ends")
 		allTries := fs.Bool("all-tries", false, "also show the events of earlier tries (superseded: their sandbox was lost and the attempt restarted)")
-		asJSON := jsonFlag(fs)
-		client := clientFlags(fs)
-		return func(ctx context.Context, pos []string) error {
-			c, err := client()
-			if err != nil {
-				return err
-			}
+		return jsonClientCommand(func(ctx context.Context, c *apiClient, pos []string, asJSON bool) (err error) {
 			if pos[0], err = c.resolveID(ctx, "trace", pos[0]); err != nil {
 				return err
 			}
-			if *asJSON {
+			if asJSON {
 				if *follow {
 					return usagef("--json prints the trajectory as it is now; -f follows it as text")
 				}
 				return showTraceJSON(ctx, c, pos[0], *allTries, stdout)
 			}
 			return c.showTrace(ctx, pos[0], *follow, *allTries, stdout)
-		}
+		})(fs)
 	}
 }
 
@@ -229,15 +223,9 @@ func cmdTraces(stdout, stderr io.Writer) flagsBody {
 		job := fs.String("job", "", "the job, its id or the id's start (default: your newest)")
 		status := fs.String("status", "", "only these statuses, comma-separated (pending, initializing, running, completed, error, cancelling, cancelled)")
 		limit := fs.Int("limit", 50, "at most this many")
-		asJSON := jsonFlag(fs)
-		client := clientFlags(fs)
-		return func(ctx context.Context, pos []string) error {
-			c, err := client()
-			if err != nil {
-				return err
-			}
+		return jsonClientCommand(func(ctx context.Context, c *apiClient, pos []string, asJSON bool) error {
 			out := stdout
-			if *asJSON {
+			if asJSON {
 				out = io.Discard // the table and hints; the JSON is printed at the end
 			}
 			jobID, err := c.jobOrNewest(ctx, *job, out)
@@ -248,7 +236,7 @@ func cmdTraces(stdout, stderr io.Writer) flagsBody {
 			if err != nil {
 				return err
 			}
-			if *asJSON {
+			if asJSON {
 				return writeJSON(stdout, struct {
 					JobID string            `json:"job_id"`
 					Total int               `json:"total"`
@@ -258,7 +246,7 @@ func cmdTraces(stdout, stderr io.Writer) flagsBody {
 			printTraceRows(stdout, rows)
 			fmt.Fprintf(stdout, "%d shown of %d attempts; see one with: proctor trace TRACE_ID\n", len(rows), total)
 			return nil
-		}
+		})(fs)
 	}
 }
 
