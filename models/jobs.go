@@ -155,6 +155,9 @@ func (s *Store) LaunchJob(ctx context.Context, c *Caller, l Launch) (*Job, []Tra
 			return err
 		}
 		var fresh []Trace
+		// A job's traces are in launch order by created_at (see JobTraceIDsPage): each is a
+		// microsecond after the one before, however fast they are made.
+		at := now()
 		for _, lt := range l.Traces {
 			if t, ok := existing[lt.TraceID]; ok {
 				traces = append(traces, t)
@@ -164,7 +167,8 @@ func (s *Store) LaunchJob(ctx context.Context, c *Caller, l Launch) (*Job, []Tra
 			if !ok {
 				return fmt.Errorf("task version %s: %w", lt.TaskVersionID, ErrNotFound)
 			}
-			t := newTrace(c, job.ID, lt, &v)
+			t := newTrace(c, job.ID, lt, &v, at)
+			at = at.Add(time.Microsecond)
 			traces = append(traces, t)
 			fresh = append(fresh, t)
 		}
@@ -231,9 +235,9 @@ func launchingJob(ctx context.Context, tx bun.Tx, c *Caller, l *Launch, existing
 	return job, nil
 }
 
-// newTrace is the pending trace of an attempt of version v in job: the launch's runtime config,
-// scenario args and agent config over the version's.
-func newTrace(c *Caller, job uuid.UUID, lt LaunchTrace, v *TaskVersion) Trace {
+// newTrace is the pending trace of an attempt of version v in job, created at: the launch's
+// runtime config, scenario args and agent config over the version's.
+func newTrace(c *Caller, job uuid.UUID, lt LaunchTrace, v *TaskVersion, at time.Time) Trace {
 	rc := v.RuntimeConfig
 	if lt.RuntimeConfig != nil {
 		rc = lt.RuntimeConfig.Over(v.RuntimeConfig)
@@ -244,7 +248,7 @@ func newTrace(c *Caller, job uuid.UUID, lt LaunchTrace, v *TaskVersion) Trace {
 	modelID := lt.ModelID
 	t := Trace{ID: lt.TraceID, TeamID: c.TeamID, JobID: job, TaskID: &v.TaskID, TaskVersionID: &v.ID, ModelID: &modelID,
 		GroupID: lt.GroupID, Name: lt.Name, Status: TracePending, Metadata: lt.Metadata, RuntimeConfig: rc,
-		MaxSteps: lt.MaxSteps, IsValid: true, CreatedAt: now(), UpdatedAt: now()}
+		MaxSteps: lt.MaxSteps, IsValid: true, CreatedAt: at, UpdatedAt: at}
 	if lt.Args != nil {
 		t.ScenarioArgs = maps.Clone(v.Args)
 		if t.ScenarioArgs == nil {

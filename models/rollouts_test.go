@@ -366,3 +366,28 @@ func TestBeginTry(t *testing.T) {
 		}
 	})
 }
+
+// A job's traces page in launch order, however fast the launch makes them.
+func TestJobTracesPageInLaunchOrder(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *models.Store) {
+		a := member(t, s, "alpha", "a@example.com")
+		versions, oracle := launchFixture(t, s, a)
+		var launch []models.LaunchTrace
+		for range 300 {
+			launch = append(launch, models.LaunchTrace{TraceID: uuid.New(), TaskVersionID: versions[0], ModelID: oracle.ID})
+		}
+		job, _, err := s.LaunchJob(ctx, a, models.Launch{MaxSteps: 1, GroupSize: 300, MaxConcurrent: 1, Traces: launch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, err := s.JobTraceIDsPage(ctx, job.ID, 0, 1000)
+		if err != nil || len(ids) != len(launch) {
+			t.Fatalf("page = %d ids, %v", len(ids), err)
+		}
+		for i, id := range ids {
+			if id != launch[i].TraceID {
+				t.Fatalf("trace %d of the page is %s, launched as %s", i, id, launch[i].TraceID)
+			}
+		}
+	})
+}
