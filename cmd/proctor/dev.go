@@ -18,6 +18,7 @@ import (
 	"github.com/proctorhq/proctor/httpapi"
 	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/internal/config"
+	"github.com/proctorhq/proctor/internal/secrets"
 	"github.com/proctorhq/proctor/models"
 	ptemporal "github.com/proctorhq/proctor/temporal"
 	"github.com/proctorhq/proctor/temporal/devserver"
@@ -57,17 +58,11 @@ func devCommand(stdout, stderr io.Writer, ready chan<- devInfo) *cobra.Command {
 // reverse), waits until every queue's worker answers, then serves until ctx ends. It is longer
 // than most functions because splitting it would scatter that order of starts and stops.
 func runDev(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer, ready chan<- devInfo) error {
-	// Listen first: with port 0 the address (and so the public URL that signed object-storage
-	// URLs carry) is known only once bound.
-	listener, err := net.Listen("tcp", cfg.HTTPAddr)
+	listener, err := listenDev(cfg)
 	if err != nil {
-		return busy("the API", cfg.HTTPAddr, "--http-addr 127.0.0.1:8081 (or PROCTOR_HTTP_ADDR)", err)
-	}
-	defer listener.Close()
-	cfg.HTTPAddr = listener.Addr().String()
-	if err := cfg.FillDevDefaults(); err != nil {
 		return err
 	}
+	defer listener.Close()
 	log, err := newLogger(cfg, stderr)
 	if err != nil {
 		return err
@@ -80,11 +75,7 @@ func runDev(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer, r
 	if err != nil {
 		return err
 	}
-	defer func() {
-		t := time.Now()
-		ts.Stop()
-		log.Info("temporal stopped", "took", time.Since(t).Round(time.Millisecond))
-	}()
+	defer stopEmbeddedTemporal(ts, log)
 
 	store, err := openStore(ctx, cfg, true, log)
 	if err != nil {
@@ -95,12 +86,7 @@ func runDev(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer, r
 	if err != nil {
 		return err
 	}
-	if cfg.SigningKey == "" {
-		if cfg.SigningKey, err = loadOrCreateSecret(filepath.Join(cfg.DataDir, "signing-key")); err != nil {
-			return fmt.Errorf("signing key: %w", err)
-		}
-	}
-	keys, err := openSecrets(cfg, true, log)
+	keys, err := devSecrets(cfg, log)
 	if err != nil {
 		return err
 	}
@@ -115,7 +101,6 @@ func runDev(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer, r
 		return err
 	}
 	defer tel.stop(cfg.ShutdownTimeout, log)
-	m := tel.metrics
 	tc, err := tel.dial(ctx, ts.FrontendAddress(), cfg, keys, log)
 	if err != nil {
 		return err
@@ -124,7 +109,7 @@ func runDev(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer, r
 	if err := seedModels(ctx, store); err != nil {
 		return err
 	}
-	rt, err := startRuntime(tc, store, bucket, keys, cfg, m, log)
+	rt, err := startRuntime(tc, store, bucket, keys, cfg, tel.metrics, log)
 	if err != nil {
 		return err
 	}
@@ -136,25 +121,14 @@ func runDev(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer, r
 	if err := tc.StartLimitAlerts(ctx, cfg.LimitAlertInterval); err != nil {
 		return err
 	}
-	api := httpapi.New(httpapi.Options{Metrics: m, Tracing: tel.tracing.TracerProvider(), Uploads: uploadLimits(cfg), DataQuota: models.DataQuota{TeamBytes: cfg.DataTeamBytes, FileBytes: cfg.DataFileBytes, TeamFiles: cfg.DataTeamFiles},
-		Store: store, Bucket: bucket, Temporal: tc, Workflows: tc, Builds: tc, Blob: blobHandler, Logger: log, PublicURL: cfg.PublicURL,
-		SessionTTL: cfg.SessionTTL, MaxBodyBytes: cfg.MaxBodyBytes, MaxJobAttempts: cfg.MaxJobAttempts, Secrets: keys,
-		CodecOrigin: "http://" + ts.UIAddress(),
-	})
+	api := newAPI(cfg, tel, httpapi.Options{Store: store, Bucket: bucket, Temporal: tc, Workflows: tc, Builds: tc, Blob: blobHandler,
+		Logger: log, Secrets: keys, CodecOrigin: "http://" + ts.UIAddress()})
 	hs := serveHTTP(listener, api.Handler(), limitsOf(cfg), log)
 	defer sweepSessions(ctx, store, log)()
-	defer func() {
-		if err := hs.shutdown(cfg.ShutdownTimeout); err != nil {
-			log.Warn("api server shutdown", "error", err)
-		}
-	}()
+	defer hs.stopLogged(cfg.ShutdownTimeout, log, "api server")
 
-	// Ready means a workflow ran through every queue, not merely that ports are open.
-	pingCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	_, err = tc.Ping(pingCtx, cfg.QueueList())
-	cancel()
-	if err != nil {
-		return fmt.Errorf("workers did not answer: %w", err)
+	if err := waitForWorkers(ctx, tc, cfg.QueueList()); err != nil {
+		return err
 	}
 
 	if err := announceReady(stdout, info, "http://"+hs.addr, ts, start, firstStart, ready); err != nil {
@@ -164,6 +138,21 @@ func runDev(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer, r
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "\nproctor dev: stopping…")
 	return nil
+}
+
+// listenDev binds the API's address first, then fills dev's defaults: with port 0 the address
+// (and so the public URL that signed object-storage URLs carry) is known only once bound.
+func listenDev(cfg *config.Config) (net.Listener, error) {
+	listener, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return nil, busy("the API", cfg.HTTPAddr, "--http-addr 127.0.0.1:8081 (or PROCTOR_HTTP_ADDR)", err)
+	}
+	cfg.HTTPAddr = listener.Addr().String()
+	if err := cfg.FillDevDefaults(); err != nil {
+		listener.Close()
+		return nil, err
+	}
+	return listener, nil
 }
 
 // announceReady records where the instance answers in the key file (which clients find it by),
@@ -225,6 +214,37 @@ func startEmbeddedTemporal(cfg *config.Config, log *slog.Logger) (*devserver.Ser
 		// The UI decodes the encrypted payloads through the API's codec, as the signed-in owner.
 		CodecEndpoint: cfg.PublicURL + "/codec",
 	})
+}
+
+// stopEmbeddedTemporal stops dev's Temporal server, and says how long that took.
+func stopEmbeddedTemporal(ts *devserver.Server, log *slog.Logger) {
+	t := time.Now()
+	ts.Stop()
+	log.Info("temporal stopped", "took", time.Since(t).Round(time.Millisecond))
+}
+
+// devSecrets are dev's keys, kept in the data dir (made on first use): the key that signs
+// object-storage URLs (unless --signing-key gives one), and the keyring that seals secrets.
+func devSecrets(cfg *config.Config, log *slog.Logger) (*secrets.Keyring, error) {
+	if cfg.SigningKey == "" {
+		key, err := loadOrCreateSecret(filepath.Join(cfg.DataDir, "signing-key"))
+		if err != nil {
+			return nil, fmt.Errorf("signing key: %w", err)
+		}
+		cfg.SigningKey = key
+	}
+	return openSecrets(cfg, true, log)
+}
+
+// waitForWorkers waits (a minute at most) until a workflow has run through every queue: ready
+// means that, not merely that ports are open.
+func waitForWorkers(ctx context.Context, tc *ptemporal.Client, queues []string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if _, err := tc.Ping(ctx, queues); err != nil {
+		return fmt.Errorf("workers did not answer: %w", err)
+	}
+	return nil
 }
 
 // devKey is the dev member's API key, kept in the data dir before anything else can fail, so

@@ -123,6 +123,14 @@ func (hs *httpServer) shutdown(timeout time.Duration) error {
 	return errors.Join(err, <-hs.done)
 }
 
+// stopLogged is shutdown for a deferred stop: a failure is logged, named by what the server
+// serves.
+func (hs *httpServer) stopLogged(timeout time.Duration, log *slog.Logger, what string) {
+	if err := hs.shutdown(timeout); err != nil {
+		log.Warn(what+" shutdown", "error", err)
+	}
+}
+
 // cmdHealthcheck asks url (the API's /readyz by default; a worker's /healthz on its
 // --metrics-addr) and fails unless it answers 200: images without curl use it for their health
 // checks.

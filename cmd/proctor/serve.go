@@ -111,17 +111,13 @@ func runServer(ctx context.Context, cfg *config.Config, stderr io.Writer) error 
 		return err
 	}
 	defer tel.stop(cfg.ShutdownTimeout, log)
-	m := tel.metrics
 	tc, err := tel.dial(ctx, cfg.TemporalAddress, cfg, keys, log)
 	if err != nil {
 		return err
 	}
 	defer tc.Close()
-	api := httpapi.New(httpapi.Options{Metrics: m, Tracing: tel.tracing.TracerProvider(), Uploads: uploadLimits(cfg), DataQuota: models.DataQuota{TeamBytes: cfg.DataTeamBytes, FileBytes: cfg.DataFileBytes, TeamFiles: cfg.DataTeamFiles},
-		Store: store, Bucket: bucket, Temporal: tc, Workflows: tc, Builds: tc, Blob: blobHandler, Logger: log, PublicURL: cfg.PublicURL,
-		SessionTTL: cfg.SessionTTL, MaxBodyBytes: cfg.MaxBodyBytes, MaxJobAttempts: cfg.MaxJobAttempts, Secrets: keys,
-		CodecOrigin: cfg.TemporalUIOrigin,
-	})
+	api := newAPI(cfg, tel, httpapi.Options{Store: store, Bucket: bucket, Temporal: tc, Workflows: tc, Builds: tc, Blob: blobHandler,
+		Logger: log, Secrets: keys, CodecOrigin: cfg.TemporalUIOrigin})
 	if err := tc.StartLimitAlerts(ctx, cfg.LimitAlertInterval); err != nil {
 		return err
 	}
@@ -199,11 +195,7 @@ func runWorker(ctx context.Context, cfg *config.Config, stderr io.Writer) error 
 			rt.stop(cfg.ShutdownTimeout)
 			return err
 		}
-		defer func() {
-			if err := hs.shutdown(cfg.ShutdownTimeout); err != nil {
-				log.Warn("metrics listener shutdown", "error", err)
-			}
-		}()
+		defer hs.stopLogged(cfg.ShutdownTimeout, log, "metrics listener")
 	}
 	log.Info("worker polling", "queues", cfg.QueueList(), "temporal", cfg.TemporalAddress, "sandboxes", rt.describe)
 	<-ctx.Done()
@@ -304,6 +296,17 @@ func every(ctx context.Context, interval time.Duration, fn func(ctx context.Cont
 		}
 	}()
 	return func() { cancel(); <-done }
+}
+
+// newAPI is the /v2 API as the server and dev serve it: parts names what the process opened,
+// and the configuration and telemetry give the rest of its options.
+func newAPI(cfg *config.Config, tel *telemetry, parts httpapi.Options) *httpapi.Server {
+	parts.Metrics, parts.Tracing = tel.metrics, tel.tracing.TracerProvider()
+	parts.Uploads = uploadLimits(cfg)
+	parts.DataQuota = models.DataQuota{TeamBytes: cfg.DataTeamBytes, FileBytes: cfg.DataFileBytes, TeamFiles: cfg.DataTeamFiles}
+	parts.PublicURL, parts.SessionTTL = cfg.PublicURL, cfg.SessionTTL
+	parts.MaxBodyBytes, parts.MaxJobAttempts = cfg.MaxBodyBytes, cfg.MaxJobAttempts
+	return httpapi.New(parts)
 }
 
 // uploadLimits are the configured bounds of task attachments.
