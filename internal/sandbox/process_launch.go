@@ -1,0 +1,213 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// launch creates the work dir and cgroup, starts the process and the
+// goroutines that follow it. On error nothing is left behind.
+func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices []string) (_ *processSandbox, err error) {
+	var undo []func()
+	defer func() {
+		if err != nil {
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
+			}
+		}
+	}()
+	workDir, err := os.MkdirTemp(p.root, workDirPattern(spec.ID))
+	if err != nil {
+		return nil, fmt.Errorf("create work dir: %w", err)
+	}
+	undo = append(undo, func() { removeAll(workDir) })
+
+	var cg *sandboxCgroup
+	if p.cg != nil {
+		if cg, err = p.cg.create("sandbox-"+filepath.Base(workDir), spec.Resources); err != nil {
+			return nil, err
+		}
+		undo = append(undo, func() { cg.kill(); cg.remove() })
+	}
+	pp, err := openPipes(p.isolation == IsolationBubblewrap)
+	if err != nil {
+		return nil, err
+	}
+	cmd := p.command(spec, argv0, workDir, devices, pp, cg)
+	if err = p.sp.start(cmd); err != nil {
+		pp.closeChildEnds()
+		pp.closeOurEnds()
+		return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
+	}
+	pp.closeChildEnds()
+
+	sb := &processSandbox{
+		p:        p,
+		id:       spec.ID,
+		workDir:  workDir,
+		devices:  devices,
+		cmd:      cmd,
+		cg:       cg,
+		stdin:    pp.inW,
+		stdout:   pp.outR,
+		stderr:   pp.errR,
+		logs:     NewLogRing(MaxLogLines),
+		done:     make(chan struct{}),
+		logsDone: make(chan struct{}),
+		stopped:  make(chan struct{}),
+	}
+	go func() {
+		defer close(sb.logsDone)
+		ReadLines(pp.errR, "stderr", sb.logs, spec.OnLog)
+	}()
+	go sb.wait()
+	if err := p.identify(ctx, sb, pp.infoR); err != nil {
+		return nil, err
+	}
+	return sb, nil
+}
+
+// workDirPattern is the MkdirTemp pattern for a sandbox: its id, made safe
+// for a file name and short, then a random suffix so that two sandboxes never
+// share a directory even with the same id.
+func workDirPattern(id string) string {
+	b := []byte(id)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {
+			b[i] = '_'
+		}
+	}
+	if len(b) > 100 {
+		b = b[:100]
+	}
+	return string(b) + "-*"
+}
+
+// sandboxPipes are a sandbox's stdio, and bubblewrap's info pipe (fd 3) under bubblewrap: our
+// own pipes, not cmd.StdoutPipe, because Wait would close those as soon as the process exits,
+// under a reader (the MCP client) that may still be draining them. Passing *os.File also spares
+// os/exec's copy goroutines.
+type sandboxPipes struct {
+	inR, inW, outR, outW, errR, errW, infoR, infoW *os.File
+}
+
+func openPipes(info bool) (*sandboxPipes, error) {
+	pp := &sandboxPipes{}
+	var err error
+	pipe := func(r, w **os.File) {
+		if err == nil {
+			*r, *w, err = os.Pipe()
+		}
+	}
+	pipe(&pp.inR, &pp.inW)
+	pipe(&pp.outR, &pp.outW)
+	pipe(&pp.errR, &pp.errW)
+	if info {
+		pipe(&pp.infoR, &pp.infoW)
+	}
+	if err != nil {
+		pp.closeChildEnds()
+		pp.closeOurEnds()
+		return nil, fmt.Errorf("pipes: %w", err)
+	}
+	return pp, nil
+}
+
+func closeFiles(files ...*os.File) {
+	for _, f := range files {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// closeChildEnds closes the ends the child holds (once it started, or when it could not).
+func (pp *sandboxPipes) closeChildEnds() { closeFiles(pp.inR, pp.outW, pp.errW, pp.infoW) }
+
+// closeOurEnds closes the ends the sandbox reads and writes, when it could not start.
+func (pp *sandboxPipes) closeOurEnds() { closeFiles(pp.inW, pp.outR, pp.errR, pp.infoR) }
+
+// command is the command that runs spec's environment (argv0 and its arguments) in workDir: under
+// bubblewrap, else in a pid namespace of its own where the host allows; in cgroup cg when there
+// is one; with a memory rlimit where that is how memory is limited.
+func (p *Process) command(spec Spec, argv0, workDir string, devices []string, pp *sandboxPipes, cg *sandboxCgroup) *exec.Cmd {
+	argv := append([]string{argv0}, spec.Command[1:]...)
+	if p.rlimitMem && spec.Resources.MemoryMB > 0 {
+		// rlimits must be set in the child before it execs the environment,
+		// which os/exec cannot do; the shell sets it and execs in place (same
+		// pid), so the limit is in force from the first instruction.
+		kb := strconv.Itoa(spec.Resources.MemoryMB * 1024)
+		argv = append([]string{"/bin/sh", "-c", `ulimit -d ` + kb + ` && exec "$0" "$@"`}, argv...)
+	}
+	cmd := &exec.Cmd{
+		Path:   argv[0],
+		Args:   argv,
+		Env:    sandboxEnv(spec, homeDir(spec, workDir, p.isolation), devices),
+		Dir:    workDir,
+		Stdin:  pp.inR,
+		Stdout: pp.outW,
+		Stderr: pp.errW,
+		SysProcAttr: &syscall.SysProcAttr{
+			Setsid:    true,
+			Pdeathsig: syscall.SIGKILL,
+		},
+	}
+	switch {
+	case p.isolation == IsolationBubblewrap:
+		binds := spec.ReadOnlyBinds
+		if spec.RootFS == "" {
+			binds = append([]string{filepath.Dir(argv0)}, binds...)
+		}
+		args := bwrapArgs(workDir, spec, binds, gpuDeviceNodes(p.devDir, devices), 3)
+		cmd.Path = p.bwrap
+		cmd.Args = append(append([]string{p.bwrap}, args...), argv...)
+		cmd.ExtraFiles = []*os.File{pp.infoW} // fd 3
+	case p.pidNS:
+		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWPID
+	}
+	if cg != nil {
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = int(cg.fd.Fd())
+	}
+	return cmd
+}
+
+// identify records the started sandbox's init process and pid namespace, by which its processes
+// are found later, whatever they fork or however they detach. Under bubblewrap they come from its
+// info pipe; a bubblewrap that never says is killed.
+func (p *Process) identify(ctx context.Context, sb *processSandbox, infoR *os.File) error {
+	switch {
+	case p.isolation == IsolationBubblewrap:
+		info, ierr := readBwrapInfo(ctx, infoR)
+		if ierr != nil {
+			sb.kill()
+			<-sb.done
+			sb.closePipes()
+			return fmt.Errorf("bubblewrap did not start: %w%s", ierr, stderrTail(sb.logs))
+		}
+		sb.initPID = info.ChildPID
+		sb.pidNS = fmt.Sprintf("pid:[%d]", info.PIDNamespace)
+		if info.PIDNamespace == 0 { // bubblewrap too old to say
+			sb.pidNS = nsOf(info.ChildPID)
+		}
+	case p.pidNS:
+		sb.initPID = sb.cmd.Process.Pid
+		// Read now, while it surely runs.
+		sb.pidNS, _ = os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", sb.cmd.Process.Pid))
+	}
+	return nil
+}
+
+func stderrTail(logs *LogRing) string {
+	tail := logs.Tail(3)
+	if len(tail) == 0 {
+		return ""
+	}
+	return " (stderr: " + strings.Join(tail, " | ") + ")"
+}

@@ -1,0 +1,150 @@
+package sandbox
+
+import (
+	"cmp"
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// checkSpec rejects what cannot run and resolves the command to an absolute
+// path, so that a missing binary is a clear error here rather than an exit
+// status from inside the sandbox.
+func (p *Process) checkSpec(spec Spec) (string, error) {
+	switch {
+	case spec.ID == "" || spec.ID == "." || spec.ID == ".." || strings.ContainsAny(spec.ID, "/\x00"):
+		return "", fmt.Errorf("id %q: %w", spec.ID, ErrInvalidSpec)
+	case len(spec.Command) == 0 || spec.Command[0] == "":
+		return "", fmt.Errorf("no command: %w", ErrInvalidSpec)
+	case spec.Resources.CPU < 0 || spec.Resources.MemoryMB < 0 || spec.Resources.GPU.Count < 0:
+		return "", fmt.Errorf("negative resources %+v: %w", spec.Resources, ErrInvalidSpec)
+	}
+	for _, b := range spec.ReadOnlyBinds {
+		if !filepath.IsAbs(b) {
+			return "", fmt.Errorf("read-only bind %q: not absolute: %w", b, ErrInvalidSpec)
+		}
+		if _, err := os.Stat(b); err != nil {
+			return "", fmt.Errorf("read-only bind: %w: %w", err, ErrInvalidSpec)
+		}
+	}
+	if spec.RootFS != "" {
+		return p.checkImageCommand(spec)
+	}
+	argv0, err := lookPath(spec.Command[0], sandboxPath(spec))
+	if err != nil {
+		return "", fmt.Errorf("command %q: %w: %w", spec.Command[0], err, ErrInvalidSpec)
+	}
+	return argv0, nil
+}
+
+// checkImageCommand checks a RootFS spec: the root file system holds what a
+// sandbox mounts over and an executable Command[0]. It returns the path to
+// execute: Command[0] itself under bubblewrap, its host path without.
+func (p *Process) checkImageCommand(spec Spec) (string, error) {
+	if !filepath.IsAbs(spec.RootFS) {
+		return "", fmt.Errorf("root file system %q: not absolute: %w", spec.RootFS, ErrInvalidSpec)
+	}
+	for _, d := range []string{"dev", "proc", "tmp"} {
+		if fi, err := os.Stat(filepath.Join(spec.RootFS, d)); err != nil || !fi.IsDir() {
+			return "", fmt.Errorf("root file system %s has no /%s directory: %w", spec.RootFS, d, ErrInvalidSpec)
+		}
+	}
+	inImage := spec.Command[0]
+	if !path.IsAbs(inImage) || !filepath.IsLocal(strings.TrimPrefix(inImage, "/")) {
+		return "", fmt.Errorf("command %q: not an absolute path within the image: %w", inImage, ErrInvalidSpec)
+	}
+	// The entrypoint may be a symlink within the image: resolve it there, not on the host.
+	root, err := os.OpenRoot(spec.RootFS)
+	if err != nil {
+		return "", fmt.Errorf("root file system: %w: %w", err, ErrInvalidSpec)
+	}
+	defer root.Close()
+	fi, err := root.Stat(strings.TrimPrefix(inImage, "/"))
+	if err != nil || fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
+		return "", fmt.Errorf("command %q: not an executable file in the image: %w", inImage, ErrInvalidSpec)
+	}
+	if p.isolation == IsolationBubblewrap {
+		return inImage, nil
+	}
+	return filepath.Join(spec.RootFS, inImage), nil
+}
+
+// lookPath finds name like exec.LookPath, but in the sandbox's PATH rather
+// than the worker's.
+func lookPath(name, path string) (string, error) {
+	isExec := func(p string) error {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		if fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
+			return fmt.Errorf("%s: not an executable file", p)
+		}
+		return nil
+	}
+	if strings.Contains(name, "/") {
+		abs, err := filepath.Abs(name)
+		if err != nil {
+			return "", err
+		}
+		return abs, isExec(abs)
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if !filepath.IsAbs(dir) {
+			continue // relative PATH entries would depend on the work dir
+		}
+		if p := filepath.Join(dir, name); isExec(p) == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%w in PATH %s", exec.ErrNotFound, path)
+}
+
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+func sandboxPath(spec Spec) string {
+	if v, ok := spec.Env["PATH"]; ok {
+		return v
+	}
+	return cmp.Or(os.Getenv("PATH"), defaultPath)
+}
+
+// homeDir is HOME and the working directory as the environment sees them.
+func homeDir(spec Spec, workDir, isolation string) string {
+	if spec.RootFS != "" && isolation == IsolationBubblewrap {
+		return WorkDirInImage
+	}
+	return workDir
+}
+
+// sandboxEnv is the environment's whole environment: nothing of the
+// worker's leaks in (API keys, database URLs) beyond PATH and LANG.
+func sandboxEnv(spec Spec, workDir string, devices []string) []string {
+	env := map[string]string{
+		"PATH": cmp.Or(os.Getenv("PATH"), defaultPath),
+		"HOME": workDir,
+	}
+	if lang, ok := os.LookupEnv("LANG"); ok {
+		env["LANG"] = lang
+	}
+	for k, v := range spec.Env {
+		env[k] = v
+	}
+	if len(devices) > 0 {
+		ids := strings.Join(devices, ",")
+		env["CUDA_VISIBLE_DEVICES"] = ids
+		env["NVIDIA_VISIBLE_DEVICES"] = ids
+	} else {
+		// Without GPUs, say so: an unset CUDA_VISIBLE_DEVICES means "all".
+		env["CUDA_VISIBLE_DEVICES"] = ""
+		env["NVIDIA_VISIBLE_DEVICES"] = "void"
+	}
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
