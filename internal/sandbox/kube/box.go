@@ -1,0 +1,202 @@
+package kube
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/proctorhq/proctor/internal/sandbox"
+)
+
+// box is one pod sandbox.
+type box struct {
+	*sandbox.Lifecycle
+	p       *Provider
+	pod     string
+	devices []string
+	stdin   *io.PipeWriter
+	stdout  *io.PipeReader
+	events  watch.Interface
+}
+
+var _ sandbox.Sandbox = (*box)(nil)
+
+func (b *box) Stdin() io.WriteCloser { return b.stdin }
+func (b *box) Stdout() io.ReadCloser { return b.stdout }
+func (b *box) Devices() []string     { return slices.Clone(b.devices) }
+
+// WorkDir is empty: the work dir is the pod's, on its node, not on this host.
+func (b *box) WorkDir() string { return "" }
+
+// Pod is the sandbox's pod's name.
+func (b *box) Pod() string { return b.pod }
+
+// waitRunning waits until the pod's container runs (or has already run and exited), and returns
+// the pod as last seen; it turns what keeps the container from running into an error: a command
+// the image lacks is ErrInvalidSpec.
+func (b *box) waitRunning(ctx context.Context, spec sandbox.Spec, pod *corev1.Pod) (*corev1.Pod, error) {
+	for {
+		if st := containerStatus(pod); st != nil {
+			switch {
+			case st.State.Running != nil:
+				return pod, nil
+			case st.State.Terminated != nil:
+				t := st.State.Terminated
+				if t.Reason == "StartError" || t.Reason == "ContainerCannotRun" {
+					return nil, startError(spec, t.Message)
+				}
+				return pod, nil // it ran, and exited: wait records why
+			case st.State.Waiting != nil:
+				if w := st.State.Waiting; cannotStart[w.Reason] {
+					return nil, startError(spec, w.Reason+": "+w.Message)
+				}
+			}
+		}
+		if pod.Status.Phase == corev1.PodFailed {
+			return nil, fmt.Errorf("pod %s failed: %s %s", pod.Name, pod.Status.Reason, pod.Status.Message)
+		}
+		select {
+		case <-ctx.Done():
+			why := ""
+			for _, c := range pod.Status.Conditions {
+				if c.Status != corev1.ConditionTrue && c.Message != "" {
+					why = fmt.Sprintf(" (%s: %s)", c.Reason, c.Message)
+				}
+			}
+			return nil, fmt.Errorf("pod %s did not start%s: %w", pod.Name, why, ctx.Err())
+		case ev, ok := <-b.events.ResultChan():
+			if !ok {
+				return nil, fmt.Errorf("pod %s: the watch ended before it started", pod.Name)
+			}
+			if ev.Type == watch.Deleted {
+				return nil, fmt.Errorf("pod %s was deleted before it started", pod.Name)
+			}
+			if got, isPod := ev.Object.(*corev1.Pod); isPod && got.Name == pod.Name {
+				pod = got
+			}
+		}
+	}
+}
+
+// cannotStart are the waiting reasons of a container that will not start without a change.
+var cannotStart = map[string]bool{"ErrImagePull": true, "ImagePullBackOff": true, "InvalidImageName": true,
+	"CreateContainerError": true, "CreateContainerConfigError": true, "RunContainerError": true}
+
+func startError(spec sandbox.Spec, why string) error {
+	if strings.Contains(why, "executable file not found") || strings.Contains(why, "no such file or directory") ||
+		strings.Contains(why, "permission denied") || strings.Contains(why, "is a directory") {
+		return sandbox.Invalid("%s cannot run in image %s: %s", spec.Command[0], spec.Image.Ref, why)
+	}
+	return fmt.Errorf("the container did not start: %s", why)
+}
+
+func containerStatus(pod *corev1.Pod) *corev1.ContainerStatus {
+	for i := range pod.Status.ContainerStatuses {
+		if pod.Status.ContainerStatuses[i].Name == ContainerName {
+			return &pod.Status.ContainerStatuses[i]
+		}
+	}
+	return nil
+}
+
+// wait follows the pod, last seen as pod, until its container has exited or the pod is gone,
+// and records why.
+func (b *box) wait(attached <-chan struct{}, pod *corev1.Pod) {
+	events := b.events
+	defer func() {
+		if events != nil {
+			events.Stop()
+		}
+	}()
+	// It may have exited before it was attached to.
+	why := exited(pod)
+	for why == nil {
+		ev, ok := <-events.ResultChan()
+		if !ok {
+			// The watch ended (the API server closes them now and then): read the pod again,
+			// and watch anew from there.
+			time.Sleep(200 * time.Millisecond)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			pods := b.p.o.Client.CoreV1().Pods(b.p.o.Namespace)
+			pod, err := pods.Get(ctx, b.pod, metav1.GetOptions{})
+			cancel()
+			if err == nil {
+				if why = exited(pod); why == nil {
+					events, err = pods.Watch(context.Background(), metav1.ListOptions{LabelSelector: LabelSandbox + "=" + pod.Labels[LabelSandbox],
+						ResourceVersion: pod.ResourceVersion})
+				}
+			}
+			if apierrors.IsNotFound(err) {
+				why = errors.New("the pod was deleted")
+			} else if err != nil {
+				why = fmt.Errorf("following the pod: %w", err)
+			}
+			continue
+		}
+		if ev.Type == watch.Deleted {
+			why = errors.New("the pod was deleted")
+			if pod, isPod := ev.Object.(*corev1.Pod); isPod {
+				why = cmp.Or(exited(pod), why)
+			}
+			continue
+		}
+		if pod, isPod := ev.Object.(*corev1.Pod); isPod && pod.Name == b.pod {
+			why = exited(pod)
+		}
+	}
+	// The output of an exited container is complete once its stream ends.
+	select {
+	case <-attached:
+	case <-time.After(2 * time.Second):
+	}
+	b.Exited(fmt.Sprintf("sandbox %s (pod %s)", b.ID(), b.pod), why)
+}
+
+// exited says why the pod's container has exited, nil while it has not.
+func exited(pod *corev1.Pod) error {
+	st := containerStatus(pod)
+	if st == nil || st.State.Terminated == nil {
+		if pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
+			return fmt.Errorf("the pod %s: %s", strings.ToLower(string(pod.Status.Phase)), cmp.Or(pod.Status.Message, pod.Status.Reason))
+		}
+		return nil
+	}
+	t := st.State.Terminated
+	why := fmt.Errorf("exit status %d", t.ExitCode)
+	if t.Reason != "" && t.Reason != "Completed" && t.Reason != "Error" {
+		why = fmt.Errorf("%w (%s)", why, t.Reason)
+	}
+	return why
+}
+
+// Stop deletes the pod (SIGTERM, SIGKILL after the grace) and releases its slot and GPUs.
+func (b *box) Stop(ctx context.Context) error {
+	return b.StopOnce(func() error {
+		ctx := context.WithoutCancel(ctx)
+		grace := sandbox.GraceWithin(ctx, b.p.grace)
+		secs := max(0, int64(grace.Round(time.Second)/time.Second))
+		var errs []error
+		if err := b.p.o.Client.CoreV1().Pods(b.p.o.Namespace).Delete(ctx, b.pod, metav1.DeleteOptions{GracePeriodSeconds: &secs}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("delete pod: %w", err))
+		}
+		select {
+		case <-b.Done():
+		case <-time.After(grace + 10*time.Second):
+			errs = append(errs, fmt.Errorf("the pod did not end within %s of its deletion", grace+10*time.Second))
+		}
+		b.stdin.Close()
+		b.p.gpus.Release(b.devices)
+		b.p.slots.Release(b)
+		return errors.Join(errs...)
+	})
+}

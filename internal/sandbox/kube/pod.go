@@ -1,0 +1,100 @@
+package kube
+
+import (
+	"cmp"
+	"maps"
+	"math/rand/v2"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/proctorhq/proctor/internal/sandbox"
+)
+
+// Pod is the pod that runs spec from image (a reference the cluster pulls) with gpus GPUs.
+func (p *Provider) Pod(spec sandbox.Spec, image string, gpus int) *corev1.Pod {
+	network := "none"
+	if spec.Network {
+		network = "egress"
+	}
+	// Two tries, or two sandboxes of one id, never share a pod name.
+	sandboxLabel := labelValue(spec.ID) + "-" + strconv.FormatUint(rand.Uint64()%(36*36*36*36*36), 36)
+	env := []corev1.EnvVar{{Name: "HOME", Value: sandbox.WorkDirInImage}}
+	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
+		if k != "HOME" {
+			env = append(env, corev1.EnvVar{Name: k, Value: spec.Env[k]})
+		}
+	}
+	res := corev1.ResourceList{}
+	if spec.Resources.CPU > 0 {
+		res[corev1.ResourceCPU] = *resource.NewMilliQuantity(int64(spec.Resources.CPU*1000), resource.DecimalSI)
+	}
+	if spec.Resources.MemoryMB > 0 {
+		res[corev1.ResourceMemory] = *resource.NewQuantity(int64(spec.Resources.MemoryMB)<<20, resource.BinarySI)
+	}
+	selector := maps.Clone(p.o.NodeSelector)
+	var tolerations []corev1.Toleration
+	if gpus > 0 {
+		res[GPUResource] = *resource.NewQuantity(int64(gpus), resource.DecimalSI)
+		if selector == nil {
+			selector = map[string]string{}
+		}
+		maps.Copy(selector, p.o.GPUNodeSelector)
+		tolerations = append(tolerations, corev1.Toleration{Key: string(GPUResource), Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})
+	}
+	no, yes := false, true
+	grace := int64(p.grace.Round(time.Second) / time.Second)
+	var pullSecrets []corev1.LocalObjectReference
+	for _, name := range p.o.ImagePullSecrets {
+		pullSecrets = append(pullSecrets, corev1.LocalObjectReference{Name: name})
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "sb-" + sandboxLabel, Namespace: p.o.Namespace,
+			Labels: map[string]string{LabelManagedBy: "proctor", LabelOwner: p.owner, LabelSandbox: sandboxLabel, LabelNetwork: network},
+			// The full id, which a label value may not hold.
+			Annotations: map[string]string{"proctor.dev/sandbox-id": spec.ID},
+		},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			AutomountServiceAccountToken:  &no,
+			EnableServiceLinks:            &no,
+			TerminationGracePeriodSeconds: &grace,
+			NodeSelector:                  selector,
+			Tolerations:                   tolerations,
+			ImagePullSecrets:              pullSecrets,
+			SecurityContext:               &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+			Containers: []corev1.Container{{
+				Name: ContainerName, Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
+				Command: spec.Command[:1], Args: spec.Command[1:], Env: env, WorkingDir: sandbox.WorkDirInImage,
+				Stdin: true, StdinOnce: true,
+				Resources: corev1.ResourceRequirements{Requests: res, Limits: res},
+				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
+					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+				VolumeMounts: []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}, {Name: "work", MountPath: sandbox.WorkDirInImage}},
+			}},
+			Volumes: []corev1.Volume{
+				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+				{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			},
+		},
+	}
+}
+
+var notLabelChars = regexp.MustCompile(`[^a-z0-9.-]+`)
+
+// labelValue is s as a label value that can also start a pod name: lower case, at most 50
+// characters, starting and ending with an alphanumeric character.
+func labelValue(s string) string {
+	v := notLabelChars.ReplaceAllString(strings.ToLower(s), "-")
+	if len(v) > 50 {
+		v = v[:50]
+	}
+	return cmp.Or(strings.Trim(v, "-."), "x")
+}
