@@ -1,7 +1,6 @@
 package models
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -265,29 +264,6 @@ func newTrace(c *Caller, job uuid.UUID, lt LaunchTrace, v *TaskVersion, at time.
 	}
 	return t
 }
-
-// rowsByID reads the rows of T whose id (as id reads it) is in ids, by id, idChunk ids a
-// statement (a statement's parameters are limited).
-func rowsByID[T any](ctx context.Context, db bun.IDB, ids []uuid.UUID, id func(*T) uuid.UUID) (map[uuid.UUID]T, error) {
-	out := make(map[uuid.UUID]T, len(ids))
-	ids = slices.Clone(ids)
-	slices.SortFunc(ids, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
-	ids = slices.Compact(ids)
-	for start := 0; start < len(ids); start += idChunk {
-		var rows []T
-		if err := db.NewSelect().Model(&rows).Where("?TableAlias.id IN (?)", bun.In(ids[start:min(start+idChunk, len(ids))])).Scan(ctx); err != nil {
-			return nil, err
-		}
-		for _, r := range rows {
-			out[id(&r)] = r
-		}
-	}
-	return out, nil
-}
-
-// idChunk bounds the ids of one IN list: Postgres takes 65,535 parameters a statement, SQLite
-// 32,766.
-const idChunk = 5000
 
 // JobRow is a job as one caller sees it.
 type JobRow struct {

@@ -33,6 +33,28 @@ var (
 	ErrConflict = errors.New("conflict")
 )
 
+// ErrForbidden is returned when the caller sees a row but may not change it.
+var ErrForbidden = errors.New("forbidden")
+
+// FieldError is one invalid field of a store method's input, located by its path in the input
+// (`tasks[2].env`); the API prefixes where in the request the input came from (`body.tasks[2].env`).
+type FieldError struct {
+	Location string
+	Message  string
+	Value    any
+}
+
+// ValidationError lists every invalid field of a request; the API answers it with 422.
+type ValidationError []FieldError
+
+func (v ValidationError) Error() string {
+	msgs := make([]string, len(v))
+	for i, e := range v {
+		msgs[i] = e.Location + ": " + e.Message
+	}
+	return "invalid request: " + strings.Join(msgs, "; ")
+}
+
 // Dialect names the SQL flavour behind a Store.
 type Dialect string
 

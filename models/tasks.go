@@ -113,30 +113,8 @@ type UploadResult struct {
 	TasksetCreated bool
 }
 
-// FieldError is one invalid field of a store method's input, located by its path in the input
-// (`tasks[2].env`); the API prefixes where in the request the input came from (`body.tasks[2].env`).
-type FieldError struct {
-	Location string
-	Message  string
-	Value    any
-}
-
-// ValidationError lists every invalid field of a request; the API answers it with 422.
-type ValidationError []FieldError
-
-func (v ValidationError) Error() string {
-	msgs := make([]string, len(v))
-	for i, e := range v {
-		msgs[i] = e.Location + ": " + e.Message
-	}
-	return "invalid request: " + strings.Join(msgs, "; ")
-}
-
 // analyzeAfter is the number of new tasks after which an upload refreshes Postgres statistics.
 const analyzeAfter = 1000
-
-// ErrForbidden is returned when the caller sees a row but may not change it.
-var ErrForbidden = errors.New("forbidden")
 
 // resolvedTask is an upload task after its environment and scenario were looked up.
 type resolvedTask struct {
@@ -461,25 +439,6 @@ type taskWrites struct {
 	newTasks []Task
 	updated  []Task
 	versions []TaskVersion
-}
-
-// insertBatch bounds the rows of one INSERT (a statement's parameters are limited).
-const insertBatch = 500
-
-// insertInBatches inserts rows insertBatch at a time; onConflict, when set, is the ON clause
-// (e.g. "CONFLICT (id) DO NOTHING").
-func insertInBatches[T any](ctx context.Context, db bun.IDB, rows []T, onConflict string) error {
-	for start := 0; start < len(rows); start += insertBatch {
-		batch := rows[start:min(start+insertBatch, len(rows))]
-		q := db.NewInsert().Model(&batch)
-		if onConflict != "" {
-			q = q.On(onConflict)
-		}
-		if _, err := q.Exec(ctx); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func (w *taskWrites) flush(ctx context.Context, tx bun.Tx) error {
