@@ -82,29 +82,6 @@ func (r *MoveResult) fail(input, code, reason string, resolved *uuid.UUID) {
 	r.Failures = append(r.Failures, MoveFailure{Input: input, Code: code, Reason: reason, ResolvedID: resolved})
 }
 
-// TaskInTaskset is a task with the taskset it belongs to, as the caller sees it.
-type TaskInTaskset struct {
-	Task    Task
-	Taskset *TasksetRow
-}
-
-// GetTask reads a task the caller may see, by task id or by the id of one of its versions.
-func (s *Store) GetTask(ctx context.Context, c *Caller, id uuid.UUID) (*TaskInTaskset, error) {
-	var t Task
-	err := s.DB.NewSelect().Model(&t).Where("id = ?", id).Scan(ctx)
-	if isNoRows(err) {
-		err = s.DB.NewSelect().Model(&t).Where("id = (SELECT task_id FROM task_versions WHERE id = ?)", id).Scan(ctx)
-	}
-	if err != nil {
-		return nil, notFound(err, "get task")
-	}
-	ts, err := s.GetTaskset(ctx, c, t.TasksetID)
-	if err != nil {
-		return nil, fmt.Errorf("get task: %w", ErrNotFound)
-	}
-	return &TaskInTaskset{Task: t, Taskset: ts}, nil
-}
-
 // resolveForMove finds the task an input names: a task id, a task version id, or (with a taskset)
 // a name or external id. It records a failure and returns nil when it cannot, or when the caller
 // may not change the task. A failure echoes only the caller's input, and a slug is looked up only
@@ -587,33 +564,4 @@ func (s *Store) TaskActivity(ctx context.Context, c *Caller, taskID uuid.UUID, l
 		out[i].ByName, out[i].ByRole = w.name, w.role
 	}
 	return out, nil
-}
-
-// TaskMatch is a task a reference named, with what ranks it among others of the same name.
-type TaskMatch struct {
-	Task `bun:",extend"`
-	// Own is set for a task of the caller's team; BySlug when the reference is its external id.
-	Own    bool `bun:"own,scanonly"`
-	BySlug bool `bun:"by_slug,scanonly"`
-}
-
-// FindTasks lists the tasks, in tasksets the caller sees, whose external id or name is ref and
-// whose latest version is of the environment env (any environment when env is empty): the
-// caller's team's first, then those named by external id. At most limit are returned.
-func (s *Store) FindTasks(ctx context.Context, c *Caller, env, ref string, limit int) ([]TaskMatch, error) {
-	var rows []TaskMatch
-	q := s.DB.NewSelect().Model(&rows).ColumnExpr("tk.*").
-		ColumnExpr("t.team_id = ? AS own", c.TeamID).
-		ColumnExpr("COALESCE(tk.external_id = ?, FALSE) AS by_slug", ref).
-		Join("JOIN tasksets AS t ON t.id = tk.taskset_id").
-		Join("JOIN task_versions AS tv ON tv.id = tk.latest_version_id").
-		Where("tk.external_id = ? OR tk.name = ?", ref, ref).
-		Where("t.team_id = ? OR t.public OR EXISTS (SELECT 1 FROM taskset_shares AS sh WHERE sh.taskset_id = t.id AND sh.team_id = ?)", c.TeamID, c.TeamID)
-	if env != "" {
-		q = q.Where("tv.env = ?", env)
-	}
-	if err := q.OrderExpr("own DESC, by_slug DESC, tk.id").Limit(int64(limit)).Scan(ctx); err != nil {
-		return nil, fmt.Errorf("find tasks: %w", err)
-	}
-	return rows, nil
 }
