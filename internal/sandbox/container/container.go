@@ -241,6 +241,29 @@ func (p *Provider) start(ctx context.Context, spec sandbox.Spec) (_ *box, err er
 	if err := os.Chmod(work, 0o777); err != nil {
 		return nil, err
 	}
+	id, err := p.create(ctx, spec, work, devices)
+	if err != nil {
+		return nil, err
+	}
+	undo = append(undo, func() {
+		p.cli.ContainerRemove(context.WithoutCancel(ctx), id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}) //nolint:errcheck // the sweep at the next start catches what this misses
+	})
+	att, err := p.attach(ctx, id, spec)
+	if err != nil {
+		return nil, err
+	}
+	undo = append(undo, att.Close)
+	if _, err := p.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
+		return nil, p.startError(ctx, id, spec, fmt.Errorf("start container: %w", err))
+	}
+	b := &box{Lifecycle: sandbox.NewLifecycle(spec.ID), p: p, container: id, work: work, devices: devices, att: att}
+	b.follow(spec)
+	return b, nil
+}
+
+// create creates spec's container, its work dir bound in and the allocated devices passed, and
+// returns its id.
+func (p *Provider) create(ctx context.Context, spec sandbox.Spec, work string, devices []string) (string, error) {
 	env := []string{"HOME=" + sandbox.WorkDirInImage}
 	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
 		env = append(env, k+"="+spec.Env[k])
@@ -264,12 +287,13 @@ func (p *Provider) start(ctx context.Context, spec sandbox.Spec) (_ *box, err er
 		HostConfig: host,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("create container: %w", err)
+		return "", fmt.Errorf("create container: %w", err)
 	}
-	id := created.ID
-	undo = append(undo, func() {
-		p.cli.ContainerRemove(context.WithoutCancel(ctx), id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}) //nolint:errcheck // the sweep at the next start catches what this misses
-	})
+	return created.ID, nil
+}
+
+// attach attaches to container id's stdio stream, before it starts, so that no output is lost.
+func (p *Provider) attach(ctx context.Context, id string, spec sandbox.Spec) (client.ContainerAttachResult, error) {
 	att, err := p.cli.ContainerAttach(ctx, id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
 	if err != nil {
 		// Podman prepares the container when it is attached to, and the client drops the body
@@ -277,29 +301,9 @@ func (p *Provider) start(ctx context.Context, spec sandbox.Spec) (_ *box, err er
 		if _, serr := p.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); serr != nil {
 			err = serr
 		}
-		return nil, p.startError(ctx, id, spec, fmt.Errorf("attach to the container: %w", err))
+		return client.ContainerAttachResult{}, p.startError(ctx, id, spec, fmt.Errorf("attach to the container: %w", err))
 	}
-	undo = append(undo, att.Close)
-	if _, err := p.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
-		return nil, p.startError(ctx, id, spec, fmt.Errorf("start container: %w", err))
-	}
-	b := &box{Lifecycle: sandbox.NewLifecycle(spec.ID), p: p, container: id, work: work, devices: devices, att: att}
-	outR, outW := io.Pipe()
-	errR, errW := io.Pipe()
-	b.stdout = outR
-	streams := make(chan struct{})
-	go func() {
-		defer close(streams)
-		_, err := stdcopy.StdCopy(outW, errW, att.Reader)
-		outW.CloseWithError(cmp.Or(err, io.EOF))
-		errW.Close()
-	}()
-	go func() {
-		sandbox.ReadLines(errR, "stderr", b.LogRing(), spec.OnLog)
-		io.Copy(io.Discard, errR) //nolint:errcheck // drain, so the demultiplexer never blocks
-	}()
-	go b.wait(streams)
-	return b, nil
+	return att, nil
 }
 
 // hostConfig is how the engine runs spec's container: a read-only root with a /tmp tmpfs, the
@@ -425,6 +429,26 @@ type stdin struct{ att client.ContainerAttachResult }
 
 func (s stdin) Write(p []byte) (int, error) { return s.att.Conn.Write(p) }
 func (s stdin) Close() error                { return s.att.CloseWrite() }
+
+// follow demultiplexes the attached stream into the sandbox's stdout and its log, and waits for
+// the container to exit.
+func (b *box) follow(spec sandbox.Spec) {
+	outR, outW := io.Pipe()
+	errR, errW := io.Pipe()
+	b.stdout = outR
+	streams := make(chan struct{})
+	go func() {
+		defer close(streams)
+		_, err := stdcopy.StdCopy(outW, errW, b.att.Reader)
+		outW.CloseWithError(cmp.Or(err, io.EOF))
+		errW.Close()
+	}()
+	go func() {
+		sandbox.ReadLines(errR, "stderr", b.LogRing(), spec.OnLog)
+		io.Copy(io.Discard, errR) //nolint:errcheck // drain, so the demultiplexer never blocks
+	}()
+	go b.wait(streams)
+}
 
 // wait waits for the container to exit and records why.
 func (b *box) wait(streams <-chan struct{}) {
