@@ -29,31 +29,65 @@ const EnvServerModule = "github.com/proctorhq/proctor/envserver"
 // returns the copy's path for `go build -modfile`. It returns "" when there is nothing to
 // supply; the source's own files are never changed.
 func supplyEnvServer(ctx context.Context, goBin string, spec GoSpec, dir string, log io.Writer) (string, error) {
-	type version struct{ Path, Version string }
-	var mod struct {
-		Require []version
-		Replace []struct{ Old, New version }
+	env := append(os.Environ(), "GOWORK=off", "GOFLAGS=")
+	mod, err := readGoMod(ctx, goBin, spec.Dir, env)
+	if err != nil {
+		return "", err
 	}
+	if !mod.lacksEnvServer(spec, log) {
+		return "", nil
+	}
+	envServer, err := filepath.Abs(spec.EnvServer)
+	if err != nil {
+		return "", err
+	}
+	modFile, err := replaceEnvServer(ctx, goBin, env, spec.Dir, dir, envServer)
+	if err != nil {
+		return "", err
+	}
+	fmt.Fprintf(log, "envserver: the builder supplies %s (its copy in %s)\n", EnvServerModule, envServer)
+	return modFile, nil
+}
+
+// goModVersion is a module path and version as `go mod edit -json` writes them.
+type goModVersion struct{ Path, Version string }
+
+// goMod is what supplyEnvServer reads of a go.mod: its requirements and replaces.
+type goMod struct {
+	Require []goModVersion
+	Replace []struct{ Old, New goModVersion }
+}
+
+// readGoMod reads the go.mod in dir, through the go command (run with env).
+func readGoMod(ctx context.Context, goBin, dir string, env []string) (goMod, error) {
+	var mod goMod
 	edit := exec.CommandContext(ctx, goBin, "mod", "edit", "-json")
-	edit.Dir, edit.Env = spec.Dir, append(os.Environ(), "GOWORK=off", "GOFLAGS=")
+	edit.Dir, edit.Env = dir, env
 	var stderr bytes.Buffer
 	edit.Stderr = &stderr
 	out, err := edit.Output()
 	if err != nil {
-		return "", fmt.Errorf("%w: read go.mod: %v\n%s", ErrBuild, err, stderr.String())
+		return mod, fmt.Errorf("%w: read go.mod: %v\n%s", ErrBuild, err, stderr.String())
 	}
 	if err := json.Unmarshal(out, &mod); err != nil {
-		return "", fmt.Errorf("image: read go.mod: %w", err)
+		return mod, fmt.Errorf("image: read go.mod: %w", err)
 	}
-	i := slices.IndexFunc(mod.Require, func(r version) bool { return r.Path == EnvServerModule })
+	return mod, nil
+}
+
+// lacksEnvServer says whether the build must supply the envserver module: the module requires
+// it at an unpublished version or replaces it, yet neither the upload carries it nor another
+// module replaces it. A replace by a directory outside the upload is logged.
+func (mod goMod) lacksEnvServer(spec GoSpec, log io.Writer) bool {
+	i := slices.IndexFunc(mod.Require, func(r goModVersion) bool { return r.Path == EnvServerModule })
 	if i < 0 {
-		return "", nil
+		return false
 	}
 	v := mod.Require[i].Version
 	unpublished := v == "v0.0.0" || strings.HasPrefix(v, "v0.0.0-00010101000000-")
-	replaced := slices.ContainsFunc(mod.Replace, func(r struct{ Old, New version }) bool { return r.Old.Path == EnvServerModule })
+	replaced := slices.ContainsFunc(mod.Replace, func(r struct{ Old, New goModVersion }) bool { return r.Old.Path == EnvServerModule })
 	if !unpublished && !replaced {
-		return "", nil // a version a module proxy serves
+		return false // a version a module proxy serves
 	}
 	root := spec.Root
 	if root == "" {
@@ -64,23 +98,26 @@ func supplyEnvServer(ctx context.Context, goBin string, spec GoSpec, dir string,
 			continue
 		}
 		if r.New.Version != "" {
-			return "", nil // another module (a fork): the source's choice
+			return false // another module (a fork): the source's choice
 		}
 		target := r.New.Path
 		if !filepath.IsAbs(target) {
 			target = filepath.Join(spec.Dir, target)
 		}
 		if rel, err := filepath.Rel(root, target); err == nil && filepath.IsLocal(rel) {
-			return "", nil // the upload carries it
+			return false // the upload carries it
 		}
 		fmt.Fprintf(log, "envserver: go.mod replaces %s with %s, which is not in the source\n", EnvServerModule, r.New.Path)
 	}
-	envServer, err := filepath.Abs(spec.EnvServer)
-	if err != nil {
-		return "", err
-	}
+	return true
+}
+
+// replaceEnvServer writes in dir a copy of srcDir's go.mod that replaces the envserver module
+// with envServer, and beside it a go.sum of srcDir's sums and envServer's; it returns the
+// copy's path.
+func replaceEnvServer(ctx context.Context, goBin string, env []string, srcDir, dir, envServer string) (string, error) {
 	modFile := filepath.Join(dir, "go.mod")
-	body, err := os.ReadFile(filepath.Join(spec.Dir, "go.mod"))
+	body, err := os.ReadFile(filepath.Join(srcDir, "go.mod"))
 	if err != nil {
 		return "", err
 	}
@@ -88,12 +125,12 @@ func supplyEnvServer(ctx context.Context, goBin string, spec GoSpec, dir string,
 		return "", err
 	}
 	replace := exec.CommandContext(ctx, goBin, "mod", "edit", "-replace="+EnvServerModule+"="+envServer, modFile)
-	replace.Env = edit.Env
+	replace.Env = env
 	if out, err := replace.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("image: supply envserver: %v\n%s", err, out)
 	}
 	var sums []byte
-	for _, p := range []string{filepath.Join(spec.Dir, "go.sum"), filepath.Join(envServer, "go.sum")} {
+	for _, p := range []string{filepath.Join(srcDir, "go.sum"), filepath.Join(envServer, "go.sum")} {
 		b, err := os.ReadFile(p)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return "", err
@@ -106,6 +143,5 @@ func supplyEnvServer(ctx context.Context, goBin string, spec GoSpec, dir string,
 	if err := os.WriteFile(filepath.Join(dir, "go.sum"), sums, 0o600); err != nil {
 		return "", err
 	}
-	fmt.Fprintf(log, "envserver: the builder supplies %s (its copy in %s)\n", EnvServerModule, envServer)
 	return modFile, nil
 }
