@@ -216,3 +216,8 @@ func fieldDetail(in string, e models.FieldError) *huma.ErrorDetail {
 	}
 	return &huma.ErrorDetail{Location: loc, Message: e.Message, Value: e.Value}
 }
+
+// validation builds a 422 for a rule the schema cannot express.
+func validation(location, msg string, value any) error {
+	return newHumaError(http.StatusUnprocessableEntity, "validation failed", &huma.ErrorDetail{Location: location, Message: msg, Value: value})
+}

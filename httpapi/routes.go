@@ -18,6 +18,8 @@ func (s *Server) registerOperations() {
 	s.registerTasksetReads()
 	s.registerTasks()
 	s.registerTaskReview()
+	s.registerTaskComments()
+	s.registerTaskBriefs()
 	s.registerMentions()
 	s.registerReadyCheck()
 	s.registerModels()
