@@ -1,0 +1,188 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+)
+
+// LaunchTrace is one attempt to create.
+type LaunchTrace struct {
+	TraceID       uuid.UUID
+	TaskVersionID uuid.UUID
+	ModelID       uuid.UUID
+	GroupID       string
+	Name          string
+	// RuntimeConfig overrides the task version's, field by field; nil runs the version's.
+	RuntimeConfig *RuntimeConfig
+	// Args override the scenario arguments of the version key by key; AgentConfig overrides its
+	// agent config key by key. Nil runs the version's.
+	Args        map[string]any
+	AgentConfig *AgentConfig
+	MaxSteps    int
+	Metadata    map[string]any
+}
+
+// Launch creates a job (or adds to the caller's existing one) with its attempts, all pending.
+type Launch struct {
+	JobID *uuid.UUID
+	// Kind is how the job is launched (default JobSingle); a remote job is is_remote. A RunList
+	// workflow drives a JobBatch job; the others complete when their last trace ends.
+	Kind          string
+	Name          string
+	TasksetID     *uuid.UUID
+	MaxSteps      int
+	GroupSize     int
+	MaxConcurrent int
+	Metadata      JobMetadata
+	Traces        []LaunchTrace
+}
+
+// LaunchJob writes a job and its pending traces in one transaction, before any workflow starts,
+// so that a poll right after launching finds them. A trace id the caller's team already has is
+// not created again (launches are idempotent on client-minted trace ids); one another team has is
+// a conflict.
+func (s *Store) LaunchJob(ctx context.Context, c *Caller, l Launch) (*Job, []Trace, error) {
+	var job *Job
+	var traces []Trace
+	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		// The launch's reads take a fixed number of queries whatever its size: the traces that
+		// exist already, then the versions of the others.
+		ids := make([]uuid.UUID, len(l.Traces))
+		for i, lt := range l.Traces {
+			ids[i] = lt.TraceID
+		}
+		existing, err := rowsByID(ctx, tx, ids, func(t *Trace) uuid.UUID { return t.ID })
+		if err != nil {
+			return err
+		}
+		if job, err = launchingJob(ctx, tx, c, &l, existing); err != nil {
+			return err
+		}
+		var missing []uuid.UUID
+		for _, lt := range l.Traces {
+			if _, ok := existing[lt.TraceID]; !ok {
+				missing = append(missing, lt.TaskVersionID)
+			}
+		}
+		versions, err := rowsByID(ctx, tx, missing, func(v *TaskVersion) uuid.UUID { return v.ID })
+		if err != nil {
+			return err
+		}
+		var fresh []Trace
+		// A job's traces are in launch order by created_at (see JobTraceIDsPage): each is a
+		// microsecond after the one before, however fast they are made.
+		at := now()
+		for _, lt := range l.Traces {
+			if t, ok := existing[lt.TraceID]; ok {
+				traces = append(traces, t)
+				continue
+			}
+			v, ok := versions[lt.TaskVersionID]
+			if !ok {
+				return fmt.Errorf("task version %s: %w", lt.TaskVersionID, ErrNotFound)
+			}
+			t := newTrace(c, job.ID, lt, &v, at)
+			at = at.Add(time.Microsecond)
+			traces = append(traces, t)
+			fresh = append(fresh, t)
+		}
+		// Two launches racing with the same client-minted id: the second writes nothing.
+		return insertInBatches(ctx, tx, fresh, "CONFLICT (id) DO NOTHING")
+	})
+	if err != nil {
+		if errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) {
+			return nil, nil, err
+		}
+		return nil, nil, fmt.Errorf("launch job: %w", err)
+	}
+	return job, traces, nil
+}
+
+// launchingJob is the job a launch goes into: the one l.JobID names, or the one every trace of a
+// repeated launch (the same client-minted trace ids) is already in, or else a new one, written
+// now. A trace or job id another team holds is a conflict (whose it is stays unsaid: ids are one
+// namespace, not a way to probe other teams).
+func launchingJob(ctx context.Context, tx bun.Tx, c *Caller, l *Launch, existing map[uuid.UUID]Trace) (*Job, error) {
+	var jobs []uuid.UUID
+	for _, t := range existing {
+		if t.TeamID != c.TeamID {
+			return nil, fmt.Errorf("trace id %s is taken: %w", t.ID, ErrConflict)
+		}
+		if !slices.Contains(jobs, t.JobID) {
+			jobs = append(jobs, t.JobID)
+		}
+	}
+	job := new(Job)
+	switch {
+	case l.JobID != nil:
+		err := tx.NewSelect().Model(job).Where("id = ?", *l.JobID).Scan(ctx)
+		switch {
+		case err == nil && job.TeamID != c.TeamID:
+			return nil, fmt.Errorf("job id %s is taken: %w", *l.JobID, ErrConflict)
+		case err == nil:
+			return job, nil
+		case !isNoRows(err):
+			return nil, err
+		}
+	case len(l.Traces) > 0 && len(existing) == len(l.Traces) && len(jobs) == 1:
+		// A launch repeated with the same trace ids returns the original job and traces rather
+		// than creating an empty job beside them.
+		if err := tx.NewSelect().Model(job).Where("id = ?", jobs[0]).Scan(ctx); err != nil {
+			return nil, err
+		}
+		return job, nil
+	}
+	id := uuid.New()
+	if l.JobID != nil {
+		id = *l.JobID
+	}
+	l.Metadata = l.Metadata.Listed()
+	if l.Kind == "" {
+		l.Kind = JobSingle
+	}
+	job = &Job{ID: id, TeamID: c.TeamID, CreatedBy: &c.UserID, APIKeyID: c.launchKey(), Kind: l.Kind, IsRemote: l.Kind == JobRemote, TasksetID: l.TasksetID, Name: l.Name, Status: JobPending,
+		MaxSteps: l.MaxSteps, GroupSize: l.GroupSize, MaxConcurrent: l.MaxConcurrent, Metadata: l.Metadata,
+		CreatedAt: now(), UpdatedAt: now()}
+	if _, err := tx.NewInsert().Model(job).Exec(ctx); err != nil {
+		return nil, err
+	}
+	return job, nil
+}
+
+// newTrace is the pending trace of an attempt of version v in job, created at: the launch's
+// runtime config, scenario args and agent config over the version's.
+func newTrace(c *Caller, job uuid.UUID, lt LaunchTrace, v *TaskVersion, at time.Time) Trace {
+	rc := v.RuntimeConfig
+	if lt.RuntimeConfig != nil {
+		rc = lt.RuntimeConfig.Over(v.RuntimeConfig)
+	}
+	if lt.Metadata == nil {
+		lt.Metadata = map[string]any{}
+	}
+	modelID := lt.ModelID
+	t := Trace{ID: lt.TraceID, TeamID: c.TeamID, JobID: job, TaskID: &v.TaskID, TaskVersionID: &v.ID, ModelID: &modelID,
+		GroupID: lt.GroupID, Name: lt.Name, Status: TracePending, Metadata: lt.Metadata, RuntimeConfig: rc,
+		MaxSteps: lt.MaxSteps, IsValid: true, CreatedAt: at, UpdatedAt: at}
+	if lt.Args != nil {
+		t.ScenarioArgs = maps.Clone(v.Args)
+		if t.ScenarioArgs == nil {
+			t.ScenarioArgs = map[string]any{}
+		}
+		maps.Copy(t.ScenarioArgs, lt.Args)
+	}
+	if lt.AgentConfig != nil {
+		ac := lt.AgentConfig.Over(v.AgentConfig)
+		t.AgentConfig = &ac
+	}
+	if t.Name == "" {
+		t.Name = v.Name
+	}
+	return t
+}
