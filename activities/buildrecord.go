@@ -1,0 +1,106 @@
+package activities
+
+import (
+	"bufio"
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/proctorhq/proctor/envserver"
+	"github.com/proctorhq/proctor/models"
+)
+
+// buildLogWriter is a writer whose lines go to the build's log, a few at a time.
+type buildLogWriter struct {
+	a       *Activities
+	ctx     context.Context
+	buildID uuid.UUID
+	mu      sync.Mutex
+	partial string
+	pending []string
+	last    time.Time
+	timer   *time.Timer // flushes lines a quiet builder left pending
+}
+
+func (a *Activities) buildLog(ctx context.Context, id uuid.UUID) *buildLogWriter {
+	return &buildLogWriter{a: a, ctx: context.WithoutCancel(ctx), buildID: id, last: time.Now()}
+}
+
+func (w *buildLogWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	sc := bufio.NewScanner(strings.NewReader(w.partial + string(p)))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var lines []string
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	w.partial = ""
+	if len(p) > 0 && p[len(p)-1] != '\n' && len(lines) > 0 {
+		w.partial, lines = lines[len(lines)-1], lines[:len(lines)-1]
+	}
+	w.pending = append(w.pending, lines...)
+	switch {
+	case time.Since(w.last) > 500*time.Millisecond || len(w.pending) > 200:
+		w.flush()
+	case len(w.pending) > 0 && w.timer == nil:
+		// A follower sees these lines within half a second even if the builder falls silent.
+		w.timer = time.AfterFunc(500*time.Millisecond, func() {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			w.timer = nil
+			w.flush()
+		})
+	}
+	return len(p), nil
+}
+
+func (w *buildLogWriter) flush() {
+	if len(w.pending) == 0 {
+		return
+	}
+	if err := w.a.Store.AppendBuildLog(w.ctx, w.buildID, w.pending); err != nil {
+		w.a.log().Warn("build log", "build", w.buildID, "error", err)
+	}
+	w.pending, w.last = nil, time.Now()
+}
+
+// Close writes what is left.
+func (w *buildLogWriter) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.timer != nil {
+		w.timer.Stop()
+		w.timer = nil
+	}
+	if w.partial != "" {
+		w.pending, w.partial = append(w.pending, w.partial), ""
+	}
+	w.flush()
+	return nil
+}
+
+// FinishBuild records how a build ended.
+func (a *Activities) FinishBuild(ctx context.Context, in FinishBuildInput) (string, error) {
+	b, err := a.Store.FinishBuild(ctx, in.BuildID, models.BuildResult{Status: in.Status, Error: in.Error, Lock: in.Lock, Scenarios: ScenarioRows(in.Scenarios),
+		Image: models.BuiltImage{Digest: in.Image.Digest, ImageKey: in.Image.ImageKey, ImageName: in.Image.ImageName, Command: in.Image.Command}})
+	if err != nil {
+		return "", err
+	}
+	return b.Status, nil
+}
+
+// FinishBuildInput is how a build ended.
+type FinishBuildInput struct {
+	BuildID uuid.UUID `json:"build_id"`
+	Status  string    `json:"status"`
+	Error   string    `json:"error,omitempty"`
+	// Lock and Scenarios are what discovery found, for a build that succeeded.
+	Lock      models.BuildLock         `json:"lock,omitzero"`
+	Scenarios []envserver.ScenarioInfo `json:"scenarios,omitempty"`
+	// Image is what the build made, when it got that far.
+	Image BuildImageResult `json:"image,omitzero"`
+}
