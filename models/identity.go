@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -52,36 +51,6 @@ const (
 	RoleMember = "member"
 )
 
-// APIKey is stored as a visible prefix plus the SHA-256 of the whole token; the token itself is
-// shown once, at creation. Keys are 32 random bytes, so a fast hash is enough: there is nothing
-// to brute-force that a slow hash would protect.
-type APIKey struct {
-	bun.BaseModel `bun:"table:api_keys"`
-	ID            uuid.UUID  `bun:"id,pk,type:uuid"`
-	TeamID        uuid.UUID  `bun:"team_id,type:uuid"`
-	MembershipID  int64      `bun:"membership_id"`
-	Name          string     `bun:"name"`
-	Prefix        string     `bun:"prefix"`
-	SecretHash    string     `bun:"secret_hash"`
-	LastUsedAt    *time.Time `bun:"last_used_at"`
-	RevokedAt     *time.Time `bun:"revoked_at"`
-	CreatedAt     time.Time  `bun:"created_at"`
-	UpdatedAt     time.Time  `bun:"updated_at"`
-}
-
-// Session is a signed-in browser session: the cookie carries a random token, the row its hash.
-type Session struct {
-	bun.BaseModel `bun:"table:sessions"`
-	ID            uuid.UUID `bun:"id,pk,type:uuid"`
-	TokenHash     string    `bun:"token_hash"`
-	MembershipID  int64     `bun:"membership_id"`
-	// APIKeyID is the key the session was signed in with; revoking the key ends the session.
-	APIKeyID  *uuid.UUID `bun:"api_key_id,type:uuid"`
-	ExpiresAt time.Time  `bun:"expires_at"`
-	CreatedAt time.Time  `bun:"created_at"`
-	UpdatedAt time.Time  `bun:"updated_at"`
-}
-
 // Project groups a team's environments; registry lists can be filtered by project.
 type Project struct {
 	bun.BaseModel `bun:"table:projects"`
@@ -122,6 +91,9 @@ func (c *Caller) launchKey() *uuid.UUID {
 	id := c.APIKeyID
 	return &id
 }
+
+// ErrInvalidCredentials is returned for a token that is malformed, unknown, revoked or expired.
+var ErrInvalidCredentials = errors.New("invalid credentials")
 
 // CreateTeam inserts a team.
 func (s *Store) CreateTeam(ctx context.Context, name string) (*Team, error) {
@@ -216,168 +188,6 @@ func (s *Store) ListMembers(ctx context.Context, teamID uuid.UUID) ([]Membership
 	return ms, users, nil
 }
 
-// API key tokens look like pk_<prefix>_<secret>; the prefix (12 characters with "pk_") is stored
-// in clear so that a key can be found by index and recognised in listings.
-const apiKeyScheme = "pk_"
-
-// CreateAPIKey makes a key for a membership and returns its row and the token. The token is not
-// stored and cannot be recovered.
-func (s *Store) CreateAPIKey(ctx context.Context, membershipID int64, name string) (*APIKey, string, error) {
-	m, err := s.GetMembership(ctx, membershipID)
-	if err != nil {
-		return nil, "", fmt.Errorf("create api key: %w", err)
-	}
-	prefix := apiKeyScheme + randomToken(4)
-	token := prefix + "_" + randomToken(32)
-	k := &APIKey{
-		ID: uuid.New(), TeamID: m.TeamID, MembershipID: m.ID, Name: name,
-		Prefix: prefix, SecretHash: hashToken(token), CreatedAt: now(), UpdatedAt: now(),
-	}
-	if _, err := s.DB.NewInsert().Model(k).Exec(ctx); err != nil {
-		return nil, "", fmt.Errorf("create api key: %w", err)
-	}
-	return k, token, nil
-}
-
-// ListAPIKeys lists a team's keys (prefixes only, never secrets), newest first.
-func (s *Store) ListAPIKeys(ctx context.Context, teamID uuid.UUID) ([]APIKey, error) {
-	var keys []APIKey
-	if err := s.DB.NewSelect().Model(&keys).Where("team_id = ?", teamID).Order("created_at DESC", "id DESC").Scan(ctx); err != nil {
-		return nil, fmt.Errorf("list api keys: %w", err)
-	}
-	return keys, nil
-}
-
-// RevokeAPIKey stops a key from authenticating and ends the sessions signed in with it.
-// Revoking twice is not an error.
-func (s *Store) RevokeAPIKey(ctx context.Context, teamID, id uuid.UUID) error {
-	return s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		res, err := tx.NewUpdate().Model((*APIKey)(nil)).
-			Set("revoked_at = COALESCE(revoked_at, ?)", now()).Set("updated_at = ?", now()).
-			Where("id = ? AND team_id = ?", id, teamID).Exec(ctx)
-		if err != nil {
-			return fmt.Errorf("revoke api key: %w", err)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("revoke api key %s: %w", id, ErrNotFound)
-		}
-		if _, err := tx.NewDelete().Model((*Session)(nil)).Where("api_key_id = ?", id).Exec(ctx); err != nil {
-			return fmt.Errorf("revoke api key: end its sessions: %w", err)
-		}
-		return nil
-	})
-}
-
-// ErrInvalidCredentials is returned for a token that is malformed, unknown, revoked or expired.
-var ErrInvalidCredentials = errors.New("invalid credentials")
-
-// AuthenticateAPIKey resolves a bearer token to its caller.
-func (s *Store) AuthenticateAPIKey(ctx context.Context, token string) (*Caller, error) {
-	prefix, _, ok := strings.Cut(strings.TrimPrefix(token, apiKeyScheme), "_")
-	if !strings.HasPrefix(token, apiKeyScheme) || !ok || len(prefix) != 8 {
-		return nil, ErrInvalidCredentials
-	}
-	var k APIKey
-	if err := s.DB.NewSelect().Model(&k).Where("prefix = ?", apiKeyScheme+prefix).Scan(ctx); err != nil {
-		if isNoRows(err) {
-			return nil, ErrInvalidCredentials
-		}
-		return nil, fmt.Errorf("authenticate api key: %w", err)
-	}
-	if subtle.ConstantTimeCompare([]byte(k.SecretHash), []byte(hashToken(token))) != 1 || k.RevokedAt != nil {
-		return nil, ErrInvalidCredentials
-	}
-	m, err := s.GetMembership(ctx, k.MembershipID)
-	if err != nil {
-		return nil, fmt.Errorf("authenticate api key: %w", err)
-	}
-	// Last use is informational; a write per request would serialise SQLite, so it is coarse.
-	if k.LastUsedAt == nil || time.Since(*k.LastUsedAt) > time.Minute {
-		s.DB.NewUpdate().Model((*APIKey)(nil)).Set("last_used_at = ?", now()).Where("id = ?", k.ID).Exec(ctx) //nolint:errcheck
-	}
-	return &Caller{TeamID: m.TeamID, UserID: m.UserID, MembershipID: m.ID, Role: m.Role, Kind: CredentialAPIKey, APIKeyID: k.ID}, nil
-}
-
-// CreateSession signs a membership in for ttl and returns the session and the cookie token.
-// keyID, when not nil, is the API key the user signed in with: the session ends with it.
-func (s *Store) CreateSession(ctx context.Context, membershipID int64, keyID *uuid.UUID, ttl time.Duration) (*Session, string, error) {
-	if _, err := s.GetMembership(ctx, membershipID); err != nil {
-		return nil, "", fmt.Errorf("create session: %w", err)
-	}
-	token := randomToken(32)
-	sess := &Session{
-		ID: uuid.New(), TokenHash: hashToken(token), MembershipID: membershipID, APIKeyID: keyID,
-		ExpiresAt: now().Add(ttl), CreatedAt: now(), UpdatedAt: now(),
-	}
-	if _, err := s.DB.NewInsert().Model(sess).Exec(ctx); err != nil {
-		return nil, "", fmt.Errorf("create session: %w", err)
-	}
-	return sess, token, nil
-}
-
-// AuthenticateSession resolves a session cookie token to its caller.
-func (s *Store) AuthenticateSession(ctx context.Context, token string) (*Caller, error) {
-	if token == "" {
-		return nil, ErrInvalidCredentials
-	}
-	var sess Session
-	// A session signed in with a key lives only while the key does; revoking it deletes the
-	// session too, and this condition covers a key revoked by hand in the database.
-	if err := s.DB.NewSelect().Model(&sess).Where("token_hash = ?", hashToken(token)).
-		Where("api_key_id IS NULL OR api_key_id IN (SELECT id FROM api_keys WHERE revoked_at IS NULL)").Scan(ctx); err != nil {
-		if isNoRows(err) {
-			return nil, ErrInvalidCredentials
-		}
-		return nil, fmt.Errorf("authenticate session: %w", err)
-	}
-	if !now().Before(sess.ExpiresAt) {
-		return nil, ErrInvalidCredentials
-	}
-	m, err := s.GetMembership(ctx, sess.MembershipID)
-	if err != nil {
-		return nil, fmt.Errorf("authenticate session: %w", err)
-	}
-	return &Caller{TeamID: m.TeamID, UserID: m.UserID, MembershipID: m.ID, Role: m.Role, Kind: CredentialSession, SessionID: sess.ID}, nil
-}
-
-// DeleteSession signs a session out. Deleting an absent session is not an error.
-func (s *Store) DeleteSession(ctx context.Context, id uuid.UUID) error {
-	if _, err := s.DB.NewDelete().Model((*Session)(nil)).Where("id = ?", id).Exec(ctx); err != nil {
-		return fmt.Errorf("delete session: %w", err)
-	}
-	return nil
-}
-
-// RevokeSessions ends sessions: one by id, every session of a membership, or every session of
-// a team (the zero value of a selector is ignored; at least one must be given). It returns how
-// many ended.
-func (s *Store) RevokeSessions(ctx context.Context, sel SessionSelector) (int64, error) {
-	q := s.DB.NewDelete().Model((*Session)(nil))
-	switch {
-	case sel.ID != uuid.Nil:
-		q = q.Where("id = ?", sel.ID)
-	case sel.MembershipID != 0:
-		q = q.Where("membership_id = ?", sel.MembershipID)
-	case sel.TeamID != uuid.Nil:
-		q = q.Where("membership_id IN (SELECT id FROM memberships WHERE team_id = ?)", sel.TeamID)
-	default:
-		return 0, errors.New("revoke sessions: name a session, a membership or a team")
-	}
-	res, err := q.Exec(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("revoke sessions: %w", err)
-	}
-	n, _ := res.RowsAffected()
-	return n, nil
-}
-
-// SessionSelector picks the sessions RevokeSessions ends.
-type SessionSelector struct {
-	ID           uuid.UUID
-	MembershipID int64
-	TeamID       uuid.UUID
-}
-
 // RemoveMember takes a member out of a team: their API keys and sessions go with the membership.
 func (s *Store) RemoveMember(ctx context.Context, teamID uuid.UUID, membershipID int64) error {
 	res, err := s.DB.NewDelete().Model((*Membership)(nil)).Where("id = ? AND team_id = ?", membershipID, teamID).Exec(ctx)
@@ -388,16 +198,6 @@ func (s *Store) RemoveMember(ctx context.Context, teamID uuid.UUID, membershipID
 		return fmt.Errorf("remove member %d: %w", membershipID, ErrNotFound)
 	}
 	return nil
-}
-
-// DeleteExpiredSessions removes sessions past their expiry and returns how many went.
-func (s *Store) DeleteExpiredSessions(ctx context.Context) (int64, error) {
-	res, err := s.DB.NewDelete().Model((*Session)(nil)).Where("expires_at <= ?", now()).Exec(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("delete expired sessions: %w", err)
-	}
-	n, _ := res.RowsAffected()
-	return n, nil
 }
 
 // CreateProject adds a project to a team; names are unique within a team.
