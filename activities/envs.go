@@ -1,0 +1,158 @@
+package activities
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/proctorhq/proctor/internal/agent"
+	"github.com/proctorhq/proctor/internal/sandbox"
+	"github.com/proctorhq/proctor/models"
+)
+
+// liveEnv is an environment this worker runs for one try of an attempt.
+type liveEnv struct {
+	attempt int
+	// startedBy is the attempt of the StartEnvironment activity that started it.
+	startedBy int32
+	sb        sandbox.Sandbox
+	env       *agent.Env
+	tools     []agent.Tool
+	evaluate  []agent.Call
+	logs      *logSink
+	instance  uuid.UUID
+}
+
+// Envs holds the environments live on this worker, by try. The sandbox activities of a try
+// after StartEnvironment are sent to this worker's host queue, so they find the try's
+// environment here. Keys are tries, not traces: a lost try's teardown may still be on its way
+// when the attempt's next try starts on the same host, and each must find its own sandbox.
+type Envs struct {
+	mu    sync.Mutex
+	byTry map[TryInput]*liveEnv
+}
+
+// NewEnvs returns an empty registry.
+func NewEnvs() *Envs { return &Envs{byTry: map[TryInput]*liveEnv{}} }
+
+// Running lists the attempts (trace and try) whose environments run on this worker now.
+func (e *Envs) Running() []TryInput {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]TryInput, 0, len(e.byTry))
+	for try := range e.byTry {
+		out = append(out, try)
+	}
+	return out
+}
+
+// Len is how many environments run on this worker now.
+func (e *Envs) Len() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.byTry)
+}
+
+func (e *Envs) get(id uuid.UUID, attempt int) *liveEnv {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.byTry[TryInput{TraceID: id, Attempt: attempt}]
+}
+
+// put records a try's environment and returns the one to stop: two starts of one try on this
+// worker happen when Temporal gave up on the first (its heartbeat was late) and offered it again,
+// and the first finished anyway. The later start (the higher activity attempt) is the one the
+// workflow heard back from and keeps; the other's sandbox would hold a slot until the worker
+// stopped.
+func (e *Envs) put(id uuid.UUID, le *liveEnv) (stop *liveEnv) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	try := TryInput{TraceID: id, Attempt: le.attempt}
+	if old := e.byTry[try]; old != nil && old.startedBy > le.startedBy {
+		return le
+	}
+	stop = e.byTry[try]
+	e.byTry[try] = le
+	return stop
+}
+
+func (e *Envs) take(id uuid.UUID, attempt int) *liveEnv {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	try := TryInput{TraceID: id, Attempt: attempt}
+	le := e.byTry[try]
+	delete(e.byTry, try)
+	return le
+}
+
+func (a *Activities) envOf(traceID uuid.UUID, attempt int) *liveEnv {
+	if a.Envs == nil {
+		return nil
+	}
+	le := a.Envs.get(traceID, attempt)
+	if le == nil || le.env == nil {
+		return nil
+	}
+	return le
+}
+
+// logSink batches an environment's stderr lines into the store.
+type logSink struct {
+	a       *Activities
+	traceID uuid.UUID
+	mu      sync.Mutex
+	pending []models.TraceLog
+	next    int
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+// newLogSink writes the environment log of a trace from seq next on.
+func (a *Activities) newLogSink(traceID uuid.UUID, next int) *logSink {
+	s := &logSink{a: a, traceID: traceID, next: next, stop: make(chan struct{}), done: make(chan struct{})}
+	go s.loop()
+	return s
+}
+
+func (s *logSink) add(l sandbox.LogLine) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pending = append(s.pending, models.TraceLog{TraceID: s.traceID, Source: models.LogEnv, Seq: s.next, Stream: l.Stream, Line: l.Line, Time: l.Time.UTC()})
+	s.next++
+}
+
+func (s *logSink) flush(ctx context.Context) {
+	s.mu.Lock()
+	batch := s.pending
+	s.pending = nil
+	s.mu.Unlock()
+	if err := s.a.Store.AppendTraceLogs(ctx, batch); err != nil {
+		s.a.log().WarnContext(ctx, "write environment logs", "trace", s.traceID, "error", err)
+	}
+}
+
+func (s *logSink) loop() {
+	defer close(s.done)
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			s.flush(context.Background())
+		case <-s.stop:
+			return
+		}
+	}
+}
+
+func (s *logSink) close(ctx context.Context) {
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	<-s.done
+	s.flush(ctx)
+}
