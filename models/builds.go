@@ -10,76 +10,6 @@ import (
 	"github.com/uptrace/bun"
 )
 
-// TransportStdio is the MCP transport of an environment that speaks over its stdin and stdout:
-// the one the platform uses to reach a sandboxed environment, and so the transport of every
-// build that succeeds.
-const TransportStdio = "stdio"
-
-// BuildLock is what a build's image serves, as discovery found it by starting the image and
-// asking it over MCP (spec: Build › lock). The column, the Build workflow's history and the API
-// carry this one type. A build that has not succeeded has the zero lock; one that has always
-// names its transport.
-type BuildLock struct {
-	// Transport is how the image served MCP to discovery (TransportStdio); empty until then.
-	Transport string `json:"transport,omitempty" enum:"stdio" doc:"The MCP transport the image serves, as discovery reached it: stdio (the environment's stdin and stdout), the one the platform runs environments over. Absent until the build succeeds"`
-	// Tools are every tool the environment lists, the hub dispatchers included.
-	Tools []LockTool `json:"tools,omitzero" nullable:"false" doc:"Every tool the environment lists, the hubs' dispatchers included"`
-	// Prompts and Resources are what the environment lists, when it offers them.
-	Prompts   []LockPrompt   `json:"prompts,omitzero" nullable:"false"`
-	Resources []LockResource `json:"resources,omitzero" nullable:"false"`
-	// RequiredEnv are the environment variables the environment declares it needs
-	// (envserver.WithRequiredEnv), which env-vars/check compares with those configured.
-	RequiredEnv []string `json:"required_env,omitempty" nullable:"false" doc:"The environment variables the environment declares it needs"`
-}
-
-// LockTool is a tool an environment serves.
-type LockTool struct {
-	Name        string `json:"name"`
-	Description string `json:"description"`
-	// InputSchema is the JSON Schema of the tool's arguments as the environment declared it: an
-	// open document, kept as given.
-	InputSchema map[string]any `json:"input_schema,omitempty"`
-	// Role is the tool's _meta["proctor/role"]: setup, evaluate or hub for a hub's dispatcher;
-	// empty for a tool an agent uses.
-	Role string `json:"role,omitempty" doc:"setup, evaluate or hub for a hub's dispatcher; absent for a tool agents use"`
-}
-
-// LockPrompt is a prompt an environment serves.
-type LockPrompt struct {
-	Name        string `json:"name"`
-	Description string `json:"description"`
-}
-
-// LockResource is a resource an environment serves.
-type LockResource struct {
-	URI  string `json:"uri"`
-	Name string `json:"name"`
-}
-
-// Listed is l with every list present (empty rather than absent), as the API shows a lock.
-func (l BuildLock) Listed() BuildLock {
-	l.Tools, l.Prompts, l.Resources = nonNil(l.Tools), nonNil(l.Prompts), nonNil(l.Resources)
-	return l
-}
-
-func nonNil[T any](s []T) []T {
-	if s == nil {
-		return []T{}
-	}
-	return s
-}
-
-// BuildUpload is a source upload a client reserved: its id becomes the build's.
-type BuildUpload struct {
-	bun.BaseModel `bun:"table:build_uploads,alias:bu"`
-	ID            uuid.UUID  `bun:"id,pk,type:uuid"`
-	TeamID        uuid.UUID  `bun:"team_id,type:uuid"`
-	CreatedBy     *uuid.UUID `bun:"created_by,type:uuid"`
-	SourceKey     string     `bun:"source_key"`
-	CreatedAt     time.Time  `bun:"created_at"`
-	UsedAt        *time.Time `bun:"used_at"`
-}
-
 // BuildOptions are what a trigger asked for. Build secrets are never among them: they reach the
 // builder only, and are never stored.
 type BuildOptions struct {
@@ -137,31 +67,6 @@ func (s *Store) BuildSecrets(ctx context.Context, id uuid.UUID) (map[string][]by
 // BuildTerminal reports whether a build status is final.
 func BuildTerminal(status string) bool {
 	return status == BuildSucceeded || status == BuildFailed || status == BuildCancelled
-}
-
-// CreateBuildUpload reserves a source upload for the caller's team.
-func (s *Store) CreateBuildUpload(ctx context.Context, c *Caller) (*BuildUpload, error) {
-	id := uuid.New()
-	u := &BuildUpload{ID: id, TeamID: c.TeamID, SourceKey: BuildSourceKey(c.TeamID, id), CreatedAt: now()}
-	if c.UserID != uuid.Nil {
-		u.CreatedBy = &c.UserID
-	}
-	if _, err := s.DB.NewInsert().Model(u).Exec(ctx); err != nil {
-		return nil, fmt.Errorf("create build upload: %w", err)
-	}
-	return u, nil
-}
-
-// BuildSourceKey is the object-storage key of a build's uploaded source.
-func BuildSourceKey(teamID, buildID uuid.UUID) string {
-	return fmt.Sprintf("builds/%s/%s/source", teamID, buildID)
-}
-
-// KeptSourceKey is where a build keeps its source once it has read it from the upload: an object
-// no upload URL can write, so the source a build was made from cannot change after it (the
-// upload URL is one-time in effect).
-func KeptSourceKey(teamID, buildID uuid.UUID) string {
-	return fmt.Sprintf("builds/%s/%s/source.kept", teamID, buildID)
 }
 
 // TriggerBuild names what a build of an uploaded source is for.
@@ -445,32 +350,6 @@ func (s *Store) RegistryByID(ctx context.Context, id uuid.UUID) (*Registry, erro
 		return nil, notFound(err, "environment")
 	}
 	return r, nil
-}
-
-// SourceEntry is one entry of a build's source, as its index lists it.
-type SourceEntry struct {
-	// Path is the entry's path within the source, with slashes; Name its last element.
-	Path string `json:"path"`
-	Name string `json:"name"`
-	// Type is file, dir or symlink.
-	Type   string `json:"type" enum:"file,dir,symlink"`
-	Size   int64  `json:"size"`
-	SHA256 string `json:"sha256,omitempty" doc:"Files only"`
-}
-
-// SourceIndexKey is the object-storage key of a build's source index (a JSON array of
-// SourceEntry, sorted by path).
-func SourceIndexKey(teamID, buildID uuid.UUID) string {
-	return fmt.Sprintf("builds/%s/%s/index.json", teamID, buildID)
-}
-
-// SetSourceIndexStatus records whether a build's source index is ready or failed.
-func (s *Store) SetSourceIndexStatus(ctx context.Context, id uuid.UUID, status string) error {
-	if _, err := s.DB.NewUpdate().Model((*Build)(nil)).Set("source_index_status = ?", status).Set("updated_at = ?", now()).
-		Where("id = ?", id).Exec(ctx); err != nil {
-		return fmt.Errorf("set source index status: %w", err)
-	}
-	return nil
 }
 
 // Slugify is the slug a scenario of this name gets when it is recorded.

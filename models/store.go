@@ -262,3 +262,10 @@ func privateFile(path string) error {
 	f.Close()
 	return os.Chmod(path, 0o600)
 }
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
