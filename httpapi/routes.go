@@ -29,6 +29,8 @@ func (s *Server) registerOperations() {
 	s.registerRollouts()
 	s.registerRegistries()
 	s.registerBuilds()
+	s.registerBuildLogs()
+	s.registerBuildScenarios()
 	s.registerBuildSource()
 	s.registerBuildWorkspace()
 	s.registerSecrets()
