@@ -149,87 +149,144 @@ func (s *Store) CheckTaskReady(ctx context.Context, c *Caller, taskID uuid.UUID)
 	req := *t.Taskset.Requirements
 	rc.HasRequirements, rc.K = true, req.MinTraces
 
-	var traces []readyTrace
-	if err := s.DB.NewSelect().Model((*Trace)(nil)).ColumnExpr("tr.id, tr.status, tr.reward, m.model_name, m.adapter").
-		Join("LEFT JOIN llm_models AS m ON m.id = tr.model_id").
-		Where("tr.task_version_id = ? AND tr.is_valid", *t.Task.LatestVersionID).
-		OrderExpr("tr.created_at ASC, tr.id ASC").Scan(ctx, &traces); err != nil {
-		return nil, fmt.Errorf("ready check: traces: %w", err)
+	traces, err := s.readyTraces(ctx, *t.Task.LatestVersionID)
+	if err != nil {
+		return nil, err
 	}
-	var sum float64
-	var errored, unsolved, solved []uuid.UUID
-	byModel := map[string]int{}
-	for _, tr := range traces {
-		switch {
-		case tr.Status == TraceCompleted && tr.Reward != nil:
-			rc.EvaluatedTraceIDs = append(rc.EvaluatedTraceIDs, tr.ID)
-			sum += *tr.Reward
-			if *tr.Reward >= 1 {
-				solved = append(solved, tr.ID)
-			} else {
-				unsolved = append(unsolved, tr.ID)
-			}
-			if tr.ModelName != nil {
-				byModel[*tr.ModelName]++
-			}
-		case tr.Status == TraceError:
-			errored = append(errored, tr.ID)
-		}
-	}
-	n := len(rc.EvaluatedTraceIDs)
-	rc.CandidateCount = n
-	run := fmt.Sprintf("run more attempts of the task's latest version, e.g. `proctor eval %s --model <model> --group-size %d`", t.Taskset.Name, max(req.MinTraces-n, 1))
-	add := func(c Check) {
-		if c.OffendingTraceIDs == nil {
-			c.OffendingTraceIDs = []uuid.UUID{}
-		}
-		if c.Severity == "" {
-			c.Severity = "error"
-		}
-		if !c.Passed && c.Severity == "error" {
-			rc.Passed = false
-		}
-		rc.Checks = append(rc.Checks, c)
-	}
-	add(Check{Key: "graded_traces", Label: "Enough graded traces", Passed: n >= req.MinTraces,
-		Required: fmt.Sprintf(">= %d", req.MinTraces), Current: fmt.Sprint(n), HowToFix: run})
-	mean := 0.0
-	if n > 0 {
-		mean = sum / float64(n)
-	}
+	o := outcomesOf(traces)
+	rc.EvaluatedTraceIDs = append(rc.EvaluatedTraceIDs, o.graded...)
+	rc.CandidateCount = len(o.graded)
+	rc.add(gradedTraces(t.Taskset.Name, req.MinTraces, o))
 	if req.MinAccuracy != nil {
-		add(Check{Key: "min_accuracy", Label: "Solvable: mean reward high enough", Passed: n > 0 && mean >= *req.MinAccuracy,
-			Required: fmt.Sprintf(">= %.2f", *req.MinAccuracy), Current: fmt.Sprintf("%.2f", mean), OffendingTraceIDs: unsolved,
-			HowToFix: "check the failing traces: fix the task's prompt, setup or evaluation so that a correct solution earns reward 1.0"})
+		rc.add(minAccuracy(*req.MinAccuracy, o))
 	}
 	if req.MaxAccuracy != nil {
-		add(Check{Key: "max_accuracy", Label: "Not too easy: mean reward low enough", Passed: n > 0 && mean <= *req.MaxAccuracy,
-			Required: fmt.Sprintf("<= %.2f", *req.MaxAccuracy), Current: fmt.Sprintf("%.2f", mean), OffendingTraceIDs: solved,
-			HowToFix: "make the task harder: the listed traces solved it"})
+		rc.add(maxAccuracy(*req.MaxAccuracy, o))
 	}
 	if len(req.Models) > 0 {
-		var missing []string
-		for _, m := range req.Models {
-			if byModel[m] == 0 {
-				missing = append(missing, m)
-			}
-		}
-		slices.Sort(missing)
-		add(Check{Key: "models", Label: "Graded by every required model", Passed: len(missing) == 0,
-			Required: strings.Join(req.Models, ", "), Current: fmt.Sprintf("missing: %s", strings.Join(missing, ", ")),
-			HowToFix: "run the task with each missing model"})
+		rc.add(requiredModels(req.Models, o))
 	}
-	add(Check{Key: "errors", Label: "No attempts ended in error", Passed: len(errored) == 0, Severity: "warning",
-		Required: "0", Current: fmt.Sprint(len(errored)), OffendingTraceIDs: errored,
-		HowToFix: "read the error traces' logs: an environment or setup failure usually shows there"})
+	rc.add(noErrors(o))
 	for _, q := range req.QAChecks {
 		c, err := s.qaCheck(ctx, t, q, traces)
 		if err != nil {
 			return nil, err
 		}
-		add(c)
+		rc.add(c)
 	}
 	return rc, nil
+}
+
+// add records a check's result: a failed check of severity error (the default) fails the task.
+func (rc *ReadyCheck) add(c Check) {
+	if c.OffendingTraceIDs == nil {
+		c.OffendingTraceIDs = []uuid.UUID{}
+	}
+	if c.Severity == "" {
+		c.Severity = "error"
+	}
+	if !c.Passed && c.Severity == "error" {
+		rc.Passed = false
+	}
+	rc.Checks = append(rc.Checks, c)
+}
+
+// readyTraces reads the valid traces of a version, in launch order.
+func (s *Store) readyTraces(ctx context.Context, versionID uuid.UUID) ([]readyTrace, error) {
+	var traces []readyTrace
+	if err := s.DB.NewSelect().Model((*Trace)(nil)).ColumnExpr("tr.id, tr.status, tr.reward, m.model_name, m.adapter").
+		Join("LEFT JOIN llm_models AS m ON m.id = tr.model_id").
+		Where("tr.task_version_id = ? AND tr.is_valid", versionID).
+		OrderExpr("tr.created_at ASC, tr.id ASC").Scan(ctx, &traces); err != nil {
+		return nil, fmt.Errorf("ready check: traces: %w", err)
+	}
+	return traces, nil
+}
+
+// traceOutcomes sorts a version's valid traces by how they ended, for the checks that count them.
+type traceOutcomes struct {
+	// graded are the completed traces with a reward, solved (reward 1 or more) or unsolved.
+	graded, solved, unsolved []uuid.UUID
+	errored                  []uuid.UUID
+	// sum is the graded traces' total reward; byModel counts them per model name.
+	sum     float64
+	byModel map[string]int
+}
+
+// outcomesOf sorts traces by how they ended.
+func outcomesOf(traces []readyTrace) traceOutcomes {
+	o := traceOutcomes{byModel: map[string]int{}}
+	for _, tr := range traces {
+		switch {
+		case tr.Status == TraceCompleted && tr.Reward != nil:
+			o.graded = append(o.graded, tr.ID)
+			o.sum += *tr.Reward
+			if *tr.Reward >= 1 {
+				o.solved = append(o.solved, tr.ID)
+			} else {
+				o.unsolved = append(o.unsolved, tr.ID)
+			}
+			if tr.ModelName != nil {
+				o.byModel[*tr.ModelName]++
+			}
+		case tr.Status == TraceError:
+			o.errored = append(o.errored, tr.ID)
+		}
+	}
+	return o
+}
+
+// mean is the graded traces' mean reward; 0 without any.
+func (o traceOutcomes) mean() float64 {
+	if len(o.graded) == 0 {
+		return 0
+	}
+	return o.sum / float64(len(o.graded))
+}
+
+// gradedTraces is the check of Requirements.MinTraces for a task of taskset.
+func gradedTraces(taskset string, minTraces int, o traceOutcomes) Check {
+	n := len(o.graded)
+	run := fmt.Sprintf("run more attempts of the task's latest version, e.g. `proctor eval %s --model <model> --group-size %d`", taskset, max(minTraces-n, 1))
+	return Check{Key: "graded_traces", Label: "Enough graded traces", Passed: n >= minTraces,
+		Required: fmt.Sprintf(">= %d", minTraces), Current: fmt.Sprint(n), HowToFix: run}
+}
+
+// minAccuracy is the check of Requirements.MinAccuracy: the task is solvable.
+func minAccuracy(bound float64, o traceOutcomes) Check {
+	mean := o.mean()
+	return Check{Key: "min_accuracy", Label: "Solvable: mean reward high enough", Passed: len(o.graded) > 0 && mean >= bound,
+		Required: fmt.Sprintf(">= %.2f", bound), Current: fmt.Sprintf("%.2f", mean), OffendingTraceIDs: o.unsolved,
+		HowToFix: "check the failing traces: fix the task's prompt, setup or evaluation so that a correct solution earns reward 1.0"}
+}
+
+// maxAccuracy is the check of Requirements.MaxAccuracy: the task is not too easy.
+func maxAccuracy(bound float64, o traceOutcomes) Check {
+	mean := o.mean()
+	return Check{Key: "max_accuracy", Label: "Not too easy: mean reward low enough", Passed: len(o.graded) > 0 && mean <= bound,
+		Required: fmt.Sprintf("<= %.2f", bound), Current: fmt.Sprintf("%.2f", mean), OffendingTraceIDs: o.solved,
+		HowToFix: "make the task harder: the listed traces solved it"}
+}
+
+// requiredModels is the check of Requirements.Models: each model graded the task at least once.
+func requiredModels(models []string, o traceOutcomes) Check {
+	var missing []string
+	for _, m := range models {
+		if o.byModel[m] == 0 {
+			missing = append(missing, m)
+		}
+	}
+	slices.Sort(missing)
+	return Check{Key: "models", Label: "Graded by every required model", Passed: len(missing) == 0,
+		Required: strings.Join(models, ", "), Current: fmt.Sprintf("missing: %s", strings.Join(missing, ", ")),
+		HowToFix: "run the task with each missing model"}
+}
+
+// noErrors is the check every requirement set has: no attempt ended in error (a warning only).
+func noErrors(o traceOutcomes) Check {
+	return Check{Key: "errors", Label: "No attempts ended in error", Passed: len(o.errored) == 0, Severity: "warning",
+		Required: "0", Current: fmt.Sprint(len(o.errored)), OffendingTraceIDs: o.errored,
+		HowToFix: "read the error traces' logs: an environment or setup failure usually shows there"}
 }
 
 // readyTrace is a trace of a task's latest version as the ready check reads it.
