@@ -27,6 +27,8 @@ func (s *Server) registerOperations() {
 	s.registerTraces()
 	s.registerTraceAnalysis()
 	s.registerRollouts()
+	s.registerRolloutRunList()
+	s.registerRolloutCancels()
 	s.registerRegistries()
 	s.registerBuilds()
 	s.registerBuildLogs()
