@@ -1,0 +1,70 @@
+package models_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+
+	"github.com/proctorhq/proctor/internal/storetest"
+	"github.com/proctorhq/proctor/models"
+)
+
+// queryCounter counts the queries a store runs.
+type queryCounter struct{ n atomic.Int64 }
+
+func (q *queryCounter) BeforeQuery(ctx context.Context, _ *bun.QueryEvent) context.Context {
+	q.n.Add(1)
+	return ctx
+}
+
+func (q *queryCounter) AfterQuery(context.Context, *bun.QueryEvent) {}
+
+// VisibleTaskVersions answers as GetTaskVersion would for each id, in a query per 5,000 ids and
+// one per distinct taskset, whatever the number of ids.
+func TestVisibleTaskVersionsInBatches(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *models.Store) {
+		a := member(t, s, "alpha", "a@example.com")
+		b := member(t, s, "beta", "b@example.com")
+		own, _ := s.CreateTaskset(ctx, a, "own", "", false)
+		theirs, _ := s.CreateTaskset(ctx, b, "theirs", "", false)
+		addTasks(t, s, a, own.ID, 3)
+		addTasks(t, s, b, theirs.ID, 2)
+		versionsOf := func(c *models.Caller, tasksetID uuid.UUID) []uuid.UUID {
+			rows, _, err := s.ListTasks(ctx, c, tasksetID, 10, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []uuid.UUID
+			for _, r := range rows {
+				ids = append(ids, *r.LatestVersionID)
+			}
+			return ids
+		}
+		mine, others := versionsOf(a, own.ID), versionsOf(b, theirs.ID)
+		ids := append(append([]uuid.UUID{}, mine...), others...)
+		for range 12000 { // ids of nothing, enough for three batches
+			ids = append(ids, uuid.New())
+		}
+		counter := &queryCounter{}
+		s.DB.AddQueryHook(counter)
+		visible, err := s.VisibleTaskVersions(ctx, a, ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := counter.n.Load(); n > 3+2 {
+			t.Errorf("%d queries for %d ids over 2 tasksets, want at most 5 (3 batches, one per taskset)", n, len(ids))
+		}
+		for _, id := range ids {
+			_, err := s.GetTaskVersion(ctx, a, id)
+			if visible[id] != (err == nil) {
+				t.Errorf("version %s: visible %v, but GetTaskVersion says %v", id, visible[id], err)
+			}
+		}
+		if len(visible) != len(mine) {
+			t.Errorf("%d visible, want the caller's %d", len(visible), len(mine))
+		}
+	})
+}
