@@ -25,6 +25,8 @@ func (s *Server) registerOperations() {
 	s.registerModels()
 	s.registerJobs()
 	s.registerTraces()
+	s.registerTraceEvents()
+	s.registerTraceLogs()
 	s.registerTraceAnalysis()
 	s.registerRollouts()
 	s.registerRolloutRunList()
