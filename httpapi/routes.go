@@ -51,6 +51,7 @@ func (s *Server) registerOperations() {
 	s.registerAnalytics()
 	s.registerDataFiles()
 	s.registerUploads()
+	s.registerUploadCompletion()
 	s.registerWorkers()
 }
 
