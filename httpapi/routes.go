@@ -10,48 +10,64 @@ import (
 	"github.com/proctorhq/proctor/internal/webapp"
 )
 
-// registerOperations registers every operation, one call per resource group (each in the file
-// named after it).
+// registerOperations registers every operation, in the order of the spec's tables. Each call
+// registers one resource group, or one sub-resource of a group, and lives in the file of that
+// name (registerBuildSource in buildsource.go).
 func (s *Server) registerOperations() {
 	s.registerHealth()
+	// Registries (environments)
+	s.registerRegistries()
+	// Tasksets
 	s.registerTasksets()
 	s.registerTasksetReads()
+	// Tasks
 	s.registerTasks()
 	s.registerTaskVersions()
 	s.registerTaskReview()
+	s.registerReadyCheck()
+	s.registerTaskBriefs()
 	s.registerTaskComments()
 	s.registerTaskActivity()
-	s.registerTaskBriefs()
 	s.registerMentions()
-	s.registerReadyCheck()
-	s.registerModels()
+	// Jobs
 	s.registerJobs()
+	s.registerAnalytics()
+	// Rollouts
+	s.registerRollouts()
+	s.registerRolloutRunList()
+	s.registerRolloutCancels()
+	// Traces
 	s.registerTraces()
 	s.registerTraceEvents()
 	s.registerTraceLogs()
 	s.registerTraceAnalysis()
-	s.registerRollouts()
-	s.registerRolloutRunList()
-	s.registerRolloutCancels()
-	s.registerRegistries()
+	// Instances
+	s.registerInstances()
+	// Builds
 	s.registerBuilds()
 	s.registerBuildLogs()
-	s.registerBuildScenarios()
 	s.registerBuildSource()
 	s.registerBuildWorkspace()
+	s.registerBuildScenarios()
+	// Models
+	s.registerModels()
+	s.registerCheckpoints()
+	s.registerResults()
+	// Uploads
+	s.registerUploads()
+	s.registerUploadCompletion()
+	// Data files
+	s.registerDataFiles()
+	// Environment variables, member secrets, provider credentials
 	s.registerEnvVars()
 	s.registerMemberSecrets()
 	s.registerByokCredentials()
-	s.registerInference()
+	// Spending limits
 	s.registerLimits()
-	s.registerCheckpoints()
+	// Completions and usage (with the usage reads of models, jobs and traces: the same records)
+	s.registerInference()
 	s.registerUsage()
-	s.registerInstances()
-	s.registerResults()
-	s.registerAnalytics()
-	s.registerDataFiles()
-	s.registerUploads()
-	s.registerUploadCompletion()
+	// Proctor extensions
 	s.registerWorkers()
 }
 

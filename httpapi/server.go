@@ -2,8 +2,12 @@
 // every route, field, default and bound) with Huma v2 on chi, and generates its OpenAPI 3.1 document
 // from the operations' input and output structs: if the document is wrong, a struct is wrong.
 //
-// One file per resource group of the spec. Handlers parse, authorize, call the store (or start a
-// workflow) and map to the response type; there is no SQL here and no HTTP type below this package.
+// One file per resource group of the spec, and per sub-resource where a group is large (tasks.go,
+// taskversions.go, review.go, comments.go; builds.go, buildsource.go, ...), named as in models:
+// each registers its own routes, and routes.go lists them in the spec's order. Beside them:
+// server.go (construction), middleware.go, openapi.go (the document's configuration and rules),
+// auth.go and errors.go. Handlers parse, authorize, call the store (or start a workflow) and map
+// to the response type; there is no SQL here and no HTTP type below this package.
 // It may import models, temporal (names and inputs) and internal packages.
 package httpapi
 
