@@ -6,11 +6,6 @@ import "net/http"
 // are sealed with the server's secrets key as they arrive; answers carry masked_value (see
 // secrets.Mask), and value only in the answer to the request that set it.
 
-const (
-	envNamePattern = `^[A-Za-z_][A-Za-z0-9_]*$`
-	maxSecretValue = 65536
-)
-
 // requireSecrets refuses, with 503, what needs a secrets key on a server without one.
 func (s *Server) requireSecrets() error {
 	if s.secrets == nil {
