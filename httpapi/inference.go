@@ -185,18 +185,28 @@ type inferenceUsageInput struct {
 
 // InferenceUsageLog is one model call in the usage log.
 type InferenceUsageLog struct {
-	ID                uuid.UUID      `json:"id"`
-	CreatedAt         time.Time      `json:"created_at"`
-	Model             string         `json:"model" doc:"the model's model_name"`
-	Cost              float64        `json:"cost"`
-	Type              string         `json:"type" enum:"agent,completions" doc:"the call's route"`
-	APIKeyID          *uuid.UUID     `json:"api_key_id"`
-	APIKeyName        *string        `json:"api_key_name"`
-	BYOK              bool           `json:"byok"`
-	ByokCredentialID  *uuid.UUID     `json:"byok_credential_id"`
-	Checkpoint        map[string]any `json:"checkpoint" nullable:"true" doc:"the checkpoint that answered ({id}); null for a model without one"`
-	Metadata          map[string]any `json:"metadata" doc:"trace_id, status, error_code, prompt_tokens, completion_tokens, duration_ms"`
-	ModelCheckpointID *uuid.UUID     `json:"model_checkpoint_id"`
+	ID                uuid.UUID  `json:"id"`
+	CreatedAt         time.Time  `json:"created_at"`
+	Model             string     `json:"model" doc:"the model's model_name"`
+	Cost              float64    `json:"cost"`
+	Type              string     `json:"type" enum:"agent,completions" doc:"the call's route"`
+	APIKeyID          *uuid.UUID `json:"api_key_id"`
+	APIKeyName        *string    `json:"api_key_name"`
+	BYOK              bool       `json:"byok"`
+	ByokCredentialID  *uuid.UUID `json:"byok_credential_id"`
+	Checkpoint        object     `json:"checkpoint" nullable:"true" doc:"the checkpoint that answered ({id}); null for a model without one"`
+	Metadata          object     `json:"metadata" doc:"trace_id, status, error_code, prompt_tokens, completion_tokens, duration_ms"`
+	ModelCheckpointID *uuid.UUID `json:"model_checkpoint_id"`
+}
+
+// inferenceLogMetadata is a usage log row's metadata (an open object in the spec).
+type inferenceLogMetadata struct {
+	TraceID          *uuid.UUID `json:"trace_id,omitempty"`
+	Status           string     `json:"status"`
+	ErrorCode        string     `json:"error_code,omitempty"`
+	PromptTokens     int        `json:"prompt_tokens"`
+	CompletionTokens int        `json:"completion_tokens"`
+	DurationMS       int        `json:"duration_ms"`
 }
 
 type inferenceUsageOutput struct {
@@ -221,18 +231,15 @@ func (s *Server) listInferenceUsage(ctx context.Context, in *inferenceUsageInput
 	out.Body.TotalCount, out.Body.OrgType, out.Body.TeamID = total, "team", c.TeamID
 	out.Body.Logs = make([]InferenceUsageLog, len(rows))
 	for i, r := range rows {
-		meta := map[string]any{"status": r.Status, "prompt_tokens": r.PromptTokens, "completion_tokens": r.CompletionTokens, "duration_ms": r.DurationMS}
-		if r.TraceID != nil {
-			meta["trace_id"] = r.TraceID.String()
-		}
-		if r.ErrorCode != "" {
-			meta["error_code"] = r.ErrorCode
-		}
+		meta := inferenceLogMetadata{TraceID: r.TraceID, Status: r.Status, ErrorCode: r.ErrorCode, PromptTokens: r.PromptTokens,
+			CompletionTokens: r.CompletionTokens, DurationMS: r.DurationMS}
 		out.Body.Logs[i] = InferenceUsageLog{ID: r.ID, CreatedAt: r.CreatedAt, Model: r.ModelName, Cost: r.Cost, Type: r.Route,
-			APIKeyID: r.APIKeyID, APIKeyName: r.APIKeyName, BYOK: r.BYOK, ByokCredentialID: r.ByokCredentialID, Metadata: meta,
+			APIKeyID: r.APIKeyID, APIKeyName: r.APIKeyName, BYOK: r.BYOK, ByokCredentialID: r.ByokCredentialID, Metadata: objectOf(&meta),
 			ModelCheckpointID: r.CheckpointID}
 		if r.CheckpointID != nil {
-			out.Body.Logs[i].Checkpoint = map[string]any{"id": r.CheckpointID.String()}
+			out.Body.Logs[i].Checkpoint = objectOf(&struct {
+				ID uuid.UUID `json:"id"`
+			}{*r.CheckpointID})
 		}
 	}
 	return out, nil

@@ -56,9 +56,20 @@ func traceUsage(u models.TraceUsage) TraceUsage {
 
 // CostBlock is the cost of one kind of usage.
 type CostBlock struct {
-	Cost    float64        `json:"cost"`
-	Count   int            `json:"count"`
-	Details map[string]any `json:"details"`
+	Cost    float64 `json:"cost"`
+	Count   int     `json:"count"`
+	Details object  `json:"details"`
+}
+
+// environmentCostDetails and inferenceCostDetails are the details of a job's cost blocks (an
+// open object in the spec).
+type environmentCostDetails struct {
+	Instances             int `json:"instances"`
+	AttemptsWithInstances int `json:"attempts_with_instances"`
+}
+
+type inferenceCostDetails struct {
+	Calls int `json:"calls"`
 }
 
 // TrainingCost is training on the platform (none: training happens outside it).
@@ -127,8 +138,8 @@ func (s *Server) getJobUsage(ctx context.Context, in *jobPathInput) (*jobUsageOu
 	}
 	b.EnvironmentCost.Count, b.InferenceCost.Count = instances, calls
 	b.InferenceCostIncomplete = open > 0
-	b.EnvironmentCost.Details = map[string]any{"instances": instances, "attempts_with_instances": withInstances}
-	b.InferenceCost.Details = map[string]any{"calls": calls}
+	b.EnvironmentCost.Details = objectOf(&environmentCostDetails{Instances: instances, AttemptsWithInstances: withInstances})
+	b.InferenceCost.Details = objectOf(&inferenceCostDetails{Calls: calls})
 	b.EnvironmentCost.Cost, b.InferenceCost.Cost = models.RoundUSD(b.EnvironmentCost.Cost), models.RoundUSD(b.InferenceCost.Cost)
 	b.TotalCost = models.RoundUSD(b.EnvironmentCost.Cost + b.InferenceCost.Cost)
 	return out, nil
