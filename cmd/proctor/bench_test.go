@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,14 +50,14 @@ func BenchmarkOrchestration(b *testing.B) {
 		oracle := c.resolve("/v2/models/resolve?model=oracle", "id")
 		versions := uploadAddTodos(c, "bench", []string{"buy milk"})
 
-		start := time.Now()
+		start, cpu0 := time.Now(), cpuTime()
 		var launched struct {
 			JobID string `json:"job_id"`
 		}
 		c.call("POST", "/v2/rollouts/run_list", map[string]any{"task_version_ids": versions, "model_ids": []string{oracle},
 			"group_size": orchestrationAttempts, "max_concurrent": orchestrationConcurrency}, &launched)
 		sum := c.waitJob(launched.JobID, nil)
-		engine := time.Since(start)
+		engine, engineCPU := time.Since(start), cpuTime()-cpu0
 		if sum.Completed != orchestrationAttempts || *sum.AvgReward != 1 {
 			b.Fatalf("engine: %+v", sum)
 		}
@@ -75,7 +76,9 @@ func BenchmarkOrchestration(b *testing.B) {
 		et := meanHistory(b, tc, engineIDs)
 
 		lat := launchToRunning(c, versions[0], oracle, 10)
+		cpu0 = cpuTime()
 		bare, bareIDs := bareTemporal(b, tc, h.activities, h.local)
+		bareCPU := cpuTime() - cpu0
 		bt := meanHistory(b, tc, bareIDs)
 		tc.Close()
 		dev.stop(b)
@@ -92,6 +95,10 @@ func BenchmarkOrchestration(b *testing.B) {
 		b.ReportMetric(float64(orchestrationAttempts)/engine.Seconds(), "engine_attempts/s")
 		b.ReportMetric(float64(orchestrationAttempts)/bare.Seconds(), "bare_workflows/s")
 		b.ReportMetric(bare.Seconds()/engine.Seconds(), "engine/bare")
+		// CPU of this process (server, workers, client) and of the sandboxes it waited for.
+		b.ReportMetric(ms(engineCPU)/orchestrationAttempts, "engine_cpu_ms/attempt")
+		b.ReportMetric(ms(bareCPU)/orchestrationAttempts, "bare_cpu_ms/workflow")
+		b.ReportMetric(engineCPU.Seconds()/bareCPU.Seconds(), "cpu_engine/bare")
 		b.ReportMetric(float64(h.activities), "activities/attempt")
 		b.ReportMetric(float64(3+2*h.modelSteps), "activity_budget(3+2N)")
 		b.ReportMetric(float64(h.events), "history_events/attempt")
@@ -494,4 +501,13 @@ func BenchmarkHundredThousandAttemptJob(b *testing.B) {
 		b.ReportMetric(float64(len(rl)), "runlist_runs")
 		b.ReportMetric(float64(longest), "longest_history_events")
 	}
+}
+
+// cpuTime is the CPU time this process and its waited-for children (the sandboxes) have used.
+func cpuTime() time.Duration {
+	var self, children syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &self)         //nolint:errcheck // cannot fail with these arguments
+	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children) //nolint:errcheck // as above
+	tv := func(t syscall.Timeval) time.Duration { return time.Duration(t.Nano()) }
+	return tv(self.Utime) + tv(self.Stime) + tv(children.Utime) + tv(children.Stime)
 }
