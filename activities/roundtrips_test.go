@@ -29,11 +29,11 @@ func (q *queryLog) AfterQuery(context.Context, *bun.QueryEvent) {}
 // startEnvironmentQueries bounds the statements a first try's StartEnvironment runs against the
 // store (19 before the run was read in LoadRun and a worker log line became one statement; 15
 // before LoadRun became one join, the launch environment one union and BeginTry one update that
-// returns where the events and the log go on): the run, the member's secrets with the
-// environment's variables, the trace turning initializing, the instance (a check for the try's,
-// the row, the trace's instance id), a worker log line, the opening events and the trace turning
-// running.
-const startEnvironmentQueries = 9
+// returns where the log goes on): the run, the member's secrets with the environment's
+// variables, the trace turning initializing, the instance (a check for the try's, the row, the
+// trace's instance id), a worker log line, the opening events (their seq, read as late as it
+// can be, and the rows) and the trace turning running.
+const startEnvironmentQueries = 10
 
 func TestStartEnvironmentStoreRoundTrips(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {

@@ -104,7 +104,7 @@ func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentIn
 	}
 	a.workerLog(ctx, in.TraceID, "try %d: sandbox %s started on %s (%s)", in.Attempt, sb.ID(), a.HostQueue, what)
 	le := &liveEnv{attempt: in.Attempt, sb: sb, logs: logs, instance: inst}
-	tools, err := a.openEnvironment(ctx, in, r, le, try.EventSeq)
+	tools, err := a.openEnvironment(ctx, in, r, le)
 	if err != nil {
 		a.stopEnv(context.WithoutCancel(ctx), in.TraceID, le)
 		return StartEnvironmentResult{}, err
@@ -182,8 +182,8 @@ func (a *Activities) gatewayModel(ctx context.Context, r *runFor) (agent.Model, 
 }
 
 // openEnvironment initializes the environment in a started sandbox, runs the task's setup and
-// writes the opening events from seq on; the trace turns running.
-func (a *Activities) openEnvironment(ctx context.Context, in TryInput, r *runFor, le *liveEnv, seq int) (int, error) {
+// writes the opening events; the trace turns running.
+func (a *Activities) openEnvironment(ctx context.Context, in TryInput, r *runFor, le *liveEnv) (int, error) {
 	env, err := agent.Connect(ctx, le.sb.Stdout(), le.sb.Stdin(), agent.ConnectOptions{ClientName: "proctor", Logger: a.log()})
 	if err != nil {
 		return 0, envError("initialize the environment: %v", err)
@@ -196,6 +196,12 @@ func (a *Activities) openEnvironment(ctx context.Context, in TryInput, r *runFor
 	}
 	le.tools, le.evaluate = op.Tools, op.Evaluate
 	system, prompt, setup := op.System, op.Prompt, op.Setup
+	// The seq is read as late as it can be: past a superseded try's writer that was still
+	// appending while this try started.
+	seq, err := a.nextSeq(ctx, in.TraceID)
+	if err != nil {
+		return 0, err
+	}
 	events := []models.TraceEvent{
 		a.event(in, seq, models.EventSystem, system, models.SystemEventData{Tools: le.tools}),
 	}

@@ -182,18 +182,17 @@ func (s *Store) TransitionTrace(ctx context.Context, id uuid.UUID, u TraceUpdate
 type TryStart struct {
 	// Began is false when the trace was closed (cancelled) before the try began: nothing runs.
 	Began bool
-	// EventSeq and EnvLogSeq are where the trace's events and its environment log go on (an
-	// earlier try's stay, superseded).
-	EventSeq  int `bun:"event_seq"`
+	// EnvLogSeq is where the trace's environment log goes on (an earlier try's lines stay). Where
+	// its events go on is read when they are written: a superseded try's straggling writer may
+	// still append while this try's sandbox starts.
 	EnvLogSeq int `bun:"env_log_seq"`
 }
 
 // BeginTry marks a trace initializing for try attempt (its start time is the first try's) and
-// reads where the try's events and environment log go on, in one statement.
+// reads where the try's environment log goes on, in one statement.
 func (s *Store) BeginTry(ctx context.Context, id uuid.UUID, attempt int, at time.Time) (TryStart, error) {
 	var rows []TryStart
 	err := s.transition(id, TraceUpdate{Status: TraceInitializing, Attempt: attempt, StartTime: &at}).
-		Returning("(SELECT COALESCE(MAX(seq), -1) + 1 FROM trace_events WHERE trace_id = ?) AS event_seq", id).
 		Returning("(SELECT COALESCE(MAX(seq), -1) + 1 FROM trace_logs WHERE trace_id = ? AND source = ?) AS env_log_seq", id, LogEnv).
 		Scan(ctx, &rows)
 	if err != nil {
