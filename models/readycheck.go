@@ -358,12 +358,23 @@ func stagePassed(t Task, stages []string, stage string) Check {
 	case i < 0:
 		c.Current = fmt.Sprintf("the taskset's stages (%s) no longer include %q", strings.Join(stages, ", "), stage)
 		c.HowToFix = "set the taskset's requirements again with one of its stages"
-	case t.Status != TaskPending:
-		c.Passed, c.Current = true, t.Status
 	default:
-		c.Passed = stageOf(t, stages) > i
-		c.Current = "at " + stages[stageOf(t, stages)]
-		c.HowToFix = fmt.Sprintf("finish the task's %s work, then advance it to the next stage (PATCH /v2/tasks/stage)", stage)
+		// A task is through a stage once it moved past it, or once it was marked done at the last
+		// stage (ready needs the last stage; a reviewer may decide on a task at any stage, and a
+		// decision is no sign of a stage's work done: the stage is kept across status changes).
+		at := stageOf(t, stages)
+		done := (t.Status == TaskReady || t.Status == TaskVerified) && at == len(stages)-1
+		c.Passed = at > i || done
+		c.Current = "at " + stages[at]
+		if t.Status != TaskPending {
+			c.Current = t.Status + ", " + c.Current
+		}
+		if done {
+			c.Current = t.Status
+		}
+		if !c.Passed {
+			c.HowToFix = fmt.Sprintf("finish the task's %s work, then advance it to the next stage (PATCH /v2/tasks/stage)", stage)
+		}
 	}
 	return c
 }

@@ -202,6 +202,11 @@ func TestReadyCheckQAChecks(t *testing.T) {
 		if checks, _ = qa(solved.TaskID); !checks["qa_stage_passed"].Passed || checks["qa_stage_passed"].Current != models.TaskReady {
 			t.Errorf("a task marked ready: %+v", checks["qa_stage_passed"])
 		}
+		// A reviewer's decision on a task that never went through the stage passes nothing.
+		s.SetTaskStatus(ctx, a, []string{bare.TaskID.String()}, nil, models.TaskRevision, false)
+		if checks, _ = qa(bare.TaskID); checks["qa_stage_passed"].Passed || checks["qa_stage_passed"].Current != "revision, at write" {
+			t.Errorf("a task sent to revision from the write stage: %+v", checks["qa_stage_passed"])
+		}
 		// A stage the taskset no longer has cannot be passed.
 		s.SetTasksetStages(ctx, a, up.TasksetID, []string{"write", "polish"})
 		if checks, _ = qa(bare.TaskID); checks["qa_stage_passed"].Passed || !strings.Contains(checks["qa_stage_passed"].Current, "no longer include") {
