@@ -46,9 +46,9 @@ func (r *DiscoverResult) UnmarshalJSON(b []byte) error {
 		var sc envserver.ScenarioInfo
 		if _, legacy := keys["ArgsSchema"]; legacy {
 			var row struct {
-				Name        string             `json:"Name"`
-				Description string             `json:"Description"`
-				ArgsSchema  *jsonschema.Schema `json:"ArgsSchema"`
+				Name        string          `json:"Name"`
+				Description string          `json:"Description"`
+				ArgsSchema  json.RawMessage `json:"ArgsSchema"`
 				Metadata    struct {
 					Title    string          `json:"title"`
 					Prompt   string          `json:"prompt"`
@@ -59,14 +59,75 @@ func (r *DiscoverResult) UnmarshalJSON(b []byte) error {
 			if err := json.Unmarshal(one, &row); err != nil {
 				return fmt.Errorf("discovered scenario: %w", err)
 			}
-			sc = envserver.ScenarioInfo{Name: row.Name, Title: row.Metadata.Title, Description: row.Description, ArgumentsSchema: row.ArgsSchema,
+			schema, _ := looseSchema(row.ArgsSchema)
+			sc = envserver.ScenarioInfo{Name: row.Name, Title: row.Metadata.Title, Description: row.Description, ArgumentsSchema: schema,
 				Prompt: row.Metadata.Prompt, Setup: row.Metadata.Setup, Evaluate: row.Metadata.Evaluate}
-		} else if err := json.Unmarshal(one, &sc); err != nil {
-			return fmt.Errorf("discovered scenario: %w", err)
+		} else {
+			var err error
+			if sc, _, err = decodeScenario(one); err != nil {
+				return fmt.Errorf("discovered scenario: %w", err)
+			}
 		}
 		r.Scenarios = append(r.Scenarios, sc)
 	}
 	return nil
+}
+
+// readScenarioList reads scenarios://list. A scenario whose arguments_schema the schema package
+// cannot read (a draft-4 form such as "exclusiveMinimum": true, which environments not built with
+// envserver may send) keeps no schema rather than fail the build: its arguments go unchecked at
+// upload, and notes say so for the build log.
+func readScenarioList(raw []byte) (list envserver.ScenarioList, notes []string, err error) {
+	var loose struct {
+		Scenarios   []json.RawMessage `json:"scenarios"`
+		RequiredEnv []string          `json:"required_env"`
+	}
+	if err := json.Unmarshal(raw, &loose); err != nil {
+		return list, nil, err
+	}
+	list.RequiredEnv = loose.RequiredEnv
+	for _, one := range loose.Scenarios {
+		sc, note, err := decodeScenario(one)
+		if err != nil {
+			return list, nil, err
+		}
+		if note != "" {
+			notes = append(notes, note)
+		}
+		list.Scenarios = append(list.Scenarios, sc)
+	}
+	return list, notes, nil
+}
+
+// decodeScenario reads one scenario of a list, its arguments_schema leniently (see
+// readScenarioList); note says why a schema was left out.
+func decodeScenario(one json.RawMessage) (envserver.ScenarioInfo, string, error) {
+	var sc struct {
+		envserver.ScenarioInfo
+		ArgumentsSchema json.RawMessage `json:"arguments_schema"` // shadows the embedded field
+	}
+	if err := json.Unmarshal(one, &sc); err != nil {
+		return envserver.ScenarioInfo{}, "", err
+	}
+	schema, why := looseSchema(sc.ArgumentsSchema)
+	info := sc.ScenarioInfo
+	info.ArgumentsSchema = schema
+	if why != "" {
+		return info, fmt.Sprintf("scenario %q: its arguments_schema is not one this platform reads (%s): its arguments are not checked at upload", info.Name, why), nil
+	}
+	return info, "", nil
+}
+
+// looseSchema reads a JSON schema; one that does not read is nil, and why says what was wrong.
+func looseSchema(raw json.RawMessage) (*jsonschema.Schema, string) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, ""
+	}
+	var s jsonschema.Schema
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, err.Error()
+	}
+	return &s, ""
 }
 
 // DiscoverScenarios starts a build's image in a sandbox, initializes it over MCP and reads what
@@ -129,9 +190,14 @@ func (a *Activities) DiscoverScenarios(ctx context.Context, in DiscoverInput) (_
 	// Initialize answered on the sandbox's stdin and stdout: the image serves stdio.
 	res := DiscoverResult{Lock: models.BuildLock{Transport: models.TransportStdio}}
 	if raw, err := env.ReadResource(cctx, "scenarios://list"); err == nil {
-		var list envserver.ScenarioList
-		if err := json.Unmarshal(raw, &list); err != nil {
+		list, notes, err := readScenarioList(raw)
+		if err != nil {
 			return DiscoverResult{}, buildFailed("scenarios://list: %v", err)
+		}
+		if len(notes) > 0 {
+			if lerr := a.Store.AppendBuildLog(context.WithoutCancel(ctx), in.BuildID, notes); lerr != nil {
+				a.log().WarnContext(ctx, "build log", "build", in.BuildID, "error", lerr)
+			}
 		}
 		res.Scenarios, res.Lock.RequiredEnv = list.Scenarios, list.RequiredEnv
 	}

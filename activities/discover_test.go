@@ -169,3 +169,27 @@ func TestADiscoveryResultOfAnEarlierWorkerDecodes(t *testing.T) {
 		t.Errorf("rows = %+v", rows)
 	}
 }
+
+// A scenario whose arguments_schema the schema package cannot read (draft-4 forms, from an
+// environment not built with envserver) keeps no schema, with a note, rather than fail the build.
+func TestScenarioListReadsUnreadableSchemasLeniently(t *testing.T) {
+	raw := []byte(`{"scenarios": [
+		{"name": "ok", "prompt": "p", "arguments_schema": {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1}}}},
+		{"name": "draft4", "prompt": "p", "arguments_schema": {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1, "exclusiveMinimum": true}}}},
+		{"name": "none", "prompt": "p"}], "required_env": ["KEY"]}`)
+	list, notes, err := readScenarioList(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Scenarios) != 3 || list.Scenarios[0].ArgumentsSchema == nil || list.Scenarios[0].ArgumentsSchema.Properties["n"] == nil ||
+		list.Scenarios[1].ArgumentsSchema != nil || list.Scenarios[1].Prompt != "p" || list.Scenarios[2].ArgumentsSchema != nil ||
+		len(list.RequiredEnv) != 1 {
+		t.Fatalf("list = %+v", list)
+	}
+	if len(notes) != 1 || !strings.Contains(notes[0], `scenario "draft4"`) {
+		t.Errorf("notes = %q, want one about draft4", notes)
+	}
+	if _, _, err := readScenarioList([]byte(`{"scenarios": [{"name": 3}]}`)); err == nil {
+		t.Error("a scenario whose name is a number was read")
+	}
+}

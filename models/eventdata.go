@@ -123,9 +123,9 @@ type EvaluationResult struct {
 	Reward float64 `json:"reward"`
 	Done   bool    `json:"done"`
 	// Content is the evaluator's own explanation of the score.
-	Content string `json:"content,omitempty"`
-	// Info is the evaluator's details, an object of the environment's own shape.
-	Info map[string]any `json:"info,omitempty"`
+	Content string `json:"content"`
+	// Info is the evaluator's details, an object of the environment's own shape (null without).
+	Info map[string]any `json:"info"`
 	// Reason says why no reward could be read (a failed evaluate call, no reward field, a task
 	// without evaluation).
 	Reason string `json:"reason,omitempty"`
