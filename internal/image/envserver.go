@@ -28,12 +28,7 @@ const EnvServerModule = "github.com/proctorhq/proctor/envserver"
 // that replace and a go.sum beside it (the source's sums and the envserver module's), and
 // returns the copy's path for `go build -modfile`. It returns "" when there is nothing to
 // supply; the source's own files are never changed.
-func supplyEnvServer(ctx context.Context, goBin string, spec GoSpec, dir string, log io.Writer) (string, error) {
-	env := append(os.Environ(), "GOWORK=off", "GOFLAGS=")
-	mod, err := readGoMod(ctx, goBin, spec.Dir, env)
-	if err != nil {
-		return "", err
-	}
+func supplyEnvServer(ctx context.Context, goBin string, spec GoSpec, mod goMod, env []string, dir string, log io.Writer) (string, error) {
 	if !mod.lacksEnvServer(spec, log) {
 		return "", nil
 	}
@@ -75,6 +70,37 @@ func readGoMod(ctx context.Context, goBin, dir string, env []string) (goMod, err
 	return mod, nil
 }
 
+// checkReplaces refuses a go.mod that replaces a module with a directory outside the upload
+// (spec.Root): the go command would read it from the build worker's disk, so a source could build
+// the worker's files into its image. The envserver module is the exception the builder supplies
+// itself (see supplyEnvServer): an author's replace of it names their own checkout.
+func (mod goMod) checkReplaces(spec GoSpec) error {
+	for _, r := range mod.Replace {
+		if r.New.Version != "" || r.Old.Path == EnvServerModule {
+			continue // a module, fetched like any other; or the one the builder supplies
+		}
+		if !spec.inside(r.New.Path) {
+			return fmt.Errorf("%w: go.mod replaces %s with the directory %s, which is not in the uploaded source: "+
+				"a build reads only the upload and published modules (vendor the module with `go mod vendor`, or replace it with a directory inside the source)",
+				ErrBuild, r.Old.Path, r.New.Path)
+		}
+	}
+	return nil
+}
+
+// inside says whether path, as a go.mod in spec.Dir names a directory, is within the upload.
+func (spec GoSpec) inside(path string) bool {
+	root := spec.Root
+	if root == "" {
+		root = spec.Dir
+	}
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(spec.Dir, path)
+	}
+	rel, err := filepath.Rel(root, path)
+	return err == nil && (rel == "." || filepath.IsLocal(rel))
+}
+
 // lacksEnvServer says whether the build must supply the envserver module: the module requires
 // it at an unpublished version or replaces it, yet neither the upload carries it nor another
 // module replaces it. A replace by a directory outside the upload is logged.
@@ -89,10 +115,6 @@ func (mod goMod) lacksEnvServer(spec GoSpec, log io.Writer) bool {
 	if !unpublished && !replaced {
 		return false // a version a module proxy serves
 	}
-	root := spec.Root
-	if root == "" {
-		root = spec.Dir
-	}
 	for _, r := range mod.Replace {
 		if r.Old.Path != EnvServerModule {
 			continue
@@ -100,11 +122,7 @@ func (mod goMod) lacksEnvServer(spec GoSpec, log io.Writer) bool {
 		if r.New.Version != "" {
 			return false // another module (a fork): the source's choice
 		}
-		target := r.New.Path
-		if !filepath.IsAbs(target) {
-			target = filepath.Join(spec.Dir, target)
-		}
-		if rel, err := filepath.Rel(root, target); err == nil && filepath.IsLocal(rel) {
+		if spec.inside(r.New.Path) {
 			return false // the upload carries it
 		}
 		fmt.Fprintf(log, "envserver: go.mod replaces %s with %s, which is not in the source\n", EnvServerModule, r.New.Path)

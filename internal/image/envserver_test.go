@@ -115,3 +115,34 @@ func TestTheBuilderSuppliesEnvServerToASourceWithoutIt(t *testing.T) {
 		}
 	})
 }
+
+// A go.mod that replaces a module with a directory outside the upload is refused before the go
+// command runs: it would read the build worker's own files (and could build them into the image).
+func TestABuildReadsNoDirectoryOutsideTheUpload(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	// The secret the replace reaches for: a module on the worker's disk, outside the upload.
+	outside := t.TempDir()
+	os.WriteFile(filepath.Join(outside, "go.mod"), []byte("module example.com/secret\n\ngo 1.26.8\n"), 0o644)
+	os.WriteFile(filepath.Join(outside, "secret.go"), []byte("package secret\n\nconst Value = \"the worker's\"\n"), 0o644)
+	const main = "package main\n\nimport \"example.com/secret\"\n\nfunc main() { println(secret.Value) }\n"
+	for _, target := range []string{outside, "../../../../../../../../.." + outside} {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, "main.go"), []byte(main), 0o644)
+		os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/probe\n\ngo 1.26.8\n\nrequire example.com/secret v0.0.0\n\nreplace example.com/secret => "+target+"\n"), 0o644)
+		_, err := BuildGo(ctx, GoSpec{Dir: dir, GOPROXY: "off"})
+		if !errors.Is(err, ErrBuild) || !strings.Contains(err.Error(), "not in the uploaded source") {
+			t.Errorf("replace => %s: %v, want the build refused", target, err)
+		}
+	}
+	// The same module carried inside the upload builds.
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "secret"), 0o755)
+	os.WriteFile(filepath.Join(dir, "secret", "go.mod"), []byte("module example.com/secret\n\ngo 1.26.8\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "secret", "secret.go"), []byte("package secret\n\nconst Value = \"the upload's\"\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "main.go"), []byte(main), 0o644)
+	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/probe\n\ngo 1.26.8\n\nrequire example.com/secret v0.0.0\n\nreplace example.com/secret => ./secret\n"), 0o644)
+	if _, err := BuildGo(ctx, GoSpec{Dir: dir, GOPROXY: "off"}); err != nil {
+		t.Errorf("a replace within the upload: %v", err)
+	}
+}

@@ -70,10 +70,21 @@ func BuildGo(ctx context.Context, spec GoSpec) (v1.Image, error) {
 	}
 	if _, err := os.Stat(filepath.Join(spec.Dir, "vendor", "modules.txt")); err == nil {
 		env = append(env, "GOFLAGS=-mod=vendor")
-	} else if spec.EnvServer != "" {
-		modFile, err := supplyEnvServer(ctx, goBin, spec, out, w)
+	} else {
+		modEnv := append(os.Environ(), "GOWORK=off", "GOFLAGS=")
+		mod, err := readGoMod(ctx, goBin, spec.Dir, modEnv)
 		if err != nil {
 			return nil, err
+		}
+		// The build reads the upload and modules, never the worker's own files.
+		if err := mod.checkReplaces(spec); err != nil {
+			return nil, err
+		}
+		modFile := ""
+		if spec.EnvServer != "" {
+			if modFile, err = supplyEnvServer(ctx, goBin, spec, mod, modEnv, out, w); err != nil {
+				return nil, err
+			}
 		}
 		if modFile != "" {
 			// -mod=mod: the copy may lack requirements of the supplied envserver (a source
