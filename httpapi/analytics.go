@@ -21,7 +21,9 @@ func (s *Server) registerAnalytics() {
 		OperationID: "get-job-taskset-coverage", Method: http.MethodGet, Path: "/jobs/{job_id}/taskset-coverage", Tags: tags,
 		Summary: "Which tasks a job covered",
 		Description: "Every task of the job's taskset (and any other task it ran), by name, with its attempts in the job: how many, " +
-			"their statuses, how many are invalidated, the mean reward of the valid completed ones, and the newest version run.",
+			"their statuses, how many are invalidated, the mean reward of the valid completed ones, and the newest version run. " +
+			"A published job shows its own attempts and what they reference: a caller who cannot see the taskset (anonymous, or " +
+			"another team, when the taskset is private) gets only the tasks the job ran, and `total_tasks` counts those.",
 		Errors: []int{http.StatusNotFound},
 	}, authOptional), s.getTasksetCoverage)
 	huma.Register(s.v2, op(huma.Operation{
@@ -65,7 +67,7 @@ type coverageOutput struct {
 	Body struct {
 		TasksetID       *uuid.UUID     `json:"taskset_id"`
 		TasksetName     string         `json:"taskset_name"`
-		TotalTasks      int            `json:"total_tasks"`
+		TotalTasks      int            `json:"total_tasks" doc:"the tasks of the taskset the caller sees (only those the job ran, when it cannot see the taskset)"`
 		TasksWithTraces int            `json:"tasks_with_traces"`
 		Tasks           []CoverageTask `json:"tasks" nullable:"false"`
 	}
@@ -131,7 +133,7 @@ func (s *Server) getChartData(ctx context.Context, in *chartDataInput) (*chartDa
 type Thumbnail struct {
 	Trace
 	JobName      string  `json:"job_name"`
-	CommentCount int     `json:"comment_count" doc:"comments on its task"`
+	CommentCount int     `json:"comment_count" doc:"comments on its task that the caller may read (none on a task of a taskset it cannot see)"`
 	TaskName     *string `json:"task_name"`
 	Category     string  `json:"category" enum:"failed,live,no_score,successful"`
 }

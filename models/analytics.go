@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -60,6 +61,12 @@ type Coverage struct {
 
 // TasksetCoverage lists every task of the job's taskset (the job's own, or the taskset of the
 // tasks it ran) with its attempts in the job: in one grouped scan of the job's traces.
+//
+// A published job shows what its attempts reference and nothing more: to a caller who cannot see
+// its taskset (GetTaskset's rule: anonymous, or another team's member reading a private taskset)
+// the coverage lists only the tasks the job ran, and TotalTasks counts those of the taskset. The
+// taskset's id and name stay: the job and its tasks reference them, as GET /v2/jobs/{id} and the
+// entity links show.
 func (s *Store) TasksetCoverage(ctx context.Context, c *Caller, jobID uuid.UUID) (*Coverage, error) {
 	job, err := s.GetJob(ctx, c, jobID)
 	if err != nil {
@@ -79,7 +86,13 @@ func (s *Store) TasksetCoverage(ctx context.Context, c *Caller, jobID uuid.UUID)
 	var tasks []taskName
 	if out.TasksetID != nil {
 		s.DB.NewSelect().Table("tasksets").Column("name").Where("id = ?", *out.TasksetID).Scan(ctx, &out.TasksetName) //nolint:errcheck // a deleted taskset has no name
-		if err := s.DB.NewSelect().Table("tasks").Column("id", "name").Where("taskset_id = ?", *out.TasksetID).Scan(ctx, &tasks); err != nil {
+		q := s.DB.NewSelect().Table("tasks").Column("id", "name").Where("taskset_id = ?", *out.TasksetID)
+		if _, err := s.GetTaskset(ctx, c, *out.TasksetID); errors.Is(err, ErrNotFound) {
+			q = q.Where("id IN (SELECT task_id FROM traces WHERE job_id = ?)", jobID)
+		} else if err != nil {
+			return nil, fmt.Errorf("taskset coverage: %w", err)
+		}
+		if err := q.Scan(ctx, &tasks); err != nil {
 			return nil, fmt.Errorf("taskset coverage: %w", err)
 		}
 	}
@@ -216,7 +229,7 @@ func (s *Store) ChartData(ctx context.Context, c *Caller, jobID uuid.UUID, limit
 }
 
 // Thumbnail is an attempt's card in a job's results: its trace row with its task's name, the
-// comments on its task and its category.
+// comments on its task the caller may read and its category.
 type Thumbnail struct {
 	TraceRow     `bun:",extend"`
 	TaskName     *string `bun:"task_name,scanonly"`
@@ -247,8 +260,12 @@ func (s *Store) Thumbnails(ctx context.Context, c *Caller, jobID uuid.UUID, cate
 		byCat[CategoryAll] += n.N
 	}
 	out := []Thumbnail{}
+	// The comments counted are those the caller may read (ListComments' rule): none on a task of a
+	// taskset it cannot see, however the job was published.
+	visible, args := tasksetVisible("vt", c)
 	q := traceSelect(s, &out).Join("LEFT JOIN tasks AS tk ON tk.id = tr.task_id").ColumnExpr("tk.name AS task_name").
-		ColumnExpr("(SELECT count(*) FROM task_comments AS tc WHERE tc.task_id = tr.task_id) AS comment_count").
+		ColumnExpr("(SELECT count(*) FROM task_comments AS tc WHERE tc.task_id = tr.task_id AND EXISTS "+
+			"(SELECT 1 FROM tasksets AS vt WHERE vt.id = tk.taskset_id AND "+visible+")) AS comment_count", args...).
 		ColumnExpr(categoryExpr()+" AS category").Where("tr.job_id = ?", jobID)
 	if category != "" && category != CategoryAll {
 		q = q.Where(categoryExpr()+" = ?", category)

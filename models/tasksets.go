@@ -183,6 +183,17 @@ func (r *TasksetRow) fill(c *Caller) {
 	r.CanEdit = r.IsOwner || r.SharedCanEdit
 }
 
+// tasksetVisible is GetTaskset's rule in SQL, with its arguments: the taskset aliased alias is
+// public, the caller's team's, or shared with it (public only, for an anonymous caller).
+func tasksetVisible(alias string, c *Caller) (string, []any) {
+	team := uuid.Nil
+	if c != nil {
+		team = c.TeamID
+	}
+	return fmt.Sprintf("(%[1]s.public OR %[1]s.team_id = ? OR EXISTS (SELECT 1 FROM taskset_shares AS sh WHERE sh.taskset_id = %[1]s.id AND sh.team_id = ?))", alias),
+		[]any{team, team}
+}
+
 // GetTaskset reads a taskset the caller may see: its team's, one shared with it, or a public one
 // (the only kind an anonymous caller, c == nil, sees).
 func (s *Store) GetTaskset(ctx context.Context, c *Caller, id uuid.UUID) (*TasksetRow, error) {
