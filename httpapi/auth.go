@@ -94,19 +94,15 @@ type authFailure struct {
 }
 
 // credentials resolves the caller of a request from its Authorization header or session cookie
-// (nil, nil without either), refusing an address that failed too often: failed attempts are
-// counted per address.
+// (nil, nil without either). Credentials that do not check out count against the client's
+// address: 401 within its budget, 429 past it (throttle.go); valid ones pass from any address.
 func (s *Server) credentials(ctx context.Context, header, cookie, remoteAddr string) (*models.Caller, *authFailure) {
-	addr := clientHost(remoteAddr)
-	if header != "" || cookie != "" {
-		if wait := s.throttle.wait(addr); wait > 0 {
-			return nil, &authFailure{http.StatusTooManyRequests, "too many failed authentications from this address; retry later", retryAfter(wait)}
-		}
-	}
 	caller, err := s.authenticate(ctx, header, cookie)
 	switch {
 	case errors.Is(err, models.ErrInvalidCredentials):
-		s.throttle.failed(addr)
+		if wait := s.throttle.failed(clientHost(remoteAddr)); wait > 0 {
+			return nil, &authFailure{http.StatusTooManyRequests, throttledMessage, retryAfter(wait)}
+		}
 		return nil, &authFailure{status: http.StatusUnauthorized, msg: "invalid credentials: the API key or session is unknown, revoked or expired"}
 	case err != nil:
 		s.log.ErrorContext(ctx, "authenticate", "error", err)
@@ -176,15 +172,13 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, `send {"api_key": "<key>"} as JSON`)
 		return
 	}
-	addr := clientHost(r.RemoteAddr)
-	if wait := s.throttle.wait(addr); wait > 0 {
-		w.Header().Set("Retry-After", retryAfter(wait))
-		writeError(w, http.StatusTooManyRequests, "too many failed authentications from this address; retry later")
-		return
-	}
 	caller, err := s.store.AuthenticateAPIKey(r.Context(), body.APIKey)
 	if errors.Is(err, models.ErrInvalidCredentials) {
-		s.throttle.failed(addr)
+		if wait := s.throttle.failed(clientHost(r.RemoteAddr)); wait > 0 {
+			w.Header().Set("Retry-After", retryAfter(wait))
+			writeError(w, http.StatusTooManyRequests, throttledMessage)
+			return
+		}
 		writeError(w, http.StatusUnauthorized, "invalid API key")
 		return
 	}

@@ -569,3 +569,33 @@ func TestFailedAuthenticationIsThrottledPerAddress(t *testing.T) {
 		t.Errorf("the right key after the wait = %d %s", r.status, r.body)
 	}
 }
+
+// Behind a shared proxy every client has the proxy's address: one client's bad key must not lock
+// out the others, and its own further guesses stay refused.
+func TestThrottledAddressStillAcceptsValidCredentials(t *testing.T) {
+	f := newFixture(t, storetest.Open(t, models.SQLite), Options{})
+	clock := time.Now()
+	f.api.throttle.now = func() time.Time { return clock }
+	const bad = "Bearer pk_00000000_wrong"
+	for range authBurst {
+		f.do("GET", "/v2/tasksets", bad, nil)
+	}
+	wantEnvelope(t, f.do("GET", "/v2/tasksets", bad, nil), 429, "rate_limited")
+
+	for _, auth := range []string{"key", "session"} {
+		if r := f.do("GET", "/v2/tasksets", auth, nil); r.status != 200 {
+			t.Errorf("a valid %s from the throttled address = %d, want 200: %s", auth, r.status, r.body)
+		}
+	}
+	if r := f.do("POST", "/auth/session", "", strings.NewReader(`{"api_key":"`+f.key+`"}`)); r.status != 200 {
+		t.Errorf("signing in with a valid key from the throttled address = %d, want 200: %s", r.status, r.body)
+	}
+
+	// The successes refilled nothing: a guess is still refused, with the same wait.
+	r := f.do("GET", "/v2/tasksets", bad, nil)
+	wantEnvelope(t, r, 429, "rate_limited")
+	if r.header.Get("Retry-After") != "3" {
+		t.Errorf("Retry-After after the successes = %q, want 3", r.header.Get("Retry-After"))
+	}
+	wantEnvelope(t, f.do("POST", "/auth/session", "", strings.NewReader(`{"api_key":"pk_00000000_wrong"}`)), 429, "rate_limited")
+}

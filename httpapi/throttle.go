@@ -7,10 +7,19 @@ import (
 	"time"
 )
 
-// authThrottle limits failed authentications per client address, so that keys cannot be guessed
-// at speed: each address has a bucket of failures that refills over time, and an address whose
-// bucket is empty is answered 429 with Retry-After before its credentials are even checked.
-// Successful requests cost nothing.
+// authThrottle limits failed authentications per client address: each address has a bucket of
+// failures that refills over time, and once it is empty the address's further failures are
+// answered 429 with Retry-After instead of 401.
+//
+// Only failures count, and only failures are refused: credentials are checked before the bucket
+// is, so that a valid key or session passes from any address. Behind a shared proxy every client
+// has the proxy's address, and one client's bad key must not lock out the others. A throttled
+// guess costs what any failed one does (one indexed lookup, as a request to a public route) and
+// is answered at once: no delay holds its connection, and a success refills nothing, so a client
+// with a key of its own cannot reset its address's budget. The price is that a 429 no longer hides
+// whether a guess was right; keys and session tokens carry 256 random bits (models.randomToken),
+// beyond guessing at any request rate, so the throttle's work is to tell failing clients to back
+// off, not to keep secrets.
 type authThrottle struct {
 	mu      sync.Mutex
 	burst   float64
@@ -59,25 +68,23 @@ func (t *authThrottle) forgetRested(now time.Time) {
 	}
 }
 
-// wait is how long addr must wait before it may try again, or 0.
-func (t *authThrottle) wait(addr string) time.Duration {
+// failed counts a failed authentication of addr. Within addr's budget it spends one failure and
+// answers 0; past it, it answers how long addr must wait before a failure is earned back, and
+// spends nothing more, so that a throttled address recovers at the same pace however often it
+// keeps failing.
+func (t *authThrottle) failed(addr string) time.Duration {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	now := t.now()
-	b := t.bucket(addr, now)
+	b := t.bucket(addr, t.now())
 	if b.tokens >= 1 {
+		b.tokens--
 		return 0
 	}
 	return time.Duration((1 - b.tokens) * float64(t.refill))
 }
 
-// failed spends one of addr's failures.
-func (t *authThrottle) failed(addr string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	b := t.bucket(addr, t.now())
-	b.tokens = max(0, b.tokens-1)
-}
+// throttledMessage is the answer to a failure past its address's budget.
+const throttledMessage = "too many failed authentications from this address; retry later"
 
 // clientHost is a peer address without its port. (Behind a proxy every client shares the
 // proxy's address; the proxy should then throttle too.)
