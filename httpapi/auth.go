@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humachi"
 
 	"github.com/proctorhq/proctor/models"
 )
@@ -111,7 +111,8 @@ func (s *Server) credentials(ctx context.Context, header, cookie, remoteAddr str
 	return caller, nil
 }
 
-// authMiddleware enforces each operation's authMode.
+// authMiddleware enforces each operation's authMode, and refuses a state-changing request from
+// another origin that rides the session cookie on a route that takes a session (csrf.go).
 func (s *Server) authMiddleware(api huma.API) func(huma.Context, func(huma.Context)) {
 	return func(ctx huma.Context, next func(huma.Context)) {
 		mode, _ := ctx.Operation().Metadata[metaAuth].(authMode)
@@ -123,7 +124,16 @@ func (s *Server) authMiddleware(api huma.API) func(huma.Context, func(huma.Conte
 		if c, err := huma.ReadCookie(ctx, SessionCookie); err == nil {
 			cookie = c.Value
 		}
-		caller, fail := s.credentials(ctx.Context(), ctx.Header("Authorization"), cookie, ctx.RemoteAddr())
+		authorization := ctx.Header("Authorization")
+		// Checked before the cookie is looked up, so that a forged request costs no query and
+		// counts no failed authentication (csrf.go).
+		if mode != authAPIKey && cookieAuthenticated(authorization, cookie) {
+			if r, _ := humachi.Unwrap(ctx); s.crossOrigin.Check(r) != nil {
+				huma.WriteErr(api, ctx, http.StatusForbidden, csrfRefusal) //nolint:errcheck
+				return
+			}
+		}
+		caller, fail := s.credentials(ctx.Context(), authorization, cookie, ctx.RemoteAddr())
 		if fail != nil {
 			if fail.retryAfter != "" {
 				ctx.SetHeader("Retry-After", fail.retryAfter)
@@ -154,14 +164,15 @@ func (s *Server) authMiddleware(api huma.API) func(huma.Context, func(huma.Conte
 // /v2 because the spec leaves the issuing of sessions open.
 //
 // Only JSON is accepted (a form or text/plain body is what a cross-site page can send without a
-// preflight), and a request that names an Origin must come from this server's own origin: a
-// page elsewhere cannot sign a browser in to an account of its choosing (login CSRF).
+// preflight), and a browser's request must come from this server's own origin, by the same
+// check as the session's writes (csrf.go): a page elsewhere cannot sign a browser in to an
+// account of its choosing (login CSRF).
 func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "application/json") {
 		writeError(w, http.StatusUnsupportedMediaType, "send the key as application/json")
 		return
 	}
-	if origin := r.Header.Get("Origin"); origin != "" && !s.sameOrigin(r, origin) {
+	if s.crossOrigin.Check(r) != nil {
 		writeError(w, http.StatusForbidden, "sign-in from another origin is refused")
 		return
 	}
@@ -201,8 +212,13 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(map[string]any{"session_id": sess.ID, "expires_at": sess.ExpiresAt.Format(time.RFC3339)}) //nolint:errcheck
 }
 
-// handleLogout ends the cookie's session; it answers 204 whether or not one was live.
+// handleLogout ends the cookie's session; it answers 204 whether or not one was live. Another
+// origin cannot sign a browser out (csrf.go).
 func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {
+	if s.crossOrigin.Check(r) != nil {
+		writeError(w, http.StatusForbidden, csrfRefusal)
+		return
+	}
 	if c, err := r.Cookie(SessionCookie); err == nil {
 		if caller, err := s.store.AuthenticateSession(r.Context(), c.Value); err == nil {
 			if err := s.store.DeleteSession(r.Context(), caller.SessionID); err != nil {
@@ -214,14 +230,4 @@ func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secureCookies})
 	w.WriteHeader(http.StatusNoContent)
-}
-
-// sameOrigin reports whether origin is this server's: its public URL when configured, else the
-// host the request was sent to.
-func (s *Server) sameOrigin(r *http.Request, origin string) bool {
-	if s.publicURL != "" {
-		return strings.EqualFold(origin, s.publicURL)
-	}
-	u, err := url.Parse(origin)
-	return err == nil && strings.EqualFold(u.Host, r.Host)
 }

@@ -97,6 +97,12 @@ func (f *fixture) do(method, path, auth string, body io.Reader) response {
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	return f.send(req)
+}
+
+// send sends req and reads the whole response.
+func (f *fixture) send(req *http.Request) response {
+	f.t.Helper()
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		f.t.Fatal(err)

@@ -148,7 +148,9 @@ func apiConfig() huma.Config {
 	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		"bearer": {Type: "http", Scheme: "bearer", Description: "A team API key, shown once when it is created (`proctor admin key create`)."},
 		"session": {Type: "apiKey", In: "cookie", Name: SessionCookie,
-			Description: "A signed-in browser session; `POST /auth/session` with `{\"api_key\"}` sets it."},
+			Description: "A signed-in browser session; `POST /auth/session` with `{\"api_key\"}` sets it. " +
+				"A request with it and any method but GET, HEAD and OPTIONS must come from this server's own origin " +
+				"(by the browser's `Sec-Fetch-Site`, else `Origin` against `Host`): from another origin it is refused with 403."},
 	}
 	registry := cfg.Components.Schemas
 	// uuid.UUID is a byte array that marshals as text; document and validate it as what clients
@@ -168,7 +170,8 @@ func apiConfig() huma.Config {
 // documentTransportErrors adds the error statuses any operation of its kind can answer before
 // its handler runs: for a body, 400 (not JSON), 408 (not received in time), 413 (too large) and
 // 415 (not JSON by its type); 429 where credentials are read (failed authentication throttled);
-// and 431, which Go's HTTP server answers in plain text for oversized headers.
+// 403 for a state-changing method where the session cookie is accepted (a cross-site request,
+// csrf.go); and 431, which Go's HTTP server answers in plain text for oversized headers.
 func documentTransportErrors(op *huma.Operation) {
 	envelope := op.Responses["500"]
 	if envelope == nil {
@@ -189,8 +192,25 @@ func documentTransportErrors(op *huma.Operation) {
 	if len(op.Security) > 0 {
 		add(http.StatusTooManyRequests, "too many failed authentications from this address; see Retry-After")
 	}
+	if takesSession(op) && op.Method != http.MethodGet && op.Method != http.MethodHead && op.Method != http.MethodOptions {
+		const why = "a browser request from another origin authenticated by the session cookie (cross-site request forgery)"
+		if r := op.Responses["403"]; r != nil {
+			r.Description += "; also " + why
+		}
+		add(http.StatusForbidden, why)
+	}
 	op.Responses["431"] = &huma.Response{Description: "Request Header Fields Too Large: answered by the HTTP server, in plain text",
 		Content: map[string]*huma.MediaType{"text/plain": {Schema: &huma.Schema{Type: huma.TypeString}}}}
+}
+
+// takesSession reports whether op accepts the browser session cookie as credentials.
+func takesSession(op *huma.Operation) bool {
+	for _, req := range op.Security {
+		if _, ok := req["session"]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // uuidString is the schema uuid.UUID is documented and validated as.

@@ -94,6 +94,7 @@ type Server struct {
 	maxBodyBytes  int64
 	maxAttempts   int
 	throttle      *authThrottle
+	crossOrigin   *http.CrossOriginProtection
 	publicURL     string
 	router        chi.Router
 	metrics       *metrics.Metrics
@@ -142,7 +143,7 @@ func newServer(o Options) *Server {
 	return &Server{
 		store: o.Store, bucket: o.Bucket, temporal: o.Temporal, workflows: o.Workflows, builds: o.Builds, secrets: o.Secrets, dataQuota: o.DataQuota, uploads: o.Uploads, log: o.Logger, sessionTTL: o.SessionTTL,
 		secureCookies: strings.HasPrefix(o.PublicURL, "https://"), maxBodyBytes: o.MaxBodyBytes, maxAttempts: o.MaxJobAttempts, publicURL: strings.TrimRight(o.PublicURL, "/"),
-		throttle: newAuthThrottle(), metrics: o.Metrics, tracer: o.Tracing.Tracer("github.com/proctorhq/proctor/httpapi"),
+		throttle: newAuthThrottle(), crossOrigin: newCrossOrigin(o.PublicURL), metrics: o.Metrics, tracer: o.Tracing.Tracer("github.com/proctorhq/proctor/httpapi"),
 	}
 }
 
