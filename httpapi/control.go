@@ -17,7 +17,8 @@ import (
 // Control characters (C0 and DEL, except tab, line feed and carriage return) have no place in
 // names, queries or any stored text; NUL in particular cannot be stored by Postgres and broke
 // SQL on SQLite. rejectControlChars answers them with a 422 at the edge, before any handler: in
-// the path, in a query parameter, or escaped (\u0000 …) in a JSON body.
+// the path, in a query parameter, or escaped (\u0000 …) in a JSON body; and, in the same read of
+// the body, an API body that nests too deep (jsondepth.go).
 func (s *Server) rejectControlChars(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if i := controlIndex(r.URL.Path); i >= 0 {
@@ -57,6 +58,15 @@ func (s *Server) rejectControlChars(next http.Handler) http.Handler {
 				writeValidation(w, &huma.ErrorDetail{Location: "body",
 					Message: fmt.Sprintf("control character U+%04X (escaped at byte %d) is not allowed", code, off)})
 				return
+			}
+			// The API's own bodies nest at most maxJSONDepth levels (jsondepth.go); a data file
+			// stored through /blob/ may be as deep as it is.
+			if strings.HasPrefix(r.URL.Path, "/v2/") {
+				if loc := jsonTooDeep(head, maxJSONDepth); loc != "" {
+					writeValidation(w, &huma.ErrorDetail{Location: bound(loc),
+						Message: fmt.Sprintf("objects and arrays nest deeper than %d levels (the body being the first)", maxJSONDepth)})
+					return
+				}
 			}
 			r.Body = struct {
 				io.Reader

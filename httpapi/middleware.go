@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"runtime/debug"
 	"strings"
 	"time"
 
+	"github.com/danielgtaylor/huma/v2"
 	"github.com/go-chi/chi/v5"
 
 	"github.com/proctorhq/proctor/internal/tracing"
@@ -162,8 +164,42 @@ func (s *Server) newRouter() chi.Router {
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, bound("no route for "+r.Method+" "+r.URL.Path))
 	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusMethodNotAllowed, bound(r.Method+" is not allowed on "+r.URL.Path))
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Allow", strings.Join(allowedMethods(r, req), ", "))
+		writeError(w, http.StatusMethodNotAllowed, bound(req.Method+" is not allowed on "+req.URL.Path))
 	})
 	return r
+}
+
+// allowedMethods lists the methods routes serve on req's path, for a 405's Allow header (RFC
+// 9110 §15.5.6), which chi sends only from its own handler.
+func allowedMethods(routes chi.Routes, req *http.Request) []string {
+	path := req.URL.RawPath
+	if path == "" {
+		path = req.URL.Path
+	}
+	var out []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if routes.Match(chi.NewRouteContext(), m, path) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// documentMethodNotAllowed says in the document what a method a path does not list answers. An
+// operation cannot carry it (it is the answer when there is no operation), so the description
+// says it and components.responses holds its shape, for clients that read one.
+func documentMethodNotAllowed(cfg *huma.Config) {
+	cfg.Info.Description += " A method a path does not list answers 405 Method Not Allowed in the envelope (code `method_not_allowed`), " +
+		"with an `Allow` header naming the methods the path serves (components.responses.MethodNotAllowed)."
+	if cfg.Components.Responses == nil {
+		cfg.Components.Responses = map[string]*huma.Response{}
+	}
+	cfg.Components.Responses["MethodNotAllowed"] = &huma.Response{
+		Description: "Method Not Allowed: the path serves other methods, which Allow names",
+		Headers:     map[string]*huma.Param{"Allow": {Description: "The methods the path serves, comma-separated", Schema: &huma.Schema{Type: huma.TypeString}}},
+		Content: map[string]*huma.MediaType{"application/json": {
+			Schema: cfg.Components.Schemas.Schema(reflect.TypeFor[apiError](), true, "")}},
+	}
 }

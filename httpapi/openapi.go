@@ -137,7 +137,9 @@ func apiConfig() huma.Config {
 	cfg.Info.Description = "The REST API of Proctor, a self-hostable evaluation platform for AI agents. " +
 		"Every public route is under /v2. Authenticate with an API key: `Authorization: Bearer <key>`. " +
 		"Errors use the envelope `{\"error\": {\"code\", \"message\"}}`; validation failures (422) list each failing field. " +
-		"Request bodies ignore keys they do not name, so clients of other versions keep working; named keys are checked."
+		"Request bodies ignore keys they do not name, so clients of other versions keep working; named keys are checked. " +
+		"A request body nests objects and arrays at most " + strconv.Itoa(maxJSONDepth) + " levels deep, the body being the first, " +
+		"open objects such as request_defaults, args and metrics included: deeper is a 422 at the first value too deep."
 	// The reference page is served offline by this package, not from Huma's CDN-backed renderer,
 	// and responses carry no $schema links: bodies are exactly the spec's shapes.
 	// Relative: the document describes whichever host serves it.
@@ -164,6 +166,8 @@ func apiConfig() huma.Config {
 		}
 		documentTransportErrors(op)
 	})
+	documentMethodNotAllowed(&cfg)
+	cfg.Transformers = append(cfg.Transformers, newNilSlices().transform)
 	return cfg
 }
 

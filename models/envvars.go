@@ -202,7 +202,7 @@ func (s *Store) CheckEnvVars(ctx context.Context, c *Caller, ids []uuid.UUID) ([
 			if err := s.DB.NewSelect().Model(&b).Column("lock").Where("id = ?", *reg.LatestBuildID).Scan(ctx); err != nil {
 				return nil, err
 			}
-			chk.Required = requiredEnv(b.Lock)
+			chk.Required = nonNil(requiredEnv(b.Lock)) // a build that requires nothing has no list
 		}
 		if chk.Configured, err = s.EnvVarNames(ctx, id); err != nil {
 			return nil, err
