@@ -109,7 +109,7 @@ func New(o Options) *Server {
 	s := newServer(o)
 	r := s.newRouter()
 	s.api = humachi.New(r, apiConfig())
-	s.api.UseMiddleware(s.authMiddleware(s.api))
+	s.api.UseMiddleware(liftReadDeadline, s.authMiddleware(s.api))
 	s.v2 = huma.NewGroup(s.api, "/v2")
 	s.registerOperations()
 	finishDocument(s.api.OpenAPI())

@@ -1,0 +1,155 @@
+package httpapi
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/proctorhq/proctor/internal/storetest"
+	"github.com/proctorhq/proctor/models"
+)
+
+// uploadTaskLimit is the most tasks an upload may hold, as the document states it (50,000).
+func uploadTaskLimit(t *testing.T, api *Server) int {
+	t.Helper()
+	s := api.OpenAPI().Components.Schemas.Map()["UploadBody"]
+	if s == nil || s.Properties["tasks"] == nil || s.Properties["tasks"].MaxItems == nil {
+		t.Fatal("the document states no limit on the tasks of an upload")
+	}
+	return *s.Properties["tasks"].MaxItems
+}
+
+// uploadAtTheLimits is an upload of as many tasks as one may hold, filling most of the body
+// limit (10 MiB by default), so that the JSON the server decodes and the rows the store writes
+// are as many as an upload may bring.
+func uploadAtTheLimits(t *testing.T, api *Server) (body []byte, tasks int) {
+	t.Helper()
+	tasks = uploadTaskLimit(t, api)
+	var b bytes.Buffer
+	b.WriteString(`{"taskset_name": "at-the-limits", "tasks": [`)
+	for i := range tasks {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"name": "task-%05d", "external_id": "ext-%05d", "prompt": "Add item %d to the list, then check that the list holds it and nothing else.", "description": "generated"}`, i, i, i)
+	}
+	b.WriteString(`]}`)
+	if limit := int(api.maxBodyBytes); b.Len() > limit || b.Len() < limit*3/4 {
+		t.Fatalf("the upload is %d bytes; want within the limit of %d and close to it", b.Len(), limit)
+	}
+	return b.Bytes(), tasks
+}
+
+// An upload within the documented limits is stored, however long the store takes: it answered
+// 500 after 5 s (context canceled) when the body's read deadline outlived the body, and every
+// later request on the same keep-alive connection failed at once. The client waits as long as
+// the server takes (no deadline of its own).
+func TestUploadAtTheLimitsIsStored(t *testing.T) {
+	f := newFixture(t, storetest.Open(t, models.SQLite), Options{})
+	body, n := uploadAtTheLimits(t, f.api)
+	start := time.Now()
+	r := f.do("POST", "/v2/tasks/upload", "key", bytes.NewReader(body))
+	if r.status != http.StatusCreated {
+		t.Fatalf("upload of %d tasks in %d bytes = %d after %s, want 201: %.300s", n, len(body), r.status, time.Since(start).Round(time.Millisecond), r.body)
+	}
+	t.Logf("%d tasks, %d bytes: stored in %s", n, len(body), time.Since(start).Round(time.Millisecond))
+	res := decode[UploadResult](t, r)
+	if res.TaskCount != n || res.TasksCreated != n || len(res.TaskVersionIDs) != n {
+		t.Errorf("upload result: %d tasks, %d created, %d version ids; want %d of each", res.TaskCount, res.TasksCreated, len(res.TaskVersionIDs), n)
+	}
+	if r := f.do("GET", "/v2/tasksets", "key", nil); r.status != http.StatusOK {
+		t.Errorf("the next request on the upload's connection = %d, want 200: %s", r.status, r.body)
+	}
+}
+
+// Huma bounds the reading of a request body with a read deadline on the connection (5 s); left
+// in force after the body, it cancels the handler's context when it passes, however long the
+// handler has still to go. So no read deadline may be left when the answer is written, whether
+// the body was read ahead of Huma (JSON, scanned for control characters: the case that failed)
+// or by Huma itself (no Content-Type). This holds the cause on any machine, fast or slow, where
+// TestUploadAtTheLimitsIsStored fails only where the store takes over 5 s.
+func TestReadDeadlineEndsWithTheBody(t *testing.T) {
+	f := newFixture(t, storetest.Open(t, models.SQLite), Options{})
+	conns := make(chan *deadlineConn, 4)
+	srv := httptest.NewUnstartedServer(f.api.Handler())
+	srv.Listener = deadlineListener{srv.Listener, conns}
+	srv.Start()
+	defer srv.Close()
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	for _, contentType := range []string{"application/json", ""} {
+		req, _ := http.NewRequest("POST", srv.URL+"/v2/tasks/upload", strings.NewReader(`{"taskset_name": "small", "tasks": [{"name": "a", "prompt": "p"}]}`))
+		req.Header.Set("Authorization", "Bearer "+f.key)
+		if contentType != "" {
+			req.Header.Set("Content-Type", contentType)
+		}
+		res, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusCreated {
+			t.Fatalf("upload with Content-Type %q = %d, want 201", contentType, res.StatusCode)
+		}
+		if d := (<-conns).readDeadlineAtWrite(); !d.IsZero() {
+			t.Errorf("Content-Type %q: a read deadline (%s from the answer) was in force while the answer was written, want none once the body is read",
+				contentType, time.Until(d).Round(time.Millisecond))
+		}
+	}
+}
+
+// deadlineListener hands each connection it accepts to a test, which can then see the read
+// deadline in force when the server began to write.
+type deadlineListener struct {
+	net.Listener
+	conns chan<- *deadlineConn
+}
+
+func (l deadlineListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	dc := &deadlineConn{Conn: c}
+	select {
+	case l.conns <- dc:
+	default: // a connection the test did not ask for
+	}
+	return dc, nil
+}
+
+type deadlineConn struct {
+	net.Conn
+	mu      sync.Mutex
+	read    time.Time
+	wrote   bool
+	atWrite time.Time
+}
+
+func (c *deadlineConn) SetReadDeadline(t time.Time) error {
+	c.mu.Lock()
+	c.read = t
+	c.mu.Unlock()
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *deadlineConn) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	if !c.wrote {
+		c.wrote, c.atWrite = true, c.read
+	}
+	c.mu.Unlock()
+	return c.Conn.Write(b)
+}
+
+// readDeadlineAtWrite is the read deadline that was set when the server first wrote.
+func (c *deadlineConn) readDeadlineAtWrite() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.atWrite
+}
