@@ -57,9 +57,19 @@ func (s *Store) ForkModel(ctx context.Context, c *Caller, sourceID uuid.UUID, na
 	if f.RequestDefaults == nil {
 		f.RequestDefaults = map[string]any{}
 	}
+	// Names are unique per owner (a team's among its own, the platform's among the platform's):
+	// a fork conflicts with its team's models and with the platform's, which every team sees,
+	// never with another team's, whose names it must not learn nor be able to take.
+	platform, err := s.DB.NewSelect().Model((*LLMModel)(nil)).Where("team_id IS NULL AND model_name = ?", f.ModelName).Exists(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("fork model: %w", err)
+	}
+	if platform {
+		return nil, fmt.Errorf("a platform model is named %q: %w", f.ModelName, ErrConflict)
+	}
 	if _, err := s.DB.NewInsert().Model(f).Exec(ctx); err != nil {
 		if isUniqueViolation(err) {
-			return nil, fmt.Errorf("a model named %q exists: %w", f.ModelName, ErrConflict)
+			return nil, fmt.Errorf("your team has a model named %q: %w", f.ModelName, ErrConflict)
 		}
 		return nil, fmt.Errorf("fork model: %w", err)
 	}

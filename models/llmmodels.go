@@ -45,8 +45,9 @@ const (
 	AdapterAnthropic = "anthropic"
 )
 
-// UpsertModel adds a catalog entry or updates the one of the same model_name (seeding is
-// idempotent).
+// UpsertModel adds a catalog entry or updates the one of the same owner and model_name (seeding
+// is idempotent). Names are unique per owner: among platform models (no team), and within each
+// team; a team's model may share a platform model's name, and ResolveModel prefers the team's.
 func (s *Store) UpsertModel(ctx context.Context, m *LLMModel) error {
 	if m.ID == uuid.Nil {
 		m.ID = uuid.New()
@@ -55,7 +56,11 @@ func (s *Store) UpsertModel(ctx context.Context, m *LLMModel) error {
 		m.RequestDefaults = map[string]any{}
 	}
 	m.CreatedAt, m.UpdatedAt = now(), now()
-	_, err := s.DB.NewInsert().Model(m).On("CONFLICT (model_name) DO UPDATE").
+	conflict := "CONFLICT (model_name) WHERE team_id IS NULL DO UPDATE"
+	if m.TeamID != nil {
+		conflict = "CONFLICT (team_id, model_name) DO UPDATE"
+	}
+	_, err := s.DB.NewInsert().Model(m).On(conflict).
 		Set("name = EXCLUDED.name, provider = EXCLUDED.provider, adapter = EXCLUDED.adapter, base_url = EXCLUDED.base_url, api_key_env = EXCLUDED.api_key_env, context_window = EXCLUDED.context_window, input_cost_per_token = EXCLUDED.input_cost_per_token, output_cost_per_token = EXCLUDED.output_cost_per_token, trainable = EXCLUDED.trainable, updated_at = EXCLUDED.updated_at").
 		Returning("id").Exec(ctx)
 	if err != nil {
@@ -92,13 +97,15 @@ func (s *Store) GetModel(ctx context.Context, c *Caller, id uuid.UUID) (*LLMMode
 	return m, nil
 }
 
-// ResolveModel turns a model_name (or an id) into the catalog entry.
+// ResolveModel turns a model_name (or an id) into the catalog entry: the caller's team's model of
+// that name when it has one, else the platform's (names are unique per owner, so at most one each).
 func (s *Store) ResolveModel(ctx context.Context, c *Caller, nameOrID string) (*LLMModel, error) {
 	if id, err := uuid.Parse(nameOrID); err == nil {
 		return s.GetModel(ctx, c, id)
 	}
 	m := new(LLMModel)
-	if err := visibleModels(s.DB.NewSelect().Model(m), c).Where("m.model_name = ?", nameOrID).Scan(ctx); err != nil {
+	if err := visibleModels(s.DB.NewSelect().Model(m), c).Where("m.model_name = ?", nameOrID).
+		OrderExpr("CASE WHEN m.team_id IS NULL THEN 1 ELSE 0 END").Limit(1).Scan(ctx); err != nil {
 		return nil, notFound(err, fmt.Sprintf("model %q", nameOrID))
 	}
 	return m, nil
