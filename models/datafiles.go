@@ -19,12 +19,17 @@ const (
 	DataReady   = "ready"   // completed: its size and type are the stored object's
 )
 
-// DataFile is one file of a team's file store.
+// FormerMember is the owner name of a team file whose creator has been removed from the team: the
+// file stays the team's (see Store.RemoveMember), its owner_membership_id becomes 0.
+const FormerMember = "a former member"
+
+// DataFile is one file of a team's file store. MembershipID is its creator, 0 (NULL) once they
+// have left the team.
 type DataFile struct {
 	bun.BaseModel `bun:"table:data_files,alias:df"`
 	ID            uuid.UUID  `bun:"id,pk,type:uuid"`
 	TeamID        uuid.UUID  `bun:"team_id,type:uuid"`
-	MembershipID  int64      `bun:"membership_id"`
+	MembershipID  int64      `bun:"membership_id,nullzero"`
 	Scope         string     `bun:"scope"`
 	Group         string     `bun:"group_name"`
 	Name          string     `bun:"name"`
@@ -68,7 +73,8 @@ func (r *DataFileRow) fill(c *Caller) {
 
 func dataSelect(s *Store, dest any, c *Caller) *bun.SelectQuery {
 	return readableData(s.DB.NewSelect().Model(dest).ColumnExpr("df.*").
-		ColumnExpr("(SELECT u.name FROM memberships AS m JOIN users AS u ON u.id = m.user_id WHERE m.id = df.membership_id) AS owner_name"), c)
+		ColumnExpr("COALESCE((SELECT u.name FROM memberships AS m JOIN users AS u ON u.id = m.user_id WHERE m.id = df.membership_id), ?) AS owner_name",
+			FormerMember), c)
 }
 
 // DataUsage is what a team's files take.

@@ -188,16 +188,78 @@ func (s *Store) ListMembers(ctx context.Context, teamID uuid.UUID) ([]Membership
 	return ms, users, nil
 }
 
-// RemoveMember takes a member out of a team: their API keys and sessions go with the membership.
-func (s *Store) RemoveMember(ctx context.Context, teamID uuid.UUID, membershipID int64) error {
-	res, err := s.DB.NewDelete().Model((*Membership)(nil)).Where("id = ? AND team_id = ?", membershipID, teamID).Exec(ctx)
+// ObjectDeleter removes stored objects (blob.Bucket is one); deleting an absent object is no error.
+type ObjectDeleter interface {
+	Delete(ctx context.Context, key string) error
+}
+
+// RemoveMember takes a member out of a team. What was theirs alone goes with the membership: API
+// keys, sessions, member secrets, personal provider keys, the spending limits set on them, and
+// their member-scope data files, whose bytes objects removes. What they made for the team stays
+// the team's, its creator now NULL ("a former member"): team-scope data files, staged uploads,
+// and everything else the team owns (tasksets, tasks, jobs, builds...), which never referenced the
+// membership. The bytes go first, so a failure leaves the member and their file rows in place and
+// a retry converges; objects may be nil only while the member has no member-scope file.
+func (s *Store) RemoveMember(ctx context.Context, teamID uuid.UUID, membershipID int64, objects ObjectDeleter) (err error) {
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("remove member %d: %w", membershipID, err)
+		}
+	}()
+	if err := s.DB.NewSelect().Model((*Membership)(nil)).Column("id").Where("id = ? AND team_id = ?", membershipID, teamID).Scan(ctx, new(int64)); err != nil {
+		return notFound(err, "membership")
+	}
+	deleted := map[string]bool{}
+	deleteBytes := func(keys []string) error {
+		for _, k := range keys {
+			if deleted[k] {
+				continue
+			}
+			if objects == nil {
+				return fmt.Errorf("%d member-scope data files have bytes in object storage, and no bucket was given to remove them", len(keys))
+			}
+			if err := objects.Delete(ctx, k); err != nil {
+				return fmt.Errorf("remove the bytes of a member-scope data file (%s): %w", k, err)
+			}
+			deleted[k] = true
+		}
+		return nil
+	}
+	var keys []string
+	if err := s.DB.NewSelect().Model((*DataFile)(nil)).Column("object_key").
+		Where("membership_id = ? AND scope = ?", membershipID, DataScopeMember).Scan(ctx, &keys); err != nil {
+		return err
+	}
+	if err := deleteBytes(keys); err != nil {
+		return err
+	}
+	// Files the member reserved meanwhile are deleted with the rest, their bytes after the commit.
+	var late []string
+	err = s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		late = nil
+		if err := tx.NewSelect().Model((*DataFile)(nil)).Column("object_key").
+			Where("membership_id = ? AND scope = ?", membershipID, DataScopeMember).Scan(ctx, &late); err != nil {
+			return err
+		}
+		if objects == nil && len(late) > 0 {
+			return fmt.Errorf("%d member-scope data files have bytes in object storage, and no bucket was given to remove them", len(late))
+		}
+		if _, err := tx.NewDelete().Model((*DataFile)(nil)).Where("membership_id = ? AND scope = ?", membershipID, DataScopeMember).Exec(ctx); err != nil {
+			return err
+		}
+		res, err := tx.NewDelete().Model((*Membership)(nil)).Where("id = ? AND team_id = ?", membershipID, teamID).Exec(ctx)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("membership: %w", ErrNotFound)
+		}
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("remove member: %w", err)
+		return err
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("remove member %d: %w", membershipID, ErrNotFound)
-	}
-	return nil
+	return deleteBytes(late)
 }
 
 // CreateProject adds a project to a team; names are unique within a team.

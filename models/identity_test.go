@@ -203,10 +203,10 @@ func TestSessionsEndWithTheirKeyAndMembership(t *testing.T) {
 			t.Fatal(err)
 		}
 		other := member(t, s, "beta", "b@example.com")
-		if err := s.RemoveMember(ctx, other.TeamID, c.MembershipID); !errors.Is(err, models.ErrNotFound) {
+		if err := s.RemoveMember(ctx, other.TeamID, c.MembershipID, nil); !errors.Is(err, models.ErrNotFound) {
 			t.Errorf("another team removed the member: %v", err)
 		}
-		if err := s.RemoveMember(ctx, c.TeamID, c.MembershipID); err != nil {
+		if err := s.RemoveMember(ctx, c.TeamID, c.MembershipID, nil); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.AuthenticateSession(ctx, again); !errors.Is(err, models.ErrInvalidCredentials) {

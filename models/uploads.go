@@ -27,7 +27,7 @@ type StagedFile struct {
 	ID            uuid.UUID  `bun:"id,pk,type:uuid"`
 	TeamID        uuid.UUID  `bun:"team_id,type:uuid"`
 	TasksetID     uuid.UUID  `bun:"taskset_id,type:uuid"`
-	MembershipID  int64      `bun:"membership_id"`
+	MembershipID  int64      `bun:"membership_id,nullzero"`
 	Name          string     `bun:"name"`
 	ContentType   string     `bun:"content_type"`
 	SizeBytes     int64      `bun:"size_bytes"`

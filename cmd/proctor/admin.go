@@ -26,7 +26,8 @@ the dev instance's SQLite file under --data-dir).
   member add --team ID --email EMAIL [--name N] [--role owner|member]
                                                             add a member (creates the user)
   member list --team ID                                     list a team's members
-  member remove --team ID --membership N                    remove a member; their keys and sessions end
+  member remove --team ID --membership N [--blob-url U]    remove a member: their keys, sessions, secrets and
+                                                            member-scope files (bytes too) go; team files stay
   key create --membership N [--name NAME]                   create an API key (shown once)
   key list --team ID                                        list a team's keys (prefixes only)
   key revoke --team ID --id KEY_ID                          revoke a key
@@ -213,7 +214,7 @@ var adminActions = []struct{ resource, action, short string }{
 	{"team", "list", "list teams"},
 	{"member", "add", "add a member, creating the user (--team, --email [--name] [--role owner|member])"},
 	{"member", "list", "list a team's members (--team)"},
-	{"member", "remove", "remove a member; their keys and sessions end (--team, --membership)"},
+	{"member", "remove", "remove a member: their keys, sessions, secrets and own files go, team files stay (--team, --membership, --blob-url)"},
 	{"key", "create", "create an API key, shown once (--membership [--name])"},
 	{"key", "list", "list a team's keys, prefixes only (--team)"},
 	{"key", "revoke", "revoke a key (--team, --id)"},

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/models"
 )
 
@@ -87,7 +88,19 @@ func (a *adminRun) memberRemove(ctx context.Context) error {
 	if err := a.needMembership(); err != nil {
 		return err
 	}
-	if err := a.store.RemoveMember(ctx, tid, a.membership); err != nil {
+	// The member's own data files go with them, bytes included: open the bucket they are in
+	// (--blob-url; the dev data dir's without --database-url). With none, a member who has such
+	// files is refused rather than leaving their bytes behind.
+	var objects models.ObjectDeleter
+	if a.cfg.BlobURL != "" {
+		b, err := blob.Open(ctx, a.cfg.BlobURL, blob.Options{})
+		if err != nil {
+			return fmt.Errorf("open object storage: %w", err)
+		}
+		defer b.Close()
+		objects = b
+	}
+	if err := a.store.RemoveMember(ctx, tid, a.membership, objects); err != nil {
 		return err
 	}
 	fmt.Fprintln(a.tw, "removed membership", a.membership)
