@@ -674,3 +674,23 @@ func TestUnknownCommandsAndHelp(t *testing.T) {
 		t.Errorf("completing jobs: %v\n%s", err, out.String())
 	}
 }
+
+// A frontend port another process holds makes the embedded server's construction fail (the
+// server's own code panics on the listener it could not open): Start answers an error instead
+// of taking the whole process down, and a port it picked itself is picked again.
+func TestEmbeddedTemporalOnATakenPortIsAnError(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	ts, err := devserver.Start(devserver.Options{DataDir: t.TempDir(), FrontendPort: port, DisableUI: true, Logger: slog.New(slog.DiscardHandler)})
+	if err == nil {
+		ts.Stop()
+		t.Fatalf("started on port %d, which another listener holds", port)
+	}
+	if !strings.Contains(err.Error(), "devserver") {
+		t.Errorf("error = %v", err)
+	}
+}

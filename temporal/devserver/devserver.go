@@ -89,6 +89,7 @@ func Start(opts Options) (*Server, error) {
 		opts.Logger = slog.Default()
 	}
 	var err error
+	anyFrontendPort := opts.FrontendPort < 0
 	if opts.FrontendPort, err = pickPort(opts.IP, opts.FrontendPort, 7233); err != nil {
 		return nil, err
 	}
@@ -111,14 +112,21 @@ func Start(opts Options) (*Server, error) {
 	}
 	// The services' internal ports are picked free, then bound by the server a moment later;
 	// another process can take one in between (tests open many connections), so a bind
-	// failure is retried with fresh ports.
+	// failure is retried with fresh ports. The frontend's gRPC listener failing to bind is
+	// logged (our logger does not exit on Fatal) and then panics inside the server's
+	// construction: that panic is taken as the same failure.
 	var srv temporal.Server
 	for try := 1; ; try++ {
-		srv, err = buildServer(opts, clusterID, sqlConf)
-		if err == nil || try == 3 || !strings.Contains(err.Error(), "address already in use") {
+		srv, err = buildServerRecovered(opts, clusterID, sqlConf)
+		if err == nil || try == 3 || !(errors.Is(err, errConstructionPanicked) || strings.Contains(err.Error(), "address already in use")) {
 			break
 		}
 		opts.Logger.Warn("devserver: a picked port was taken; retrying with fresh ports", "error", err)
+		if anyFrontendPort {
+			if opts.FrontendPort, err = freePort(opts.IP); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -206,6 +214,20 @@ func buildServer(opts Options, clusterID string, sqlConf *config.SQL) (temporal.
 		return nil, fmt.Errorf("devserver: build server: %w", err)
 	}
 	return srv, nil
+}
+
+// errConstructionPanicked marks a server whose construction panicked.
+var errConstructionPanicked = errors.New("the server's construction panicked")
+
+// buildServerRecovered is buildServer with a panic of the server's construction returned as an
+// error wrapping errConstructionPanicked.
+func buildServerRecovered(opts Options, clusterID string, sqlConf *config.SQL) (srv temporal.Server, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			srv, err = nil, fmt.Errorf("devserver: build server: %w: %v", errConstructionPanicked, r)
+		}
+	}()
+	return buildServer(opts, clusterID, sqlConf)
 }
 
 // Stop stops the UI and every Temporal service. It blocks until they are down.
