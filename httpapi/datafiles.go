@@ -141,7 +141,7 @@ type reserveDataInput struct {
 type reserveDataOutput struct {
 	Body struct {
 		File         DataFile  `json:"file"`
-		UploadURL    string    `json:"upload_url" doc:"PUT the bytes here, with the Content-Type of your choice"`
+		UploadURL    string    `json:"upload_url" doc:"PUT the bytes here, with the Content-Type of your choice; it writes once (a second PUT is refused with 412)"`
 		UploadMethod string    `json:"upload_method" enum:"PUT"`
 		ExpiresAt    time.Time `json:"expires_at"`
 	}
@@ -330,7 +330,9 @@ func (s *Server) deleteDataFiles(ctx context.Context, in *deleteDataInput) (*str
 	}
 	if s.bucket != nil {
 		for _, k := range keys {
-			if err := s.bucket.Delete(ctx, k); err != nil {
+			// Retired, not deleted: the file's upload URL may still be live, and it
+			// must not put back bytes that no row accounts for.
+			if err := blob.Retire(ctx, s.bucket, k); err != nil {
 				s.log.WarnContext(ctx, "remove a deleted data file's bytes", "key", k, "error", err)
 			}
 		}

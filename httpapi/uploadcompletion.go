@@ -96,6 +96,10 @@ func (s *Server) completeUpload(ctx context.Context, in *completeUploadInput) (*
 				return nil, err
 			case a.Size != u.PartSize(n):
 				missing = append(missing, fmt.Sprintf("%d (%d bytes, want %d)", n, a.Size, u.PartSize(n)))
+				// A part URL only creates: the wrong part goes, so that it can be PUT again.
+				if err := s.bucket.Delete(ctx, parts[n-1]); err != nil {
+					return nil, err
+				}
 			}
 		}
 		if len(missing) > 0 {
@@ -105,7 +109,8 @@ func (s *Server) completeUpload(ctx context.Context, in *completeUploadInput) (*
 			return nil, err
 		}
 		for _, p := range parts {
-			if err := s.bucket.Delete(ctx, p); err != nil {
+			// Retired, not deleted: a part's URL may still be live (see blob.Retire).
+			if err := blob.Retire(ctx, s.bucket, p); err != nil {
 				s.log.WarnContext(ctx, "remove an upload's joined part", "upload", u.ID, "key", p, "error", err)
 			}
 		}
@@ -115,7 +120,8 @@ func (s *Server) completeUpload(ctx context.Context, in *completeUploadInput) (*
 		return nil, err
 	}
 	if failure != "" {
-		if err := s.bucket.Delete(ctx, u.ObjectKey); err != nil {
+		// A failed upload is settled for good; its URL must not write again.
+		if err := blob.Retire(ctx, s.bucket, u.ObjectKey); err != nil {
 			s.log.WarnContext(ctx, "remove a failed upload's bytes", "upload", u.ID, "error", err)
 		}
 	}

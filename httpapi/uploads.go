@@ -18,6 +18,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
+	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/models"
 )
 
@@ -106,7 +107,7 @@ type UploadView struct {
 	ContentType string       `json:"content_type"`
 	Status      string       `json:"status" enum:"pending,staged,failed"`
 	Error       string       `json:"error"`
-	UploadURL   string       `json:"upload_url,omitempty" doc:"single mode, while pending: PUT the bytes here"`
+	UploadURL   string       `json:"upload_url,omitempty" doc:"single mode, while pending: PUT the bytes here; it writes once (a second PUT is refused with 412)"`
 	PartSize    int64        `json:"part_size,omitempty" doc:"multipart mode: the size of every part but the last"`
 	Parts       []UploadPart `json:"parts,omitempty" doc:"multipart mode, while pending: a PUT per part"`
 	ExpiresAt   *time.Time   `json:"expires_at,omitempty" doc:"when the upload URLs expire"`
@@ -333,7 +334,8 @@ func (s *Server) deleteUpload(ctx context.Context, in *deleteUploadInput) (*dele
 			keys = append(keys, u.PartKey(n))
 		}
 		for _, k := range keys {
-			if err := s.bucket.Delete(ctx, k); err != nil {
+			// Retired, not deleted: the upload URLs may still be live (see blob.Retire).
+			if err := blob.Retire(ctx, s.bucket, k); err != nil {
 				s.log.WarnContext(ctx, "remove a deleted upload's bytes", "upload", u.ID, "key", k, "error", err)
 			}
 		}

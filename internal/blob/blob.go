@@ -50,7 +50,10 @@ type Bucket interface {
 	// sources stay. It is how multipart uploads are joined.
 	Compose(ctx context.Context, dst string, srcs []string, contentType string) error
 	// SignedURL returns a URL that lets a client without credentials perform
-	// method (GET or PUT) on key until expires from now has passed.
+	// method (GET or PUT) on key until expires from now has passed. A PUT URL
+	// only creates: it is refused while an object exists at key, so the bytes
+	// a caller verified after the upload cannot be replaced through it (see
+	// Retire for keeping it from writing again after a delete).
 	SignedURL(ctx context.Context, key string, method string, expires time.Duration) (string, error)
 	// Close releases resources held by the bucket.
 	Close() error
@@ -77,6 +80,23 @@ type Attrs struct {
 
 // ErrNotFound is returned (possibly wrapped) when an object does not exist.
 var ErrNotFound = errors.New("blob: not found")
+
+// ErrExists is returned when a create-only write (a signed PUT) finds an
+// object at its key.
+var ErrExists = errors.New("blob: object already exists")
+
+// RetiredContentType marks the empty object Retire leaves.
+const RetiredContentType = "application/x-proctor-retired"
+
+// Retire replaces the object at key with an empty placeholder instead of
+// deleting it. A signed PUT URL only creates, so while the placeholder is
+// there a URL handed out for key cannot write again: use Retire rather than
+// Delete for a key whose PUT URL may still be live and whose bytes nothing
+// should hold any more (a deleted or settled upload). The placeholder is
+// zero bytes; a sweep may delete it once the URL has expired.
+func Retire(ctx context.Context, b Bucket, key string) error {
+	return b.Put(ctx, key, strings.NewReader(""), RetiredContentType)
+}
 
 // Options configures Open. Fields that do not apply to the chosen backend
 // are ignored.

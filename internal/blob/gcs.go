@@ -203,6 +203,9 @@ func (b *GCSBucket) List(ctx context.Context, prefix string) ([]Attrs, error) {
 	return out, nil
 }
 
+// createOnlyParam is the precondition that makes a signed PUT create only.
+const createOnlyParam = "x-goog-if-generation-match"
+
 // SignedURL returns a V4 signed URL. Signing needs a service-account
 // identity: Options.GCSGoogleAccessID with GCSPrivateKey, a service-account
 // JSON key in the client's credentials, or the GCP metadata server (which
@@ -218,6 +221,12 @@ func (b *GCSBucket) SignedURL(ctx context.Context, key string, method string, ex
 		Expires:        time.Now().Add(expires),
 		GoogleAccessID: b.accessID,
 		PrivateKey:     b.privKey,
+	}
+	if m == http.MethodPut {
+		// Create-only, as on the local bucket: GCS refuses the PUT (412)
+		// once any generation of the object exists. V4 signs every query
+		// parameter, so the client cannot strip it.
+		opts.QueryParameters = url.Values{createOnlyParam: {"0"}}
 	}
 	u, err := b.bucket.SignedURL(b.prefix+key, opts)
 	if err != nil {

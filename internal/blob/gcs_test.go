@@ -157,6 +157,18 @@ func TestGCSSignedURLWithServiceAccountKey(t *testing.T) {
 		q.Get("X-Goog-Signature") == "" {
 		t.Errorf("query = %v, want a V4 signature by the service account expiring in about 900s", q)
 	}
+	// A PUT URL only creates (if-generation-match 0), and the precondition is among the
+	// signed query parameters, so a client cannot drop it.
+	if q.Get("x-goog-if-generation-match") != "0" {
+		t.Errorf("PUT URL query = %v, want x-goog-if-generation-match=0", q)
+	}
+	get, err := b.SignedURL(t.Context(), "runs/r1/trace.json", http.MethodGet, 15*time.Minute)
+	if err != nil {
+		t.Fatalf("SignedURL(GET): %v", err)
+	}
+	if gu, _ := url.Parse(get); gu.Query().Has("x-goog-if-generation-match") {
+		t.Errorf("GET URL %s carries the create-only precondition", get)
+	}
 }
 
 // The client library reads STORAGE_EMULATOR_HOST itself; Open must not get

@@ -85,28 +85,39 @@ func metaPath(key string) string { return path.Join(metaDir, key+".json") }
 // renames it into place, so a crash or a failing reader never leaves a
 // half-written object behind.
 func (b *LocalBucket) Put(ctx context.Context, key string, r io.Reader, contentType string) error {
+	return b.put(ctx, key, r, contentType, false)
+}
+
+// create is Put that refuses (with ErrExists) to replace an object: what a
+// signed PUT does, so that a URL writes at most once.
+func (b *LocalBucket) create(ctx context.Context, key string, r io.Reader, contentType string) error {
+	return b.put(ctx, key, r, contentType, true)
+}
+
+func (b *LocalBucket) put(ctx context.Context, key string, r io.Reader, contentType string, createOnly bool) error {
 	if err := ValidateKey(key); err != nil {
 		return err
 	}
 	if contentType == "" {
 		contentType = defaultContentType
 	}
-	if err := b.writeAtomic(ctx, key, r); err != nil {
+	if err := b.writeAtomic(ctx, key, r, createOnly); err != nil {
 		return fmt.Errorf("blob: put %q: %w", key, err)
 	}
 	meta, err := json.Marshal(objectMeta{ContentType: contentType})
 	if err != nil {
 		return fmt.Errorf("blob: put %q: encoding metadata: %w", key, err)
 	}
-	if err := b.writeAtomic(ctx, metaPath(key), strings.NewReader(string(meta))); err != nil {
+	if err := b.writeAtomic(ctx, metaPath(key), strings.NewReader(string(meta)), false); err != nil {
 		return fmt.Errorf("blob: put %q: writing metadata: %w", key, err)
 	}
 	return nil
 }
 
 // writeAtomic replaces the file at name (relative to the root) with the
-// contents of r.
-func (b *LocalBucket) writeAtomic(ctx context.Context, name string, r io.Reader) (err error) {
+// contents of r. With createOnly it links the finished file into place
+// instead, which fails (ErrExists) when name exists, atomically.
+func (b *LocalBucket) writeAtomic(ctx context.Context, name string, r io.Reader, createOnly bool) (err error) {
 	dir := path.Dir(name)
 	if err := b.root.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("creating parent directory (is a prefix of the key an existing object?): %w", err)
@@ -131,7 +142,16 @@ func (b *LocalBucket) writeAtomic(ctx context.Context, name string, r io.Reader)
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("closing: %w", err)
 	}
-	if err := b.root.Rename(tmp, name); err != nil {
+	if createOnly {
+		err := b.root.Link(tmp, name)
+		_ = b.root.Remove(tmp)
+		if errors.Is(err, fs.ErrExist) {
+			return ErrExists
+		}
+		if err != nil {
+			return fmt.Errorf("linking into place (is the key an existing prefix of other objects?): %w", err)
+		}
+	} else if err := b.root.Rename(tmp, name); err != nil {
 		return fmt.Errorf("renaming into place (is the key an existing prefix of other objects?): %w", err)
 	}
 	// Make the rename itself durable; the data already is.

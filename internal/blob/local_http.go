@@ -153,9 +153,14 @@ func (b *LocalBucket) servePut(w http.ResponseWriter, r *http.Request, key strin
 		return
 	}
 	body := http.MaxBytesReader(w, r.Body, b.maxUpload)
-	err := b.Put(r.Context(), key, body, r.Header.Get("Content-Type"))
+	// Create-only: a signed PUT URL writes once, so what the server checked
+	// after the upload stays what is served.
+	err := b.create(r.Context(), key, body, r.Header.Get("Content-Type"))
 	var tooBig *http.MaxBytesError
 	switch {
+	case errors.Is(err, ErrExists):
+		writeError(w, http.StatusPreconditionFailed, "precondition_failed",
+			"an object is already stored here: an upload URL writes once")
 	case errors.As(err, &tooBig):
 		writeError(w, http.StatusRequestEntityTooLarge, "payload_too_large",
 			fmt.Sprintf("object exceeds the %d byte upload limit", b.maxUpload))

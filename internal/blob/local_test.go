@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -220,6 +221,67 @@ func TestLocalSignedURLs(t *testing.T) {
 		attrs, err := b.Stat(ctx, "workspaces/w1.tar")
 		if err != nil || attrs.ContentType != "application/x-tar" {
 			t.Errorf("Stat = %+v, %v; want the PUT's content type", attrs, err)
+		}
+	})
+
+	t.Run("PUTWritesOnce", func(t *testing.T) {
+		u := mustSign(t, b, "once/data.csv", http.MethodPut)
+		if resp := do(t, http.MethodPut, u, strings.NewReader("a,b\n1,2\n"), "text/csv"); resp.status != http.StatusOK {
+			t.Fatalf("first PUT = %d %s, want 200", resp.status, resp.body)
+		}
+		wantError(t, do(t, http.MethodPut, u, strings.NewReader("<html>8 MiB of it</html>"), "text/html"),
+			http.StatusPreconditionFailed, "precondition_failed")
+		attrs, err := b.Stat(ctx, "once/data.csv")
+		if got := mustGet(t, b, "once/data.csv"); string(got) != "a,b\n1,2\n" || err != nil || attrs.ContentType != "text/csv" {
+			t.Errorf("after a second PUT: %q, %+v, %v; want the first PUT's bytes and type", got, attrs, err)
+		}
+	})
+
+	t.Run("ConcurrentPUTsStoreOneBodyWhole", func(t *testing.T) {
+		u := mustSign(t, b, "once/raced", http.MethodPut)
+		bodies := []string{strings.Repeat("a", 512), strings.Repeat("b", 512), strings.Repeat("c", 512), strings.Repeat("d", 512)}
+		statuses := make(chan int, len(bodies))
+		for _, body := range bodies {
+			go func() {
+				// Not do: it may call t.Fatalf, which only the test's goroutine may.
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPut, u, strings.NewReader(body))
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					statuses <- 0
+					return
+				}
+				resp.Body.Close()
+				statuses <- resp.StatusCode
+			}()
+		}
+		ok := 0
+		for range bodies {
+			switch st := <-statuses; st {
+			case http.StatusOK:
+				ok++
+			case http.StatusPreconditionFailed:
+			default:
+				t.Errorf("a racing PUT = %d, want 200 or 412", st)
+			}
+		}
+		got := string(mustGet(t, b, "once/raced"))
+		if ok != 1 || !slices.Contains(bodies, got) {
+			t.Errorf("%d PUTs succeeded and stored %.10q…, want exactly one whole body", ok, got)
+		}
+	})
+
+	t.Run("PUTAfterRetireIsRefused", func(t *testing.T) {
+		u := mustSign(t, b, "once/deleted", http.MethodPut)
+		if resp := do(t, http.MethodPut, u, strings.NewReader("first"), ""); resp.status != http.StatusOK {
+			t.Fatalf("first PUT = %d, want 200", resp.status)
+		}
+		if err := blob.Retire(ctx, b, "once/deleted"); err != nil {
+			t.Fatalf("Retire: %v", err)
+		}
+		wantError(t, do(t, http.MethodPut, u, strings.NewReader("back again"), ""), http.StatusPreconditionFailed, "precondition_failed")
+		attrs, err := b.Stat(ctx, "once/deleted")
+		if err != nil || attrs.Size != 0 || attrs.ContentType != blob.RetiredContentType {
+			t.Errorf("after a PUT to a retired key: %+v, %v; want the empty placeholder", attrs, err)
 		}
 	})
 
