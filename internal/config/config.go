@@ -52,11 +52,15 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// HTTPReadTimeout bounds reading a whole request, body included; HTTPWriteTimeout bounds
 	// answering it; HTTPIdleTimeout closes a keep-alive connection with no request; HTTPMaxConns
-	// caps the connections served at once (the rest wait in the listen backlog).
-	HTTPReadTimeout  time.Duration
-	HTTPWriteTimeout time.Duration
-	HTTPIdleTimeout  time.Duration
-	HTTPMaxConns     int
+	// caps the connections served at once (past seven eighths of it, idle keep-alive connections
+	// are closed oldest first; past it, a small reserve serves only health probes and the rest
+	// wait in the listen backlog); HTTPMaxConnsPerAddr caps those from one remote address (past
+	// it, a new connection is closed at once; 0: no cap).
+	HTTPReadTimeout     time.Duration
+	HTTPWriteTimeout    time.Duration
+	HTTPIdleTimeout     time.Duration
+	HTTPMaxConns        int
+	HTTPMaxConnsPerAddr int
 	// BuildDir holds build work dirs and the unpacked images sandboxes run; BuildGOPROXY is the
 	// module proxy Go builds use (empty: the worker's GOPROXY).
 	BuildDir     string
@@ -152,6 +156,9 @@ func Defaults() Config {
 		HTTPWriteTimeout:  2 * time.Minute,
 		HTTPIdleTimeout:   2 * time.Minute,
 		HTTPMaxConns:      4096,
+		// Enough for a browser (6 per origin) or a busy SDK pool; behind a proxy every client
+		// shares its address, so raise it there (or 0).
+		HTTPMaxConnsPerAddr: 256,
 	}
 }
 
@@ -221,7 +228,8 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	fs.DurationVar(&c.HTTPReadTimeout, "http-read-timeout", envDuration("PROCTOR_HTTP_READ_TIMEOUT", d.HTTPReadTimeout), "bound on reading a whole request, body included (env PROCTOR_HTTP_READ_TIMEOUT)")
 	fs.DurationVar(&c.HTTPWriteTimeout, "http-write-timeout", envDuration("PROCTOR_HTTP_WRITE_TIMEOUT", d.HTTPWriteTimeout), "bound on writing a response (env PROCTOR_HTTP_WRITE_TIMEOUT)")
 	fs.DurationVar(&c.HTTPIdleTimeout, "http-idle-timeout", envDuration("PROCTOR_HTTP_IDLE_TIMEOUT", d.HTTPIdleTimeout), "an idle keep-alive connection is closed after this (env PROCTOR_HTTP_IDLE_TIMEOUT)")
-	fs.IntVar(&c.HTTPMaxConns, "http-max-conns", envInt("PROCTOR_HTTP_MAX_CONNS", d.HTTPMaxConns), "connections served at once; more wait to be accepted (env PROCTOR_HTTP_MAX_CONNS)")
+	fs.IntVar(&c.HTTPMaxConns, "http-max-conns", envInt("PROCTOR_HTTP_MAX_CONNS", d.HTTPMaxConns), "connections served at once; near it idle keep-alive connections are closed first, past it only health probes are answered and more wait to be accepted (env PROCTOR_HTTP_MAX_CONNS)")
+	fs.IntVar(&c.HTTPMaxConnsPerAddr, "http-max-conns-per-addr", envInt("PROCTOR_HTTP_MAX_CONNS_PER_ADDR", d.HTTPMaxConnsPerAddr), "connections from one client address at once; past it a new one is closed at once, 0 for no cap; raise it behind a proxy, whose clients share its address (env PROCTOR_HTTP_MAX_CONNS_PER_ADDR)")
 }
 
 // FillDevDefaults points the database and object storage into the data directory where they were
