@@ -133,6 +133,11 @@ func (b *LocalBucket) serveGet(w http.ResponseWriter, r *http.Request, key strin
 		return
 	}
 	defer f.Close()
+	if attrs.ContentType == RetiredContentType {
+		// A retired key holds no bytes anyone uploaded (see Retire): gone, for a reader.
+		writeError(w, http.StatusNotFound, "not_found", "no such object")
+		return
+	}
 	h := w.Header()
 	h.Set("Content-Type", attrs.ContentType)
 	// The content type is whatever the uploader claimed, and these URLs are

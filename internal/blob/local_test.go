@@ -283,6 +283,8 @@ func TestLocalSignedURLs(t *testing.T) {
 		if err != nil || attrs.Size != 0 || attrs.ContentType != blob.RetiredContentType {
 			t.Errorf("after a PUT to a retired key: %+v, %v; want the empty placeholder", attrs, err)
 		}
+		// A signed GET of a retired key finds nothing: its bytes were deleted.
+		wantError(t, do(t, http.MethodGet, mustSign(t, b, "once/deleted", http.MethodGet), nil, ""), http.StatusNotFound, "not_found")
 	})
 
 	t.Run("GETOfMissingObjectIs404", func(t *testing.T) {
