@@ -2,29 +2,11 @@ package activities
 
 import (
 	"context"
-	"strings"
-	"sync/atomic"
 	"testing"
-
-	"github.com/uptrace/bun"
 
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
 )
-
-// queryLog records the statements a store runs.
-type queryLog struct {
-	n       atomic.Int64
-	queries []string
-}
-
-func (q *queryLog) BeforeQuery(ctx context.Context, e *bun.QueryEvent) context.Context {
-	q.n.Add(1)
-	q.queries = append(q.queries, strings.Join(strings.Fields(e.Query), " "))
-	return ctx
-}
-
-func (q *queryLog) AfterQuery(context.Context, *bun.QueryEvent) {}
 
 // startEnvironmentQueries bounds the statements a first try's StartEnvironment runs against the
 // store (19 before the run was read in LoadRun and a worker log line became one statement; 15
@@ -40,14 +22,13 @@ func TestStartEnvironmentStoreRoundTrips(t *testing.T) {
 		ctx := context.Background()
 		e := newEngine(t, s, 4)
 		_, ids := e.launch(t, 1)
-		log := &queryLog{}
-		s.DB.AddQueryHook(log)
+		statements := storetest.CountStatements(s)
 		if _, err := e.acts.StartEnvironment(ctx, StartEnvironmentInput{TraceID: ids[0], Attempt: 1}); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { e.acts.Teardown(context.Background(), TeardownInput{TraceID: ids[0], Attempt: 1}) })
-		if n := log.n.Load(); n > startEnvironmentQueries {
-			t.Errorf("StartEnvironment ran %d statements, want at most %d:\n%s", n, startEnvironmentQueries, strings.Join(log.queries, "\n"))
+		if n := statements.N(); n > startEnvironmentQueries {
+			t.Errorf("StartEnvironment ran %d statements, want at most %d:\n%s", n, startEnvironmentQueries, statements)
 		} else {
 			t.Logf("StartEnvironment ran %d statements", n)
 		}

@@ -1,29 +1,16 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/uptrace/bun"
 
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
 )
-
-// statementCount counts the statements a store runs.
-type statementCount struct{ n atomic.Int64 }
-
-func (q *statementCount) BeforeQuery(ctx context.Context, _ *bun.QueryEvent) context.Context {
-	q.n.Add(1)
-	return ctx
-}
-
-func (q *statementCount) AfterQuery(context.Context, *bun.QueryEvent) {}
 
 // launchQueries bounds the statements of a run_list of 10,000 attempts (a taskset of 100 tasks ×
 // 2 models × group size 50), authentication and the spend check included: planning takes a
@@ -47,11 +34,10 @@ func TestLaunchingTenThousandAttemptsTakesFewQueries(t *testing.T) {
 			}
 			ids = append(ids, `"`+m.ID.String()+`"`)
 		}
-		count := &statementCount{}
-		s.DB.AddQueryHook(count)
+		statements := storetest.CountStatements(s)
 		r := f.do("POST", "/v2/rollouts/run_list", "key", strings.NewReader(`{"taskset_id":"`+up.TasksetID.String()+
 			`","model_ids":[`+strings.Join(ids, ",")+`],"group_size":50}`))
-		n := count.n.Load()
+		n := statements.N()
 		if r.status != 201 {
 			t.Fatalf("run_list = %d %s", r.status, r.body)
 		}

@@ -1,26 +1,13 @@
 package models_test
 
 import (
-	"context"
-	"sync/atomic"
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/uptrace/bun"
 
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
 )
-
-// queryCounter counts the queries a store runs.
-type queryCounter struct{ n atomic.Int64 }
-
-func (q *queryCounter) BeforeQuery(ctx context.Context, _ *bun.QueryEvent) context.Context {
-	q.n.Add(1)
-	return ctx
-}
-
-func (q *queryCounter) AfterQuery(context.Context, *bun.QueryEvent) {}
 
 // VisibleTaskVersions answers as GetTaskVersion would for each id, in a query per 5,000 ids and
 // one per distinct taskset, whatever the number of ids.
@@ -48,13 +35,12 @@ func TestVisibleTaskVersionsInBatches(t *testing.T) {
 		for range 12000 { // ids of nothing, enough for three batches
 			ids = append(ids, uuid.New())
 		}
-		counter := &queryCounter{}
-		s.DB.AddQueryHook(counter)
+		statements := storetest.CountStatements(s)
 		visible, err := s.VisibleTaskVersions(ctx, a, ids)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := counter.n.Load(); n > 3+2 {
+		if n := statements.N(); n > 3+2 {
 			t.Errorf("%d queries for %d ids over 2 tasksets, want at most 5 (3 batches, one per taskset)", n, len(ids))
 		}
 		for _, id := range ids {
