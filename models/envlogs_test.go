@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
 )
@@ -17,14 +15,7 @@ import (
 // line once, in the order written, and no page ends inside a millisecond.
 func TestLogPagesReadEveryLineOnceByEitherCursor(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
-		a := member(t, s, "alpha", "a@example.com")
-		versions, oracle := launchFixture(t, s, a)
-		_, traces, err := s.LaunchJob(ctx, a, models.Launch{MaxSteps: 5, GroupSize: 1, MaxConcurrent: 1,
-			Traces: []models.LaunchTrace{{TraceID: uuid.New(), TaskVersionID: versions[0], ModelID: oracle.ID}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		id := traces[0].ID
+		_, id := launchOne(t, s)
 		base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 		// Milliseconds 0..3 hold 3, 2, 1 and 4 lines; some share the exact instant, some only the
 		// millisecond.

@@ -16,6 +16,20 @@ import (
 	"github.com/proctorhq/proctor/models"
 )
 
+// launchOne launches one attempt of a member's fixture task, as a job of its own, and returns
+// the member and the attempt's trace id.
+func launchOne(t testing.TB, s *models.Store) (*models.Caller, uuid.UUID) {
+	t.Helper()
+	a := member(t, s, "alpha", "a@example.com")
+	versions, oracle := launchFixture(t, s, a)
+	_, traces, err := s.LaunchJob(ctx, a, models.Launch{MaxSteps: 5, GroupSize: 1, MaxConcurrent: 1,
+		Traces: []models.LaunchTrace{{TraceID: uuid.New(), TaskVersionID: versions[0], ModelID: oracle.ID}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, traces[0].ID
+}
+
 // launchFixture uploads two tasks and seeds the oracle model.
 func launchFixture(t testing.TB, s *models.Store, c *models.Caller) (versions []uuid.UUID, oracle *models.LLMModel) {
 	t.Helper()
@@ -205,14 +219,7 @@ func TestLaunchTransitionsAndJobs(t *testing.T) {
 
 func TestEventsAndLogsAreIdempotent(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
-		a := member(t, s, "alpha", "a@example.com")
-		versions, oracle := launchFixture(t, s, a)
-		_, traces, err := s.LaunchJob(ctx, a, models.Launch{MaxSteps: 5, GroupSize: 1, MaxConcurrent: 1,
-			Traces: []models.LaunchTrace{{TraceID: uuid.New(), TaskVersionID: versions[0], ModelID: oracle.ID}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		id := traces[0].ID
+		_, id := launchOne(t, s)
 		if seq, _ := s.LatestSeq(ctx, id); seq != -1 {
 			t.Errorf("latest seq of a new trace = %d, want -1", seq)
 		}
@@ -321,14 +328,7 @@ func sameJSON(a, b json.RawMessage) bool {
 
 func TestBeginTry(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
-		a := member(t, s, "alpha", "a@example.com")
-		versions, oracle := launchFixture(t, s, a)
-		_, traces, err := s.LaunchJob(ctx, a, models.Launch{MaxSteps: 5, GroupSize: 1, MaxConcurrent: 1,
-			Traces: []models.LaunchTrace{{TraceID: uuid.New(), TaskVersionID: versions[0], ModelID: oracle.ID}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		id := traces[0].ID
+		a, id := launchOne(t, s)
 		first := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
 		if try, err := s.BeginTry(ctx, id, 1, first); err != nil || try != (models.TryStart{Began: true}) {
 			t.Fatalf("begin the first try of a new trace = %+v, %v", try, err)
