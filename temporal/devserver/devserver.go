@@ -93,11 +93,6 @@ func Start(opts Options) (*Server, error) {
 	if opts.FrontendPort, err = pickPort(opts.IP, opts.FrontendPort, 7233); err != nil {
 		return nil, err
 	}
-	if !opts.DisableUI {
-		if opts.UIPort, err = pickPort(opts.IP, opts.UIPort, 8233); err != nil {
-			return nil, err
-		}
-	}
 	if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("devserver: create data dir: %w", err)
 	}
@@ -137,6 +132,13 @@ func Start(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("devserver: start: %w", err)
 	}
 	if !opts.DisableUI {
+		// The UI's port is picked free (when asked) only now, right before it binds: the UI
+		// server exits the whole process on a bind failure (its logger's Fatal), so the window
+		// in which another process can take the port is kept to nothing.
+		if opts.UIPort, err = pickPort(opts.IP, opts.UIPort, 8233); err != nil {
+			srv.Stop()
+			return nil, err
+		}
 		s.uiAddr = net.JoinHostPort(opts.IP, strconv.Itoa(opts.UIPort))
 		s.ui = uiserver.NewServer(uiserveroptions.WithConfigProvider(&uiconfig.Config{
 			Host:                opts.IP,
@@ -151,7 +153,7 @@ func Start(opts Options) (*Server, error) {
 			Codec:            uiconfig.Codec{Endpoint: opts.CodecEndpoint, IncludeCredentials: opts.CodecEndpoint != ""},
 		}))
 		s.uiErr = make(chan error, 1)
-		// ui.Start blocks until Stop; a bind failure comes back on uiErr.
+		// ui.Start blocks until Stop; another failure to serve comes back on uiErr.
 		go func() { s.uiErr <- s.ui.Start() }()
 		if err := waitListening(s.uiAddr, s.uiErr, 10*time.Second); err != nil {
 			srv.Stop()
