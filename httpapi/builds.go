@@ -69,11 +69,11 @@ func (s *Server) registerBuilds() {
 		Errors:      append([]int{http.StatusForbidden}, errs...),
 	}, authKeyOrSession), s.cancelBuild)
 
-	huma.Register(s.v2, op(huma.Operation{
+	huma.Register(s.v2, ownerOnly(op(huma.Operation{
 		OperationID: "set-latest-build", Method: http.MethodPost, Path: "/builds/{build_id}/set-latest", Tags: tags,
 		Summary: "Make a build the one new runs use", Description: "Only a succeeded build; earlier builds remain.",
 		Errors: []int{http.StatusForbidden, http.StatusNotFound, http.StatusConflict},
-	}, authKeyOrSession), s.setLatestBuild)
+	}, authKeyOrSession)), s.setLatestBuild)
 }
 
 func (s *Server) requireBuilds() error {

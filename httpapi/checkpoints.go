@@ -13,27 +13,27 @@ import (
 
 func (s *Server) registerCheckpoints() {
 	tags := []string{"Models"}
-	huma.Register(s.v2, op(huma.Operation{
+	huma.Register(s.v2, ownerOnly(op(huma.Operation{
 		OperationID: "fork-model", Method: http.MethodPost, Path: "/models/fork", Tags: tags, Summary: "Fork a trainable model",
 		Description: "A trainable copy of a trainable base, owned by the caller's team, that takes checkpoints.",
 		Errors:      []int{http.StatusNotFound, http.StatusConflict},
-	}, authKeyOrSession), s.forkModel)
+	}, authKeyOrSession)), s.forkModel)
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "list-checkpoints", Method: http.MethodGet, Path: "/models/{model_id}/checkpoints", Tags: tags, Summary: "A model's checkpoints",
 		Description: "Newest first; is_active marks the head, which inference calls. jobs and mean_reward are the caller's team's " +
 			"jobs whose attempts the checkpoint answered.", Errors: []int{http.StatusNotFound},
 	}, authKeyOrSession), s.listCheckpoints)
-	huma.Register(s.v2, op(huma.Operation{
+	huma.Register(s.v2, ownerOnly(op(huma.Operation{
 		OperationID: "register-checkpoint", Method: http.MethodPost, Path: "/models/{model_id}/checkpoints", Tags: tags,
 		Summary: "Register a checkpoint (Proctor extension)",
 		Description: "Not in the spec: how a trainer that runs outside the platform reports a checkpoint of a fork, with the upstream " +
 			"model name that serves it and its training figures. PUT …/head then points inference at it.",
 		DefaultStatus: http.StatusCreated, Errors: []int{http.StatusForbidden, http.StatusNotFound, http.StatusConflict},
-	}, authKeyOrSession), s.registerCheckpoint)
-	huma.Register(s.v2, op(huma.Operation{
+	}, authKeyOrSession)), s.registerCheckpoint)
+	huma.Register(s.v2, ownerOnly(op(huma.Operation{
 		OperationID: "set-model-head", Method: http.MethodPut, Path: "/models/{model_id}/head", Tags: tags, Summary: "Point inference at a checkpoint",
 		Errors: []int{http.StatusForbidden, http.StatusNotFound},
-	}, authKeyOrSession), s.setHead)
+	}, authKeyOrSession)), s.setHead)
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "list-checkpoint-traces", Method: http.MethodGet, Path: "/models/{model_id}/checkpoints/{checkpoint_id}/traces", Tags: tags,
 		Summary: "Attempts a checkpoint answered", Description: "The caller's team's, newest first.", Errors: []int{http.StatusNotFound},

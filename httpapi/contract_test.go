@@ -136,22 +136,26 @@ func TestDeepJSONBodiesAre422AtTheirLocation(t *testing.T) {
 	}
 
 	// The check costs one scan of the bytes: the deepest body JSON would still decode (9,999) and a
-	// 10 MiB run of brackets are refused about as fast as a small body is answered.
+	// 10 MiB run of brackets (to the upload, which takes 10 MiB) are refused about as fast as a
+	// small body is answered.
 	for _, tc := range []struct {
-		name string
-		body string
+		name, path string
+		body       string
 	}{
-		{"9,999 deep", `{"request_defaults":` + deepObject(9_998) + `}`},
-		{"10 MiB of [", strings.Repeat("[", 10<<20-1)},
+		{"9,999 deep", "PATCH /v2/models/" + fork.ID.String(), `{"request_defaults":` + deepObject(9_998) + `}`},
+		{"10 MiB of [", "POST /v2/tasks/upload", strings.Repeat("[", 10<<20-1)},
 	} {
 		start := time.Now()
-		r := f.do("PATCH", "/v2/models/"+fork.ID.String(), "key", strings.NewReader(tc.body))
+		method, path, _ := strings.Cut(tc.path, " ")
+		r := f.do(method, path, "key", strings.NewReader(tc.body))
 		took := time.Since(start)
 		t.Logf("%s: %d in %v", tc.name, r.status, took)
 		if r.status != http.StatusUnprocessableEntity || took > 2*time.Second {
 			t.Errorf("%s = %d in %v, want a 422 well within 2s", tc.name, r.status, took)
 		}
 	}
+	// Past the operation's own limit (1 MiB here) the size refuses it before the depth is read.
+	wantEnvelope(t, f.do("PATCH", "/v2/models/"+fork.ID.String(), "key", strings.NewReader(strings.Repeat("[", 10<<20-1))), http.StatusRequestEntityTooLarge, "payload_too_large")
 }
 
 // jsonTooDeep reads keys, indices, strings and escapes as JSON does.

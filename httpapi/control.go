@@ -1,10 +1,8 @@
 package httpapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"sort"
 	"strconv"
@@ -16,9 +14,9 @@ import (
 
 // Control characters (C0 and DEL, except tab, line feed and carriage return) have no place in
 // names, queries or any stored text; NUL in particular cannot be stored by Postgres and broke
-// SQL on SQLite. rejectControlChars answers them with a 422 at the edge, before any handler: in
-// the path, in a query parameter, or escaped (\u0000 …) in a JSON body; and, in the same read of
-// the body, an API body that nests too deep (jsondepth.go).
+// SQL on SQLite. rejectControlChars answers them with a 422 at the edge, before any handler, in
+// the path or a query parameter; readBody (bodygate.go) refuses them escaped (\u0000 …) in a
+// JSON body, once the caller is authenticated.
 func (s *Server) rejectControlChars(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if i := controlIndex(r.URL.Path); i >= 0 {
@@ -45,33 +43,6 @@ func (s *Server) rejectControlChars(next http.Handler) http.Handler {
 		if len(bad) > 0 {
 			writeValidation(w, bad...)
 			return
-		}
-		if r.Body != nil && strings.Contains(r.Header.Get("Content-Type"), "json") {
-			// Scan what the largest body may hold; the rest (over every limit) is left to
-			// the operation's own 413.
-			head, err := io.ReadAll(io.LimitReader(r.Body, s.maxBodyBytes+1))
-			if err != nil {
-				writeError(w, http.StatusBadRequest, "could not read the request body")
-				return
-			}
-			if off, code := jsonControlEscape(head); off >= 0 {
-				writeValidation(w, &huma.ErrorDetail{Location: "body",
-					Message: fmt.Sprintf("control character U+%04X (escaped at byte %d) is not allowed", code, off)})
-				return
-			}
-			// The API's own bodies nest at most maxJSONDepth levels (jsondepth.go); a data file
-			// stored through /blob/ may be as deep as it is.
-			if strings.HasPrefix(r.URL.Path, "/v2/") {
-				if loc := jsonTooDeep(head, maxJSONDepth); loc != "" {
-					writeValidation(w, &huma.ErrorDetail{Location: bound(loc),
-						Message: fmt.Sprintf("objects and arrays nest deeper than %d levels (the body being the first)", maxJSONDepth)})
-					return
-				}
-			}
-			r.Body = struct {
-				io.Reader
-				io.Closer
-			}{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}
 		}
 		next.ServeHTTP(w, r)
 	})

@@ -20,29 +20,29 @@ func (s *Server) registerEnvVars() {
 		OperationID: "list-env-vars", Method: http.MethodGet, Path: "/env-vars", Tags: tags, Summary: "List an environment's variables",
 		Description: "Masked values, by name. Only the environment's own team sees them.", Errors: []int{http.StatusNotFound},
 	}, authKeyOrSession), s.listEnvVars)
-	huma.Register(s.v2, op(huma.Operation{
+	huma.Register(s.v2, ownerOnly(op(huma.Operation{
 		OperationID: "set-env-var", Method: http.MethodPost, Path: "/env-vars", Tags: tags, Summary: "Set an environment variable",
 		Description:   "Creates the variable, or updates the one of that name. The answer carries the value; listings do not.",
 		DefaultStatus: http.StatusCreated, Errors: errs,
-	}, authKeyOrSession), s.setEnvVar)
-	huma.Register(s.v2, op(huma.Operation{
+	}, authKeyOrSession)), s.setEnvVar)
+	huma.Register(s.v2, ownerOnly(op(huma.Operation{
 		OperationID: "replace-env-vars", Method: http.MethodPut, Path: "/env-vars/batch", Tags: tags, Summary: "Replace an environment's variables",
 		Description: "Makes the given variables the environment's whole set, atomically: names not given are deleted.", Errors: errs,
-	}, authKeyOrSession), s.replaceEnvVars)
+	}, authKeyOrSession)), s.replaceEnvVars)
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "check-env-vars", Method: http.MethodPost, Path: "/env-vars/check", Tags: tags, Summary: "Check environments' variables",
 		Description: "For each environment, the variables its latest build requires (an envserver environment declares them with " +
 			"envserver.WithRequiredEnv; they are recorded in the build's lock as required_env) against those configured.",
 		Errors: []int{http.StatusNotFound},
 	}, authKeyOrSession), s.checkEnvVars)
-	huma.Register(s.v2, op(huma.Operation{
+	huma.Register(s.v2, ownerOnly(op(huma.Operation{
 		OperationID: "update-env-var", Method: http.MethodPatch, Path: "/env-vars/{var_id}", Tags: tags, Summary: "Change a variable's value",
 		Errors: errs,
-	}, authKeyOrSession), s.updateEnvVar)
-	huma.Register(s.v2, op(huma.Operation{
+	}, authKeyOrSession)), s.updateEnvVar)
+	huma.Register(s.v2, ownerOnly(op(huma.Operation{
 		OperationID: "delete-env-var", Method: http.MethodDelete, Path: "/env-vars/{var_id}", Tags: tags, Summary: "Delete a variable",
 		DefaultStatus: http.StatusNoContent, Errors: []int{http.StatusNotFound},
-	}, authKeyOrSession), s.deleteEnvVar)
+	}, authKeyOrSession)), s.deleteEnvVar)
 }
 
 // EnvVar is an environment variable as answers show it.

@@ -101,8 +101,18 @@ func newHumaError(status int, msg string, errs ...error) huma.StatusError {
 		return &huma.ErrorModel{Status: status, Title: http.StatusText(status), Detail: bound(msg), Errors: details}
 	}
 	for _, e := range errs {
-		if e != nil && !strings.Contains(msg, e.Error()) {
-			msg += ": " + e.Error()
+		if e == nil {
+			continue
+		}
+		// A detail's own Error() formats its value, which Huma fills with the whole body of a
+		// request it cannot parse: its message is enough, and costs nothing.
+		why := e.Error
+		var d huma.ErrorDetailer
+		if errors.As(e, &d) {
+			why = func() string { return d.ErrorDetail().Message }
+		}
+		if w := bound(why()); !strings.Contains(msg, w) {
+			msg += ": " + w
 		}
 	}
 	return newAPIError(status, bound(msg))

@@ -19,12 +19,12 @@ func (s *Server) registerInstances() {
 			"one per try of an attempt, with its resources, the hourly rate it started with and its cost so far.",
 		Errors: []int{http.StatusNotFound},
 	}, authKeyOrSession), s.listInstances)
-	huma.Register(s.v2, op(huma.Operation{
+	huma.Register(s.v2, ownerOnly(op(huma.Operation{
 		OperationID: "stop-instances", Method: http.MethodPost, Path: "/instance/stop", Tags: []string{"Instances"}, Summary: "Stop instances",
 		Description: "Cancels the attempts that run these instances through their workflows: each attempt ends cancelled and its sandbox " +
 			"is torn down. An id that is not a running instance of the environment is reported in `errors`, not stopped.",
 		Errors: []int{http.StatusNotFound, http.StatusServiceUnavailable},
-	}, authKeyOrSession), s.stopInstances)
+	}, authKeyOrSession)), s.stopInstances)
 }
 
 // InstanceGPU is the GPUs an instance was given.

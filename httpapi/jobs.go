@@ -98,18 +98,18 @@ func (s *Server) registerJobs() {
 		OperationID: "list-job-traces", Method: http.MethodGet, Path: "/jobs/{job_id}/traces", Tags: tags, Summary: "A job's traces",
 		Errors: []int{http.StatusNotFound},
 	}, authOptional), s.listJobTraces)
-	huma.Register(s.v2, op(huma.Operation{
+	huma.Register(s.v2, ownerOnly(op(huma.Operation{
 		OperationID: "invalidate-job", Method: http.MethodPost, Path: "/jobs/{job_id}/invalidate", Tags: tags, Summary: "Mark every trace of a job invalid",
 		Description: "Invalid traces do not count toward scores.", Errors: []int{http.StatusForbidden, http.StatusNotFound},
-	}, authKeyOrSession), s.invalidateJob)
-	huma.Register(s.v2, op(huma.Operation{
+	}, authKeyOrSession)), s.invalidateJob)
+	huma.Register(s.v2, ownerOnly(op(huma.Operation{
 		OperationID: "revalidate-job", Method: http.MethodPost, Path: "/jobs/{job_id}/revalidate", Tags: tags, Summary: "Mark every trace of a job valid",
 		Description: "Invalid traces do not count toward scores.", Errors: []int{http.StatusForbidden, http.StatusNotFound},
-	}, authKeyOrSession), s.revalidateJob)
-	huma.Register(s.v2, op(huma.Operation{
+	}, authKeyOrSession)), s.revalidateJob)
+	huma.Register(s.v2, ownerOnly(op(huma.Operation{
 		OperationID: "publish-job", Method: http.MethodPost, Path: "/jobs/{job_id}/publish", Tags: tags, Summary: "Publish a job",
 		Description: "The job and its traces become readable without credentials.", Errors: []int{http.StatusForbidden, http.StatusNotFound},
-	}, authKeyOrSession), s.publishJob)
+	}, authKeyOrSession)), s.publishJob)
 }
 
 type listJobsInput struct {

@@ -18,22 +18,22 @@ func (s *Server) registerLimits() {
 		OperationID: "list-limits", Method: http.MethodGet, Path: "/limits", Tags: tags, Summary: "List spending limits",
 		Description: "The team's limits, each with its current period's spend (spend_usd): the only read path.",
 	}, authKeyOrSession), s.listLimits)
-	huma.Register(s.v2, op(huma.Operation{
+	huma.Register(s.v2, ownerOnly(op(huma.Operation{
 		OperationID: "create-limit", Method: http.MethodPost, Path: "/limits", Tags: tags, Summary: "Create a spending limit",
 		Description: "A ceiling in USD per week (from Monday 00:00 UTC) or month (from the 1st, UTC) for one API key or one member. " +
 			"Spend is the cost of the scope's inference calls in the period. Once it reaches threshold_percent of amount_usd, a " +
 			"block limit refuses the scope's new launches and completions (403, code spending_limit_reached); running attempts finish.",
 		DefaultStatus: http.StatusCreated,
-	}, authKeyOrSession), s.createLimit)
-	huma.Register(s.v2, op(huma.Operation{
+	}, authKeyOrSession)), s.createLimit)
+	huma.Register(s.v2, ownerOnly(op(huma.Operation{
 		OperationID: "update-limit", Method: http.MethodPatch, Path: "/limits/{limit_id}", Tags: tags, Summary: "Change a spending limit",
 		Description: "Its amount, threshold or enabled; scope and interval cannot change (delete and recreate).",
 		Errors:      []int{http.StatusNotFound},
-	}, authKeyOrSession), s.updateLimit)
-	huma.Register(s.v2, op(huma.Operation{
+	}, authKeyOrSession)), s.updateLimit)
+	huma.Register(s.v2, ownerOnly(op(huma.Operation{
 		OperationID: "delete-limit", Method: http.MethodDelete, Path: "/limits/{limit_id}", Tags: tags, Summary: "Delete a spending limit",
 		DefaultStatus: http.StatusNoContent, Errors: []int{http.StatusNotFound},
-	}, authKeyOrSession), s.deleteLimit)
+	}, authKeyOrSession)), s.deleteLimit)
 }
 
 // Limit is a spending limit as answers show it (amounts as strings, as the spec says).
@@ -161,7 +161,7 @@ func (s *Server) checkSpend(ctx context.Context) error {
 	if r.MembershipID != nil {
 		scope = "you"
 	}
-	e := newAPIError(http.StatusForbidden, fmt.Sprintf("the spending limit %s on %s is reached: $%s spent this %s of $%s at %s%%; raise or disable it (PATCH /v2/limits/%s)",
+	e := newAPIError(http.StatusForbidden, fmt.Sprintf("the spending limit %s on %s is reached: $%s spent this %s of $%s at %s%%; a team owner can raise or disable it (PATCH /v2/limits/%s)",
 		r.ID, scope, money(r.SpendUSD), r.Interval, money(r.AmountUSD), money(r.ThresholdPercent), r.ID))
 	e.ErrorBody.Error.Code = "spending_limit_reached"
 	return e

@@ -160,7 +160,7 @@ func securityHeaders(next http.Handler) http.Handler {
 // route or method with the error envelope.
 func (s *Server) newRouter() chi.Router {
 	r := chi.NewRouter()
-	r.Use(s.requestID, s.accessLog, s.recoverPanics, securityHeaders, s.rejectControlChars)
+	r.Use(s.requestID, s.accessLog, s.recoverPanics, securityHeaders, closeUnreadBodies, s.rejectControlChars)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, bound("no route for "+r.Method+" "+r.URL.Path))
 	})

@@ -98,12 +98,12 @@ func (s *Server) registerModels() {
 		OperationID: "get-model", Method: http.MethodGet, Path: "/models/{model_id}", Tags: tags, Summary: "Get a model",
 		Errors: []int{http.StatusNotFound},
 	}, authKeyOrSession), s.getModel)
-	huma.Register(s.v2, op(huma.Operation{
+	huma.Register(s.v2, ownerOnly(op(huma.Operation{
 		OperationID: "update-model", Method: http.MethodPatch, Path: "/models/{model_id}", Tags: tags, Summary: "Change a model",
 		Description: "Its display name, whether it is hidden from listings, and its request defaults. Only a team's own models " +
 			"(can_edit) change; the platform's shared ones are read-only (403).",
 		Errors: []int{http.StatusForbidden, http.StatusNotFound},
-	}, authKeyOrSession), s.updateModel)
+	}, authKeyOrSession)), s.updateModel)
 }
 
 type updateModelInput struct {

@@ -139,7 +139,9 @@ func apiConfig() huma.Config {
 		"Errors use the envelope `{\"error\": {\"code\", \"message\"}}`; validation failures (422) list each failing field. " +
 		"Request bodies ignore keys they do not name, so clients of other versions keep working; named keys are checked. " +
 		"A request body nests objects and arrays at most " + strconv.Itoa(maxJSONDepth) + " levels deep, the body being the first, " +
-		"open objects such as request_defaults, args and metrics included: deeper is a 422 at the first value too deep."
+		"open objects such as request_defaults, args and metrics included: deeper is a 422 at the first value too deep. " +
+		"Each write operation states in x-proctor-role who may call it: member (any member of the team) or owner " +
+		"(the team's owners only; a member is refused with 403)."
 	// The reference page is served offline by this package, not from Huma's CDN-backed renderer,
 	// and responses carry no $schema links: bodies are exactly the spec's shapes.
 	// Relative: the document describes whichever host serves it.
@@ -165,6 +167,7 @@ func apiConfig() huma.Config {
 			r.Content = map[string]*huma.MediaType{"application/problem+json": {Schema: schema}}
 		}
 		documentTransportErrors(op)
+		documentRole(op)
 	})
 	documentMethodNotAllowed(&cfg)
 	cfg.Transformers = append(cfg.Transformers, newNilSlices().transform)
@@ -172,8 +175,8 @@ func apiConfig() huma.Config {
 }
 
 // documentTransportErrors adds the error statuses any operation of its kind can answer before
-// its handler runs: for a body, 400 (not JSON), 408 (not received in time), 413 (too large) and
-// 415 (not JSON by its type); 429 where credentials are read (failed authentication throttled);
+// its handler runs: for a body, 400 (not JSON), 408 (not received in time), 413 (too large),
+// 415 (not JSON by its type) and 503 (no room to read it: bodygate.go); 429 where credentials are read (failed authentication throttled);
 // 403 for a state-changing method where the session cookie is accepted (a cross-site request,
 // csrf.go); and 431, which Go's HTTP server answers in plain text for oversized headers.
 func documentTransportErrors(op *huma.Operation) {
@@ -187,11 +190,12 @@ func documentTransportErrors(op *huma.Operation) {
 			op.Responses[code] = &huma.Response{Description: http.StatusText(status) + ": " + why, Content: envelope.Content}
 		}
 	}
-	if op.RequestBody != nil {
+	if stream, _ := op.Metadata[metaStreamBody].(bool); op.RequestBody != nil || stream {
 		add(http.StatusBadRequest, "the body is not well-formed JSON")
 		add(http.StatusRequestTimeout, "the body did not arrive in time")
 		add(http.StatusRequestEntityTooLarge, "the body is over the operation's limit")
 		add(http.StatusUnsupportedMediaType, "the body's Content-Type is not JSON")
+		add(http.StatusServiceUnavailable, "the server is reading as many request bodies as it holds at once; see Retry-After")
 	}
 	if len(op.Security) > 0 {
 		add(http.StatusTooManyRequests, "too many failed authentications from this address; see Retry-After")

@@ -65,6 +65,18 @@ type Options struct {
 	SessionTTL time.Duration
 	// MaxBodyBytes bounds request bodies. Default 10 MiB.
 	MaxBodyBytes int64
+	// BodyBytesInFlight bounds the request bodies buffered at once, in bytes (a body weighs its
+	// declared length); a request past it waits up to BodyWait, then gets 503. Defaults 64 MiB
+	// and 10 s. (bodygate.go)
+	BodyBytesInFlight int64
+	BodyWait          time.Duration
+	// BodyStreams bounds the form uploads received at once (streamed to temporary files, not
+	// buffered). Default 4.
+	BodyStreams int
+	// BodyMinRate is the slowest a request body may arrive, in bytes a second on average, after
+	// BodyGrace; a slower one gets 408. Defaults 16 KiB/s and 5 s.
+	BodyMinRate int64
+	BodyGrace   time.Duration
 	// MaxJobAttempts bounds the attempts one run_list request launches. Default 100,000.
 	MaxJobAttempts int
 	// Secrets seals secret values at rest; without it the routes that take secrets answer 503.
@@ -92,6 +104,7 @@ type Server struct {
 	sessionTTL    time.Duration
 	secureCookies bool
 	maxBodyBytes  int64
+	bodies        bodyLimits
 	maxAttempts   int
 	throttle      *authThrottle
 	crossOrigin   *http.CrossOriginProtection
@@ -109,7 +122,7 @@ func New(o Options) *Server {
 	s := newServer(o)
 	r := s.newRouter()
 	s.api = humachi.New(r, apiConfig())
-	s.api.UseMiddleware(liftReadDeadline, s.authMiddleware(s.api))
+	s.api.UseMiddleware(s.authMiddleware(s.api), s.requireRole(s.api), s.readBody(s.api))
 	s.v2 = huma.NewGroup(s.api, "/v2")
 	s.registerOperations()
 	finishDocument(s.api.OpenAPI())
@@ -129,6 +142,21 @@ func (o Options) withDefaults() Options {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 10 << 20
 	}
+	if o.BodyBytesInFlight <= 0 {
+		o.BodyBytesInFlight = 64 << 20
+	}
+	if o.BodyStreams <= 0 {
+		o.BodyStreams = 4
+	}
+	if o.BodyWait <= 0 {
+		o.BodyWait = 10 * time.Second
+	}
+	if o.BodyMinRate <= 0 {
+		o.BodyMinRate = 16 << 10
+	}
+	if o.BodyGrace <= 0 {
+		o.BodyGrace = 5 * time.Second
+	}
 	if o.MaxJobAttempts <= 0 {
 		o.MaxJobAttempts = 100_000
 	}
@@ -143,7 +171,7 @@ func newServer(o Options) *Server {
 	return &Server{
 		store: o.Store, bucket: o.Bucket, temporal: o.Temporal, workflows: o.Workflows, builds: o.Builds, secrets: o.Secrets, dataQuota: o.DataQuota, uploads: o.Uploads, log: o.Logger, sessionTTL: o.SessionTTL,
 		secureCookies: strings.HasPrefix(o.PublicURL, "https://"), maxBodyBytes: o.MaxBodyBytes, maxAttempts: o.MaxJobAttempts, publicURL: strings.TrimRight(o.PublicURL, "/"),
-		throttle: newAuthThrottle(), crossOrigin: newCrossOrigin(o.PublicURL), metrics: o.Metrics, tracer: o.Tracing.Tracer("github.com/proctorhq/proctor/httpapi"),
+		bodies: newBodyLimits(o), throttle: newAuthThrottle(), crossOrigin: newCrossOrigin(o.PublicURL), metrics: o.Metrics, tracer: o.Tracing.Tracer("github.com/proctorhq/proctor/httpapi"),
 	}
 }
 

@@ -74,11 +74,11 @@ func (s *Server) registerTraces() {
 		OperationID: "update-trace", Method: http.MethodPatch, Path: "/trace/{trace_id}", Tags: tags, Summary: "Rename or describe a trace",
 		Errors: []int{http.StatusForbidden, http.StatusNotFound},
 	}, authKeyOrSession), s.updateTrace)
-	huma.Register(s.v2, op(huma.Operation{
+	huma.Register(s.v2, ownerOnly(op(huma.Operation{
 		OperationID: "batch-validate-traces", Method: http.MethodPost, Path: "/trace/batch-validate", Tags: tags, Summary: "Mark traces valid or invalid",
 		Description: "Applies to the listed traces of the caller's team; others are ignored. Invalid traces do not count toward scores.",
 		Errors:      []int{http.StatusUnprocessableEntity},
-	}, authKeyOrSession), s.batchValidateTraces)
+	}, authKeyOrSession)), s.batchValidateTraces)
 }
 
 // getTrace serves GET /v2/trace/{trace_id}: get a trace.

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -72,17 +71,22 @@ func (s *Server) registerUploads() {
 			"by putting it in its content (prompt, arguments…), and its brief then lists it. Size and type are checked against the server's " +
 			"limits before any byte is stored.",
 		Errors: []int{http.StatusForbidden, http.StatusNotFound, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusServiceUnavailable},
-		RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{
-			"application/json": {Schema: registry.Schema(reflect.TypeOf(CreateUploadRequest{}), true, "CreateUploadRequest")},
-			"multipart/form-data": {Schema: &huma.Schema{Type: "object", Required: []string{"file"}, Properties: map[string]*huma.Schema{
-				"file": {Type: "string", Format: "binary", Description: "the file"},
-				"name": {Type: "string", Description: "its name (default: the file's)"},
-			}}},
-		}},
 	}, authSession)
-	// The body is JSON or a form: the handler reads and validates it (CreateUploadRequest.check).
+	// The body is JSON or a form: the handler reads and validates it (CreateUploadRequest.check),
+	// a form as a stream (bodygate.go), its file spilled to a temporary file, not memory.
 	create.MaxBodyBytes, create.SkipValidateBody = maxFormUpload+1<<20, true
+	create.Metadata[metaStreamBody] = true
 	huma.Register(s.v2, create, s.createUpload)
+	// Huma reads a body itself, whole, for an operation whose registration declares a schema
+	// for it; this one's is documented once it is registered, so that its form streams.
+	body := &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{
+		"application/json": {Schema: registry.Schema(reflect.TypeOf(CreateUploadRequest{}), true, "CreateUploadRequest")},
+		"multipart/form-data": {Schema: &huma.Schema{Type: "object", Required: []string{"file"}, Properties: map[string]*huma.Schema{
+			"file": {Type: "string", Format: "binary", Description: "the file"},
+			"name": {Type: "string", Description: "its name (default: the file's)"},
+		}}},
+	}}
+	s.api.OpenAPI().Paths["/v2/uploads"].Post.RequestBody = body
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "delete-upload", Method: http.MethodDelete, Path: "/uploads", Tags: tags, Summary: "Delete a staged file",
 		Description: "Refused with 409 while a task of the taskset refers to the file; `deleted` is false when there was nothing to delete.",
@@ -183,7 +187,14 @@ func (b *CreateUploadRequest) check() error {
 type createUploadInput struct {
 	TasksetID   uuid.UUID `query:"taskset_id" required:"true"`
 	ContentType string    `header:"Content-Type"`
-	RawBody     []byte    `contentType:"multipart/form-data"`
+	// body is the request's body: read by the handler, not by Huma, so that a form streams.
+	body io.Reader
+}
+
+// Resolve keeps the body's reader for the handler.
+func (in *createUploadInput) Resolve(ctx huma.Context) []error {
+	in.body = ctx.BodyReader()
+	return nil
 }
 
 type stagedOutput struct{ Body UploadView }
@@ -196,13 +207,17 @@ func (s *Server) createUpload(ctx context.Context, in *createUploadInput) (*stag
 	}
 	mt, params, _ := mime.ParseMediaType(in.ContentType)
 	if mt == "multipart/form-data" {
-		return s.createFormUpload(ctx, in.TasksetID, in.RawBody, params["boundary"])
+		return s.createFormUpload(ctx, in.TasksetID, in.body, params["boundary"])
 	}
 	if mt != "" && mt != "application/json" {
 		return nil, newAPIError(http.StatusUnsupportedMediaType, "send JSON ({name, size, content_type, sha256}) or a multipart/form-data form with a file field")
 	}
+	raw, err := readUploadRequest(in.body)
+	if err != nil {
+		return nil, err
+	}
 	var b CreateUploadRequest
-	if err := json.Unmarshal(in.RawBody, &b); err != nil {
+	if err := json.Unmarshal(raw, &b); err != nil {
 		return nil, newAPIError(http.StatusBadRequest, "the body is not a JSON object of {name, size, content_type, sha256}: "+bound(err.Error()))
 	}
 	if err := b.check(); err != nil {
@@ -236,15 +251,37 @@ func (l UploadLimits) admit(size int64, contentType string) error {
 	return nil
 }
 
+// maxUploadRequest bounds the JSON body of an upload's staging.
+const maxUploadRequest = 1 << 20
+
+// readUploadRequest reads the JSON body of create-upload (readBody buffered it already).
+func readUploadRequest(body io.Reader) ([]byte, error) {
+	if body == nil {
+		return nil, newAPIError(http.StatusBadRequest, "send JSON ({name, size, content_type, sha256}) or a multipart/form-data form with a file field")
+	}
+	raw, err := io.ReadAll(io.LimitReader(body, maxUploadRequest+1))
+	switch {
+	case err != nil:
+		return nil, newAPIError(http.StatusBadRequest, "could not read the request body")
+	case len(raw) > maxUploadRequest:
+		return nil, newAPIError(http.StatusRequestEntityTooLarge, fmt.Sprintf("a JSON body here is at most %d bytes", maxUploadRequest))
+	}
+	return raw, nil
+}
+
+// formMemory is what a form's parts may hold in memory: a file past it is spilled to a
+// temporary file as it is read (mime/multipart), so that an upload costs a buffer, not its size.
+const formMemory = 256 << 10
+
 // createFormUpload stores the file of a form (the page form) and answers it staged: its type is
 // sniffed from its bytes, refined by its name's extension for generic text or bytes.
-func (s *Server) createFormUpload(ctx context.Context, tasksetID uuid.UUID, raw []byte, boundary string) (*stagedOutput, error) {
-	if boundary == "" {
+func (s *Server) createFormUpload(ctx context.Context, tasksetID uuid.UUID, body io.Reader, boundary string) (*stagedOutput, error) {
+	if boundary == "" || body == nil {
 		return nil, newAPIError(http.StatusBadRequest, "a multipart/form-data body needs a boundary")
 	}
-	form, err := multipart.NewReader(bytes.NewReader(raw), boundary).ReadForm(maxFormUpload)
+	form, err := multipart.NewReader(body, boundary).ReadForm(formMemory)
 	if err != nil {
-		return nil, newAPIError(http.StatusBadRequest, "the form cannot be read: "+bound(err.Error()))
+		return nil, bodyError(err, "the form cannot be read")
 	}
 	defer form.RemoveAll() //nolint:errcheck // temporary files of the form
 	files := form.File["file"]

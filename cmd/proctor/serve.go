@@ -306,6 +306,7 @@ func newAPI(cfg *config.Config, tel *telemetry, parts httpapi.Options) *httpapi.
 	parts.DataQuota = models.DataQuota{TeamBytes: cfg.DataTeamBytes, FileBytes: cfg.DataFileBytes, TeamFiles: cfg.DataTeamFiles}
 	parts.PublicURL, parts.SessionTTL = cfg.PublicURL, cfg.SessionTTL
 	parts.MaxBodyBytes, parts.MaxJobAttempts = cfg.MaxBodyBytes, cfg.MaxJobAttempts
+	parts.BodyBytesInFlight, parts.BodyStreams, parts.BodyMinRate = cfg.HTTPBodyBytesInFlight, cfg.HTTPBodyStreams, cfg.HTTPBodyMinRate
 	return httpapi.New(parts)
 }
 

@@ -61,6 +61,13 @@ type Config struct {
 	HTTPIdleTimeout     time.Duration
 	HTTPMaxConns        int
 	HTTPMaxConnsPerAddr int
+	// HTTPBodyBytesInFlight bounds the request bodies the API buffers at once (a body weighs
+	// twice its length: read, then decoded); HTTPBodyStreams bounds the form uploads it receives
+	// at once; HTTPBodyMinRate is the slowest, in bytes a second after a 5 s grace, a body may
+	// arrive (slower: 408).
+	HTTPBodyBytesInFlight int64
+	HTTPBodyStreams       int
+	HTTPBodyMinRate       int64
 	// BuildDir holds build work dirs and the unpacked images sandboxes run; BuildGOPROXY is the
 	// module proxy Go builds use (empty: the worker's GOPROXY).
 	BuildDir     string
@@ -158,7 +165,10 @@ func Defaults() Config {
 		HTTPMaxConns:      4096,
 		// Enough for a browser (6 per origin) or a busy SDK pool; behind a proxy every client
 		// shares its address, so raise it there (or 0).
-		HTTPMaxConnsPerAddr: 256,
+		HTTPMaxConnsPerAddr:   256,
+		HTTPBodyBytesInFlight: 64 << 20,
+		HTTPBodyStreams:       4,
+		HTTPBodyMinRate:       16 << 10,
 	}
 }
 
@@ -230,6 +240,9 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	fs.DurationVar(&c.HTTPIdleTimeout, "http-idle-timeout", envDuration("PROCTOR_HTTP_IDLE_TIMEOUT", d.HTTPIdleTimeout), "an idle keep-alive connection is closed after this (env PROCTOR_HTTP_IDLE_TIMEOUT)")
 	fs.IntVar(&c.HTTPMaxConns, "http-max-conns", envInt("PROCTOR_HTTP_MAX_CONNS", d.HTTPMaxConns), "connections served at once; near it idle keep-alive connections are closed first, past it only health probes are answered and more wait to be accepted (env PROCTOR_HTTP_MAX_CONNS)")
 	fs.IntVar(&c.HTTPMaxConnsPerAddr, "http-max-conns-per-addr", envInt("PROCTOR_HTTP_MAX_CONNS_PER_ADDR", d.HTTPMaxConnsPerAddr), "connections from one client address at once; past it a new one is closed at once, 0 for no cap; raise it behind a proxy, whose clients share its address (env PROCTOR_HTTP_MAX_CONNS_PER_ADDR)")
+	fs.Int64Var(&c.HTTPBodyBytesInFlight, "http-body-bytes-in-flight", int64(envInt("PROCTOR_HTTP_BODY_BYTES_IN_FLIGHT", int(d.HTTPBodyBytesInFlight))), "request bodies buffered at once, in bytes (a body weighs twice its length); past it a request waits up to 10 s, then 503 (env PROCTOR_HTTP_BODY_BYTES_IN_FLIGHT)")
+	fs.IntVar(&c.HTTPBodyStreams, "http-body-streams", envInt("PROCTOR_HTTP_BODY_STREAMS", d.HTTPBodyStreams), "form uploads received at once (each streamed to a temporary file); past it a request waits up to 10 s, then 503 (env PROCTOR_HTTP_BODY_STREAMS)")
+	fs.Int64Var(&c.HTTPBodyMinRate, "http-body-min-rate", int64(envInt("PROCTOR_HTTP_BODY_MIN_RATE", int(d.HTTPBodyMinRate))), "slowest a request body may arrive, in bytes a second on average after a 5 s grace; slower is answered 408 (env PROCTOR_HTTP_BODY_MIN_RATE)")
 }
 
 // FillDevDefaults points the database and object storage into the data directory where they were

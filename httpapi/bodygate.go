@@ -1,0 +1,344 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humachi"
+	"golang.org/x/sync/semaphore"
+)
+
+// Request bodies are read by one Huma middleware, readBody, that runs after authentication (and
+// the role check): a request the API refuses for its credentials costs no read of its body, and
+// no memory. Only then is the body read, within three bounds:
+//
+//   - its size: a declared Content-Length past the operation's MaxBodyBytes is refused 413 before
+//     a byte is read, and a body that grows past it while read is refused too;
+//   - memory: the bodies buffered at once hold at most BodyBytesInFlight bytes between them (a
+//     body weighs twice its declared length, or the operation's limit when it declares none: it
+//     is held here and in Huma's copy); a request that finds no room waits up to BodyWait for
+//     it, then gets 503 with Retry-After;
+//   - time: a body must arrive at BodyMinRate bytes a second on average after a grace of
+//     BodyGrace (the rule of Kestrel's MinRequestBodyDataRate), else 408. It is enforced as a read
+//     deadline that each read moves to start + grace + bytes so far / rate, so a slow body is
+//     cut off where its rate drops below the bound, not at a fixed time whatever its size.
+//
+// The JSON of a body is then scanned for what no handler should see (control characters escaped
+// in strings, nesting past maxJSONDepth: control.go, jsondepth.go), and the operation reads the
+// buffered bytes. An operation that streams its body instead (metaStreamBody: a form upload)
+// gets the connection's reader under the same rate bound, and buffers nothing; at most
+// BodyStreams such bodies are received at once (each spills up to its size to a temporary file,
+// and costs the CPU of its bytes), past which a request waits up to BodyWait, then gets 503.
+//
+// Once the body is read, the read deadline is lifted and Huma's own (its BodyReadTimeout) is
+// not set: net/http keeps a read pending on an idle connection to notice the client going away,
+// and a deadline passing under it would cancel the request's context while the handler works
+// (the cause of a 50,000-task upload answering 500; tasks_test.go).
+//
+// Whatever answers a request before its body is read to the end closes the connection after the
+// answer (closeUnreadBodies), instead of net/http reading up to 256 KiB more of it first.
+
+// metaStreamBody in an operation's metadata says its handler reads a multipart/form-data body as
+// a stream (bodyStream); readBody buffers it only when it is of another type. Such an operation
+// declares no request body to Huma when it registers (Huma would read it whole first), and
+// documents it after.
+const metaStreamBody = "stream_body"
+
+// bodyLimits are readBody's bounds (Options: BodyBytesInFlight, BodyWait, BodyMinRate, BodyGrace).
+type bodyLimits struct {
+	inFlight *semaphore.Weighted
+	capacity int64
+	streams  *semaphore.Weighted
+	wait     time.Duration
+	minRate  int64 // bytes a second
+	grace    time.Duration
+}
+
+func newBodyLimits(o Options) bodyLimits {
+	return bodyLimits{inFlight: semaphore.NewWeighted(o.BodyBytesInFlight), capacity: o.BodyBytesInFlight, streams: semaphore.NewWeighted(int64(o.BodyStreams)),
+		wait: o.BodyWait, minRate: o.BodyMinRate, grace: o.BodyGrace}
+}
+
+// readBody is the Huma middleware that reads request bodies (see above).
+func (s *Server) readBody(api huma.API) func(huma.Context, func(huma.Context)) {
+	return func(ctx huma.Context, next func(huma.Context)) {
+		op := ctx.Operation()
+		r, _ := humachi.Unwrap(ctx)
+		stream, _ := op.Metadata[metaStreamBody].(bool)
+		if (op.RequestBody == nil && !stream) || r == nil || r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+			next(ctx)
+			return
+		}
+		limit := op.MaxBodyBytes
+		if limit <= 0 {
+			limit = s.maxBodyBytes
+		}
+		if r.ContentLength > limit {
+			huma.WriteErr(api, ctx, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is %d bytes; this operation takes at most %d", r.ContentLength, limit)) //nolint:errcheck
+			return
+		}
+		body := &minRateReader{r: ctx.BodyReader(), setDeadline: ctx.SetReadDeadline, start: time.Now(), grace: s.bodies.grace, rate: s.bodies.minRate}
+		if stream && isForm(ctx.Header("Content-Type")) {
+			body.limit = limit
+			if err := s.bodies.acquireStream(ctx.Context()); err != nil {
+				ctx.SetHeader("Retry-After", "1")
+				writeHumaError(ctx, newAPIError(http.StatusServiceUnavailable, "the server is receiving as many uploads as it takes at once; retry shortly"))
+				return
+			}
+			defer s.bodies.streams.Release(1)
+			next(bodyStream{humaContext: ctx, body: body})
+			body.lift()
+			return
+		}
+		// The body is held twice: read here, and copied by Huma into the input it decodes.
+		weight := limit
+		if r.ContentLength > 0 {
+			weight = r.ContentLength
+		}
+		weight = min(2*weight, s.bodies.capacity)
+		if err := s.bodies.acquire(ctx.Context(), weight); err != nil {
+			ctx.SetHeader("Retry-After", "1")
+			writeHumaError(ctx, newAPIError(http.StatusServiceUnavailable, "the server is reading as many request bodies as it holds at once; retry shortly"))
+			return
+		}
+		defer s.bodies.inFlight.Release(weight)
+		buf, status, msg := readAllWithin(body, r.ContentLength, limit)
+		body.lift()
+		if status != 0 {
+			huma.WriteErr(api, ctx, status, msg) //nolint:errcheck
+			return
+		}
+		if strings.Contains(ctx.Header("Content-Type"), "json") {
+			if detail := jsonRefusal(buf); detail != nil {
+				huma.WriteErr(api, ctx, http.StatusUnprocessableEntity, "validation failed", detail) //nolint:errcheck
+				return
+			}
+			// Huma would copy a body it cannot parse into its error, twice.
+			var syntax *json.SyntaxError
+			if err := json.Unmarshal(buf, &struct{}{}); errors.As(err, &syntax) || (err != nil && len(bytes.TrimSpace(buf)) == 0) {
+				huma.WriteErr(api, ctx, http.StatusBadRequest, "the body is not well-formed JSON: "+bound(err.Error())) //nolint:errcheck
+				return
+			}
+		}
+		next(bodyRead{humaContext: ctx, body: &buf})
+	}
+}
+
+// writeHumaError writes e as it is: huma.WriteErr hides the message of any 5xx, as an internal
+// error's, but this one says what the client can do.
+func writeHumaError(ctx huma.Context, e *apiError) {
+	ctx.SetHeader("Content-Type", "application/json")
+	ctx.SetStatus(e.status)
+	json.NewEncoder(ctx.BodyWriter()).Encode(e.ErrorBody) //nolint:errcheck // the client went away
+}
+
+// acquireStream takes one of the streamed bodies' places, waiting up to the bound for one.
+func (b bodyLimits) acquireStream(ctx context.Context) error {
+	if b.streams.TryAcquire(1) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.wait)
+	defer cancel()
+	return b.streams.Acquire(ctx, 1)
+}
+
+// acquire takes weight bytes of the in-flight budget, waiting up to the bound for them.
+func (b bodyLimits) acquire(ctx context.Context, weight int64) error {
+	if b.inFlight.TryAcquire(weight) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.wait)
+	defer cancel()
+	return b.inFlight.Acquire(ctx, weight)
+}
+
+// readAllWithin reads a body of declared length (-1: unknown) up to limit bytes: it answers the
+// bytes, or the status and message of why they could not be read.
+func readAllWithin(r io.Reader, declared, limit int64) ([]byte, int, string) {
+	var buf bytes.Buffer
+	if declared > 0 {
+		// ReadFrom keeps MinRead bytes free for the read that finds the end.
+		buf.Grow(int(declared) + bytes.MinRead)
+	}
+	n, err := buf.ReadFrom(io.LimitReader(r, limit+1))
+	var ne net.Error
+	switch {
+	case n > limit:
+		return nil, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is over %d bytes, the most this operation takes", limit)
+	case errors.As(err, &ne) && ne.Timeout():
+		return nil, http.StatusRequestTimeout, slowBody
+	case err != nil:
+		return nil, http.StatusBadRequest, "could not read the request body"
+	}
+	return buf.Bytes(), 0, ""
+}
+
+// jsonRefusal is why a JSON body is refused before any handler reads it, or nil.
+func jsonRefusal(b []byte) *huma.ErrorDetail {
+	if off, code := jsonControlEscape(b); off >= 0 {
+		return &huma.ErrorDetail{Location: "body", Message: fmt.Sprintf("control character U+%04X (escaped at byte %d) is not allowed", code, off)}
+	}
+	if loc := jsonTooDeep(b, maxJSONDepth); loc != "" {
+		return &huma.ErrorDetail{Location: bound(loc), Message: fmt.Sprintf("objects and arrays nest deeper than %d levels (the body being the first)", maxJSONDepth)}
+	}
+	return nil
+}
+
+// isForm says whether a Content-Type is multipart/form-data.
+func isForm(contentType string) bool {
+	mt, _, _ := mime.ParseMediaType(contentType)
+	return mt == "multipart/form-data"
+}
+
+// minRateReader reads a request body within a read deadline that it moves before each read to
+// start + grace + read/rate: the body must keep to rate bytes a second on average after grace.
+// With a limit, a body that grows past it fails with errBodyTooLarge (a streamed body's bound).
+type minRateReader struct {
+	r           io.Reader
+	setDeadline func(time.Time) error
+	start       time.Time
+	grace       time.Duration
+	rate        int64
+	read        int64
+	limit       int64 // 0: none
+}
+
+// errBodyTooLarge is what a streamed body's reader fails with past the operation's limit.
+var errBodyTooLarge = errors.New("the request body is larger than this operation takes")
+
+func (m *minRateReader) Read(p []byte) (int, error) {
+	if m.r == nil {
+		return 0, io.EOF
+	}
+	if m.limit > 0 && m.read > m.limit {
+		return 0, errBodyTooLarge
+	}
+	due := m.start.Add(m.grace + time.Duration(float64(m.read)/float64(m.rate)*float64(time.Second)))
+	m.setDeadline(due) //nolint:errcheck // a connection without deadlines is bounded by the server's ReadTimeout
+	n, err := m.r.Read(p)
+	m.read += int64(n)
+	if m.limit > 0 && m.read > m.limit {
+		return n, errBodyTooLarge
+	}
+	return n, err
+}
+
+// bodyError is the answer to a streamed body that could not be read, by why.
+func bodyError(err error, what string) error {
+	var ne net.Error
+	switch {
+	case errors.Is(err, errBodyTooLarge):
+		return newAPIError(http.StatusRequestEntityTooLarge, errBodyTooLarge.Error())
+	case errors.As(err, &ne) && ne.Timeout():
+		return newAPIError(http.StatusRequestTimeout, slowBody)
+	}
+	return newAPIError(http.StatusBadRequest, what+": "+bound(err.Error()))
+}
+
+const slowBody = "the request body arrived too slowly: after a few seconds' grace it must keep to a minimum rate"
+
+// lift ends the read deadline once the body is read (see above).
+func (m *minRateReader) lift() { m.setDeadline(time.Time{}) } //nolint:errcheck
+
+// bodyRead is the context an operation sees once readBody has read its body: the bytes, and no
+// read deadline to set (Huma sets its BodyReadTimeout before it reads). The bytes are handed
+// out once, and let go of then: Huma keeps its own copy while the operation runs.
+type bodyRead struct {
+	humaContext
+	body *[]byte
+}
+
+// Unwrap gives humachi.Unwrap the adapter's context beneath.
+func (c bodyRead) Unwrap() huma.Context { return c.humaContext }
+
+func (c bodyRead) BodyReader() io.Reader {
+	b := *c.body
+	*c.body = nil
+	return bytes.NewReader(b)
+}
+
+func (c bodyRead) SetReadDeadline(time.Time) error { return nil }
+
+// bodyStream is the context of an operation that streams its body: the connection's reader
+// under the rate bound, whose deadlines Huma does not replace.
+type bodyStream struct {
+	humaContext
+	body *minRateReader
+}
+
+// Unwrap gives humachi.Unwrap the adapter's context beneath.
+func (c bodyStream) Unwrap() huma.Context { return c.humaContext }
+
+func (c bodyStream) BodyReader() io.Reader { return c.body }
+
+func (c bodyStream) SetReadDeadline(time.Time) error { return nil }
+
+// humaContext is huma.Context under a name that does not clash, as an embedded field, with its
+// own Context method.
+type humaContext huma.Context
+
+// closeUnreadBodies closes the connection after an answer given before the request's body was
+// read to its end (a 401, 404, 413 …): net/http would otherwise read up to 256 KiB more of it,
+// for as long as the client takes, to reuse the connection.
+func closeUnreadBodies(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		body := &eofBody{ReadCloser: r.Body}
+		// A shallow copy: the server's own request keeps its body, whose type it checks.
+		r = r.WithContext(r.Context())
+		r.Body = body
+		next.ServeHTTP(&closeIfUnread{ResponseWriter: w, body: body}, r)
+	})
+}
+
+// eofBody notes whether a body was read to its end.
+type eofBody struct {
+	io.ReadCloser
+	eof bool
+}
+
+func (b *eofBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.eof = true
+	}
+	return n, err
+}
+
+// closeIfUnread asks for the connection to close when the answer starts before body's end.
+type closeIfUnread struct {
+	http.ResponseWriter
+	body    *eofBody
+	written bool
+}
+
+func (w *closeIfUnread) WriteHeader(code int) {
+	if !w.written && !w.body.eof {
+		w.Header().Set("Connection", "close")
+	}
+	w.written = true
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *closeIfUnread) Write(b []byte) (int, error) {
+	if !w.written {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap gives http.ResponseController the writer beneath (read deadlines, flushing).
+func (w *closeIfUnread) Unwrap() http.ResponseWriter { return w.ResponseWriter }
