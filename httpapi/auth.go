@@ -125,6 +125,11 @@ func (s *Server) authMiddleware(api huma.API) func(huma.Context, func(huma.Conte
 			cookie = c.Value
 		}
 		authorization := ctx.Header("Authorization")
+		if h, _ := ctx.Operation().Metadata[metaKeyHeader].(string); h != "" && authorization == "" {
+			if key := ctx.Header(h); key != "" {
+				authorization = "Bearer " + key
+			}
+		}
 		// Checked before the cookie is looked up, so that a forged request costs no query and
 		// counts no failed authentication (csrf.go).
 		if mode != authAPIKey && cookieAuthenticated(authorization, cookie) {

@@ -150,7 +150,8 @@ func apiConfig() huma.Config {
 	cfg.SchemasPath = ""
 	cfg.CreateHooks = nil
 	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
-		"bearer": {Type: "http", Scheme: "bearer", Description: "A team API key, shown once when it is created (`proctor admin key create`)."},
+		"bearer":    {Type: "http", Scheme: "bearer", Description: "A team API key, shown once when it is created (`proctor admin key create`)."},
+		"x-api-key": {Type: "apiKey", In: "header", Name: "x-api-key", Description: "A team API key sent as the Anthropic SDKs send theirs (the gateway's Anthropic endpoint only)."},
 		"session": {Type: "apiKey", In: "cookie", Name: SessionCookie,
 			Description: "A signed-in browser session; `POST /auth/session` with `{\"api_key\"}` sets it. " +
 				"A request with it and any method but GET, HEAD and OPTIONS must come from this server's own origin " +

@@ -69,6 +69,7 @@ func (s *Server) registerOperations() {
 	s.registerUsage()
 	// Proctor extensions
 	s.registerWorkers()
+	s.registerGateway()
 }
 
 // mountPages mounts what r serves beside the API's operations: the reference page, the payload

@@ -76,90 +76,126 @@ type Call struct {
 // when they have one bound (models.Store.ProviderKey), else the platform's. Each Step of the
 // returned model writes one inference row. cred says which own key was used (nil: the platform's).
 func (g *Gateway) Client(ctx context.Context, c Call) (m agent.Model, cred *models.ProviderCredential, err error) {
-	if c.Model.Adapter != models.AdapterOracle && c.UserID != nil &&
-		(c.Model.Provider == models.AdapterOpenAI || c.Model.Provider == models.AdapterAnthropic) {
-		if cred, err = g.Store.ProviderKey(ctx, g.Keys, c.TeamID, *c.UserID, c.Model.Provider); err != nil {
-			return nil, nil, fmt.Errorf("the %s key of the member: %w", c.Model.Provider, err)
-		}
-	}
-	key := ""
-	if cred != nil {
-		key = cred.Key
-	}
-	// A fork with a head checkpoint is served upstream under the checkpoint's name.
-	upstream := c.Model
-	head, err := g.Store.HeadCheckpoint(ctx, c.Model)
+	up, err := g.upstream(ctx, c)
 	if err != nil {
 		return nil, nil, err
 	}
-	switch {
-	case head != nil:
-		m := *c.Model
-		m.ModelName = head.UpstreamModel
-		upstream = &m
-	case c.Model.ForkOfModelID != nil:
-		// A fork without a checkpoint yet is its base.
-		names, err := g.Store.ModelNames(ctx, []uuid.UUID{*c.Model.ForkOfModelID})
-		if err != nil {
-			return nil, nil, err
-		}
-		if base, ok := names[*c.Model.ForkOfModelID]; ok {
-			m := *c.Model
-			m.ModelName = base
-			upstream = &m
-		}
-	}
-	inner, err := g.Models(upstream, c.Validation, key)
+	inner, err := g.Models(up.model, c.Validation, up.ownKey)
 	if err != nil {
 		return nil, nil, err
 	}
 	if c.Model.Adapter == models.AdapterOracle {
 		return inner, nil, nil // the oracle replays a task; it is no inference
 	}
-	return &metered{g: g, call: c, cred: cred, head: head, inner: inner}, cred, nil
+	return &metered{g: g, call: c, up: up, inner: inner}, up.cred, nil
+}
+
+// upstream is where a call of a catalog model goes: the model as its provider serves it, and the
+// member's own key for that provider when they have one.
+type upstream struct {
+	// model is c.Model under the name its provider serves: a fork's head checkpoint's, else its
+	// base's.
+	model  *models.LLMModel
+	ownKey string
+	cred   *models.ProviderCredential
+	head   *models.Checkpoint
+}
+
+// key is the key the call is made with: the member's own, else the platform's (the
+// environment variable the catalog entry names).
+func (u *upstream) key() string { return cmp.Or(u.ownKey, os.Getenv(u.model.APIKeyEnv)) }
+
+func (g *Gateway) upstream(ctx context.Context, c Call) (*upstream, error) {
+	up := &upstream{model: c.Model}
+	if c.Model.Adapter != models.AdapterOracle && c.UserID != nil &&
+		(c.Model.Provider == models.AdapterOpenAI || c.Model.Provider == models.AdapterAnthropic) {
+		cred, err := g.Store.ProviderKey(ctx, g.Keys, c.TeamID, *c.UserID, c.Model.Provider)
+		if err != nil {
+			return nil, fmt.Errorf("the %s key of the member: %w", c.Model.Provider, err)
+		}
+		if cred != nil {
+			up.cred, up.ownKey = cred, cred.Key
+		}
+	}
+	// A fork with a head checkpoint is served upstream under the checkpoint's name.
+	head, err := g.Store.HeadCheckpoint(ctx, c.Model)
+	if err != nil {
+		return nil, err
+	}
+	up.head = head
+	switch {
+	case head != nil:
+		m := *c.Model
+		m.ModelName = head.UpstreamModel
+		up.model = &m
+	case c.Model.ForkOfModelID != nil:
+		// A fork without a checkpoint yet is its base.
+		names, err := g.Store.ModelNames(ctx, []uuid.UUID{*c.Model.ForkOfModelID})
+		if err != nil {
+			return nil, err
+		}
+		if base, ok := names[*c.Model.ForkOfModelID]; ok {
+			m := *c.Model
+			m.ModelName = base
+			up.model = &m
+		}
+	}
+	return up, nil
 }
 
 // metered records each call of inner.
 type metered struct {
 	g     *Gateway
 	call  Call
-	cred  *models.ProviderCredential
-	head  *models.Checkpoint
+	up    *upstream
 	inner agent.Model
 }
 
 func (m *metered) Step(ctx context.Context, req agent.StepRequest) (*agent.StepResult, error) {
 	begin := time.Now()
 	res, err := m.inner.Step(ctx, req)
-	row := &models.InferenceLog{TeamID: m.call.TeamID, ModelID: m.call.Model.ID, Route: m.call.Route, Status: "ok",
-		DurationMS: int(time.Since(begin).Milliseconds()), TraceID: m.call.TraceID, UserID: m.call.UserID, APIKeyID: m.call.APIKeyID}
-	if m.cred != nil {
-		row.BYOK, row.ByokCredentialID = m.cred.Source != "", m.cred.ByokID
+	var usage agent.Usage
+	if err == nil {
+		usage = res.Usage
 	}
-	if m.head != nil {
-		row.CheckpointID = &m.head.ID
-	}
-	if err != nil {
-		row.Status, row.ErrorCode = "error", ErrorCode(err)
-	} else {
-		row.PromptTokens, row.CompletionTokens = res.Usage.InputTokens, res.Usage.OutputTokens
-		row.TotalTokens = row.PromptTokens + row.CompletionTokens
-		row.Cost = float64(row.PromptTokens)*m.call.Model.InputCostPerToken + float64(row.CompletionTokens)*m.call.Model.OutputCostPerToken
-	}
-	m.g.Metrics.ModelCall(m.call.Model.ModelName, time.Since(begin), err == nil, row.PromptTokens, row.CompletionTokens, row.Cost)
-	// The call happened whether or not its row can be written: a failed write is logged, and
-	// the call's answer is not lost over it.
-	if werr := m.g.Store.RecordInference(context.WithoutCancel(ctx), row); werr != nil && m.g.Logger != nil {
-		m.g.Logger.Warn("inference: record a call", "model", m.call.Model.ModelName, "error", werr)
-	}
+	m.g.record(ctx, m.call, m.up, begin, usage, false, ErrorCode(err))
 	return res, err
 }
 
+// record writes the inference row of one call made for c through up, which began at begin and
+// used usage; errorCode is "" for a call that succeeded.
+func (g *Gateway) record(ctx context.Context, c Call, up *upstream, begin time.Time, usage agent.Usage, streaming bool, errorCode string) {
+	took := time.Since(begin)
+	row := &models.InferenceLog{TeamID: c.TeamID, ModelID: c.Model.ID, Route: c.Route, Status: "ok",
+		DurationMS: int(took.Milliseconds()), TraceID: c.TraceID, UserID: c.UserID, APIKeyID: c.APIKeyID, Streaming: streaming}
+	if up.cred != nil {
+		row.BYOK, row.ByokCredentialID = up.cred.Source != "", up.cred.ByokID
+	}
+	if up.head != nil {
+		row.CheckpointID = &up.head.ID
+	}
+	if errorCode != "" {
+		row.Status, row.ErrorCode = "error", errorCode
+	} else {
+		row.PromptTokens, row.CompletionTokens = usage.InputTokens, usage.OutputTokens
+		row.TotalTokens = row.PromptTokens + row.CompletionTokens
+		row.Cost = float64(row.PromptTokens)*c.Model.InputCostPerToken + float64(row.CompletionTokens)*c.Model.OutputCostPerToken
+	}
+	g.Metrics.ModelCall(c.Model.ModelName, took, errorCode == "", row.PromptTokens, row.CompletionTokens, row.Cost)
+	// The call happened whether or not its row can be written: a failed write is logged, and
+	// the call's answer is not lost over it.
+	if werr := g.Store.RecordInference(context.WithoutCancel(ctx), row); werr != nil && g.Logger != nil {
+		g.Logger.Warn("inference: record a call", "model", c.Model.ModelName, "error", werr)
+	}
+}
+
 // ErrorCode is a failed call's code in its row: the provider's HTTP status ("http_429"),
-// "unreachable", "bad_response", or "error".
+// "unreachable", "bad_response", or "error"; "" for no error.
 func ErrorCode(err error) string {
 	var api *agent.APIError
 	switch {
+	case err == nil:
+		return ""
 	case errors.As(err, &api) && api.Status != 0:
 		return fmt.Sprintf("http_%d", api.Status)
 	case errors.As(err, &api):

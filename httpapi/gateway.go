@@ -1,0 +1,157 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/proctorhq/proctor/internal/agent"
+	"github.com/proctorhq/proctor/internal/inference"
+	"github.com/proctorhq/proctor/models"
+)
+
+// The gateway's provider-compatible endpoints (a Proctor extension): a client written with the
+// official OpenAI or Anthropic SDK calls a catalog model through the gateway by setting its base
+// URL and giving a Proctor API key, and changes nothing else: the request and the answer,
+// streamed or not, are the provider's own (inference.Relay). The gateway picks the provider's
+// name for the model and the key to call it with (the member's own, else the platform's),
+// holds the call to the caller's spending limits, and records it in the usage log as any other.
+//
+//	OpenAI:    base URL <server>/v2/gateway/openai     → POST /v2/gateway/openai/chat/completions
+//	Anthropic: base URL <server>/v2/gateway/anthropic  → POST /v2/gateway/anthropic/v1/messages
+//
+// The Anthropic SDK sends its key as x-api-key, which these routes take as a bearer key.
+
+// metaKeyHeader in an operation's metadata names a header that carries the API key when no
+// Authorization header is sent (authMiddleware).
+const metaKeyHeader = "key_header"
+
+func (s *Server) registerGateway() {
+	const openaiPath, anthropicPath = "/gateway/openai/chat/completions", "/gateway/anthropic/v1/messages"
+	huma.Register(s.v2, s.relayOperation(inference.ProtocolOpenAI, "gateway-openai-chat-completions", openaiPath,
+		"An OpenAI chat completion through the gateway (Proctor extension)",
+		"OpenAI's chat completions API (https://platform.openai.com/docs/api-reference/chat), for models the catalog serves over it: "+
+			"set an OpenAI SDK's base URL to `<server>/v2/gateway/openai` and its key to a Proctor API key. "),
+		func(ctx context.Context, in *openaiRelayInput) (*huma.StreamResponse, error) {
+			return s.relay(ctx, inference.ProtocolOpenAI, in.RawBody, http.Header{})
+		})
+	huma.Register(s.v2, s.relayOperation(inference.ProtocolAnthropic, "gateway-anthropic-messages", anthropicPath,
+		"An Anthropic message through the gateway (Proctor extension)",
+		"Anthropic's messages API (https://docs.anthropic.com/en/api/messages), for models the catalog serves over it: "+
+			"set an Anthropic SDK's base URL to `<server>/v2/gateway/anthropic` and its key to a Proctor API key (sent as `x-api-key` "+
+			"or as a bearer token). `anthropic-version` and `anthropic-beta` are sent on. "),
+		func(ctx context.Context, in *anthropicRelayInput) (*huma.StreamResponse, error) {
+			h := http.Header{}
+			if in.AnthropicVersion != "" {
+				h.Set("Anthropic-Version", in.AnthropicVersion)
+			}
+			if in.AnthropicBeta != "" {
+				h.Set("Anthropic-Beta", in.AnthropicBeta)
+			}
+			return s.relay(ctx, inference.ProtocolAnthropic, in.RawBody, h)
+		})
+	documentRelay(s.api.OpenAPI().Paths["/v2"+openaiPath].Post)
+	documentRelay(s.api.OpenAPI().Paths["/v2"+anthropicPath].Post)
+}
+
+// relayOperation is one provider-compatible endpoint.
+func (s *Server) relayOperation(protocol, id, path, summary, what string) huma.Operation {
+	o := op(huma.Operation{
+		OperationID: id, Method: http.MethodPost, Path: path, Tags: []string{"Gateway"}, Summary: summary,
+		Description: what + "The body is the provider's request, its `model` a catalog model's `model_name` or id; it is sent on " +
+			"with `model` replaced by the provider's name for it (a fork's head checkpoint's), with the member's own key for the " +
+			"provider when they have one bound, else the platform's. The answer is the provider's, as it came: JSON, or server-sent " +
+			"events when the request says `stream` (an OpenAI stream is asked to end with its usage). Each call is held to the " +
+			"caller's spending limits and recorded in the usage log (route `completions`). Before the provider is asked, errors " +
+			"use this API's envelope: 404 for an unknown model, 422 for the oracle or a model served over the other provider's API.",
+		Errors: []int{http.StatusBadRequest, http.StatusForbidden, http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusBadGateway},
+	}, authAPIKey)
+	o.MaxBodyBytes, o.SkipValidateBody = s.maxBodyBytes, true
+	if protocol == inference.ProtocolAnthropic {
+		o.Metadata[metaKeyHeader] = "X-Api-Key"
+		o.Security = []map[string][]string{{"bearer": {}}, {"x-api-key": {}}}
+	}
+	return o
+}
+
+// documentRelay documents a relayed body as the JSON object it is (Huma documents a raw body as
+// bytes), and the answer as the provider's.
+func documentRelay(doc *huma.Operation) {
+	doc.RequestBody = &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{"application/json": {Schema: &huma.Schema{
+		Type: huma.TypeObject, Required: []string{"model"}, AdditionalProperties: true,
+		Description: "The provider's request, as its API specifies it.",
+		Properties:  map[string]*huma.Schema{"model": {Type: huma.TypeString, Description: "a catalog model's model_name or id"}, "stream": {Type: huma.TypeBoolean}},
+	}}}}
+	doc.Responses["200"] = &huma.Response{Description: "The provider's answer, as it came", Content: map[string]*huma.MediaType{
+		"application/json":  {Schema: &huma.Schema{Type: huma.TypeObject, AdditionalProperties: true, Description: "The provider's answer, as its API specifies it."}},
+		"text/event-stream": {Schema: &huma.Schema{Type: huma.TypeString, Description: "The provider's events, when the request streams."}},
+	}}
+}
+
+type openaiRelayInput struct {
+	RawBody []byte `contentType:"application/json"`
+}
+
+type anthropicRelayInput struct {
+	RawBody          []byte `contentType:"application/json"`
+	AnthropicVersion string `header:"anthropic-version" maxLength:"100" doc:"sent on"`
+	AnthropicBeta    string `header:"anthropic-beta" maxLength:"1000" doc:"sent on"`
+}
+
+// relay serves the provider-compatible endpoints: it resolves the model, checks the caller's
+// spend, then streams the provider's answer.
+func (s *Server) relay(ctx context.Context, protocol string, raw []byte, header http.Header) (*huma.StreamResponse, error) {
+	c := callerFrom(ctx)
+	var body map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &body); err != nil || body == nil {
+		return nil, newAPIError(http.StatusBadRequest, "the body is not a JSON object")
+	}
+	var name string
+	if err := json.Unmarshal(body["model"], &name); err != nil || name == "" || len(name) > 200 {
+		return nil, validation("body.model", "a catalog model's model_name or id, of 1 to 200 bytes", nil)
+	}
+	if err := s.checkSpend(ctx); err != nil {
+		return nil, err
+	}
+	m, err := s.store.ResolveModel(ctx, c, name)
+	if err != nil {
+		return nil, storeError(err, "model "+name)
+	}
+	switch {
+	case m.Adapter == models.AdapterOracle:
+		return nil, validation("body.model", "the oracle replays tasks' validation calls; it answers no completions", name)
+	case m.Adapter != protocol:
+		return nil, validation("body.model", "this model is served over the "+m.Adapter+" API: call it at /v2/gateway/"+m.Adapter, name)
+	}
+	call := inference.Call{Model: m, TeamID: c.TeamID, UserID: &c.UserID, APIKeyID: &c.APIKeyID, Route: models.RouteCompletions}
+	req := inference.RelayRequest{Protocol: protocol, Body: body, Header: header}
+	return &huma.StreamResponse{Body: func(hctx huma.Context) {
+		w := hctx.BodyWriter().(http.ResponseWriter)
+		// A model may stream its answer for many minutes: the server's write timeout is for
+		// answers the server makes, not for relaying a provider's.
+		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(time.Hour)) //nolint:errcheck
+		if err := s.gateway().Relay(hctx.Context(), call, req, w); err != nil {
+			s.writeRelayError(hctx, err, m.ModelName)
+		}
+	}}, nil
+}
+
+// writeRelayError answers a call the gateway could not make, in the envelope.
+func (s *Server) writeRelayError(hctx huma.Context, err error, model string) {
+	var api *agent.APIError
+	switch {
+	case hctx.Context().Err() != nil:
+		return // the client went away
+	case inference.IsBadRequest(err):
+		writeHumaError(hctx, newAPIError(http.StatusBadRequest, err.Error()))
+	case errors.As(err, &api):
+		writeHumaError(hctx, newAPIError(http.StatusBadGateway, api.Error()))
+	default:
+		s.log.ErrorContext(hctx.Context(), "gateway relay", "model", model, "error", err)
+		writeHumaError(hctx, newAPIError(http.StatusBadGateway, "the model cannot be called: "+bound(err.Error())))
+	}
+}
