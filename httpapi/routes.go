@@ -32,6 +32,7 @@ func (s *Server) registerOperations() {
 	// Jobs
 	s.registerJobs()
 	s.registerAnalytics()
+	s.registerCompare()
 	// Rollouts
 	s.registerRollouts()
 	s.registerRolloutRunList()

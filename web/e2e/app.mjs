@@ -82,9 +82,10 @@ await step("jobs", async () => {
   const errRow = page.getByRole("row").filter({ has: page.locator(`a[href="#/jobs/${ERR_JOB}"]`) });
   await errRow.getByText("completed · 4 errors").waitFor({ timeout: 10000 });
   const errCells = await errRow.getByRole("cell").allTextContents();
-  if (errCells[3] !== "4") fail(`the errored job's Errors cell reads ${JSON.stringify(errCells[3])}, want "4" (row: ${errCells.join(" | ")})`);
+  // Cells: compare, job, status, progress, errors …
+  if (errCells[4] !== "4") fail(`the errored job's Errors cell reads ${JSON.stringify(errCells[4])}, want "4" (row: ${errCells.join(" | ")})`);
   const demoCells = await page.getByRole("row").filter({ has: page.getByRole("link", { name: JOB_NAME }) }).getByRole("cell").allTextContents();
-  if (demoCells[1] !== "completed" || demoCells[3] !== "0") fail(`the demo job's row reads ${demoCells.join(" | ")}, want completed with 0 errors`);
+  if (demoCells[2] !== "completed" || demoCells[4] !== "0") fail(`the demo job's row reads ${demoCells.join(" | ")}, want completed with 0 errors`);
   await audit("jobs");
   // Filtered by a taskset with no jobs yet, the list is empty; back to all, the job is there.
   await page.getByLabel("Taskset").selectOption({ label: "live-demo" });
@@ -274,6 +275,7 @@ await step("trace", async () => {
 });
 
 let unpublishedJob = "";
+let liveJob = "";
 await step("launch", async () => {
   await page.getByRole("link", { name: "Tasksets", exact: true }).click();
   await heading("Tasksets").waitFor({ timeout: 10000 });
@@ -299,6 +301,7 @@ await step("live", async () => {
   await page.getByLabel("Model").selectOption({ label: "slow" });
   await page.getByRole("button", { name: "Run 1 tasks" }).click();
   await page.getByRole("tab", { name: "live (1)" }).click();
+  liveJob = page.url().split("/").pop();
   await page.getByRole("tabpanel").getByRole("link").first().click();
   await page.getByText("following live").waitFor({ timeout: 10000 });
   await audit("trace-live");
@@ -306,6 +309,29 @@ await step("live", async () => {
   await page.getByText("following live").waitFor({ state: "detached", timeout: 10000 });
   const calls = await page.locator(".steps .call").count();
   if (calls !== 2) fail(`the live trace shows ${calls} tool calls, want 2`);
+});
+
+await step("compare", async () => {
+  // The errored job's two scored attempts of add-two ended at 0; the live one at 1: ticked on the
+  // jobs page, the comparison pairs them, marks the task gained, and opens both traces side by side.
+  await page.getByRole("link", { name: "Jobs", exact: true }).click();
+  await heading("Jobs").waitFor({ timeout: 10000 });
+  for (const id of [liveJob, ERR_JOB]) await page.locator(`tr:has(a[href="#/jobs/${id}"]) input[type="checkbox"]`).check();
+  await page.getByRole("link", { name: /^Compare .* with / }).click();
+  await heading("Comparison").waitFor({ timeout: 10000 });
+  if (!page.url().endsWith(`#/compare/${ERR_JOB}/${liveJob}`)) fail(`the comparison opened at ${page.url()}, want the older job as A`);
+  const row = page.getByRole("row").filter({ has: page.getByRole("cell", { name: "add-two", exact: true }) });
+  await row.waitFor({ timeout: 10000 });
+  const cells = await row.getByRole("cell").allTextContents();
+  if (cells.slice(0, 5).join("|") !== "add-two|0.000 (2)|1.000 (1)|+1.000|gained") fail(`the add-two row reads ${JSON.stringify(cells)}`);
+  await page.getByTestId("means").filter({ hasText: "difference +1.000" }).waitFor({ timeout: 5000 });
+  await page.getByText("4 left out").waitFor({ timeout: 5000 });
+  await audit("compare");
+  await row.getByRole("link", { name: "Traces side by side" }).click();
+  for (const [side, reward] of [["Attempt A", "0.000"], ["Attempt B", "1.000"]]) {
+    await page.getByRole("region", { name: side }).getByTestId("reward").filter({ hasText: reward }).waitFor({ timeout: 10000 });
+  }
+  await audit("compare-traces");
 });
 
 await step("long-trace", async () => {

@@ -2,6 +2,7 @@ import { useCallback, useEffect, useState } from "react";
 import { api, ok, signOut } from "./api/client";
 import { usePoll } from "./hooks";
 import { Models, Secrets, Usage } from "./pages/Account";
+import { Compare, TracesSideBySide } from "./pages/Compare";
 import { Environment, Environments } from "./pages/Environments";
 import { Job } from "./pages/Job";
 import { Jobs } from "./pages/Jobs";
@@ -46,10 +47,12 @@ export function App() {
     navigate({ page: "signin" });
   }, []);
   // Signed out, a job or trace page stays (it may be published); other pages ask to sign in.
-  const page = signedOut && route.page !== "signin" && route.page !== "job" && route.page !== "trace" ? { page: "signin" as const } : route;
+  const page =
+    signedOut && route.page !== "signin" && route.page !== "job" && route.page !== "trace" && route.page !== "traces" ? { page: "signin" as const } : route;
   useEffect(() => {
     const titles = { signin: "Sign in", jobs: "Jobs", job: "Job", trace: "Trace", environments: "Environments", environment: "Environment",
-      tasksets: "Tasksets", taskset: "Taskset", task: "Task", models: "Models", secrets: "Secrets", usage: "Limits and usage", mentions: "Mentions" };
+      tasksets: "Tasksets", taskset: "Taskset", task: "Task", models: "Models", secrets: "Secrets", usage: "Limits and usage", mentions: "Mentions",
+      compare: "Comparison", traces: "Traces side by side" };
     document.title = `${titles[page.page]} · Proctor`;
   }, [page.page]);
 
@@ -120,6 +123,10 @@ export function App() {
         {page.page === "taskset" && <Taskset id={page.id} onUnauthorized={onUnauthorized} />}
         {page.page === "task" && <Task tasksetId={page.tasksetId} id={page.id} onUnauthorized={onUnauthorized} />}
         {page.page === "environment" && <Environment id={page.id} onUnauthorized={onUnauthorized} />}
+        {page.page === "compare" && <Compare key={`${page.a}/${page.b}`} a={page.a} b={page.b} onUnauthorized={onUnauthorized} />}
+        {page.page === "traces" && (
+          <TracesSideBySide key={`${page.a}/${page.b}`} a={page.a} b={page.b} signedIn={signedIn} onUnauthorized={onUnauthorized} />
+        )}
       </main>
     </>
   );

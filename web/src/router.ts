@@ -14,11 +14,15 @@ export type Route =
   | { page: "mentions" }
   | { page: "taskset"; id: string }
   | { page: "task"; tasksetId: string; id: string }
-  | { page: "environment"; id: string };
+  | { page: "environment"; id: string }
+  | { page: "compare"; a: string; b: string }
+  | { page: "traces"; a: string; b: string };
 
 export function parse(hash: string): Route {
   const parts = hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
   if (parts[0] === "signin") return { page: "signin" };
+  if (parts[0] === "compare" && parts[1] && parts[2]) return { page: "compare", a: parts[1], b: parts[2] };
+  if (parts[0] === "compare-traces" && parts[1] && parts[2]) return { page: "traces", a: parts[1], b: parts[2] };
   if (parts[0] === "jobs" && parts[1]) return { page: "job", id: parts[1] };
   if (parts[0] === "traces" && parts[1]) return { page: "trace", id: parts[1] };
   if (parts[0] === "tasksets" && parts[1] && parts[2] === "tasks" && parts[3]) return { page: "task", tasksetId: parts[1], id: parts[3] };
@@ -53,6 +57,10 @@ export function href(r: Route): string {
       return `#/tasksets/${encodeURIComponent(r.tasksetId)}/tasks/${encodeURIComponent(r.id)}`;
     case "environment":
       return `#/environments/${encodeURIComponent(r.id)}`;
+    case "compare":
+      return `#/compare/${encodeURIComponent(r.a)}/${encodeURIComponent(r.b)}`;
+    case "traces":
+      return `#/compare-traces/${encodeURIComponent(r.a)}/${encodeURIComponent(r.b)}`;
   }
 }
 

@@ -35,6 +35,11 @@ export function Jobs({ onUnauthorized }: { onUnauthorized: () => void }) {
     onUnauthorized,
   });
   const [actionError, act] = useAction(reload);
+  // Two jobs ticked are compared, the older as the baseline (A).
+  const [picked, setPicked] = useState<string[]>([]);
+  const pick = (id: string, on: boolean) => setPicked((p) => (on ? [...p.filter((x) => x !== id), id].slice(-2) : p.filter((x) => x !== id)));
+  const pair = data && picked.length === 2 ? data.filter((r) => picked.includes(r.job.id)).map((r) => r.job) : [];
+  const [older, newer] = pair.length === 2 ? [...pair].sort((x, y) => x.created_at.localeCompare(y.created_at)) : [];
   return (
     <section>
       <h1>Jobs</h1>
@@ -61,15 +66,34 @@ export function Jobs({ onUnauthorized }: { onUnauthorized: () => void }) {
           No jobs yet. Run one with <code>proctor eval demo --model oracle</code>.
         </p>
       )}
+      {data && data.length > 1 && (
+        <p>
+          {older && newer ? (
+            <a href={href({ page: "compare", a: older.id, b: newer.id })}>
+              Compare {older.name || older.id} with {newer.name || newer.id}
+            </a>
+          ) : (
+            "Tick two jobs to compare them task by task."
+          )}
+        </p>
+      )}
       {data && data.length > 0 && (
         <table>
           <caption className="visually-hidden">Your team's jobs, newest first</caption>
-          <Head cols={["Job", "Status", "Progress", "Errors", "Mean reward", "Cost", "Created"]} actions />
+          <Head cols={["Compare", "Job", "Status", "Progress", "Errors", "Mean reward", "Cost", "Created"]} actions />
           <tbody>
             {data.map(({ job, summary, cost }) => {
               const done = summary.completed + summary.error + summary.cancelled;
               return (
                 <tr key={job.id}>
+                  <td>
+                    <input
+                      type="checkbox"
+                      aria-label={`Compare ${job.name || job.id}`}
+                      checked={picked.includes(job.id)}
+                      onChange={(e) => pick(job.id, e.target.checked)}
+                    />
+                  </td>
                   <td>
                     <a href={href({ page: "job", id: job.id })}>{job.name || job.id}</a>
                   </td>
