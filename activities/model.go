@@ -177,27 +177,20 @@ func (c *conversation) catchUp(ctx context.Context, a *Activities, traceID uuid.
 		if e.Attempt != c.attempt {
 			continue
 		}
-		switch e.Kind {
-		case models.EventSystem:
-			var d models.SystemEventData
-			if err := e.DecodeData(&d); err != nil {
-				return fmt.Errorf("rebuild tools: %w", err)
+		turn, ok, err := e.Turn()
+		if err != nil {
+			return fmt.Errorf("rebuild conversation: %w", err)
+		}
+		switch {
+		case !ok:
+		case turn.System != nil:
+			c.req.System, c.req.Tools = *turn.System, turn.Tools
+		default:
+			c.req.Messages = append(c.req.Messages, *turn.Message)
+			if e.Kind == models.EventAssistant {
+				m := turn.Message
+				c.answers[turn.Step] = ModelStepResult{Done: len(m.ToolCalls) == 0, ToolCalls: len(m.ToolCalls), Seq: e.Seq}
 			}
-			c.req.System, c.req.Tools = e.Text, d.Tools
-		case models.EventUser, models.EventToolResult:
-			// Both payloads carry the turn as their message.
-			var d models.UserEventData
-			if err := e.DecodeData(&d); err != nil {
-				return fmt.Errorf("rebuild conversation at seq %d: %w", e.Seq, err)
-			}
-			c.req.Messages = append(c.req.Messages, d.Message)
-		case models.EventAssistant:
-			var d models.AssistantEventData
-			if err := e.DecodeData(&d); err != nil {
-				return fmt.Errorf("rebuild conversation at seq %d: %w", e.Seq, err)
-			}
-			c.req.Messages = append(c.req.Messages, d.Message)
-			c.answers[d.Step] = ModelStepResult{Done: len(d.Message.ToolCalls) == 0, ToolCalls: len(d.Message.ToolCalls), Seq: e.Seq}
 		}
 	}
 	return nil

@@ -33,6 +33,7 @@ func (s *Server) registerOperations() {
 	s.registerJobs()
 	s.registerAnalytics()
 	s.registerCompare()
+	s.registerExport()
 	// Rollouts
 	s.registerRollouts()
 	s.registerRolloutRunList()

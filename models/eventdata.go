@@ -2,6 +2,7 @@ package models
 
 import (
 	"encoding/json"
+	"fmt"
 
 	"github.com/proctorhq/proctor/internal/agent"
 )
@@ -129,4 +130,45 @@ type EvaluationResult struct {
 	// Reason says why no reward could be read (a failed evaluate call, no reward field, a task
 	// without evaluation).
 	Reason string `json:"reason,omitempty"`
+}
+
+// Turn is what an event adds to the conversation a model is sent, as the engine rebuilds it
+// before each model call (and an export writes it): a system event sets the system prompt and
+// the tools; a user message, an assistant message and a tool result each add their message. ok
+// is false for the other kinds (setup, tool calls — the assistant message carries them —,
+// evaluate).
+type Turn struct {
+	// System and Tools are set by a system event.
+	System *string
+	Tools  []agent.Tool
+	// Message is the turn's message, for the other kinds; Step is an assistant message's step.
+	Message *agent.Message
+	Step    int
+}
+
+// Turn reads what e adds to the conversation.
+func (e *TraceEvent) Turn() (t Turn, ok bool, err error) {
+	switch e.Kind {
+	case EventSystem:
+		var d SystemEventData
+		if err := e.DecodeData(&d); err != nil {
+			return t, false, fmt.Errorf("the tools at seq %d: %w", e.Seq, err)
+		}
+		text := e.Text
+		return Turn{System: &text, Tools: d.Tools}, true, nil
+	case EventUser, EventToolResult:
+		// Both payloads carry the turn as their message.
+		var d UserEventData
+		if err := e.DecodeData(&d); err != nil {
+			return t, false, fmt.Errorf("the message at seq %d: %w", e.Seq, err)
+		}
+		return Turn{Message: &d.Message}, true, nil
+	case EventAssistant:
+		var d AssistantEventData
+		if err := e.DecodeData(&d); err != nil {
+			return t, false, fmt.Errorf("the answer at seq %d: %w", e.Seq, err)
+		}
+		return Turn{Message: &d.Message, Step: d.Step}, true, nil
+	}
+	return t, false, nil
 }

@@ -155,6 +155,8 @@ func checkJobAnalytics(t *testing.T, c api, jobID, demo string) {
 		{[]string{"jobs", "watch", jobID}, []string{"9/9 done", "per-task results and the attempts to look at: proctor jobs show " + jobID}},
 		{[]string{"jobs"}, []string{"ATTEMPTS  ERRORS  MEAN REWARD", jobID}},
 		{[]string{"env", "list"}, []string{"NAME", "SCENARIOS", "LATEST BUILD", "game2048", "todo"}},
+		// Its attempts as JSON Lines, each with its conversation and its environment build.
+		{[]string{"export", jobID, "--valid-only"}, []string{"9 attempts exported", `"messages":[{"role":"system"`, `"environment_digest":"sha256:`, `"reward":1`}},
 		// A job against itself: every task paired at its version and environment build, nothing apart.
 		{[]string{"compare", jobID[:8], jobID}, []string{"3 paired tasks: mean reward 1.000 → 1.000, difference +0.000 (95% CI +0.000 … +0.000",
 			"b better on 0, a better on 0, 3 tied: p = 1.0000", "pass@1 1.000 → 1.000", "todo-add", "1.000 (3)"}},

@@ -132,27 +132,7 @@ func (c *apiClient) do(ctx context.Context, method, path string, body any, out a
 		return err
 	}
 	if res.StatusCode >= 400 {
-		e := &apiError{Status: res.StatusCode, Message: strings.TrimSpace(string(data))}
-		var env struct {
-			Error  struct{ Code, Message string } `json:"error"`
-			Detail string                         `json:"detail"`
-			Errors []struct {
-				Location, Message string
-				Value             any
-			} `json:"errors"`
-		}
-		if json.Unmarshal(data, &env) == nil {
-			switch {
-			case env.Error.Message != "":
-				e.Code, e.Message = env.Error.Code, env.Error.Message
-			case env.Detail != "":
-				e.Code, e.Message = "invalid", env.Detail
-				for _, f := range env.Errors {
-					e.Fields = append(e.Fields, fmt.Sprintf("%s: %s", f.Location, f.Message))
-				}
-			}
-		}
-		return e
+		return errorOf(res.StatusCode, data)
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {
@@ -160,6 +140,55 @@ func (c *apiClient) do(ctx context.Context, method, path string, body any, out a
 		}
 	}
 	return nil
+}
+
+// errorOf is the error of an answer with an error status, from its envelope or its
+// validation errors.
+func errorOf(status int, data []byte) *apiError {
+	e := &apiError{Status: status, Message: strings.TrimSpace(string(data))}
+	var env struct {
+		Error  struct{ Code, Message string } `json:"error"`
+		Detail string                         `json:"detail"`
+		Errors []struct {
+			Location, Message string
+			Value             any
+		} `json:"errors"`
+	}
+	if json.Unmarshal(data, &env) == nil {
+		switch {
+		case env.Error.Message != "":
+			e.Code, e.Message = env.Error.Code, env.Error.Message
+		case env.Detail != "":
+			e.Code, e.Message = "invalid", env.Detail
+			for _, f := range env.Errors {
+				e.Fields = append(e.Fields, fmt.Sprintf("%s: %s", f.Location, f.Message))
+			}
+		}
+	}
+	return e
+}
+
+// stream GETs path and hands back its body to read as it arrives (no overall timeout: the
+// context ends it), or the answer's error.
+func (c *apiClient) stream(ctx context.Context, path string) (io.ReadCloser, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.key)
+	res, err := (&http.Client{Transport: c.http.Transport}).Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, unreachable(c.base, err)
+	}
+	if res.StatusCode >= 400 {
+		defer res.Body.Close()
+		data, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+		return nil, errorOf(res.StatusCode, data)
+	}
+	return res.Body, nil
 }
 
 // allItems reads every item of a paged list route (path without its query), 500 a page.
