@@ -10,7 +10,9 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -26,8 +28,9 @@ import (
 //     a byte is read, and a body that grows past it while read is refused too;
 //   - memory: the bodies buffered at once hold at most BodyBytesInFlight bytes between them (a
 //     body weighs twice its declared length, or the operation's limit when it declares none: it
-//     is held here and in Huma's copy); a request that finds no room waits up to BodyWait for
-//     it, then gets 503 with Retry-After;
+//     is held here and in Huma's copy), and one caller's bodies at most half of that, so that a
+//     member sending large bodies slowly cannot hold them all; a request that finds no room
+//     waits up to BodyWait for it, then gets 503 with Retry-After;
 //   - time: a body must arrive at BodyMinRate bytes a second on average after a grace of
 //     BodyGrace (the rule of Kestrel's MinRequestBodyDataRate), else 408. It is enforced as a read
 //     deadline that each read moves to start + grace + bytes so far / rate, so a slow body is
@@ -57,6 +60,7 @@ const metaStreamBody = "stream_body"
 // bodyLimits are readBody's bounds (Options: BodyBytesInFlight, BodyWait, BodyMinRate, BodyGrace).
 type bodyLimits struct {
 	inFlight *semaphore.Weighted
+	shares   *callerShares
 	capacity int64
 	streams  *semaphore.Weighted
 	wait     time.Duration
@@ -65,7 +69,7 @@ type bodyLimits struct {
 }
 
 func newBodyLimits(o Options) bodyLimits {
-	return bodyLimits{inFlight: semaphore.NewWeighted(o.BodyBytesInFlight), capacity: o.BodyBytesInFlight, streams: semaphore.NewWeighted(int64(o.BodyStreams)),
+	return bodyLimits{inFlight: semaphore.NewWeighted(o.BodyBytesInFlight), shares: &callerShares{byKey: map[string]*callerShare{}}, capacity: o.BodyBytesInFlight, streams: semaphore.NewWeighted(int64(o.BodyStreams)),
 		wait: o.BodyWait, minRate: o.BodyMinRate, grace: o.BodyGrace}
 }
 
@@ -75,8 +79,14 @@ func (s *Server) readBody(api huma.API) func(huma.Context, func(huma.Context)) {
 		op := ctx.Operation()
 		r, _ := humachi.Unwrap(ctx)
 		stream, _ := op.Metadata[metaStreamBody].(bool)
-		if (op.RequestBody == nil && !stream) || r == nil || r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		if (op.RequestBody == nil && !stream) || r == nil {
 			next(ctx)
+			return
+		}
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+			// Nothing to read, and no read deadline for Huma to set and leave behind.
+			empty := []byte{}
+			next(bodyRead{humaContext: ctx, body: &empty})
 			return
 		}
 		limit := op.MaxBodyBytes
@@ -100,18 +110,23 @@ func (s *Server) readBody(api huma.API) func(huma.Context, func(huma.Context)) {
 			body.lift()
 			return
 		}
+		if stream {
+			// A streaming operation's other bodies are small JSON requests.
+			limit = min(limit, maxUploadRequest)
+		}
 		// The body is held twice: read here, and copied by Huma into the input it decodes.
 		weight := limit
 		if r.ContentLength > 0 {
 			weight = r.ContentLength
 		}
 		weight = min(2*weight, s.bodies.capacity)
-		if err := s.bodies.acquire(ctx.Context(), weight); err != nil {
+		release, err := s.bodies.acquire(ctx.Context(), callerKeyOf(ctx.Context()), weight)
+		if err != nil {
 			ctx.SetHeader("Retry-After", "1")
-			writeHumaError(ctx, newAPIError(http.StatusServiceUnavailable, "the server is reading as many request bodies as it holds at once; retry shortly"))
+			writeHumaError(ctx, newAPIError(http.StatusServiceUnavailable, err.Error()))
 			return
 		}
-		defer s.bodies.inFlight.Release(weight)
+		defer release()
 		buf, status, msg := readAllWithin(body, r.ContentLength, limit)
 		body.lift()
 		if status != 0 {
@@ -152,14 +167,73 @@ func (b bodyLimits) acquireStream(ctx context.Context) error {
 	return b.streams.Acquire(ctx, 1)
 }
 
-// acquire takes weight bytes of the in-flight budget, waiting up to the bound for them.
-func (b bodyLimits) acquire(ctx context.Context, weight int64) error {
-	if b.inFlight.TryAcquire(weight) {
-		return nil
-	}
+// acquire takes weight bytes of the in-flight budget for caller's body, waiting up to the bound
+// for them, and answers how to give them back. One caller holds at most half the budget at once,
+// so that a member who sends several large bodies slowly (each within the minimum rate) leaves
+// the other half to everyone else.
+func (b bodyLimits) acquire(ctx context.Context, caller string, weight int64) (func(), error) {
 	ctx, cancel := context.WithTimeout(ctx, b.wait)
 	defer cancel()
-	return b.inFlight.Acquire(ctx, weight)
+	share := b.shares.of(caller, b.capacity/2)
+	own := min(weight, b.capacity/2)
+	if err := share.Acquire(ctx, own); err != nil {
+		b.shares.done(caller)
+		return nil, errors.New("you are sending as many large request bodies at once as one caller may; retry when one has arrived")
+	}
+	if err := b.inFlight.Acquire(ctx, weight); err != nil {
+		share.Release(own)
+		b.shares.done(caller)
+		return nil, errors.New("the server is reading as many request bodies as it holds at once; retry shortly")
+	}
+	return func() {
+		b.inFlight.Release(weight)
+		share.Release(own)
+		b.shares.done(caller)
+	}, nil
+}
+
+// callerShares holds each caller's share of the budget while a body of theirs is read or waits.
+type callerShares struct {
+	mu    sync.Mutex
+	byKey map[string]*callerShare
+}
+
+type callerShare struct {
+	*semaphore.Weighted
+	users int
+}
+
+// of is caller's share, of size max, held by one more body until done.
+func (c *callerShares) of(caller string, max int64) *semaphore.Weighted {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sh := c.byKey[caller]
+	if sh == nil {
+		sh = &callerShare{Weighted: semaphore.NewWeighted(max)}
+		c.byKey[caller] = sh
+	}
+	sh.users++
+	return sh.Weighted
+}
+
+// done lets go of caller's share for one body; a share no body holds is forgotten.
+func (c *callerShares) done(caller string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if sh := c.byKey[caller]; sh != nil {
+		if sh.users--; sh.users <= 0 {
+			delete(c.byKey, caller)
+		}
+	}
+}
+
+// callerKeyOf names the caller whose body is read: its membership (a key and a session of one
+// member share it), or its address when anonymous.
+func callerKeyOf(ctx context.Context) string {
+	if c := callerFrom(ctx); c != nil {
+		return strconv.FormatInt(c.MembershipID, 10)
+	}
+	return "anonymous"
 }
 
 // readAllWithin reads a body of declared length (-1: unknown) up to limit bytes: it answers the
@@ -229,6 +303,11 @@ func (m *minRateReader) Read(p []byte) (int, error) {
 	m.read += int64(n)
 	if m.limit > 0 && m.read > m.limit {
 		return n, errBodyTooLarge
+	}
+	if err == io.EOF {
+		// net/http now keeps a read pending to notice the client going away: a deadline left
+		// under it would cancel the request while its handler works.
+		m.lift()
 	}
 	return n, err
 }

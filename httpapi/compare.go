@@ -13,8 +13,18 @@ import (
 )
 
 // compareResamples is the bootstrap's number of resamples: enough that the interval's bounds
-// move by well under a percent point between seeds.
-const compareResamples = 10_000
+// move by well under a percent point between seeds. Past compareDraws draws in all (20,000
+// paired tasks), fewer resamples are drawn, so that one comparison costs a bounded time (under
+// a second on one core); the answer says how many.
+const (
+	compareResamples = 10_000
+	compareDraws     = 200_000_000
+)
+
+// resamplesFor is the number of resamples for tasks paired tasks.
+func resamplesFor(tasks int) int {
+	return max(1, min(compareResamples, compareDraws/max(1, tasks)))
+}
 
 // registerCompare registers the comparison of two jobs (a Proctor extension).
 func (s *Server) registerCompare() {
@@ -25,7 +35,7 @@ func (s *Server) registerCompare() {
 			"(nothing is pooled across versions or builds: what is not paired is listed with why), and gives per paired task each " +
 			"job's attempts, mean reward, pass rate and traces, the difference (b − a) and whether the task flips (its pass rate " +
 			"crosses one half). Over the paired tasks: each job's mean, the mean difference with a paired bootstrap 95% interval " +
-			"(tasks resampled 10,000 times, seeded by `seed`), the exact two-sided sign test's p-value of the per-task differences " +
+			"(tasks resampled 10,000 times, fewer past 20,000 paired tasks as `ci95.resamples` says, seeded by `seed`), the exact two-sided sign test's p-value of the per-task differences " +
 			"(ties dropped; chosen because per-task mean rewards are bounded, few-valued and often tied, which the sign test needs " +
 			"no assumption about), and pass@k and pass^k for k up to the fewest attempts a paired task has. An attempt passes when " +
 			"its reward is at least `pass_threshold`. 422 when the jobs share no task.",
@@ -129,7 +139,9 @@ func (s *Server) compareJobs(ctx context.Context, in *compareInput) (*compareOut
 	if err != nil {
 		return nil, storeErrorIn(err, "query", "job b")
 	}
-	r, err := compare.Compare(attempts(a.Scored), attempts(b.Scored), compare.Options{PassThreshold: in.PassThreshold, Resamples: compareResamples, Seed: in.Seed})
+	// Paired tasks are at most the smaller job's scored attempts: that bounds the resampling.
+	resamples := resamplesFor(min(len(a.Scored), len(b.Scored)))
+	r, err := compare.Compare(attempts(a.Scored), attempts(b.Scored), compare.Options{PassThreshold: in.PassThreshold, Resamples: resamples, Seed: in.Seed})
 	if errors.Is(err, compare.ErrNoSharedTask) {
 		return nil, validation("query.b", "the jobs share no task at the same task version and environment build: there is nothing to compare", in.B.String())
 	}
@@ -138,7 +150,7 @@ func (s *Server) compareJobs(ctx context.Context, in *compareInput) (*compareOut
 	}
 	out := &compareOutput{Body: JobComparison{
 		A: comparedJob(a, r.MeanA), B: comparedJob(b, r.MeanB), PairedTasks: len(r.Tasks), MeanDifference: r.MeanDifference,
-		CI95:     Interval{Low: r.CILow, High: r.CIHigh, Resamples: compareResamples, Seed: in.Seed},
+		CI95:     Interval{Low: r.CILow, High: r.CIHigh, Resamples: resamples, Seed: in.Seed},
 		SignTest: SignTest{WinsB: r.WinsB, WinsA: r.WinsA, Ties: r.Ties, PValue: r.PValue}, PassThreshold: in.PassThreshold,
 		PassAtK: kRates(r.PassAtK), PassHatK: kRates(r.PassHatK), Tasks: make([]ComparedTask, len(r.Tasks)), Unpaired: make([]UnpairedTask, len(r.Unpaired)),
 	}}

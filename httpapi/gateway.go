@@ -67,7 +67,9 @@ func (s *Server) relayOperation(protocol, id, path, summary, what string) huma.O
 			"provider when they have one bound, else the platform's. The answer is the provider's, as it came: JSON, or server-sent " +
 			"events when the request says `stream` (an OpenAI stream is asked to end with its usage). Each call is held to the " +
 			"caller's spending limits and recorded in the usage log (route `completions`). Before the provider is asked, errors " +
-			"use this API's envelope: 404 for an unknown model, 422 for the oracle or a model served over the other provider's API.",
+			"use this API's envelope: 404 for an unknown model, 422 for the oracle or a model served over the other provider's API, " +
+			"502 when the provider cannot be reached. The provider's own errors (401, 429 with its Retry-After, 529 …) are passed on " +
+			"as it gave them, in its format, for its SDK to read.",
 		Errors: []int{http.StatusBadRequest, http.StatusForbidden, http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusBadGateway},
 	}, authAPIKey)
 	o.MaxBodyBytes, o.SkipValidateBody = s.maxBodyBytes, true
@@ -140,18 +142,21 @@ func (s *Server) relay(ctx context.Context, protocol string, raw []byte, header 
 	}}, nil
 }
 
-// writeRelayError answers a call the gateway could not make, in the envelope.
+// writeRelayError answers a call the gateway could not make, in the envelope: what the client
+// can act on, the rest logged under the request id.
 func (s *Server) writeRelayError(hctx huma.Context, err error, model string) {
+	ctx := hctx.Context()
 	var api *agent.APIError
 	switch {
-	case hctx.Context().Err() != nil:
+	case ctx.Err() != nil:
 		return // the client went away
 	case inference.IsBadRequest(err):
 		writeHumaError(hctx, newAPIError(http.StatusBadRequest, err.Error()))
 	case errors.As(err, &api):
-		writeHumaError(hctx, newAPIError(http.StatusBadGateway, api.Error()))
+		s.log.WarnContext(ctx, "gateway relay", "request_id", requestIDFrom(ctx), "model", model, "error", err)
+		writeHumaError(hctx, newAPIError(http.StatusBadGateway, "the model's provider cannot be reached (request id "+requestIDFrom(ctx)+")"))
 	default:
-		s.log.ErrorContext(hctx.Context(), "gateway relay", "model", model, "error", err)
-		writeHumaError(hctx, newAPIError(http.StatusBadGateway, "the model cannot be called: "+bound(err.Error())))
+		s.log.ErrorContext(ctx, "gateway relay", "request_id", requestIDFrom(ctx), "model", model, "error", err)
+		writeHumaError(hctx, newAPIError(http.StatusBadGateway, "the model cannot be called (request id "+requestIDFrom(ctx)+")"))
 	}
 }

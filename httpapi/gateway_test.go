@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	anthropicoption "github.com/anthropics/anthropic-sdk-go/option"
@@ -34,7 +35,7 @@ type providerCall struct {
 	body   map[string]any
 }
 
-func newScriptedProvider(t *testing.T) *scriptedProvider {
+func newScriptedProvider(t testing.TB) *scriptedProvider {
 	p := &scriptedProvider{}
 	p.srv = httptest.NewServer(http.HandlerFunc(p.serve))
 	t.Cleanup(p.srv.Close)
@@ -240,4 +241,65 @@ func TestGatewaySpeaksTheProvidersAPIs(t *testing.T) {
 			t.Errorf("the provider got %d calls, want 5: refused requests must not reach it", n)
 		}
 	})
+}
+
+// A client that hangs up in the middle of a streamed answer does not make the call free: the
+// gateway reads the provider's answer to its end and records its tokens, with the code
+// client_closed, so that spending limits still count it.
+func TestGatewayCountsACallWhoseClientLeft(t *testing.T) {
+	s := storetest.Open(t, models.SQLite)
+	f := newFixture(t, s, Options{})
+	left := make(chan struct{})
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, `data: {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [{"index": 0, "delta": {"content": "Hel"}}]}`+"\n\n")
+		w.(http.Flusher).Flush()
+		<-left // the rest, with the usage, only once the client has gone
+		fmt.Fprint(w, `data: {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [], "usage": {"prompt_tokens": 40, "completion_tokens": 9}}`+"\n\ndata: [DONE]\n\n")
+	}))
+	defer provider.Close()
+	var once sync.Once
+	hangUp := func() { once.Do(func() { close(left) }) }
+	defer hangUp() // before the provider closes, which waits for its handler
+	t.Setenv("PROCTOR_TEST_OPENAI_KEY", "k")
+	m := &models.LLMModel{ModelName: "gpt-up", Name: "GPT", Provider: models.AdapterOpenAI, Adapter: models.AdapterOpenAI,
+		BaseURL: provider.URL + "/v1", APIKeyEnv: "PROCTOR_TEST_OPENAI_KEY", InputCostPerToken: 1e-6, OutputCostPerToken: 1e-6}
+	if err := s.UpsertModel(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("POST", f.srv.URL+"/v2/gateway/openai/chat/completions", strings.NewReader(`{"model": "gpt-up", "stream": true, "messages": [{"role": "user", "content": "hi"}]}`))
+	req.Header.Set("Authorization", "Bearer "+f.key)
+	req.Header.Set("Content-Type", "application/json")
+	// Not the default client: the response checker reads whole answers before handing them back.
+	res, err := (&http.Client{Transport: &http.Transport{}}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make([]byte, 20)
+	if _, err := io.ReadFull(res.Body, first); err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close() // the client hangs up after the first chunk
+	hangUp()
+	// The row is written once the provider's answer ends: wait for it, not for a time.
+	for i := 0; ; i++ {
+		if i == 250 {
+			t.Fatal("no row after 5 s")
+		}
+		logs, _, err := s.ModelLogs(ctx, f.caller, m.ID, 10, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(logs) == 1 {
+			// Its code says client_closed once the server has seen the client go, which it may
+			// not have by the last write; the tokens are what must not be lost.
+			if l := logs[0]; l.PromptTokens != 40 || l.CompletionTokens != 9 || l.Cost == 0 || !l.Streaming {
+				t.Errorf("the call whose client left is logged as %+v, want its 40+9 tokens and their cost", l)
+			} else {
+				t.Logf("logged with code %q", l.ErrorCode)
+			}
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -30,7 +30,7 @@ var ctx = context.Background()
 
 // fixture is an API server on a real store with one team whose member holds a key and a session.
 type fixture struct {
-	t       *testing.T
+	t       testing.TB
 	store   *models.Store
 	api     *Server
 	srv     *httptest.Server
@@ -39,7 +39,7 @@ type fixture struct {
 	session string
 }
 
-func newFixture(t *testing.T, store *models.Store, opts Options) *fixture {
+func newFixture(t testing.TB, store *models.Store, opts Options) *fixture {
 	t.Helper()
 	b, err := store.BootstrapIfEmpty(ctx, "alpha", "Ada", "ada@example.com")
 	if err != nil {

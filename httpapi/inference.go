@@ -147,7 +147,7 @@ type ModelLog struct {
 	TotalTokens      int        `json:"total_tokens"`
 	Cost             float64    `json:"cost" doc:"USD, from the model's per-token prices"`
 	DurationMS       int        `json:"duration_ms"`
-	ErrorCode        *string    `json:"error_code" doc:"http_<status>, unreachable or bad_response; null when the call succeeded"`
+	ErrorCode        *string    `json:"error_code" doc:"http_<status>, unreachable, bad_response, or client_closed (a gateway call whose client left before the answer ended; its tokens are counted); null when the call succeeded"`
 	Streaming        bool       `json:"streaming"`
 	TraceID          *uuid.UUID `json:"trace_id"`
 }

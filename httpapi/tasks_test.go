@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"fmt"
+	"mime/multipart"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
 )
@@ -75,7 +77,11 @@ func TestUploadAtTheLimitsIsStored(t *testing.T) {
 // or by Huma itself (no Content-Type). This holds the cause on any machine, fast or slow, where
 // TestUploadAtTheLimitsIsStored fails only where the store takes over 5 s.
 func TestReadDeadlineEndsWithTheBody(t *testing.T) {
-	f := newFixture(t, storetest.Open(t, models.SQLite), Options{})
+	bucket, err := blob.NewLocalBucket(t.TempDir(), blob.Options{PublicBaseURL: "http://files.test", SigningKey: []byte("k")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, storetest.Open(t, models.SQLite), Options{Bucket: bucket})
 	conns := make(chan *deadlineConn, 4)
 	srv := httptest.NewUnstartedServer(f.api.Handler())
 	srv.Listener = deadlineListener{srv.Listener, conns}
@@ -100,6 +106,30 @@ func TestReadDeadlineEndsWithTheBody(t *testing.T) {
 			t.Errorf("Content-Type %q: a read deadline (%s from the answer) was in force while the answer was written, want none once the body is read",
 				contentType, time.Until(d).Round(time.Millisecond))
 		}
+	}
+	// A form streams (bodygate.go): its deadline too ends with its body, before the file is stored.
+	ts, err := f.store.CreateTaskset(ctx, f.caller, "forms", "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var form bytes.Buffer
+	mw := multipart.NewWriter(&form)
+	fw, _ := mw.CreateFormFile("file", "notes.txt")
+	fw.Write([]byte("milk\n"))
+	mw.Close()
+	req, _ := http.NewRequest("POST", srv.URL+"/v2/uploads?taskset_id="+ts.ID.String(), &form)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req.AddCookie(&http.Cookie{Name: SessionCookie, Value: f.session})
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("a form upload = %d, want 200", res.StatusCode)
+	}
+	if d := (<-conns).readDeadlineAtWrite(); !d.IsZero() {
+		t.Errorf("a form upload: a read deadline (%s from the answer) was in force while the answer was written", time.Until(d).Round(time.Millisecond))
 	}
 }
 

@@ -116,6 +116,10 @@ type Report struct {
 	Options            Options
 }
 
+// tieTolerance is the difference below which two tasks' means are equal: means of the same
+// rewards summed in another order differ in their last bits.
+const tieTolerance = 1e-12
+
 // maxK bounds the ks reported.
 const maxK = 10
 
@@ -134,6 +138,9 @@ func Compare(a, b []Attempt, o Options) (*Report, error) {
 			t := Task{TaskID: k.task, TaskName: sa[0].TaskName, TaskVersionID: k.version, Digest: k.digest,
 				A: side(sa, o.PassThreshold), B: side(sb, o.PassThreshold)}
 			t.Delta = t.B.Mean - t.A.Mean
+			if math.Abs(t.Delta) < tieTolerance {
+				t.Delta = 0 // equal rewards summed in another order
+			}
 			switch {
 			case t.A.PassRate < 0.5 && t.B.PassRate >= 0.5:
 				t.Flip = "gained"

@@ -176,11 +176,12 @@ func (g *Gateway) record(ctx context.Context, c Call, up *upstream, begin time.T
 	}
 	if errorCode != "" {
 		row.Status, row.ErrorCode = "error", errorCode
-	} else {
-		row.PromptTokens, row.CompletionTokens = usage.InputTokens, usage.OutputTokens
-		row.TotalTokens = row.PromptTokens + row.CompletionTokens
-		row.Cost = float64(row.PromptTokens)*c.Model.InputCostPerToken + float64(row.CompletionTokens)*c.Model.OutputCostPerToken
 	}
+	// A failed call's usage is zero, except a relayed answer the client left early, whose
+	// tokens the provider bills all the same.
+	row.PromptTokens, row.CompletionTokens = usage.InputTokens, usage.OutputTokens
+	row.TotalTokens = row.PromptTokens + row.CompletionTokens
+	row.Cost = float64(row.PromptTokens)*c.Model.InputCostPerToken + float64(row.CompletionTokens)*c.Model.OutputCostPerToken
 	g.Metrics.ModelCall(c.Model.ModelName, took, errorCode == "", row.PromptTokens, row.CompletionTokens, row.Cost)
 	// The call happened whether or not its row can be written: a failed write is logged, and
 	// the call's answer is not lost over it.

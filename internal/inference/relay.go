@@ -61,7 +61,8 @@ var relayedHeaders = []string{"Content-Type", "Retry-After", "Retry-After-Ms", "
 // Relay makes the call c describes with req and writes the provider's answer to w. An error
 // before the provider was asked (the model's protocol, a key that cannot be opened) is returned
 // with nothing written, for the caller to answer; once the provider is asked, its answer —
-// success or error — is written as it came, and the call recorded, whatever happens.
+// success or error — is written as it came, and the call recorded with the tokens it reports,
+// whatever happens (a client that hangs up early: error code client_closed, tokens counted).
 func (g *Gateway) Relay(ctx context.Context, c Call, req RelayRequest, w http.ResponseWriter) error {
 	if c.Model.Adapter != req.Protocol {
 		return fmt.Errorf("%w: %s is served over the %s API", ErrWrongProtocol, c.Model.ModelName, c.Model.Adapter)
@@ -74,7 +75,12 @@ func (g *Gateway) Relay(ctx context.Context, c Call, req RelayRequest, w http.Re
 	if err != nil {
 		return err
 	}
-	httpReq, err := newProviderRequest(ctx, req, up, body)
+	// The provider is asked on a context the client's going away does not end: an answer the
+	// client leaves half-read is read to its end all the same, for the tokens it reports, so that
+	// a call is never recorded as free (and a spending limit never dodged) by hanging up early.
+	upCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), relayTimeout)
+	defer cancel()
+	httpReq, err := newProviderRequest(upCtx, req, up, body)
 	if err != nil {
 		return err
 	}
@@ -94,22 +100,56 @@ func (g *Gateway) Relay(ctx context.Context, c Call, req RelayRequest, w http.Re
 		}
 	}
 	w.WriteHeader(res.StatusCode)
+	cw := &clientWriter{w: w, ctx: ctx}
 	var usage agent.Usage
 	var rerr error
 	if stream && res.StatusCode < 300 {
-		usage, rerr = relayStream(res.Body, w, req.Protocol)
+		usage, rerr = relayStream(res.Body, cw, req.Protocol)
 	} else {
-		usage, rerr = relayWhole(res.Body, w, req.Protocol)
+		usage, rerr = relayWhole(res.Body, cw, req.Protocol)
 	}
 	code := ""
 	switch {
 	case res.StatusCode >= 300:
 		code = fmt.Sprintf("http_%d", res.StatusCode)
-	case rerr != nil && ctx.Err() == nil:
+	case rerr != nil:
 		code = "bad_response"
+	case cw.gone:
+		code = "client_closed"
 	}
 	g.record(ctx, c, up, begin, usage, stream, code)
 	return nil
+}
+
+// relayTimeout bounds one relayed call, whoever waits for it.
+const relayTimeout = 30 * time.Minute
+
+// clientWriter writes to the client until it goes away (its request ended, or a write failed),
+// then drops what follows: the answer is still read to its end, for its usage.
+type clientWriter struct {
+	w    http.ResponseWriter
+	ctx  context.Context
+	gone bool
+}
+
+func (c *clientWriter) Write(p []byte) (int, error) {
+	if !c.gone && c.ctx.Err() != nil {
+		c.gone = true
+	}
+	if !c.gone {
+		if _, err := c.w.Write(p); err != nil {
+			c.gone = true
+		}
+	}
+	return len(p), nil
+}
+
+func (c *clientWriter) flush() {
+	if !c.gone {
+		if http.NewResponseController(c.w).Flush() != nil {
+			c.gone = true
+		}
+	}
 }
 
 // relayClient calls providers: no overall timeout (an answer may stream for many minutes; the
@@ -189,11 +229,13 @@ func newProviderRequest(ctx context.Context, req RelayRequest, up *upstream, bod
 }
 
 // relayWhole copies an answer that is not streamed and reads its usage.
-func relayWhole(body io.Reader, w io.Writer, protocol string) (agent.Usage, error) {
-	b, err := io.ReadAll(io.LimitReader(body, maxRelayedBody))
-	if _, werr := w.Write(b); err == nil {
-		err = werr
+func relayWhole(body io.Reader, w *clientWriter, protocol string) (agent.Usage, error) {
+	b, err := io.ReadAll(io.LimitReader(body, maxRelayedBody+1))
+	if err == nil && len(b) > maxRelayedBody {
+		err = fmt.Errorf("an answer over %d bytes", maxRelayedBody)
+		b = b[:maxRelayedBody]
 	}
+	w.Write(b) //nolint:errcheck // a client gone is noted by the writer
 	var u providerUsage
 	if jerr := json.Unmarshal(b, &u); err == nil && jerr != nil {
 		err = jerr
@@ -203,16 +245,13 @@ func relayWhole(body io.Reader, w io.Writer, protocol string) (agent.Usage, erro
 
 // relayStream copies a server-sent-events answer line by line, flushing each event as it
 // ends, and reads the usage its events report.
-func relayStream(body io.Reader, w http.ResponseWriter, protocol string) (agent.Usage, error) {
-	rc := http.NewResponseController(w)
+func relayStream(body io.Reader, w *clientWriter, protocol string) (agent.Usage, error) {
 	r := bufio.NewReaderSize(body, 64<<10)
 	var usage agent.Usage
 	for {
 		line, err := readLine(r)
 		if len(line) > 0 {
-			if _, werr := w.Write(line); werr != nil {
-				return usage, werr
-			}
+			w.Write(line) //nolint:errcheck // a client gone is noted by the writer
 			if data, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), []byte("data:")); ok {
 				var ev providerUsage
 				if json.Unmarshal(bytes.TrimSpace(data), &ev) == nil {
@@ -220,11 +259,11 @@ func relayStream(body io.Reader, w http.ResponseWriter, protocol string) (agent.
 				}
 			}
 			if len(bytes.TrimRight(line, "\r\n")) == 0 {
-				rc.Flush() //nolint:errcheck // a writer that cannot flush delivers at the end
+				w.flush()
 			}
 		}
 		if err == io.EOF {
-			rc.Flush() //nolint:errcheck
+			w.flush()
 			return usage, nil
 		}
 		if err != nil {
