@@ -41,7 +41,8 @@ import (
 // buffered bytes. An operation that streams its body instead (metaStreamBody: a form upload)
 // gets the connection's reader under the same rate bound, and buffers nothing; at most
 // BodyStreams such bodies are received at once (each spills up to its size to a temporary file,
-// and costs the CPU of its bytes), past which a request waits up to BodyWait, then gets 503.
+// and costs the CPU of its bytes), one caller's at most half of them, past which a request
+// waits up to BodyWait, then gets 503.
 //
 // Once the body is read, the read deadline is lifted and Huma's own (its BodyReadTimeout) is
 // not set: net/http keeps a read pending on an idle connection to notice the client going away,
@@ -62,14 +63,18 @@ type bodyLimits struct {
 	inFlight *semaphore.Weighted
 	shares   *callerShares
 	capacity int64
-	streams  *semaphore.Weighted
-	wait     time.Duration
-	minRate  int64 // bytes a second
-	grace    time.Duration
+	// streams bounds the streamed bodies (streamCount of them), streamShares one caller's.
+	streams      *semaphore.Weighted
+	streamCount  int64
+	streamShares *callerShares
+	wait         time.Duration
+	minRate      int64 // bytes a second
+	grace        time.Duration
 }
 
 func newBodyLimits(o Options) bodyLimits {
 	return bodyLimits{inFlight: semaphore.NewWeighted(o.BodyBytesInFlight), shares: &callerShares{byKey: map[string]*callerShare{}}, capacity: o.BodyBytesInFlight, streams: semaphore.NewWeighted(int64(o.BodyStreams)),
+		streamCount: int64(o.BodyStreams), streamShares: &callerShares{byKey: map[string]*callerShare{}},
 		wait: o.BodyWait, minRate: o.BodyMinRate, grace: o.BodyGrace}
 }
 
@@ -100,12 +105,13 @@ func (s *Server) readBody(api huma.API) func(huma.Context, func(huma.Context)) {
 		body := &minRateReader{r: ctx.BodyReader(), setDeadline: ctx.SetReadDeadline, start: time.Now(), grace: s.bodies.grace, rate: s.bodies.minRate}
 		if stream && isForm(ctx.Header("Content-Type")) {
 			body.limit = limit
-			if err := s.bodies.acquireStream(ctx.Context()); err != nil {
+			release, err := s.bodies.acquireStream(ctx.Context(), callerKeyOf(ctx.Context()))
+			if err != nil {
 				ctx.SetHeader("Retry-After", "1")
-				writeHumaError(ctx, newAPIError(http.StatusServiceUnavailable, "the server is receiving as many uploads as it takes at once; retry shortly"))
+				writeHumaError(ctx, newAPIError(http.StatusServiceUnavailable, err.Error()))
 				return
 			}
-			defer s.bodies.streams.Release(1)
+			defer release()
 			next(bodyStream{humaContext: ctx, body: body})
 			body.lift()
 			return
@@ -157,14 +163,27 @@ func writeHumaError(ctx huma.Context, e *apiError) {
 	json.NewEncoder(ctx.BodyWriter()).Encode(e.ErrorBody) //nolint:errcheck // the client went away
 }
 
-// acquireStream takes one of the streamed bodies' places, waiting up to the bound for one.
-func (b bodyLimits) acquireStream(ctx context.Context) error {
-	if b.streams.TryAcquire(1) {
-		return nil
-	}
+// acquireStream takes one of the streamed bodies' places for caller, waiting up to the bound
+// for one, and answers how to give it back. One caller holds at most half the places (at least
+// one), as with the buffered bodies' budget.
+func (b bodyLimits) acquireStream(ctx context.Context, caller string) (func(), error) {
 	ctx, cancel := context.WithTimeout(ctx, b.wait)
 	defer cancel()
-	return b.streams.Acquire(ctx, 1)
+	share := b.streamShares.of(caller, max(1, b.streamCount/2))
+	if err := share.Acquire(ctx, 1); err != nil {
+		b.streamShares.done(caller)
+		return nil, errors.New("you are sending as many uploads at once as one caller may; retry when one has arrived")
+	}
+	if err := b.streams.Acquire(ctx, 1); err != nil {
+		share.Release(1)
+		b.streamShares.done(caller)
+		return nil, errors.New("the server is receiving as many uploads as it takes at once; retry shortly")
+	}
+	return func() {
+		b.streams.Release(1)
+		share.Release(1)
+		b.streamShares.done(caller)
+	}, nil
 }
 
 // acquire takes weight bytes of the in-flight budget for caller's body, waiting up to the bound

@@ -447,3 +447,55 @@ func largeForm(name string, size int64) (io.Reader, string, int64) {
 	length := int64(head.Len()) + size + int64(tail.Len())
 	return io.MultiReader(bytes.NewReader(head.Bytes()), io.LimitReader(repeatReader('x'), size), &tail), mw.FormDataContentType(), length
 }
+
+// Form uploads stream, at most BodyStreams at once and one caller's at most half of them: a
+// member whose form trickles in is refused a second at once, while the server has room.
+func TestOneCallerHoldsAtMostHalfTheUploadStreams(t *testing.T) {
+	bucket, err := blob.NewLocalBucket(t.TempDir(), blob.Options{PublicBaseURL: "http://files.test", SigningKey: []byte("k")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := storetest.Open(t, models.SQLite)
+	f := newFixture(t, s, Options{Bucket: bucket, BodyStreams: 2, BodyWait: 200 * time.Millisecond, BodyGrace: time.Minute})
+	ts, err := s.CreateTaskset(ctx, f.caller, "forms", "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := "/v2/uploads?taskset_id=" + ts.ID.String()
+	form, contentType, length := largeForm("slow.bin", 1<<20)
+	held, err := net.Dial("tcp", f.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	fmt.Fprintf(held, "POST %s HTTP/1.1\r\nHost: x\r\nCookie: %s=%s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n", path, SessionCookie, f.session, contentType, length)
+	io.CopyN(held, form, 4096) //nolint:errcheck // the form's start, then nothing
+	send := func() response {
+		form, contentType, length := largeForm("quick.bin", 1024)
+		req, _ := http.NewRequest("POST", f.srv.URL+path, form)
+		req.ContentLength = length
+		req.Header.Set("Content-Type", contentType)
+		req.AddCookie(&http.Cookie{Name: SessionCookie, Value: f.session})
+		return f.send(req)
+	}
+	var r response
+	for range 100 { // until the slow form holds its place
+		if r = send(); r.status == http.StatusServiceUnavailable {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	wantEnvelope(t, r, http.StatusServiceUnavailable, "unavailable")
+	if !strings.Contains(string(r.body), "as many uploads at once as one caller may") {
+		t.Errorf("the refusal says %s", r.body)
+	}
+	held.Close()
+	// Its place given back, the member's next form is stored.
+	for range 100 {
+		if r = send(); r.status == http.StatusOK {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Errorf("a form once the slow one has gone = %d %s, want 200", r.status, r.body)
+}
