@@ -56,3 +56,32 @@ func TestExportResumesAfterABrokenStream(t *testing.T) {
 		t.Errorf("--min-reward lots: %v, want a usage error", err)
 	}
 }
+
+// proctor jobs show warns when a job's results mix builds of an environment or task versions,
+// and says nothing for a job that does not.
+func TestJobsShowWarnsOfMixedResults(t *testing.T) {
+	mixed := true
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"mixed": %v, "environment_builds": [{"environment": "", "digest": "", "attempts": 1},
+			{"environment": "todo", "build_version": 1, "digest": "sha256:aaaaaaaaaaaaaaaaaaaa", "attempts": 2, "scored_attempts": 2, "mean_reward": 0.5},
+			{"environment": "todo", "build_version": 2, "digest": "sha256:bbbbbbbbbbbbbbbbbbbb", "attempts": 1, "scored_attempts": 1, "mean_reward": 0}],
+			"tasks_with_several_versions": []}`, mixed)
+	}))
+	defer srv.Close()
+	c := &apiClient{base: srv.URL, key: "k", http: srv.Client()}
+	var out bytes.Buffer
+	if err := printJobMix(t.Context(), c, uuid.NewString(), &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"warning: these results mix", "todo build 1 (sha256:aaaaaaaaaaaa…): 2 attempts, mean reward 0.500", "todo build 2 (sha256:bbbbbbbbbbbb…): 1 attempts, mean reward 0.000"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("jobs show printed %q, want %q", out.String(), want)
+		}
+	}
+	mixed = false
+	out.Reset()
+	if err := printJobMix(t.Context(), c, uuid.NewString(), &out); err != nil || out.Len() != 0 {
+		t.Errorf("a job that mixes nothing: %v %q, want nothing printed", err, out.String())
+	}
+}

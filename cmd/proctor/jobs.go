@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/proctorhq/proctor/httpapi"
 )
 
 type jobSummary struct {
@@ -136,6 +138,9 @@ func showJob(ctx context.Context, c *apiClient, jobID string, limit int, stdout 
 	reward := fmtReward(s.AvgReward)
 	fmt.Fprintf(stdout, "job %s %q: %s, %d/%d attempts done (%d completed, %d error, %d cancelled), mean reward %s\n",
 		job.ID, job.Name, job.Status, s.done(), s.TotalTraces, s.Completed, s.Error, s.Cancelled, reward)
+	if err := printJobMix(ctx, c, job.ID, stdout); err != nil {
+		return err
+	}
 	var cov struct {
 		TasksetName     string `json:"taskset_name"`
 		TotalTasks      int    `json:"total_tasks"`
@@ -187,4 +192,43 @@ func showJob(ctx context.Context, c *apiClient, jobID string, limit int, stdout 
 	}
 	fmt.Fprintln(stdout, "\nsee an attempt with: proctor trace TRACE_ID")
 	return nil
+}
+
+// printJobMix warns when a job's results mix builds of an environment or versions of a task,
+// with how each did (GET /v2/jobs/{id}/mix); it prints nothing for a job that does not.
+func printJobMix(ctx context.Context, c *apiClient, jobID string, stdout io.Writer) error {
+	var mix httpapi.JobMix
+	if err := c.do(ctx, http.MethodGet, "/v2/jobs/"+url.PathEscape(jobID)+"/mix", nil, &mix); err != nil {
+		return err
+	}
+	if !mix.Mixed {
+		return nil
+	}
+	fmt.Fprintln(stdout, "warning: these results mix what is not comparable (proctor compare pairs by build and version):")
+	var ran []httpapi.BuildShare
+	for _, b := range mix.Builds {
+		if b.Digest != "" {
+			ran = append(ran, b)
+		}
+	}
+	if len(ran) > 1 {
+		for _, b := range ran {
+			fmt.Fprintf(stdout, "  %s build %d (%s): %d attempts, mean reward %s\n", b.Environment, b.Version, shortDigest(b.Digest), b.Attempts, fmtReward(b.MeanReward))
+		}
+	}
+	for _, t := range mix.MixedVersions {
+		for _, v := range t.Versions {
+			fmt.Fprintf(stdout, "  task %s version %d: %d attempts, mean reward %s\n", t.TaskName, v.Version, v.Attempts, fmtReward(v.MeanReward))
+		}
+	}
+	return nil
+}
+
+// shortDigest is an image digest cut to its algorithm and 12 hex digits.
+func shortDigest(d string) string {
+	algo, hex, ok := strings.Cut(d, ":")
+	if !ok || len(hex) <= 12 {
+		return d
+	}
+	return algo + ":" + hex[:12] + "…"
 }

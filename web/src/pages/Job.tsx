@@ -109,6 +109,11 @@ export function Job({ id, signedIn, onUnauthorized }: { id: string; signedIn: bo
     [signedIn, attempts, envIds],
     { onUnauthorized },
   );
+  // What the results mix: builds of one environment, or versions of a task (read again as
+  // attempts end).
+  const mix = usePoll(() => ok(api.GET("/v2/jobs/{job_id}/mix", { params: { path: { job_id: id } } })), [id, s?.completed, s?.error, s?.cancelled], {
+    onUnauthorized,
+  });
   if (view.error && !view.data) {
     if (!signedIn && view.error instanceof APIError && view.error.status === 404)
       return (
@@ -150,6 +155,7 @@ export function Job({ id, signedIn, onUnauthorized }: { id: string; signedIn: bo
         Models: {names((l) => l.model.name)} · <EnvironmentBuilds links={links} builds={builds.data} /> · taskset: {names((l) => l.taskset.name)}
       </p>
       {builds.error && <p className="muted">Which builds ran could not be read: {builds.error.message}</p>}
+      {mix.data?.mixed && <MixNotice mix={mix.data} />}
       {signedIn && job.can_edit && (
         <div className="inline" role="group" aria-label="Job actions">
           {!job.published && (
@@ -318,5 +324,33 @@ function Histogram({ points }: { points: Schemas["ChartPoint"][] }) {
         {errors > 0 && `; ${errors} errored attempt${errors === 1 ? " is" : "s are"} left out (an error is not a score)`}.
       </figcaption>
     </figure>
+  );
+}
+
+/** MixNotice says that a job's results mix environment builds or task versions, and how each did. */
+function MixNotice({ mix }: { mix: Schemas["JobMix"] }) {
+  const builds = mix.environment_builds.filter((b) => b.digest);
+  const mean = (m: number | null, n: number) => (m === null ? "no scored attempt" : `mean ${fmtReward(m)} over ${n}`);
+  return (
+    <div role="note" className="notice" aria-label="Mixed results">
+      <p>
+        <strong>Its results mix what is not comparable:</strong> the mean reward and the per-task table average across them. Compare
+        them apart with <code>proctor compare</code> (it pairs by build and version).
+      </p>
+      <ul>
+        {builds.length > 1 &&
+          builds.map((b) => (
+            <li key={b.digest}>
+              {b.environment} build {b.build_version} ({shortDigest(b.digest)}): {b.attempts} attempts, {mean(b.mean_reward, b.scored_attempts)}
+            </li>
+          ))}
+        {mix.tasks_with_several_versions.map((t) => (
+          <li key={t.task_id}>
+            task {t.task_name}:{" "}
+            {t.versions.map((v) => `version ${v.version}: ${v.attempts} attempts, ${mean(v.mean_reward, v.scored_attempts)}`).join("; ")}
+          </li>
+        ))}
+      </ul>
+    </div>
   );
 }
