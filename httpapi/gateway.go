@@ -160,3 +160,110 @@ func (s *Server) writeRelayError(hctx huma.Context, err error, model string) {
 		writeHumaError(hctx, newAPIError(http.StatusBadGateway, "the model cannot be called (request id "+requestIDFrom(ctx)+")"))
 	}
 }
+
+// registerGatewayModels registers the providers' model lists, for SDK clients that list models
+// (some agents check at start that theirs is there).
+func (s *Server) registerGatewayModels() {
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "gateway-openai-models", Method: http.MethodGet, Path: "/gateway/openai/models", Tags: []string{"Gateway"},
+		Summary:     "The models served over OpenAI's API, as it lists them (Proctor extension)",
+		Description: "OpenAI's model list (https://platform.openai.com/docs/api-reference/models/list): the catalog models the caller can use that are served over OpenAI's API, by `model_name`.",
+	}, authAPIKey), s.listOpenAIModels)
+	anthropic := op(huma.Operation{
+		OperationID: "gateway-anthropic-models", Method: http.MethodGet, Path: "/gateway/anthropic/v1/models", Tags: []string{"Gateway"},
+		Summary:     "The models served over Anthropic's API, as it lists them (Proctor extension)",
+		Description: "Anthropic's model list (https://docs.anthropic.com/en/api/models-list), in one page: the catalog models the caller can use that are served over Anthropic's API, by `model_name`.",
+	}, authAPIKey)
+	anthropic.Metadata[metaKeyHeader] = "X-Api-Key"
+	anthropic.Security = []map[string][]string{{"bearer": {}}, {"x-api-key": {}}}
+	huma.Register(s.v2, anthropic, s.listAnthropicModels)
+}
+
+// gatewayModelLimit bounds the models listed: a catalog is a few dozen.
+const gatewayModelLimit = 1000
+
+// OpenAIModel is a model as OpenAI's API lists it.
+type OpenAIModel struct {
+	ID      string `json:"id"`
+	Object  string `json:"object" enum:"model"`
+	Created int64  `json:"created" doc:"Unix seconds"`
+	OwnedBy string `json:"owned_by"`
+}
+
+type openAIModelsOutput struct {
+	Body struct {
+		Object string        `json:"object" enum:"list"`
+		Data   []OpenAIModel `json:"data" nullable:"false"`
+	}
+}
+
+// listOpenAIModels serves GET /v2/gateway/openai/models.
+func (s *Server) listOpenAIModels(ctx context.Context, _ *struct{}) (*openAIModelsOutput, error) {
+	ms, err := s.gatewayModels(ctx, inference.ProtocolOpenAI)
+	if err != nil {
+		return nil, err
+	}
+	out := &openAIModelsOutput{}
+	out.Body.Object, out.Body.Data = "list", make([]OpenAIModel, len(ms))
+	for i, m := range ms {
+		out.Body.Data[i] = OpenAIModel{ID: m.ModelName, Object: "model", Created: m.CreatedAt.Unix(), OwnedBy: ownedBy(m)}
+	}
+	return out, nil
+}
+
+// AnthropicModel is a model as Anthropic's API lists it.
+type AnthropicModel struct {
+	Type        string    `json:"type" enum:"model"`
+	ID          string    `json:"id"`
+	DisplayName string    `json:"display_name"`
+	CreatedAt   time.Time `json:"created_at"`
+}
+
+type anthropicModelsOutput struct {
+	Body struct {
+		Data    []AnthropicModel `json:"data" nullable:"false"`
+		HasMore bool             `json:"has_more"`
+		FirstID *string          `json:"first_id"`
+		LastID  *string          `json:"last_id"`
+	}
+}
+
+// listAnthropicModels serves GET /v2/gateway/anthropic/v1/models.
+func (s *Server) listAnthropicModels(ctx context.Context, _ *struct{}) (*anthropicModelsOutput, error) {
+	ms, err := s.gatewayModels(ctx, inference.ProtocolAnthropic)
+	if err != nil {
+		return nil, err
+	}
+	out := &anthropicModelsOutput{}
+	out.Body.Data = make([]AnthropicModel, len(ms))
+	for i, m := range ms {
+		out.Body.Data[i] = AnthropicModel{Type: "model", ID: m.ModelName, DisplayName: m.Name, CreatedAt: m.CreatedAt}
+	}
+	if n := len(ms); n > 0 {
+		out.Body.FirstID, out.Body.LastID = &ms[0].ModelName, &ms[n-1].ModelName
+	}
+	return out, nil
+}
+
+// gatewayModels are the models the caller can use that are served over protocol.
+func (s *Server) gatewayModels(ctx context.Context, protocol string) ([]models.LLMModel, error) {
+	all, _, err := s.store.ListModels(ctx, callerFrom(ctx), gatewayModelLimit, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := []models.LLMModel{}
+	for _, m := range all {
+		if m.Adapter == protocol {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// ownedBy is who serves a model: the caller's team for its own models, else the platform.
+func ownedBy(m models.LLMModel) string {
+	if m.TeamID != nil {
+		return "team"
+	}
+	return "proctor"
+}

@@ -166,6 +166,26 @@ func TestGatewaySpeaksTheProvidersAPIs(t *testing.T) {
 			t.Errorf("Anthropic stream = %+v, err %v", streamed.Content, err)
 		}
 
+		// Each SDK lists the models served over its provider's API.
+		oaModels, err := oa.Models.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var oaNames []string
+		for _, m := range oaModels.Data {
+			oaNames = append(oaNames, m.ID)
+		}
+		if strings.Join(oaNames, ",") != "gpt-up,rate-limited" {
+			t.Errorf("OpenAI models = %v, want gpt-up and rate-limited", oaNames)
+		}
+		anModels, err := an.Models.List(ctx, anthropic.ModelListParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(anModels.Data) != 1 || anModels.Data[0].ID != "claude-up" || anModels.Data[0].DisplayName != "Claude" {
+			t.Errorf("Anthropic models = %+v, want claude-up", anModels.Data)
+		}
+
 		// What the provider got: the platform's key, the provider's name for the model, the
 		// client's own fields, and a stream that reports its usage.
 		got := p.calls()

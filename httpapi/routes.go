@@ -73,6 +73,7 @@ func (s *Server) registerOperations() {
 	// Proctor extensions
 	s.registerWorkers()
 	s.registerGateway()
+	s.registerGatewayModels()
 }
 
 // mountPages mounts what r serves beside the API's operations: the reference page, the payload
