@@ -58,24 +58,21 @@ import (
 // documents it after.
 const metaStreamBody = "stream_body"
 
-// bodyLimits are readBody's bounds (Options: BodyBytesInFlight, BodyWait, BodyMinRate, BodyGrace).
+// bodyLimits are readBody's bounds (Options: BodyBytesInFlight, BodyStreams, BodyWait,
+// BodyMinRate, BodyGrace).
 type bodyLimits struct {
-	inFlight *semaphore.Weighted
-	shares   *callerShares
-	capacity int64
-	// streams bounds the streamed bodies (streamCount of them), streamShares one caller's.
-	streams      *semaphore.Weighted
-	streamCount  int64
-	streamShares *callerShares
-	wait         time.Duration
-	minRate      int64 // bytes a second
-	grace        time.Duration
+	// bytes bounds the buffered bodies' bytes, streams the streamed bodies.
+	bytes, streams *sharedLimit
+	minRate        int64 // bytes a second
+	grace          time.Duration
 }
 
 func newBodyLimits(o Options) bodyLimits {
-	return bodyLimits{inFlight: semaphore.NewWeighted(o.BodyBytesInFlight), shares: &callerShares{byKey: map[string]*callerShare{}}, capacity: o.BodyBytesInFlight, streams: semaphore.NewWeighted(int64(o.BodyStreams)),
-		streamCount: int64(o.BodyStreams), streamShares: &callerShares{byKey: map[string]*callerShare{}},
-		wait: o.BodyWait, minRate: o.BodyMinRate, grace: o.BodyGrace}
+	return bodyLimits{
+		bytes:   newSharedLimit(o.BodyBytesInFlight, o.BodyWait),
+		streams: newSharedLimit(int64(o.BodyStreams), o.BodyWait),
+		minRate: o.BodyMinRate, grace: o.BodyGrace,
+	}
 }
 
 // readBody is the Huma middleware that reads request bodies (see above).
@@ -90,8 +87,7 @@ func (s *Server) readBody(api huma.API) func(huma.Context, func(huma.Context)) {
 		}
 		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 			// Nothing to read, and no read deadline for Huma to set and leave behind.
-			empty := []byte{}
-			next(bodyRead{humaContext: ctx, body: &empty})
+			next(bodyContext{humaContext: ctx, body: http.NoBody})
 			return
 		}
 		limit := op.MaxBodyBytes
@@ -105,14 +101,14 @@ func (s *Server) readBody(api huma.API) func(huma.Context, func(huma.Context)) {
 		body := &minRateReader{r: ctx.BodyReader(), setDeadline: ctx.SetReadDeadline, start: time.Now(), grace: s.bodies.grace, rate: s.bodies.minRate}
 		if stream && isForm(ctx.Header("Content-Type")) {
 			body.limit = limit
-			release, err := s.bodies.acquireStream(ctx.Context(), callerKeyOf(ctx.Context()))
+			release, err := s.bodies.streams.take(ctx.Context(), callerKeyOf(ctx.Context()), 1)
 			if err != nil {
-				ctx.SetHeader("Retry-After", "1")
-				writeHumaError(ctx, newAPIError(http.StatusServiceUnavailable, err.Error()))
+				refuseBody(ctx, err, "the server is receiving as many uploads as it takes at once; retry shortly",
+					"you are sending as many uploads at once as one caller may; retry when one has arrived")
 				return
 			}
 			defer release()
-			next(bodyStream{humaContext: ctx, body: body})
+			next(bodyContext{humaContext: ctx, body: body})
 			body.lift()
 			return
 		}
@@ -125,11 +121,11 @@ func (s *Server) readBody(api huma.API) func(huma.Context, func(huma.Context)) {
 		if r.ContentLength > 0 {
 			weight = r.ContentLength
 		}
-		weight = min(2*weight, s.bodies.capacity)
-		release, err := s.bodies.acquire(ctx.Context(), callerKeyOf(ctx.Context()), weight)
+		weight = min(2*weight, s.bodies.bytes.capacity)
+		release, err := s.bodies.bytes.take(ctx.Context(), callerKeyOf(ctx.Context()), weight)
 		if err != nil {
-			ctx.SetHeader("Retry-After", "1")
-			writeHumaError(ctx, newAPIError(http.StatusServiceUnavailable, err.Error()))
+			refuseBody(ctx, err, "the server is reading as many request bodies as it holds at once; retry shortly",
+				"you are sending as many large request bodies at once as one caller may; retry when one has arrived")
 			return
 		}
 		defer release()
@@ -151,7 +147,7 @@ func (s *Server) readBody(api huma.API) func(huma.Context, func(huma.Context)) {
 				return
 			}
 		}
-		next(bodyRead{humaContext: ctx, body: &buf})
+		next(bodyContext{humaContext: ctx, body: &dropAtEOF{b: buf}})
 	}
 }
 
@@ -163,58 +159,17 @@ func writeHumaError(ctx huma.Context, e *apiError) {
 	json.NewEncoder(ctx.BodyWriter()).Encode(e.ErrorBody) //nolint:errcheck // the client went away
 }
 
-// acquireStream takes one of the streamed bodies' places for caller, waiting up to the bound
-// for one, and answers how to give it back. One caller holds at most half the places (at least
-// one), as with the buffered bodies' budget.
-func (b bodyLimits) acquireStream(ctx context.Context, caller string) (func(), error) {
-	ctx, cancel := context.WithTimeout(ctx, b.wait)
-	defer cancel()
-	share := b.streamShares.of(caller, max(1, b.streamCount/2))
-	if err := share.Acquire(ctx, 1); err != nil {
-		b.streamShares.done(caller)
-		return nil, errors.New("you are sending as many uploads at once as one caller may; retry when one has arrived")
-	}
-	if err := b.streams.Acquire(ctx, 1); err != nil {
-		share.Release(1)
-		b.streamShares.done(caller)
-		return nil, errors.New("the server is receiving as many uploads as it takes at once; retry shortly")
-	}
-	return func() {
-		b.streams.Release(1)
-		share.Release(1)
-		b.streamShares.done(caller)
-	}, nil
-}
+// sharedLimit bounds something read at once (the bytes of the buffered bodies, the streamed
+// bodies), and each caller to half of it (at least one unit), so that a member who sends large
+// bodies slowly (each within the minimum rate) leaves the other half to everyone else. A request
+// that finds no room waits up to wait for it.
+type sharedLimit struct {
+	all      *semaphore.Weighted
+	capacity int64
+	wait     time.Duration
 
-// acquire takes weight bytes of the in-flight budget for caller's body, waiting up to the bound
-// for them, and answers how to give them back. One caller holds at most half the budget at once,
-// so that a member who sends several large bodies slowly (each within the minimum rate) leaves
-// the other half to everyone else.
-func (b bodyLimits) acquire(ctx context.Context, caller string, weight int64) (func(), error) {
-	ctx, cancel := context.WithTimeout(ctx, b.wait)
-	defer cancel()
-	share := b.shares.of(caller, b.capacity/2)
-	own := min(weight, b.capacity/2)
-	if err := share.Acquire(ctx, own); err != nil {
-		b.shares.done(caller)
-		return nil, errors.New("you are sending as many large request bodies at once as one caller may; retry when one has arrived")
-	}
-	if err := b.inFlight.Acquire(ctx, weight); err != nil {
-		share.Release(own)
-		b.shares.done(caller)
-		return nil, errors.New("the server is reading as many request bodies as it holds at once; retry shortly")
-	}
-	return func() {
-		b.inFlight.Release(weight)
-		share.Release(own)
-		b.shares.done(caller)
-	}, nil
-}
-
-// callerShares holds each caller's share of the budget while a body of theirs is read or waits.
-type callerShares struct {
 	mu    sync.Mutex
-	byKey map[string]*callerShare
+	byKey map[string]*callerShare // each caller's share, while one of its requests holds or waits
 }
 
 type callerShare struct {
@@ -222,32 +177,79 @@ type callerShare struct {
 	users int
 }
 
-// of is caller's share, of size max, held by one more body until done.
-func (c *callerShares) of(caller string, max int64) *semaphore.Weighted {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	sh := c.byKey[caller]
+func newSharedLimit(capacity int64, wait time.Duration) *sharedLimit {
+	return &sharedLimit{all: semaphore.NewWeighted(capacity), capacity: capacity, wait: wait, byKey: map[string]*callerShare{}}
+}
+
+// share is how much one caller may hold.
+func (l *sharedLimit) share() int64 { return max(1, l.capacity/2) }
+
+// Why a sharedLimit refused: the caller holds its half, or everything is taken.
+var (
+	errCallerShare = errors.New("the caller holds its share")
+	errAllTaken    = errors.New("everything is taken")
+)
+
+// take takes weight units for caller, waiting up to the bound for them, and answers how to give
+// them back; errCallerShare or errAllTaken when none came in time.
+func (l *sharedLimit) take(ctx context.Context, caller string, weight int64) (func(), error) {
+	ctx, cancel := context.WithTimeout(ctx, l.wait)
+	defer cancel()
+	share := l.shareOf(caller)
+	own := min(weight, l.share())
+	if err := share.Acquire(ctx, own); err != nil {
+		l.done(caller)
+		return nil, errCallerShare
+	}
+	if err := l.all.Acquire(ctx, weight); err != nil {
+		share.Release(own)
+		l.done(caller)
+		return nil, errAllTaken
+	}
+	return func() {
+		l.all.Release(weight)
+		share.Release(own)
+		l.done(caller)
+	}, nil
+}
+
+// shareOf is caller's share, held by one more request until done.
+func (l *sharedLimit) shareOf(caller string) *semaphore.Weighted {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	sh := l.byKey[caller]
 	if sh == nil {
-		sh = &callerShare{Weighted: semaphore.NewWeighted(max)}
-		c.byKey[caller] = sh
+		sh = &callerShare{Weighted: semaphore.NewWeighted(l.share())}
+		l.byKey[caller] = sh
 	}
 	sh.users++
 	return sh.Weighted
 }
 
-// done lets go of caller's share for one body; a share no body holds is forgotten.
-func (c *callerShares) done(caller string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if sh := c.byKey[caller]; sh != nil {
+// done lets go of caller's share for one request; a share no request holds is forgotten.
+func (l *sharedLimit) done(caller string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if sh := l.byKey[caller]; sh != nil {
 		if sh.users--; sh.users <= 0 {
-			delete(c.byKey, caller)
+			delete(l.byKey, caller)
 		}
 	}
 }
 
+// refuseBody answers a request whose body found no room: full when everything is taken, mine
+// when the caller holds its share.
+func refuseBody(ctx huma.Context, err error, full, mine string) {
+	msg := full
+	if errors.Is(err, errCallerShare) {
+		msg = mine
+	}
+	ctx.SetHeader("Retry-After", "1")
+	writeHumaError(ctx, newAPIError(http.StatusServiceUnavailable, msg))
+}
+
 // callerKeyOf names the caller whose body is read: its membership (a key and a session of one
-// member share it), or its address when anonymous.
+// member share it); anonymous callers share one.
 func callerKeyOf(ctx context.Context) string {
 	if c := callerFrom(ctx); c != nil {
 		return strconv.FormatInt(c.MembershipID, 10)
@@ -348,38 +350,34 @@ const slowBody = "the request body arrived too slowly: after a few seconds' grac
 // lift ends the read deadline once the body is read (see above).
 func (m *minRateReader) lift() { m.setDeadline(time.Time{}) } //nolint:errcheck
 
-// bodyRead is the context an operation sees once readBody has read its body: the bytes, and no
-// read deadline to set (Huma sets its BodyReadTimeout before it reads). The bytes are handed
-// out once, and let go of then: Huma keeps its own copy while the operation runs.
-type bodyRead struct {
+// bodyContext is the context an operation sees once readBody has its body: the bytes read, or
+// the connection's reader under the rate bound for a streamed body; and no read deadline to set
+// (Huma sets its BodyReadTimeout before it reads, and readBody keeps the deadlines).
+type bodyContext struct {
 	humaContext
-	body *[]byte
+	body io.Reader
 }
 
 // Unwrap gives humachi.Unwrap the adapter's context beneath.
-func (c bodyRead) Unwrap() huma.Context { return c.humaContext }
+func (c bodyContext) Unwrap() huma.Context { return c.humaContext }
 
-func (c bodyRead) BodyReader() io.Reader {
-	b := *c.body
-	*c.body = nil
-	return bytes.NewReader(b)
+func (c bodyContext) BodyReader() io.Reader { return c.body }
+
+func (c bodyContext) SetReadDeadline(time.Time) error { return nil }
+
+// dropAtEOF reads bytes and lets go of them at their end: Huma keeps its own copy while the
+// operation runs.
+type dropAtEOF struct{ b []byte }
+
+func (d *dropAtEOF) Read(p []byte) (int, error) {
+	if len(d.b) == 0 {
+		d.b = nil
+		return 0, io.EOF
+	}
+	n := copy(p, d.b)
+	d.b = d.b[n:]
+	return n, nil
 }
-
-func (c bodyRead) SetReadDeadline(time.Time) error { return nil }
-
-// bodyStream is the context of an operation that streams its body: the connection's reader
-// under the rate bound, whose deadlines Huma does not replace.
-type bodyStream struct {
-	humaContext
-	body *minRateReader
-}
-
-// Unwrap gives humachi.Unwrap the adapter's context beneath.
-func (c bodyStream) Unwrap() huma.Context { return c.humaContext }
-
-func (c bodyStream) BodyReader() io.Reader { return c.body }
-
-func (c bodyStream) SetReadDeadline(time.Time) error { return nil }
 
 // humaContext is huma.Context under a name that does not clash, as an embedded field, with its
 // own Context method.

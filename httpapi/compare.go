@@ -141,7 +141,7 @@ func (s *Server) compareJobs(ctx context.Context, in *compareInput) (*compareOut
 	}
 	// Paired tasks are at most the smaller job's scored attempts: that bounds the resampling.
 	resamples := resamplesFor(min(len(a.Scored), len(b.Scored)))
-	r, err := compare.Compare(attempts(a.Scored), attempts(b.Scored), compare.Options{PassThreshold: in.PassThreshold, Resamples: resamples, Seed: in.Seed})
+	r, err := compare.Compare(a.Scored, b.Scored, compare.Options{PassThreshold: in.PassThreshold, Resamples: resamples, Seed: in.Seed})
 	if errors.Is(err, compare.ErrNoSharedTask) {
 		return nil, validation("query.b", "the jobs share no task at the same task version and environment build: there is nothing to compare", in.B.String())
 	}
@@ -165,14 +165,6 @@ func (s *Server) compareJobs(ctx context.Context, in *compareInput) (*compareOut
 		out.Body.Unpaired[i] = UnpairedTask{TaskID: u.TaskID, TaskName: u.TaskName, Job: u.Run, Reason: u.Reason}
 	}
 	return out, nil
-}
-
-func attempts(scored []models.ScoredAttempt) []compare.Attempt {
-	out := make([]compare.Attempt, len(scored))
-	for i, a := range scored {
-		out[i] = compare.Attempt{TraceID: a.TraceID, TaskID: a.TaskID, TaskName: a.TaskName, TaskVersionID: a.TaskVersionID, Digest: a.Digest, Reward: a.Reward}
-	}
-	return out
 }
 
 func comparedJob(j *models.JobAttempts, mean float64) ComparedJob {

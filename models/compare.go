@@ -47,8 +47,7 @@ func (s *Store) JobAttemptsForComparison(ctx context.Context, c *Caller, jobID u
 	err = s.DB.NewSelect().TableExpr("traces AS tr").Join("LEFT JOIN tasks AS tk ON tk.id = tr.task_id").
 		ColumnExpr("tr.id, tr.task_id, COALESCE(tk.name, '') AS task_name, tr.task_version_id, tr.reward").
 		ColumnExpr("(tr.status = ? AND tr.is_valid AND tr.reward IS NOT NULL AND tr.task_id IS NOT NULL AND tr.task_version_id IS NOT NULL) AS scored", TraceCompleted).
-		ColumnExpr("COALESCE((SELECT b.digest FROM instances AS inst LEFT JOIN builds AS b ON b.id = inst.build_id WHERE inst.trace_id = tr.id "+
-			"ORDER BY inst.attempt DESC, inst.created_at DESC LIMIT 1), '') AS digest").
+		ColumnExpr(lastBuildDigestExpr+" AS digest").
 		Where("tr.job_id = ?", jobID).OrderExpr("tr.created_at ASC, tr.id ASC").Scan(ctx, &rows)
 	if err != nil {
 		return nil, fmt.Errorf("job attempts: %w", err)

@@ -52,8 +52,7 @@ func (s *Store) ExportPage(ctx context.Context, jobID uuid.UUID, f ExportFilter,
 	q := s.DB.NewSelect().Model(&rows).
 		Join("LEFT JOIN tasks AS tk ON tk.id = tr.task_id").Join("LEFT JOIN llm_models AS lm ON lm.id = tr.model_id").
 		ColumnExpr("tr.*, COALESCE(tk.name, '') AS task_name, COALESCE(lm.model_name, '') AS model_name").
-		ColumnExpr("COALESCE((SELECT b.digest FROM instances AS inst LEFT JOIN builds AS b ON b.id = inst.build_id WHERE inst.trace_id = tr.id "+
-			"ORDER BY inst.attempt DESC, inst.created_at DESC LIMIT 1), '') AS digest").
+		ColumnExpr(lastBuildDigestExpr+" AS digest").
 		Where("tr.job_id = ?", jobID)
 	if after != nil {
 		q = q.Where("(tr.created_at > ? OR (tr.created_at = ? AND tr.id > ?))", after.CreatedAt, after.CreatedAt, after.ID)

@@ -33,18 +33,12 @@ import (
 	"sort"
 
 	"github.com/google/uuid"
+
+	"github.com/proctorhq/proctor/models"
 )
 
-// Attempt is one scored attempt of a run.
-type Attempt struct {
-	TraceID       uuid.UUID
-	TaskID        uuid.UUID
-	TaskName      string
-	TaskVersionID uuid.UUID
-	// Digest is the environment build's digest ("" for a task without an environment).
-	Digest string
-	Reward float64
-}
+// Attempt is one scored attempt of a run, as the store reads it.
+type Attempt = models.ScoredAttempt
 
 // Options are a comparison's settings.
 type Options struct {
