@@ -151,6 +151,15 @@ func (s *Server) deleteLimit(ctx context.Context, in *limitPath) (*struct{}, err
 	return nil, nil
 }
 
+// canLaunch is the check every launch route makes first: the engine is there, and the
+// caller's spending limits allow new work.
+func (s *Server) canLaunch(ctx context.Context) error {
+	if err := s.requireWorkflows(); err != nil {
+		return err
+	}
+	return s.checkSpend(ctx)
+}
+
 // checkSpend refuses new paid work of a caller whose block limit has been reached.
 func (s *Server) checkSpend(ctx context.Context) error {
 	r, err := s.store.ReachedBlock(ctx, callerFrom(ctx))

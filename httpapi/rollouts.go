@@ -80,10 +80,7 @@ func nilIDs(ids map[string]*uuid.UUID) []error {
 
 // runRollout serves POST /v2/rollouts/run: run one attempt.
 func (s *Server) runRollout(ctx context.Context, in *runInput) (*launchedOutput, error) {
-	if err := s.requireWorkflows(); err != nil {
-		return nil, err
-	}
-	if err := s.checkSpend(ctx); err != nil {
+	if err := s.canLaunch(ctx); err != nil {
 		return nil, err
 	}
 	c := callerFrom(ctx)
@@ -177,10 +174,7 @@ func (in *submitInput) maxSteps() (int, error) {
 
 // submitRollout serves POST /v2/rollouts/submit: submit an attempt with client-minted ids.
 func (s *Server) submitRollout(ctx context.Context, in *submitInput) (*launchedOutput, error) {
-	if err := s.requireWorkflows(); err != nil {
-		return nil, err
-	}
-	if err := s.checkSpend(ctx); err != nil {
+	if err := s.canLaunch(ctx); err != nil {
 		return nil, err
 	}
 	c := callerFrom(ctx)

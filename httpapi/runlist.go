@@ -89,10 +89,7 @@ func (s *Server) checkJobSize(versions, models, group int) error {
 // planning takes a fixed number of queries: the taskset's versions in one, explicit ids checked
 // in batches, each model once, then the job and its traces written in batches.
 func (s *Server) runRolloutList(ctx context.Context, in *runListInput) (*runListOutput, error) {
-	if err := s.requireWorkflows(); err != nil {
-		return nil, err
-	}
-	if err := s.checkSpend(ctx); err != nil {
+	if err := s.canLaunch(ctx); err != nil {
 		return nil, err
 	}
 	c := callerFrom(ctx)
