@@ -70,6 +70,8 @@ type BuildImageResult struct {
 	ImageKey  string   `json:"image_key"`
 	ImageName string   `json:"image_name,omitempty"`
 	Command   []string `json:"command,omitempty"`
+	// Agent: the image is a brought agent's, which serves no MCP and is not discovered.
+	Agent bool `json:"agent,omitempty"`
 }
 
 func buildFailed(format string, args ...any) error {
@@ -145,7 +147,7 @@ func (a *Activities) BuildImage(ctx context.Context, in BuildInput) (_ BuildImag
 		return BuildImageResult{}, fmt.Errorf("store the image: %w", err)
 	}
 	fmt.Fprintf(logw, "image %s (%s) stored\n", job.ref, digest)
-	return BuildImageResult{Digest: digest, ImageKey: key, ImageName: job.ref, Command: command}, nil
+	return BuildImageResult{Digest: digest, ImageKey: key, ImageName: job.ref, Command: command, Agent: reg.RegistryType == models.RegistryAgent}, nil
 }
 
 // buildFailureLines are the lines that end a build's log when err says the build cannot

@@ -51,6 +51,8 @@ type PrepareRolloutResult struct {
 	StartupTimeoutS float64 `json:"startup_timeout_s"`
 	RunTimeoutS     float64 `json:"run_timeout_s"`
 	MaxSteps        int     `json:"max_steps"`
+	// Agent: the attempt runs a brought agent (RunAgent) instead of the built-in loop.
+	Agent bool `json:"agent,omitempty"`
 }
 
 // ModelFactory builds the model an attempt runs on (see inference.Factory).
@@ -78,6 +80,8 @@ type runFor struct {
 	version models.TaskVersion
 	build   *models.Build
 	model   *models.LLMModel
+	// agent is the brought agent's build the attempt runs; nil for the built-in loop.
+	agent *models.Build
 	// launched is who launched the attempt's job.
 	launched launchedBy
 }
@@ -109,7 +113,7 @@ func (a *Activities) load(ctx context.Context, traceID uuid.UUID) (*runFor, erro
 	case err != nil:
 		return nil, err
 	}
-	return &runFor{trace: &run.Trace, version: run.Version, build: run.Build, model: run.Model,
+	return &runFor{trace: &run.Trace, version: run.Version, build: run.Build, model: run.Model, agent: run.Agent,
 		launched: launchedBy{user: run.LaunchedBy, key: run.LaunchKey}}, nil
 }
 
@@ -165,13 +169,22 @@ func (a *Activities) PrepareRollout(ctx context.Context, in PrepareRolloutInput)
 	if _, err := buildCommand(r.build); err != nil {
 		return PrepareRolloutResult{}, err
 	}
+	if r.agent != nil {
+		if r.model.Adapter == models.AdapterOracle {
+			return PrepareRolloutResult{}, envError("a brought agent calls models through the gateway, and the oracle answers none: launch it with a catalog model")
+		}
+		if len(r.agent.RuntimeConfig.Command) == 0 {
+			return PrepareRolloutResult{}, agentError("build %d of the agent records no command to run", r.agent.Version)
+		}
+	}
 	run, startup, res := r.runtime()
 	queue := names.QueueSandboxesCPU
 	if res.GPU.Count > 0 {
 		queue = names.GPUQueue(res.GPU.Type)
 	}
 	a.workerLog(ctx, in.TraceID, "planned: queue %s, run_timeout_s %g, startup_timeout_s %g, max_steps %d", queue, run, startup, r.trace.MaxSteps)
-	return PrepareRolloutResult{Attempt: r.trace.Attempt, Queue: queue, StartupTimeoutS: startup, RunTimeoutS: run, MaxSteps: r.trace.MaxSteps}, nil
+	return PrepareRolloutResult{Attempt: r.trace.Attempt, Queue: queue, StartupTimeoutS: startup, RunTimeoutS: run, MaxSteps: r.trace.MaxSteps,
+		Agent: r.agent != nil}, nil
 }
 
 // buildCommand is how a build runs: its runtime config's "command" (argv). Builds of the local

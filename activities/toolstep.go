@@ -79,20 +79,27 @@ func (a *Activities) ToolStep(ctx context.Context, in ToolStepInput) error {
 			return envError("tool %s: %v", tc.Name, err)
 		}
 		end := time.Now().UTC()
-		images := a.keepImages(ctx, in.TraceID, res.Images)
-		call := a.event(try, next, models.EventToolCall, tc.Name, models.ToolCallEventData{Step: in.Step, CallID: tc.ID, Name: tc.Name, Arguments: tc.Arguments})
-		call.StartedAt = started
-		result := a.event(try, next+1, models.EventToolResult, res.Text, models.ToolResultEventData{
-			Step: in.Step, CallID: tc.ID, Name: tc.Name, IsError: res.IsError, Structured: res.Structured, Images: images,
-			Message: agent.Message{Role: agent.RoleTool, Content: res.Text, Images: images, ToolCallID: tc.ID, IsError: res.IsError},
-		})
-		result.ParentID, result.StartedAt, result.EndedAt = call.ID, started, &end
+		call, result := a.toolEvents(ctx, try, next, in.Step, tc, res, started, end)
 		if err := a.Store.AppendTraceEvents(ctx, []models.TraceEvent{call, result}); err != nil {
 			return err
 		}
 		next += 2
 	}
 	return nil
+}
+
+// toolEvents are the tool_call and tool_result events (at seq and seq+1) of call tc of step,
+// answered res between started and end; the result's images are kept in the bucket.
+func (a *Activities) toolEvents(ctx context.Context, try TryInput, seq, step int, tc agent.ToolCall, res *agent.ToolResult, started, end time.Time) (call, result models.TraceEvent) {
+	images := a.keepImages(ctx, try.TraceID, res.Images)
+	call = a.event(try, seq, models.EventToolCall, tc.Name, models.ToolCallEventData{Step: step, CallID: tc.ID, Name: tc.Name, Arguments: tc.Arguments})
+	call.StartedAt = started
+	result = a.event(try, seq+1, models.EventToolResult, res.Text, models.ToolResultEventData{
+		Step: step, CallID: tc.ID, Name: tc.Name, IsError: res.IsError, Structured: res.Structured, Images: images,
+		Message: agent.Message{Role: agent.RoleTool, Content: res.Text, Images: images, ToolCallID: tc.ID, IsError: res.IsError},
+	})
+	result.ParentID, result.StartedAt, result.EndedAt = call.ID, started, &end
+	return call, result
 }
 
 // EvaluateInput names the try to evaluate and why its agent loop stopped.

@@ -121,6 +121,7 @@ type triggerInput struct {
 		NoCache              bool                  `json:"no_cache,omitempty"`
 		RuntimeConfig        *models.RuntimeConfig `json:"runtime_config,omitempty" doc:"The environment's runtime defaults; a task's own override them"`
 		RuntimeProvider      string                `json:"runtime_provider,omitempty" maxLength:"100" doc:"Where the image runs: process, container or kubernetes (the worker's --sandbox-provider runs it either way); any other value fails the build, saying so"`
+		Kind                 string                `json:"kind,omitempty" enum:"environment,agent" doc:"Proctor extension: agent builds a brought agent (its image's command is the agent; nothing is discovered) under name, listed by GET /v2/agents; default environment. A name taken by the other kind is refused (422)."`
 	}
 }
 
@@ -175,7 +176,11 @@ func (s *Server) triggerBuild(ctx context.Context, in *triggerInput) (*buildOutp
 	if err != nil {
 		return nil, err
 	}
-	build, _, err := s.store.TriggerBuild(ctx, c, models.TriggerBuild{UploadID: b.BuildID, RegistryID: b.RegistryID, Name: b.Name, RuntimeConfig: b.RuntimeConfig,
+	kind := ""
+	if b.Kind == "agent" {
+		kind = models.RegistryAgent
+	}
+	build, _, err := s.store.TriggerBuild(ctx, c, models.TriggerBuild{UploadID: b.BuildID, RegistryID: b.RegistryID, Name: b.Name, Kind: kind, RuntimeConfig: b.RuntimeConfig,
 		Options: models.BuildOptions{Source: b.Source, EntryFolder: b.EntryFolder, BuildArgs: b.BuildArgs, EnvironmentVariables: b.EnvironmentVariables,
 			NoCache: b.NoCache, RuntimeProvider: b.RuntimeProvider}, Secrets: sealed})
 	if err != nil {

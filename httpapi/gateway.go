@@ -136,7 +136,7 @@ func (s *Server) relay(ctx context.Context, protocol string, raw []byte, header 
 		// A model may stream its answer for many minutes: the server's write timeout is for
 		// answers the server makes, not for relaying a provider's.
 		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(time.Hour)) //nolint:errcheck
-		if err := s.gateway().Relay(hctx.Context(), call, req, w); err != nil {
+		if _, err := s.gateway().Relay(hctx.Context(), call, req, w); err != nil {
 			s.writeRelayError(hctx, err, m.ModelName)
 		}
 	}}, nil

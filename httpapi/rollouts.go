@@ -59,6 +59,7 @@ type runInput struct {
 		RuntimeConfig *models.RuntimeConfig `json:"runtime_config,omitempty" doc:"Overrides the task's, field by field"`
 		TraceID       *uuid.UUID            `json:"trace_id,omitempty" doc:"Client-minted id; launching it again is idempotent"`
 		TraceName     string                `json:"trace_name,omitempty" maxLength:"200"`
+		Agent         string                `json:"agent,omitempty" maxLength:"300" doc:"Proctor extension: a brought agent to run beside the environment instead of the built-in agent loop: its name or id (its latest build), NAME:VERSION or NAME@DIGEST. It calls model_id through the gateway. Absent: the built-in loop."`
 	}
 }
 
@@ -90,12 +91,16 @@ func (s *Server) runRollout(ctx context.Context, in *runInput) (*launchedOutput,
 	if _, err := s.store.GetModel(ctx, c, in.Body.ModelID); err != nil {
 		return nil, storeError(err, "model")
 	}
+	agentBuild, err := s.resolveAgent(ctx, in.Body.Agent, in.Body.ModelID)
+	if err != nil {
+		return nil, err
+	}
 	traceID := uuid.New()
 	if in.Body.TraceID != nil {
 		traceID = *in.Body.TraceID
 	}
 	lt := models.LaunchTrace{TraceID: traceID, TaskVersionID: in.Body.TaskVersionID, ModelID: in.Body.ModelID, Name: in.Body.TraceName,
-		MaxSteps: in.Body.MaxSteps, RuntimeConfig: in.Body.RuntimeConfig}
+		MaxSteps: in.Body.MaxSteps, RuntimeConfig: in.Body.RuntimeConfig, AgentBuildID: agentBuild}
 	md := models.JobMetadata{}
 	if m, err := s.store.GetModel(ctx, callerFrom(ctx), in.Body.ModelID); err == nil {
 		md.ResolvedAgents = append(md.ResolvedAgents, models.ResolvedAgentOf(m))

@@ -74,6 +74,7 @@ func (s *Server) registerOperations() {
 	s.registerWorkers()
 	s.registerGateway()
 	s.registerGatewayModels()
+	s.registerAgents()
 }
 
 // mountPages mounts what r serves beside the API's operations: the reference page, the payload

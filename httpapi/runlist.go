@@ -59,6 +59,7 @@ type runListInput struct {
 		Name           string                `json:"name,omitempty" maxLength:"200"`
 		RuntimeConfig  *models.RuntimeConfig `json:"runtime_config,omitempty" doc:"Overrides each task's, field by field"`
 		ParentJobID    *uuid.UUID            `json:"parent_job_id,omitempty" doc:"Proctor extension: the job this one follows up (a re-run of it, or of some of its attempts), a job the caller can see; recorded as the new job's metadata.parent_job_id"`
+		Agent          string                `json:"agent,omitempty" maxLength:"300" doc:"Proctor extension: a brought agent to run beside each environment instead of the built-in agent loop: its name or id (its latest build), NAME:VERSION or NAME@DIGEST. Each attempt's agent calls that attempt's model through the gateway. Absent: the built-in loop."`
 	}
 }
 
@@ -105,6 +106,10 @@ func (s *Server) runRolloutList(ctx context.Context, in *runListInput) (*runList
 	if err := s.checkJobSize(len(versions), len(b.ModelIDs), b.GroupSize); err != nil {
 		return nil, err
 	}
+	agentBuild, err := s.resolveAgent(ctx, b.Agent, b.ModelIDs...)
+	if err != nil {
+		return nil, err
+	}
 	md := models.JobMetadata{ParentJobID: b.ParentJobID}
 	if p := b.ParentJobID; p != nil {
 		if _, err := s.store.GetJob(ctx, c, *p); err != nil {
@@ -121,7 +126,7 @@ func (s *Server) runRolloutList(ctx context.Context, in *runListInput) (*runList
 	}
 	out, launch := planRunList(versions, visible, b.ModelIDs, okModel, b.GroupSize, func(v, m uuid.UUID) models.LaunchTrace {
 		return models.LaunchTrace{TraceID: uuid.New(), TaskVersionID: v, ModelID: m, GroupID: fmt.Sprintf("%s/%s", v, m),
-			MaxSteps: b.MaxSteps, RuntimeConfig: b.RuntimeConfig}
+			MaxSteps: b.MaxSteps, RuntimeConfig: b.RuntimeConfig, AgentBuildID: agentBuild}
 	})
 	if len(launch) == 0 {
 		return nil, newAPIError(http.StatusNotFound, "none of the task versions and models is visible to the caller")

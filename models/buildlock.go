@@ -5,6 +5,10 @@ package models
 // build that succeeds.
 const TransportStdio = "stdio"
 
+// TransportNone is the transport of a brought agent's build: it serves no MCP (an agent is an
+// MCP client), and nothing is discovered.
+const TransportNone = "none"
+
 // BuildLock is what a build's image serves, as discovery found it by starting the image and
 // asking it over MCP (spec: Build › lock). The column, the Build workflow's history and the API
 // carry this one type. A build that has not succeeded has the zero lock; one that has always

@@ -76,6 +76,9 @@ type TriggerBuild struct {
 	// is created when the team has none of that name).
 	RegistryID *uuid.UUID
 	Name       string
+	// Kind is RegistryAgent for a brought agent's build; empty (or RegistryEnvironment) builds
+	// an environment. A name already taken by the other kind is refused.
+	Kind string
 	// Description describes an environment the trigger creates.
 	Description   string
 	Options       BuildOptions
@@ -112,6 +115,9 @@ func (s *Store) TriggerBuild(ctx context.Context, c *Caller, in TriggerBuild) (*
 				}
 				return fmt.Errorf("environment %s belongs to another team: %w", *in.RegistryID, ErrForbidden)
 			}
+			if err := sameKind(&reg, in.Kind); err != nil {
+				return err
+			}
 			// Both may be given when they name the same environment.
 			if in.Name != "" && in.Name != reg.Name {
 				return ValidationError{{Location: "name", Value: in.Name,
@@ -120,9 +126,11 @@ func (s *Store) TriggerBuild(ctx context.Context, c *Caller, in TriggerBuild) (*
 		default:
 			err := tx.NewSelect().Model(&reg).Where("team_id = ? AND name = ?", c.TeamID, in.Name).Scan(ctx)
 			if isNoRows(err) {
-				reg = Registry{ID: uuid.New(), TeamID: c.TeamID, Name: in.Name, Description: in.Description, RegistryType: "mcp", BuildArgs: map[string]any{},
+				reg = Registry{ID: uuid.New(), TeamID: c.TeamID, Name: in.Name, Description: in.Description, RegistryType: registryType(in.Kind), BuildArgs: map[string]any{},
 					EntryFolder: in.Options.EntryFolder, CreatedAt: now(), UpdatedAt: now()}
 				_, err = tx.NewInsert().Model(&reg).Exec(ctx)
+			} else if err == nil {
+				err = sameKind(&reg, in.Kind)
 			}
 			if err != nil {
 				return fmt.Errorf("environment %q: %w", in.Name, err)

@@ -25,8 +25,10 @@ type LaunchTrace struct {
 	// agent config key by key. Nil runs the version's.
 	Args        map[string]any
 	AgentConfig *AgentConfig
-	MaxSteps    int
-	Metadata    map[string]any
+	// AgentBuildID is the brought agent's build to run (ResolveAgent); nil runs the built-in loop.
+	AgentBuildID *uuid.UUID
+	MaxSteps     int
+	Metadata     map[string]any
 }
 
 // Launch creates a job (or adds to the caller's existing one) with its attempts, all pending.
@@ -169,7 +171,7 @@ func newTrace(c *Caller, job uuid.UUID, lt LaunchTrace, v *TaskVersion, at time.
 	modelID := lt.ModelID
 	t := Trace{ID: lt.TraceID, TeamID: c.TeamID, JobID: job, TaskID: &v.TaskID, TaskVersionID: &v.ID, ModelID: &modelID,
 		GroupID: lt.GroupID, Name: lt.Name, Status: TracePending, Metadata: lt.Metadata, RuntimeConfig: rc,
-		MaxSteps: lt.MaxSteps, IsValid: true, CreatedAt: at, UpdatedAt: at}
+		MaxSteps: lt.MaxSteps, IsValid: true, AgentBuildID: lt.AgentBuildID, CreatedAt: at, UpdatedAt: at}
 	if lt.Args != nil {
 		t.ScenarioArgs = maps.Clone(v.Args)
 		if t.ScenarioArgs == nil {

@@ -269,6 +269,8 @@ func (s *Store) ListRegistries(ctx context.Context, c *Caller, q RegistryQuery) 
 	default:
 		sel = visibleRegistries(sel, c)
 	}
+	// Brought agents are listed apart (ListAgents): they are no environments to run tasks in.
+	sel = sel.Where("r.registry_type <> ?", RegistryAgent)
 	if q.ProjectID != nil {
 		sel = sel.Where("r.project_id = ?", *q.ProjectID)
 	}
@@ -364,7 +366,7 @@ func (s *Store) FindRegistry(ctx context.Context, c *Caller, nameOrID string) (*
 		return s.GetRegistry(ctx, c, id)
 	}
 	var row RegistryRow
-	sel := visibleRegistries(registryColumns(s.DB.NewSelect().Model(&row), c), c).Where("r.name = ?", nameOrID)
+	sel := visibleRegistries(registryColumns(s.DB.NewSelect().Model(&row), c), c).Where("r.name = ? AND r.registry_type <> ?", nameOrID, RegistryAgent)
 	if c != nil {
 		sel = sel.OrderExpr("CASE WHEN r.team_id = ? THEN 0 ELSE 1 END", c.TeamID)
 	}

@@ -20,6 +20,8 @@ type Run struct {
 	Build *Build
 	// Model is the trace's model; nil when it names none.
 	Model *LLMModel
+	// Agent is the brought agent's build the attempt runs; nil for the built-in agent loop.
+	Agent *Build
 	// LaunchedBy is the member who launched the attempt's job, and LaunchKey the API key used
 	// (nil when a session did); nil both when unknown.
 	LaunchedBy, LaunchKey *uuid.UUID
@@ -82,6 +84,13 @@ func (s *Store) LoadRun(ctx context.Context, traceID uuid.UUID) (*Run, error) {
 		r.Build = b
 	case row.Build.ID != uuid.Nil:
 		r.Build = &row.Build
+	}
+	if id := r.Trace.AgentBuildID; id != nil {
+		b, err := s.BuildByID(ctx, *id)
+		if err != nil {
+			return nil, fmt.Errorf("the attempt's agent: %w", err)
+		}
+		r.Agent = b
 	}
 	if r.Trace.ModelID != nil {
 		if row.Model.ID == uuid.Nil {

@@ -32,14 +32,17 @@ type Trace struct {
 	// over them); nil runs the version's own.
 	ScenarioArgs map[string]any `bun:"scenario_args"`
 	AgentConfig  *AgentConfig   `bun:"agent_config"`
-	MaxSteps     int            `bun:"max_steps"`
-	IsValid      bool           `bun:"is_valid"`
-	Attempt      int            `bun:"attempt"`
-	InstanceID   *uuid.UUID     `bun:"instance_id,type:uuid"`
-	StartTime    *time.Time     `bun:"start_time"`
-	EndTime      *time.Time     `bun:"end_time"`
-	CreatedAt    time.Time      `bun:"created_at"`
-	UpdatedAt    time.Time      `bun:"updated_at"`
+	// AgentBuildID is the brought agent's build the attempt runs (see ResolveAgent); nil runs
+	// the built-in agent loop.
+	AgentBuildID *uuid.UUID `bun:"agent_build_id,type:uuid"`
+	MaxSteps     int        `bun:"max_steps"`
+	IsValid      bool       `bun:"is_valid"`
+	Attempt      int        `bun:"attempt"`
+	InstanceID   *uuid.UUID `bun:"instance_id,type:uuid"`
+	StartTime    *time.Time `bun:"start_time"`
+	EndTime      *time.Time `bun:"end_time"`
+	CreatedAt    time.Time  `bun:"created_at"`
+	UpdatedAt    time.Time  `bun:"updated_at"`
 }
 
 // Trace statuses and stop reasons.

@@ -67,6 +67,11 @@ func Build(ctx workflow.Context, in BuildInput) (BuildResult, error) {
 	if err := workflow.ExecuteActivity(bctx, a.BuildImage, activities.BuildInput{BuildID: in.BuildID}).Get(ctx, &built); err != nil {
 		return endOnError(ctx, end, "build", err)
 	}
+	if built.Agent {
+		// A brought agent serves no MCP: there is nothing to discover. (Branching on the
+		// activity's recorded result keeps older histories, which never carry Agent, replaying.)
+		return end(models.BuildSucceeded, "", &activities.DiscoverResult{Lock: models.BuildLock{Transport: models.TransportNone}})
+	}
 	var found activities.DiscoverResult
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:          names.DiscoverWorkflowID(in.BuildID),

@@ -196,7 +196,7 @@ func (r *rollout) classify(ctx workflow.Context, err error) ending {
 		return ending{infra: ctx.Err()}
 	}
 	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) && (appErr.Type() == activities.ErrEnvironment || appErr.Type() == activities.ErrModel) {
+	if errors.As(err, &appErr) && (appErr.Type() == activities.ErrEnvironment || appErr.Type() == activities.ErrModel || appErr.Type() == activities.ErrAgent) {
 		zero := 0.0
 		return ending{fin: activities.FinishTraceInput{Status: models.TraceError, StopReason: models.StopError, Error: appErr.Error(), Reward: &zero}}
 	}

@@ -52,6 +52,8 @@ type fakeEngine struct {
 	toolStep  func(in activities.ToolStepInput) error
 	start     func(in activities.StartEnvironmentInput) (activities.StartEnvironmentResult, error)
 	evaluate  func(in activities.EvaluateInput) (activities.EvaluateResult, error)
+	// runAgent answers RunAgent (a brought agent's run): by default it stops done.
+	runAgent func(in activities.RunAgentInput) (activities.RunAgentResult, error)
 	// supersede, when set, answers SupersedeTry (by default the try is superseded).
 	supersede func(in activities.SupersedeTryInput) activities.SupersedeTryResult
 }
@@ -126,6 +128,14 @@ func (f *fakeEngine) register(env *testsuite.TestWorkflowEnvironment) {
 		func(ctx context.Context, in activities.ToolStepInput) error {
 			f.record(ctx, "ToolStep")
 			return f.toolStep(in)
+		})
+	env.OnActivity(a.RunAgent, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activities.RunAgentInput) (activities.RunAgentResult, error) {
+			f.record(ctx, "RunAgent")
+			if f.runAgent != nil {
+				return f.runAgent(in)
+			}
+			return activities.RunAgentResult{StopReason: models.StopDone, Steps: 2}, nil
 		})
 	env.OnActivity(a.Evaluate, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, in activities.EvaluateInput) (activities.EvaluateResult, error) {

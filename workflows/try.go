@@ -28,7 +28,13 @@ func (r *rollout) attempt(ctx workflow.Context, try int) (end ending) {
 	t.watchHost(ctx, wctx)
 	defer func() { t.teardown(ctx, end) }()
 
-	stop, end, ok := t.steps(ctx)
+	// The plan says whether a brought agent runs (branching on the recorded plan keeps older
+	// histories, whose plans never say so, replaying the built-in loop).
+	steps := t.steps
+	if t.r.plan.Agent {
+		steps = t.runAgent
+	}
+	stop, end, ok := steps(ctx)
 	if !ok {
 		return end
 	}
@@ -206,6 +212,28 @@ func (t *liveTry) steps(ctx workflow.Context) (stop string, end ending, ok bool)
 			return "", r.classify(ctx, err), false
 		}
 	}
+}
+
+// runAgent runs the try's brought agent on the sandbox's host until it exits, reaches
+// max_steps or the deadline; it answers why it stopped, or (not ok) how the try ended without
+// evaluation: the agent's failure, the environment's, or a lost host. A brought agent's run is
+// one activity: it never hands over to a next run.
+func (t *liveTry) runAgent(ctx workflow.Context) (stop string, end ending, ok bool) {
+	left := t.deadline.Sub(workflow.Now(ctx))
+	if left <= 0 {
+		return models.StopTimeout, end, true
+	}
+	var res activities.RunAgentResult
+	// The activity ends the agent at the deadline itself; the minute past it is for stopping it.
+	err := workflow.ExecuteActivity(t.onHost(left+time.Minute), a.RunAgent,
+		activities.RunAgentInput{TraceID: t.r.in.TraceID, Attempt: t.n, Deadline: t.deadline}).Get(ctx, &res)
+	if t.hostStopped {
+		return "", t.lostHost(), false
+	}
+	if err != nil {
+		return "", t.r.classify(ctx, err), false
+	}
+	return res.StopReason, end, true
 }
 
 // evaluate scores the try where the sandbox lives; timeouts and step limits evaluate too.

@@ -236,7 +236,13 @@ func clientCommands(stdout, stderr io.Writer) []*cobra.Command {
 	env.AddCommand(withFlags(&cobra.Command{Use: "deploy DIR", Short: "Build an environment from source, make it the latest, and print its scenarios", Args: exactArgs(1)}, cmdEnvDeploy(stdout, stderr)))
 	env.AddCommand(withFlags(&cobra.Command{Use: "set-latest BUILD", Short: "Make a succeeded build the one new runs of its environment use", Args: idArg("build", "proctor env deploy")}, cmdEnvSetLatest(stdout)))
 
+	agentCmd := group(&cobra.Command{Use: "agent", Short: "Deploy and list the agents you bring"})
+	agentCmd.AddCommand(
+		withFlags(&cobra.Command{Use: "deploy DIR", Short: "Build an agent from source (a Dockerfile, or a Go main package) and make it the latest", Args: exactArgs(1)}, cmdAgentDeploy(stdout)),
+		withFlags(&cobra.Command{Use: "list", Short: "Your team's agents and their latest builds", Args: noArgs}, cmdAgentList(stdout)))
+
 	return []*cobra.Command{
+		agentCmd,
 		withFlags(&cobra.Command{Use: "eval TASKSET --model MODEL", Short: "Run a job with live progress, then a per-task table and its cost",
 			Long: "Runs every task of TASKSET (a taskset name: see proctor tasksets list) with MODEL (see proctor models),\n" +
 				"follows the job live, then prints a per-task table and the job's cost. Ctrl-C cancels the job.",

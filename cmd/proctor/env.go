@@ -34,11 +34,21 @@ type deployBuild struct {
 // cmdEnvDeploy builds an environment from a source directory: it packs and uploads the source,
 // triggers a build and follows its log, makes the build the latest (unless --no-promote), and
 // prints the scenarios it found.
-func cmdEnvDeploy(stdout, stderr io.Writer) flagsBody {
+func cmdEnvDeploy(stdout, _ io.Writer) flagsBody {
+	return deployCommand("environment", "main package", "(make this one latest later with `proctor env set-latest BUILD`)", stdout,
+		func(ctx context.Context, c *apiClient, b deployBuild, _ string) error {
+			return c.printScenarios(ctx, b, stdout)
+		})
+}
+
+// deployCommand is the deploy of a source directory as kind ("environment" or "agent"): pack
+// and upload it, trigger its build and follow its log, make the build the latest (unless
+// --no-promote), then done, for what each kind says after.
+func deployCommand(kind, entryHolds, laterHint string, stdout io.Writer, done func(ctx context.Context, c *apiClient, b deployBuild, name string) error) flagsBody {
 	return func(fs *flag.FlagSet) runFunc {
-		name := fs.String("name", "", "the environment's name (default: the directory's name)")
-		entry := fs.String("entry-folder", "", "the folder of DIR that holds the environment's main package (default: DIR itself)")
-		noPromote := fs.Bool("no-promote", false, "keep the environment's latest build: new runs go on using it (make this one latest later with `proctor env set-latest BUILD`)")
+		name := fs.String("name", "", "the "+kind+"'s name (default: the directory's name)")
+		entry := fs.String("entry-folder", "", "the folder of DIR that holds the "+kind+"'s "+entryHolds+" (default: DIR itself)")
+		noPromote := fs.Bool("no-promote", false, "keep the "+kind+"'s latest build: new runs go on using it "+laterHint)
 		client := clientFlags(fs)
 		return func(ctx context.Context, pos []string) error {
 			dir, err := filepath.Abs(pos[0])
@@ -58,7 +68,11 @@ func cmdEnvDeploy(stdout, stderr io.Writer) flagsBody {
 				return err
 			}
 			fmt.Fprintf(stdout, "packed %s: %d files, %s\n", pos[0], files, humanBytes(len(archive)))
-			b, err := c.buildSource(ctx, archive, *name, *entry, stdout)
+			triggerKind := ""
+			if kind == "agent" {
+				triggerKind = kind
+			}
+			b, err := c.buildSource(ctx, archive, *name, *entry, triggerKind, stdout)
 			if err != nil {
 				return err
 			}
@@ -70,14 +84,14 @@ func cmdEnvDeploy(stdout, stderr io.Writer) flagsBody {
 			if err := reportLatest(ctx, c, b, *name, !*noPromote, stdout); err != nil {
 				return err
 			}
-			return c.printScenarios(ctx, b, stdout)
+			return done(ctx, c, b, *name)
 		}
 	}
 }
 
 // buildSource uploads a source archive, builds it as the environment name (its main package in
 // entry, when not the root) while printing the build's log, and answers the build as it ended.
-func (c *apiClient) buildSource(ctx context.Context, archive []byte, name, entry string, stdout io.Writer) (deployBuild, error) {
+func (c *apiClient) buildSource(ctx context.Context, archive []byte, name, entry, kind string, stdout io.Writer) (deployBuild, error) {
 	var b deployBuild
 	buildID, err := c.uploadSource(ctx, archive)
 	if err != nil {
@@ -86,6 +100,9 @@ func (c *apiClient) buildSource(ctx context.Context, archive []byte, name, entry
 	body := map[string]any{"build_id": buildID, "name": name, "source": "cli"}
 	if entry != "" {
 		body["entry_folder"] = filepath.ToSlash(entry)
+	}
+	if kind != "" {
+		body["kind"] = kind
 	}
 	if err := c.do(ctx, http.MethodPost, "/v2/builds/trigger", body, &b); err != nil {
 		return b, err

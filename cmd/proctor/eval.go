@@ -21,6 +21,7 @@ func cmdEval(stdout, stderr io.Writer) flagsBody {
 		maxSteps := fs.Int("max-steps", 30, "model steps per attempt")
 		name := fs.String("name", "", "job name (default: <taskset> × <model>)")
 		parent := fs.String("parent", "", "the job this one follows up, e.g. the one it re-runs (recorded as the job's metadata.parent_job_id)")
+		agentRef := fs.String("agent", "", "a brought agent to run instead of the built-in loop (NAME, NAME:VERSION or NAME@DIGEST: see proctor agent list); it calls --model")
 		client := clientFlags(fs)
 		return func(ctx context.Context, pos []string) error {
 			if *model == "" {
@@ -53,6 +54,9 @@ func cmdEval(stdout, stderr io.Writer) flagsBody {
 			}
 			if *name == "" {
 				*name = pos[0] + " × " + m.ModelName
+				if *agentRef != "" {
+					*name = pos[0] + " × " + *agentRef + " × " + m.ModelName
+				}
 			}
 			var launched struct {
 				JobID    string `json:"job_id"`
@@ -63,6 +67,9 @@ func cmdEval(stdout, stderr io.Writer) flagsBody {
 				"max_concurrent": *maxConcurrent, "max_steps": *maxSteps, "name": *name}
 			if *parent != "" {
 				body["parent_job_id"] = *parent
+			}
+			if *agentRef != "" {
+				body["agent"] = *agentRef
 			}
 			if err := c.do(ctx, http.MethodPost, "/v2/rollouts/run_list", body, &launched); err != nil {
 				return err

@@ -96,32 +96,8 @@ func (m *anthropicModel) Step(ctx context.Context, req StepRequest) (*StepResult
 	if err != nil {
 		return nil, callError(ctx, "anthropic", err, anthropicStatus)
 	}
-	msg := Message{Role: RoleAssistant}
-	var texts []string
-	for _, block := range res.Content {
-		switch block.Type {
-		case "text":
-			if block.Text != "" {
-				texts = append(texts, block.Text)
-			}
-		case "tool_use":
-			args, invalid := parseArguments(string(block.Input))
-			msg.ToolCalls = append(msg.ToolCalls, ToolCall{ID: block.ID, Name: block.Name, Arguments: args, InvalidArguments: invalid})
-		}
-		// Thinking and server-tool blocks are not part of this package's conversation.
-	}
-	msg.Content = strings.Join(texts, "\n")
-	u := res.Usage
-	out := &StepResult{
-		Message: msg,
-		Done:    len(msg.ToolCalls) == 0,
-		// Cached prompt tokens are prompt tokens too; counting them keeps the figure
-		// comparable with OpenAI's prompt_tokens, which includes its cache hits.
-		Usage:      Usage{InputTokens: int(u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens), OutputTokens: int(u.OutputTokens)},
-		Model:      string(res.Model),
-		StopReason: string(res.StopReason),
-	}
-	m.logger.DebugContext(ctx, "model step", "provider", "anthropic", "model", out.Model, "tool_calls", len(msg.ToolCalls),
+	out := AnthropicAnswer(res)
+	m.logger.DebugContext(ctx, "model step", "provider", "anthropic", "model", out.Model, "tool_calls", len(out.Message.ToolCalls),
 		"input_tokens", out.Usage.InputTokens, "output_tokens", out.Usage.OutputTokens, "elapsed", time.Since(start))
 	return out, nil
 }
@@ -239,4 +215,33 @@ func anthropicStatus(err error) (int, *http.Response, bool) {
 		return apiErr.StatusCode, apiErr.Response, true
 	}
 	return 0, nil, false
+}
+
+// AnthropicAnswer is a message as a step's result: its text and tool-use blocks, its usage.
+func AnthropicAnswer(res *anthropic.Message) *StepResult {
+	msg := Message{Role: RoleAssistant}
+	var texts []string
+	for _, block := range res.Content {
+		switch block.Type {
+		case "text":
+			if block.Text != "" {
+				texts = append(texts, block.Text)
+			}
+		case "tool_use":
+			args, invalid := parseArguments(string(block.Input))
+			msg.ToolCalls = append(msg.ToolCalls, ToolCall{ID: block.ID, Name: block.Name, Arguments: args, InvalidArguments: invalid})
+		}
+		// Thinking and server-tool blocks are not part of this package's conversation.
+	}
+	msg.Content = strings.Join(texts, "\n")
+	u := res.Usage
+	return &StepResult{
+		Message: msg,
+		Done:    len(msg.ToolCalls) == 0,
+		// Cached prompt tokens are prompt tokens too; counting them keeps the figure
+		// comparable with OpenAI's prompt_tokens, which includes its cache hits.
+		Usage:      Usage{InputTokens: int(u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens), OutputTokens: int(u.OutputTokens)},
+		Model:      string(res.Model),
+		StopReason: string(res.StopReason),
+	}
 }

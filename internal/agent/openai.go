@@ -95,29 +95,11 @@ func (m *openAIModel) Step(ctx context.Context, req StepRequest) (*StepResult, e
 	if err != nil {
 		return nil, callError(ctx, "openai", err, openAIStatus)
 	}
-	if len(res.Choices) == 0 {
-		return nil, fmt.Errorf("openai step: %w: no choices in the completion", ErrBadResponse)
+	out, err := OpenAIAnswer(res)
+	if err != nil {
+		return nil, err
 	}
-	choice := res.Choices[0]
-	msg := Message{Role: RoleAssistant, Content: choice.Message.Content}
-	if msg.Content == "" && choice.Message.Refusal != "" {
-		msg.Content = choice.Message.Refusal
-	}
-	for _, tc := range choice.Message.ToolCalls {
-		if tc.Type != "" && tc.Type != "function" {
-			return nil, fmt.Errorf("openai step: %w: tool call of type %q", ErrBadResponse, tc.Type)
-		}
-		args, invalid := parseArguments(tc.Function.Arguments)
-		msg.ToolCalls = append(msg.ToolCalls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: args, InvalidArguments: invalid})
-	}
-	out := &StepResult{
-		Message:    msg,
-		Done:       len(msg.ToolCalls) == 0,
-		Usage:      Usage{InputTokens: int(res.Usage.PromptTokens), OutputTokens: int(res.Usage.CompletionTokens)},
-		Model:      res.Model,
-		StopReason: choice.FinishReason,
-	}
-	m.logger.DebugContext(ctx, "model step", "provider", "openai", "model", out.Model, "tool_calls", len(msg.ToolCalls),
+	m.logger.DebugContext(ctx, "model step", "provider", "openai", "model", out.Model, "tool_calls", len(out.Message.ToolCalls),
 		"input_tokens", out.Usage.InputTokens, "output_tokens", out.Usage.OutputTokens, "elapsed", time.Since(start))
 	return out, nil
 }
@@ -220,4 +202,30 @@ func objectSchema(schema map[string]any) map[string]any {
 		out["properties"] = map[string]any{}
 	}
 	return out
+}
+
+// OpenAIAnswer is a chat completion as a step's result: its first choice's message, its usage.
+func OpenAIAnswer(res *openai.ChatCompletion) (*StepResult, error) {
+	if len(res.Choices) == 0 {
+		return nil, fmt.Errorf("openai step: %w: no choices in the completion", ErrBadResponse)
+	}
+	choice := res.Choices[0]
+	msg := Message{Role: RoleAssistant, Content: choice.Message.Content}
+	if msg.Content == "" && choice.Message.Refusal != "" {
+		msg.Content = choice.Message.Refusal
+	}
+	for _, tc := range choice.Message.ToolCalls {
+		if tc.Type != "" && tc.Type != "function" {
+			return nil, fmt.Errorf("openai step: %w: tool call of type %q", ErrBadResponse, tc.Type)
+		}
+		args, invalid := parseArguments(tc.Function.Arguments)
+		msg.ToolCalls = append(msg.ToolCalls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: args, InvalidArguments: invalid})
+	}
+	return &StepResult{
+		Message:    msg,
+		Done:       len(msg.ToolCalls) == 0,
+		Usage:      Usage{InputTokens: int(res.Usage.PromptTokens), OutputTokens: int(res.Usage.CompletionTokens)},
+		Model:      res.Model,
+		StopReason: choice.FinishReason,
+	}, nil
 }

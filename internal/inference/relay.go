@@ -52,6 +52,20 @@ type RelayRequest struct {
 	// Header holds the client's headers; the protocol's own (anthropic-version and
 	// anthropic-beta) are sent on, nothing else.
 	Header http.Header
+	// Capture keeps a successful answer (up to maxRelayedBody bytes) in the result, for the
+	// caller to read (ParseAnswer).
+	Capture bool
+}
+
+// RelayResult is what a relayed call came to, once the provider was asked.
+type RelayResult struct {
+	// Status is the provider's HTTP status.
+	Status int
+	Usage  agent.Usage
+	// Stream: the answer was server-sent events.
+	Stream bool
+	// Answer is the provider's successful answer as it came, when the request asked Capture.
+	Answer []byte
 }
 
 // relayedHeaders are the provider's answer headers passed to the client: its type, and what
@@ -63,17 +77,17 @@ var relayedHeaders = []string{"Content-Type", "Retry-After", "Retry-After-Ms", "
 // with nothing written, for the caller to answer; once the provider is asked, its answer —
 // success or error — is written as it came, and the call recorded with the tokens it reports,
 // whatever happens (a client that hangs up early: error code client_closed, tokens counted).
-func (g *Gateway) Relay(ctx context.Context, c Call, req RelayRequest, w http.ResponseWriter) error {
+func (g *Gateway) Relay(ctx context.Context, c Call, req RelayRequest, w http.ResponseWriter) (*RelayResult, error) {
 	if c.Model.Adapter != req.Protocol {
-		return fmt.Errorf("%w: %s is served over the %s API", ErrWrongProtocol, c.Model.ModelName, c.Model.Adapter)
+		return nil, fmt.Errorf("%w: %s is served over the %s API", ErrWrongProtocol, c.Model.ModelName, c.Model.Adapter)
 	}
 	up, err := g.upstream(ctx, c)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	body, stream, err := relayBody(req, up.model.ModelName)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// The provider is asked on a context the client's going away does not end: an answer the
 	// client leaves half-read is read to its end all the same, for the tokens it reports, so that
@@ -82,16 +96,16 @@ func (g *Gateway) Relay(ctx context.Context, c Call, req RelayRequest, w http.Re
 	defer cancel()
 	httpReq, err := newProviderRequest(upCtx, req, up, body)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	begin := time.Now()
 	res, err := relayClient.Do(httpReq)
 	if err != nil {
 		g.record(ctx, c, up, begin, agent.Usage{}, stream, "unreachable")
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
-		return &agent.APIError{Provider: req.Protocol, Retryable: true, Message: "the provider cannot be reached", Err: err}
+		return nil, &agent.APIError{Provider: req.Protocol, Retryable: true, Message: "the provider cannot be reached", Err: err}
 	}
 	defer res.Body.Close()
 	for _, h := range relayedHeaders {
@@ -101,6 +115,9 @@ func (g *Gateway) Relay(ctx context.Context, c Call, req RelayRequest, w http.Re
 	}
 	w.WriteHeader(res.StatusCode)
 	cw := &clientWriter{w: w, ctx: ctx}
+	if req.Capture && res.StatusCode < 300 {
+		cw.capture = new(bytes.Buffer)
+	}
 	var usage agent.Usage
 	var rerr error
 	if stream && res.StatusCode < 300 {
@@ -118,7 +135,11 @@ func (g *Gateway) Relay(ctx context.Context, c Call, req RelayRequest, w http.Re
 		code = "client_closed"
 	}
 	g.record(ctx, c, up, begin, usage, stream, code)
-	return nil
+	out := &RelayResult{Status: res.StatusCode, Usage: usage, Stream: stream}
+	if cw.capture != nil && rerr == nil {
+		out.Answer = cw.capture.Bytes()
+	}
+	return out, nil
 }
 
 // relayTimeout bounds one relayed call, whoever waits for it.
@@ -130,9 +151,14 @@ type clientWriter struct {
 	w    http.ResponseWriter
 	ctx  context.Context
 	gone bool
+	// capture, when set, keeps what is written, up to maxRelayedBody bytes.
+	capture *bytes.Buffer
 }
 
 func (c *clientWriter) Write(p []byte) (int, error) {
+	if c.capture != nil && c.capture.Len()+len(p) <= maxRelayedBody {
+		c.capture.Write(p)
+	}
 	if !c.gone && c.ctx.Err() != nil {
 		c.gone = true
 	}

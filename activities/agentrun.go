@@ -1,0 +1,328 @@
+package activities
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/proctorhq/proctor/internal/agent"
+	"github.com/proctorhq/proctor/internal/agentport"
+	"github.com/proctorhq/proctor/internal/inference"
+	"github.com/proctorhq/proctor/internal/sandbox"
+	"github.com/proctorhq/proctor/models"
+)
+
+// ErrAgent is the application error type of a brought agent that failed (it exited with an
+// error, or could not be started from its image): the attempt ends as error, reward 0, and is
+// never retried as infrastructure.
+const ErrAgent = "AgentError"
+
+func agentError(format string, args ...any) error {
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), ErrAgent, nil)
+}
+
+// RunAgentInput names the try whose brought agent to run, and when its run must end
+// (run_timeout_s from the start of the try).
+type RunAgentInput struct {
+	TraceID  uuid.UUID `json:"trace_id"`
+	Attempt  int       `json:"attempt"`
+	Deadline time.Time `json:"deadline"`
+}
+
+// RunAgentResult is why the agent's run ended, for Evaluate.
+type RunAgentResult struct {
+	StopReason string `json:"stop_reason"`
+	// Steps counts the model calls the agent made.
+	Steps int `json:"steps"`
+}
+
+// agentStderrTail is how much of a failed agent's stderr its error quotes.
+const agentStderrTail = 20
+
+// RunAgent runs a try's brought agent beside its environment, on the environment's host: it
+// opens the try's agent port (the environment over MCP, the launch's model over the providers'
+// APIs, behind a key for this try only), starts the agent's image in a sandbox of its own with
+// the port's URLs, key and the task's prompt, and waits for it to exit, to ask for a model call
+// past max_steps, or for the deadline; then stops it and closes the port (the key dies with
+// it). Every model call and tool call the agent makes through the port is recorded as the
+// built-in loop records its own, in the order they happen. An agent that exits with an error
+// ends the attempt as error (ErrAgent), with its exit status and the tail of its stderr.
+func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentResult, error) {
+	le := a.envOf(in.TraceID, in.Attempt)
+	if le == nil {
+		return RunAgentResult{}, fmt.Errorf("run agent: the environment of trace %s try %d is not live on this worker", in.TraceID, in.Attempt)
+	}
+	stop := keepAlive(ctx)
+	defer stop()
+	r, err := a.load(ctx, in.TraceID)
+	if err != nil {
+		return RunAgentResult{}, err
+	}
+	if r.agent == nil {
+		return RunAgentResult{}, envError("the trace runs no brought agent")
+	}
+	if r.model == nil {
+		return RunAgentResult{}, temporal.NewNonRetryableApplicationError("the trace names no model for its agent", ErrModel, nil)
+	}
+	seq, err := a.nextSeq(ctx, in.TraceID)
+	if err != nil {
+		return RunAgentResult{}, err
+	}
+	rec := &agentRecorder{a: a, try: TryInput{TraceID: in.TraceID, Attempt: in.Attempt}, le: le, r: r, next: seq,
+		gw: &inference.Gateway{Store: a.Store, Keys: a.sealer(), Models: inference.Factory(a.models()), Logger: a.log(), Metrics: a.Metrics}}
+	port, err := agentport.Start(agentport.Config{Tools: le.tools, Instructions: le.env.Instructions(), Models: []string{r.model.ModelName},
+		MaxSteps: r.trace.MaxSteps, Handler: rec, Logger: a.log()})
+	if err != nil {
+		return RunAgentResult{}, err
+	}
+	defer port.Close() //nolint:errcheck // the key dies with the port either way
+
+	spec, err := a.imageSpec(ctx, r.agent)
+	if err != nil {
+		return RunAgentResult{}, agentError("the agent's build %s cannot run: %v", r.agent.ID, err)
+	}
+	spec.ID = fmt.Sprintf("%s-%d-agent", in.TraceID, in.Attempt)
+	spec.Env = port.Env()
+	spec.Env["PROCTOR_PROMPT"] = rec.prompt()
+	spec.Env["PROCTOR_MODEL"] = r.model.ModelName
+	spec.Env["PROCTOR_TRACE_ID"] = in.TraceID.String()
+	// The agent shares the worker's network namespace: the port listens on its loopback.
+	spec.Network = true
+	_, _, res := r.runtime()
+	spec.Resources = sandbox.Resources{CPU: res.CPU, MemoryMB: res.MemoryMB}
+	tail := newLineTail(agentStderrTail)
+	spec.OnLog = func(l sandbox.LogLine) {
+		tail.add(l.Line)
+		l.Stream = "agent:" + l.Stream
+		le.logs.add(l)
+	}
+	sb, err := a.startAgentSandbox(ctx, spec, in.Deadline)
+	if err != nil {
+		return RunAgentResult{}, err
+	}
+	defer sb.Stop(context.WithoutCancel(ctx)) //nolint:errcheck // stopped below on every path; this is for panics
+	sb.Stdin().Close()                        //nolint:errcheck // the agent reads its task from the environment
+	stdoutDone := make(chan struct{})
+	go func() {
+		defer close(stdoutDone)
+		sc := bufio.NewScanner(sb.Stdout())
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			le.logs.add(sandbox.LogLine{Stream: "agent:stdout", Line: sc.Text(), Time: time.Now()})
+		}
+	}()
+	a.workerLog(ctx, in.TraceID, "try %d: agent %s started beside the environment (sandbox %s)", in.Attempt, r.agent.ImageName, sb.ID())
+
+	timer := time.NewTimer(time.Until(in.Deadline))
+	defer timer.Stop()
+	var out RunAgentResult
+	var runErr error
+	select {
+	case <-sb.Done():
+		out.StopReason = models.StopDone
+		// The sandbox's error says why it exited; exit status 0 is no *exec.ExitError.
+		var exit *exec.ExitError
+		if err := sb.Err(); errors.As(err, &exit) && exit.ExitCode() != 0 {
+			<-stdoutDone
+			runErr = agentError("the agent exited with an error (exit status %d)%s", exit.ExitCode(), tail.quote())
+		} else if err != nil && !errors.Is(err, sandbox.ErrExited) {
+			runErr = agentError("the agent failed: %v%s", err, tail.quote())
+		}
+	case <-port.LimitReached():
+		out.StopReason = models.StopMaxSteps
+	case <-timer.C:
+		out.StopReason = models.StopTimeout
+	case <-le.sb.Done():
+		runErr = envError("the environment exited while the agent ran: %v", le.sb.Err())
+	case <-ctx.Done():
+		runErr = ctx.Err()
+	}
+	if err := sb.Stop(context.WithoutCancel(ctx)); err != nil {
+		a.log().WarnContext(ctx, "stop the agent's sandbox", "trace", in.TraceID, "error", err)
+	}
+	out.Steps = port.Steps()
+	if runErr != nil {
+		if ctx.Err() == nil {
+			a.workerLog(ctx, in.TraceID, "try %d: agent stopped after %d model calls: %v", in.Attempt, out.Steps, runErr)
+		}
+		return out, runErr
+	}
+	a.workerLog(ctx, in.TraceID, "try %d: agent stopped (%s) after %d model calls", in.Attempt, out.StopReason, out.Steps)
+	return out, nil
+}
+
+// startAgentSandbox starts the agent's sandbox, waiting for a free slot on a full host until
+// the deadline (the environment's sandbox holds one already).
+func (a *Activities) startAgentSandbox(ctx context.Context, spec sandbox.Spec, deadline time.Time) (sandbox.Sandbox, error) {
+	for {
+		sb, err := a.Sandboxes.Start(ctx, spec)
+		switch {
+		case err == nil:
+			return sb, nil
+		case errors.Is(err, sandbox.ErrInvalidSpec):
+			return nil, agentError("start the agent: %v", err)
+		case !errors.Is(err, sandbox.ErrCapacity) || time.Now().After(deadline):
+			return nil, fmt.Errorf("start the agent's sandbox: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// agentRecorder makes the calls a brought agent sends through its port and writes them to the
+// trace: each model call as an assistant event, each tool call as a tool_call and a tool_result
+// event, in the order they are answered.
+type agentRecorder struct {
+	a   *Activities
+	try TryInput
+	le  *liveEnv
+	r   *runFor
+	gw  *inference.Gateway
+
+	mu   sync.Mutex
+	next int
+	// pending are the tool calls of the latest answer not yet seen through MCP, and step its
+	// step: a tool call is recorded under the call id the model gave it when it matches one.
+	pending []agent.ToolCall
+	step    int
+	unnamed int
+}
+
+// prompt is the task's prompt, as the try's opening user event holds it.
+func (rec *agentRecorder) prompt() string {
+	evs, err := rec.a.Store.TraceEvents(context.Background(), rec.try.TraceID, -1, false)
+	if err != nil {
+		return rec.r.version.Prompt
+	}
+	for _, e := range evs {
+		if e.Attempt == rec.try.Attempt && e.Kind == models.EventUser {
+			return e.Text
+		}
+	}
+	return rec.r.version.Prompt
+}
+
+// append writes events at the next seqs, in order.
+func (rec *agentRecorder) append(ctx context.Context, evs ...models.TraceEvent) error {
+	for i := range evs {
+		evs[i].Seq = rec.next
+		rec.next++
+	}
+	return rec.a.Store.AppendTraceEvents(context.WithoutCancel(ctx), evs)
+}
+
+// Model relays a model call to the launch's model through the gateway (metered, priced, with
+// the launcher's own key when bound) and records the answer.
+func (rec *agentRecorder) Model(ctx context.Context, step int, protocol string, body map[string]json.RawMessage, header http.Header, w http.ResponseWriter) error {
+	m := rec.r.model
+	var name string
+	json.Unmarshal(body["model"], &name) //nolint:errcheck // checked below
+	if name != m.ModelName && name != m.ID.String() {
+		return &agentport.BadRequest{Message: fmt.Sprintf("model %q: this attempt may call %s only", name, m.ModelName)}
+	}
+	if m.Adapter != protocol {
+		return &agentport.BadRequest{Message: fmt.Sprintf("%s is served over the %s API: call it at its base URL", m.ModelName, m.Adapter)}
+	}
+	body["model"], _ = json.Marshal(m.ModelName)
+	call := inference.Call{Model: m, TeamID: rec.r.trace.TeamID, UserID: rec.r.launched.user, APIKeyID: rec.r.launched.key,
+		TraceID: &rec.r.trace.ID, Route: models.RouteAgent}
+	started := time.Now().UTC()
+	res, err := rec.gw.Relay(ctx, call, inference.RelayRequest{Protocol: protocol, Body: body, Header: header, Capture: true}, w)
+	if err != nil {
+		return err
+	}
+	if res.Status >= 300 {
+		rec.a.workerLog(ctx, rec.try.TraceID, "agent model call %d: the provider answered %d", step, res.Status)
+		return nil
+	}
+	out, perr := inference.ParseAnswer(protocol, res.Stream, res.Answer)
+	if perr != nil {
+		rec.a.workerLog(ctx, rec.try.TraceID, "agent model call %d: the answer could not be read for the trace: %v", step, perr)
+		out = &agent.StepResult{Message: agent.Message{Role: agent.RoleAssistant}}
+	}
+	ev := rec.a.event(rec.try, 0, models.EventAssistant, out.Message.Content, models.AssistantEventData{
+		Step: step, Message: out.Message, Usage: res.Usage, Model: out.Model})
+	ev.StartedAt = started
+	end := time.Now().UTC()
+	ev.EndedAt = &end
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	rec.pending, rec.step = out.Message.ToolCalls, step
+	if err := rec.append(ctx, ev); err != nil {
+		rec.a.log().WarnContext(ctx, "record an agent's model call", "trace", rec.try.TraceID, "error", err)
+	}
+	return nil
+}
+
+// CallTool makes a tool call the agent sent through MCP in the environment, and records it
+// under the call id of the model's matching tool call when there is one.
+func (rec *agentRecorder) CallTool(ctx context.Context, name string, args map[string]any) (*agent.ToolResult, error) {
+	rec.mu.Lock()
+	step, id := rec.step, ""
+	for i, tc := range rec.pending {
+		if tc.Name == name {
+			id = tc.ID
+			rec.pending = append(rec.pending[:i:i], rec.pending[i+1:]...)
+			break
+		}
+	}
+	if id == "" {
+		rec.unnamed++
+		id = fmt.Sprintf("mcp-%d", rec.unnamed)
+	}
+	rec.mu.Unlock()
+	started := time.Now().UTC()
+	tc := agent.ToolCall{ID: id, Name: name, Arguments: args}
+	res, err := rec.le.env.CallAgentTool(ctx, rec.le.tools, tc)
+	if err != nil {
+		return nil, err
+	}
+	call, result := rec.a.toolEvents(ctx, rec.try, 0, step, tc, res, started, time.Now().UTC())
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if err := rec.append(ctx, call, result); err != nil {
+		rec.a.log().WarnContext(ctx, "record an agent's tool call", "trace", rec.try.TraceID, "error", err)
+	}
+	return res, nil
+}
+
+// lineTail keeps the last lines of a stream.
+type lineTail struct {
+	mu    sync.Mutex
+	max   int
+	lines []string
+}
+
+func newLineTail(n int) *lineTail { return &lineTail{max: n} }
+
+func (t *lineTail) add(line string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.lines = append(t.lines, line)
+	if len(t.lines) > t.max {
+		t.lines = t.lines[len(t.lines)-t.max:]
+	}
+}
+
+// quote is the tail for an error message: "; its stderr ended: …", or "" when it wrote none.
+func (t *lineTail) quote() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.lines) == 0 {
+		return ""
+	}
+	return "; its stderr ended:\n" + strings.Join(t.lines, "\n")
+}

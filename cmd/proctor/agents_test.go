@@ -1,0 +1,213 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/proctorhq/proctor/internal/testenv"
+)
+
+// scriptedTodoModel is an OpenAI-compatible upstream that plays a model solving an add-todos
+// task: asked with no tool result yet, it calls add_todo for each item the prompt lists; once
+// it has the results, it answers without tool calls. It keeps nothing between requests and
+// notes every request it had to refuse (a tool list with the hidden dispatchers, a missing key).
+type scriptedTodoModel struct {
+	srv *httptest.Server
+	mu  sync.Mutex
+	// calls counts the completions answered; problems are the refusals' reasons.
+	calls    int
+	problems []string
+}
+
+func newScriptedTodoModel(t *testing.T, key string) *scriptedTodoModel {
+	m := &scriptedTodoModel{}
+	m.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Model    string `json:"model"`
+			Messages []struct {
+				Role    string `json:"role"`
+				Content any    `json:"content"`
+			} `json:"messages"`
+			Tools []struct {
+				Function struct{ Name string } `json:"function"`
+			} `json:"tools"`
+		}
+		body, _ := io.ReadAll(r.Body)
+		problem := ""
+		switch err := json.Unmarshal(body, &req); {
+		case r.URL.Path != "/chat/completions":
+			problem = "path " + r.URL.Path
+		case r.Header.Get("Authorization") != "Bearer "+key:
+			problem = "the provider's key was not sent"
+		case err != nil:
+			problem = err.Error()
+		}
+		var tools []string
+		for _, tl := range req.Tools {
+			tools = append(tools, tl.Function.Name)
+		}
+		if problem == "" && (!slices.Contains(tools, "add_todo") || slices.Contains(tools, "evaluate") || slices.Contains(tools, "setup")) {
+			problem = fmt.Sprintf("tools %v: want the environment's tools without its setup and evaluate dispatchers", tools)
+		}
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if problem != "" {
+			m.problems = append(m.problems, problem)
+			http.Error(w, `{"error":{"message":"scripted model: `+problem+`","type":"invalid_request_error"}}`, http.StatusBadRequest)
+			return
+		}
+		m.calls++
+		results, prompt := 0, ""
+		for _, msg := range req.Messages {
+			switch msg.Role {
+			case "tool":
+				results++
+			case "user":
+				prompt = fmt.Sprint(msg.Content)
+			}
+		}
+		message := map[string]any{"role": "assistant", "content": "All the todos are added."}
+		if results == 0 {
+			var calls []any
+			list, _ := strings.CutPrefix(prompt, "Add these todos to my list: ")
+			for i, item := range strings.Split(strings.TrimSuffix(list, "."), "; ") {
+				args, _ := json.Marshal(map[string]string{"title": item})
+				calls = append(calls, map[string]any{"id": fmt.Sprintf("call_%d", i), "type": "function",
+					"function": map[string]any{"name": "add_todo", "arguments": string(args)}})
+			}
+			message = map[string]any{"role": "assistant", "content": "I will add them.", "tool_calls": calls}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"id": fmt.Sprintf("chatcmpl-%d", m.calls), "object": "chat.completion", "model": req.Model,
+			"choices": []any{map[string]any{"index": 0, "message": message, "finish_reason": "stop"}},
+			"usage":   map[string]any{"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}})
+	}))
+	t.Cleanup(m.srv.Close)
+	return m
+}
+
+func TestABroughtAgentSolvesATaskThroughTheGateway(t *testing.T) { eachStore(t, testBroughtAgent) }
+
+// testBroughtAgent deploys the example Go agent (its own module, the official OpenAI and MCP
+// SDKs) with `proctor agent deploy`, runs it on an add-todos task against a scripted
+// OpenAI-compatible model, and reads the trace: every model call and tool call, in order, with
+// usage and cost, and the reward the environment's evaluation gave.
+func testBroughtAgent(t *testing.T, storeArgs []string, _ string) {
+	const providerKey = "scripted-provider-key"
+	t.Setenv("SCRIPTED_AGENT_KEY", providerKey)
+	model := newScriptedTodoModel(t, providerKey)
+	dataDir := t.TempDir()
+	dev := startDev(t, dataDir, storeArgs...)
+	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey, temporal: dev.info.TemporalAddress}
+	var out bytes.Buffer
+	if err := run(context.Background(), append([]string{"admin", "model", "add", "--name", "scripted-gpt", "--adapter", "openai", "--base-url", model.srv.URL,
+		"--api-key-env", "SCRIPTED_AGENT_KEY", "--input-cost-per-token", "0.000001", "--output-cost-per-token", "0.000002", "--data-dir", dataDir}, storeArgs...), &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	modelID := c.resolve("/v2/models/resolve?model=scripted-gpt", "id")
+
+	agentDir := filepath.Join(testenv.ModuleRoot(t), "examples", "agents", "react")
+	deployed, err := c.cli("agent", "deploy", agentDir, "--name", "react")
+	if err != nil || !strings.Contains(deployed, "latest: build 1 of react; new runs use it") {
+		t.Fatalf("agent deploy: %v\n%s", err, deployed)
+	}
+	if list, err := c.cli("agent", "list"); err != nil || !regexp.MustCompile(`(?m)^react\s+1\s+sha256:`).MatchString(list) {
+		t.Errorf("agent list: %v\n%s", err, list)
+	}
+	// An agent is no environment: it is not listed among them, and its name is its own.
+	var envs struct{ Items []struct{ Name string } }
+	c.call("GET", "/v2/registry?limit=100", nil, &envs)
+	for _, e := range envs.Items {
+		if e.Name == "react" {
+			t.Errorf("the agent is listed among the environments: %+v", envs.Items)
+		}
+	}
+
+	task := c.addTask("agents", "todo")
+	if code, body := c.raw("POST", "/v2/rollouts/run", map[string]any{"task_version_id": task, "model_id": modelID, "agent": "nobody"}); code != 404 {
+		t.Errorf("an unknown agent = %d %s, want 404", code, body)
+	}
+	oracle := c.resolve("/v2/models/resolve?model=oracle", "id")
+	if code, body := c.raw("POST", "/v2/rollouts/run", map[string]any{"task_version_id": task, "model_id": oracle, "agent": "react"}); code != 422 ||
+		!strings.Contains(body, "oracle answers none") {
+		t.Errorf("an agent on the oracle = %d %s, want 422", code, body)
+	}
+	tr, logs := c.runToEnd(map[string]any{"task_version_id": task, "model_id": modelID, "agent": "react:1"})
+	if tr.Status != "completed" || tr.Reward == nil || *tr.Reward != 1 || tr.StopReason != "done" {
+		t.Fatalf("the agent's attempt = %+v (model problems %v)\n%s", tr, model.problems, logs)
+	}
+	if len(model.problems) > 0 || model.calls != 2 {
+		t.Errorf("the scripted model answered %d calls and refused %v, want 2 and none", model.calls, model.problems)
+	}
+	var evs struct {
+		Events []struct {
+			Kind string          `json:"kind"`
+			Text string          `json:"text"`
+			Data json.RawMessage `json:"data"`
+		} `json:"events"`
+	}
+	c.call("GET", "/v2/trace/"+tr.ID+"/events", nil, &evs)
+	var kinds []string
+	for _, e := range evs.Events {
+		if !strings.HasPrefix(e.Kind, "setup") {
+			kinds = append(kinds, e.Kind)
+		}
+	}
+	want := []string{"system_message", "user_message", "assistant_message", "tool_call", "tool_result", "assistant_message", "evaluate"}
+	if !slices.Equal(kinds, want) {
+		t.Errorf("the trace's events (setup aside) = %v, want %v", kinds, want)
+	}
+	for _, e := range evs.Events {
+		switch e.Kind {
+		case "assistant_message":
+			var d struct {
+				Usage struct {
+					InputTokens  int `json:"input_tokens"`
+					OutputTokens int `json:"output_tokens"`
+				} `json:"usage"`
+				Message struct {
+					ToolCalls []struct{ ID, Name string } `json:"tool_calls"`
+				} `json:"message"`
+			}
+			json.Unmarshal(e.Data, &d)
+			if d.Usage.InputTokens != 100 || d.Usage.OutputTokens != 20 {
+				t.Errorf("an assistant event's usage = %+v, want 100/20", d.Usage)
+			}
+		case "tool_call":
+			var d struct {
+				CallID    string         `json:"call_id"`
+				Name      string         `json:"name"`
+				Arguments map[string]any `json:"arguments"`
+			}
+			json.Unmarshal(e.Data, &d)
+			if d.CallID != "call_0" || d.Name != "add_todo" || d.Arguments["title"] != "buy milk" {
+				t.Errorf("the tool call = %+v, want call_0 add_todo(buy milk), named as the model named it", d)
+			}
+		}
+	}
+	// The calls are metered and priced like any model call of an attempt.
+	var usage struct {
+		Items []struct {
+			Cost  float64 `json:"cost"`
+			Route string  `json:"route"`
+		} `json:"items"`
+	}
+	c.call("GET", "/v2/models/"+modelID+"/logs", nil, &usage)
+	if len(usage.Items) != 2 || usage.Items[0].Route != "agent" {
+		t.Errorf("the model's usage log = %+v, want the agent's 2 calls", usage.Items)
+	}
+	if !strings.Contains(logs, "agent react:1 started beside the environment") || !strings.Contains(logs, "agent stopped (done) after 2 model calls") {
+		t.Errorf("the worker log does not tell the agent's run:\n%s", logs)
+	}
+}

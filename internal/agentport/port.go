@@ -1,0 +1,285 @@
+// Package agentport serves what a brought agent reaches during one attempt (README, "Bringing
+// your agent"): the attempt's environment as an MCP server over streamable HTTP, and the models
+// over the providers' own APIs (OpenAI chat completions, Anthropic messages, and their model
+// lists), all behind one key that is valid for this attempt only and dies with it (Close).
+//
+// The port decides nothing about recording: it hands each tool call and each model call to
+// its Handler (which makes it and writes the trace), numbers the model calls, and refuses the
+// one past the attempt's step bound, ending the agent's run (LimitReached).
+package agentport
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/proctorhq/proctor/internal/agent"
+)
+
+// Protocols of the model endpoints.
+const (
+	OpenAI    = "openai"
+	Anthropic = "anthropic"
+)
+
+// Handler makes and records the calls a brought agent makes through the port.
+type Handler interface {
+	// CallTool makes a tool call in the environment, and records it.
+	CallTool(ctx context.Context, name string, args map[string]any) (*agent.ToolResult, error)
+	// Model relays model call number step (from 0) in protocol to w, and records it; an error
+	// is returned only when nothing was written (the port answers it).
+	Model(ctx context.Context, step int, protocol string, body map[string]json.RawMessage, header http.Header, w http.ResponseWriter) error
+}
+
+// Config is one attempt's port.
+type Config struct {
+	// Tools are the environment's tools as the agent may see them (no setup or evaluate
+	// dispatcher), and Instructions the environment's own.
+	Tools        []agent.Tool
+	Instructions string
+	// Models are the model names the agent may call (the launch's); they are what the model
+	// lists answer.
+	Models []string
+	// MaxSteps bounds the model calls: the call past it is refused and LimitReached closes.
+	MaxSteps int
+	Handler  Handler
+	Logger   *slog.Logger
+}
+
+// Port is a running port. Its URLs are loopback ones, for an agent that shares the worker's
+// network (see Env).
+type Port struct {
+	// URL is the port's root, http://127.0.0.1:PORT.
+	URL string
+	key string
+	cfg Config
+	srv *http.Server
+	ln  net.Listener
+
+	mu      sync.Mutex
+	steps   int
+	limited chan struct{}
+	limitOn sync.Once
+}
+
+// Start serves a port on a fresh loopback address with a fresh key.
+func Start(cfg Config) (*Port, error) {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("agent port: %w", err)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	p := &Port{URL: "http://" + ln.Addr().String(), key: "pa-" + hex.EncodeToString(b), cfg: cfg, ln: ln, limited: make(chan struct{})}
+	server := mcp.NewServer(&mcp.Implementation{Name: "proctor-environment", Version: "1"}, &mcp.ServerOptions{Instructions: cfg.Instructions})
+	for _, t := range cfg.Tools {
+		server.AddTool(&mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema}, p.callTool)
+	}
+	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Logger: cfg.Logger})
+	mux := http.NewServeMux()
+	// The MCP endpoint carries the key in its path, so that an MCP client needs nothing but
+	// the URL; the model endpoints take it as their SDKs send keys.
+	mux.Handle("/mcp/"+p.key, mcpHandler)
+	mux.Handle("POST /openai/chat/completions", p.authorized(p.model(OpenAI)))
+	mux.Handle("GET /openai/models", p.authorized(http.HandlerFunc(p.openAIModels)))
+	mux.Handle("POST /anthropic/v1/messages", p.authorized(p.model(Anthropic)))
+	mux.Handle("GET /anthropic/v1/models", p.authorized(http.HandlerFunc(p.anthropicModels)))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/mcp/") {
+			writeError(w, http.StatusUnauthorized, "authentication_error", "this MCP endpoint's key is not valid (it is valid for its own attempt only)")
+			return
+		}
+		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: the agent port serves /mcp/KEY, /openai/chat/completions, /openai/models, /anthropic/v1/messages and /anthropic/v1/models")
+	})
+	p.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go p.srv.Serve(ln) //nolint:errcheck // ends with Close
+	return p, nil
+}
+
+// Key is the attempt's key.
+func (p *Port) Key() string { return p.key }
+
+// MCPURL is the environment's MCP endpoint.
+func (p *Port) MCPURL() string { return p.URL + "/mcp/" + p.key }
+
+// Env is what the agent's process is given to reach the port: the MCP endpoint, the base URLs
+// and keys the OpenAI and Anthropic SDKs read.
+func (p *Port) Env() map[string]string {
+	return map[string]string{
+		"PROCTOR_MCP_URL":    p.MCPURL(),
+		"PROCTOR_API_KEY":    p.key,
+		"OPENAI_BASE_URL":    p.URL + "/openai",
+		"OPENAI_API_KEY":     p.key,
+		"ANTHROPIC_BASE_URL": p.URL + "/anthropic",
+		"ANTHROPIC_API_KEY":  p.key,
+	}
+}
+
+// Steps counts the model calls the port let through.
+func (p *Port) Steps() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.steps
+}
+
+// LimitReached is closed when the agent asked for a model call past MaxSteps.
+func (p *Port) LimitReached() <-chan struct{} { return p.limited }
+
+// Close stops the port: its key answers nothing from then on, and calls in flight are cut.
+func (p *Port) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := p.srv.Shutdown(ctx); err != nil {
+		return p.srv.Close()
+	}
+	return nil
+}
+
+// authorized admits requests that carry the key as a bearer token or as x-api-key.
+func (p *Port) authorized(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if got == "" {
+			got = r.Header.Get("X-Api-Key")
+		}
+		if subtle.ConstantTimeCompare([]byte(got), []byte(p.key)) != 1 {
+			writeError(w, http.StatusUnauthorized, "authentication_error", "the key is not this attempt's (an attempt's key is valid during its attempt only)")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// maxModelBody bounds a model request's body.
+const maxModelBody = 32 << 20
+
+// model serves one provider's model endpoint: the step is numbered (or refused past the
+// bound) and handed to the Handler.
+func (p *Port) model(protocol string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxModelBody))
+		if err != nil {
+			writeError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", fmt.Sprintf("the request is over %d bytes", maxModelBody))
+			return
+		}
+		var body map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &body); err != nil || body == nil {
+			writeError(w, http.StatusBadRequest, "invalid_request_error", "the body is not a JSON object")
+			return
+		}
+		step, ok := p.takeStep()
+		if !ok {
+			writeError(w, http.StatusBadRequest, "invalid_request_error",
+				fmt.Sprintf("this attempt's step limit (max_steps %d) is reached: no more model calls; the attempt ends and is evaluated", p.cfg.MaxSteps))
+			return
+		}
+		if err := p.cfg.Handler.Model(r.Context(), step, protocol, body, r.Header, w); err != nil {
+			var bad *BadRequest
+			if errors.As(err, &bad) {
+				writeError(w, http.StatusBadRequest, "invalid_request_error", bad.Message)
+				return
+			}
+			p.cfg.Logger.Warn("agent port: model call", "protocol", protocol, "step", step, "error", err)
+			writeError(w, http.StatusBadGateway, "api_error", "the model cannot be called: "+err.Error())
+		}
+	})
+}
+
+// BadRequest is a Handler's refusal of a model call the agent must change (a model it may not
+// call …); its message is the agent's to read.
+type BadRequest struct{ Message string }
+
+func (b *BadRequest) Error() string { return b.Message }
+
+// takeStep numbers a model call, or refuses it past MaxSteps (and ends the agent's run).
+func (p *Port) takeStep() (int, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cfg.MaxSteps > 0 && p.steps >= p.cfg.MaxSteps {
+		p.limitOn.Do(func() { close(p.limited) })
+		return 0, false
+	}
+	p.steps++
+	return p.steps - 1, true
+}
+
+// callTool serves an MCP tools/call: the environment's answer, passed on as it came.
+func (p *Port) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var args map[string]any
+	if raw := req.Params.Arguments; len(raw) > 0 && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &args); err != nil {
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "the arguments must be a JSON object"}}}, nil
+		}
+	}
+	res, err := p.cfg.Handler.CallTool(ctx, req.Params.Name, args)
+	if err != nil {
+		return nil, err
+	}
+	out := new(mcp.CallToolResult)
+	if len(res.Raw) == 0 || json.Unmarshal(res.Raw, out) != nil {
+		out = &mcp.CallToolResult{IsError: res.IsError, Content: []mcp.Content{&mcp.TextContent{Text: res.Text}}}
+	}
+	return out, nil
+}
+
+func (p *Port) openAIModels(w http.ResponseWriter, _ *http.Request) {
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	data := make([]model, len(p.cfg.Models))
+	for i, m := range p.cfg.Models {
+		data[i] = model{ID: m, Object: "model", OwnedBy: "proctor"}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+}
+
+func (p *Port) anthropicModels(w http.ResponseWriter, _ *http.Request) {
+	type model struct {
+		ID          string `json:"id"`
+		Type        string `json:"type"`
+		DisplayName string `json:"display_name"`
+		CreatedAt   string `json:"created_at"`
+	}
+	data := make([]model, len(p.cfg.Models))
+	for i, m := range p.cfg.Models {
+		data[i] = model{ID: m, Type: "model", DisplayName: m, CreatedAt: time.Unix(0, 0).UTC().Format(time.RFC3339)}
+	}
+	first, last := "", ""
+	if len(data) > 0 {
+		first, last = data[0].ID, data[len(data)-1].ID
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"data": data, "has_more": false, "first_id": first, "last_id": last})
+}
+
+// writeError answers in a shape both providers' SDKs read: OpenAI's {"error": {"message",
+// "type"}}, which Anthropic's SDK reads as well ({"type": "error", "error": {…}}).
+func writeError(w http.ResponseWriter, status int, kind, msg string) {
+	writeJSON(w, status, map[string]any{"type": "error", "error": map[string]string{"type": kind, "message": msg}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v) //nolint:errcheck // the client may be gone
+}

@@ -1,0 +1,120 @@
+package models
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Brought agents (README, "Bringing your agent") are deployed like environments: a registry of
+// registry_type RegistryAgent whose builds make the agent's image through the same pipeline
+// (without discovery: an agent serves no MCP). An attempt launched with one records the build
+// it runs (Trace.AgentBuildID).
+
+// Registry types: an environment (an MCP server) or a brought agent.
+const (
+	RegistryEnvironment = "mcp"
+	RegistryAgent       = "agent"
+)
+
+// registryType is the registry_type a trigger of kind creates.
+func registryType(kind string) string {
+	if kind == RegistryAgent {
+		return RegistryAgent
+	}
+	return RegistryEnvironment
+}
+
+// sameKind refuses a build of one kind into a registry of the other.
+func sameKind(reg *Registry, kind string) error {
+	if want := registryType(kind); reg.RegistryType != want && (want == RegistryAgent || reg.RegistryType == RegistryAgent) {
+		what := map[string]string{RegistryAgent: "an agent", RegistryEnvironment: "an environment"}
+		return ValidationError{{Location: "name", Value: reg.Name,
+			Message: fmt.Sprintf("%q is %s of this team, not %s: choose another name", reg.Name, what[reg.RegistryType], what[want])}}
+	}
+	return nil
+}
+
+// AgentRow is a brought agent as its team lists it: the agent and its latest build.
+type AgentRow struct {
+	ID        uuid.UUID `bun:"id"`
+	Name      string    `bun:"name"`
+	CreatedAt time.Time `bun:"created_at"`
+	UpdatedAt time.Time `bun:"updated_at"`
+	// The latest build, when there is one.
+	LatestBuildID *uuid.UUID `bun:"latest_build_id"`
+	Version       *int       `bun:"version"`
+	Digest        *string    `bun:"digest"`
+	ImageName     *string    `bun:"image_name"`
+	// Builds counts the agent's builds, of any status.
+	Builds int `bun:"builds"`
+}
+
+// ListAgents lists the caller's team's brought agents, by name.
+func (s *Store) ListAgents(ctx context.Context, c *Caller, limit int) ([]AgentRow, int, error) {
+	var rows []AgentRow
+	q := s.DB.NewSelect().TableExpr("registries AS r").
+		ColumnExpr("r.id, r.name, r.created_at, r.updated_at, r.latest_build_id, b.version, b.digest, b.image_name").
+		ColumnExpr("(SELECT COUNT(*) FROM builds AS ab WHERE ab.registry_id = r.id) AS builds").
+		Join("LEFT JOIN builds AS b ON b.id = r.latest_build_id").
+		Where("r.team_id = ? AND r.registry_type = ?", c.TeamID, RegistryAgent)
+	total, err := q.Count(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list agents: %w", err)
+	}
+	if err := q.OrderExpr("r.name ASC").Limit(int64(limit)).Scan(ctx, &rows); err != nil {
+		return nil, 0, fmt.Errorf("list agents: %w", err)
+	}
+	return rows, int(total), nil
+}
+
+// ResolveAgent is the build of a brought agent of the caller's team that ref names: the agent's
+// name or id, for its latest build, or with ":VERSION" or "@sha256:…" for that build. The build
+// must have succeeded. ErrNotFound when no such agent or build; a ValidationError for a build
+// that did not succeed or an agent with none yet.
+func (s *Store) ResolveAgent(ctx context.Context, c *Caller, ref string) (*Build, error) {
+	name, digest, pinned := strings.Cut(ref, "@")
+	version := 0
+	if !pinned {
+		if n, v, ok := strings.Cut(ref, ":"); ok {
+			var err error
+			if version, err = strconv.Atoi(v); err != nil || version < 1 {
+				return nil, ValidationError{{Location: "agent", Value: ref, Message: "give NAME, NAME:VERSION (a build's version, from 1) or NAME@DIGEST"}}
+			}
+			name = n
+		}
+	}
+	var reg Registry
+	q := s.DB.NewSelect().Model(&reg).Where("r.team_id = ? AND r.registry_type = ?", c.TeamID, RegistryAgent)
+	if id, err := uuid.Parse(name); err == nil {
+		q = q.Where("r.id = ?", id)
+	} else {
+		q = q.Where("r.name = ?", name)
+	}
+	if err := q.Scan(ctx); err != nil {
+		return nil, notFound(err, fmt.Sprintf("agent %q", name))
+	}
+	b := new(Build)
+	bq := s.DB.NewSelect().Model(b).Where("registry_id = ?", reg.ID)
+	switch {
+	case pinned:
+		bq = bq.Where("digest = ?", digest).OrderExpr("version DESC").Limit(1)
+	case version > 0:
+		bq = bq.Where("version = ?", version)
+	case reg.LatestBuildID == nil:
+		return nil, ValidationError{{Location: "agent", Value: ref, Message: fmt.Sprintf("agent %q has no build that succeeded yet: deploy it (proctor agent deploy)", reg.Name)}}
+	default:
+		bq = bq.Where("id = ?", *reg.LatestBuildID)
+	}
+	if err := bq.Scan(ctx); err != nil {
+		return nil, notFound(err, fmt.Sprintf("build %q of agent %q", strings.TrimPrefix(ref, name), reg.Name))
+	}
+	if b.Status != BuildSucceeded {
+		return nil, ValidationError{{Location: "agent", Value: ref, Message: fmt.Sprintf("build %d of agent %q is %s, not succeeded", b.Version, reg.Name, b.Status)}}
+	}
+	return b, nil
+}
