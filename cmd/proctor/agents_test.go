@@ -210,4 +210,25 @@ func testBroughtAgent(t *testing.T, storeArgs []string, _ string) {
 	if !strings.Contains(logs, "agent react:1 started beside the environment") || !strings.Contains(logs, "agent stopped (done) after 2 model calls") {
 		t.Errorf("the worker log does not tell the agent's run:\n%s", logs)
 	}
+
+	// max_steps bounds the model calls the gateway lets through: the agent's second call is
+	// refused, its run ends there, and the attempt is evaluated all the same (the todo it added
+	// in its one step earns the reward).
+	tr, logs = c.runToEnd(map[string]any{"task_version_id": task, "model_id": modelID, "agent": "react", "max_steps": 1})
+	if tr.Status != "completed" || tr.StopReason != "max_steps" || tr.Reward == nil || *tr.Reward != 1 {
+		t.Errorf("an agent past max_steps = %+v\n%s", tr, logs)
+	}
+
+	// An agent that fails ends the attempt as error, reward 0, with its exit status and its own
+	// last words, and is not retried: here the provider refuses the calls (a wrong key).
+	var added bytes.Buffer
+	if err := run(context.Background(), append([]string{"admin", "model", "add", "--name", "scripted-nokey", "--adapter", "openai", "--base-url", model.srv.URL,
+		"--api-key-env", "SCRIPTED_AGENT_NO_KEY", "--data-dir", dataDir}, storeArgs...), &added, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	tr, logs = c.runToEnd(map[string]any{"task_version_id": task, "model_id": c.resolve("/v2/models/resolve?model=scripted-nokey", "id"), "agent": "react"})
+	if tr.Status != "error" || tr.Reward == nil || *tr.Reward != 0 || !strings.Contains(tr.Error, "the agent exited with an error (exit status 1)") ||
+		!strings.Contains(tr.Error, "react: turn 0: OpenAI API error: 400") || strings.Count(logs, "agent react:1 started") != 1 {
+		t.Errorf("a failing agent = %+v\n%s", tr, logs)
+	}
 }
