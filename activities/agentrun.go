@@ -130,13 +130,12 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 	select {
 	case <-sb.Done():
 		out.StopReason = models.StopDone
-		// The sandbox's error says why it exited; exit status 0 is no *exec.ExitError.
+		// The sandbox's error says why it exited: an exit status 0 carries no *exec.ExitError;
+		// another status, or a signal (the agent killed for its memory, say), does.
 		var exit *exec.ExitError
-		if err := sb.Err(); errors.As(err, &exit) && exit.ExitCode() != 0 {
+		if errors.As(sb.Err(), &exit) && !exit.Success() {
 			<-stdoutDone
-			runErr = agentError("the agent exited with an error (exit status %d)%s", exit.ExitCode(), tail.quote())
-		} else if err != nil && !errors.Is(err, sandbox.ErrExited) {
-			runErr = agentError("the agent failed: %v%s", err, tail.quote())
+			runErr = agentError("the agent exited with an error (%s)%s", exit.ProcessState, tail.quote())
 		}
 	case <-port.LimitReached():
 		out.StopReason = models.StopMaxSteps
