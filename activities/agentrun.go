@@ -93,7 +93,7 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 	}
 	spec.ID = fmt.Sprintf("%s-%d-agent", in.TraceID, in.Attempt)
 	spec.Env = port.Env()
-	spec.Env["PROCTOR_PROMPT"] = rec.prompt()
+	spec.Env["PROCTOR_PROMPT"] = le.prompt
 	spec.Env["PROCTOR_MODEL"] = r.model.ModelName
 	spec.Env["PROCTOR_TRACE_ID"] = in.TraceID.String()
 	// The agent shares the worker's network namespace: the port listens on its loopback.
@@ -198,20 +198,6 @@ type agentRecorder struct {
 	pending []agent.ToolCall
 	step    int
 	unnamed int
-}
-
-// prompt is the task's prompt, as the try's opening user event holds it.
-func (rec *agentRecorder) prompt() string {
-	evs, err := rec.a.Store.TraceEvents(context.Background(), rec.try.TraceID, -1, false)
-	if err != nil {
-		return rec.r.version.Prompt
-	}
-	for _, e := range evs {
-		if e.Attempt == rec.try.Attempt && e.Kind == models.EventUser {
-			return e.Text
-		}
-	}
-	return rec.r.version.Prompt
 }
 
 // append writes events at the next seqs, in order.

@@ -21,8 +21,10 @@ type liveEnv struct {
 	env       *agent.Env
 	tools     []agent.Tool
 	evaluate  []agent.Call
-	logs      *logSink
-	instance  uuid.UUID
+	// prompt is the task's prompt as the try's opening user event holds it.
+	prompt   string
+	logs     *logSink
+	instance uuid.UUID
 }
 
 // Envs holds the environments live on this worker, by try. The sandbox activities of a try

@@ -194,7 +194,7 @@ func (a *Activities) openEnvironment(ctx context.Context, in TryInput, r *runFor
 	if err != nil {
 		return 0, envError("open the task: %v", err)
 	}
-	le.tools, le.evaluate = op.Tools, op.Evaluate
+	le.tools, le.evaluate, le.prompt = op.Tools, op.Evaluate, op.Prompt
 	system, prompt, setup := op.System, op.Prompt, op.Setup
 	// The seq is read as late as it can be: past a superseded try's writer that was still
 	// appending while this try started.
