@@ -46,13 +46,19 @@ type RunAgentResult struct {
 	Steps int `json:"steps"`
 }
 
+// agentPortInside is the port the agent's port listens on inside a confined agent's sandbox
+// (its network namespace is its own: any port is free there).
+const agentPortInside = 8417
+
 // agentStderrTail is how much of a failed agent's stderr its error quotes.
 const agentStderrTail = 20
 
 // RunAgent runs a try's brought agent beside its environment, on the environment's host: it
 // opens the try's agent port (the environment over MCP, the launch's model over the providers'
 // APIs, behind a key for this try only), starts the agent's image in a sandbox of its own with
-// the port's URLs, key and the task's prompt, and waits for it to exit, to ask for a model call
+// the port's URLs, key and the task's prompt (the port listening inside the agent's own network
+// namespace, so that the agent reaches it and nothing else, unless the task allows the network),
+// and waits for it to exit, to ask for a model call
 // past max_steps, or for the deadline; then stops it and closes the port (the key dies with
 // it). Every model call and tool call the agent makes through the port is recorded as the
 // built-in loop records its own, in the order they happen. An agent that exits with an error
@@ -80,7 +86,7 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 	}
 	rec := &agentRecorder{a: a, try: TryInput{TraceID: in.TraceID, Attempt: in.Attempt}, le: le, r: r, next: seq,
 		gw: &inference.Gateway{Store: a.Store, Keys: a.sealer(), Models: inference.Factory(a.models()), Logger: a.log(), Metrics: a.Metrics}}
-	port, err := agentport.Start(agentport.Config{Tools: le.tools, Instructions: le.env.Instructions(), Models: []string{r.model.ModelName},
+	port, err := agentport.New(agentport.Config{Tools: le.tools, Instructions: le.env.Instructions(), Models: []string{r.model.ModelName},
 		MaxSteps: r.trace.MaxSteps, Handler: rec, Logger: a.log()})
 	if err != nil {
 		return RunAgentResult{}, err
@@ -92,23 +98,52 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 		return RunAgentResult{}, agentError("the agent's build %s cannot run: %v", r.agent.ID, err)
 	}
 	spec.ID = fmt.Sprintf("%s-%d-agent", in.TraceID, in.Attempt)
-	spec.Env = port.Env()
-	spec.Env["PROCTOR_PROMPT"] = le.prompt
-	spec.Env["PROCTOR_MODEL"] = r.model.ModelName
-	spec.Env["PROCTOR_TRACE_ID"] = in.TraceID.String()
-	// The agent shares the worker's network namespace: the port listens on its loopback.
-	spec.Network = true
 	_, _, res := r.runtime()
 	spec.Resources = sandbox.Resources{CPU: res.CPU, MemoryMB: res.MemoryMB}
+	agentConfig, err := json.Marshal(r.agentConfig())
+	if err != nil {
+		return RunAgentResult{}, err
+	}
+	env := func(root string) map[string]string {
+		e := port.Env(root)
+		e["PROCTOR_PROMPT"] = le.prompt
+		e["PROCTOR_MODEL"] = r.model.ModelName
+		e["PROCTOR_TRACE_ID"] = in.TraceID.String()
+		e["PROCTOR_AGENT_CONFIG"] = string(agentConfig)
+		return e
+	}
 	tail := newLineTail(agentStderrTail)
 	spec.OnLog = func(l sandbox.LogLine) {
 		tail.add(l.Line)
 		l.Stream = "agent:" + l.Stream
 		le.logs.add(l)
 	}
-	sb, err := a.startAgentSandbox(ctx, spec, in.Deadline)
-	if err != nil {
-		return RunAgentResult{}, err
+	// The agent reaches its port and nothing else: the port listens inside the agent's own
+	// network namespace. A task that allows the network gives the agent the worker's, with the
+	// port on the worker's loopback; so does a host that cannot make a listener inside.
+	confined := !r.network()
+	var sb sandbox.Sandbox
+	if confined {
+		spec.Env = env(fmt.Sprintf("http://127.0.0.1:%d", agentPortInside))
+		spec.Listen = &sandbox.Listen{Port: agentPortInside, Ready: port.Serve}
+		sb, err = a.startAgentSandbox(ctx, spec, in.Deadline)
+		switch {
+		case errors.Is(err, sandbox.ErrNoListen):
+			a.workerLog(ctx, in.TraceID, "try %d: this host cannot confine the agent to its endpoints (%v); it shares the worker's network", in.Attempt, err)
+			confined = false
+		case err != nil:
+			return RunAgentResult{}, err
+		}
+	}
+	if !confined {
+		root, err := port.ListenLoopback()
+		if err != nil {
+			return RunAgentResult{}, err
+		}
+		spec.Env, spec.Listen, spec.Network = env(root), nil, true
+		if sb, err = a.startAgentSandbox(ctx, spec, in.Deadline); err != nil {
+			return RunAgentResult{}, err
+		}
 	}
 	defer sb.Stop(context.WithoutCancel(ctx)) //nolint:errcheck // stopped below on every path; this is for panics
 	sb.Stdin().Close()                        //nolint:errcheck // the agent reads its task from the environment
@@ -121,7 +156,11 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 			le.logs.add(sandbox.LogLine{Stream: "agent:stdout", Line: sc.Text(), Time: time.Now()})
 		}
 	}()
-	a.workerLog(ctx, in.TraceID, "try %d: agent %s started beside the environment (sandbox %s)", in.Attempt, r.agent.ImageName, sb.ID())
+	network := "confined to its endpoints"
+	if !confined {
+		network = "on the worker's network"
+	}
+	a.workerLog(ctx, in.TraceID, "try %d: agent %s started beside the environment (sandbox %s, %s)", in.Attempt, r.agent.ImageName, sb.ID(), network)
 
 	timer := time.NewTimer(time.Until(in.Deadline))
 	defer timer.Stop()

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -13,7 +14,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/proctorhq/proctor/internal/testenv"
 )
@@ -95,6 +98,30 @@ func newScriptedTodoModel(t *testing.T, key string) *scriptedTodoModel {
 	}))
 	t.Cleanup(m.srv.Close)
 	return m
+}
+
+// agentOutput is what a trace's brought agent wrote, a line "STREAM: LINE" each, from its
+// environment logs (the agent's streams are agent:stdout and agent:stderr).
+func (a api) agentOutput(traceID string) string {
+	a.t.Helper()
+	var page struct {
+		Logs []struct{ Stream, Log string }
+	}
+	a.call("GET", "/v2/trace/"+traceID+"/env-logs", nil, &page)
+	var out strings.Builder
+	for _, l := range page.Logs {
+		if strings.HasPrefix(l.Stream, "agent:") {
+			fmt.Fprintf(&out, "%s: %s\n", l.Stream, l.Log)
+		}
+	}
+	return out.String()
+}
+
+// requests counts the requests that reached the model, answered or refused.
+func (m *scriptedTodoModel) requests() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.calls + len(m.problems)
 }
 
 func TestABroughtAgentSolvesATaskThroughTheGateway(t *testing.T) { eachStore(t, testBroughtAgent) }
@@ -230,5 +257,124 @@ func testBroughtAgent(t *testing.T, storeArgs []string, _ string) {
 	if tr.Status != "error" || tr.Reward == nil || *tr.Reward != 0 || !strings.Contains(tr.Error, "the agent exited with an error (exit status 1)") ||
 		!strings.Contains(tr.Error, "react: turn 0: OpenAI API error: 400") || strings.Count(logs, "agent react:1 started") != 1 {
 		t.Errorf("a failing agent = %+v\n%s", tr, logs)
+	}
+}
+
+// TestABroughtAgentIsHeldToItsEndpoints runs an agent that tries what a brought agent must not
+// be able to do, and one that never stops, and checks each ends as the README says: the
+// evaluate and setup dispatchers refused through MCP, an address beside its endpoints
+// unreachable, its key worthless at the server's gateway, a model-call loop stopped by
+// max_steps at the port, and a cancel that stops the agent within seconds and leaves no process.
+// The behaviour is the store's no more than the built-in loop's: one store is enough.
+func TestABroughtAgentIsHeldToItsEndpoints(t *testing.T) {
+	const providerKey = "scripted-provider-key"
+	t.Setenv("SCRIPTED_AGENT_KEY", providerKey)
+	model := newScriptedTodoModel(t, providerKey)
+	dataDir := t.TempDir()
+	dev := startDev(t, dataDir)
+	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey, temporal: dev.info.TemporalAddress}
+	if err := run(context.Background(), []string{"admin", "model", "add", "--name", "scripted-gpt", "--adapter", "openai", "--base-url", model.srv.URL,
+		"--api-key-env", "SCRIPTED_AGENT_KEY", "--data-dir", dataDir}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	modelID := c.resolve("/v2/models/resolve?model=scripted-gpt", "id")
+	if out, err := c.cli("agent", "deploy", filepath.Join("testdata", "agents", "probe"), "--name", "probe"); err != nil {
+		t.Fatalf("agent deploy: %v\n%s", err, out)
+	}
+	// A listener on the host's loopback, which the agent must not reach.
+	host, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer host.Close()
+	var reached atomic.Int32
+	go func() {
+		for {
+			c, err := host.Accept()
+			if err != nil {
+				return
+			}
+			reached.Add(1)
+			c.Close()
+		}
+	}()
+	hostAddr := host.Addr().String()
+	probeTask := func(name string, config map[string]any) string {
+		var up struct {
+			TaskVersionIDs []string `json:"task_version_ids"`
+		}
+		if code := c.call("POST", "/v2/tasks/upload", map[string]any{"taskset_name": "probes", "tasks": []any{map[string]any{
+			"name": name, "env": "todo", "scenario": "add-todos", "args": map[string]any{"items": []string{"buy milk"}}, "agent_config": config,
+			"validation": []any{map[string]any{"name": "add_todo", "arguments": map[string]any{"title": "buy milk"}}}}}}, &up); code != 201 {
+			t.Fatalf("upload the %s probe = %d", name, code)
+		}
+		return up.TaskVersionIDs[0]
+	}
+
+	tr, logs := c.runToEnd(map[string]any{"task_version_id": probeTask("escape", map[string]any{"probe": "escape", "addr": hostAddr}),
+		"model_id": modelID, "agent": "probe"})
+	if tr.Status != "completed" || tr.StopReason != "done" || tr.Reward == nil || *tr.Reward != 0 {
+		t.Errorf("the escaping agent's attempt = %+v, want completed (done), reward 0\n%s", tr, logs)
+	}
+	logs += c.agentOutput(tr.ID)
+	for _, want := range []string{"evaluate: refused", "setup: refused", "reach " + hostAddr + ": failed", "confined to its endpoints"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("the trace's logs do not say %q:\n%s", want, logs)
+		}
+	}
+	if n := reached.Load(); n != 0 {
+		t.Errorf("the agent reached the host's listener %d times", n)
+	}
+	// Its key was good for its attempt only, and is no key of the server's.
+	key := regexp.MustCompile(`key (pa-[0-9a-f]+)`).FindStringSubmatch(logs)
+	if key == nil {
+		t.Fatalf("the agent did not print its key:\n%s", logs)
+	}
+	req, _ := http.NewRequest("POST", dev.info.APIURL+"/v2/gateway/openai/chat/completions",
+		strings.NewReader(`{"model":"scripted-gpt","messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Authorization", "Bearer "+key[1])
+	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != 401 {
+		t.Errorf("the agent's key at the server's gateway after its attempt: %v %v, want 401", res, err)
+	} else {
+		res.Body.Close()
+	}
+
+	// An agent that asks the model again and again, whatever it is told, is stopped by max_steps.
+	before := model.requests()
+	tr, logs = c.runToEnd(map[string]any{"task_version_id": probeTask("loop", map[string]any{"probe": "loop"}), "model_id": modelID, "agent": "probe", "max_steps": 3})
+	if tr.Status != "completed" || tr.StopReason != "max_steps" || !strings.Contains(logs, "agent stopped (max_steps) after 3 model calls") {
+		t.Errorf("a looping agent = %+v\n%s", tr, logs)
+	}
+	if n := model.requests() - before; n != 3 {
+		t.Errorf("the provider had %d calls of the looping agent, want 3", n)
+	}
+
+	// Cancel stops a running agent within seconds, and leaves no process behind.
+	var launched struct {
+		JobID   string `json:"job_id"`
+		TraceID string `json:"trace_id"`
+	}
+	c.call("POST", "/v2/rollouts/run", map[string]any{"task_version_id": probeTask("hang", map[string]any{"probe": "hang"}), "model_id": modelID, "agent": "probe"}, &launched)
+	testenv.Wait(t, "the hanging agent to start", testenv.StallWindow, func() (bool, string) {
+		out := c.agentOutput(launched.TraceID)
+		return strings.Contains(out, "hanging"), out
+	}, nil)
+	cancelled := time.Now()
+	if code := c.call("POST", "/v2/rollouts/cancel_job", map[string]any{"job_id": launched.JobID}, nil); code != 200 {
+		t.Fatalf("cancel_job = %d", code)
+	}
+	c.waitJob(launched.JobID, nil)
+	t.Logf("a running agent cancelled in %s", time.Since(cancelled).Round(time.Millisecond))
+	c.call("GET", "/v2/trace/"+launched.TraceID, nil, &tr)
+	if tr.Status != "cancelled" {
+		t.Errorf("the cancelled agent's attempt = %+v", tr)
+	}
+	// The attempt recorded cancelled once its sandboxes were stopped; only the processes' exit
+	// may be left, which takes well under a second even on a loaded machine.
+	for deadline := time.Now().Add(10 * time.Second); envProcesses(dataDir) != "" && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if p := envProcesses(dataDir); p != "" {
+		t.Errorf("processes left after the agent's attempt was cancelled:\n%s", p)
 	}
 }

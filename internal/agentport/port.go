@@ -59,15 +59,13 @@ type Config struct {
 	Logger   *slog.Logger
 }
 
-// Port is a running port. Its URLs are loopback ones, for an agent that shares the worker's
-// network (see Env).
+// Port is one attempt's port. It listens where it is told to (Serve): on a listener inside the
+// agent's sandbox, which confines the agent to the port, or on the worker's loopback
+// (ListenLoopback), for an agent that shares the worker's network.
 type Port struct {
-	// URL is the port's root, http://127.0.0.1:PORT.
-	URL string
 	key string
 	cfg Config
 	srv *http.Server
-	ln  net.Listener
 
 	mu      sync.Mutex
 	steps   int
@@ -75,20 +73,16 @@ type Port struct {
 	limitOn sync.Once
 }
 
-// Start serves a port on a fresh loopback address with a fresh key.
-func Start(cfg Config) (*Port, error) {
+// New makes a port with a fresh key; it serves nothing until Serve or ListenLoopback.
+func New(cfg Config) (*Port, error) {
 	b := make([]byte, 24)
 	if _, err := rand.Read(b); err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("agent port: %w", err)
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	p := &Port{URL: "http://" + ln.Addr().String(), key: "pa-" + hex.EncodeToString(b), cfg: cfg, ln: ln, limited: make(chan struct{})}
+	p := &Port{key: "pa-" + hex.EncodeToString(b), cfg: cfg, limited: make(chan struct{})}
 	server := mcp.NewServer(&mcp.Implementation{Name: "proctor-environment", Version: "1"}, &mcp.ServerOptions{Instructions: cfg.Instructions})
 	for _, t := range cfg.Tools {
 		server.AddTool(&mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema}, p.callTool)
@@ -110,25 +104,48 @@ func Start(cfg Config) (*Port, error) {
 		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: the agent port serves /mcp/KEY, /openai/chat/completions, /openai/models, /anthropic/v1/messages and /anthropic/v1/models")
 	})
 	p.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go p.srv.Serve(ln) //nolint:errcheck // ends with Close
 	return p, nil
+}
+
+// Serve serves the port on ln until Close, which closes ln.
+func (p *Port) Serve(ln net.Listener) {
+	go p.srv.Serve(ln) //nolint:errcheck // ends with Close
+}
+
+// ListenLoopback serves the port on a fresh address of the worker's loopback, and returns its
+// root URL, http://127.0.0.1:PORT.
+func (p *Port) ListenLoopback() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("agent port: %w", err)
+	}
+	p.Serve(ln)
+	return "http://" + ln.Addr().String(), nil
+}
+
+// Start makes a port and serves it on the worker's loopback; root is its URL.
+func Start(cfg Config) (p *Port, root string, err error) {
+	if p, err = New(cfg); err != nil {
+		return nil, "", err
+	}
+	if root, err = p.ListenLoopback(); err != nil {
+		return nil, "", err
+	}
+	return p, root, nil
 }
 
 // Key is the attempt's key.
 func (p *Port) Key() string { return p.key }
 
-// MCPURL is the environment's MCP endpoint.
-func (p *Port) MCPURL() string { return p.URL + "/mcp/" + p.key }
-
-// Env is what the agent's process is given to reach the port: the MCP endpoint, the base URLs
-// and keys the OpenAI and Anthropic SDKs read.
-func (p *Port) Env() map[string]string {
+// Env is what the agent's process is given to reach the port at root (its URL as the agent
+// sees it): the MCP endpoint, the base URLs and keys the OpenAI and Anthropic SDKs read.
+func (p *Port) Env(root string) map[string]string {
 	return map[string]string{
-		"PROCTOR_MCP_URL":    p.MCPURL(),
+		"PROCTOR_MCP_URL":    root + "/mcp/" + p.key,
 		"PROCTOR_API_KEY":    p.key,
-		"OPENAI_BASE_URL":    p.URL + "/openai",
+		"OPENAI_BASE_URL":    root + "/openai",
 		"OPENAI_API_KEY":     p.key,
-		"ANTHROPIC_BASE_URL": p.URL + "/anthropic",
+		"ANTHROPIC_BASE_URL": root + "/anthropic",
 		"ANTHROPIC_API_KEY":  p.key,
 	}
 }

@@ -40,16 +40,16 @@ func (r *recorder) Model(_ context.Context, step int, protocol string, body map[
 	return nil
 }
 
-func startPort(t *testing.T, maxSteps int) (*agentport.Port, *recorder) {
+func startPort(t *testing.T, maxSteps int) (*agentport.Port, string, *recorder) {
 	t.Helper()
 	rec := &recorder{}
-	p, err := agentport.Start(agentport.Config{Models: []string{"m"}, MaxSteps: maxSteps, Handler: rec,
+	p, root, err := agentport.Start(agentport.Config{Models: []string{"m"}, MaxSteps: maxSteps, Handler: rec,
 		Tools: []agent.Tool{{Name: "add_todo", Description: "adds", InputSchema: map[string]any{"type": "object", "properties": map[string]any{"title": map[string]any{"type": "string"}}}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	return p, rec
+	return p, root, rec
 }
 
 func post(t *testing.T, url, key, body string) (int, string) {
@@ -70,9 +70,9 @@ func post(t *testing.T, url, key, body string) (int, string) {
 // An MCP client reaches the environment's tools at the port's URL, with nothing but the URL;
 // a URL with another key is refused.
 func TestAnMCPClientCallsTheToolsThroughThePort(t *testing.T) {
-	p, rec := startPort(t, 10)
+	p, root, rec := startPort(t, 10)
 	ctx := t.Context()
-	session, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.MCPURL()}, nil)
+	session, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.Env(root)["PROCTOR_MCP_URL"]}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestAnMCPClientCallsTheToolsThroughThePort(t *testing.T) {
 		t.Errorf("the handler made %v, want add_todo only", rec.tools)
 	}
 	if _, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: p.URL + "/mcp/pa-someone-else"}, nil); err == nil {
+		&mcp.StreamableClientTransport{Endpoint: root + "/mcp/pa-someone-else"}, nil); err == nil {
 		t.Error("an MCP endpoint with another key connected")
 	}
 }
@@ -101,8 +101,8 @@ func TestAnMCPClientCallsTheToolsThroughThePort(t *testing.T) {
 // Model calls need the key, are numbered from 0, and the call past max_steps is refused and
 // ends the run; once the port is closed its key reaches nothing.
 func TestModelCallsAreNumberedBoundedAndDieWithThePort(t *testing.T) {
-	p, rec := startPort(t, 2)
-	url := p.Env()["OPENAI_BASE_URL"] + "/chat/completions"
+	p, root, rec := startPort(t, 2)
+	url := p.Env(root)["OPENAI_BASE_URL"] + "/chat/completions"
 	if code, _ := post(t, url, "pa-wrong", `{"model":"m"}`); code != 401 {
 		t.Errorf("a wrong key = %d, want 401", code)
 	}
@@ -128,7 +128,7 @@ func TestModelCallsAreNumberedBoundedAndDieWithThePort(t *testing.T) {
 		t.Errorf("steps %d, handed %v; want 2, numbered 0 and 1", p.Steps(), rec.steps)
 	}
 	// The Anthropic SDK's x-api-key is a key too.
-	req, _ := http.NewRequest(http.MethodGet, p.Env()["ANTHROPIC_BASE_URL"]+"/v1/models", nil)
+	req, _ := http.NewRequest(http.MethodGet, p.Env(root)["ANTHROPIC_BASE_URL"]+"/v1/models", nil)
 	req.Header.Set("X-Api-Key", p.Key())
 	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != 200 {
 		t.Errorf("the Anthropic model list with x-api-key: %v %v", res, err)

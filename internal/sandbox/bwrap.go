@@ -27,7 +27,7 @@ const (
 // the order matters: the read-only host first, then the fresh /dev, /proc and
 // /tmp, then the read-only extras (which may lie under /tmp, as test binaries
 // do), GPU device nodes, and last the writable work dir.
-func bwrapArgs(workDir string, spec Spec, roBinds []string, devNodes []string, infoFD int) []string {
+func bwrapArgs(workDir string, spec Spec, roBinds []string, devNodes []string, infoFD, blockFD int) []string {
 	root := "/" // the host's, read-only; or an image's root file system
 	if spec.RootFS != "" {
 		root = spec.RootFS
@@ -61,6 +61,10 @@ func bwrapArgs(workDir string, spec Spec, roBinds []string, devNodes []string, i
 	)
 	if infoFD > 0 {
 		args = append(args, "--info-fd", fmt.Sprint(infoFD))
+	}
+	if blockFD > 0 {
+		// The command waits until a byte can be read here: the listener inside is made first.
+		args = append(args, "--block-fd", fmt.Sprint(blockFD))
 	}
 	return append(args, "--")
 }
@@ -143,7 +147,7 @@ func probeBubblewrap(ctx context.Context, bwrap string, sp *spawner) error {
 	defer os.RemoveAll(dir)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	args := append(bwrapArgs(dir, Spec{}, []string{filepath.Dir(truePath)}, nil, 0), truePath)
+	args := append(bwrapArgs(dir, Spec{}, []string{filepath.Dir(truePath)}, nil, 0, 0), truePath)
 	var stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, bwrap, args...)
 	cmd.Stderr = &stderr

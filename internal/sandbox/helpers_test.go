@@ -52,6 +52,27 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 		os.Exit(0)
+	case "inside":
+		// Read a line from $ADDR with no retry (the listener must be there when the command
+		// starts), print it, then exit 0 only when $HOST_ADDR cannot be reached.
+		c, err := net.DialTimeout("tcp", os.Getenv("ADDR"), 2*time.Second)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "inside:", err)
+			os.Exit(1)
+		}
+		line, err := bufio.NewReader(c).ReadString('\n')
+		c.Close()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "inside:", err)
+			os.Exit(1)
+		}
+		fmt.Print(line)
+		if c, err := net.DialTimeout("tcp", os.Getenv("HOST_ADDR"), 2*time.Second); err == nil {
+			c.Close()
+			fmt.Fprintln(os.Stderr, "the host's listener was reached")
+			os.Exit(1)
+		}
+		os.Exit(0)
 	case "worker":
 		os.Exit(workerMain())
 	default:

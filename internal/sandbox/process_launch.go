@@ -35,7 +35,7 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 		}
 		undo = append(undo, func() { cg.kill(); cg.remove() })
 	}
-	pp, err := openPipes(p.isolation == IsolationBubblewrap)
+	pp, err := openPipes(p.isolation == IsolationBubblewrap, spec.Listen != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +68,16 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 	}()
 	go sb.wait()
 	if err := p.identify(ctx, sb, pp.infoR); err != nil {
+		pp.closeBlock()
 		return nil, err
+	}
+	if spec.Listen != nil {
+		if err := listenAndRelease(sb.initPID, spec.Listen, pp.blockW); err != nil {
+			sb.kill()
+			<-sb.done
+			sb.closePipes()
+			return nil, err
+		}
 	}
 	return sb, nil
 }
@@ -89,15 +98,34 @@ func workDirPattern(id string) string {
 	return string(b) + "-*"
 }
 
+// listenAndRelease makes l's listener in the network namespace of the sandbox whose first process
+// is pid, hands it to l.Ready and lets the sandbox's command start (a byte on block, bubblewrap's
+// --block-fd). block is closed either way; a sandbox whose block closes unwritten never starts
+// its command.
+func listenAndRelease(pid int, l *Listen, block *os.File) error {
+	defer block.Close()
+	ln, err := listenInNetns(pid, l.Port)
+	if err != nil {
+		return err
+	}
+	l.Ready(ln)
+	if _, err := block.Write([]byte{1}); err != nil {
+		return fmt.Errorf("start the sandbox's command: %w", err)
+	}
+	return nil
+}
+
 // sandboxPipes are a sandbox's stdio, and bubblewrap's info pipe (fd 3) under bubblewrap: our
 // own pipes, not cmd.StdoutPipe, because Wait would close those as soon as the process exits,
 // under a reader (the MCP client) that may still be draining them. Passing *os.File also spares
 // os/exec's copy goroutines.
+// A sandbox with a listener inside also gets bubblewrap's block pipe (fd 4), on which its command
+// waits for the listener.
 type sandboxPipes struct {
-	inR, inW, outR, outW, errR, errW, infoR, infoW *os.File
+	inR, inW, outR, outW, errR, errW, infoR, infoW, blockR, blockW *os.File
 }
 
-func openPipes(info bool) (*sandboxPipes, error) {
+func openPipes(info, block bool) (*sandboxPipes, error) {
 	pp := &sandboxPipes{}
 	var err error
 	pipe := func(r, w **os.File) {
@@ -110,6 +138,9 @@ func openPipes(info bool) (*sandboxPipes, error) {
 	pipe(&pp.errR, &pp.errW)
 	if info {
 		pipe(&pp.infoR, &pp.infoW)
+	}
+	if block {
+		pipe(&pp.blockR, &pp.blockW)
 	}
 	if err != nil {
 		pp.closeChildEnds()
@@ -128,10 +159,13 @@ func closeFiles(files ...*os.File) {
 }
 
 // closeChildEnds closes the ends the child holds (once it started, or when it could not).
-func (pp *sandboxPipes) closeChildEnds() { closeFiles(pp.inR, pp.outW, pp.errW, pp.infoW) }
+func (pp *sandboxPipes) closeChildEnds() { closeFiles(pp.inR, pp.outW, pp.errW, pp.infoW, pp.blockR) }
 
 // closeOurEnds closes the ends the sandbox reads and writes, when it could not start.
-func (pp *sandboxPipes) closeOurEnds() { closeFiles(pp.inW, pp.outR, pp.errR, pp.infoR) }
+func (pp *sandboxPipes) closeOurEnds() { closeFiles(pp.inW, pp.outR, pp.errR, pp.infoR, pp.blockW) }
+
+// closeBlock closes the block pipe's end we write, if any: the command then never starts.
+func (pp *sandboxPipes) closeBlock() { closeFiles(pp.blockW) }
 
 // command is the command that runs spec's environment (argv0 and its arguments) in workDir: under
 // bubblewrap, else in a pid namespace of its own where the host allows; in cgroup cg when there
@@ -164,10 +198,15 @@ func (p *Process) command(spec Spec, argv0, workDir string, devices []string, pp
 		if spec.RootFS == "" {
 			binds = append([]string{filepath.Dir(argv0)}, binds...)
 		}
-		args := bwrapArgs(workDir, spec, binds, gpuDeviceNodes(p.devDir, devices), 3)
+		blockFD := 0
+		cmd.ExtraFiles = []*os.File{pp.infoW} // fd 3
+		if pp.blockR != nil {
+			blockFD = 4
+			cmd.ExtraFiles = append(cmd.ExtraFiles, pp.blockR)
+		}
+		args := bwrapArgs(workDir, spec, binds, gpuDeviceNodes(p.devDir, devices), 3, blockFD)
 		cmd.Path = p.bwrap
 		cmd.Args = append(append([]string{p.bwrap}, args...), argv...)
-		cmd.ExtraFiles = []*os.File{pp.infoW} // fd 3
 	case p.pidNS:
 		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWPID
 	}

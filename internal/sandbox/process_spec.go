@@ -22,6 +22,12 @@ func (p *Process) checkSpec(spec Spec) (string, error) {
 	case spec.Resources.CPU < 0 || spec.Resources.MemoryMB < 0 || spec.Resources.GPU.Count < 0:
 		return "", fmt.Errorf("negative resources %+v: %w", spec.Resources, ErrInvalidSpec)
 	}
+	if err := checkListen(spec); err != nil {
+		return "", err
+	}
+	if spec.Listen != nil && p.isolation != IsolationBubblewrap {
+		return "", fmt.Errorf("isolation %s gives the sandbox no network namespace of its own: %w", p.isolation, ErrNoListen)
+	}
 	for _, b := range spec.ReadOnlyBinds {
 		if !filepath.IsAbs(b) {
 			return "", fmt.Errorf("read-only bind %q: not absolute: %w", b, ErrInvalidSpec)

@@ -43,6 +43,10 @@ var (
 	ErrExited = errors.New("sandbox: environment exited")
 	// ErrStopped is wrapped by Sandbox.Err when the exit was caused by Stop.
 	ErrStopped = errors.New("sandbox: stopped")
+	// ErrNoListen means Spec.Listen cannot be had here: the provider runs the sandbox in no
+	// network namespace of its own that this process may enter (no bubblewrap, not enough
+	// privilege, or a provider that runs images elsewhere). Start makes no sandbox.
+	ErrNoListen = errors.New("sandbox: cannot listen inside the sandbox")
 )
 
 // Resources a sandbox is given (from the task's runtime_config.resources).
@@ -79,6 +83,11 @@ type Spec struct {
 	// Network false gives the sandbox its own network namespace with only
 	// loopback (under bubblewrap); true shares the host network.
 	Network bool
+	// Listen, when set, asks for a TCP listener inside the sandbox's own network namespace
+	// (Network must be false), made before Command starts: what the sandbox's processes reach
+	// at 127.0.0.1:Listen.Port is served by whoever holds the listener, outside the sandbox, and
+	// nothing else is reachable. A provider that cannot returns an error wrapping ErrNoListen.
+	Listen *Listen
 	// ReadOnlyBinds are extra host paths made visible read-only inside the
 	// sandbox. The directory of Command[0] is added automatically.
 	ReadOnlyBinds []string
