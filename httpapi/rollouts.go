@@ -130,8 +130,8 @@ type submitInput struct {
 		Env     string     `json:"env,omitempty" maxLength:"200" doc:"The environment the task runs in: a task given by slug or name is looked up among this environment's tasks, and a task given by id must be of it"`
 		Task    string     `json:"task" minLength:"1" maxLength:"500" doc:"A task version id, a task id (its latest version), or a task's external id (slug) or name within env"`
 		Agent   struct {
-			Type   string              `json:"type" minLength:"1" maxLength:"200" doc:"A model_name or model id"`
-			Config *models.AgentConfig `json:"config,omitempty" doc:"Merged over the task's agent config, key by key; max_steps (1..10000, default 30) bounds the model steps"`
+			Type   string              `json:"type" minLength:"1" maxLength:"200" doc:"A brought agent of the team (its name or id, NAME:VERSION or NAME@DIGEST; a Proctor extension), else a model_name or model id for the built-in agent loop"`
+			Config *models.AgentConfig `json:"config,omitempty" doc:"Merged over the task's agent config, key by key; max_steps (1..10000, default 30) bounds the model steps; for a brought agent, model (a model_name or id) is the model it may call (required)"`
 		} `json:"agent"`
 		Args          map[string]any        `json:"args,omitempty" doc:"The scenario's arguments, merged over the task's, key by key"`
 		GroupID       string                `json:"group_id,omitempty" maxLength:"200"`
@@ -188,16 +188,49 @@ func (s *Server) submitRollout(ctx context.Context, in *submitInput) (*launchedO
 	if err != nil {
 		return nil, err
 	}
-	m, err := s.store.ResolveModel(ctx, c, b.Agent.Type)
+	agentBuild, m, err := s.submittedAgent(ctx, b.Agent.Type, b.Agent.Config)
 	if err != nil {
-		return nil, storeError(err, "model "+b.Agent.Type)
+		return nil, err
 	}
 	steps, _ := in.maxSteps() // checked by Resolve
 	lt := models.LaunchTrace{TraceID: b.TraceID, TaskVersionID: v.ID, ModelID: m.ID, GroupID: b.GroupID, Name: b.Slug, MaxSteps: steps,
-		RuntimeConfig: b.RuntimeConfig, Args: b.Args, AgentConfig: b.Agent.Config}
+		RuntimeConfig: b.RuntimeConfig, Args: b.Args, AgentConfig: b.Agent.Config, AgentBuildID: agentBuild}
 	md := models.JobMetadata{ResolvedAgents: []models.ResolvedAgent{models.ResolvedAgentOf(m)},
 		SDKAgentParams: &models.SDKAgentParams{Type: b.Agent.Type, Config: b.Agent.Config}}
 	return s.launchOne(ctx, models.Launch{Kind: models.JobRemote, JobID: b.JobID, MaxSteps: steps, Traces: []models.LaunchTrace{lt}, Metadata: md})
+}
+
+// submittedAgent resolves a submit's agent.type: a brought agent of the caller's team first,
+// which calls the model agent.config.model names; else a model, run by the built-in loop.
+func (s *Server) submittedAgent(ctx context.Context, typ string, config *models.AgentConfig) (*uuid.UUID, *models.LLMModel, error) {
+	c := callerFrom(ctx)
+	isAgent, err := s.store.IsAgent(ctx, c, typ)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !isAgent {
+		m, err := s.store.ResolveModel(ctx, c, typ)
+		if err != nil {
+			return nil, nil, storeError(err, "model "+typ)
+		}
+		return nil, m, nil
+	}
+	var model string
+	if config != nil {
+		model, _ = config.Extra["model"].(string)
+	}
+	if model == "" {
+		return nil, nil, validation("body.agent.config.model", "agent "+bound(typ)+" is a brought agent: name the model it may call in agent.config.model (a model_name or id)", nil)
+	}
+	m, err := s.store.ResolveModel(ctx, c, model)
+	if err != nil {
+		return nil, nil, storeError(err, "model "+model)
+	}
+	build, err := s.resolveAgent(ctx, typ, m.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return build, m, nil
 }
 
 // submittedVersion resolves a submit's task: a task version id, a task id (its latest version),

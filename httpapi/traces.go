@@ -43,12 +43,13 @@ func traceFrom(r *models.TraceRow) Trace {
 // TraceInfo is a trace with its environment and evaluation (spec: Trace info).
 type TraceInfo struct {
 	Trace
-	ExecutionMode    string    `json:"execution_mode" example:"hosted" doc:"hosted: Proctor's workers ran the environment and the agent"`
-	Environment      *TraceEnv `json:"environment" doc:"the environment and build its sandbox runs (before it starts: the environment's latest build); null when its task names none"`
-	CanEdit          bool      `json:"can_edit"`
-	Description      string    `json:"description"`
-	JobName          string    `json:"job_name"`
-	EvaluationResult object    `json:"evaluation_result" nullable:"true"`
+	ExecutionMode    string      `json:"execution_mode" example:"hosted" doc:"hosted: Proctor's workers ran the environment and the agent"`
+	Environment      *TraceEnv   `json:"environment" doc:"the environment and build its sandbox runs (before it starts: the environment's latest build); null when its task names none"`
+	CanEdit          bool        `json:"can_edit"`
+	Description      string      `json:"description"`
+	JobName          string      `json:"job_name"`
+	EvaluationResult object      `json:"evaluation_result" nullable:"true"`
+	Agent            *AgentBuild `json:"agent" doc:"Proctor extension: the brought agent's build the attempt ran; null for the built-in agent loop"`
 }
 
 type tracePath struct {
@@ -161,6 +162,13 @@ func (s *Server) traceInfo(ctx context.Context, t *models.TraceRow) (*traceInfoO
 			}
 		}
 		out.Body.Environment = e
+	}
+	a, err := s.store.AgentOfTrace(ctx, &t.Trace)
+	if err != nil {
+		return nil, err
+	}
+	if a != nil {
+		out.Body.Agent = &AgentBuild{BuildID: a.BuildID, Name: a.Name, Version: a.Version, Digest: a.Digest}
 	}
 	return out, nil
 }

@@ -72,6 +72,26 @@ func (s *Store) ListAgents(ctx context.Context, c *Caller, limit int) ([]AgentRo
 	return rows, int(total), nil
 }
 
+// IsAgent reports whether ref (as ResolveAgent takes it) names an agent of the caller's team,
+// built or not: a submit's agent.type is an agent when it does, a model otherwise.
+func (s *Store) IsAgent(ctx context.Context, c *Caller, ref string) (bool, error) {
+	name, _, _ := strings.Cut(ref, "@")
+	if n, _, ok := strings.Cut(name, ":"); ok {
+		name = n
+	}
+	q := s.DB.NewSelect().TableExpr("registries AS r").Where("r.team_id = ? AND r.registry_type = ?", c.TeamID, RegistryAgent)
+	if id, err := uuid.Parse(name); err == nil {
+		q = q.Where("r.id = ?", id)
+	} else {
+		q = q.Where("r.name = ?", name)
+	}
+	ok, err := q.Exists(ctx)
+	if err != nil {
+		return false, fmt.Errorf("find agent: %w", err)
+	}
+	return ok, nil
+}
+
 // ResolveAgent is the build of a brought agent of the caller's team that ref names: the agent's
 // name or id, for its latest build, or with ":VERSION" or "@sha256:…" for that build. The build
 // must have succeeded. ErrNotFound when no such agent or build; a ValidationError for a build

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/proctorhq/proctor/internal/testenv"
 )
 
@@ -236,6 +238,88 @@ func testBroughtAgent(t *testing.T, storeArgs []string, _ string) {
 	}
 	if !strings.Contains(logs, "agent react:1 started beside the environment") || !strings.Contains(logs, "agent stopped (done) after 2 model calls") {
 		t.Errorf("the worker log does not tell the agent's run:\n%s", logs)
+	}
+
+	// The trace names the agent's build it ran.
+	var info struct {
+		Agent *struct {
+			Name    string `json:"name"`
+			Version int    `json:"build_version"`
+			Digest  string `json:"digest"`
+		} `json:"agent"`
+	}
+	c.call("GET", "/v2/trace/"+tr.ID+"/info", nil, &info)
+	if info.Agent == nil || info.Agent.Name != "react" || info.Agent.Version != 1 || !strings.HasPrefix(info.Agent.Digest, "sha256:") {
+		t.Errorf("the trace's info names agent %+v, want react build 1", info.Agent)
+	}
+
+	// A job of the agent on two models (and the built-in loop on one) reports each (agent, model)
+	// pair's results apart.
+	if err := run(context.Background(), append([]string{"admin", "model", "add", "--name", "scripted-gpt-2", "--adapter", "openai", "--base-url", model.srv.URL,
+		"--api-key-env", "SCRIPTED_AGENT_KEY", "--data-dir", dataDir}, storeArgs...), io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	second := c.resolve("/v2/models/resolve?model=scripted-gpt-2", "id")
+	var job struct {
+		JobID string `json:"job_id"`
+	}
+	if code := c.call("POST", "/v2/rollouts/run_list", map[string]any{"task_version_ids": []string{task}, "model_ids": []string{modelID, second},
+		"agent": "react", "group_size": 2}, &job); code != 201 {
+		t.Fatalf("run_list with an agent = %d", code)
+	}
+	c.waitJob(job.JobID, nil)
+	var mix struct {
+		Entrants []struct {
+			Agent *struct {
+				Name string `json:"name"`
+			} `json:"agent"`
+			ModelName  string   `json:"model_name"`
+			Attempts   int      `json:"attempts"`
+			MeanReward *float64 `json:"mean_reward"`
+			Tasks      []struct {
+				TaskName string `json:"task_name"`
+				Attempts int    `json:"attempts"`
+			} `json:"tasks"`
+		} `json:"entrants"`
+	}
+	c.call("GET", "/v2/jobs/"+job.JobID+"/mix", nil, &mix)
+	if len(mix.Entrants) != 2 {
+		t.Fatalf("the job's entrants = %+v, want react on each model", mix.Entrants)
+	}
+	for i, want := range []string{"scripted-gpt", "scripted-gpt-2"} {
+		e := mix.Entrants[i]
+		if e.Agent == nil || e.Agent.Name != "react" || e.ModelName != want || e.Attempts != 2 || e.MeanReward == nil || *e.MeanReward != 1 ||
+			len(e.Tasks) != 1 || e.Tasks[0].TaskName != "add" || e.Tasks[0].Attempts != 2 {
+			t.Errorf("entrant %d = %+v, want react on %s: 2 attempts of add, mean reward 1", i, e, want)
+		}
+	}
+	if shown, err := c.cli("jobs", "show", job.JobID); err != nil ||
+		!regexp.MustCompile(`(?m)^react:1\s+scripted-gpt\s+all\s+2\s+2\s+1\.000`).MatchString(shown) ||
+		!regexp.MustCompile(`(?m)^react:1\s+scripted-gpt-2\s+add\s+2\s+2\s+1\.000`).MatchString(shown) {
+		t.Errorf("jobs show of an agent on two models: %v\n%s", err, shown)
+	}
+
+	// rollouts/submit takes the agent as agent.type, with the model it calls in agent.config.
+	submit := func(agentField map[string]any) (int, string) {
+		return c.raw("POST", "/v2/rollouts/submit", map[string]any{"trace_id": uuid.NewString(), "task": task, "agent": agentField})
+	}
+	if code, body := submit(map[string]any{"type": "react"}); code != 422 || !strings.Contains(body, "agent.config.model") {
+		t.Errorf("submit of an agent without its model = %d %s, want 422 naming agent.config.model", code, body)
+	}
+	var submitted struct {
+		JobID   string `json:"job_id"`
+		TraceID string `json:"trace_id"`
+	}
+	code, body := submit(map[string]any{"type": "react:1", "config": map[string]any{"model": "scripted-gpt"}})
+	if code != 201 || json.Unmarshal([]byte(body), &submitted) != nil {
+		t.Fatalf("submit of an agent = %d %s", code, body)
+	}
+	c.waitJob(submitted.JobID, nil)
+	c.call("GET", "/v2/trace/"+submitted.TraceID+"/info", nil, &info)
+	var subTr traceRow
+	c.call("GET", "/v2/trace/"+submitted.TraceID, nil, &subTr)
+	if subTr.Status != "completed" || subTr.Reward == nil || *subTr.Reward != 1 || info.Agent == nil || info.Agent.Name != "react" {
+		t.Errorf("a submitted agent's attempt = %+v (agent %+v)", subTr, info.Agent)
 	}
 
 	// max_steps bounds the model calls the gateway lets through: the agent's second call is

@@ -194,12 +194,18 @@ func showJob(ctx context.Context, c *apiClient, jobID string, limit int, stdout 
 	return nil
 }
 
-// printJobMix warns when a job's results mix builds of an environment or versions of a task,
-// with how each did (GET /v2/jobs/{id}/mix); it prints nothing for a job that does not.
+// printJobMix prints a job's results per (agent, model) pair when it ran a brought agent or
+// compared several, and warns when its results mix builds of an environment or versions of a
+// task, with how each did (GET /v2/jobs/{id}/mix); it prints nothing for a job that does neither.
 func printJobMix(ctx context.Context, c *apiClient, jobID string, stdout io.Writer) error {
 	var mix httpapi.JobMix
 	if err := c.do(ctx, http.MethodGet, "/v2/jobs/"+url.PathEscape(jobID)+"/mix", nil, &mix); err != nil {
 		return err
+	}
+	if len(mix.Entrants) > 1 || len(mix.Entrants) == 1 && mix.Entrants[0].Agent != nil {
+		fmt.Fprintln(stdout, "\nby agent and model:")
+		printEntrants(stdout, mix.Entrants)
+		fmt.Fprintln(stdout)
 	}
 	if !mix.Mixed {
 		return nil

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"sort"
+
+	"github.com/proctorhq/proctor/httpapi"
 )
 
 // printJobTable prints one row per task: attempts, how they ended and the mean reward; then the
@@ -16,13 +19,22 @@ func (c *apiClient) printJobTable(ctx context.Context, w io.Writer, jobID string
 		return err
 	}
 	byTask, names := tallyByTask(traces)
-	fmt.Fprintln(w)
-	tw := newTable(w, "TASK", "ATTEMPTS", "COMPLETED", "ERRORS", "CANCELLED", "MEAN REWARD")
-	for _, n := range names {
-		a := byTask[n]
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", n, a.n, a.completed, a.errors, a.cancelled, a.meanReward())
+	var mix httpapi.JobMix
+	if err := c.do(ctx, http.MethodGet, "/v2/jobs/"+url.PathEscape(jobID)+"/mix", nil, &mix); err != nil {
+		return err
 	}
-	tw.Flush()
+	fmt.Fprintln(w)
+	if len(mix.Entrants) > 1 {
+		// A comparison: each (agent, model) pair's own results, never pooled.
+		printEntrants(w, mix.Entrants)
+	} else {
+		tw := newTable(w, "TASK", "ATTEMPTS", "COMPLETED", "ERRORS", "CANCELLED", "MEAN REWARD")
+		for _, n := range names {
+			a := byTask[n]
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", n, a.n, a.completed, a.errors, a.cancelled, a.meanReward())
+		}
+		tw.Flush()
+	}
 	reward := fmtReward(s.AvgReward)
 	fmt.Fprintf(w, "\n%d attempts: %d completed, %d errors, %d cancelled · mean reward %s\n", s.TotalTraces, s.Completed, s.Error, s.Cancelled, reward)
 	if err := c.printJobCost(ctx, w, jobID); err != nil {
@@ -36,6 +48,24 @@ func (c *apiClient) printJobTable(ctx context.Context, w io.Writer, jobID string
 	}
 	fmt.Fprintf(w, "per-task results and the attempts to look at: proctor jobs show %s\n", jobID)
 	return nil
+}
+
+// printEntrants prints a job's results per (agent, model) pair: a row of the pair's totals
+// (task "all"), then one per task.
+func printEntrants(w io.Writer, entrants []httpapi.Entrant) {
+	tw := newTable(w, "AGENT", "MODEL", "TASK", "ATTEMPTS", "SCORED", "MEAN REWARD")
+	for _, e := range entrants {
+		agent := "built-in loop"
+		if e.Agent != nil {
+			agent = fmt.Sprintf("%s:%d", e.Agent.Name, e.Agent.Version)
+		}
+		model := orDash(e.ModelName)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", agent, model, "all", e.Attempts, e.Scored, fmtReward(e.MeanReward))
+		for _, t := range e.Tasks {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", agent, model, t.TaskName, t.Attempts, t.Scored, fmtReward(t.MeanReward))
+		}
+	}
+	tw.Flush()
 }
 
 // taskTally is how a task's attempts ended: counts by status, the rewards of the valid completed

@@ -1,6 +1,6 @@
 import { useState } from "react";
 import { api, ok, type Schemas } from "../api/client";
-import { fmtTime } from "../format";
+import { fmtTime, shortDigest } from "../format";
 import { useAction, usePoll } from "../hooks";
 import { href } from "../router";
 import { Tabs } from "../tabs";
@@ -13,6 +13,7 @@ export function Environments({ onUnauthorized }: { onUnauthorized: () => void })
     [search],
     { onUnauthorized },
   );
+  const agents = usePoll(() => ok(api.GET("/v2/agents", { params: { query: { limit: 100 } } })), [], { onUnauthorized });
   return (
     <section>
       <h1>Environments</h1>
@@ -38,6 +39,30 @@ export function Environments({ onUnauthorized }: { onUnauthorized: () => void })
                 <td>{r.description || "–"}</td>
                 <td>{r.latest_build_id ? (r.latest_scenarios?.length ?? 0) : "– (no build yet)"}</td>
                 <td>{fmtTime(r.updated_at)}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      <h2>Agents</h2>
+      {agents.error && <p role="alert" className="error">{agents.error.message}</p>}
+      {agents.data && agents.data.items.length === 0 && (
+        <p>
+          No brought agents. Deploy one with <code>proctor agent deploy DIR --name NAME</code>, and run it with{" "}
+          <code>proctor eval TASKSET --agent NAME --model MODEL</code>.
+        </p>
+      )}
+      {agents.data && agents.data.items.length > 0 && (
+        <table aria-label="Agents">
+          <Head cols={["Agent", "Latest build", "Digest", "Builds", "Updated"]} />
+          <tbody>
+            {agents.data.items.map((a) => (
+              <tr key={a.id}>
+                <td>{a.name}</td>
+                <td>{a.version ?? "– (no build yet)"}</td>
+                <td>{a.digest ? <code title={a.digest}>{shortDigest(a.digest)}</code> : "–"}</td>
+                <td>{a.builds}</td>
+                <td>{fmtTime(a.updated_at)}</td>
               </tr>
             ))}
           </tbody>

@@ -211,6 +211,8 @@ export function Job({ id, signedIn, onUnauthorized }: { id: string; signedIn: bo
         </>
       )}
 
+      {mix.data && (mix.data.entrants.length > 1 || mix.data.entrants.some((e) => e.agent)) && <Entrants entrants={mix.data.entrants} />}
+
       <h2>Rewards</h2>
       <Histogram points={chart.data_points} />
 
@@ -324,6 +326,72 @@ function Histogram({ points }: { points: Schemas["ChartPoint"][] }) {
         {errors > 0 && `; ${errors} errored attempt${errors === 1 ? " is" : "s are"} left out (an error is not a score)`}.
       </figcaption>
     </figure>
+  );
+}
+
+/** entrantName names an (agent, model) pair: "react:1 · gpt-4.1-mini", or "built-in loop · …". */
+function entrantName(e: Schemas["Entrant"]): string {
+  return `${e.agent ? `${e.agent.name}:${e.agent.build_version}` : "built-in loop"} · ${e.model_name || "–"}`;
+}
+
+/** Entrants shows each (agent, model) pair the job ran with its own results, never pooled: a row
+ * per pair, then, when it compares several, the mean reward of each on each task. */
+function Entrants({ entrants }: { entrants: Schemas["Entrant"][] }) {
+  const tasks = new Map<string, string>();
+  for (const e of entrants) for (const t of e.tasks) tasks.set(t.task_id, t.task_name);
+  const taskIds = [...tasks.keys()].sort((a, b) => (tasks.get(a) ?? "").localeCompare(tasks.get(b) ?? ""));
+  return (
+    <>
+      <h2>Agents and models</h2>
+      <p>Each agent and model the job ran, with its own results{entrants.length > 1 && ": the job's mean reward above pools them"}.</p>
+      <table aria-label="Agents and models">
+        <Head cols={["Agent", "Model", "Attempts", "Scored", "Mean reward"]} />
+        <tbody>
+          {entrants.map((e) => (
+            <tr key={`${e.agent?.build_id ?? ""}/${e.model_id ?? ""}`}>
+              <td>
+                {e.agent ? (
+                  <span title={e.agent.digest}>
+                    {e.agent.name}:{e.agent.build_version}
+                  </span>
+                ) : (
+                  "built-in loop"
+                )}
+              </td>
+              <td>{e.model_name || "–"}</td>
+              <td>{e.attempts}</td>
+              <td>{e.scored_attempts}</td>
+              <td>{fmtReward(e.mean_reward)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {entrants.length > 1 && taskIds.length > 0 && (
+        <table aria-label="Mean reward per task, by agent and model">
+          <thead>
+            <tr>
+              <th scope="col">Task</th>
+              {entrants.map((e) => (
+                <th scope="col" key={`${e.agent?.build_id ?? ""}/${e.model_id ?? ""}`}>
+                  {entrantName(e)}
+                </th>
+              ))}
+            </tr>
+          </thead>
+          <tbody>
+            {taskIds.map((id) => (
+              <tr key={id}>
+                <td>{tasks.get(id)}</td>
+                {entrants.map((e) => {
+                  const t = e.tasks.find((x) => x.task_id === id);
+                  return <td key={`${e.agent?.build_id ?? ""}/${e.model_id ?? ""}`}>{t ? fmtReward(t.mean_reward) : "–"}</td>;
+                })}
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </>
   );
 }
 

@@ -75,6 +75,12 @@ export function Trace({ id, signedIn, onUnauthorized }: { id: string; signedIn: 
         {live && <span className="live"> · following live</span>}
       </p>
       {info.data && <EnvironmentLine env={info.data.environment} />}
+      {info.data?.agent && (
+        <p data-testid="agent">
+          agent {info.data.agent.name} · build {info.data.agent.build_version} · <code title={info.data.agent.digest}>{shortDigest(info.data.agent.digest)}</code>{" "}
+          (a brought agent: its model and tool calls are the events below, its output is in the environment's logs)
+        </p>
+      )}
       {info.error && <p className="muted">The environment and the evaluation could not be read: {info.error.message}</p>}
       {trace.error && (
         <p id="trace-error" className="error" tabIndex={-1}>
