@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,6 +34,8 @@ type scriptedTodoModel struct {
 	// calls counts the completions answered; problems are the refusals' reasons.
 	calls    int
 	problems []string
+	// delay, when set before the first request, is how long each answer takes.
+	delay time.Duration
 }
 
 func newScriptedTodoModel(t *testing.T, key string) *scriptedTodoModel {
@@ -73,6 +76,11 @@ func newScriptedTodoModel(t *testing.T, key string) *scriptedTodoModel {
 			return
 		}
 		m.calls++
+		if m.delay > 0 {
+			m.mu.Unlock()
+			time.Sleep(m.delay)
+			m.mu.Lock()
+		}
 		results, prompt := 0, ""
 		for _, msg := range req.Messages {
 			switch msg.Role {
@@ -460,5 +468,91 @@ func TestABroughtAgentIsHeldToItsEndpoints(t *testing.T) {
 	}
 	if p := envProcesses(dataDir); p != "" {
 		t.Errorf("processes left after the agent's attempt was cancelled:\n%s", p)
+	}
+}
+
+// TestKilledWorkerRestartsABroughtAgent kill -9s the worker that hosts an attempt's environment
+// and agent while the agent waits on a model call: another worker runs the attempt again in
+// fresh sandboxes, both of them, and it completes; the first try's events are kept superseded,
+// and neither sandbox's processes outlive the killed worker.
+func TestKilledWorkerRestartsABroughtAgent(t *testing.T) {
+	const providerKey = "scripted-provider-key"
+	t.Setenv("SCRIPTED_AGENT_KEY", providerKey)
+	bin := proctorBinary(t)
+	model := newScriptedTodoModel(t, providerKey)
+	model.delay = time.Second
+	dataDir := t.TempDir()
+	dbURL := "sqlite:" + filepath.Join(dataDir, "proctor.db")
+	info := startSplitDev(t, dataDir, nil)
+	first := sandboxWorker(t, bin, dataDir, dbURL, info, "first", io.Discard)
+	c := api{t: t, base: info.APIURL, key: info.APIKey, temporal: info.TemporalAddress}
+	if err := run(t.Context(), []string{"admin", "model", "add", "--name", "slow-gpt", "--adapter", "openai", "--base-url", model.srv.URL,
+		"--api-key-env", "SCRIPTED_AGENT_KEY", "--database-url", dbURL}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := c.cli("agent", "deploy", filepath.Join(testenv.ModuleRoot(t), "examples", "agents", "react"), "--name", "react"); err != nil {
+		t.Fatalf("agent deploy: %v\n%s", err, out)
+	}
+	var launched struct {
+		JobID   string `json:"job_id"`
+		TraceID string `json:"trace_id"`
+	}
+	c.call("POST", "/v2/rollouts/run", map[string]any{"task_version_id": c.addTask("agents", "todo"),
+		"model_id": c.resolve("/v2/models/resolve?model=slow-gpt", "id"), "agent": "react"}, &launched)
+	testenv.Wait(t, "the agent's first model call", testenv.StallWindow, func() (bool, string) {
+		n := model.requests()
+		return n >= 1, fmt.Sprint(n)
+	}, func() string { return c.describeLive(launched.JobID) })
+	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	first.Wait()
+	// The kernel ends a killed worker's sandboxes (they die with their parent).
+	for gone := time.Now().Add(10 * time.Second); envProcesses(dataDir) != "" && time.Now().Before(gone); {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if p := envProcesses(dataDir); p != "" {
+		t.Fatalf("processes of the attempt outlived the killed worker:\n%s", p)
+	}
+	second := sandboxWorker(t, bin, dataDir, dbURL, info, "second", io.Discard)
+	defer func() { second.Process.Signal(syscall.SIGTERM); second.Wait() }()
+	c.waitJob(launched.JobID, nil)
+	var tr struct {
+		traceRow
+		Attempt int `json:"attempt"`
+	}
+	c.call("GET", "/v2/trace/"+launched.TraceID, nil, &tr)
+	if tr.Status != "completed" || tr.Reward == nil || *tr.Reward != 1 || tr.Attempt != 2 {
+		t.Fatalf("the attempt whose worker was killed = %+v, want completed at 1.0 on its second try", tr)
+	}
+	var live, all struct {
+		Events []struct {
+			Kind       string
+			Attempt    int
+			Superseded bool
+		}
+	}
+	c.call("GET", "/v2/trace/"+launched.TraceID+"/events", nil, &live)
+	c.call("GET", "/v2/trace/"+launched.TraceID+"/events?include_superseded=true", nil, &all)
+	calls := 0
+	for _, e := range live.Events {
+		if e.Attempt != 2 {
+			t.Errorf("a live event of try %d: %+v", e.Attempt, e)
+		}
+		if e.Kind == "tool_call" {
+			calls++
+		}
+	}
+	superseded := 0
+	for _, e := range all.Events {
+		if e.Superseded {
+			superseded++
+		}
+	}
+	if calls != 1 || superseded == 0 {
+		t.Errorf("the events: %d tool calls live (want 1), %d of the first try superseded (want some)", calls, superseded)
+	}
+	if p := envProcesses(dataDir); p != "" {
+		t.Errorf("processes left after the attempt: %s", p)
 	}
 }

@@ -45,34 +45,11 @@ func testStoppedWorker(t *testing.T, bin string, storeArgs []string, dbURL strin
 	if dbURL == "" {
 		dbURL = "sqlite:" + filepath.Join(dataDir, "proctor.db")
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ready := make(chan devInfo, 1)
-	done := make(chan error, 1)
+	ctx := t.Context()
 	// The dev process runs the API, Temporal, the workflow worker and builds; sandboxes run elsewhere.
-	go func() {
-		done <- cmdDev(ctx, append([]string{"--data-dir", dataDir, "--http-addr", "127.0.0.1:0", "--temporal-address", "127.0.0.1:0",
-			"--temporal-ui-port", "0", "--log-level", "warn", "--queues", "proctor-workflows,builds"}, storeArgs...), io.Discard, io.Discard, ready)
-	}()
-	var info devInfo
-	select {
-	case info = <-ready:
-	case err := <-done:
-		t.Fatal(err)
-	case <-time.After(devReadyWithin):
-		t.Fatal("dev not ready")
-	}
-	defer func() { cancel(); <-done }()
-
+	info := startSplitDev(t, dataDir, storeArgs)
 	worker := func(name string, stderr io.Writer) *exec.Cmd {
-		cmd := exec.Command(bin, "worker", "--database-url", dbURL, "--shutdown-timeout", "5s",
-			"--temporal-address", info.TemporalAddress, "--queues", "sandboxes-cpu", "--sandbox-root", filepath.Join(dataDir, "sandboxes-"+name),
-			// The images the attempts run come from dev's bucket; they unpack beside dev's.
-			"--blob-url", "file://"+filepath.Join(dataDir, "blobs"), "--signing-key", "unused", "--build-dir", filepath.Join(dataDir, "builds"),
-			// The secrets key dev generated: every process reads the others' (encrypted) payloads.
-			"--secrets-key-file", filepath.Join(dataDir, "secrets-key.json"), "--log-level", "warn")
-		startWorker(t, cmd, stderr)
-		return cmd
+		return sandboxWorker(t, bin, dataDir, dbURL, info, name, stderr)
 	}
 	var firstLog testenv.Buffer
 	first := worker("first", &firstLog)
@@ -281,6 +258,43 @@ func TestKilledBuildWorkerLosesNoBuild(t *testing.T) {
 	if b["status"] != "succeeded" {
 		t.Errorf("a build whose worker was killed = %v, want succeeded", b)
 	}
+}
+
+// startSplitDev starts dev in dataDir with the workflow and build queues only: the sandboxes run
+// in worker processes of their own (sandboxWorker), which a test can kill. dev stops at the end
+// of the test.
+func startSplitDev(t *testing.T, dataDir string, storeArgs []string) devInfo {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready, done := make(chan devInfo, 1), make(chan error, 1)
+	go func() {
+		done <- cmdDev(ctx, append([]string{"--data-dir", dataDir, "--http-addr", "127.0.0.1:0", "--temporal-address", "127.0.0.1:0",
+			"--temporal-ui-port", "0", "--log-level", "warn", "--queues", "proctor-workflows,builds"}, storeArgs...), io.Discard, io.Discard, ready)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case info := <-ready:
+		return info
+	case err := <-done:
+		t.Fatal(err)
+	case <-time.After(devReadyWithin):
+		t.Fatal("dev not ready")
+	}
+	return devInfo{}
+}
+
+// sandboxWorker starts a worker process of the sandbox queue for a dev started by startSplitDev,
+// with a sandbox root of its own name.
+func sandboxWorker(t *testing.T, bin, dataDir, dbURL string, info devInfo, name string, stderr io.Writer) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(bin, "worker", "--database-url", dbURL, "--shutdown-timeout", "5s",
+		"--temporal-address", info.TemporalAddress, "--queues", "sandboxes-cpu", "--sandbox-root", filepath.Join(dataDir, "sandboxes-"+name),
+		// The images the attempts run come from dev's bucket; they unpack beside dev's.
+		"--blob-url", "file://"+filepath.Join(dataDir, "blobs"), "--signing-key", "unused", "--build-dir", filepath.Join(dataDir, "builds"),
+		// The secrets key dev generated: every process reads the others' (encrypted) payloads.
+		"--secrets-key-file", filepath.Join(dataDir, "secrets-key.json"), "--log-level", "warn")
+	startWorker(t, cmd, stderr)
+	return cmd
 }
 
 // builtBinary is this command built once per test binary, in a directory TestMain removes.
