@@ -21,7 +21,7 @@ import (
 func TestMain(m *testing.M) { storetest.Main(m, testenv.Cleanup) }
 
 // todoBinary is the todo example environment, built once per test binary.
-func todoBinary(t *testing.T) string { return testenv.Program(t, "examples/environments/todo") }
+func todoBinary(t testing.TB) string { return testenv.Program(t, "examples/environments/todo") }
 
 // engine is a store with the todo environment registered, one oracle task over it, and
 // Activities wired to a real process sandbox provider.
@@ -33,7 +33,7 @@ type engine struct {
 	oracle  *models.LLMModel
 }
 
-func newEngine(t *testing.T, s *models.Store, capacity int) *engine {
+func newEngine(t testing.TB, s *models.Store, capacity int) *engine {
 	t.Helper()
 	ctx := context.Background()
 	tm, err := s.CreateTeam(ctx, "alpha")
@@ -78,7 +78,7 @@ func newEngine(t *testing.T, s *models.Store, capacity int) *engine {
 }
 
 // launch creates a run_list job of n traces and returns their ids.
-func (e *engine) launch(t *testing.T, n int) (uuid.UUID, []uuid.UUID) {
+func (e *engine) launch(t testing.TB, n int) (uuid.UUID, []uuid.UUID) {
 	t.Helper()
 	var lts []models.LaunchTrace
 	for range n {

@@ -85,7 +85,7 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 		return RunAgentResult{}, err
 	}
 	rec := &agentRecorder{a: a, try: TryInput{TraceID: in.TraceID, Attempt: in.Attempt}, le: le, r: r, next: seq,
-		gw: &inference.Gateway{Store: a.Store, Keys: a.sealer(), Models: inference.Factory(a.models()), Logger: a.log(), Metrics: a.Metrics}}
+		gw: a.gateway()}
 	port, err := agentport.New(agentport.Config{Tools: le.tools, Instructions: le.env.Instructions(), Models: []string{r.model.ModelName},
 		MaxSteps: r.trace.MaxSteps, Handler: rec, Logger: a.log()})
 	if err != nil {

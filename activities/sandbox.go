@@ -163,14 +163,18 @@ func (a *Activities) sealer() models.Sealer {
 	return a.Secrets
 }
 
+// gateway is the inference gateway the attempts' model calls go through.
+func (a *Activities) gateway() *inference.Gateway {
+	return &inference.Gateway{Store: a.Store, Keys: a.sealer(), Models: inference.Factory(a.models()), Logger: a.log(), Metrics: a.Metrics}
+}
+
 // gatewayModel is the model r's attempt calls, through the inference gateway: with the
 // launching member's own key for the model's provider when they have one bound (see
 // models.Store.ProviderKey), each call recorded. Self-hosted and other providers never get a
 // member's key.
 func (a *Activities) gatewayModel(ctx context.Context, r *runFor) (agent.Model, error) {
 	launcher := r.launched
-	gw := &inference.Gateway{Store: a.Store, Keys: a.sealer(), Models: inference.Factory(a.models()), Logger: a.log(), Metrics: a.Metrics}
-	m, cred, err := gw.Client(ctx, inference.Call{Model: r.model, TeamID: r.trace.TeamID, UserID: launcher.user, APIKeyID: launcher.key, TraceID: &r.trace.ID,
+	m, cred, err := a.gateway().Client(ctx, inference.Call{Model: r.model, TeamID: r.trace.TeamID, UserID: launcher.user, APIKeyID: launcher.key, TraceID: &r.trace.ID,
 		Route: models.RouteAgent, Validation: r.version.Validation})
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("model %s: %v", r.model.ModelName, err), ErrModel, nil)

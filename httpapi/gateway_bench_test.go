@@ -1,14 +1,13 @@
 package httpapi
 
 import (
-	"slices"
 	"testing"
-	"time"
 
 	"github.com/openai/openai-go/v3"
 	openaioption "github.com/openai/openai-go/v3/option"
 
 	"github.com/proctorhq/proctor/internal/storetest"
+	"github.com/proctorhq/proctor/internal/testenv"
 	"github.com/proctorhq/proctor/models"
 )
 
@@ -30,29 +29,8 @@ func BenchmarkGatewayRelay(b *testing.B) {
 		Tools: []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{Name: "add"})}}
 	direct := openai.NewClient(openaioption.WithBaseURL(p.srv.URL+"/v1/"), openaioption.WithAPIKey("platform-openai-key"), openaioption.WithMaxRetries(0))
 	gateway := openai.NewClient(openaioption.WithBaseURL(f.srv.URL+"/v2/gateway/openai/"), openaioption.WithAPIKey(f.key), openaioption.WithMaxRetries(0))
-	call := func(c openai.Client) time.Duration {
-		start := time.Now()
-		if _, err := c.Chat.Completions.New(ctx, params); err != nil {
-			b.Fatal(err)
-		}
-		return time.Since(start)
+	call := func(c openai.Client) func() error {
+		return func() error { _, err := c.Chat.Completions.New(ctx, params); return err }
 	}
-	call(direct)
-	call(gateway) // warm both connections
-	var d, g []time.Duration
-	b.ResetTimer()
-	for range b.N {
-		d = append(d, call(direct))
-		g = append(g, call(gateway))
-	}
-	b.StopTimer()
-	slices.Sort(d)
-	slices.Sort(g)
-	q := func(xs []time.Duration, p float64) float64 {
-		return float64(xs[min(len(xs)-1, int(p*float64(len(xs))))].Microseconds()) / 1000
-	}
-	b.ReportMetric(q(d, 0.5), "direct_p50_ms")
-	b.ReportMetric(q(g, 0.5), "gateway_p50_ms")
-	b.ReportMetric(q(g, 0.5)-q(d, 0.5), "added_p50_ms")
-	b.ReportMetric(q(g, 0.99)-q(d, 0.99), "added_p99_ms")
+	testenv.MeasureAddedLatency(b, "gateway", call(direct), call(gateway))
 }

@@ -113,12 +113,7 @@ func BenchmarkOrchestration(b *testing.B) {
 func BenchmarkRealisticAttempt(b *testing.B) {
 	const steps, runs = 10, 3
 	b.Setenv("SCRIPTED_KEY", "scripted-key")
-	var calls []map[string]any
-	var titles []string
-	for i := range steps - 1 {
-		titles = append(titles, fmt.Sprintf("todo %d", i))
-		calls = append(calls, map[string]any{"name": "add_todo", "arguments": map[string]any{"title": titles[i]}})
-	}
+	titles, calls := todoSteps(steps)
 	for b.Loop() {
 		srv, _ := scriptedOpenAI(b, calls, 500*time.Millisecond)
 		dataDir := b.TempDir()
@@ -158,6 +153,16 @@ func BenchmarkRealisticAttempt(b *testing.B) {
 	}
 }
 
+// todoSteps are the todos of an add-todos task solved in steps model steps (one add_todo call a
+// step, then the answer), and the scripted model's calls that solve it.
+func todoSteps(steps int) (titles []string, calls []map[string]any) {
+	for i := range steps - 1 {
+		titles = append(titles, fmt.Sprintf("todo %d", i))
+		calls = append(calls, map[string]any{"name": "add_todo", "arguments": map[string]any{"title": titles[i]}})
+	}
+	return titles, calls
+}
+
 // uploadAddTodos uploads one add-todos task over items into a taskset, and returns its version ids.
 func uploadAddTodos(c api, taskset string, items []string) []string {
 	var validation []any
@@ -188,6 +193,7 @@ func launch(c api, version, model string) string {
 
 type traceState struct {
 	Status    string    `json:"status"`
+	Error     string    `json:"error"`
 	Reward    *float64  `json:"reward"`
 	CreatedAt time.Time `json:"created_at"`
 }

@@ -64,14 +64,16 @@ func run(ctx context.Context) error {
 	}
 	fmt.Fprintf(os.Stderr, "react: %d tools, model %s\n", len(tools), model)
 
+	// The system prompt opens with what the environment says of itself (its MCP instructions).
+	system := "You solve the task with the tools you are given. Think step by step; call tools to act; answer without tool calls when the task is done."
+	if init := session.InitializeResult(); init != nil && init.Instructions != "" {
+		system = init.Instructions + "\n\n" + system
+	}
 	llm := openai.NewClient() // OPENAI_BASE_URL and OPENAI_API_KEY from the environment
 	params := openai.ChatCompletionNewParams{
-		Model: model,
-		Tools: tools,
-		Messages: []openai.ChatCompletionMessageParamUnion{
-			openai.SystemMessage("You solve the task with the tools you are given. Think step by step; call tools to act; answer without tool calls when the task is done."),
-			openai.UserMessage(prompt),
-		},
+		Model:    model,
+		Tools:    tools,
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.SystemMessage(system), openai.UserMessage(prompt)},
 	}
 	for turn := 0; turn < maxTurns; turn++ {
 		completion, err := llm.Chat.Completions.New(ctx, params)

@@ -1,0 +1,72 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/proctorhq/proctor/internal/agentport"
+	"github.com/proctorhq/proctor/internal/storetest"
+	"github.com/proctorhq/proctor/internal/testenv"
+	"github.com/proctorhq/proctor/models"
+)
+
+// BenchmarkAgentPortModelCall is the latency Proctor adds to a brought agent's model call: the
+// same chat completion (with a tool, answered at once by a scripted provider) made by the
+// official OpenAI SDK straight to the provider and through an attempt's agent port (the key
+// check, the step count, the gateway's relay with its spending check and usage row, reading the
+// answer and appending the assistant event, on SQLite), alternately, b.N times each. It reports
+// both medians and the added latency at p50 and p99.
+func BenchmarkAgentPortModelCall(b *testing.B) {
+	ctx := context.Background()
+	s := storetest.Open(b, models.SQLite)
+	e := newEngine(b, s, 2)
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-up", //nolint:errcheck // the client may be gone
+			"choices": []any{map[string]any{"index": 0, "finish_reason": "tool_calls", "message": map[string]any{"role": "assistant", "content": nil,
+				"tool_calls": []any{map[string]any{"id": "call_1", "type": "function", "function": map[string]any{"name": "add", "arguments": `{"title":"x"}`}}}}}},
+			"usage": map[string]any{"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}})
+	}))
+	defer provider.Close()
+	b.Setenv("PROCTOR_BENCH_OPENAI_KEY", "provider-key")
+	m := &models.LLMModel{ModelName: "gpt-up", Name: "GPT", Provider: models.AdapterOpenAI, Adapter: models.AdapterOpenAI,
+		BaseURL: provider.URL + "/v1", APIKeyEnv: "PROCTOR_BENCH_OPENAI_KEY", InputCostPerToken: 1e-6, OutputCostPerToken: 3e-6}
+	if err := s.UpsertModel(ctx, m); err != nil {
+		b.Fatal(err)
+	}
+	_, traces, err := s.LaunchJob(ctx, e.caller, models.Launch{Name: "bench", MaxSteps: 10, GroupSize: 1, MaxConcurrent: 1, Kind: models.JobSingle,
+		Traces: []models.LaunchTrace{{TraceID: uuid.New(), TaskVersionID: e.version, ModelID: m.ID, MaxSteps: 10}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	id := traces[0].ID
+	r, err := e.acts.load(ctx, id)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rec := &agentRecorder{a: e.acts, try: TryInput{TraceID: id, Attempt: 1}, r: r, gw: e.acts.gateway()}
+	port, root, err := agentport.Start(agentport.Config{Models: []string{m.ModelName}, Handler: rec})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer port.Close()
+
+	params := openai.ChatCompletionNewParams{Model: m.ModelName, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("add one")},
+		Tools: []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{Name: "add"})}}
+	direct := openai.NewClient(option.WithBaseURL(provider.URL+"/v1/"), option.WithAPIKey("provider-key"), option.WithMaxRetries(0))
+	viaPort := openai.NewClient(option.WithBaseURL(root+"/openai/"), option.WithAPIKey(port.Key()), option.WithMaxRetries(0))
+	call := func(c openai.Client) func() error {
+		return func() error { _, err := c.Chat.Completions.New(ctx, params); return err }
+	}
+	testenv.MeasureAddedLatency(b, "port", call(direct), call(viaPort))
+	if evs, err := s.TraceEvents(ctx, id, -1, false); err != nil || len(evs) != b.N+1 {
+		b.Fatalf("%d events recorded for %d calls through the port: %v", len(evs), b.N+1, err)
+	}
+}
