@@ -108,6 +108,7 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 		e := port.Env(root)
 		e["PROCTOR_PROMPT"] = le.prompt
 		e["PROCTOR_MODEL"] = r.model.ModelName
+		e["PROCTOR_MODEL_API"] = r.model.Adapter // which of the two endpoints serves it
 		e["PROCTOR_TRACE_ID"] = in.TraceID.String()
 		e["PROCTOR_AGENT_CONFIG"] = string(agentConfig)
 		return e

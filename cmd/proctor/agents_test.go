@@ -110,6 +110,42 @@ func newScriptedTodoModel(t *testing.T, key string) *scriptedTodoModel {
 	return m
 }
 
+// newScriptedAnthropic is an Anthropic-compatible upstream that solves an add-todos task: asked
+// with no tool result yet, it asks for add_todo with each item the prompt lists; then it answers
+// in text. It refuses a request without the provider's key.
+func newScriptedAnthropic(t *testing.T, key string) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Messages []struct {
+				Role    string          `json:"role"`
+				Content json.RawMessage `json:"content"`
+			} `json:"messages"`
+		}
+		if r.URL.Path != "/v1/messages" || r.Header.Get("X-Api-Key") != key || json.NewDecoder(r.Body).Decode(&req) != nil || len(req.Messages) == 0 {
+			w.WriteHeader(http.StatusBadRequest)
+			io.WriteString(w, `{"type":"error","error":{"type":"invalid_request_error","message":"scripted: unexpected request"}}`)
+			return
+		}
+		content := []any{map[string]any{"type": "text", "text": "All the todos are added."}}
+		stop := "end_turn"
+		if len(req.Messages) == 1 {
+			var prompt string
+			json.Unmarshal(req.Messages[0].Content, &prompt)
+			list, _ := strings.CutPrefix(prompt, "Add these todos to my list: ")
+			content = nil
+			for i, item := range strings.Split(strings.TrimSuffix(list, "."), "; ") {
+				content = append(content, map[string]any{"type": "tool_use", "id": fmt.Sprintf("toolu_%d", i), "name": "add_todo", "input": map[string]any{"title": item}})
+			}
+			stop = "tool_use"
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"id": "msg_1", "type": "message", "role": "assistant", "model": "scripted-claude",
+			"content": content, "stop_reason": stop, "usage": map[string]any{"input_tokens": 80, "output_tokens": 15}})
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
 // agentOutput is what a trace's brought agent wrote, a line "STREAM: LINE" each, from its
 // environment logs (the agent's streams are agent:stdout and agent:stderr).
 func (a api) agentOutput(traceID string) string {
@@ -429,6 +465,44 @@ func TestABroughtAgentIsHeldToItsEndpoints(t *testing.T) {
 		t.Errorf("the agent's key at the server's gateway after its attempt: %v %v, want 401", res, err)
 	} else {
 		res.Body.Close()
+	}
+
+	// An agent on a model served over the Anthropic API calls it at ANTHROPIC_BASE_URL: the calls
+	// are relayed as they are, and recorded as the OpenAI ones are.
+	claude := newScriptedAnthropic(t, providerKey)
+	if err := run(context.Background(), []string{"admin", "model", "add", "--name", "scripted-claude", "--adapter", "anthropic", "--base-url", claude.URL,
+		"--api-key-env", "SCRIPTED_AGENT_KEY", "--data-dir", dataDir}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	tr, logs = c.runToEnd(map[string]any{"task_version_id": probeTask("anthropic", map[string]any{"probe": "anthropic"}),
+		"model_id": c.resolve("/v2/models/resolve?model=scripted-claude", "id"), "agent": "probe"})
+	if tr.Status != "completed" || tr.Reward == nil || *tr.Reward != 1 {
+		t.Errorf("an agent over the Anthropic API = %+v\n%s%s", tr, logs, c.agentOutput(tr.ID))
+	}
+	var evs struct {
+		Events []struct {
+			Kind string `json:"kind"`
+			Data struct {
+				Usage struct {
+					InputTokens  int `json:"input_tokens"`
+					OutputTokens int `json:"output_tokens"`
+				} `json:"usage"`
+				Name string `json:"name"`
+			} `json:"data"`
+		} `json:"events"`
+	}
+	c.call("GET", "/v2/trace/"+tr.ID+"/events", nil, &evs)
+	var got []string
+	for _, e := range evs.Events {
+		switch e.Kind {
+		case "assistant_message":
+			got = append(got, fmt.Sprintf("assistant %d/%d", e.Data.Usage.InputTokens, e.Data.Usage.OutputTokens))
+		case "tool_call":
+			got = append(got, "call "+e.Data.Name)
+		}
+	}
+	if want := []string{"assistant 80/15", "call add_todo", "assistant 80/15"}; !slices.Equal(got, want) {
+		t.Errorf("the Anthropic agent's trace = %v, want %v", got, want)
 	}
 
 	// An agent that asks the model again and again, whatever it is told, is stopped by max_steps.

@@ -6,6 +6,8 @@
 //	        reach addr; exit 0
 //	loop    ask the model again and again, whatever it answers, forever
 //	hang    say so, then sleep forever
+//	anthropic  solve an add-todos task through the Anthropic endpoint: ask the model, make the
+//	        tool calls it asks for through MCP, send the results back, until it answers with text
 package main
 
 import (
@@ -43,6 +45,11 @@ func main() {
 				res.Body.Close()
 				fmt.Println("call", i, res.Status)
 			}
+		}
+	case "anthropic":
+		if err := anthropic(); err != nil {
+			fmt.Fprintln(os.Stderr, "probe:", err)
+			os.Exit(1)
 		}
 	case "hang":
 		fmt.Println("hanging")
@@ -90,4 +97,70 @@ func text(res *mcp.CallToolResult) string {
 		}
 	}
 	return b.String()
+}
+
+// anthropic is a minimal agent over the Anthropic Messages API (raw HTTP, as any client sends it).
+func anthropic() error {
+	if api := os.Getenv("PROCTOR_MODEL_API"); api != "anthropic" {
+		return fmt.Errorf("PROCTOR_MODEL_API is %q, want anthropic", api)
+	}
+	ctx := context.Background()
+	session, err := mcp.NewClient(&mcp.Implementation{Name: "probe", Version: "1"}, nil).
+		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: os.Getenv("PROCTOR_MCP_URL")}, nil)
+	if err != nil {
+		return err
+	}
+	defer session.Close()
+	var tools []map[string]any
+	for t, err := range session.Tools(ctx, nil) {
+		if err != nil {
+			return err
+		}
+		tools = append(tools, map[string]any{"name": t.Name, "description": t.Description, "input_schema": t.InputSchema})
+	}
+	messages := []any{map[string]any{"role": "user", "content": os.Getenv("PROCTOR_PROMPT")}}
+	for turn := 0; turn < 10; turn++ {
+		body, _ := json.Marshal(map[string]any{"model": os.Getenv("PROCTOR_MODEL"), "max_tokens": 1024, "tools": tools, "messages": messages})
+		req, _ := http.NewRequest(http.MethodPost, os.Getenv("ANTHROPIC_BASE_URL")+"/v1/messages", bytes.NewReader(body))
+		req.Header.Set("x-api-key", os.Getenv("ANTHROPIC_API_KEY"))
+		req.Header.Set("anthropic-version", "2023-06-01")
+		req.Header.Set("content-type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		var answer struct {
+			Content []struct {
+				Type  string         `json:"type"`
+				Text  string         `json:"text"`
+				ID    string         `json:"id"`
+				Name  string         `json:"name"`
+				Input map[string]any `json:"input"`
+			} `json:"content"`
+			StopReason string `json:"stop_reason"`
+		}
+		err = json.NewDecoder(res.Body).Decode(&answer)
+		res.Body.Close()
+		if err != nil || res.StatusCode != http.StatusOK {
+			return fmt.Errorf("turn %d: %s %v", turn, res.Status, err)
+		}
+		messages = append(messages, map[string]any{"role": "assistant", "content": answer.Content})
+		var results []any
+		for _, c := range answer.Content {
+			if c.Type != "tool_use" {
+				continue
+			}
+			out, err := session.CallTool(ctx, &mcp.CallToolParams{Name: c.Name, Arguments: c.Input})
+			if err != nil {
+				return err
+			}
+			results = append(results, map[string]any{"type": "tool_result", "tool_use_id": c.ID, "content": text(out), "is_error": out.IsError})
+		}
+		if len(results) == 0 {
+			fmt.Println("answered:", answer.StopReason)
+			return nil
+		}
+		messages = append(messages, map[string]any{"role": "user", "content": results})
+	}
+	return fmt.Errorf("no answer after 10 turns")
 }
