@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -628,5 +629,54 @@ func TestKilledWorkerRestartsABroughtAgent(t *testing.T) {
 	}
 	if p := envProcesses(dataDir); p != "" {
 		t.Errorf("processes left after the attempt: %s", p)
+	}
+}
+
+// TestTheTypeScriptExampleAgentSolvesATask prepares the TypeScript example (npm ci of the
+// official OpenAI and MCP SDKs and of Node's own binary, pinned by its package-lock.json),
+// deploys it from its Dockerfile (no base image: Node and the libraries it links are copied in),
+// and runs it on an add-todos task: reward 1.0, each model call and tool call in the trace.
+func TestTheTypeScriptExampleAgentSolvesATask(t *testing.T) {
+	const providerKey = "scripted-provider-key"
+	t.Setenv("SCRIPTED_AGENT_KEY", providerKey)
+	dir := filepath.Join(testenv.ModuleRoot(t), "examples", "agents", "ts")
+	started := time.Now()
+	if out, err := exec.Command(filepath.Join(dir, "prepare.sh")).CombinedOutput(); err != nil {
+		t.Fatalf("prepare.sh: %v\n%s", err, out)
+	}
+	t.Logf("prepare.sh: %s", time.Since(started).Round(time.Millisecond))
+	model := newScriptedTodoModel(t, providerKey)
+	dataDir := t.TempDir()
+	dev := startDev(t, dataDir)
+	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey, temporal: dev.info.TemporalAddress}
+	if err := run(context.Background(), []string{"admin", "model", "add", "--name", "scripted-gpt", "--adapter", "openai", "--base-url", model.srv.URL,
+		"--api-key-env", "SCRIPTED_AGENT_KEY", "--data-dir", dataDir}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	started = time.Now()
+	if out, err := c.cli("agent", "deploy", dir, "--name", "react-ts"); err != nil || !strings.Contains(out, "latest: build 1 of react-ts") {
+		t.Fatalf("agent deploy: %v\n%s", err, out)
+	}
+	t.Logf("deploy of the TypeScript agent: %s", time.Since(started).Round(time.Millisecond))
+	tr, logs := c.runToEnd(map[string]any{"task_version_id": c.addTask("agents", "todo"), "model_id": c.resolve("/v2/models/resolve?model=scripted-gpt", "id"),
+		"agent": "react-ts"})
+	if tr.Status != "completed" || tr.Reward == nil || *tr.Reward != 1 || tr.StopReason != "done" {
+		t.Fatalf("the TypeScript agent's attempt = %+v (model problems %v)\n%s%s", tr, model.problems, logs, c.agentOutput(tr.ID))
+	}
+	var evs struct {
+		Events []struct{ Kind string }
+	}
+	c.call("GET", "/v2/trace/"+tr.ID+"/events", nil, &evs)
+	var kinds []string
+	for _, e := range evs.Events {
+		if !strings.HasPrefix(e.Kind, "setup") {
+			kinds = append(kinds, e.Kind)
+		}
+	}
+	if want := []string{"system_message", "user_message", "assistant_message", "tool_call", "tool_result", "assistant_message", "evaluate"}; !slices.Equal(kinds, want) {
+		t.Errorf("the trace's events (setup aside) = %v, want %v", kinds, want)
+	}
+	if out := c.agentOutput(tr.ID); !strings.Contains(out, "react-ts: 4 tools, model scripted-gpt") {
+		t.Errorf("the agent's output:\n%s", out)
 	}
 }
