@@ -2,6 +2,7 @@ package activities
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -111,7 +112,14 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 		e["PROCTOR_MODEL_API"] = r.model.Adapter // which of the two endpoints serves it
 		e["PROCTOR_TRACE_ID"] = in.TraceID.String()
 		e["PROCTOR_AGENT_CONFIG"] = string(agentConfig)
+		e["PROCTOR_PLACEMENT"] = cmp.Or(r.agent.RuntimeConfig.Placement, models.PlacementBeside)
 		return e
+	}
+	inside := r.agent.RuntimeConfig.Inside()
+	if inside {
+		// Its own image, in the environment's working directory: what it writes there is what
+		// the environment (and its evaluation) reads.
+		spec.WorkDir = le.sb.WorkDir()
 	}
 	tail := newLineTail(agentStderrTail)
 	spec.OnLog = func(l sandbox.LogLine) {
@@ -157,11 +165,14 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 			le.logs.add(sandbox.LogLine{Stream: "agent:stdout", Line: sc.Text(), Time: time.Now()})
 		}
 	}()
-	network := "confined to its endpoints"
+	network, where := "confined to its endpoints", "beside the environment"
 	if !confined {
 		network = "on the worker's network"
 	}
-	a.workerLog(ctx, in.TraceID, "try %d: agent %s started beside the environment (sandbox %s, %s)", in.Attempt, r.agent.ImageName, sb.ID(), network)
+	if inside {
+		where = "inside the environment, in its working directory"
+	}
+	a.workerLog(ctx, in.TraceID, "try %d: agent %s started %s (sandbox %s, %s)", in.Attempt, r.agent.ImageName, where, sb.ID(), network)
 
 	timer := time.NewTimer(time.Until(in.Deadline))
 	defer timer.Stop()

@@ -123,6 +123,16 @@ func (r *runFor) network() bool {
 	return n != nil && *n
 }
 
+// agentsInside reports whether the environment takes brought agents inside: the trace's runtime
+// config says so, or else its build's.
+func (r *runFor) agentsInside() bool {
+	if v := r.trace.RuntimeConfig.AgentsInside; v != nil {
+		return *v
+	}
+	v := r.build != nil && r.build.RuntimeConfig.AgentsInside != nil && *r.build.RuntimeConfig.AgentsInside
+	return v
+}
+
 // runtime reads the trace's runtime config (its task version's, with the launch's overrides):
 // the limits, defaulted, and the resources.
 func (r *runFor) runtime() (run, startup float64, res sandbox.Resources) {
@@ -175,6 +185,10 @@ func (a *Activities) PrepareRollout(ctx context.Context, in PrepareRolloutInput)
 		}
 		if len(r.agent.RuntimeConfig.Command) == 0 {
 			return PrepareRolloutResult{}, agentError("build %d of the agent records no command to run", r.agent.Version)
+		}
+		if r.agent.RuntimeConfig.Inside() && !r.agentsInside() {
+			return PrepareRolloutResult{}, envError("the agent runs inside the environment, and the environment does not take agents inside: " +
+				"deploy it with runtime_config.agents_inside (proctor env deploy --agents-inside), or set it in the task's runtime_config")
 		}
 	}
 	run, startup, res := r.runtime()

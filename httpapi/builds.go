@@ -122,6 +122,7 @@ type triggerInput struct {
 		RuntimeConfig        *models.RuntimeConfig `json:"runtime_config,omitempty" doc:"The environment's runtime defaults; a task's own override them"`
 		RuntimeProvider      string                `json:"runtime_provider,omitempty" maxLength:"100" doc:"Where the image runs: process, container or kubernetes (the worker's --sandbox-provider runs it either way); any other value fails the build, saying so"`
 		Kind                 string                `json:"kind,omitempty" enum:"environment,agent" doc:"Proctor extension: agent builds a brought agent (its image's command is the agent; nothing is discovered) under name, listed by GET /v2/agents; default environment. A name taken by the other kind is refused (422)."`
+		Placement            string                `json:"placement,omitempty" enum:"beside,inside" doc:"Proctor extension, agents only: where the agent runs, beside the environment in a sandbox of its own (default; it reaches the environment over MCP), or inside it, in the environment's working directory (for agents that work with their own shell and file tools; the environment must accept it: runtime_config.agents_inside)"`
 	}
 }
 
@@ -132,6 +133,9 @@ func (in *triggerInput) Resolve(huma.Context) []error {
 	switch {
 	case b.Name == "" && b.RegistryID == nil:
 		errs = append(errs, &huma.ErrorDetail{Location: "body.name", Message: "name the environment (name) or give registry_id"})
+	}
+	if b.Placement != "" && b.Kind != "agent" {
+		errs = append(errs, &huma.ErrorDetail{Location: "body.placement", Message: "placement is where a brought agent runs: give it with kind agent only", Value: b.Placement})
 	}
 	if b.EntryFolder != "" && !filepath.IsLocal(b.EntryFolder) {
 		errs = append(errs, &huma.ErrorDetail{Location: "body.entry_folder", Message: "a relative folder within the archive", Value: b.EntryFolder})
@@ -180,7 +184,7 @@ func (s *Server) triggerBuild(ctx context.Context, in *triggerInput) (*buildOutp
 	if b.Kind == "agent" {
 		kind = models.RegistryAgent
 	}
-	build, _, err := s.store.TriggerBuild(ctx, c, models.TriggerBuild{UploadID: b.BuildID, RegistryID: b.RegistryID, Name: b.Name, Kind: kind, RuntimeConfig: b.RuntimeConfig,
+	build, _, err := s.store.TriggerBuild(ctx, c, models.TriggerBuild{UploadID: b.BuildID, RegistryID: b.RegistryID, Name: b.Name, Kind: kind, RuntimeConfig: b.RuntimeConfig, Placement: b.Placement,
 		Options: models.BuildOptions{Source: b.Source, EntryFolder: b.EntryFolder, BuildArgs: b.BuildArgs, EnvironmentVariables: b.EnvironmentVariables,
 			NoCache: b.NoCache, RuntimeProvider: b.RuntimeProvider}, Secrets: sealed})
 	if err != nil {

@@ -83,6 +83,8 @@ type TriggerBuild struct {
 	Description   string
 	Options       BuildOptions
 	RuntimeConfig *RuntimeConfig
+	// Placement is where an agent's build runs (BuildRuntime.Placement).
+	Placement string
 	// Secrets are the build's secrets by name, each sealed for BuildSecretContext(UploadID, name).
 	Secrets map[string][]byte
 }
@@ -140,7 +142,7 @@ func (s *Store) TriggerBuild(ctx context.Context, c *Caller, in TriggerBuild) (*
 		if err != nil {
 			return err
 		}
-		rt := BuildRuntime{}
+		rt := BuildRuntime{Placement: in.Placement}
 		if in.RuntimeConfig != nil {
 			rt.RuntimeConfig = *in.RuntimeConfig
 		}

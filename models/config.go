@@ -19,6 +19,8 @@ type RuntimeConfig struct {
 	Resources *RuntimeResources `json:"resources,omitempty"`
 	// Network lets the environment reach beyond loopback; by default it cannot.
 	Network *bool `json:"network,omitempty" doc:"Allow network access beyond loopback (default false)"`
+	// AgentsInside lets a brought agent deployed to run inside an environment run in this one.
+	AgentsInside *bool `json:"agents_inside,omitempty" doc:"Proctor extension: a brought agent deployed with placement inside may run in this environment, in its working directory (default false)"`
 }
 
 // RuntimeLimits bound an attempt's time.
@@ -48,6 +50,9 @@ func (rc RuntimeConfig) Over(base RuntimeConfig) RuntimeConfig {
 	}
 	if rc.Network != nil {
 		out.Network = rc.Network
+	}
+	if rc.AgentsInside != nil {
+		out.AgentsInside = rc.AgentsInside
 	}
 	if rc.Limits != nil {
 		l := RuntimeLimits{}
@@ -88,7 +93,19 @@ type BuildRuntime struct {
 	// Command is the environment server's argv (builds for the process provider record the built
 	// binary here).
 	Command []string `json:"command,omitempty"`
+	// Placement is where a brought agent's build runs: PlacementBeside (the default, in a
+	// sandbox of its own) or PlacementInside (in the environment's working directory).
+	Placement string `json:"placement,omitempty"`
 }
+
+// Where a brought agent runs (BuildRuntime.Placement).
+const (
+	PlacementBeside = "beside"
+	PlacementInside = "inside"
+)
+
+// Inside reports whether a brought agent's build runs inside the environment.
+func (b BuildRuntime) Inside() bool { return b.Placement == PlacementInside }
 
 // AgentConfig narrows and instructs the agent of a task. Keys it does not name are kept as they
 // were uploaded (Extra) and exported back, for agents that read their own.

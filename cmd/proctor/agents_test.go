@@ -171,6 +171,40 @@ func (m *scriptedTodoModel) requests() int {
 	return m.calls + len(m.problems)
 }
 
+// agentDev is a dev instance for a brought agent's tests, with the scripted OpenAI-compatible
+// model registered as scripted-gpt (priced per token) behind its platform key.
+type agentDev struct {
+	api
+	dataDir string
+	model   *scriptedTodoModel
+	modelID string
+}
+
+// scriptedProviderKey is the scripted models' provider key, $SCRIPTED_AGENT_KEY to the platform.
+const scriptedProviderKey = "scripted-provider-key"
+
+func startAgentDev(t *testing.T, storeArgs ...string) agentDev {
+	t.Helper()
+	t.Setenv("SCRIPTED_AGENT_KEY", scriptedProviderKey)
+	d := agentDev{dataDir: t.TempDir(), model: newScriptedTodoModel(t, scriptedProviderKey)}
+	dev := startDev(t, d.dataDir, storeArgs...)
+	d.api = api{t: t, base: dev.info.APIURL, key: dev.info.APIKey, temporal: dev.info.TemporalAddress}
+	d.addModel("scripted-gpt", "openai", d.model.srv.URL, storeArgs, "--input-cost-per-token", "0.000001", "--output-cost-per-token", "0.000002")
+	d.modelID = d.resolve("/v2/models/resolve?model=scripted-gpt", "id")
+	return d
+}
+
+// addModel registers a catalog model name of adapter at url, whose platform key is
+// $SCRIPTED_AGENT_KEY, and returns its id.
+func (d agentDev) addModel(name, adapter, url string, storeArgs []string, extra ...string) string {
+	d.t.Helper()
+	args := append([]string{"admin", "model", "add", "--name", name, "--adapter", adapter, "--base-url", url, "--api-key-env", "SCRIPTED_AGENT_KEY", "--data-dir", d.dataDir}, extra...)
+	if err := run(context.Background(), append(args, storeArgs...), io.Discard, io.Discard); err != nil {
+		d.t.Fatal(err)
+	}
+	return d.resolve("/v2/models/resolve?model="+name, "id")
+}
+
 func TestABroughtAgentSolvesATaskThroughTheGateway(t *testing.T) { eachStore(t, testBroughtAgent) }
 
 // testBroughtAgent deploys the example Go agent (its own module, the official OpenAI and MCP
@@ -178,19 +212,8 @@ func TestABroughtAgentSolvesATaskThroughTheGateway(t *testing.T) { eachStore(t, 
 // OpenAI-compatible model, and reads the trace: every model call and tool call, in order, with
 // usage and cost, and the reward the environment's evaluation gave.
 func testBroughtAgent(t *testing.T, storeArgs []string, _ string) {
-	const providerKey = "scripted-provider-key"
-	t.Setenv("SCRIPTED_AGENT_KEY", providerKey)
-	model := newScriptedTodoModel(t, providerKey)
-	dataDir := t.TempDir()
-	dev := startDev(t, dataDir, storeArgs...)
-	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey, temporal: dev.info.TemporalAddress}
-	var out bytes.Buffer
-	if err := run(context.Background(), append([]string{"admin", "model", "add", "--name", "scripted-gpt", "--adapter", "openai", "--base-url", model.srv.URL,
-		"--api-key-env", "SCRIPTED_AGENT_KEY", "--input-cost-per-token", "0.000001", "--output-cost-per-token", "0.000002", "--data-dir", dataDir}, storeArgs...), &out, io.Discard); err != nil {
-		t.Fatal(err)
-	}
-	modelID := c.resolve("/v2/models/resolve?model=scripted-gpt", "id")
-
+	d := startAgentDev(t, storeArgs...)
+	c, model, modelID, dataDir := d.api, d.model, d.modelID, d.dataDir
 	agentDir := filepath.Join(testenv.ModuleRoot(t), "examples", "agents", "react")
 	deployed, err := c.cli("agent", "deploy", agentDir, "--name", "react")
 	if err != nil || !strings.Contains(deployed, "latest: build 1 of react; new runs use it") {
@@ -300,11 +323,7 @@ func testBroughtAgent(t *testing.T, storeArgs []string, _ string) {
 
 	// A job of the agent on two models (and the built-in loop on one) reports each (agent, model)
 	// pair's results apart.
-	if err := run(context.Background(), append([]string{"admin", "model", "add", "--name", "scripted-gpt-2", "--adapter", "openai", "--base-url", model.srv.URL,
-		"--api-key-env", "SCRIPTED_AGENT_KEY", "--data-dir", dataDir}, storeArgs...), io.Discard, io.Discard); err != nil {
-		t.Fatal(err)
-	}
-	second := c.resolve("/v2/models/resolve?model=scripted-gpt-2", "id")
+	second := d.addModel("scripted-gpt-2", "openai", model.srv.URL, storeArgs)
 	var job struct {
 		JobID string `json:"job_id"`
 	}
@@ -396,17 +415,8 @@ func testBroughtAgent(t *testing.T, storeArgs []string, _ string) {
 // max_steps at the port, and a cancel that stops the agent within seconds and leaves no process.
 // The behaviour is the store's no more than the built-in loop's: one store is enough.
 func TestABroughtAgentIsHeldToItsEndpoints(t *testing.T) {
-	const providerKey = "scripted-provider-key"
-	t.Setenv("SCRIPTED_AGENT_KEY", providerKey)
-	model := newScriptedTodoModel(t, providerKey)
-	dataDir := t.TempDir()
-	dev := startDev(t, dataDir)
-	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey, temporal: dev.info.TemporalAddress}
-	if err := run(context.Background(), []string{"admin", "model", "add", "--name", "scripted-gpt", "--adapter", "openai", "--base-url", model.srv.URL,
-		"--api-key-env", "SCRIPTED_AGENT_KEY", "--data-dir", dataDir}, io.Discard, io.Discard); err != nil {
-		t.Fatal(err)
-	}
-	modelID := c.resolve("/v2/models/resolve?model=scripted-gpt", "id")
+	d := startAgentDev(t)
+	c, model, modelID := d.api, d.model, d.modelID
 	if out, err := c.cli("agent", "deploy", filepath.Join("testdata", "agents", "probe"), "--name", "probe"); err != nil {
 		t.Fatalf("agent deploy: %v\n%s", err, out)
 	}
@@ -459,7 +469,7 @@ func TestABroughtAgentIsHeldToItsEndpoints(t *testing.T) {
 	if key == nil {
 		t.Fatalf("the agent did not print its key:\n%s", logs)
 	}
-	req, _ := http.NewRequest("POST", dev.info.APIURL+"/v2/gateway/openai/chat/completions",
+	req, _ := http.NewRequest("POST", c.base+"/v2/gateway/openai/chat/completions",
 		strings.NewReader(`{"model":"scripted-gpt","messages":[{"role":"user","content":"hi"}]}`))
 	req.Header.Set("Authorization", "Bearer "+key[1])
 	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != 401 {
@@ -470,13 +480,8 @@ func TestABroughtAgentIsHeldToItsEndpoints(t *testing.T) {
 
 	// An agent on a model served over the Anthropic API calls it at ANTHROPIC_BASE_URL: the calls
 	// are relayed as they are, and recorded as the OpenAI ones are.
-	claude := newScriptedAnthropic(t, providerKey)
-	if err := run(context.Background(), []string{"admin", "model", "add", "--name", "scripted-claude", "--adapter", "anthropic", "--base-url", claude.URL,
-		"--api-key-env", "SCRIPTED_AGENT_KEY", "--data-dir", dataDir}, io.Discard, io.Discard); err != nil {
-		t.Fatal(err)
-	}
-	tr, logs = c.runToEnd(map[string]any{"task_version_id": probeTask("anthropic", map[string]any{"probe": "anthropic"}),
-		"model_id": c.resolve("/v2/models/resolve?model=scripted-claude", "id"), "agent": "probe"})
+	claude := d.addModel("scripted-claude", "anthropic", newScriptedAnthropic(t, scriptedProviderKey).URL, nil)
+	tr, logs = c.runToEnd(map[string]any{"task_version_id": probeTask("anthropic", map[string]any{"probe": "anthropic"}), "model_id": claude, "agent": "probe"})
 	if tr.Status != "completed" || tr.Reward == nil || *tr.Reward != 1 {
 		t.Errorf("an agent over the Anthropic API = %+v\n%s%s", tr, logs, c.agentOutput(tr.ID))
 	}
@@ -538,10 +543,10 @@ func TestABroughtAgentIsHeldToItsEndpoints(t *testing.T) {
 	}
 	// The attempt recorded cancelled once its sandboxes were stopped; only the processes' exit
 	// may be left, which takes well under a second even on a loaded machine.
-	for deadline := time.Now().Add(10 * time.Second); envProcesses(dataDir) != "" && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(10 * time.Second); envProcesses(d.dataDir) != "" && time.Now().Before(deadline); {
 		time.Sleep(100 * time.Millisecond)
 	}
-	if p := envProcesses(dataDir); p != "" {
+	if p := envProcesses(d.dataDir); p != "" {
 		t.Errorf("processes left after the agent's attempt was cancelled:\n%s", p)
 	}
 }
@@ -637,22 +642,14 @@ func TestKilledWorkerRestartsABroughtAgent(t *testing.T) {
 // deploys it from its Dockerfile (no base image: Node and the libraries it links are copied in),
 // and runs it on an add-todos task: reward 1.0, each model call and tool call in the trace.
 func TestTheTypeScriptExampleAgentSolvesATask(t *testing.T) {
-	const providerKey = "scripted-provider-key"
-	t.Setenv("SCRIPTED_AGENT_KEY", providerKey)
 	dir := filepath.Join(testenv.ModuleRoot(t), "examples", "agents", "ts")
 	started := time.Now()
 	if out, err := exec.Command(filepath.Join(dir, "prepare.sh")).CombinedOutput(); err != nil {
 		t.Fatalf("prepare.sh: %v\n%s", err, out)
 	}
 	t.Logf("prepare.sh: %s", time.Since(started).Round(time.Millisecond))
-	model := newScriptedTodoModel(t, providerKey)
-	dataDir := t.TempDir()
-	dev := startDev(t, dataDir)
-	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey, temporal: dev.info.TemporalAddress}
-	if err := run(context.Background(), []string{"admin", "model", "add", "--name", "scripted-gpt", "--adapter", "openai", "--base-url", model.srv.URL,
-		"--api-key-env", "SCRIPTED_AGENT_KEY", "--data-dir", dataDir}, io.Discard, io.Discard); err != nil {
-		t.Fatal(err)
-	}
+	d := startAgentDev(t)
+	c, model := d.api, d.model
 	started = time.Now()
 	if out, err := c.cli("agent", "deploy", dir, "--name", "react-ts"); err != nil || !strings.Contains(out, "latest: build 1 of react-ts") {
 		t.Fatalf("agent deploy: %v\n%s", err, out)
@@ -678,5 +675,101 @@ func TestTheTypeScriptExampleAgentSolvesATask(t *testing.T) {
 	}
 	if out := c.agentOutput(tr.ID); !strings.Contains(out, "react-ts: 4 tools, model scripted-gpt") {
 		t.Errorf("the agent's output:\n%s", out)
+	}
+}
+
+// answerEnvironment is an environment whose evaluation reads a file of its working directory:
+// the scenario asks for answer.txt to hold the answer.
+const answerEnvironment = `package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/proctorhq/proctor/envserver"
+)
+
+type args struct {
+	Answer string ` + "`json:\"answer\"`" + `
+}
+
+type hint struct {
+	File string ` + "`json:\"file\"`" + `
+}
+
+func main() {
+	envserver.Main(func(logger *slog.Logger) (*envserver.Server, error) {
+		srv := envserver.New("answer", envserver.WithLogger(logger))
+		if _, err := envserver.AddTool(srv, "hint", "Where to write", func(ctx context.Context, _ struct{}) (hint, error) {
+			return hint{File: "answer.txt, in the working directory"}, nil
+		}); err != nil {
+			return nil, err
+		}
+		evaluate := envserver.NewHub(envserver.EvaluateHub)
+		if _, err := envserver.AddTool(evaluate, "answer_file", "1 when answer.txt holds the answer", func(ctx context.Context, in args) (envserver.EvaluationResult, error) {
+			b, err := os.ReadFile("answer.txt")
+			if err != nil {
+				return envserver.EvaluationResult{Reward: 0, Done: true, Content: err.Error()}, nil
+			}
+			if strings.TrimSpace(string(b)) != in.Answer {
+				return envserver.EvaluationResult{Reward: 0, Done: true, Content: "answer.txt holds " + string(b)}, nil
+			}
+			return envserver.EvaluationResult{Reward: 1, Done: true, Content: "answer.txt holds the answer"}, nil
+		}); err != nil {
+			return nil, err
+		}
+		if err := srv.Mount(evaluate); err != nil {
+			return nil, err
+		}
+		return srv, envserver.AddScenario(srv, envserver.Scenario[args]{Name: "answer", Prompt: "Write {{.Answer}} to answer.txt in your working directory.",
+			Evaluate: envserver.Call{Tool: envserver.EvaluateHub, Name: "answer_file"}})
+	})
+}
+`
+
+// TestABroughtAgentRunsInsideAnEnvironmentThatTakesIt deploys an agent to run inside the
+// environment and an environment that takes agents inside, and runs the agent on a task whose
+// evaluation reads a file of the environment's working directory: the agent writes it with its
+// own file tools (no MCP), and the attempt earns 1.0. An environment that does not take agents
+// inside ends such an attempt in an error that says how to allow it.
+func TestABroughtAgentRunsInsideAnEnvironmentThatTakesIt(t *testing.T) {
+	d := startAgentDev(t)
+	c := d.api
+	envDir := outOfTreeModule(t, []byte(answerEnvironment))
+	for _, deploy := range [][]string{{"--name", "answer", "--agents-inside"}, {"--name", "answer-closed"}} {
+		if out, err := c.cli(append([]string{"env", "deploy", envDir}, deploy...)...); err != nil {
+			t.Fatalf("env deploy %v: %v\n%s", deploy, err, out)
+		}
+	}
+	if out, err := c.cli("agent", "deploy", filepath.Join("testdata", "agents", "probe"), "--name", "probe-inside", "--inside"); err != nil {
+		t.Fatalf("agent deploy --inside: %v\n%s", err, out)
+	}
+	if code, body := c.raw("POST", "/v2/builds/trigger", map[string]any{"build_id": uuid.NewString(), "name": "x", "placement": "inside"}); code != 422 ||
+		!strings.Contains(body, "kind agent only") {
+		t.Errorf("placement on an environment's build = %d %s, want 422", code, body)
+	}
+	task := func(env string) string {
+		var up struct {
+			TaskVersionIDs []string `json:"task_version_ids"`
+		}
+		if code := c.call("POST", "/v2/tasks/upload", map[string]any{"taskset_name": "inside", "tasks": []any{map[string]any{
+			"name": "answer-" + env, "env": env, "scenario": "answer", "args": map[string]any{"answer": "42"},
+			"agent_config": map[string]any{"probe": "inside", "answer": "42"}}}}, &up); code != 201 {
+			t.Fatalf("upload a task over %s = %d", env, code)
+		}
+		return up.TaskVersionIDs[0]
+	}
+	modelID := c.resolve("/v2/models/resolve?model=scripted-gpt", "id")
+	tr, logs := c.runToEnd(map[string]any{"task_version_id": task("answer"), "model_id": modelID, "agent": "probe-inside"})
+	out := c.agentOutput(tr.ID)
+	if tr.Status != "completed" || tr.Reward == nil || *tr.Reward != 1 || !strings.Contains(logs, "started inside the environment, in its working directory") ||
+		!strings.Contains(out, "wrote answer.txt in /tmp/work (placement inside)") {
+		t.Errorf("an agent inside the environment = %+v\n%s%s", tr, logs, out)
+	}
+	tr, logs = c.runToEnd(map[string]any{"task_version_id": task("answer-closed"), "model_id": modelID, "agent": "probe-inside"})
+	if tr.Status != "error" || !strings.Contains(tr.Error, "does not take agents inside") || !strings.Contains(tr.Error, "--agents-inside") {
+		t.Errorf("an agent inside an environment that does not take it = %+v\n%s", tr, logs)
 	}
 }

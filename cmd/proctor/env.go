@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -49,6 +50,21 @@ func deployCommand(kind, entryHolds, laterHint string, stdout io.Writer, done fu
 		name := fs.String("name", "", "the "+kind+"'s name (default: the directory's name)")
 		entry := fs.String("entry-folder", "", "the folder of DIR that holds the "+kind+"'s "+entryHolds+" (default: DIR itself)")
 		noPromote := fs.Bool("no-promote", false, "keep the "+kind+"'s latest build: new runs go on using it "+laterHint)
+		// What the build records of where agents run: an agent's own placement, or whether an
+		// environment takes agents inside.
+		trigger := map[string]any{}
+		if kind == "agent" {
+			trigger["kind"] = kind
+			fs.BoolFunc("inside", "run the agent inside the environment, in its working directory, for an agent that works with its own shell and file tools (the environment must accept it: env deploy --agents-inside)", func(string) error {
+				trigger["placement"] = "inside"
+				return nil
+			})
+		} else {
+			fs.BoolFunc("agents-inside", "let brought agents deployed with --inside run in this environment's working directory", func(string) error {
+				trigger["runtime_config"] = map[string]any{"agents_inside": true}
+				return nil
+			})
+		}
 		client := clientFlags(fs)
 		return func(ctx context.Context, pos []string) error {
 			dir, err := filepath.Abs(pos[0])
@@ -68,11 +84,7 @@ func deployCommand(kind, entryHolds, laterHint string, stdout io.Writer, done fu
 				return err
 			}
 			fmt.Fprintf(stdout, "packed %s: %d files, %s\n", pos[0], files, humanBytes(len(archive)))
-			triggerKind := ""
-			if kind == "agent" {
-				triggerKind = kind
-			}
-			b, err := c.buildSource(ctx, archive, *name, *entry, triggerKind, stdout)
+			b, err := c.buildSource(ctx, archive, *name, *entry, trigger, stdout)
 			if err != nil {
 				return err
 			}
@@ -90,8 +102,9 @@ func deployCommand(kind, entryHolds, laterHint string, stdout io.Writer, done fu
 }
 
 // buildSource uploads a source archive, builds it as the environment name (its main package in
-// entry, when not the root) while printing the build's log, and answers the build as it ended.
-func (c *apiClient) buildSource(ctx context.Context, archive []byte, name, entry, kind string, stdout io.Writer) (deployBuild, error) {
+// entry, when not the root; with the trigger's fields extra) while printing the build's log, and
+// answers the build as it ended.
+func (c *apiClient) buildSource(ctx context.Context, archive []byte, name, entry string, extra map[string]any, stdout io.Writer) (deployBuild, error) {
 	var b deployBuild
 	buildID, err := c.uploadSource(ctx, archive)
 	if err != nil {
@@ -101,9 +114,7 @@ func (c *apiClient) buildSource(ctx context.Context, archive []byte, name, entry
 	if entry != "" {
 		body["entry_folder"] = filepath.ToSlash(entry)
 	}
-	if kind != "" {
-		body["kind"] = kind
-	}
+	maps.Copy(body, extra)
 	if err := c.do(ctx, http.MethodPost, "/v2/builds/trigger", body, &b); err != nil {
 		return b, err
 	}

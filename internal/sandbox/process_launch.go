@@ -22,11 +22,13 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 			}
 		}
 	}()
-	workDir, err := os.MkdirTemp(p.root, workDirPattern(spec.ID))
-	if err != nil {
-		return nil, fmt.Errorf("create work dir: %w", err)
+	workDir := spec.WorkDir
+	if workDir == "" {
+		if workDir, err = os.MkdirTemp(p.root, workDirPattern(spec.ID)); err != nil {
+			return nil, fmt.Errorf("create work dir: %w", err)
+		}
+		undo = append(undo, func() { removeAll(workDir) })
 	}
-	undo = append(undo, func() { removeAll(workDir) })
 
 	var cg *sandboxCgroup
 	if p.cg != nil {
@@ -48,19 +50,20 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 	pp.closeChildEnds()
 
 	sb := &processSandbox{
-		p:        p,
-		id:       spec.ID,
-		workDir:  workDir,
-		devices:  devices,
-		cmd:      cmd,
-		cg:       cg,
-		stdin:    pp.inW,
-		stdout:   pp.outR,
-		stderr:   pp.errR,
-		logs:     NewLogRing(MaxLogLines),
-		done:     make(chan struct{}),
-		logsDone: make(chan struct{}),
-		stopped:  make(chan struct{}),
+		p:             p,
+		id:            spec.ID,
+		workDir:       workDir,
+		sharedWorkDir: spec.WorkDir != "",
+		devices:       devices,
+		cmd:           cmd,
+		cg:            cg,
+		stdin:         pp.inW,
+		stdout:        pp.outR,
+		stderr:        pp.errR,
+		logs:          NewLogRing(MaxLogLines),
+		done:          make(chan struct{}),
+		logsDone:      make(chan struct{}),
+		stopped:       make(chan struct{}),
 	}
 	go func() {
 		defer close(sb.logsDone)

@@ -22,9 +22,11 @@ type processSandbox struct {
 	p       *Process
 	id      string
 	workDir string
-	devices []string
-	cmd     *exec.Cmd // bwrap, or the environment itself
-	cg      *sandboxCgroup
+	// sharedWorkDir: the work dir is another sandbox's (Spec.WorkDir), left in place at Stop.
+	sharedWorkDir bool
+	devices       []string
+	cmd           *exec.Cmd // bwrap, or the environment itself
+	cg            *sandboxCgroup
 	// initPID is the host pid of the sandbox's pid 1 and pidNS its namespace
 	// ("pid:[4026532180]"); both zero without a pid namespace.
 	initPID int
@@ -209,8 +211,10 @@ func (s *processSandbox) teardown(ctx context.Context) error {
 		}
 	}
 	s.closePipes()
-	if err := removeAll(s.workDir); err != nil {
-		errs = append(errs, fmt.Errorf("remove work dir: %w", err))
+	if !s.sharedWorkDir {
+		if err := removeAll(s.workDir); err != nil {
+			errs = append(errs, fmt.Errorf("remove work dir: %w", err))
+		}
 	}
 	s.p.forget(s)
 	s.p.log.Info("sandbox: stopped", "sandbox", s.id, "elapsed", time.Since(begin), "exit", s.Err())

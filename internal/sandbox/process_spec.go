@@ -25,6 +25,11 @@ func (p *Process) checkSpec(spec Spec) (string, error) {
 	if err := checkListen(spec); err != nil {
 		return "", err
 	}
+	if d := spec.WorkDir; d != "" {
+		if fi, err := os.Stat(d); !filepath.IsAbs(d) || err != nil || !fi.IsDir() {
+			return "", fmt.Errorf("work dir %q: not an existing absolute directory: %w", d, ErrInvalidSpec)
+		}
+	}
 	if spec.Listen != nil && p.isolation != IsolationBubblewrap {
 		return "", fmt.Errorf("isolation %s gives the sandbox no network namespace of its own: %w", p.isolation, ErrNoListen)
 	}

@@ -83,6 +83,10 @@ type Spec struct {
 	// Network false gives the sandbox its own network namespace with only
 	// loopback (under bubblewrap); true shares the host network.
 	Network bool
+	// WorkDir, when set, is an existing directory (another sandbox's work dir, say) that this
+	// sandbox works in instead of a fresh one of its own: HOME and the working directory, where
+	// a sandbox's work dir appears (WorkDirInImage with RootFS). Stop leaves it in place.
+	WorkDir string
 	// Listen, when set, asks for a TCP listener inside the sandbox's own network namespace
 	// (Network must be false), made before Command starts: what the sandbox's processes reach
 	// at 127.0.0.1:Listen.Port is served by whoever holds the listener, outside the sandbox, and

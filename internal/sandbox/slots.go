@@ -100,6 +100,8 @@ func CheckImageSpec(spec Spec, provider string) error {
 		return invalid("sandbox %s: the %s provider runs images, and the spec names none", spec.ID, provider)
 	case spec.Resources.CPU < 0 || spec.Resources.MemoryMB < 0 || spec.Resources.GPU.Count < 0:
 		return invalid("sandbox %s: negative resources %+v", spec.ID, spec.Resources)
+	case spec.WorkDir != "":
+		return invalid("sandbox %s: the %s provider runs no sandbox in another's work dir", spec.ID, provider)
 	case spec.Listen != nil:
 		return fmt.Errorf("sandbox %s: the %s provider makes no listener inside its sandboxes: %w", spec.ID, provider, ErrNoListen)
 	}

@@ -6,6 +6,8 @@
 //	        reach addr; exit 0
 //	loop    ask the model again and again, whatever it answers, forever
 //	hang    say so, then sleep forever
+//	inside  (deployed to run inside the environment) write answer to answer.txt in its working
+//	        directory, and say where that is
 //	anthropic  solve an add-todos task through the Anthropic endpoint: ask the model, make the
 //	        tool calls it asks for through MCP, send the results back, until it answers with text
 package main
@@ -24,7 +26,7 @@ import (
 )
 
 func main() {
-	var cfg struct{ Probe, Addr string }
+	var cfg struct{ Probe, Addr, Answer string }
 	if err := json.Unmarshal([]byte(os.Getenv("PROCTOR_AGENT_CONFIG")), &cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "probe: PROCTOR_AGENT_CONFIG:", err)
 		os.Exit(2)
@@ -46,6 +48,16 @@ func main() {
 				fmt.Println("call", i, res.Status)
 			}
 		}
+	case "inside":
+		wd, err := os.Getwd()
+		if err == nil {
+			err = os.WriteFile("answer.txt", []byte(cfg.Answer+"\n"), 0o644)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "probe:", err)
+			os.Exit(1)
+		}
+		fmt.Printf("wrote answer.txt in %s (placement %s)\n", wd, os.Getenv("PROCTOR_PLACEMENT"))
 	case "anthropic":
 		if err := anthropic(); err != nil {
 			fmt.Fprintln(os.Stderr, "probe:", err)
