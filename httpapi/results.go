@@ -16,7 +16,8 @@ func (s *Server) registerResults() {
 	tags := []string{"Models"}
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "get-model-results", Method: http.MethodGet, Path: "/models/{model_id}/results", Tags: tags, Summary: "A model's results per taskset",
-		Description: "Over the caller's team's completed, valid attempts of the model with a reward (only those answered by the given " +
+		Description: "Over the caller's team's completed, valid attempts of the model with a reward, run by the built-in agent loop (a brought " +
+			"agent's attempts measure the agent: GET /v2/jobs/{job_id}/mix lists them per agent and model) (only those answered by the given " +
 			"checkpoints, when `checkpoint_ids` lists some): per taskset, each task's mean reward and the mean of those (`avg_score`). " +
 			"`tasks_in_range_A_B` counts the tasks whose mean reward, as a percent, lies in [A, B]: `0_99` not yet mastered, `5_75` " +
 			"solved sometimes but not mostly, `15_40` the hard-but-reachable band. `suggested` lists suites the model has not run on.",

@@ -66,6 +66,8 @@ func (s *Store) ModelResults(ctx context.Context, c *Caller, modelID uuid.UUID, 
 		ColumnExpr("tr.task_id, tk.name AS task_name, tk.taskset_id, count(*) AS n").
 		ColumnExpr("AVG(tr.reward) AS avg_score, MIN(tr.reward) AS min_score, MAX(tr.reward) AS max_score").
 		Where("tr.team_id = ? AND tr.model_id = ? AND tr.status = ? AND tr.reward IS NOT NULL AND tr.is_valid", c.TeamID, modelID, TraceCompleted).
+		// A brought agent's attempts measure the agent, not the model: a job's entrants show them.
+		Where("tr.agent_build_id IS NULL").
 		GroupExpr("tr.task_id, tk.name, tk.taskset_id")
 	if len(checkpoints) > 0 {
 		var known []uuid.UUID

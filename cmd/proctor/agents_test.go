@@ -386,6 +386,15 @@ func testBroughtAgent(t *testing.T, storeArgs []string, _ string) {
 		t.Errorf("a submitted agent's attempt = %+v (agent %+v)", subTr, info.Agent)
 	}
 
+	// The model's own results leave the agent's attempts out: they measure the agent.
+	var results struct {
+		Results []struct{ TasksetName string } `json:"results"`
+	}
+	c.call("GET", "/v2/models/"+modelID+"/results", nil, &results)
+	if len(results.Results) != 0 {
+		t.Errorf("the model's results pool a brought agent's attempts: %+v", results.Results)
+	}
+
 	// max_steps bounds the model calls the gateway lets through: the agent's second call is
 	// refused, its run ends there, and the attempt is evaluated all the same (the todo it added
 	// in its one step earns the reward).
