@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"time"
@@ -27,6 +28,7 @@ type Agent struct {
 	Version       *int       `json:"version" doc:"The latest build's version (launch another as NAME:VERSION)"`
 	Digest        *string    `json:"digest" doc:"The latest build's image digest (launch a build as NAME@DIGEST)"`
 	ImageName     *string    `json:"image_name"`
+	Placement     string     `json:"placement" enum:"beside,inside" doc:"Where the latest build runs: beside the environment, or inside it (deployed with placement inside)"`
 	Builds        int        `json:"builds" minimum:"0" doc:"Builds of any status; list them with GET /v2/registries/{id}/builds"`
 }
 
@@ -60,7 +62,8 @@ func (s *Server) listAgents(ctx context.Context, in *listAgentsInput) (*listAgen
 	out.Body.Total, out.Body.Items = total, make([]Agent, len(rows))
 	for i, r := range rows {
 		out.Body.Items[i] = Agent{ID: r.ID, Name: r.Name, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, LatestBuildID: r.LatestBuildID,
-			Version: r.Version, Digest: r.Digest, ImageName: r.ImageName, Builds: r.Builds}
+			Version: r.Version, Digest: r.Digest, ImageName: r.ImageName, Builds: r.Builds,
+			Placement: cmp.Or(r.RuntimeConfig.Placement, models.PlacementBeside)}
 	}
 	return out, nil
 }

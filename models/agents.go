@@ -50,6 +50,8 @@ type AgentRow struct {
 	Version       *int       `bun:"version"`
 	Digest        *string    `bun:"digest"`
 	ImageName     *string    `bun:"image_name"`
+	// RuntimeConfig is the latest build's (its placement), zero without one.
+	RuntimeConfig BuildRuntime `bun:"runtime_config"`
 	// Builds counts the agent's builds, of any status.
 	Builds int `bun:"builds"`
 }
@@ -58,7 +60,7 @@ type AgentRow struct {
 func (s *Store) ListAgents(ctx context.Context, c *Caller, limit int) ([]AgentRow, int, error) {
 	var rows []AgentRow
 	q := s.DB.NewSelect().TableExpr("registries AS r").
-		ColumnExpr("r.id, r.name, r.created_at, r.updated_at, r.latest_build_id, b.version, b.digest, b.image_name").
+		ColumnExpr("r.id, r.name, r.created_at, r.updated_at, r.latest_build_id, b.version, b.digest, b.image_name, b.runtime_config").
 		ColumnExpr("(SELECT COUNT(*) FROM builds AS ab WHERE ab.registry_id = r.id) AS builds").
 		Join("LEFT JOIN builds AS b ON b.id = r.latest_build_id").
 		Where("r.team_id = ? AND r.registry_type = ?", c.TeamID, RegistryAgent)

@@ -22,6 +22,7 @@ type agentRow struct {
 	Name      string    `json:"name"`
 	Version   *int      `json:"version"`
 	Digest    *string   `json:"digest"`
+	Placement string    `json:"placement"`
 	Builds    int       `json:"builds"`
 	UpdatedAt time.Time `json:"updated_at"`
 }
@@ -30,7 +31,7 @@ type agentRow struct {
 func cmdAgentList(stdout io.Writer) flagsBody {
 	return listCommand[agentRow]{
 		path: "/v2/agents", limit: 100, limitUsage: "at most this many (1..500)",
-		columns: []string{"NAME", "LATEST", "DIGEST", "BUILDS", "UPDATED", "ID"},
+		columns: []string{"NAME", "LATEST", "DIGEST", "PLACEMENT", "BUILDS", "UPDATED", "ID"},
 		row: func(r agentRow) []any {
 			latest, digest := "(none succeeded yet)", ""
 			if r.Version != nil {
@@ -39,7 +40,7 @@ func cmdAgentList(stdout io.Writer) flagsBody {
 			if r.Digest != nil {
 				digest = shortDigest(*r.Digest)
 			}
-			return []any{r.Name, latest, digest, r.Builds, r.UpdatedAt.Local().Format("2006-01-02 15:04"), r.ID}
+			return []any{r.Name, latest, digest, r.Placement, r.Builds, r.UpdatedAt.Local().Format("2006-01-02 15:04"), r.ID}
 		},
 	}.body(stdout)
 }

@@ -219,7 +219,7 @@ func testBroughtAgent(t *testing.T, storeArgs []string, _ string) {
 	if err != nil || !strings.Contains(deployed, "latest: build 1 of react; new runs use it") {
 		t.Fatalf("agent deploy: %v\n%s", err, deployed)
 	}
-	if list, err := c.cli("agent", "list"); err != nil || !regexp.MustCompile(`(?m)^react\s+1\s+sha256:`).MatchString(list) {
+	if list, err := c.cli("agent", "list"); err != nil || !regexp.MustCompile(`(?m)^react\s+1\s+sha256:\S+\s+beside\s+1\s`).MatchString(list) {
 		t.Errorf("agent list: %v\n%s", err, list)
 	}
 	// An agent is no environment: it is not listed among them, and its name is its own.
@@ -754,6 +754,9 @@ func TestABroughtAgentRunsInsideAnEnvironmentThatTakesIt(t *testing.T) {
 	}
 	if out, err := c.cli("agent", "deploy", filepath.Join("testdata", "agents", "probe"), "--name", "probe-inside", "--inside"); err != nil {
 		t.Fatalf("agent deploy --inside: %v\n%s", err, out)
+	}
+	if list, err := c.cli("agent", "list"); err != nil || !regexp.MustCompile(`(?m)^probe-inside\s+1\s+sha256:\S+\s+inside\s`).MatchString(list) {
+		t.Errorf("agent list: %v\n%s", err, list)
 	}
 	if code, body := c.raw("POST", "/v2/builds/trigger", map[string]any{"build_id": uuid.NewString(), "name": "x", "placement": "inside"}); code != 422 ||
 		!strings.Contains(body, "kind agent only") {

@@ -54,13 +54,14 @@ export function Environments({ onUnauthorized }: { onUnauthorized: () => void })
       )}
       {agents.data && agents.data.items.length > 0 && (
         <table aria-label="Agents">
-          <Head cols={["Agent", "Latest build", "Digest", "Builds", "Updated"]} />
+          <Head cols={["Agent", "Latest build", "Digest", "Runs", "Builds", "Updated"]} />
           <tbody>
             {agents.data.items.map((a) => (
               <tr key={a.id}>
                 <td>{a.name}</td>
                 <td>{a.version ?? "– (no build yet)"}</td>
                 <td>{a.digest ? <code title={a.digest}>{shortDigest(a.digest)}</code> : "–"}</td>
+                <td>{a.placement === "inside" ? "inside the environment" : "beside the environment"}</td>
                 <td>{a.builds}</td>
                 <td>{fmtTime(a.updated_at)}</td>
               </tr>
