@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"go.temporal.io/sdk/activity"
 
@@ -53,6 +54,10 @@ type Activities struct {
 
 	imagesOnce sync.Once
 	imageCache *imageCache
+
+	// unconfinable is set once the sandbox provider said it cannot make a listener inside a
+	// sandbox (sandbox.ErrNoListen): later agents run on the worker's network at once.
+	unconfinable atomic.Bool
 
 	convOnce sync.Once
 	convs    *conversations

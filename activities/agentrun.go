@@ -118,7 +118,10 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 	inside := r.agent.RuntimeConfig.Inside()
 	if inside {
 		// Its own image, in the environment's working directory: what it writes there is what
-		// the environment (and its evaluation) reads.
+		// the environment (and its evaluation) reads. Only the process provider shares one.
+		if _, images := a.Sandboxes.(sandbox.ImageRunner); images || le.sb.WorkDir() == "" {
+			return RunAgentResult{}, envError("this host's sandbox provider cannot run an agent inside the environment: only the process provider can")
+		}
 		spec.WorkDir = le.sb.WorkDir()
 	}
 	tail := newLineTail(agentStderrTail)
@@ -130,7 +133,7 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 	// The agent reaches its port and nothing else: the port listens inside the agent's own
 	// network namespace. A task that allows the network gives the agent the worker's, with the
 	// port on the worker's loopback; so does a host that cannot make a listener inside.
-	confined := !r.network()
+	confined := !r.network() && !a.unconfinable.Load()
 	var sb sandbox.Sandbox
 	if confined {
 		spec.Env = env(fmt.Sprintf("http://127.0.0.1:%d", agentPortInside))
@@ -138,13 +141,17 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 		sb, err = a.startAgentSandbox(ctx, spec, in.Deadline)
 		switch {
 		case errors.Is(err, sandbox.ErrNoListen):
-			a.workerLog(ctx, in.TraceID, "try %d: this host cannot confine the agent to its endpoints (%v); it shares the worker's network", in.Attempt, err)
+			a.log().WarnContext(ctx, "brought agents run on the worker's network: the sandbox provider cannot confine them", "error", err)
+			a.unconfinable.Store(true)
 			confined = false
 		case err != nil:
 			return RunAgentResult{}, err
 		}
 	}
 	if !confined {
+		if !r.network() {
+			a.workerLog(ctx, in.TraceID, "try %d: this host cannot confine the agent to its endpoints: it shares the worker's network", in.Attempt)
+		}
 		root, err := port.ListenLoopback()
 		if err != nil {
 			return RunAgentResult{}, err

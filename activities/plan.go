@@ -123,14 +123,14 @@ func (r *runFor) network() bool {
 	return n != nil && *n
 }
 
-// agentsInside reports whether the environment takes brought agents inside: the trace's runtime
-// config says so, or else its build's.
+// agentsInside reports whether the environment takes brought agents inside: its task's runtime
+// config says so, or else its build's. A launch's runtime config does not decide it: whoever
+// launches is not who vouches for the environment.
 func (r *runFor) agentsInside() bool {
-	if v := r.trace.RuntimeConfig.AgentsInside; v != nil {
+	if v := r.version.RuntimeConfig.AgentsInside; v != nil {
 		return *v
 	}
-	v := r.build != nil && r.build.RuntimeConfig.AgentsInside != nil && *r.build.RuntimeConfig.AgentsInside
-	return v
+	return r.build != nil && r.build.RuntimeConfig.AgentsInside != nil && *r.build.RuntimeConfig.AgentsInside
 }
 
 // runtime reads the trace's runtime config (its task version's, with the launch's overrides):

@@ -78,8 +78,8 @@ func (s *Store) ListAgents(ctx context.Context, c *Caller, limit int) ([]AgentRo
 // built or not: a submit's agent.type is an agent when it does, a model otherwise.
 func (s *Store) IsAgent(ctx context.Context, c *Caller, ref string) (bool, error) {
 	name, _, _ := strings.Cut(ref, "@")
-	if n, _, ok := strings.Cut(name, ":"); ok {
-		name = n
+	if n, v, ok := strings.Cut(name, ":"); ok && strings.Trim(v, "0123456789") == "" {
+		name = n // NAME:VERSION; a model's name may hold a colon too (llama3:8b)
 	}
 	q := s.DB.NewSelect().TableExpr("registries AS r").Where("r.team_id = ? AND r.registry_type = ?", c.TeamID, RegistryAgent)
 	if id, err := uuid.Parse(name); err == nil {

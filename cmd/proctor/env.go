@@ -14,6 +14,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,14 +56,24 @@ func deployCommand(kind, entryHolds, laterHint string, stdout io.Writer, done fu
 		trigger := map[string]any{}
 		if kind == "agent" {
 			trigger["kind"] = kind
-			fs.BoolFunc("inside", "run the agent inside the environment, in its working directory, for an agent that works with its own shell and file tools (the environment must accept it: env deploy --agents-inside)", func(string) error {
-				trigger["placement"] = "inside"
-				return nil
+			fs.BoolFunc("inside", "run the agent inside the environment, in its working directory, for an agent that works with its own shell and file tools (the environment must accept it: env deploy --agents-inside)", func(v string) error {
+				on, err := strconv.ParseBool(v)
+				if on {
+					trigger["placement"] = "inside"
+				} else {
+					delete(trigger, "placement")
+				}
+				return err
 			})
 		} else {
-			fs.BoolFunc("agents-inside", "let brought agents deployed with --inside run in this environment's working directory", func(string) error {
-				trigger["runtime_config"] = map[string]any{"agents_inside": true}
-				return nil
+			fs.BoolFunc("agents-inside", "let brought agents deployed with --inside run in this environment's working directory", func(v string) error {
+				on, err := strconv.ParseBool(v)
+				if on {
+					trigger["runtime_config"] = map[string]any{"agents_inside": true}
+				} else {
+					delete(trigger, "runtime_config")
+				}
+				return err
 			})
 		}
 		client := clientFlags(fs)

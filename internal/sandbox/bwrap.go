@@ -36,6 +36,9 @@ func bwrapArgs(workDir string, spec Spec, roBinds []string, devNodes []string, i
 		"--die-with-parent",
 		"--new-session", // no controlling terminal to push input into (TIOCSTI)
 		"--unshare-pid", "--unshare-ipc", "--unshare-uts",
+		// Run by a root worker, bubblewrap would leave the sandbox every capability: with them
+		// it could remount its read-only root, make device nodes or leave its namespaces.
+		"--cap-drop", "ALL",
 		"--ro-bind", root, "/",
 		"--dev", "/dev",
 		"--proc", "/proc",

@@ -38,20 +38,29 @@ func checkListen(spec Spec) error {
 // not be this process's own. A socket belongs to the namespace it was made in for its whole
 // life, whichever thread later accepts on it: so the socket is made on an OS thread that joined
 // pid's namespace and is never given back to the scheduler (it ends with its goroutine), and is
-// then served from anywhere in this process. Joining takes CAP_SYS_ADMIN over the namespace (a
-// worker running as root has it); without, the error wraps ErrNoListen.
+// then served from anywhere in this process. The namespace is opened once, checked and joined
+// through that one descriptor. Joining takes CAP_SYS_ADMIN over the namespace (a worker running
+// as root has it); without it, the error wraps ErrNoListen, as it does where setns is not known.
+// Any other failure is the sandbox's, and is returned as it is.
 func listenInNetns(pid, port int) (net.Listener, error) {
-	target := fmt.Sprintf("/proc/%d/ns/net", pid)
-	ours, err := os.Readlink("/proc/self/ns/net")
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", err, ErrNoListen)
+	if sysSetns == 0 {
+		return nil, fmt.Errorf("setns is not known on %s: %w", runtime.GOARCH, ErrNoListen)
 	}
-	theirs, err := os.Readlink(target)
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("%w: %w", err, ErrNoListen)
-	case theirs == ours:
-		return nil, fmt.Errorf("the sandbox shares this process's network namespace %s: %w", ours, ErrNoListen)
+	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
+	if err != nil {
+		return nil, fmt.Errorf("the sandbox's network namespace: %w", err)
+	}
+	defer ns.Close()
+	theirs, err := ns.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("the sandbox's network namespace: %w", err)
+	}
+	ours, err := os.Stat("/proc/thread-self/ns/net")
+	if err != nil {
+		return nil, fmt.Errorf("this process's network namespace: %w", err)
+	}
+	if os.SameFile(theirs, ours) {
+		return nil, errors.New("the sandbox shares this process's network namespace: no listener is made there")
 	}
 	type result struct {
 		ln  net.Listener
@@ -61,16 +70,12 @@ func listenInNetns(pid, port int) (net.Listener, error) {
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread leaves the namespace by ending
 		ch <- func() result {
-			ns, err := os.Open(target)
-			if err != nil {
-				return result{err: fmt.Errorf("%w: %w", err, ErrNoListen)}
-			}
-			defer ns.Close()
-			if sysSetns == 0 {
-				return result{err: fmt.Errorf("setns is not known on %s: %w", runtime.GOARCH, ErrNoListen)}
-			}
 			if _, _, errno := syscall.Syscall(sysSetns, ns.Fd(), syscall.CLONE_NEWNET, 0); errno != 0 {
-				return result{err: fmt.Errorf("join the sandbox's network namespace: %w: %w", errno, ErrNoListen)}
+				err := fmt.Errorf("join the sandbox's network namespace: %w", errno)
+				if errno == syscall.EPERM {
+					err = fmt.Errorf("%w: %w", err, ErrNoListen)
+				}
+				return result{err: err}
 			}
 			// bubblewrap brings the namespace's loopback up in the sandbox's first process,
 			// which may not have got there yet: 127.0.0.1 exists only once it has.

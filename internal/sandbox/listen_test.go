@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"testing"
 )
 
@@ -68,5 +69,26 @@ func TestAListenerInsideIsRefusedWhereItCannotBeMade(t *testing.T) {
 	load := func(context.Context, io.Writer) error { return nil }
 	if err := CheckImageSpec(Spec{ID: "x", Command: []string{"x"}, Image: &Image{Ref: "r", Load: load}, Listen: spec.Listen}, "container"); !errors.Is(err, ErrNoListen) {
 		t.Error("an image provider accepts a listener inside")
+	}
+}
+
+func TestASandboxUnderBubblewrapHasNoCapabilities(t *testing.T) {
+	p := newProvider(t, IsolationBubblewrap)
+	// Read by a program the sandbox's shell execs: what it holds after an exec, which a root
+	// uid would otherwise regain.
+	out, sb := run(t, p, Spec{Command: []string{"sh", "-c", "grep -E '^(Cap(Inh|Prm|Eff|Amb)|NoNewPrivs):' /proc/self/status"}})
+	if code := exitCode(t, sb); code != 0 {
+		t.Fatalf("exit %d: %q", code, sb.logs.Tail(3))
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	for _, line := range lines {
+		name, v, _ := strings.Cut(line, ":")
+		v = strings.TrimSpace(v)
+		if name == "NoNewPrivs" && v != "1" || name != "NoNewPrivs" && strings.Trim(v, "0") != "" {
+			t.Errorf("the sandbox's process: %s", line)
+		}
+	}
+	if len(lines) != 5 {
+		t.Errorf("read %q", out)
 	}
 }

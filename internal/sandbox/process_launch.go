@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -32,7 +34,13 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 
 	var cg *sandboxCgroup
 	if p.cg != nil {
-		if cg, err = p.cg.create("sandbox-"+filepath.Base(workDir), spec.Resources); err != nil {
+		// Named after the work dir, unique per sandbox; one that works in another's gets a name
+		// of its own beside that one's.
+		name := "sandbox-" + filepath.Base(workDir)
+		if spec.WorkDir != "" {
+			name += "-" + randomSuffix()
+		}
+		if cg, err = p.cg.create(name, spec.Resources); err != nil {
 			return nil, err
 		}
 		undo = append(undo, func() { cg.kill(); cg.remove() })
@@ -75,10 +83,16 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 		return nil, err
 	}
 	if spec.Listen != nil {
-		if err := listenAndRelease(sb.initPID, spec.Listen, pp.blockW); err != nil {
+		err := listenAndRelease(sb.initPID, spec.Listen, pp.blockW)
+		if err != nil {
+			// bubblewrap runs the command once its block pipe closes, written or not: the
+			// sandbox is gone before the pipe closes.
 			sb.kill()
 			<-sb.done
 			sb.closePipes()
+		}
+		pp.closeBlock()
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -103,10 +117,9 @@ func workDirPattern(id string) string {
 
 // listenAndRelease makes l's listener in the network namespace of the sandbox whose first process
 // is pid, hands it to l.Ready and lets the sandbox's command start (a byte on block, bubblewrap's
-// --block-fd). block is closed either way; a sandbox whose block closes unwritten never starts
-// its command.
+// --block-fd). It leaves block open: bubblewrap starts the command when block closes unwritten
+// too, so on an error the caller ends the sandbox first.
 func listenAndRelease(pid int, l *Listen, block *os.File) error {
-	defer block.Close()
 	ln, err := listenInNetns(pid, l.Port)
 	if err != nil {
 		return err
@@ -116,6 +129,13 @@ func listenAndRelease(pid int, l *Listen, block *os.File) error {
 		return fmt.Errorf("start the sandbox's command: %w", err)
 	}
 	return nil
+}
+
+// randomSuffix is 8 random hex digits.
+func randomSuffix() string {
+	b := make([]byte, 4)
+	rand.Read(b) //nolint:errcheck // never fails (crypto/rand)
+	return hex.EncodeToString(b)
 }
 
 // sandboxPipes are a sandbox's stdio, and bubblewrap's info pipe (fd 3) under bubblewrap: our
@@ -167,8 +187,12 @@ func (pp *sandboxPipes) closeChildEnds() { closeFiles(pp.inR, pp.outW, pp.errW, 
 // closeOurEnds closes the ends the sandbox reads and writes, when it could not start.
 func (pp *sandboxPipes) closeOurEnds() { closeFiles(pp.inW, pp.outR, pp.errR, pp.infoR, pp.blockW) }
 
-// closeBlock closes the block pipe's end we write, if any: the command then never starts.
-func (pp *sandboxPipes) closeBlock() { closeFiles(pp.blockW) }
+// closeBlock closes the block pipe's end we write, if any (bubblewrap then starts the command,
+// if its sandbox is still there).
+func (pp *sandboxPipes) closeBlock() {
+	closeFiles(pp.blockW)
+	pp.blockW = nil
+}
 
 // command is the command that runs spec's environment (argv0 and its arguments) in workDir: under
 // bubblewrap, else in a pid namespace of its own where the host allows; in cgroup cg when there
