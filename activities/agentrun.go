@@ -99,6 +99,9 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 		return RunAgentResult{}, agentError("the agent's build %s cannot run: %v", r.agent.ID, err)
 	}
 	spec.ID = fmt.Sprintf("%s-%d-agent", in.TraceID, in.Attempt)
+	// The environment's sandbox holds the attempt's slot: the agent's takes none, or a full
+	// host would keep every attempt's agent waiting on the others' environments.
+	spec.Companion = true
 	_, _, res := r.runtime()
 	spec.Resources = sandbox.Resources{CPU: res.CPU, MemoryMB: res.MemoryMB}
 	agentConfig, err := json.Marshal(r.agentConfig())
@@ -219,7 +222,7 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 }
 
 // startAgentSandbox starts the agent's sandbox, waiting for a free slot on a full host until
-// the deadline (the environment's sandbox holds one already).
+// the deadline where the provider gives a companion one.
 func (a *Activities) startAgentSandbox(ctx context.Context, spec sandbox.Spec, deadline time.Time) (sandbox.Sandbox, error) {
 	for {
 		sb, err := a.Sandboxes.Start(ctx, spec)

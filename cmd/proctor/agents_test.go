@@ -183,11 +183,11 @@ type agentDev struct {
 // scriptedProviderKey is the scripted models' provider key, $SCRIPTED_AGENT_KEY to the platform.
 const scriptedProviderKey = "scripted-provider-key"
 
-func startAgentDev(t *testing.T, storeArgs ...string) agentDev {
+func startAgentDev(t *testing.T, storeArgs []string, devArgs ...string) agentDev {
 	t.Helper()
 	t.Setenv("SCRIPTED_AGENT_KEY", scriptedProviderKey)
 	d := agentDev{dataDir: t.TempDir(), model: newScriptedTodoModel(t, scriptedProviderKey)}
-	dev := startDev(t, d.dataDir, storeArgs...)
+	dev := startDev(t, d.dataDir, append(devArgs, storeArgs...)...)
 	d.api = api{t: t, base: dev.info.APIURL, key: dev.info.APIKey, temporal: dev.info.TemporalAddress}
 	d.addModel("scripted-gpt", "openai", d.model.srv.URL, storeArgs, "--input-cost-per-token", "0.000001", "--output-cost-per-token", "0.000002")
 	d.modelID = d.resolve("/v2/models/resolve?model=scripted-gpt", "id")
@@ -212,7 +212,7 @@ func TestABroughtAgentSolvesATaskThroughTheGateway(t *testing.T) { eachStore(t, 
 // OpenAI-compatible model, and reads the trace: every model call and tool call, in order, with
 // usage and cost, and the reward the environment's evaluation gave.
 func testBroughtAgent(t *testing.T, storeArgs []string, _ string) {
-	d := startAgentDev(t, storeArgs...)
+	d := startAgentDev(t, storeArgs)
 	c, model, modelID, dataDir := d.api, d.model, d.modelID, d.dataDir
 	agentDir := filepath.Join(testenv.ModuleRoot(t), "examples", "agents", "react")
 	deployed, err := c.cli("agent", "deploy", agentDir, "--name", "react")
@@ -424,7 +424,9 @@ func testBroughtAgent(t *testing.T, storeArgs []string, _ string) {
 // max_steps at the port, and a cancel that stops the agent within seconds and leaves no process.
 // The behaviour is the store's no more than the built-in loop's: one store is enough.
 func TestABroughtAgentIsHeldToItsEndpoints(t *testing.T) {
-	d := startAgentDev(t)
+	// One sandbox slot: an attempt's environment holds it, and its agent runs beside it all the
+	// same (it takes none).
+	d := startAgentDev(t, nil, "--max-sandboxes", "1")
 	c, model, modelID := d.api, d.model, d.modelID
 	if out, err := c.cli("agent", "deploy", filepath.Join("testdata", "agents", "probe"), "--name", "probe"); err != nil {
 		t.Fatalf("agent deploy: %v\n%s", err, out)
@@ -657,7 +659,7 @@ func TestTheTypeScriptExampleAgentSolvesATask(t *testing.T) {
 		t.Fatalf("prepare.sh: %v\n%s", err, out)
 	}
 	t.Logf("prepare.sh: %s", time.Since(started).Round(time.Millisecond))
-	d := startAgentDev(t)
+	d := startAgentDev(t, nil)
 	c, model := d.api, d.model
 	started = time.Now()
 	if out, err := c.cli("agent", "deploy", dir, "--name", "react-ts"); err != nil || !strings.Contains(out, "latest: build 1 of react-ts") {
@@ -744,7 +746,7 @@ func main() {
 // own file tools (no MCP), and the attempt earns 1.0. An environment that does not take agents
 // inside ends such an attempt in an error that says how to allow it.
 func TestABroughtAgentRunsInsideAnEnvironmentThatTakesIt(t *testing.T) {
-	d := startAgentDev(t)
+	d := startAgentDev(t, nil)
 	c := d.api
 	envDir := outOfTreeModule(t, []byte(answerEnvironment))
 	for _, deploy := range [][]string{{"--name", "answer", "--agents-inside"}, {"--name", "answer-closed"}} {

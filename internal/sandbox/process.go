@@ -289,7 +289,7 @@ func (p *Process) Start(ctx context.Context, spec Spec) (Sandbox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
 	}
-	devices, err := p.reserve(spec.Resources.GPU)
+	devices, err := p.reserve(spec.Resources.GPU, spec.Companion)
 	if err != nil {
 		return nil, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
 	}
@@ -297,7 +297,7 @@ func (p *Process) Start(ctx context.Context, spec Spec) (Sandbox, error) {
 	begin := time.Now()
 	sb, err := p.launch(ctx, spec, argv0, devices)
 	if err != nil {
-		p.unreserve(devices)
+		p.unreserve(devices, spec.Companion)
 		return nil, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
 	}
 	p.mu.Lock()
@@ -308,29 +308,33 @@ func (p *Process) Start(ctx context.Context, spec Spec) (Sandbox, error) {
 	return sb, nil
 }
 
-// reserve takes a slot and the GPUs asked for, or neither.
-func (p *Process) reserve(req GPURequest) ([]string, error) {
+// reserve takes a slot (none for a companion) and the GPUs asked for, or neither.
+func (p *Process) reserve(req GPURequest, companion bool) ([]string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return nil, ErrClosed
 	}
-	if p.slots >= p.max {
+	if !companion && p.slots >= p.max {
 		return nil, fmt.Errorf("%d of %d sandboxes running: %w", p.slots, p.max, ErrCapacity)
 	}
 	devices, err := p.gpus.Allocate(req)
 	if err != nil {
 		return nil, err
 	}
-	p.slots++
+	if !companion {
+		p.slots++
+	}
 	p.starting.Add(1)
 	return devices, nil
 }
 
-func (p *Process) unreserve(devices []string) {
+func (p *Process) unreserve(devices []string, companion bool) {
 	p.gpus.Release(devices)
 	p.mu.Lock()
-	p.slots--
+	if !companion {
+		p.slots--
+	}
 	p.mu.Unlock()
 }
 
@@ -341,7 +345,9 @@ func (p *Process) forget(sb *processSandbox) {
 	defer p.mu.Unlock()
 	if _, ok := p.live[sb]; ok {
 		delete(p.live, sb)
-		p.slots--
+		if !sb.companion {
+			p.slots--
+		}
 	}
 }
 

@@ -62,6 +62,7 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 		id:            spec.ID,
 		workDir:       workDir,
 		sharedWorkDir: spec.WorkDir != "",
+		companion:     spec.Companion,
 		devices:       devices,
 		cmd:           cmd,
 		cg:            cg,

@@ -24,9 +24,11 @@ type processSandbox struct {
 	workDir string
 	// sharedWorkDir: the work dir is another sandbox's (Spec.WorkDir), left in place at Stop.
 	sharedWorkDir bool
-	devices       []string
-	cmd           *exec.Cmd // bwrap, or the environment itself
-	cg            *sandboxCgroup
+	// companion: the sandbox holds no slot (Spec.Companion).
+	companion bool
+	devices   []string
+	cmd       *exec.Cmd // bwrap, or the environment itself
+	cg        *sandboxCgroup
 	// initPID is the host pid of the sandbox's pid 1 and pidNS its namespace
 	// ("pid:[4026532180]"); both zero without a pid namespace.
 	initPID int

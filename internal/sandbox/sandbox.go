@@ -83,6 +83,11 @@ type Spec struct {
 	// Network false gives the sandbox its own network namespace with only
 	// loopback (under bubblewrap); true shares the host network.
 	Network bool
+	// Companion marks a sandbox that runs beside one that holds a slot already, for the same
+	// work (a brought agent beside its environment): it takes no slot of its own, so that it
+	// never waits for one its partner keeps from it. The process provider counts it in no
+	// capacity; the image-running providers (which run no brought agent yet) give it a slot.
+	Companion bool
 	// WorkDir, when set, is an existing directory (another sandbox's work dir, say) that this
 	// sandbox works in instead of a fresh one of its own: HOME and the working directory, where
 	// a sandbox's work dir appears (WorkDirInImage with RootFS). Stop leaves it in place.
@@ -180,7 +185,8 @@ type Provider interface {
 	// Start starts spec. It returns an error wrapping ErrCapacity when the host
 	// is full and ErrNoGPU when GPUs of that type and count cannot be had.
 	Start(ctx context.Context, spec Spec) (Sandbox, error)
-	// Running is how many sandboxes hold a slot (started and not yet stopped).
+	// Running is how many sandboxes hold a slot (started and not yet stopped; companions hold
+	// none).
 	Running() int
 	// Capacity is the most sandboxes the provider runs at once.
 	Capacity() int

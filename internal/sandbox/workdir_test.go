@@ -31,3 +31,18 @@ func TestASandboxWorksInAnothersWorkDirAndLeavesIt(t *testing.T) {
 		t.Errorf("a relative work dir: %v, want ErrInvalidSpec", err)
 	}
 }
+
+func TestACompanionTakesNoSlot(t *testing.T) {
+	p := newProvider(t, IsolationNone, func(o *ProcessOptions) { o.MaxSandboxes = 1 })
+	start(t, p, Spec{ID: "env", Command: []string{"sleep", "60"}})
+	companion := start(t, p, Spec{ID: "agent", Command: []string{"sleep", "60"}, Companion: true})
+	if n := p.Running(); n != 1 {
+		t.Errorf("Running() = %d with a sandbox and its companion, want 1", n)
+	}
+	if _, err := p.Start(t.Context(), Spec{ID: "another", Command: []string{"true"}}); !errors.Is(err, ErrCapacity) {
+		t.Errorf("a second sandbox on a host of one slot: %v, want ErrCapacity", err)
+	}
+	if err := companion.Stop(context.Background()); err != nil || p.Running() != 1 {
+		t.Errorf("after the companion stopped: %v, Running() = %d, want 1", err, p.Running())
+	}
+}
