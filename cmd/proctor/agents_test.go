@@ -687,6 +687,13 @@ func TestTheTypeScriptExampleAgentSolvesATask(t *testing.T) {
 	if out := c.agentOutput(tr.ID); !strings.Contains(out, "react-ts: 4 tools, model scripted-gpt") {
 		t.Errorf("the agent's output:\n%s", out)
 	}
+	// proctor trace names the agent, and prints what it wrote with --logs.
+	if out, err := c.cli("trace", tr.ID); err != nil || !strings.Contains(out, "agent react-ts, build 1 (sha256:") {
+		t.Errorf("proctor trace: %v\n%s", err, out)
+	}
+	if out, err := c.cli("trace", tr.ID, "--logs"); err != nil || !regexp.MustCompile(`(?m)^agent:stderr\s+react-ts: 4 tools`).MatchString(out) {
+		t.Errorf("proctor trace --logs: %v\n%s", err, out)
+	}
 }
 
 // answerEnvironment is an environment whose evaluation reads a file of its working directory:

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/proctorhq/proctor/httpapi"
 	"github.com/proctorhq/proctor/models"
 )
 
@@ -21,9 +22,16 @@ func cmdTrace(stdout, stderr io.Writer) flagsBody {
 	return func(fs *flag.FlagSet) runFunc {
 		follow := fs.Bool("f", false, "follow the attempt live until it ends")
 		allTries := fs.Bool("all-tries", false, "also show the events of earlier tries (superseded: their sandbox was lost and the attempt restarted)")
+		logs := fs.Bool("logs", false, "print what the environment (and a brought agent) wrote instead: its stderr, and an agent's stdout and stderr")
 		return jsonClientCommand(func(ctx context.Context, c *apiClient, pos []string, asJSON bool) (err error) {
 			if pos[0], err = c.resolveID(ctx, "trace", pos[0]); err != nil {
 				return err
+			}
+			if *logs {
+				if asJSON || *follow {
+					return usagef("--logs prints the logs as text, as they are now")
+				}
+				return c.printEnvLogs(ctx, pos[0], stdout)
 			}
 			if asJSON {
 				if *follow {
@@ -124,8 +132,9 @@ func (c *apiClient) printTraceEnd(ctx context.Context, traceID string, ev traceE
 	}
 }
 
-// printTraceBuild says which build of its environment ran a trace: after a redeploy, the
-// question a failure raises first. Nothing when the API cannot say.
+// printTraceBuild says which build of its environment ran a trace (after a redeploy, the
+// question a failure raises first), and which build of a brought agent, if one ran it. Nothing
+// when the API cannot say.
 func (c *apiClient) printTraceBuild(ctx context.Context, traceID string, stdout io.Writer) {
 	var info struct {
 		Environment *struct {
@@ -133,15 +142,42 @@ func (c *apiClient) printTraceBuild(ctx context.Context, traceID string, stdout 
 			BuildVersion *int    `json:"build_version"`
 			BuildDigest  *string `json:"build_digest"`
 		} `json:"environment"`
+		Agent *httpapi.AgentBuild `json:"agent"`
 	}
-	if c.do(ctx, http.MethodGet, "/v2/trace/"+url.PathEscape(traceID)+"/info", nil, &info) != nil || info.Environment == nil || info.Environment.BuildVersion == nil {
+	if c.do(ctx, http.MethodGet, "/v2/trace/"+url.PathEscape(traceID)+"/info", nil, &info) != nil {
 		return
 	}
-	fmt.Fprintf(stdout, "environment %s, build %d", info.Environment.Name, *info.Environment.BuildVersion)
-	if d := info.Environment.BuildDigest; d != nil {
-		fmt.Fprintf(stdout, " (%s)", *d)
+	if e := info.Environment; e != nil && e.BuildVersion != nil {
+		fmt.Fprintf(stdout, "environment %s, build %d", e.Name, *e.BuildVersion)
+		if d := e.BuildDigest; d != nil {
+			fmt.Fprintf(stdout, " (%s)", *d)
+		}
+		fmt.Fprintln(stdout)
 	}
-	fmt.Fprintln(stdout)
+	if a := info.Agent; a != nil {
+		fmt.Fprintf(stdout, "agent %s, build %d (%s): its output: proctor trace %s --logs\n", a.Name, a.Version, a.Digest, traceID)
+	}
+}
+
+// printEnvLogs prints every line a trace's environment and brought agent wrote, in order, with
+// the stream of each (stderr; agent:stdout, agent:stderr).
+func (c *apiClient) printEnvLogs(ctx context.Context, traceID string, stdout io.Writer) error {
+	for after := -1; ; {
+		var page struct {
+			Logs    []httpapi.EnvLogLine `json:"logs"`
+			HasMore bool                 `json:"has_more"`
+		}
+		if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v2/trace/%s/env-logs?after_seq=%d&limit=5000", url.PathEscape(traceID), after), nil, &page); err != nil {
+			return err
+		}
+		for _, l := range page.Logs {
+			fmt.Fprintf(stdout, "%-12s %s\n", l.Stream, l.Log)
+			after = l.Seq
+		}
+		if !page.HasMore || len(page.Logs) == 0 {
+			return nil
+		}
+	}
 }
 
 // showTraceJSON prints a trace and its events (with earlier tries' when allTries) as the API
