@@ -77,6 +77,9 @@ func (s *Store) LaunchJob(ctx context.Context, c *Caller, l Launch) (*Job, []Tra
 		if err != nil {
 			return err
 		}
+		if err := checkAgentsInside(ctx, tx, l, versions); err != nil {
+			return err
+		}
 		var fresh []Trace
 		// A job's traces are in launch order by created_at (see JobTraceIDsPage): each is a
 		// microsecond after the one before, however fast they are made.
@@ -105,6 +108,67 @@ func (s *Store) LaunchJob(ctx context.Context, c *Caller, l Launch) (*Job, []Tra
 		return nil, nil, fmt.Errorf("launch job: %w", err)
 	}
 	return job, traces, nil
+}
+
+// checkAgentsInside refuses a launch that runs an agent deployed to run inside the environment
+// on a task whose environment does not take agents inside: its version's runtime config says
+// not, or says nothing and its environment's latest build does not say so. Two queries at most,
+// whatever the launch's size; Rollout checks again when the attempt runs.
+func checkAgentsInside(ctx context.Context, tx bun.Tx, l Launch, versions map[uuid.UUID]TaskVersion) error {
+	var agentIDs []uuid.UUID
+	for _, lt := range l.Traces {
+		if id := lt.AgentBuildID; id != nil && !slices.Contains(agentIDs, *id) {
+			agentIDs = append(agentIDs, *id)
+		}
+	}
+	if len(agentIDs) == 0 {
+		return nil
+	}
+	var agents []Build
+	if err := tx.NewSelect().Model(&agents).Where("id IN (?)", bun.In(agentIDs)).Scan(ctx); err != nil {
+		return err
+	}
+	inside := map[uuid.UUID]bool{}
+	for _, b := range agents {
+		inside[b.ID] = b.RuntimeConfig.Inside()
+	}
+	var regIDs []uuid.UUID
+	var checked []TaskVersion
+	for _, lt := range l.Traces {
+		v, ok := versions[lt.TaskVersionID]
+		if !ok || lt.AgentBuildID == nil || !inside[*lt.AgentBuildID] {
+			continue
+		}
+		checked = append(checked, v)
+		if v.RuntimeConfig.AgentsInside == nil && v.RegistryID != nil && !slices.Contains(regIDs, *v.RegistryID) {
+			regIDs = append(regIDs, *v.RegistryID)
+		}
+	}
+	takes := map[uuid.UUID]bool{}
+	if len(regIDs) > 0 {
+		var rows []struct {
+			ID            uuid.UUID    `bun:"id,type:uuid"`
+			RuntimeConfig BuildRuntime `bun:"runtime_config"`
+		}
+		if err := tx.NewSelect().TableExpr("registries AS r").Join("JOIN builds AS b ON b.id = r.latest_build_id").
+			ColumnExpr("r.id, b.runtime_config").Where("r.id IN (?)", bun.In(regIDs)).Scan(ctx, &rows); err != nil {
+			return err
+		}
+		for _, r := range rows {
+			takes[r.ID] = r.RuntimeConfig.AgentsInside != nil && *r.RuntimeConfig.AgentsInside
+		}
+	}
+	for _, v := range checked {
+		ok := v.RegistryID != nil && takes[*v.RegistryID]
+		if a := v.RuntimeConfig.AgentsInside; a != nil {
+			ok = *a
+		}
+		if !ok {
+			return ValidationError{{Location: "agent", Value: v.Env, Message: fmt.Sprintf("the agent runs inside the environment, and environment %q "+
+				"(of task %q) does not take agents inside: deploy it with proctor env deploy --agents-inside (runtime_config.agents_inside)", v.Env, v.Name)}}
+		}
+	}
+	return nil
 }
 
 // launchingJob is the job a launch goes into: the one l.JobID names, or the one every trace of a

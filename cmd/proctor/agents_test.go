@@ -750,8 +750,8 @@ func main() {
 // TestABroughtAgentRunsInsideAnEnvironmentThatTakesIt deploys an agent to run inside the
 // environment and an environment that takes agents inside, and runs the agent on a task whose
 // evaluation reads a file of the environment's working directory: the agent writes it with its
-// own file tools (no MCP), and the attempt earns 1.0. An environment that does not take agents
-// inside ends such an attempt in an error that says how to allow it.
+// own file tools (no MCP), and the attempt earns 1.0. A launch on an environment that does not
+// take agents inside is refused, saying how to allow it.
 func TestABroughtAgentRunsInsideAnEnvironmentThatTakesIt(t *testing.T) {
 	d := startAgentDev(t, nil)
 	c := d.api
@@ -789,8 +789,13 @@ func TestABroughtAgentRunsInsideAnEnvironmentThatTakesIt(t *testing.T) {
 		!strings.Contains(out, "wrote answer.txt in /tmp/work (placement inside)") {
 		t.Errorf("an agent inside the environment = %+v\n%s%s", tr, logs, out)
 	}
-	tr, logs = c.runToEnd(map[string]any{"task_version_id": task("answer-closed"), "model_id": modelID, "agent": "probe-inside"})
-	if tr.Status != "error" || !strings.Contains(tr.Error, "does not take agents inside") || !strings.Contains(tr.Error, "--agents-inside") {
-		t.Errorf("an agent inside an environment that does not take it = %+v\n%s", tr, logs)
+	// An environment that does not take agents inside is refused at launch, saying how to allow it.
+	closed := task("answer-closed")
+	if code, body := c.raw("POST", "/v2/rollouts/run", map[string]any{"task_version_id": closed, "model_id": modelID, "agent": "probe-inside"}); code != 422 ||
+		!strings.Contains(body, `does not take agents inside`) || !strings.Contains(body, "--agents-inside") {
+		t.Errorf("an agent inside an environment that does not take it = %d %s, want 422", code, body)
+	}
+	if code, body := c.raw("POST", "/v2/rollouts/run_list", map[string]any{"task_version_ids": []string{closed}, "model_ids": []string{modelID}, "agent": "probe-inside"}); code != 422 {
+		t.Errorf("run_list of an agent inside an environment that does not take it = %d %s, want 422", code, body)
 	}
 }
