@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os/exec"
 	"strings"
 	"sync"
 	"time"
@@ -69,6 +68,10 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 	if le == nil {
 		return RunAgentResult{}, fmt.Errorf("run agent: the environment of trace %s try %d is not live on this worker", in.TraceID, in.Attempt)
 	}
+	if _, images := a.Sandboxes.(sandbox.ImageRunner); images {
+		// Its endpoints listen in this process: a container or pod elsewhere cannot reach them.
+		return RunAgentResult{}, envError("this worker runs sandboxes as containers or pods, which cannot run a brought agent yet: run brought agents on workers of the process provider")
+	}
 	stop := keepAlive(ctx)
 	defer stop()
 	r, err := a.load(ctx, in.TraceID)
@@ -121,10 +124,7 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 	inside := r.agent.RuntimeConfig.Inside()
 	if inside {
 		// Its own image, in the environment's working directory: what it writes there is what
-		// the environment (and its evaluation) reads. Only the process provider shares one.
-		if _, images := a.Sandboxes.(sandbox.ImageRunner); images || le.sb.WorkDir() == "" {
-			return RunAgentResult{}, envError("this host's sandbox provider cannot run an agent inside the environment: only the process provider can")
-		}
+		// the environment (and its evaluation) reads.
 		spec.WorkDir = le.sb.WorkDir()
 	}
 	tail := newLineTail(agentStderrTail)
@@ -191,12 +191,15 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 	select {
 	case <-sb.Done():
 		out.StopReason = models.StopDone
-		// The sandbox's error says why it exited: an exit status 0 carries no *exec.ExitError;
+		// The sandbox's error says why it exited: an exit status 0 carries no exit code;
 		// another status, or a signal (the agent killed for its memory, say), does.
-		var exit *exec.ExitError
-		if errors.As(sb.Err(), &exit) && !exit.Success() {
+		var exit interface {
+			error
+			ExitCode() int
+		}
+		if errors.As(sb.Err(), &exit) && exit.ExitCode() != 0 {
 			<-stdoutDone
-			runErr = agentError("the agent exited with an error (%s)%s", exit.ProcessState, tail.quote())
+			runErr = agentError("the agent exited with an error (%s)%s", exit.Error(), tail.quote())
 		}
 	case <-port.LimitReached():
 		out.StopReason = models.StopMaxSteps
