@@ -68,10 +68,6 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 	if le == nil {
 		return RunAgentResult{}, fmt.Errorf("run agent: the environment of trace %s try %d is not live on this worker", in.TraceID, in.Attempt)
 	}
-	if _, images := a.Sandboxes.(sandbox.ImageRunner); images {
-		// Its endpoints listen in this process: a container or pod elsewhere cannot reach them.
-		return RunAgentResult{}, envError("this worker runs sandboxes as containers or pods, which cannot run a brought agent yet: run brought agents on workers of the process provider")
-	}
 	stop := keepAlive(ctx)
 	defer stop()
 	r, err := a.load(ctx, in.TraceID)
@@ -121,10 +117,14 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 		e["PROCTOR_PLACEMENT"] = cmp.Or(r.agent.RuntimeConfig.Placement, models.PlacementBeside)
 		return e
 	}
+	_, images := a.Sandboxes.(sandbox.ImageRunner)
 	inside := r.agent.RuntimeConfig.Inside()
 	if inside {
 		// Its own image, in the environment's working directory: what it writes there is what
-		// the environment (and its evaluation) reads.
+		// the environment (and its evaluation) reads. Only the process provider shares one.
+		if images {
+			return RunAgentResult{}, envError("this worker runs sandboxes as containers or pods, which cannot run an agent inside the environment yet: run it on workers of the process provider")
+		}
 		spec.WorkDir = le.sb.WorkDir()
 	}
 	tail := newLineTail(agentStderrTail)
@@ -134,15 +134,21 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 		le.logs.add(l)
 	}
 	// The agent reaches its port and nothing else: the port listens inside the agent's own
-	// network namespace. A task that allows the network gives the agent the worker's, with the
-	// port on the worker's loopback; so does a host that cannot make a listener inside.
-	confined := !r.network() && !a.unconfinable.Load()
+	// network namespace. On the process provider, a task that allows the network gives the agent
+	// the worker's, with the port on the worker's loopback; so does a host that cannot make a
+	// listener inside. A container has a namespace of its own either way (the network as the
+	// task says), and reaches the worker's loopback never: its port is always inside.
+	confined := images || !r.network() && !a.unconfinable.Load()
 	var sb sandbox.Sandbox
 	if confined {
 		spec.Env = env(fmt.Sprintf("http://127.0.0.1:%d", agentPortInside))
 		spec.Listen = &sandbox.Listen{Port: agentPortInside, Ready: port.Serve}
+		spec.Network = images && r.network()
 		sb, err = a.startAgentSandbox(ctx, spec, in.Deadline)
 		switch {
+		case images && errors.Is(err, sandbox.ErrNoListen):
+			return RunAgentResult{}, envError("this worker cannot give a brought agent in a container or pod its endpoints (%v): "+
+				"the container provider needs proctor-relay (--agent-relay); the kubernetes provider cannot yet", err)
 		case errors.Is(err, sandbox.ErrNoListen):
 			a.log().WarnContext(ctx, "brought agents run on the worker's network: the sandbox provider cannot confine them", "error", err)
 			a.unconfinable.Store(true)
@@ -176,8 +182,11 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 		}
 	}()
 	network, where := "confined to its endpoints", "beside the environment"
-	if !confined {
+	switch {
+	case !confined:
 		network = "on the worker's network"
+	case spec.Network:
+		network = "its endpoints inside, with the network the task allows"
 	}
 	if inside {
 		where = "inside the environment, in its working directory"

@@ -72,3 +72,33 @@ func TestContainerSandboxesRunTheDemo(t *testing.T) {
 		t.Errorf("%d containers left after every attempt ended", len(left.Items))
 	}
 }
+
+// TestABroughtAgentRunsInAContainer runs the example Go agent on a worker of the container
+// provider: its container reaches its endpoints through proctor-relay (built static, as a
+// release ships it beside proctor) and nothing else, solves the task to 1.0, and no container
+// is left.
+func TestABroughtAgentRunsInAContainer(t *testing.T) {
+	host := testenv.ContainerEngine(t)
+	relay := testenv.StaticProgram(t, "cmd/proctor-relay")
+	owner := "agent-" + filepath.Base(t.TempDir())
+	d := startAgentDev(t, nil, "--sandbox-provider", "container", "--container-host", host, "--container-owner", owner, "--agent-relay", relay)
+	if out, err := d.cli("agent", "deploy", filepath.Join(testenv.ModuleRoot(t), "examples", "agents", "react"), "--name", "react"); err != nil {
+		t.Fatalf("agent deploy: %v\n%s", err, out)
+	}
+	tr, logs := d.runToEnd(map[string]any{"task_version_id": d.addTask("agents", "todo"), "model_id": d.modelID, "agent": "react"})
+	if tr.Status != "completed" || tr.Reward == nil || *tr.Reward != 1 || !strings.Contains(logs, "confined to its endpoints") {
+		t.Fatalf("an agent in a container = %+v (model problems %v)\n%s%s", tr, d.model.problems, logs, d.agentOutput(tr.ID))
+	}
+	engine, err := client.New(client.WithHost(host), client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer engine.Close()
+	left, err := engine.ContainerList(t.Context(), client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("label", container.LabelOwner+"="+owner)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left.Items) != 0 {
+		t.Errorf("%d containers left after the attempt ended", len(left.Items))
+	}
+}

@@ -167,6 +167,23 @@ func (r *runtime) stop(timeout time.Duration) {
 	}
 }
 
+// agentRelay is the proctor-relay binary a container provider gives brought agents: the one
+// named, else proctor-relay beside this binary when there is one, else none.
+func agentRelay(named string) string {
+	if named != "" {
+		return named
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	beside := filepath.Join(filepath.Dir(self), "proctor-relay")
+	if fi, err := os.Stat(beside); err == nil && fi.Mode().IsRegular() {
+		return beside
+	}
+	return ""
+}
+
 // newSandboxes starts cfg's sandbox provider and says how it runs sandboxes.
 func newSandboxes(cfg *config.Config, log *slog.Logger) (sandbox.Provider, string, error) {
 	if cfg.SandboxProvider == "kubernetes" {
@@ -177,7 +194,7 @@ func newSandboxes(cfg *config.Config, log *slog.Logger) (sandbox.Provider, strin
 		defer cancel()
 		p, err := container.New(ctx, container.Options{
 			Host: cfg.ContainerHost, Owner: cfg.ContainerOwner, Root: cfg.SandboxRoot, MaxSandboxes: cfg.MaxSandboxes,
-			GPUs: cfg.GPUList(), GPUType: cfg.GPUType, Logger: log,
+			GPUs: cfg.GPUList(), GPUType: cfg.GPUType, Logger: log, Relay: agentRelay(cfg.AgentRelay),
 		})
 		if err != nil {
 			return nil, "", err

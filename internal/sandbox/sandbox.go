@@ -85,17 +85,18 @@ type Spec struct {
 	Network bool
 	// Companion marks a sandbox that runs beside one that holds a slot already, for the same
 	// work (a brought agent beside its environment): it takes no slot of its own, so that it
-	// never waits for one its partner keeps from it. The process provider counts it in no
-	// capacity; the image-running providers (which run no brought agent yet) give it a slot.
+	// never waits for one its partner keeps from it, and counts in no capacity.
 	Companion bool
 	// WorkDir, when set, is an existing directory (another sandbox's work dir, say) that this
 	// sandbox works in instead of a fresh one of its own: HOME and the working directory, where
 	// a sandbox's work dir appears (WorkDirInImage with RootFS). Stop leaves it in place.
 	WorkDir string
-	// Listen, when set, asks for a TCP listener inside the sandbox's own network namespace
-	// (Network must be false), made before Command starts: what the sandbox's processes reach
-	// at 127.0.0.1:Listen.Port is served by whoever holds the listener, outside the sandbox, and
-	// nothing else is reachable. A provider that cannot returns an error wrapping ErrNoListen.
+	// Listen, when set, asks for a listener inside the sandbox's own network namespace, there
+	// before Command starts: what the sandbox's processes reach at 127.0.0.1:Listen.Port is
+	// served by whoever holds the listener, outside the sandbox. The process provider needs
+	// Network false (then nothing else is reachable); the container provider relays the port
+	// to a unix socket (see container.Options.Relay). A provider that cannot returns an error
+	// wrapping ErrNoListen.
 	Listen *Listen
 	// ReadOnlyBinds are extra host paths made visible read-only inside the
 	// sandbox. The directory of Command[0] is added automatically.

@@ -14,31 +14,35 @@ import (
 // Slots is the bookkeeping of a provider that runs sandboxes elsewhere (a container engine, a
 // cluster): at most its capacity at once, none once closed, and the live ones stopped by Close.
 type Slots struct {
-	max      int
-	mu       sync.Mutex
-	closed   bool
-	taken    int
-	live     map[Sandbox]struct{}
+	max    int
+	mu     sync.Mutex
+	closed bool
+	taken  int
+	// live are the started sandboxes, each with whether it is a companion (it holds no slot).
+	live     map[Sandbox]bool
 	starting sync.WaitGroup
 }
 
 // NewSlots bounds a provider to max sandboxes at once.
-func NewSlots(max int) *Slots { return &Slots{max: max, live: map[Sandbox]struct{}{}} }
+func NewSlots(max int) *Slots { return &Slots{max: max, live: map[Sandbox]bool{}} }
 
-// Start takes a slot for the sandbox id, or fails at once with ErrCapacity (or ErrClosed), and
-// runs start; the sandbox it returns holds the slot until it calls Release. Errors are wrapped
-// with the id.
-func (s *Slots) Start(id string, start func() (Sandbox, error)) (Sandbox, error) {
+// Start takes a slot for spec's sandbox (none for a companion), or fails at once with
+// ErrCapacity (or ErrClosed), and runs start; the sandbox it returns holds the slot until it
+// calls Release. Errors are wrapped with the id.
+func (s *Slots) Start(spec Spec, start func() (Sandbox, error)) (Sandbox, error) {
+	id, companion := spec.ID, spec.Companion
 	s.mu.Lock()
 	switch {
 	case s.closed:
 		s.mu.Unlock()
 		return nil, fmt.Errorf("sandbox %s: %w", id, ErrClosed)
-	case s.taken >= s.max:
+	case !companion && s.taken >= s.max:
 		s.mu.Unlock()
 		return nil, fmt.Errorf("sandbox %s: %d of %d running: %w", id, s.taken, s.max, ErrCapacity)
 	}
-	s.taken++
+	if !companion {
+		s.taken++
+	}
 	s.starting.Add(1)
 	s.mu.Unlock()
 	defer s.starting.Done()
@@ -46,10 +50,12 @@ func (s *Slots) Start(id string, start func() (Sandbox, error)) (Sandbox, error)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
-		s.taken--
+		if !companion {
+			s.taken--
+		}
 		return nil, fmt.Errorf("sandbox %s: %w", id, err)
 	}
-	s.live[sb] = struct{}{}
+	s.live[sb] = companion
 	return sb, nil
 }
 
@@ -57,8 +63,11 @@ func (s *Slots) Start(id string, start func() (Sandbox, error)) (Sandbox, error)
 func (s *Slots) Release(sb Sandbox) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	companion, ok := s.live[sb]
 	delete(s.live, sb)
-	s.taken--
+	if ok && !companion {
+		s.taken--
+	}
 }
 
 // Running is how many sandboxes hold a slot.
@@ -102,11 +111,20 @@ func CheckImageSpec(spec Spec, provider string) error {
 		return invalid("sandbox %s: negative resources %+v", spec.ID, spec.Resources)
 	case spec.WorkDir != "":
 		return invalid("sandbox %s: the %s provider runs no sandbox in another's work dir", spec.ID, provider)
-	case spec.Listen != nil:
-		return fmt.Errorf("sandbox %s: the %s provider makes no listener inside its sandboxes: %w", spec.ID, provider, ErrNoListen)
+	case spec.Listen != nil && (spec.Listen.Port < 1 || spec.Listen.Port > 65535 || spec.Listen.Ready == nil):
+		return invalid("sandbox %s: listen on port %d: the port must be 1–65535 and Ready set", spec.ID, spec.Listen.Port)
 	}
 	return nil
 }
+
+// ExitStatus is how a sandbox's command exited, as a provider that runs it elsewhere (a
+// container, a pod) reports it: Sandbox.Err wraps it.
+type ExitStatus int
+
+func (e ExitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+// ExitCode is the status.
+func (e ExitStatus) ExitCode() int { return int(e) }
 
 // Lifecycle is the exit and stop bookkeeping of a sandbox that runs elsewhere (a container, a
 // pod): Done, Err, the stderr lines, and a Stop that tears down once for every caller. Embed it;

@@ -44,11 +44,21 @@ var programs struct {
 // root (e.g. "examples/environments/todo"), built the first time a test of this binary asks: a
 // build takes seconds on a busy machine, and many tests start processes from the one binary.
 // Cleanup removes the binaries.
-func Program(t testing.TB, pkg string) string {
+func Program(t testing.TB, pkg string) string { return program(t, pkg, false) }
+
+// StaticProgram is Program built without cgo: a static binary, which runs in any image (as a
+// release builds cmd/proctor-relay).
+func StaticProgram(t testing.TB, pkg string) string { return program(t, pkg, true) }
+
+func program(t testing.TB, pkg string, static bool) string {
 	t.Helper()
 	programs.mu.Lock()
 	defer programs.mu.Unlock()
-	if bin, ok := programs.built[pkg]; ok {
+	key := pkg
+	if static {
+		key += " (static)"
+	}
+	if bin, ok := programs.built[key]; ok {
 		return bin
 	}
 	root, err := moduleRoot()
@@ -63,11 +73,16 @@ func Program(t testing.TB, pkg string) string {
 	}
 	bin := filepath.Join(programs.dir, strings.ReplaceAll(pkg, "/", "_"))
 	cmd := exec.Command("go", "build", "-o", bin, "./"+pkg)
+	if static {
+		bin += "-static"
+		cmd.Args[3] = bin
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	}
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./%s: %v\n%s", pkg, err, out)
 	}
-	programs.built[pkg] = bin
+	programs.built[key] = bin
 	return bin
 }
 

@@ -24,9 +24,11 @@ type box struct {
 	p         *Provider
 	container string
 	work      string
-	devices   []string
-	att       client.ContainerAttachResult
-	stdout    *io.PipeReader
+	// port is the host directory of a listener's unix socket (Spec.Listen), "" without one.
+	port    string
+	devices []string
+	att     client.ContainerAttachResult
+	stdout  *io.PipeReader
 }
 
 var _ sandbox.Sandbox = (*box)(nil)
@@ -69,7 +71,7 @@ func (b *box) wait(streams <-chan struct{}) {
 	var why error
 	select {
 	case res := <-w.Result:
-		why = fmt.Errorf("exit status %d", res.StatusCode)
+		why = sandbox.ExitStatus(res.StatusCode)
 		if res.Error != nil && res.Error.Message != "" {
 			why = fmt.Errorf("%w: %s", why, res.Error.Message)
 		}
@@ -110,6 +112,11 @@ func (b *box) Stop(ctx context.Context) error {
 		b.att.Close()
 		if err := os.RemoveAll(b.work); err != nil {
 			errs = append(errs, err)
+		}
+		if b.port != "" {
+			if err := os.RemoveAll(b.port); err != nil {
+				errs = append(errs, err)
+			}
 		}
 		b.p.gpus.Release(b.devices)
 		b.p.slots.Release(b)

@@ -69,6 +69,11 @@ type Options struct {
 	StopGrace time.Duration
 	// Logger receives lifecycle logs; default slog.Default().
 	Logger *slog.Logger
+	// Relay is the path on this host of a static proctor-relay binary (cmd/proctor-relay):
+	// with it, a sandbox.Spec.Listen is honoured, the listener a unix socket that the relay,
+	// mounted into the container as its entrypoint, serves at the port inside. Empty: a Listen
+	// is refused with sandbox.ErrNoListen.
+	Relay string
 }
 
 // Provider runs sandboxes as containers. It implements sandbox.ImageRunner.
@@ -79,6 +84,7 @@ type Provider struct {
 	max       int
 	grace     time.Duration
 	runtime   string
+	relay     string
 	gpuDriver string
 	log       *slog.Logger
 	gpus      *sandbox.GPUPool
@@ -100,6 +106,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		max:       cmp.Or(opts.MaxSandboxes, 16),
 		grace:     cmp.Or(opts.StopGrace, 5*time.Second),
 		runtime:   opts.Runtime,
+		relay:     opts.Relay,
 		gpuDriver: cmp.Or(opts.GPUDriver, "nvidia"),
 		log:       cmp.Or(opts.Logger, slog.Default()),
 		loading:   map[string]*sync.Mutex{},
@@ -205,5 +212,8 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	if err := sandbox.CheckImageSpec(spec, "container"); err != nil {
 		return nil, err
 	}
-	return p.slots.Start(spec.ID, func() (sandbox.Sandbox, error) { return p.start(ctx, spec) })
+	if spec.Listen != nil && p.relay == "" {
+		return nil, fmt.Errorf("sandbox %s: no relay to put in the container (container.Options.Relay): %w", spec.ID, sandbox.ErrNoListen)
+	}
+	return p.slots.Start(spec, func() (sandbox.Sandbox, error) { return p.start(ctx, spec) })
 }

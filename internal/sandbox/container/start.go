@@ -2,8 +2,10 @@ package container
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -43,7 +45,14 @@ func (p *Provider) start(ctx context.Context, spec sandbox.Spec) (_ *box, err er
 	if err := os.Chmod(work, 0o777); err != nil {
 		return nil, err
 	}
-	id, err := p.create(ctx, spec, work, devices)
+	port, err := p.listen(spec)
+	if err != nil {
+		return nil, err
+	}
+	if port != "" {
+		undo = append(undo, func() { os.RemoveAll(port) })
+	}
+	id, err := p.create(ctx, spec, work, port, devices)
 	if err != nil {
 		return nil, err
 	}
@@ -58,25 +67,65 @@ func (p *Provider) start(ctx context.Context, spec sandbox.Spec) (_ *box, err er
 	if _, err := p.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
 		return nil, p.startError(ctx, id, spec, fmt.Errorf("start container: %w", err))
 	}
-	b := &box{Lifecycle: sandbox.NewLifecycle(spec.ID), p: p, container: id, work: work, devices: devices, att: att}
+	b := &box{Lifecycle: sandbox.NewLifecycle(spec.ID), p: p, container: id, work: work, port: port, devices: devices, att: att}
 	b.follow(spec)
 	return b, nil
 }
 
-// create creates spec's container, its work dir bound in and the allocated devices passed, and
-// returns its id.
-func (p *Provider) create(ctx context.Context, spec sandbox.Spec, work string, devices []string) (string, error) {
+// Where a container with a listener inside (Spec.Listen) finds the relay and the listener's
+// socket.
+const (
+	relayInContainer = "/.proctor-relay"
+	portInContainer  = "/.proctor-port"
+)
+
+// listen makes spec's listener, when it asks for one: a unix socket in a fresh host directory
+// (short, for the socket's path limit), handed to Spec.Listen.Ready, which the relay inside the
+// container serves at the port. It returns the directory, "" without a listener.
+func (p *Provider) listen(spec sandbox.Spec) (string, error) {
+	if spec.Listen == nil {
+		return "", nil
+	}
+	dir, err := os.MkdirTemp("", "proctor-port-")
+	if err != nil {
+		return "", err
+	}
+	sock := filepath.Join(dir, "port.sock")
+	ln, err := net.Listen("unix", sock)
+	if err == nil {
+		// The image decides the user; whoever it is connects.
+		err = errors.Join(os.Chmod(dir, 0o755), os.Chmod(sock, 0o777))
+		if err != nil {
+			ln.Close()
+		}
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("listen for the sandbox: %w", err)
+	}
+	spec.Listen.Ready(ln)
+	return dir, nil
+}
+
+// create creates spec's container, its work dir bound in (and the relay and the listener's
+// directory port, when there is one) and the allocated devices passed, and returns its id.
+func (p *Provider) create(ctx context.Context, spec sandbox.Spec, work, port string, devices []string) (string, error) {
 	env := []string{"HOME=" + sandbox.WorkDirInImage}
 	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
 		env = append(env, k+"="+spec.Env[k])
 	}
 	host := p.hostConfig(spec, work, devices)
+	argv := spec.Command
+	if port != "" {
+		host.Binds = append(host.Binds, p.relay+":"+relayInContainer+":ro", port+":"+portInContainer+":rw")
+		argv = append([]string{relayInContainer, fmt.Sprintf("127.0.0.1:%d", spec.Listen.Port), portInContainer + "/port.sock", "--"}, argv...)
+	}
 	created, err := p.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Name: "proctor-" + filepath.Base(work),
 		Config: &container.Config{
 			Image:        spec.Image.Ref,
-			Entrypoint:   spec.Command[:1],
-			Cmd:          spec.Command[1:],
+			Entrypoint:   argv[:1],
+			Cmd:          argv[1:],
 			Env:          env,
 			WorkingDir:   sandbox.WorkDirInImage,
 			OpenStdin:    true,

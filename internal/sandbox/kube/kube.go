@@ -228,7 +228,11 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	if err := sandbox.CheckImageSpec(spec, "kubernetes"); err != nil {
 		return nil, err
 	}
-	return p.slots.Start(spec.ID, func() (sandbox.Sandbox, error) { return p.start(ctx, spec) })
+	if spec.Listen != nil {
+		// A pod runs on another node: no socket of this process can be put inside it.
+		return nil, fmt.Errorf("sandbox %s: the kubernetes provider makes no listener inside its pods: %w", spec.ID, sandbox.ErrNoListen)
+	}
+	return p.slots.Start(spec, func() (sandbox.Sandbox, error) { return p.start(ctx, spec) })
 }
 
 func (p *Provider) start(ctx context.Context, spec sandbox.Spec) (_ *box, err error) {

@@ -1,0 +1,74 @@
+package container_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+
+	"github.com/proctorhq/proctor/internal/sandbox"
+	"github.com/proctorhq/proctor/internal/sandbox/container"
+	"github.com/proctorhq/proctor/internal/sandbox/sandboxtest"
+	"github.com/proctorhq/proctor/internal/testenv"
+)
+
+// A container whose spec asks for a listener inside finds it at 127.0.0.1:PORT from its first
+// instruction, served through the relay by whoever holds the listener; the relay passes the
+// command's exit status on; and such a companion takes no slot.
+func TestAListenerInsideAContainerIsReachedThroughTheRelay(t *testing.T) {
+	host := testenv.ContainerEngine(t)
+	relay := testenv.StaticProgram(t, "cmd/proctor-relay")
+	root := sandboxtest.Root(t)
+	var im sandboxtest.Images
+	p := newProvider(t, host, 1, func(o *container.Options) { o.Relay = relay })
+	defer p.Close(context.Background())
+	busy, err := p.Start(t.Context(), sandbox.Spec{ID: "busy", Command: []string{"/bin/sleep", "300"}, Image: im.Of(t, root)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Stop(context.Background())
+
+	run := func(id, script string) (string, error) {
+		var served []net.Listener
+		sb, err := p.Start(t.Context(), sandbox.Spec{ID: id, Command: []string{"/bin/sh", "-c", script}, Image: im.Of(t, root), Companion: true,
+			Listen: &sandbox.Listen{Port: 7777, Ready: func(ln net.Listener) {
+				served = append(served, ln)
+				go http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "served from outside") })) //nolint:errcheck // ends with ln
+			}}})
+		if err != nil {
+			return "", err
+		}
+		defer sb.Stop(context.Background())
+		sb.Stdin().Close()
+		out, _ := io.ReadAll(sb.Stdout())
+		<-sb.Done()
+		for _, ln := range served {
+			ln.Close()
+		}
+		if len(served) != 1 {
+			t.Errorf("Ready called %d times, want once", len(served))
+		}
+		return string(out), sb.Err()
+	}
+	out, err := run("fetch", "/bin/busybox wget -q -O- http://127.0.0.1:7777/")
+	var status sandbox.ExitStatus
+	if out != "served from outside" || !errors.As(err, &status) || status.ExitCode() != 0 {
+		t.Errorf("fetching through the relay: %q, %v; want the served body and exit status 0", out, err)
+	}
+	if _, err := run("fail", "exit 3"); !errors.As(err, &status) || status.ExitCode() != 3 {
+		t.Errorf("a command that exits 3 behind the relay: %v, want exit status 3", err)
+	}
+	if n := p.Running(); n != 1 {
+		t.Errorf("Running() = %d with companions, want 1", n)
+	}
+
+	plain := newProvider(t, host, 1)
+	defer plain.Close(context.Background())
+	if _, err := plain.Start(t.Context(), sandbox.Spec{ID: "x", Command: []string{"/bin/true"}, Image: im.Of(t, root),
+		Listen: &sandbox.Listen{Port: 7777, Ready: func(net.Listener) {}}}); !errors.Is(err, sandbox.ErrNoListen) {
+		t.Errorf("a listener inside without a relay: %v, want ErrNoListen", err)
+	}
+}
