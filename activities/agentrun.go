@@ -121,9 +121,9 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 	inside := r.agent.RuntimeConfig.Inside()
 	if inside {
 		// Its own image, in the environment's working directory: what it writes there is what
-		// the environment (and its evaluation) reads. Only the process provider shares one.
-		if images {
-			return RunAgentResult{}, envError("this worker runs sandboxes as containers or pods, which cannot run an agent inside the environment yet: run it on workers of the process provider")
+		// the environment (and its evaluation) reads. A pod's is on another node.
+		if le.sb.WorkDir() == "" {
+			return RunAgentResult{}, envError("this worker runs sandboxes as pods, which cannot run an agent inside the environment yet: run it on workers of the process or container provider")
 		}
 		spec.WorkDir = le.sb.WorkDir()
 	}

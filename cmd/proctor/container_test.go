@@ -75,7 +75,8 @@ func TestContainerSandboxesRunTheDemo(t *testing.T) {
 
 // TestABroughtAgentRunsInAContainer runs the example Go agent on a worker of the container
 // provider: its container reaches its endpoints through proctor-relay (built static, as a
-// release ships it beside proctor) and nothing else, solves the task to 1.0, and no container
+// release ships it beside proctor) and nothing else, solves the task to 1.0; an agent deployed
+// to run inside writes the file the environment container's evaluation reads; and no container
 // is left.
 func TestABroughtAgentRunsInAContainer(t *testing.T) {
 	host := testenv.ContainerEngine(t)
@@ -89,6 +90,23 @@ func TestABroughtAgentRunsInAContainer(t *testing.T) {
 	if tr.Status != "completed" || tr.Reward == nil || *tr.Reward != 1 || !strings.Contains(logs, "confined to its endpoints") {
 		t.Fatalf("an agent in a container = %+v (model problems %v)\n%s%s", tr, d.model.problems, logs, d.agentOutput(tr.ID))
 	}
+	// An agent deployed to run inside works in the environment container's working directory.
+	if out, err := d.cli("env", "deploy", outOfTreeModule(t, []byte(answerEnvironment)), "--name", "answer", "--agents-inside"); err != nil {
+		t.Fatalf("env deploy: %v\n%s", err, out)
+	}
+	if out, err := d.cli("agent", "deploy", filepath.Join("testdata", "agents", "probe"), "--name", "probe-inside", "--inside"); err != nil {
+		t.Fatalf("agent deploy --inside: %v\n%s", err, out)
+	}
+	var up struct {
+		TaskVersionIDs []string `json:"task_version_ids"`
+	}
+	d.call("POST", "/v2/tasks/upload", map[string]any{"taskset_name": "inside", "tasks": []any{map[string]any{"name": "answer", "env": "answer",
+		"scenario": "answer", "args": map[string]any{"answer": "42"}, "agent_config": map[string]any{"probe": "inside", "answer": "42"}}}}, &up)
+	tr, logs = d.runToEnd(map[string]any{"task_version_id": up.TaskVersionIDs[0], "model_id": d.modelID, "agent": "probe-inside"})
+	if tr.Status != "completed" || tr.Reward == nil || *tr.Reward != 1 || !strings.Contains(logs, "started inside the environment") {
+		t.Errorf("an agent inside an environment's container = %+v\n%s%s", tr, logs, d.agentOutput(tr.ID))
+	}
+
 	engine, err := client.New(client.WithHost(host), client.WithAPIVersionNegotiation())
 	if err != nil {
 		t.Fatal(err)

@@ -24,6 +24,8 @@ type box struct {
 	p         *Provider
 	container string
 	work      string
+	// sharedWork: work is another sandbox's (Spec.WorkDir), left in place at Stop.
+	sharedWork bool
 	// port is the host directory of a listener's unix socket (Spec.Listen), "" without one.
 	port    string
 	devices []string
@@ -110,8 +112,10 @@ func (b *box) Stop(ctx context.Context) error {
 			errs = append(errs, errors.New("the container did not report its exit within 10s of its removal"))
 		}
 		b.att.Close()
-		if err := os.RemoveAll(b.work); err != nil {
-			errs = append(errs, err)
+		if !b.sharedWork {
+			if err := os.RemoveAll(b.work); err != nil {
+				errs = append(errs, err)
+			}
 		}
 		if b.port != "" {
 			if err := os.RemoveAll(b.port); err != nil {

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/proctorhq/proctor/internal/sandbox"
@@ -70,5 +72,34 @@ func TestAListenerInsideAContainerIsReachedThroughTheRelay(t *testing.T) {
 	if _, err := plain.Start(t.Context(), sandbox.Spec{ID: "x", Command: []string{"/bin/true"}, Image: im.Of(t, root),
 		Listen: &sandbox.Listen{Port: 7777, Ready: func(net.Listener) {}}}); !errors.Is(err, sandbox.ErrNoListen) {
 		t.Errorf("a listener inside without a relay: %v, want ErrNoListen", err)
+	}
+}
+
+// A container can work in another sandbox's work dir: what it writes there stays, for the
+// other, once it is stopped.
+func TestAContainerWorksInAnothersWorkDirAndLeavesIt(t *testing.T) {
+	host := testenv.ContainerEngine(t)
+	root := sandboxtest.Root(t)
+	var im sandboxtest.Images
+	p := newProvider(t, host, 2)
+	defer p.Close(context.Background())
+	first, err := p.Start(t.Context(), sandbox.Spec{ID: "first", Command: []string{"/bin/sleep", "300"}, Image: im.Of(t, root)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Stop(context.Background())
+	second, err := p.Start(t.Context(), sandbox.Spec{ID: "second", Command: []string{"/bin/sh", "-c", `echo "from $PWD" > shared.txt`},
+		Image: im.Of(t, root), WorkDir: first.WorkDir(), Companion: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second.Stdin().Close()
+	<-second.Done()
+	if err := second.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(first.WorkDir(), "shared.txt"))
+	if err != nil || string(b) != "from "+sandbox.WorkDirInImage+"\n" {
+		t.Errorf("the first container's work dir holds %q (%v) once the second stopped; want the file it wrote there", b, err)
 	}
 }

@@ -2,6 +2,8 @@ package container
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -36,14 +38,16 @@ func (p *Provider) start(ctx context.Context, spec sandbox.Spec) (_ *box, err er
 	if err := p.ensureImage(ctx, spec.Image); err != nil {
 		return nil, err
 	}
-	work, err := os.MkdirTemp(p.root, spec.ID+"-")
-	if err != nil {
-		return nil, err
-	}
-	undo = append(undo, func() { os.RemoveAll(work) })
-	// The image decides the user; its work dir must be writable whoever that is.
-	if err := os.Chmod(work, 0o777); err != nil {
-		return nil, err
+	work := spec.WorkDir // another sandbox's, left in place
+	if work == "" {
+		if work, err = os.MkdirTemp(p.root, spec.ID+"-"); err != nil {
+			return nil, err
+		}
+		undo = append(undo, func() { os.RemoveAll(work) })
+		// The image decides the user; its work dir must be writable whoever that is.
+		if err := os.Chmod(work, 0o777); err != nil {
+			return nil, err
+		}
 	}
 	port, err := p.listen(spec)
 	if err != nil {
@@ -67,7 +71,7 @@ func (p *Provider) start(ctx context.Context, spec sandbox.Spec) (_ *box, err er
 	if _, err := p.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
 		return nil, p.startError(ctx, id, spec, fmt.Errorf("start container: %w", err))
 	}
-	b := &box{Lifecycle: sandbox.NewLifecycle(spec.ID), p: p, container: id, work: work, port: port, devices: devices, att: att}
+	b := &box{Lifecycle: sandbox.NewLifecycle(spec.ID), p: p, container: id, work: work, sharedWork: spec.WorkDir != "", port: port, devices: devices, att: att}
 	b.follow(spec)
 	return b, nil
 }
@@ -120,8 +124,14 @@ func (p *Provider) create(ctx context.Context, spec sandbox.Spec, work, port str
 		host.Binds = append(host.Binds, p.relay+":"+relayInContainer+":ro", port+":"+portInContainer+":rw")
 		argv = append([]string{relayInContainer, fmt.Sprintf("127.0.0.1:%d", spec.Listen.Port), portInContainer + "/port.sock", "--"}, argv...)
 	}
+	name := "proctor-" + filepath.Base(work) // unique: the work dir is the container's own
+	if spec.WorkDir != "" {
+		suffix := make([]byte, 4)
+		rand.Read(suffix) //nolint:errcheck // never fails (crypto/rand)
+		name += "-" + hex.EncodeToString(suffix)
+	}
 	created, err := p.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Name: "proctor-" + filepath.Base(work),
+		Name: name,
 		Config: &container.Config{
 			Image:        spec.Image.Ref,
 			Entrypoint:   argv[:1],

@@ -228,6 +228,9 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	if err := sandbox.CheckImageSpec(spec, "kubernetes"); err != nil {
 		return nil, err
 	}
+	if spec.WorkDir != "" {
+		return nil, sandbox.Invalid("sandbox %s: the kubernetes provider runs no pod in another's work dir", spec.ID)
+	}
 	if spec.Listen != nil {
 		// A pod runs on another node: no socket of this process can be put inside it.
 		return nil, fmt.Errorf("sandbox %s: the kubernetes provider makes no listener inside its pods: %w", spec.ID, sandbox.ErrNoListen)
