@@ -34,12 +34,14 @@ func main() {
 }
 
 // run runs argv with this process's stdio and environment, passes it the signals this process
-// gets, and returns its exit status (128 + the signal's number when a signal ended it).
+// gets, and returns its exit status (128 + the signal's number when a signal ended it). As the
+// container's first process it also reaps the orphans the agent leaves (a shell's, npm's), which
+// would otherwise pile up as zombies.
 func run(argv []string) int {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	signals := make(chan os.Signal, 4)
-	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, "proctor-relay:", err)
 		return 127
@@ -49,11 +51,23 @@ func run(argv []string) int {
 			cmd.Process.Signal(s) //nolint:errcheck // it may have exited
 		}
 	}()
-	cmd.Wait() //nolint:errcheck // the status says it
-	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, 0, nil)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err != nil:
+			fmt.Fprintln(os.Stderr, "proctor-relay: wait:", err)
+			return 125
+		case pid != cmd.Process.Pid:
+			continue // an orphan, reaped
+		case ws.Signaled():
+			return 128 + int(ws.Signal())
+		default:
+			return ws.ExitStatus()
+		}
 	}
-	return cmd.ProcessState.ExitCode()
 }
 
 // relay relays each connection ln accepts to the unix socket sock, both ways, until ln closes.

@@ -88,6 +88,16 @@ func (s *Slots) Close(ctx context.Context) error {
 	s.starting.Wait()
 	s.mu.Lock()
 	live := slices.Collect(maps.Keys(s.live))
+	// Companions first: one may work in its partner's work dir, which the partner's Stop removes.
+	slices.SortStableFunc(live, func(a, b Sandbox) int {
+		switch ca, cb := s.live[a], s.live[b]; {
+		case ca && !cb:
+			return -1
+		case cb && !ca:
+			return 1
+		}
+		return 0
+	})
 	s.mu.Unlock()
 	var errs []error
 	for _, sb := range live {

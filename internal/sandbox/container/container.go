@@ -19,8 +19,10 @@ package container
 import (
 	"cmp"
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -106,7 +108,6 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		max:       cmp.Or(opts.MaxSandboxes, 16),
 		grace:     cmp.Or(opts.StopGrace, 5*time.Second),
 		runtime:   opts.Runtime,
-		relay:     opts.Relay,
 		gpuDriver: cmp.Or(opts.GPUDriver, "nvidia"),
 		log:       cmp.Or(opts.Logger, slog.Default()),
 		loading:   map[string]*sync.Mutex{},
@@ -148,9 +149,46 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		p.cli.Close()
 		return nil, err
 	}
+	if opts.Relay != "" {
+		if p.relay, err = installRelay(opts.Relay, p.root); err != nil {
+			p.cli.Close()
+			return nil, err
+		}
+	}
 	p.log.Info("sandbox: container provider ready", "engine", p.cli.DaemonHost(), "api", p.cli.ClientVersion(),
 		"owner", p.owner, "root", p.root, "capacity", p.max, "gpus", len(opts.GPUs), "gpu_type", opts.GPUType)
 	return p, nil
+}
+
+// installRelay copies the relay binary at path into root (where the engine bind-mounts from, as
+// it does the work dirs: a worker in a container may see the binary where the engine does not),
+// after checking that it is a static executable, which runs in any image.
+func installRelay(path, root string) (string, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("agent relay %s: not an executable: %w", path, err)
+	}
+	defer f.Close()
+	for _, prog := range f.Progs {
+		if prog.Type == elf.PT_INTERP {
+			return "", fmt.Errorf("agent relay %s is linked dynamically: it must run in any image (build it with CGO_ENABLED=0)", path)
+		}
+	}
+	src, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("agent relay: %w", err)
+	}
+	defer src.Close()
+	dst := filepath.Join(root, ".proctor-relay")
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err == nil {
+		_, err = io.Copy(out, src)
+		err = errors.Join(err, out.Close())
+	}
+	if err != nil {
+		return "", fmt.Errorf("agent relay: %w", err)
+	}
+	return dst, nil
 }
 
 // ownerDir is owner as one safe path element.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/proctorhq/proctor/internal/sandbox"
@@ -101,5 +102,15 @@ func TestAContainerWorksInAnothersWorkDirAndLeavesIt(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(first.WorkDir(), "shared.txt"))
 	if err != nil || string(b) != "from "+sandbox.WorkDirInImage+"\n" {
 		t.Errorf("the first container's work dir holds %q (%v) once the second stopped; want the file it wrote there", b, err)
+	}
+}
+
+// A relay that would not run in any image (linked dynamically) is refused when the provider
+// starts, saying why.
+func TestADynamicallyLinkedRelayIsRefused(t *testing.T) {
+	host := testenv.ContainerEngine(t)
+	_, err := container.New(t.Context(), container.Options{Host: host, Root: t.TempDir(), Owner: "test-" + t.Name(), Relay: "/bin/sh"})
+	if err == nil || !strings.Contains(err.Error(), "linked dynamically") {
+		t.Errorf("New with /bin/sh as the relay: %v, want a refusal saying it is linked dynamically", err)
 	}
 }

@@ -83,22 +83,24 @@ const (
 	portInContainer  = "/.proctor-port"
 )
 
-// listen makes spec's listener, when it asks for one: a unix socket in a fresh host directory
-// (short, for the socket's path limit), handed to Spec.Listen.Ready, which the relay inside the
-// container serves at the port. It returns the directory, "" without a listener.
+// listen makes spec's listener, when it asks for one: a unix socket in a fresh directory under
+// the provider's root (swept with the work dirs; short, for a socket path's limit of 108 bytes),
+// handed to Spec.Listen.Ready, which the relay inside the container serves at the port. It
+// returns the directory, "" without a listener.
 func (p *Provider) listen(spec sandbox.Spec) (string, error) {
 	if spec.Listen == nil {
 		return "", nil
 	}
-	dir, err := os.MkdirTemp("", "proctor-port-")
+	dir, err := os.MkdirTemp(p.root, "p-")
 	if err != nil {
 		return "", err
 	}
 	sock := filepath.Join(dir, "port.sock")
-	ln, err := net.Listen("unix", sock)
+	ln, err := listenUnix(dir)
 	if err == nil {
-		// The image decides the user; whoever it is connects.
-		err = errors.Join(os.Chmod(dir, 0o755), os.Chmod(sock, 0o777))
+		// The image decides the user; whoever it is connects (the socket is only reached
+		// through the container's read-only mount of the directory).
+		err = errors.Join(os.Chmod(dir, 0o711), os.Chmod(sock, 0o777))
 		if err != nil {
 			ln.Close()
 		}
@@ -111,6 +113,38 @@ func (p *Provider) listen(spec sandbox.Spec) (string, error) {
 	return dir, nil
 }
 
+// listenUnix listens on a unix socket named port.sock in dir. A socket's path may be 108 bytes
+// at most, which a deep sandbox root exceeds: then it is bound through /proc/self/fd, a short
+// name for the directory while it is open. The directory is removed whole, so the listener
+// never unlinks its socket (a name through a closed descriptor could name another directory).
+func listenUnix(dir string) (net.Listener, error) {
+	path := filepath.Join(dir, "port.sock")
+	var d *os.File
+	if len(path) > 100 {
+		var err error
+		if d, err = os.Open(dir); err != nil {
+			return nil, err
+		}
+		defer d.Close()
+		path = fmt.Sprintf("/proc/self/fd/%d/port.sock", d.Fd())
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, err
+	}
+	ln.SetUnlinkOnClose(false)
+	return ln, nil
+}
+
+// stopSignal is the signal a stop sends: the image's own, but SIGTERM to a container the relay
+// fronts (it passes SIGTERM on; another signal could end it before the agent).
+func stopSignal(port string) string {
+	if port != "" {
+		return "SIGTERM"
+	}
+	return ""
+}
+
 // create creates spec's container, its work dir bound in (and the relay and the listener's
 // directory port, when there is one) and the allocated devices passed, and returns its id.
 func (p *Provider) create(ctx context.Context, spec sandbox.Spec, work, port string, devices []string) (string, error) {
@@ -121,7 +155,7 @@ func (p *Provider) create(ctx context.Context, spec sandbox.Spec, work, port str
 	host := p.hostConfig(spec, work, devices)
 	argv := spec.Command
 	if port != "" {
-		host.Binds = append(host.Binds, p.relay+":"+relayInContainer+":ro", port+":"+portInContainer+":rw")
+		host.Binds = append(host.Binds, p.relay+":"+relayInContainer+":ro", port+":"+portInContainer+":ro")
 		argv = append([]string{relayInContainer, fmt.Sprintf("127.0.0.1:%d", spec.Listen.Port), portInContainer + "/port.sock", "--"}, argv...)
 	}
 	name := "proctor-" + filepath.Base(work) // unique: the work dir is the container's own
@@ -144,6 +178,7 @@ func (p *Provider) create(ctx context.Context, spec sandbox.Spec, work, port str
 			AttachStdout: true,
 			AttachStderr: true,
 			Labels:       map[string]string{LabelOwner: p.owner, LabelSandbox: spec.ID},
+			StopSignal:   stopSignal(port),
 		},
 		HostConfig: host,
 	})
