@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/uptrace/bun"
 )
 
 // Brought agents (README, "Bringing your agent") are deployed like environments: a registry of
@@ -74,20 +75,43 @@ func (s *Store) ListAgents(ctx context.Context, c *Caller, limit int) ([]AgentRo
 	return rows, int(total), nil
 }
 
+// agentRef is a reference to an agent's build as a launch gives it: the agent's name (or id),
+// and what picks the build: the text after ":" (a version) or after "@" (a digest).
+type agentRef struct {
+	name              string
+	version, digest   string
+	versioned, pinned bool
+}
+
+func parseAgentRef(ref string) agentRef {
+	var r agentRef
+	r.name, r.digest, r.pinned = strings.Cut(ref, "@")
+	if !r.pinned {
+		if n, v, ok := strings.Cut(ref, ":"); ok {
+			r.name, r.version, r.versioned = n, v, true
+		}
+	}
+	return r
+}
+
+// whereAgent narrows q (over registries AS r) to the caller's team's agent name, by id or name.
+func whereAgent(q *bun.SelectQuery, c *Caller, name string) *bun.SelectQuery {
+	q = q.Where("r.team_id = ? AND r.registry_type = ?", c.TeamID, RegistryAgent)
+	if id, err := uuid.Parse(name); err == nil {
+		return q.Where("r.id = ?", id)
+	}
+	return q.Where("r.name = ?", name)
+}
+
 // IsAgent reports whether ref (as ResolveAgent takes it) names an agent of the caller's team,
 // built or not: a submit's agent.type is an agent when it does, a model otherwise.
 func (s *Store) IsAgent(ctx context.Context, c *Caller, ref string) (bool, error) {
-	name, _, _ := strings.Cut(ref, "@")
-	if n, v, ok := strings.Cut(name, ":"); ok && strings.Trim(v, "0123456789") == "" {
-		name = n // NAME:VERSION; a model's name may hold a colon too (llama3:8b)
+	r := parseAgentRef(ref)
+	name := r.name
+	if strings.Trim(r.version, "0123456789") != "" {
+		name = ref // no NAME:VERSION: a model's name may hold a colon too (llama3:8b)
 	}
-	q := s.DB.NewSelect().TableExpr("registries AS r").Where("r.team_id = ? AND r.registry_type = ?", c.TeamID, RegistryAgent)
-	if id, err := uuid.Parse(name); err == nil {
-		q = q.Where("r.id = ?", id)
-	} else {
-		q = q.Where("r.name = ?", name)
-	}
-	ok, err := q.Exists(ctx)
+	ok, err := whereAgent(s.DB.NewSelect().TableExpr("registries AS r"), c, name).Exists(ctx)
 	if err != nil {
 		return false, fmt.Errorf("find agent: %w", err)
 	}
@@ -99,25 +123,17 @@ func (s *Store) IsAgent(ctx context.Context, c *Caller, ref string) (bool, error
 // must have succeeded. ErrNotFound when no such agent or build; a ValidationError for a build
 // that did not succeed or an agent with none yet.
 func (s *Store) ResolveAgent(ctx context.Context, c *Caller, ref string) (*Build, error) {
-	name, digest, pinned := strings.Cut(ref, "@")
+	r := parseAgentRef(ref)
+	name, digest, pinned := r.name, r.digest, r.pinned
 	version := 0
-	if !pinned {
-		if n, v, ok := strings.Cut(ref, ":"); ok {
-			var err error
-			if version, err = strconv.Atoi(v); err != nil || version < 1 {
-				return nil, ValidationError{{Location: "agent", Value: ref, Message: "give NAME, NAME:VERSION (a build's version, from 1) or NAME@DIGEST"}}
-			}
-			name = n
+	if r.versioned {
+		var err error
+		if version, err = strconv.Atoi(r.version); err != nil || version < 1 {
+			return nil, ValidationError{{Location: "agent", Value: ref, Message: "give NAME, NAME:VERSION (a build's version, from 1) or NAME@DIGEST"}}
 		}
 	}
 	var reg Registry
-	q := s.DB.NewSelect().Model(&reg).Where("r.team_id = ? AND r.registry_type = ?", c.TeamID, RegistryAgent)
-	if id, err := uuid.Parse(name); err == nil {
-		q = q.Where("r.id = ?", id)
-	} else {
-		q = q.Where("r.name = ?", name)
-	}
-	if err := q.Scan(ctx); err != nil {
+	if err := whereAgent(s.DB.NewSelect().Model(&reg), c, name).Scan(ctx); err != nil {
 		return nil, notFound(err, fmt.Sprintf("agent %q", name))
 	}
 	b := new(Build)
