@@ -20,18 +20,21 @@ type Listen struct {
 	Ready func(net.Listener)
 }
 
-// checkListen refuses a Listen that cannot be had for spec: one asked for with the host's
-// network shared, or with a port out of range.
-func checkListen(spec Spec) error {
-	switch l := spec.Listen; {
-	case l == nil:
-		return nil
-	case spec.Network:
-		return fmt.Errorf("a listener inside needs a network namespace of the sandbox's own (Network false): %w", ErrInvalidSpec)
-	case l.Port < 1 || l.Port > 65535 || l.Ready == nil:
+// check refuses a Listen no provider can honour: a port out of range, or no Ready.
+func (l *Listen) check() error {
+	if l != nil && (l.Port < 1 || l.Port > 65535 || l.Ready == nil) {
 		return fmt.Errorf("listen on port %d: the port must be 1–65535 and Ready set: %w", l.Port, ErrInvalidSpec)
 	}
 	return nil
+}
+
+// checkListen refuses a Listen the process provider cannot honour for spec: one the check above
+// refuses, or one asked for with the host's network shared.
+func checkListen(spec Spec) error {
+	if spec.Listen != nil && spec.Network {
+		return fmt.Errorf("a listener inside needs a network namespace of the sandbox's own (Network false): %w", ErrInvalidSpec)
+	}
+	return spec.Listen.check()
 }
 
 // listenInNetns listens on 127.0.0.1:port in the network namespace of process pid, which must

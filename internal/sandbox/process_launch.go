@@ -38,7 +38,7 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 		// of its own beside that one's.
 		name := "sandbox-" + filepath.Base(workDir)
 		if spec.WorkDir != "" {
-			name += "-" + randomSuffix()
+			name += "-" + RandomSuffix()
 		}
 		if cg, err = p.cg.create(name, spec.Resources); err != nil {
 			return nil, err
@@ -132,8 +132,8 @@ func listenAndRelease(pid int, l *Listen, block *os.File) error {
 	return nil
 }
 
-// randomSuffix is 8 random hex digits.
-func randomSuffix() string {
+// RandomSuffix is 8 random hex digits, for a name of a sandbox's own beside another's.
+func RandomSuffix() string {
 	b := make([]byte, 4)
 	rand.Read(b) //nolint:errcheck // never fails (crypto/rand)
 	return hex.EncodeToString(b)

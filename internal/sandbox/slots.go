@@ -119,8 +119,9 @@ func CheckImageSpec(spec Spec, provider string) error {
 		return invalid("sandbox %s: the %s provider runs images, and the spec names none", spec.ID, provider)
 	case spec.Resources.CPU < 0 || spec.Resources.MemoryMB < 0 || spec.Resources.GPU.Count < 0:
 		return invalid("sandbox %s: negative resources %+v", spec.ID, spec.Resources)
-	case spec.Listen != nil && (spec.Listen.Port < 1 || spec.Listen.Port > 65535 || spec.Listen.Ready == nil):
-		return invalid("sandbox %s: listen on port %d: the port must be 1–65535 and Ready set", spec.ID, spec.Listen.Port)
+	}
+	if err := spec.Listen.check(); err != nil {
+		return fmt.Errorf("sandbox %s: %w", spec.ID, err)
 	}
 	return nil
 }

@@ -2,8 +2,6 @@ package container
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -160,9 +158,7 @@ func (p *Provider) create(ctx context.Context, spec sandbox.Spec, work, port str
 	}
 	name := "proctor-" + filepath.Base(work) // unique: the work dir is the container's own
 	if spec.WorkDir != "" {
-		suffix := make([]byte, 4)
-		rand.Read(suffix) //nolint:errcheck // never fails (crypto/rand)
-		name += "-" + hex.EncodeToString(suffix)
+		name += "-" + sandbox.RandomSuffix()
 	}
 	created, err := p.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Name: name,
