@@ -100,13 +100,9 @@ func (s *Server) getJobMix(ctx context.Context, in *jobMixInput) (*jobMixOutput,
 	if err != nil {
 		return nil, storeError(err, "job")
 	}
-	entrants, err := s.store.JobEntrants(ctx, callerFrom(ctx), in.JobID)
-	if err != nil {
-		return nil, storeError(err, "job")
-	}
-	out := &jobMixOutput{Body: JobMix{Entrants: make([]Entrant, len(entrants)), Builds: make([]BuildShare, len(m.Builds)),
+	out := &jobMixOutput{Body: JobMix{Entrants: make([]Entrant, len(m.Entrants)), Builds: make([]BuildShare, len(m.Builds)),
 		MixedVersions: make([]MixedTask, len(m.MixedVersions))}}
-	for i, e := range entrants {
+	for i, e := range m.Entrants {
 		out.Body.Entrants[i] = entrantOf(e)
 	}
 	perEnv := map[string]int{}

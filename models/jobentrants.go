@@ -46,13 +46,10 @@ type EntrantTask struct {
 	Share
 }
 
-// JobEntrants reads the (agent, model) pairs of a job the caller can see, each with its results
-// overall and per task, ordered by agent (the built-in loop first), then model name: one grouped
-// scan of the job's attempts, then the names of what it grouped by.
-func (s *Store) JobEntrants(ctx context.Context, c *Caller, jobID uuid.UUID) ([]Entrant, error) {
-	if _, err := s.GetJob(ctx, c, jobID); err != nil {
-		return nil, err
-	}
+// jobEntrants reads the (agent, model) pairs of a job, each with its results overall and per
+// task, ordered by agent (the built-in loop first), then model name: one grouped scan of the
+// job's attempts, then the names of what it grouped by.
+func (s *Store) jobEntrants(ctx context.Context, jobID uuid.UUID) ([]Entrant, error) {
 	var groups []struct {
 		AgentBuildID *uuid.UUID `bun:"agent_build_id,type:uuid"`
 		ModelID      *uuid.UUID `bun:"model_id,type:uuid"`

@@ -44,6 +44,8 @@ type MixedTask struct {
 type JobMix struct {
 	Builds        []BuildShare
 	MixedVersions []MixedTask
+	// Entrants are the (agent, model) pairs the job ran (see Entrant).
+	Entrants []Entrant
 }
 
 // lastBuildExpr is the build the last try of the trace aliased tr ran on (NULL before any
@@ -53,7 +55,8 @@ const (
 	lastBuildDigestExpr = "COALESCE((SELECT b.digest FROM builds AS b WHERE b.id = " + lastBuildExpr + "), '')"
 )
 
-// JobMix reads what a job the caller can see ran on, in one query over its attempts.
+// JobMix reads what a job the caller can see ran on, in one query over its attempts, and the
+// (agent, model) pairs it compared, in one grouped scan of them.
 func (s *Store) JobMix(ctx context.Context, c *Caller, jobID uuid.UUID) (*JobMix, error) {
 	if _, err := s.GetJob(ctx, c, jobID); err != nil {
 		return nil, err
@@ -160,5 +163,8 @@ func (s *Store) JobMix(ctx context.Context, c *Caller, jobID uuid.UUID) (*JobMix
 		mix.MixedVersions = append(mix.MixedVersions, tv)
 	}
 	slices.SortFunc(mix.MixedVersions, func(x, y MixedTask) int { return cmp.Compare(x.TaskName, y.TaskName) })
+	if mix.Entrants, err = s.jobEntrants(ctx, jobID); err != nil {
+		return nil, err
+	}
 	return mix, nil
 }
