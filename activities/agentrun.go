@@ -136,8 +136,8 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 	// The agent reaches its port and nothing else: the port listens inside the agent's own
 	// network namespace. On the process provider, a task that allows the network gives the agent
 	// the worker's, with the port on the worker's loopback; so does a host that cannot make a
-	// listener inside. A container has a namespace of its own either way (the network as the
-	// task says), and reaches the worker's loopback never: its port is always inside.
+	// listener inside. A container or a pod has a namespace of its own either way (the network as
+	// the task says), and reaches the worker's loopback never: its port is always inside.
 	confined := images || !r.network() && !a.unconfinable.Load()
 	var sb sandbox.Sandbox
 	if confined {
@@ -148,7 +148,7 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 		switch {
 		case images && errors.Is(err, sandbox.ErrNoListen):
 			return RunAgentResult{}, envError("this worker cannot give a brought agent in a container or pod its endpoints (%v): "+
-				"the container provider needs proctor-relay (--agent-relay); the kubernetes provider cannot yet", err)
+				"the container and kubernetes providers need proctor-relay (--agent-relay)", err)
 		case errors.Is(err, sandbox.ErrNoListen):
 			a.log().WarnContext(ctx, "brought agents run on the worker's network: the sandbox provider cannot confine them", "error", err)
 			a.unconfinable.Store(true)

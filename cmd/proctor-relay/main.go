@@ -1,11 +1,19 @@
-// Command proctor-relay gives a brought agent that runs in a container its attempt's endpoints,
-// and nothing else: a container provider mounts it into the agent's container as its entrypoint
-// (built static, it needs nothing of the image). It listens on LISTEN, inside the container's own
-// network namespace, relays every connection to SOCKET, the worker's port (a unix socket mounted
-// into the container), and runs the agent's command, passing it the signals it gets and exiting
-// with its status. The listener exists before the agent's first instruction.
+// Command proctor-relay gives a brought agent that runs in a container or a pod its attempt's
+// endpoints, and nothing else. A provider puts it into the agent's container as its entrypoint
+// (built static, it needs nothing of the image). It listens on LISTEN, inside the container's
+// own network namespace, relays every connection to the worker's port, and runs the agent's
+// command, passing it the signals it gets and exiting with its status. The listener exists
+// before the agent's first instruction.
 //
-//	proctor-relay LISTEN SOCKET -- COMMAND [ARG...]
+//	proctor-relay LISTEN TARGET -- COMMAND [ARG...]
+//
+// TARGET says how the worker's port is reached:
+//   - a unix socket's path (the container provider mounts the port's socket in): each
+//     connection to LISTEN is relayed to a fresh connection to it;
+//   - accept:HOST:PORT (the kubernetes provider, whose worker runs on another machine): the
+//     relay listens on HOST:PORT too, and the worker keeps a few connections open to it through
+//     the API server's port forwarding. Each connection to LISTEN takes one of them, tells the
+//     worker so with one byte, and is relayed through it.
 package main
 
 import (
@@ -15,13 +23,18 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
 	"syscall"
+	"time"
 )
+
+// handOver is how long a connection to LISTEN waits for one from the worker.
+const handOver = time.Minute
 
 func main() {
 	args := os.Args[1:]
 	if len(args) < 4 || args[2] != "--" {
-		fmt.Fprintln(os.Stderr, "usage: proctor-relay LISTEN SOCKET -- COMMAND [ARG...]")
+		fmt.Fprintln(os.Stderr, "usage: proctor-relay LISTEN (SOCKET | accept:HOST:PORT) -- COMMAND [ARG...]")
 		os.Exit(2)
 	}
 	ln, err := net.Listen("tcp", args[0])
@@ -29,7 +42,16 @@ func main() {
 		fmt.Fprintln(os.Stderr, "proctor-relay:", err)
 		os.Exit(125)
 	}
-	go relay(ln, args[1])
+	if addr, ok := strings.CutPrefix(args[1], "accept:"); ok {
+		back, err := net.Listen("tcp", addr)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "proctor-relay:", err)
+			os.Exit(125)
+		}
+		go pair(ln, back)
+	} else {
+		go relay(ln, args[1])
+	}
 	os.Exit(run(args[3:]))
 }
 
@@ -70,7 +92,7 @@ func run(argv []string) int {
 	}
 }
 
-// relay relays each connection ln accepts to the unix socket sock, both ways, until ln closes.
+// relay relays each connection ln accepts to the unix socket sock, until ln closes.
 func relay(ln net.Listener, sock string) {
 	for {
 		c, err := ln.Accept()
@@ -78,26 +100,75 @@ func relay(ln net.Listener, sock string) {
 			return
 		}
 		go func() {
-			defer c.Close()
 			u, err := net.Dial("unix", sock)
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "proctor-relay:", err)
+				c.Close()
 				return
 			}
-			defer u.Close()
-			done := make(chan struct{})
-			go func() {
-				io.Copy(u, c) //nolint:errcheck // ends with either side
-				if cw, ok := u.(interface{ CloseWrite() error }); ok {
-					cw.CloseWrite() //nolint:errcheck // the other side may be gone
-				}
-				close(done)
-			}()
-			io.Copy(c, u) //nolint:errcheck // ends with either side
-			if cw, ok := c.(interface{ CloseWrite() error }); ok {
-				cw.CloseWrite() //nolint:errcheck // the other side may be gone
-			}
-			<-done
+			splice(c, u)
 		}()
+	}
+}
+
+// pair relays each connection ln accepts through one the worker opened to back, until ln
+// closes. The worker's connections wait, idle, until one is taken: the relay then writes one
+// byte to it, for the worker to know it now carries a connection (and to open another).
+func pair(ln, back net.Listener) {
+	idle := make(chan net.Conn, 64)
+	go func() {
+		for {
+			w, err := back.Accept()
+			if err != nil {
+				return
+			}
+			idle <- w
+		}
+	}()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			timeout := time.NewTimer(handOver)
+			defer timeout.Stop()
+			for {
+				select {
+				case w := <-idle:
+					if _, err := w.Write([]byte{1}); err != nil {
+						w.Close() // the worker let it go: take the next
+						continue
+					}
+					splice(c, w)
+				case <-timeout.C:
+					fmt.Fprintf(os.Stderr, "proctor-relay: no connection from the worker within %s: a connection to %s is closed\n", handOver, ln.Addr())
+					c.Close()
+				}
+				return
+			}
+		}()
+	}
+}
+
+// splice copies a to b and b to a until both directions end, then closes both.
+func splice(a, b net.Conn) {
+	defer a.Close()
+	defer b.Close()
+	done := make(chan struct{})
+	go func() {
+		io.Copy(b, a) //nolint:errcheck // ends with either side
+		closeWrite(b)
+		close(done)
+	}()
+	io.Copy(a, b) //nolint:errcheck // ends with either side
+	closeWrite(a)
+	<-done
+}
+
+// closeWrite tells c's peer that nothing more comes, where c can say so.
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite() //nolint:errcheck // the other side may be gone
 	}
 }

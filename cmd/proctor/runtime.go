@@ -167,7 +167,7 @@ func (r *runtime) stop(timeout time.Duration) {
 	}
 }
 
-// agentRelay is the proctor-relay binary a container provider gives brought agents: the one
+// agentRelay is the proctor-relay binary the container and kubernetes providers give brought agents: the one
 // named, else proctor-relay beside this binary when there is one, else none.
 func agentRelay(named string) string {
 	if named != "" {
@@ -238,7 +238,7 @@ func newKubeSandboxes(cfg *config.Config, log *slog.Logger) (sandbox.Provider, s
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	p, err := kube.New(ctx, kube.Options{
-		Client: cs, Attacher: kube.NewAttacher(rc, cs), Namespace: ns, Owner: cfg.ContainerOwner, MaxSandboxes: cfg.MaxSandboxes,
+		Client: cs, Attacher: kube.NewAttacher(rc, cs), Forwarder: kube.NewForwarder(rc, cs), Relay: agentRelay(cfg.AgentRelay), Namespace: ns, Owner: cfg.ContainerOwner, MaxSandboxes: cfg.MaxSandboxes,
 		Registry: cfg.KubeRegistry, RegistryOptions: []remote.Option{remote.WithAuthFromKeychain(authn.DefaultKeychain)},
 		GPUs: cfg.GPUList(), GPUType: cfg.GPUType, NodeSelector: nodes, GPUNodeSelector: gpuNodes, Logger: log,
 		ImagePullSecrets: pullSecrets,

@@ -19,7 +19,6 @@ package container
 import (
 	"cmp"
 	"context"
-	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
@@ -164,15 +163,8 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 // it does the work dirs: a worker in a container may see the binary where the engine does not),
 // after checking that it is a static executable, which runs in any image.
 func installRelay(path, root string) (string, error) {
-	f, err := elf.Open(path)
-	if err != nil {
-		return "", fmt.Errorf("agent relay %s: not an executable: %w", path, err)
-	}
-	defer f.Close()
-	for _, prog := range f.Progs {
-		if prog.Type == elf.PT_INTERP {
-			return "", fmt.Errorf("agent relay %s is linked dynamically: it must run in any image (build it with CGO_ENABLED=0)", path)
-		}
+	if err := sandbox.CheckStatic(path); err != nil {
+		return "", fmt.Errorf("agent relay %w", err)
 	}
 	src, err := os.Open(path)
 	if err != nil {

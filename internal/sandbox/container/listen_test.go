@@ -3,10 +3,7 @@ package container_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,45 +25,7 @@ func TestAListenerInsideAContainerIsReachedThroughTheRelay(t *testing.T) {
 	var im sandboxtest.Images
 	p := newProvider(t, host, 1, func(o *container.Options) { o.Relay = relay })
 	defer p.Close(context.Background())
-	busy, err := p.Start(t.Context(), sandbox.Spec{ID: "busy", Command: []string{"/bin/sleep", "300"}, Image: im.Of(t, root)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer busy.Stop(context.Background())
-
-	run := func(id, script string) (string, error) {
-		var served []net.Listener
-		sb, err := p.Start(t.Context(), sandbox.Spec{ID: id, Command: []string{"/bin/sh", "-c", script}, Image: im.Of(t, root), Companion: true,
-			Listen: &sandbox.Listen{Port: 7777, Ready: func(ln net.Listener) {
-				served = append(served, ln)
-				go http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "served from outside") })) //nolint:errcheck // ends with ln
-			}}})
-		if err != nil {
-			return "", err
-		}
-		defer sb.Stop(context.Background())
-		sb.Stdin().Close()
-		out, _ := io.ReadAll(sb.Stdout())
-		<-sb.Done()
-		for _, ln := range served {
-			ln.Close()
-		}
-		if len(served) != 1 {
-			t.Errorf("Ready called %d times, want once", len(served))
-		}
-		return string(out), sb.Err()
-	}
-	out, err := run("fetch", "/bin/busybox wget -q -O- http://127.0.0.1:7777/")
-	var status sandbox.ExitStatus
-	if out != "served from outside" || !errors.As(err, &status) || status.ExitCode() != 0 {
-		t.Errorf("fetching through the relay: %q, %v; want the served body and exit status 0", out, err)
-	}
-	if _, err := run("fail", "exit 3"); !errors.As(err, &status) || status.ExitCode() != 3 {
-		t.Errorf("a command that exits 3 behind the relay: %v, want exit status 3", err)
-	}
-	if n := p.Running(); n != 1 {
-		t.Errorf("Running() = %d with companions, want 1", n)
-	}
+	sandboxtest.Listening(t, p, im.Of(t, root))
 
 	plain := newProvider(t, host, 1)
 	defer plain.Close(context.Background())

@@ -27,6 +27,7 @@ type box struct {
 	stdin   *io.PipeWriter
 	stdout  *io.PipeReader
 	events  watch.Interface
+	tunnel  *tunnel // the listener of Spec.Listen; nil without
 }
 
 var _ sandbox.Sandbox = (*box)(nil)
@@ -172,7 +173,7 @@ func exited(pod *corev1.Pod) error {
 		return nil
 	}
 	t := st.State.Terminated
-	why := fmt.Errorf("exit status %d", t.ExitCode)
+	var why error = sandbox.ExitStatus(t.ExitCode)
 	if t.Reason != "" && t.Reason != "Completed" && t.Reason != "Error" {
 		why = fmt.Errorf("%w (%s)", why, t.Reason)
 	}
@@ -195,6 +196,9 @@ func (b *box) Stop(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("the pod did not end within %s of its deletion", grace+10*time.Second))
 		}
 		b.stdin.Close()
+		if b.tunnel != nil {
+			b.tunnel.Close()
+		}
 		b.p.gpus.Release(b.devices)
 		b.p.slots.Release(b)
 		return errors.Join(errs...)

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -83,6 +84,15 @@ type Options struct {
 	// NodeSelector places every sandbox pod; GPUNodeSelector is added for pods with GPUs.
 	NodeSelector    map[string]string
 	GPUNodeSelector map[string]string
+	// Relay is the path on this host of a static proctor-relay binary (cmd/proctor-relay) and
+	// Forwarder reaches pods' ports (see NewForwarder): with both, a sandbox.Spec.Listen is
+	// honoured. The pod runs its image with the relay added as one more layer, in front of its
+	// command; the relay listens on the port inside the pod and relays each connection through
+	// one the worker keeps open to it by port forwarding, so that the pod needs no network path
+	// to the worker (and the deny-all policy stays). Without them, a Listen is refused with
+	// ErrNoListen.
+	Relay     string
+	Forwarder Forwarder
 	// StopGrace is the pods' termination grace; default 5s.
 	StopGrace time.Duration
 	// Logger receives lifecycle logs; default slog.Default().
@@ -98,6 +108,7 @@ type Provider struct {
 	log   *slog.Logger
 	gpus  *sandbox.GPUPool
 	slots *sandbox.Slots
+	relay v1.Layer // nil without Options.Relay
 
 	mu      sync.Mutex
 	pushing map[string]*sync.Mutex // image ref → push lock
@@ -122,8 +133,18 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 	if _, err := name.NewRepository(o.Registry); err != nil {
 		return nil, fmt.Errorf("kubernetes provider: registry %q: %w", o.Registry, err)
 	}
+	var relay v1.Layer
+	if o.Relay != "" {
+		if o.Forwarder == nil {
+			return nil, errors.New("kubernetes provider: an agent relay needs a forwarder to reach it (kube.NewForwarder)")
+		}
+		var err error
+		if relay, err = relayLayer(o.Relay); err != nil {
+			return nil, fmt.Errorf("kubernetes provider: %w", err)
+		}
+	}
 	p := &Provider{o: o, owner: o.Owner, max: cmp.Or(o.MaxSandboxes, 16), grace: cmp.Or(o.StopGrace, 5*time.Second),
-		log: cmp.Or(o.Logger, slog.Default()), pushing: map[string]*sync.Mutex{}, pushed: map[string]string{}}
+		log: cmp.Or(o.Logger, slog.Default()), pushing: map[string]*sync.Mutex{}, pushed: map[string]string{}, relay: relay}
 	p.slots = sandbox.NewSlots(p.max)
 	if p.owner == "" {
 		h, err := os.Hostname()
@@ -231,9 +252,8 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	if spec.WorkDir != "" {
 		return nil, sandbox.Invalid("sandbox %s: the kubernetes provider runs no pod in another's work dir", spec.ID)
 	}
-	if spec.Listen != nil {
-		// A pod runs on another node: no socket of this process can be put inside it.
-		return nil, fmt.Errorf("sandbox %s: the kubernetes provider makes no listener inside its pods: %w", spec.ID, sandbox.ErrNoListen)
+	if spec.Listen != nil && p.relay == nil {
+		return nil, fmt.Errorf("sandbox %s: no relay to put in the pod (kube.Options.Relay): %w", spec.ID, sandbox.ErrNoListen)
 	}
 	return p.slots.Start(spec, func() (sandbox.Sandbox, error) { return p.start(ctx, spec) })
 }
@@ -252,7 +272,7 @@ func (p *Provider) start(ctx context.Context, spec sandbox.Spec) (_ *box, err er
 		}
 	}()
 	undo = append(undo, func() { p.gpus.Release(devices) })
-	image, err := p.push(ctx, spec.Image)
+	image, err := p.push(ctx, spec.Image, spec.Listen != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -276,6 +296,15 @@ func (p *Provider) start(ctx context.Context, spec sandbox.Spec) (_ *box, err er
 	b := &box{Lifecycle: sandbox.NewLifecycle(spec.ID), p: p, pod: pod.Name, devices: devices, events: w}
 	if pod, err = b.waitRunning(ctx, spec, pod); err != nil {
 		return nil, err
+	}
+	if spec.Listen != nil {
+		fw, err := p.o.Forwarder.Forward(ctx, p.o.Namespace, pod.Name)
+		if err != nil {
+			return nil, err
+		}
+		b.tunnel = newTunnel(fw, pod.Name, p.log)
+		undo = append(undo, func() { b.tunnel.Close() })
+		spec.Listen.Ready(b.tunnel)
 	}
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()

@@ -7,9 +7,13 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,11 +23,17 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/apimachinery/pkg/util/httpstream/spdy"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/portforward"
 
 	"github.com/proctorhq/proctor/internal/archive"
 	"github.com/proctorhq/proctor/internal/image"
@@ -265,6 +275,119 @@ func (k *kubelet) Attach(ctx context.Context, namespace, pod, container string, 
 	return nil
 }
 
+// ServeHTTP serves the API server's pods/portforward, as a kubelet does behind it, over SPDY (a
+// WebSocket upgrade is refused, as an API server older than 1.31 refuses it, and the client
+// falls back): each pair of an error and a data stream is a connection to the stream's port on
+// the pod's own loopback, dialed inside the pod's network namespace.
+func (k *kubelet) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	parts := strings.Split(r.URL.Path, "/") // /api/v1/namespaces/NS/pods/POD/portforward
+	if len(parts) != 8 || parts[3] != "namespaces" || parts[4] != k.ns || parts[5] != "pods" || parts[7] != "portforward" {
+		http.NotFound(w, r)
+		return
+	}
+	pod := parts[6]
+	if r.Method != http.MethodPost {
+		http.Error(w, "WebSocket port forwarding is not served here", http.StatusBadRequest)
+		return
+	}
+	if _, err := httpstream.Handshake(r, w, []string{portforward.PortForwardProtocolV1Name}); err != nil {
+		return
+	}
+	streams := make(chan httpstream.Stream, 16)
+	conn := spdy.NewResponseUpgrader().UpgradeResponse(w, r, func(s httpstream.Stream, _ <-chan struct{}) error {
+		streams <- s
+		return nil
+	})
+	if conn == nil {
+		return
+	}
+	defer conn.Close()
+	errStreams := map[string]httpstream.Stream{}
+	for {
+		select {
+		case <-conn.CloseChan():
+			return
+		case s := <-streams:
+			id := s.Headers().Get(corev1.PortForwardRequestIDHeader)
+			switch s.Headers().Get(corev1.StreamType) {
+			case corev1.StreamTypeError:
+				errStreams[id] = s
+			case corev1.StreamTypeData:
+				port, _ := strconv.Atoi(s.Headers().Get(corev1.PortHeader))
+				go k.forward(pod, port, s, errStreams[id])
+				delete(errStreams, id)
+			}
+		}
+	}
+}
+
+// forward connects data to port on pod's loopback, or writes why it cannot to errs.
+func (k *kubelet) forward(pod string, port int, data, errs httpstream.Stream) {
+	defer data.Close()
+	defer errs.Close()
+	c, err := k.dialPod(pod, port)
+	if err != nil {
+		fmt.Fprintf(errs, "error forwarding port %d to pod %s: %v", port, pod, err)
+		return
+	}
+	defer c.Close()
+	go func() {
+		io.Copy(c, data) //nolint:errcheck // ends with either side
+		c.(*net.TCPConn).CloseWrite()
+	}()
+	io.Copy(data, c) //nolint:errcheck // ends with either side
+}
+
+// dialPod connects to port on the loopback of the running pod's network namespace: from a
+// thread that joined it, and ends with its goroutine (a socket stays in the namespace it was
+// made in).
+func (k *kubelet) dialPod(pod string, port int) (net.Conn, error) {
+	k.mu.Lock()
+	p := k.procs[pod]
+	k.mu.Unlock()
+	if p == nil {
+		return nil, fmt.Errorf("pod %s is not running", pod)
+	}
+	// The sandbox's processes but bubblewrap's first, which stays in this namespace. (This
+	// thread's: a thread that joined a pod's stays out of the scheduler, but the main thread
+	// may be one, and /proc/self/ns is the main thread's.)
+	ours, err := os.Stat("/proc/thread-self/ns/net")
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, pid := range p.sb.(interface{ Pids() []int }).Pids() {
+		if theirs, err := os.Stat(fmt.Sprintf("/proc/%d/ns/net", pid)); err == nil && !os.SameFile(ours, theirs) {
+			pids = append(pids, pid)
+		}
+	}
+	if len(pids) == 0 {
+		return nil, fmt.Errorf("pod %s has no process in a network namespace of its own", pod)
+	}
+	type result struct {
+		c   net.Conn
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends in the pod's namespace
+		ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pids[0]))
+		if err != nil {
+			ch <- result{err: err}
+			return
+		}
+		defer ns.Close()
+		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+			ch <- result{err: err}
+			return
+		}
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		ch <- result{c, err}
+	}()
+	r := <-ch
+	return r.c, r.err
+}
+
 // lineQueue holds a container's stderr lines until the attached client reads them.
 type lineQueue struct {
 	mu     sync.Mutex
@@ -322,6 +445,8 @@ type cluster struct {
 	kubelet  *kubelet
 	registry string
 	ns       string
+	// api serves the kubelet's port forwarding, as the API server does.
+	api string
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -338,7 +463,19 @@ func newCluster(t *testing.T) *cluster {
 	}))
 	t.Cleanup(reg.Close)
 	c.registry = strings.TrimPrefix(reg.URL, "http://") + "/proctor/envs"
+	api := httptest.NewServer(c.kubelet)
+	t.Cleanup(api.Close)
+	c.api = api.URL
 	return c
+}
+
+// withRelay gives the provider the agent relay, and port forwarding through the fake API server.
+func (c *cluster) withRelay(t *testing.T) func(*kube.Options) {
+	relay := testenv.StaticProgram(t, "cmd/proctor-relay")
+	cfg := &rest.Config{Host: c.api}
+	return func(o *kube.Options) {
+		o.Relay, o.Forwarder = relay, kube.NewForwarder(cfg, kubernetes.NewForConfigOrDie(cfg))
+	}
 }
 
 func (c *cluster) provider(t *testing.T, max int, opts ...func(*kube.Options)) *kube.Provider {

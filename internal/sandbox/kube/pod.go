@@ -2,6 +2,7 @@ package kube
 
 import (
 	"cmp"
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"regexp"
@@ -54,6 +55,11 @@ func (p *Provider) Pod(spec sandbox.Spec, image string, gpus int) *corev1.Pod {
 	for _, name := range p.o.ImagePullSecrets {
 		pullSecrets = append(pullSecrets, corev1.LocalObjectReference{Name: name})
 	}
+	command, args := spec.Command[:1], spec.Command[1:]
+	if spec.Listen != nil {
+		command, args = []string{relayInImage}, append([]string{fmt.Sprintf("127.0.0.1:%d", spec.Listen.Port),
+			fmt.Sprintf("accept:127.0.0.1:%d", relayBackPort), "--"}, spec.Command...)
+	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "sb-" + sandboxLabel, Namespace: p.o.Namespace,
@@ -72,7 +78,7 @@ func (p *Provider) Pod(spec sandbox.Spec, image string, gpus int) *corev1.Pod {
 			SecurityContext:               &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 			Containers: []corev1.Container{{
 				Name: ContainerName, Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
-				Command: spec.Command[:1], Args: spec.Command[1:], Env: env, WorkingDir: sandbox.WorkDirInImage,
+				Command: command, Args: args, Env: env, WorkingDir: sandbox.WorkDirInImage,
 				Stdin: true, StdinOnce: true,
 				Resources: corev1.ResourceRequirements{Requests: res, Limits: res},
 				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
