@@ -27,8 +27,12 @@ import (
 
 // scriptedTodoModel is an OpenAI-compatible upstream that plays a model solving an add-todos
 // task: asked with no tool result yet, it calls add_todo for each item the prompt lists; once
-// it has the results, it answers without tool calls. It keeps nothing between requests and
+// it has the results, it answers without tool calls. Asked to write an answer to a file (the
+// answer environment's task), it calls the agent's own write_file tool instead. It keeps nothing between requests and
 // notes every request it had to refuse (a tool list with the hidden dispatchers, a missing key).
+// writeTask is the answer environment's prompt: what to write, and to which file.
+var writeTask = regexp.MustCompile(`^Write (\S+) to (\S+) in your working directory\.$`)
+
 type scriptedTodoModel struct {
 	srv *httptest.Server
 	mu  sync.Mutex
@@ -66,7 +70,21 @@ func newScriptedTodoModel(t *testing.T, key string) *scriptedTodoModel {
 		for _, tl := range req.Tools {
 			tools = append(tools, tl.Function.Name)
 		}
-		if problem == "" && (!slices.Contains(tools, "add_todo") || slices.Contains(tools, "evaluate") || slices.Contains(tools, "setup")) {
+		results, prompt := 0, ""
+		for _, msg := range req.Messages {
+			switch msg.Role {
+			case "tool":
+				results++
+			case "user":
+				prompt = fmt.Sprint(msg.Content)
+			}
+		}
+		write := writeTask.FindStringSubmatch(prompt)
+		switch {
+		case problem != "":
+		case write != nil && !slices.Contains(tools, "write_file"):
+			problem = fmt.Sprintf("tools %v: want the agent's write_file", tools)
+		case write == nil && !slices.Contains(tools, "add_todo") || slices.Contains(tools, "evaluate") || slices.Contains(tools, "setup"):
 			problem = fmt.Sprintf("tools %v: want the environment's tools without its setup and evaluate dispatchers", tools)
 		}
 		m.mu.Lock()
@@ -82,17 +100,15 @@ func newScriptedTodoModel(t *testing.T, key string) *scriptedTodoModel {
 			time.Sleep(m.delay)
 			m.mu.Lock()
 		}
-		results, prompt := 0, ""
-		for _, msg := range req.Messages {
-			switch msg.Role {
-			case "tool":
-				results++
-			case "user":
-				prompt = fmt.Sprint(msg.Content)
-			}
-		}
 		message := map[string]any{"role": "assistant", "content": "All the todos are added."}
-		if results == 0 {
+		switch {
+		case results == 0 && write != nil:
+			args, _ := json.Marshal(map[string]string{"path": write[2], "content": write[1]})
+			message = map[string]any{"role": "assistant", "content": "I will write it.", "tool_calls": []any{map[string]any{"id": "call_0", "type": "function",
+				"function": map[string]any{"name": "write_file", "arguments": string(args)}}}}
+		case write != nil:
+			message["content"] = "The answer is written."
+		case results == 0:
 			var calls []any
 			list, _ := strings.CutPrefix(prompt, "Add these todos to my list: ")
 			for i, item := range strings.Split(strings.TrimSuffix(list, "."), "; ") {
@@ -747,10 +763,11 @@ func main() {
 }
 `
 
-// TestABroughtAgentRunsInsideAnEnvironmentThatTakesIt deploys an agent to run inside the
-// environment and an environment that takes agents inside, and runs the agent on a task whose
-// evaluation reads a file of the environment's working directory: the agent writes it with its
-// own file tools (no MCP), and the attempt earns 1.0. A launch on an environment that does not
+// TestABroughtAgentRunsInsideAnEnvironmentThatTakesIt deploys the Go example agent to run inside
+// the environment and an environment that takes agents inside, and runs the agent on a task
+// whose evaluation reads a file of the environment's working directory: the model asks for the
+// agent's own write_file tool (no MCP), the agent writes the file there, and the attempt earns
+// 1.0. A launch on an environment that does not
 // take agents inside is refused, saying how to allow it.
 func TestABroughtAgentRunsInsideAnEnvironmentThatTakesIt(t *testing.T) {
 	d := startAgentDev(t, nil)
@@ -761,10 +778,10 @@ func TestABroughtAgentRunsInsideAnEnvironmentThatTakesIt(t *testing.T) {
 			t.Fatalf("env deploy %v: %v\n%s", deploy, err, out)
 		}
 	}
-	if out, err := c.cli("agent", "deploy", filepath.Join("testdata", "agents", "probe"), "--name", "probe-inside", "--inside"); err != nil {
+	if out, err := c.cli("agent", "deploy", filepath.Join(testenv.ModuleRoot(t), "examples", "agents", "react"), "--name", "react-inside", "--inside"); err != nil {
 		t.Fatalf("agent deploy --inside: %v\n%s", err, out)
 	}
-	if list, err := c.cli("agent", "list"); err != nil || !regexp.MustCompile(`(?m)^probe-inside\s+1\s+sha256:\S+\s+inside\s`).MatchString(list) {
+	if list, err := c.cli("agent", "list"); err != nil || !regexp.MustCompile(`(?m)^react-inside\s+1\s+sha256:\S+\s+inside\s`).MatchString(list) {
 		t.Errorf("agent list: %v\n%s", err, list)
 	}
 	if code, body := c.raw("POST", "/v2/builds/trigger", map[string]any{"build_id": uuid.NewString(), "name": "x", "placement": "inside"}); code != 422 ||
@@ -776,26 +793,29 @@ func TestABroughtAgentRunsInsideAnEnvironmentThatTakesIt(t *testing.T) {
 			TaskVersionIDs []string `json:"task_version_ids"`
 		}
 		if code := c.call("POST", "/v2/tasks/upload", map[string]any{"taskset_name": "inside", "tasks": []any{map[string]any{
-			"name": "answer-" + env, "env": env, "scenario": "answer", "args": map[string]any{"answer": "42"},
-			"agent_config": map[string]any{"probe": "inside", "answer": "42"}}}}, &up); code != 201 {
+			"name": "answer-" + env, "env": env, "scenario": "answer", "args": map[string]any{"answer": "42"}}}}, &up); code != 201 {
 			t.Fatalf("upload a task over %s = %d", env, code)
 		}
 		return up.TaskVersionIDs[0]
 	}
 	modelID := c.resolve("/v2/models/resolve?model=scripted-gpt", "id")
-	tr, logs := c.runToEnd(map[string]any{"task_version_id": task("answer"), "model_id": modelID, "agent": "probe-inside"})
+	tr, logs := c.runToEnd(map[string]any{"task_version_id": task("answer"), "model_id": modelID, "agent": "react-inside"})
 	out := c.agentOutput(tr.ID)
+	// The environment's hint, and the agent's read_file and write_file.
 	if tr.Status != "completed" || tr.Reward == nil || *tr.Reward != 1 || !strings.Contains(logs, "started inside the environment, in its working directory") ||
-		!strings.Contains(out, "wrote answer.txt in /tmp/work (placement inside)") {
+		!strings.Contains(out, "react: 3 tools") {
 		t.Errorf("an agent inside the environment = %+v\n%s%s", tr, logs, out)
+	}
+	if d.model.problems != nil {
+		t.Errorf("the scripted model refused %v", d.model.problems)
 	}
 	// An environment that does not take agents inside is refused at launch, saying how to allow it.
 	closed := task("answer-closed")
-	if code, body := c.raw("POST", "/v2/rollouts/run", map[string]any{"task_version_id": closed, "model_id": modelID, "agent": "probe-inside"}); code != 422 ||
+	if code, body := c.raw("POST", "/v2/rollouts/run", map[string]any{"task_version_id": closed, "model_id": modelID, "agent": "react-inside"}); code != 422 ||
 		!strings.Contains(body, `does not take agents inside`) || !strings.Contains(body, "--agents-inside") {
 		t.Errorf("an agent inside an environment that does not take it = %d %s, want 422", code, body)
 	}
-	if code, body := c.raw("POST", "/v2/rollouts/run_list", map[string]any{"task_version_ids": []string{closed}, "model_ids": []string{modelID}, "agent": "probe-inside"}); code != 422 {
+	if code, body := c.raw("POST", "/v2/rollouts/run_list", map[string]any{"task_version_ids": []string{closed}, "model_ids": []string{modelID}, "agent": "react-inside"}); code != 422 {
 		t.Errorf("run_list of an agent inside an environment that does not take it = %d %s, want 422", code, body)
 	}
 }

@@ -7,10 +7,14 @@
 //	PROCTOR_MCP_URL   the attempt's environment, an MCP server over streamable HTTP
 //	OPENAI_BASE_URL   the gateway's OpenAI-compatible endpoint, and OPENAI_API_KEY a key for
 //	                  this attempt only (the OpenAI SDK reads both by itself)
+//	PROCTOR_PLACEMENT "inside" when it runs inside the environment, in its working directory
 //
 // It asks the model, makes the tool calls the model asks for through MCP, and sends the results
 // back, until the model answers without tool calls. Proctor records every model call and every
-// tool call on its own: the agent needs no instrumentation.
+// tool call on its own: the agent needs no instrumentation. Deployed to run inside the
+// environment (`proctor agent deploy --inside`), it also offers the model two file tools of its
+// own, read_file and write_file, in the working directory it shares with the environment: those
+// are the agent's, not the environment's, so Proctor sees them only as the model's tool calls.
 package main
 
 import (
@@ -19,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -62,6 +67,10 @@ func run(ctx context.Context) error {
 		tools = append(tools, openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
 			Name: t.Name, Description: openai.String(t.Description), Parameters: shared.FunctionParameters(schema)}))
 	}
+	inside := os.Getenv("PROCTOR_PLACEMENT") == "inside"
+	if inside {
+		tools = append(tools, fileTools...)
+	}
 	fmt.Fprintf(os.Stderr, "react: %d tools, model %s\n", len(tools), model)
 
 	// The system prompt opens with what the environment says of itself (its MCP instructions).
@@ -95,6 +104,12 @@ func run(ctx context.Context) error {
 				params.Messages = append(params.Messages, openai.ToolMessage("the arguments must be a JSON object: "+err.Error(), tc.ID))
 				continue
 			}
+			if inside {
+				if text, ok := fileTool(tc.Function.Name, args); ok {
+					params.Messages = append(params.Messages, openai.ToolMessage(text, tc.ID))
+					continue
+				}
+			}
 			res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: tc.Function.Name, Arguments: args})
 			if err != nil {
 				// A call the server refused (an unknown tool …) is the model's to correct.
@@ -119,4 +134,44 @@ func resultText(res *mcp.CallToolResult) string {
 		}
 	}
 	return strings.Join(parts, "\n")
+}
+
+// fileTools are the agent's own tools inside an environment: files of the working directory.
+var fileTools = []openai.ChatCompletionToolUnionParam{
+	openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{Name: "read_file",
+		Description: openai.String("Read a file of the working directory."),
+		Parameters: shared.FunctionParameters{"type": "object", "required": []string{"path"},
+			"properties": map[string]any{"path": map[string]any{"type": "string", "description": "relative to the working directory"}}}}),
+	openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{Name: "write_file",
+		Description: openai.String("Write a file of the working directory, replacing what it held."),
+		Parameters: shared.FunctionParameters{"type": "object", "required": []string{"path", "content"},
+			"properties": map[string]any{"path": map[string]any{"type": "string", "description": "relative to the working directory"},
+				"content": map[string]any{"type": "string"}}}}),
+}
+
+// fileTool runs the file tool name with args and says what it did; ok is false for a name that
+// is not one of fileTools. Paths stay within the working directory.
+func fileTool(name string, args map[string]any) (text string, ok bool) {
+	if name != "read_file" && name != "write_file" {
+		return "", false
+	}
+	path, _ := args["path"].(string)
+	if path == "" || !filepath.IsLocal(path) {
+		return fmt.Sprintf("error: path %q: give a path relative to the working directory, within it", path), true
+	}
+	if name == "read_file" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return "error: " + err.Error(), true
+		}
+		return string(b), true
+	}
+	content, _ := args["content"].(string)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return "error: " + err.Error(), true
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		return "error: " + err.Error(), true
+	}
+	return fmt.Sprintf("wrote %d bytes to %s", len(content), path), true
 }
