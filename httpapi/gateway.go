@@ -182,18 +182,10 @@ func (s *Server) registerGatewayModels() {
 // gatewayModelLimit bounds the models listed: a catalog is a few dozen.
 const gatewayModelLimit = 1000
 
-// OpenAIModel is a model as OpenAI's API lists it.
-type OpenAIModel struct {
-	ID      string `json:"id"`
-	Object  string `json:"object" enum:"model"`
-	Created int64  `json:"created" doc:"Unix seconds"`
-	OwnedBy string `json:"owned_by"`
-}
-
 type openAIModelsOutput struct {
 	Body struct {
-		Object string        `json:"object" enum:"list"`
-		Data   []OpenAIModel `json:"data" nullable:"false"`
+		Object string                  `json:"object" enum:"list"`
+		Data   []inference.OpenAIModel `json:"data" nullable:"false"`
 	}
 }
 
@@ -204,27 +196,19 @@ func (s *Server) listOpenAIModels(ctx context.Context, _ *struct{}) (*openAIMode
 		return nil, err
 	}
 	out := &openAIModelsOutput{}
-	out.Body.Object, out.Body.Data = "list", make([]OpenAIModel, len(ms))
+	out.Body.Object, out.Body.Data = "list", make([]inference.OpenAIModel, len(ms))
 	for i, m := range ms {
-		out.Body.Data[i] = OpenAIModel{ID: m.ModelName, Object: "model", Created: m.CreatedAt.Unix(), OwnedBy: ownedBy(m)}
+		out.Body.Data[i] = inference.OpenAIModel{ID: m.ModelName, Object: "model", Created: m.CreatedAt.Unix(), OwnedBy: ownedBy(m)}
 	}
 	return out, nil
 }
 
-// AnthropicModel is a model as Anthropic's API lists it.
-type AnthropicModel struct {
-	Type        string    `json:"type" enum:"model"`
-	ID          string    `json:"id"`
-	DisplayName string    `json:"display_name"`
-	CreatedAt   time.Time `json:"created_at"`
-}
-
 type anthropicModelsOutput struct {
 	Body struct {
-		Data    []AnthropicModel `json:"data" nullable:"false"`
-		HasMore bool             `json:"has_more"`
-		FirstID *string          `json:"first_id"`
-		LastID  *string          `json:"last_id"`
+		Data    []inference.AnthropicModel `json:"data" nullable:"false"`
+		HasMore bool                       `json:"has_more"`
+		FirstID *string                    `json:"first_id"`
+		LastID  *string                    `json:"last_id"`
 	}
 }
 
@@ -235,13 +219,11 @@ func (s *Server) listAnthropicModels(ctx context.Context, _ *struct{}) (*anthrop
 		return nil, err
 	}
 	out := &anthropicModelsOutput{}
-	out.Body.Data = make([]AnthropicModel, len(ms))
+	out.Body.Data = make([]inference.AnthropicModel, len(ms))
 	for i, m := range ms {
-		out.Body.Data[i] = AnthropicModel{Type: "model", ID: m.ModelName, DisplayName: m.Name, CreatedAt: m.CreatedAt}
+		out.Body.Data[i] = inference.AnthropicModel{Type: "model", ID: m.ModelName, DisplayName: m.Name, CreatedAt: m.CreatedAt}
 	}
-	if n := len(ms); n > 0 {
-		out.Body.FirstID, out.Body.LastID = &ms[0].ModelName, &ms[n-1].ModelName
-	}
+	out.Body.FirstID, out.Body.LastID = inference.AnthropicPage(out.Body.Data)
 	return out, nil
 }
 

@@ -118,7 +118,7 @@ func (s *Server) getJobMix(ctx context.Context, in *jobMixInput) (*jobMixOutput,
 	for i, t := range m.MixedVersions {
 		mt := MixedTask{TaskID: t.TaskID, TaskName: t.TaskName, Versions: make([]VersionShare, len(t.Versions))}
 		for j, v := range t.Versions {
-			mt.Versions[j] = VersionShare(v)
+			mt.Versions[j] = VersionShare{TaskVersionID: v.TaskVersionID, Version: v.Version, Attempts: v.Attempts, Scored: v.Scored, MeanReward: v.MeanReward}
 		}
 		out.Body.MixedVersions[i] = mt
 	}

@@ -68,7 +68,7 @@ func (s *Store) jobEntrants(ctx context.Context, jobID uuid.UUID) ([]Entrant, er
 	}
 	type key struct{ agent, model uuid.UUID }
 	byKey := map[key]*Entrant{}
-	sums := map[key]float64{}
+	tallies := map[key]*tally{}
 	var agentIDs, modelIDs []uuid.UUID
 	for _, g := range groups {
 		k := key{deref(g.AgentBuildID), deref(g.ModelID)}
@@ -82,13 +82,12 @@ func (s *Store) jobEntrants(ctx context.Context, jobID uuid.UUID) ([]Entrant, er
 			if g.ModelID != nil {
 				modelIDs = append(modelIDs, *g.ModelID)
 			}
-			byKey[k] = e
+			byKey[k], tallies[k] = e, &tally{}
 		}
-		e.Attempts += g.N
-		e.Scored += g.Scored
-		sums[k] += g.Sum
+		task := tally{attempts: g.N, scored: g.Scored, sum: g.Sum}
+		tallies[k].merge(task)
 		if g.TaskID != nil {
-			e.Tasks = append(e.Tasks, EntrantTask{TaskID: *g.TaskID, TaskName: g.TaskName, Share: share(g.N, g.Scored, g.Sum)})
+			e.Tasks = append(e.Tasks, EntrantTask{TaskID: *g.TaskID, TaskName: g.TaskName, Share: task.share()})
 		}
 	}
 	agents, modelNames, err := s.entrantNames(ctx, agentIDs, modelIDs)
@@ -97,7 +96,7 @@ func (s *Store) jobEntrants(ctx context.Context, jobID uuid.UUID) ([]Entrant, er
 	}
 	out := make([]Entrant, 0, len(byKey))
 	for k, e := range byKey {
-		e.MeanReward = share(e.Attempts, e.Scored, sums[k]).MeanReward
+		e.Share = tallies[k].share()
 		if e.Agent != nil {
 			if a, ok := agents[e.Agent.BuildID]; ok {
 				e.Agent = &a
@@ -178,10 +177,33 @@ func (s *Store) AgentOfTrace(ctx context.Context, t *Trace) (*AgentRef, error) {
 }
 
 // share is a Share of n attempts, scored of them rewarded with sum in all.
-func share(n, scored int, sum float64) Share {
-	s := Share{Attempts: n, Scored: scored}
-	if scored > 0 {
-		m := sum / float64(scored)
+// tally adds up attempts as a Share counts them: all of them, the scored ones and the sum of
+// their rewards.
+type tally struct {
+	attempts, scored int
+	sum              float64
+}
+
+// add counts one attempt, with its reward when it was scored.
+func (t *tally) add(scored bool, reward *float64) {
+	t.attempts++
+	if scored {
+		t.scored++
+		t.sum += *reward
+	}
+}
+
+// merge counts the attempts of another tally.
+func (t *tally) merge(o tally) {
+	t.attempts += o.attempts
+	t.scored += o.scored
+	t.sum += o.sum
+}
+
+func (t tally) share() Share {
+	s := Share{Attempts: t.attempts, Scored: t.scored}
+	if t.scored > 0 {
+		m := t.sum / float64(t.scored)
 		s.MeanReward = &m
 	}
 	return s

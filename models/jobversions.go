@@ -17,19 +17,14 @@ type BuildShare struct {
 	Environment string
 	Version     int
 	Digest      string
-	Attempts    int
-	// Scored counts the completed, valid, rewarded attempts; MeanReward is theirs (nil: none).
-	Scored     int
-	MeanReward *float64
+	Share
 }
 
 // VersionShare is how a job's attempts on one version of a task did.
 type VersionShare struct {
 	TaskVersionID uuid.UUID
 	Version       int
-	Attempts      int
-	Scored        int
-	MeanReward    *float64
+	Share
 }
 
 // MixedTask is a task a job ran at more than one version.
@@ -79,26 +74,8 @@ func (s *Store) JobMix(ctx context.Context, c *Caller, jobID uuid.UUID) (*JobMix
 	if err != nil {
 		return nil, fmt.Errorf("job mix: %w", err)
 	}
-	type acc struct {
-		attempts, scored int
-		sum              float64
-	}
-	add := func(a *acc, scored bool, reward *float64) {
-		a.attempts++
-		if scored {
-			a.scored++
-			a.sum += *reward
-		}
-	}
-	mean := func(a *acc) *float64 {
-		if a.scored == 0 {
-			return nil
-		}
-		m := a.sum / float64(a.scored)
-		return &m
-	}
-	builds := map[uuid.UUID]*acc{}
-	versions := map[uuid.UUID]map[uuid.UUID]*acc{}
+	builds := map[uuid.UUID]*tally{}
+	versions := map[uuid.UUID]map[uuid.UUID]*tally{}
 	names, numbers := map[uuid.UUID]string{}, map[uuid.UUID]int{}
 	for _, r := range rows {
 		b := uuid.Nil
@@ -106,20 +83,20 @@ func (s *Store) JobMix(ctx context.Context, c *Caller, jobID uuid.UUID) (*JobMix
 			b = *r.BuildID
 		}
 		if builds[b] == nil {
-			builds[b] = &acc{}
+			builds[b] = &tally{}
 		}
-		add(builds[b], r.Scored, r.Reward)
+		builds[b].add(r.Scored, r.Reward)
 		if r.TaskID == nil || r.TaskVersionID == nil {
 			continue
 		}
 		if versions[*r.TaskID] == nil {
-			versions[*r.TaskID] = map[uuid.UUID]*acc{}
+			versions[*r.TaskID] = map[uuid.UUID]*tally{}
 		}
 		v := versions[*r.TaskID]
 		if v[*r.TaskVersionID] == nil {
-			v[*r.TaskVersionID] = &acc{}
+			v[*r.TaskVersionID] = &tally{}
 		}
-		add(v[*r.TaskVersionID], r.Scored, r.Reward)
+		v[*r.TaskVersionID].add(r.Scored, r.Reward)
 		names[*r.TaskID], numbers[*r.TaskVersionID] = r.TaskName, r.Version
 	}
 	mix := &JobMix{Builds: []BuildShare{}, MixedVersions: []MixedTask{}}
@@ -142,11 +119,10 @@ func (s *Store) JobMix(ctx context.Context, c *Caller, jobID uuid.UUID) (*JobMix
 		}
 	}
 	for _, d := range described {
-		a := builds[d.ID]
-		mix.Builds = append(mix.Builds, BuildShare{Environment: d.Environment, Version: d.Version, Digest: d.Digest, Attempts: a.attempts, Scored: a.scored, MeanReward: mean(a)})
+		mix.Builds = append(mix.Builds, BuildShare{Environment: d.Environment, Version: d.Version, Digest: d.Digest, Share: builds[d.ID].share()})
 	}
-	if a := builds[uuid.Nil]; a != nil {
-		mix.Builds = append(mix.Builds, BuildShare{Attempts: a.attempts, Scored: a.scored, MeanReward: mean(a)})
+	if t := builds[uuid.Nil]; t != nil {
+		mix.Builds = append(mix.Builds, BuildShare{Share: t.share()})
 	}
 	slices.SortFunc(mix.Builds, func(x, y BuildShare) int {
 		return cmp.Or(cmp.Compare(x.Environment, y.Environment), cmp.Compare(x.Version, y.Version), cmp.Compare(x.Digest, y.Digest))
@@ -156,8 +132,8 @@ func (s *Store) JobMix(ctx context.Context, c *Caller, jobID uuid.UUID) (*JobMix
 			continue
 		}
 		tv := MixedTask{TaskID: task, TaskName: names[task]}
-		for id, a := range vs {
-			tv.Versions = append(tv.Versions, VersionShare{TaskVersionID: id, Version: numbers[id], Attempts: a.attempts, Scored: a.scored, MeanReward: mean(a)})
+		for id, t := range vs {
+			tv.Versions = append(tv.Versions, VersionShare{TaskVersionID: id, Version: numbers[id], Share: t.share()})
 		}
 		slices.SortFunc(tv.Versions, func(x, y VersionShare) int { return cmp.Compare(x.Version, y.Version) })
 		mix.MixedVersions = append(mix.MixedVersions, tv)

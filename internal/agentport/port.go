@@ -27,6 +27,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/proctorhq/proctor/internal/agent"
+	"github.com/proctorhq/proctor/internal/inference"
 )
 
 // Protocols of the model endpoints.
@@ -258,34 +259,19 @@ func (p *Port) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 }
 
 func (p *Port) openAIModels(w http.ResponseWriter, _ *http.Request) {
-	type model struct {
-		ID      string `json:"id"`
-		Object  string `json:"object"`
-		Created int64  `json:"created"`
-		OwnedBy string `json:"owned_by"`
-	}
-	data := make([]model, len(p.cfg.Models))
+	data := make([]inference.OpenAIModel, len(p.cfg.Models))
 	for i, m := range p.cfg.Models {
-		data[i] = model{ID: m, Object: "model", OwnedBy: "proctor"}
+		data[i] = inference.OpenAIModel{ID: m, Object: "model", OwnedBy: "proctor"}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 }
 
 func (p *Port) anthropicModels(w http.ResponseWriter, _ *http.Request) {
-	type model struct {
-		ID          string `json:"id"`
-		Type        string `json:"type"`
-		DisplayName string `json:"display_name"`
-		CreatedAt   string `json:"created_at"`
-	}
-	data := make([]model, len(p.cfg.Models))
+	data := make([]inference.AnthropicModel, len(p.cfg.Models))
 	for i, m := range p.cfg.Models {
-		data[i] = model{ID: m, Type: "model", DisplayName: m, CreatedAt: time.Unix(0, 0).UTC().Format(time.RFC3339)}
+		data[i] = inference.AnthropicModel{ID: m, Type: "model", DisplayName: m, CreatedAt: time.Unix(0, 0).UTC()}
 	}
-	first, last := "", ""
-	if len(data) > 0 {
-		first, last = data[0].ID, data[len(data)-1].ID
-	}
+	first, last := inference.AnthropicPage(data)
 	writeJSON(w, http.StatusOK, map[string]any{"data": data, "has_more": false, "first_id": first, "last_id": last})
 }
 
