@@ -167,8 +167,9 @@ func (r *runtime) stop(timeout time.Duration) {
 	}
 }
 
-// agentRelay is the proctor-relay binary the container and kubernetes providers give brought agents: the one
-// named, else proctor-relay beside this binary when there is one, else none.
+// agentRelay is the proctor-relay binary the providers give brought agents (the process provider
+// only where it may not enter a sandbox's network namespace): the one named, else proctor-relay
+// beside this binary when there is one, else none.
 func agentRelay(named string) string {
 	if named != "" {
 		return named
@@ -203,7 +204,7 @@ func newSandboxes(cfg *config.Config, log *slog.Logger) (sandbox.Provider, strin
 	}
 	p, err := sandbox.NewProcess(sandbox.ProcessOptions{
 		Root: cfg.SandboxRoot, MaxSandboxes: cfg.MaxSandboxes, Isolation: cfg.SandboxIsolation,
-		GPUs: cfg.GPUList(), GPUType: cfg.GPUType, Logger: log,
+		GPUs: cfg.GPUList(), GPUType: cfg.GPUType, Logger: log, Relay: agentRelay(cfg.AgentRelay),
 	})
 	if err != nil {
 		return nil, "", err

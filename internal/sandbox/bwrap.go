@@ -26,8 +26,9 @@ const (
 // including the "--" before the command. Later mounts cover earlier ones, so
 // the order matters: the read-only host first, then the fresh /dev, /proc and
 // /tmp, then the read-only extras (which may lie under /tmp, as test binaries
-// do), GPU device nodes, and last the writable work dir.
-func bwrapArgs(workDir string, spec Spec, roBinds []string, devNodes []string, infoFD, blockFD int) []string {
+// do) and the read-only mounts elsewhere (src → dst), GPU device nodes, and last the writable
+// work dir.
+func bwrapArgs(workDir string, spec Spec, roBinds []string, mounts [][2]string, devNodes []string, infoFD, blockFD int) []string {
 	root := "/" // the host's, read-only; or an image's root file system
 	if spec.RootFS != "" {
 		root = spec.RootFS
@@ -49,6 +50,9 @@ func bwrapArgs(workDir string, spec Spec, roBinds []string, devNodes []string, i
 	}
 	for _, p := range roBinds {
 		args = append(args, "--ro-bind", p, p)
+	}
+	for _, m := range mounts {
+		args = append(args, "--ro-bind", m[0], m[1])
 	}
 	for _, n := range devNodes {
 		args = append(args, "--dev-bind", n, filepath.Join("/dev", filepath.Base(n)))
@@ -150,7 +154,7 @@ func probeBubblewrap(ctx context.Context, bwrap string, sp *spawner) error {
 	defer os.RemoveAll(dir)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	args := append(bwrapArgs(dir, Spec{}, []string{filepath.Dir(truePath)}, nil, 0, 0), truePath)
+	args := append(bwrapArgs(dir, Spec{}, []string{filepath.Dir(truePath)}, nil, nil, 0, 0), truePath)
 	var stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, bwrap, args...)
 	cmd.Stderr = &stderr

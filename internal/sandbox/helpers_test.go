@@ -75,6 +75,8 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	case "worker":
 		os.Exit(workerMain())
+	case "unprivileged":
+		os.Exit(unprivilegedMain())
 	default:
 		fmt.Fprintln(os.Stderr, "unknown helper", os.Getenv(helperEnv))
 		os.Exit(2)
@@ -115,6 +117,50 @@ func workerMain() int {
 	}
 	json.NewEncoder(os.Stdout).Encode(pids)
 	select {}
+}
+
+// unprivilegedMain plays a worker that is not root: with the relay at $RELAY, it starts the
+// "inside" helper in a sandbox with a listener inside at 127.0.0.1:7777 (and $HOST_ADDR on the
+// host's loopback, which it must not reach), and prints how the provider listens inside, the
+// sandbox's exit code and what it read, as one JSON line.
+func unprivilegedMain() int {
+	p, err := NewProcess(ProcessOptions{Root: os.Getenv("ROOT"), Isolation: IsolationBubblewrap, Relay: os.Getenv("RELAY"),
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer p.Close(context.Background())
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	var served []net.Listener
+	sb, err := p.Start(context.Background(), Spec{ID: "unprivileged", Command: []string{exe},
+		Env: map[string]string{helperEnv: "inside", "ADDR": "127.0.0.1:7777", "HOST_ADDR": os.Getenv("HOST_ADDR")},
+		Listen: &Listen{Port: 7777, Ready: func(ln net.Listener) {
+			served = append(served, ln)
+			go serveLines(ln)
+		}}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	sb.Stdin().Close()
+	out, _ := io.ReadAll(sb.Stdout())
+	<-sb.Done()
+	code := 0
+	var exit interface{ ExitCode() int }
+	if errors.As(sb.Err(), &exit) {
+		code = exit.ExitCode()
+	}
+	for _, ln := range served {
+		ln.Close()
+	}
+	json.NewEncoder(os.Stdout).Encode(map[string]any{"listen": p.listenBy, "exit": code, "read": string(out), "ready": len(served),
+		"stderr": sb.(*processSandbox).logs.Tail(3)})
+	return 0
 }
 
 // newProvider returns a provider with the given isolation whose sandboxes

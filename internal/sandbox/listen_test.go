@@ -1,11 +1,18 @@
 package sandbox
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/proctorhq/proctor/internal/testenv"
 )
 
 // serveLines answers every connection on ln with one line naming its number, until ln closes.
@@ -84,5 +91,74 @@ func TestASandboxUnderBubblewrapHasNoCapabilities(t *testing.T) {
 	}
 	if len(lines) != 5 {
 		t.Errorf("read %q", out)
+	}
+}
+
+// A worker that is not root may not enter a sandbox's network namespace: with the relay it still
+// gives the sandbox its listener inside, there from the command's first instruction, and the
+// sandbox reaches nothing else (the host's loopback included). The test binary plays that
+// worker as nobody (see unprivilegedMain).
+func TestAnUnprivilegedWorkerListensInsideThroughTheRelay(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("runs a worker as another user, which takes root")
+	}
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		testenv.MissingTool(t, "bubblewrap")
+	}
+	host, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer host.Close()
+	go serveLines(host)
+	// Everything the worker runs or writes, where nobody may: the test binary, the relay and a
+	// sandbox root.
+	dir, err := os.MkdirTemp("", "proctor-unprivileged-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	root := filepath.Join(dir, "root")
+	for _, err := range []error{os.Chmod(dir, 0o755), os.Mkdir(root, 0o777), os.Chmod(root, 0o777)} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyExe := func(src, name string) string {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(dir, name)
+		if err := os.WriteFile(dst, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return dst
+	}
+	worker := copyExe(testBinary(t), "sandbox.test")
+	relay := copyExe(testenv.StaticProgram(t, "cmd/proctor-relay"), "proctor-relay")
+
+	cmd := exec.CommandContext(t.Context(), worker)
+	cmd.Env = append(os.Environ(), helperEnv+"=unprivileged", "ROOT="+root, "RELAY="+relay, "HOST_ADDR="+host.Addr().String())
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("the unprivileged worker: %v\n%s", err, stderr.String())
+	}
+	var got struct {
+		Listen string
+		Exit   int
+		Read   string
+		Ready  int
+		Stderr any
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%v: %s\n%s", err, out, stderr.String())
+	}
+	if got.Listen != listenRelay || got.Exit != 0 || got.Read != "served 1 from outside\n" || got.Ready != 1 {
+		t.Errorf("an unprivileged worker's sandbox with a listener inside: %+v; want the relay, exit 0, the served line, Ready once\n%s", got, stderr.String())
 	}
 }

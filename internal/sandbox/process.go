@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -57,6 +59,11 @@ type ProcessOptions struct {
 	// StopGrace is how long Stop waits after SIGTERM before SIGKILL;
 	// default 5s.
 	StopGrace time.Duration
+	// Relay is a static proctor-relay binary (cmd/proctor-relay). A worker with CAP_SYS_ADMIN
+	// makes a Spec.Listen's listener inside the sandbox's network namespace itself; one without
+	// (not root) runs the relay in front of the command instead, as the container provider
+	// does. Without a relay such a worker refuses a Listen with ErrNoListen.
+	Relay string
 }
 
 // Process is the process provider: each sandbox is a child process of the
@@ -76,6 +83,10 @@ type Process struct {
 	gpus      *GPUPool
 	sp        *spawner
 	owner     *ownerDir // root is owner.path
+	// listenBy is how a Spec.Listen is honoured under bubblewrap: listenSetns, listenRelay
+	// (with relay) or "" (refused).
+	listenBy string
+	relay    string
 
 	mu       sync.Mutex
 	closed   bool
@@ -158,12 +169,60 @@ func NewProcess(opts ProcessOptions) (*Process, error) {
 	if err := p.limit(limiter); err != nil {
 		return nil, err
 	}
+	if err := p.listenHow(opts.Relay); err != nil {
+		return nil, err
+	}
 
 	ok = true
 	p.log.Info("sandbox: process provider ready", "root", p.root, "capacity", p.max,
 		"isolation", p.isolation, "pid_namespace", p.pidNS || p.isolation == IsolationBubblewrap,
-		"limits", p.limits, "gpus", len(opts.GPUs), "gpu_type", opts.GPUType)
+		"limits", p.limits, "gpus", len(opts.GPUs), "gpu_type", opts.GPUType, "listen_inside", cmp.Or(p.listenBy, "no"))
 	return p, nil
+}
+
+// How a Spec.Listen's listener is made inside a sandbox.
+const (
+	listenSetns = "setns" // this process joins the sandbox's network namespace to make it
+	listenRelay = "relay" // the relay, in front of the command, relays to a socket of ours
+)
+
+// listenHow picks how Spec.Listen is honoured: by joining the sandbox's namespace where this
+// process may (CAP_SYS_ADMIN), else through the relay when there is one.
+func (p *Process) listenHow(relay string) error {
+	if relay != "" {
+		if err := CheckStatic(relay); err != nil {
+			return fmt.Errorf("agent relay %w", err)
+		}
+		abs, err := filepath.Abs(relay)
+		if err != nil {
+			return err
+		}
+		p.relay = abs
+	}
+	switch {
+	case p.isolation != IsolationBubblewrap:
+	case hasCapSysAdmin():
+		p.listenBy = listenSetns
+	case p.relay != "":
+		p.listenBy = listenRelay
+	}
+	return nil
+}
+
+// hasCapSysAdmin says whether this process has CAP_SYS_ADMIN in effect, which joining another
+// process's network namespace takes.
+func hasCapSysAdmin() bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if hex, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64)
+			return err == nil && caps&(1<<21) != 0 // CAP_SYS_ADMIN
+		}
+	}
+	return false
 }
 
 // isolate picks how environments are isolated: bubblewrap when it works here (required when

@@ -45,11 +45,20 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 		}
 		undo = append(undo, func() { cg.kill(); cg.remove() })
 	}
-	pp, err := openPipes(p.isolation == IsolationBubblewrap, spec.Listen != nil)
+	// A listener the relay serves exists before the sandbox does; one made by joining the
+	// sandbox's namespace, once bubblewrap has made it (its command waits on the block pipe).
+	var portDir string
+	if spec.Listen != nil && p.listenBy == listenRelay {
+		if portDir, err = ListenForRelay(p.root, spec.Listen); err != nil {
+			return nil, err
+		}
+		undo = append(undo, func() { removeAll(portDir) })
+	}
+	pp, err := openPipes(p.isolation == IsolationBubblewrap, spec.Listen != nil && p.listenBy == listenSetns)
 	if err != nil {
 		return nil, err
 	}
-	cmd := p.command(spec, argv0, workDir, devices, pp, cg)
+	cmd := p.command(spec, argv0, workDir, portDir, devices, pp, cg)
 	if err = p.sp.start(cmd); err != nil {
 		pp.closeChildEnds()
 		pp.closeOurEnds()
@@ -62,6 +71,7 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 		id:            spec.ID,
 		workDir:       workDir,
 		sharedWorkDir: spec.WorkDir != "",
+		portDir:       portDir,
 		companion:     spec.Companion,
 		devices:       devices,
 		cmd:           cmd,
@@ -83,7 +93,7 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 		pp.closeBlock()
 		return nil, err
 	}
-	if spec.Listen != nil {
+	if spec.Listen != nil && p.listenBy == listenSetns {
 		err := listenAndRelease(sb.initPID, spec.Listen, pp.blockW)
 		if err != nil {
 			// bubblewrap runs the command once its block pipe closes, written or not: the
@@ -195,11 +205,24 @@ func (pp *sandboxPipes) closeBlock() {
 	pp.blockW = nil
 }
 
+// Where a sandbox whose listener the relay serves sees the relay and the socket's directory:
+// under /tmp, the one place bubblewrap can make a mount point in a read-only root.
+const (
+	relayInSandbox = "/tmp/.proctor-relay"
+	portInSandbox  = "/tmp/.proctor-port"
+)
+
 // command is the command that runs spec's environment (argv0 and its arguments) in workDir: under
 // bubblewrap, else in a pid namespace of its own where the host allows; in cgroup cg when there
-// is one; with a memory rlimit where that is how memory is limited.
-func (p *Process) command(spec Spec, argv0, workDir string, devices []string, pp *sandboxPipes, cg *sandboxCgroup) *exec.Cmd {
+// is one; with a memory rlimit where that is how memory is limited. With portDir (the relay's
+// socket's directory) the relay runs in front of it.
+func (p *Process) command(spec Spec, argv0, workDir, portDir string, devices []string, pp *sandboxPipes, cg *sandboxCgroup) *exec.Cmd {
 	argv := append([]string{argv0}, spec.Command[1:]...)
+	var mounts [][2]string
+	if portDir != "" {
+		argv = RelayCommand(relayInSandbox, portInSandbox, spec.Listen.Port, argv)
+		mounts = [][2]string{{p.relay, relayInSandbox}, {portDir, portInSandbox}}
+	}
 	if p.rlimitMem && spec.Resources.MemoryMB > 0 {
 		// rlimits must be set in the child before it execs the environment,
 		// which os/exec cannot do; the shell sets it and execs in place (same
@@ -232,7 +255,7 @@ func (p *Process) command(spec Spec, argv0, workDir string, devices []string, pp
 			blockFD = 4
 			cmd.ExtraFiles = append(cmd.ExtraFiles, pp.blockR)
 		}
-		args := bwrapArgs(workDir, spec, binds, gpuDeviceNodes(p.devDir, devices), 3, blockFD)
+		args := bwrapArgs(workDir, spec, binds, mounts, gpuDeviceNodes(p.devDir, devices), 3, blockFD)
 		cmd.Path = p.bwrap
 		cmd.Args = append(append([]string{p.bwrap}, args...), argv...)
 	case p.pidNS:

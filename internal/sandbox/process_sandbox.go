@@ -24,6 +24,9 @@ type processSandbox struct {
 	workDir string
 	// sharedWorkDir: the work dir is another sandbox's (Spec.WorkDir), left in place at Stop.
 	sharedWorkDir bool
+	// portDir holds the socket the relay in front of the command relays to (Spec.Listen without
+	// CAP_SYS_ADMIN); "" without.
+	portDir string
 	// companion: the sandbox holds no slot (Spec.Companion).
 	companion bool
 	devices   []string
@@ -216,6 +219,11 @@ func (s *processSandbox) teardown(ctx context.Context) error {
 	if !s.sharedWorkDir {
 		if err := removeAll(s.workDir); err != nil {
 			errs = append(errs, fmt.Errorf("remove work dir: %w", err))
+		}
+	}
+	if s.portDir != "" {
+		if err := removeAll(s.portDir); err != nil {
+			errs = append(errs, fmt.Errorf("remove the relay's socket: %w", err))
 		}
 	}
 	s.p.forget(s)

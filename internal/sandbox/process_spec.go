@@ -30,8 +30,12 @@ func (p *Process) checkSpec(spec Spec) (string, error) {
 			return "", fmt.Errorf("work dir %q: not an existing absolute directory: %w", d, ErrInvalidSpec)
 		}
 	}
-	if spec.Listen != nil && p.isolation != IsolationBubblewrap {
+	switch {
+	case spec.Listen == nil:
+	case p.isolation != IsolationBubblewrap:
 		return "", fmt.Errorf("isolation %s gives the sandbox no network namespace of its own: %w", p.isolation, ErrNoListen)
+	case p.listenBy == "":
+		return "", fmt.Errorf("this worker may not enter a sandbox's network namespace (no CAP_SYS_ADMIN) and has no relay to run in front of its command (--agent-relay): %w", ErrNoListen)
 	}
 	for _, b := range spec.ReadOnlyBinds {
 		if !filepath.IsAbs(b) {

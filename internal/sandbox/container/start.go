@@ -2,10 +2,8 @@ package container
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -81,57 +79,14 @@ const (
 	portInContainer  = "/.proctor-port"
 )
 
-// listen makes spec's listener, when it asks for one: a unix socket in a fresh directory under
-// the provider's root (swept with the work dirs; short, for a socket path's limit of 108 bytes),
-// handed to Spec.Listen.Ready, which the relay inside the container serves at the port. It
-// returns the directory, "" without a listener.
+// listen makes spec's listener, when it asks for one, under the provider's root (swept with the
+// work dirs): see sandbox.ListenForRelay. It returns the socket's directory, "" without a
+// listener.
 func (p *Provider) listen(spec sandbox.Spec) (string, error) {
 	if spec.Listen == nil {
 		return "", nil
 	}
-	dir, err := os.MkdirTemp(p.root, "p-")
-	if err != nil {
-		return "", err
-	}
-	sock := filepath.Join(dir, "port.sock")
-	ln, err := listenUnix(dir)
-	if err == nil {
-		// The image decides the user; whoever it is connects (the socket is only reached
-		// through the container's read-only mount of the directory).
-		err = errors.Join(os.Chmod(dir, 0o711), os.Chmod(sock, 0o777))
-		if err != nil {
-			ln.Close()
-		}
-	}
-	if err != nil {
-		os.RemoveAll(dir)
-		return "", fmt.Errorf("listen for the sandbox: %w", err)
-	}
-	spec.Listen.Ready(ln)
-	return dir, nil
-}
-
-// listenUnix listens on a unix socket named port.sock in dir. A socket's path may be 108 bytes
-// at most, which a deep sandbox root exceeds: then it is bound through /proc/self/fd, a short
-// name for the directory while it is open. The directory is removed whole, so the listener
-// never unlinks its socket (a name through a closed descriptor could name another directory).
-func listenUnix(dir string) (net.Listener, error) {
-	path := filepath.Join(dir, "port.sock")
-	var d *os.File
-	if len(path) > 100 {
-		var err error
-		if d, err = os.Open(dir); err != nil {
-			return nil, err
-		}
-		defer d.Close()
-		path = fmt.Sprintf("/proc/self/fd/%d/port.sock", d.Fd())
-	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	if err != nil {
-		return nil, err
-	}
-	ln.SetUnlinkOnClose(false)
-	return ln, nil
+	return sandbox.ListenForRelay(p.root, spec.Listen)
 }
 
 // stopSignal is the signal a stop sends: the image's own, but SIGTERM to a container the relay
@@ -154,7 +109,7 @@ func (p *Provider) create(ctx context.Context, spec sandbox.Spec, work, port str
 	argv := spec.Command
 	if port != "" {
 		host.Binds = append(host.Binds, p.relay+":"+relayInContainer+":ro", port+":"+portInContainer+":ro")
-		argv = append([]string{relayInContainer, fmt.Sprintf("127.0.0.1:%d", spec.Listen.Port), portInContainer + "/port.sock", "--"}, argv...)
+		argv = sandbox.RelayCommand(relayInContainer, portInContainer, spec.Listen.Port, argv)
 	}
 	name := "proctor-" + filepath.Base(work) // unique: the work dir is the container's own
 	if spec.WorkDir != "" {
