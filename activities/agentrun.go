@@ -121,11 +121,9 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 	inside := r.agent.RuntimeConfig.Inside()
 	if inside {
 		// Its own image, in the environment's working directory: what it writes there is what
-		// the environment (and its evaluation) reads. A pod's is on another node.
-		if le.sb.WorkDir() == "" {
-			return RunAgentResult{}, envError("this worker runs sandboxes as pods, which cannot run an agent inside the environment yet: run it on workers of the process or container provider")
-		}
-		spec.WorkDir = le.sb.WorkDir()
+		// the environment (and its evaluation) reads. A pod's agent is an ephemeral container of
+		// the environment's pod (its work dir is on the pod's node).
+		spec.Within, spec.WorkDir = le.sb, le.sb.WorkDir()
 	}
 	tail := newLineTail(agentStderrTail)
 	spec.OnLog = func(l sandbox.LogLine) {

@@ -5,7 +5,7 @@
 // command, passing it the signals it gets and exiting with its status. The listener exists
 // before the agent's first instruction.
 //
-//	proctor-relay LISTEN TARGET -- COMMAND [ARG...]
+//	proctor-relay [--lifeline] LISTEN TARGET -- COMMAND [ARG...]
 //
 // TARGET says how the worker's port is reached:
 //   - a unix socket's path (the container provider mounts the port's socket in): each
@@ -14,6 +14,11 @@
 //     relay listens on HOST:PORT too, and the worker keeps a few connections open to it through
 //     the API server's port forwarding. Each connection to LISTEN takes one of them, tells the
 //     worker so with one byte, and is relayed through it.
+//
+// With --lifeline the relay's stdin is the worker's hold on the command, for a container the
+// worker cannot stop by itself (a pod's ephemeral container): the command's stdin is /dev/null,
+// and when the relay's stdin ends (the worker closed it, or its attachment broke) the relay
+// stops the command, SIGTERM then SIGKILL after lifelineGrace, and exits.
 package main
 
 import (
@@ -28,13 +33,21 @@ import (
 	"time"
 )
 
-// handOver is how long a connection to LISTEN waits for one from the worker.
-const handOver = time.Minute
+// handOver is how long a connection to LISTEN waits for one from the worker; lifelineGrace is
+// how long a command whose lifeline ended has between SIGTERM and SIGKILL.
+const (
+	handOver      = time.Minute
+	lifelineGrace = 5 * time.Second
+)
 
 func main() {
 	args := os.Args[1:]
+	lifeline := len(args) > 0 && args[0] == "--lifeline"
+	if lifeline {
+		args = args[1:]
+	}
 	if len(args) < 4 || args[2] != "--" {
-		fmt.Fprintln(os.Stderr, "usage: proctor-relay LISTEN (SOCKET | accept:HOST:PORT) -- COMMAND [ARG...]")
+		fmt.Fprintln(os.Stderr, "usage: proctor-relay [--lifeline] LISTEN (SOCKET | accept:HOST:PORT) -- COMMAND [ARG...]")
 		os.Exit(2)
 	}
 	ln, err := net.Listen("tcp", args[0])
@@ -52,16 +65,19 @@ func main() {
 	} else {
 		go relay(ln, args[1])
 	}
-	os.Exit(run(args[3:]))
+	os.Exit(run(args[3:], lifeline))
 }
 
 // run runs argv with this process's stdio and environment, passes it the signals this process
 // gets, and returns its exit status (128 + the signal's number when a signal ended it). As the
 // container's first process it also reaps the orphans the agent leaves (a shell's, npm's), which
-// would otherwise pile up as zombies.
-func run(argv []string) int {
+// would otherwise pile up as zombies. With lifeline, the end of this process's stdin stops it.
+func run(argv []string, lifeline bool) int {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if lifeline {
+		cmd.Stdin = nil // /dev/null
+	}
 	signals := make(chan os.Signal, 4)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
 	if err := cmd.Start(); err != nil {
@@ -73,6 +89,14 @@ func run(argv []string) int {
 			cmd.Process.Signal(s) //nolint:errcheck // it may have exited
 		}
 	}()
+	if lifeline {
+		go func() {
+			io.Copy(io.Discard, os.Stdin)       //nolint:errcheck // it ends either way
+			cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // it may have exited
+			time.Sleep(lifelineGrace)
+			cmd.Process.Kill() //nolint:errcheck // it may have exited
+		}()
+	}
 	for {
 		var ws syscall.WaitStatus
 		pid, err := syscall.Wait4(-1, &ws, 0, nil)

@@ -280,7 +280,7 @@ func checkChart(t *testing.T, objs []kruntime.Object, wantDeployments int) {
 			for _, r := range o.Rules {
 				rules = append(rules, strings.Join(r.Resources, ",")+":"+strings.Join(r.Verbs, ","))
 			}
-			if o.Namespace != "evals-sandboxes" || !slices.Equal(rules, []string{"pods:create,delete,get,list,watch", "pods/attach:create,get", "pods/portforward:create,get", "networkpolicies:create,get,update"}) {
+			if o.Namespace != "evals-sandboxes" || !slices.Equal(rules, []string{"pods:create,delete,get,list,watch", "pods/attach:create,get", "pods/portforward:create,get", "pods/ephemeralcontainers:patch,update", "networkpolicies:create,get,update"}) {
 				t.Errorf("the sandbox manager's role in %s: %v", o.Namespace, rules)
 			}
 		case *rbacv1.RoleBinding:

@@ -91,6 +91,11 @@ type Spec struct {
 	// sandbox works in instead of a fresh one of its own: HOME and the working directory, where
 	// a sandbox's work dir appears (WorkDirInImage with RootFS). Stop leaves it in place.
 	WorkDir string
+	// Within, when set, is a running sandbox of the same provider that this one runs inside, as
+	// far as the provider can: a process or container sandbox works in its work dir (WorkDir,
+	// which the caller sets to Within's), and the kubernetes provider runs this one as an
+	// ephemeral container of Within's pod (its work dir, /tmp and network namespace shared).
+	Within Sandbox
 	// Listen, when set, asks for a listener inside the sandbox's own network namespace, there
 	// before Command starts: what the sandbox's processes reach at 127.0.0.1:Listen.Port is
 	// served by whoever holds the listener, outside the sandbox. The process provider needs

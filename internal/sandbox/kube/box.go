@@ -28,11 +28,30 @@ type box struct {
 	stdout  *io.PipeReader
 	events  watch.Interface
 	tunnel  *tunnel // the listener of Spec.Listen; nil without
+	// container is the pod's container the sandbox is: ContainerName, or an ephemeral
+	// container's name for a sandbox within another's pod (see within.go), whose stdin is the
+	// relay's lifeline.
+	container string
+	ephemeral bool
+	lifeline  *io.PipeWriter
 }
 
 var _ sandbox.Sandbox = (*box)(nil)
 
-func (b *box) Stdin() io.WriteCloser { return b.stdin }
+// Stdin is the container's stdin; an ephemeral container's command reads none (its stdin is
+// the relay's lifeline), and what is written is dropped.
+func (b *box) Stdin() io.WriteCloser {
+	if b.ephemeral {
+		return discard{}
+	}
+	return b.stdin
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+func (discard) Close() error                { return nil }
+
 func (b *box) Stdout() io.ReadCloser { return b.stdout }
 func (b *box) Devices() []string     { return slices.Clone(b.devices) }
 
@@ -47,7 +66,7 @@ func (b *box) Pod() string { return b.pod }
 // the image lacks is ErrInvalidSpec.
 func (b *box) waitRunning(ctx context.Context, spec sandbox.Spec, pod *corev1.Pod) (*corev1.Pod, error) {
 	for {
-		if st := containerStatus(pod); st != nil {
+		if st := b.status(pod); st != nil {
 			switch {
 			case st.State.Running != nil:
 				return pod, nil
@@ -101,10 +120,15 @@ func startError(spec sandbox.Spec, why string) error {
 	return fmt.Errorf("the container did not start: %s", why)
 }
 
-func containerStatus(pod *corev1.Pod) *corev1.ContainerStatus {
-	for i := range pod.Status.ContainerStatuses {
-		if pod.Status.ContainerStatuses[i].Name == ContainerName {
-			return &pod.Status.ContainerStatuses[i]
+// status is the status of b's container in pod, nil while there is none.
+func (b *box) status(pod *corev1.Pod) *corev1.ContainerStatus {
+	statuses := pod.Status.ContainerStatuses
+	if b.ephemeral {
+		statuses = pod.Status.EphemeralContainerStatuses
+	}
+	for i := range statuses {
+		if statuses[i].Name == b.container {
+			return &statuses[i]
 		}
 	}
 	return nil
@@ -120,7 +144,7 @@ func (b *box) wait(attached <-chan struct{}, pod *corev1.Pod) {
 		}
 	}()
 	// It may have exited before it was attached to.
-	why := exited(pod)
+	why := b.exited(pod)
 	for why == nil {
 		ev, ok := <-events.ResultChan()
 		if !ok {
@@ -132,7 +156,7 @@ func (b *box) wait(attached <-chan struct{}, pod *corev1.Pod) {
 			pod, err := pods.Get(ctx, b.pod, metav1.GetOptions{})
 			cancel()
 			if err == nil {
-				if why = exited(pod); why == nil {
+				if why = b.exited(pod); why == nil {
 					events, err = pods.Watch(context.Background(), metav1.ListOptions{LabelSelector: LabelSandbox + "=" + pod.Labels[LabelSandbox],
 						ResourceVersion: pod.ResourceVersion})
 				}
@@ -147,12 +171,12 @@ func (b *box) wait(attached <-chan struct{}, pod *corev1.Pod) {
 		if ev.Type == watch.Deleted {
 			why = errors.New("the pod was deleted")
 			if pod, isPod := ev.Object.(*corev1.Pod); isPod {
-				why = cmp.Or(exited(pod), why)
+				why = cmp.Or(b.exited(pod), why)
 			}
 			continue
 		}
 		if pod, isPod := ev.Object.(*corev1.Pod); isPod && pod.Name == b.pod {
-			why = exited(pod)
+			why = b.exited(pod)
 		}
 	}
 	// The output of an exited container is complete once its stream ends.
@@ -163,9 +187,9 @@ func (b *box) wait(attached <-chan struct{}, pod *corev1.Pod) {
 	b.Exited(fmt.Sprintf("sandbox %s (pod %s)", b.ID(), b.pod), why)
 }
 
-// exited says why the pod's container has exited, nil while it has not.
-func exited(pod *corev1.Pod) error {
-	st := containerStatus(pod)
+// exited says why b's container in pod has exited, nil while it has not.
+func (b *box) exited(pod *corev1.Pod) error {
+	st := b.status(pod)
 	if st == nil || st.State.Terminated == nil {
 		if pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
 			return fmt.Errorf("the pod %s: %s", strings.ToLower(string(pod.Status.Phase)), cmp.Or(pod.Status.Message, pod.Status.Reason))
@@ -180,8 +204,25 @@ func exited(pod *corev1.Pod) error {
 	return why
 }
 
-// Stop deletes the pod (SIGTERM, SIGKILL after the grace) and releases its slot and GPUs.
+// Stop deletes the pod (SIGTERM, SIGKILL after the grace) and releases its slot and GPUs. An
+// ephemeral container is stopped through its lifeline instead (the relay's grace), its pod left.
 func (b *box) Stop(ctx context.Context) error {
+	if b.ephemeral {
+		return b.StopOnce(func() error {
+			var err error
+			b.lifeline.Close()
+			select {
+			case <-b.Done():
+			case <-time.After(lifelineGrace + 10*time.Second):
+				err = fmt.Errorf("the ephemeral container %s of pod %s did not end within %s of its lifeline's", b.container, b.pod, lifelineGrace+10*time.Second)
+			}
+			if b.tunnel != nil {
+				b.tunnel.Close()
+			}
+			b.p.slots.Release(b)
+			return err
+		})
+	}
 	return b.StopOnce(func() error {
 		ctx := context.WithoutCancel(ctx)
 		grace := sandbox.GraceWithin(ctx, b.p.grace)

@@ -255,6 +255,19 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	if spec.Listen != nil && p.relay == nil {
 		return nil, fmt.Errorf("sandbox %s: no relay to put in the pod (kube.Options.Relay): %w", spec.ID, sandbox.ErrNoListen)
 	}
+	if spec.Within != nil {
+		host, ok := spec.Within.(*box)
+		switch {
+		case !ok || host.p != p || host.ephemeral:
+			return nil, sandbox.Invalid("sandbox %s: within %s, which is not a pod of this provider", spec.ID, spec.Within.ID())
+		case spec.Listen == nil:
+			// The relay in front of it is how it is stopped (see within.go).
+			return nil, sandbox.Invalid("sandbox %s: the kubernetes provider runs a sandbox within a pod only with a listener inside (Spec.Listen)", spec.ID)
+		case spec.Resources.GPU.Count > 0:
+			return nil, sandbox.Invalid("sandbox %s: a sandbox within a pod takes no GPUs of its own", spec.ID)
+		}
+		return p.slots.Start(spec, func() (sandbox.Sandbox, error) { return p.startWithin(ctx, spec, host) })
+	}
 	return p.slots.Start(spec, func() (sandbox.Sandbox, error) { return p.start(ctx, spec) })
 }
 
@@ -293,28 +306,46 @@ func (p *Provider) start(ctx context.Context, spec sandbox.Spec) (_ *box, err er
 		zero := int64(0)
 		pods.Delete(context.WithoutCancel(ctx), podName, metav1.DeleteOptions{GracePeriodSeconds: &zero}) //nolint:errcheck // the sweep at the next start catches what this misses
 	})
-	b := &box{Lifecycle: sandbox.NewLifecycle(spec.ID), p: p, pod: pod.Name, devices: devices, events: w}
+	b := &box{Lifecycle: sandbox.NewLifecycle(spec.ID), p: p, pod: pod.Name, container: ContainerName, devices: devices, events: w}
 	if pod, err = b.waitRunning(ctx, spec, pod); err != nil {
 		return nil, err
 	}
 	if spec.Listen != nil {
-		fw, err := p.o.Forwarder.Forward(ctx, p.o.Namespace, pod.Name)
-		if err != nil {
+		if err := b.listen(ctx, spec); err != nil {
 			return nil, err
 		}
-		b.tunnel = newTunnel(fw, pod.Name, p.log)
 		undo = append(undo, func() { b.tunnel.Close() })
-		spec.Listen.Ready(b.tunnel)
 	}
 	inR, inW := io.Pipe()
+	b.stdin = inW
+	b.attach(ctx, spec, pod, inR)
+	return b, nil
+}
+
+// listen makes spec's listener: a tunnel to the relay in b's container, handed to Ready.
+func (b *box) listen(ctx context.Context, spec sandbox.Spec) error {
+	fw, err := b.p.o.Forwarder.Forward(ctx, b.p.o.Namespace, b.pod)
+	if err != nil {
+		return err
+	}
+	b.tunnel = newTunnel(fw, b.pod, b.p.log)
+	spec.Listen.Ready(b.tunnel)
+	return nil
+}
+
+// attach attaches to b's container, running in pod: stdin to it, its stdout as b's, its stderr
+// lines as spec's logs; and follows the pod until the container has exited.
+func (b *box) attach(ctx context.Context, spec sandbox.Spec, pod *corev1.Pod, stdin io.Reader) {
 	outR, outW := io.Pipe()
 	errR, errW := io.Pipe()
-	b.stdin, b.stdout = inW, outR
+	b.stdout = outR
 	attached := make(chan struct{})
 	go func() {
 		defer close(attached)
-		err := p.o.Attacher.Attach(context.WithoutCancel(ctx), p.o.Namespace, pod.Name, ContainerName, inR, outW, errW)
-		inR.CloseWithError(cmp.Or(err, io.EOF))
+		err := b.p.o.Attacher.Attach(context.WithoutCancel(ctx), b.p.o.Namespace, pod.Name, b.container, stdin, outW, errW)
+		if r, ok := stdin.(*io.PipeReader); ok {
+			r.CloseWithError(cmp.Or(err, io.EOF))
+		}
 		outW.CloseWithError(cmp.Or(err, io.EOF))
 		errW.Close()
 	}()
@@ -323,5 +354,4 @@ func (p *Provider) start(ctx context.Context, spec sandbox.Spec) (_ *box, err er
 		io.Copy(io.Discard, errR) //nolint:errcheck // drain, so the stream never blocks
 	}()
 	go b.wait(attached, pod)
-	return b, nil
 }

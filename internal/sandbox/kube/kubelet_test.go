@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,12 +28,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/apimachinery/pkg/util/httpstream/spdy"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/portforward"
 
 	"github.com/proctorhq/proctor/internal/archive"
@@ -43,7 +46,7 @@ import (
 )
 
 // kubelet stands in for a node of a cluster the tests cannot reach: it watches the fake
-// clientset's pods and runs each as a kubelet would, pulling its image from the registry,
+// clientset's pods and runs each (and the ephemeral containers added to it) as a kubelet would, pulling its image from the registry,
 // unpacking it, and running its container's command in a process sandbox under bubblewrap
 // (read-only root, the pod's network label deciding the network), with the pod's status kept
 // as a kubelet keeps it. It is also the attacher: attaching reaches the container's stdio.
@@ -53,12 +56,16 @@ type kubelet struct {
 	ns      string
 	runtime *sandbox.Process
 
-	mu     sync.Mutex
-	cond   *sync.Cond
-	procs  map[string]*proc // by pod name
-	roots  map[string]root
-	pulled int
+	mu    sync.Mutex
+	cond  *sync.Cond
+	procs map[string]*proc // by pod name and container name: procKey
+	// ephemeral are the ephemeral containers run, by procKey.
+	ephemeral map[string]bool
+	roots     map[string]root
+	pulled    int
 }
+
+func procKey(pod, container string) string { return pod + "/" + container }
 
 // proc is one pod's running container.
 type proc struct {
@@ -74,7 +81,7 @@ func startKubelet(t *testing.T, client *fake.Clientset, ns string) *kubelet {
 		t.Logf("bubblewrap: %v", err)
 		testenv.MissingTool(t, "a usable bubblewrap")
 	}
-	k := &kubelet{t: t, client: client, ns: ns, runtime: rt, procs: map[string]*proc{}, roots: map[string]root{}}
+	k := &kubelet{t: t, client: client, ns: ns, runtime: rt, procs: map[string]*proc{}, ephemeral: map[string]bool{}, roots: map[string]root{}}
 	k.cond = sync.NewCond(&k.mu)
 	ctx, cancel := context.WithCancel(context.Background())
 	w, err := client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
@@ -92,6 +99,8 @@ func startKubelet(t *testing.T, client *fake.Clientset, ns string) *kubelet {
 			switch ev.Type {
 			case watch.Added:
 				go k.run(pod)
+			case watch.Modified:
+				k.runEphemerals(pod)
 			case watch.Deleted:
 				go k.kill(pod)
 			}
@@ -108,15 +117,23 @@ func startKubelet(t *testing.T, client *fake.Clientset, ns string) *kubelet {
 	return k
 }
 
-// setStatus writes the pod's container state and phase, as the kubelet reports them.
-func (k *kubelet) setStatus(podName string, phase corev1.PodPhase, state corev1.ContainerState) {
+// setStatus writes a container's state, and the pod's phase (unless empty), as the kubelet
+// reports them.
+func (k *kubelet) setStatus(podName string, c corev1.Container, ephemeral bool, phase corev1.PodPhase, state corev1.ContainerState) {
 	pods := k.client.CoreV1().Pods(k.ns)
 	pod, err := pods.Get(context.Background(), podName, metav1.GetOptions{})
 	if err != nil {
 		return // deleted
 	}
-	pod.Status.Phase = phase
-	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: kube.ContainerName, State: state, Image: pod.Spec.Containers[0].Image}}
+	if phase != "" {
+		pod.Status.Phase = phase
+	}
+	statuses := &pod.Status.ContainerStatuses
+	if ephemeral {
+		statuses = &pod.Status.EphemeralContainerStatuses
+	}
+	*statuses = slices.DeleteFunc(*statuses, func(st corev1.ContainerStatus) bool { return st.Name == c.Name })
+	*statuses = append(*statuses, corev1.ContainerStatus{Name: c.Name, State: state, Image: c.Image})
 	if _, err := pods.UpdateStatus(context.Background(), pod, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		k.t.Errorf("kubelet: update the status of %s: %v", podName, err)
 	}
@@ -165,10 +182,35 @@ func (k *kubelet) run(pod *corev1.Pod) {
 		}
 		return
 	}
-	c := pod.Spec.Containers[0]
+	k.runContainer(pod, pod.Spec.Containers[0], false)
+}
+
+// runEphemerals runs those of the pod's ephemeral containers that have not run yet, each in the
+// work dir of the pod's container (in a network namespace of its own, unlike a pod's: dialPod
+// tries each of a pod's containers).
+func (k *kubelet) runEphemerals(pod *corev1.Pod) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, ec := range pod.Spec.EphemeralContainers {
+		if key := procKey(pod.Name, ec.Name); !k.ephemeral[key] {
+			k.ephemeral[key] = true
+			go k.runContainer(pod, corev1.Container{Name: ec.Name, Image: ec.Image, Command: ec.Command, Args: ec.Args, Env: ec.Env}, true)
+		}
+	}
+}
+
+// runContainer runs the pod's container c (an ephemeral one's fields as a container's) until it
+// exits, keeping its status.
+func (k *kubelet) runContainer(pod *corev1.Pod, c corev1.Container, ephemeral bool) {
+	phase := func(p corev1.PodPhase) corev1.PodPhase {
+		if ephemeral {
+			return "" // the pod's phase is its containers'
+		}
+		return p
+	}
 	rootfs, err := k.root(c.Image)
 	if err != nil {
-		k.setStatus(pod.Name, corev1.PodPending, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: err.Error()}})
+		k.setStatus(pod.Name, c, ephemeral, phase(corev1.PodPending), corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: err.Error()}})
 		return
 	}
 	// The image's environment, then the container's, as the runtime merges them.
@@ -181,8 +223,16 @@ func (k *kubelet) run(pod *corev1.Pod) {
 	for _, e := range c.Env {
 		env[e.Name] = e.Value
 	}
-	spec := sandbox.Spec{ID: pod.Name, Command: append(append([]string{}, c.Command...), c.Args...), Env: env, RootFS: rootfs.dir,
+	spec := sandbox.Spec{ID: pod.Name + "-" + c.Name, Command: append(append([]string{}, c.Command...), c.Args...), Env: env, RootFS: rootfs.dir,
 		Network: pod.Labels[kube.LabelNetwork] == "egress"}
+	if ephemeral {
+		main := k.waitProc(procKey(pod.Name, kube.ContainerName))
+		if main == nil {
+			k.setStatus(pod.Name, c, ephemeral, "", corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 128, Reason: "StartError", Message: "the pod does not run"}})
+			return
+		}
+		spec.WorkDir = main.sb.WorkDir()
+	}
 	if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
 		spec.Resources.MemoryMB = int(q.Value() >> 20)
 	}
@@ -199,14 +249,14 @@ func (k *kubelet) run(pod *corev1.Pod) {
 			msg = fmt.Sprintf("failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: "+
 				"unable to start container process: exec: %q: stat %s: no such file or directory: unknown", spec.Command[0], spec.Command[0])
 		}
-		k.setStatus(pod.Name, corev1.PodFailed, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 128, Reason: "StartError", Message: msg}})
+		k.setStatus(pod.Name, c, ephemeral, phase(corev1.PodFailed), corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 128, Reason: "StartError", Message: msg}})
 		return
 	}
 	k.mu.Lock()
-	k.procs[pod.Name] = &proc{sb: sb, stderr: stderr}
+	k.procs[procKey(pod.Name, c.Name)] = &proc{sb: sb, stderr: stderr}
 	k.cond.Broadcast()
 	k.mu.Unlock()
-	k.setStatus(pod.Name, corev1.PodRunning, corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}})
+	k.setStatus(pod.Name, c, ephemeral, phase(corev1.PodRunning), corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}})
 	<-sb.Done()
 	stderr.close()
 	code := 0
@@ -217,45 +267,64 @@ func (k *kubelet) run(pod *corev1.Pod) {
 			code = 137
 		}
 	}
-	phase := corev1.PodSucceeded
+	ended := corev1.PodSucceeded
 	if code != 0 {
-		phase = corev1.PodFailed
+		ended = corev1.PodFailed
 	}
-	k.setStatus(pod.Name, phase, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: int32(code), Reason: map[bool]string{true: "Completed", false: "Error"}[code == 0]}})
+	k.setStatus(pod.Name, c, ephemeral, phase(ended), corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: int32(code), Reason: map[bool]string{true: "Completed", false: "Error"}[code == 0]}})
 	sb.Stop(context.Background()) //nolint:errcheck // it has exited
 }
 
-// kill stops a deleted pod's container within its grace.
+// kill stops a deleted pod's containers within its grace.
 func (k *kubelet) kill(pod *corev1.Pod) {
-	k.mu.Lock()
-	p := k.procs[pod.Name]
-	k.mu.Unlock()
-	if p == nil {
-		return
-	}
 	grace := time.Second
 	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
 		grace = time.Duration(*g) * time.Second
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	p.sb.Stop(ctx) //nolint:errcheck // the pod is gone either way
+	var wg sync.WaitGroup
+	for _, p := range k.podProcs(pod.Name) {
+		wg.Go(func() { p.sb.Stop(ctx) }) //nolint:errcheck // the pod is gone either way
+	}
+	wg.Wait()
 }
 
-// Attach reaches a running pod's container: stdin to it, its stdout, and its stderr lines.
-func (k *kubelet) Attach(ctx context.Context, namespace, pod, container string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if namespace != k.ns || container != kube.ContainerName {
-		return fmt.Errorf("attach: no container %s/%s/%s", namespace, pod, container)
+// podProcs are the pod's running containers, its own first.
+func (k *kubelet) podProcs(pod string) []*proc {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var ps []*proc
+	if p := k.procs[procKey(pod, kube.ContainerName)]; p != nil {
+		ps = append(ps, p)
 	}
+	for key, p := range k.procs {
+		if strings.HasPrefix(key, pod+"/") && key != procKey(pod, kube.ContainerName) {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+// waitProc waits up to 10 seconds for the container of key to run.
+func (k *kubelet) waitProc(key string) *proc {
 	deadline := time.Now().Add(10 * time.Second)
 	k.mu.Lock()
-	for k.procs[pod] == nil && time.Now().Before(deadline) {
+	defer k.mu.Unlock()
+	for k.procs[key] == nil && time.Now().Before(deadline) {
 		k.mu.Unlock()
 		time.Sleep(10 * time.Millisecond)
 		k.mu.Lock()
 	}
-	p := k.procs[pod]
-	k.mu.Unlock()
+	return k.procs[key]
+}
+
+// Attach reaches a running pod's container: stdin to it, its stdout, and its stderr lines.
+func (k *kubelet) Attach(ctx context.Context, namespace, pod, container string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if namespace != k.ns {
+		return fmt.Errorf("attach: no container %s/%s/%s", namespace, pod, container)
+	}
+	p := k.waitProc(procKey(pod, container))
 	if p == nil {
 		return fmt.Errorf("attach: pod %s is not running", pod)
 	}
@@ -342,12 +411,22 @@ func (k *kubelet) forward(pod string, port int, data, errs httpstream.Stream) {
 // thread that joined it, and ends with its goroutine (a socket stays in the namespace it was
 // made in).
 func (k *kubelet) dialPod(pod string, port int) (net.Conn, error) {
-	k.mu.Lock()
-	p := k.procs[pod]
-	k.mu.Unlock()
-	if p == nil {
+	procs := k.podProcs(pod)
+	if len(procs) == 0 {
 		return nil, fmt.Errorf("pod %s is not running", pod)
 	}
+	var err error
+	for _, p := range procs {
+		var c net.Conn
+		if c, err = dialContainer(p, port); err == nil {
+			return c, nil
+		}
+	}
+	return nil, err
+}
+
+// dialContainer connects to port in the network namespace of p's sandbox.
+func dialContainer(p *proc, port int) (net.Conn, error) {
 	// The sandbox's processes but bubblewrap's first, which stays in this namespace. (This
 	// thread's: a thread that joined a pod's stays out of the scheduler, but the main thread
 	// may be one, and /proc/self/ns is the main thread's.)
@@ -362,7 +441,7 @@ func (k *kubelet) dialPod(pod string, port int) (net.Conn, error) {
 		}
 	}
 	if len(pids) == 0 {
-		return nil, fmt.Errorf("pod %s has no process in a network namespace of its own", pod)
+		return nil, fmt.Errorf("sandbox %s has no process in a network namespace of its own", p.sb.ID())
 	}
 	type result struct {
 		c   net.Conn
@@ -453,6 +532,31 @@ func newCluster(t *testing.T) *cluster {
 	t.Helper()
 	const ns = "sandboxes"
 	client := fake.NewClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	// As the API server does, an update of a pod's status or ephemeral containers changes those
+	// alone (the fake tracker would write the whole pod, and a kubelet's status from an older
+	// read would undo an ephemeral container just added).
+	var subresources sync.Mutex
+	client.PrependReactor("update", "pods", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
+		u := a.(k8stesting.UpdateAction)
+		sub := u.GetSubresource()
+		if sub != "status" && sub != "ephemeralcontainers" {
+			return false, nil, nil
+		}
+		subresources.Lock()
+		defer subresources.Unlock()
+		in := u.GetObject().(*corev1.Pod)
+		cur, err := client.Tracker().Get(u.GetResource(), u.GetNamespace(), in.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		pod := cur.(*corev1.Pod).DeepCopy()
+		if sub == "status" {
+			pod.Status = in.Status
+		} else {
+			pod.Spec.EphemeralContainers = in.Spec.EphemeralContainers
+		}
+		return true, pod, client.Tracker().Update(u.GetResource(), pod, u.GetNamespace())
+	})
 	c := &cluster{client: client, kubelet: startKubelet(t, client, ns), ns: ns}
 	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	reg := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

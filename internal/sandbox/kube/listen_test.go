@@ -4,12 +4,17 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/proctorhq/proctor/internal/sandbox"
 	"github.com/proctorhq/proctor/internal/sandbox/kube"
 	"github.com/proctorhq/proctor/internal/sandbox/sandboxtest"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // A pod whose spec asks for a listener inside finds it at 127.0.0.1:PORT from its first
@@ -48,5 +53,64 @@ func TestARelayThePodsCannotRunIsRefused(t *testing.T) {
 	o.Forwarder = nil
 	if _, err := kube.New(t.Context(), o); err == nil || !strings.Contains(err.Error(), "forwarder") {
 		t.Errorf("New with a relay and no forwarder: %v, want a refusal naming the forwarder", err)
+	}
+}
+
+// A sandbox within another's pod (a brought agent inside its environment) is an ephemeral
+// container of that pod, locked down as the pod's own: it works in the pod's work dir, finds its
+// listener inside from its first instruction, and is stopped through the relay's lifeline
+// within the relay's grace, the pod left running.
+func TestASandboxWithinAPodIsAnEphemeralContainerOfIt(t *testing.T) {
+	c := newCluster(t)
+	root := sandboxtest.Root(t)
+	var im sandboxtest.Images
+	p := c.provider(t, 1, c.withRelay(t))
+	defer p.Close(context.Background())
+	env, err := p.Start(t.Context(), sandbox.Spec{ID: "env", Command: []string{"/bin/sleep", "300"}, Image: im.Of(t, root)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Stop(context.Background())
+	podName := env.(interface{ Pod() string }).Pod()
+
+	out, err := sandboxtest.RunListening(t, p, sandbox.Spec{ID: "agent", Image: im.Of(t, root), Companion: true, Within: env,
+		Command: []string{"/bin/sh", "-c", `echo "written in $PWD" > answer.txt && /bin/busybox wget -q -O- http://127.0.0.1:7777/inside`}}, 7777)
+	var status sandbox.ExitStatus
+	if out != "served /inside;" || !errors.As(err, &status) || status.ExitCode() != 0 {
+		t.Errorf("a sandbox within the pod: %q, %v; want the served body and exit status 0", out, err)
+	}
+	b, err := os.ReadFile(filepath.Join(c.kubelet.waitProc(podName+"/"+kube.ContainerName).sb.WorkDir(), "answer.txt"))
+	if err != nil || string(b) != "written in "+sandbox.WorkDirInImage+"\n" {
+		t.Errorf("the pod's work dir holds %q (%v); want the file the sandbox within it wrote", b, err)
+	}
+	pod, err := c.client.CoreV1().Pods(c.ns).Get(t.Context(), podName, metav1.GetOptions{})
+	if err != nil || len(pod.Spec.EphemeralContainers) != 1 {
+		t.Fatalf("the pod's ephemeral containers: %v, %v", pod, err)
+	}
+	ec := pod.Spec.EphemeralContainers[0]
+	if sc := ec.SecurityContext; *sc.AllowPrivilegeEscalation || !*sc.ReadOnlyRootFilesystem || len(sc.Capabilities.Drop) != 1 ||
+		ec.Command[0] != "/.proctor/relay" || ec.Args[0] != "--lifeline" || ec.WorkingDir != sandbox.WorkDirInImage ||
+		len(ec.VolumeMounts) != 2 || ec.VolumeMounts[1].Name != "work" {
+		t.Errorf("the ephemeral container: %+v", ec)
+	}
+
+	// One that would run on is stopped through its lifeline, and the pod runs on.
+	long, err := p.Start(t.Context(), sandbox.Spec{ID: "long", Image: im.Of(t, root), Companion: true, Within: env, Command: []string{"/bin/sleep", "300"},
+		Listen: &sandbox.Listen{Port: 7777, Ready: func(ln net.Listener) { ln.Close() }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long.Stdin().Close() // as a brought agent's is: it does not end the lifeline
+	begin := time.Now()
+	if err := long.Stop(context.Background()); err != nil {
+		t.Errorf("Stop: %v", err)
+	}
+	if took := time.Since(begin); took > 8*time.Second || !errors.As(long.Err(), &status) || status.ExitCode() != 128+int(syscall.SIGTERM) {
+		t.Errorf("stopping a sandbox within a pod took %s and ended %v; want the relay's SIGTERM within its grace", took, long.Err())
+	}
+	select {
+	case <-env.Done():
+		t.Errorf("the pod ended with the sandbox within it: %v", env.Err())
+	default:
 	}
 }

@@ -26,12 +26,6 @@ func (p *Provider) Pod(spec sandbox.Spec, image string, gpus int) *corev1.Pod {
 	}
 	// Two tries, or two sandboxes of one id, never share a pod name.
 	sandboxLabel := labelValue(spec.ID) + "-" + strconv.FormatUint(rand.Uint64()%(36*36*36*36*36), 36)
-	env := []corev1.EnvVar{{Name: "HOME", Value: sandbox.WorkDirInImage}}
-	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
-		if k != "HOME" {
-			env = append(env, corev1.EnvVar{Name: k, Value: spec.Env[k]})
-		}
-	}
 	res := corev1.ResourceList{}
 	if spec.Resources.CPU > 0 {
 		res[corev1.ResourceCPU] = *resource.NewMilliQuantity(int64(spec.Resources.CPU*1000), resource.DecimalSI)
@@ -49,7 +43,7 @@ func (p *Provider) Pod(spec sandbox.Spec, image string, gpus int) *corev1.Pod {
 		maps.Copy(selector, p.o.GPUNodeSelector)
 		tolerations = append(tolerations, corev1.Toleration{Key: string(GPUResource), Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})
 	}
-	no, yes := false, true
+	no := false
 	grace := int64(p.grace.Round(time.Second) / time.Second)
 	var pullSecrets []corev1.LocalObjectReference
 	for _, name := range p.o.ImagePullSecrets {
@@ -57,8 +51,7 @@ func (p *Provider) Pod(spec sandbox.Spec, image string, gpus int) *corev1.Pod {
 	}
 	command, args := spec.Command[:1], spec.Command[1:]
 	if spec.Listen != nil {
-		command, args = []string{relayInImage}, append([]string{fmt.Sprintf("127.0.0.1:%d", spec.Listen.Port),
-			fmt.Sprintf("accept:127.0.0.1:%d", relayBackPort), "--"}, spec.Command...)
+		command, args = []string{relayInImage}, relayArgs(spec)
 	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
@@ -78,12 +71,11 @@ func (p *Provider) Pod(spec sandbox.Spec, image string, gpus int) *corev1.Pod {
 			SecurityContext:               &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 			Containers: []corev1.Container{{
 				Name: ContainerName, Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
-				Command: command, Args: args, Env: env, WorkingDir: sandbox.WorkDirInImage,
+				Command: command, Args: args, Env: containerEnv(spec), WorkingDir: sandbox.WorkDirInImage,
 				Stdin: true, StdinOnce: true,
-				Resources: corev1.ResourceRequirements{Requests: res, Limits: res},
-				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
-					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
-				VolumeMounts: []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}, {Name: "work", MountPath: sandbox.WorkDirInImage}},
+				Resources:       corev1.ResourceRequirements{Requests: res, Limits: res},
+				SecurityContext: lockedDown(),
+				VolumeMounts:    volumeMounts(),
 			}},
 			Volumes: []corev1.Volume{
 				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
@@ -91,6 +83,35 @@ func (p *Provider) Pod(spec sandbox.Spec, image string, gpus int) *corev1.Pod {
 			},
 		},
 	}
+}
+
+// containerEnv is a container's environment for spec: HOME the work dir, then spec's.
+func containerEnv(spec sandbox.Spec) []corev1.EnvVar {
+	env := []corev1.EnvVar{{Name: "HOME", Value: sandbox.WorkDirInImage}}
+	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
+		if k != "HOME" {
+			env = append(env, corev1.EnvVar{Name: k, Value: spec.Env[k]})
+		}
+	}
+	return env
+}
+
+// lockedDown is every sandbox container's security context: no privileges, a read-only root.
+func lockedDown() *corev1.SecurityContext {
+	no, yes := false, true
+	return &corev1.SecurityContext{AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
+		Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
+}
+
+// volumeMounts are a sandbox container's writable places: /tmp and the work dir in it.
+func volumeMounts() []corev1.VolumeMount {
+	return []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}, {Name: "work", MountPath: sandbox.WorkDirInImage}}
+}
+
+// relayArgs are the relay's arguments in front of spec's command: it listens on spec's port for
+// the command and on relayBackPort for the worker's connections.
+func relayArgs(spec sandbox.Spec) []string {
+	return append([]string{fmt.Sprintf("127.0.0.1:%d", spec.Listen.Port), fmt.Sprintf("accept:127.0.0.1:%d", relayBackPort), "--"}, spec.Command...)
 }
 
 var notLabelChars = regexp.MustCompile(`[^a-z0-9.-]+`)

@@ -18,6 +18,9 @@ const (
 	// tunnelIdle is how many idle connections the worker keeps open to the relay: each carries
 	// the next connection the agent makes, so that it waits for no dial through the API server.
 	tunnelIdle = 4
+	// lifelineGrace is the relay's between SIGTERM and SIGKILL once its lifeline ends
+	// (cmd/proctor-relay).
+	lifelineGrace = 5 * time.Second
 )
 
 // tunnel is the listener a pod's Spec.Listen is handed: it keeps tunnelIdle connections open to

@@ -1,0 +1,69 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/proctorhq/proctor/internal/sandbox"
+)
+
+// A sandbox within another's pod (Spec.Within: a brought agent inside its environment) is an
+// ephemeral container of that pod: it runs its own image, in the pod's work dir and /tmp (the
+// same volumes), in the pod's network namespace, under the pod's resources (an ephemeral
+// container has none of its own). Kubernetes neither removes nor stops an ephemeral container,
+// so the relay runs in front of its command with its stdin as the lifeline: the box holds the
+// attached stdin open, and Stop closes it, upon which the relay stops the command. The pod's
+// deletion (the environment's stop) ends it too.
+
+// startWithin adds spec's ephemeral container to host's pod, waits for it to run, attaches to
+// it and makes its listener.
+func (p *Provider) startWithin(ctx context.Context, spec sandbox.Spec, host *box) (_ *box, err error) {
+	image, err := p.push(ctx, spec.Image, true)
+	if err != nil {
+		return nil, err
+	}
+	pods := p.o.Client.CoreV1().Pods(p.o.Namespace)
+	pod, err := pods.Get(ctx, host.pod, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("the pod to run within: %w", err)
+	}
+	w, err := pods.Watch(context.WithoutCancel(ctx), metav1.ListOptions{LabelSelector: LabelSandbox + "=" + pod.Labels[LabelSandbox]})
+	if err != nil {
+		return nil, fmt.Errorf("watch pods: %w", err)
+	}
+	name := "agent-" + sandbox.RandomSuffix()
+	pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers, p.ephemeralContainer(spec, image, name))
+	if pod, err = pods.UpdateEphemeralContainers(ctx, pod.Name, pod, metav1.UpdateOptions{}); err != nil {
+		w.Stop()
+		return nil, fmt.Errorf("add an ephemeral container to pod %s: %w", host.pod, err)
+	}
+	b := &box{Lifecycle: sandbox.NewLifecycle(spec.ID), p: p, pod: pod.Name, container: name, ephemeral: true, events: w}
+	if pod, err = b.waitRunning(ctx, spec, pod); err != nil {
+		w.Stop()
+		return nil, err
+	}
+	// Attached first: from here on, a failure stops it through the lifeline.
+	inR, inW := io.Pipe()
+	b.lifeline = inW
+	b.attach(ctx, spec, pod, inR)
+	if err := b.listen(ctx, spec); err != nil {
+		inW.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// ephemeralContainer is the container that runs spec from image (with the relay) within a pod
+// that Pod made: locked down as that pod's container is, with its volumes.
+func (p *Provider) ephemeralContainer(spec sandbox.Spec, image, name string) corev1.EphemeralContainer {
+	return corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+		Name: name, Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
+		Command: []string{relayInImage}, Args: append([]string{"--lifeline"}, relayArgs(spec)...),
+		Env: containerEnv(spec), WorkingDir: sandbox.WorkDirInImage, Stdin: true, StdinOnce: true,
+		SecurityContext: lockedDown(), VolumeMounts: volumeMounts(),
+	}}
+}
