@@ -51,7 +51,7 @@ import (
 // (read-only root, the pod's network label deciding the network), with the pod's status kept
 // as a kubelet keeps it. It is also the attacher: attaching reaches the container's stdio.
 type kubelet struct {
-	t       *testing.T
+	t       testing.TB
 	client  *fake.Clientset
 	ns      string
 	runtime *sandbox.Process
@@ -73,7 +73,7 @@ type proc struct {
 	stderr *lineQueue
 }
 
-func startKubelet(t *testing.T, client *fake.Clientset, ns string) *kubelet {
+func startKubelet(t testing.TB, client *fake.Clientset, ns string) *kubelet {
 	t.Helper()
 	rt, err := sandbox.NewProcess(sandbox.ProcessOptions{Root: t.TempDir(), MaxSandboxes: 64, Isolation: sandbox.IsolationBubblewrap, StopGrace: time.Second,
 		Logger: slog.New(slog.DiscardHandler)})
@@ -528,7 +528,7 @@ type cluster struct {
 	api string
 }
 
-func newCluster(t *testing.T) *cluster {
+func newCluster(t testing.TB) *cluster {
 	t.Helper()
 	const ns = "sandboxes"
 	client := fake.NewClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
@@ -574,7 +574,7 @@ func newCluster(t *testing.T) *cluster {
 }
 
 // withRelay gives the provider the agent relay, and port forwarding through the fake API server.
-func (c *cluster) withRelay(t *testing.T) func(*kube.Options) {
+func (c *cluster) withRelay(t testing.TB) func(*kube.Options) {
 	relay := testenv.StaticProgram(t, "cmd/proctor-relay")
 	cfg := &rest.Config{Host: c.api}
 	return func(o *kube.Options) {
@@ -582,7 +582,7 @@ func (c *cluster) withRelay(t *testing.T) func(*kube.Options) {
 	}
 }
 
-func (c *cluster) provider(t *testing.T, max int, opts ...func(*kube.Options)) *kube.Provider {
+func (c *cluster) provider(t testing.TB, max int, opts ...func(*kube.Options)) *kube.Provider {
 	t.Helper()
 	o := kube.Options{Client: c.client, Attacher: c.kubelet, Namespace: c.ns, Registry: c.registry, Owner: "test-" + t.Name(),
 		MaxSandboxes: max, StopGrace: time.Second, Logger: slog.New(slog.DiscardHandler)}
