@@ -22,13 +22,24 @@ const (
 	IsolationNone       = "none"
 )
 
-// bwrapArgs builds bubblewrap's arguments for one sandbox, up to and
-// including the "--" before the command. Later mounts cover earlier ones, so
-// the order matters: the read-only host first, then the fresh /dev, /proc and
-// /tmp, then the read-only extras (which may lie under /tmp, as test binaries
-// do) and the read-only mounts elsewhere (src → dst), GPU device nodes, and last the writable
-// work dir.
-func bwrapArgs(workDir string, spec Spec, roBinds []string, mounts [][2]string, devNodes []string, infoFD, blockFD int) []string {
+// bwrapMounts are what a sandbox sees beside its root file system and its work dir: read-only
+// host paths at the same place (the command's directory, say), read-only mounts elsewhere
+// (src → dst), GPU device nodes, and Hide, a host directory covered by an empty tmpfs (the
+// provider's root, where other sandboxes' work dirs and sockets live, in a sandbox that sees the
+// host's root).
+type bwrapMounts struct {
+	roBinds  []string
+	mounts   [][2]string
+	devNodes []string
+	hide     string
+}
+
+// bwrapArgs builds bubblewrap's arguments for one sandbox, up to and including the "--" before
+// the command. Later mounts cover earlier ones, so the order matters: the read-only host first,
+// then the fresh /dev, /proc and /tmp and the hidden root, then the read-only extras (which may
+// lie under /tmp, as test binaries do) and mounts, GPU device nodes, and last the writable work
+// dir.
+func bwrapArgs(workDir string, spec Spec, m bwrapMounts, infoFD, blockFD int) []string {
 	root := "/" // the host's, read-only; or an image's root file system
 	if spec.RootFS != "" {
 		root = spec.RootFS
@@ -45,16 +56,19 @@ func bwrapArgs(workDir string, spec Spec, roBinds []string, mounts [][2]string, 
 		"--proc", "/proc",
 		"--tmpfs", "/tmp",
 	}
+	if m.hide != "" && spec.RootFS == "" {
+		args = append(args, "--tmpfs", m.hide)
+	}
 	if !spec.Network {
 		args = append(args, "--unshare-net")
 	}
-	for _, p := range roBinds {
+	for _, p := range m.roBinds {
 		args = append(args, "--ro-bind", p, p)
 	}
-	for _, m := range mounts {
-		args = append(args, "--ro-bind", m[0], m[1])
+	for _, mt := range m.mounts {
+		args = append(args, "--ro-bind", mt[0], mt[1])
 	}
-	for _, n := range devNodes {
+	for _, n := range m.devNodes {
 		args = append(args, "--dev-bind", n, filepath.Join("/dev", filepath.Base(n)))
 	}
 	inside := workDir
@@ -154,7 +168,7 @@ func probeBubblewrap(ctx context.Context, bwrap string, sp *spawner) error {
 	defer os.RemoveAll(dir)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	args := append(bwrapArgs(dir, Spec{}, []string{filepath.Dir(truePath)}, nil, nil, 0, 0), truePath)
+	args := append(bwrapArgs(dir, Spec{}, bwrapMounts{roBinds: []string{filepath.Dir(truePath)}}, 0, 0), truePath)
 	var stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, bwrap, args...)
 	cmd.Stderr = &stderr

@@ -143,8 +143,8 @@ func TestSandboxCgroupGetsTheLimitsAskedFor(t *testing.T) {
 }
 
 func TestBubblewrapArguments(t *testing.T) {
-	args := strings.Join(bwrapArgs("/r/w", Spec{}, []string{"/opt/env"}, nil, []string{"/dev/nvidia0"}, 3, 0), " ")
-	order := []string{"--ro-bind / /", "--dev /dev", "--proc /proc", "--tmpfs /tmp", "--unshare-net", "--ro-bind /opt/env /opt/env",
+	args := strings.Join(bwrapArgs("/r/w", Spec{}, bwrapMounts{roBinds: []string{"/opt/env"}, devNodes: []string{"/dev/nvidia0"}, hide: "/r"}, 3, 0), " ")
+	order := []string{"--ro-bind / /", "--dev /dev", "--proc /proc", "--tmpfs /tmp", "--tmpfs /r", "--unshare-net", "--ro-bind /opt/env /opt/env",
 		"--dev-bind /dev/nvidia0 /dev/nvidia0", "--bind /r/w /r/w", "--info-fd 3"}
 	last := -1
 	for _, a := range order {
@@ -162,7 +162,7 @@ func TestBubblewrapArguments(t *testing.T) {
 			t.Errorf("%q missing from %q", a, args)
 		}
 	}
-	if shared := strings.Join(bwrapArgs("/r/w", Spec{Network: true}, nil, nil, nil, 0, 0), " "); strings.Contains(shared, "--unshare-net") {
+	if shared := strings.Join(bwrapArgs("/r/w", Spec{Network: true}, bwrapMounts{}, 0, 0), " "); strings.Contains(shared, "--unshare-net") {
 		t.Errorf("Network: true still unshares the network: %q", shared)
 	}
 }

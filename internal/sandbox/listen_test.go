@@ -162,3 +162,24 @@ func TestAnUnprivilegedWorkerListensInsideThroughTheRelay(t *testing.T) {
 		t.Errorf("an unprivileged worker's sandbox with a listener inside: %+v; want the relay, exit 0, the served line, Ready once\n%s", got, stderr.String())
 	}
 }
+
+// A sandbox that sees the host's root file system does not see the sandbox root in it: not the
+// other sandboxes' work dirs, nor the sockets their listeners are relayed to.
+func TestASandboxSeesNoOtherSandboxsWorkDir(t *testing.T) {
+	// Outside /tmp, which every sandbox has a fresh one of anyway.
+	root, err := os.MkdirTemp("/var/tmp", "proctor-hidden-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(root)
+	p := newProvider(t, IsolationBubblewrap, func(o *ProcessOptions) { o.Root = root })
+	first := start(t, p, Spec{ID: "first", Command: []string{"sleep", "300"}})
+	if err := os.WriteFile(filepath.Join(first.WorkDir(), "secret"), []byte("first's"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// What is left of the root is the path to the sandbox's own work dir, and nothing beside it.
+	out, sb := run(t, p, Spec{ID: "second", Command: []string{"sh", "-c", `cat "$0/secret"; ls -A "$(dirname "$PWD")"`, first.WorkDir()}})
+	if code := exitCode(t, sb); code != 0 || strings.Contains(out, "first") || !strings.HasPrefix(out, "second-") || strings.Count(out, "\n") != 1 {
+		t.Errorf("the second sandbox read %q (exit %d, stderr %q); want nothing of the sandbox root", out, code, sb.logs.Tail(3))
+	}
+}

@@ -189,7 +189,12 @@ const (
 // listenHow picks how Spec.Listen is honoured: by joining the sandbox's namespace where this
 // process may (CAP_SYS_ADMIN), else through the relay when there is one.
 func (p *Process) listenHow(relay string) error {
-	if relay != "" {
+	switch {
+	case p.isolation != IsolationBubblewrap:
+	case hasCapSysAdmin():
+		p.listenBy = listenSetns
+	case relay != "":
+		// Checked only where it is used: a root worker starts whatever lies beside it.
 		if err := CheckStatic(relay); err != nil {
 			return fmt.Errorf("agent relay %w", err)
 		}
@@ -197,14 +202,7 @@ func (p *Process) listenHow(relay string) error {
 		if err != nil {
 			return err
 		}
-		p.relay = abs
-	}
-	switch {
-	case p.isolation != IsolationBubblewrap:
-	case hasCapSysAdmin():
-		p.listenBy = listenSetns
-	case p.relay != "":
-		p.listenBy = listenRelay
+		p.listenBy, p.relay = listenRelay, abs
 	}
 	return nil
 }

@@ -255,7 +255,10 @@ func (p *Process) command(spec Spec, argv0, workDir, portDir string, devices []s
 			blockFD = 4
 			cmd.ExtraFiles = append(cmd.ExtraFiles, pp.blockR)
 		}
-		args := bwrapArgs(workDir, spec, binds, mounts, gpuDeviceNodes(p.devDir, devices), 3, blockFD)
+		// A sandbox that sees the host's root sees the sandbox root in it too: the other
+		// sandboxes' work dirs and sockets (this provider's and others') are hidden under an
+		// empty tmpfs, its own work dir mounted over that.
+		args := bwrapArgs(workDir, spec, bwrapMounts{roBinds: binds, mounts: mounts, devNodes: gpuDeviceNodes(p.devDir, devices), hide: filepath.Dir(p.root)}, 3, blockFD)
 		cmd.Path = p.bwrap
 		cmd.Args = append(append([]string{p.bwrap}, args...), argv...)
 	case p.pidNS:
