@@ -204,7 +204,12 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 			error
 			ExitCode() int
 		}
-		if errors.As(sb.Err(), &exit) && exit.ExitCode() != 0 {
+		switch {
+		case errors.Is(sb.Err(), sandbox.ErrLost):
+			// Its pod deleted, or the worker's hold on it lost: the host's failure, not the
+			// agent's, and the try is made again in fresh sandboxes.
+			runErr = fmt.Errorf("the agent's sandbox was lost: %w", sb.Err())
+		case errors.As(sb.Err(), &exit) && exit.ExitCode() != 0:
 			<-stdoutDone
 			runErr = agentError("the agent exited with an error (%s)%s", exit.Error(), tail.quote())
 		}

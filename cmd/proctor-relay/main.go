@@ -12,16 +12,23 @@
 //     connection to LISTEN is relayed to a fresh connection to it;
 //   - accept:HOST:PORT (the kubernetes provider, whose worker runs on another machine): the
 //     relay listens on HOST:PORT too, and the worker keeps a few connections open to it through
-//     the API server's port forwarding. Each connection to LISTEN takes one of them, tells the
-//     worker so with one byte, and is relayed through it.
+//     the API server's port forwarding, each opening with the token in $PROCTOR_RELAY_TOKEN and
+//     a newline (what else in the pod connects there is closed: in a pod whose environment
+//     shares the network namespace, its processes could otherwise take the agent's
+//     connections). Each connection to LISTEN takes one of them, tells the worker so with one
+//     byte, and is relayed through it. The token is not passed on to the command.
 //
 // With --lifeline the relay's stdin is the worker's hold on the command, for a container the
 // worker cannot stop by itself (a pod's ephemeral container): the command's stdin is /dev/null,
 // and when the relay's stdin ends (the worker closed it, or its attachment broke) the relay
-// stops the command, SIGTERM then SIGKILL after lifelineGrace, and exits.
+// stops the command, SIGTERM then SIGKILL after lifelineGrace, and exits with status 251
+// (stoppedStatus), whatever the command's was.
 package main
 
 import (
+	"bufio"
+	"crypto/subtle"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -29,15 +36,20 @@ import (
 	"os/exec"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
 
 // handOver is how long a connection to LISTEN waits for one from the worker; lifelineGrace is
-// how long a command whose lifeline ended has between SIGTERM and SIGKILL.
+// how long a command whose lifeline ended has between SIGTERM and SIGKILL; greeting is how long
+// a connection from the worker has to send its token.
 const (
 	handOver      = time.Minute
 	lifelineGrace = 5 * time.Second
+	greeting      = 10 * time.Second
+	// stoppedStatus is the relay's exit status when its lifeline ended the command.
+	stoppedStatus = 251
 )
 
 func main() {
@@ -56,12 +68,18 @@ func main() {
 		os.Exit(125)
 	}
 	if addr, ok := strings.CutPrefix(args[1], "accept:"); ok {
+		token := os.Getenv("PROCTOR_RELAY_TOKEN")
+		os.Unsetenv("PROCTOR_RELAY_TOKEN")
+		if token == "" {
+			fmt.Fprintln(os.Stderr, "proctor-relay: accept: needs $PROCTOR_RELAY_TOKEN")
+			os.Exit(2)
+		}
 		back, err := net.Listen("tcp", addr)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "proctor-relay:", err)
 			os.Exit(125)
 		}
-		go pair(ln, back)
+		go pair(ln, back, token)
 	} else {
 		go relay(ln, args[1])
 	}
@@ -89,9 +107,11 @@ func run(argv []string, lifeline bool) int {
 			cmd.Process.Signal(s) //nolint:errcheck // it may have exited
 		}
 	}()
+	var cut atomic.Bool
 	if lifeline {
 		go func() {
-			io.Copy(io.Discard, os.Stdin)       //nolint:errcheck // it ends either way
+			io.Copy(io.Discard, os.Stdin) //nolint:errcheck // it ends either way
+			cut.Store(true)
 			cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // it may have exited
 			time.Sleep(lifelineGrace)
 			cmd.Process.Kill() //nolint:errcheck // it may have exited
@@ -108,6 +128,8 @@ func run(argv []string, lifeline bool) int {
 			return 125
 		case pid != cmd.Process.Pid:
 			continue // an orphan, reaped
+		case cut.Load():
+			return stoppedStatus
 		case ws.Signaled():
 			return 128 + int(ws.Signal())
 		default:
@@ -135,10 +157,11 @@ func relay(ln net.Listener, sock string) {
 	}
 }
 
-// pair relays each connection ln accepts through one the worker opened to back, until ln
-// closes. The worker's connections wait, idle, until one is taken: the relay then writes one
-// byte to it, for the worker to know it now carries a connection (and to open another).
-func pair(ln, back net.Listener) {
+// pair relays each connection ln accepts through one the worker opened to back (that sent
+// token), until ln closes. The worker's connections wait, idle, until one is taken: the relay
+// then writes one byte to it, for the worker to know it now carries a connection (and to open
+// another). One the worker has let go meanwhile is passed over.
+func pair(ln, back net.Listener, token string) {
 	idle := make(chan net.Conn, 64)
 	go func() {
 		for {
@@ -146,7 +169,13 @@ func pair(ln, back net.Listener) {
 			if err != nil {
 				return
 			}
-			idle <- w
+			go func() {
+				if greeted(w, token) {
+					idle <- w
+				} else {
+					w.Close()
+				}
+			}()
 		}
 	}()
 	for {
@@ -160,8 +189,12 @@ func pair(ln, back net.Listener) {
 			for {
 				select {
 				case w := <-idle:
+					if !open(w) {
+						w.Close()
+						continue
+					}
 					if _, err := w.Write([]byte{1}); err != nil {
-						w.Close() // the worker let it go: take the next
+						w.Close()
 						continue
 					}
 					splice(c, w)
@@ -173,6 +206,24 @@ func pair(ln, back net.Listener) {
 			}
 		}()
 	}
+}
+
+// greeted says whether w opened with the token and a newline, within greeting.
+func greeted(w net.Conn, token string) bool {
+	w.SetReadDeadline(time.Now().Add(greeting)) //nolint:errcheck // a TCP connection's
+	line, err := bufio.NewReaderSize(w, 64).ReadSlice('\n')
+	w.SetReadDeadline(time.Time{}) //nolint:errcheck // a TCP connection's
+	return err == nil && subtle.ConstantTimeCompare(line, []byte(token+"\n")) == 1
+}
+
+// open says whether an idle connection from the worker is still open: it sends nothing until
+// it is taken, so a read that does not time out at once found its end.
+func open(w net.Conn) bool {
+	w.SetReadDeadline(time.Now().Add(time.Millisecond)) //nolint:errcheck // a TCP connection's
+	_, err := w.Read(make([]byte, 1))
+	w.SetReadDeadline(time.Time{}) //nolint:errcheck // a TCP connection's
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // splice copies a to b and b to a until both directions end, then closes both.

@@ -47,6 +47,10 @@ var (
 	// network namespace of its own that this process may enter (no bubblewrap, not enough
 	// privilege, or a provider that runs images elsewhere). Start makes no sandbox.
 	ErrNoListen = errors.New("sandbox: cannot listen inside the sandbox")
+	// ErrLost is wrapped by Sandbox.Err when the sandbox ended for a reason of the host's, not its
+	// command's, and no exit status of the command is known: its pod was deleted by someone
+	// else, or the worker's hold on it broke. A caller retries the work elsewhere.
+	ErrLost = errors.New("sandbox: lost")
 )
 
 // Resources a sandbox is given (from the task's runtime_config.resources).

@@ -161,6 +161,13 @@ func (l *Lifecycle) ID() string { return l.id }
 // Logs returns every stderr line so far.
 func (l *Lifecycle) Logs() []LogLine { return l.logs.All() }
 
+// Stopping says whether Stop has begun.
+func (l *Lifecycle) Stopping() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.stopping
+}
+
 // LogRing is where the stderr lines go (see ReadLines).
 func (l *Lifecycle) LogRing() *LogRing { return l.logs }
 

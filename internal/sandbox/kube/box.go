@@ -162,14 +162,14 @@ func (b *box) wait(attached <-chan struct{}, pod *corev1.Pod) {
 				}
 			}
 			if apierrors.IsNotFound(err) {
-				why = errors.New("the pod was deleted")
+				why = fmt.Errorf("the pod was deleted: %w", sandbox.ErrLost)
 			} else if err != nil {
-				why = fmt.Errorf("following the pod: %w", err)
+				why = fmt.Errorf("following the pod: %w: %w", err, sandbox.ErrLost)
 			}
 			continue
 		}
 		if ev.Type == watch.Deleted {
-			why = errors.New("the pod was deleted")
+			why = fmt.Errorf("the pod was deleted: %w", sandbox.ErrLost)
 			if pod, isPod := ev.Object.(*corev1.Pod); isPod {
 				why = cmp.Or(b.exited(pod), why)
 			}
@@ -183,6 +183,10 @@ func (b *box) wait(attached <-chan struct{}, pod *corev1.Pod) {
 	select {
 	case <-attached:
 	case <-time.After(2 * time.Second):
+	}
+	var status sandbox.ExitStatus
+	if b.ephemeral && !b.Stopping() && errors.As(why, &status) && status.ExitCode() == relayStoppedStatus {
+		why = fmt.Errorf("the worker's hold on the container broke, and the relay stopped its command (%v): %w", why, sandbox.ErrLost)
 	}
 	b.Exited(fmt.Sprintf("sandbox %s (pod %s)", b.ID(), b.pod), why)
 }
@@ -211,10 +215,8 @@ func (b *box) Stop(ctx context.Context) error {
 		return b.StopOnce(func() error {
 			var err error
 			b.lifeline.Close()
-			select {
-			case <-b.Done():
-			case <-time.After(lifelineGrace + 10*time.Second):
-				err = fmt.Errorf("the ephemeral container %s of pod %s did not end within %s of its lifeline's", b.container, b.pod, lifelineGrace+10*time.Second)
+			if !b.awaitEnd(ctx) {
+				err = fmt.Errorf("the ephemeral container %s of pod %s did not end: %w", b.container, b.pod, b.p.abandon(b.pod, "its agent could not be stopped"))
 			}
 			if b.tunnel != nil {
 				b.tunnel.Close()
@@ -244,4 +246,39 @@ func (b *box) Stop(ctx context.Context) error {
 		b.p.slots.Release(b)
 		return errors.Join(errs...)
 	})
+}
+
+// awaitEnd waits for an ephemeral container whose lifeline is closed to end: within the relay's
+// grace and some, or ctx.
+func (b *box) awaitEnd(ctx context.Context) bool {
+	t := time.NewTimer(lifelineGrace + 10*time.Second)
+	defer t.Stop()
+	select {
+	case <-b.Done():
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	select {
+	case <-b.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// abandon deletes pod, an environment's pod in which a command runs that the worker no longer
+// controls (an agent whose lifeline could not be held or closed): the environment cannot be
+// trusted with it, and its attempt is tried again elsewhere.
+func (p *Provider) abandon(pod, why string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	zero := int64(0)
+	err := p.o.Client.CoreV1().Pods(p.o.Namespace).Delete(ctx, pod, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	if err != nil && !apierrors.IsNotFound(err) {
+		p.log.Error("sandbox: could not delete a pod with a command out of control", "pod", pod, "why", why, "error", err)
+		return fmt.Errorf("%s, and deleting its pod failed: %w", why, err)
+	}
+	p.log.Warn("sandbox: deleted a pod with a command out of control", "pod", pod, "why", why)
+	return fmt.Errorf("%s: its pod was deleted", why)
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
@@ -112,12 +113,26 @@ func (s *session) Dial(port int) (net.Conn, error) {
 	// with one): the stream is bridged to one end of a pipe, and the other end is the conn.
 	near, far := net.Pipe()
 	c := &streamConn{Conn: near, data: data}
-	go c.failOnError(errs)
+	errsRead := make(chan struct{})
+	go func() {
+		defer close(errsRead)
+		c.failOnError(errs)
+	}()
 	var both sync.WaitGroup
 	both.Add(2)
 	go func() {
 		defer both.Done()
-		io.Copy(far, data) //nolint:errcheck // ends with either side
+		if _, err := io.Copy(far, data); err != nil {
+			// The conn was closed here. What more comes is dropped, but read: a stream of a
+			// session left unread holds up every other (the session delivers in order).
+			io.Copy(io.Discard, data) //nolint:errcheck // ends with the stream
+		}
+		// The kubelet's error, if any, comes on the other stream: the conn's end says it
+		// when it has come by then.
+		select {
+		case <-errsRead:
+		case <-time.After(time.Second):
+		}
 		far.Close()
 	}()
 	go func() {

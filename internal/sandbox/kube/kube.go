@@ -15,10 +15,13 @@ package kube
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"sync"
@@ -255,6 +258,9 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	if spec.Listen != nil && p.relay == nil {
 		return nil, fmt.Errorf("sandbox %s: no relay to put in the pod (kube.Options.Relay): %w", spec.ID, sandbox.ErrNoListen)
 	}
+	if spec.Listen != nil && spec.Listen.Port == relayBackPort {
+		return nil, sandbox.Invalid("sandbox %s: port %d is the relay's own", spec.ID, relayBackPort)
+	}
 	if spec.Within != nil {
 		host, ok := spec.Within.(*box)
 		switch {
@@ -289,6 +295,10 @@ func (p *Provider) start(ctx context.Context, spec sandbox.Spec) (_ *box, err er
 	if err != nil {
 		return nil, err
 	}
+	var token string
+	if spec.Listen != nil {
+		spec, token = withRelayToken(spec)
+	}
 	pod := p.Pod(spec, image, len(devices))
 	pods := p.o.Client.CoreV1().Pods(p.o.Namespace)
 	// The watch starts before the pod exists, so that no change of its state is missed; it
@@ -311,7 +321,7 @@ func (p *Provider) start(ctx context.Context, spec sandbox.Spec) (_ *box, err er
 		return nil, err
 	}
 	if spec.Listen != nil {
-		if err := b.listen(ctx, spec); err != nil {
+		if err := b.listen(ctx, spec, token); err != nil {
 			return nil, err
 		}
 		undo = append(undo, func() { b.tunnel.Close() })
@@ -322,13 +332,35 @@ func (p *Provider) start(ctx context.Context, spec sandbox.Spec) (_ *box, err er
 	return b, nil
 }
 
-// listen makes spec's listener: a tunnel to the relay in b's container, handed to Ready.
-func (b *box) listen(ctx context.Context, spec sandbox.Spec) error {
-	fw, err := b.p.o.Forwarder.Forward(ctx, b.p.o.Namespace, b.pod)
+// withRelayToken is spec with a fresh token for its relay's back port in its environment (the
+// relay takes it out before it starts the command), and the token.
+func withRelayToken(spec sandbox.Spec) (sandbox.Spec, string) {
+	b := make([]byte, 16)
+	rand.Read(b) //nolint:errcheck // never fails (crypto/rand)
+	token := hex.EncodeToString(b)
+	spec.Env = maps.Clone(spec.Env)
+	if spec.Env == nil {
+		spec.Env = map[string]string{}
+	}
+	spec.Env["PROCTOR_RELAY_TOKEN"] = token
+	return spec, token
+}
+
+// listen makes spec's listener: a tunnel to the relay in b's container (which token opens),
+// handed to Ready.
+func (b *box) listen(ctx context.Context, spec sandbox.Spec, token string) error {
+	forward := func(ctx context.Context) (Forwarding, error) {
+		return b.p.o.Forwarder.Forward(ctx, b.p.o.Namespace, b.pod)
+	}
+	fw, err := forward(ctx)
 	if err != nil {
 		return err
 	}
-	b.tunnel = newTunnel(fw, b.pod, b.p.log)
+	b.tunnel = newTunnel(fw, func(ctx context.Context) (Forwarding, error) {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		return forward(ctx)
+	}, token, b.pod, b.p.log)
 	spec.Listen.Ready(b.tunnel)
 	return nil
 }
@@ -348,6 +380,9 @@ func (b *box) attach(ctx context.Context, spec sandbox.Spec, pod *corev1.Pod, st
 		}
 		outW.CloseWithError(cmp.Or(err, io.EOF))
 		errW.Close()
+		if b.ephemeral && !b.Stopping() {
+			go b.lifelineEnded(err)
+		}
 	}()
 	go func() {
 		sandbox.ReadLines(errR, "stderr", b.LogRing(), spec.OnLog)

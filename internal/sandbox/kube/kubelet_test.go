@@ -61,8 +61,10 @@ type kubelet struct {
 	procs map[string]*proc // by pod name and container name: procKey
 	// ephemeral are the ephemeral containers run, by procKey.
 	ephemeral map[string]bool
-	roots     map[string]root
-	pulled    int
+	// sessions are the open port forwarding sessions.
+	sessions map[httpstream.Connection]bool
+	roots    map[string]root
+	pulled   int
 }
 
 func procKey(pod, container string) string { return pod + "/" + container }
@@ -81,7 +83,8 @@ func startKubelet(t testing.TB, client *fake.Clientset, ns string) *kubelet {
 		t.Logf("bubblewrap: %v", err)
 		testenv.MissingTool(t, "a usable bubblewrap")
 	}
-	k := &kubelet{t: t, client: client, ns: ns, runtime: rt, procs: map[string]*proc{}, ephemeral: map[string]bool{}, roots: map[string]root{}}
+	k := &kubelet{t: t, client: client, ns: ns, runtime: rt, procs: map[string]*proc{}, ephemeral: map[string]bool{},
+		sessions: map[httpstream.Connection]bool{}, roots: map[string]root{}}
 	k.cond = sync.NewCond(&k.mu)
 	ctx, cancel := context.WithCancel(context.Background())
 	w, err := client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
@@ -362,15 +365,28 @@ func (k *kubelet) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if _, err := httpstream.Handshake(r, w, []string{portforward.PortForwardProtocolV1Name}); err != nil {
 		return
 	}
-	streams := make(chan httpstream.Stream, 16)
+	streams, served := make(chan httpstream.Stream, 16), make(chan struct{})
+	defer close(served)
 	conn := spdy.NewResponseUpgrader().UpgradeResponse(w, r, func(s httpstream.Stream, _ <-chan struct{}) error {
-		streams <- s
-		return nil
+		select {
+		case streams <- s:
+			return nil
+		case <-served:
+			return errors.New("the session is over")
+		}
 	})
 	if conn == nil {
 		return
 	}
 	defer conn.Close()
+	k.mu.Lock()
+	k.sessions[conn] = true
+	k.mu.Unlock()
+	defer func() {
+		k.mu.Lock()
+		delete(k.sessions, conn)
+		k.mu.Unlock()
+	}()
 	errStreams := map[string]httpstream.Stream{}
 	for {
 		select {
@@ -383,10 +399,24 @@ func (k *kubelet) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				errStreams[id] = s
 			case corev1.StreamTypeData:
 				port, _ := strconv.Atoi(s.Headers().Get(corev1.PortHeader))
-				go k.forward(pod, port, s, errStreams[id])
+				go func(data, errs httpstream.Stream) {
+					k.forward(pod, port, data, errs)
+					// As the kubelet does: a stream it is done with is removed, so that what
+					// still comes on it is dropped rather than held up, and the session with it.
+					conn.RemoveStreams(data, errs)
+				}(s, errStreams[id])
 				delete(errStreams, id)
 			}
 		}
+	}
+}
+
+// dropSessions ends every port forwarding session, as an API server's restart does.
+func (k *kubelet) dropSessions() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for conn := range k.sessions {
+		conn.Close()
 	}
 }
 
@@ -401,7 +431,9 @@ func (k *kubelet) forward(pod string, port int, data, errs httpstream.Stream) {
 	}
 	defer c.Close()
 	go func() {
-		io.Copy(c, data) //nolint:errcheck // ends with either side
+		if _, err := io.Copy(c, data); err != nil {
+			io.Copy(io.Discard, data) //nolint:errcheck // an unread stream holds up the session
+		}
 		c.(*net.TCPConn).CloseWrite()
 	}()
 	io.Copy(data, c) //nolint:errcheck // ends with either side

@@ -3,11 +3,13 @@ package kube_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -95,22 +97,99 @@ func TestASandboxWithinAPodIsAnEphemeralContainerOfIt(t *testing.T) {
 	}
 
 	// One that would run on is stopped through its lifeline, and the pod runs on.
-	long, err := p.Start(t.Context(), sandbox.Spec{ID: "long", Image: im.Of(t, root), Companion: true, Within: env, Command: []string{"/bin/sleep", "300"},
-		Listen: &sandbox.Listen{Port: 7777, Ready: func(ln net.Listener) { ln.Close() }}})
-	if err != nil {
-		t.Fatal(err)
+	startLong := func(id string) sandbox.Sandbox {
+		long, err := p.Start(t.Context(), sandbox.Spec{ID: id, Image: im.Of(t, root), Companion: true, Within: env, Command: []string{"/bin/sleep", "300"},
+			Listen: &sandbox.Listen{Port: 7777, Ready: func(ln net.Listener) { ln.Close() }}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		long.Stdin().Close() // as a brought agent's is: it does not end the lifeline
+		return long
 	}
-	long.Stdin().Close() // as a brought agent's is: it does not end the lifeline
+	long := startLong("long")
 	begin := time.Now()
 	if err := long.Stop(context.Background()); err != nil {
 		t.Errorf("Stop: %v", err)
 	}
-	if took := time.Since(begin); took > 8*time.Second || !errors.As(long.Err(), &status) || status.ExitCode() != 128+int(syscall.SIGTERM) {
-		t.Errorf("stopping a sandbox within a pod took %s and ended %v; want the relay's SIGTERM within its grace", took, long.Err())
+	if took := time.Since(begin); took > 8*time.Second || !errors.As(long.Err(), &status) || status.ExitCode() != 251 || errors.Is(long.Err(), sandbox.ErrLost) {
+		t.Errorf("stopping a sandbox within a pod took %s and ended %v; want the relay's stop (status 251) within its grace", took, long.Err())
 	}
+	// One whose lifeline breaks (its attachment lost) is stopped by the relay too, and ends lost:
+	// the host's doing, not its command's.
+	broken := startLong("broken")
+	pod, _ = c.client.CoreV1().Pods(c.ns).Get(t.Context(), podName, metav1.GetOptions{})
+	c.kubelet.waitProc(podName + "/" + pod.Spec.EphemeralContainers[2].Name).sb.Stdin().Close()
+	select {
+	case <-broken.Done():
+		if !errors.Is(broken.Err(), sandbox.ErrLost) {
+			t.Errorf("a sandbox within a pod whose lifeline broke ended %v; want ErrLost", broken.Err())
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("a sandbox within a pod whose lifeline broke still runs after 30s")
+	}
+	broken.Stop(context.Background())
 	select {
 	case <-env.Done():
 		t.Errorf("the pod ended with the sandbox within it: %v", env.Err())
 	default:
+	}
+}
+
+// The relay's back port takes only the worker's connections: another process of the pod that
+// connects there (in a pod shared with an environment, one of its) never receives the agent's
+// requests. And a port forwarding session that breaks (an API server's restart) is opened anew:
+// the agent's next calls are served.
+func TestTheRelayTakesOnlyTheWorkersConnectionsAndOutlivesASession(t *testing.T) {
+	c := newCluster(t)
+	p := c.provider(t, 1, c.withRelay(t))
+	defer p.Close(context.Background())
+	img := new(sandboxtest.Images).Of(t, sandboxtest.Root(t))
+	// A process that connects to the back port first and prints what it receives; then more
+	// calls than the worker keeps connections idle for, so that later ones would pair with it.
+	out, err := sandboxtest.RunListening(t, p, sandbox.Spec{ID: "rogue", Image: img, Command: []string{"/bin/sh", "-c",
+		`(/bin/sleep 20 | /bin/busybox nc 127.0.0.1 8418 | /bin/busybox sed 's/^/rogue read: /') & /bin/sleep 0.5; ` +
+			`for i in 1 2 3 4 5 6 7 8; do /bin/busybox wget -q -O- http://127.0.0.1:7777/$i || exit 1; done`}}, 7777)
+	var status sandbox.ExitStatus
+	if strings.Count(out, "served") != 8 || strings.Contains(out, "rogue read") || !errors.As(err, &status) || status.ExitCode() != 0 {
+		t.Errorf("calls beside a process on the back port: %q, %v; want 8 served calls, none read by it", out, err)
+	}
+
+	served := make(chan struct{}, 16)
+	sb, err := p.Start(t.Context(), sandbox.Spec{ID: "long", Image: img, Command: []string{"/bin/sleep", "300"},
+		Listen: &sandbox.Listen{Port: 7777, Ready: func(ln net.Listener) {
+			go http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { //nolint:errcheck // ends with ln
+				served <- struct{}{}
+				io.WriteString(w, "ok")
+			}))
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Stop(context.Background())
+	pod := sb.(interface{ Pod() string }).Pod()
+	call := func() error {
+		conn, err := c.kubelet.dialPod(pod, 7777)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		fmt.Fprint(conn, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+		b, err := io.ReadAll(conn)
+		if !strings.HasSuffix(string(b), "ok") {
+			return fmt.Errorf("answer %q: %v", b, err)
+		}
+		return nil
+	}
+	for deadline := time.Now().Add(10 * time.Second); call() != nil; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no call served before the session broke")
+		}
+	}
+	c.kubelet.dropSessions()
+	for i := range 6 {
+		if err := call(); err != nil {
+			t.Errorf("call %d after the port forwarding session broke: %v", i, err)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -21,27 +22,37 @@ const (
 	// lifelineGrace is the relay's between SIGTERM and SIGKILL once its lifeline ends
 	// (cmd/proctor-relay).
 	lifelineGrace = 5 * time.Second
+	// relayStoppedStatus is the relay's exit status when its lifeline ended its command.
+	relayStoppedStatus = 251
 )
 
 // tunnel is the listener a pod's Spec.Listen is handed: it keeps tunnelIdle connections open to
-// the relay's back port through a port forwarding session, and accepts each once the relay
-// has given it a connection of the agent's (and says so with one byte).
+// the relay's back port through a port forwarding session, each opening with the relay's token,
+// and accepts each once the relay has given it a connection of the agent's (and says so with
+// one byte). A session that breaks (the API server restarted, a proxy's idle timeout) is opened
+// anew.
 type tunnel struct {
-	fw   Forwarding
-	pod  string
-	log  *slog.Logger
-	next chan net.Conn
-	done chan struct{}
-	once sync.Once
-	wg   sync.WaitGroup
+	// forward opens a session; ctx ends with the tunnel.
+	forward func(ctx context.Context) (Forwarding, error)
+	ctx     context.Context
+	cancel  context.CancelFunc
+	opening sync.Mutex // held while a session is opened: one at a time
+	token   string
+	pod     string
+	log     *slog.Logger
+	next    chan net.Conn
+	done    chan struct{}
+	once    sync.Once
 
 	mu   sync.Mutex
+	fw   Forwarding // the session, nil while none is open
 	idle map[net.Conn]bool
 }
 
-func newTunnel(fw Forwarding, pod string, log *slog.Logger) *tunnel {
-	t := &tunnel{fw: fw, pod: pod, log: log, next: make(chan net.Conn), done: make(chan struct{}), idle: map[net.Conn]bool{}}
-	t.wg.Add(tunnelIdle)
+func newTunnel(fw Forwarding, forward func(context.Context) (Forwarding, error), token, pod string, log *slog.Logger) *tunnel {
+	t := &tunnel{fw: fw, forward: forward, token: token, pod: pod, log: log, next: make(chan net.Conn), done: make(chan struct{}),
+		idle: map[net.Conn]bool{}}
+	t.ctx, t.cancel = context.WithCancel(context.Background())
 	for range tunnelIdle {
 		go t.keep()
 	}
@@ -52,7 +63,6 @@ func newTunnel(fw Forwarding, pod string, log *slog.Logger) *tunnel {
 // of the agent's, until the tunnel closes. A dial that fails (the relay not listening yet, as
 // the pod starts) is tried again, waiting longer each time, up to a second.
 func (t *tunnel) keep() {
-	defer t.wg.Done()
 	wait := 10 * time.Millisecond
 	for {
 		err := t.carry()
@@ -70,12 +80,59 @@ func (t *tunnel) keep() {
 	}
 }
 
+// session is the open port forwarding session, opened anew when there is none (never under mu,
+// which Close takes: the opening ends with the tunnel's context).
+func (t *tunnel) session() (Forwarding, error) {
+	t.opening.Lock()
+	defer t.opening.Unlock()
+	t.mu.Lock()
+	fw := t.fw
+	t.mu.Unlock()
+	if fw != nil {
+		return fw, nil
+	}
+	fw, err := t.forward(t.ctx)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	select {
+	case <-t.done:
+		fw.Close()
+		return nil, net.ErrClosed
+	default:
+	}
+	t.fw = fw
+	t.log.Info("sandbox: port forwarding to a brought agent's pod opened anew", "pod", t.pod)
+	return fw, nil
+}
+
+// broken drops fw, a session a dial through failed: the next dial opens another.
+func (t *tunnel) broken(fw Forwarding) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.fw == fw {
+		t.fw = nil
+		fw.Close()
+	}
+}
+
 // carry opens one connection to the relay, waits for the relay to give it one of the agent's,
 // and hands it to Accept.
 func (t *tunnel) carry() error {
-	c, err := t.fw.Dial(relayBackPort)
+	fw, err := t.session()
 	if err != nil {
 		return err
+	}
+	c, err := fw.Dial(relayBackPort)
+	if err != nil {
+		t.broken(fw)
+		return err
+	}
+	if _, err := io.WriteString(c, t.token+"\n"); err != nil {
+		c.Close()
+		return fmt.Errorf("greeting the relay: %w", err)
 	}
 	t.mu.Lock()
 	select {
@@ -118,13 +175,17 @@ func (t *tunnel) Close() error {
 	var err error
 	t.once.Do(func() {
 		close(t.done)
+		t.cancel()
 		t.mu.Lock()
 		for c := range t.idle {
 			c.Close()
 		}
+		if t.fw != nil {
+			err = t.fw.Close()
+		}
 		t.mu.Unlock()
-		err = t.fw.Close()
-		t.wg.Wait()
+		// The keepers end once their calls do; a dial through a session that is closing may
+		// wait for the stream's reply until it times out, so Close does not wait for them.
 	})
 	if errors.Is(err, net.ErrClosed) {
 		err = nil

@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"io"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/proctorhq/proctor/internal/sandbox"
 )
@@ -36,6 +37,7 @@ func (p *Provider) startWithin(ctx context.Context, spec sandbox.Spec, host *box
 		return nil, fmt.Errorf("watch pods: %w", err)
 	}
 	name := "agent-" + sandbox.RandomSuffix()
+	spec, token := withRelayToken(spec)
 	pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers, p.ephemeralContainer(spec, image, name))
 	if pod, err = pods.UpdateEphemeralContainers(ctx, pod.Name, pod, metav1.UpdateOptions{}); err != nil {
 		w.Stop()
@@ -43,18 +45,36 @@ func (p *Provider) startWithin(ctx context.Context, spec sandbox.Spec, host *box
 	}
 	b := &box{Lifecycle: sandbox.NewLifecycle(spec.ID), p: p, pod: pod.Name, container: name, ephemeral: true, events: w}
 	if pod, err = b.waitRunning(ctx, spec, pod); err != nil {
+		// The container may yet start (its image still pulling), with no one to stop it.
 		w.Stop()
-		return nil, err
+		return nil, fmt.Errorf("%w (%w)", err, p.abandon(host.pod, "an agent's ephemeral container did not start in time"))
 	}
 	// Attached first: from here on, a failure stops it through the lifeline.
 	inR, inW := io.Pipe()
 	b.lifeline = inW
 	b.attach(ctx, spec, pod, inR)
-	if err := b.listen(ctx, spec); err != nil {
+	if err := b.listen(ctx, spec, token); err != nil {
 		inW.Close()
+		if !b.awaitEnd(ctx) {
+			err = fmt.Errorf("%w (%w)", err, p.abandon(host.pod, "an agent's ephemeral container could not be stopped"))
+		}
 		return nil, err
 	}
 	return b, nil
+}
+
+// lifelineEnded follows an ephemeral container whose attachment, which holds its lifeline,
+// ended before Stop (err says how, nil when its stream just ended): its command exited, or the
+// relay stops it now (and its exit says so: ErrLost). One that does not end within the relay's
+// grace runs with no one to stop it: its pod is deleted.
+func (b *box) lifelineEnded(err error) {
+	if !b.awaitEnd(context.Background()) {
+		why := "the hold on an agent's ephemeral container ended and it did not stop"
+		if err != nil {
+			why += " (" + err.Error() + ")"
+		}
+		b.p.abandon(b.pod, why) //nolint:errcheck // logged
+	}
 }
 
 // ephemeralContainer is the container that runs spec from image (with the relay) within a pod
