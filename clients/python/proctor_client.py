@@ -1,0 +1,216 @@
+"""A client of Proctor's /v2 API for a trainer: launch groups of attempts, take each group once
+all its attempts have ended, and export a job's attempts. Python's standard library only.
+
+    from proctor_client import Client
+    client = Client()  # $PROCTOR_API_URL and $PROCTOR_API_KEY, else the local dev instance
+    job = client.run_list(taskset_id=client.taskset_id("demo"),
+                          model_ids=[client.model_id("oracle")], group_size=4)
+    for group in client.groups(job):
+        print(group.id, [a.reward for a in group.attempts])
+    client.export(job, "job.jsonl")
+
+The API is the contract in the repository's openapi.yaml; errors come back as ProctorError with
+the API's status, code and message.
+"""
+
+import http.client
+import json
+import os
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+
+__all__ = ["Client", "ProctorError", "Attempt", "Group"]
+
+# Statuses in which an attempt, and a job, have ended.
+ENDED = frozenset({"completed", "error", "cancelled"})
+JOB_ENDED = frozenset({"completed", "cancelled"})
+
+
+def _dev_credentials():
+    """The credentials a proctor dev instance keeps: the data dir's, else the user's last."""
+    config = os.environ.get("PROCTOR_CONFIG_DIR") or os.path.join(
+        os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config"), "proctor")
+    for path in (os.path.join(os.environ.get("PROCTOR_DATA_DIR") or ".proctor", "credentials.json"),
+                 os.path.join(config, "credentials.json")):
+        try:
+            with open(path) as f:
+                creds = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if creds.get("api_key"):
+            return creds
+    return {}
+
+
+class ProctorError(Exception):
+    """An answer of the API that is not a success: its HTTP status, code and message."""
+
+    def __init__(self, status, code, message):
+        super().__init__(f"{status} {code}: {message}")
+        self.status, self.code, self.message = status, code, message
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One attempt (a trace) as the job lists it."""
+
+    trace_id: str
+    group_id: str
+    task_version_id: str
+    status: str
+    reward: float | None
+    stop_reason: str
+    error: str
+
+
+@dataclass(frozen=True)
+class Group:
+    """The attempts of one group (one task version × model, group_size of them), all ended."""
+
+    id: str
+    attempts: list = field(default_factory=list)
+
+    @property
+    def rewards(self):
+        return [a.reward for a in self.attempts]
+
+
+class Client:
+    """Talks to one Proctor server with one API key, found as the proctor CLI finds them: the
+    arguments, else $PROCTOR_API_URL and $PROCTOR_API_KEY, else the credentials of the dev instance
+    in $PROCTOR_DATA_DIR (default .proctor), else of the last dev instance this user started
+    ($PROCTOR_CONFIG_DIR, default ~/.config/proctor)."""
+
+    def __init__(self, url=None, api_key=None, timeout=60.0):
+        url = url or os.environ.get("PROCTOR_API_URL")
+        api_key = api_key or os.environ.get("PROCTOR_API_KEY")
+        if not url or not api_key:
+            creds = _dev_credentials()
+            url, api_key = url or creds.get("api_url"), api_key or creds.get("api_key")
+        if not api_key:
+            raise ValueError("no API key: pass api_key, set PROCTOR_API_KEY, or start `proctor dev`")
+        self.url = (url or "http://127.0.0.1:8080").rstrip("/")
+        self.api_key = api_key
+        self.timeout = timeout
+
+    def _open(self, method, path, body=None, query=None):
+        url = self.url + path
+        if query:
+            url += "?" + urllib.parse.urlencode(query, doseq=True)
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(url, data=data, method=method)
+        req.add_header("Authorization", "Bearer " + self.api_key)
+        req.add_header("Accept", "application/json")
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        try:
+            return urllib.request.urlopen(req, timeout=self.timeout)
+        except urllib.error.HTTPError as e:
+            raw = e.read()
+            try:
+                err = json.loads(raw)
+                code = err.get("code") or err.get("title") or str(e.code)
+                message = err.get("message") or err.get("detail") or raw.decode(errors="replace")
+            except ValueError:
+                code, message = str(e.code), raw.decode(errors="replace")
+            raise ProctorError(e.code, code, message) from None
+
+    def _call(self, method, path, body=None, query=None):
+        with self._open(method, path, body, query) as res:
+            return json.loads(res.read() or b"null")
+
+    def taskset_id(self, name):
+        """The id of the taskset called name."""
+        offset = 0
+        while True:
+            page = self._call("GET", "/v2/tasksets", query={"search": name, "limit": 500, "offset": offset})
+            for ts in page["items"]:
+                if ts["name"] == name:
+                    return ts["id"]
+            offset += len(page["items"])
+            if not page["items"] or offset >= page["total"]:
+                raise ProctorError(404, "not_found", f"no taskset {name!r}")
+
+    def model_id(self, name):
+        """The id of the catalog model called name."""
+        return self._call("GET", "/v2/models/resolve", query={"model": name})["id"]
+
+    def run_list(self, model_ids, taskset_id=None, task_version_ids=None, group_size=1,
+                 max_concurrent=None, name=None, max_steps=None, agent=None):
+        """Launches group_size attempts of every task version (of taskset_id, or those listed) ×
+        model as one job, and returns its id. A pair the server rejects raises ProctorError."""
+        body = {"model_ids": list(model_ids), "group_size": group_size}
+        for key, value in (("taskset_id", taskset_id), ("task_version_ids", task_version_ids),
+                           ("max_concurrent", max_concurrent), ("name", name),
+                           ("max_steps", max_steps), ("agent", agent)):
+            if value is not None:
+                body[key] = value
+        out = self._call("POST", "/v2/rollouts/run_list", body)
+        if out.get("rejected"):
+            bad = [r for r in out.get("results") or [] if r.get("error")]
+            raise ProctorError(422, "rejected", f"{out['rejected']} pairs rejected: {bad[:3]}")
+        return out["job_id"]
+
+    def job(self, job_id):
+        """The job, as GET /v2/jobs/{job_id} answers it."""
+        return self._call("GET", f"/v2/jobs/{job_id}")
+
+    def attempts(self, job_id):
+        """Every attempt of the job, as it stands now."""
+        out, offset = [], 0
+        while True:
+            page = self._call("GET", f"/v2/jobs/{job_id}/traces", query={"limit": 500, "offset": offset})
+            for t in page["items"]:
+                out.append(Attempt(trace_id=t["id"], group_id=t.get("group_id") or "",
+                                   task_version_id=t.get("task_version_id") or "",
+                                   status=t["status"], reward=t.get("reward"),
+                                   stop_reason=t.get("stop_reason") or "", error=t.get("error") or ""))
+            offset += len(page["items"])
+            if not page["items"] or offset >= page["total"]:
+                return out
+
+    def groups(self, job_id, poll_seconds=1.0, seen=None):
+        """Yields each group of the job once all its attempts have ended (whatever their status),
+        in the order they end, until the job has ended and every group was yielded. seen, a set of
+        group ids, is what a caller that resumes has taken already; it is added to."""
+        seen = set() if seen is None else seen
+        while True:
+            ended = self.job(job_id)["status"] in JOB_ENDED
+            by_group = {}
+            for a in self.attempts(job_id):
+                # An attempt launched without a group is a group of one.
+                by_group.setdefault(a.group_id or a.trace_id, []).append(a)
+            for gid, members in by_group.items():
+                if gid not in seen and all(a.status in ENDED for a in members):
+                    seen.add(gid)
+                    yield Group(id=gid, attempts=members)
+            if ended and seen >= by_group.keys():
+                return
+            time.sleep(poll_seconds)
+
+    def export(self, job_id, path, tries=5, **filters):
+        """Writes the job's attempts to path as JSON Lines (GET /v2/jobs/{job_id}/export, filters
+        as its query), and returns how many lines were written. A stream cut off is asked for
+        again from the last whole line's cursor, up to tries times, so each attempt is written once."""
+        n, cursor = 0, None
+        with open(path, "wb") as f:
+            for attempt in range(tries):
+                query = dict(filters)
+                if cursor is not None:
+                    query["cursor"] = cursor
+                try:
+                    with self._open("GET", f"/v2/jobs/{job_id}/export", query=query or None) as res:
+                        for line in res:
+                            if not line.endswith(b"\n"):
+                                raise ConnectionError("the export was cut off mid-line")
+                            f.write(line)
+                            n += 1
+                            cursor = json.loads(line).get("cursor", cursor)
+                    return n
+                except (ConnectionError, http.client.HTTPException, TimeoutError):
+                    if attempt == tries - 1:
+                        raise
+        return n

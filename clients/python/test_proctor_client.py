@@ -1,0 +1,57 @@
+"""Tests of proctor_client against a running Proctor (PROCTOR_API_URL, PROCTOR_API_KEY), as `task
+test` runs them (cmd/proctor's TestPythonClient starts `proctor dev` for them): the demo taskset
+by the oracle model, which solves every task."""
+
+import json
+import os
+import tempfile
+import unittest
+
+from proctor_client import Client, ProctorError
+
+
+@unittest.skipUnless(os.environ.get("PROCTOR_API_KEY"), "needs a running Proctor: PROCTOR_API_URL and PROCTOR_API_KEY")
+class ClientTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.client = Client()
+        cls.job = cls.client.run_list(taskset_id=cls.client.taskset_id("demo"),
+                                      model_ids=[cls.client.model_id("oracle")], group_size=2, name="python client")
+
+    def test_groups_come_once_each_when_all_their_attempts_ended(self):
+        groups = list(self.client.groups(self.job, poll_seconds=0.2))
+        attempts = self.client.attempts(self.job)
+        self.assertGreater(len(groups), 0)
+        self.assertEqual(len({g.id for g in groups}), len(groups), "a group was yielded twice")
+        self.assertEqual(sum(len(g.attempts) for g in groups), len(attempts))
+        for g in groups:
+            self.assertEqual(len(g.attempts), 2, g)
+            self.assertTrue(all(a.status == "completed" for a in g.attempts), g)
+            self.assertEqual(g.rewards, [1.0, 1.0], g)
+        # A caller that resumes with what it took gets nothing twice.
+        self.assertEqual(list(self.client.groups(self.job, seen={g.id for g in groups})), [])
+
+    def test_export_writes_a_line_per_attempt(self):
+        list(self.client.groups(self.job, poll_seconds=0.2))
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "job.jsonl")
+            n = self.client.export(self.job, path, valid_only="true")
+            with open(path) as f:
+                lines = [json.loads(line) for line in f]
+        self.assertEqual(n, len(self.client.attempts(self.job)))
+        self.assertEqual(len(lines), n)
+        for line in lines:
+            self.assertEqual(line["reward"], 1.0)
+            self.assertTrue(line["messages"], line)
+
+    def test_errors_carry_the_apis_status(self):
+        with self.assertRaises(ProctorError) as e:
+            self.client.model_id("no-such-model")
+        self.assertEqual(e.exception.status, 404)
+        with self.assertRaises(ProctorError) as e:
+            Client(api_key="not-a-key").taskset_id("demo")
+        self.assertEqual(e.exception.status, 401)
+
+
+if __name__ == "__main__":
+    unittest.main()
