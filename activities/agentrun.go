@@ -219,6 +219,9 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 		out.StopReason = models.StopTimeout
 	case <-le.sb.Done():
 		runErr = envError("the environment exited while the agent ran: %v", le.sb.Err())
+		if errors.Is(le.sb.Err(), sandbox.ErrLost) {
+			runErr = fmt.Errorf("the environment's sandbox was lost while the agent ran: %w", le.sb.Err())
+		}
 	case <-ctx.Done():
 		runErr = ctx.Err()
 	}

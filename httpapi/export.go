@@ -125,7 +125,7 @@ func (s *Server) exportJob(ctx context.Context, in *exportInput) (*huma.StreamRe
 				line, err := s.exportLine(hctx.Context(), &page[i])
 				if err != nil {
 					s.log.ErrorContext(hctx.Context(), "export", "job", in.JobID, "trace", page[i].Trace.ID, "error", err)
-					return // the client sees the stream end early, and resumes from its last cursor
+					abortExport()
 				}
 				if enc.Encode(line) != nil {
 					return // the client went away
@@ -138,10 +138,17 @@ func (s *Server) exportJob(ctx context.Context, in *exportInput) (*huma.StreamRe
 			}
 			if page, err = s.store.ExportPage(hctx.Context(), in.JobID, f, &models.ExportCursor{CreatedAt: last.CreatedAt, ID: last.ID}, exportPage); err != nil {
 				s.log.ErrorContext(hctx.Context(), "export", "job", in.JobID, "error", err)
-				return
+				abortExport()
 			}
 		}
 	}}, nil
+}
+
+// abortExport ends an export that cannot go on with the connection cut, not with the end of the
+// answer: a stream that ends cleanly reads as complete, while one cut off is seen as such and
+// resumed from its last cursor (proctor export, the Python client).
+func abortExport() {
+	panic(http.ErrAbortHandler)
 }
 
 // exportLine is one attempt's line.

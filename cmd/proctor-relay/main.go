@@ -12,10 +12,12 @@
 //     connection to LISTEN is relayed to a fresh connection to it;
 //   - accept:HOST:PORT (the kubernetes provider, whose worker runs on another machine): the
 //     relay listens on HOST:PORT too, and the worker keeps a few connections open to it through
-//     the API server's port forwarding, each opening with the token in $PROCTOR_RELAY_TOKEN and
-//     a newline (what else in the pod connects there is closed: in a pod whose environment
-//     shares the network namespace, its processes could otherwise take the agent's
-//     connections). Each connection to LISTEN takes one of them, tells the worker so with one
+//     the API server's port forwarding. On each, the relay first writes an HMAC of the token
+//     in $PROCTOR_RELAY_TOKEN and a newline, and the worker answers with the token and a
+//     newline: the worker sends nothing to a listener that is not the relay (nor through a
+//     connection the kubelet could not make), and the relay closes a connection from anything
+//     else in the pod (in a pod whose environment shares the network namespace, its processes
+//     could otherwise take the agent's connections). Each connection to LISTEN takes one of them, tells the worker so with one
 //     byte, and is relayed through it. The token is not passed on to the command.
 //
 // With --lifeline the relay's stdin is the worker's hold on the command, for a container the
@@ -27,7 +29,10 @@ package main
 
 import (
 	"bufio"
+	"crypto/hmac"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -48,8 +53,10 @@ const (
 	handOver      = time.Minute
 	lifelineGrace = 5 * time.Second
 	greeting      = 10 * time.Second
-	// stoppedStatus is the relay's exit status when its lifeline ended the command.
+	// stoppedStatus is the relay's exit status when its lifeline ended the command, and
+	// lifelineEnded the line it writes to stderr then (together they say so unmistakably).
 	stoppedStatus = 251
+	lifelineEnded = "proctor-relay: the lifeline ended: the command is stopped"
 )
 
 func main() {
@@ -79,7 +86,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, "proctor-relay:", err)
 			os.Exit(125)
 		}
-		go pair(ln, back, token)
+		go pair(ln, []net.Listener{back}, token)
 	} else {
 		go relay(ln, args[1])
 	}
@@ -112,6 +119,7 @@ func run(argv []string, lifeline bool) int {
 		go func() {
 			io.Copy(io.Discard, os.Stdin) //nolint:errcheck // it ends either way
 			cut.Store(true)
+			fmt.Fprintln(os.Stderr, lifelineEnded)
 			cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // it may have exited
 			time.Sleep(lifelineGrace)
 			cmd.Process.Kill() //nolint:errcheck // it may have exited
@@ -157,27 +165,29 @@ func relay(ln net.Listener, sock string) {
 	}
 }
 
-// pair relays each connection ln accepts through one the worker opened to back (that sent
+// pair relays each connection ln accepts through one the worker opened to a back listener (that sent
 // token), until ln closes. The worker's connections wait, idle, until one is taken: the relay
 // then writes one byte to it, for the worker to know it now carries a connection (and to open
 // another). One the worker has let go meanwhile is passed over.
-func pair(ln, back net.Listener, token string) {
+func pair(ln net.Listener, backs []net.Listener, token string) {
 	idle := make(chan net.Conn, 64)
-	go func() {
-		for {
-			w, err := back.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				if greeted(w, token) {
-					idle <- w
-				} else {
-					w.Close()
+	for _, back := range backs {
+		go func() {
+			for {
+				w, err := back.Accept()
+				if err != nil {
+					return
 				}
-			}()
-		}
-	}()
+				go func() {
+					if greeted(w, token) {
+						idle <- w
+					} else {
+						w.Close()
+					}
+				}()
+			}
+		}()
+	}
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -208,12 +218,24 @@ func pair(ln, back net.Listener, token string) {
 	}
 }
 
-// greeted says whether w opened with the token and a newline, within greeting.
+// greeted greets w with proof that it knows the token (so that the worker sends it only to the
+// relay: a listener of another's on the port gets nothing) and says whether w answered with the
+// token and a newline, within greeting.
 func greeted(w net.Conn, token string) bool {
-	w.SetReadDeadline(time.Now().Add(greeting)) //nolint:errcheck // a TCP connection's
+	w.SetDeadline(time.Now().Add(greeting)) //nolint:errcheck // a TCP connection's
+	defer w.SetDeadline(time.Time{})        //nolint:errcheck // a TCP connection's
+	if _, err := io.WriteString(w, hello(token)+"\n"); err != nil {
+		return false
+	}
 	line, err := bufio.NewReaderSize(w, 64).ReadSlice('\n')
-	w.SetReadDeadline(time.Time{}) //nolint:errcheck // a TCP connection's
 	return err == nil && subtle.ConstantTimeCompare(line, []byte(token+"\n")) == 1
+}
+
+// hello is the relay's greeting for token: an HMAC of it, which only who knows it makes.
+func hello(token string) string {
+	m := hmac.New(sha256.New, []byte(token))
+	m.Write([]byte("proctor-relay hello")) //nolint:errcheck // a hash's Write never fails
+	return hex.EncodeToString(m.Sum(nil))
 }
 
 // open says whether an idle connection from the worker is still open: it sends nothing until

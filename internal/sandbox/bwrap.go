@@ -36,8 +36,8 @@ type bwrapMounts struct {
 
 // bwrapArgs builds bubblewrap's arguments for one sandbox, up to and including the "--" before
 // the command. Later mounts cover earlier ones, so the order matters: the read-only host first,
-// then the fresh /dev, /proc and /tmp and the hidden root, then the read-only extras (which may
-// lie under /tmp, as test binaries do) and mounts, GPU device nodes, and last the writable work
+// then the fresh /dev, /proc and /tmp, then the read-only extras (which may lie under /tmp, as
+// test binaries do) and mounts, the hidden root, GPU device nodes, and last the writable work
 // dir.
 func bwrapArgs(workDir string, spec Spec, m bwrapMounts, infoFD, blockFD int) []string {
 	root := "/" // the host's, read-only; or an image's root file system
@@ -56,9 +56,6 @@ func bwrapArgs(workDir string, spec Spec, m bwrapMounts, infoFD, blockFD int) []
 		"--proc", "/proc",
 		"--tmpfs", "/tmp",
 	}
-	if m.hide != "" && spec.RootFS == "" {
-		args = append(args, "--tmpfs", m.hide)
-	}
 	if !spec.Network {
 		args = append(args, "--unshare-net")
 	}
@@ -67,6 +64,11 @@ func bwrapArgs(workDir string, spec Spec, m bwrapMounts, infoFD, blockFD int) []
 	}
 	for _, mt := range m.mounts {
 		args = append(args, "--ro-bind", mt[0], mt[1])
+	}
+	// After the read-only binds, one of which may hold the sandbox root (a command in the
+	// directory the root is under): they must not show it again.
+	if m.hide != "" && m.hide != "/" && spec.RootFS == "" {
+		args = append(args, "--tmpfs", m.hide)
 	}
 	for _, n := range m.devNodes {
 		args = append(args, "--dev-bind", n, filepath.Join("/dev", filepath.Base(n)))

@@ -144,7 +144,7 @@ func TestSandboxCgroupGetsTheLimitsAskedFor(t *testing.T) {
 
 func TestBubblewrapArguments(t *testing.T) {
 	args := strings.Join(bwrapArgs("/r/w", Spec{}, bwrapMounts{roBinds: []string{"/opt/env"}, devNodes: []string{"/dev/nvidia0"}, hide: "/r"}, 3, 0), " ")
-	order := []string{"--ro-bind / /", "--dev /dev", "--proc /proc", "--tmpfs /tmp", "--tmpfs /r", "--unshare-net", "--ro-bind /opt/env /opt/env",
+	order := []string{"--ro-bind / /", "--dev /dev", "--proc /proc", "--tmpfs /tmp", "--unshare-net", "--ro-bind /opt/env /opt/env", "--tmpfs /r",
 		"--dev-bind /dev/nvidia0 /dev/nvidia0", "--bind /r/w /r/w", "--info-fd 3"}
 	last := -1
 	for _, a := range order {

@@ -185,18 +185,22 @@ func (b *box) wait(attached <-chan struct{}, pod *corev1.Pod) {
 	case <-time.After(2 * time.Second):
 	}
 	var status sandbox.ExitStatus
-	if b.ephemeral && !b.Stopping() && errors.As(why, &status) && status.ExitCode() == relayStoppedStatus {
+	if b.ephemeral && !b.Stopping() && errors.As(why, &status) && status.ExitCode() == relayStoppedStatus &&
+		slices.Contains(b.LogRing().Tail(5), relayLifelineEnded) {
 		why = fmt.Errorf("the worker's hold on the container broke, and the relay stopped its command (%v): %w", why, sandbox.ErrLost)
 	}
 	b.Exited(fmt.Sprintf("sandbox %s (pod %s)", b.ID(), b.pod), why)
 }
 
 // exited says why b's container in pod has exited, nil while it has not.
+// A container stopped because its pod was deleted by someone else (a drain, an eviction, kubectl)
+// or because the pod ended without it (an eviction) is lost (ErrLost): its exit status is the
+// host's doing, not its command's.
 func (b *box) exited(pod *corev1.Pod) error {
 	st := b.status(pod)
 	if st == nil || st.State.Terminated == nil {
 		if pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
-			return fmt.Errorf("the pod %s: %s", strings.ToLower(string(pod.Status.Phase)), cmp.Or(pod.Status.Message, pod.Status.Reason))
+			return fmt.Errorf("the pod %s: %s: %w", strings.ToLower(string(pod.Status.Phase)), cmp.Or(pod.Status.Message, pod.Status.Reason), sandbox.ErrLost)
 		}
 		return nil
 	}
@@ -204,6 +208,9 @@ func (b *box) exited(pod *corev1.Pod) error {
 	var why error = sandbox.ExitStatus(t.ExitCode)
 	if t.Reason != "" && t.Reason != "Completed" && t.Reason != "Error" {
 		why = fmt.Errorf("%w (%s)", why, t.Reason)
+	}
+	if pod.DeletionTimestamp != nil && !b.Stopping() {
+		why = fmt.Errorf("the pod was deleted under it (%v): %w", why, sandbox.ErrLost)
 	}
 	return why
 }

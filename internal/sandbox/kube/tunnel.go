@@ -2,6 +2,9 @@ package kube
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -22,8 +25,10 @@ const (
 	// lifelineGrace is the relay's between SIGTERM and SIGKILL once its lifeline ends
 	// (cmd/proctor-relay).
 	lifelineGrace = 5 * time.Second
-	// relayStoppedStatus is the relay's exit status when its lifeline ended its command.
+	// relayStoppedStatus is the relay's exit status when its lifeline ended its command, and
+	// relayLifelineEnded the line it writes to stderr then.
 	relayStoppedStatus = 251
+	relayLifelineEnded = "proctor-relay: the lifeline ended: the command is stopped"
 )
 
 // tunnel is the listener a pod's Spec.Listen is handed: it keeps tunnelIdle connections open to
@@ -38,6 +43,7 @@ type tunnel struct {
 	cancel  context.CancelFunc
 	opening sync.Mutex // held while a session is opened: one at a time
 	token   string
+	hello   string // the relay's greeting for token
 	pod     string
 	log     *slog.Logger
 	next    chan net.Conn
@@ -53,6 +59,9 @@ func newTunnel(fw Forwarding, forward func(context.Context) (Forwarding, error),
 	t := &tunnel{fw: fw, forward: forward, token: token, pod: pod, log: log, next: make(chan net.Conn), done: make(chan struct{}),
 		idle: map[net.Conn]bool{}}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
+	m := hmac.New(sha256.New, []byte(token))
+	m.Write([]byte("proctor-relay hello")) //nolint:errcheck // a hash's Write never fails
+	t.hello = hex.EncodeToString(m.Sum(nil))
 	for range tunnelIdle {
 		go t.keep()
 	}
@@ -111,10 +120,13 @@ func (t *tunnel) session() (Forwarding, error) {
 // broken drops fw, a session a dial through failed: the next dial opens another.
 func (t *tunnel) broken(fw Forwarding) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.fw == fw {
+	mine := t.fw == fw
+	if mine {
 		t.fw = nil
-		fw.Close()
+	}
+	t.mu.Unlock()
+	if mine {
+		fw.Close() // it writes to the connection, which may be stalled: never under mu
 	}
 }
 
@@ -130,6 +142,15 @@ func (t *tunnel) carry() error {
 		t.broken(fw)
 		return err
 	}
+	// The relay speaks first, proving it knows the token: nothing is sent through a connection
+	// the kubelet could not make (the relay not listening yet), nor to a listener of another's.
+	c.SetReadDeadline(time.Now().Add(10 * time.Second)) //nolint:errcheck // a pipe's
+	greeting := make([]byte, len(t.hello)+1)
+	if _, err := io.ReadFull(c, greeting); err != nil || !hmac.Equal(greeting, []byte(t.hello+"\n")) {
+		c.Close()
+		return fmt.Errorf("the relay's greeting: %q, %v", greeting, err)
+	}
+	c.SetReadDeadline(time.Time{}) //nolint:errcheck // a pipe's
 	if _, err := io.WriteString(c, t.token+"\n"); err != nil {
 		c.Close()
 		return fmt.Errorf("greeting the relay: %w", err)
@@ -177,13 +198,15 @@ func (t *tunnel) Close() error {
 		close(t.done)
 		t.cancel()
 		t.mu.Lock()
-		for c := range t.idle {
+		idle, fw := t.idle, t.fw
+		t.idle, t.fw = map[net.Conn]bool{}, nil
+		t.mu.Unlock()
+		for c := range idle {
 			c.Close()
 		}
-		if t.fw != nil {
-			err = t.fw.Close()
+		if fw != nil {
+			err = fw.Close()
 		}
-		t.mu.Unlock()
 		// The keepers end once their calls do; a dial through a session that is closing may
 		// wait for the stream's reply until it times out, so Close does not wait for them.
 	})

@@ -55,7 +55,8 @@ func (p *Provider) startWithin(ctx context.Context, spec sandbox.Spec, host *box
 	b.attach(ctx, spec, pod, inR)
 	if err := b.listen(ctx, spec, token); err != nil {
 		inW.Close()
-		if !b.awaitEnd(ctx) {
+		// The relay's grace, whatever is left of the start's context.
+		if !b.awaitEnd(context.Background()) {
 			err = fmt.Errorf("%w (%w)", err, p.abandon(host.pod, "an agent's ephemeral container could not be stopped"))
 		}
 		return nil, err
