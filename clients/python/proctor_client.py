@@ -13,6 +13,8 @@ The API is the contract in the repository's openapi.yaml; errors come back as Pr
 the API's status, code and message.
 """
 
+from __future__ import annotations
+
 import http.client
 import json
 import os
@@ -20,6 +22,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import warnings
 from dataclasses import dataclass, field
 
 __all__ = ["Client", "ProctorError", "Attempt", "Group"]
@@ -46,11 +49,28 @@ def _dev_credentials():
 
 
 class ProctorError(Exception):
-    """An answer of the API that is not a success: its HTTP status, code and message."""
+    """An answer of the API that is not a success: its HTTP status, code and message, and for a
+    422 the fields at fault (details)."""
 
-    def __init__(self, status, code, message):
-        super().__init__(f"{status} {code}: {message}")
-        self.status, self.code, self.message = status, code, message
+    def __init__(self, status, code, message, details=()):
+        text = f"{status} {code}: {message}"
+        if details:
+            text += " (" + "; ".join(details) + ")"
+        super().__init__(text)
+        self.status, self.code, self.message, self.details = status, code, message, list(details)
+
+    @classmethod
+    def of(cls, status, body):
+        """The error an answer's body carries: the API's envelope, {"error": {"code", "message"}},
+        or a 422's problem details (title, detail and errors)."""
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            return cls(status, str(status), body.decode(errors="replace"))
+        if isinstance(doc.get("error"), dict):
+            return cls(status, doc["error"].get("code") or str(status), doc["error"].get("message") or "")
+        details = [f"{d.get('location', '')}: {d.get('message', '')}" for d in doc.get("errors") or []]
+        return cls(status, doc.get("title") or str(status), doc.get("detail") or "", details)
 
 
 @dataclass(frozen=True)
@@ -99,7 +119,9 @@ class Client:
     def _open(self, method, path, body=None, query=None):
         url = self.url + path
         if query:
-            url += "?" + urllib.parse.urlencode(query, doseq=True)
+            # A list is one comma-separated value, as the API reads its list parameters.
+            query = {k: ",".join(map(str, v)) if isinstance(v, (list, tuple, set)) else v for k, v in query.items()}
+            url += "?" + urllib.parse.urlencode(query)
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(url, data=data, method=method)
         req.add_header("Authorization", "Bearer " + self.api_key)
@@ -109,14 +131,7 @@ class Client:
         try:
             return urllib.request.urlopen(req, timeout=self.timeout)
         except urllib.error.HTTPError as e:
-            raw = e.read()
-            try:
-                err = json.loads(raw)
-                code = err.get("code") or err.get("title") or str(e.code)
-                message = err.get("message") or err.get("detail") or raw.decode(errors="replace")
-            except ValueError:
-                code, message = str(e.code), raw.decode(errors="replace")
-            raise ProctorError(e.code, code, message) from None
+            raise ProctorError.of(e.code, e.read()) from None
 
     def _call(self, method, path, body=None, query=None):
         with self._open(method, path, body, query) as res:
@@ -141,7 +156,8 @@ class Client:
     def run_list(self, model_ids, taskset_id=None, task_version_ids=None, group_size=1,
                  max_concurrent=None, name=None, max_steps=None, agent=None):
         """Launches group_size attempts of every task version (of taskset_id, or those listed) ×
-        model as one job, and returns its id. A pair the server rejects raises ProctorError."""
+        model as one job, and returns its id. Pairs the server rejects are warned of (the others
+        run; the answer is kept as last_launch); when it rejects them all, ProctorError."""
         body = {"model_ids": list(model_ids), "group_size": group_size}
         for key, value in (("taskset_id", taskset_id), ("task_version_ids", task_version_ids),
                            ("max_concurrent", max_concurrent), ("name", name),
@@ -149,9 +165,13 @@ class Client:
             if value is not None:
                 body[key] = value
         out = self._call("POST", "/v2/rollouts/run_list", body)
+        self.last_launch = out
         if out.get("rejected"):
             bad = [r for r in out.get("results") or [] if r.get("error")]
-            raise ProctorError(422, "rejected", f"{out['rejected']} pairs rejected: {bad[:3]}")
+            if not out.get("accepted"):
+                raise ProctorError(422, "rejected", f"every pair was rejected: {bad[:3]}")
+            # The rest runs: the job is the caller's to follow (or cancel).
+            warnings.warn(f"{out['rejected']} of {out.get('total')} pairs rejected (the rest runs): {bad[:3]}", stacklevel=2)
         return out["job_id"]
 
     def job(self, job_id):
@@ -174,8 +194,8 @@ class Client:
 
     def groups(self, job_id, poll_seconds=1.0, seen=None):
         """Yields each group of the job once all its attempts have ended (whatever their status),
-        in the order they end, until the job has ended and every group was yielded. seen, a set of
-        group ids, is what a caller that resumes has taken already; it is added to."""
+        in the order they end, until the job has ended (then the groups left come as they stand).
+        seen, a set of group ids, is what a caller that resumes has taken already; it is added to."""
         seen = set() if seen is None else seen
         while True:
             ended = self.job(job_id)["status"] in JOB_ENDED
@@ -184,10 +204,11 @@ class Client:
                 # An attempt launched without a group is a group of one.
                 by_group.setdefault(a.group_id or a.trace_id, []).append(a)
             for gid, members in by_group.items():
-                if gid not in seen and all(a.status in ENDED for a in members):
+                # Once the job has ended, a group still not ended never will: it comes as it stands.
+                if gid not in seen and (ended or all(a.status in ENDED for a in members)):
                     seen.add(gid)
                     yield Group(id=gid, attempts=members)
-            if ended and seen >= by_group.keys():
+            if ended:
                 return
             time.sleep(poll_seconds)
 
@@ -210,7 +231,8 @@ class Client:
                             n += 1
                             cursor = json.loads(line).get("cursor", cursor)
                     return n
-                except (ConnectionError, http.client.HTTPException, TimeoutError):
-                    if attempt == tries - 1:
+                except (ConnectionError, http.client.HTTPException, TimeoutError, urllib.error.URLError, ProctorError) as e:
+                    if attempt == tries - 1 or isinstance(e, ProctorError) and e.status < 500:
                         raise
+                    time.sleep(min(2 ** attempt, 10))
         return n

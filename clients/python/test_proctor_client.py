@@ -47,10 +47,23 @@ class ClientTest(unittest.TestCase):
     def test_errors_carry_the_apis_status(self):
         with self.assertRaises(ProctorError) as e:
             self.client.model_id("no-such-model")
-        self.assertEqual(e.exception.status, 404)
+        self.assertEqual((e.exception.status, e.exception.code), (404, "not_found"), e.exception)
+        self.assertIn("no-such-model", e.exception.message)
         with self.assertRaises(ProctorError) as e:
             Client(api_key="not-a-key").taskset_id("demo")
-        self.assertEqual(e.exception.status, 401)
+        self.assertEqual(e.exception.status, 401, e.exception)
+        self.assertTrue(e.exception.code and e.exception.code != "401", e.exception)
+        # A launch whose every pair is rejected makes no job.
+        with self.assertRaises(ProctorError) as e:
+            self.client.run_list(model_ids=["00000000-0000-0000-0000-000000000000"], taskset_id=self.client.taskset_id("demo"))
+        self.assertGreaterEqual(e.exception.status, 400, e.exception)
+
+    def test_an_export_filter_takes_a_list(self):
+        list(self.client.groups(self.job, poll_seconds=0.2))
+        with tempfile.TemporaryDirectory() as d:
+            n = self.client.export(self.job, os.path.join(d, "a.jsonl"), status=["error", "completed"])
+            none = self.client.export(self.job, os.path.join(d, "b.jsonl"), status=["error", "cancelled"])
+        self.assertEqual((n, none), (len(self.client.attempts(self.job)), 0))
 
 
 if __name__ == "__main__":
