@@ -73,6 +73,11 @@ func procKey(pod, container string) string { return pod + "/" + container }
 type proc struct {
 	sb     sandbox.Sandbox
 	stderr *lineQueue
+	// drained is closed once an attachment has read the container's stdout to its end: the
+	// runtime keeps a container's output until then (a container that exits at once, before the
+	// provider attaches, is read all the same).
+	drained   chan struct{}
+	drainOnce sync.Once
 }
 
 func startKubelet(t testing.TB, client *fake.Clientset, ns string) *kubelet {
@@ -256,12 +261,17 @@ func (k *kubelet) runContainer(pod *corev1.Pod, c corev1.Container, ephemeral bo
 		return
 	}
 	k.mu.Lock()
-	k.procs[procKey(pod.Name, c.Name)] = &proc{sb: sb, stderr: stderr}
+	pr := &proc{sb: sb, stderr: stderr, drained: make(chan struct{})}
+	k.procs[procKey(pod.Name, c.Name)] = pr
 	k.cond.Broadcast()
 	k.mu.Unlock()
 	k.setStatus(pod.Name, c, ephemeral, phase(corev1.PodRunning), corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}})
 	<-sb.Done()
 	stderr.close()
+	select {
+	case <-pr.drained:
+	case <-time.After(10 * time.Second):
+	}
 	code := 0
 	var exit *exec.ExitError
 	if errors.As(sb.Err(), &exit) {
@@ -343,6 +353,7 @@ func (k *kubelet) Attach(ctx context.Context, namespace, pod, container string, 
 		}
 	}()
 	io.Copy(stdout, p.sb.Stdout()) //nolint:errcheck // ends with the container
+	p.drainOnce.Do(func() { close(p.drained) })
 	<-errs
 	return nil
 }
