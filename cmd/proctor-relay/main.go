@@ -23,16 +23,13 @@
 // With --lifeline the relay's stdin is the worker's hold on the command, for a container the
 // worker cannot stop by itself (a pod's ephemeral container): the command's stdin is /dev/null,
 // and when the relay's stdin ends (the worker closed it, or its attachment broke) the relay
-// stops the command, SIGTERM then SIGKILL after lifelineGrace, and exits with status 251
-// (stoppedStatus), whatever the command's was.
+// stops the command, SIGTERM then SIGKILL after relayproto.LifelineGrace, and exits with status
+// 251 (relayproto.StoppedStatus), whatever the command's was.
 package main
 
 import (
 	"bufio"
-	"crypto/hmac"
-	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -44,24 +41,20 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/proctorhq/proctor/internal/relayproto"
 )
 
-// handOver is how long a connection to LISTEN waits for one from the worker; lifelineGrace is
-// how long a command whose lifeline ended has between SIGTERM and SIGKILL; greeting is how long
-// a connection from the worker has to send its token.
+// handOver is how long a connection to LISTEN waits for one from the worker; greeting is how
+// long a connection from the worker has to send its token.
 const (
-	handOver      = time.Minute
-	lifelineGrace = 5 * time.Second
-	greeting      = 10 * time.Second
-	// stoppedStatus is the relay's exit status when its lifeline ended the command, and
-	// lifelineEnded the line it writes to stderr then (together they say so unmistakably).
-	stoppedStatus = 251
-	lifelineEnded = "proctor-relay: the lifeline ended: the command is stopped"
+	handOver = time.Minute
+	greeting = 10 * time.Second
 )
 
 func main() {
 	args := os.Args[1:]
-	lifeline := len(args) > 0 && args[0] == "--lifeline"
+	lifeline := len(args) > 0 && args[0] == relayproto.LifelineFlag
 	if lifeline {
 		args = args[1:]
 	}
@@ -74,9 +67,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "proctor-relay:", err)
 		os.Exit(125)
 	}
-	if addr, ok := strings.CutPrefix(args[1], "accept:"); ok {
-		token := os.Getenv("PROCTOR_RELAY_TOKEN")
-		os.Unsetenv("PROCTOR_RELAY_TOKEN")
+	if addr, ok := strings.CutPrefix(args[1], relayproto.AcceptPrefix); ok {
+		token := os.Getenv(relayproto.TokenEnv)
+		os.Unsetenv(relayproto.TokenEnv)
 		if token == "" {
 			fmt.Fprintln(os.Stderr, "proctor-relay: accept: needs $PROCTOR_RELAY_TOKEN")
 			os.Exit(2)
@@ -119,9 +112,9 @@ func run(argv []string, lifeline bool) int {
 		go func() {
 			io.Copy(io.Discard, os.Stdin) //nolint:errcheck // it ends either way
 			cut.Store(true)
-			fmt.Fprintln(os.Stderr, lifelineEnded)
+			fmt.Fprintln(os.Stderr, relayproto.LifelineEnded)
 			cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // it may have exited
-			time.Sleep(lifelineGrace)
+			time.Sleep(relayproto.LifelineGrace)
 			cmd.Process.Kill() //nolint:errcheck // it may have exited
 		}()
 	}
@@ -137,7 +130,7 @@ func run(argv []string, lifeline bool) int {
 		case pid != cmd.Process.Pid:
 			continue // an orphan, reaped
 		case cut.Load():
-			return stoppedStatus
+			return relayproto.StoppedStatus
 		case ws.Signaled():
 			return 128 + int(ws.Signal())
 		default:
@@ -224,18 +217,11 @@ func pair(ln net.Listener, backs []net.Listener, token string) {
 func greeted(w net.Conn, token string) bool {
 	w.SetDeadline(time.Now().Add(greeting)) //nolint:errcheck // a TCP connection's
 	defer w.SetDeadline(time.Time{})        //nolint:errcheck // a TCP connection's
-	if _, err := io.WriteString(w, hello(token)+"\n"); err != nil {
+	if _, err := io.WriteString(w, relayproto.Hello(token)+"\n"); err != nil {
 		return false
 	}
 	line, err := bufio.NewReaderSize(w, 64).ReadSlice('\n')
 	return err == nil && subtle.ConstantTimeCompare(line, []byte(token+"\n")) == 1
-}
-
-// hello is the relay's greeting for token: an HMAC of it, which only who knows it makes.
-func hello(token string) string {
-	m := hmac.New(sha256.New, []byte(token))
-	m.Write([]byte("proctor-relay hello")) //nolint:errcheck // a hash's Write never fails
-	return hex.EncodeToString(m.Sum(nil))
 }
 
 // open says whether an idle connection from the worker is still open: it sends nothing until

@@ -6,6 +6,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+
+	"github.com/proctorhq/proctor/internal/relayproto"
 )
 
 // The relay (cmd/proctor-relay) gives a sandbox a listener inside without this process entering
@@ -44,7 +46,7 @@ func ListenForRelay(parent string, l *Listen) (string, error) {
 // RelayCommand is argv run behind the relay at relay (a path inside the sandbox): it listens on
 // the sandbox's 127.0.0.1:port and relays to the socket in socketDir (also as the sandbox sees it).
 func RelayCommand(relay, socketDir string, port int, argv []string) []string {
-	return append([]string{relay, fmt.Sprintf("127.0.0.1:%d", port), filepath.Join(socketDir, RelaySocket), "--"}, argv...)
+	return relayproto.Command(relay, false, fmt.Sprintf("127.0.0.1:%d", port), filepath.Join(socketDir, RelaySocket), argv)
 }
 
 // listenUnix listens on RelaySocket in dir. A deep dir's socket path would exceed 108 bytes: then

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/proctorhq/proctor/internal/relayproto"
 	"github.com/proctorhq/proctor/internal/sandbox"
 )
 
@@ -185,8 +186,8 @@ func (b *box) wait(attached <-chan struct{}, pod *corev1.Pod) {
 	case <-time.After(2 * time.Second):
 	}
 	var status sandbox.ExitStatus
-	if b.ephemeral && !b.Stopping() && errors.As(why, &status) && status.ExitCode() == relayStoppedStatus &&
-		slices.Contains(b.LogRing().Tail(5), relayLifelineEnded) {
+	if b.ephemeral && !b.Stopping() && errors.As(why, &status) && status.ExitCode() == relayproto.StoppedStatus &&
+		slices.Contains(b.LogRing().Tail(5), relayproto.LifelineEnded) {
 		why = fmt.Errorf("the worker's hold on the container broke, and the relay stopped its command (%v): %w", why, sandbox.ErrLost)
 	}
 	b.Exited(fmt.Sprintf("sandbox %s (pod %s)", b.ID(), b.pod), why)
@@ -258,7 +259,7 @@ func (b *box) Stop(ctx context.Context) error {
 // awaitEnd waits for an ephemeral container whose lifeline is closed to end: within the relay's
 // grace and some, or ctx.
 func (b *box) awaitEnd(ctx context.Context) bool {
-	t := time.NewTimer(lifelineGrace + 10*time.Second)
+	t := time.NewTimer(relayproto.LifelineGrace + 10*time.Second)
 	defer t.Stop()
 	select {
 	case <-b.Done():

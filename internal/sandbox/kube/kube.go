@@ -36,6 +36,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/proctorhq/proctor/internal/relayproto"
 	"github.com/proctorhq/proctor/internal/sandbox"
 )
 
@@ -342,7 +343,7 @@ func withRelayToken(spec sandbox.Spec) (sandbox.Spec, string) {
 	if spec.Env == nil {
 		spec.Env = map[string]string{}
 	}
-	spec.Env["PROCTOR_RELAY_TOKEN"] = token
+	spec.Env[relayproto.TokenEnv] = token
 	return spec, token
 }
 

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/proctorhq/proctor/internal/relayproto"
 	"github.com/proctorhq/proctor/internal/sandbox"
 )
 
@@ -49,9 +50,9 @@ func (p *Provider) Pod(spec sandbox.Spec, image string, gpus int) *corev1.Pod {
 	for _, name := range p.o.ImagePullSecrets {
 		pullSecrets = append(pullSecrets, corev1.LocalObjectReference{Name: name})
 	}
-	command, args := spec.Command[:1], spec.Command[1:]
+	command := spec.Command
 	if spec.Listen != nil {
-		command, args = []string{relayInImage}, relayArgs(spec)
+		command = relayCommand(spec, false)
 	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
@@ -71,7 +72,7 @@ func (p *Provider) Pod(spec sandbox.Spec, image string, gpus int) *corev1.Pod {
 			SecurityContext:               &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 			Containers: []corev1.Container{{
 				Name: ContainerName, Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
-				Command: command, Args: args, Env: containerEnv(spec), WorkingDir: sandbox.WorkDirInImage,
+				Command: command[:1], Args: command[1:], Env: containerEnv(spec), WorkingDir: sandbox.WorkDirInImage,
 				Stdin: true, StdinOnce: true,
 				Resources:       corev1.ResourceRequirements{Requests: res, Limits: res},
 				SecurityContext: lockedDown(),
@@ -108,10 +109,11 @@ func volumeMounts() []corev1.VolumeMount {
 	return []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}, {Name: "work", MountPath: sandbox.WorkDirInImage}}
 }
 
-// relayArgs are the relay's arguments in front of spec's command: it listens on spec's port for
-// the command and on relayBackPort for the worker's connections.
-func relayArgs(spec sandbox.Spec) []string {
-	return append([]string{fmt.Sprintf("127.0.0.1:%d", spec.Listen.Port), fmt.Sprintf("accept:127.0.0.1:%d", relayBackPort), "--"}, spec.Command...)
+// relayCommand is spec's command behind the relay: it listens on spec's port for the command and
+// on relayBackPort for the worker's connections.
+func relayCommand(spec sandbox.Spec, lifeline bool) []string {
+	return relayproto.Command(relayInImage, lifeline, fmt.Sprintf("127.0.0.1:%d", spec.Listen.Port),
+		fmt.Sprintf("%s127.0.0.1:%d", relayproto.AcceptPrefix, relayBackPort), spec.Command)
 }
 
 var notLabelChars = regexp.MustCompile(`[^a-z0-9.-]+`)

@@ -3,8 +3,6 @@ package kube
 import (
 	"context"
 	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +10,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/proctorhq/proctor/internal/relayproto"
 )
 
 // Where a brought agent's pod (Spec.Listen) has the relay and its ports: the relay listens on
@@ -22,18 +22,11 @@ const (
 	// tunnelIdle is how many idle connections the worker keeps open to the relay: each carries
 	// the next connection the agent makes, so that it waits for no dial through the API server.
 	tunnelIdle = 4
-	// lifelineGrace is the relay's between SIGTERM and SIGKILL once its lifeline ends
-	// (cmd/proctor-relay).
-	lifelineGrace = 5 * time.Second
-	// relayStoppedStatus is the relay's exit status when its lifeline ended its command, and
-	// relayLifelineEnded the line it writes to stderr then.
-	relayStoppedStatus = 251
-	relayLifelineEnded = "proctor-relay: the lifeline ended: the command is stopped"
 )
 
 // tunnel is the listener a pod's Spec.Listen is handed: it keeps tunnelIdle connections open to
-// the relay's back port through a port forwarding session, each opening with the relay's token,
-// and accepts each once the relay has given it a connection of the agent's (and says so with
+// the relay's back port through a port forwarding session, each opening with the relay's
+// greeting and the worker's token, and accepts each once the relay has given it a connection of the agent's (and says so with
 // one byte). A session that breaks (the API server restarted, a proxy's idle timeout) is opened
 // anew.
 type tunnel struct {
@@ -59,9 +52,7 @@ func newTunnel(fw Forwarding, forward func(context.Context) (Forwarding, error),
 	t := &tunnel{fw: fw, forward: forward, token: token, pod: pod, log: log, next: make(chan net.Conn), done: make(chan struct{}),
 		idle: map[net.Conn]bool{}}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
-	m := hmac.New(sha256.New, []byte(token))
-	m.Write([]byte("proctor-relay hello")) //nolint:errcheck // a hash's Write never fails
-	t.hello = hex.EncodeToString(m.Sum(nil))
+	t.hello = relayproto.Hello(token)
 	for range tunnelIdle {
 		go t.keep()
 	}

@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"io"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/proctorhq/proctor/internal/sandbox"
 )
@@ -81,10 +80,10 @@ func (b *box) lifelineEnded(err error) {
 // ephemeralContainer is the container that runs spec from image (with the relay) within a pod
 // that Pod made: locked down as that pod's container is, with its volumes.
 func (p *Provider) ephemeralContainer(spec sandbox.Spec, image, name string) corev1.EphemeralContainer {
+	command := relayCommand(spec, true)
 	return corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
 		Name: name, Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
-		Command: []string{relayInImage}, Args: append([]string{"--lifeline"}, relayArgs(spec)...),
-		Env: containerEnv(spec), WorkingDir: sandbox.WorkDirInImage, Stdin: true, StdinOnce: true,
+		Command: command[:1], Args: command[1:], Env: containerEnv(spec), WorkingDir: sandbox.WorkDirInImage, Stdin: true, StdinOnce: true,
 		SecurityContext: lockedDown(), VolumeMounts: volumeMounts(),
 	}}
 }
