@@ -137,17 +137,22 @@ class Client:
         with self._open(method, path, body, query) as res:
             return json.loads(res.read() or b"null")
 
-    def taskset_id(self, name):
-        """The id of the taskset called name."""
+    def _items(self, path, query=None):
+        """Every item of a paged listing (its items, limit, offset and total), page by page."""
         offset = 0
         while True:
-            page = self._call("GET", "/v2/tasksets", query={"search": name, "limit": 500, "offset": offset})
-            for ts in page["items"]:
-                if ts["name"] == name:
-                    return ts["id"]
+            page = self._call("GET", path, query={**(query or {}), "limit": 500, "offset": offset})
+            yield from page["items"]
             offset += len(page["items"])
             if not page["items"] or offset >= page["total"]:
-                raise ProctorError(404, "not_found", f"no taskset {name!r}")
+                return
+
+    def taskset_id(self, name):
+        """The id of the taskset called name."""
+        for ts in self._items("/v2/tasksets", {"search": name}):
+            if ts["name"] == name:
+                return ts["id"]
+        raise ProctorError(404, "not_found", f"no taskset {name!r}")
 
     def model_id(self, name):
         """The id of the catalog model called name."""
@@ -180,17 +185,11 @@ class Client:
 
     def attempts(self, job_id):
         """Every attempt of the job, as it stands now."""
-        out, offset = [], 0
-        while True:
-            page = self._call("GET", f"/v2/jobs/{job_id}/traces", query={"limit": 500, "offset": offset})
-            for t in page["items"]:
-                out.append(Attempt(trace_id=t["id"], group_id=t.get("group_id") or "",
-                                   task_version_id=t.get("task_version_id") or "",
-                                   status=t["status"], reward=t.get("reward"),
-                                   stop_reason=t.get("stop_reason") or "", error=t.get("error") or ""))
-            offset += len(page["items"])
-            if not page["items"] or offset >= page["total"]:
-                return out
+        return [Attempt(trace_id=t["id"], group_id=t.get("group_id") or "",
+                        task_version_id=t.get("task_version_id") or "", status=t["status"],
+                        reward=t.get("reward"), stop_reason=t.get("stop_reason") or "",
+                        error=t.get("error") or "")
+                for t in self._items(f"/v2/jobs/{job_id}/traces")]
 
     def groups(self, job_id, poll_seconds=1.0, seen=None):
         """Yields each group of the job once all its attempts have ended (whatever their status),
