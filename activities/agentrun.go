@@ -109,6 +109,9 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 	}
 	env := func(root string) map[string]string {
 		e := port.Env(root)
+		if len(spec.Mounts) > 0 {
+			e["PROCTOR_AGENT_ROOT"] = sandbox.AgentRootInside
+		}
 		e["PROCTOR_PROMPT"] = le.prompt
 		e["PROCTOR_MODEL"] = r.model.ModelName
 		e["PROCTOR_MODEL_API"] = r.model.Adapter // which of the two endpoints serves it
@@ -119,11 +122,21 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 	}
 	_, images := a.Sandboxes.(sandbox.ImageRunner)
 	inside := r.agent.RuntimeConfig.Inside()
+	ownRoot := false
 	if inside {
-		// Its own image, in the environment's working directory: what it writes there is what
-		// the environment (and its evaluation) reads. A pod's agent is an ephemeral container of
-		// the environment's pod (its work dir is on the pod's node).
+		// In the environment's working directory: what it writes there is what the environment
+		// (and its evaluation) reads. Where the provider can show the worker's directories in a
+		// sandbox, the agent's sandbox is made from the environment's image, its own shown in it
+		// read-only; a pod's agent is an ephemeral container of the environment's pod, in its own
+		// image (its work dir is on the pod's node).
 		spec.Within, spec.WorkDir = le.sb, le.sb.WorkDir()
+		if m, ok := a.Sandboxes.(sandbox.HostMounter); ok && m.MountsHostPaths() && r.agent.ImageKey != "" {
+			if err := a.intoEnvironmentImage(ctx, r, &spec); err != nil {
+				return RunAgentResult{}, err
+			}
+		} else {
+			ownRoot = true
+		}
 	}
 	tail := newLineTail(agentStderrTail)
 	spec.OnLog = func(l sandbox.LogLine) {
@@ -186,8 +199,11 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 	case spec.Network:
 		network = "its endpoints inside, with the network the task allows"
 	}
-	if inside {
-		where = "inside the environment, in its working directory"
+	switch {
+	case inside && ownRoot:
+		where = "inside the environment, in its working directory, from its own image"
+	case inside:
+		where = "inside the environment, in its working directory, from the environment's image (its own at " + sandbox.AgentRootInside + ")"
 	}
 	a.workerLog(ctx, in.TraceID, "try %d: agent %s started %s (sandbox %s, %s)", in.Attempt, r.agent.ImageName, where, sb.ID(), network)
 
@@ -389,4 +405,27 @@ func (t *lineTail) quote() string {
 		return ""
 	}
 	return "; its stderr ended:\n" + strings.Join(t.lines, "\n")
+}
+
+// intoEnvironmentImage makes spec, the sandbox of an agent deployed to run inside, a sandbox of
+// the environment's image: the environment's root file system and tools, the agent's image
+// unpacked on this host and shown read-only at sandbox.AgentRootInside, and the agent's command
+// run from there by the agent image's own loader (sandbox.AgentCommand), so that a CLI agent's
+// shell runs the environment's programs while the agent runs on its own libraries.
+func (a *Activities) intoEnvironmentImage(ctx context.Context, r *runFor, spec *sandbox.Spec) error {
+	envSpec, err := a.imageSpec(ctx, r.build)
+	if err != nil {
+		return err
+	}
+	root, err := a.images().rootFS(ctx, a, r.agent)
+	if err != nil {
+		return fmt.Errorf("unpack the agent's image: %w", err)
+	}
+	argv, err := sandbox.AgentCommand(root, sandbox.AgentRootInside, spec.Command)
+	if err != nil {
+		return agentError("the agent's build %s cannot run inside the environment: %v", r.agent.ID, err)
+	}
+	spec.Command, spec.RootFS, spec.Image = argv, envSpec.RootFS, envSpec.Image
+	spec.Mounts = []sandbox.Mount{{Source: root, Target: sandbox.AgentRootInside}}
+	return nil
 }

@@ -710,6 +710,27 @@ func TestTheTypeScriptExampleAgentSolvesATask(t *testing.T) {
 	if out, err := c.cli("trace", tr.ID, "--logs"); err != nil || !regexp.MustCompile(`(?m)^agent:stderr\s+react-ts: 4 tools`).MatchString(out) {
 		t.Errorf("proctor trace --logs: %v\n%s", err, out)
 	}
+
+	// Deployed to run inside, the same agent runs in the sandbox of an environment built from a
+	// static Go program, whose image holds no libc: Node runs from the agent's image, shown at
+	// the agent root, by that image's own loader, and writes the file the evaluation reads.
+	if out, err := c.cli("env", "deploy", outOfTreeModule(t, []byte(answerEnvironment)), "--name", "answer", "--agents-inside"); err != nil {
+		t.Fatalf("env deploy: %v\n%s", err, out)
+	}
+	if out, err := c.cli("agent", "deploy", dir, "--name", "react-ts-inside", "--inside"); err != nil {
+		t.Fatalf("agent deploy --inside: %v\n%s", err, out)
+	}
+	var up struct {
+		TaskVersionIDs []string `json:"task_version_ids"`
+	}
+	c.call("POST", "/v2/tasks/upload", map[string]any{"taskset_name": "inside", "tasks": []any{map[string]any{"name": "answer", "env": "answer",
+		"scenario": "answer", "args": map[string]any{"answer": "42"}}}}, &up)
+	tr, logs = c.runToEnd(map[string]any{"task_version_id": up.TaskVersionIDs[0], "model_id": c.resolve("/v2/models/resolve?model=scripted-gpt", "id"),
+		"agent": "react-ts-inside"})
+	if tr.Status != "completed" || tr.Reward == nil || *tr.Reward != 1 || !strings.Contains(logs, "from the environment's image (its own at /tmp/.proctor/agent)") ||
+		!strings.Contains(c.agentOutput(tr.ID), "react-ts: 3 tools") {
+		t.Errorf("the TypeScript agent inside a static environment's image = %+v (model problems %v)\n%s%s", tr, model.problems, logs, c.agentOutput(tr.ID))
+	}
 }
 
 // answerEnvironment is an environment whose evaluation reads a file of its working directory:
@@ -802,7 +823,7 @@ func TestABroughtAgentRunsInsideAnEnvironmentThatTakesIt(t *testing.T) {
 	tr, logs := c.runToEnd(map[string]any{"task_version_id": task("answer"), "model_id": modelID, "agent": "react-inside"})
 	out := c.agentOutput(tr.ID)
 	// The environment's hint, and the agent's read_file and write_file.
-	if tr.Status != "completed" || tr.Reward == nil || *tr.Reward != 1 || !strings.Contains(logs, "started inside the environment, in its working directory") ||
+	if tr.Status != "completed" || tr.Reward == nil || *tr.Reward != 1 || !strings.Contains(logs, "started inside the environment, in its working directory, from the environment's image") ||
 		!strings.Contains(out, "react: 3 tools") {
 		t.Errorf("an agent inside the environment = %+v\n%s%s", tr, logs, out)
 	}

@@ -103,7 +103,7 @@ func TestABroughtAgentRunsInAContainer(t *testing.T) {
 	d.call("POST", "/v2/tasks/upload", map[string]any{"taskset_name": "inside", "tasks": []any{map[string]any{"name": "answer", "env": "answer",
 		"scenario": "answer", "args": map[string]any{"answer": "42"}, "agent_config": map[string]any{"probe": "inside", "answer": "42"}}}}, &up)
 	tr, logs = d.runToEnd(map[string]any{"task_version_id": up.TaskVersionIDs[0], "model_id": d.modelID, "agent": "probe-inside"})
-	if tr.Status != "completed" || tr.Reward == nil || *tr.Reward != 1 || !strings.Contains(logs, "started inside the environment") {
+	if tr.Status != "completed" || tr.Reward == nil || *tr.Reward != 1 || !strings.Contains(logs, "started inside the environment, in its working directory, from the environment's image") {
 		t.Errorf("an agent inside an environment's container = %+v\n%s%s", tr, logs, d.agentOutput(tr.ID))
 	}
 

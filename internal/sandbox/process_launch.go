@@ -246,8 +246,11 @@ func (p *Process) command(spec Spec, argv0, workDir, portDir string, devices []s
 	switch {
 	case p.isolation == IsolationBubblewrap:
 		binds := spec.ReadOnlyBinds
-		if spec.RootFS == "" {
+		if _, mounted, _ := mountedCommand(spec); spec.RootFS == "" && !mounted {
 			binds = append([]string{filepath.Dir(argv0)}, binds...)
+		}
+		for _, m := range spec.Mounts {
+			mounts = append(mounts, [2]string{m.Source, m.Target})
 		}
 		blockFD := 0
 		cmd.ExtraFiles = []*os.File{pp.infoW} // fd 3

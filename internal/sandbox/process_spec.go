@@ -45,6 +45,15 @@ func (p *Process) checkSpec(spec Spec) (string, error) {
 			return "", fmt.Errorf("read-only bind: %w: %w", err, ErrInvalidSpec)
 		}
 	}
+	if err := p.checkMounts(spec); err != nil {
+		return "", err
+	}
+	if argv0, ok, err := mountedCommand(spec); ok {
+		if err == nil && spec.RootFS != "" {
+			err = checkRootFS(spec.RootFS)
+		}
+		return argv0, err
+	}
 	if spec.RootFS != "" {
 		return p.checkImageCommand(spec)
 	}
@@ -55,17 +64,51 @@ func (p *Process) checkSpec(spec Spec) (string, error) {
 	return argv0, nil
 }
 
+// checkMounts checks spec's Mounts: only under bubblewrap, an existing directory each, shown at
+// an absolute, clean path that is not the root.
+func (p *Process) checkMounts(spec Spec) error {
+	if len(spec.Mounts) > 0 && p.isolation != IsolationBubblewrap {
+		return fmt.Errorf("isolation %s cannot show host directories elsewhere in a sandbox: %w", p.isolation, ErrInvalidSpec)
+	}
+	for _, m := range spec.Mounts {
+		if !path.IsAbs(m.Target) || path.Clean(m.Target) != m.Target || m.Target == "/" {
+			return fmt.Errorf("mount target %q: not an absolute, clean path below the root: %w", m.Target, ErrInvalidSpec)
+		}
+		if fi, err := os.Stat(m.Source); !filepath.IsAbs(m.Source) || err != nil || !fi.IsDir() {
+			return fmt.Errorf("mount source %q: not an existing absolute directory: %w", m.Source, ErrInvalidSpec)
+		}
+	}
+	return nil
+}
+
+// mountedCommand checks a Command[0] that lies in one of spec's Mounts (ok true): an executable
+// regular file there, its links followed within the mount. It answers Command[0] itself, the
+// path bubblewrap runs.
+func mountedCommand(spec Spec) (string, bool, error) {
+	for _, m := range spec.Mounts {
+		rel, ok := strings.CutPrefix(spec.Command[0], m.Target+"/")
+		if !ok {
+			continue
+		}
+		root, err := os.OpenRoot(m.Source)
+		if err != nil {
+			return "", true, fmt.Errorf("mount %s: %w: %w", m.Source, err, ErrInvalidSpec)
+		}
+		defer root.Close()
+		if fi, err := root.Stat(rel); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+			return "", true, fmt.Errorf("command %q: not an executable file in %s: %w", spec.Command[0], m.Source, ErrInvalidSpec)
+		}
+		return spec.Command[0], true, nil
+	}
+	return "", false, nil
+}
+
 // checkImageCommand checks a RootFS spec: the root file system holds what a
 // sandbox mounts over and an executable Command[0]. It returns the path to
 // execute: Command[0] itself under bubblewrap, its host path without.
 func (p *Process) checkImageCommand(spec Spec) (string, error) {
-	if !filepath.IsAbs(spec.RootFS) {
-		return "", fmt.Errorf("root file system %q: not absolute: %w", spec.RootFS, ErrInvalidSpec)
-	}
-	for _, d := range []string{"dev", "proc", "tmp"} {
-		if fi, err := os.Stat(filepath.Join(spec.RootFS, d)); err != nil || !fi.IsDir() {
-			return "", fmt.Errorf("root file system %s has no /%s directory: %w", spec.RootFS, d, ErrInvalidSpec)
-		}
+	if err := checkRootFS(spec.RootFS); err != nil {
+		return "", err
 	}
 	inImage := spec.Command[0]
 	if !path.IsAbs(inImage) || !filepath.IsLocal(strings.TrimPrefix(inImage, "/")) {
@@ -85,6 +128,19 @@ func (p *Process) checkImageCommand(spec Spec) (string, error) {
 		return inImage, nil
 	}
 	return filepath.Join(spec.RootFS, inImage), nil
+}
+
+// checkRootFS checks that an image's root file system holds what a sandbox mounts over.
+func checkRootFS(rootFS string) error {
+	if !filepath.IsAbs(rootFS) {
+		return fmt.Errorf("root file system %q: not absolute: %w", rootFS, ErrInvalidSpec)
+	}
+	for _, d := range []string{"dev", "proc", "tmp"} {
+		if fi, err := os.Stat(filepath.Join(rootFS, d)); err != nil || !fi.IsDir() {
+			return fmt.Errorf("root file system %s has no /%s directory: %w", rootFS, d, ErrInvalidSpec)
+		}
+	}
+	return nil
 }
 
 // lookPath finds name like exec.LookPath, but in the sandbox's PATH rather

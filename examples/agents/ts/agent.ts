@@ -7,10 +7,17 @@
 //   PROCTOR_MCP_URL  the attempt's environment, an MCP server over streamable HTTP
 //   OPENAI_BASE_URL  the gateway's OpenAI-compatible endpoint, and OPENAI_API_KEY a key for
 //                    this attempt only (the OpenAI SDK reads both by itself)
+//   PROCTOR_PLACEMENT "inside" when it runs inside the environment, in its working directory
 //
 // It asks the model, makes the tool calls the model asks for through MCP, and sends the results
 // back, until the model answers without tool calls. Proctor records every model call and every
-// tool call on its own: the agent needs no instrumentation.
+// tool call on its own: the agent needs no instrumentation. Deployed to run inside the
+// environment (`proctor agent deploy --inside`), it also offers the model two file tools of its
+// own, read_file and write_file, in the working directory it shares with the environment. There
+// Node runs from this image (at $PROCTOR_AGENT_ROOT) on its own libraries, whatever the
+// environment's image holds.
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, isAbsolute, normalize } from "node:path";
 import OpenAI from "openai";
 import type { ChatCompletionMessageParam, ChatCompletionTool } from "openai/resources/chat/completions";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -31,6 +38,8 @@ async function main(): Promise<void> {
       type: "function",
       function: { name: t.name, description: t.description ?? "", parameters: { properties: {}, ...t.inputSchema } },
     }));
+    const inside = process.env.PROCTOR_PLACEMENT === "inside";
+    if (inside) offered.push(...fileTools);
     console.error(`react-ts: ${offered.length} tools, model ${model}`);
 
     // The system prompt opens with what the environment says of itself (its MCP instructions).
@@ -54,6 +63,11 @@ async function main(): Promise<void> {
       for (const call of msg.tool_calls) {
         if (call.type !== "function") continue;
         let content: string;
+        const own = inside ? fileTool(call.function.name, call.function.arguments) : undefined;
+        if (own !== undefined) {
+          messages.push({ role: "tool", tool_call_id: call.id, content: own });
+          continue;
+        }
         try {
           const res = await env.callTool({ name: call.function.name, arguments: JSON.parse(call.function.arguments || "{}") });
           const parts = (res.content as { type: string; text?: string }[]).filter((c) => c.type === "text").map((c) => c.text ?? "");
@@ -68,6 +82,50 @@ async function main(): Promise<void> {
     throw new Error(`no answer after ${maxTurns} turns`);
   } finally {
     await env.close();
+  }
+}
+
+// fileTools are the agent's own tools inside an environment: files of the working directory.
+const fileTools: ChatCompletionTool[] = [
+  {
+    type: "function",
+    function: {
+      name: "read_file",
+      description: "Read a file of the working directory.",
+      parameters: { type: "object", required: ["path"], properties: { path: { type: "string", description: "relative to the working directory" } } },
+    },
+  },
+  {
+    type: "function",
+    function: {
+      name: "write_file",
+      description: "Write a file of the working directory, replacing what it held.",
+      parameters: {
+        type: "object",
+        required: ["path", "content"],
+        properties: { path: { type: "string", description: "relative to the working directory" }, content: { type: "string" } },
+      },
+    },
+  },
+];
+
+// fileTool runs the file tool name with its JSON arguments and says what it did; undefined for a
+// name that is not one of fileTools. Paths stay within the working directory.
+function fileTool(name: string, rawArgs: string): string | undefined {
+  if (name !== "read_file" && name !== "write_file") return undefined;
+  try {
+    const args = JSON.parse(rawArgs || "{}") as { path?: unknown; content?: unknown };
+    const path = typeof args.path === "string" ? normalize(args.path) : "";
+    if (path === "" || isAbsolute(path) || path === ".." || path.startsWith("../")) {
+      return `error: path ${JSON.stringify(args.path)}: give a path relative to the working directory, within it`;
+    }
+    if (name === "read_file") return readFileSync(path, "utf8");
+    const content = typeof args.content === "string" ? args.content : "";
+    mkdirSync(dirname(path), { recursive: true });
+    writeFileSync(path, content);
+    return `wrote ${Buffer.byteLength(content)} bytes to ${path}`;
+  } catch (err) {
+    return `error: ${err instanceof Error ? err.message : String(err)}`;
   }
 }
 

@@ -24,6 +24,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -223,6 +224,10 @@ func (p *Provider) RunsImages() {}
 // Capacity is the most sandboxes the provider runs at once.
 func (p *Provider) Capacity() int { return p.slots.Capacity() }
 
+// MountsHostPaths is true: the engine runs on the worker's host, and binds its directories
+// (Spec.Mounts).
+func (p *Provider) MountsHostPaths() bool { return true }
+
 // Running is how many sandboxes hold a slot.
 func (p *Provider) Running() int { return p.slots.Running() }
 
@@ -244,6 +249,14 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	}
 	if spec.Listen != nil && p.relay == "" {
 		return nil, fmt.Errorf("sandbox %s: no relay to put in the container (container.Options.Relay): %w", spec.ID, sandbox.ErrNoListen)
+	}
+	for _, m := range spec.Mounts {
+		if !path.IsAbs(m.Target) || path.Clean(m.Target) != m.Target || m.Target == "/" || strings.ContainsRune(m.Target+m.Source, ':') {
+			return nil, sandbox.Invalid("sandbox %s: mount target %q: not an absolute, clean path below the root (and no colon)", spec.ID, m.Target)
+		}
+		if fi, err := os.Stat(m.Source); !filepath.IsAbs(m.Source) || err != nil || !fi.IsDir() {
+			return nil, sandbox.Invalid("sandbox %s: mount source %q: not an existing absolute directory", spec.ID, m.Source)
+		}
 	}
 	return p.slots.Start(spec, func() (sandbox.Sandbox, error) { return p.start(ctx, spec) })
 }

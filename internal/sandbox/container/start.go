@@ -165,6 +165,9 @@ func (p *Provider) hostConfig(spec sandbox.Spec, work string, devices []string) 
 		SecurityOpt:    []string{"no-new-privileges"},
 		Runtime:        p.runtime,
 	}
+	for _, m := range spec.Mounts {
+		host.Binds = append(host.Binds, m.Source+":"+m.Target+":ro")
+	}
 	if spec.Network {
 		host.NetworkMode = ""
 	}

@@ -256,6 +256,9 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	if spec.WorkDir != "" {
 		return nil, sandbox.Invalid("sandbox %s: the kubernetes provider runs no pod in another's work dir", spec.ID)
 	}
+	if len(spec.Mounts) > 0 {
+		return nil, sandbox.Invalid("sandbox %s: the kubernetes provider's pods cannot show the worker's directories", spec.ID)
+	}
 	if spec.Listen != nil && p.relay == nil {
 		return nil, fmt.Errorf("sandbox %s: no relay to put in the pod (kube.Options.Relay): %w", spec.ID, sandbox.ErrNoListen)
 	}

@@ -1,0 +1,280 @@
+package sandbox
+
+import (
+	"bufio"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+)
+
+// AgentRootInside is where a sandbox made from an environment's root file system shows a brought
+// agent's image (a Mount of its unpacked root): on the /tmp tmpfs, so that a read-only root needs
+// no mount point for it.
+const AgentRootInside = "/tmp/.proctor/agent"
+
+// Mount shows the host directory Source read-only at Target inside a sandbox.
+type Mount struct {
+	Source string
+	Target string
+}
+
+// HostMounter is a provider that can show host directories in its sandboxes (Spec.Mounts): the
+// process provider under bubblewrap, and the container provider (its engine shares the worker's
+// file system). The kubernetes provider's pods run on other nodes, and it is not one.
+type HostMounter interface {
+	MountsHostPaths() bool
+}
+
+// AgentCommand is argv, the command of an image whose root file system is root on this host, as
+// it runs from inside another image's sandbox that shows root at prefix (a brought agent inside
+// its environment). Each path of the image is found in root, its symbolic links followed there
+// and not in the sandbox's root. A dynamically linked program is run by its own image's loader
+// (its ELF PT_INTERP) with that image's library directories, so that it finds its own libraries
+// whatever the environment's image holds, or lacks (a static Go image has no libc); the programs
+// it runs in turn are the environment's, with the environment's libraries (LD_LIBRARY_PATH is
+// never set). A script's "#!" interpreter is found in the image the same way. Later arguments
+// that name a regular file of the image (a script, say) are made to name it under prefix.
+//
+// Known limits: the program's /proc/self/exe is the loader (Node's process.execPath, say), and
+// library symlinks that point to absolute paths resolve in the sandbox's root, not the image's.
+func AgentCommand(root, prefix string, argv []string) ([]string, error) {
+	if len(argv) == 0 || argv[0] == "" {
+		return nil, errors.New("the agent's image records no command")
+	}
+	prog, err := findInImage(root, argv[0])
+	if err != nil {
+		return nil, err
+	}
+	args := rewriteArgs(root, prefix, argv[1:])
+	for range 4 { // a script's interpreter may be a script: a few levels, as the kernel allows
+		interp, interpArg, script, err := interpreterOf(root, prog)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case script:
+			next, err := findInImage(root, interp)
+			if err != nil {
+				return nil, fmt.Errorf("the interpreter of %s: %w", prog, err)
+			}
+			front := []string{path.Join(prefix, prog)}
+			if interpArg != "" {
+				front = append([]string{interpArg}, front...)
+			}
+			prog, args = next, append(front, args...)
+		case interp == "":
+			return append([]string{path.Join(prefix, prog)}, args...), nil
+		default:
+			loader, err := resolveIn(root, interp)
+			if err != nil {
+				return nil, fmt.Errorf("%s: its loader %s is not in the image: %w", prog, interp, err)
+			}
+			libs := libraryDirs(root, path.Dir(loader))
+			for i, d := range libs {
+				libs[i] = path.Join(prefix, d)
+			}
+			out := []string{path.Join(prefix, loader)}
+			if len(libs) > 0 {
+				out = append(out, "--library-path", strings.Join(libs, ":"))
+			}
+			return append(append(out, path.Join(prefix, prog)), args...), nil
+		}
+	}
+	return nil, fmt.Errorf("%s: too many levels of script interpreters", argv[0])
+}
+
+// findInImage resolves an image's command name in its root file system: an absolute path as is,
+// a bare name in the usual PATH; symbolic links followed within root. It answers the path within
+// the image of an executable regular file.
+func findInImage(root, name string) (string, error) {
+	candidates := []string{name}
+	if !strings.Contains(name, "/") {
+		candidates = nil
+		for _, d := range filepath.SplitList(defaultPath) {
+			candidates = append(candidates, path.Join(d, name))
+		}
+	} else if !path.IsAbs(name) {
+		return "", fmt.Errorf("the agent's command %q: not an absolute path within its image", name)
+	}
+	for _, c := range candidates {
+		p, err := resolveIn(root, c)
+		if err != nil {
+			continue
+		}
+		if fi, err := os.Stat(filepath.Join(root, p)); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("the agent's command %q: no executable file of that name in its image", name)
+}
+
+// resolveIn resolves name, a path within the file system rooted at root, following symbolic
+// links as the kernel would in a sandbox whose root is root: an absolute link starts again at
+// root, and ".." stops there. It answers the path within root of what name names, which exists.
+func resolveIn(root, name string) (string, error) {
+	todo := strings.Split(name, "/")
+	var done []string // resolved components, none a link
+	for hops := 0; len(todo) > 0; {
+		c := todo[0]
+		todo = todo[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			if len(done) > 0 {
+				done = done[:len(done)-1]
+			}
+			continue
+		}
+		at := filepath.Join(root, filepath.Join(done...), c)
+		fi, err := os.Lstat(at)
+		if err != nil {
+			return "", err
+		}
+		if fi.Mode()&os.ModeSymlink == 0 {
+			done = append(done, c)
+			continue
+		}
+		if hops++; hops > 40 {
+			return "", fmt.Errorf("%s: too many levels of symbolic links", name)
+		}
+		target, err := os.Readlink(at)
+		if err != nil {
+			return "", err
+		}
+		if path.IsAbs(target) {
+			done = nil
+		}
+		todo = append(strings.Split(target, "/"), todo...)
+	}
+	return "/" + strings.Join(done, "/"), nil
+}
+
+// interpreterOf says how the kernel would run prog, a file of the image: through a "#!" line's
+// interpreter and its one optional argument (script true), an ELF program's loader, or neither
+// (a static program).
+func interpreterOf(root, prog string) (interp, arg string, script bool, err error) {
+	f, err := os.Open(filepath.Join(root, prog))
+	if err != nil {
+		return "", "", false, err
+	}
+	defer f.Close()
+	head, err := bufio.NewReader(f).ReadString('\n')
+	if strings.HasPrefix(head, "#!") {
+		line := strings.TrimSpace(strings.TrimPrefix(head, "#!"))
+		interp, arg, _ = strings.Cut(line, " ")
+		if interp == "" || err != nil && !errors.Is(err, io.EOF) {
+			return "", "", false, fmt.Errorf("%s: a script without an interpreter", prog)
+		}
+		return interp, strings.TrimSpace(arg), true, nil
+	}
+	ef, err := elf.NewFile(f)
+	if err != nil {
+		return "", "", false, fmt.Errorf("%s: neither an ELF program nor a script: %w", prog, err)
+	}
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_INTERP {
+			b, err := io.ReadAll(p.Open())
+			if err != nil {
+				return "", "", false, fmt.Errorf("%s: its loader: %w", prog, err)
+			}
+			return strings.TrimRight(string(b), "\x00"), "", false, nil
+		}
+	}
+	return "", "", false, nil
+}
+
+// libraryDirs are the image's library directories that exist, resolved within root: those of
+// its /etc/ld.so.conf (and the files it includes), the loader's own, then the loader's defaults
+// with this architecture's multiarch directories.
+func libraryDirs(root, loaderDir string) []string {
+	var dirs []string
+	dirs = append(dirs, ldSoConf(root, "/etc/ld.so.conf", 0)...)
+	dirs = append(dirs, loaderDir)
+	if triplet := map[string]string{"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu"}[runtime.GOARCH]; triplet != "" {
+		dirs = append(dirs, "/lib/"+triplet, "/usr/lib/"+triplet)
+	}
+	dirs = append(dirs, "/lib64", "/usr/lib64", "/lib", "/usr/lib", "/usr/local/lib")
+	var out []string
+	for _, d := range dirs {
+		r, err := resolveIn(root, d)
+		if err != nil || slices.Contains(out, r) {
+			continue
+		}
+		if fi, err := os.Stat(filepath.Join(root, r)); err == nil && fi.IsDir() {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// ldSoConf reads the library directories an ld.so.conf of the image names, following its
+// "include" globs (a few levels deep).
+func ldSoConf(root, name string, depth int) []string {
+	if depth > 3 {
+		return nil
+	}
+	p, err := resolveIn(root, name)
+	if err != nil {
+		return nil
+	}
+	b, err := os.ReadFile(filepath.Join(root, p))
+	if err != nil {
+		return nil
+	}
+	var dirs []string
+	for line := range strings.Lines(string(b)) {
+		line, _, _ = strings.Cut(line, "#")
+		line = strings.TrimSpace(line)
+		if rest, ok := strings.CutPrefix(line, "include"); ok && rest != "" && (rest[0] == ' ' || rest[0] == '\t') {
+			pattern := strings.TrimSpace(rest)
+			if !path.IsAbs(pattern) {
+				pattern = path.Join(path.Dir(name), pattern)
+			}
+			// The pattern's directory is resolved in the image: a link there must not lead the
+			// glob onto the host's files.
+			dir, err := resolveIn(root, path.Dir(pattern))
+			if err != nil {
+				continue
+			}
+			matches, _ := filepath.Glob(filepath.Join(root, dir, path.Base(pattern)))
+			slices.Sort(matches)
+			for _, m := range matches {
+				if rel, err := filepath.Rel(root, m); err == nil && filepath.IsLocal(rel) {
+					dirs = append(dirs, ldSoConf(root, "/"+filepath.ToSlash(rel), depth+1)...)
+				}
+			}
+			continue
+		}
+		if path.IsAbs(line) {
+			dirs = append(dirs, line)
+		}
+	}
+	return dirs
+}
+
+// rewriteArgs makes each absolute argument that names a regular file of the image (after its
+// links) name it under prefix; the rest are left as they are.
+func rewriteArgs(root, prefix string, args []string) []string {
+	out := slices.Clone(args)
+	for i, a := range out {
+		if !path.IsAbs(a) {
+			continue
+		}
+		r, err := resolveIn(root, a)
+		if err != nil {
+			continue
+		}
+		if fi, err := os.Stat(filepath.Join(root, r)); err == nil && fi.Mode().IsRegular() {
+			out[i] = path.Join(prefix, r)
+		}
+	}
+	return out
+}
