@@ -125,12 +125,12 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 	ownRoot := false
 	if inside {
 		// In the environment's working directory: what it writes there is what the environment
-		// (and its evaluation) reads. Where the provider can show the worker's directories in a
+		// (and its evaluation) reads. Where the provider can show another image's files in a
 		// sandbox, the agent's sandbox is made from the environment's image, its own shown in it
-		// read-only; a pod's agent is an ephemeral container of the environment's pod, in its own
-		// image (its work dir is on the pod's node).
+		// read-only (a pod's agent is an ephemeral container of the environment's pod); else it
+		// runs its own image.
 		spec.Within, spec.WorkDir = le.sb, le.sb.WorkDir()
-		if m, ok := a.Sandboxes.(sandbox.HostMounter); ok && m.MountsHostPaths() && r.agent.ImageKey != "" {
+		if m, ok := a.Sandboxes.(sandbox.Mounter); ok && m.CanMount() && r.agent.ImageKey != "" {
 			if err := a.intoEnvironmentImage(ctx, r, &spec); err != nil {
 				return RunAgentResult{}, err
 			}
@@ -425,7 +425,8 @@ func (a *Activities) intoEnvironmentImage(ctx context.Context, r *runFor, spec *
 	if err != nil {
 		return agentError("the agent's build %s cannot run inside the environment: %v", r.agent.ID, err)
 	}
+	// The agent's image as well as its unpacked copy: a pod copies the image's files in.
+	spec.Mounts = []sandbox.Mount{{Source: root, Image: spec.Image, Target: sandbox.AgentRootInside}}
 	spec.Command, spec.RootFS, spec.Image = argv, envSpec.RootFS, envSpec.Image
-	spec.Mounts = []sandbox.Mount{{Source: root, Target: sandbox.AgentRootInside}}
 	return nil
 }

@@ -25,6 +25,13 @@
 // and when the relay's stdin ends (the worker closed it, or its attachment broke) the relay
 // stops the command, SIGTERM then SIGKILL after relayproto.LifelineGrace, and exits with status
 // 251 (relayproto.StoppedStatus), whatever the command's was.
+//
+//	proctor-relay --copy-root DIR
+//
+// copies the container's root file system (its image's files: /proc, /sys, /dev and /tmp left
+// out) into DIR, an absolute directory under /tmp, and exits 0 once all is there. The kubernetes
+// provider runs it in an ephemeral container of a brought agent's image, /tmp being the pod's
+// shared volume, to show that image to an agent that runs inside its environment's.
 package main
 
 import (
@@ -33,10 +40,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -54,6 +63,13 @@ const (
 
 func main() {
 	args := os.Args[1:]
+	if len(args) == 2 && args[0] == relayproto.CopyRootFlag {
+		if err := copyRoot(args[1]); err != nil {
+			fmt.Fprintln(os.Stderr, "proctor-relay: copy the root file system:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	lifeline := len(args) > 0 && args[0] == relayproto.LifelineFlag
 	if lifeline {
 		args = args[1:]
@@ -254,4 +270,101 @@ func closeWrite(c net.Conn) {
 	if cw, ok := c.(interface{ CloseWrite() error }); ok {
 		cw.CloseWrite() //nolint:errcheck // the other side may be gone
 	}
+}
+
+// copyRoot copies "/" into dst, an absolute clean path under /tmp: directories, regular files
+// and symbolic links as they are (modes kept, owners not), other files left out, and /proc,
+// /sys, /dev and /tmp (where dst is) not entered. It writes into a sibling directory first and
+// renames it to dst at the end, so that dst is there whole or not at all.
+func copyRoot(dst string) error {
+	if !filepath.IsAbs(dst) || filepath.Clean(dst) != dst || !strings.HasPrefix(dst, "/tmp/") {
+		return fmt.Errorf("%s: not an absolute clean path under /tmp", dst)
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dst), ".copy-")
+	if err != nil {
+		return err
+	}
+	skip := map[string]bool{"/proc": true, "/sys": true, "/dev": true, "/tmp": true}
+	// What the container's user may not read is left out, and said: the agent could not read
+	// it in its own image either.
+	unreadable := func(p string, err error) error {
+		if !errors.Is(err, fs.ErrPermission) {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "proctor-relay: left out %s: %v\n", p, err)
+		return nil
+	}
+	err = filepath.WalkDir("/", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if err := unreadable(p, err); err != nil || d == nil || !d.IsDir() {
+				return err
+			}
+			return fs.SkipDir
+		}
+		if skip[p] {
+			return fs.SkipDir
+		}
+		to := filepath.Join(tmp, p)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case p == "/":
+			return nil
+		case d.IsDir():
+			return os.Mkdir(to, info.Mode().Perm()|0o700) // written into, then set below
+		case d.Type()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(target, to)
+		case d.Type().IsRegular():
+			return unreadable(p, copyFile(p, to, info.Mode().Perm()))
+		}
+		return nil // a device, socket or pipe of the image: nothing an agent runs
+	})
+	if err != nil {
+		return err
+	}
+	// Directories' own modes, now that their contents are in.
+	err = filepath.WalkDir(tmp, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() || p == tmp {
+			return err
+		}
+		info, err := os.Lstat(filepath.Join("/", strings.TrimPrefix(p, tmp)))
+		if err != nil {
+			return err
+		}
+		return os.Chmod(p, info.Mode().Perm())
+	})
+	if err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return err
+	}
+	return os.Rename(tmp, dst)
+}
+
+// copyFile copies the regular file from to a new file to with mode perm.
+func copyFile(from, to string, perm fs.FileMode) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }

@@ -58,7 +58,7 @@ func ExtractFile(src, dst string, lim Limits) (Stats, error) {
 		return Stats{}, err
 	}
 	defer closeIt()
-	return extract(dst, lim, next)
+	return extract(dst, lim, next, false)
 }
 
 // ErrNoEntry is returned by ReadFile for a path the archive has no regular file at.
@@ -141,7 +141,16 @@ func openArchive(src string) (entries, func(), error) {
 
 // ExtractTar unpacks an uncompressed tar stream into dst, an existing empty directory.
 func ExtractTar(r io.Reader, dst string, lim Limits) (Stats, error) {
-	return extract(dst, lim, tarEntries(tar.NewReader(r)))
+	return extract(dst, lim, tarEntries(tar.NewReader(r)), false)
+}
+
+// ExtractRootFS is ExtractTar for an image's root file system, whose symbolic links are kept
+// whatever they point to: an absolute one (Debian's /lib64/ld-linux-x86-64.so.2, the
+// /etc/alternatives links) resolves within the image's root where the image runs, in a sandbox,
+// and what reads the tree on this host does so through os.Root (which follows no link out of
+// it) or resolves links within the tree itself. Entries are still written only within dst.
+func ExtractRootFS(r io.Reader, dst string, lim Limits) (Stats, error) {
+	return extract(dst, lim, tarEntries(tar.NewReader(r)), true)
 }
 
 // entry is one member of an archive, whatever its format.
@@ -203,7 +212,7 @@ func zipEntries(zr *zip.Reader) entries {
 	}
 }
 
-func extract(dst string, lim Limits, next entries) (st Stats, err error) {
+func extract(dst string, lim Limits, next entries, rootFS bool) (st Stats, err error) {
 	root, err := os.OpenRoot(dst)
 	if err != nil {
 		return st, err
@@ -261,7 +270,7 @@ func extract(dst string, lim Limits, next entries) (st Stats, err error) {
 			}
 			st.Links++
 		case e.mode&fs.ModeSymlink != 0:
-			if e.linkname == "" || path.IsAbs(e.linkname) || !filepath.IsLocal(path.Join(path.Dir(name), e.linkname)) {
+			if e.linkname == "" || !rootFS && (path.IsAbs(e.linkname) || !filepath.IsLocal(path.Join(path.Dir(name), e.linkname))) {
 				return st, refuse("symlink %q points outside the archive (%q)", e.name, e.linkname)
 			}
 			if err := root.Symlink(e.linkname, name); err != nil {

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -156,6 +157,48 @@ func TestExtractRefusesHostileArchives(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(filepath.Dir(outside), "escaped")); err == nil {
 		t.Error("a zip-slip entry escaped")
+	}
+}
+
+// An image's root file system keeps its links whatever they point to (they resolve in the image's
+// root where it runs), but nothing is written through one out of the tree.
+func TestExtractRootFSKeepsAnImagesLinksAndWritesNothingThroughThem(t *testing.T) {
+	outside := t.TempDir()
+	open := func(src string) io.Reader {
+		t.Helper()
+		f, err := os.Open(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		gz, err := gzip.NewReader(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return gz
+	}
+	dst := t.TempDir()
+	src := tarGz(t, member{name: "lib64/ld-linux-x86-64.so.2", link: "/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2", typ: tar.TypeSymlink},
+		member{name: "usr/bin/up", link: "../../../../../bin/busybox", typ: tar.TypeSymlink}, member{name: "bin/busybox", body: "x", mode: 0o755})
+	if _, err := ExtractRootFS(open(src), dst, DefaultLimits); err != nil {
+		t.Fatal(err)
+	}
+	for link, want := range map[string]string{"lib64/ld-linux-x86-64.so.2": "/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2", "usr/bin/up": "../../../../../bin/busybox"} {
+		if got, err := os.Readlink(filepath.Join(dst, link)); err != nil || got != want {
+			t.Errorf("%s → %q, %v; want %q", link, got, err, want)
+		}
+	}
+	for name, src := range map[string]string{
+		"through an absolute link": tarGz(t, member{name: "lnk", link: outside, typ: tar.TypeSymlink}, member{name: "lnk/file", body: "x"}),
+		"through a relative link":  tarGz(t, member{name: "a/rel", link: "../../../../../../../../" + outside, typ: tar.TypeSymlink}, member{name: "a/rel/file", body: "x"}),
+		"zip-slip":                 tarGz(t, member{name: "../../escaped", body: "x"}),
+	} {
+		if _, err := ExtractRootFS(open(src), t.TempDir(), DefaultLimits); err == nil {
+			t.Errorf("%s: extracted, want a refusal", name)
+		}
+	}
+	if left, _ := os.ReadDir(outside); len(left) != 0 {
+		t.Errorf("something was written outside the tree: %v", left)
 	}
 }
 

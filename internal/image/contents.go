@@ -16,8 +16,9 @@ import (
 )
 
 // Unpack writes img's root file system into dst (an existing empty directory), with the /dev,
-// /proc and /tmp a sandbox mounts over, and returns its config. Links that point out of the tree
-// are refused, like any archive's.
+// /proc and /tmp a sandbox mounts over, and returns its config. Its symbolic links are kept as
+// the image has them, absolute ones too (archive.ExtractRootFS): read the tree through os.Root,
+// or in a sandbox whose root it is.
 func Unpack(img v1.Image, dst string, lim archive.Limits) (v1.Config, error) {
 	cf, err := img.ConfigFile()
 	if err != nil {
@@ -25,7 +26,7 @@ func Unpack(img v1.Image, dst string, lim archive.Limits) (v1.Config, error) {
 	}
 	rc := mutate.Extract(img)
 	defer rc.Close()
-	if _, err := archive.ExtractTar(rc, dst, lim); err != nil {
+	if _, err := archive.ExtractRootFS(rc, dst, lim); err != nil {
 		return v1.Config{}, fmt.Errorf("image: unpack the root file system: %w", err)
 	}
 	// The mount points a sandbox needs, which images built from a Dockerfile often lack.

@@ -25,6 +25,10 @@ const (
 	// LifelineEnded the line it writes to stderr then: together they say so unmistakably.
 	StoppedStatus = 251
 	LifelineEnded = "proctor-relay: the lifeline ended: the command is stopped"
+	// CopyRootFlag makes the relay copy its container's root file system into a directory
+	// under /tmp and exit (proctor-relay --copy-root DIR): how a pod's environment is shown a
+	// brought agent's image (sandbox.Mount with an Image).
+	CopyRootFlag = "--copy-root"
 )
 
 // Command is argv run behind the relay at relay: it listens on listen for argv's connections

@@ -19,17 +19,25 @@ import (
 // no mount point for it.
 const AgentRootInside = "/tmp/.proctor/agent"
 
-// Mount shows the host directory Source read-only at Target inside a sandbox.
+// Mount shows a directory's files at Target inside a sandbox, read-only unless Writable.
 type Mount struct {
+	// Source is the directory on this host: the process provider binds it (under bubblewrap),
+	// and so does the container provider (its engine shares the worker's file system).
 	Source string
+	// Image, when set, is an image whose root file system Source holds unpacked (a brought
+	// agent's): a provider whose sandboxes run on other machines (kubernetes) copies the image's
+	// files in from it instead, where Target is under /tmp.
+	Image  *Image
 	Target string
+	// Writable shows Source read-write (a volume that sandboxes share); an Image mount is never.
+	Writable bool
 }
 
-// HostMounter is a provider that can show host directories in its sandboxes (Spec.Mounts): the
-// process provider under bubblewrap, and the container provider (its engine shares the worker's
-// file system). The kubernetes provider's pods run on other nodes, and it is not one.
-type HostMounter interface {
-	MountsHostPaths() bool
+// Mounter is a provider that can show another image's files in its sandboxes (Spec.Mounts):
+// the process provider under bubblewrap, the container provider, and the kubernetes provider
+// within a pod (Spec.Within).
+type Mounter interface {
+	CanMount() bool
 }
 
 // AgentCommand is argv, the command of an image whose root file system is root on this host, as

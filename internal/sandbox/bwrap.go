@@ -23,15 +23,21 @@ const (
 )
 
 // bwrapMounts are what a sandbox sees beside its root file system and its work dir: read-only
-// host paths at the same place (the command's directory, say), read-only mounts elsewhere
-// (src → dst), GPU device nodes, and Hide, a host directory covered by an empty tmpfs (the
-// provider's root, where other sandboxes' work dirs and sockets live, in a sandbox that sees the
-// host's root).
+// host paths at the same place (the command's directory, say), mounts elsewhere (in order, a
+// later one over an earlier), GPU device nodes, and Hide, a host directory covered by an empty
+// tmpfs (the provider's root, where other sandboxes' work dirs and sockets live, in a sandbox
+// that sees the host's root).
 type bwrapMounts struct {
 	roBinds  []string
-	mounts   [][2]string
+	mounts   []bwrapMount
 	devNodes []string
 	hide     string
+}
+
+// bwrapMount shows the host path src at dst, read-only unless writable.
+type bwrapMount struct {
+	src, dst string
+	writable bool
 }
 
 // bwrapArgs builds bubblewrap's arguments for one sandbox, up to and including the "--" before
@@ -63,7 +69,7 @@ func bwrapArgs(workDir string, spec Spec, m bwrapMounts, infoFD, blockFD int) []
 		args = append(args, "--ro-bind", p, p)
 	}
 	for _, mt := range m.mounts {
-		args = append(args, "--ro-bind", mt[0], mt[1])
+		args = append(args, map[bool]string{true: "--bind", false: "--ro-bind"}[mt.writable], mt.src, mt.dst)
 	}
 	// After the read-only binds, one of which may hold the sandbox root (a command in the
 	// directory the root is under): they must not show it again.

@@ -320,9 +320,9 @@ func probeStart(sp *spawner, attr *syscall.SysProcAttr, args ...string) error {
 // Isolation is what isolates sandboxes here: "bubblewrap" or "none".
 func (p *Process) Isolation() string { return p.isolation }
 
-// MountsHostPaths says whether this provider's sandboxes can show host directories elsewhere
+// CanMount says whether this provider's sandboxes can show host directories elsewhere
 // (Spec.Mounts): under bubblewrap only.
-func (p *Process) MountsHostPaths() bool { return p.isolation == IsolationBubblewrap }
+func (p *Process) CanMount() bool { return p.isolation == IsolationBubblewrap }
 
 // Limits says how CPU and memory limits are applied here, e.g.
 // "cpu: not limited (...); memory: RLIMIT_DATA per process".

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -218,10 +219,17 @@ const (
 // socket's directory) the relay runs in front of it.
 func (p *Process) command(spec Spec, argv0, workDir, portDir string, devices []string, pp *sandboxPipes, cg *sandboxCgroup) *exec.Cmd {
 	argv := append([]string{argv0}, spec.Command[1:]...)
-	var mounts [][2]string
+	// spec's mounts, shallowest first (a mount under another's target goes after it), then the
+	// relay's, which a mount at /tmp must not cover.
+	var mounts []bwrapMount
+	for _, m := range slices.SortedStableFunc(slices.Values(spec.Mounts), func(a, b Mount) int {
+		return strings.Count(a.Target, "/") - strings.Count(b.Target, "/")
+	}) {
+		mounts = append(mounts, bwrapMount{src: m.Source, dst: m.Target, writable: m.Writable})
+	}
 	if portDir != "" {
 		argv = RelayCommand(relayInSandbox, portInSandbox, spec.Listen.Port, argv)
-		mounts = [][2]string{{p.relay, relayInSandbox}, {portDir, portInSandbox}}
+		mounts = append(mounts, bwrapMount{src: p.relay, dst: relayInSandbox}, bwrapMount{src: portDir, dst: portInSandbox})
 	}
 	if p.rlimitMem && spec.Resources.MemoryMB > 0 {
 		// rlimits must be set in the child before it execs the environment,
@@ -248,9 +256,6 @@ func (p *Process) command(spec Spec, argv0, workDir, portDir string, devices []s
 		binds := spec.ReadOnlyBinds
 		if _, mounted, _ := mountedCommand(spec); spec.RootFS == "" && !mounted {
 			binds = append([]string{filepath.Dir(argv0)}, binds...)
-		}
-		for _, m := range spec.Mounts {
-			mounts = append(mounts, [2]string{m.Source, m.Target})
 		}
 		blockFD := 0
 		cmd.ExtraFiles = []*os.File{pp.infoW} // fd 3

@@ -114,13 +114,23 @@ func (p *Process) checkImageCommand(spec Spec) (string, error) {
 	if !path.IsAbs(inImage) || !filepath.IsLocal(strings.TrimPrefix(inImage, "/")) {
 		return "", fmt.Errorf("command %q: not an absolute path within the image: %w", inImage, ErrInvalidSpec)
 	}
-	// The entrypoint may be a symlink within the image: resolve it there, not on the host.
+	// The entrypoint may be a symlink within the image: resolve it there, not on the host. Under
+	// bubblewrap the image is the root, and an absolute link resolves in it; without, the
+	// command runs from the host's file system, where os.Root follows no link out of the image.
+	name := strings.TrimPrefix(inImage, "/")
+	if p.isolation == IsolationBubblewrap {
+		resolved, err := resolveIn(spec.RootFS, inImage)
+		if err != nil {
+			return "", fmt.Errorf("command %q: not in the image (%v): %w", inImage, err, ErrInvalidSpec)
+		}
+		name = strings.TrimPrefix(resolved, "/")
+	}
 	root, err := os.OpenRoot(spec.RootFS)
 	if err != nil {
 		return "", fmt.Errorf("root file system: %w: %w", err, ErrInvalidSpec)
 	}
 	defer root.Close()
-	fi, err := root.Stat(strings.TrimPrefix(inImage, "/"))
+	fi, err := root.Stat(name)
 	if err != nil || fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
 		return "", fmt.Errorf("command %q: not an executable file in the image: %w", inImage, ErrInvalidSpec)
 	}

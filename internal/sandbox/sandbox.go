@@ -110,10 +110,10 @@ type Spec struct {
 	// ReadOnlyBinds are extra host paths made visible read-only inside the
 	// sandbox. The directory of Command[0] is added automatically.
 	ReadOnlyBinds []string
-	// Mounts are host directories shown read-only at other paths in the sandbox (a brought
+	// Mounts are directories (or images' files) shown at other paths in the sandbox (a brought
 	// agent's unpacked image at AgentRootInside, inside its environment's sandbox), by a provider
-	// that is a HostMounter; others refuse them (ErrInvalidSpec). Command[0] may lie in one. A
-	// Target under /tmp needs no mount point in a read-only root.
+	// that is a Mounter; others refuse them (ErrInvalidSpec). Command[0] may lie in one. A Target
+	// under /tmp needs no mount point in a read-only root.
 	Mounts []Mount
 	// RootFS, when set, is an image's unpacked root file system (an absolute
 	// host path, left unchanged): under bubblewrap it is the sandbox's

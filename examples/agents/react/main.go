@@ -8,6 +8,7 @@
 //	OPENAI_BASE_URL   the gateway's OpenAI-compatible endpoint, and OPENAI_API_KEY a key for
 //	                  this attempt only (the OpenAI SDK reads both by itself)
 //	PROCTOR_PLACEMENT "inside" when it runs inside the environment, in its working directory
+//	PROCTOR_AGENT_ROOT where this image's files are then: the sandbox is the environment's image
 //
 // It asks the model, makes the tool calls the model asks for through MCP, and sends the results
 // back, until the model answers without tool calls. Proctor records every model call and every

@@ -224,9 +224,9 @@ func (p *Provider) RunsImages() {}
 // Capacity is the most sandboxes the provider runs at once.
 func (p *Provider) Capacity() int { return p.slots.Capacity() }
 
-// MountsHostPaths is true: the engine runs on the worker's host, and binds its directories
+// CanMount is true: the engine runs on the worker's host, and binds its directories
 // (Spec.Mounts).
-func (p *Provider) MountsHostPaths() bool { return true }
+func (p *Provider) CanMount() bool { return true }
 
 // Running is how many sandboxes hold a slot.
 func (p *Provider) Running() int { return p.slots.Running() }

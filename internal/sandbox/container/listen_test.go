@@ -73,3 +73,20 @@ func TestADynamicallyLinkedRelayIsRefused(t *testing.T) {
 		t.Errorf("New with /bin/sh as the relay: %v, want a refusal saying it is linked dynamically", err)
 	}
 }
+
+// A brought agent inside its environment runs from the environment's image, its own image bound
+// in read-only and its program run by that image's own loader (sandboxtest.Inside).
+func TestAContainerIsShownAnotherImageAndRunsItsProgram(t *testing.T) {
+	host := testenv.ContainerEngine(t)
+	relay := testenv.StaticProgram(t, "cmd/proctor-relay")
+	root := sandboxtest.Root(t)
+	var im sandboxtest.Images
+	p := newProvider(t, host, 1, func(o *container.Options) { o.Relay = relay })
+	defer p.Close(context.Background())
+	env, err := p.Start(t.Context(), sandbox.Spec{ID: "env", Command: []string{"/bin/sleep", "300"}, Image: im.Of(t, root)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Stop(context.Background())
+	sandboxtest.Inside(t, p, env, sandbox.Spec{Image: im.Of(t, root)})
+}

@@ -166,7 +166,7 @@ func (p *Provider) hostConfig(spec sandbox.Spec, work string, devices []string) 
 		Runtime:        p.runtime,
 	}
 	for _, m := range spec.Mounts {
-		host.Binds = append(host.Binds, m.Source+":"+m.Target+":ro")
+		host.Binds = append(host.Binds, m.Source+":"+m.Target+map[bool]string{true: ":rw", false: ":ro"}[m.Writable])
 	}
 	if spec.Network {
 		host.NetworkMode = ""

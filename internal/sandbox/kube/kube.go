@@ -23,7 +23,9 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"path"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -238,6 +240,10 @@ func (p *Provider) RunsImages() {}
 // Capacity is the most sandboxes the provider runs at once.
 func (p *Provider) Capacity() int { return p.slots.Capacity() }
 
+// CanMount is true: a sandbox within a pod is shown images' files (Spec.Mounts with an Image),
+// copied into the pod's /tmp volume (see within.go).
+func (p *Provider) CanMount() bool { return true }
+
 // Running is how many sandboxes hold a slot.
 func (p *Provider) Running() int { return p.slots.Running() }
 
@@ -256,8 +262,14 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	if spec.WorkDir != "" {
 		return nil, sandbox.Invalid("sandbox %s: the kubernetes provider runs no pod in another's work dir", spec.ID)
 	}
-	if len(spec.Mounts) > 0 {
-		return nil, sandbox.Invalid("sandbox %s: the kubernetes provider's pods cannot show the worker's directories", spec.ID)
+	for _, m := range spec.Mounts {
+		// A pod runs on another node: only an image's files can be shown in it, copied into the
+		// pod's /tmp volume by a container of that image.
+		if spec.Within == nil || m.Image == nil || m.Writable || path.Clean(m.Target) != m.Target || !strings.HasPrefix(m.Target, "/tmp/") ||
+			m.Target == sandbox.WorkDirInImage || strings.HasPrefix(m.Target, sandbox.WorkDirInImage+"/") {
+			return nil, sandbox.Invalid("sandbox %s: the kubernetes provider shows only an image's files, read-only, under /tmp (outside the work dir), "+
+				"in a sandbox within a pod (mount at %q)", spec.ID, m.Target)
+		}
 	}
 	if spec.Listen != nil && p.relay == nil {
 		return nil, fmt.Errorf("sandbox %s: no relay to put in the pod (kube.Options.Relay): %w", spec.ID, sandbox.ErrNoListen)

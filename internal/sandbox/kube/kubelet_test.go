@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -65,6 +66,9 @@ type kubelet struct {
 	sessions map[httpstream.Connection]bool
 	roots    map[string]root
 	pulled   int
+	// volumes are the pods' emptyDir volumes (but the work dir, which the process sandbox of the
+	// pod's container makes), by procKey of the pod and the volume's name.
+	volumes map[string]string
 }
 
 func procKey(pod, container string) string { return pod + "/" + container }
@@ -89,7 +93,7 @@ func startKubelet(t testing.TB, client *fake.Clientset, ns string) *kubelet {
 		testenv.MissingTool(t, "a usable bubblewrap")
 	}
 	k := &kubelet{t: t, client: client, ns: ns, runtime: rt, procs: map[string]*proc{}, ephemeral: map[string]bool{},
-		sessions: map[httpstream.Connection]bool{}, roots: map[string]root{}}
+		sessions: map[httpstream.Connection]bool{}, roots: map[string]root{}, volumes: map[string]string{}}
 	k.cond = sync.NewCond(&k.mu)
 	ctx, cancel := context.WithCancel(context.Background())
 	w, err := client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
@@ -153,6 +157,21 @@ type root struct {
 	env []string
 }
 
+// volume is the host directory of the pod's volume name, made the first time a container
+// mounts it (writable by every user, as an emptyDir is to the pod's containers).
+func (k *kubelet) volume(pod, name string) string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	key := procKey(pod, name)
+	if dir, ok := k.volumes[key]; ok {
+		return dir
+	}
+	dir := k.t.TempDir()
+	os.Chmod(dir, 0o1777) //nolint:errcheck // a test's temp dir
+	k.volumes[key] = dir
+	return dir
+}
+
 // root pulls and unpacks an image once.
 func (k *kubelet) root(ref string) (root, error) {
 	k.mu.Lock()
@@ -202,7 +221,8 @@ func (k *kubelet) runEphemerals(pod *corev1.Pod) {
 	for _, ec := range pod.Spec.EphemeralContainers {
 		if key := procKey(pod.Name, ec.Name); !k.ephemeral[key] {
 			k.ephemeral[key] = true
-			go k.runContainer(pod, corev1.Container{Name: ec.Name, Image: ec.Image, Command: ec.Command, Args: ec.Args, Env: ec.Env}, true)
+			go k.runContainer(pod, corev1.Container{Name: ec.Name, Image: ec.Image, Command: ec.Command, Args: ec.Args, Env: ec.Env,
+				VolumeMounts: ec.VolumeMounts, Stdin: ec.Stdin, TerminationMessagePolicy: ec.TerminationMessagePolicy}, true)
 		}
 	}
 }
@@ -241,6 +261,18 @@ func (k *kubelet) runContainer(pod *corev1.Pod, c corev1.Container, ephemeral bo
 		}
 		spec.WorkDir = main.sb.WorkDir()
 	}
+	// The pod's volumes, as host directories that its containers share (a subPath of one made
+	// as the kubelet makes it); the work dir is the main container's, above.
+	for _, vm := range c.VolumeMounts {
+		if vm.MountPath == sandbox.WorkDirInImage {
+			continue
+		}
+		dir := filepath.Join(k.volume(pod.Name, vm.Name), vm.SubPath)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			k.t.Errorf("kubelet: volume %s: %v", vm.Name, err)
+		}
+		spec.Mounts = append(spec.Mounts, sandbox.Mount{Source: dir, Target: vm.MountPath, Writable: !vm.ReadOnly})
+	}
 	if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
 		spec.Resources.MemoryMB = int(q.Value() >> 20)
 	}
@@ -268,9 +300,11 @@ func (k *kubelet) runContainer(pod *corev1.Pod, c corev1.Container, ephemeral bo
 	k.setStatus(pod.Name, c, ephemeral, phase(corev1.PodRunning), corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}})
 	<-sb.Done()
 	stderr.close()
-	select {
-	case <-pr.drained:
-	case <-time.After(10 * time.Second):
+	if c.Stdin { // one that cannot be attached to keeps its output in its logs
+		select {
+		case <-pr.drained:
+		case <-time.After(10 * time.Second):
+		}
 	}
 	code := 0
 	var exit *exec.ExitError
@@ -284,7 +318,14 @@ func (k *kubelet) runContainer(pod *corev1.Pod, c corev1.Container, ephemeral bo
 	if code != 0 {
 		ended = corev1.PodFailed
 	}
-	k.setStatus(pod.Name, c, ephemeral, phase(ended), corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: int32(code), Reason: map[bool]string{true: "Completed", false: "Error"}[code == 0]}})
+	message := ""
+	if code != 0 && c.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError {
+		for _, l := range sb.Logs() {
+			message += l.Line + "\n"
+		}
+	}
+	k.setStatus(pod.Name, c, ephemeral, phase(ended), corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: int32(code),
+		Reason: map[bool]string{true: "Completed", false: "Error"}[code == 0], Message: message}})
 	sb.Stop(context.Background()) //nolint:errcheck // it has exited
 }
 

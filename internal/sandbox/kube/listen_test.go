@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -132,6 +133,57 @@ func TestASandboxWithinAPodIsAnEphemeralContainerOfIt(t *testing.T) {
 	case <-env.Done():
 		t.Errorf("the pod ended with the sandbox within it: %v", env.Err())
 	default:
+	}
+}
+
+// A brought agent inside its environment's pod runs from the environment's image, its own image
+// copied into the pod's /tmp volume by a container of that image (the relay's copy mode), shown
+// read-only, and its program run by that image's own loader (sandboxtest.Inside).
+func TestASandboxWithinAPodIsShownAnotherImageCopiedIn(t *testing.T) {
+	c := newCluster(t)
+	root := sandboxtest.Root(t)
+	var im sandboxtest.Images
+	p := c.provider(t, 1, c.withRelay(t))
+	defer p.Close(context.Background())
+	env, err := p.Start(t.Context(), sandbox.Spec{ID: "env", Command: []string{"/bin/sleep", "300"}, Image: im.Of(t, root)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Stop(context.Background())
+	podName := env.(interface{ Pod() string }).Pod()
+	sandboxtest.Inside(t, p, env, sandbox.Spec{Image: im.Of(t, root)})
+	pod, err := c.client.CoreV1().Pods(c.ns).Get(t.Context(), podName, metav1.GetOptions{})
+	if err != nil || len(pod.Spec.EphemeralContainers) != 2 {
+		t.Fatalf("the pod's ephemeral containers: %v, %v", pod, err)
+	}
+	cp, agent := pod.Spec.EphemeralContainers[0], pod.Spec.EphemeralContainers[1]
+	if !slices.Equal(cp.Command, []string{"/.proctor/relay", "--copy-root", sandbox.AgentRootInside}) || !*cp.SecurityContext.ReadOnlyRootFilesystem ||
+		len(cp.VolumeMounts) != 1 || cp.VolumeMounts[0].MountPath != "/tmp" {
+		t.Errorf("the copying container: %+v", cp)
+	}
+	if vm := agent.VolumeMounts[len(agent.VolumeMounts)-1]; vm.Name != "tmp" || vm.SubPath != ".proctor/agent" || vm.MountPath != sandbox.AgentRootInside || !vm.ReadOnly {
+		t.Errorf("the agent's container mounts %+v", agent.VolumeMounts)
+	}
+
+	// Only an image's files, in a sandbox within a pod, read-only under /tmp.
+	img := im.Of(t, root)
+	for name, m := range map[string]sandbox.Mount{
+		"a host directory": {Source: root, Target: sandbox.AgentRootInside},
+		"writable":         {Image: img, Target: sandbox.AgentRootInside, Writable: true},
+		"outside /tmp":     {Image: img, Target: "/opt/agent"},
+		"in the work dir":  {Image: img, Target: sandbox.WorkDirInImage + "/agent"},
+	} {
+		if name == "a host directory" {
+			// Nor one in a pod of its own.
+			if _, err := p.Start(t.Context(), sandbox.Spec{ID: "n", Command: []string{"/bin/true"}, Image: img,
+				Mounts: []sandbox.Mount{{Image: img, Target: sandbox.AgentRootInside}}}); !errors.Is(err, sandbox.ErrInvalidSpec) {
+				t.Errorf("an image's files in a pod of its own: Start = %v, want ErrInvalidSpec", err)
+			}
+		}
+		spec := sandbox.Spec{ID: "m", Command: []string{"/bin/true"}, Image: img, Mounts: []sandbox.Mount{m}, Within: env}
+		if _, err := p.Start(t.Context(), spec); !errors.Is(err, sandbox.ErrInvalidSpec) {
+			t.Errorf("%s: Start = %v, want ErrInvalidSpec", name, err)
+		}
 	}
 }
 

@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/proctorhq/proctor/internal/relayproto"
 	"github.com/proctorhq/proctor/internal/sandbox"
 )
 
@@ -34,6 +37,12 @@ func (p *Provider) startWithin(ctx context.Context, spec sandbox.Spec, host *box
 	w, err := pods.Watch(context.WithoutCancel(ctx), metav1.ListOptions{LabelSelector: LabelSandbox + "=" + pod.Labels[LabelSandbox]})
 	if err != nil {
 		return nil, fmt.Errorf("watch pods: %w", err)
+	}
+	for _, m := range spec.Mounts {
+		if pod, err = p.copyIn(ctx, pod, w, m); err != nil {
+			w.Stop()
+			return nil, err
+		}
 	}
 	name := "agent-" + sandbox.RandomSuffix()
 	spec, token := withRelayToken(spec)
@@ -78,12 +87,74 @@ func (b *box) lifelineEnded(err error) {
 }
 
 // ephemeralContainer is the container that runs spec from image (with the relay) within a pod
-// that Pod made: locked down as that pod's container is, with its volumes.
+// that Pod made: locked down as that pod's container is, with its volumes, and spec's mounts
+// (copied in by copyIn) read-only from the /tmp volume.
 func (p *Provider) ephemeralContainer(spec sandbox.Spec, image, name string) corev1.EphemeralContainer {
 	command := relayCommand(spec, true)
+	mounts := volumeMounts()
+	for _, m := range spec.Mounts {
+		mounts = append(mounts, corev1.VolumeMount{Name: "tmp", SubPath: strings.TrimPrefix(m.Target, "/tmp/"), MountPath: m.Target, ReadOnly: true})
+	}
 	return corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
 		Name: name, Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
 		Command: command[:1], Args: command[1:], Env: containerEnv(spec), WorkingDir: sandbox.WorkDirInImage, Stdin: true, StdinOnce: true,
-		SecurityContext: lockedDown(), VolumeMounts: volumeMounts(),
+		SecurityContext: lockedDown(), VolumeMounts: mounts,
 	}}
+}
+
+// copyIn shows m's image in pod: an ephemeral container of that image (with the relay added)
+// copies its root file system into the pod's /tmp volume at m.Target (the relay's copy mode),
+// and copyIn waits, on w, until it has ended, successfully or not. It answers the pod as last
+// seen. A copy that neither ends nor fails within ctx leaves its container to end by itself
+// (it only copies).
+func (p *Provider) copyIn(ctx context.Context, pod *corev1.Pod, w watch.Interface, m sandbox.Mount) (*corev1.Pod, error) {
+	image, err := p.push(ctx, m.Image, true)
+	if err != nil {
+		return nil, err
+	}
+	name := "copy-" + sandbox.RandomSuffix()
+	pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers, corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+		Name: name, Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
+		Command: []string{relayInImage, relayproto.CopyRootFlag, m.Target}, WorkingDir: "/",
+		SecurityContext: lockedDown(), VolumeMounts: []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}},
+		// Its last lines are its termination message when it fails: they say why.
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}})
+	pods := p.o.Client.CoreV1().Pods(p.o.Namespace)
+	if pod, err = pods.UpdateEphemeralContainers(ctx, pod.Name, pod, metav1.UpdateOptions{}); err != nil {
+		return nil, fmt.Errorf("add an ephemeral container to pod %s: %w", pod.Name, err)
+	}
+	for {
+		for _, st := range pod.Status.EphemeralContainerStatuses {
+			if st.Name != name {
+				continue
+			}
+			switch {
+			case st.State.Terminated != nil && st.State.Terminated.ExitCode == 0:
+				return pod, nil
+			case st.State.Terminated != nil:
+				t := st.State.Terminated
+				return nil, fmt.Errorf("copying image %s into pod %s failed (exit status %d, %s): %s", m.Image.Ref, pod.Name, t.ExitCode, t.Reason, strings.TrimSpace(t.Message))
+			case st.State.Waiting != nil && cannotStart[st.State.Waiting.Reason]:
+				return nil, fmt.Errorf("copying image %s into pod %s: %s: %s", m.Image.Ref, pod.Name, st.State.Waiting.Reason, st.State.Waiting.Message)
+			}
+		}
+		if pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
+			return nil, fmt.Errorf("pod %s ended while image %s was copied into it", pod.Name, m.Image.Ref)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("copying image %s into pod %s did not end: %w", m.Image.Ref, pod.Name, ctx.Err())
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return nil, fmt.Errorf("pod %s: the watch ended while image %s was copied into it", pod.Name, m.Image.Ref)
+			}
+			if ev.Type == watch.Deleted {
+				return nil, fmt.Errorf("pod %s was deleted while image %s was copied into it", pod.Name, m.Image.Ref)
+			}
+			if got, isPod := ev.Object.(*corev1.Pod); isPod && got.Name == pod.Name {
+				pod = got
+			}
+		}
+	}
 }
