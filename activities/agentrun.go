@@ -127,15 +127,15 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 		// In the environment's working directory: what it writes there is what the environment
 		// (and its evaluation) reads. Where the provider can show another image's files in a
 		// sandbox, the agent's sandbox is made from the environment's image, its own shown in it
-		// read-only (a pod's agent is an ephemeral container of the environment's pod); else it
-		// runs its own image.
+		// read-only (a pod's agent is an ephemeral container of the environment's pod); else (or
+		// where the environment has no image, only a command of the worker's) it runs its own.
 		spec.Within, spec.WorkDir = le.sb, le.sb.WorkDir()
-		if m, ok := a.Sandboxes.(sandbox.Mounter); ok && m.CanMount() && r.agent.ImageKey != "" {
+		ownRoot = true
+		if m, ok := a.Sandboxes.(sandbox.Mounter); ok && m.CanMount() && r.agent.ImageKey != "" && r.build != nil && r.build.ImageKey != "" {
 			if err := a.intoEnvironmentImage(ctx, r, &spec); err != nil {
 				return RunAgentResult{}, err
 			}
-		} else {
-			ownRoot = true
+			ownRoot = false
 		}
 	}
 	tail := newLineTail(agentStderrTail)

@@ -28,10 +28,11 @@
 //
 //	proctor-relay --copy-root DIR
 //
-// copies the container's root file system (its image's files: /proc, /sys, /dev and /tmp left
-// out) into DIR, an absolute directory under /tmp, and exits 0 once all is there. The kubernetes
-// provider runs it in an ephemeral container of a brought agent's image, /tmp being the pod's
-// shared volume, to show that image to an agent that runs inside its environment's.
+// copies the container's root file system (its image's files: /proc, /sys, /dev, /tmp and DIR
+// left out) into DIR, an empty directory, and exits 0 once all is there. The kubernetes provider
+// runs it in an ephemeral container of a brought agent's image, DIR a volume of the pod that the
+// environment's container does not mount, to show that image to the agent inside the
+// environment.
 package main
 
 import (
@@ -272,22 +273,30 @@ func closeWrite(c net.Conn) {
 	}
 }
 
-// copyRoot copies "/" into dst, an absolute clean path under /tmp: directories, regular files
-// and symbolic links as they are (modes kept, owners not), other files left out, and /proc,
-// /sys, /dev and /tmp (where dst is) not entered. It writes into a sibling directory first and
-// renames it to dst at the end, so that dst is there whole or not at all.
-func copyRoot(dst string) error {
-	if !filepath.IsAbs(dst) || filepath.Clean(dst) != dst || !strings.HasPrefix(dst, "/tmp/") {
-		return fmt.Errorf("%s: not an absolute clean path under /tmp", dst)
+// copyRoot copies "/" into dst, an empty directory (a pod's volume): directories, regular files
+// and symbolic links as they are, readable by every user (the files are shown read-only to a
+// command that may run as another user than this one), owners not kept, other files left out,
+// and /proc, /sys, /dev, /tmp and dst not entered. On failure it removes what it wrote: an exit
+// status of 0 is the only sign that dst is whole.
+func copyRoot(dst string) (err error) {
+	if !filepath.IsAbs(dst) || filepath.Clean(dst) != dst || dst == "/" {
+		return fmt.Errorf("%s: not an absolute clean path below the root", dst)
 	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+	if names, err := os.ReadDir(dst); err != nil || len(names) > 0 {
+		if err == nil {
+			err = fmt.Errorf("%s is not empty", dst)
+		}
 		return err
 	}
-	tmp, err := os.MkdirTemp(filepath.Dir(dst), ".copy-")
-	if err != nil {
-		return err
-	}
-	skip := map[string]bool{"/proc": true, "/sys": true, "/dev": true, "/tmp": true}
+	defer func() {
+		if err != nil {
+			names, _ := os.ReadDir(dst)
+			for _, n := range names {
+				os.RemoveAll(filepath.Join(dst, n.Name())) //nolint:errcheck // best effort: the copy failed
+			}
+		}
+	}()
+	skip := map[string]bool{"/proc": true, "/sys": true, "/dev": true, "/tmp": true, dst: true}
 	// What the container's user may not read is left out, and said: the agent could not read
 	// it in its own image either.
 	unreadable := func(p string, err error) error {
@@ -297,6 +306,7 @@ func copyRoot(dst string) error {
 		fmt.Fprintf(os.Stderr, "proctor-relay: left out %s: %v\n", p, err)
 		return nil
 	}
+	var dirs []string
 	err = filepath.WalkDir("/", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if err := unreadable(p, err); err != nil || d == nil || !d.IsDir() {
@@ -305,50 +315,47 @@ func copyRoot(dst string) error {
 			return fs.SkipDir
 		}
 		if skip[p] {
-			return fs.SkipDir
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil // a link where a mount point would be: not the image's to show
 		}
-		to := filepath.Join(tmp, p)
+		to := filepath.Join(dst, p)
 		info, err := d.Info()
 		if err != nil {
-			return err
+			return unreadable(p, err)
 		}
 		switch {
 		case p == "/":
 			return nil
 		case d.IsDir():
-			return os.Mkdir(to, info.Mode().Perm()|0o700) // written into, then set below
+			dirs = append(dirs, to)
+			return os.Mkdir(to, info.Mode().Perm()|0o755) // its own mode once written into, below
 		case d.Type()&fs.ModeSymlink != 0:
 			target, err := os.Readlink(p)
 			if err != nil {
-				return err
+				return unreadable(p, err)
 			}
 			return os.Symlink(target, to)
 		case d.Type().IsRegular():
-			return unreadable(p, copyFile(p, to, info.Mode().Perm()))
+			return unreadable(p, copyFile(p, to, info.Mode().Perm()|0o444))
 		}
 		return nil // a device, socket or pipe of the image: nothing an agent runs
 	})
 	if err != nil {
 		return err
 	}
-	// Directories' own modes, now that their contents are in.
-	err = filepath.WalkDir(tmp, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.IsDir() || p == tmp {
-			return err
-		}
-		info, err := os.Lstat(filepath.Join("/", strings.TrimPrefix(p, tmp)))
+	// Directories' own modes, readable and searchable by all, now that their contents are in.
+	for _, d := range dirs {
+		info, err := os.Lstat(strings.TrimPrefix(d, dst))
 		if err != nil {
 			return err
 		}
-		return os.Chmod(p, info.Mode().Perm())
-	})
-	if err != nil {
-		return err
+		if err := os.Chmod(d, info.Mode().Perm()|0o555); err != nil {
+			return err
+		}
 	}
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return err
-	}
-	return os.Rename(tmp, dst)
+	return nil
 }
 
 // copyFile copies the regular file from to a new file to with mode perm.

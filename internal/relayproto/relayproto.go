@@ -25,9 +25,9 @@ const (
 	// LifelineEnded the line it writes to stderr then: together they say so unmistakably.
 	StoppedStatus = 251
 	LifelineEnded = "proctor-relay: the lifeline ended: the command is stopped"
-	// CopyRootFlag makes the relay copy its container's root file system into a directory
-	// under /tmp and exit (proctor-relay --copy-root DIR): how a pod's environment is shown a
-	// brought agent's image (sandbox.Mount with an Image).
+	// CopyRootFlag makes the relay copy its container's root file system into an empty
+	// directory and exit (proctor-relay --copy-root DIR): how a brought agent inside a pod's
+	// environment is shown its own image (sandbox.Mount with an Image).
 	CopyRootFlag = "--copy-root"
 )
 

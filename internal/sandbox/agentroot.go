@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bufio"
+	"bytes"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -71,6 +72,14 @@ func AgentCommand(root, prefix string, argv []string) ([]string, error) {
 			next, err := findInImage(root, interp)
 			if err != nil {
 				return nil, fmt.Errorf("the interpreter of %s: %w", prog, err)
+			}
+			// "#!/usr/bin/env node" would look node up in the environment's PATH: it is the
+			// agent image's node that the script is written for.
+			if path.Base(next) == "env" && interpArg != "" && !strings.HasPrefix(interpArg, "-") && !strings.ContainsAny(interpArg, " \t") {
+				if next, err = findInImage(root, interpArg); err != nil {
+					return nil, fmt.Errorf("the interpreter of %s: %w", prog, err)
+				}
+				interpArg = ""
 			}
 			front := []string{path.Join(prefix, prog)}
 			if interpArg != "" {
@@ -174,14 +183,24 @@ func interpreterOf(root, prog string) (interp, arg string, script bool, err erro
 		return "", "", false, err
 	}
 	defer f.Close()
-	head, err := bufio.NewReader(f).ReadString('\n')
-	if strings.HasPrefix(head, "#!") {
-		line := strings.TrimSpace(strings.TrimPrefix(head, "#!"))
-		interp, arg, _ = strings.Cut(line, " ")
-		if interp == "" || err != nil && !errors.Is(err, io.EOF) {
+	// The kernel reads a "#!" line of up to 256 bytes; so does this.
+	head := make([]byte, 256)
+	n, err := io.ReadFull(f, head)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return "", "", false, err
+	}
+	if line, ok := bytes.CutPrefix(head[:n], []byte("#!")); ok {
+		line, _, _ = bytes.Cut(line, []byte("\n"))
+		fields := strings.TrimSpace(string(line))
+		i := strings.IndexAny(fields, " \t")
+		if i < 0 {
+			i = len(fields)
+		}
+		interp, arg = fields[:i], strings.TrimSpace(fields[i:])
+		if interp == "" {
 			return "", "", false, fmt.Errorf("%s: a script without an interpreter", prog)
 		}
-		return interp, strings.TrimSpace(arg), true, nil
+		return interp, arg, true, nil
 	}
 	ef, err := elf.NewFile(f)
 	if err != nil {
@@ -189,7 +208,7 @@ func interpreterOf(root, prog string) (interp, arg string, script bool, err erro
 	}
 	for _, p := range ef.Progs {
 		if p.Type == elf.PT_INTERP {
-			b, err := io.ReadAll(p.Open())
+			b, err := io.ReadAll(io.LimitReader(p.Open(), 4096)) // PATH_MAX
 			if err != nil {
 				return "", "", false, fmt.Errorf("%s: its loader: %w", prog, err)
 			}
@@ -203,9 +222,9 @@ func interpreterOf(root, prog string) (interp, arg string, script bool, err erro
 // its /etc/ld.so.conf (and the files it includes), the loader's own, then the loader's defaults
 // with this architecture's multiarch directories.
 func libraryDirs(root, loaderDir string) []string {
-	var dirs []string
-	dirs = append(dirs, ldSoConf(root, "/etc/ld.so.conf", 0)...)
-	dirs = append(dirs, loaderDir)
+	conf := ldSoConf{root: root, seen: map[string]bool{}}
+	conf.read("/etc/ld.so.conf", 0)
+	dirs := append(conf.dirs, loaderDir)
 	if triplet := map[string]string{"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu"}[runtime.GOARCH]; triplet != "" {
 		dirs = append(dirs, "/lib/"+triplet, "/usr/lib/"+triplet)
 	}
@@ -223,49 +242,58 @@ func libraryDirs(root, loaderDir string) []string {
 	return out
 }
 
-// ldSoConf reads the library directories an ld.so.conf of the image names, following its
-// "include" globs (a few levels deep).
-func ldSoConf(root, name string, depth int) []string {
-	if depth > 3 {
-		return nil
+// ldSoConf reads the library directories an image's ld.so.conf names, following its "include"
+// patterns a few levels deep, each file once, and at most maxLdSoConfFiles files and
+// maxLdSoConfDirs directories: an image is its author's, and its configuration may be hostile.
+type ldSoConf struct {
+	root string
+	seen map[string]bool
+	dirs []string
+}
+
+const (
+	maxLdSoConfFiles = 64
+	maxLdSoConfDirs  = 256
+)
+
+func (c *ldSoConf) read(name string, depth int) {
+	p, err := resolveIn(c.root, name)
+	if err != nil || depth > 3 || c.seen[p] || len(c.seen) >= maxLdSoConfFiles {
+		return
 	}
-	p, err := resolveIn(root, name)
+	c.seen[p] = true
+	f, err := os.Open(filepath.Join(c.root, p))
 	if err != nil {
-		return nil
+		return
 	}
-	b, err := os.ReadFile(filepath.Join(root, p))
-	if err != nil {
-		return nil
-	}
-	var dirs []string
-	for line := range strings.Lines(string(b)) {
-		line, _, _ = strings.Cut(line, "#")
+	defer f.Close()
+	sc := bufio.NewScanner(io.LimitReader(f, 64<<10))
+	for sc.Scan() && len(c.dirs) < maxLdSoConfDirs {
+		line, _, _ := strings.Cut(sc.Text(), "#")
 		line = strings.TrimSpace(line)
 		if rest, ok := strings.CutPrefix(line, "include"); ok && rest != "" && (rest[0] == ' ' || rest[0] == '\t') {
 			pattern := strings.TrimSpace(rest)
 			if !path.IsAbs(pattern) {
 				pattern = path.Join(path.Dir(name), pattern)
 			}
-			// The pattern's directory is resolved in the image: a link there must not lead the
-			// glob onto the host's files.
-			dir, err := resolveIn(root, path.Dir(pattern))
+			// The pattern's directory is resolved in the image and listed there, its names
+			// matched one by one: nothing of the host's is globbed.
+			dir, err := resolveIn(c.root, path.Dir(pattern))
 			if err != nil {
 				continue
 			}
-			matches, _ := filepath.Glob(filepath.Join(root, dir, path.Base(pattern)))
-			slices.Sort(matches)
-			for _, m := range matches {
-				if rel, err := filepath.Rel(root, m); err == nil && filepath.IsLocal(rel) {
-					dirs = append(dirs, ldSoConf(root, "/"+filepath.ToSlash(rel), depth+1)...)
+			entries, _ := os.ReadDir(filepath.Join(c.root, dir))
+			for _, e := range entries {
+				if ok, _ := path.Match(path.Base(pattern), e.Name()); ok {
+					c.read(path.Join(dir, e.Name()), depth+1)
 				}
 			}
 			continue
 		}
 		if path.IsAbs(line) {
-			dirs = append(dirs, line)
+			c.dirs = append(c.dirs, line)
 		}
 	}
-	return dirs
 }
 
 // rewriteArgs makes each absolute argument that names a regular file of the image (after its

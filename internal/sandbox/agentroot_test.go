@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,8 +58,32 @@ func TestAgentCommandRunsAProgramByItsOwnLoader(t *testing.T) {
 		t.Errorf("%q printed %q", argv, got)
 	}
 
+	// "#!/usr/bin/env cat" runs the image's cat, not the one the sandbox's PATH would find.
+	if env, err := exec.LookPath("env"); err == nil {
+		b, _ := os.ReadFile(env)
+		os.WriteFile(filepath.Join(root, "usr", "bin", "env"), b, 0o755)
+		os.WriteFile(filepath.Join(root, "usr", "bin", "by-env"), []byte("#!/usr/bin/env cat\nby env\n"), 0o755)
+		argv, err = sandbox.AgentCommand(root, root, []string{"/usr/bin/by-env"})
+		if err != nil || argv[3] != filepath.Join(root, "usr/bin/cat") {
+			t.Errorf("AgentCommand(a #!/usr/bin/env script) = %q, %v", argv, err)
+		} else if got := run(argv); got != "#!/usr/bin/env cat\nby env\n" {
+			t.Errorf("%q printed %q", argv, got)
+		}
+	}
+	// An ld.so.conf that includes itself, and all its siblings, is read once each.
+	os.MkdirAll(filepath.Join(root, "etc", "ld.so.conf.d"), 0o755)
+	os.WriteFile(filepath.Join(root, "etc", "ld.so.conf"), []byte("include /etc/ld.so.conf\ninclude ld.so.conf.d/*.conf\n/opt/lib\n"), 0o644)
+	for i := range 30 {
+		os.WriteFile(filepath.Join(root, "etc", "ld.so.conf.d", fmt.Sprintf("%02d.conf", i)), []byte("include /etc/ld.so.conf.d/*.conf\n/usr/lib\n"), 0o644)
+	}
+	os.MkdirAll(filepath.Join(root, "opt", "lib"), 0o755)
+	if argv, err := sandbox.AgentCommand(root, prefix, []string{"/bin/cat"}); err != nil || !strings.HasPrefix(argv[2], prefix+"/usr/lib:"+prefix+"/opt/lib:") &&
+		!strings.HasPrefix(argv[2], prefix+"/opt/lib:"+prefix+"/usr/lib:") {
+		t.Errorf("with a looping ld.so.conf: %q, %v", argv, err)
+	}
+
 	// Links never lead out of the image, and what is not there is said.
-	os.Symlink("/../../../../../../usr/bin/env", filepath.Join(root, "usr", "bin", "out"))
+	os.Symlink("/../../../../../../usr/sbin/nologin", filepath.Join(root, "usr", "bin", "out"))
 	os.Symlink("../../../../../../../../bin/sh", filepath.Join(root, "usr", "bin", "out2"))
 	os.WriteFile(filepath.Join(root, "usr", "bin", "noexec"), []byte("x"), 0o644)
 	os.WriteFile(filepath.Join(root, "usr", "bin", "lost"), []byte("#!/usr/bin/python3\n"), 0o755)

@@ -264,10 +264,10 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	}
 	for _, m := range spec.Mounts {
 		// A pod runs on another node: only an image's files can be shown in it, copied into the
-		// pod's /tmp volume by a container of that image.
-		if spec.Within == nil || m.Image == nil || m.Writable || path.Clean(m.Target) != m.Target || !strings.HasPrefix(m.Target, "/tmp/") ||
-			m.Target == sandbox.WorkDirInImage || strings.HasPrefix(m.Target, sandbox.WorkDirInImage+"/") {
-			return nil, sandbox.Invalid("sandbox %s: the kubernetes provider shows only an image's files, read-only, under /tmp (outside the work dir), "+
+		// pod's agent volume by a container of that image; one image a sandbox.
+		if spec.Within == nil || m.Image == nil || m.Writable || len(spec.Mounts) > 1 || path.Clean(m.Target) != m.Target ||
+			!strings.HasPrefix(m.Target, "/tmp/") || m.Target == sandbox.WorkDirInImage || strings.HasPrefix(m.Target, sandbox.WorkDirInImage+"/") {
+			return nil, sandbox.Invalid("sandbox %s: the kubernetes provider shows one image's files, read-only, under /tmp (outside the work dir), "+
 				"in a sandbox within a pod (mount at %q)", spec.ID, m.Target)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/proctorhq/proctor/internal/sandbox"
 	"github.com/proctorhq/proctor/internal/sandbox/kube"
 	"github.com/proctorhq/proctor/internal/sandbox/sandboxtest"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -137,8 +138,9 @@ func TestASandboxWithinAPodIsAnEphemeralContainerOfIt(t *testing.T) {
 }
 
 // A brought agent inside its environment's pod runs from the environment's image, its own image
-// copied into the pod's /tmp volume by a container of that image (the relay's copy mode), shown
-// read-only, and its program run by that image's own loader (sandboxtest.Inside).
+// copied into a volume of the pod that the environment's container does not mount, by a
+// container of that image (the relay's copy mode), shown read-only, and its program run by that
+// image's own loader (sandboxtest.Inside).
 func TestASandboxWithinAPodIsShownAnotherImageCopiedIn(t *testing.T) {
 	c := newCluster(t)
 	root := sandboxtest.Root(t)
@@ -158,11 +160,17 @@ func TestASandboxWithinAPodIsShownAnotherImageCopiedIn(t *testing.T) {
 	}
 	cp, agent := pod.Spec.EphemeralContainers[0], pod.Spec.EphemeralContainers[1]
 	if !slices.Equal(cp.Command, []string{"/.proctor/relay", "--copy-root", sandbox.AgentRootInside}) || !*cp.SecurityContext.ReadOnlyRootFilesystem ||
-		len(cp.VolumeMounts) != 1 || cp.VolumeMounts[0].MountPath != "/tmp" {
+		len(cp.VolumeMounts) != 1 || cp.VolumeMounts[0] != (corev1.VolumeMount{Name: "agent", MountPath: sandbox.AgentRootInside}) {
 		t.Errorf("the copying container: %+v", cp)
 	}
-	if vm := agent.VolumeMounts[len(agent.VolumeMounts)-1]; vm.Name != "tmp" || vm.SubPath != ".proctor/agent" || vm.MountPath != sandbox.AgentRootInside || !vm.ReadOnly {
+	if vm := agent.VolumeMounts[len(agent.VolumeMounts)-1]; vm != (corev1.VolumeMount{Name: "agent", MountPath: sandbox.AgentRootInside, ReadOnly: true}) {
 		t.Errorf("the agent's container mounts %+v", agent.VolumeMounts)
+	}
+	// The environment's own container cannot reach the agent's files.
+	for _, vm := range pod.Spec.Containers[0].VolumeMounts {
+		if vm.Name == "agent" {
+			t.Errorf("the pod's container mounts the agent's volume: %+v", vm)
+		}
 	}
 
 	// Only an image's files, in a sandbox within a pod, read-only under /tmp.
@@ -199,7 +207,9 @@ func TestTheRelayTakesOnlyTheWorkersConnectionsAndOutlivesASession(t *testing.T)
 	// A process that connects to the back port first and prints what it receives; then more
 	// calls than the worker keeps connections idle for, so that later ones would pair with it.
 	out, err := sandboxtest.RunListening(t, p, sandbox.Spec{ID: "rogue", Image: img, Command: []string{"/bin/sh", "-c",
-		`(/bin/sleep 20 | /bin/busybox nc 127.0.0.1 8418 | /bin/busybox sed 's/^/rogue read: /') & /bin/sleep 0.5; ` +
+		// The shell's echo writes each line as it comes (sed would hold it in its buffer until
+		// it exits, which may be after the sandbox is gone).
+		`(/bin/sleep 20 | /bin/busybox nc 127.0.0.1 8418 | while read -r l; do echo "rogue read: $l"; done) & /bin/sleep 0.5; ` +
 			`for i in 1 2 3 4 5 6 7 8; do /bin/busybox wget -q -O- http://127.0.0.1:7777/$i || exit 1; done`}}, 7777)
 	var status sandbox.ExitStatus
 	// It reads the relay's greeting, which only proves the relay knows the token, and nothing more.

@@ -81,6 +81,9 @@ func (p *Provider) Pod(spec sandbox.Spec, image string, gpus int) *corev1.Pod {
 			Volumes: []corev1.Volume{
 				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 				{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+				// Mounted by no container of the pod's own: an image's files for a sandbox within
+				// it (Spec.Mounts), which the environment cannot touch (see within.go).
+				{Name: agentVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 			},
 		},
 	}
@@ -103,6 +106,9 @@ func lockedDown() *corev1.SecurityContext {
 	return &corev1.SecurityContext{AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
 		Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
 }
+
+// agentVolume is the pod's volume that an image is copied into for a sandbox within it.
+const agentVolume = "agent"
 
 // volumeMounts are a sandbox container's writable places: /tmp and the work dir in it.
 func volumeMounts() []corev1.VolumeMount {

@@ -39,9 +39,14 @@ func (p *Provider) startWithin(ctx context.Context, spec sandbox.Spec, host *box
 		return nil, fmt.Errorf("watch pods: %w", err)
 	}
 	for _, m := range spec.Mounts {
-		if pod, err = p.copyIn(ctx, pod, w, m); err != nil {
+		if err = p.copyIn(ctx, pod, w, m); err != nil {
 			w.Stop()
 			return nil, err
+		}
+		// As it is now: the copy's status updates came after the pod that added it.
+		if pod, err = pods.Get(ctx, host.pod, metav1.GetOptions{}); err != nil {
+			w.Stop()
+			return nil, fmt.Errorf("the pod to run within: %w", err)
 		}
 	}
 	name := "agent-" + sandbox.RandomSuffix()
@@ -93,7 +98,7 @@ func (p *Provider) ephemeralContainer(spec sandbox.Spec, image, name string) cor
 	command := relayCommand(spec, true)
 	mounts := volumeMounts()
 	for _, m := range spec.Mounts {
-		mounts = append(mounts, corev1.VolumeMount{Name: "tmp", SubPath: strings.TrimPrefix(m.Target, "/tmp/"), MountPath: m.Target, ReadOnly: true})
+		mounts = append(mounts, corev1.VolumeMount{Name: agentVolume, MountPath: m.Target, ReadOnly: true})
 	}
 	return corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
 		Name: name, Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
@@ -103,26 +108,26 @@ func (p *Provider) ephemeralContainer(spec sandbox.Spec, image, name string) cor
 }
 
 // copyIn shows m's image in pod: an ephemeral container of that image (with the relay added)
-// copies its root file system into the pod's /tmp volume at m.Target (the relay's copy mode),
-// and copyIn waits, on w, until it has ended, successfully or not. It answers the pod as last
-// seen. A copy that neither ends nor fails within ctx leaves its container to end by itself
-// (it only copies).
-func (p *Provider) copyIn(ctx context.Context, pod *corev1.Pod, w watch.Interface, m sandbox.Mount) (*corev1.Pod, error) {
+// copies its root file system into the pod's agent volume (the relay's copy mode), which the
+// pod's own container does not mount: the environment can neither read nor change what the
+// agent runs. copyIn waits, on w, until the copy has ended, successfully or not. A copy that
+// neither ends nor fails within ctx leaves its container to end by itself (it only copies).
+func (p *Provider) copyIn(ctx context.Context, pod *corev1.Pod, w watch.Interface, m sandbox.Mount) error {
 	image, err := p.push(ctx, m.Image, true)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	name := "copy-" + sandbox.RandomSuffix()
+	name, podName := "copy-"+sandbox.RandomSuffix(), pod.Name
 	pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers, corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
 		Name: name, Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
 		Command: []string{relayInImage, relayproto.CopyRootFlag, m.Target}, WorkingDir: "/",
-		SecurityContext: lockedDown(), VolumeMounts: []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}},
+		SecurityContext: lockedDown(), VolumeMounts: []corev1.VolumeMount{{Name: agentVolume, MountPath: m.Target}},
 		// Its last lines are its termination message when it fails: they say why.
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}})
 	pods := p.o.Client.CoreV1().Pods(p.o.Namespace)
-	if pod, err = pods.UpdateEphemeralContainers(ctx, pod.Name, pod, metav1.UpdateOptions{}); err != nil {
-		return nil, fmt.Errorf("add an ephemeral container to pod %s: %w", pod.Name, err)
+	if pod, err = pods.UpdateEphemeralContainers(ctx, podName, pod, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("add an ephemeral container to pod %s: %w", podName, err)
 	}
 	for {
 		for _, st := range pod.Status.EphemeralContainerStatuses {
@@ -131,28 +136,28 @@ func (p *Provider) copyIn(ctx context.Context, pod *corev1.Pod, w watch.Interfac
 			}
 			switch {
 			case st.State.Terminated != nil && st.State.Terminated.ExitCode == 0:
-				return pod, nil
+				return nil
 			case st.State.Terminated != nil:
 				t := st.State.Terminated
-				return nil, fmt.Errorf("copying image %s into pod %s failed (exit status %d, %s): %s", m.Image.Ref, pod.Name, t.ExitCode, t.Reason, strings.TrimSpace(t.Message))
+				return fmt.Errorf("copying image %s into pod %s failed (exit status %d, %s): %s", m.Image.Ref, podName, t.ExitCode, t.Reason, strings.TrimSpace(t.Message))
 			case st.State.Waiting != nil && cannotStart[st.State.Waiting.Reason]:
-				return nil, fmt.Errorf("copying image %s into pod %s: %s: %s", m.Image.Ref, pod.Name, st.State.Waiting.Reason, st.State.Waiting.Message)
+				return fmt.Errorf("copying image %s into pod %s: %s: %s", m.Image.Ref, podName, st.State.Waiting.Reason, st.State.Waiting.Message)
 			}
 		}
 		if pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
-			return nil, fmt.Errorf("pod %s ended while image %s was copied into it", pod.Name, m.Image.Ref)
+			return fmt.Errorf("pod %s ended while image %s was copied into it", podName, m.Image.Ref)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("copying image %s into pod %s did not end: %w", m.Image.Ref, pod.Name, ctx.Err())
+			return fmt.Errorf("copying image %s into pod %s did not end: %w", m.Image.Ref, podName, ctx.Err())
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return nil, fmt.Errorf("pod %s: the watch ended while image %s was copied into it", pod.Name, m.Image.Ref)
+				return fmt.Errorf("pod %s: the watch ended while image %s was copied into it", podName, m.Image.Ref)
 			}
 			if ev.Type == watch.Deleted {
-				return nil, fmt.Errorf("pod %s was deleted while image %s was copied into it", pod.Name, m.Image.Ref)
+				return fmt.Errorf("pod %s was deleted while image %s was copied into it", podName, m.Image.Ref)
 			}
-			if got, isPod := ev.Object.(*corev1.Pod); isPod && got.Name == pod.Name {
+			if got, isPod := ev.Object.(*corev1.Pod); isPod && got.Name == podName {
 				pod = got
 			}
 		}
