@@ -34,6 +34,7 @@ func (s *Server) registerOperations() {
 	s.registerAnalytics()
 	s.registerCompare()
 	s.registerExport()
+	s.registerFinished()
 	s.registerJobMix()
 	// Rollouts
 	s.registerRollouts()

@@ -31,6 +31,9 @@ type Job struct {
 	PublishedAt *time.Time  `bun:"published_at"`
 	CreatedAt   time.Time   `bun:"created_at"`
 	UpdatedAt   time.Time   `bun:"updated_at"`
+	// FinishSeq is the last number given to one of its ended attempts (see FinishedAttempts);
+	// only that numbering writes it.
+	FinishSeq int64 `bun:"finish_seq,scanonly"`
 }
 
 // JobMetadata is what a job records of how it was launched (spec: Job › metadata), one record

@@ -3,6 +3,7 @@ package models
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -43,6 +44,9 @@ type Trace struct {
 	EndTime      *time.Time `bun:"end_time"`
 	CreatedAt    time.Time  `bun:"created_at"`
 	UpdatedAt    time.Time  `bun:"updated_at"`
+	// FinishSeq is the attempt's number in its job's sequence of ended attempts (see
+	// FinishedAttempts), nil until it is numbered; only that numbering writes it.
+	FinishSeq *int64 `bun:"finish_seq,scanonly"`
 }
 
 // Trace statuses and stop reasons.
@@ -65,10 +69,11 @@ const (
 // TraceStatuses lists every status, in lifecycle order.
 var TraceStatuses = []string{TracePending, TraceInitializing, TraceRunning, TraceCompleted, TraceError, TraceCancelling, TraceCancelled}
 
+// terminalStatuses are the final statuses.
+var terminalStatuses = []string{TraceCompleted, TraceError, TraceCancelled}
+
 // Terminal reports whether a trace status is final.
-func Terminal(status string) bool {
-	return status == TraceCompleted || status == TraceError || status == TraceCancelled
-}
+func Terminal(status string) bool { return slices.Contains(terminalStatuses, status) }
 
 // SetTracesValidity marks the listed traces of the caller's team valid or invalid.
 func (s *Store) SetTracesValidity(ctx context.Context, c *Caller, ids []uuid.UUID, valid bool) (int, error) {
@@ -211,7 +216,7 @@ func (s *Store) BeginTry(ctx context.Context, id uuid.UUID, attempt int, at time
 // transition is the statement of a TraceUpdate: see [Store.TransitionTrace].
 func (s *Store) transition(id uuid.UUID, u TraceUpdate) *bun.UpdateQuery {
 	q := s.DB.NewUpdate().Model((*Trace)(nil)).Set("updated_at = ?", now()).Where("id = ?", id).
-		Where("status NOT IN (?)", bun.In([]string{TraceCompleted, TraceError, TraceCancelled}))
+		Where("status NOT IN (?)", bun.In(terminalStatuses))
 	if u.Status != "" {
 		q = q.Set("status = ?", u.Status)
 		if u.Status != TraceCancelled {
@@ -249,7 +254,7 @@ func (s *Store) OpenTraceIDs(ctx context.Context, ids []uuid.UUID) ([]uuid.UUID,
 		return open, nil
 	}
 	if err := s.DB.NewSelect().Model((*Trace)(nil)).Column("id").Where("id IN (?)", bun.In(ids)).
-		Where("status NOT IN (?)", bun.In([]string{TraceCompleted, TraceError, TraceCancelled})).OrderExpr("id ASC").Scan(ctx, &open); err != nil {
+		Where("status NOT IN (?)", bun.In(terminalStatuses)).OrderExpr("id ASC").Scan(ctx, &open); err != nil {
 		return nil, fmt.Errorf("open traces: %w", err)
 	}
 	return open, nil

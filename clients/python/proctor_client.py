@@ -1,5 +1,6 @@
 """A client of Proctor's /v2 API for a trainer: launch groups of attempts, take each group once
-all its attempts have ended, and export a job's attempts. Python's standard library only.
+all its attempts have ended (as the job's stream of finished attempts says), and export a job's
+attempts. Python's standard library only.
 
     from proctor_client import Client
     client = Client()  # $PROCTOR_API_URL and $PROCTOR_API_KEY, else the local dev instance
@@ -88,14 +89,24 @@ class Attempt:
 
 @dataclass(frozen=True)
 class Group:
-    """The attempts of one group (one task version × model, group_size of them), all ended."""
+    """The attempts of one group (one task version × model, group_size of them), all ended; seq
+    is the number of the last of them in the job's stream of finished attempts."""
 
     id: str
     attempts: list = field(default_factory=list)
+    seq: int = 0
 
     @property
     def rewards(self):
         return [a.reward for a in self.attempts]
+
+
+def _attempt(event):
+    """An Attempt of an event of the stream of finished attempts."""
+    return Attempt(trace_id=event["trace_id"], group_id=event.get("group_id") or "",
+                   task_version_id=event.get("task_version_id") or "", status=event["status"],
+                   reward=event.get("reward"), stop_reason=event.get("stop_reason") or "",
+                   error=event.get("error") or "")
 
 
 class Client:
@@ -191,25 +202,59 @@ class Client:
                         error=t.get("error") or "")
                 for t in self._items(f"/v2/jobs/{job_id}/traces")]
 
-    def groups(self, job_id, poll_seconds=1.0, seen=None):
-        """Yields each group of the job once all its attempts have ended (whatever their status),
-        in the order they end, until the job has ended (then the groups left come as they stand).
-        seen, a set of group ids, is what a caller that resumes has taken already; it is added to."""
-        seen = set() if seen is None else seen
+    def finished(self, job_id, after=0, tries=5):
+        """Yields each attempt of the job as it ends, as the job's stream of finished attempts
+        (GET /v2/jobs/{job_id}/finished, server-sent events) gives it: a dict with seq (its number
+        in the job's sequence, from 1), trace_id, group_id, group_size, group_complete, status,
+        stop_reason, error and reward. It ends when the job has ended and every attempt was
+        given. after resumes after the attempt numbered so; a stream cut off is opened again from
+        the last number read, up to tries times in a row, so each attempt comes once."""
+        failures = 0
         while True:
-            ended = self.job(job_id)["status"] in JOB_ENDED
-            by_group = {}
-            for a in self.attempts(job_id):
-                # An attempt launched without a group is a group of one.
-                by_group.setdefault(a.group_id or a.trace_id, []).append(a)
-            for gid, members in by_group.items():
-                # Once the job has ended, a group still not ended never will: it comes as it stands.
-                if gid not in seen and (ended or all(a.status in ENDED for a in members)):
-                    seen.add(gid)
-                    yield Group(id=gid, attempts=members)
-            if ended:
-                return
-            time.sleep(poll_seconds)
+            try:
+                with self._open("GET", f"/v2/jobs/{job_id}/finished", query={"after": after}) as res:
+                    event, data = None, []
+                    for raw in res:
+                        line = raw.decode().rstrip("\r\n")
+                        if line.startswith(":"):
+                            continue  # the server saying the stream is alive
+                        if line:
+                            key, _, value = line.partition(":")
+                            if key == "event":
+                                event = value.strip()
+                            elif key == "data":
+                                data.append(value[1:] if value.startswith(" ") else value)
+                            continue
+                        if event == "end":
+                            return
+                        if event == "attempt":
+                            attempt = json.loads("\n".join(data))
+                            after, failures = attempt["seq"], 0
+                            yield attempt
+                        event, data = None, []
+                raise ConnectionError("the stream of finished attempts ended before its end event")
+            except (ConnectionError, http.client.HTTPException, TimeoutError, urllib.error.URLError, ProctorError) as e:
+                failures += 1
+                if failures >= tries or isinstance(e, ProctorError) and e.status < 500:
+                    raise
+                time.sleep(min(2 ** failures, 10))
+
+    def groups(self, job_id, after=0):
+        """Yields each group of the job once all its attempts have ended (whatever their status),
+        in the order they complete, from the job's stream of finished attempts, until the job has
+        ended. Each Group carries seq, the number of its last attempt: pass the last one taken as
+        after to resume, and no group comes twice. An attempt launched without a group is a group
+        of one."""
+        members = {}
+        for a in self.finished(job_id, after=after):
+            gid = a["group_id"] or a["trace_id"]
+            members.setdefault(gid, []).append(_attempt(a))
+            if a["group_complete"]:
+                got = members.pop(gid)
+                if len(got) < a["group_size"]:
+                    # A resumed stream began after some of the group's attempts: read them all.
+                    got = [m for m in self.attempts(job_id) if (m.group_id or m.trace_id) == gid]
+                yield Group(id=gid, attempts=got, seq=a["seq"])
 
     def export(self, job_id, path, tries=5, **filters):
         """Writes the job's attempts to path as JSON Lines (GET /v2/jobs/{job_id}/export, filters

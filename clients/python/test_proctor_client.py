@@ -19,7 +19,7 @@ class ClientTest(unittest.TestCase):
                                       model_ids=[cls.client.model_id("oracle")], group_size=2, name="python client")
 
     def test_groups_come_once_each_when_all_their_attempts_ended(self):
-        groups = list(self.client.groups(self.job, poll_seconds=0.2))
+        groups = list(self.client.groups(self.job))
         attempts = self.client.attempts(self.job)
         self.assertGreater(len(groups), 0)
         self.assertEqual(len({g.id for g in groups}), len(groups), "a group was yielded twice")
@@ -28,11 +28,18 @@ class ClientTest(unittest.TestCase):
             self.assertEqual(len(g.attempts), 2, g)
             self.assertTrue(all(a.status == "completed" for a in g.attempts), g)
             self.assertEqual(g.rewards, [1.0, 1.0], g)
-        # A caller that resumes with what it took gets nothing twice.
-        self.assertEqual(list(self.client.groups(self.job, seen={g.id for g in groups})), [])
+        # A caller that resumes after what it took gets nothing twice; one that resumes in the
+        # middle gets the rest, each group whole.
+        self.assertEqual(list(self.client.groups(self.job, after=groups[-1].seq)), [])
+        rest = list(self.client.groups(self.job, after=groups[0].seq))
+        self.assertEqual([g.id for g in rest], [g.id for g in groups[1:]])
+        self.assertTrue(all(len(g.attempts) == 2 for g in rest), rest)
+        # Attempt by attempt, numbered from 1, each once.
+        attempts_seen = list(self.client.finished(self.job))
+        self.assertEqual([a["seq"] for a in attempts_seen], list(range(1, len(attempts) + 1)))
 
     def test_export_writes_a_line_per_attempt(self):
-        list(self.client.groups(self.job, poll_seconds=0.2))
+        list(self.client.groups(self.job))
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "job.jsonl")
             n = self.client.export(self.job, path, valid_only="true")
@@ -59,7 +66,7 @@ class ClientTest(unittest.TestCase):
         self.assertGreaterEqual(e.exception.status, 400, e.exception)
 
     def test_an_export_filter_takes_a_list(self):
-        list(self.client.groups(self.job, poll_seconds=0.2))
+        list(self.client.groups(self.job))
         with tempfile.TemporaryDirectory() as d:
             n = self.client.export(self.job, os.path.join(d, "a.jsonl"), status=["error", "completed"])
             none = self.client.export(self.job, os.path.join(d, "b.jsonl"), status=["error", "cancelled"])

@@ -1,0 +1,157 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"reflect"
+	"strconv"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"github.com/proctorhq/proctor/models"
+)
+
+// How the stream of a job's finished attempts reads them: a page at a time, the store polled
+// while the job runs (the numbers are in the store, so any server resumes any stream), and a
+// comment sent when nothing else was, so that proxies keep the connection.
+const (
+	finishedPage      = 200
+	finishedPoll      = 500 * time.Millisecond
+	finishedKeepAlive = 15 * time.Second
+)
+
+// registerFinished registers the stream of a job's finished attempts (a Proctor extension).
+func (s *Server) registerFinished() {
+	o := op(huma.Operation{
+		OperationID: "stream-finished-attempts", Method: http.MethodGet, Path: "/jobs/{job_id}/finished", Tags: []string{"Jobs"},
+		Summary: "Stream a job's attempts as they end (Proctor extension)",
+		Description: "Server-sent events (`text/event-stream`): one `attempt` event for each attempt of the job that has ended, in the " +
+			"order they were seen to end, as they end: its trace, task, group, status, stop reason and reward, and whether it was the " +
+			"last of its group to end (`group_complete`: every member of the group has ended, whatever its status). Each event's " +
+			"`id` is the attempt's number in the job's sequence, the same on every server and after a restart: reconnect with the " +
+			"`Last-Event-ID` header (or `after`) set to the last id read, and the stream goes on from there with nothing lost or " +
+			"repeated. Once the job has ended and every attempt has been sent, an `end` event says so and the stream closes.",
+		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity},
+	}, authKeyOrSession)
+	huma.Register(s.v2, o, s.streamFinished)
+	doc := s.api.OpenAPI().Paths["/v2/jobs/{job_id}/finished"].Get
+	doc.Responses["200"] = &huma.Response{Description: "`attempt` events (data: FinishedAttemptEvent), then one `end` event (data: FinishedEndEvent)",
+		Content: map[string]*huma.MediaType{"text/event-stream": {Schema: s.api.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[FinishedAttemptEvent](), true, "FinishedAttemptEvent")}}}
+	s.api.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[FinishedEndEvent](), true, "FinishedEndEvent")
+}
+
+type finishedInput struct {
+	JobID       uuid.UUID `path:"job_id"`
+	After       int64     `query:"after" minimum:"0" doc:"resume after the attempt event of this id (Last-Event-ID, when sent, wins)"`
+	LastEventID string    `header:"Last-Event-ID" doc:"the id of the last event read: the stream goes on after it"`
+}
+
+// FinishedAttemptEvent is the data of an `attempt` event: one ended attempt.
+type FinishedAttemptEvent struct {
+	Seq           int64      `json:"seq" doc:"the attempt's number in the job's sequence of ended attempts, from 1; the event's id"`
+	TraceID       uuid.UUID  `json:"trace_id"`
+	TaskID        *uuid.UUID `json:"task_id"`
+	TaskVersionID *uuid.UUID `json:"task_version_id"`
+	ModelID       *uuid.UUID `json:"model_id"`
+	GroupID       string     `json:"group_id"`
+	GroupSize     int        `json:"group_size" doc:"the job's attempts in the group (1 without a group)"`
+	GroupComplete bool       `json:"group_complete" doc:"true on the last of the group's attempts to end: every one of them has ended"`
+	Status        string     `json:"status" enum:"completed,error,cancelled"`
+	StopReason    string     `json:"stop_reason"`
+	Error         string     `json:"error" doc:"why an attempt that ended in error did"`
+	Reward        *float64   `json:"reward"`
+	IsValid       bool       `json:"is_valid"`
+	EndTime       *time.Time `json:"end_time"`
+}
+
+// FinishedEndEvent is the data of the `end` event: the job ended, and every attempt was sent.
+type FinishedEndEvent struct {
+	JobStatus string `json:"job_status"`
+	Attempts  int64  `json:"attempts" doc:"the attempts the stream has numbered, all sent"`
+}
+
+// streamFinished serves GET /v2/jobs/{job_id}/finished.
+func (s *Server) streamFinished(ctx context.Context, in *finishedInput) (*huma.StreamResponse, error) {
+	if _, err := s.store.GetJob(ctx, callerFrom(ctx), in.JobID); err != nil {
+		return nil, storeError(err, "job")
+	}
+	after := in.After
+	if in.LastEventID != "" {
+		n, err := strconv.ParseInt(in.LastEventID, 10, 64)
+		if err != nil || n < 0 {
+			return nil, validation("header.Last-Event-ID", "not an event id of this stream: send the id of the last event read", in.LastEventID)
+		}
+		after = n
+	}
+	// The first page is read before the answer starts, so that a failure is an error answer.
+	page, err := s.store.FinishedAttempts(ctx, in.JobID, after, finishedPage)
+	if err != nil {
+		return nil, err
+	}
+	return &huma.StreamResponse{Body: func(hctx huma.Context) {
+		hctx.SetHeader("Content-Type", "text/event-stream")
+		hctx.SetHeader("Cache-Control", "no-store")
+		w := hctx.BodyWriter().(http.ResponseWriter)
+		rc := http.NewResponseController(w)
+		ctx := hctx.Context()
+		quiet := time.Now()
+		for {
+			// A job runs for as long as it takes: no write deadline of the server's cuts it.
+			rc.SetWriteDeadline(time.Now().Add(finishedKeepAlive * 4)) //nolint:errcheck // a writer without deadlines
+			for _, a := range page {
+				data, _ := json.Marshal(FinishedAttemptEvent{Seq: a.Seq, TraceID: a.TraceID, TaskID: a.TaskID, TaskVersionID: a.TaskVersionID,
+					ModelID: a.ModelID, GroupID: a.GroupID, GroupSize: a.GroupSize, GroupComplete: a.GroupComplete, Status: a.Status,
+					StopReason: a.StopReason, Error: a.Error, Reward: a.Reward, IsValid: a.IsValid, EndTime: a.EndTime})
+				if _, err := fmt.Fprintf(w, "id: %d\nevent: attempt\ndata: %s\n\n", a.Seq, data); err != nil {
+					return // the client went away
+				}
+				after, quiet = a.Seq, time.Now()
+			}
+			if len(page) > 0 {
+				rc.Flush() //nolint:errcheck
+			}
+			if len(page) < finishedPage {
+				// All numbered attempts are sent: the stream ends with the job, once nothing is
+				// left to number (the state is read after the page, so nothing ends unseen).
+				st, err := s.store.JobFinishState(ctx, in.JobID)
+				if err != nil {
+					s.log.ErrorContext(ctx, "finished attempts", "job", in.JobID, "error", err)
+					return
+				}
+				if jobEnded(st.Status) && st.Numbered == int64(st.Attempts) && after == st.Numbered {
+					data, _ := json.Marshal(FinishedEndEvent{JobStatus: st.Status, Attempts: st.Numbered})
+					fmt.Fprintf(w, "event: end\ndata: %s\n\n", data) //nolint:errcheck // the stream ends either way
+					rc.Flush()                                       //nolint:errcheck
+					return
+				}
+				if time.Since(quiet) >= finishedKeepAlive {
+					if _, err := fmt.Fprint(w, ": waiting for attempts to end\n\n"); err != nil {
+						return
+					}
+					rc.Flush() //nolint:errcheck
+					quiet = time.Now()
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(finishedPoll):
+				}
+			}
+			if page, err = s.store.FinishedAttempts(ctx, in.JobID, after, finishedPage); err != nil {
+				if ctx.Err() == nil {
+					s.log.ErrorContext(ctx, "finished attempts", "job", in.JobID, "error", err)
+				}
+				return
+			}
+		}
+	}}, nil
+}
+
+// jobEnded reports whether a job's status is final.
+func jobEnded(status string) bool {
+	return status == models.JobCompleted || status == models.JobCancelled
+}
