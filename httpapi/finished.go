@@ -34,14 +34,20 @@ func (s *Server) registerFinished() {
 			"last of its group to end (`group_complete`: every member of the group has ended, whatever its status). Each event's " +
 			"`id` is the attempt's number in the job's sequence, the same on every server and after a restart: reconnect with the " +
 			"`Last-Event-ID` header (or `after`) set to the last id read, and the stream goes on from there with nothing lost or " +
-			"repeated. Once the job has ended and every attempt has been sent, an `end` event says so and the stream closes.",
+			"repeated. Once the job has ended and every attempt that ended has been sent, an `end` event says so (and how many never " +
+			"ended) and the stream closes; a server that shuts down closes it too, and the client resumes. Jobs built up by " +
+			"rollouts/submit have no groups known to be whole: they are a 422.",
 		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity},
 	}, authKeyOrSession)
 	huma.Register(s.v2, o, s.streamFinished)
 	doc := s.api.OpenAPI().Paths["/v2/jobs/{job_id}/finished"].Get
+	// The schema is that of one event's data: an attempt event's, or the end event's.
+	schemas := s.api.OpenAPI().Components.Schemas
 	doc.Responses["200"] = &huma.Response{Description: "`attempt` events (data: FinishedAttemptEvent), then one `end` event (data: FinishedEndEvent)",
-		Content: map[string]*huma.MediaType{"text/event-stream": {Schema: s.api.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[FinishedAttemptEvent](), true, "FinishedAttemptEvent")}}}
-	s.api.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[FinishedEndEvent](), true, "FinishedEndEvent")
+		Content: map[string]*huma.MediaType{"text/event-stream": {Schema: &huma.Schema{OneOf: []*huma.Schema{
+			schemas.Schema(reflect.TypeFor[FinishedAttemptEvent](), true, "FinishedAttemptEvent"),
+			schemas.Schema(reflect.TypeFor[FinishedEndEvent](), true, "FinishedEndEvent"),
+		}}}}}
 }
 
 type finishedInput struct {
@@ -68,16 +74,25 @@ type FinishedAttemptEvent struct {
 	EndTime       *time.Time `json:"end_time"`
 }
 
-// FinishedEndEvent is the data of the `end` event: the job ended, and every attempt was sent.
+// FinishedEndEvent is the data of the `end` event: the job ended, and every attempt that ended
+// was sent.
 type FinishedEndEvent struct {
 	JobStatus string `json:"job_status"`
 	Attempts  int64  `json:"attempts" doc:"the attempts the stream has numbered, all sent"`
+	Open      int64  `json:"open" doc:"attempts of the ended job that never ended (one that never started, say): not sent"`
 }
 
 // streamFinished serves GET /v2/jobs/{job_id}/finished.
 func (s *Server) streamFinished(ctx context.Context, in *finishedInput) (*huma.StreamResponse, error) {
-	if _, err := s.store.GetJob(ctx, callerFrom(ctx), in.JobID); err != nil {
+	job, err := s.store.GetJob(ctx, callerFrom(ctx), in.JobID)
+	if err != nil {
 		return nil, storeError(err, "job")
+	}
+	if job.Kind == models.JobRemote {
+		// Attempts submitted one by one, to groups the client names, have no group that is ever
+		// known to be whole, nor a job that is known to be over.
+		return nil, huma.Error422UnprocessableEntity("job " + in.JobID.String() + " is built up by rollouts/submit: its groups are never known to be whole; " +
+			"follow a run_list or rollouts/run job, or list this one's traces")
 	}
 	after := in.After
 	if in.LastEventID != "" {
@@ -95,9 +110,11 @@ func (s *Server) streamFinished(ctx context.Context, in *finishedInput) (*huma.S
 	return &huma.StreamResponse{Body: func(hctx huma.Context) {
 		hctx.SetHeader("Content-Type", "text/event-stream")
 		hctx.SetHeader("Cache-Control", "no-store")
+		hctx.SetHeader("X-Accel-Buffering", "no") // a proxy that buffers answers would hold every event
 		w := hctx.BodyWriter().(http.ResponseWriter)
 		rc := http.NewResponseController(w)
 		ctx := hctx.Context()
+		rc.Flush() //nolint:errcheck // the headers now, not with the first event
 		quiet := time.Now()
 		for {
 			// A job runs for as long as it takes: no write deadline of the server's cuts it.
@@ -115,15 +132,26 @@ func (s *Server) streamFinished(ctx context.Context, in *finishedInput) (*huma.S
 				rc.Flush() //nolint:errcheck
 			}
 			if len(page) < finishedPage {
-				// All numbered attempts are sent: the stream ends with the job, once nothing is
-				// left to number (the state is read after the page, so nothing ends unseen).
 				st, err := s.store.JobFinishState(ctx, in.JobID)
 				if err != nil {
 					s.log.ErrorContext(ctx, "finished attempts", "job", in.JobID, "error", err)
 					return
 				}
-				if jobEnded(st.Status) && st.Numbered == int64(st.Attempts) && after == st.Numbered {
-					data, _ := json.Marshal(FinishedEndEvent{JobStatus: st.Status, Attempts: st.Numbered})
+				if jobEnded(st.Status) {
+					// Every attempt that ended before the job did is numbered by this read: once
+					// it finds none left to send, the stream is over. An attempt still open (one
+					// that never started) is counted in the end event, not waited for.
+					if page, err = s.store.FinishedAttempts(ctx, in.JobID, after, finishedPage); err != nil || len(page) > 0 {
+						if err != nil {
+							s.log.ErrorContext(ctx, "finished attempts", "job", in.JobID, "error", err)
+							return
+						}
+						continue
+					}
+					if st, err = s.store.JobFinishState(ctx, in.JobID); err != nil {
+						return
+					}
+					data, _ := json.Marshal(FinishedEndEvent{JobStatus: st.Status, Attempts: st.Numbered, Open: int64(st.Attempts) - st.Numbered})
 					fmt.Fprintf(w, "event: end\ndata: %s\n\n", data) //nolint:errcheck // the stream ends either way
 					rc.Flush()                                       //nolint:errcheck
 					return
@@ -138,6 +166,8 @@ func (s *Server) streamFinished(ctx context.Context, in *finishedInput) (*huma.S
 				select {
 				case <-ctx.Done():
 					return
+				case <-s.streamsEnd:
+					return // the server is shutting down: the client resumes from the last id
 				case <-time.After(finishedPoll):
 				}
 			}

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -114,6 +115,10 @@ type Server struct {
 	tracer        trace.Tracer
 	api           huma.API
 	v2            *huma.Group
+	// streamsEnd is closed when the server starts shutting down: answers that would otherwise
+	// stream for as long as a job runs end, and their clients resume elsewhere.
+	streamsEnd chan struct{}
+	endStreams sync.Once
 }
 
 // New builds the router and registers every operation.
@@ -172,8 +177,14 @@ func newServer(o Options) *Server {
 		store: o.Store, bucket: o.Bucket, temporal: o.Temporal, workflows: o.Workflows, builds: o.Builds, secrets: o.Secrets, dataQuota: o.DataQuota, uploads: o.Uploads, log: o.Logger, sessionTTL: o.SessionTTL,
 		secureCookies: strings.HasPrefix(o.PublicURL, "https://"), maxBodyBytes: o.MaxBodyBytes, maxAttempts: o.MaxJobAttempts, publicURL: strings.TrimRight(o.PublicURL, "/"),
 		bodies: newBodyLimits(o), throttle: newAuthThrottle(), crossOrigin: newCrossOrigin(o.PublicURL), metrics: o.Metrics, tracer: o.Tracing.Tracer("github.com/proctorhq/proctor/httpapi"),
+		streamsEnd: make(chan struct{}),
 	}
 }
+
+// EndStreams ends the answers that stream for as long as a job runs (GET /v2/jobs/{id}/finished),
+// so that a graceful shutdown does not wait on them: an HTTP server calls it as it begins to shut
+// down (http.Server.RegisterOnShutdown). Their clients reconnect where they left off.
+func (s *Server) EndStreams() { s.endStreams.Do(func() { close(s.streamsEnd) }) }
 
 // Handler is the root HTTP handler.
 func (s *Server) Handler() http.Handler { return s.router }

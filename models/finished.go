@@ -124,8 +124,8 @@ func (s *Store) numberFinished(ctx context.Context, jobID uuid.UUID) error {
 		var ids []uuid.UUID
 		if err := tx.NewSelect().Model((*Trace)(nil)).Column("id").
 			Where("job_id = ? AND finish_seq IS NULL AND status IN (?)", jobID, bun.In(terminalStatuses)).
-			OrderExpr("end_time IS NULL, end_time, id").Scan(ctx, &ids); err != nil {
-			return err
+			OrderExpr("end_time IS NULL, end_time, id").Scan(ctx, &ids); err != nil || len(ids) == 0 {
+			return err // none: another reader numbered them first
 		}
 		for _, id := range ids {
 			last++

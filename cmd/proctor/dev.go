@@ -124,6 +124,7 @@ func runDev(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer, r
 	api := newAPI(cfg, tel, httpapi.Options{Store: store, Bucket: bucket, Temporal: tc, Workflows: tc, Builds: tc, Blob: blobHandler,
 		Logger: log, Secrets: keys, CodecOrigin: "http://" + ts.UIAddress()})
 	hs := serveHTTP(listener, api.Handler(), limitsOf(cfg), log)
+	hs.srv.RegisterOnShutdown(api.EndStreams)
 	defer sweepSessions(ctx, store, log)()
 	defer hs.stopLogged(cfg.ShutdownTimeout, log, "api server")
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -122,7 +123,37 @@ func testFinishedStream(t *testing.T, storeArgs []string, _ string) {
 		_, traces := c.raw("GET", "/v2/jobs/"+launched.JobID+"/traces?limit=100", nil)
 		t.Fatalf("before the restart: %+v, end %v; the job's attempts: %s", attempts, end, traces)
 	}
-	dev.stop(t)
+	// A stream left open on a job that runs on (its model never answers) does not hold up the
+	// server's graceful stop: it ends, without its end event, and its client would resume.
+	release := make(chan struct{})
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		http.Error(w, "released", http.StatusServiceUnavailable)
+	}))
+	defer hang.Close()
+	defer close(release)
+	var running struct {
+		JobID string `json:"job_id"`
+	}
+	c.call("POST", "/v2/rollouts/run_list", map[string]any{"task_version_ids": up.TaskVersionIDs,
+		"model_ids": []string{addScriptedModel(t, c, dataDir, storeArgs, "hang", hang.URL)}}, &running)
+	held := make(chan []sseEvent, 1)
+	go func() {
+		var evs []sseEvent
+		sseStream(t, c.base, c.key, running.JobID, "", func(ev sseEvent) bool { evs = append(evs, ev); return false })
+		held <- evs
+	}()
+	time.Sleep(time.Second) // the stream open, past its first page
+	took := dev.stop(t)
+	if log := dev.errOut.String(); strings.Contains(log, "api server shutdown") {
+		t.Errorf("the server's stop waited out its timeout on the open stream (%s):\n%s", took.Round(time.Millisecond), log)
+	}
+	if evs := <-held; len(evs) > 0 {
+		t.Errorf("a stream of a job whose attempts never end gave events: %+v", evs)
+	}
 	dev = startDev(t, dataDir, storeArgs...)
 	c.base, c.key = dev.info.APIURL, dev.info.APIKey
 	last := strconv.FormatInt(attempts[len(attempts)-1].Seq, 10)
@@ -164,10 +195,17 @@ func testFinishedStream(t *testing.T, storeArgs []string, _ string) {
 	if !slices.Equal(ids, want) || len(ids) != 6 || len(complete) != 2 || complete[attempts[0].GroupID] != 1 {
 		t.Errorf("the stream gave %d attempts %v (the job's: %v) and completed groups %v", len(ids), ids, want, complete)
 	}
-	if !strings.Contains(end.data, `"attempts":6`) || !strings.Contains(end.data, `"job_status":"completed"`) {
+	if !strings.Contains(end.data, `"attempts":6`) || !strings.Contains(end.data, `"job_status":"completed"`) || !strings.Contains(end.data, `"open":0`) {
 		t.Errorf("the end event: %+v", end)
 	}
+	// Resumed past its last attempt, the stream of an ended job ends at once.
+	var after []sseEvent
+	sseStream(t, c.base, c.key, launched.JobID, "50", func(ev sseEvent) bool { after = append(after, ev); return ev.event == "end" })
+	if len(after) != 1 || after[0].event != "end" {
+		t.Errorf("the stream after its last attempt: %+v", after)
+	}
 
+	c.call("POST", "/v2/rollouts/cancel_job", map[string]any{"job_id": running.JobID}, nil)
 	for path, want := range map[string]int{"/v2/jobs/" + launched.JobID + "/finished": 422, "/v2/jobs/00000000-0000-4000-8000-000000000000/finished": 404} {
 		req, _ := http.NewRequest("GET", c.base+path, nil)
 		req.Header.Set("Authorization", "Bearer "+c.key)

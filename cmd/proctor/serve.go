@@ -125,6 +125,7 @@ func runServer(ctx context.Context, cfg *config.Config, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	hs.srv.RegisterOnShutdown(api.EndStreams)
 	defer sweepSessions(ctx, store, log)()
 	log.Info("api server listening", "addr", hs.addr, "public_url", cfg.PublicURL)
 	select {
