@@ -67,6 +67,13 @@ func (a *Activities) ModelStep(ctx context.Context, in ModelStepInput) (ModelSte
 	if err != nil {
 		return ModelStepResult{}, err
 	}
+	if t := out.Tokens; t != nil {
+		// A training policy's tokens, beside the event (never in the event, nor in history).
+		if err := a.Store.RecordModelCallTokens(ctx, models.ModelCallTokens{TraceID: in.TraceID, Seq: seq, PromptTokenIDs: t.PromptTokenIDs,
+			CompletionTokenIDs: t.CompletionTokenIDs, Logprobs: t.Logprobs, Sampling: t.Sampling}); err != nil {
+			return ModelStepResult{}, err
+		}
+	}
 	ev := a.event(TryInput{TraceID: in.TraceID, Attempt: in.Attempt}, seq, models.EventAssistant, out.Message.Content, models.AssistantEventData{
 		Step: in.Step, Message: out.Message, Usage: out.Usage, Model: out.Model,
 	})

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -80,6 +82,18 @@ type ExportLine struct {
 	Tools            []trajectory.Tool    `json:"tools" nullable:"false"`
 	Steps            int                  `json:"steps" doc:"model calls"`
 	Usage            ExportUsage          `json:"usage"`
+	ModelCalls       []ExportModelCall    `json:"model_calls" nullable:"false" doc:"the tokens of each model call, for a training policy's attempts (empty for other models)"`
+}
+
+// ExportModelCall is the tokens of one model call of a training policy (a model registered with
+// --training-policy), as its upstream returned them: the exact tokens to train on.
+type ExportModelCall struct {
+	MessageIndex       int             `json:"message_index" doc:"the assistant message of messages the call answered with"`
+	PromptTokenIDs     json.RawMessage `json:"prompt_token_ids" doc:"the prompt's token ids as the upstream returned them (vLLM's prompt_token_ids), byte for byte but for whitespace between JSON tokens; null when it returned none"`
+	CompletionTokenIDs json.RawMessage `json:"completion_token_ids" doc:"the sampled tokens' ids (the choice's token_ids), as returned; null when none"`
+	Logprobs           json.RawMessage `json:"logprobs" doc:"the choice's logprobs as the upstream returned them, byte for byte; null when none"`
+	LossMask           []int           `json:"loss_mask" nullable:"true" doc:"one per token of prompt_token_ids then completion_token_ids: 0 for the prompt's, 1 for the sampled ones; null without both"`
+	Sampling           json.RawMessage `json:"sampling" doc:"the sampling parameters the request carried"`
 }
 
 // ExportUsage counts the tokens of an attempt's model calls.
@@ -121,8 +135,17 @@ func (s *Server) exportJob(ctx context.Context, in *exportInput) (*huma.StreamRe
 		rc.SetWriteDeadline(time.Now().Add(time.Hour)) //nolint:errcheck
 		enc := json.NewEncoder(w)
 		for len(page) > 0 {
+			ids := make([]uuid.UUID, len(page))
 			for i := range page {
-				line, err := s.exportLine(hctx.Context(), &page[i])
+				ids[i] = page[i].Trace.ID
+			}
+			tokens, err := s.store.ModelCallTokensOf(hctx.Context(), ids)
+			if err != nil {
+				s.log.ErrorContext(hctx.Context(), "export", "job", in.JobID, "error", err)
+				abortExport()
+			}
+			for i := range page {
+				line, err := s.exportLine(hctx.Context(), &page[i], tokens[page[i].Trace.ID])
 				if err != nil {
 					s.log.ErrorContext(hctx.Context(), "export", "job", in.JobID, "trace", page[i].Trace.ID, "error", err)
 					abortExport()
@@ -152,7 +175,7 @@ func abortExport() {
 }
 
 // exportLine is one attempt's line.
-func (s *Server) exportLine(ctx context.Context, a *models.ExportedAttempt) (*ExportLine, error) {
+func (s *Server) exportLine(ctx context.Context, a *models.ExportedAttempt, tokens map[int]models.ModelCallTokens) (*ExportLine, error) {
 	t := &a.Trace
 	conv, err := trajectory.FromEvents(a.Events, func(im agent.Image) string {
 		if im.Key == "" || s.bucket == nil {
@@ -172,8 +195,40 @@ func (s *Server) exportLine(ctx context.Context, a *models.ExportedAttempt) (*Ex
 		Digest: a.Digest, GroupID: t.GroupID, ModelID: t.ModelID, ModelName: a.ModelName, Status: t.Status, StopReason: t.StopReason,
 		Error: t.Error, IsValid: t.IsValid, Reward: t.Reward, EvaluationResult: objectOf(t.EvaluationResult), Tries: t.Attempt,
 		StartTime: t.StartTime, EndTime: t.EndTime, Messages: conv.Messages, Tools: conv.Tools, Steps: conv.Steps,
-		Usage: ExportUsage{PromptTokens: conv.Usage.InputTokens, CompletionTokens: conv.Usage.OutputTokens},
+		Usage:      ExportUsage{PromptTokens: conv.Usage.InputTokens, CompletionTokens: conv.Usage.OutputTokens},
+		ModelCalls: modelCalls(conv, tokens),
 	}, nil
+}
+
+// modelCalls are the kept tokens of the conversation's model calls, in the order of its messages.
+func modelCalls(conv *trajectory.Conversation, tokens map[int]models.ModelCallTokens) []ExportModelCall {
+	out := []ExportModelCall{}
+	for _, seq := range slices.Sorted(maps.Keys(tokens)) {
+		idx, ok := conv.Answers[seq]
+		if !ok {
+			continue // a superseded try's call
+		}
+		t := tokens[seq]
+		c := ExportModelCall{MessageIndex: idx, PromptTokenIDs: rawOrNull(t.PromptTokenIDs), CompletionTokenIDs: rawOrNull(t.CompletionTokenIDs),
+			Logprobs: rawOrNull(t.Logprobs), Sampling: rawOrNull(t.Sampling)}
+		var prompt, completion []json.RawMessage
+		if json.Unmarshal(c.PromptTokenIDs, &prompt) == nil && json.Unmarshal(c.CompletionTokenIDs, &completion) == nil && prompt != nil && completion != nil {
+			c.LossMask = make([]int, len(prompt)+len(completion))
+			for i := len(prompt); i < len(c.LossMask); i++ {
+				c.LossMask[i] = 1
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// rawOrNull is kept JSON text as a value of the line, null when none was kept.
+func rawOrNull(s string) json.RawMessage {
+	if s == "" {
+		return json.RawMessage("null")
+	}
+	return json.RawMessage(s)
 }
 
 // exportCursor encodes where an export resumes: the attempt's creation time and id.

@@ -53,7 +53,7 @@ func (s *Store) ForkModel(ctx context.Context, c *Caller, sourceID uuid.UUID, na
 	f := &LLMModel{ID: uuid.New(), TeamID: &c.TeamID, ModelName: ModelNameOf(name), Name: name, Provider: src.Provider, Adapter: src.Adapter,
 		SDKAgentType: src.SDKAgentType, BaseURL: src.BaseURL, APIKeyEnv: src.APIKeyEnv, ContextWindow: src.ContextWindow,
 		InputCostPerToken: src.InputCostPerToken, OutputCostPerToken: src.OutputCostPerToken, RequestDefaults: src.RequestDefaults,
-		Trainable: true, ForkOfModelID: &src.ID, CreatedAt: now(), UpdatedAt: now()}
+		Trainable: true, TrainingPolicy: src.TrainingPolicy, ForkOfModelID: &src.ID, CreatedAt: now(), UpdatedAt: now()}
 	if f.RequestDefaults == nil {
 		f.RequestDefaults = map[string]any{}
 	}

@@ -31,7 +31,10 @@ type LLMModel struct {
 	RequestDefaults    map[string]any `bun:"request_defaults"`
 	// Trainable models can be forked; a fork is trainable and takes checkpoints, and its head
 	// checkpoint is what the gateway calls.
-	Trainable        bool       `bun:"trainable"`
+	Trainable bool `bun:"trainable"`
+	// TrainingPolicy models are asked for the tokens of each call (token ids and logprobs),
+	// kept beside the trace for export; a fork of one is one too.
+	TrainingPolicy   bool       `bun:"training_policy"`
 	ForkOfModelID    *uuid.UUID `bun:"fork_of_model_id,type:uuid"`
 	HeadCheckpointID *uuid.UUID `bun:"head_checkpoint_id,type:uuid"`
 	CreatedAt        time.Time  `bun:"created_at"`
@@ -61,7 +64,7 @@ func (s *Store) UpsertModel(ctx context.Context, m *LLMModel) error {
 		conflict = "CONFLICT (team_id, model_name) DO UPDATE"
 	}
 	_, err := s.DB.NewInsert().Model(m).On(conflict).
-		Set("name = EXCLUDED.name, provider = EXCLUDED.provider, adapter = EXCLUDED.adapter, base_url = EXCLUDED.base_url, api_key_env = EXCLUDED.api_key_env, context_window = EXCLUDED.context_window, input_cost_per_token = EXCLUDED.input_cost_per_token, output_cost_per_token = EXCLUDED.output_cost_per_token, trainable = EXCLUDED.trainable, updated_at = EXCLUDED.updated_at").
+		Set("name = EXCLUDED.name, provider = EXCLUDED.provider, adapter = EXCLUDED.adapter, base_url = EXCLUDED.base_url, api_key_env = EXCLUDED.api_key_env, context_window = EXCLUDED.context_window, input_cost_per_token = EXCLUDED.input_cost_per_token, output_cost_per_token = EXCLUDED.output_cost_per_token, trainable = EXCLUDED.trainable, training_policy = EXCLUDED.training_policy, updated_at = EXCLUDED.updated_at").
 		Returning("id").Exec(ctx)
 	if err != nil {
 		return fmt.Errorf("upsert model %s: %w", m.ModelName, err)

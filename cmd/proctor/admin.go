@@ -37,7 +37,7 @@ the dev instance's SQLite file under --data-dir).
   project create --team ID --name NAME [--description D]    create a project
   project list --team ID                                    list a team's projects
   model add --name MODEL --adapter openai|anthropic|oracle [--base-url URL] [--api-key-env VAR] [--provider P] [--team ID]
-            [--input-cost-per-token USD] [--output-cost-per-token USD] [--trainable]
+            [--input-cost-per-token USD] [--output-cost-per-token USD] [--trainable] [--training-policy]
                                                             register a model (e.g. a vLLM, Ollama or llama.cpp server);
                                                             the key is read on the workers from VAR, never stored;
                                                             members' own keys for --provider (default: the
@@ -85,7 +85,7 @@ func adminFlags(what, short string) map[string]bool {
 		uses[m[1]] = true
 	}
 	more := map[string]string{
-		"model add":      "base-url api-key-env provider trainable input-cost-per-token output-cost-per-token",
+		"model add":      "base-url api-key-env provider trainable training-policy input-cost-per-token output-cost-per-token",
 		"keys rotate":    "secrets-key-file secrets-kms-uri",
 		"keys rewrap":    "secrets-key-file secrets-kms-uri",
 		"temporal setup": "temporal-address temporal-namespace",
@@ -162,7 +162,7 @@ type adminRun struct {
 	adapter, baseURL, keyEnv, provider                                string
 	membership                                                        int64
 	ttl, retention                                                    time.Duration
-	trainable                                                         bool
+	trainable, trainingPolicy                                         bool
 	inCost, outCost                                                   float64
 }
 
@@ -182,6 +182,7 @@ func (a *adminRun) bind(fs *flag.FlagSet) {
 	fs.StringVar(&a.baseURL, "base-url", "", "model server base URL (OpenAI-compatible: …/v1/)")
 	fs.StringVar(&a.keyEnv, "api-key-env", "", "environment variable holding the model's API key on the workers")
 	fs.BoolVar(&a.trainable, "trainable", false, "the model can be forked (POST /v2/models/fork) and its forks take checkpoints")
+	fs.BoolVar(&a.trainingPolicy, "training-policy", false, "a policy being trained (an OpenAI-compatible server such as vLLM): each call asks for token ids and logprobs, kept for export")
 	fs.Float64Var(&a.inCost, "input-cost-per-token", 0, "USD per prompt token, for the inference log's cost")
 	fs.Float64Var(&a.outCost, "output-cost-per-token", 0, "USD per completion token")
 	fs.StringVar(&a.provider, "provider", "", "whose API the model is (openai, anthropic, …): members' own keys for that provider are used for it; default the adapter, or custom with --base-url")

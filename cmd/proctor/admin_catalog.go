@@ -33,7 +33,10 @@ func (a *adminRun) modelAdd(ctx context.Context) error {
 		return errors.New("--input-cost-per-token and --output-cost-per-token must not be negative")
 	}
 	m := &models.LLMModel{ModelName: a.name, Name: a.name, Provider: prov, Adapter: a.adapter, BaseURL: a.baseURL, APIKeyEnv: a.keyEnv,
-		InputCostPerToken: a.inCost, OutputCostPerToken: a.outCost, Trainable: a.trainable}
+		InputCostPerToken: a.inCost, OutputCostPerToken: a.outCost, Trainable: a.trainable, TrainingPolicy: a.trainingPolicy}
+	if a.trainingPolicy && a.adapter != models.AdapterOpenAI {
+		return errors.New("--training-policy needs --adapter openai: token ids and logprobs are asked of OpenAI-compatible servers (vLLM, SGLang)")
+	}
 	if a.teamID != "" {
 		tid, err := a.team(ctx)
 		if err != nil {

@@ -80,6 +80,23 @@ type StepResult struct {
 	// StopReason is the provider's reason for ending the answer ("stop", "tool_calls",
 	// "length", "end_turn", "tool_use", "max_tokens", ...), for the trace.
 	StopReason string `json:"stop_reason,omitempty"`
+	// Tokens is what the server returned of the call's tokens, when they were asked for
+	// (OpenAIConfig.CaptureTokens); nil otherwise. It is never encoded with the result: token
+	// arrays are kept beside the trace, not in a workflow's history.
+	Tokens *Tokens `json:"-"`
+}
+
+// Tokens is what an OpenAI-compatible server (vLLM, SGLang) returned of one call's tokens, each
+// field the JSON text of the answer's own value, byte for byte, or empty where it returned none.
+type Tokens struct {
+	// PromptTokenIDs is the answer's prompt_token_ids: the prompt as the model saw it.
+	PromptTokenIDs string
+	// CompletionTokenIDs is the first choice's token_ids: the tokens the model sampled.
+	CompletionTokenIDs string
+	// Logprobs is the first choice's logprobs: each sampled token's log-probability.
+	Logprobs string
+	// Sampling is the sampling parameters the request carried, as a JSON object.
+	Sampling string
 }
 
 // Usage counts the tokens of one model call.

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -35,6 +36,11 @@ type OpenAIConfig struct {
 	// LegacyMaxTokens sends the bound as max_tokens rather than max_completion_tokens, for
 	// servers that only know the older name.
 	LegacyMaxTokens bool
+	// CaptureTokens asks for the tokens of each answer (a training policy's): logprobs, and
+	// return_token_ids, which vLLM answers with the prompt's and the completion's token ids; the
+	// StepResult's Tokens holds what came back. Servers that do not know return_token_ids may
+	// refuse it: it is for models served for training.
+	CaptureTokens bool
 	// HTTPClient makes the requests; a client of its own when nil.
 	HTTPClient *http.Client
 	// Logger receives a debug line per step; slog.Default() when nil.
@@ -98,6 +104,11 @@ func (m *openAIModel) Step(ctx context.Context, req StepRequest) (*StepResult, e
 	out, err := OpenAIAnswer(res)
 	if err != nil {
 		return nil, err
+	}
+	if m.cfg.CaptureTokens {
+		if out.Tokens, err = openAITokens(res.RawJSON(), params); err != nil {
+			return nil, err
+		}
 	}
 	m.logger.DebugContext(ctx, "model step", "provider", "openai", "model", out.Model, "tool_calls", len(out.Message.ToolCalls),
 		"input_tokens", out.Usage.InputTokens, "output_tokens", out.Usage.OutputTokens, "elapsed", time.Since(start))
@@ -171,7 +182,53 @@ func (m *openAIModel) params(req StepRequest) (openai.ChatCompletionNewParams, e
 	if m.cfg.Temperature != nil {
 		params.Temperature = openai.Float(*m.cfg.Temperature)
 	}
+	if m.cfg.CaptureTokens {
+		params.Logprobs = openai.Bool(true)
+		params.SetExtraFields(map[string]any{"return_token_ids": true})
+	}
 	return params, nil
+}
+
+// openAITokens reads the token ids and logprobs of a chat completion's raw answer, each value's
+// own bytes, and the sampling parameters the request carried.
+func openAITokens(raw string, params openai.ChatCompletionNewParams) (*Tokens, error) {
+	var answer struct {
+		PromptTokenIDs json.RawMessage `json:"prompt_token_ids"`
+		Choices        []struct {
+			TokenIDs json.RawMessage `json:"token_ids"`
+			Logprobs json.RawMessage `json:"logprobs"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal([]byte(raw), &answer); err != nil {
+		return nil, fmt.Errorf("openai step: read the answer's tokens: %w", err)
+	}
+	sampling := map[string]any{"logprobs": true, "return_token_ids": true}
+	if params.Temperature.Valid() {
+		sampling["temperature"] = params.Temperature.Value
+	}
+	if params.MaxCompletionTokens.Valid() {
+		sampling["max_completion_tokens"] = params.MaxCompletionTokens.Value
+	}
+	if params.MaxTokens.Valid() {
+		sampling["max_tokens"] = params.MaxTokens.Value
+	}
+	sb, err := json.Marshal(sampling)
+	if err != nil {
+		return nil, err
+	}
+	t := &Tokens{PromptTokenIDs: rawValue(answer.PromptTokenIDs), Sampling: string(sb)}
+	if len(answer.Choices) > 0 {
+		t.CompletionTokenIDs, t.Logprobs = rawValue(answer.Choices[0].TokenIDs), rawValue(answer.Choices[0].Logprobs)
+	}
+	return t, nil
+}
+
+// rawValue is a JSON value's text, empty for an absent or null one.
+func rawValue(v json.RawMessage) string {
+	if len(v) == 0 || string(v) == "null" {
+		return ""
+	}
+	return string(v)
 }
 
 // dataURL is an image inline, as a data: URL.

@@ -40,7 +40,7 @@ func DefaultModels(m *models.LLMModel, validation []models.ValidationCall, apiKe
 		}
 		return agent.NewOracle(calls), nil
 	case models.AdapterOpenAI:
-		return agent.NewOpenAI(agent.OpenAIConfig{BaseURL: m.BaseURL, APIKey: key, Model: m.ModelName})
+		return agent.NewOpenAI(agent.OpenAIConfig{BaseURL: m.BaseURL, APIKey: key, Model: m.ModelName, CaptureTokens: m.TrainingPolicy})
 	case models.AdapterAnthropic:
 		return agent.NewAnthropic(agent.AnthropicConfig{BaseURL: m.BaseURL, APIKey: key, Model: m.ModelName})
 	default:

@@ -70,6 +70,9 @@ type Conversation struct {
 	Tools    []Tool
 	Usage    agent.Usage
 	Steps    int
+	// Answers are the assistant messages' events: Answers[seq] is the index in Messages of the
+	// message the assistant event of seq holds.
+	Answers map[int]int
 }
 
 // ImageURLs gives the URL an image is read at (a signed URL of the object keeping it), or "".
@@ -77,7 +80,7 @@ type ImageURLs func(agent.Image) string
 
 // FromEvents rebuilds the conversation of events (one try's, in order).
 func FromEvents(events []models.TraceEvent, urls ImageURLs) (*Conversation, error) {
-	c := &Conversation{Messages: []Message{}, Tools: []Tool{}}
+	c := &Conversation{Messages: []Message{}, Tools: []Tool{}, Answers: map[int]int{}}
 	var pending []ContentPart // a run of tool results' images, sent after the run (as the adapter does)
 	flush := func() {
 		if len(pending) > 0 {
@@ -117,6 +120,7 @@ func FromEvents(events []models.TraceEvent, urls ImageURLs) (*Conversation, erro
 			for _, tc := range m.ToolCalls {
 				out.ToolCalls = append(out.ToolCalls, ToolCall{ID: tc.ID, Type: "function", Function: FunctionCall{Name: tc.Name, Arguments: arguments(tc)}})
 			}
+			c.Answers[e.Seq] = len(c.Messages)
 			c.Messages = append(c.Messages, out)
 			c.Steps++
 		case agent.RoleTool:

@@ -1,0 +1,15 @@
+-- A training policy's model calls are asked for token ids and logprobs, and what the upstream
+-- returned is kept beside the assistant event it answered (seq), verbatim (text, not a JSON type
+-- that would re-encode it): the exact tokens a trainer trains on.
+ALTER TABLE llm_models ADD COLUMN training_policy INTEGER NOT NULL DEFAULT 0;
+--bun:split
+CREATE TABLE model_call_tokens (
+    trace_id TEXT NOT NULL REFERENCES traces (id) ON DELETE CASCADE,
+    seq integer NOT NULL,
+    prompt_token_ids TEXT,
+    completion_token_ids TEXT,
+    logprobs TEXT,
+    sampling TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (trace_id, seq)
+);
