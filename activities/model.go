@@ -67,15 +67,22 @@ func (a *Activities) ModelStep(ctx context.Context, in ModelStepInput) (ModelSte
 	if err != nil {
 		return ModelStepResult{}, err
 	}
+	tokensRef := ""
 	if t := out.Tokens; t != nil {
-		// A training policy's tokens, beside the event (never in the event, nor in history).
-		if err := a.Store.RecordModelCallTokens(ctx, models.ModelCallTokens{TraceID: in.TraceID, Seq: seq, PromptTokenIDs: t.PromptTokenIDs,
+		// A training policy's tokens, beside the event that names them (never in the event, nor
+		// in history).
+		callID := uuid.New()
+		if err := a.Store.RecordModelCallTokens(ctx, models.ModelCallTokens{TraceID: in.TraceID, CallID: callID, PromptTokenIDs: t.PromptTokenIDs,
 			CompletionTokenIDs: t.CompletionTokenIDs, Logprobs: t.Logprobs, Sampling: t.Sampling}); err != nil {
 			return ModelStepResult{}, err
 		}
+		tokensRef = callID.String()
+		if t.PromptTokenIDs == "" && t.CompletionTokenIDs == "" {
+			a.warnNoTokenIDs(ctx, conv.modelName, in.TraceID)
+		}
 	}
 	ev := a.event(TryInput{TraceID: in.TraceID, Attempt: in.Attempt}, seq, models.EventAssistant, out.Message.Content, models.AssistantEventData{
-		Step: in.Step, Message: out.Message, Usage: out.Usage, Model: out.Model,
+		Step: in.Step, Message: out.Message, Usage: out.Usage, Model: out.Model, TokensRef: tokensRef,
 	})
 	ev.StartedAt = started
 	end := time.Now().UTC()
@@ -88,13 +95,24 @@ func (a *Activities) ModelStep(ctx context.Context, in ModelStepInput) (ModelSte
 	return ModelStepResult{Done: out.Done, ToolCalls: len(out.Message.ToolCalls), Seq: seq}, nil
 }
 
+// warnNoTokenIDs says, once per model on this worker, that a training policy's server answered
+// without token ids: it does not know return_token_ids (vLLM before it had it, another server),
+// and its attempts export logprobs at most.
+func (a *Activities) warnNoTokenIDs(ctx context.Context, model string, traceID uuid.UUID) {
+	if _, warned := a.noTokenIDs.LoadOrStore(model, true); !warned {
+		a.log().WarnContext(ctx, "a training policy's server returned no token ids: it may not know return_token_ids", "model", model, "trace", traceID)
+		a.workerLog(ctx, traceID, "model %s: asked for token ids (a training policy), its server returned none", model)
+	}
+}
+
 // conversation is one try's model-facing state on a worker.
 type conversation struct {
-	mu      sync.Mutex
-	attempt int
-	lastSeq int
-	req     agent.StepRequest
-	model   agent.Model
+	mu        sync.Mutex
+	attempt   int
+	lastSeq   int
+	req       agent.StepRequest
+	modelName string
+	model     agent.Model
 	// answers are the assistant events seen, by step, for retried steps.
 	answers map[int]ModelStepResult
 	elem    *list.Element
@@ -173,7 +191,7 @@ func (c *conversation) catchUp(ctx context.Context, a *Activities, traceID uuid.
 		if err != nil {
 			return err
 		}
-		c.model = m
+		c.model, c.modelName = m, r.model.ModelName
 	}
 	evs, err := a.Store.TraceEvents(ctx, traceID, c.lastSeq, false)
 	if err != nil {

@@ -1,18 +1,18 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"maps"
 	"net/http"
 	"reflect"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
+	"github.com/parquet-go/parquet-go"
 
 	"github.com/proctorhq/proctor/internal/agent"
 	"github.com/proctorhq/proctor/internal/trajectory"
@@ -42,8 +42,9 @@ func (s *Server) registerExport() {
 	}, authKeyOrSession)
 	huma.Register(s.v2, o, s.exportJob)
 	doc := s.api.OpenAPI().Paths["/v2/jobs/{job_id}/export"].Get
-	doc.Responses["200"] = &huma.Response{Description: "One attempt a line", Content: map[string]*huma.MediaType{
+	doc.Responses["200"] = &huma.Response{Description: "One attempt a line (format jsonl), or a Parquet file of one attempt a row (format parquet)", Content: map[string]*huma.MediaType{
 		"application/x-ndjson": {Schema: s.api.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[ExportLine](), true, "ExportLine")},
+		parquetMediaType:       {Schema: &huma.Schema{Type: huma.TypeString, Format: "binary"}},
 	}}
 }
 
@@ -55,6 +56,7 @@ type exportInput struct {
 	Status    []string  `query:"status" enum:"pending,initializing,running,completed,error,cancelling,cancelled" doc:"only attempts in one of these statuses"`
 	Category  string    `query:"category" enum:"all,failed,live,no_score,successful" default:"all"`
 	Cursor    string    `query:"cursor" maxLength:"200" doc:"resume after the line that carried this cursor"`
+	Format    string    `query:"format" enum:"jsonl,parquet" default:"jsonl" doc:"jsonl: one attempt a line, resumable by cursor; parquet: one file (a row group per 50 attempts), read whole"`
 }
 
 // ExportLine is one attempt of an export.
@@ -115,6 +117,9 @@ func (s *Server) exportJob(ctx context.Context, in *exportInput) (*huma.StreamRe
 		f.MaxReward = &in.MaxReward
 	}
 	var after *models.ExportCursor
+	if in.Cursor != "" && in.Format == exportParquet {
+		return nil, validation("query.cursor", "a Parquet export is one file, read whole: it takes no cursor", in.Cursor)
+	}
 	if in.Cursor != "" {
 		c, err := parseExportCursor(in.Cursor)
 		if err != nil {
@@ -128,43 +133,140 @@ func (s *Server) exportJob(ctx context.Context, in *exportInput) (*huma.StreamRe
 		return nil, err
 	}
 	return &huma.StreamResponse{Body: func(hctx huma.Context) {
-		hctx.SetHeader("Content-Type", "application/x-ndjson")
 		w := hctx.BodyWriter().(http.ResponseWriter)
 		rc := http.NewResponseController(w)
 		// An export of a large job takes longer than the server's write timeout for one answer.
 		rc.SetWriteDeadline(time.Now().Add(time.Hour)) //nolint:errcheck
-		enc := json.NewEncoder(w)
-		for len(page) > 0 {
-			ids := make([]uuid.UUID, len(page))
-			for i := range page {
-				ids[i] = page[i].Trace.ID
+		if in.Format == exportParquet {
+			hctx.SetHeader("Content-Type", parquetMediaType)
+			hctx.SetHeader("Content-Disposition", `attachment; filename="`+in.JobID.String()+`.parquet"`)
+			pw := parquet.NewGenericWriter[ExportRow](w, parquet.Compression(&parquet.Zstd))
+			rows := make([]ExportRow, 1)
+			write := func(l *ExportLine) (err error) {
+				if rows[0], err = exportRow(l); err != nil {
+					return err
+				}
+				_, err = pw.Write(rows)
+				return err
 			}
-			tokens, err := s.store.ModelCallTokensOf(hctx.Context(), ids)
+			// Each page a row group: an export's memory stays a page's whatever the job's size.
+			// The footer, which makes the file whole, is written only once every attempt is in:
+			// a cut-off file is no Parquet file, never a short one.
+			if s.exportPages(hctx, in.JobID, f, page, write, pw.Flush) {
+				if err := pw.Close(); err != nil {
+					s.log.ErrorContext(hctx.Context(), "export", "job", in.JobID, "error", err)
+				}
+			}
+			return
+		}
+		hctx.SetHeader("Content-Type", "application/x-ndjson")
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false) // a token such as <|im_end|> as the model wrote it
+		s.exportPages(hctx, in.JobID, f, page, func(l *ExportLine) error {
+			buf.Reset()
+			if err := enc.Encode(l); err != nil {
+				s.log.ErrorContext(hctx.Context(), "export", "job", in.JobID, "trace", l.TraceID, "error", err)
+				abortExport() // never a clean end that reads as complete
+			}
+			_, err := w.Write(buf.Bytes())
+			return err
+		}, rc.Flush)
+	}}, nil
+}
+
+// exportPages writes the export's attempts, page after page from page (the first, already read),
+// each with write, and flush after each page; it reports whether all were written. An attempt
+// that cannot be read aborts the answer (see abortExport); a client that went away ends it.
+func (s *Server) exportPages(hctx huma.Context, jobID uuid.UUID, f models.ExportFilter, page []models.ExportedAttempt, write func(*ExportLine) error, flush func() error) bool {
+	for len(page) > 0 {
+		var err error
+		for i := range page {
+			line, err := s.exportLine(hctx.Context(), &page[i])
 			if err != nil {
-				s.log.ErrorContext(hctx.Context(), "export", "job", in.JobID, "error", err)
+				s.log.ErrorContext(hctx.Context(), "export", "job", jobID, "trace", page[i].Trace.ID, "error", err)
 				abortExport()
 			}
-			for i := range page {
-				line, err := s.exportLine(hctx.Context(), &page[i], tokens[page[i].Trace.ID])
-				if err != nil {
-					s.log.ErrorContext(hctx.Context(), "export", "job", in.JobID, "trace", page[i].Trace.ID, "error", err)
-					abortExport()
-				}
-				if enc.Encode(line) != nil {
-					return // the client went away
-				}
-			}
-			rc.Flush() //nolint:errcheck
-			last := page[len(page)-1].Trace
-			if len(page) < exportPage {
-				return
-			}
-			if page, err = s.store.ExportPage(hctx.Context(), in.JobID, f, &models.ExportCursor{CreatedAt: last.CreatedAt, ID: last.ID}, exportPage); err != nil {
-				s.log.ErrorContext(hctx.Context(), "export", "job", in.JobID, "error", err)
-				abortExport()
+			if write(line) != nil {
+				return false // the client went away
 			}
 		}
-	}}, nil
+		if flush() != nil {
+			return false
+		}
+		last := page[len(page)-1].Trace
+		if len(page) < exportPage {
+			return true
+		}
+		if page, err = s.store.ExportPage(hctx.Context(), jobID, f, &models.ExportCursor{CreatedAt: last.CreatedAt, ID: last.ID}, exportPage); err != nil {
+			s.log.ErrorContext(hctx.Context(), "export", "job", jobID, "error", err)
+			abortExport()
+		}
+	}
+	return true
+}
+
+// A Parquet export (?format=parquet).
+const (
+	exportParquet    = "parquet"
+	parquetMediaType = "application/vnd.apache.parquet"
+)
+
+// ExportRow is one attempt of a Parquet export: the export line's fields as columns, its nested
+// ones (the conversation, the tools, the evaluation result, the model calls' tokens) as JSON
+// text, which pandas, pyarrow and datasets read as strings and json.loads takes apart; so the
+// file's schema stays flat and the same for every environment.
+type ExportRow struct {
+	TraceID          string     `parquet:"trace_id"`
+	JobID            string     `parquet:"job_id"`
+	TaskID           *string    `parquet:"task_id,optional"`
+	TaskName         string     `parquet:"task_name"`
+	TaskVersionID    *string    `parquet:"task_version_id,optional"`
+	Digest           string     `parquet:"environment_digest"`
+	GroupID          string     `parquet:"group_id"`
+	ModelID          *string    `parquet:"model_id,optional"`
+	ModelName        string     `parquet:"model_name"`
+	Status           string     `parquet:"status"`
+	StopReason       string     `parquet:"stop_reason"`
+	Error            string     `parquet:"error"`
+	IsValid          bool       `parquet:"is_valid"`
+	Reward           *float64   `parquet:"reward,optional"`
+	EvaluationResult string     `parquet:"evaluation_result,json"`
+	Tries            int64      `parquet:"tries"`
+	StartTime        *time.Time `parquet:"start_time,optional,timestamp(microsecond)"`
+	EndTime          *time.Time `parquet:"end_time,optional,timestamp(microsecond)"`
+	Messages         string     `parquet:"messages,json"`
+	Tools            string     `parquet:"tools,json"`
+	Steps            int64      `parquet:"steps"`
+	PromptTokens     int64      `parquet:"prompt_tokens"`
+	CompletionTokens int64      `parquet:"completion_tokens"`
+	ModelCalls       string     `parquet:"model_calls,json"`
+}
+
+// exportRow is an export line as a Parquet row.
+func exportRow(l *ExportLine) (ExportRow, error) {
+	str := func(id *uuid.UUID) *string {
+		if id == nil {
+			return nil
+		}
+		s := id.String()
+		return &s
+	}
+	r := ExportRow{TraceID: l.TraceID.String(), JobID: l.JobID.String(), TaskID: str(l.TaskID), TaskName: l.TaskName, TaskVersionID: str(l.TaskVersionID),
+		Digest: l.Digest, GroupID: l.GroupID, ModelID: str(l.ModelID), ModelName: l.ModelName, Status: l.Status, StopReason: l.StopReason,
+		Error: l.Error, IsValid: l.IsValid, Reward: l.Reward, Tries: int64(l.Tries), StartTime: l.StartTime, EndTime: l.EndTime,
+		Steps: int64(l.Steps), PromptTokens: int64(l.Usage.PromptTokens), CompletionTokens: int64(l.Usage.CompletionTokens)}
+	for _, f := range []struct {
+		to *string
+		v  any
+	}{{&r.EvaluationResult, l.EvaluationResult}, {&r.Messages, l.Messages}, {&r.Tools, l.Tools}, {&r.ModelCalls, l.ModelCalls}} {
+		b, err := json.Marshal(f.v)
+		if err != nil {
+			return r, err
+		}
+		*f.to = string(b)
+	}
+	return r, nil
 }
 
 // abortExport ends an export that cannot go on with the connection cut, not with the end of the
@@ -175,7 +277,7 @@ func abortExport() {
 }
 
 // exportLine is one attempt's line.
-func (s *Server) exportLine(ctx context.Context, a *models.ExportedAttempt, tokens map[int]models.ModelCallTokens) (*ExportLine, error) {
+func (s *Server) exportLine(ctx context.Context, a *models.ExportedAttempt) (*ExportLine, error) {
 	t := &a.Trace
 	conv, err := trajectory.FromEvents(a.Events, func(im agent.Image) string {
 		if im.Key == "" || s.bucket == nil {
@@ -190,37 +292,73 @@ func (s *Server) exportLine(ctx context.Context, a *models.ExportedAttempt, toke
 	if err != nil {
 		return nil, err
 	}
+	calls, err := s.modelCalls(ctx, t.ID, conv)
+	if err != nil {
+		return nil, err
+	}
 	return &ExportLine{
 		Cursor: exportCursor(t.CreatedAt, t.ID), TraceID: t.ID, JobID: t.JobID, TaskID: t.TaskID, TaskName: a.TaskName, TaskVersionID: t.TaskVersionID,
 		Digest: a.Digest, GroupID: t.GroupID, ModelID: t.ModelID, ModelName: a.ModelName, Status: t.Status, StopReason: t.StopReason,
 		Error: t.Error, IsValid: t.IsValid, Reward: t.Reward, EvaluationResult: objectOf(t.EvaluationResult), Tries: t.Attempt,
 		StartTime: t.StartTime, EndTime: t.EndTime, Messages: conv.Messages, Tools: conv.Tools, Steps: conv.Steps,
 		Usage:      ExportUsage{PromptTokens: conv.Usage.InputTokens, CompletionTokens: conv.Usage.OutputTokens},
-		ModelCalls: modelCalls(conv, tokens),
+		ModelCalls: calls,
 	}, nil
 }
 
-// modelCalls are the kept tokens of the conversation's model calls, in the order of its messages.
-func modelCalls(conv *trajectory.Conversation, tokens map[int]models.ModelCallTokens) []ExportModelCall {
+// modelCalls are the kept tokens of the conversation's model calls, in order: only those its
+// assistant events name (its last try's), read attempt by attempt.
+func (s *Server) modelCalls(ctx context.Context, traceID uuid.UUID, conv *trajectory.Conversation) ([]ExportModelCall, error) {
 	out := []ExportModelCall{}
-	for _, seq := range slices.Sorted(maps.Keys(tokens)) {
-		idx, ok := conv.Answers[seq]
-		if !ok {
-			continue // a superseded try's call
+	if len(conv.Kept) == 0 {
+		return out, nil
+	}
+	refs := make([]uuid.UUID, 0, len(conv.Kept))
+	for _, k := range conv.Kept {
+		if id, err := uuid.Parse(k.TokensRef); err == nil {
+			refs = append(refs, id)
 		}
-		t := tokens[seq]
-		c := ExportModelCall{MessageIndex: idx, PromptTokenIDs: rawOrNull(t.PromptTokenIDs), CompletionTokenIDs: rawOrNull(t.CompletionTokenIDs),
+	}
+	kept, err := s.store.ModelCallTokensOf(ctx, traceID, refs)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range conv.Kept {
+		id, _ := uuid.Parse(k.TokensRef)
+		t, ok := kept[id]
+		if !ok {
+			continue
+		}
+		c := ExportModelCall{MessageIndex: k.MessageIndex, PromptTokenIDs: rawOrNull(t.PromptTokenIDs), CompletionTokenIDs: rawOrNull(t.CompletionTokenIDs),
 			Logprobs: rawOrNull(t.Logprobs), Sampling: rawOrNull(t.Sampling)}
-		var prompt, completion []json.RawMessage
-		if json.Unmarshal(c.PromptTokenIDs, &prompt) == nil && json.Unmarshal(c.CompletionTokenIDs, &completion) == nil && prompt != nil && completion != nil {
-			c.LossMask = make([]int, len(prompt)+len(completion))
-			for i := len(prompt); i < len(c.LossMask); i++ {
-				c.LossMask[i] = 1
+		if p, ok := flatArrayLen(t.PromptTokenIDs); ok {
+			if n, ok := flatArrayLen(t.CompletionTokenIDs); ok {
+				c.LossMask = make([]int, p+n)
+				for i := p; i < p+n; i++ {
+					c.LossMask[i] = 1
+				}
 			}
 		}
 		out = append(out, c)
 	}
-	return out
+	return out, nil
+}
+
+// flatArrayLen counts the elements of a JSON array of numbers (token ids) without decoding them;
+// ok is false for anything else.
+func flatArrayLen(s string) (int, bool) {
+	s = strings.TrimSpace(s)
+	if len(s) < 2 || s[0] != '[' || s[len(s)-1] != ']' {
+		return 0, false
+	}
+	inner := strings.TrimSpace(s[1 : len(s)-1])
+	if inner == "" {
+		return 0, true
+	}
+	if strings.ContainsAny(inner, "[]{}\"") {
+		return 0, false
+	}
+	return strings.Count(inner, ",") + 1, true
 }
 
 // rawOrNull is kept JSON text as a value of the line, null when none was kept.

@@ -37,6 +37,9 @@ type AssistantEventData struct {
 	Usage   agent.Usage   `json:"usage"`
 	// Model is the model that answered, as its provider names it.
 	Model string `json:"model"`
+	// TokensRef names the call's kept tokens (a training policy's: ModelCallTokens.CallID);
+	// empty when none were kept.
+	TokensRef string `json:"tokens_ref,omitempty"`
 }
 
 // ToolCallEventData is the data of a tool_call event: a call the model asked for.

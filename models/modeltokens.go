@@ -10,14 +10,14 @@ import (
 )
 
 // ModelCallTokens is what the upstream of a training policy (LLMModel.TrainingPolicy) returned of
-// one model call's tokens, kept beside the assistant event the call answered (TraceID, Seq) and out
-// of the event stream and workflow history. Each field holds the JSON text of the upstream's own
-// value, byte for byte (a text column, which nothing re-encodes), or is empty where it returned
-// none.
+// one model call's tokens, kept beside the trace, out of the event stream and workflow history;
+// the assistant event of the call names it (AssistantEventData.TokensRef is CallID). Each field
+// holds the JSON text of the upstream's own value, verbatim (a text column, which nothing
+// re-encodes), or is empty where it returned none.
 type ModelCallTokens struct {
 	bun.BaseModel      `bun:"table:model_call_tokens"`
 	TraceID            uuid.UUID `bun:"trace_id,pk,type:uuid"`
-	Seq                int       `bun:"seq,pk"`
+	CallID             uuid.UUID `bun:"call_id,pk,type:uuid"`
 	PromptTokenIDs     string    `bun:"prompt_token_ids,nullzero"`
 	CompletionTokenIDs string    `bun:"completion_token_ids,nullzero"`
 	Logprobs           string    `bun:"logprobs,nullzero"`
@@ -26,35 +26,30 @@ type ModelCallTokens struct {
 	CreatedAt time.Time `bun:"created_at"`
 }
 
-// RecordModelCallTokens keeps a call's tokens, before its assistant event is written: a call made
-// again at the same place (a retried step whose event was never written) replaces them, so what
-// is kept is always what the written event's call returned.
+// RecordModelCallTokens keeps a call's tokens, before its assistant event (which names them) is
+// written. A call whose event is never written (a step retried, two writers at one place) leaves
+// a row that no event names, which nothing reads: tokens are never paired with another call's
+// answer.
 func (s *Store) RecordModelCallTokens(ctx context.Context, t ModelCallTokens) error {
 	t.CreatedAt = now()
-	_, err := s.DB.NewInsert().Model(&t).On("CONFLICT (trace_id, seq) DO UPDATE").
-		Set("prompt_token_ids = EXCLUDED.prompt_token_ids, completion_token_ids = EXCLUDED.completion_token_ids, logprobs = EXCLUDED.logprobs, " +
-			"sampling = EXCLUDED.sampling, created_at = EXCLUDED.created_at").Exec(ctx)
-	if err != nil {
-		return fmt.Errorf("record the tokens of trace %s event %d: %w", t.TraceID, t.Seq, err)
+	if _, err := s.DB.NewInsert().Model(&t).Exec(ctx); err != nil {
+		return fmt.Errorf("record the tokens of a call of trace %s: %w", t.TraceID, err)
 	}
 	return nil
 }
 
-// ModelCallTokensOf reads the tokens kept for the traces' model calls, by trace and event seq.
-func (s *Store) ModelCallTokensOf(ctx context.Context, traceIDs []uuid.UUID) (map[uuid.UUID]map[int]ModelCallTokens, error) {
-	out := map[uuid.UUID]map[int]ModelCallTokens{}
-	if len(traceIDs) == 0 {
+// ModelCallTokensOf reads the tokens kept for the named calls of a trace, by call id.
+func (s *Store) ModelCallTokensOf(ctx context.Context, traceID uuid.UUID, callIDs []uuid.UUID) (map[uuid.UUID]ModelCallTokens, error) {
+	out := map[uuid.UUID]ModelCallTokens{}
+	if len(callIDs) == 0 {
 		return out, nil
 	}
 	var rows []ModelCallTokens
-	if err := s.DB.NewSelect().Model(&rows).Where("trace_id IN (?)", bun.In(traceIDs)).Scan(ctx); err != nil {
-		return nil, fmt.Errorf("model call tokens: %w", err)
+	if err := s.DB.NewSelect().Model(&rows).Where("trace_id = ? AND call_id IN (?)", traceID, bun.In(callIDs)).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("model call tokens of trace %s: %w", traceID, err)
 	}
 	for _, r := range rows {
-		if out[r.TraceID] == nil {
-			out[r.TraceID] = map[int]ModelCallTokens{}
-		}
-		out[r.TraceID][r.Seq] = r
+		out[r.CallID] = r
 	}
 	return out, nil
 }

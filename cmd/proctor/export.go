@@ -26,10 +26,10 @@ func cmdExport(stdout, stderr io.Writer) flagsBody {
 		maxReward := fs.String("max-reward", "", "only attempts with a reward of at most this")
 		status := fs.String("status", "", "only attempts in these statuses (comma-separated: completed,error,…)")
 		category := fs.String("category", "", "only one category: successful, failed, no_score or live")
-		format := fs.String("format", "jsonl", "the output's format: jsonl (one attempt a line)")
+		format := fs.String("format", "jsonl", "the output's format: jsonl (one attempt a line, resumed where it broke off) or parquet (one file, a row an attempt)")
 		return clientCommand(func(ctx context.Context, c *apiClient, pos []string) (err error) {
-			if *format != "jsonl" {
-				return usagef("--format %s: only jsonl is written (one attempt a line)", *format)
+			if *format != "jsonl" && *format != "parquet" {
+				return usagef("--format %s: jsonl (one attempt a line) or parquet", *format)
 			}
 			if pos[0], err = c.resolveID(ctx, "job", pos[0]); err != nil {
 				return err
@@ -53,9 +53,31 @@ func cmdExport(stdout, stderr io.Writer) flagsBody {
 			if *category != "" {
 				q.Set("category", *category)
 			}
+			if *format == "parquet" {
+				q.Set("format", "parquet")
+				return exportParquet(ctx, c, pos[0], q, stdout, stderr)
+			}
 			return exportJob(ctx, c, pos[0], q, stdout, stderr)
 		})(fs)
 	}
+}
+
+// exportParquet copies the job's Parquet export to out, saying on progress how much it wrote. A
+// Parquet file is whole only with its footer, which comes last: one that breaks off is an error
+// (run again), never a shorter file that reads as complete.
+func exportParquet(ctx context.Context, c *apiClient, jobID string, q url.Values, out, progress io.Writer) error {
+	body, err := c.stream(ctx, "/v2/jobs/"+url.PathEscape(jobID)+"/export?"+q.Encode())
+	if err != nil {
+		return err
+	}
+	defer body.Close()
+	start := time.Now()
+	n, err := io.Copy(out, body)
+	if err != nil {
+		return fmt.Errorf("the Parquet export broke off after %d bytes (%w): run again", n, err)
+	}
+	fmt.Fprintf(progress, "%d bytes of Parquet exported in %s\n", n, time.Since(start).Round(100*time.Millisecond))
+	return nil
 }
 
 // exportJob copies the export's lines to out, resuming from the last whole line when the stream

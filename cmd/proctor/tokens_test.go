@@ -7,9 +7,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/xitongsys/parquet-go-source/buffer"
+	"github.com/xitongsys/parquet-go/reader"
 )
 
 // tokenUpstream is an OpenAI-compatible server like vLLM serving a policy being trained: asked
@@ -59,7 +63,7 @@ func newTokenUpstream(t *testing.T) *tokenUpstream {
 			st := sentTokens{
 				prompt:     fmt.Sprintf("[151644, 8948,  %d, 198]", 1000+n),
 				completion: fmt.Sprintf("[ %d,151645 ]", 2000+n),
-				logprobs:   fmt.Sprintf(`{"content": [{"token": "token_id:%d", "logprob": -1.2345678901234567e-05, "bytes": [104]}, {"token": "token_id:151645", "logprob": -0.0, "bytes": []}], "refusal": null}`, 2000+n),
+				logprobs:   fmt.Sprintf(`{"content": [{"token": "token_id:%d", "logprob": -1.2345678901234567e-05, "bytes": [104]}, {"token": "<|im_end|>", "logprob": -0.0, "bytes": []}], "refusal": null}`, 2000+n),
 			}
 			u.sent = append(u.sent, st)
 			extra = `"prompt_token_ids": ` + st.prompt + `,`
@@ -103,6 +107,7 @@ func testPolicyTokens(t *testing.T, storeArgs []string, _ string) {
 	}
 	c.call("POST", "/v2/tasks/upload", map[string]any{"taskset_name": "tokens", "tasks": []any{map[string]any{
 		"name": "add", "env": "todo", "scenario": "add-todos", "args": map[string]any{"items": []string{"buy milk", "walk the dog"}}}}}, &tasks)
+	var jobID string
 	export := func(model string) []map[string]json.RawMessage {
 		t.Helper()
 		tr, logs := c.runToEnd(map[string]any{"task_version_id": tasks.TaskVersionIDs[0], "model_id": model})
@@ -113,6 +118,7 @@ func testPolicyTokens(t *testing.T, storeArgs []string, _ string) {
 			JobID string `json:"job_id"`
 		}
 		c.call("GET", "/v2/trace/"+tr.ID, nil, &job)
+		jobID = job.JobID
 		req, _ := http.NewRequest("GET", c.base+"/v2/jobs/"+job.JobID+"/export", nil)
 		req.Header.Set("Authorization", "Bearer "+c.key)
 		res, err := http.DefaultClient.Do(req)
@@ -167,7 +173,7 @@ func testPolicyTokens(t *testing.T, storeArgs []string, _ string) {
 	}
 	for i, call := range calls {
 		if string(call.PromptTokenIDs) != compact(sent[i].prompt) || string(call.CompletionTokenIDs) != compact(sent[i].completion) ||
-			string(call.Logprobs) != compact(sent[i].logprobs) || !strings.Contains(string(call.Logprobs), `"logprob":-0.0,`) {
+			string(call.Logprobs) != compact(sent[i].logprobs) || !strings.Contains(string(call.Logprobs), `"token":"<|im_end|>","logprob":-0.0,`) {
 			t.Errorf("call %d exported\n  %s %s %s\nwant what the upstream sent\n  %s %s %s", i, call.PromptTokenIDs, call.CompletionTokenIDs, call.Logprobs,
 				sent[i].prompt, sent[i].completion, sent[i].logprobs)
 		}
@@ -180,6 +186,31 @@ func testPolicyTokens(t *testing.T, storeArgs []string, _ string) {
 		t.Errorf("the policy's calls went out without asking for tokens %d times", plainCalls)
 	}
 
+	// The same attempt as Parquet (proctor export --format parquet), read back by a second,
+	// independent Parquet implementation (xitongsys/parquet-go; the server writes with
+	// parquet-go/parquet-go): its columns hold the line's fields, its nested ones as JSON text.
+	var pq bytes.Buffer
+	var progress bytes.Buffer
+	if err := run(t.Context(), []string{"export", jobID, "--format", "parquet", "--api-url", c.base, "--api-key", c.key}, &pq, &progress); err != nil {
+		t.Fatalf("proctor export --format parquet: %v\n%s", err, progress.String())
+	}
+	rows := readParquet(t, pq.Bytes())
+	if len(rows) != 1 || rows[0]["Trace_id"] != string(bytes.Trim(line["trace_id"], `"`)) || rows[0]["Status"] != "completed" || rows[0]["Reward"] != 1.0 ||
+		rows[0]["Steps"] != 3.0 || !strings.Contains(progress.String(), "bytes of Parquet exported") {
+		t.Errorf("the Parquet export's rows: %v (progress %q)", rows, progress.String())
+	}
+	if len(rows) == 1 {
+		var fromParquet, fromLine any
+		json.Unmarshal([]byte(rows[0]["Model_calls"].(string)), &fromParquet)
+		json.Unmarshal(line["model_calls"], &fromLine)
+		if !reflect.DeepEqual(fromParquet, fromLine) || !strings.Contains(rows[0]["Model_calls"].(string), `"logprob":-0.0`) {
+			t.Errorf("the Parquet row's model_calls differ from the line's:\n%s\n%s", rows[0]["Model_calls"], line["model_calls"])
+		}
+	}
+	if code, body := c.raw("GET", "/v2/jobs/"+jobID+"/export?format=parquet&cursor=x", nil); code != 422 || !strings.Contains(body, "no cursor") {
+		t.Errorf("a Parquet export with a cursor = %d %s, want 422", code, body)
+	}
+
 	line = export(plain)[0]
 	up.mu.Lock()
 	plainCalls = up.plain
@@ -187,6 +218,27 @@ func testPolicyTokens(t *testing.T, storeArgs []string, _ string) {
 	if got := strings.TrimSpace(string(line["model_calls"])); got != "[]" || plainCalls != 3 {
 		t.Errorf("an ordinary model's attempt: model_calls %s, %d calls without tokens (want [] and 3)", got, plainCalls)
 	}
+}
+
+// readParquet reads a Parquet file's rows with xitongsys/parquet-go, as generic values (its
+// field names capitalised as it makes them).
+func readParquet(t *testing.T, b []byte) []map[string]any {
+	t.Helper()
+	pr, err := reader.NewParquetReader(buffer.NewBufferFileFromBytes(b), nil, 1)
+	if err != nil {
+		t.Fatalf("read the Parquet file (%d bytes): %v", len(b), err)
+	}
+	defer pr.ReadStop()
+	rows, err := pr.ReadByNumber(int(pr.GetNumRows()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(rows)
+	var out []map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 func mustJSON(v any) []byte {

@@ -44,6 +44,7 @@ func DocumentPath() string {
 func init() {
 	openapi3filter.RegisterBodyDecoder("application/x-ndjson", decodeJSONLines)
 	openapi3filter.RegisterBodyDecoder("text/event-stream", decodeEvents)
+	openapi3filter.RegisterBodyDecoder("application/vnd.apache.parquet", openapi3filter.FileBodyDecoder)
 }
 
 // decodeEvents reads a server-sent events body (documented by the schema of one event's data):

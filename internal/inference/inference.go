@@ -80,7 +80,15 @@ func (g *Gateway) Client(ctx context.Context, c Call) (m agent.Model, cred *mode
 	if err != nil {
 		return nil, nil, err
 	}
-	inner, err := g.Models(up.model, c.Validation, up.ownKey)
+	served := up.model
+	if served.TrainingPolicy && c.Route != models.RouteAgent {
+		// Tokens are kept for an attempt's calls only: another route's would be asked for them
+		// and thrown away.
+		plain := *served
+		plain.TrainingPolicy = false
+		served = &plain
+	}
+	inner, err := g.Models(served, c.Validation, up.ownKey)
 	if err != nil {
 		return nil, nil, err
 	}

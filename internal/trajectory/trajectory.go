@@ -70,9 +70,15 @@ type Conversation struct {
 	Tools    []Tool
 	Usage    agent.Usage
 	Steps    int
-	// Answers are the assistant messages' events: Answers[seq] is the index in Messages of the
-	// message the assistant event of seq holds.
-	Answers map[int]int
+	// Kept are the model calls whose tokens were kept (a training policy's), in order.
+	Kept []KeptCall
+}
+
+// KeptCall is a model call whose tokens were kept: the index in Messages of the assistant
+// message it answered with, and the kept tokens' reference (AssistantEventData.TokensRef).
+type KeptCall struct {
+	MessageIndex int
+	TokensRef    string
 }
 
 // ImageURLs gives the URL an image is read at (a signed URL of the object keeping it), or "".
@@ -80,7 +86,7 @@ type ImageURLs func(agent.Image) string
 
 // FromEvents rebuilds the conversation of events (one try's, in order).
 func FromEvents(events []models.TraceEvent, urls ImageURLs) (*Conversation, error) {
-	c := &Conversation{Messages: []Message{}, Tools: []Tool{}, Answers: map[int]int{}}
+	c := &Conversation{Messages: []Message{}, Tools: []Tool{}}
 	var pending []ContentPart // a run of tool results' images, sent after the run (as the adapter does)
 	flush := func() {
 		if len(pending) > 0 {
@@ -111,6 +117,9 @@ func FromEvents(events []models.TraceEvent, urls ImageURLs) (*Conversation, erro
 			if err := e.DecodeData(&d); err == nil {
 				c.Usage.InputTokens += d.Usage.InputTokens
 				c.Usage.OutputTokens += d.Usage.OutputTokens
+				if d.TokensRef != "" {
+					c.Kept = append(c.Kept, KeptCall{MessageIndex: len(c.Messages), TokensRef: d.TokensRef})
+				}
 			}
 			step := turn.Step
 			out := Message{Role: agent.RoleAssistant, Step: &step}
@@ -120,7 +129,6 @@ func FromEvents(events []models.TraceEvent, urls ImageURLs) (*Conversation, erro
 			for _, tc := range m.ToolCalls {
 				out.ToolCalls = append(out.ToolCalls, ToolCall{ID: tc.ID, Type: "function", Function: FunctionCall{Name: tc.Name, Arguments: arguments(tc)}})
 			}
-			c.Answers[e.Seq] = len(c.Messages)
 			c.Messages = append(c.Messages, out)
 			c.Steps++
 		case agent.RoleTool:
