@@ -292,10 +292,11 @@ func TestRedactHostPaths(t *testing.T) {
 // answer as they would with one.
 type launchRecorder struct{}
 
-func (launchRecorder) StartRollout(context.Context, uuid.UUID) error      { return nil }
-func (launchRecorder) StartRunList(context.Context, uuid.UUID, int) error { return nil }
-func (launchRecorder) CancelTrace(context.Context, uuid.UUID) error       { return nil }
-func (launchRecorder) CancelJob(context.Context, uuid.UUID) (int, error)  { return 0, nil }
+func (launchRecorder) StartRollout(context.Context, uuid.UUID) error           { return nil }
+func (launchRecorder) StartRunList(context.Context, uuid.UUID, int) error      { return nil }
+func (launchRecorder) RetryRunList(context.Context, uuid.UUID, int, int) error { return nil }
+func (launchRecorder) CancelTrace(context.Context, uuid.UUID) error            { return nil }
+func (launchRecorder) CancelJob(context.Context, uuid.UUID) (int, error)       { return 0, nil }
 
 // A job launched as the follow-up of another (run_list's parent_job_id) names it in its
 // metadata; one launched on its own has a null parent. The parent must be a job the caller sees.

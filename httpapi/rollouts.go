@@ -16,6 +16,8 @@ import (
 type Workflows interface {
 	StartRollout(ctx context.Context, traceID uuid.UUID) error
 	StartRunList(ctx context.Context, jobID uuid.UUID, maxConcurrent int) error
+	// RetryRunList runs a job's retried attempts, from their place in its launch order.
+	RetryRunList(ctx context.Context, jobID uuid.UUID, maxConcurrent, from int) error
 	CancelTrace(ctx context.Context, traceID uuid.UUID) error
 	CancelJob(ctx context.Context, jobID uuid.UUID) (int, error)
 }

@@ -35,6 +35,7 @@ func (s *Server) registerOperations() {
 	s.registerCompare()
 	s.registerExport()
 	s.registerFinished()
+	s.registerRetry()
 	s.registerJobMix()
 	// Rollouts
 	s.registerRollouts()

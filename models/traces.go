@@ -44,6 +44,9 @@ type Trace struct {
 	EndTime      *time.Time `bun:"end_time"`
 	CreatedAt    time.Time  `bun:"created_at"`
 	UpdatedAt    time.Time  `bun:"updated_at"`
+	// RetryOf is the failed attempt of the job this one runs again (RetryJob); nil for one
+	// launched as itself.
+	RetryOf *uuid.UUID `bun:"retry_of,type:uuid"`
 	// FinishSeq is the attempt's number in its job's sequence of ended attempts (see
 	// FinishedAttempts), nil until it is numbered; only that numbering writes it.
 	FinishSeq *int64 `bun:"finish_seq,scanonly"`

@@ -190,6 +190,22 @@ func (c *Client) StartRunList(ctx context.Context, jobID uuid.UUID, maxConcurren
 	return c.start(ctx, names.RunListWorkflowID(jobID), workflows.RunList, workflows.RunListInput{JobID: jobID, MaxConcurrent: maxConcurrent, MaxTries: c.MaxTries})
 }
 
+// RetryRunList starts the RunList that runs a job's retried attempts, from their place in its
+// launch order (see models.Store.RetryJob). Each retry of a job is a new run of one workflow id,
+// which the job's cancel cancels too; a retry while the last one still runs is refused.
+func (c *Client) RetryRunList(ctx context.Context, jobID uuid.UUID, maxConcurrent, from int) error {
+	id := names.RunListRetryWorkflowID(jobID)
+	_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: id, TaskQueue: names.QueueWorkflows,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+	}, workflows.RunList, workflows.RunListInput{JobID: jobID, MaxConcurrent: maxConcurrent, MaxTries: c.MaxTries, Started: from})
+	if err != nil {
+		return fmt.Errorf("start %s: %w", id, err)
+	}
+	return nil
+}
+
 // StartBuild starts the workflow that builds a triggered build; starting it again is a no-op.
 func (c *Client) StartBuild(ctx context.Context, buildID uuid.UUID) error {
 	return c.start(ctx, names.BuildWorkflowID(buildID), workflows.Build, workflows.BuildInput{BuildID: buildID})

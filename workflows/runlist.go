@@ -266,6 +266,7 @@ func CancelJob(ctx workflow.Context, in CancelJobInput) (CancelJobResult, error)
 	}
 	// Absent workflows (no RunList for single-run jobs, rollouts that already ended) are not errors.
 	_ = workflow.RequestCancelExternalWorkflow(ctx, names.RunListWorkflowID(in.JobID), "").Get(ctx, nil)
+	_ = workflow.RequestCancelExternalWorkflow(ctx, names.RunListRetryWorkflowID(in.JobID), "").Get(ctx, nil)
 	cancelAll(ctx, marked.Live)
 	return CancelJobResult{Cancelled: len(marked.Live)}, nil
 }

@@ -102,6 +102,41 @@ func cmdJobsCancel(stdout io.Writer) flagsBody {
 	})
 }
 
+// cmdJobsRetry runs a run_list job's failed attempts again in the job: those the infrastructure
+// failed (no reward), or with --errors all every one that ended in error; never a completed one.
+func cmdJobsRetry(stdout io.Writer) flagsBody {
+	return func(fs *flag.FlagSet) runFunc {
+		which := fs.String("errors", "infra", "which failed attempts: infra (ended in error with no reward: the infrastructure failed) or all (any error)")
+		return clientCommand(func(ctx context.Context, c *apiClient, pos []string) (err error) {
+			if *which != "infra" && *which != "all" {
+				return usagef("--errors %s: infra or all", *which)
+			}
+			if pos[0], err = c.resolveID(ctx, "job", pos[0]); err != nil {
+				return err
+			}
+			var res struct {
+				Retried []struct {
+					Replaced string `json:"replaced"`
+					TraceID  string `json:"trace_id"`
+				} `json:"retried"`
+			}
+			if err := c.do(ctx, http.MethodPost, "/v2/jobs/"+pos[0]+"/retry", map[string]string{"errors": *which}, &res); err != nil {
+				return err
+			}
+			if len(res.Retried) == 0 {
+				fmt.Fprintf(stdout, "job %s: no attempt to retry (--errors %s; each failed attempt is retried once, a completed one never)\n", pos[0], *which)
+				return nil
+			}
+			for _, r := range res.Retried {
+				fmt.Fprintf(stdout, "%s\tretries %s\n", r.TraceID, r.Replaced)
+			}
+			fmt.Fprintf(stdout, "job %s: %d attempts running again (the ones they replace no longer count)\nfollow it to the end with: proctor jobs watch %s\n",
+				pos[0], len(res.Retried), pos[0])
+			return nil
+		})(fs)
+	}
+}
+
 // showJobJSON prints a job, its summary and its taskset coverage (per task: attempts, statuses
 // and mean reward) as the API answers them.
 func showJobJSON(ctx context.Context, c *apiClient, jobID string, stdout io.Writer) error {

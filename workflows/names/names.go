@@ -13,11 +13,15 @@ import (
 )
 
 // Workflow ids. Each names one workflow per thing, so that starting it twice is refused.
-func RolloutWorkflowID(traceID uuid.UUID) string  { return "rollout/" + traceID.String() }
-func RunListWorkflowID(jobID uuid.UUID) string    { return "runlist/" + jobID.String() }
-func CancelJobWorkflowID(jobID uuid.UUID) string  { return "canceljob/" + jobID.String() }
-func BuildWorkflowID(buildID uuid.UUID) string    { return "build/" + buildID.String() }
-func DiscoverWorkflowID(buildID uuid.UUID) string { return "discover/" + buildID.String() }
+func RolloutWorkflowID(traceID uuid.UUID) string { return "rollout/" + traceID.String() }
+func RunListWorkflowID(jobID uuid.UUID) string   { return "runlist/" + jobID.String() }
+
+// RunListRetryWorkflowID is the RunList that runs a job's retried attempts (POST
+// /v2/jobs/{id}/retry): one id for every retry of the job, each a new run of it.
+func RunListRetryWorkflowID(jobID uuid.UUID) string { return "runlist/" + jobID.String() + "/retry" }
+func CancelJobWorkflowID(jobID uuid.UUID) string    { return "canceljob/" + jobID.String() }
+func BuildWorkflowID(buildID uuid.UUID) string      { return "build/" + buildID.String() }
+func DiscoverWorkflowID(buildID uuid.UUID) string   { return "discover/" + buildID.String() }
 
 // LimitAlertsWorkflowID is the one LimitAlerts workflow of a deployment.
 const LimitAlertsWorkflowID = "limit-alerts"

@@ -1,0 +1,73 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+)
+
+// registerRetry registers the retry of a job's failed attempts (a Proctor extension).
+func (s *Server) registerRetry() {
+	huma.Register(s.v2, op(huma.Operation{
+		OperationID: "retry-job", Method: http.MethodPost, Path: "/jobs/{job_id}/retry", Tags: []string{"Jobs"},
+		Summary: "Run a job's failed attempts again, in the job (Proctor extension)",
+		Description: "For a run_list job that has ended: each attempt that ended in error with no reward (`errors: infra`, the default: " +
+			"the infrastructure failed on every try) or in any error (`errors: all`: the agent's, the model's or the environment's " +
+			"failures, scored 0, too) is launched again in the same job, at most once: the new attempt names the one it replaces " +
+			"(`retry_of`), which is marked invalid so that the job's results count the new one. A completed attempt is never run " +
+			"again. The job reads running until the retries have ended. 409 for a job that still runs or that was not launched by run_list.",
+		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity, http.StatusServiceUnavailable},
+	}, authKeyOrSession), s.retryJob)
+}
+
+type retryJobInput struct {
+	JobID uuid.UUID `path:"job_id"`
+	Body  struct {
+		Errors        string `json:"errors,omitempty" enum:"infra,all" default:"infra" doc:"which failed attempts: infra (no reward: the infrastructure failed) or all (any error)"`
+		MaxConcurrent int    `json:"max_concurrent,omitempty" minimum:"1" maximum:"10000" default:"10" doc:"the retries live at once"`
+	}
+}
+
+// RetriedAttempt pairs a failed attempt with the attempt that runs it again.
+type RetriedAttempt struct {
+	Replaced uuid.UUID `json:"replaced" doc:"the failed attempt, now invalid"`
+	TraceID  uuid.UUID `json:"trace_id" doc:"the attempt that runs it again; its retry_of is replaced"`
+}
+
+// RetryJobResult says what a retry launched.
+type RetryJobResult struct {
+	JobID   uuid.UUID        `json:"job_id"`
+	Retried []RetriedAttempt `json:"retried" nullable:"false"`
+}
+
+type retryJobOutput struct{ Body RetryJobResult }
+
+// retryJob serves POST /v2/jobs/{job_id}/retry.
+func (s *Server) retryJob(ctx context.Context, in *retryJobInput) (*retryJobOutput, error) {
+	if err := s.requireWorkflows(); err != nil {
+		return nil, err
+	}
+	res, err := s.store.RetryJob(ctx, callerFrom(ctx), in.JobID, in.Body.Errors)
+	if err != nil {
+		return nil, storeError(err, "job")
+	}
+	out := &retryJobOutput{Body: RetryJobResult{JobID: in.JobID, Retried: []RetriedAttempt{}}}
+	for _, r := range res.Retried {
+		out.Body.Retried = append(out.Body.Retried, RetriedAttempt{Replaced: r.Replaced, TraceID: r.By})
+	}
+	if len(res.Retried) == 0 {
+		return out, nil
+	}
+	if err := s.workflows.RetryRunList(ctx, in.JobID, in.Body.MaxConcurrent, res.From); err != nil {
+		id := requestIDFrom(ctx)
+		s.log.ErrorContext(ctx, "retry run list", "request_id", id, "job", in.JobID, "error", err)
+		// Nothing runs the retries: they are taken back, and the job is as it was.
+		if uerr := s.store.UndoRetry(context.WithoutCancel(ctx), res); uerr != nil {
+			s.log.ErrorContext(ctx, "undo retry", "request_id", id, "job", in.JobID, "error", uerr)
+		}
+		return nil, newAPIError(http.StatusServiceUnavailable, "the retry's workflow could not start (request id "+id+"): try again")
+	}
+	return out, nil
+}

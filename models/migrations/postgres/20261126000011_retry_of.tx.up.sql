@@ -1,0 +1,5 @@
+-- An attempt that runs a failed one of its job again names it (proctor jobs retry); the failed
+-- one is then invalid, and is never retried twice.
+ALTER TABLE traces ADD COLUMN retry_of uuid REFERENCES traces (id) ON DELETE SET NULL;
+--bun:split
+CREATE UNIQUE INDEX traces_retry_of_idx ON traces (retry_of) WHERE retry_of IS NOT NULL;
