@@ -18,13 +18,17 @@ type FinishTraceInput struct {
 	Error            string                   `json:"error,omitempty"`
 	Reward           *float64                 `json:"reward,omitempty"`
 	EvaluationResult *models.EvaluationResult `json:"evaluation_result,omitempty"`
+	// Infrastructure marks an error the infrastructure caused (no host, a sandbox lost on every
+	// try): such an attempt may be retried in its job (models.RetryInfra).
+	Infrastructure bool `json:"infrastructure,omitempty"`
 }
 
 // FinishTrace writes how an attempt ended, and completes a single-run job whose traces all
 // ended. An error ends at reward 0.
 func (a *Activities) FinishTrace(ctx context.Context, f FinishTraceInput) error {
 	now := time.Now().UTC()
-	u := models.TraceUpdate{Status: f.Status, StopReason: f.StopReason, Error: f.Error, Reward: f.Reward, EvaluationResult: f.EvaluationResult, EndTime: &now}
+	u := models.TraceUpdate{Status: f.Status, StopReason: f.StopReason, Error: f.Error, Reward: f.Reward, EvaluationResult: f.EvaluationResult, EndTime: &now,
+		InfraFailure: f.Infrastructure && f.Status == models.TraceError}
 	if f.Status == models.TraceError && f.Reward == nil {
 		zero := 0.0
 		u.Reward = &zero

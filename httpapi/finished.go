@@ -72,6 +72,7 @@ type FinishedAttemptEvent struct {
 	Reward        *float64   `json:"reward"`
 	IsValid       bool       `json:"is_valid"`
 	EndTime       *time.Time `json:"end_time"`
+	RetryOf       *uuid.UUID `json:"retry_of" doc:"the failed attempt this one runs again (POST /v2/jobs/{id}/retry), which has left its group; null for others"`
 }
 
 // FinishedEndEvent is the data of the `end` event: the job ended, and every attempt that ended
@@ -122,7 +123,7 @@ func (s *Server) streamFinished(ctx context.Context, in *finishedInput) (*huma.S
 			for _, a := range page {
 				data, _ := json.Marshal(FinishedAttemptEvent{Seq: a.Seq, TraceID: a.TraceID, TaskID: a.TaskID, TaskVersionID: a.TaskVersionID,
 					ModelID: a.ModelID, GroupID: a.GroupID, GroupSize: a.GroupSize, GroupComplete: a.GroupComplete, Status: a.Status,
-					StopReason: a.StopReason, Error: a.Error, Reward: a.Reward, IsValid: a.IsValid, EndTime: a.EndTime})
+					StopReason: a.StopReason, Error: a.Error, Reward: a.Reward, IsValid: a.IsValid, EndTime: a.EndTime, RetryOf: a.RetryOf})
 				if _, err := fmt.Fprintf(w, "id: %d\nevent: attempt\ndata: %s\n\n", a.Seq, data); err != nil {
 					return // the client went away
 				}

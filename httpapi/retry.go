@@ -6,6 +6,8 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
+
+	"github.com/proctorhq/proctor/models"
 )
 
 // registerRetry registers the retry of a job's failed attempts (a Proctor extension).
@@ -17,17 +19,21 @@ func (s *Server) registerRetry() {
 			"the infrastructure failed on every try) or in any error (`errors: all`: the agent's, the model's or the environment's " +
 			"failures, scored 0, too) is launched again in the same job, at most once: the new attempt names the one it replaces " +
 			"(`retry_of`), which is marked invalid so that the job's results count the new one. A completed attempt is never run " +
-			"again. The job reads running until the retries have ended. 409 for a job that still runs or that was not launched by run_list.",
-		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity, http.StatusServiceUnavailable},
+			"again. The job reads running until the retries have ended; the retries run as the job's launcher, who (or an owner) alone may retry it (403). " +
+			"409 for a job that still runs, or has attempts that have not ended, or was not launched by run_list.",
+		Errors: []int{http.StatusForbidden, http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity, http.StatusServiceUnavailable},
 	}, authKeyOrSession), s.retryJob)
 }
 
 type retryJobInput struct {
-	JobID uuid.UUID `path:"job_id"`
-	Body  struct {
-		Errors        string `json:"errors,omitempty" enum:"infra,all" default:"infra" doc:"which failed attempts: infra (no reward: the infrastructure failed) or all (any error)"`
-		MaxConcurrent int    `json:"max_concurrent,omitempty" minimum:"1" maximum:"10000" default:"10" doc:"the retries live at once"`
-	}
+	JobID uuid.UUID     `path:"job_id"`
+	Body  *retryJobBody `required:"false"`
+}
+
+// retryJobBody says which failed attempts to retry, and how many at once; it may be left out.
+type retryJobBody struct {
+	Errors        string `json:"errors,omitempty" enum:"infra,all" default:"infra" doc:"which failed attempts: infra (the infrastructure failed them: no host, a sandbox lost on every try) or all (any error)"`
+	MaxConcurrent int    `json:"max_concurrent,omitempty" minimum:"0" maximum:"10000" doc:"the retries live at once; 0 or absent: the job's own max_concurrent"`
 }
 
 // RetriedAttempt pairs a failed attempt with the attempt that runs it again.
@@ -46,10 +52,18 @@ type retryJobOutput struct{ Body RetryJobResult }
 
 // retryJob serves POST /v2/jobs/{job_id}/retry.
 func (s *Server) retryJob(ctx context.Context, in *retryJobInput) (*retryJobOutput, error) {
-	if err := s.requireWorkflows(); err != nil {
+	// New paid work, held to the caller's spending limits as a launch is.
+	if err := s.canLaunch(ctx); err != nil {
 		return nil, err
 	}
-	res, err := s.store.RetryJob(ctx, callerFrom(ctx), in.JobID, in.Body.Errors)
+	body := retryJobBody{Errors: models.RetryInfra}
+	if in.Body != nil {
+		body = *in.Body
+	}
+	if body.Errors == "" {
+		body.Errors = models.RetryInfra
+	}
+	res, err := s.store.RetryJob(ctx, callerFrom(ctx), in.JobID, body.Errors)
 	if err != nil {
 		return nil, storeError(err, "job")
 	}
@@ -60,7 +74,12 @@ func (s *Server) retryJob(ctx context.Context, in *retryJobInput) (*retryJobOutp
 	if len(res.Retried) == 0 {
 		return out, nil
 	}
-	if err := s.workflows.RetryRunList(ctx, in.JobID, in.Body.MaxConcurrent, res.From); err != nil {
+	concurrent := body.MaxConcurrent
+	if concurrent == 0 {
+		concurrent = max(res.Job.MaxConcurrent, 1)
+	}
+	// Started whatever becomes of the request: a retry recorded is a retry run.
+	if err := s.workflows.RetryRunList(context.WithoutCancel(ctx), in.JobID, concurrent, res.From); err != nil {
 		id := requestIDFrom(ctx)
 		s.log.ErrorContext(ctx, "retry run list", "request_id", id, "job", in.JobID, "error", err)
 		// Nothing runs the retries: they are taken back, and the job is as it was.

@@ -25,6 +25,8 @@ type FinishedAttempt struct {
 	Reward        *float64   `bun:"reward"`
 	IsValid       bool       `bun:"is_valid"`
 	EndTime       *time.Time `bun:"end_time"`
+	// RetryOf is the failed attempt this one runs again (proctor jobs retry), nil for others.
+	RetryOf *uuid.UUID `bun:"retry_of,type:uuid"`
 	// GroupSize is how many attempts the job has in the group (1 for an attempt of no group), and
 	// GroupComplete whether every one of them had ended by this one: true on exactly one
 	// attempt of each group, its last.
@@ -42,7 +44,7 @@ func (s *Store) FinishedAttempts(ctx context.Context, jobID uuid.UUID, after int
 	}
 	var out []FinishedAttempt
 	err := s.DB.NewSelect().Model((*Trace)(nil)).
-		Column("id", "finish_seq", "task_id", "task_version_id", "model_id", "group_id", "status", "stop_reason", "error", "reward", "is_valid", "end_time").
+		Column("id", "finish_seq", "task_id", "task_version_id", "model_id", "group_id", "status", "stop_reason", "error", "reward", "is_valid", "end_time", "retry_of").
 		Where("job_id = ? AND finish_seq > ?", jobID, after).OrderExpr("finish_seq").Limit(int64(limit)).Scan(ctx, &out)
 	if err != nil {
 		return nil, fmt.Errorf("finished attempts of job %s: %w", jobID, err)
@@ -63,7 +65,10 @@ func (s *Store) FinishedAttempts(ctx context.Context, jobID uuid.UUID, after int
 	if len(groups) > 0 {
 		err := s.DB.NewSelect().Model((*Trace)(nil)).
 			ColumnExpr("group_id, COUNT(*) AS size, COUNT(finish_seq) AS ended, COALESCE(MAX(finish_seq), 0) AS last").
-			Where("job_id = ? AND group_id IN (?)", jobID, bun.In(groups)).Group("group_id").Scan(ctx, &rows)
+			Where("job_id = ? AND group_id IN (?)", jobID, bun.In(groups)).
+			// A retried attempt has left its group: its retry stands in its place.
+			Where("NOT EXISTS (SELECT 1 FROM traces AS r WHERE r.retry_of = tr.id)").
+			Group("group_id").Scan(ctx, &rows)
 		if err != nil {
 			return nil, fmt.Errorf("groups of job %s: %w", jobID, err)
 		}

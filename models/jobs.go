@@ -190,8 +190,13 @@ func (s *Store) SetJobValidity(ctx context.Context, c *Caller, id uuid.UUID, val
 	if _, err := s.editableJob(ctx, c, id); err != nil {
 		return 0, err
 	}
-	res, err := s.DB.NewUpdate().Model((*Trace)(nil)).Set("is_valid = ?", valid).Set("updated_at = ?", now()).
-		Where("job_id = ? AND is_valid = ?", id, !valid).Exec(ctx)
+	q := s.DB.NewUpdate().Model((*Trace)(nil)).Set("is_valid = ?", valid).Set("updated_at = ?", now()).
+		Where("job_id = ? AND is_valid = ?", id, !valid)
+	if valid {
+		// An attempt retried in the job (RetryJob) stays replaced: its retry counts instead.
+		q = q.Where("NOT EXISTS (SELECT 1 FROM traces AS r WHERE r.retry_of = tr.id)")
+	}
+	res, err := q.Exec(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("set job validity: %w", err)
 	}

@@ -11,8 +11,8 @@ import (
 
 // Which failed attempts RetryJob runs again.
 const (
-	// RetryInfra: attempts that ended in error with no reward, the infrastructure having failed
-	// on every try (no host, a sandbox lost again and again): nothing of theirs was scored.
+	// RetryInfra: attempts the infrastructure failed (Trace.InfraFailure: no host took them, their
+	// sandbox was lost on every try): nothing of theirs was the agent's.
 	RetryInfra = "infra"
 	// RetryAll: every attempt that ended in error, those the agent, its model or the
 	// environment failed (scored 0) too. Completed attempts are never run again.
@@ -32,6 +32,8 @@ type RetryResult struct {
 	Job     *Job
 	Retried []RetriedAttempt
 	From    int
+	// Was is the job's status before the retry (what UndoRetry puts back).
+	Was string
 }
 
 // RetryJob launches again, in the same job (a run_list job that has ended), its attempts that
@@ -49,23 +51,39 @@ func (s *Store) RetryJob(ctx context.Context, c *Caller, jobID uuid.UUID, which 
 			Returning("*").Scan(ctx); err != nil {
 			return notFound(err, "job")
 		}
-		out.Job = &job
+		out.Job, out.Was = &job, job.Status
 		switch {
 		case !job.IsRunList():
 			return fmt.Errorf("job %s was launched by rollouts/%s: only a run_list job is retried in place (launch the attempt again): %w",
 				jobID, map[string]string{JobSingle: "run", JobRemote: "submit"}[job.Kind], ErrConflict)
 		case job.Status != JobCompleted && job.Status != JobCancelled:
 			return fmt.Errorf("job %s is %s: retry it once it has ended: %w", jobID, job.Status, ErrConflict)
+		case c.Role != RoleOwner && (job.CreatedBy == nil || *job.CreatedBy != c.UserID):
+			// The retries run as the job's launcher (their keys, their bill) and take its
+			// attempts out of the team's results: the launcher's call, or an owner's.
+			return fmt.Errorf("job %s was launched by another member: its launcher or an owner retries it: %w", jobID, ErrForbidden)
 		}
-		n, err := tx.NewSelect().Model((*Trace)(nil)).Where("job_id = ?", jobID).Count(ctx)
+		// A job reads ended a moment before its RunList has closed, or while a cancel still stops
+		// its attempts: nothing is retried until every attempt has ended.
+		open, err := tx.NewSelect().Model((*Trace)(nil)).Where("job_id = ? AND status NOT IN (?)", jobID, bun.In(terminalStatuses)).Count(ctx)
 		if err != nil {
 			return err
 		}
-		out.From = int(n)
+		if open > 0 {
+			return fmt.Errorf("job %s still has %d attempts that have not ended: retry it once they have: %w", jobID, open, ErrConflict)
+		}
+		var last struct {
+			N    int       `bun:"n"`
+			Last time.Time `bun:"last"`
+		}
+		if err := tx.NewSelect().Model((*Trace)(nil)).ColumnExpr("COUNT(*) AS n, MAX(created_at) AS last").Where("job_id = ?", jobID).Scan(ctx, &last); err != nil {
+			return err
+		}
+		out.From = last.N
 		q := tx.NewSelect().Model((*Trace)(nil)).Where("tr.job_id = ? AND tr.status = ? AND tr.is_valid", jobID, TraceError).
 			Where("NOT EXISTS (SELECT 1 FROM traces AS r WHERE r.retry_of = tr.id)").OrderExpr("tr.created_at, tr.id")
 		if which == RetryInfra {
-			q = q.Where("tr.reward IS NULL")
+			q = q.Where("tr.infra_failure")
 		}
 		var failed []Trace
 		if err := q.Scan(ctx, &failed); err != nil {
@@ -74,16 +92,20 @@ func (s *Store) RetryJob(ctx context.Context, c *Caller, jobID uuid.UUID, which 
 		if len(failed) == 0 {
 			return nil
 		}
+		// After every attempt of the job in launch order (created_at, id), which the RunList
+		// that runs them pages from out.From: later than the latest, whatever the clocks said.
 		at := now()
+		if !at.After(last.Last) {
+			at = last.Last.Add(time.Millisecond)
+		}
 		fresh := make([]Trace, len(failed))
 		ids := make([]uuid.UUID, len(failed))
 		for i, f := range failed {
 			old := f.ID
 			t := f
 			t.ID, t.RetryOf, t.Status, t.StopReason, t.Error, t.Reward, t.EvaluationResult = uuid.New(), &old, TracePending, "", "", nil, nil
-			t.Attempt, t.InstanceID, t.StartTime, t.EndTime, t.FinishSeq, t.IsValid = 0, nil, nil, nil, nil, true
-			// After every attempt of the job in launch order, in the failed ones' order.
-			t.CreatedAt = at.Add(time.Duration(i) * time.Microsecond)
+			t.Attempt, t.InstanceID, t.StartTime, t.EndTime, t.FinishSeq, t.IsValid, t.InfraFailure = 0, nil, nil, nil, nil, true, false
+			t.CreatedAt = at.Add(time.Duration(i) * time.Microsecond) // in the failed ones' order
 			t.UpdatedAt = t.CreatedAt
 			fresh[i], ids[i] = t, old
 			out.Retried = append(out.Retried, RetriedAttempt{Replaced: old, By: t.ID})
@@ -105,24 +127,33 @@ func (s *Store) RetryJob(ctx context.Context, c *Caller, jobID uuid.UUID, which 
 	return out, nil
 }
 
-// UndoRetry takes back a retry whose workflow could not start: its attempts, which never ran,
-// are deleted, the ones they replaced count again, and the job reads as it did (ended).
+// UndoRetry takes back a retry whose workflow could not start: its attempts that never began are
+// deleted, the ones they replaced count again, and the job reads as it did when none of the
+// retries began (an attempt that did begin, its workflow having started after all, stays, and
+// so does the job's running).
 func (s *Store) UndoRetry(ctx context.Context, res RetryResult) error {
 	if len(res.Retried) == 0 {
 		return nil
 	}
 	return s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		fresh, replaced := make([]uuid.UUID, len(res.Retried)), make([]uuid.UUID, len(res.Retried))
+		fresh := make([]uuid.UUID, len(res.Retried))
 		for i, r := range res.Retried {
-			fresh[i], replaced[i] = r.By, r.Replaced
+			fresh[i] = r.By
 		}
-		if _, err := tx.NewDelete().Model((*Trace)(nil)).Where("id IN (?) AND status = ?", bun.In(fresh), TracePending).Exec(ctx); err != nil {
+		var replaced []uuid.UUID
+		if err := tx.NewDelete().Model((*Trace)(nil)).Where("id IN (?) AND start_time IS NULL", bun.In(fresh)).
+			Returning("retry_of").Scan(ctx, &replaced); err != nil {
 			return err
 		}
-		if _, err := tx.NewUpdate().Model((*Trace)(nil)).Set("is_valid = ?", true).Where("id IN (?)", bun.In(replaced)).Exec(ctx); err != nil {
-			return err
+		if len(replaced) > 0 {
+			if _, err := tx.NewUpdate().Model((*Trace)(nil)).Set("is_valid = ?", true).Where("id IN (?)", bun.In(replaced)).Exec(ctx); err != nil {
+				return err
+			}
 		}
-		_, err := tx.NewUpdate().Model((*Job)(nil)).Set("status = ?", JobCompleted).Where("id = ?", res.Job.ID).Exec(ctx)
+		if len(replaced) < len(fresh) {
+			return nil
+		}
+		_, err := tx.NewUpdate().Model((*Job)(nil)).Set("status = ?", res.Was).Where("id = ? AND status = ?", res.Job.ID, JobRunning).Exec(ctx)
 		return err
 	})
 }

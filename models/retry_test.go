@@ -31,7 +31,7 @@ func TestRetryRunsFailedAttemptsAgainInTheirJob(t *testing.T) {
 		}
 		one, zero := 1.0, 0.0
 		s.TransitionTrace(ctx, traces[0].ID, models.TraceUpdate{Status: models.TraceCompleted, Reward: &one})
-		s.TransitionTrace(ctx, traces[1].ID, models.TraceUpdate{Status: models.TraceError, Error: "infrastructure failure on 3 tries"})
+		s.TransitionTrace(ctx, traces[1].ID, models.TraceUpdate{Status: models.TraceError, Error: "infrastructure failure on 3 tries", Reward: &zero, InfraFailure: true})
 		s.TransitionTrace(ctx, traces[2].ID, models.TraceUpdate{Status: models.TraceError, Error: "the agent exited 1", Reward: &zero})
 		s.TransitionTrace(ctx, traces[3].ID, models.TraceUpdate{Status: models.TraceCancelled})
 		if err := s.SetJobStatus(ctx, job.ID, models.JobCompleted); err != nil {
@@ -79,6 +79,10 @@ func TestRetryRunsFailedAttemptsAgainInTheirJob(t *testing.T) {
 			t.Fatalf("retry all after an undo = %+v, %v", again, err)
 		}
 		s.SetJobStatus(ctx, job.ID, models.JobCompleted)
+		if _, err := s.RetryJob(ctx, a, job.ID, models.RetryAll); !errors.Is(err, models.ErrConflict) {
+			t.Errorf("a retry while an attempt of the job has not ended: %v, want ErrConflict", err)
+		}
+		s.TransitionTrace(ctx, again.Retried[0].By, models.TraceUpdate{Status: models.TraceCompleted, Reward: &one})
 		if none, err := s.RetryJob(ctx, a, job.ID, models.RetryAll); err != nil || len(none.Retried) != 0 || none.Job.Status != models.JobCompleted {
 			t.Errorf("a retry with nothing left = %+v, %v", none, err)
 		}

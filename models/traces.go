@@ -44,6 +44,9 @@ type Trace struct {
 	EndTime      *time.Time `bun:"end_time"`
 	CreatedAt    time.Time  `bun:"created_at"`
 	UpdatedAt    time.Time  `bun:"updated_at"`
+	// InfraFailure marks an attempt that ended in error because the infrastructure failed it
+	// (no host took it, its sandbox was lost on every try), not the agent or the environment.
+	InfraFailure bool `bun:"infra_failure"`
 	// RetryOf is the failed attempt of the job this one runs again (RetryJob); nil for one
 	// launched as itself.
 	RetryOf *uuid.UUID `bun:"retry_of,type:uuid"`
@@ -168,6 +171,8 @@ type TraceUpdate struct {
 	Attempt          int
 	StartTime        *time.Time
 	EndTime          *time.Time
+	// InfraFailure marks an error the infrastructure caused (see Trace.InfraFailure).
+	InfraFailure bool
 }
 
 // TransitionTrace writes a status change. A trace in a terminal status stays as it is, and a
@@ -246,6 +251,9 @@ func (s *Store) transition(id uuid.UUID, u TraceUpdate) *bun.UpdateQuery {
 	}
 	if u.EndTime != nil {
 		q = q.Set("end_time = ?", *u.EndTime)
+	}
+	if u.InfraFailure {
+		q = q.Set("infra_failure = ?", true)
 	}
 	return q
 }

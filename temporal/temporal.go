@@ -199,6 +199,8 @@ func (c *Client) RetryRunList(ctx context.Context, jobID uuid.UUID, maxConcurren
 		ID: id, TaskQueue: names.QueueWorkflows,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		// A retry's run still open is an error, not a run to join: it has read its last page.
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
 	}, workflows.RunList, workflows.RunListInput{JobID: jobID, MaxConcurrent: maxConcurrent, MaxTries: c.MaxTries, Started: from})
 	if err != nil {
 		return fmt.Errorf("start %s: %w", id, err)

@@ -166,7 +166,7 @@ func (r *rollout) run(ctx workflow.Context) (RolloutResult, error) {
 		}
 		if try >= r.in.MaxTries {
 			return r.finish(ctx, ending{fin: activities.FinishTraceInput{Status: models.TraceError, StopReason: models.StopError,
-				Error: fmt.Sprintf("infrastructure failure on %d tries; last: %v", try, end.infra)}})
+				Error: fmt.Sprintf("infrastructure failure on %d tries; last: %v", try, end.infra), Infrastructure: true}})
 		}
 		r.log.Info("retrying the attempt in a fresh sandbox", "trace", r.in.TraceID, "try", try, "error", end.infra)
 	}
@@ -178,7 +178,7 @@ func (r *rollout) startFailed(ctx workflow.Context, err error) ending {
 	}
 	var te *temporal.TimeoutError
 	if errors.As(err, &te) && (te.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START || te.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE) {
-		return ending{fin: activities.FinishTraceInput{Status: models.TraceError, StopReason: models.StopError,
+		return ending{fin: activities.FinishTraceInput{Status: models.TraceError, StopReason: models.StopError, Infrastructure: true,
 			Error: fmt.Sprintf("no sandbox host on task queue %s started the environment within startup_timeout_s (%gs): %s",
 				r.plan.Queue, r.plan.StartupTimeoutS, errorText(err))}}
 	}

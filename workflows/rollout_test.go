@@ -323,8 +323,8 @@ func TestRolloutRetriesInfrastructureFailuresInAFreshSandbox(t *testing.T) {
 		if res.Status != models.TraceError || f.count("StartEnvironment") != 2 || len(f.superseded) != 2 {
 			t.Fatalf("result %+v, calls %v: want error after 2 tries", res, f.calls)
 		}
-		if len(f.finished) != 1 || f.finished[0].Error == "" {
-			t.Errorf("finished = %+v", f.finished)
+		if len(f.finished) != 1 || f.finished[0].Error == "" || !f.finished[0].Infrastructure {
+			t.Errorf("finished = %+v, want an infrastructure failure", f.finished)
 		}
 	})
 }

@@ -97,4 +97,34 @@ func TestRetryRunsAJobsFailedAttemptsAgain(t *testing.T) {
 	if code, body := c.raw("POST", "/v2/jobs/"+launched.JobID+"/retry", map[string]any{"errors": "some"}); code != 422 {
 		t.Errorf("errors some = %d %s, want 422", code, body)
 	}
+
+	// An attempt no host takes (a GPU this worker has not) fails on the infrastructure: the
+	// default retry runs it again, with no body at all.
+	var gpu struct {
+		TaskVersionIDs []string `json:"task_version_ids"`
+	}
+	c.call("POST", "/v2/tasks/upload", map[string]any{"taskset_name": "retry", "tasks": []any{map[string]any{"name": "gpu", "env": "todo",
+		"scenario": "add-todos", "args": map[string]any{"items": []string{"x"}},
+		"runtime_config": map[string]any{"limits": map[string]any{"startup_timeout_s": 2}, "resources": map[string]any{"gpu": map[string]any{"count": 1}}}}}}, &gpu)
+	c.call("POST", "/v2/rollouts/run_list", map[string]any{"task_version_ids": gpu.TaskVersionIDs, "model_ids": []string{model}}, &launched)
+	c.waitJob(launched.JobID, nil)
+	ended()
+	if first := c.traces(launched.JobID); len(first) != 1 || first[0].Status != "error" || !strings.Contains(first[0].Error, "no sandbox host") {
+		t.Fatalf("an attempt no host takes: %+v", first)
+	}
+	req, _ := http.NewRequest("POST", c.base+"/v2/jobs/"+launched.JobID+"/retry", nil)
+	req.Header.Set("Authorization", "Bearer "+c.key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Fatalf("a retry with no body = %d", res.StatusCode)
+	}
+	c.waitJob(launched.JobID, nil)
+	ended()
+	if again := c.traces(launched.JobID); len(again) != 2 || again[1].Status != "error" || !strings.Contains(again[1].Error, "no sandbox host") {
+		t.Errorf("the infrastructure failure's retry: %+v", again)
+	}
 }
