@@ -317,6 +317,13 @@ func (rec *agentRecorder) Model(ctx context.Context, step int, protocol string, 
 		return &agentport.BadRequest{Message: fmt.Sprintf("%s is served over the %s API: call it at its base URL", m.ModelName, m.Adapter)}
 	}
 	body["model"], _ = json.Marshal(m.ModelName)
+	sampling := ""
+	if m.TrainingPolicy && protocol == inference.ProtocolOpenAI && string(body["stream"]) != "true" {
+		// A training policy's call is asked for its tokens, as the built-in loop's are: the
+		// agent's answer carries them too (fields its SDK leaves alone), and they are kept.
+		body["logprobs"], body["return_token_ids"] = json.RawMessage("true"), json.RawMessage("true")
+		sampling = samplingOf(body)
+	}
 	call := inference.Call{Model: m, TeamID: rec.r.trace.TeamID, UserID: rec.r.launched.user, APIKeyID: rec.r.launched.key,
 		TraceID: &rec.r.trace.ID, Route: models.RouteAgent}
 	started := time.Now().UTC()
@@ -333,8 +340,25 @@ func (rec *agentRecorder) Model(ctx context.Context, step int, protocol string, 
 		rec.a.workerLog(ctx, rec.try.TraceID, "agent model call %d: the answer could not be read for the trace: %v", step, perr)
 		out = &agent.StepResult{Message: agent.Message{Role: agent.RoleAssistant}}
 	}
+	tokensRef := ""
+	if sampling != "" && !res.Stream {
+		if t, terr := agent.OpenAITokensOf(res.Answer, sampling); terr != nil {
+			rec.a.workerLog(ctx, rec.try.TraceID, "agent model call %d: its tokens could not be read: %v", step, terr)
+		} else {
+			callID := uuid.New()
+			if err := rec.a.Store.RecordModelCallTokens(ctx, models.ModelCallTokens{TraceID: rec.try.TraceID, CallID: callID, PromptTokenIDs: t.PromptTokenIDs,
+				CompletionTokenIDs: t.CompletionTokenIDs, Logprobs: t.Logprobs, Sampling: t.Sampling}); err != nil {
+				rec.a.log().WarnContext(ctx, "keep an agent's model call's tokens", "trace", rec.try.TraceID, "error", err)
+			} else {
+				tokensRef = callID.String()
+			}
+			if t.PromptTokenIDs == "" && t.CompletionTokenIDs == "" {
+				rec.a.warnNoTokenIDs(ctx, m.ModelName, rec.try.TraceID)
+			}
+		}
+	}
 	ev := rec.a.event(rec.try, 0, models.EventAssistant, out.Message.Content, models.AssistantEventData{
-		Step: step, Message: out.Message, Usage: res.Usage, Model: out.Model})
+		Step: step, Message: out.Message, Usage: res.Usage, Model: out.Model, TokensRef: tokensRef})
 	ev.StartedAt = started
 	end := time.Now().UTC()
 	ev.EndedAt = &end
@@ -429,4 +453,17 @@ func (a *Activities) intoEnvironmentImage(ctx context.Context, r *runFor, spec *
 	spec.Mounts = []sandbox.Mount{{Source: root, Image: spec.Image, Target: sandbox.AgentRootInside}}
 	spec.Command, spec.RootFS, spec.Image = argv, envSpec.RootFS, envSpec.Image
 	return nil
+}
+
+// samplingOf is the sampling parameters of a brought agent's chat completion request, as a JSON
+// object: those it set, and the token fields Proctor added.
+func samplingOf(body map[string]json.RawMessage) string {
+	out := map[string]json.RawMessage{}
+	for _, k := range []string{"temperature", "top_p", "max_tokens", "max_completion_tokens", "seed", "logprobs", "top_logprobs", "return_token_ids"} {
+		if v, ok := body[k]; ok {
+			out[k] = v
+		}
+	}
+	b, _ := json.Marshal(out)
+	return string(b)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/xitongsys/parquet-go-source/buffer"
 	"github.com/xitongsys/parquet-go/reader"
+
+	"github.com/proctorhq/proctor/internal/testenv"
 )
 
 // tokenUpstream is an OpenAI-compatible server like vLLM serving a policy being trained: asked
@@ -108,9 +111,13 @@ func testPolicyTokens(t *testing.T, storeArgs []string, _ string) {
 	c.call("POST", "/v2/tasks/upload", map[string]any{"taskset_name": "tokens", "tasks": []any{map[string]any{
 		"name": "add", "env": "todo", "scenario": "add-todos", "args": map[string]any{"items": []string{"buy milk", "walk the dog"}}}}}, &tasks)
 	var jobID string
-	export := func(model string) []map[string]json.RawMessage {
+	export := func(model string, agent ...string) []map[string]json.RawMessage {
 		t.Helper()
-		tr, logs := c.runToEnd(map[string]any{"task_version_id": tasks.TaskVersionIDs[0], "model_id": model})
+		launch := map[string]any{"task_version_id": tasks.TaskVersionIDs[0], "model_id": model}
+		if len(agent) > 0 {
+			launch["agent"] = agent[0]
+		}
+		tr, logs := c.runToEnd(launch)
 		if tr.Status != "completed" || tr.Reward == nil || *tr.Reward != 1 {
 			t.Fatalf("the attempt = %+v\n%s", tr, logs)
 		}
@@ -209,6 +216,32 @@ func testPolicyTokens(t *testing.T, storeArgs []string, _ string) {
 	}
 	if code, body := c.raw("GET", "/v2/jobs/"+jobID+"/export?format=parquet&cursor=x", nil); code != 422 || !strings.Contains(body, "no cursor") {
 		t.Errorf("a Parquet export with a cursor = %d %s, want 422", code, body)
+	}
+
+	// A brought agent's calls to the policy (the Go example's, through its attempt's port) are
+	// asked for their tokens too, and kept the same way.
+	if out, err := c.cli("agent", "deploy", filepath.Join(testenv.ModuleRoot(t), "examples", "agents", "react"), "--name", "react"); err != nil {
+		t.Fatalf("agent deploy: %v\n%s", err, out)
+	}
+	up.mu.Lock()
+	before := len(up.sent)
+	up.mu.Unlock()
+	line = export(policy, "react")[0]
+	var agentCalls []struct {
+		CompletionTokenIDs json.RawMessage `json:"completion_token_ids"`
+		Logprobs           json.RawMessage `json:"logprobs"`
+	}
+	json.Unmarshal(line["model_calls"], &agentCalls)
+	up.mu.Lock()
+	sent = append([]sentTokens(nil), up.sent[before:]...)
+	up.mu.Unlock()
+	if len(agentCalls) != 3 || len(sent) != 3 {
+		t.Fatalf("a brought agent's calls: %d exported, %d answered with tokens:\n%s", len(agentCalls), len(sent), line["model_calls"])
+	}
+	for i, call := range agentCalls {
+		if string(call.CompletionTokenIDs) != compact(sent[i].completion) || string(call.Logprobs) != compact(sent[i].logprobs) {
+			t.Errorf("the agent's call %d exported %s %s, want %s %s", i, call.CompletionTokenIDs, call.Logprobs, sent[i].completion, sent[i].logprobs)
+		}
 	}
 
 	line = export(plain)[0]

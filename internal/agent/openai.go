@@ -189,9 +189,20 @@ func (m *openAIModel) params(req StepRequest) (openai.ChatCompletionNewParams, e
 	return params, nil
 }
 
-// openAITokens reads the token ids and logprobs of a chat completion's raw answer, each value's
-// own bytes, and the sampling parameters the request carried.
-func openAITokens(raw string, params openai.ChatCompletionNewParams) (*Tokens, error) {
+// OpenAITokensOf reads the token ids and logprobs of a chat completion's raw answer (JSON, not
+// streamed), each value's own bytes, with sampling, the request's sampling parameters as a JSON
+// object: what a brought agent's call to a training policy returned.
+func OpenAITokensOf(answer []byte, sampling string) (*Tokens, error) {
+	t, err := readOpenAITokens(answer)
+	if err != nil {
+		return nil, err
+	}
+	t.Sampling = sampling
+	return t, nil
+}
+
+// readOpenAITokens reads the token parts of a chat completion's raw answer.
+func readOpenAITokens(raw []byte) (*Tokens, error) {
 	var answer struct {
 		PromptTokenIDs json.RawMessage `json:"prompt_token_ids"`
 		Choices        []struct {
@@ -199,8 +210,22 @@ func openAITokens(raw string, params openai.ChatCompletionNewParams) (*Tokens, e
 			Logprobs json.RawMessage `json:"logprobs"`
 		} `json:"choices"`
 	}
-	if err := json.Unmarshal([]byte(raw), &answer); err != nil {
-		return nil, fmt.Errorf("openai step: read the answer's tokens: %w", err)
+	if err := json.Unmarshal(raw, &answer); err != nil {
+		return nil, fmt.Errorf("read the answer's tokens: %w", err)
+	}
+	t := &Tokens{PromptTokenIDs: rawValue(answer.PromptTokenIDs)}
+	if len(answer.Choices) > 0 {
+		t.CompletionTokenIDs, t.Logprobs = rawValue(answer.Choices[0].TokenIDs), rawValue(answer.Choices[0].Logprobs)
+	}
+	return t, nil
+}
+
+// openAITokens reads the token ids and logprobs of a chat completion's raw answer, each value's
+// own bytes, and the sampling parameters the request carried.
+func openAITokens(raw string, params openai.ChatCompletionNewParams) (*Tokens, error) {
+	t, err := readOpenAITokens([]byte(raw))
+	if err != nil {
+		return nil, fmt.Errorf("openai step: %w", err)
 	}
 	sampling := map[string]any{"logprobs": true, "return_token_ids": true}
 	if params.Temperature.Valid() {
@@ -216,10 +241,7 @@ func openAITokens(raw string, params openai.ChatCompletionNewParams) (*Tokens, e
 	if err != nil {
 		return nil, err
 	}
-	t := &Tokens{PromptTokenIDs: rawValue(answer.PromptTokenIDs), Sampling: string(sb)}
-	if len(answer.Choices) > 0 {
-		t.CompletionTokenIDs, t.Logprobs = rawValue(answer.Choices[0].TokenIDs), rawValue(answer.Choices[0].Logprobs)
-	}
+	t.Sampling = string(sb)
 	return t, nil
 }
 
