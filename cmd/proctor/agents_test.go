@@ -707,7 +707,8 @@ func TestTheTypeScriptExampleAgentSolvesATask(t *testing.T) {
 	if out, err := c.cli("trace", tr.ID); err != nil || !strings.Contains(out, "agent react-ts, build 1 (sha256:") {
 		t.Errorf("proctor trace: %v\n%s", err, out)
 	}
-	if out, err := c.cli("trace", tr.ID, "--logs"); err != nil || !regexp.MustCompile(`(?m)^agent:stderr\s+react-ts: 4 tools`).MatchString(out) {
+	if out, err := c.cli("trace", tr.ID, "--logs"); err != nil || !regexp.MustCompile(`(?m)^agent:stderr\s+react-ts: 4 tools`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^worker\s+.*agent react-ts:1 started beside the environment`).MatchString(out) {
 		t.Errorf("proctor trace --logs: %v\n%s", err, out)
 	}
 

@@ -22,7 +22,7 @@ func cmdTrace(stdout, stderr io.Writer) flagsBody {
 	return func(fs *flag.FlagSet) runFunc {
 		follow := fs.Bool("f", false, "follow the attempt live until it ends")
 		allTries := fs.Bool("all-tries", false, "also show the events of earlier tries (superseded: their sandbox was lost and the attempt restarted)")
-		logs := fs.Bool("logs", false, "print what the environment (and a brought agent) wrote instead: its stderr, and an agent's stdout and stderr")
+		logs := fs.Bool("logs", false, "print what the environment (and a brought agent) wrote instead: its stderr, and an agent's stdout and stderr; then the worker's lines about the attempt")
 		return jsonClientCommand(func(ctx context.Context, c *apiClient, pos []string, asJSON bool) (err error) {
 			if pos[0], err = c.resolveID(ctx, "trace", pos[0]); err != nil {
 				return err
@@ -160,8 +160,28 @@ func (c *apiClient) printTraceBuild(ctx context.Context, traceID string, stdout 
 }
 
 // printEnvLogs prints every line a trace's environment and brought agent wrote, in order, with
-// the stream of each (stderr; agent:stdout, agent:stderr).
+// the stream of each (stderr; agent:stdout, agent:stderr), then the worker's own lines about the
+// attempt (its tries, where a brought agent ran and why it stopped), as stream worker.
 func (c *apiClient) printEnvLogs(ctx context.Context, traceID string, stdout io.Writer) error {
+	if err := c.printStreams(ctx, traceID, stdout); err != nil {
+		return err
+	}
+	var worker struct {
+		Logs string `json:"logs"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/v2/trace/"+url.PathEscape(traceID)+"/logs", nil, &worker); err != nil {
+		return err
+	}
+	for line := range strings.Lines(worker.Logs) {
+		if line = strings.TrimRight(line, "\n"); line != "" {
+			fmt.Fprintf(stdout, "%-12s %s\n", "worker", line)
+		}
+	}
+	return nil
+}
+
+// printStreams prints the environment's and a brought agent's lines (GET …/env-logs), page by page.
+func (c *apiClient) printStreams(ctx context.Context, traceID string, stdout io.Writer) error {
 	for after := -1; ; {
 		var page struct {
 			Logs    []httpapi.EnvLogLine `json:"logs"`
