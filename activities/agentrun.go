@@ -318,6 +318,9 @@ func (rec *agentRecorder) Model(ctx context.Context, step int, protocol string, 
 	}
 	body["model"], _ = json.Marshal(m.ModelName)
 	sampling := ""
+	if m.TrainingPolicy && protocol == inference.ProtocolOpenAI && string(body["stream"]) == "true" {
+		rec.a.warnStreamedPolicyCall(ctx, m.ModelName, rec.try.TraceID)
+	}
 	if m.TrainingPolicy && protocol == inference.ProtocolOpenAI && string(body["stream"]) != "true" {
 		// A training policy's call is asked for its tokens, as the built-in loop's are: the
 		// agent's answer carries them too (fields its SDK leaves alone), and they are kept.
@@ -346,7 +349,9 @@ func (rec *agentRecorder) Model(ctx context.Context, step int, protocol string, 
 			rec.a.workerLog(ctx, rec.try.TraceID, "agent model call %d: its tokens could not be read: %v", step, terr)
 		} else {
 			callID := uuid.New()
-			if err := rec.a.Store.RecordModelCallTokens(ctx, models.ModelCallTokens{TraceID: rec.try.TraceID, CallID: callID, PromptTokenIDs: t.PromptTokenIDs,
+			// Kept even when the agent has hung up: its answer was read to the end, and its
+			// event is written all the same.
+			if err := rec.a.Store.RecordModelCallTokens(context.WithoutCancel(ctx), models.ModelCallTokens{TraceID: rec.try.TraceID, CallID: callID, PromptTokenIDs: t.PromptTokenIDs,
 				CompletionTokenIDs: t.CompletionTokenIDs, Logprobs: t.Logprobs, Sampling: t.Sampling}); err != nil {
 				rec.a.log().WarnContext(ctx, "keep an agent's model call's tokens", "trace", rec.try.TraceID, "error", err)
 			} else {
@@ -456,14 +461,25 @@ func (a *Activities) intoEnvironmentImage(ctx context.Context, r *runFor, spec *
 }
 
 // samplingOf is the sampling parameters of a brought agent's chat completion request, as a JSON
-// object: those it set, and the token fields Proctor added.
+// object: every field it set but the conversation, the tools and the model (top_k, min_p, stop,
+// n and the like included), and the token fields Proctor added.
 func samplingOf(body map[string]json.RawMessage) string {
 	out := map[string]json.RawMessage{}
-	for _, k := range []string{"temperature", "top_p", "max_tokens", "max_completion_tokens", "seed", "logprobs", "top_logprobs", "return_token_ids"} {
-		if v, ok := body[k]; ok {
+	for k, v := range body {
+		switch k {
+		case "messages", "tools", "tool_choice", "model", "stream", "stream_options", "user", "metadata":
+		default:
 			out[k] = v
 		}
 	}
 	b, _ := json.Marshal(out)
 	return string(b)
+}
+
+// warnStreamedPolicyCall says, once per model on this worker, that a brought agent streams its
+// calls to a training policy, whose tokens are then not kept (they come in pieces).
+func (a *Activities) warnStreamedPolicyCall(ctx context.Context, model string, traceID uuid.UUID) {
+	if _, warned := a.noTokenIDs.LoadOrStore("stream "+model, true); !warned {
+		a.workerLog(ctx, traceID, "model %s: a brought agent streams its calls to this training policy: their tokens are not kept (stream false keeps them)", model)
+	}
 }
