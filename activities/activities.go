@@ -58,9 +58,8 @@ type Activities struct {
 	// unconfinable is set once the sandbox provider said it cannot make a listener inside a
 	// sandbox (sandbox.ErrNoListen): later agents run on the worker's network at once.
 	unconfinable atomic.Bool
-	// noTokenIDs are the training policies whose servers answered without token ids, by model
-	// name: said once each (see warnNoTokenIDs).
-	noTokenIDs sync.Map
+	// saidOnce are the things this worker says once, by what they are about (see sayOnce).
+	saidOnce sync.Map
 
 	convOnce sync.Once
 	convs    *conversations

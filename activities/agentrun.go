@@ -318,8 +318,8 @@ func (rec *agentRecorder) Model(ctx context.Context, step int, protocol string, 
 	}
 	body["model"], _ = json.Marshal(m.ModelName)
 	sampling := ""
-	if m.TrainingPolicy && protocol == inference.ProtocolOpenAI && string(body["stream"]) == "true" {
-		rec.a.warnStreamedPolicyCall(ctx, m.ModelName, rec.try.TraceID)
+	if m.TrainingPolicy && protocol == inference.ProtocolOpenAI && string(body["stream"]) == "true" && rec.a.sayOnce("streamed: "+m.ModelName) {
+		rec.a.workerLog(ctx, rec.try.TraceID, "model %s: a brought agent streams its calls to this training policy: their tokens are not kept (stream false keeps them)", m.ModelName)
 	}
 	if m.TrainingPolicy && protocol == inference.ProtocolOpenAI && string(body["stream"]) != "true" {
 		// A training policy's call is asked for its tokens, as the built-in loop's are: the
@@ -345,21 +345,12 @@ func (rec *agentRecorder) Model(ctx context.Context, step int, protocol string, 
 	}
 	tokensRef := ""
 	if sampling != "" && !res.Stream {
+		// Kept even when the agent has hung up: its answer was read to the end, and its event is
+		// written all the same.
 		if t, terr := agent.OpenAITokensOf(res.Answer, sampling); terr != nil {
 			rec.a.workerLog(ctx, rec.try.TraceID, "agent model call %d: its tokens could not be read: %v", step, terr)
-		} else {
-			callID := uuid.New()
-			// Kept even when the agent has hung up: its answer was read to the end, and its
-			// event is written all the same.
-			if err := rec.a.Store.RecordModelCallTokens(context.WithoutCancel(ctx), models.ModelCallTokens{TraceID: rec.try.TraceID, CallID: callID, PromptTokenIDs: t.PromptTokenIDs,
-				CompletionTokenIDs: t.CompletionTokenIDs, Logprobs: t.Logprobs, Sampling: t.Sampling}); err != nil {
-				rec.a.log().WarnContext(ctx, "keep an agent's model call's tokens", "trace", rec.try.TraceID, "error", err)
-			} else {
-				tokensRef = callID.String()
-			}
-			if t.PromptTokenIDs == "" && t.CompletionTokenIDs == "" {
-				rec.a.warnNoTokenIDs(ctx, m.ModelName, rec.try.TraceID)
-			}
+		} else if tokensRef, terr = rec.a.keepTokens(context.WithoutCancel(ctx), rec.try.TraceID, m.ModelName, t); terr != nil {
+			rec.a.log().WarnContext(ctx, "keep an agent's model call's tokens", "trace", rec.try.TraceID, "error", terr)
 		}
 	}
 	ev := rec.a.event(rec.try, 0, models.EventAssistant, out.Message.Content, models.AssistantEventData{
@@ -474,12 +465,4 @@ func samplingOf(body map[string]json.RawMessage) string {
 	}
 	b, _ := json.Marshal(out)
 	return string(b)
-}
-
-// warnStreamedPolicyCall says, once per model on this worker, that a brought agent streams its
-// calls to a training policy, whose tokens are then not kept (they come in pieces).
-func (a *Activities) warnStreamedPolicyCall(ctx context.Context, model string, traceID uuid.UUID) {
-	if _, warned := a.noTokenIDs.LoadOrStore("stream "+model, true); !warned {
-		a.workerLog(ctx, traceID, "model %s: a brought agent streams its calls to this training policy: their tokens are not kept (stream false keeps them)", model)
-	}
 }

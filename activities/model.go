@@ -68,17 +68,9 @@ func (a *Activities) ModelStep(ctx context.Context, in ModelStepInput) (ModelSte
 		return ModelStepResult{}, err
 	}
 	tokensRef := ""
-	if t := out.Tokens; t != nil {
-		// A training policy's tokens, beside the event that names them (never in the event, nor
-		// in history).
-		callID := uuid.New()
-		if err := a.Store.RecordModelCallTokens(ctx, models.ModelCallTokens{TraceID: in.TraceID, CallID: callID, PromptTokenIDs: t.PromptTokenIDs,
-			CompletionTokenIDs: t.CompletionTokenIDs, Logprobs: t.Logprobs, Sampling: t.Sampling}); err != nil {
+	if out.Tokens != nil {
+		if tokensRef, err = a.keepTokens(ctx, in.TraceID, conv.modelName, out.Tokens); err != nil {
 			return ModelStepResult{}, err
-		}
-		tokensRef = callID.String()
-		if t.PromptTokenIDs == "" && t.CompletionTokenIDs == "" {
-			a.warnNoTokenIDs(ctx, conv.modelName, in.TraceID)
 		}
 	}
 	ev := a.event(TryInput{TraceID: in.TraceID, Attempt: in.Attempt}, seq, models.EventAssistant, out.Message.Content, models.AssistantEventData{
@@ -95,14 +87,28 @@ func (a *Activities) ModelStep(ctx context.Context, in ModelStepInput) (ModelSte
 	return ModelStepResult{Done: out.Done, ToolCalls: len(out.Message.ToolCalls), Seq: seq}, nil
 }
 
-// warnNoTokenIDs says, once per model on this worker, that a training policy's server answered
-// without token ids: it does not know return_token_ids (vLLM before it had it, another server),
-// and its attempts export logprobs at most.
-func (a *Activities) warnNoTokenIDs(ctx context.Context, model string, traceID uuid.UUID) {
-	if _, warned := a.noTokenIDs.LoadOrStore(model, true); !warned {
+// keepTokens keeps a training policy's call's tokens beside the trace (never in its events, nor
+// in a workflow's history) and returns the reference its assistant event names them by. A
+// server that answered without token ids (it does not know return_token_ids) is said once per
+// model on this worker.
+func (a *Activities) keepTokens(ctx context.Context, traceID uuid.UUID, model string, t *agent.Tokens) (string, error) {
+	callID := uuid.New()
+	if err := a.Store.RecordModelCallTokens(ctx, models.ModelCallTokens{TraceID: traceID, CallID: callID, PromptTokenIDs: t.PromptTokenIDs,
+		CompletionTokenIDs: t.CompletionTokenIDs, Logprobs: t.Logprobs, Sampling: t.Sampling}); err != nil {
+		return "", err
+	}
+	if t.PromptTokenIDs == "" && t.CompletionTokenIDs == "" && a.sayOnce("no token ids: "+model) {
 		a.log().WarnContext(ctx, "a training policy's server returned no token ids: it may not know return_token_ids", "model", model, "trace", traceID)
 		a.workerLog(ctx, traceID, "model %s: asked for token ids (a training policy), its server returned none", model)
 	}
+	return callID.String(), nil
+}
+
+// sayOnce reports whether what is about key has not been said yet on this worker, and marks it
+// said.
+func (a *Activities) sayOnce(key string) bool {
+	_, said := a.saidOnce.LoadOrStore(key, true)
+	return !said
 }
 
 // conversation is one try's model-facing state on a worker.
