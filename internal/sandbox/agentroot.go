@@ -34,6 +34,18 @@ type Mount struct {
 	Writable bool
 }
 
+// CheckHostMount checks a mount of a host directory (the process and container providers'): an
+// absolute, clean target below the root, and an existing absolute source directory.
+func CheckHostMount(m Mount) error {
+	if !path.IsAbs(m.Target) || path.Clean(m.Target) != m.Target || m.Target == "/" {
+		return fmt.Errorf("mount target %q: not an absolute, clean path below the root: %w", m.Target, ErrInvalidSpec)
+	}
+	if fi, err := os.Stat(m.Source); !filepath.IsAbs(m.Source) || err != nil || !fi.IsDir() {
+		return fmt.Errorf("mount source %q: not an existing absolute directory: %w", m.Source, ErrInvalidSpec)
+	}
+	return nil
+}
+
 // Mounter is a provider that can show another image's files in its sandboxes (Spec.Mounts):
 // the process provider under bubblewrap, the container provider, and the kubernetes provider
 // within a pod (Spec.Within).

@@ -71,11 +71,8 @@ func (p *Process) checkMounts(spec Spec) error {
 		return fmt.Errorf("isolation %s cannot show host directories elsewhere in a sandbox: %w", p.isolation, ErrInvalidSpec)
 	}
 	for _, m := range spec.Mounts {
-		if !path.IsAbs(m.Target) || path.Clean(m.Target) != m.Target || m.Target == "/" {
-			return fmt.Errorf("mount target %q: not an absolute, clean path below the root: %w", m.Target, ErrInvalidSpec)
-		}
-		if fi, err := os.Stat(m.Source); !filepath.IsAbs(m.Source) || err != nil || !fi.IsDir() {
-			return fmt.Errorf("mount source %q: not an existing absolute directory: %w", m.Source, ErrInvalidSpec)
+		if err := CheckHostMount(m); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -24,7 +24,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -251,11 +250,11 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 		return nil, fmt.Errorf("sandbox %s: no relay to put in the container (container.Options.Relay): %w", spec.ID, sandbox.ErrNoListen)
 	}
 	for _, m := range spec.Mounts {
-		if !path.IsAbs(m.Target) || path.Clean(m.Target) != m.Target || m.Target == "/" || strings.ContainsRune(m.Target+m.Source, ':') {
-			return nil, sandbox.Invalid("sandbox %s: mount target %q: not an absolute, clean path below the root (and no colon)", spec.ID, m.Target)
+		if err := sandbox.CheckHostMount(m); err != nil {
+			return nil, fmt.Errorf("sandbox %s: %w", spec.ID, err)
 		}
-		if fi, err := os.Stat(m.Source); !filepath.IsAbs(m.Source) || err != nil || !fi.IsDir() {
-			return nil, sandbox.Invalid("sandbox %s: mount source %q: not an existing absolute directory", spec.ID, m.Source)
+		if strings.ContainsRune(m.Target+m.Source, ':') { // a bind is source:target:mode
+			return nil, sandbox.Invalid("sandbox %s: mount %s at %s: a bind's paths hold no colon", spec.ID, m.Source, m.Target)
 		}
 	}
 	return p.slots.Start(spec, func() (sandbox.Sandbox, error) { return p.start(ctx, spec) })
