@@ -117,6 +117,10 @@ func (s *Server) streamFinished(ctx context.Context, in *finishedInput) (*huma.S
 		ctx := hctx.Context()
 		rc.Flush() //nolint:errcheck // the headers now, not with the first event
 		quiet := time.Now()
+		// ended: the job had ended before the last page was read. That read numbered every
+		// attempt that ended before the job did, so once it is sent the stream is over (an
+		// attempt still open, one that never started, is counted in the end event, not awaited).
+		ended := false
 		for {
 			// A job runs for as long as it takes: no write deadline of the server's cuts it.
 			rc.SetWriteDeadline(time.Now().Add(finishedKeepAlive * 4)) //nolint:errcheck // a writer without deadlines
@@ -138,38 +142,27 @@ func (s *Server) streamFinished(ctx context.Context, in *finishedInput) (*huma.S
 					s.log.ErrorContext(ctx, "finished attempts", "job", in.JobID, "error", err)
 					return
 				}
-				if jobEnded(st.Status) {
-					// Every attempt that ended before the job did is numbered by this read: once
-					// it finds none left to send, the stream is over. An attempt still open (one
-					// that never started) is counted in the end event, not waited for.
-					if page, err = s.store.FinishedAttempts(ctx, in.JobID, after, finishedPage); err != nil || len(page) > 0 {
-						if err != nil {
-							s.log.ErrorContext(ctx, "finished attempts", "job", in.JobID, "error", err)
-							return
-						}
-						continue
-					}
-					if st, err = s.store.JobFinishState(ctx, in.JobID); err != nil {
-						return
-					}
+				if ended {
 					data, _ := json.Marshal(FinishedEndEvent{JobStatus: st.Status, Attempts: st.Numbered, Open: int64(st.Attempts) - st.Numbered})
 					fmt.Fprintf(w, "event: end\ndata: %s\n\n", data) //nolint:errcheck // the stream ends either way
 					rc.Flush()                                       //nolint:errcheck
 					return
 				}
-				if time.Since(quiet) >= finishedKeepAlive {
-					if _, err := fmt.Fprint(w, ": waiting for attempts to end\n\n"); err != nil {
-						return
+				if ended = models.JobEnded(st.Status); !ended {
+					if time.Since(quiet) >= finishedKeepAlive {
+						if _, err := fmt.Fprint(w, ": waiting for attempts to end\n\n"); err != nil {
+							return
+						}
+						rc.Flush() //nolint:errcheck
+						quiet = time.Now()
 					}
-					rc.Flush() //nolint:errcheck
-					quiet = time.Now()
-				}
-				select {
-				case <-ctx.Done():
-					return
-				case <-s.streamsEnd:
-					return // the server is shutting down: the client resumes from the last id
-				case <-time.After(finishedPoll):
+					select {
+					case <-ctx.Done():
+						return
+					case <-s.streamsEnd:
+						return // the server is shutting down: the client resumes from the last id
+					case <-time.After(finishedPoll):
+					}
 				}
 			}
 			if page, err = s.store.FinishedAttempts(ctx, in.JobID, after, finishedPage); err != nil {
@@ -180,9 +173,4 @@ func (s *Server) streamFinished(ctx context.Context, in *finishedInput) (*huma.S
 			}
 		}
 	}}, nil
-}
-
-// jobEnded reports whether a job's status is final.
-func jobEnded(status string) bool {
-	return status == models.JobCompleted || status == models.JobCancelled
 }

@@ -67,7 +67,7 @@ func (s *Store) FinishedAttempts(ctx context.Context, jobID uuid.UUID, after int
 			ColumnExpr("group_id, COUNT(*) AS size, COUNT(finish_seq) AS ended, COALESCE(MAX(finish_seq), 0) AS last").
 			Where("job_id = ? AND group_id IN (?)", jobID, bun.In(groups)).
 			// A retried attempt has left its group: its retry stands in its place.
-			Where("NOT EXISTS (SELECT 1 FROM traces AS r WHERE r.retry_of = tr.id)").
+			Where(notReplaced).
 			Group("group_id").Scan(ctx, &rows)
 		if err != nil {
 			return nil, fmt.Errorf("groups of job %s: %w", jobID, err)

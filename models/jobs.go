@@ -83,6 +83,9 @@ const (
 	JobCancelled = "cancelled"
 )
 
+// JobEnded reports whether a job status is final.
+func JobEnded(status string) bool { return status == JobCompleted || status == JobCancelled }
+
 // Job kinds: how a job was launched.
 const (
 	JobSingle = "single" // POST /v2/rollouts/run
@@ -194,7 +197,7 @@ func (s *Store) SetJobValidity(ctx context.Context, c *Caller, id uuid.UUID, val
 		Where("job_id = ? AND is_valid = ?", id, !valid)
 	if valid {
 		// An attempt retried in the job (RetryJob) stays replaced: its retry counts instead.
-		q = q.Where("NOT EXISTS (SELECT 1 FROM traces AS r WHERE r.retry_of = tr.id)")
+		q = q.Where(notReplaced)
 	}
 	res, err := q.Exec(ctx)
 	if err != nil {
@@ -302,7 +305,7 @@ func (s *Store) MarkJobCancelling(ctx context.Context, jobID uuid.UUID) ([]uuid.
 		if err := tx.NewSelect().Model(&job).Where("id = ?", jobID).Scan(ctx); err != nil {
 			return err
 		}
-		if job.Status == JobCompleted || job.Status == JobCancelled || (job.IsRunList() && job.Status == JobRunning && len(live) > 0) {
+		if JobEnded(job.Status) || (job.IsRunList() && job.Status == JobRunning && len(live) > 0) {
 			return nil
 		}
 		_, err := tx.NewUpdate().Model((*Job)(nil)).Set("status = ?", JobCancelled).Set("updated_at = ?", now()).Where("id = ?", jobID).Exec(ctx)

@@ -19,6 +19,9 @@ const (
 	RetryAll = "all"
 )
 
+// notReplaced holds for an attempt (tr) that no retry of its job replaces.
+const notReplaced = "NOT EXISTS (SELECT 1 FROM traces AS r WHERE r.retry_of = tr.id)"
+
 // RetriedAttempt is a failed attempt, and the attempt of the same job that runs it again.
 type RetriedAttempt struct {
 	Replaced uuid.UUID
@@ -56,7 +59,7 @@ func (s *Store) RetryJob(ctx context.Context, c *Caller, jobID uuid.UUID, which 
 		case !job.IsRunList():
 			return fmt.Errorf("job %s was launched by rollouts/%s: only a run_list job is retried in place (launch the attempt again): %w",
 				jobID, map[string]string{JobSingle: "run", JobRemote: "submit"}[job.Kind], ErrConflict)
-		case job.Status != JobCompleted && job.Status != JobCancelled:
+		case !JobEnded(job.Status):
 			return fmt.Errorf("job %s is %s: retry it once it has ended: %w", jobID, job.Status, ErrConflict)
 		case c.Role != RoleOwner && (job.CreatedBy == nil || *job.CreatedBy != c.UserID):
 			// The retries run as the job's launcher (their keys, their bill) and take its
@@ -81,7 +84,7 @@ func (s *Store) RetryJob(ctx context.Context, c *Caller, jobID uuid.UUID, which 
 		}
 		out.From = last.N
 		q := tx.NewSelect().Model((*Trace)(nil)).Where("tr.job_id = ? AND tr.status = ? AND tr.is_valid", jobID, TraceError).
-			Where("NOT EXISTS (SELECT 1 FROM traces AS r WHERE r.retry_of = tr.id)").OrderExpr("tr.created_at, tr.id")
+			Where(notReplaced).OrderExpr("tr.created_at, tr.id")
 		if which == RetryInfra {
 			q = q.Where("tr.infra_failure")
 		}
