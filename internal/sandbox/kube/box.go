@@ -86,24 +86,40 @@ func (b *box) waitRunning(ctx context.Context, spec sandbox.Spec, pod *corev1.Po
 		if pod.Status.Phase == corev1.PodFailed {
 			return nil, fmt.Errorf("pod %s failed: %s %s", pod.Name, pod.Status.Reason, pod.Status.Message)
 		}
-		select {
-		case <-ctx.Done():
+		next, err := nextPod(ctx, b.events, pod, "before it started")
+		switch {
+		case err != nil && errors.Is(err, ctx.Err()):
 			why := ""
 			for _, c := range pod.Status.Conditions {
 				if c.Status != corev1.ConditionTrue && c.Message != "" {
 					why = fmt.Sprintf(" (%s: %s)", c.Reason, c.Message)
 				}
 			}
-			return nil, fmt.Errorf("pod %s did not start%s: %w", pod.Name, why, ctx.Err())
-		case ev, ok := <-b.events.ResultChan():
+			return nil, fmt.Errorf("pod %s did not start%s: %w", pod.Name, why, err)
+		case err != nil:
+			return nil, err
+		}
+		pod = next
+	}
+}
+
+// nextPod waits on w for pod's next state (an event of another pod is skipped). It answers why
+// none will come: ctx's end (ctx.Err(), for the caller to say what it waited for), or the watch's
+// end or the pod's deletion, said as happening during.
+func nextPod(ctx context.Context, w watch.Interface, pod *corev1.Pod, during string) (*corev1.Pod, error) {
+	for {
+		select {
+		case <-ctx.Done():
+			return pod, ctx.Err()
+		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return nil, fmt.Errorf("pod %s: the watch ended before it started", pod.Name)
+				return pod, fmt.Errorf("pod %s: the watch ended %s", pod.Name, during)
 			}
 			if ev.Type == watch.Deleted {
-				return nil, fmt.Errorf("pod %s was deleted before it started", pod.Name)
+				return pod, fmt.Errorf("pod %s was deleted %s", pod.Name, during)
 			}
 			if got, isPod := ev.Object.(*corev1.Pod); isPod && got.Name == pod.Name {
-				pod = got
+				return got, nil
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -147,19 +148,13 @@ func (p *Provider) copyIn(ctx context.Context, pod *corev1.Pod, w watch.Interfac
 		if pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
 			return fmt.Errorf("pod %s ended while image %s was copied into it", podName, m.Image.Ref)
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("copying image %s into pod %s did not end: %w", m.Image.Ref, podName, ctx.Err())
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return fmt.Errorf("pod %s: the watch ended while image %s was copied into it", podName, m.Image.Ref)
-			}
-			if ev.Type == watch.Deleted {
-				return fmt.Errorf("pod %s was deleted while image %s was copied into it", podName, m.Image.Ref)
-			}
-			if got, isPod := ev.Object.(*corev1.Pod); isPod && got.Name == podName {
-				pod = got
-			}
+		next, err := nextPod(ctx, w, pod, "while image "+m.Image.Ref+" was copied into it")
+		switch {
+		case err != nil && errors.Is(err, ctx.Err()):
+			return fmt.Errorf("copying image %s into pod %s did not end: %w", m.Image.Ref, podName, err)
+		case err != nil:
+			return err
 		}
+		pod = next
 	}
 }
