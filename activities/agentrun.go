@@ -343,7 +343,7 @@ func (rec *agentRecorder) Model(ctx context.Context, step int, protocol string, 
 		rec.a.workerLog(ctx, rec.try.TraceID, "agent model call %d: the answer could not be read for the trace: %v", step, perr)
 		out = &agent.StepResult{Message: agent.Message{Role: agent.RoleAssistant}}
 	}
-	tokensRef := ""
+	var tokensRef *uuid.UUID
 	if sampling != "" && !res.Stream {
 		// Kept even when the agent has hung up: its answer was read to the end, and its event is
 		// written all the same.

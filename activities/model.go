@@ -67,7 +67,7 @@ func (a *Activities) ModelStep(ctx context.Context, in ModelStepInput) (ModelSte
 	if err != nil {
 		return ModelStepResult{}, err
 	}
-	tokensRef := ""
+	var tokensRef *uuid.UUID
 	if out.Tokens != nil {
 		if tokensRef, err = a.keepTokens(ctx, in.TraceID, conv.modelName, out.Tokens); err != nil {
 			return ModelStepResult{}, err
@@ -91,17 +91,17 @@ func (a *Activities) ModelStep(ctx context.Context, in ModelStepInput) (ModelSte
 // in a workflow's history) and returns the reference its assistant event names them by. A
 // server that answered without token ids (it does not know return_token_ids) is said once per
 // model on this worker.
-func (a *Activities) keepTokens(ctx context.Context, traceID uuid.UUID, model string, t *agent.Tokens) (string, error) {
+func (a *Activities) keepTokens(ctx context.Context, traceID uuid.UUID, model string, t *agent.Tokens) (*uuid.UUID, error) {
 	callID := uuid.New()
 	if err := a.Store.RecordModelCallTokens(ctx, models.ModelCallTokens{TraceID: traceID, CallID: callID, PromptTokenIDs: t.PromptTokenIDs,
 		CompletionTokenIDs: t.CompletionTokenIDs, Logprobs: t.Logprobs, Sampling: t.Sampling}); err != nil {
-		return "", err
+		return nil, err
 	}
 	if t.PromptTokenIDs == "" && t.CompletionTokenIDs == "" && a.sayOnce("no token ids: "+model) {
 		a.log().WarnContext(ctx, "a training policy's server returned no token ids: it may not know return_token_ids", "model", model, "trace", traceID)
 		a.workerLog(ctx, traceID, "model %s: asked for token ids (a training policy), its server returned none", model)
 	}
-	return callID.String(), nil
+	return &callID, nil
 }
 
 // sayOnce reports whether what is about key has not been said yet on this worker, and marks it

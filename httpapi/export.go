@@ -313,19 +313,16 @@ func (s *Server) modelCalls(ctx context.Context, traceID uuid.UUID, conv *trajec
 	if len(conv.Kept) == 0 {
 		return out, nil
 	}
-	refs := make([]uuid.UUID, 0, len(conv.Kept))
-	for _, k := range conv.Kept {
-		if id, err := uuid.Parse(k.TokensRef); err == nil {
-			refs = append(refs, id)
-		}
+	refs := make([]uuid.UUID, len(conv.Kept))
+	for i, k := range conv.Kept {
+		refs[i] = k.TokensRef
 	}
 	kept, err := s.store.ModelCallTokensOf(ctx, traceID, refs)
 	if err != nil {
 		return nil, err
 	}
 	for _, k := range conv.Kept {
-		id, _ := uuid.Parse(k.TokensRef)
-		t, ok := kept[id]
+		t, ok := kept[k.TokensRef]
 		if !ok {
 			continue
 		}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/google/uuid"
+
 	"github.com/proctorhq/proctor/internal/agent"
 )
 
@@ -38,8 +40,8 @@ type AssistantEventData struct {
 	// Model is the model that answered, as its provider names it.
 	Model string `json:"model"`
 	// TokensRef names the call's kept tokens (a training policy's: ModelCallTokens.CallID);
-	// empty when none were kept.
-	TokensRef string `json:"tokens_ref,omitempty"`
+	// nil when none were kept.
+	TokensRef *uuid.UUID `json:"tokens_ref,omitempty"`
 }
 
 // ToolCallEventData is the data of a tool_call event: a call the model asked for.

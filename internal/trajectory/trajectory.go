@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/google/uuid"
+
 	"github.com/proctorhq/proctor/internal/agent"
 	"github.com/proctorhq/proctor/models"
 )
@@ -78,7 +80,7 @@ type Conversation struct {
 // message it answered with, and the kept tokens' reference (AssistantEventData.TokensRef).
 type KeptCall struct {
 	MessageIndex int
-	TokensRef    string
+	TokensRef    uuid.UUID
 }
 
 // ImageURLs gives the URL an image is read at (a signed URL of the object keeping it), or "".
@@ -117,8 +119,8 @@ func FromEvents(events []models.TraceEvent, urls ImageURLs) (*Conversation, erro
 			if err := e.DecodeData(&d); err == nil {
 				c.Usage.InputTokens += d.Usage.InputTokens
 				c.Usage.OutputTokens += d.Usage.OutputTokens
-				if d.TokensRef != "" {
-					c.Kept = append(c.Kept, KeptCall{MessageIndex: len(c.Messages), TokensRef: d.TokensRef})
+				if d.TokensRef != nil {
+					c.Kept = append(c.Kept, KeptCall{MessageIndex: len(c.Messages), TokensRef: *d.TokensRef})
 				}
 			}
 			step := turn.Step
