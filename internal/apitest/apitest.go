@@ -48,37 +48,21 @@ func init() {
 }
 
 // decodeEvents reads a server-sent events body (documented by the schema of one event's data):
-// every event's data is checked against the schema here, and the last is handed back for the
-// validator to check as the body. Comment lines and fields other than data are skipped.
-func decodeEvents(body io.Reader, _ http.Header, schema *openapi3.SchemaRef, _ openapi3filter.EncodingFn) (any, error) {
+// the events' data, one JSON value each, are checked as the lines of a JSON Lines body are
+// (decodeJSONLines). Comment lines and fields other than data are skipped.
+func decodeEvents(body io.Reader, h http.Header, schema *openapi3.SchemaRef, enc openapi3filter.EncodingFn) (any, error) {
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	var last any
-	var data []string
-	for n := 0; sc.Scan(); {
-		line := sc.Text()
-		if rest, ok := strings.CutPrefix(line, "data:"); ok {
-			data = append(data, strings.TrimPrefix(rest, " "))
-			continue
+	var values bytes.Buffer
+	for sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data:"); ok {
+			values.WriteString(strings.TrimPrefix(data, " ") + "\n")
 		}
-		if line != "" || len(data) == 0 {
-			continue
-		}
-		dec := json.NewDecoder(strings.NewReader(strings.Join(data, "\n")))
-		dec.UseNumber()
-		var ev any
-		if err := dec.Decode(&ev); err != nil {
-			return nil, fmt.Errorf("event %d: %w", n, err)
-		}
-		if schema != nil && schema.Value != nil {
-			if err := schema.Value.VisitJSON(normalize(ev)); err != nil {
-				return nil, fmt.Errorf("event %d: %w", n, err)
-			}
-		}
-		last, data = ev, nil
-		n++
 	}
-	return last, sc.Err()
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	return decodeJSONLines(&values, h, schema, enc)
 }
 
 // decodeJSONLines reads a JSON Lines body (a stream of one object a line, documented by the
