@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -101,7 +102,7 @@ func AgentCommand(root, prefix string, argv []string) ([]string, error) {
 		case interp == "":
 			return append([]string{path.Join(prefix, prog)}, args...), nil
 		default:
-			loader, err := resolveIn(root, interp)
+			loader, _, err := resolveIn(root, interp)
 			if err != nil {
 				return nil, fmt.Errorf("%s: its loader %s is not in the image: %w", prog, interp, err)
 			}
@@ -133,11 +134,7 @@ func findInImage(root, name string) (string, error) {
 		return "", fmt.Errorf("the agent's command %q: not an absolute path within its image", name)
 	}
 	for _, c := range candidates {
-		p, err := resolveIn(root, c)
-		if err != nil {
-			continue
-		}
-		if fi, err := os.Stat(filepath.Join(root, p)); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+		if p, fi, err := resolveIn(root, c); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
 			return p, nil
 		}
 	}
@@ -146,10 +143,12 @@ func findInImage(root, name string) (string, error) {
 
 // resolveIn resolves name, a path within the file system rooted at root, following symbolic
 // links as the kernel would in a sandbox whose root is root: an absolute link starts again at
-// root, and ".." stops there. It answers the path within root of what name names, which exists.
-func resolveIn(root, name string) (string, error) {
+// root, and ".." stops there. It answers the path within root of what name names, which exists,
+// and what that is (the file's own information, as its walk found it: not a link).
+func resolveIn(root, name string) (string, fs.FileInfo, error) {
 	todo := strings.Split(name, "/")
-	var done []string // resolved components, none a link
+	var done []string       // resolved components, none a link
+	var infos []fs.FileInfo // what each of done is
 	for hops := 0; len(todo) > 0; {
 		c := todo[0]
 		todo = todo[1:]
@@ -158,32 +157,36 @@ func resolveIn(root, name string) (string, error) {
 			continue
 		case "..":
 			if len(done) > 0 {
-				done = done[:len(done)-1]
+				done, infos = done[:len(done)-1], infos[:len(infos)-1]
 			}
 			continue
 		}
 		at := filepath.Join(root, filepath.Join(done...), c)
 		fi, err := os.Lstat(at)
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
 		if fi.Mode()&os.ModeSymlink == 0 {
-			done = append(done, c)
+			done, infos = append(done, c), append(infos, fi)
 			continue
 		}
 		if hops++; hops > 40 {
-			return "", fmt.Errorf("%s: too many levels of symbolic links", name)
+			return "", nil, fmt.Errorf("%s: too many levels of symbolic links", name)
 		}
 		target, err := os.Readlink(at)
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
 		if path.IsAbs(target) {
-			done = nil
+			done, infos = nil, nil
 		}
 		todo = append(strings.Split(target, "/"), todo...)
 	}
-	return "/" + strings.Join(done, "/"), nil
+	if len(done) == 0 {
+		fi, err := os.Lstat(root)
+		return "/", fi, err
+	}
+	return "/" + strings.Join(done, "/"), infos[len(infos)-1], nil
 }
 
 // interpreterOf says how the kernel would run prog, a file of the image: through a "#!" line's
@@ -243,11 +246,7 @@ func libraryDirs(root, loaderDir string) []string {
 	dirs = append(dirs, "/lib64", "/usr/lib64", "/lib", "/usr/lib", "/usr/local/lib")
 	var out []string
 	for _, d := range dirs {
-		r, err := resolveIn(root, d)
-		if err != nil || slices.Contains(out, r) {
-			continue
-		}
-		if fi, err := os.Stat(filepath.Join(root, r)); err == nil && fi.IsDir() {
+		if r, fi, err := resolveIn(root, d); err == nil && fi.IsDir() && !slices.Contains(out, r) {
 			out = append(out, r)
 		}
 	}
@@ -269,7 +268,7 @@ const (
 )
 
 func (c *ldSoConf) read(name string, depth int) {
-	p, err := resolveIn(c.root, name)
+	p, _, err := resolveIn(c.root, name)
 	if err != nil || depth > 3 || c.seen[p] || len(c.seen) >= maxLdSoConfFiles {
 		return
 	}
@@ -290,7 +289,7 @@ func (c *ldSoConf) read(name string, depth int) {
 			}
 			// The pattern's directory is resolved in the image and listed there, its names
 			// matched one by one: nothing of the host's is globbed.
-			dir, err := resolveIn(c.root, path.Dir(pattern))
+			dir, _, err := resolveIn(c.root, path.Dir(pattern))
 			if err != nil {
 				continue
 			}
@@ -316,11 +315,7 @@ func rewriteArgs(root, prefix string, args []string) []string {
 		if !path.IsAbs(a) {
 			continue
 		}
-		r, err := resolveIn(root, a)
-		if err != nil {
-			continue
-		}
-		if fi, err := os.Stat(filepath.Join(root, r)); err == nil && fi.Mode().IsRegular() {
+		if r, fi, err := resolveIn(root, a); err == nil && fi.Mode().IsRegular() {
 			out[i] = path.Join(prefix, r)
 		}
 	}

@@ -116,7 +116,7 @@ func (p *Process) checkImageCommand(spec Spec) (string, error) {
 	// command runs from the host's file system, where os.Root follows no link out of the image.
 	name := strings.TrimPrefix(inImage, "/")
 	if p.isolation == IsolationBubblewrap {
-		resolved, err := resolveIn(spec.RootFS, inImage)
+		resolved, _, err := resolveIn(spec.RootFS, inImage)
 		if err != nil {
 			return "", fmt.Errorf("command %q: not in the image (%v): %w", inImage, err, ErrInvalidSpec)
 		}
