@@ -235,6 +235,24 @@ func (a api) addTask(taskset, env string) string {
 	return up.TaskVersionIDs[0]
 }
 
+// twoTodoCalls are the tool calls that solve addTwoTodosTask's task, for scripted models.
+var twoTodoCalls = []map[string]any{{"name": "add_todo", "arguments": map[string]any{"title": "buy milk"}},
+	{"name": "add_todo", "arguments": map[string]any{"title": "walk the dog"}}}
+
+// addTwoTodosTask uploads to taskset a task named "add" over the todo environment that asks for
+// two todos, "buy milk" and "walk the dog", and returns its version id.
+func (a api) addTwoTodosTask(taskset string) string {
+	a.t.Helper()
+	var up struct {
+		TaskVersionIDs []string `json:"task_version_ids"`
+	}
+	if code := a.call("POST", "/v2/tasks/upload", map[string]any{"taskset_name": taskset, "tasks": []any{map[string]any{
+		"name": "add", "env": "todo", "scenario": "add-todos", "args": map[string]any{"items": []string{"buy milk", "walk the dog"}}}}}, &up); code != 201 {
+		a.t.Fatalf("upload the two-todos task = %d", code)
+	}
+	return up.TaskVersionIDs[0]
+}
+
 // runToEnd runs one attempt (the body of POST /v2/rollouts/run) and returns its trace and
 // worker log once it ended.
 func (a api) runToEnd(body map[string]any) (traceRow, string) {

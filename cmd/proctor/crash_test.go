@@ -55,21 +55,15 @@ func testStoppedWorker(t *testing.T, bin string, storeArgs []string, dbURL strin
 	first := worker("first", &firstLog)
 
 	c := api{t: t, base: info.APIURL, key: info.APIKey, temporal: info.TemporalAddress}
-	srv, _ := scriptedOpenAI(t, []map[string]any{{"name": "add_todo", "arguments": map[string]any{"title": "buy milk"}},
-		{"name": "add_todo", "arguments": map[string]any{"title": "walk the dog"}}}, 700*time.Millisecond)
+	srv, _ := scriptedOpenAI(t, twoTodoCalls, 700*time.Millisecond)
 	if err := run(ctx, []string{"admin", "model", "add", "--name", "slow", "--adapter", "openai", "--base-url", srv.URL + "/v1/",
 		"--api-key-env", "SCRIPTED_KEY", "--database-url", dbURL}, io.Discard, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	var up struct {
-		TaskVersionIDs []string `json:"task_version_ids"`
-	}
-	c.call("POST", "/v2/tasks/upload", map[string]any{"taskset_name": "crash", "tasks": []any{map[string]any{
-		"name": "add", "env": "todo", "scenario": "add-todos", "args": map[string]any{"items": []string{"buy milk", "walk the dog"}}}}}, &up)
 	var launched struct {
 		JobID string `json:"job_id"`
 	}
-	c.call("POST", "/v2/rollouts/run_list", map[string]any{"task_version_ids": up.TaskVersionIDs,
+	c.call("POST", "/v2/rollouts/run_list", map[string]any{"task_version_ids": []string{c.addTwoTodosTask("crash")},
 		"model_ids": []string{c.resolve("/v2/models/resolve?model=slow", "id")}, "group_size": 4, "max_concurrent": 4}, &launched)
 
 	// Wait until attempts are mid-way, then stop the worker: outright (SIGKILL), or as an

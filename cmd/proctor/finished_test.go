@@ -85,19 +85,14 @@ func testFinishedStream(t *testing.T, storeArgs []string, _ string) {
 	dataDir := t.TempDir()
 	dev := startDev(t, dataDir, storeArgs...)
 	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey}
-	srv, _ := scriptedOpenAI(t, []map[string]any{{"name": "add_todo", "arguments": map[string]any{"title": "buy milk"}},
-		{"name": "add_todo", "arguments": map[string]any{"title": "walk the dog"}}}, 400*time.Millisecond)
+	srv, _ := scriptedOpenAI(t, twoTodoCalls, 400*time.Millisecond)
 	slow := addScriptedModel(t, c, dataDir, storeArgs, "slow", srv.URL)
 	oracle := c.resolve("/v2/models/resolve?model=oracle", "id")
-	var up struct {
-		TaskVersionIDs []string `json:"task_version_ids"`
-	}
-	c.call("POST", "/v2/tasks/upload", map[string]any{"taskset_name": "stream", "tasks": []any{map[string]any{
-		"name": "add", "env": "todo", "scenario": "add-todos", "args": map[string]any{"items": []string{"buy milk", "walk the dog"}}}}}, &up)
+	task := c.addTwoTodosTask("stream")
 	var launched struct {
 		JobID string `json:"job_id"`
 	}
-	c.call("POST", "/v2/rollouts/run_list", map[string]any{"task_version_ids": up.TaskVersionIDs, "model_ids": []string{oracle, slow},
+	c.call("POST", "/v2/rollouts/run_list", map[string]any{"task_version_ids": []string{task}, "model_ids": []string{oracle, slow},
 		"group_size": 3, "max_concurrent": 2}, &launched)
 
 	var attempts []FinishedAttemptEventForTest
@@ -138,7 +133,7 @@ func testFinishedStream(t *testing.T, storeArgs []string, _ string) {
 	var running struct {
 		JobID string `json:"job_id"`
 	}
-	c.call("POST", "/v2/rollouts/run_list", map[string]any{"task_version_ids": up.TaskVersionIDs,
+	c.call("POST", "/v2/rollouts/run_list", map[string]any{"task_version_ids": []string{task},
 		"model_ids": []string{addScriptedModel(t, c, dataDir, storeArgs, "hang", hang.URL)}}, &running)
 	held := make(chan []sseEvent, 1)
 	go func() {

@@ -146,10 +146,9 @@ func testModelsAndLimits(t *testing.T, storeArgs []string, _ string) {
 		map[string]any{"name": "gpu", "env": "todo", "scenario": "add-todos", "args": map[string]any{"items": []string{"x"}},
 			"runtime_config": map[string]any{"limits": map[string]any{"startup_timeout_s": 2}, "resources": map[string]any{"gpu": map[string]any{"count": 1, "type": "h100"}}}},
 	}}, &up)
-	calls := []map[string]any{{"name": "add_todo", "arguments": map[string]any{"title": "buy milk"}}, {"name": "add_todo", "arguments": map[string]any{"title": "walk the dog"}}}
 
 	// The OpenAI-compatible adapter drives a whole attempt: tool calls, then a final answer.
-	srv, requests := scriptedOpenAI(t, calls, 0)
+	srv, requests := scriptedOpenAI(t, twoTodoCalls, 0)
 	scripted := addModel("scripted", srv.URL)
 	var run struct {
 		JobID   string `json:"job_id"`
@@ -197,7 +196,7 @@ func testModelsAndLimits(t *testing.T, storeArgs []string, _ string) {
 	}
 
 	// run_timeout_s is honoured: a slow model stops at the deadline, and evaluate still runs.
-	slow, _ := scriptedOpenAI(t, calls, 1500*time.Millisecond)
+	slow, _ := scriptedOpenAI(t, twoTodoCalls, 1500*time.Millisecond)
 	slowID := addModel("slow", slow.URL)
 	c.call("POST", "/v2/rollouts/run", map[string]any{"task_version_id": up.TaskVersionIDs[0], "model_id": slowID,
 		"runtime_config": map[string]any{"limits": map[string]any{"run_timeout_s": 2}}}, &run)

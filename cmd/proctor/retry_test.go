@@ -21,8 +21,7 @@ func TestRetryRunsAJobsFailedAttemptsAgain(t *testing.T) {
 	dataDir := t.TempDir()
 	dev := startDev(t, dataDir)
 	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey}
-	good, _ := scriptedOpenAI(t, []map[string]any{{"name": "add_todo", "arguments": map[string]any{"title": "buy milk"}},
-		{"name": "add_todo", "arguments": map[string]any{"title": "walk the dog"}}}, 0)
+	good, _ := scriptedOpenAI(t, twoTodoCalls, 0)
 	target, _ := url.Parse(good.URL)
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	var calls atomic.Int64
@@ -35,15 +34,10 @@ func TestRetryRunsAJobsFailedAttemptsAgain(t *testing.T) {
 	}))
 	defer flaky.Close()
 	model := addScriptedModel(t, c, dataDir, nil, "flaky", flaky.URL)
-	var up struct {
-		TaskVersionIDs []string `json:"task_version_ids"`
-	}
-	c.call("POST", "/v2/tasks/upload", map[string]any{"taskset_name": "retry", "tasks": []any{map[string]any{
-		"name": "add", "env": "todo", "scenario": "add-todos", "args": map[string]any{"items": []string{"buy milk", "walk the dog"}}}}}, &up)
 	var launched struct {
 		JobID string `json:"job_id"`
 	}
-	c.call("POST", "/v2/rollouts/run_list", map[string]any{"task_version_ids": up.TaskVersionIDs, "model_ids": []string{model}, "group_size": 2, "max_concurrent": 1}, &launched)
+	c.call("POST", "/v2/rollouts/run_list", map[string]any{"task_version_ids": []string{c.addTwoTodosTask("retry")}, "model_ids": []string{model}, "group_size": 2, "max_concurrent": 1}, &launched)
 	c.waitJob(launched.JobID, nil)
 	first := c.traces(launched.JobID)
 	if len(first) != 2 || first[0].Status != "error" || first[1].Status != "error" || first[0].Reward == nil || *first[0].Reward != 0 {

@@ -105,15 +105,11 @@ func testPolicyTokens(t *testing.T, storeArgs []string, _ string) {
 	up := newTokenUpstream(t)
 	policy := addScriptedModel(t, c, dataDir, storeArgs, "policy", up.srv.URL, "--training-policy")
 	plain := addScriptedModel(t, c, dataDir, storeArgs, "plain", up.srv.URL)
-	var tasks struct {
-		TaskVersionIDs []string `json:"task_version_ids"`
-	}
-	c.call("POST", "/v2/tasks/upload", map[string]any{"taskset_name": "tokens", "tasks": []any{map[string]any{
-		"name": "add", "env": "todo", "scenario": "add-todos", "args": map[string]any{"items": []string{"buy milk", "walk the dog"}}}}}, &tasks)
+	task := c.addTwoTodosTask("tokens")
 	var jobID string
 	export := func(model string, agent ...string) []map[string]json.RawMessage {
 		t.Helper()
-		launch := map[string]any{"task_version_id": tasks.TaskVersionIDs[0], "model_id": model}
+		launch := map[string]any{"task_version_id": task, "model_id": model}
 		if len(agent) > 0 {
 			launch["agent"] = agent[0]
 		}

@@ -40,8 +40,7 @@ func TestWebApp(t *testing.T) {
 	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey, temporal: dev.info.TemporalAddress}
 
 	// A slow model, for a trace to follow live: two calls, a second and a half each.
-	slowSrv, _ := scriptedOpenAI(t, []map[string]any{{"name": "add_todo", "arguments": map[string]any{"title": "buy milk"}},
-		{"name": "add_todo", "arguments": map[string]any{"title": "walk the dog"}}}, 1500*time.Millisecond)
+	slowSrv, _ := scriptedOpenAI(t, twoTodoCalls, 1500*time.Millisecond)
 	addScriptedModel(t, c, dataDir, nil, "slow", slowSrv.URL)
 	var up struct {
 		TaskVersionIDs []string `json:"task_version_ids"`
