@@ -64,8 +64,8 @@ func idText(id *uuid.UUID) string {
 	return id.String()
 }
 
-// RecordInference writes one model call's row, and adds it to its day's usage, in one
-// transaction.
+// RecordInference writes one model call's row, and adds it to its day's usage and to its
+// attempt's job's spend, in one transaction.
 func (s *Store) RecordInference(ctx context.Context, l *InferenceLog) error {
 	if l.ID == uuid.Nil {
 		l.ID = uuid.New()
@@ -86,7 +86,10 @@ func (s *Store) RecordInference(ctx context.Context, l *InferenceLog) error {
 			Set("cost = inference_daily.cost + EXCLUDED.cost").
 			Set("prompt_tokens = inference_daily.prompt_tokens + EXCLUDED.prompt_tokens").
 			Set("completion_tokens = inference_daily.completion_tokens + EXCLUDED.completion_tokens").Exec(ctx)
-		return err
+		if err != nil || l.TraceID == nil || l.Cost == 0 {
+			return err
+		}
+		return addJobInference(ctx, tx, *l.TraceID, l.Cost)
 	})
 	if err != nil {
 		return fmt.Errorf("record inference: %w", err)

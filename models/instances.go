@@ -154,11 +154,24 @@ func (s *Store) endInstances(ctx context.Context, sel *bun.SelectQuery, reason s
 			in.BaselineMinutes = 0
 		}
 		minutes, cost := in.Usage(at)
-		// Only a running row changes: of two enders racing, the first one's numbers stand.
-		if _, err := s.DB.NewUpdate().Model((*Instance)(nil)).Where("id = ? AND status = ?", in.ID, InstanceRunning).
-			Set("status = ?", InstanceTerminated).Set("terminated_at = ?", at).Set("stop_reason = ?", reason).
-			Set("baseline_minutes = ?", in.BaselineMinutes).Set("duration_seconds = ?", minutes*60).Set("cost = ?", cost).
-			Exec(ctx); err != nil {
+		// Only a running row changes: of two enders racing, the first one's numbers stand, and
+		// only the first adds its cost to its job's spend, in the same transaction.
+		err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+			res, err := tx.NewUpdate().Model((*Instance)(nil)).Where("id = ? AND status = ?", in.ID, InstanceRunning).
+				Set("status = ?", InstanceTerminated).Set("terminated_at = ?", at).Set("stop_reason = ?", reason).
+				Set("baseline_minutes = ?", in.BaselineMinutes).Set("duration_seconds = ?", minutes*60).Set("cost = ?", cost).
+				Exec(ctx)
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n == 0 || cost == 0 {
+				return nil
+			}
+			_, err = tx.NewUpdate().Model((*Job)(nil)).Set("spent_environment_usd = spent_environment_usd + ?", cost).
+				Where("id = ?", in.JobID).Exec(ctx)
+			return err
+		})
+		if err != nil {
 			return fmt.Errorf("end instance %s: %w", in.ID, err)
 		}
 	}

@@ -42,8 +42,10 @@ type Launch struct {
 	MaxSteps      int
 	GroupSize     int
 	MaxConcurrent int
-	Metadata      JobMetadata
-	Traces        []LaunchTrace
+	// MaxCostUSD is a run_list job's ceiling on its spend (nil: none).
+	MaxCostUSD *float64
+	Metadata   JobMetadata
+	Traces     []LaunchTrace
 }
 
 // LaunchJob writes a job and its pending traces in one transaction, before any workflow starts,
@@ -215,7 +217,7 @@ func launchingJob(ctx context.Context, tx bun.Tx, c *Caller, l *Launch, existing
 	}
 	job = &Job{ID: id, TeamID: c.TeamID, CreatedBy: &c.UserID, APIKeyID: c.launchKey(), Kind: l.Kind, IsRemote: l.Kind == JobRemote, TasksetID: l.TasksetID, Name: l.Name, Status: JobPending,
 		MaxSteps: l.MaxSteps, GroupSize: l.GroupSize, MaxConcurrent: l.MaxConcurrent, Metadata: l.Metadata,
-		CreatedAt: now(), UpdatedAt: now()}
+		MaxCostUSD: l.MaxCostUSD, CreatedAt: now(), UpdatedAt: now()}
 	if _, err := tx.NewInsert().Model(job).Exec(ctx); err != nil {
 		return nil, err
 	}

@@ -34,6 +34,13 @@ type Job struct {
 	// FinishSeq is the last number given to one of its ended attempts (see FinishedAttempts);
 	// only that numbering writes it.
 	FinishSeq int64 `bun:"finish_seq,scanonly"`
+	// MaxCostUSD is the job's ceiling on its spend (run_list's max_cost_usd); nil for none. See
+	// Store.AdmitJob.
+	MaxCostUSD *float64 `bun:"max_cost_usd"`
+	// SpentInferenceUSD and SpentEnvironmentUSD are the running sums of its attempts' model calls
+	// and of its ended instances; only RecordInference and an instance's end add to them.
+	SpentInferenceUSD   float64 `bun:"spent_inference_usd,scanonly"`
+	SpentEnvironmentUSD float64 `bun:"spent_environment_usd,scanonly"`
 }
 
 // JobMetadata is what a job records of how it was launched (spec: Job › metadata), one record
@@ -81,6 +88,9 @@ const (
 	JobRunning   = "running"
 	JobCompleted = "completed"
 	JobCancelled = "cancelled"
+	// JobPaused is a run_list job whose spend reached its max_cost_usd: it starts no attempt until
+	// its ceiling is raised or lifted (Store.SetJobCeiling), then goes on where it stopped.
+	JobPaused = "paused"
 )
 
 // JobEnded reports whether a job status is final.
@@ -136,10 +146,11 @@ func (s *Store) ListJobs(ctx context.Context, c *Caller, tasksetID *uuid.UUID, l
 	return rows, int(total), nil
 }
 
-// ActiveJobs lists the caller's team's pending and running jobs, newest first.
+// ActiveJobs lists the caller's team's jobs that have not ended (pending, running, or paused at
+// their ceiling: live all the same, and cancelled with the rest), newest first.
 func (s *Store) ActiveJobs(ctx context.Context, c *Caller) ([]JobRow, error) {
 	var rows []JobRow
-	if err := s.DB.NewSelect().Model(&rows).Where("j.team_id = ? AND j.status IN (?)", c.TeamID, bun.In([]string{JobPending, JobRunning})).
+	if err := s.DB.NewSelect().Model(&rows).Where("j.team_id = ? AND j.status IN (?)", c.TeamID, bun.In([]string{JobPending, JobRunning, JobPaused})).
 		OrderExpr("j.created_at DESC, j.id DESC").Scan(ctx); err != nil {
 		return nil, fmt.Errorf("active jobs: %w", err)
 	}
@@ -305,7 +316,7 @@ func (s *Store) MarkJobCancelling(ctx context.Context, jobID uuid.UUID) ([]uuid.
 		if err := tx.NewSelect().Model(&job).Where("id = ?", jobID).Scan(ctx); err != nil {
 			return err
 		}
-		if JobEnded(job.Status) || (job.IsRunList() && job.Status == JobRunning && len(live) > 0) {
+		if JobEnded(job.Status) || (job.IsRunList() && (job.Status == JobRunning || job.Status == JobPaused) && len(live) > 0) {
 			return nil
 		}
 		_, err := tx.NewUpdate().Model((*Job)(nil)).Set("status = ?", JobCancelled).Set("updated_at = ?", now()).Where("id = ?", jobID).Exec(ctx)

@@ -12,7 +12,8 @@ import (
 // Which failed attempts RetryJob runs again.
 const (
 	// RetryInfra: attempts the infrastructure failed (Trace.InfraFailure: no host took them, their
-	// sandbox was lost on every try): nothing of theirs was the agent's.
+	// sandbox was lost on every try), and those the job's budget stopped (StopBudget): nothing of
+	// theirs was the agent's.
 	RetryInfra = "infra"
 	// RetryAll: every attempt that ended in error, those the agent, its model or the
 	// environment failed (scored 0) too. Completed attempts are never run again.
@@ -83,11 +84,15 @@ func (s *Store) RetryJob(ctx context.Context, c *Caller, jobID uuid.UUID, which 
 			return err
 		}
 		out.From = last.N
-		q := tx.NewSelect().Model((*Trace)(nil)).Where("tr.job_id = ? AND tr.status = ? AND tr.is_valid", jobID, TraceError).
-			Where(notReplaced).OrderExpr("tr.created_at, tr.id")
+		// An attempt its job's budget stopped was never scored: it is retried as an
+		// infrastructure failure is.
+		errored := "tr.status = ?"
 		if which == RetryInfra {
-			q = q.Where("tr.infra_failure")
+			errored += " AND tr.infra_failure"
 		}
+		q := tx.NewSelect().Model((*Trace)(nil)).Where("tr.job_id = ? AND tr.is_valid", jobID).
+			Where("(("+errored+") OR (tr.status = ? AND tr.stop_reason = ?))", TraceError, TraceCancelled, StopBudget).
+			Where(notReplaced).OrderExpr("tr.created_at, tr.id")
 		var failed []Trace
 		if err := q.Scan(ctx, &failed); err != nil {
 			return fmt.Errorf("the failed attempts of job %s: %w", jobID, err)

@@ -70,6 +70,9 @@ const (
 	StopTimeout   = "timeout"
 	StopCancelled = "cancelled"
 	StopError     = "error"
+	// StopBudget ends an attempt at a model call its job's max_cost_usd refused: it is cancelled,
+	// never scored, and retried by default (RetryJob).
+	StopBudget = "budget"
 )
 
 // TraceStatuses lists every status, in lifecycle order.
