@@ -59,7 +59,7 @@ const agentStderrTail = 20
 // the port's URLs, key and the task's prompt (the port listening inside the agent's own network
 // namespace, so that the agent reaches it and nothing else, unless the task allows the network),
 // and waits for it to exit, to ask for a model call
-// past max_steps, or for the deadline; then stops it and closes the port (the key dies with
+// past max_steps or one its job's budget refuses (ErrBudget), or for the deadline; then stops it and closes the port (the key dies with
 // it). Every model call and tool call the agent makes through the port is recorded as the
 // built-in loop records its own, in the order they happen. An agent that exits with an error
 // ends the attempt as error (ErrAgent), with its exit status and the tail of its stderr.
@@ -231,6 +231,7 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 		}
 	case <-port.LimitReached():
 		out.StopReason = models.StopMaxSteps
+	case <-port.Stopped(): // the budget: below
 	case <-timer.C:
 		out.StopReason = models.StopTimeout
 	case <-le.sb.Done():
@@ -240,6 +241,11 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 		}
 	case <-ctx.Done():
 		runErr = ctx.Err()
+	}
+	if st := port.Stop(); st != nil && ctx.Err() == nil {
+		// The budget stopped it, whatever the agent did after its refused call (it may have
+		// exited, with an error or not, before the stop was seen).
+		out.StopReason, runErr = "", temporal.NewNonRetryableApplicationError(st.Message, ErrBudget, nil)
 	}
 	if err := sb.Stop(context.WithoutCancel(ctx)); err != nil {
 		a.log().WarnContext(ctx, "stop the agent's sandbox", "trace", in.TraceID, "error", err)
@@ -316,14 +322,18 @@ func (rec *agentRecorder) Model(ctx context.Context, step int, protocol string, 
 	if m.Adapter != protocol {
 		return &agentport.BadRequest{Message: fmt.Sprintf("%s is served over the %s API: call it at its base URL", m.ModelName, m.Adapter)}
 	}
+	// A call its job may no longer pay for is never made, and ends the agent's run.
+	if b, err := rec.a.Store.TraceBudget(ctx, rec.try.TraceID); err != nil {
+		return err
+	} else if b.Reached() {
+		return &agentport.Stop{Kind: "budget_exceeded", Message: b.String() + ": this attempt makes no more model calls, and stops"}
+	}
 	body["model"], _ = json.Marshal(m.ModelName)
 	sampling := ""
-	if m.TrainingPolicy && protocol == inference.ProtocolOpenAI && string(body["stream"]) == "true" && rec.a.sayOnce("streamed: "+m.ModelName) {
-		rec.a.workerLog(ctx, rec.try.TraceID, "model %s: a brought agent streams its calls to this training policy: their tokens are not kept (stream false keeps them)", m.ModelName)
-	}
-	if m.TrainingPolicy && protocol == inference.ProtocolOpenAI && string(body["stream"]) != "true" {
+	if m.TrainingPolicy && protocol == inference.ProtocolOpenAI {
 		// A training policy's call is asked for its tokens, as the built-in loop's are: the
-		// agent's answer carries them too (fields its SDK leaves alone), and they are kept.
+		// agent's answer carries them too (fields its SDK leaves alone), and they are kept,
+		// streamed or not.
 		body["logprobs"], body["return_token_ids"] = json.RawMessage("true"), json.RawMessage("true")
 		sampling = samplingOf(body)
 	}
@@ -344,10 +354,14 @@ func (rec *agentRecorder) Model(ctx context.Context, step int, protocol string, 
 		out = &agent.StepResult{Message: agent.Message{Role: agent.RoleAssistant}}
 	}
 	var tokensRef *uuid.UUID
-	if sampling != "" && !res.Stream {
+	if sampling != "" {
 		// Kept even when the agent has hung up: its answer was read to the end, and its event is
-		// written all the same.
-		if t, terr := agent.OpenAITokensOf(res.Answer, sampling); terr != nil {
+		// written all the same. A stream's come in pieces, put together in order.
+		tokensOf := agent.OpenAITokensOf
+		if res.Stream {
+			tokensOf = inference.OpenAIStreamTokens
+		}
+		if t, terr := tokensOf(res.Answer, sampling); terr != nil {
 			rec.a.workerLog(ctx, rec.try.TraceID, "agent model call %d: its tokens could not be read: %v", step, terr)
 		} else if tokensRef, terr = rec.a.keepTokens(context.WithoutCancel(ctx), rec.try.TraceID, m.ModelName, t); terr != nil {
 			rec.a.log().WarnContext(ctx, "keep an agent's model call's tokens", "trace", rec.try.TraceID, "error", terr)

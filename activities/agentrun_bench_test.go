@@ -12,7 +12,6 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
-	"github.com/proctorhq/proctor/internal/agentport"
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/internal/testenv"
 	"github.com/proctorhq/proctor/models"
@@ -42,22 +41,7 @@ func BenchmarkAgentPortModelCall(b *testing.B) {
 	if err := s.UpsertModel(ctx, m); err != nil {
 		b.Fatal(err)
 	}
-	_, traces, err := s.LaunchJob(ctx, e.caller, models.Launch{Name: "bench", MaxSteps: 10, GroupSize: 1, MaxConcurrent: 1, Kind: models.JobSingle,
-		Traces: []models.LaunchTrace{{TraceID: uuid.New(), TaskVersionID: e.version, ModelID: m.ID, MaxSteps: 10}}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	id := traces[0].ID
-	r, err := e.acts.load(ctx, id)
-	if err != nil {
-		b.Fatal(err)
-	}
-	rec := &agentRecorder{a: e.acts, try: TryInput{TraceID: id, Attempt: 1}, r: r, gw: e.acts.gateway()}
-	port, root, err := agentport.Start(agentport.Config{Models: []string{m.ModelName}, Handler: rec})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer port.Close()
+	port, root, id := portFor(b, e, s, m, nil)
 
 	params := openai.ChatCompletionNewParams{Model: m.ModelName, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("add one")},
 		Tools: []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{Name: "add"})}}

@@ -49,6 +49,10 @@ func (a *Activities) ModelStep(ctx context.Context, in ModelStepInput) (ModelSte
 	if ans, ok := conv.answers[in.Step]; ok {
 		return ans, nil
 	}
+	// A call its job may no longer pay for is never made.
+	if err := a.checkBudget(ctx, in.TraceID); err != nil {
+		return ModelStepResult{}, err
+	}
 	req, err := a.withImages(ctx, conv.req)
 	if err != nil {
 		return ModelStepResult{}, err

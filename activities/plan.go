@@ -19,12 +19,14 @@ import (
 // model end the attempt as error (reward 0) and are not retried; ErrTraceClosed means the trace
 // ended (was cancelled) before its sandbox started; ErrCapacity is a host with no free sandbox
 // slot, retried (possibly on another host) until startup_timeout_s. Everything else that fails a
-// sandbox activity (a lost worker, a lost sandbox) restarts the try in a fresh sandbox.
+// sandbox activity (a lost worker, a lost sandbox) restarts the try in a fresh sandbox. ErrBudget
+// is a model call its job's max_cost_usd refused: the attempt ends cancelled, stop reason budget.
 const (
 	ErrEnvironment = "EnvironmentError"
 	ErrModel       = "ModelError"
 	ErrTraceClosed = "TraceClosed"
 	ErrCapacity    = "SandboxCapacity"
+	ErrBudget      = "BudgetReached"
 )
 
 // Defaults of a task's runtime limits.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/proctorhq/proctor/models"
 )
@@ -135,6 +136,34 @@ type SetJobStatusInput struct {
 // SetJobStatus records a job's status.
 func (a *Activities) SetJobStatus(ctx context.Context, in SetJobStatusInput) error {
 	return a.Store.SetJobStatus(ctx, in.JobID, in.Status)
+}
+
+// AdmitJobResult says whether a job may start attempts: not when its budget is reached (it is
+// paused then).
+type AdmitJobResult struct {
+	Paused bool `json:"paused"`
+	// NoCeiling: the job has no max_cost_usd, and never will again (a ceiling is set at launch):
+	// the run need not ask any more.
+	NoCeiling bool `json:"no_ceiling,omitempty"`
+}
+
+// AdmitJob is asked by a RunList before it starts attempts (models.Store.AdmitJob).
+func (a *Activities) AdmitJob(ctx context.Context, in JobInput) (AdmitJobResult, error) {
+	b, err := a.Store.AdmitJob(ctx, in.JobID)
+	return AdmitJobResult{Paused: b.Reached(), NoCeiling: b.MaxCostUSD == nil && b.Status != models.JobPaused}, err
+}
+
+// checkBudget refuses a model call of an attempt whose job's budget is reached: a non-retryable
+// ErrBudget, which ends the attempt cancelled with stop reason budget.
+func (a *Activities) checkBudget(ctx context.Context, traceID uuid.UUID) error {
+	b, err := a.Store.TraceBudget(ctx, traceID)
+	if err != nil {
+		return err
+	}
+	if b.Reached() {
+		return temporal.NewNonRetryableApplicationError(b.String()+": the attempt stops before its next model call", ErrBudget, nil)
+	}
+	return nil
 }
 
 // JobInput names a job.

@@ -265,6 +265,20 @@ func (c *Client) CancelJob(ctx context.Context, jobID uuid.UUID) (int, error) {
 	return res.Cancelled, nil
 }
 
+// ResumeJob tells a job's RunLists (its launch's and its retries') that it was resumed; one that
+// is not running (a job never retried, a run that ended) is not an error.
+func (c *Client) ResumeJob(ctx context.Context, jobID uuid.UUID) error {
+	var errs []error
+	for _, id := range []string{names.RunListWorkflowID(jobID), names.RunListRetryWorkflowID(jobID)} {
+		err := c.SignalWorkflow(ctx, id, "", names.SignalJobResumed, nil)
+		var nf *serviceerror.NotFound
+		if err != nil && !errors.As(err, &nf) {
+			errs = append(errs, fmt.Errorf("signal %s: %w", id, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // StartLimitAlerts makes sure the deployment's LimitAlerts workflow runs (starting it when none
 // does; a running one keeps its interval).
 func (c *Client) StartLimitAlerts(ctx context.Context, interval time.Duration) error {

@@ -87,3 +87,34 @@ func TestRolloutOfABroughtAgentRetriesALostHost(t *testing.T) {
 		t.Errorf("superseded %v, want the first try", f.superseded)
 	}
 }
+
+// A model call its job's budget refuses ends the attempt where it is, built-in loop or brought
+// agent: cancelled with stop reason budget, unscored, its sandbox torn down, no second try.
+func TestRolloutStoppedByItsJobsBudgetEndsCancelledUnscored(t *testing.T) {
+	budget := func() error {
+		return temporal.NewNonRetryableApplicationError("job j has spent $2 of its max_cost_usd $2", activities.ErrBudget, nil)
+	}
+	for _, agent := range []bool{false, true} {
+		f := newFakeEngine()
+		f.plan.Agent = agent
+		f.modelStep = func(in activities.ModelStepInput) (activities.ModelStepResult, error) {
+			if in.Step == 1 {
+				return activities.ModelStepResult{}, budget()
+			}
+			return neverDone(in)
+		}
+		f.runAgent = func(activities.RunAgentInput) (activities.RunAgentResult, error) {
+			return activities.RunAgentResult{}, budget()
+		}
+		_, res, err := runRollout(t, f, RolloutInput{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != models.TraceCancelled || res.StopReason != models.StopBudget || res.Reward != nil {
+			t.Errorf("agent %v: result = %+v, want cancelled/budget with no reward", agent, res)
+		}
+		if f.count("StartEnvironment") != 1 || f.count("Teardown") != 1 || f.count("Evaluate") != 0 || len(f.finished) != 1 {
+			t.Errorf("agent %v: calls = %v, want one try, torn down, not evaluated, recorded once", agent, f.calls)
+		}
+	}
+}

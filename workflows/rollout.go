@@ -189,13 +189,19 @@ func (r *rollout) startFailed(ctx workflow.Context, err error) ending {
 	return r.classify(ctx, err)
 }
 
-// classify turns an activity failure into an infrastructure failure (retry the try) or an
-// error of the agent or the environment (the attempt ends as error, reward 0).
+// classify turns an activity failure into an infrastructure failure (retry the try), an error of
+// the agent or the environment (the attempt ends as error, reward 0), or a model call its job's
+// budget refused (cancelled, stop reason budget).
 func (r *rollout) classify(ctx workflow.Context, err error) ending {
 	if ctx.Err() != nil {
 		return ending{infra: ctx.Err()}
 	}
 	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.Type() == activities.ErrBudget {
+		// The job may spend no more: the attempt stops where it is, unscored (it is not the
+		// agent's doing), and a retry of the job runs it again.
+		return ending{fin: activities.FinishTraceInput{Status: models.TraceCancelled, StopReason: models.StopBudget, Error: appErr.Error()}}
+	}
 	if errors.As(err, &appErr) && (appErr.Type() == activities.ErrEnvironment || appErr.Type() == activities.ErrModel || appErr.Type() == activities.ErrAgent) {
 		zero := 0.0
 		return ending{fin: activities.FinishTraceInput{Status: models.TraceError, StopReason: models.StopError, Error: appErr.Error(), Reward: &zero}}

@@ -24,8 +24,9 @@ type RunListInput struct {
 	// PageSize is how many trace ids one store read loads. Default 500.
 	PageSize int `json:"page_size,omitempty"`
 	// ChildrenPerRun is how many attempts one run starts before it continues as new, which
-	// keeps its history bounded (about 10 events per child, so about 5,000 events a run, half
-	// Temporal's warning threshold). Default 500.
+	// keeps its history bounded (about 10 events per child, and one more for the admission of a
+	// job with a ceiling: about 5,500 events a run, near half Temporal's warning threshold).
+	// Default 500.
 	ChildrenPerRun int `json:"children_per_run,omitempty"`
 	// Started counts the job's traces started by earlier runs: the next one is at this offset
 	// in launch order.
@@ -57,9 +58,12 @@ func RunList(ctx workflow.Context, in RunListInput) (RunListResult, error) {
 	if in.ChildrenPerRun <= 0 {
 		in.ChildrenPerRun = 500
 	}
-	l := &runList{in: in, live: map[uuid.UUID]bool{}, done: workflow.GetSignalChannel(ctx, names.SignalRolloutDone)}
-	// Runs that began before the reconcile schedule was kept across waits replay as they ran.
+	l := &runList{in: in, live: map[uuid.UUID]bool{}, done: workflow.GetSignalChannel(ctx, names.SignalRolloutDone),
+		resumed: workflow.GetSignalChannel(ctx, names.SignalJobResumed)}
+	// Runs that began before the reconcile schedule was kept across waits replay as they ran, and
+	// those that began before jobs had budgets never ask for admission.
 	l.keptSchedule = workflow.GetVersion(ctx, "reconcile-schedule-kept", workflow.DefaultVersion, 1) == 1
+	l.budgeted = workflow.GetVersion(ctx, "job-budget", workflow.DefaultVersion, 1) == 1
 	for _, id := range in.Live {
 		l.live[id] = true
 	}
@@ -78,7 +82,20 @@ type runList struct {
 	// lost signal would hold its slot until the job went quiet for a whole reconcileEvery.
 	nextReconcile time.Time
 	keptSchedule  bool
+	// budgeted: the run asks AdmitJob before it starts attempts; paused is its last answer.
+	// resumed receives SignalJobResumed.
+	budgeted bool
+	paused   bool
+	resumed  workflow.ReceiveChannel
 }
+
+// pausedRecheck is how often a paused RunList with no live attempt reads its job's budget again
+// without being told (a resume's signal lost to an outage); a resume's signal wakes it at once.
+const pausedRecheck = 5 * time.Minute
+
+// pausedHistoryLimit is the history length past which a paused RunList continues as new, so that a
+// job paused for months keeps a small history.
+const pausedHistoryLimit = 10000
 
 func (l *runList) run(ctx workflow.Context) (RunListResult, error) {
 	sctx := storeActivity(ctx)
@@ -90,6 +107,9 @@ func (l *runList) run(ctx workflow.Context) (RunListResult, error) {
 	startedHere := 0
 	for ctx.Err() == nil {
 		l.drain()
+		if err := l.admit(ctx, startedHere); err != nil {
+			return RunListResult{Started: l.in.Started}, err
+		}
 		// Start children up to the limit, then wait for all of them to be started: a run never
 		// continues as new with a start in flight.
 		type start struct {
@@ -97,7 +117,7 @@ func (l *runList) run(ctx workflow.Context) (RunListResult, error) {
 			f  workflow.ChildWorkflowFuture
 		}
 		var starting []start
-		for len(l.live) < l.in.MaxConcurrent && startedHere < l.in.ChildrenPerRun {
+		for !l.paused && len(l.live) < l.in.MaxConcurrent && startedHere < l.in.ChildrenPerRun {
 			id, ok, err := l.next(ctx)
 			if err != nil {
 				return RunListResult{Started: l.in.Started}, err
@@ -131,11 +151,16 @@ func (l *runList) run(ctx workflow.Context) (RunListResult, error) {
 		if l.exhausted && len(l.page) == 0 && len(l.live) == 0 {
 			break
 		}
-		if startedHere >= l.in.ChildrenPerRun && len(l.live) < l.in.MaxConcurrent {
+		if (startedHere >= l.in.ChildrenPerRun && len(l.live) < l.in.MaxConcurrent) ||
+			(l.paused && len(l.live) == 0 && workflow.GetInfo(ctx).GetCurrentHistoryLength() > pausedHistoryLimit) {
 			l.drain()
 			next := l.in
 			next.Live = l.liveIDs()
 			return RunListResult{Started: l.in.Started}, workflow.NewContinueAsNewError(ctx, RunList, next)
+		}
+		if l.paused && len(l.live) == 0 {
+			l.awaitResume(ctx)
+			continue
 		}
 		l.wait(ctx)
 	}
@@ -152,17 +177,59 @@ func (l *runList) run(ctx workflow.Context) (RunListResult, error) {
 	return RunListResult{Started: l.in.Started}, err
 }
 
+// admit asks the store, when the run is about to start attempts, whether the job may: a job
+// whose spend reached its max_cost_usd is paused (AdmitJob marks it so), and starts none until
+// its ceiling is raised or lifted. Its live attempts go on until their next model call, which the
+// budget refuses.
+func (l *runList) admit(ctx workflow.Context, startedHere int) error {
+	if !l.budgeted {
+		return nil
+	}
+	for l.resumed.ReceiveAsync(nil) {
+	}
+	if len(l.live) >= l.in.MaxConcurrent || startedHere >= l.in.ChildrenPerRun {
+		return nil
+	}
+	// Only a run with an attempt left to start asks (and a paused one learns there is none).
+	if err := l.fill(ctx); err != nil || len(l.page) == 0 {
+		l.paused = false
+		return err
+	}
+	var adm activities.AdmitJobResult
+	if err := workflow.ExecuteLocalActivity(storeActivity(ctx), a.AdmitJob, activities.JobInput{JobID: l.in.JobID}).Get(ctx, &adm); err != nil {
+		return err
+	}
+	// A job with no ceiling never gets one: this run asks no more.
+	l.paused, l.budgeted = adm.Paused, !adm.NoCeiling
+	return nil
+}
+
+// awaitResume waits, while the job is paused and none of its attempts is live, for a resume's
+// signal, or pausedRecheck, or the workflow's cancel.
+func (l *runList) awaitResume(ctx workflow.Context) {
+	_, _ = workflow.AwaitWithTimeout(ctx, pausedRecheck, func() bool { return l.resumed.Len() > 0 })
+}
+
+// fill reads the next page of trace ids when the last one is used up.
+func (l *runList) fill(ctx workflow.Context) error {
+	if len(l.page) > 0 || l.exhausted {
+		return nil
+	}
+	var page activities.JobTracesPageResult
+	err := workflow.ExecuteLocalActivity(storeActivity(ctx), a.JobTracesPage,
+		activities.JobTracesPageInput{JobID: l.in.JobID, Offset: l.in.Started, Limit: l.in.PageSize}).Get(ctx, &page)
+	if err != nil {
+		return err
+	}
+	l.page = page.TraceIDs
+	l.exhausted = len(page.TraceIDs) < l.in.PageSize
+	return nil
+}
+
 // next is the next trace to start, reading a page when the last one is used up.
 func (l *runList) next(ctx workflow.Context) (uuid.UUID, bool, error) {
-	if len(l.page) == 0 && !l.exhausted {
-		var page activities.JobTracesPageResult
-		err := workflow.ExecuteLocalActivity(storeActivity(ctx), a.JobTracesPage,
-			activities.JobTracesPageInput{JobID: l.in.JobID, Offset: l.in.Started, Limit: l.in.PageSize}).Get(ctx, &page)
-		if err != nil {
-			return uuid.Nil, false, err
-		}
-		l.page = page.TraceIDs
-		l.exhausted = len(page.TraceIDs) < l.in.PageSize
+	if err := l.fill(ctx); err != nil {
+		return uuid.Nil, false, err
 	}
 	if len(l.page) == 0 {
 		return uuid.Nil, false, nil
@@ -184,6 +251,10 @@ func (l *runList) wait(ctx workflow.Context) {
 		delete(l.live, id)
 	})
 	sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) {})
+	if l.budgeted && l.paused {
+		// A paused run with attempts still live goes on at once when resumed.
+		sel.AddReceive(l.resumed, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil) })
+	}
 	now := workflow.Now(ctx)
 	if l.nextReconcile.IsZero() || !l.keptSchedule {
 		l.nextReconcile = now.Add(reconcileEvery)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/proctorhq/proctor/activities"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/workflows/names"
 )
 
 // fakeJob is a job's store as RunList sees it: its traces in launch order, the pages read, the
@@ -31,6 +33,12 @@ type fakeJob struct {
 	open func(ids []uuid.UUID) []uuid.UUID
 	// reconciles counts OpenTraces calls.
 	reconciles int
+	// paused, when set, answers AdmitJob (by default the job may start attempts); admits counts
+	// its calls.
+	paused func() bool
+	admits int
+	// noCeiling answers AdmitJob that the job has no ceiling.
+	noCeiling bool
 }
 
 func newFakeJob(n int) *fakeJob {
@@ -63,6 +71,13 @@ func (j *fakeJob) register(env *testsuite.TestWorkflowEnvironment) {
 			defer j.mu.Unlock()
 			j.cancelledPending++
 			return nil
+		})
+	env.OnActivity(a.AdmitJob, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.JobInput) (activities.AdmitJobResult, error) {
+			j.mu.Lock()
+			j.admits++
+			j.mu.Unlock()
+			return activities.AdmitJobResult{Paused: j.paused != nil && j.paused(), NoCeiling: j.noCeiling}, nil
 		})
 	env.OnActivity(a.OpenTraces, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.OpenTracesInput) (activities.OpenTracesResult, error) {
@@ -250,5 +265,142 @@ func TestRunListCancelCancelsLiveAttemptsAndPendingTraces(t *testing.T) {
 	}
 	if last := j.statuses[len(j.statuses)-1]; last != models.JobCancelled {
 		t.Errorf("job statuses %v, want cancelled last", j.statuses)
+	}
+}
+
+// budgetJob is a job of six attempts, two at once, whose budget is reached as its third attempt
+// starts: the attempts live then stop at their next model step (ErrBudget), and AdmitJob pauses
+// the job until resume is called.
+type budgetJob struct {
+	f       *fakeEngine
+	j       *fakeJob
+	env     *testsuite.TestWorkflowEnvironment
+	mu      sync.Mutex
+	reached bool
+}
+
+func newBudgetJob() *budgetJob {
+	b := &budgetJob{f: newFakeEngine(), j: newFakeJob(6)}
+	b.env = runListEnv(b.f, b.j)
+	start, step := b.f.start, b.f.modelStep
+	b.f.start = func(in activities.StartEnvironmentInput) (activities.StartEnvironmentResult, error) {
+		if b.f.count("StartEnvironment") == 3 {
+			b.mu.Lock()
+			b.reached = true
+			b.mu.Unlock()
+		}
+		return start(in)
+	}
+	b.f.modelStep = func(in activities.ModelStepInput) (activities.ModelStepResult, error) {
+		if b.isReached() {
+			return activities.ModelStepResult{}, temporal.NewNonRetryableApplicationError("job has spent $1 of its max_cost_usd $1", activities.ErrBudget, nil)
+		}
+		return step(in)
+	}
+	b.j.paused = b.isReached
+	return b
+}
+
+func (b *budgetJob) isReached() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.reached
+}
+
+// resume raises the ceiling after a while (the store's side of a resume), and signals the run
+// when signal is set.
+func (b *budgetJob) resume(after time.Duration, signal bool) {
+	b.env.RegisterDelayedCallback(func() {
+		b.mu.Lock()
+		b.reached = false
+		b.mu.Unlock()
+		if signal {
+			b.env.SignalWorkflow(names.SignalJobResumed, nil)
+		}
+	}, after)
+}
+
+// check asserts that every attempt ran once: the two live at the pause stopped unscored with stop
+// reason budget, the other four were evaluated, and the job completed.
+func (b *budgetJob) check(t *testing.T) {
+	t.Helper()
+	if err := b.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	f := b.f
+	if f.count("PrepareRollout") != 6 || f.count("StartEnvironment") != 6 || f.count("Evaluate") != 4 {
+		t.Fatalf("calls %v: want each of the 6 attempts started once, 4 evaluated", f.calls)
+	}
+	stopped := map[uuid.UUID]bool{}
+	for _, fin := range f.finished {
+		if fin.Status != models.TraceCancelled || fin.StopReason != models.StopBudget || fin.Reward != nil || !strings.Contains(fin.Error, "max_cost_usd") {
+			t.Errorf("finished %+v: want cancelled, stop reason budget, no reward, the budget's message", fin)
+		}
+		stopped[fin.TraceID] = true
+	}
+	if len(f.finished) != 2 || len(stopped) != 2 || f.count("Teardown") != 2 {
+		t.Errorf("finished %+v, teardowns %d: want the 2 attempts live at the pause stopped and torn down", f.finished, f.count("Teardown"))
+	}
+	for _, ev := range f.evaluated {
+		if stopped[ev.TraceID] {
+			t.Errorf("attempt %s was stopped by the budget and evaluated too", ev.TraceID)
+		}
+	}
+	if !slices.Equal(b.j.statuses, []string{models.JobRunning, models.JobCompleted}) {
+		t.Errorf("job statuses %v, want running then completed (AdmitJob writes paused)", b.j.statuses)
+	}
+}
+
+// TestRunListPausesAtItsBudgetAndAResumeGoesOnAtOnce: a job whose budget is reached starts no
+// attempt while paused, and a resume's signal starts the rest at once, running nothing twice.
+func TestRunListPausesAtItsBudgetAndAResumeGoesOnAtOnce(t *testing.T) {
+	b := newBudgetJob()
+	b.resume(7*time.Minute, true)
+	begin := b.env.Now()
+	b.env.ExecuteWorkflow(RunList, RunListInput{JobID: uuid.New(), MaxConcurrent: 2})
+	b.check(t)
+	// Attempts of about 2 s each after the 7 minutes paused: not the next check's 10 minutes.
+	if took := b.env.Now().Sub(begin); took < 7*time.Minute || took > 8*time.Minute {
+		t.Errorf("the job took %s of the test clock: the resume's signal did not wake the paused run", took)
+	}
+}
+
+// TestRunListPausedRechecksItsBudgetWithoutASignal: a resume whose signal was lost (an outage
+// between the store's write and the signal) is found by the paused run's next check.
+func TestRunListPausedRechecksItsBudgetWithoutASignal(t *testing.T) {
+	b := newBudgetJob()
+	b.resume(7*time.Minute, false)
+	begin := b.env.Now()
+	b.env.ExecuteWorkflow(RunList, RunListInput{JobID: uuid.New(), MaxConcurrent: 2})
+	b.check(t)
+	// Paused at about 2 s, checked at 5 min and 10 min: the second check finds the resume.
+	if took := b.env.Now().Sub(begin); took < 2*pausedRecheck || took > 2*pausedRecheck+time.Minute {
+		t.Errorf("the job took %s of the test clock, want its second paused check (%s) to find the resume", took, 2*pausedRecheck)
+	}
+}
+
+// TestRunListAsksAdmissionOnlyWhenItWouldStartAnAttempt: a run asks the store for admission once
+// per attempt it could start, and never while its slots are full or nothing is left to start; of
+// a job with no ceiling, once.
+func TestRunListAsksAdmissionOnlyWhenItWouldStartAnAttempt(t *testing.T) {
+	f, j := newFakeEngine(), newFakeJob(5)
+	env := runListEnv(f, j)
+	env.ExecuteWorkflow(RunList, RunListInput{JobID: uuid.New(), MaxConcurrent: 1})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if j.admits != 5 || f.count("Evaluate") != 5 {
+		t.Errorf("%d admissions for 5 attempts run one at a time (calls %v), want 5", j.admits, f.calls)
+	}
+	// A job with no ceiling is asked once: it never gets one.
+	f, j = newFakeEngine(), newFakeJob(5)
+	j.noCeiling = true
+	env = runListEnv(f, j)
+	env.ExecuteWorkflow(RunList, RunListInput{JobID: uuid.New(), MaxConcurrent: 1})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if j.admits != 1 || f.count("Evaluate") != 5 {
+		t.Errorf("%d admissions for a job with no ceiling (calls %v), want 1", j.admits, f.calls)
 	}
 }

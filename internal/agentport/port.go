@@ -72,6 +72,10 @@ type Port struct {
 	steps   int
 	limited chan struct{}
 	limitOn sync.Once
+	// stopped closes with the first Stop a Handler answered, kept in stop.
+	stopped chan struct{}
+	stopOn  sync.Once
+	stop    *Stop
 }
 
 // New makes a port with a fresh key; it serves nothing until Serve or ListenLoopback.
@@ -83,7 +87,7 @@ func New(cfg Config) (*Port, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	p := &Port{key: "pa-" + hex.EncodeToString(b), cfg: cfg, limited: make(chan struct{})}
+	p := &Port{key: "pa-" + hex.EncodeToString(b), cfg: cfg, limited: make(chan struct{}), stopped: make(chan struct{})}
 	server := mcp.NewServer(&mcp.Implementation{Name: "proctor-environment", Version: "1"}, &mcp.ServerOptions{Instructions: cfg.Instructions})
 	for _, t := range cfg.Tools {
 		server.AddTool(&mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema}, p.callTool)
@@ -215,6 +219,13 @@ func (p *Port) model(protocol string) http.Handler {
 				writeError(w, http.StatusBadRequest, "invalid_request_error", bad.Message)
 				return
 			}
+			var stop *Stop
+			if errors.As(err, &stop) {
+				p.stopOn.Do(func() { p.stop = stop; close(p.stopped) })
+				// 402, which the providers' SDKs do not retry (they retry 429 and 5xx).
+				writeError(w, http.StatusPaymentRequired, stop.Kind, stop.Message)
+				return
+			}
 			p.cfg.Logger.Warn("agent port: model call", "protocol", protocol, "step", step, "error", err)
 			writeError(w, http.StatusBadGateway, "api_error", "the model cannot be called: "+err.Error())
 		}
@@ -226,6 +237,26 @@ func (p *Port) model(protocol string) http.Handler {
 type BadRequest struct{ Message string }
 
 func (b *BadRequest) Error() string { return b.Message }
+
+// Stop is a Handler's refusal of a model call that ends the agent's run (the attempt's job may
+// spend no more, say): the agent is answered 402 with an error of type Kind and the Message, and
+// Stopped closes.
+type Stop struct{ Kind, Message string }
+
+func (s *Stop) Error() string { return s.Message }
+
+// Stopped is closed when a Handler refused a model call with a Stop; Stop then says which.
+func (p *Port) Stopped() <-chan struct{} { return p.stopped }
+
+// Stop is the Stop that closed Stopped (nil before).
+func (p *Port) Stop() *Stop {
+	select {
+	case <-p.stopped:
+		return p.stop
+	default:
+		return nil
+	}
+}
 
 // takeStep numbers a model call, or refuses it past MaxSteps (and ends the agent's run).
 func (p *Port) takeStep() (int, bool) {

@@ -21,6 +21,8 @@ type recorder struct {
 	mu    sync.Mutex
 	tools []string
 	steps []int
+	// stopAt, when positive, is the step the handler refuses with a Stop.
+	stopAt int
 }
 
 func (r *recorder) CallTool(_ context.Context, name string, args map[string]any) (*agent.ToolResult, error) {
@@ -34,7 +36,11 @@ func (r *recorder) CallTool(_ context.Context, name string, args map[string]any)
 func (r *recorder) Model(_ context.Context, step int, protocol string, body map[string]json.RawMessage, _ http.Header, w http.ResponseWriter) error {
 	r.mu.Lock()
 	r.steps = append(r.steps, step)
+	stop := r.stopAt > 0 && step >= r.stopAt
 	r.mu.Unlock()
+	if stop {
+		return &agentport.Stop{Kind: "budget_exceeded", Message: "job j has spent $1 of its max_cost_usd $1"}
+	}
 	w.Header().Set("Content-Type", "application/json")
 	io.WriteString(w, `{"id":"x","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`)
 	return nil
@@ -136,5 +142,31 @@ func TestModelCallsAreNumberedBoundedAndDieWithThePort(t *testing.T) {
 	p.Close()
 	if code, _ := post(t, url, p.Key(), `{"model":"m"}`); code != 0 {
 		t.Errorf("the key after its attempt reached the port (%d)", code)
+	}
+}
+
+// A Handler's Stop answers the agent 402 (which the providers' SDKs do not retry) with its
+// message, and ends the agent's run: Stopped closes, and Stop says why.
+func TestAStopRefusesTheCallAndEndsTheRun(t *testing.T) {
+	p, root, rec := startPort(t, 10)
+	rec.stopAt = 1
+	url := p.Env(root)["OPENAI_BASE_URL"] + "/chat/completions"
+	if code, body := post(t, url, p.Key(), `{"model":"m"}`); code != 200 {
+		t.Fatalf("the first call = %d %s", code, body)
+	}
+	if p.Stop() != nil {
+		t.Fatal("stopped by a call that was answered")
+	}
+	code, body := post(t, url, p.Key(), `{"model":"m"}`)
+	if code != http.StatusPaymentRequired || !strings.Contains(body, `"type":"budget_exceeded"`) || !strings.Contains(body, "max_cost_usd $1") {
+		t.Errorf("the stopped call = %d %s, want 402 with the handler's kind and message", code, body)
+	}
+	<-p.Stopped()
+	if s := p.Stop(); s == nil || s.Kind != "budget_exceeded" {
+		t.Errorf("Stop() = %+v", s)
+	}
+	// Later calls are refused the same; the first Stop is the one kept.
+	if code, _ := post(t, url, p.Key(), `{"model":"m"}`); code != http.StatusPaymentRequired {
+		t.Errorf("a call after the stop = %d, want 402", code)
 	}
 }

@@ -82,3 +82,78 @@ func sseData(body []byte, each func([]byte) error) error {
 	}
 	return sc.Err()
 }
+
+// OpenAIStreamTokens reads the token ids and logprobs of a streamed chat completion's raw answer
+// (server-sent events, as Relay captured it), with sampling, the request's sampling parameters as
+// a JSON object. A stream brings them in pieces (vLLM and SGLang: the prompt's token ids in the
+// first chunk, and each chunk's choice its own token ids and logprobs): the first choice's are
+// put together in order, each element's own bytes kept, into what a whole answer would carry — a
+// token_ids array, and a logprobs object of the content list. A value no chunk brought stays
+// empty.
+func OpenAIStreamTokens(answer []byte, sampling string) (*agent.Tokens, error) {
+	var prompt json.RawMessage
+	var ids, content []json.RawMessage
+	sawIDs, sawContent := false, false
+	err := sseData(answer, func(data []byte) error {
+		var chunk struct {
+			PromptTokenIDs json.RawMessage `json:"prompt_token_ids"`
+			Choices        []struct {
+				Index    int             `json:"index"`
+				TokenIDs json.RawMessage `json:"token_ids"`
+				Logprobs *struct {
+					Content json.RawMessage `json:"content"`
+				} `json:"logprobs"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal(data, &chunk); err != nil {
+			return err
+		}
+		if len(prompt) == 0 && !isNull(chunk.PromptTokenIDs) {
+			prompt = chunk.PromptTokenIDs
+		}
+		for _, c := range chunk.Choices {
+			if c.Index != 0 {
+				continue
+			}
+			if !isNull(c.TokenIDs) {
+				var part []json.RawMessage
+				if err := json.Unmarshal(c.TokenIDs, &part); err != nil {
+					return fmt.Errorf("token_ids: %w", err)
+				}
+				ids, sawIDs = append(ids, part...), true
+			}
+			if c.Logprobs != nil && !isNull(c.Logprobs.Content) {
+				var part []json.RawMessage
+				if err := json.Unmarshal(c.Logprobs.Content, &part); err != nil {
+					return fmt.Errorf("logprobs.content: %w", err)
+				}
+				content, sawContent = append(content, part...), true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the streamed answer's tokens: %w", err)
+	}
+	t := &agent.Tokens{Sampling: sampling}
+	if !isNull(prompt) {
+		t.PromptTokenIDs = string(prompt)
+	}
+	if sawIDs {
+		t.CompletionTokenIDs = "[" + string(bytes.Join(rawBytes(ids), []byte(","))) + "]"
+	}
+	if sawContent {
+		t.Logprobs = `{"content":[` + string(bytes.Join(rawBytes(content), []byte(","))) + "]}"
+	}
+	return t, nil
+}
+
+func isNull(v json.RawMessage) bool { return len(v) == 0 || string(v) == "null" }
+
+func rawBytes(vs []json.RawMessage) [][]byte {
+	out := make([][]byte, len(vs))
+	for i, v := range vs {
+		out[i] = v
+	}
+	return out
+}

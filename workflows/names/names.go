@@ -36,6 +36,10 @@ const (
 	// stopped (drained) with the attempt's sandbox: the try restarts at once, without waiting for
 	// the host to be taken for lost.
 	SignalHostStopped = "host-stopped"
+	// SignalJobResumed tells a job's RunLists that its ceiling was raised or lifted while it was
+	// paused (the store says so already): they go on starting its attempts at once, rather than at
+	// their next check of the store.
+	SignalJobResumed = "job-resumed"
 )
 
 // Task queues. Workflows and activities that need no sandbox run on QueueWorkflows; builds on
