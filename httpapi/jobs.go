@@ -16,7 +16,7 @@ type Job struct {
 	ID            uuid.UUID          `json:"id"`
 	Name          string             `json:"name"`
 	Description   string             `json:"description"`
-	Status        string             `json:"status" enum:"pending,running,completed,cancelled"`
+	Status        string             `json:"status" enum:"pending,running,paused,completed,cancelled" doc:"paused (Proctor extension): a run_list job whose spend reached its max_cost_usd; it starts no attempt until resumed"`
 	TasksetID     *uuid.UUID         `json:"taskset_id"`
 	MaxSteps      int                `json:"max_steps"`
 	GroupSize     int                `json:"group_size"`
@@ -25,6 +25,7 @@ type Job struct {
 	CanEdit       bool               `json:"can_edit"`
 	IsOwner       bool               `json:"is_owner"`
 	Published     bool               `json:"published" doc:"Readable without credentials"`
+	MaxCostUSD    *float64           `json:"max_cost_usd" doc:"Proctor extension: the job's ceiling on its spend in USD (run_list's max_cost_usd); null for none"`
 	Metadata      models.JobMetadata `json:"metadata"`
 	CreatedAt     time.Time          `json:"created_at"`
 	UpdatedAt     time.Time          `json:"updated_at"`
@@ -33,7 +34,7 @@ type Job struct {
 func jobFrom(r *models.JobRow) Job {
 	return Job{ID: r.ID, Name: r.Name, Description: r.Description, Status: r.Status, TasksetID: r.TasksetID, MaxSteps: r.MaxSteps,
 		GroupSize: r.GroupSize, MaxConcurrent: r.MaxConcurrent, IsRemote: r.IsRemote, CanEdit: r.CanEdit, IsOwner: r.IsOwner,
-		Published: r.PublishedAt != nil, Metadata: r.Metadata.Listed(), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+		Published: r.PublishedAt != nil, MaxCostUSD: r.MaxCostUSD, Metadata: r.Metadata.Listed(), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 }
 
 type jobPath struct {
@@ -81,6 +82,7 @@ func (s *Server) registerJobs() {
 	}, authKeyOrSession), s.listJobs)
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "list-active-jobs", Method: http.MethodGet, Path: "/jobs/active", Tags: tags, Summary: "Jobs that are pending or running",
+		Description: "Jobs that have not ended: pending or running, and (Proctor extension) paused at their max_cost_usd.",
 	}, authKeyOrSession), s.listActiveJobs)
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "get-job", Method: http.MethodGet, Path: "/jobs/{job_id}", Tags: tags, Summary: "Get a job",
@@ -88,7 +90,9 @@ func (s *Server) registerJobs() {
 	}, authOptional), s.getJob)
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "update-job", Method: http.MethodPatch, Path: "/jobs/{job_id}", Tags: tags, Summary: "Rename or describe a job",
-		Errors: []int{http.StatusForbidden, http.StatusNotFound},
+		Description: "max_cost_usd (Proctor extension) sets the ceiling of a run_list job that has not ended: its launcher or an owner only (403); " +
+			"a paused job whose new ceiling is above its spend goes on (422 for one that is not), 409 for another kind of job or one that ended.",
+		Errors: []int{http.StatusForbidden, http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
 	}, authKeyOrSession), s.updateJob)
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "get-job-summary", Method: http.MethodGet, Path: "/jobs/{job_id}/summary", Tags: tags, Summary: "A job's counts per status",
@@ -156,7 +160,7 @@ func (s *Server) listJobs(ctx context.Context, in *listJobsInput) (*struct{ Body
 	return &struct{ Body Page[Job] }{Body: NewPage(items, total, in.Limit, in.Offset)}, nil
 }
 
-// listActiveJobs serves GET /v2/jobs/active: jobs that are pending or running.
+// listActiveJobs serves GET /v2/jobs/active: jobs that are pending, running or paused.
 func (s *Server) listActiveJobs(ctx context.Context, _ *struct{}) (*struct{ Body []Job }, error) {
 	rows, err := s.store.ActiveJobs(ctx, callerFrom(ctx))
 	if err != nil {
@@ -181,13 +185,19 @@ func (s *Server) getJob(ctx context.Context, in *jobPath) (*jobOutput, error) {
 type patchJobInput struct {
 	JobID uuid.UUID `path:"job_id"`
 	Body  struct {
-		Name        *string `json:"name,omitempty" maxLength:"200"`
-		Description *string `json:"description,omitempty" maxLength:"10000"`
+		Name        *string  `json:"name,omitempty" maxLength:"200"`
+		Description *string  `json:"description,omitempty" maxLength:"10000"`
+		MaxCostUSD  *float64 `json:"max_cost_usd,omitempty" exclusiveMinimum:"0" maximum:"1000000000" doc:"Proctor extension: a new ceiling on the job's spend in USD (run_list's max_cost_usd); a paused job whose new ceiling is above its spend goes on"`
 	}
 }
 
-// updateJob serves PATCH /v2/jobs/{job_id}: rename or describe a job.
+// updateJob serves PATCH /v2/jobs/{job_id}: rename or describe a job, or change its ceiling.
 func (s *Server) updateJob(ctx context.Context, in *patchJobInput) (*jobOutput, error) {
+	if in.Body.MaxCostUSD != nil {
+		if _, err := s.setCeiling(ctx, in.JobID, models.CeilingChange{MaxCostUSD: in.Body.MaxCostUSD}); err != nil {
+			return nil, err
+		}
+	}
 	j, err := s.store.UpdateJob(ctx, callerFrom(ctx), in.JobID, in.Body.Name, in.Body.Description)
 	if err != nil {
 		return nil, storeError(err, "job")

@@ -17,7 +17,7 @@ func (s *Server) registerRetry() {
 		Summary: "Run a job's failed attempts again, in the job (Proctor extension)",
 		Description: "For a run_list job that has ended: each attempt that ended in error with no reward (`errors: infra`, the default: " +
 			"the infrastructure failed on every try) or in any error (`errors: all`: the agent's, the model's or the environment's " +
-			"failures, scored 0, too) is launched again in the same job, at most once: the new attempt names the one it replaces " +
+			"failures, scored 0, too), and with either each attempt its max_cost_usd stopped (cancelled, stop_reason budget), is launched again in the same job, at most once: the new attempt names the one it replaces " +
 			"(`retry_of`), which is marked invalid so that the job's results count the new one. A completed attempt is never run " +
 			"again. The job reads running until the retries have ended; the retries run as the job's launcher, who (or an owner) alone may retry it (403). " +
 			"409 for a job that still runs, or has attempts that have not ended, or was not launched by run_list.",
@@ -32,8 +32,9 @@ type retryJobInput struct {
 
 // retryJobBody says which failed attempts to retry, and how many at once; it may be left out.
 type retryJobBody struct {
-	Errors        string `json:"errors,omitempty" enum:"infra,all" default:"infra" doc:"which failed attempts: infra (the infrastructure failed them: no host, a sandbox lost on every try) or all (any error)"`
-	MaxConcurrent int    `json:"max_concurrent,omitempty" minimum:"0" maximum:"10000" doc:"the retries live at once; 0 or absent: the job's own max_concurrent"`
+	Errors        string   `json:"errors,omitempty" enum:"infra,all" default:"infra" doc:"which failed attempts: infra (the infrastructure failed them: no host, a sandbox lost on every try; and those the job's max_cost_usd stopped) or all (any error, and those)"`
+	MaxConcurrent int      `json:"max_concurrent,omitempty" minimum:"0" maximum:"10000" doc:"the retries live at once; 0 or absent: the job's own max_concurrent"`
+	MaxCostUSD    *float64 `json:"max_cost_usd,omitempty" exclusiveMinimum:"0" maximum:"1000000000" doc:"a new ceiling for a job launched with max_cost_usd, set before the retries run: they are held to it (they pause the job at once if its spend is at its ceiling)"`
 }
 
 // RetriedAttempt pairs a failed attempt with the attempt that runs it again.
@@ -62,6 +63,11 @@ func (s *Server) retryJob(ctx context.Context, in *retryJobInput) (*retryJobOutp
 	}
 	if body.Errors == "" {
 		body.Errors = models.RetryInfra
+	}
+	if body.MaxCostUSD != nil {
+		if _, err := s.setCeiling(ctx, in.JobID, models.CeilingChange{MaxCostUSD: body.MaxCostUSD}); err != nil {
+			return nil, err
+		}
 	}
 	res, err := s.store.RetryJob(ctx, callerFrom(ctx), in.JobID, body.Errors)
 	if err != nil {

@@ -20,6 +20,8 @@ type Workflows interface {
 	RetryRunList(ctx context.Context, jobID uuid.UUID, maxConcurrent, from int) error
 	CancelTrace(ctx context.Context, traceID uuid.UUID) error
 	CancelJob(ctx context.Context, jobID uuid.UUID) (int, error)
+	// ResumeJob tells a job's RunLists that it was resumed (its store row says so already).
+	ResumeJob(ctx context.Context, jobID uuid.UUID) error
 }
 
 // Launched answers a launch: the rows exist, the work is queued.

@@ -36,6 +36,7 @@ func (s *Server) registerOperations() {
 	s.registerExport()
 	s.registerFinished()
 	s.registerRetry()
+	s.registerResume()
 	s.registerJobMix()
 	// Rollouts
 	s.registerRollouts()

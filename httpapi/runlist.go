@@ -59,6 +59,7 @@ type runListInput struct {
 		Name           string                `json:"name,omitempty" maxLength:"200"`
 		RuntimeConfig  *models.RuntimeConfig `json:"runtime_config,omitempty" doc:"Overrides each task's, field by field"`
 		ParentJobID    *uuid.UUID            `json:"parent_job_id,omitempty" doc:"Proctor extension: the job this one follows up (a re-run of it, or of some of its attempts), a job the caller can see; recorded as the new job's metadata.parent_job_id"`
+		MaxCostUSD     *float64              `json:"max_cost_usd,omitempty" exclusiveMinimum:"0" maximum:"1000000000" doc:"Proctor extension: a ceiling in USD on what the job spends (its attempts' model calls through the gateway and their environment time, priced as GET /v2/jobs/{job_id}/usage prices them). Once its spend reaches it, the job starts no attempt and reads paused, and its running attempts stop at their next model call (cancelled, stop_reason budget, unscored); raising the ceiling (PATCH /v2/jobs/{job_id}) or POST /v2/jobs/{job_id}/resume goes on with the attempts that never started. Absent: no ceiling."`
 		Agent          string                `json:"agent,omitempty" maxLength:"300" doc:"Proctor extension: a brought agent to run beside each environment instead of the built-in agent loop: its name or id (its latest build), NAME:VERSION or NAME@DIGEST. Each attempt's agent calls that attempt's model through the gateway. Absent: the built-in loop."`
 	}
 }
@@ -132,7 +133,7 @@ func (s *Server) runRolloutList(ctx context.Context, in *runListInput) (*runList
 		return nil, newAPIError(http.StatusNotFound, "none of the task versions and models is visible to the caller")
 	}
 	job, _, err := s.store.LaunchJob(ctx, c, models.Launch{Kind: models.JobBatch, Name: b.Name, TasksetID: b.TasksetID, MaxSteps: b.MaxSteps, GroupSize: b.GroupSize,
-		MaxConcurrent: b.MaxConcurrent, Metadata: md, Traces: launch})
+		MaxConcurrent: b.MaxConcurrent, MaxCostUSD: b.MaxCostUSD, Metadata: md, Traces: launch})
 	if err != nil {
 		return nil, storeError(err, "task version")
 	}

@@ -170,14 +170,15 @@ class Client:
         return self._call("GET", "/v2/models/resolve", query={"model": name})["id"]
 
     def run_list(self, model_ids, taskset_id=None, task_version_ids=None, group_size=1,
-                 max_concurrent=None, name=None, max_steps=None, agent=None):
+                 max_concurrent=None, name=None, max_steps=None, agent=None, max_cost_usd=None):
         """Launches group_size attempts of every task version (of taskset_id, or those listed) ×
         model as one job, and returns its id. Pairs the server rejects are warned of (the others
-        run; the answer is kept as last_launch); when it rejects them all, ProctorError."""
+        run; the answer is kept as last_launch); when it rejects them all, ProctorError. With
+        max_cost_usd, the job pauses once it has spent that much (see resume)."""
         body = {"model_ids": list(model_ids), "group_size": group_size}
         for key, value in (("taskset_id", taskset_id), ("task_version_ids", task_version_ids),
                            ("max_concurrent", max_concurrent), ("name", name),
-                           ("max_steps", max_steps), ("agent", agent)):
+                           ("max_steps", max_steps), ("agent", agent), ("max_cost_usd", max_cost_usd)):
             if value is not None:
                 body[key] = value
         out = self._call("POST", "/v2/rollouts/run_list", body)
@@ -193,6 +194,13 @@ class Client:
     def job(self, job_id):
         """The job, as GET /v2/jobs/{job_id} answers it."""
         return self._call("GET", f"/v2/jobs/{job_id}")
+
+    def resume(self, job_id, max_cost_usd=None, lift_ceiling=False):
+        """Goes on with a job paused at its max_cost_usd: with a higher ceiling, or none
+        (lift_ceiling). Returns {job_id, status, max_cost_usd, spent_usd}; ProctorError 409 for a
+        job that is not paused, 422 for a ceiling not above what it has spent."""
+        body = {"lift_ceiling": True} if lift_ceiling else {"max_cost_usd": max_cost_usd}
+        return self._call("POST", f"/v2/jobs/{job_id}/resume", body)
 
     def attempts(self, job_id):
         """Every attempt of the job, as it stands now."""

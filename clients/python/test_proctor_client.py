@@ -65,6 +65,18 @@ class ClientTest(unittest.TestCase):
             self.client.run_list(model_ids=["00000000-0000-0000-0000-000000000000"], taskset_id=self.client.taskset_id("demo"))
         self.assertGreaterEqual(e.exception.status, 400, e.exception)
 
+    def test_a_ceiling_is_launched_and_only_a_paused_job_resumes(self):
+        # The oracle costs nothing: a job with a ceiling runs to its end, and there is nothing to
+        # resume.
+        job = self.client.run_list(taskset_id=self.client.taskset_id("demo"), model_ids=[self.client.model_id("oracle")],
+                                   name="python client ceiling", max_cost_usd=0.5)
+        self.assertEqual(self.client.job(job)["max_cost_usd"], 0.5)
+        list(self.client.groups(job))
+        with self.assertRaises(ProctorError) as e:
+            self.client.resume(job, lift_ceiling=True)
+        self.assertEqual(e.exception.status, 409, e.exception)
+        self.assertIn("completed", e.exception.message)
+
     def test_an_export_filter_takes_a_list(self):
         list(self.client.groups(self.job))
         with tempfile.TemporaryDirectory() as d:

@@ -231,7 +231,8 @@ func clientCommands(stdout, stderr io.Writer) []*cobra.Command {
 		withFlags(&cobra.Command{Use: "show JOB", Short: "A job's summary, per-task results and the attempts to look at", Args: idArg("job", "proctor jobs")}, cmdJobsShow(stdout)),
 		withFlags(&cobra.Command{Use: "watch JOB", Short: "Follow a running job again (after Ctrl-C or a lost connection), then print its table", Args: idArg("job", "proctor jobs")}, cmdJobsWatch(stdout, stderr)),
 		withFlags(&cobra.Command{Use: "cancel JOB", Short: "Cancel every attempt of a job (live ones stop after their sandboxes are torn down)", Args: idArg("job", "proctor jobs")}, cmdJobsCancel(stdout)),
-		withFlags(&cobra.Command{Use: "retry JOB", Short: "Run a run_list job's failed attempts again, in the job (--errors infra: no reward; all: any error)", Args: idArg("job", "proctor jobs")}, cmdJobsRetry(stdout)))
+		withFlags(&cobra.Command{Use: "retry JOB", Short: "Run a run_list job's failed attempts again, in the job (--errors infra: no reward; all: any error)", Args: idArg("job", "proctor jobs")}, cmdJobsRetry(stdout)),
+		withFlags(&cobra.Command{Use: "resume JOB", Short: "Go on with a job paused at its max_cost_usd (--max-cost-usd N: a higher ceiling; --lift-ceiling: none)", Args: idArg("job", "proctor jobs")}, cmdJobsResume(stdout)))
 	env := group(&cobra.Command{Use: "env", Short: "Deploy and list environments"})
 	env.AddCommand(withFlags(&cobra.Command{Use: "list", Short: "The environments you can run: scenarios and latest build", Args: noArgs}, cmdEnvList(stdout)))
 	env.AddCommand(withFlags(&cobra.Command{Use: "deploy DIR", Short: "Build an environment from source, make it the latest, and print its scenarios", Args: exactArgs(1)}, cmdEnvDeploy(stdout, stderr)))

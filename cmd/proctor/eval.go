@@ -21,6 +21,7 @@ func cmdEval(stdout, stderr io.Writer) flagsBody {
 		maxSteps := fs.Int("max-steps", 30, "model steps per attempt")
 		name := fs.String("name", "", "job name (default: <taskset> × <model>)")
 		parent := fs.String("parent", "", "the job this one follows up, e.g. the one it re-runs (recorded as the job's metadata.parent_job_id)")
+		maxCost := fs.Float64("max-cost-usd", 0, "a ceiling in USD on what the job spends (model calls and environment time): at it the job pauses (see proctor jobs resume); 0: none")
 		agentRef := fs.String("agent", "", "a brought agent to run instead of the built-in loop (NAME, NAME:VERSION or NAME@DIGEST: see proctor agent list); it calls --model")
 		client := clientFlags(fs)
 		return func(ctx context.Context, pos []string) error {
@@ -70,6 +71,12 @@ func cmdEval(stdout, stderr io.Writer) flagsBody {
 			}
 			if *agentRef != "" {
 				body["agent"] = *agentRef
+			}
+			if *maxCost < 0 {
+				return usagef("--max-cost-usd %g: give a positive ceiling, or 0 for none", *maxCost)
+			}
+			if *maxCost > 0 {
+				body["max_cost_usd"] = *maxCost
 			}
 			if err := c.do(ctx, http.MethodPost, "/v2/rollouts/run_list", body, &launched); err != nil {
 				return err

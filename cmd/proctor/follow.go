@@ -58,6 +58,15 @@ func (c *apiClient) follow(ctx context.Context, jobID string, w io.Writer) (jobS
 			}
 			return s, nil
 		}
+		if s.Initializing+s.Running+s.Cancelling == 0 && s.done() < s.TotalTraces {
+			// Nothing runs, yet attempts wait: a job paused at its ceiling waits for a resume.
+			if err := c.pausedJob(ctx, jobID, s); err != nil {
+				if tty {
+					fmt.Fprintln(w)
+				}
+				return s, err
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return s, ctx.Err()
@@ -85,4 +94,25 @@ func isTerminal(w io.Writer) bool {
 	}
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// pausedJob is an error that says how to go on when the job is paused at its max_cost_usd; nil
+// when it is not (or the API cannot say).
+func (c *apiClient) pausedJob(ctx context.Context, jobID string, s jobSummary) error {
+	var job struct {
+		Status     string   `json:"status"`
+		MaxCostUSD *float64 `json:"max_cost_usd"`
+	}
+	if c.do(ctx, http.MethodGet, "/v2/jobs/"+jobID, nil, &job) != nil || job.Status != "paused" {
+		return nil
+	}
+	var usage struct {
+		TotalCost float64 `json:"total_cost"`
+	}
+	spent := "its ceiling"
+	if c.do(ctx, http.MethodGet, "/v2/jobs/"+jobID+"/usage", nil, &usage) == nil && job.MaxCostUSD != nil {
+		spent = fmt.Sprintf("$%.4g of its max_cost_usd $%.4g", usage.TotalCost, *job.MaxCostUSD)
+	}
+	return fmt.Errorf("job %s is paused: it has spent %s, and %d attempts wait to start (%d were stopped at their next model call); "+
+		"go on with: proctor jobs resume %s --max-cost-usd N (or --lift-ceiling)", jobID, spent, s.Pending, s.Cancelled, jobID)
 }

@@ -102,11 +102,43 @@ func cmdJobsCancel(stdout io.Writer) flagsBody {
 	})
 }
 
+// cmdJobsResume goes on with a job paused at its max_cost_usd: a higher ceiling, or none.
+func cmdJobsResume(stdout io.Writer) flagsBody {
+	return func(fs *flag.FlagSet) runFunc {
+		ceiling := fs.Float64("max-cost-usd", 0, "the new ceiling in USD, above what the job has spent")
+		lift := fs.Bool("lift-ceiling", false, "go on with no ceiling at all")
+		return clientCommand(func(ctx context.Context, c *apiClient, pos []string) (err error) {
+			if (*ceiling > 0) == *lift || *ceiling < 0 {
+				return usagef("give a new ceiling above what the job has spent (--max-cost-usd N), or --lift-ceiling")
+			}
+			if pos[0], err = c.resolveID(ctx, "job", pos[0]); err != nil {
+				return err
+			}
+			body := map[string]any{"lift_ceiling": *lift}
+			if *ceiling > 0 {
+				body = map[string]any{"max_cost_usd": *ceiling}
+			}
+			var res httpapi.Resumed
+			if err := c.do(ctx, http.MethodPost, "/v2/jobs/"+pos[0]+"/resume", body, &res); err != nil {
+				return err
+			}
+			limit := "no ceiling"
+			if res.MaxCostUSD != nil {
+				limit = fmt.Sprintf("ceiling $%.4g", *res.MaxCostUSD)
+			}
+			fmt.Fprintf(stdout, "job %s: %s; spent $%.4g, %s; the attempts that never started run now\nfollow it to the end with: proctor jobs watch %s\n",
+				pos[0], res.Status, res.SpentUSD, limit, pos[0])
+			return nil
+		})(fs)
+	}
+}
+
 // cmdJobsRetry runs a run_list job's failed attempts again in the job: those the infrastructure
 // failed (no reward), or with --errors all every one that ended in error; never a completed one.
 func cmdJobsRetry(stdout io.Writer) flagsBody {
 	return func(fs *flag.FlagSet) runFunc {
-		which := fs.String("errors", "infra", "which failed attempts: infra (ended in error with no reward: the infrastructure failed) or all (any error)")
+		which := fs.String("errors", "infra", "which failed attempts: infra (ended in error with no reward: the infrastructure failed; and those a budget stopped) or all (any error, and those)")
+		ceiling := fs.Float64("max-cost-usd", 0, "a new ceiling for a job launched with one, which the retries are held to; 0: the job's own")
 		return clientCommand(func(ctx context.Context, c *apiClient, pos []string) (err error) {
 			if *which != "infra" && *which != "all" {
 				return usagef("--errors %s: infra or all", *which)
@@ -120,7 +152,11 @@ func cmdJobsRetry(stdout io.Writer) flagsBody {
 					TraceID  string `json:"trace_id"`
 				} `json:"retried"`
 			}
-			if err := c.do(ctx, http.MethodPost, "/v2/jobs/"+pos[0]+"/retry", map[string]string{"errors": *which}, &res); err != nil {
+			body := map[string]any{"errors": *which}
+			if *ceiling > 0 {
+				body["max_cost_usd"] = *ceiling
+			}
+			if err := c.do(ctx, http.MethodPost, "/v2/jobs/"+pos[0]+"/retry", body, &res); err != nil {
 				return err
 			}
 			if len(res.Retried) == 0 {

@@ -173,6 +173,23 @@ export function Job({ id, signedIn, onUnauthorized }: { id: string; signedIn: bo
           )}
         </div>
       )}
+      {job.status === "paused" && (
+        <div className="notice" role="status">
+          <p>
+            Paused: this job has spent {fmtUSD(jobUsage?.total_cost)} of its ceiling of {fmtUSD(job.max_cost_usd)}. It starts no attempt until its ceiling is raised
+            or lifted; the attempts it stopped at their next model call read cancelled (stop reason budget), and a retry of the job runs them again once it has
+            ended.
+          </p>
+          {signedIn && job.can_edit && (
+            <button
+              type="button"
+              onClick={() => act(() => ok(api.POST("/v2/jobs/{job_id}/resume", { params: { path: { job_id: id } }, body: { lift_ceiling: true } })))}
+            >
+              Lift the ceiling and go on
+            </button>
+          )}
+        </div>
+      )}
       {actionError && (
         <p role="alert" className="error">
           {actionError}
@@ -188,7 +205,7 @@ export function Job({ id, signedIn, onUnauthorized }: { id: string; signedIn: bo
             ["Errors", summary.error],
             ["Cancelled", summary.cancelled],
             ["Mean reward", fmtReward(summary.avg_reward)],
-            ["Cost", fmtUSD(jobUsage?.total_cost)],
+            ["Cost", job.max_cost_usd == null ? fmtUSD(jobUsage?.total_cost) : `${fmtUSD(jobUsage?.total_cost)} of ${fmtUSD(job.max_cost_usd)}`],
             ["Inference", jobUsage ? `${fmtUSD(jobUsage.inference_cost.cost)} · ${jobUsage.inference_cost.count} calls` : "–"],
             ["Environments", jobUsage ? `${fmtUSD(jobUsage.environment_cost.cost)} · ${jobUsage.environment_cost.count} sandboxes` : "–"],
           ] as const
