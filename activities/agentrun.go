@@ -7,17 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/proctorhq/proctor/internal/agent"
 	"github.com/proctorhq/proctor/internal/agentport"
-	"github.com/proctorhq/proctor/internal/inference"
 	"github.com/proctorhq/proctor/internal/sandbox"
 	"github.com/proctorhq/proctor/models"
 )
@@ -84,8 +79,7 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 	if err != nil {
 		return RunAgentResult{}, err
 	}
-	rec := &agentRecorder{a: a, try: TryInput{TraceID: in.TraceID, Attempt: in.Attempt}, le: le, r: r, next: seq,
-		gw: a.gateway()}
+	rec := &agentRecorder{a: a, try: TryInput{TraceID: in.TraceID, Attempt: in.Attempt}, le: le, r: r, next: seq, gw: a.gateway()}
 	port, err := agentport.New(agentport.Config{Tools: le.tools, Instructions: le.env.Instructions(), Models: []string{r.model.ModelName},
 		MaxSteps: r.trace.MaxSteps, Handler: rec, Logger: a.log()})
 	if err != nil {
@@ -93,9 +87,54 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 	}
 	defer port.Close() //nolint:errcheck // the key dies with the port either way
 
-	spec, err := a.imageSpec(ctx, r.agent)
+	run := &agentRun{a: a, in: in, le: le, r: r, port: port, tail: newLineTail(agentStderrTail)}
+	if err := run.prepare(ctx); err != nil {
+		return RunAgentResult{}, err
+	}
+	if err := run.start(ctx); err != nil {
+		return RunAgentResult{}, err
+	}
+	defer run.sb.Stop(context.WithoutCancel(ctx)) //nolint:errcheck // stopped below on every path; this is for panics
+	out, runErr := run.wait(ctx)
+	if err := run.sb.Stop(context.WithoutCancel(ctx)); err != nil {
+		a.log().WarnContext(ctx, "stop the agent's sandbox", "trace", in.TraceID, "error", err)
+	}
+	out.Steps = port.Steps()
+	if runErr != nil {
+		if ctx.Err() == nil {
+			a.workerLog(ctx, in.TraceID, "try %d: agent stopped after %d model calls: %v", in.Attempt, out.Steps, runErr)
+		}
+		return out, runErr
+	}
+	a.workerLog(ctx, in.TraceID, "try %d: agent stopped (%s) after %d model calls", in.Attempt, out.StopReason, out.Steps)
+	return out, nil
+}
+
+// agentRun is one try's brought agent, from its sandbox's spec to its end.
+type agentRun struct {
+	a    *Activities
+	in   RunAgentInput
+	le   *liveEnv
+	r    *runFor
+	port *agentport.Port
+	tail *lineTail
+
+	spec         sandbox.Spec
+	agentConfig  []byte
+	inside       bool
+	ownRoot      bool
+	confined     bool
+	sb           sandbox.Sandbox
+	stdoutClosed chan struct{}
+}
+
+// prepare makes the agent's sandbox spec: its image (or, deployed inside, the environment's,
+// with its own shown read-only), its share of the attempt's resources, and its logs.
+func (run *agentRun) prepare(ctx context.Context) error {
+	r, in := run.r, run.in
+	spec, err := run.a.imageSpec(ctx, r.agent)
 	if err != nil {
-		return RunAgentResult{}, agentError("the agent's build %s cannot run: %v", r.agent.ID, err)
+		return agentError("the agent's build %s cannot run: %v", r.agent.ID, err)
 	}
 	spec.ID = fmt.Sprintf("%s-%d-agent", in.TraceID, in.Attempt)
 	// The environment's sandbox holds the attempt's slot: the agent's takes none, or a full
@@ -103,111 +142,132 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 	spec.Companion = true
 	_, _, res := r.runtime()
 	spec.Resources = sandbox.Resources{CPU: res.CPU, MemoryMB: res.MemoryMB}
-	agentConfig, err := json.Marshal(r.agentConfig())
-	if err != nil {
-		return RunAgentResult{}, err
+	if run.agentConfig, err = json.Marshal(r.agentConfig()); err != nil {
+		return err
 	}
-	env := func(root string) map[string]string {
-		e := port.Env(root)
-		if len(spec.Mounts) > 0 {
-			e["PROCTOR_AGENT_ROOT"] = sandbox.AgentRootInside
-		}
-		e["PROCTOR_PROMPT"] = le.prompt
-		e["PROCTOR_MODEL"] = r.model.ModelName
-		e["PROCTOR_MODEL_API"] = r.model.Adapter // which of the two endpoints serves it
-		e["PROCTOR_TRACE_ID"] = in.TraceID.String()
-		e["PROCTOR_AGENT_CONFIG"] = string(agentConfig)
-		e["PROCTOR_PLACEMENT"] = cmp.Or(r.agent.RuntimeConfig.Placement, models.PlacementBeside)
-		return e
-	}
-	_, images := a.Sandboxes.(sandbox.ImageRunner)
-	inside := r.agent.RuntimeConfig.Inside()
-	ownRoot := false
-	if inside {
+	run.inside = r.agent.RuntimeConfig.Inside()
+	if run.inside {
 		// In the environment's working directory: what it writes there is what the environment
 		// (and its evaluation) reads. Where the provider can show another image's files in a
 		// sandbox, the agent's sandbox is made from the environment's image, its own shown in it
 		// read-only (a pod's agent is an ephemeral container of the environment's pod); else (or
 		// where the environment has no image, only a command of the worker's) it runs its own.
-		spec.Within, spec.WorkDir = le.sb, le.sb.WorkDir()
-		ownRoot = true
-		if m, ok := a.Sandboxes.(sandbox.Mounter); ok && m.CanMount() && r.agent.ImageKey != "" && r.build != nil && r.build.ImageKey != "" {
-			if err := a.intoEnvironmentImage(ctx, r, &spec); err != nil {
-				return RunAgentResult{}, err
+		spec.Within, spec.WorkDir = run.le.sb, run.le.sb.WorkDir()
+		run.ownRoot = true
+		if m, ok := run.a.Sandboxes.(sandbox.Mounter); ok && m.CanMount() && r.agent.ImageKey != "" && r.build != nil && r.build.ImageKey != "" {
+			if err := run.a.intoEnvironmentImage(ctx, r, &spec); err != nil {
+				return err
 			}
-			ownRoot = false
+			run.ownRoot = false
 		}
 	}
-	tail := newLineTail(agentStderrTail)
 	spec.OnLog = func(l sandbox.LogLine) {
-		tail.add(l.Line)
+		run.tail.add(l.Line)
 		l.Stream = "agent:" + l.Stream
-		le.logs.add(l)
+		run.le.logs.add(l)
 	}
-	// The agent reaches its port and nothing else: the port listens inside the agent's own
-	// network namespace. On the process provider, a task that allows the network gives the agent
-	// the worker's, with the port on the worker's loopback; so does a host that cannot make a
-	// listener inside. A container or a pod has a namespace of its own either way (the network as
-	// the task says), and reaches the worker's loopback never: its port is always inside.
-	confined := images || !r.network() && !a.unconfinable.Load()
-	var sb sandbox.Sandbox
-	if confined {
-		spec.Env = env(fmt.Sprintf("http://127.0.0.1:%d", agentPortInside))
-		spec.Listen = &sandbox.Listen{Port: agentPortInside, Ready: port.Serve}
-		spec.Network = images && r.network()
-		sb, err = a.startAgentSandbox(ctx, spec, in.Deadline)
+	run.spec = spec
+	return nil
+}
+
+// env is the agent's environment, its port at root.
+func (run *agentRun) env(root string) map[string]string {
+	r := run.r
+	e := run.port.Env(root)
+	if len(run.spec.Mounts) > 0 {
+		e["PROCTOR_AGENT_ROOT"] = sandbox.AgentRootInside
+	}
+	e["PROCTOR_PROMPT"] = run.le.prompt
+	e["PROCTOR_MODEL"] = r.model.ModelName
+	e["PROCTOR_MODEL_API"] = r.model.Adapter // which of the two endpoints serves it
+	e["PROCTOR_TRACE_ID"] = run.in.TraceID.String()
+	e["PROCTOR_AGENT_CONFIG"] = string(run.agentConfig)
+	e["PROCTOR_PLACEMENT"] = cmp.Or(r.agent.RuntimeConfig.Placement, models.PlacementBeside)
+	return e
+}
+
+// start starts the agent's sandbox with its port where the agent reaches it, and its output in
+// the try's logs. The agent reaches its port and nothing else: the port listens inside the
+// agent's own network namespace. On the process provider, a task that allows the network gives
+// the agent the worker's, with the port on the worker's loopback; so does a host that cannot make
+// a listener inside. A container or a pod has a namespace of its own either way (the network as
+// the task says), and reaches the worker's loopback never: its port is always inside.
+func (run *agentRun) start(ctx context.Context) error {
+	a, r, in := run.a, run.r, run.in
+	_, images := a.Sandboxes.(sandbox.ImageRunner)
+	run.confined = images || !r.network() && !a.unconfinable.Load()
+	var err error
+	if run.confined {
+		run.spec.Env = run.env(fmt.Sprintf("http://127.0.0.1:%d", agentPortInside))
+		run.spec.Listen = &sandbox.Listen{Port: agentPortInside, Ready: run.port.Serve}
+		run.spec.Network = images && r.network()
+		run.sb, err = a.startAgentSandbox(ctx, run.spec, in.Deadline)
 		switch {
 		case images && errors.Is(err, sandbox.ErrNoListen):
-			return RunAgentResult{}, envError("this worker cannot give a brought agent in a container or pod its endpoints (%v): "+
+			return envError("this worker cannot give a brought agent in a container or pod its endpoints (%v): "+
 				"the container and kubernetes providers need proctor-relay (--agent-relay)", err)
 		case errors.Is(err, sandbox.ErrNoListen):
 			a.log().WarnContext(ctx, "brought agents run on the worker's network: the sandbox provider cannot confine them", "error", err)
 			a.unconfinable.Store(true)
-			confined = false
+			run.confined = false
 		case err != nil:
-			return RunAgentResult{}, err
+			return err
 		}
 	}
-	if !confined {
+	if !run.confined {
 		if !r.network() {
 			a.workerLog(ctx, in.TraceID, "try %d: this host cannot confine the agent to its endpoints: it shares the worker's network", in.Attempt)
 		}
-		root, err := port.ListenLoopback()
+		root, err := run.port.ListenLoopback()
 		if err != nil {
-			return RunAgentResult{}, err
+			return err
 		}
-		spec.Env, spec.Listen, spec.Network = env(root), nil, true
-		if sb, err = a.startAgentSandbox(ctx, spec, in.Deadline); err != nil {
-			return RunAgentResult{}, err
+		run.spec.Env, run.spec.Listen, run.spec.Network = run.env(root), nil, true
+		if run.sb, err = a.startAgentSandbox(ctx, run.spec, in.Deadline); err != nil {
+			return err
 		}
 	}
-	defer sb.Stop(context.WithoutCancel(ctx)) //nolint:errcheck // stopped below on every path; this is for panics
-	sb.Stdin().Close()                        //nolint:errcheck // the agent reads its task from the environment
-	stdoutDone := make(chan struct{})
+	run.sb.Stdin().Close() //nolint:errcheck // the agent reads its task from the environment
+	run.stdoutClosed = make(chan struct{})
 	go func() {
-		defer close(stdoutDone)
-		sc := bufio.NewScanner(sb.Stdout())
+		defer close(run.stdoutClosed)
+		sc := bufio.NewScanner(run.sb.Stdout())
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
-			le.logs.add(sandbox.LogLine{Stream: "agent:stdout", Line: sc.Text(), Time: time.Now()})
+			run.le.logs.add(sandbox.LogLine{Stream: "agent:stdout", Line: sc.Text(), Time: time.Now()})
 		}
 	}()
-	network, where := "confined to its endpoints", "beside the environment"
-	switch {
-	case !confined:
-		network = "on the worker's network"
-	case spec.Network:
-		network = "its endpoints inside, with the network the task allows"
-	}
-	switch {
-	case inside && ownRoot:
-		where = "inside the environment, in its working directory, from its own image"
-	case inside:
-		where = "inside the environment, in its working directory, from the environment's image (its own at " + sandbox.AgentRootInside + ")"
-	}
-	a.workerLog(ctx, in.TraceID, "try %d: agent %s started %s (sandbox %s, %s)", in.Attempt, r.agent.ImageName, where, sb.ID(), network)
+	a.workerLog(ctx, in.TraceID, "try %d: agent %s started %s (sandbox %s, %s)", in.Attempt, r.agent.ImageName, run.where(), run.sb.ID(), run.network())
+	return nil
+}
 
-	timer := time.NewTimer(time.Until(in.Deadline))
+// where says where the agent runs, for the worker log.
+func (run *agentRun) where() string {
+	switch {
+	case run.inside && run.ownRoot:
+		return "inside the environment, in its working directory, from its own image"
+	case run.inside:
+		return "inside the environment, in its working directory, from the environment's image (its own at " + sandbox.AgentRootInside + ")"
+	}
+	return "beside the environment"
+}
+
+// network says what the agent reaches, for the worker log.
+func (run *agentRun) network() string {
+	switch {
+	case !run.confined:
+		return "on the worker's network"
+	case run.spec.Network:
+		return "its endpoints inside, with the network the task allows"
+	}
+	return "confined to its endpoints"
+}
+
+// wait waits for the agent's run to end: it exits, asks for a model call past max_steps or one
+// its job's budget refuses, reaches the deadline, or its environment ends; it answers why.
+func (run *agentRun) wait(ctx context.Context) (RunAgentResult, error) {
+	sb, le, port := run.sb, run.le, run.port
+	timer := time.NewTimer(time.Until(run.in.Deadline))
 	defer timer.Stop()
 	var out RunAgentResult
 	var runErr error
@@ -226,8 +286,8 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 			// agent's, and the try is made again in fresh sandboxes.
 			runErr = fmt.Errorf("the agent's sandbox was lost: %w", sb.Err())
 		case errors.As(sb.Err(), &exit) && exit.ExitCode() != 0:
-			<-stdoutDone
-			runErr = agentError("the agent exited with an error (%s)%s", exit.Error(), tail.quote())
+			<-run.stdoutClosed
+			runErr = agentError("the agent exited with an error (%s)%s", exit.Error(), run.tail.quote())
 		}
 	case <-port.LimitReached():
 		out.StopReason = models.StopMaxSteps
@@ -247,18 +307,7 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 		// exited, with an error or not, before the stop was seen).
 		out.StopReason, runErr = "", temporal.NewNonRetryableApplicationError(st.Message, ErrBudget, nil)
 	}
-	if err := sb.Stop(context.WithoutCancel(ctx)); err != nil {
-		a.log().WarnContext(ctx, "stop the agent's sandbox", "trace", in.TraceID, "error", err)
-	}
-	out.Steps = port.Steps()
-	if runErr != nil {
-		if ctx.Err() == nil {
-			a.workerLog(ctx, in.TraceID, "try %d: agent stopped after %d model calls: %v", in.Attempt, out.Steps, runErr)
-		}
-		return out, runErr
-	}
-	a.workerLog(ctx, in.TraceID, "try %d: agent stopped (%s) after %d model calls", in.Attempt, out.StopReason, out.Steps)
-	return out, nil
+	return out, runErr
 }
 
 // startAgentSandbox starts the agent's sandbox, waiting for a free slot on a full host until
@@ -280,165 +329,6 @@ func (a *Activities) startAgentSandbox(ctx context.Context, spec sandbox.Spec, d
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
-}
-
-// agentRecorder makes the calls a brought agent sends through its port and writes them to the
-// trace: each model call as an assistant event, each tool call as a tool_call and a tool_result
-// event, in the order they are answered.
-type agentRecorder struct {
-	a   *Activities
-	try TryInput
-	le  *liveEnv
-	r   *runFor
-	gw  *inference.Gateway
-
-	mu   sync.Mutex
-	next int
-	// pending are the tool calls of the latest answer not yet seen through MCP, and step its
-	// step: a tool call is recorded under the call id the model gave it when it matches one.
-	pending []agent.ToolCall
-	step    int
-	unnamed int
-}
-
-// append writes events at the next seqs, in order.
-func (rec *agentRecorder) append(ctx context.Context, evs ...models.TraceEvent) error {
-	for i := range evs {
-		evs[i].Seq = rec.next
-		rec.next++
-	}
-	return rec.a.Store.AppendTraceEvents(context.WithoutCancel(ctx), evs)
-}
-
-// Model relays a model call to the launch's model through the gateway (metered, priced, with
-// the launcher's own key when bound) and records the answer.
-func (rec *agentRecorder) Model(ctx context.Context, step int, protocol string, body map[string]json.RawMessage, header http.Header, w http.ResponseWriter) error {
-	m := rec.r.model
-	var name string
-	json.Unmarshal(body["model"], &name) //nolint:errcheck // checked below
-	if name != m.ModelName && name != m.ID.String() {
-		return &agentport.BadRequest{Message: fmt.Sprintf("model %q: this attempt may call %s only", name, m.ModelName)}
-	}
-	if m.Adapter != protocol {
-		return &agentport.BadRequest{Message: fmt.Sprintf("%s is served over the %s API: call it at its base URL", m.ModelName, m.Adapter)}
-	}
-	// A call its job may no longer pay for is never made, and ends the agent's run.
-	if b, err := rec.a.Store.TraceBudget(ctx, rec.try.TraceID); err != nil {
-		return err
-	} else if b.Reached() {
-		return &agentport.Stop{Kind: "budget_exceeded", Message: b.String() + ": this attempt makes no more model calls, and stops"}
-	}
-	body["model"], _ = json.Marshal(m.ModelName)
-	sampling := ""
-	if m.TrainingPolicy && protocol == inference.ProtocolOpenAI {
-		// A training policy's call is asked for its tokens, as the built-in loop's are: the
-		// agent's answer carries them too (fields its SDK leaves alone), and they are kept,
-		// streamed or not.
-		body["logprobs"], body["return_token_ids"] = json.RawMessage("true"), json.RawMessage("true")
-		sampling = samplingOf(body)
-	}
-	call := inference.Call{Model: m, TeamID: rec.r.trace.TeamID, UserID: rec.r.launched.user, APIKeyID: rec.r.launched.key,
-		TraceID: &rec.r.trace.ID, Route: models.RouteAgent}
-	started := time.Now().UTC()
-	res, err := rec.gw.Relay(ctx, call, inference.RelayRequest{Protocol: protocol, Body: body, Header: header, Capture: true}, w)
-	if err != nil {
-		return err
-	}
-	if res.Status >= 300 {
-		rec.a.workerLog(ctx, rec.try.TraceID, "agent model call %d: the provider answered %d", step, res.Status)
-		return nil
-	}
-	out, perr := inference.ParseAnswer(protocol, res.Stream, res.Answer)
-	if perr != nil {
-		rec.a.workerLog(ctx, rec.try.TraceID, "agent model call %d: the answer could not be read for the trace: %v", step, perr)
-		out = &agent.StepResult{Message: agent.Message{Role: agent.RoleAssistant}}
-	}
-	var tokensRef *uuid.UUID
-	if sampling != "" {
-		// Kept even when the agent has hung up: its answer was read to the end, and its event is
-		// written all the same. A stream's come in pieces, put together in order.
-		tokensOf := agent.OpenAITokensOf
-		if res.Stream {
-			tokensOf = inference.OpenAIStreamTokens
-		}
-		if t, terr := tokensOf(res.Answer, sampling); terr != nil {
-			rec.a.workerLog(ctx, rec.try.TraceID, "agent model call %d: its tokens could not be read: %v", step, terr)
-		} else if tokensRef, terr = rec.a.keepTokens(context.WithoutCancel(ctx), rec.try.TraceID, m.ModelName, t); terr != nil {
-			rec.a.log().WarnContext(ctx, "keep an agent's model call's tokens", "trace", rec.try.TraceID, "error", terr)
-		}
-	}
-	ev := rec.a.event(rec.try, 0, models.EventAssistant, out.Message.Content, models.AssistantEventData{
-		Step: step, Message: out.Message, Usage: res.Usage, Model: out.Model, TokensRef: tokensRef})
-	ev.StartedAt = started
-	end := time.Now().UTC()
-	ev.EndedAt = &end
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	rec.pending, rec.step = out.Message.ToolCalls, step
-	if err := rec.append(ctx, ev); err != nil {
-		rec.a.log().WarnContext(ctx, "record an agent's model call", "trace", rec.try.TraceID, "error", err)
-	}
-	return nil
-}
-
-// CallTool makes a tool call the agent sent through MCP in the environment, and records it
-// under the call id of the model's matching tool call when there is one.
-func (rec *agentRecorder) CallTool(ctx context.Context, name string, args map[string]any) (*agent.ToolResult, error) {
-	rec.mu.Lock()
-	step, id := rec.step, ""
-	for i, tc := range rec.pending {
-		if tc.Name == name {
-			id = tc.ID
-			rec.pending = append(rec.pending[:i:i], rec.pending[i+1:]...)
-			break
-		}
-	}
-	if id == "" {
-		rec.unnamed++
-		id = fmt.Sprintf("mcp-%d", rec.unnamed)
-	}
-	rec.mu.Unlock()
-	started := time.Now().UTC()
-	tc := agent.ToolCall{ID: id, Name: name, Arguments: args}
-	res, err := rec.le.env.CallAgentTool(ctx, rec.le.tools, tc)
-	if err != nil {
-		return nil, err
-	}
-	call, result := rec.a.toolEvents(ctx, rec.try, 0, step, tc, res, started, time.Now().UTC())
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	if err := rec.append(ctx, call, result); err != nil {
-		rec.a.log().WarnContext(ctx, "record an agent's tool call", "trace", rec.try.TraceID, "error", err)
-	}
-	return res, nil
-}
-
-// lineTail keeps the last lines of a stream.
-type lineTail struct {
-	mu    sync.Mutex
-	max   int
-	lines []string
-}
-
-func newLineTail(n int) *lineTail { return &lineTail{max: n} }
-
-func (t *lineTail) add(line string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.lines = append(t.lines, line)
-	if len(t.lines) > t.max {
-		t.lines = t.lines[len(t.lines)-t.max:]
-	}
-}
-
-// quote is the tail for an error message: "; its stderr ended: …", or "" when it wrote none.
-func (t *lineTail) quote() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.lines) == 0 {
-		return ""
-	}
-	return "; its stderr ended:\n" + strings.Join(t.lines, "\n")
 }
 
 // intoEnvironmentImage makes spec, the sandbox of an agent deployed to run inside, a sandbox of
@@ -463,20 +353,4 @@ func (a *Activities) intoEnvironmentImage(ctx context.Context, r *runFor, spec *
 	spec.Mounts = []sandbox.Mount{{Source: root, Image: spec.Image, Target: sandbox.AgentRootInside}}
 	spec.Command, spec.RootFS, spec.Image = argv, envSpec.RootFS, envSpec.Image
 	return nil
-}
-
-// samplingOf is the sampling parameters of a brought agent's chat completion request, as a JSON
-// object: every field it set but the conversation, the tools and the model (top_k, min_p, stop,
-// n and the like included), and the token fields Proctor added.
-func samplingOf(body map[string]json.RawMessage) string {
-	out := map[string]json.RawMessage{}
-	for k, v := range body {
-		switch k {
-		case "messages", "tools", "tool_choice", "model", "stream", "stream_options", "user", "metadata":
-		default:
-			out[k] = v
-		}
-	}
-	b, _ := json.Marshal(out)
-	return string(b)
 }

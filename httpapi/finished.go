@@ -113,64 +113,102 @@ func (s *Server) streamFinished(ctx context.Context, in *finishedInput) (*huma.S
 		hctx.SetHeader("Cache-Control", "no-store")
 		hctx.SetHeader("X-Accel-Buffering", "no") // a proxy that buffers answers would hold every event
 		w := hctx.BodyWriter().(http.ResponseWriter)
-		rc := http.NewResponseController(w)
-		ctx := hctx.Context()
-		rc.Flush() //nolint:errcheck // the headers now, not with the first event
-		quiet := time.Now()
-		// ended: the job had ended before the last page was read. That read numbered every
-		// attempt that ended before the job did, so once it is sent the stream is over (an
-		// attempt still open, one that never started, is counted in the end event, not awaited).
-		ended := false
-		for {
-			// A job runs for as long as it takes: no write deadline of the server's cuts it.
-			rc.SetWriteDeadline(time.Now().Add(finishedKeepAlive * 4)) //nolint:errcheck // a writer without deadlines
-			for _, a := range page {
-				data, _ := json.Marshal(FinishedAttemptEvent{Seq: a.Seq, TraceID: a.TraceID, TaskID: a.TaskID, TaskVersionID: a.TaskVersionID,
-					ModelID: a.ModelID, GroupID: a.GroupID, GroupSize: a.GroupSize, GroupComplete: a.GroupComplete, Status: a.Status,
-					StopReason: a.StopReason, Error: a.Error, Reward: a.Reward, IsValid: a.IsValid, EndTime: a.EndTime, RetryOf: a.RetryOf})
-				if _, err := fmt.Fprintf(w, "id: %d\nevent: attempt\ndata: %s\n\n", a.Seq, data); err != nil {
-					return // the client went away
-				}
-				after, quiet = a.Seq, time.Now()
-			}
-			if len(page) > 0 {
-				rc.Flush() //nolint:errcheck
-			}
-			if len(page) < finishedPage {
-				st, err := s.store.JobFinishState(ctx, in.JobID)
-				if err != nil {
-					s.log.ErrorContext(ctx, "finished attempts", "job", in.JobID, "error", err)
-					return
-				}
-				if ended {
-					data, _ := json.Marshal(FinishedEndEvent{JobStatus: st.Status, Attempts: st.Numbered, Open: int64(st.Attempts) - st.Numbered})
-					fmt.Fprintf(w, "event: end\ndata: %s\n\n", data) //nolint:errcheck // the stream ends either way
-					rc.Flush()                                       //nolint:errcheck
-					return
-				}
-				if ended = models.JobEnded(st.Status); !ended {
-					if time.Since(quiet) >= finishedKeepAlive {
-						if _, err := fmt.Fprint(w, ": waiting for attempts to end\n\n"); err != nil {
-							return
-						}
-						rc.Flush() //nolint:errcheck
-						quiet = time.Now()
-					}
-					select {
-					case <-ctx.Done():
-						return
-					case <-s.streamsEnd:
-						return // the server is shutting down: the client resumes from the last id
-					case <-time.After(finishedPoll):
-					}
-				}
-			}
-			if page, err = s.store.FinishedAttempts(ctx, in.JobID, after, finishedPage); err != nil {
-				if ctx.Err() == nil {
-					s.log.ErrorContext(ctx, "finished attempts", "job", in.JobID, "error", err)
-				}
+		f := &finishedStream{s: s, jobID: in.JobID, w: w, rc: http.NewResponseController(w), ctx: hctx.Context(), after: after, quiet: time.Now()}
+		f.rc.Flush() //nolint:errcheck // the headers now, not with the first event
+		f.run(page)
+	}}, nil
+}
+
+// finishedStream writes one client's stream of a job's finished attempts.
+type finishedStream struct {
+	s     *Server
+	jobID uuid.UUID
+	w     http.ResponseWriter
+	rc    *http.ResponseController
+	ctx   context.Context
+	// after is the last event sent; quiet is when the client was last written to.
+	after int64
+	quiet time.Time
+}
+
+// run sends page, then every attempt as it is numbered, until the job has ended and every
+// attempt that ended before it was sent, the client goes away or the server shuts down.
+func (f *finishedStream) run(page []models.FinishedAttempt) {
+	// ended: the job had ended before the last page was read. That read numbered every attempt
+	// that ended before the job did, so once it is sent the stream is over (an attempt still
+	// open, one that never started, is counted in the end event, not awaited).
+	ended := false
+	for {
+		// A job runs for as long as it takes: no write deadline of the server's cuts it.
+		f.rc.SetWriteDeadline(time.Now().Add(finishedKeepAlive * 4)) //nolint:errcheck // a writer without deadlines
+		if !f.send(page) {
+			return
+		}
+		if len(page) < finishedPage {
+			var over bool
+			if over, ended = f.caughtUp(ended); over {
 				return
 			}
 		}
-	}}, nil
+		var err error
+		if page, err = f.s.store.FinishedAttempts(f.ctx, f.jobID, f.after, finishedPage); err != nil {
+			if f.ctx.Err() == nil {
+				f.s.log.ErrorContext(f.ctx, "finished attempts", "job", f.jobID, "error", err)
+			}
+			return
+		}
+	}
+}
+
+// send writes a page of attempt events; false when the client went away.
+func (f *finishedStream) send(page []models.FinishedAttempt) bool {
+	for _, a := range page {
+		data, _ := json.Marshal(FinishedAttemptEvent{Seq: a.Seq, TraceID: a.TraceID, TaskID: a.TaskID, TaskVersionID: a.TaskVersionID,
+			ModelID: a.ModelID, GroupID: a.GroupID, GroupSize: a.GroupSize, GroupComplete: a.GroupComplete, Status: a.Status,
+			StopReason: a.StopReason, Error: a.Error, Reward: a.Reward, IsValid: a.IsValid, EndTime: a.EndTime, RetryOf: a.RetryOf})
+		if _, err := fmt.Fprintf(f.w, "id: %d\nevent: attempt\ndata: %s\n\n", a.Seq, data); err != nil {
+			return false
+		}
+		f.after, f.quiet = a.Seq, time.Now()
+	}
+	if len(page) > 0 {
+		f.rc.Flush() //nolint:errcheck
+	}
+	return true
+}
+
+// caughtUp is called once every attempt numbered so far was sent. When the job had ended before
+// the last read (ended), it sends the end event and the stream is over; else it says whether the
+// job has ended now and, while it runs, waits a poll (a comment line when the stream was quiet
+// for finishedKeepAlive). The stream is over too when the client or the server goes away.
+func (f *finishedStream) caughtUp(ended bool) (over, nowEnded bool) {
+	st, err := f.s.store.JobFinishState(f.ctx, f.jobID)
+	if err != nil {
+		f.s.log.ErrorContext(f.ctx, "finished attempts", "job", f.jobID, "error", err)
+		return true, ended
+	}
+	if ended {
+		data, _ := json.Marshal(FinishedEndEvent{JobStatus: st.Status, Attempts: st.Numbered, Open: int64(st.Attempts) - st.Numbered})
+		fmt.Fprintf(f.w, "event: end\ndata: %s\n\n", data) //nolint:errcheck // the stream ends either way
+		f.rc.Flush()                                       //nolint:errcheck
+		return true, true
+	}
+	if models.JobEnded(st.Status) {
+		return false, true
+	}
+	if time.Since(f.quiet) >= finishedKeepAlive {
+		if _, err := fmt.Fprint(f.w, ": waiting for attempts to end\n\n"); err != nil {
+			return true, false
+		}
+		f.rc.Flush() //nolint:errcheck
+		f.quiet = time.Now()
+	}
+	select {
+	case <-f.ctx.Done():
+		return true, false
+	case <-f.s.streamsEnd:
+		return true, false // the server is shutting down: the client resumes from the last id
+	case <-time.After(finishedPoll):
+	}
+	return false, false
 }

@@ -99,7 +99,20 @@ func (s *Store) JobMix(ctx context.Context, c *Caller, jobID uuid.UUID) (*JobMix
 		v[*r.TaskVersionID].add(r.Scored, r.Reward)
 		names[*r.TaskID], numbers[*r.TaskVersionID] = r.TaskName, r.Version
 	}
-	mix := &JobMix{Builds: []BuildShare{}, MixedVersions: []MixedTask{}}
+	mix := &JobMix{MixedVersions: mixedVersions(versions, names, numbers)}
+	if mix.Builds, err = s.buildShares(ctx, builds); err != nil {
+		return nil, err
+	}
+	if mix.Entrants, err = s.jobEntrants(ctx, jobID); err != nil {
+		return nil, err
+	}
+	return mix, nil
+}
+
+// buildShares describes each build a job's attempts ran (uuid.Nil: none known) with its share of
+// them, by environment, version and digest.
+func (s *Store) buildShares(ctx context.Context, builds map[uuid.UUID]*tally) ([]BuildShare, error) {
+	out := []BuildShare{}
 	ids := make([]uuid.UUID, 0, len(builds))
 	for id := range builds {
 		if id != uuid.Nil {
@@ -119,14 +132,21 @@ func (s *Store) JobMix(ctx context.Context, c *Caller, jobID uuid.UUID) (*JobMix
 		}
 	}
 	for _, d := range described {
-		mix.Builds = append(mix.Builds, BuildShare{Environment: d.Environment, Version: d.Version, Digest: d.Digest, Share: builds[d.ID].share()})
+		out = append(out, BuildShare{Environment: d.Environment, Version: d.Version, Digest: d.Digest, Share: builds[d.ID].share()})
 	}
 	if t := builds[uuid.Nil]; t != nil {
-		mix.Builds = append(mix.Builds, BuildShare{Share: t.share()})
+		out = append(out, BuildShare{Share: t.share()})
 	}
-	slices.SortFunc(mix.Builds, func(x, y BuildShare) int {
+	slices.SortFunc(out, func(x, y BuildShare) int {
 		return cmp.Or(cmp.Compare(x.Environment, y.Environment), cmp.Compare(x.Version, y.Version), cmp.Compare(x.Digest, y.Digest))
 	})
+	return out, nil
+}
+
+// mixedVersions are the tasks whose attempts ran more than one version, each version with its
+// share, by task name.
+func mixedVersions(versions map[uuid.UUID]map[uuid.UUID]*tally, names map[uuid.UUID]string, numbers map[uuid.UUID]int) []MixedTask {
+	out := []MixedTask{}
 	for task, vs := range versions {
 		if len(vs) < 2 {
 			continue
@@ -136,11 +156,8 @@ func (s *Store) JobMix(ctx context.Context, c *Caller, jobID uuid.UUID) (*JobMix
 			tv.Versions = append(tv.Versions, VersionShare{TaskVersionID: id, Version: numbers[id], Share: t.share()})
 		}
 		slices.SortFunc(tv.Versions, func(x, y VersionShare) int { return cmp.Compare(x.Version, y.Version) })
-		mix.MixedVersions = append(mix.MixedVersions, tv)
+		out = append(out, tv)
 	}
-	slices.SortFunc(mix.MixedVersions, func(x, y MixedTask) int { return cmp.Compare(x.TaskName, y.TaskName) })
-	if mix.Entrants, err = s.jobEntrants(ctx, jobID); err != nil {
-		return nil, err
-	}
-	return mix, nil
+	slices.SortFunc(out, func(x, y MixedTask) int { return cmp.Compare(x.TaskName, y.TaskName) })
+	return out
 }

@@ -56,25 +56,8 @@ func (s *Store) RetryJob(ctx context.Context, c *Caller, jobID uuid.UUID, which 
 			return notFound(err, "job")
 		}
 		out.Job, out.Was = &job, job.Status
-		switch {
-		case !job.IsRunList():
-			return fmt.Errorf("job %s was launched by rollouts/%s: only a run_list job is retried in place (launch the attempt again): %w",
-				jobID, map[string]string{JobSingle: "run", JobRemote: "submit"}[job.Kind], ErrConflict)
-		case !JobEnded(job.Status):
-			return fmt.Errorf("job %s is %s: retry it once it has ended: %w", jobID, job.Status, ErrConflict)
-		case c.Role != RoleOwner && (job.CreatedBy == nil || *job.CreatedBy != c.UserID):
-			// The retries run as the job's launcher (their keys, their bill) and take its
-			// attempts out of the team's results: the launcher's call, or an owner's.
-			return fmt.Errorf("job %s was launched by another member: its launcher or an owner retries it: %w", jobID, ErrForbidden)
-		}
-		// A job reads ended a moment before its RunList has closed, or while a cancel still stops
-		// its attempts: nothing is retried until every attempt has ended.
-		open, err := tx.NewSelect().Model((*Trace)(nil)).Where("job_id = ? AND status NOT IN (?)", jobID, bun.In(terminalStatuses)).Count(ctx)
-		if err != nil {
+		if err := checkRetry(ctx, tx, c, &job); err != nil {
 			return err
-		}
-		if open > 0 {
-			return fmt.Errorf("job %s still has %d attempts that have not ended: retry it once they have: %w", jobID, open, ErrConflict)
 		}
 		var last struct {
 			N    int       `bun:"n"`
@@ -84,18 +67,9 @@ func (s *Store) RetryJob(ctx context.Context, c *Caller, jobID uuid.UUID, which 
 			return err
 		}
 		out.From = last.N
-		// An attempt its job's budget stopped was never scored: it is retried as an
-		// infrastructure failure is.
-		errored := "tr.status = ?"
-		if which == RetryInfra {
-			errored += " AND tr.infra_failure"
-		}
-		q := tx.NewSelect().Model((*Trace)(nil)).Where("tr.job_id = ? AND tr.is_valid", jobID).
-			Where("(("+errored+") OR (tr.status = ? AND tr.stop_reason = ?))", TraceError, TraceCancelled, StopBudget).
-			Where(notReplaced).OrderExpr("tr.created_at, tr.id")
-		var failed []Trace
-		if err := q.Scan(ctx, &failed); err != nil {
-			return fmt.Errorf("the failed attempts of job %s: %w", jobID, err)
+		failed, err := retryable(ctx, tx, jobID, which)
+		if err != nil {
+			return err
 		}
 		if len(failed) == 0 {
 			return nil
@@ -133,6 +107,50 @@ func (s *Store) RetryJob(ctx context.Context, c *Caller, jobID uuid.UUID, which 
 		return RetryResult{}, err
 	}
 	return out, nil
+}
+
+// checkRetry refuses the retry of a job that is not a run_list job, has not ended (or has
+// attempts that have not), or was launched by another member than the caller (an owner may).
+func checkRetry(ctx context.Context, tx bun.Tx, c *Caller, job *Job) error {
+	switch {
+	case !job.IsRunList():
+		return fmt.Errorf("job %s was launched by rollouts/%s: only a run_list job is retried in place (launch the attempt again): %w",
+			job.ID, map[string]string{JobSingle: "run", JobRemote: "submit"}[job.Kind], ErrConflict)
+	case !JobEnded(job.Status):
+		return fmt.Errorf("job %s is %s: retry it once it has ended: %w", job.ID, job.Status, ErrConflict)
+	case c.Role != RoleOwner && (job.CreatedBy == nil || *job.CreatedBy != c.UserID):
+		// The retries run as the job's launcher (their keys, their bill) and take its
+		// attempts out of the team's results: the launcher's call, or an owner's.
+		return fmt.Errorf("job %s was launched by another member: its launcher or an owner retries it: %w", job.ID, ErrForbidden)
+	}
+	// A job reads ended a moment before its RunList has closed, or while a cancel still stops
+	// its attempts: nothing is retried until every attempt has ended.
+	open, err := tx.NewSelect().Model((*Trace)(nil)).Where("job_id = ? AND status NOT IN (?)", job.ID, bun.In(terminalStatuses)).Count(ctx)
+	if err != nil {
+		return err
+	}
+	if open > 0 {
+		return fmt.Errorf("job %s still has %d attempts that have not ended: retry it once they have: %w", job.ID, open, ErrConflict)
+	}
+	return nil
+}
+
+// retryable are the job's attempts that which retries (valid, not replaced yet), in launch order:
+// those that ended in error (with RetryInfra, only the infrastructure's), and those a budget
+// stopped, which were never scored and are retried as an infrastructure failure is.
+func retryable(ctx context.Context, tx bun.Tx, jobID uuid.UUID, which string) ([]Trace, error) {
+	errored := "tr.status = ?"
+	if which == RetryInfra {
+		errored += " AND tr.infra_failure"
+	}
+	var failed []Trace
+	err := tx.NewSelect().Model(&failed).Where("tr.job_id = ? AND tr.is_valid", jobID).
+		Where("(("+errored+") OR (tr.status = ? AND tr.stop_reason = ?))", TraceError, TraceCancelled, StopBudget).
+		Where(notReplaced).OrderExpr("tr.created_at, tr.id").Scan(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("the failed attempts of job %s: %w", jobID, err)
+	}
+	return failed, nil
 }
 
 // UndoRetry takes back a retry whose workflow could not start: its attempts that never began are

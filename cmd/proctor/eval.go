@@ -36,22 +36,9 @@ func cmdEval(stdout, stderr io.Writer) flagsBody {
 			if err != nil {
 				return err
 			}
-			var m struct {
-				ID        string `json:"id"`
-				ModelName string `json:"model_name"`
-			}
-			if err := c.do(ctx, http.MethodGet, "/v2/models/resolve?model="+url.QueryEscape(*model), nil, &m); err != nil {
-				var ae *apiError
-				if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
-					names := []string{}
-					if ms, lerr := c.models(ctx); lerr == nil {
-						for _, x := range ms {
-							names = append(names, x.ModelName)
-						}
-					}
-					return fmt.Errorf("no model %q; you can run: %s (see proctor models)", *model, strings.Join(names, ", "))
-				}
-				return fmt.Errorf("model %s: %w", *model, err)
+			m, err := c.resolveModel(ctx, *model)
+			if err != nil {
+				return err
 			}
 			if *name == "" {
 				*name = pos[0] + " × " + m.ModelName
@@ -90,14 +77,7 @@ func cmdEval(stdout, stderr io.Writer) flagsBody {
 			// Ctrl-C cancels the job rather than leaving it running unseen.
 			sum, err := c.follow(ctx, launched.JobID, stderr)
 			if errors.Is(err, context.Canceled) {
-				fmt.Fprintln(stderr, "\ninterrupted: cancelling the job…")
-				cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				var out struct{ Cancelled int }
-				if err := c.do(cctx, http.MethodPost, "/v2/rollouts/cancel_job", map[string]any{"job_id": launched.JobID}, &out); err != nil {
-					return err
-				}
-				return fmt.Errorf("job %s cancelled (%d live attempts stopped)", launched.JobID, out.Cancelled)
+				return c.cancelInterrupted(launched.JobID, stderr)
 			}
 			if err != nil {
 				return err
@@ -105,6 +85,45 @@ func cmdEval(stdout, stderr io.Writer) flagsBody {
 			return c.printJobTable(ctx, stdout, launched.JobID, sum)
 		}
 	}
+}
+
+// evalModel is a catalog model as proctor eval runs it.
+type evalModel struct {
+	ID        string `json:"id"`
+	ModelName string `json:"model_name"`
+}
+
+// resolveModel finds the model a name (or id) names; an unknown one is an error that lists the
+// models the caller can run.
+func (c *apiClient) resolveModel(ctx context.Context, name string) (evalModel, error) {
+	var m evalModel
+	err := c.do(ctx, http.MethodGet, "/v2/models/resolve?model="+url.QueryEscape(name), nil, &m)
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae) && ae.Status == http.StatusNotFound:
+		names := []string{}
+		if ms, lerr := c.models(ctx); lerr == nil {
+			for _, x := range ms {
+				names = append(names, x.ModelName)
+			}
+		}
+		return m, fmt.Errorf("no model %q; you can run: %s (see proctor models)", name, strings.Join(names, ", "))
+	case err != nil:
+		return m, fmt.Errorf("model %s: %w", name, err)
+	}
+	return m, nil
+}
+
+// cancelInterrupted cancels a job whose follower was interrupted (Ctrl-C), and says so.
+func (c *apiClient) cancelInterrupted(jobID string, stderr io.Writer) error {
+	fmt.Fprintln(stderr, "\ninterrupted: cancelling the job…")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out struct{ Cancelled int }
+	if err := c.do(ctx, http.MethodPost, "/v2/rollouts/cancel_job", map[string]any{"job_id": jobID}, &out); err != nil {
+		return err
+	}
+	return fmt.Errorf("job %s cancelled (%d live attempts stopped)", jobID, out.Cancelled)
 }
 
 // printBuilds says which build of each environment a job runs: the latest when it was launched
