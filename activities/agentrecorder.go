@@ -58,10 +58,12 @@ func (rec *agentRecorder) Model(ctx context.Context, step int, protocol string, 
 		return &agentport.BadRequest{Message: fmt.Sprintf("%s is served over the %s API: call it at its base URL", m.ModelName, m.Adapter)}
 	}
 	// A call its job may no longer pay for is never made, and ends the agent's run.
-	if b, err := rec.a.Store.TraceBudget(ctx, rec.try.TraceID); err != nil {
-		return err
-	} else if b.Reached() {
-		return &agentport.Stop{Kind: "budget_exceeded", Message: b.String() + ": this attempt makes no more model calls, and stops"}
+	if rec.r.budgeted {
+		if b, err := rec.a.Store.TraceBudget(ctx, rec.try.TraceID); err != nil {
+			return err
+		} else if b.Reached() {
+			return &agentport.Stop{Kind: "budget_exceeded", Message: b.String() + ": this attempt makes no more model calls, and stops"}
+		}
 	}
 	body["model"], _ = json.Marshal(m.ModelName)
 	sampling := ""

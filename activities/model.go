@@ -50,8 +50,10 @@ func (a *Activities) ModelStep(ctx context.Context, in ModelStepInput) (ModelSte
 		return ans, nil
 	}
 	// A call its job may no longer pay for is never made.
-	if err := a.checkBudget(ctx, in.TraceID); err != nil {
-		return ModelStepResult{}, err
+	if conv.budgeted {
+		if err := a.checkBudget(ctx, in.TraceID); err != nil {
+			return ModelStepResult{}, err
+		}
 	}
 	req, err := a.withImages(ctx, conv.req)
 	if err != nil {
@@ -123,6 +125,8 @@ type conversation struct {
 	req       agent.StepRequest
 	modelName string
 	model     agent.Model
+	// budgeted: the job has a ceiling, checked before each call.
+	budgeted bool
 	// answers are the assistant events seen, by step, for retried steps.
 	answers map[int]ModelStepResult
 	elem    *list.Element
@@ -201,7 +205,7 @@ func (c *conversation) catchUp(ctx context.Context, a *Activities, traceID uuid.
 		if err != nil {
 			return err
 		}
-		c.model, c.modelName = m, r.model.ModelName
+		c.model, c.modelName, c.budgeted = m, r.model.ModelName, r.budgeted
 	}
 	evs, err := a.Store.TraceEvents(ctx, traceID, c.lastSeq, false)
 	if err != nil {

@@ -86,6 +86,8 @@ type runFor struct {
 	agent *models.Build
 	// launched is who launched the attempt's job.
 	launched launchedBy
+	// budgeted: the job has a ceiling, which each model call checks first.
+	budgeted bool
 }
 
 // args are the scenario's arguments: the launch's, merged over the version's, or the version's.
@@ -116,7 +118,7 @@ func (a *Activities) load(ctx context.Context, traceID uuid.UUID) (*runFor, erro
 		return nil, err
 	}
 	return &runFor{trace: &run.Trace, version: run.Version, build: run.Build, model: run.Model, agent: run.Agent,
-		launched: launchedBy{user: run.LaunchedBy, key: run.LaunchKey}}, nil
+		launched: launchedBy{user: run.LaunchedBy, key: run.LaunchKey}, budgeted: run.Budgeted}, nil
 }
 
 // network reports whether the runtime config lets the environment reach beyond loopback.

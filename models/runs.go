@@ -25,6 +25,9 @@ type Run struct {
 	// LaunchedBy is the member who launched the attempt's job, and LaunchKey the API key used
 	// (nil when a session did); nil both when unknown.
 	LaunchedBy, LaunchKey *uuid.UUID
+	// Budgeted: the job has a max_cost_usd, which each model call checks (TraceBudget). A job
+	// launched without one never gets one.
+	Budgeted bool
 }
 
 // RunImageError is LoadRun's error when the runtime config names an image that is no succeeded
@@ -46,12 +49,13 @@ func (s *Store) LoadRun(ctx context.Context, traceID uuid.UUID) (*Run, error) {
 		Trace     `bun:",extend"`
 		LaunchBy  *uuid.UUID  `bun:"launch_by,scanonly"`
 		LaunchKey *uuid.UUID  `bun:"launch_key,scanonly"`
+		Budgeted  bool        `bun:"budgeted,scanonly"`
 		Version   TaskVersion `bun:"embed:tv__"`
 		Build     Build       `bun:"embed:b__"`
 		Model     LLMModel    `bun:"embed:m__"`
 	}
 	err := s.DB.NewSelect().Model(&row).ColumnExpr("tr.*").
-		ColumnExpr("j.created_by AS launch_by").ColumnExpr("j.api_key_id AS launch_key").
+		ColumnExpr("j.created_by AS launch_by").ColumnExpr("j.api_key_id AS launch_key").ColumnExpr("j.max_cost_usd IS NOT NULL AS budgeted").
 		ColumnExpr(s.columnsAs((*TaskVersion)(nil), "tv", "tv__")).
 		ColumnExpr(s.columnsAs((*Build)(nil), "b", "b__")).
 		ColumnExpr(s.columnsAs((*LLMModel)(nil), "m", "m__")).
@@ -64,7 +68,7 @@ func (s *Store) LoadRun(ctx context.Context, traceID uuid.UUID) (*Run, error) {
 	if err != nil {
 		return nil, notFound(err, "load trace "+traceID.String())
 	}
-	r := &Run{Trace: row.Trace, LaunchedBy: row.LaunchBy, LaunchKey: row.LaunchKey}
+	r := &Run{Trace: row.Trace, LaunchedBy: row.LaunchBy, LaunchKey: row.LaunchKey, Budgeted: row.Budgeted}
 	if r.Trace.TaskVersionID == nil {
 		return nil, fmt.Errorf("trace %s: %w", traceID, ErrNoTaskVersion)
 	}
