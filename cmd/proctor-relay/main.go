@@ -56,10 +56,12 @@ import (
 )
 
 // handOver is how long a connection to LISTEN waits for one from the worker; greeting is how
-// long a connection from the worker has to send its token.
+// long a connection from the worker has to send its token; ackWithin how long the worker has to
+// answer the byte that gives it a connection.
 const (
-	handOver = time.Minute
-	greeting = 10 * time.Second
+	handOver  = time.Minute
+	greeting  = 10 * time.Second
+	ackWithin = 3 * time.Second
 )
 
 func main() {
@@ -213,7 +215,7 @@ func pair(ln net.Listener, backs []net.Listener, token string) {
 						w.Close()
 						continue
 					}
-					if _, err := w.Write([]byte{1}); err != nil {
+					if _, err := w.Write([]byte{1}); err != nil || !acked(w) {
 						w.Close()
 						continue
 					}
@@ -239,6 +241,17 @@ func greeted(w net.Conn, token string) bool {
 	}
 	line, err := bufio.NewReaderSize(w, 64).ReadSlice('\n')
 	return err == nil && subtle.ConstantTimeCompare(line, []byte(token+"\n")) == 1
+}
+
+// acked says whether the worker answered the byte that gave it a connection, within ackWithin:
+// one of a port forwarding session that broke (its end not seen here yet) never answers, and the
+// agent's connection is given to the next instead of being lost with it.
+func acked(w net.Conn) bool {
+	w.SetReadDeadline(time.Now().Add(ackWithin)) //nolint:errcheck // a TCP connection's
+	defer w.SetReadDeadline(time.Time{})         //nolint:errcheck // a TCP connection's
+	var b [1]byte
+	_, err := io.ReadFull(w, b[:])
+	return err == nil && b[0] == 1
 }
 
 // open says whether an idle connection from the worker is still open: it sends nothing until

@@ -27,7 +27,7 @@ const (
 // tunnel is the listener a pod's Spec.Listen is handed: it keeps tunnelIdle connections open to
 // the relay's back port through a port forwarding session, each opening with the relay's
 // greeting and the worker's token, and accepts each once the relay has given it a connection of the agent's (and says so with
-// one byte). A session that breaks (the API server restarted, a proxy's idle timeout) is opened
+// one byte, which the worker answers with the same byte). A session that breaks (the API server restarted, a proxy's idle timeout) is opened
 // anew.
 type tunnel struct {
 	// forward opens a session; ctx ends with the tunnel.
@@ -163,6 +163,12 @@ func (t *tunnel) carry() error {
 	if err != nil {
 		c.Close()
 		return fmt.Errorf("waiting for the relay: %w", err)
+	}
+	// The relay waits for this answer before it relays the agent's connection: through a
+	// session that broke, none comes, and the relay gives the connection to another.
+	if _, err := c.Write(b[:]); err != nil {
+		c.Close()
+		return fmt.Errorf("answering the relay: %w", err)
 	}
 	select {
 	case t.next <- c:
