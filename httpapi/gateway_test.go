@@ -18,6 +18,7 @@ import (
 	openaioption "github.com/openai/openai-go/v3/option"
 
 	"github.com/proctorhq/proctor/internal/storetest"
+	"github.com/proctorhq/proctor/internal/testenv"
 	"github.com/proctorhq/proctor/models"
 )
 
@@ -217,10 +218,13 @@ func TestGatewaySpeaksTheProvidersAPIs(t *testing.T) {
 			{gpt, []int{20, 11}, []int{2, 7}, []bool{true, false}},
 			{claude, []int{9, 5}, []int{4, 3}, []bool{true, false}},
 		} {
-			logs, _, err := s.ModelLogs(ctx, f.caller, tc.m.ID, 10, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
+			// A call is logged once its answer was relayed whole: the client may read it first.
+			var logs []models.InferenceLog
+			testenv.Wait(t, tc.m.ModelName+"'s calls logged", testenv.StallWindow, func() (bool, string) {
+				var err error
+				logs, _, err = s.ModelLogs(ctx, f.caller, tc.m.ID, 10, 0)
+				return err == nil && len(logs) >= 2, fmt.Sprint(len(logs), err)
+			}, nil)
 			if len(logs) != 2 {
 				t.Fatalf("%s: %d logged calls, want 2", tc.m.ModelName, len(logs))
 			}
