@@ -184,8 +184,8 @@ func (a *Activities) PrepareRollout(ctx context.Context, in PrepareRolloutInput)
 		return PrepareRolloutResult{}, err
 	}
 	if r.agent != nil {
-		if r.model.Adapter == models.AdapterOracle {
-			return PrepareRolloutResult{}, envError("a brought agent calls models through the gateway, and the oracle answers none: launch it with a catalog model")
+		if r.model.Builtin() {
+			return PrepareRolloutResult{}, envError("a brought agent calls models through the gateway, and the %s answers none: launch it with a catalog model", r.model.BuiltinName())
 		}
 		if len(r.agent.RuntimeConfig.Command) == 0 {
 			return PrepareRolloutResult{}, agentError("build %d of the agent records no command to run", r.agent.Version)

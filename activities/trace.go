@@ -166,6 +166,26 @@ func (a *Activities) checkBudget(ctx context.Context, traceID uuid.UUID) error {
 	return nil
 }
 
+// CertificationInput names a certification of a build.
+type CertificationInput struct {
+	CertificationID uuid.UUID `json:"certification_id"`
+}
+
+// FinishCertificationResult is a certification's status once recorded.
+type FinishCertificationResult struct {
+	Status string `json:"status"`
+}
+
+// FinishCertification records the figures of a certification whose job has ended
+// (models.Store.FinishCertification).
+func (a *Activities) FinishCertification(ctx context.Context, in CertificationInput) (FinishCertificationResult, error) {
+	cert, err := a.Store.FinishCertification(ctx, in.CertificationID)
+	if err != nil {
+		return FinishCertificationResult{}, err
+	}
+	return FinishCertificationResult{Status: cert.Status}, nil
+}
+
 // JobInput names a job.
 type JobInput struct {
 	JobID uuid.UUID `json:"job_id"`

@@ -80,8 +80,8 @@ func (s *Server) resolveAgent(ctx context.Context, ref string, modelIDs ...uuid.
 		return nil, storeError(err, "agent")
 	}
 	for _, id := range modelIDs {
-		if m, err := s.store.GetModel(ctx, c, id); err == nil && m.Adapter == models.AdapterOracle {
-			return nil, validation("body.agent", "a brought agent calls models through the gateway, and the oracle answers none: launch it with a catalog model", ref)
+		if m, err := s.store.GetModel(ctx, c, id); err == nil && m.Builtin() {
+			return nil, validation("body.agent", "a brought agent calls models through the gateway, and the "+m.BuiltinName()+" answers none: launch it with a catalog model", ref)
 		}
 	}
 	return &b.ID, nil

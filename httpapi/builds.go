@@ -71,7 +71,10 @@ func (s *Server) registerBuilds() {
 
 	huma.Register(s.v2, ownerOnly(op(huma.Operation{
 		OperationID: "set-latest-build", Method: http.MethodPost, Path: "/builds/{build_id}/set-latest", Tags: tags,
-		Summary: "Make a build the one new runs use", Description: "Only a succeeded build; earlier builds remain.",
+		Summary: "Make a build the one new runs use",
+		Description: "Only a succeeded build; earlier builds remain. An environment that requires a passed certification first " +
+			"(Proctor extension: PUT /v2/registry/{registry_id}/certification-policy) refuses (409) a build whose latest certification " +
+			"did not pass, unless the body says force.",
 		Errors: []int{http.StatusForbidden, http.StatusNotFound, http.StatusConflict},
 	}, authKeyOrSession)), s.setLatestBuild)
 }
@@ -280,8 +283,16 @@ func (s *Server) cancelBuild(ctx context.Context, in *buildPath) (*buildOutput, 
 }
 
 // setLatestBuild serves POST /v2/builds/{build_id}/set-latest: make a build the one new runs use.
-func (s *Server) setLatestBuild(ctx context.Context, in *buildPath) (*buildOutput, error) {
-	b, err := s.store.SetLatestBuild(ctx, callerFrom(ctx), in.BuildID)
+type setLatestInput struct {
+	BuildID uuid.UUID `path:"build_id"`
+	Body    *struct {
+		Force bool `json:"force,omitempty" doc:"Proctor extension: make it the latest even where the environment requires a passed certification first"`
+	} `required:"false"`
+}
+
+func (s *Server) setLatestBuild(ctx context.Context, in *setLatestInput) (*buildOutput, error) {
+	force := in.Body != nil && in.Body.Force
+	b, err := s.store.SetLatestBuild(ctx, callerFrom(ctx), in.BuildID, force)
 	if err != nil {
 		return nil, storeError(err, "build")
 	}

@@ -124,8 +124,8 @@ func (s *Server) relay(ctx context.Context, protocol string, raw []byte, header 
 		return nil, storeError(err, "model "+name)
 	}
 	switch {
-	case m.Adapter == models.AdapterOracle:
-		return nil, validation("body.model", "the oracle replays tasks' validation calls; it answers no completions", name)
+	case m.Builtin():
+		return nil, validation("body.model", m.BuiltinDoes()+"; it answers no completions", name)
 	case m.Adapter != protocol:
 		return nil, validation("body.model", "this model is served over the "+m.Adapter+" API: call it at /v2/gateway/"+m.Adapter, name)
 	}

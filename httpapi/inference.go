@@ -81,8 +81,8 @@ func (s *Server) createCompletion(ctx context.Context, in *completionInput) (*co
 	if err != nil {
 		return nil, storeError(err, "model "+in.Body.Model)
 	}
-	if m.Adapter == models.AdapterOracle {
-		return nil, validation("body.model", "the oracle replays tasks' validation calls; it answers no completions", in.Body.Model)
+	if m.Builtin() {
+		return nil, validation("body.model", m.BuiltinDoes()+"; it answers no completions", in.Body.Model)
 	}
 	req := agent.StepRequest{MaxTokens: in.Body.MaxTokens}
 	var system []string

@@ -298,6 +298,9 @@ func (launchRecorder) RetryRunList(context.Context, uuid.UUID, int, int) error {
 func (launchRecorder) CancelTrace(context.Context, uuid.UUID) error            { return nil }
 func (launchRecorder) CancelJob(context.Context, uuid.UUID) (int, error)       { return 0, nil }
 func (launchRecorder) ResumeJob(context.Context, uuid.UUID) error              { return nil }
+func (launchRecorder) StartCertification(context.Context, uuid.UUID, uuid.UUID, int) error {
+	return nil
+}
 
 // A job launched as the follow-up of another (run_list's parent_job_id) names it in its
 // metadata; one launched on its own has a null parent. The parent must be a job the caller sees.

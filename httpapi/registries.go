@@ -28,8 +28,10 @@ type Registry struct {
 	RepoURL       string         `json:"repo_url" doc:"Link to the environment's source repository"`
 	ProjectID     *uuid.UUID     `json:"project_id"`
 	LatestBuildID *uuid.UUID     `json:"latest_build_id"`
-	IsStarred     bool           `json:"is_starred"`
-	StarCount     int64          `json:"star_count" minimum:"0"`
+	// CertifyBeforeLatest is a Proctor extension.
+	CertifyBeforeLatest bool  `json:"certify_before_latest" doc:"Proctor extension: a build becomes the latest only once its latest certification passed (or forced)"`
+	IsStarred           bool  `json:"is_starred"`
+	StarCount           int64 `json:"star_count" minimum:"0"`
 	// LatestScenarios is present when include_latest_scenarios is set.
 	LatestScenarios []Scenario `json:"latest_scenarios,omitempty" doc:"The latest build's scenarios (templates), with include_latest_scenarios"`
 }
@@ -77,7 +79,7 @@ func registryFromRow(r models.RegistryRow) Registry {
 		ID: r.ID, Name: r.Name, RegistryType: r.RegistryType, Public: r.Public, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 		Branch: r.Branch, BuildArgs: nonNilMap(r.BuildArgs), CanEdit: r.CanEdit, Description: r.Description,
 		EntryFolder: r.EntryFolder, RepoURL: r.RepoURL, ProjectID: r.ProjectID, LatestBuildID: r.LatestBuildID,
-		IsStarred: r.IsStarred, StarCount: r.StarCount,
+		IsStarred: r.IsStarred, StarCount: r.StarCount, CertifyBeforeLatest: r.CertifyBeforeLatest,
 	}
 	if r.LatestScenarios != nil {
 		out.LatestScenarios = make([]Scenario, len(r.LatestScenarios))

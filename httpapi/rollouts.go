@@ -22,6 +22,8 @@ type Workflows interface {
 	CancelJob(ctx context.Context, jobID uuid.UUID) (int, error)
 	// ResumeJob tells a job's RunLists that it was resumed (its store row says so already).
 	ResumeJob(ctx context.Context, jobID uuid.UUID) error
+	// StartCertification starts a build's certification, which runs its job.
+	StartCertification(ctx context.Context, certificationID, jobID uuid.UUID, maxConcurrent int) error
 }
 
 // Launched answers a launch: the rows exist, the work is queued.

@@ -37,6 +37,7 @@ func (s *Server) registerOperations() {
 	s.registerFinished()
 	s.registerRetry()
 	s.registerResume()
+	s.registerCertify()
 	s.registerJobMix()
 	// Rollouts
 	s.registerRollouts()

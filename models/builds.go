@@ -298,7 +298,7 @@ func (s *Store) FinishBuild(ctx context.Context, id uuid.UUID, r BuildResult) (*
 }
 
 // SetLatestBuild makes a succeeded build the one new runs of its environment use.
-func (s *Store) SetLatestBuild(ctx context.Context, c *Caller, id uuid.UUID) (*BuildRow, error) {
+func (s *Store) SetLatestBuild(ctx context.Context, c *Caller, id uuid.UUID, force bool) (*BuildRow, error) {
 	b, err := s.GetBuildFor(ctx, c, id)
 	if err != nil {
 		return nil, err
@@ -308,6 +308,11 @@ func (s *Store) SetLatestBuild(ctx context.Context, c *Caller, id uuid.UUID) (*B
 	}
 	if b.Status != BuildSucceeded {
 		return nil, fmt.Errorf("build %s is %s: only a succeeded build can be the latest: %w", id, b.Status, ErrConflict)
+	}
+	if !force {
+		if err := s.certifiedForLatest(ctx, c, b); err != nil {
+			return nil, err
+		}
 	}
 	if _, err := s.DB.NewUpdate().Model((*Registry)(nil)).Set("latest_build_id = ?", b.ID).Set("updated_at = ?", now()).
 		Where("id = ?", b.RegistryID).Exec(ctx); err != nil {

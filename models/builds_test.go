@@ -36,7 +36,7 @@ func TestBuildsFromUploads(t *testing.T) {
 		if logs, _ := s.BuildLogs(ctx, first.ID, 0, 10); len(logs) != 2 || logs[1].Line != "step 3" || logs[1].Seq != 2 {
 			t.Errorf("logs after seq 0 = %+v", logs)
 		}
-		if _, err := s.SetLatestBuild(ctx, a, first.ID); !errors.Is(err, models.ErrConflict) {
+		if _, err := s.SetLatestBuild(ctx, a, first.ID, false); !errors.Is(err, models.ErrConflict) {
 			t.Errorf("set-latest of a pending build: %v, want ErrConflict", err)
 		}
 		s.UpdateBuild(ctx, first.ID, models.BuildUpdate{Status: models.BuildRunning})
@@ -76,10 +76,10 @@ func TestBuildsFromUploads(t *testing.T) {
 		if reg, _ := s.GetRegistry(ctx, a, first.RegistryID); *reg.LatestBuildID != first.ID {
 			t.Error("a later build became the latest without set-latest")
 		}
-		if _, err := s.SetLatestBuild(ctx, b, second.ID); !errors.Is(err, models.ErrNotFound) {
+		if _, err := s.SetLatestBuild(ctx, b, second.ID, false); !errors.Is(err, models.ErrNotFound) {
 			t.Errorf("another team's set-latest: %v, want ErrNotFound", err)
 		}
-		if _, err := s.SetLatestBuild(ctx, a, second.ID); err != nil {
+		if _, err := s.SetLatestBuild(ctx, a, second.ID, false); err != nil {
 			t.Fatal(err)
 		}
 		if reg, _ := s.GetRegistry(ctx, a, first.RegistryID); *reg.LatestBuildID != second.ID {

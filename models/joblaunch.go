@@ -56,6 +56,22 @@ func (s *Store) LaunchJob(ctx context.Context, c *Caller, l Launch) (*Job, []Tra
 	var job *Job
 	var traces []Trace
 	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		var err error
+		job, traces, err = launchJob(ctx, tx, c, l)
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) {
+			return nil, nil, err
+		}
+		return nil, nil, fmt.Errorf("launch job: %w", err)
+	}
+	return job, traces, nil
+}
+
+// launchJob is LaunchJob in tx.
+func launchJob(ctx context.Context, tx bun.Tx, c *Caller, l Launch) (job *Job, traces []Trace, err error) {
+	err = func() error {
 		// The launch's reads take a fixed number of queries whatever its size: the traces that
 		// exist already, then the versions of the others.
 		ids := make([]uuid.UUID, len(l.Traces))
@@ -102,14 +118,8 @@ func (s *Store) LaunchJob(ctx context.Context, c *Caller, l Launch) (*Job, []Tra
 		}
 		// Two launches racing with the same client-minted id: the second writes nothing.
 		return insertInBatches(ctx, tx, fresh, "CONFLICT (id) DO NOTHING")
-	})
-	if err != nil {
-		if errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) {
-			return nil, nil, err
-		}
-		return nil, nil, fmt.Errorf("launch job: %w", err)
-	}
-	return job, traces, nil
+	}()
+	return job, traces, err
 }
 
 // checkAgentsInside refuses a launch that runs an agent deployed to run inside the environment

@@ -46,7 +46,30 @@ const (
 	AdapterOracle    = "oracle"
 	AdapterOpenAI    = "openai"
 	AdapterAnthropic = "anthropic"
+	// AdapterIdle is an agent that makes no tool call and says it is done (certification's
+	// check that a task cannot be passed without work).
+	AdapterIdle = "idle"
 )
+
+// Builtin reports whether m is one of the platform's own agents (the oracle, the idle agent):
+// they call no provider and answer no completions.
+func (m *LLMModel) Builtin() bool { return m.Adapter == AdapterOracle || m.Adapter == AdapterIdle }
+
+// BuiltinName names a Builtin model in a sentence: "oracle", "idle agent".
+func (m *LLMModel) BuiltinName() string {
+	if m.Adapter == AdapterIdle {
+		return "idle agent"
+	}
+	return "oracle"
+}
+
+// BuiltinDoes says what a Builtin model does instead of answering completions.
+func (m *LLMModel) BuiltinDoes() string {
+	if m.Adapter == AdapterIdle {
+		return "the idle model makes no tool call"
+	}
+	return "the oracle replays tasks' validation calls"
+}
 
 // UpsertModel adds a catalog entry or updates the one of the same owner and model_name (seeding
 // is idempotent). Names are unique per owner: among platform models (no team), and within each

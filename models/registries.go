@@ -25,8 +25,11 @@ type Registry struct {
 	EntryFolder   string         `bun:"entry_folder"`
 	RepoURL       string         `bun:"repo_url"`
 	LatestBuildID *uuid.UUID     `bun:"latest_build_id,type:uuid"`
-	CreatedAt     time.Time      `bun:"created_at"`
-	UpdatedAt     time.Time      `bun:"updated_at"`
+	// CertifyBeforeLatest: a build becomes the latest only once its latest certification passed
+	// (or forced); off by default.
+	CertifyBeforeLatest bool      `bun:"certify_before_latest"`
+	CreatedAt           time.Time `bun:"created_at"`
+	UpdatedAt           time.Time `bun:"updated_at"`
 }
 
 // RegistryStar records that a user starred an environment.

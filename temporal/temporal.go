@@ -150,6 +150,7 @@ func RegisterWorkflows(w worker.Registry) {
 	w.RegisterWorkflow(workflows.Build)
 	w.RegisterWorkflow(workflows.DiscoverScenarios)
 	w.RegisterWorkflow(workflows.LimitAlerts)
+	w.RegisterWorkflow(workflows.Certify)
 }
 
 // Stop stops every worker at once: each polls no more, and waits for its running activities to
@@ -263,6 +264,12 @@ func (c *Client) CancelJob(ctx context.Context, jobID uuid.UUID) (int, error) {
 		return 0, fmt.Errorf("cancel job %s: %w", jobID, err)
 	}
 	return res.Cancelled, nil
+}
+
+// StartCertification starts the workflow of a certification of a build, which runs its job.
+func (c *Client) StartCertification(ctx context.Context, certificationID, jobID uuid.UUID, maxConcurrent int) error {
+	return c.start(ctx, names.CertifyWorkflowID(certificationID), workflows.Certify,
+		workflows.CertifyInput{CertificationID: certificationID, JobID: jobID, MaxConcurrent: maxConcurrent, MaxTries: c.MaxTries})
 }
 
 // ResumeJob tells a job's RunLists (its launch's and its retries') that it was resumed; one that

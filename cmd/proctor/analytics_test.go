@@ -259,7 +259,7 @@ func checkJobAnalytics(t *testing.T, c api, jobID, demo string) {
 	if len(envsJSON.Items) < 2 {
 		t.Errorf("env list --json = %+v, want the examples", envsJSON)
 	}
-	if out, err := cli("eval", "demo", "--model", "gpt-99"); err == nil || !strings.Contains(err.Error(), `no model "gpt-99"; you can run: oracle`) {
+	if out, err := cli("eval", "demo", "--model", "gpt-99"); err == nil || !strings.Contains(err.Error(), `no model "gpt-99"; you can run: idle, oracle`) {
 		t.Errorf("eval with an unknown model: %v\n%s", err, out)
 	}
 	if _, err := cli("jbos"); !errors.Is(err, errUsage) || !strings.Contains(err.Error(), `unknown command "jbos" for proctor; did you mean jobs?`) {

@@ -237,6 +237,8 @@ func clientCommands(stdout, stderr io.Writer) []*cobra.Command {
 	env.AddCommand(withFlags(&cobra.Command{Use: "list", Short: "The environments you can run: scenarios and latest build", Args: noArgs}, cmdEnvList(stdout)))
 	env.AddCommand(withFlags(&cobra.Command{Use: "deploy DIR", Short: "Build an environment from source, make it the latest, and print its scenarios", Args: exactArgs(1)}, cmdEnvDeploy(stdout, stderr)))
 	env.AddCommand(withFlags(&cobra.Command{Use: "set-latest BUILD", Short: "Make a succeeded build the one new runs of its environment use", Args: idArg("build", "proctor env deploy")}, cmdEnvSetLatest(stdout)))
+	env.AddCommand(withFlags(&cobra.Command{Use: "require-certification ENV", Short: "Make a build the latest only once its latest certification passed (--off: no longer)", Args: exactArgs(1)}, cmdEnvRequireCertification(stdout)))
+	env.AddCommand(withFlags(&cobra.Command{Use: "certify BUILD", Short: "Certify a build: the oracle k times and an idle agent once on each task of a taskset; flags flaky, oracle-failing and no-work tasks", Args: idArg("build", "proctor env deploy")}, cmdEnvCertify(stdout, stderr)))
 
 	agentCmd := group(&cobra.Command{Use: "agent", Short: "Deploy and list the agents you bring"})
 	agentCmd.AddCommand(

@@ -18,6 +18,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
+	"github.com/proctorhq/proctor/httpapi"
 	"github.com/proctorhq/proctor/internal/archive"
 )
 
@@ -104,7 +107,7 @@ func deployCommand(kind, entryHolds, laterHint string, stdout io.Writer, done fu
 				return fmt.Errorf("build %s %s: %s", b.ID, b.Status, b.ErrorMessage)
 			}
 			fmt.Fprintf(stdout, "image %s  %s\n", b.ImageName, b.Digest)
-			if err := reportLatest(ctx, c, b, *name, !*noPromote, stdout); err != nil {
+			if err := reportLatest(ctx, c, b, *name, !*noPromote, false, stdout); err != nil {
 				return err
 			}
 			return done(ctx, c, b, *name)
@@ -185,9 +188,9 @@ func (c *apiClient) printScenarios(ctx context.Context, b deployBuild, stdout io
 // reportLatest makes a succeeded build its environment's latest (when promote is set), and says
 // which build new runs of the environment use: a deploy that did not take effect is said, not
 // found out from a run of the old build's failures.
-func reportLatest(ctx context.Context, c *apiClient, b deployBuild, name string, promote bool, stdout io.Writer) error {
+func reportLatest(ctx context.Context, c *apiClient, b deployBuild, name string, promote, force bool, stdout io.Writer) error {
 	if promote {
-		if err := c.do(ctx, http.MethodPost, "/v2/builds/"+b.ID+"/set-latest", nil, nil); err != nil {
+		if err := c.do(ctx, http.MethodPost, "/v2/builds/"+b.ID+"/set-latest", map[string]any{"force": force}, nil); err != nil {
 			return fmt.Errorf("make build %s the latest of %s: %w", b.ID, name, err)
 		}
 	}
@@ -215,25 +218,77 @@ func reportLatest(ctx context.Context, c *apiClient, b deployBuild, name string,
 
 // cmdEnvSetLatest makes a succeeded build the one new runs of its environment use.
 func cmdEnvSetLatest(stdout io.Writer) flagsBody {
-	return clientCommand(func(ctx context.Context, c *apiClient, pos []string) (err error) {
-		if pos[0], err = c.resolveID(ctx, "build", pos[0]); err != nil {
-			return err
+	return func(fs *flag.FlagSet) runFunc {
+		force := fs.Bool("force", false, "even where the environment requires a passed certification first and the build's did not pass")
+		return clientCommand(func(ctx context.Context, c *apiClient, pos []string) (err error) {
+			return setLatest(ctx, c, pos[0], *force, stdout)
+		})(fs)
+	}
+}
+
+// cmdEnvRequireCertification turns an environment's certification policy on (or off).
+func cmdEnvRequireCertification(stdout io.Writer) flagsBody {
+	return func(fs *flag.FlagSet) runFunc {
+		off := fs.Bool("off", false, "no longer require it")
+		return clientCommand(func(ctx context.Context, c *apiClient, pos []string) error {
+			id, err := c.environmentID(ctx, pos[0])
+			if err != nil {
+				return err
+			}
+			var out httpapi.CertificationPolicy
+			if err := c.do(ctx, http.MethodPut, "/v2/registry/"+id+"/certification-policy", map[string]any{"certify_before_latest": !*off}, &out); err != nil {
+				return err
+			}
+			if out.CertifyBeforeLatest {
+				fmt.Fprintf(stdout, "%s: a build becomes the latest only once its latest certification passed (proctor env certify), or with set-latest --force\n", pos[0])
+			} else {
+				fmt.Fprintf(stdout, "%s: any succeeded build may become the latest\n", pos[0])
+			}
+			return nil
+		})(fs)
+	}
+}
+
+// environmentID is the id of the environment of the caller's team named name (or name itself,
+// when it is an id).
+func (c *apiClient) environmentID(ctx context.Context, name string) (string, error) {
+	if _, err := uuid.Parse(name); err == nil {
+		return name, nil
+	}
+	var page struct {
+		Items []environmentRow `json:"items"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/v2/registry?owner_only=true&search="+url.QueryEscape(name), nil, &page); err != nil {
+		return "", err
+	}
+	for _, e := range page.Items {
+		if e.Name == name {
+			return e.ID, nil
 		}
-		var b deployBuild
-		if err := c.do(ctx, http.MethodGet, "/v2/builds/"+pos[0]+"/status", nil, &b); err != nil {
-			return err
-		}
-		if b.Status != "succeeded" {
-			return fmt.Errorf("build %s is %s: only a succeeded build can be the latest", b.ID, b.Status)
-		}
-		var reg struct {
-			Name string `json:"name"`
-		}
-		if err := c.do(ctx, http.MethodGet, "/v2/registry/"+b.RegistryID, nil, &reg); err != nil {
-			return err
-		}
-		return reportLatest(ctx, c, b, reg.Name, true, stdout)
-	})
+	}
+	return "", fmt.Errorf("no environment %q of your team (see proctor env list)", name)
+}
+
+// setLatest makes build (an id or a unique prefix) its environment's latest.
+func setLatest(ctx context.Context, c *apiClient, build string, force bool, stdout io.Writer) error {
+	id, err := c.resolveID(ctx, "build", build)
+	if err != nil {
+		return err
+	}
+	var b deployBuild
+	if err := c.do(ctx, http.MethodGet, "/v2/builds/"+id+"/status", nil, &b); err != nil {
+		return err
+	}
+	if b.Status != "succeeded" {
+		return fmt.Errorf("build %s is %s: only a succeeded build can be the latest", b.ID, b.Status)
+	}
+	var reg struct {
+		Name string `json:"name"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/v2/registry/"+b.RegistryID, nil, &reg); err != nil {
+		return err
+	}
+	return reportLatest(ctx, c, b, reg.Name, true, force, stdout)
 }
 
 // cmdEnvList lists the environments the caller can run: each one's scenarios and latest build.

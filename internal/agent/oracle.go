@@ -57,3 +57,19 @@ func (o *oracle) Step(ctx context.Context, req StepRequest) (*StepResult, error)
 		StopReason: "tool_use",
 	}, nil
 }
+
+// IdleModelName is the model name an idle agent's answers carry.
+const IdleModelName = "idle"
+
+// NewIdle returns an agent that makes no tool call: it says at once that it is done. A task it
+// passes needs no work (certification flags it).
+func NewIdle() Model { return idle{} }
+
+type idle struct{}
+
+func (idle) Step(ctx context.Context, _ StepRequest) (*StepResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("idle step: %w", err)
+	}
+	return &StepResult{Message: Message{Role: RoleAssistant, Content: "Done: I did nothing."}, Done: true, Model: IdleModelName, StopReason: "end_turn"}, nil
+}

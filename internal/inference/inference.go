@@ -29,6 +29,8 @@ type Factory func(m *models.LLMModel, validation []models.ValidationCall, apiKey
 func DefaultModels(m *models.LLMModel, validation []models.ValidationCall, apiKey string) (agent.Model, error) {
 	key := cmp.Or(apiKey, os.Getenv(m.APIKeyEnv))
 	switch m.Adapter {
+	case models.AdapterIdle:
+		return agent.NewIdle(), nil
 	case models.AdapterOracle:
 		calls := make([]agent.Call, len(validation))
 		for i, v := range validation {
@@ -92,8 +94,8 @@ func (g *Gateway) Client(ctx context.Context, c Call) (m agent.Model, cred *mode
 	if err != nil {
 		return nil, nil, err
 	}
-	if c.Model.Adapter == models.AdapterOracle {
-		return inner, nil, nil // the oracle replays a task; it is no inference
+	if c.Model.Builtin() {
+		return inner, nil, nil // the oracle replays a task, the idle agent does nothing: no inference
 	}
 	return &metered{g: g, call: c, up: up, inner: inner}, up.cred, nil
 }
@@ -115,7 +117,7 @@ func (u *upstream) key() string { return cmp.Or(u.ownKey, os.Getenv(u.model.APIK
 
 func (g *Gateway) upstream(ctx context.Context, c Call) (*upstream, error) {
 	up := &upstream{model: c.Model}
-	if c.Model.Adapter != models.AdapterOracle && c.UserID != nil &&
+	if !c.Model.Builtin() && c.UserID != nil &&
 		(c.Model.Provider == models.AdapterOpenAI || c.Model.Provider == models.AdapterAnthropic) {
 		cred, err := g.Store.ProviderKey(ctx, g.Keys, c.TeamID, *c.UserID, c.Model.Provider)
 		if err != nil {

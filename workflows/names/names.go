@@ -21,7 +21,12 @@ func RunListWorkflowID(jobID uuid.UUID) string   { return "runlist/" + jobID.Str
 func RunListRetryWorkflowID(jobID uuid.UUID) string { return "runlist/" + jobID.String() + "/retry" }
 func CancelJobWorkflowID(jobID uuid.UUID) string    { return "canceljob/" + jobID.String() }
 func BuildWorkflowID(buildID uuid.UUID) string      { return "build/" + buildID.String() }
-func DiscoverWorkflowID(buildID uuid.UUID) string   { return "discover/" + buildID.String() }
+
+// CertifyWorkflowID is the Certify workflow of one certification of a build.
+func CertifyWorkflowID(certificationID uuid.UUID) string {
+	return "certify/" + certificationID.String()
+}
+func DiscoverWorkflowID(buildID uuid.UUID) string { return "discover/" + buildID.String() }
 
 // LimitAlertsWorkflowID is the one LimitAlerts workflow of a deployment.
 const LimitAlertsWorkflowID = "limit-alerts"

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/proctorhq/proctor/httpapi"
+)
+
+// cmdEnvCertify certifies a build: every task of a taskset of its environment run on it by the
+// oracle k times and by the idle agent once; it follows the job, then prints each task's figures
+// and flags. It fails (exit status 1) when a task is flagged or the job was cancelled.
+func cmdEnvCertify(stdout, stderr io.Writer) flagsBody {
+	return func(fs *flag.FlagSet) runFunc {
+		taskset := fs.String("taskset", "", "the taskset whose tasks of the build's environment are certified (required)")
+		k := fs.Int("k", 5, "the oracle's attempts per task (1..20)")
+		return clientCommand(func(ctx context.Context, c *apiClient, pos []string) (err error) {
+			if *taskset == "" {
+				return usagef("--taskset is required: proctor env certify BUILD --taskset NAME")
+			}
+			if pos[0], err = c.resolveID(ctx, "build", pos[0]); err != nil {
+				return err
+			}
+			tasksetID, err := c.tasksetByName(ctx, *taskset)
+			if err != nil {
+				return err
+			}
+			var cert httpapi.Certification
+			if err := c.do(ctx, http.MethodPost, "/v2/builds/"+pos[0]+"/certify", map[string]any{"taskset_id": tasksetID, "k": *k}, &cert); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "certification %s of build %s: job %s (the oracle %d× and the idle agent once per task)\n", cert.ID, pos[0], cert.JobID, *k)
+			if _, err := c.follow(ctx, cert.JobID.String(), stderr); err != nil {
+				return err
+			}
+			// The figures are recorded a moment after the job's last attempt ended.
+			for cert.Status == "running" {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(250 * time.Millisecond):
+				}
+				if err := c.do(ctx, http.MethodGet, "/v2/builds/"+pos[0]+"/certification", nil, &cert); err != nil {
+					return err
+				}
+			}
+			return printCertification(stdout, cert)
+		})(fs)
+	}
+}
+
+// printCertification prints a certification's figures per task; an error when it did not pass.
+func printCertification(stdout io.Writer, cert httpapi.Certification) error {
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TASK\tORACLE\tIDLE\tFLAGS")
+	for _, t := range cert.Tasks {
+		idle := "–"
+		if t.IdleReward != nil {
+			idle = fmt.Sprintf("%.3g", *t.IdleReward)
+		}
+		fmt.Fprintf(tw, "%s\t%d/%d\t%s\t%s\n", t.TaskName, t.OraclePasses, t.OracleRuns, idle, orDash(strings.Join(t.Flags, ", ")))
+	}
+	tw.Flush()
+	if cert.Status != "passed" {
+		return fmt.Errorf("certification %s: %s", cert.ID, cert.Status)
+	}
+	fmt.Fprintf(stdout, "certification %s: passed\n", cert.ID)
+	return nil
+}

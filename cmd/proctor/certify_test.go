@@ -1,0 +1,115 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/proctorhq/proctor/httpapi"
+)
+
+// proctor env certify runs every task of a taskset on the build, the oracle k times and the idle
+// agent once each, as one job, and flags what a benchmark must not trust: a task whose oracle
+// fails, and one that an agent doing nothing passes; a sound task passes. An environment that
+// requires it keeps the flagged build from becoming the latest unless forced. Both stores.
+func TestACertificationFlagsTasksABenchmarkMustNotTrust(t *testing.T) {
+	eachStore(t, testCertify)
+}
+
+func testCertify(t *testing.T, storeArgs []string, _ string) {
+	dev := startDev(t, t.TempDir(), storeArgs...)
+	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey, temporal: dev.info.TemporalAddress}
+	task := func(name string, items []string, calls ...string) map[string]any {
+		validation := []any{}
+		for _, title := range calls {
+			validation = append(validation, map[string]any{"name": "add_todo", "arguments": map[string]any{"title": title}})
+		}
+		return map[string]any{"name": name, "env": "todo", "scenario": "add-todos", "args": map[string]any{"items": items}, "validation": validation}
+	}
+	c.call("POST", "/v2/tasks/upload", map[string]any{"taskset_name": "certify", "tasks": []any{
+		task("sound", []string{"buy milk"}, "buy milk"),
+		task("no-work", []string{}),
+		task("wrong-oracle", []string{"walk the dog"}, "buy milk"),
+	}}, nil)
+	var envs struct {
+		Items []environmentRow `json:"items"`
+	}
+	c.call("GET", "/v2/registry?search=todo", nil, &envs)
+	if len(envs.Items) != 1 || envs.Items[0].LatestBuildID == nil {
+		t.Fatalf("the todo environment: %+v", envs.Items)
+	}
+	build := *envs.Items[0].LatestBuildID
+
+	out, err := c.cli("env", "certify", build, "--taskset", "certify", "--k", "2")
+	if err == nil || !strings.Contains(err.Error(), "flagged") {
+		t.Fatalf("proctor env certify: %v, want it to fail flagged\n%s", err, out)
+	}
+	var cert httpapi.Certification
+	c.call("GET", "/v2/builds/"+build+"/certification", nil, &cert)
+	want := map[string]struct {
+		runs, passes int
+		idle         float64
+		flags        string
+	}{
+		"sound":        {2, 2, 0, ""},
+		"no-work":      {2, 2, 1, "passes_without_work"},
+		"wrong-oracle": {2, 0, 0, "oracle_fails"},
+	}
+	if cert.Status != "flagged" || cert.K != 2 || len(cert.Tasks) != 3 || cert.FinishedAt == nil {
+		t.Fatalf("the certification: %+v", cert)
+	}
+	for _, got := range cert.Tasks {
+		w, ok := want[got.TaskName]
+		if !ok || got.OracleRuns != w.runs || got.OraclePasses != w.passes || got.IdleReward == nil || *got.IdleReward != w.idle ||
+			strings.Join(got.Flags, ",") != w.flags {
+			t.Errorf("task %s: %+v, want %+v", got.TaskName, got, w)
+		}
+		if !strings.Contains(out, got.TaskName) {
+			t.Errorf("proctor env certify printed no line for %s:\n%s", got.TaskName, out)
+		}
+	}
+	// Its job is a job like any other: 3 tasks × (2 oracle + 1 idle) attempts, all pinned to the build.
+	var sum summary
+	c.call("GET", "/v2/jobs/"+cert.JobID.String()+"/summary", nil, &sum)
+	if sum.TotalTraces != 9 || sum.Completed != 9 {
+		t.Errorf("the certification's job: %s", sum.String())
+	}
+
+	// An environment that requires a passed certification keeps a flagged build from becoming
+	// the latest, unless forced.
+	if out, err := c.cli("env", "require-certification", "todo"); err != nil || !strings.Contains(out, "only once its latest certification passed") {
+		t.Fatalf("proctor env require-certification: %v\n%s", err, out)
+	}
+	if out, err := c.cli("env", "set-latest", build); err == nil || !strings.Contains(err.Error(), "requires a passed certification") ||
+		!strings.Contains(err.Error(), "no-work (passes_without_work)") {
+		t.Errorf("set-latest of a flagged build: %v\n%s", err, out)
+	}
+	if out, err := c.cli("env", "set-latest", build, "--force"); err != nil || !strings.Contains(out, "latest: build") {
+		t.Errorf("set-latest --force: %v\n%s", err, out)
+	}
+	if out, err := c.cli("env", "require-certification", "todo", "--off"); err != nil || !strings.Contains(out, "any succeeded build") {
+		t.Errorf("proctor env require-certification --off: %v\n%s", err, out)
+	}
+
+	// Refusals: a taskset with no task of the build's environment, a nil taskset, no build.
+	var other struct {
+		ID string `json:"taskset_id"`
+	}
+	if code := c.call("POST", "/v2/tasks/upload", map[string]any{"taskset_name": "other", "tasks": []any{
+		map[string]any{"name": "x", "env": "game2048", "scenario": "reach-tile", "args": map[string]any{"target": 16, "seed": 1}}}}, &other); code != 201 {
+		t.Fatalf("upload a 2048 task: %d", code)
+	}
+	for _, tc := range []struct {
+		path string
+		body any
+		want int
+	}{
+		{"/v2/builds/" + build + "/certify", map[string]any{"taskset_id": other.ID}, 422},
+		{"/v2/builds/" + build + "/certify", map[string]any{"taskset_id": "00000000-0000-0000-0000-000000000000"}, 422},
+		{"/v2/builds/" + build + "/certify", map[string]any{"taskset_id": other.ID, "k": 21}, 422},
+		{"/v2/builds/00000000-0000-0000-0000-000000000001/certify", map[string]any{"taskset_id": other.ID}, 404},
+	} {
+		if code, body := c.raw("POST", tc.path, tc.body); code != tc.want {
+			t.Errorf("POST %s %v = %d %s, want %d", tc.path, tc.body, code, body, tc.want)
+		}
+	}
+}

@@ -1,0 +1,309 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+)
+
+// Certification statuses: running while its job runs; then passed (no task flagged), flagged
+// (some task is), or failed (its job was cancelled before every attempt ended).
+const (
+	CertificationRunning = "running"
+	CertificationPassed  = "passed"
+	CertificationFlagged = "flagged"
+	CertificationFailed  = "failed"
+)
+
+// Flags of a certified task.
+const (
+	// FlagOracleFails: the oracle (the task's own validation calls) never reached full reward.
+	FlagOracleFails = "oracle_fails"
+	// FlagFlaky: the oracle reached full reward on some of its k runs, not all.
+	FlagFlaky = "flaky"
+	// FlagPassesWithoutWork: an agent that makes no tool call reached full reward.
+	FlagPassesWithoutWork = "passes_without_work"
+	// FlagUnfinished: some of the task's attempts ended without a reward (an error of the
+	// infrastructure, a cancel): its figures are short.
+	FlagUnfinished = "unfinished"
+)
+
+// Model names of the certification's agents, seeded in every catalog (the oracle replays a
+// task's validation calls; the idle agent makes no tool call and says it is done).
+const (
+	OracleModelName = "oracle"
+	IdleModelName   = "idle"
+)
+
+// Certification is a certification of an environment build (a Proctor extension): every task of
+// a taskset that runs the build's environment, replayed on that very build by the oracle K times
+// and once by an agent that does nothing, as one job (JobID); Tasks are the figures once it ended.
+type Certification struct {
+	bun.BaseModel `bun:"table:build_certifications,alias:cert"`
+	ID            uuid.UUID       `bun:"id,pk,type:uuid"`
+	TeamID        uuid.UUID       `bun:"team_id,type:uuid"`
+	BuildID       uuid.UUID       `bun:"build_id,type:uuid"`
+	JobID         uuid.UUID       `bun:"job_id,type:uuid"`
+	TasksetID     *uuid.UUID      `bun:"taskset_id,type:uuid"`
+	K             int             `bun:"k"`
+	Status        string          `bun:"status"`
+	Tasks         []CertifiedTask `bun:"tasks"`
+	CreatedAt     time.Time       `bun:"created_at"`
+	FinishedAt    *time.Time      `bun:"finished_at"`
+}
+
+// CertifiedTask is how one task did in a certification.
+type CertifiedTask struct {
+	TaskVersionID uuid.UUID `json:"task_version_id"`
+	TaskName      string    `json:"task_name"`
+	// OracleRuns counts the oracle's attempts that were scored, OraclePasses those at full
+	// reward.
+	OracleRuns   int `json:"oracle_runs"`
+	OraclePasses int `json:"oracle_passes"`
+	// IdleReward is the reward of the attempt that did nothing (nil when it was not scored).
+	IdleReward *float64 `json:"idle_reward"`
+	Flags      []string `json:"flags" nullable:"false"`
+}
+
+// certifyGroup is the group of a certification's attempts of one task by one agent.
+func certifyGroup(agent string, version uuid.UUID) string { return agent + "/" + version.String() }
+
+// StartCertification launches the certification of a build: a run_list job of every task of
+// the taskset whose environment is the build's, each attempt pinned to the build (by its image's
+// digest), k by the oracle and one by the idle agent; the caller starts its workflow. One
+// transaction. The build must be one the caller's team owns, succeeded, with an image.
+func (s *Store) StartCertification(ctx context.Context, c *Caller, buildID, tasksetID uuid.UUID, k int) (*Certification, error) {
+	b, err := s.GetBuildFor(ctx, c, buildID)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case b.TeamID != c.TeamID:
+		return nil, fmt.Errorf("build %s is of another team's environment: certify your own builds: %w", buildID, ErrForbidden)
+	case b.Status != BuildSucceeded || b.ImageKey == "" || b.Digest == "":
+		return nil, fmt.Errorf("build %s is %s with no image to pin attempts to: only a succeeded build of an image is certified: %w", buildID, b.Status, ErrConflict)
+	}
+	versions, err := s.LatestVersionIDs(ctx, c, tasksetID)
+	if err != nil {
+		return nil, err
+	}
+	var own []TaskVersion
+	if len(versions) > 0 {
+		if err := s.DB.NewSelect().Model(&own).Where("tv.id IN (?) AND tv.registry_id = ?", bun.In(versions), b.RegistryID).
+			OrderExpr("tv.id").Scan(ctx); err != nil {
+			return nil, fmt.Errorf("certify: %w", err)
+		}
+	}
+	if len(own) == 0 {
+		return nil, ValidationError{{Location: "taskset_id", Value: tasksetID.String(),
+			Message: fmt.Sprintf("no task of the taskset runs environment %s, build %d's: nothing to certify", b.RegistryName, b.Version)}}
+	}
+	var agents []LLMModel
+	if err := s.DB.NewSelect().Model(&agents).Where("model_name IN (?) AND adapter IN (?)", bun.In([]string{OracleModelName, IdleModelName}),
+		bun.In([]string{AdapterOracle, AdapterIdle})).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("certify: %w", err)
+	}
+	byName := map[string]uuid.UUID{}
+	for _, m := range agents {
+		byName[m.ModelName] = m.ID
+	}
+	if byName[OracleModelName] == uuid.Nil || byName[IdleModelName] == uuid.Nil {
+		return nil, fmt.Errorf("the catalog has no %s or no %s model (the server seeds them): %w", OracleModelName, IdleModelName, ErrConflict)
+	}
+	pin := &RuntimeConfig{Image: b.Digest}
+	var launch []LaunchTrace
+	for _, v := range own {
+		for i := range k + 1 {
+			agent := OracleModelName
+			if i == k {
+				agent = IdleModelName
+			}
+			launch = append(launch, LaunchTrace{TraceID: uuid.New(), TaskVersionID: v.ID, ModelID: byName[agent],
+				GroupID: certifyGroup(agent, v.ID), MaxSteps: defaultCertifySteps, RuntimeConfig: pin})
+		}
+	}
+	cert := &Certification{ID: uuid.New(), TeamID: c.TeamID, BuildID: buildID, TasksetID: &tasksetID, K: k, Status: CertificationRunning,
+		Tasks: []CertifiedTask{}, CreatedAt: now()}
+	err = s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		job, _, err := launchJob(ctx, tx, c, Launch{Kind: JobBatch, Name: fmt.Sprintf("certify %s build %d", b.RegistryName, b.Version),
+			TasksetID: &tasksetID, MaxSteps: defaultCertifySteps, GroupSize: k, MaxConcurrent: CertifyConcurrency, Traces: launch})
+		if err != nil {
+			return err
+		}
+		cert.JobID = job.ID
+		_, err = tx.NewInsert().Model(cert).Exec(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("certify: %w", err)
+	}
+	return cert, nil
+}
+
+// defaultCertifySteps bounds a certification attempt's steps; CertifyConcurrency is how many of
+// its attempts run at once.
+const (
+	defaultCertifySteps = 100
+	CertifyConcurrency  = 8
+)
+
+// certifiedAttempt is one ended attempt of a certification's job.
+type certifiedAttempt struct {
+	TaskVersionID uuid.UUID `bun:"task_version_id,type:uuid"`
+	TaskName      string    `bun:"task_name"`
+	GroupID       string    `bun:"group_id"`
+	Status        string    `bun:"status"`
+	Reward        *float64  `bun:"reward"`
+}
+
+// FinishCertification reads the figures of a certification whose job has ended, per task, and
+// records them with its status: failed when the job was cancelled, flagged when a task is,
+// passed otherwise. A certification that has finished already stays as it was.
+func (s *Store) FinishCertification(ctx context.Context, id uuid.UUID) (*Certification, error) {
+	cert := new(Certification)
+	if err := s.DB.NewSelect().Model(cert).Where("cert.id = ?", id).Scan(ctx); err != nil {
+		return nil, notFound(err, "certification")
+	}
+	if cert.Status != CertificationRunning {
+		return cert, nil
+	}
+	var job Job
+	if err := s.DB.NewSelect().Model(&job).Column("status").Where("id = ?", cert.JobID).Scan(ctx); err != nil {
+		return nil, notFound(err, "the certification's job")
+	}
+	var rows []certifiedAttempt
+	if err := s.DB.NewSelect().TableExpr("traces AS tr").Join("JOIN tasks AS tk ON tk.id = tr.task_id").
+		ColumnExpr("tr.task_version_id, tk.name AS task_name, tr.group_id, tr.status, tr.reward").
+		Where("tr.job_id = ?", cert.JobID).OrderExpr("tk.name, tr.task_version_id").Scan(ctx, &rows); err != nil {
+		return nil, fmt.Errorf("finish certification: %w", err)
+	}
+	cert.Tasks, cert.Status = certify(rows, cert.K), CertificationPassed
+	for _, t := range cert.Tasks {
+		if len(t.Flags) > 0 {
+			cert.Status = CertificationFlagged
+		}
+	}
+	if job.Status == JobCancelled {
+		cert.Status = CertificationFailed
+	}
+	at := now()
+	cert.FinishedAt = &at
+	if _, err := s.DB.NewUpdate().Model(cert).Column("status", "tasks", "finished_at").
+		Where("id = ? AND status = ?", id, CertificationRunning).Exec(ctx); err != nil {
+		return nil, fmt.Errorf("finish certification: %w", err)
+	}
+	return cert, nil
+}
+
+// certify is the figures of each task from its attempts (in task order): a pass is full reward.
+func certify(rows []certifiedAttempt, k int) []CertifiedTask {
+	out := []CertifiedTask{}
+	byVersion := map[uuid.UUID]int{}
+	for _, r := range rows {
+		i, ok := byVersion[r.TaskVersionID]
+		if !ok {
+			i = len(out)
+			byVersion[r.TaskVersionID] = i
+			out = append(out, CertifiedTask{TaskVersionID: r.TaskVersionID, TaskName: r.TaskName, Flags: []string{}})
+		}
+		t := &out[i]
+		scored := r.Status == TraceCompleted && r.Reward != nil
+		switch r.GroupID {
+		case certifyGroup(OracleModelName, r.TaskVersionID):
+			if scored {
+				t.OracleRuns++
+				if *r.Reward >= 1 {
+					t.OraclePasses++
+				}
+			}
+		case certifyGroup(IdleModelName, r.TaskVersionID):
+			if scored {
+				t.IdleReward = r.Reward
+			}
+		}
+	}
+	for i := range out {
+		t := &out[i]
+		switch {
+		case t.OracleRuns > 0 && t.OraclePasses == 0:
+			t.Flags = append(t.Flags, FlagOracleFails)
+		case t.OraclePasses < t.OracleRuns:
+			t.Flags = append(t.Flags, FlagFlaky)
+		}
+		if t.IdleReward != nil && *t.IdleReward >= 1 {
+			t.Flags = append(t.Flags, FlagPassesWithoutWork)
+		}
+		if t.OracleRuns < k || t.IdleReward == nil {
+			t.Flags = append(t.Flags, FlagUnfinished)
+		}
+	}
+	return out
+}
+
+// LatestCertification is the newest certification of a build the caller sees.
+func (s *Store) LatestCertification(ctx context.Context, c *Caller, buildID uuid.UUID) (*Certification, error) {
+	if _, err := s.GetBuildFor(ctx, c, buildID); err != nil {
+		return nil, err
+	}
+	cert := new(Certification)
+	if err := s.DB.NewSelect().Model(cert).Where("cert.build_id = ? AND cert.team_id = ?", buildID, c.TeamID).
+		OrderExpr("cert.created_at DESC").Limit(1).Scan(ctx); err != nil {
+		return nil, notFound(err, "certification of build "+buildID.String())
+	}
+	return cert, nil
+}
+
+// certifiedForLatest refuses to make b the latest build of an environment that requires a
+// passed certification first (Registry.CertifyBeforeLatest) when b's latest certification did not
+// pass (ErrConflict, saying what it found).
+func (s *Store) certifiedForLatest(ctx context.Context, c *Caller, b *BuildRow) error {
+	var reg Registry
+	if err := s.DB.NewSelect().Model(&reg).Column("certify_before_latest").Where("id = ?", b.RegistryID).Scan(ctx); err != nil {
+		return notFound(err, "the build's environment")
+	}
+	if !reg.CertifyBeforeLatest {
+		return nil
+	}
+	cert, err := s.LatestCertification(ctx, c, b.ID)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return fmt.Errorf("environment %s requires a passed certification before a build becomes the latest, and build %d has none: "+
+			"certify it (proctor env certify), or force: %w", b.RegistryName, b.Version, ErrConflict)
+	case err != nil:
+		return err
+	case cert.Status != CertificationPassed:
+		var flagged []string
+		for _, t := range cert.Tasks {
+			if len(t.Flags) > 0 {
+				flagged = append(flagged, fmt.Sprintf("%s (%s)", t.TaskName, strings.Join(t.Flags, ", ")))
+			}
+		}
+		return fmt.Errorf("environment %s requires a passed certification before a build becomes the latest, and build %d's latest is %s%s: "+
+			"certify it again, or force: %w", b.RegistryName, b.Version, cert.Status, listed(": ", flagged), ErrConflict)
+	}
+	return nil
+}
+
+// listed is items after sep, joined, or "" for none.
+func listed(sep string, items []string) string {
+	if len(items) == 0 {
+		return ""
+	}
+	return sep + strings.Join(items, "; ")
+}
+
+// SetCertificationPolicy says whether an environment of the caller's team requires a passed
+// certification before a build becomes its latest.
+func (s *Store) SetCertificationPolicy(ctx context.Context, c *Caller, registryID uuid.UUID, required bool) (*Registry, error) {
+	reg := new(Registry)
+	if err := s.DB.NewUpdate().Model(reg).Set("certify_before_latest = ?", required).Set("updated_at = ?", now()).
+		Where("id = ? AND team_id = ?", registryID, c.TeamID).Returning("*").Scan(ctx); err != nil {
+		return nil, notFound(err, "environment "+registryID.String())
+	}
+	return reg, nil
+}

@@ -1,0 +1,163 @@
+package models_test
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/proctorhq/proctor/internal/storetest"
+	"github.com/proctorhq/proctor/models"
+)
+
+// A certification's job pins every attempt to the build, k oracle attempts and one idle one per
+// task of the build's environment; its figures flag a flaky oracle and a task whose attempts did
+// not all end scored, and a cancelled job fails it. Only the team's succeeded image builds are
+// certified.
+func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *models.Store) {
+		a := member(t, s, "alpha", "a@example.com")
+		b := member(t, s, "beta", "b@example.com")
+		reg, err := s.CreateRegistry(ctx, a, models.NewRegistry{Name: "todo"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bare, err := s.CreateBuild(ctx, reg.ID, models.NewBuild{Status: models.BuildSucceeded, Scenarios: []models.Scenario{{Name: "add-todos"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		build, err := s.CreateBuild(ctx, reg.ID, models.NewBuild{Status: models.BuildSucceeded, Digest: "sha256:abc", ImageName: "todo:2",
+			Scenarios: []models.Scenario{{Name: "add-todos"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.DB.NewUpdate().Model((*models.Build)(nil)).Set("image_key = ?", "images/todo-2.tar").Where("id = ?", build.ID).Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+		up, err := s.UploadTasks(ctx, a, models.Upload{TasksetName: "certify", Tasks: []models.TaskUpload{
+			{TaskContent: models.TaskContent{Name: "one", Env: "todo", Scenario: "add-todos"}},
+			{TaskContent: models.TaskContent{Name: "two", Env: "todo", Scenario: "add-todos"}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range []*models.LLMModel{{ModelName: models.OracleModelName, Name: "Oracle", Provider: "proctor", Adapter: models.AdapterOracle},
+			{ModelName: models.IdleModelName, Name: "Idle", Provider: "proctor", Adapter: models.AdapterIdle}} {
+			if err := s.UpsertModel(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.StartCertification(ctx, a, bare.ID, up.TasksetID, 3); !errors.Is(err, models.ErrConflict) {
+			t.Errorf("a build with no image: %v, want ErrConflict", err)
+		}
+		if _, err := s.StartCertification(ctx, b, build.ID, up.TasksetID, 3); !errors.Is(err, models.ErrNotFound) {
+			t.Errorf("another team's build: %v, want ErrNotFound", err)
+		}
+
+		cert, err := s.StartCertification(ctx, a, build.ID, up.TasksetID, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		traces, _, err := s.ListJobTraces(ctx, a, cert.JobID, 100, 0)
+		if err != nil || len(traces) != 8 {
+			t.Fatalf("the certification's job: %d attempts, %v; want 2 tasks × (3 oracle + 1 idle)", len(traces), err)
+		}
+		// The attempts: task one's oracle passes twice of three (flaky), task two's once is lost
+		// to the infrastructure (unfinished); the idle agent scores 0 on both.
+		one, zero := 1.0, 0.0
+		seen := map[string]int{}
+		taskName := map[uuid.UUID]string{up.TaskVersionIDs[0]: "one", up.TaskVersionIDs[1]: "two"}
+		for _, tr := range traces {
+			if tr.RuntimeConfig.Image != "sha256:abc" {
+				t.Errorf("attempt %s runs %q, want the build's digest", tr.ID, tr.RuntimeConfig.Image)
+			}
+			name := taskName[*tr.TaskVersionID] + "/" + tr.GroupID[:4]
+			seen[name]++
+			u := models.TraceUpdate{Status: models.TraceCompleted, Reward: &one}
+			switch {
+			case tr.GroupID[:4] == "idle":
+				u.Reward = &zero
+			case name == "one/orac" && seen[name] == 2:
+				u.Reward = &zero
+			case name == "two/orac" && seen[name] == 3:
+				u = models.TraceUpdate{Status: models.TraceError, Error: "no host", Reward: &zero, InfraFailure: true}
+			}
+			s.TransitionTrace(ctx, tr.ID, u)
+		}
+		s.SetJobStatus(ctx, cert.JobID, models.JobCompleted)
+		done, err := s.FinishCertification(ctx, cert.ID)
+		if err != nil || done.Status != models.CertificationFlagged || done.FinishedAt == nil || len(done.Tasks) != 2 {
+			t.Fatalf("finished: %+v, %v", done, err)
+		}
+		byName := map[string]models.CertifiedTask{}
+		for _, ct := range done.Tasks {
+			byName[ct.TaskName] = ct
+		}
+		if ct := byName["one"]; ct.OracleRuns != 3 || ct.OraclePasses != 2 || !slices.Equal(ct.Flags, []string{models.FlagFlaky}) || ct.IdleReward == nil || *ct.IdleReward != 0 {
+			t.Errorf("task one: %+v, want flaky", ct)
+		}
+		if ct := byName["two"]; ct.OracleRuns != 2 || ct.OraclePasses != 2 || !slices.Equal(ct.Flags, []string{models.FlagUnfinished}) {
+			t.Errorf("task two: %+v, want unfinished", ct)
+		}
+		got, err := s.LatestCertification(ctx, a, build.ID)
+		if err != nil || got.ID != cert.ID || got.Status != models.CertificationFlagged || len(got.Tasks) != 2 {
+			t.Errorf("latest certification = %+v, %v", got, err)
+		}
+		// Recorded once: a second finish changes nothing.
+		if again, err := s.FinishCertification(ctx, cert.ID); err != nil || again.FinishedAt.Sub(*done.FinishedAt).Abs() > time.Millisecond {
+			t.Errorf("a second finish: %+v, %v", again, err)
+		}
+
+		// An environment that requires a passed certification refuses a build whose latest did
+		// not pass (or that has none), unless forced; one whose latest passed becomes the latest.
+		if _, err := s.SetLatestBuild(ctx, a, build.ID, false); err != nil {
+			t.Fatalf("set-latest with no policy: %v", err)
+		}
+		if reg, err := s.SetCertificationPolicy(ctx, a, reg.ID, true); err != nil || !reg.CertifyBeforeLatest {
+			t.Fatalf("the policy: %+v, %v", reg, err)
+		}
+		if _, err := s.SetCertificationPolicy(ctx, b, reg.ID, true); !errors.Is(err, models.ErrNotFound) {
+			t.Errorf("another team's policy: %v, want ErrNotFound", err)
+		}
+		if _, err := s.SetLatestBuild(ctx, a, build.ID, false); !errors.Is(err, models.ErrConflict) || !strings.Contains(err.Error(), "one (flaky)") {
+			t.Errorf("set-latest of a flagged build: %v, want ErrConflict naming the flagged task", err)
+		}
+		if _, err := s.SetLatestBuild(ctx, a, bare.ID, false); !errors.Is(err, models.ErrConflict) || !strings.Contains(err.Error(), "has none") {
+			t.Errorf("set-latest of an uncertified build: %v, want ErrConflict", err)
+		}
+		if _, err := s.SetLatestBuild(ctx, a, build.ID, true); err != nil {
+			t.Errorf("set-latest forced: %v", err)
+		}
+		passed, err := s.StartCertification(ctx, a, build.ID, up.TasksetID, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ptraces, _, _ := s.ListJobTraces(ctx, a, passed.JobID, 100, 0)
+		for _, tr := range ptraces {
+			r := one
+			if tr.GroupID[:4] == "idle" {
+				r = zero
+			}
+			s.TransitionTrace(ctx, tr.ID, models.TraceUpdate{Status: models.TraceCompleted, Reward: &r})
+		}
+		s.SetJobStatus(ctx, passed.JobID, models.JobCompleted)
+		if res, err := s.FinishCertification(ctx, passed.ID); err != nil || res.Status != models.CertificationPassed {
+			t.Fatalf("a clean certification: %+v, %v", res, err)
+		}
+		if _, err := s.SetLatestBuild(ctx, a, build.ID, false); err != nil {
+			t.Errorf("set-latest of a build whose latest certification passed: %v", err)
+		}
+
+		// A cancelled job fails its certification.
+		cancelled, err := s.StartCertification(ctx, a, build.ID, up.TasksetID, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.SetJobStatus(ctx, cancelled.JobID, models.JobCancelled)
+		if res, err := s.FinishCertification(ctx, cancelled.ID); err != nil || res.Status != models.CertificationFailed {
+			t.Errorf("a cancelled certification: %+v, %v", res, err)
+		}
+	})
+}
