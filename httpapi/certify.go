@@ -105,7 +105,7 @@ func (s *Server) certifyBuild(ctx context.Context, in *certifyBuildInput) (*cert
 	if err := s.canLaunch(ctx); err != nil {
 		return nil, err
 	}
-	cert, err := s.store.StartCertification(ctx, callerFrom(ctx), in.BuildID, in.Body.TasksetID, in.Body.K)
+	cert, err := s.store.StartCertification(ctx, callerFrom(ctx), in.BuildID, in.Body.TasksetID, in.Body.K, s.maxAttempts)
 	if err != nil {
 		return nil, storeError(err, "build")
 	}

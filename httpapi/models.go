@@ -17,7 +17,7 @@ type Model struct {
 	ModelName         string         `json:"model_name" doc:"The name clients resolve, e.g. oracle"`
 	Name              string         `json:"name"`
 	Provider          string         `json:"provider"`
-	Adapter           string         `json:"adapter" enum:"oracle,openai,anthropic" doc:"Which adapter drives it"`
+	Adapter           string         `json:"adapter" enum:"oracle,idle,openai,anthropic" doc:"Which adapter drives it (idle: a built-in agent that makes no tool call, which certification runs)"`
 	SDKAgentType      string         `json:"sdk_agent_type"`
 	CreatedAt         time.Time      `json:"created_at"`
 	CanEdit           bool           `json:"can_edit"`

@@ -1,6 +1,7 @@
 package models
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -74,10 +75,10 @@ type CertifiedTask struct {
 func certifyGroup(agent string, version uuid.UUID) string { return agent + "/" + version.String() }
 
 // StartCertification launches the certification of a build: a run_list job of every task of
-// the taskset whose environment is the build's, each attempt pinned to the build (by its image's
-// digest), k by the oracle and one by the idle agent; the caller starts its workflow. One
+// the taskset whose environment is the build's, each attempt pinned to the build (by its image),
+// k by the oracle and one by the idle agent; the caller starts its workflow. One
 // transaction. The build must be one the caller's team owns, succeeded, with an image.
-func (s *Store) StartCertification(ctx context.Context, c *Caller, buildID, tasksetID uuid.UUID, k int) (*Certification, error) {
+func (s *Store) StartCertification(ctx context.Context, c *Caller, buildID, tasksetID uuid.UUID, k, maxAttempts int) (*Certification, error) {
 	b, err := s.GetBuildFor(ctx, c, buildID)
 	if err != nil {
 		return nil, err
@@ -89,6 +90,9 @@ func (s *Store) StartCertification(ctx context.Context, c *Caller, buildID, task
 		return nil, fmt.Errorf("build %s is %s with no image to pin attempts to: only a succeeded build of an image is certified: %w", buildID, b.Status, ErrConflict)
 	}
 	versions, err := s.LatestVersionIDs(ctx, c, tasksetID)
+	if errors.Is(err, ErrNotFound) {
+		return nil, ValidationError{{Location: "taskset_id", Value: tasksetID.String(), Message: "no taskset with this id is visible to the caller"}}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -103,9 +107,16 @@ func (s *Store) StartCertification(ctx context.Context, c *Caller, buildID, task
 		return nil, ValidationError{{Location: "taskset_id", Value: tasksetID.String(),
 			Message: fmt.Sprintf("no task of the taskset runs environment %s, build %d's: nothing to certify", b.RegistryName, b.Version)}}
 	}
+	if n := len(own) * (k + 1); maxAttempts > 0 && n > maxAttempts {
+		return nil, ValidationError{{Location: "k", Value: k, Message: fmt.Sprintf(
+			"this certification asks for %d attempts (%d tasks × (k %d + 1)); this server launches at most %d per request: give a smaller k or a smaller taskset",
+			n, len(own), k, maxAttempts)}}
+	}
+	// The platform's own agents: catalog entries of no team, each by its name and adapter.
 	var agents []LLMModel
-	if err := s.DB.NewSelect().Model(&agents).Where("model_name IN (?) AND adapter IN (?)", bun.In([]string{OracleModelName, IdleModelName}),
-		bun.In([]string{AdapterOracle, AdapterIdle})).Scan(ctx); err != nil {
+	if err := s.DB.NewSelect().Model(&agents).Where("team_id IS NULL").
+		Where("((model_name = ? AND adapter = ?) OR (model_name = ? AND adapter = ?))", OracleModelName, AdapterOracle, IdleModelName, AdapterIdle).
+		Scan(ctx); err != nil {
 		return nil, fmt.Errorf("certify: %w", err)
 	}
 	byName := map[string]uuid.UUID{}
@@ -113,9 +124,12 @@ func (s *Store) StartCertification(ctx context.Context, c *Caller, buildID, task
 		byName[m.ModelName] = m.ID
 	}
 	if byName[OracleModelName] == uuid.Nil || byName[IdleModelName] == uuid.Nil {
-		return nil, fmt.Errorf("the catalog has no %s or no %s model (the server seeds them): %w", OracleModelName, IdleModelName, ErrConflict)
+		return nil, fmt.Errorf("the catalog has no %s (adapter %s) or no %s (adapter %s) model: proctor dev seeds them, and an operator adds them "+
+			"with proctor admin model add --name NAME --adapter NAME: %w", OracleModelName, AdapterOracle, IdleModelName, AdapterIdle, ErrConflict)
 	}
-	pin := &RuntimeConfig{Image: b.Digest}
+	// Pinned by the build's own image name (ENV:VERSION, the team's own first): two builds, of
+	// two environments, can share a digest.
+	pin := &RuntimeConfig{Image: cmp.Or(b.ImageName, b.Digest)}
 	var launch []LaunchTrace
 	for _, v := range own {
 		for i := range k + 1 {
@@ -177,8 +191,8 @@ func (s *Store) FinishCertification(ctx context.Context, id uuid.UUID) (*Certifi
 		return nil, notFound(err, "the certification's job")
 	}
 	var rows []certifiedAttempt
-	if err := s.DB.NewSelect().TableExpr("traces AS tr").Join("JOIN tasks AS tk ON tk.id = tr.task_id").
-		ColumnExpr("tr.task_version_id, tk.name AS task_name, tr.group_id, tr.status, tr.reward").
+	if err := s.DB.NewSelect().TableExpr("traces AS tr").Join("LEFT JOIN tasks AS tk ON tk.id = tr.task_id").
+		ColumnExpr("tr.task_version_id, COALESCE(tk.name, '') AS task_name, tr.group_id, tr.status, tr.reward").
 		Where("tr.job_id = ?", cert.JobID).OrderExpr("tk.name, tr.task_version_id").Scan(ctx, &rows); err != nil {
 		return nil, fmt.Errorf("finish certification: %w", err)
 	}

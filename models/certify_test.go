@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/uptrace/bun"
 
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
@@ -34,7 +35,19 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.DB.NewUpdate().Model((*models.Build)(nil)).Set("image_key = ?", "images/todo-2.tar").Where("id = ?", build.ID).Exec(ctx); err != nil {
+		// Another environment of the team with a newer build of the same image (a reproducible
+		// build of the same source): the certified build's attempts still run the certified build.
+		twin, err := s.CreateRegistry(ctx, a, models.NewRegistry{Name: "todo-twin"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		twinBuild, err := s.CreateBuild(ctx, twin.ID, models.NewBuild{Status: models.BuildSucceeded, Digest: "sha256:abc", ImageName: "todo-twin:1",
+			Scenarios: []models.Scenario{{Name: "add-todos"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.DB.NewUpdate().Model((*models.Build)(nil)).Set("image_key = ?", "images/todo-2.tar").
+			Where("id IN (?)", bun.In([]uuid.UUID{build.ID, twinBuild.ID})).Exec(ctx); err != nil {
 			t.Fatal(err)
 		}
 		up, err := s.UploadTasks(ctx, a, models.Upload{TasksetName: "certify", Tasks: []models.TaskUpload{
@@ -49,14 +62,17 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if _, err := s.StartCertification(ctx, a, bare.ID, up.TasksetID, 3); !errors.Is(err, models.ErrConflict) {
+		if _, err := s.StartCertification(ctx, a, bare.ID, up.TasksetID, 3, 0); !errors.Is(err, models.ErrConflict) {
 			t.Errorf("a build with no image: %v, want ErrConflict", err)
 		}
-		if _, err := s.StartCertification(ctx, b, build.ID, up.TasksetID, 3); !errors.Is(err, models.ErrNotFound) {
+		if _, err := s.StartCertification(ctx, b, build.ID, up.TasksetID, 3, 0); !errors.Is(err, models.ErrNotFound) {
 			t.Errorf("another team's build: %v, want ErrNotFound", err)
 		}
 
-		cert, err := s.StartCertification(ctx, a, build.ID, up.TasksetID, 3)
+		if _, err := s.StartCertification(ctx, a, build.ID, up.TasksetID, 3, 7); err == nil || !strings.Contains(err.Error(), "8 attempts") {
+			t.Errorf("a certification over the server's bound: %v, want a validation error", err)
+		}
+		cert, err := s.StartCertification(ctx, a, build.ID, up.TasksetID, 3, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,8 +86,8 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 		seen := map[string]int{}
 		taskName := map[uuid.UUID]string{up.TaskVersionIDs[0]: "one", up.TaskVersionIDs[1]: "two"}
 		for _, tr := range traces {
-			if tr.RuntimeConfig.Image != "sha256:abc" {
-				t.Errorf("attempt %s runs %q, want the build's digest", tr.ID, tr.RuntimeConfig.Image)
+			if run, err := s.LoadRun(ctx, tr.ID); err != nil || run.Build == nil || run.Build.ID != build.ID {
+				t.Errorf("attempt %s (image %q) loads %+v, %v; want the certified build", tr.ID, tr.RuntimeConfig.Image, run, err)
 			}
 			name := taskName[*tr.TaskVersionID] + "/" + tr.GroupID[:4]
 			seen[name]++
@@ -130,7 +146,7 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 		if _, err := s.SetLatestBuild(ctx, a, build.ID, true); err != nil {
 			t.Errorf("set-latest forced: %v", err)
 		}
-		passed, err := s.StartCertification(ctx, a, build.ID, up.TasksetID, 1)
+		passed, err := s.StartCertification(ctx, a, build.ID, up.TasksetID, 1, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,7 +167,7 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 		}
 
 		// A cancelled job fails its certification.
-		cancelled, err := s.StartCertification(ctx, a, build.ID, up.TasksetID, 1)
+		cancelled, err := s.StartCertification(ctx, a, build.ID, up.TasksetID, 1, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -40,7 +40,12 @@ func cmdEnvCertify(stdout, stderr io.Writer) flagsBody {
 				return err
 			}
 			// The figures are recorded a moment after the job's last attempt ended.
-			for cert.Status == "running" {
+			id := cert.ID
+			for deadline := time.Now().Add(certifyRecordWithin); cert.Status == "running"; {
+				if time.Now().After(deadline) {
+					return fmt.Errorf("certification %s: its job has ended, and its figures were not recorded within %s (its workflow is %s)",
+						id, certifyRecordWithin, "certify/"+id.String())
+				}
 				select {
 				case <-ctx.Done():
 					return ctx.Err()
@@ -49,11 +54,17 @@ func cmdEnvCertify(stdout, stderr io.Writer) flagsBody {
 				if err := c.do(ctx, http.MethodGet, "/v2/builds/"+pos[0]+"/certification", nil, &cert); err != nil {
 					return err
 				}
+				if cert.ID != id {
+					return fmt.Errorf("another certification of build %s (%s) started since this one (%s): read it with GET /v2/builds/%s/certification", pos[0], cert.ID, id, pos[0])
+				}
 			}
 			return printCertification(stdout, cert)
 		})(fs)
 	}
 }
+
+// certifyRecordWithin bounds the wait for a certification's figures once its job has ended.
+const certifyRecordWithin = 2 * time.Minute
 
 // printCertification prints a certification's figures per task; an error when it did not pass.
 func printCertification(stdout io.Writer, cert httpapi.Certification) error {

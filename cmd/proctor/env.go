@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -107,7 +108,7 @@ func deployCommand(kind, entryHolds, laterHint string, stdout io.Writer, done fu
 				return fmt.Errorf("build %s %s: %s", b.ID, b.Status, b.ErrorMessage)
 			}
 			fmt.Fprintf(stdout, "image %s  %s\n", b.ImageName, b.Digest)
-			if err := reportLatest(ctx, c, b, *name, !*noPromote, false, stdout); err != nil {
+			if err := reportLatest(ctx, c, b, *name, !*noPromote, false, true, stdout); err != nil {
 				return err
 			}
 			return done(ctx, c, b, *name)
@@ -188,9 +189,16 @@ func (c *apiClient) printScenarios(ctx context.Context, b deployBuild, stdout io
 // reportLatest makes a succeeded build its environment's latest (when promote is set), and says
 // which build new runs of the environment use: a deploy that did not take effect is said, not
 // found out from a run of the old build's failures.
-func reportLatest(ctx context.Context, c *apiClient, b deployBuild, name string, promote, force bool, stdout io.Writer) error {
+func reportLatest(ctx context.Context, c *apiClient, b deployBuild, name string, promote, force, deploying bool, stdout io.Writer) error {
+	certificationNeeded := ""
 	if promote {
-		if err := c.do(ctx, http.MethodPost, "/v2/builds/"+b.ID+"/set-latest", map[string]any{"force": force}, nil); err != nil {
+		err := c.do(ctx, http.MethodPost, "/v2/builds/"+b.ID+"/set-latest", map[string]any{"force": force}, nil)
+		var ae *apiError
+		switch {
+		case deploying && errors.As(err, &ae) && ae.Status == http.StatusConflict && strings.Contains(ae.Error(), "requires a passed certification"):
+			// A deploy's build is not certified yet: said below, not a failed deploy.
+			certificationNeeded = ae.Error()
+		case err != nil:
 			return fmt.Errorf("make build %s the latest of %s: %w", b.ID, name, err)
 		}
 	}
@@ -205,7 +213,10 @@ func reportLatest(ctx context.Context, c *apiClient, b deployBuild, name string,
 		fmt.Fprintf(stdout, "latest: build %d of %s; new runs use it\n", b.Version, name)
 	case l != nil:
 		why := "--no-promote"
-		if promote {
+		switch {
+		case certificationNeeded != "":
+			why = "the environment requires a passed certification first: proctor env certify " + b.ID + " --taskset NAME"
+		case promote:
 			why = "another build was made latest since" // a deploy beside this one
 		}
 		fmt.Fprintf(stdout, "not latest (%s): new runs of %s still use build %d (%s); make this one latest with: proctor env set-latest %s\n",
@@ -288,7 +299,7 @@ func setLatest(ctx context.Context, c *apiClient, build string, force bool, stdo
 	if err := c.do(ctx, http.MethodGet, "/v2/registry/"+b.RegistryID, nil, &reg); err != nil {
 		return err
 	}
-	return reportLatest(ctx, c, b, reg.Name, true, force, stdout)
+	return reportLatest(ctx, c, b, reg.Name, true, force, false, stdout)
 }
 
 // cmdEnvList lists the environments the caller can run: each one's scenarios and latest build.
