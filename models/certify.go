@@ -27,23 +27,27 @@ const (
 	FlagOracleFails = "oracle_fails"
 	// FlagFlaky: the oracle reached full reward on some of its k runs, not all.
 	FlagFlaky = "flaky"
-	// FlagPassesWithoutWork: an agent that makes no tool call reached full reward.
+	// FlagPassesWithoutWork: an agent that makes no tool call, or one that calls tools with
+	// random arguments, reached full reward.
 	FlagPassesWithoutWork = "passes_without_work"
 	// FlagUnfinished: some of the task's attempts ended without a reward (an error of the
 	// infrastructure, a cancel): its figures are short.
 	FlagUnfinished = "unfinished"
 )
 
-// Model names of the certification's agents, seeded in every catalog (the oracle replays a
-// task's validation calls; the idle agent makes no tool call and says it is done).
+// Model names of the certification's agents (the oracle replays a task's validation calls; the
+// idle agent makes no tool call and says it is done; the random agent calls tools with random
+// arguments their schemas allow, then says it is done).
 const (
 	OracleModelName = "oracle"
 	IdleModelName   = "idle"
+	RandomModelName = "random"
 )
 
 // Certification is a certification of an environment build (a Proctor extension): every task of
 // a taskset that runs the build's environment, replayed on that very build by the oracle K times
-// and once by an agent that does nothing, as one job (JobID); Tasks are the figures once it ended.
+// and once each by an agent that does nothing and one that acts at random, as one job (JobID);
+// Tasks are the figures once it ended.
 type Certification struct {
 	bun.BaseModel `bun:"table:build_certifications,alias:cert"`
 	ID            uuid.UUID       `bun:"id,pk,type:uuid"`
@@ -66,9 +70,11 @@ type CertifiedTask struct {
 	// reward.
 	OracleRuns   int `json:"oracle_runs"`
 	OraclePasses int `json:"oracle_passes"`
-	// IdleReward is the reward of the attempt that did nothing (nil when it was not scored).
-	IdleReward *float64 `json:"idle_reward"`
-	Flags      []string `json:"flags" nullable:"false"`
+	// IdleReward is the reward of the attempt that did nothing, RandomReward of the one that
+	// acted at random (nil when it was not scored).
+	IdleReward   *float64 `json:"idle_reward"`
+	RandomReward *float64 `json:"random_reward"`
+	Flags        []string `json:"flags" nullable:"false"`
 }
 
 // certifyGroup is the group of a certification's attempts of one task by one agent.
@@ -107,15 +113,16 @@ func (s *Store) StartCertification(ctx context.Context, c *Caller, buildID, task
 		return nil, ValidationError{{Location: "taskset_id", Value: tasksetID.String(),
 			Message: fmt.Sprintf("no task of the taskset runs environment %s, build %d's: nothing to certify", b.RegistryName, b.Version)}}
 	}
-	if n := len(own) * (k + 1); maxAttempts > 0 && n > maxAttempts {
+	if n := len(own) * (k + 2); maxAttempts > 0 && n > maxAttempts {
 		return nil, ValidationError{{Location: "k", Value: k, Message: fmt.Sprintf(
-			"this certification asks for %d attempts (%d tasks × (k %d + 1)); this server launches at most %d per request: give a smaller k or a smaller taskset",
+			"this certification asks for %d attempts (%d tasks × (k %d + 2)); this server launches at most %d per request: give a smaller k or a smaller taskset",
 			n, len(own), k, maxAttempts)}}
 	}
 	// The platform's own agents: catalog entries of no team, each by its name and adapter.
 	var agents []LLMModel
 	if err := s.DB.NewSelect().Model(&agents).Where("team_id IS NULL").
-		Where("((model_name = ? AND adapter = ?) OR (model_name = ? AND adapter = ?))", OracleModelName, AdapterOracle, IdleModelName, AdapterIdle).
+		Where("((model_name = ? AND adapter = ?) OR (model_name = ? AND adapter = ?) OR (model_name = ? AND adapter = ?))",
+			OracleModelName, AdapterOracle, IdleModelName, AdapterIdle, RandomModelName, AdapterRandom).
 		Scan(ctx); err != nil {
 		return nil, fmt.Errorf("certify: %w", err)
 	}
@@ -123,19 +130,24 @@ func (s *Store) StartCertification(ctx context.Context, c *Caller, buildID, task
 	for _, m := range agents {
 		byName[m.ModelName] = m.ID
 	}
-	if byName[OracleModelName] == uuid.Nil || byName[IdleModelName] == uuid.Nil {
-		return nil, fmt.Errorf("the catalog has no %s (adapter %s) or no %s (adapter %s) model: proctor dev seeds them, and an operator adds them "+
-			"with proctor admin model add --name NAME --adapter NAME: %w", OracleModelName, AdapterOracle, IdleModelName, AdapterIdle, ErrConflict)
+	for _, name := range []string{OracleModelName, IdleModelName, RandomModelName} {
+		if byName[name] == uuid.Nil {
+			return nil, fmt.Errorf("the catalog has no %s model (adapter %s) of no team: proctor dev seeds the certification's agents (oracle, idle, "+
+				"random), and an operator adds each with proctor admin model add --name NAME --adapter NAME: %w", name, name, ErrConflict)
+		}
 	}
 	// Pinned by the build's own image name (ENV:VERSION, the team's own first): two builds, of
 	// two environments, can share a digest.
 	pin := &RuntimeConfig{Image: cmp.Or(b.ImageName, b.Digest)}
 	var launch []LaunchTrace
 	for _, v := range own {
-		for i := range k + 1 {
+		for i := range k + 2 {
 			agent := OracleModelName
-			if i == k {
+			switch i {
+			case k:
 				agent = IdleModelName
+			case k + 1:
+				agent = RandomModelName
 			}
 			launch = append(launch, LaunchTrace{TraceID: uuid.New(), TaskVersionID: v.ID, ModelID: byName[agent],
 				GroupID: certifyGroup(agent, v.ID), MaxSteps: defaultCertifySteps, RuntimeConfig: pin})
@@ -239,6 +251,10 @@ func certify(rows []certifiedAttempt, k int) []CertifiedTask {
 			if scored {
 				t.IdleReward = r.Reward
 			}
+		case certifyGroup(RandomModelName, r.TaskVersionID):
+			if scored {
+				t.RandomReward = r.Reward
+			}
 		}
 	}
 	for i := range out {
@@ -249,10 +265,10 @@ func certify(rows []certifiedAttempt, k int) []CertifiedTask {
 		case t.OraclePasses < t.OracleRuns:
 			t.Flags = append(t.Flags, FlagFlaky)
 		}
-		if t.IdleReward != nil && *t.IdleReward >= 1 {
+		if t.IdleReward != nil && *t.IdleReward >= 1 || t.RandomReward != nil && *t.RandomReward >= 1 {
 			t.Flags = append(t.Flags, FlagPassesWithoutWork)
 		}
-		if t.OracleRuns < k || t.IdleReward == nil {
+		if t.OracleRuns < k || t.IdleReward == nil || t.RandomReward == nil {
 			t.Flags = append(t.Flags, FlagUnfinished)
 		}
 	}

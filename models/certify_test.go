@@ -57,7 +57,8 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, m := range []*models.LLMModel{{ModelName: models.OracleModelName, Name: "Oracle", Provider: "proctor", Adapter: models.AdapterOracle},
-			{ModelName: models.IdleModelName, Name: "Idle", Provider: "proctor", Adapter: models.AdapterIdle}} {
+			{ModelName: models.IdleModelName, Name: "Idle", Provider: "proctor", Adapter: models.AdapterIdle},
+			{ModelName: models.RandomModelName, Name: "Random", Provider: "proctor", Adapter: models.AdapterRandom}} {
 			if err := s.UpsertModel(ctx, m); err != nil {
 				t.Fatal(err)
 			}
@@ -69,7 +70,7 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 			t.Errorf("another team's build: %v, want ErrNotFound", err)
 		}
 
-		if _, err := s.StartCertification(ctx, a, build.ID, up.TasksetID, 3, 7); err == nil || !strings.Contains(err.Error(), "8 attempts") {
+		if _, err := s.StartCertification(ctx, a, build.ID, up.TasksetID, 3, 9); err == nil || !strings.Contains(err.Error(), "10 attempts") {
 			t.Errorf("a certification over the server's bound: %v, want a validation error", err)
 		}
 		cert, err := s.StartCertification(ctx, a, build.ID, up.TasksetID, 3, 0)
@@ -77,11 +78,12 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 			t.Fatal(err)
 		}
 		traces, _, err := s.ListJobTraces(ctx, a, cert.JobID, 100, 0)
-		if err != nil || len(traces) != 8 {
-			t.Fatalf("the certification's job: %d attempts, %v; want 2 tasks × (3 oracle + 1 idle)", len(traces), err)
+		if err != nil || len(traces) != 10 {
+			t.Fatalf("the certification's job: %d attempts, %v; want 2 tasks × (3 oracle + 1 idle + 1 random)", len(traces), err)
 		}
 		// The attempts: task one's oracle passes twice of three (flaky), task two's once is lost
-		// to the infrastructure (unfinished); the idle agent scores 0 on both.
+		// to the infrastructure (unfinished); the idle agent scores 0 on both, the random one 0 on
+		// one and 0.5 on two.
 		one, zero := 1.0, 0.0
 		seen := map[string]int{}
 		taskName := map[uuid.UUID]string{up.TaskVersionIDs[0]: "one", up.TaskVersionIDs[1]: "two"}
@@ -92,9 +94,12 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 			name := taskName[*tr.TaskVersionID] + "/" + tr.GroupID[:4]
 			seen[name]++
 			u := models.TraceUpdate{Status: models.TraceCompleted, Reward: &one}
+			half := 0.5
 			switch {
-			case tr.GroupID[:4] == "idle":
+			case tr.GroupID[:4] == "idle", name == "one/rand":
 				u.Reward = &zero
+			case name == "two/rand":
+				u.Reward = &half
 			case name == "one/orac" && seen[name] == 2:
 				u.Reward = &zero
 			case name == "two/orac" && seen[name] == 3:
@@ -114,7 +119,8 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 		if ct := byName["one"]; ct.OracleRuns != 3 || ct.OraclePasses != 2 || !slices.Equal(ct.Flags, []string{models.FlagFlaky}) || ct.IdleReward == nil || *ct.IdleReward != 0 {
 			t.Errorf("task one: %+v, want flaky", ct)
 		}
-		if ct := byName["two"]; ct.OracleRuns != 2 || ct.OraclePasses != 2 || !slices.Equal(ct.Flags, []string{models.FlagUnfinished}) {
+		if ct := byName["two"]; ct.OracleRuns != 2 || ct.OraclePasses != 2 || !slices.Equal(ct.Flags, []string{models.FlagUnfinished}) ||
+			ct.RandomReward == nil || *ct.RandomReward != 0.5 {
 			t.Errorf("task two: %+v, want unfinished", ct)
 		}
 		got, err := s.LatestCertification(ctx, a, build.ID)
@@ -153,7 +159,7 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 		ptraces, _, _ := s.ListJobTraces(ctx, a, passed.JobID, 100, 0)
 		for _, tr := range ptraces {
 			r := one
-			if tr.GroupID[:4] == "idle" {
+			if tr.GroupID[:4] == "idle" || tr.GroupID[:4] == "rand" {
 				r = zero
 			}
 			s.TransitionTrace(ctx, tr.ID, models.TraceUpdate{Status: models.TraceCompleted, Reward: &r})

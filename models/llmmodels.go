@@ -49,24 +49,35 @@ const (
 	// AdapterIdle is an agent that makes no tool call and says it is done (certification's
 	// check that a task cannot be passed without work).
 	AdapterIdle = "idle"
+	// AdapterRandom is an agent that calls tools with random arguments their schemas allow
+	// (certification's check that a task rewards work, not activity).
+	AdapterRandom = "random"
 )
 
 // Builtin reports whether m is one of the platform's own agents (the oracle, the idle agent):
 // they call no provider and answer no completions.
-func (m *LLMModel) Builtin() bool { return m.Adapter == AdapterOracle || m.Adapter == AdapterIdle }
+func (m *LLMModel) Builtin() bool {
+	return m.Adapter == AdapterOracle || m.Adapter == AdapterIdle || m.Adapter == AdapterRandom
+}
 
 // BuiltinName names a Builtin model in a sentence: "oracle", "idle agent".
 func (m *LLMModel) BuiltinName() string {
-	if m.Adapter == AdapterIdle {
+	switch m.Adapter {
+	case AdapterIdle:
 		return "idle agent"
+	case AdapterRandom:
+		return "random agent"
 	}
 	return "oracle"
 }
 
 // BuiltinDoes says what a Builtin model does instead of answering completions.
 func (m *LLMModel) BuiltinDoes() string {
-	if m.Adapter == AdapterIdle {
+	switch m.Adapter {
+	case AdapterIdle:
 		return "the idle model makes no tool call"
+	case AdapterRandom:
+		return "the random model calls tools with random arguments"
 	}
 	return "the oracle replays tasks' validation calls"
 }

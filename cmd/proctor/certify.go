@@ -14,7 +14,7 @@ import (
 )
 
 // cmdEnvCertify certifies a build: every task of a taskset of its environment run on it by the
-// oracle k times and by the idle agent once; it follows the job, then prints each task's figures
+// oracle k times and by the idle and random agents once each; it follows the job, then prints each task's figures
 // and flags. It fails (exit status 1) when a task is flagged or the job was cancelled.
 func cmdEnvCertify(stdout, stderr io.Writer) flagsBody {
 	return func(fs *flag.FlagSet) runFunc {
@@ -35,7 +35,7 @@ func cmdEnvCertify(stdout, stderr io.Writer) flagsBody {
 			if err := c.do(ctx, http.MethodPost, "/v2/builds/"+pos[0]+"/certify", map[string]any{"taskset_id": tasksetID, "k": *k}, &cert); err != nil {
 				return err
 			}
-			fmt.Fprintf(stdout, "certification %s of build %s: job %s (the oracle %d× and the idle agent once per task)\n", cert.ID, pos[0], cert.JobID, *k)
+			fmt.Fprintf(stdout, "certification %s of build %s: job %s (the oracle %d×, the idle and the random agent once, per task)\n", cert.ID, pos[0], cert.JobID, *k)
 			if _, err := c.follow(ctx, cert.JobID.String(), stderr); err != nil {
 				return err
 			}
@@ -63,19 +63,24 @@ func cmdEnvCertify(stdout, stderr io.Writer) flagsBody {
 	}
 }
 
+// rewardOf is a reward for the table, – for none.
+func rewardOf(r *float64) string {
+	if r == nil {
+		return "–"
+	}
+	return fmt.Sprintf("%.3g", *r)
+}
+
 // certifyRecordWithin bounds the wait for a certification's figures once its job has ended.
 const certifyRecordWithin = 2 * time.Minute
 
 // printCertification prints a certification's figures per task; an error when it did not pass.
 func printCertification(stdout io.Writer, cert httpapi.Certification) error {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TASK\tORACLE\tIDLE\tFLAGS")
+	fmt.Fprintln(tw, "TASK\tORACLE\tIDLE\tRANDOM\tFLAGS")
 	for _, t := range cert.Tasks {
-		idle := "–"
-		if t.IdleReward != nil {
-			idle = fmt.Sprintf("%.3g", *t.IdleReward)
-		}
-		fmt.Fprintf(tw, "%s\t%d/%d\t%s\t%s\n", t.TaskName, t.OraclePasses, t.OracleRuns, idle, orDash(strings.Join(t.Flags, ", ")))
+		fmt.Fprintf(tw, "%s\t%d/%d\t%s\t%s\t%s\n", t.TaskName, t.OraclePasses, t.OracleRuns, rewardOf(t.IdleReward), rewardOf(t.RandomReward),
+			orDash(strings.Join(t.Flags, ", ")))
 	}
 	tw.Flush()
 	if cert.Status != "passed" {

@@ -8,7 +8,7 @@ import (
 )
 
 // proctor env certify runs every task of a taskset on the build, the oracle k times and the idle
-// agent once each, as one job, and flags what a benchmark must not trust: a task whose oracle
+// and random agents once each, as one job, and flags what a benchmark must not trust: a task whose oracle
 // fails, and one that an agent doing nothing passes; a sound task passes. An environment that
 // requires it keeps the flagged build from becoming the latest unless forced. Both stores.
 func TestACertificationFlagsTasksABenchmarkMustNotTrust(t *testing.T) {
@@ -47,12 +47,12 @@ func testCertify(t *testing.T, storeArgs []string, _ string) {
 	c.call("GET", "/v2/builds/"+build+"/certification", nil, &cert)
 	want := map[string]struct {
 		runs, passes int
-		idle         float64
+		idle, random float64
 		flags        string
 	}{
-		"sound":        {2, 2, 0, ""},
-		"no-work":      {2, 2, 1, "passes_without_work"},
-		"wrong-oracle": {2, 0, 0, "oracle_fails"},
+		"sound":        {2, 2, 0, 0, ""},
+		"no-work":      {2, 2, 1, 1, "passes_without_work"},
+		"wrong-oracle": {2, 0, 0, 0, "oracle_fails"},
 	}
 	if cert.Status != "flagged" || cert.K != 2 || len(cert.Tasks) != 3 || cert.FinishedAt == nil {
 		t.Fatalf("the certification: %+v", cert)
@@ -60,6 +60,7 @@ func testCertify(t *testing.T, storeArgs []string, _ string) {
 	for _, got := range cert.Tasks {
 		w, ok := want[got.TaskName]
 		if !ok || got.OracleRuns != w.runs || got.OraclePasses != w.passes || got.IdleReward == nil || *got.IdleReward != w.idle ||
+			got.RandomReward == nil || *got.RandomReward != w.random ||
 			strings.Join(got.Flags, ",") != w.flags {
 			t.Errorf("task %s: %+v, want %+v", got.TaskName, got, w)
 		}
@@ -67,10 +68,10 @@ func testCertify(t *testing.T, storeArgs []string, _ string) {
 			t.Errorf("proctor env certify printed no line for %s:\n%s", got.TaskName, out)
 		}
 	}
-	// Its job is a job like any other: 3 tasks × (2 oracle + 1 idle) attempts, all pinned to the build.
+	// Its job is a job like any other: 3 tasks × (2 oracle + 1 idle + 1 random) attempts.
 	var sum summary
 	c.call("GET", "/v2/jobs/"+cert.JobID.String()+"/summary", nil, &sum)
-	if sum.TotalTraces != 9 || sum.Completed != 9 {
+	if sum.TotalTraces != 12 || sum.Completed != 12 {
 		t.Errorf("the certification's job: %s", sum.String())
 	}
 

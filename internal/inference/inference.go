@@ -31,6 +31,8 @@ func DefaultModels(m *models.LLMModel, validation []models.ValidationCall, apiKe
 	switch m.Adapter {
 	case models.AdapterIdle:
 		return agent.NewIdle(), nil
+	case models.AdapterRandom:
+		return agent.NewRandom(1), nil
 	case models.AdapterOracle:
 		calls := make([]agent.Call, len(validation))
 		for i, v := range validation {
