@@ -508,7 +508,31 @@ await step("environment", async () => {
   await page.getByRole("tab", { name: /Builds/ }).click();
   await page.getByLabel("Build log").filter({ hasText: "stored" }).waitFor({ timeout: 10000 });
   await page.getByRole("list", { name: "Builds" }).getByText("latest: new runs use it").waitFor({ timeout: 10000 });
+  await page.getByText("Not certified:").waitFor({ timeout: 10000 });
   await audit("environment-build");
+  // Certified (through the API), the build shows its figures per task.
+  const call = async (method, path, body) => {
+    const r = await fetch(`${PROCTOR_URL}${path}`, {
+      method, headers: { Authorization: `Bearer ${PROCTOR_KEY}`, "Content-Type": "application/json" }, body: body && JSON.stringify(body),
+    });
+    if (!r.ok) fail(`${method} ${path} = ${r.status} ${await r.text()}`);
+    return r.json();
+  };
+  const todoEnv = (await call("GET", "/v2/registry?search=todo")).items.find((e) => e.name === "todo");
+  const demo = await call("GET", "/v2/tasksets/by-name/demo");
+  const cert = await call("POST", `/v2/builds/${todoEnv.latest_build_id}/certify`, { taskset_id: demo.taskset_id, k: 1 });
+  for (let i = 0; ; i++) {
+    const now = await call("GET", `/v2/builds/${todoEnv.latest_build_id}/certification`);
+    if (now.id === cert.id && now.status !== "running") break;
+    if (i > 600) fail(`certification ${cert.id} still runs`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  await page.reload();
+  await page.getByRole("tab", { name: /Builds/ }).click();
+  const certified = page.getByRole("region", { name: "Certification" });
+  await certified.getByRole("cell", { name: "todo-add", exact: true }).waitFor({ timeout: 10000 });
+  await certified.getByRole("link", { name: "its job" }).waitFor({ timeout: 5000 });
+  await audit("environment-certification");
   await page.getByRole("tab", { name: "Source" }).click();
   const files = page.getByRole("list", { name: "Files" });
   for (const dir of ["examples/", "environments/", "todo/"]) {

@@ -1,5 +1,5 @@
 import { useState } from "react";
-import { api, ok, type Schemas } from "../api/client";
+import { APIError, api, ok, type Schemas } from "../api/client";
 import { fmtTime, shortDigest } from "../format";
 import { useAction, usePoll } from "../hooks";
 import { href } from "../router";
@@ -179,6 +179,7 @@ export function Environment({ id, onUnauthorized }: { id: string; onUnauthorized
                 </li>
               ))}
             </ul>
+            {shown && <Certification id={shown} onUnauthorized={onUnauthorized} />}
             {shown && <BuildLog id={shown} onUnauthorized={onUnauthorized} />}
           </>
         )}
@@ -342,6 +343,61 @@ function Tools({ tools }: { tools: Tool[] }) {
         </>
       )}
     </>
+  );
+}
+
+/** Certification shows a build's latest certification: per task, the oracle's passes, the idle
+ * and random agents' rewards and the flags; followed while it runs. */
+function Certification({ id, onUnauthorized }: { id: string; onUnauthorized: () => void }) {
+  const { data, error } = usePoll(
+    async () => {
+      try {
+        return await ok(api.GET("/v2/builds/{build_id}/certification", { params: { path: { build_id: id } } }));
+      } catch (e) {
+        if (e instanceof APIError && e.status === 404) return null;
+        throw e;
+      }
+    },
+    [id],
+    { intervalMs: 2000, live: (c) => c?.status === "running", onUnauthorized },
+  );
+  if (error) return <p role="alert" className="error">{error.message}</p>;
+  if (data === undefined) return null;
+  if (data === null)
+    return (
+      <p className="muted">
+        Not certified: <code>proctor env certify {id} --taskset NAME</code> runs the oracle, an idle and a random agent on each task.
+      </p>
+    );
+  const reward = (r: number | null) => (r === null ? "–" : r.toFixed(2));
+  return (
+    <section aria-label="Certification">
+      <h2>
+        Certification: <Status value={data.status} />
+      </h2>
+      <p className="muted">
+        The oracle {data.k}× and the idle and random agents once per task, on this build · <a href={href({ page: "job", id: data.job_id })}>its job</a> ·{" "}
+        {fmtTime(data.created_at)}
+      </p>
+      {data.tasks.length > 0 && (
+        <table>
+          <Head cols={["Task", "Oracle passes", "Idle", "Random", "Flags"]} />
+          <tbody>
+            {data.tasks.map((t) => (
+              <tr key={t.task_version_id} className={t.flags.length > 0 ? "bad" : undefined}>
+                <td>{t.task_name}</td>
+                <td>
+                  {t.oracle_passes}/{t.oracle_runs}
+                </td>
+                <td>{reward(t.idle_reward)}</td>
+                <td>{reward(t.random_reward)}</td>
+                <td>{t.flags.join(", ") || "–"}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </section>
   );
 }
 
