@@ -20,6 +20,7 @@ type Certification struct {
 	K          int                    `json:"k" doc:"the oracle's attempts per task"`
 	Status     string                 `json:"status" enum:"running,passed,flagged,failed" doc:"running while its job runs; passed: no task flagged; flagged: some task is; failed: its job was cancelled"`
 	Tasks      []models.CertifiedTask `json:"tasks" nullable:"false" doc:"per task, once its job has ended: the oracle's scored runs and full-reward passes, the idle and random agents' rewards, and its flags: oracle_fails (the oracle never reached full reward), flaky (it did on some runs, not all), passes_without_work (the idle agent, which makes no tool call, or the random one, which calls tools with random arguments, reached full reward), unfinished (some attempt was not scored)"`
+	Startup    models.Startup         `json:"startup" doc:"how long its attempts' environments took from their try's start (the sandbox asked for) to answering MCP with their tools listed, over samples attempts (first tries), in ms; null percentiles before any"`
 	CreatedAt  time.Time              `json:"created_at"`
 	FinishedAt *time.Time             `json:"finished_at"`
 }
@@ -30,7 +31,7 @@ func certificationFrom(c *models.Certification) Certification {
 		tasks = []models.CertifiedTask{}
 	}
 	return Certification{ID: c.ID, BuildID: c.BuildID, JobID: c.JobID, TasksetID: c.TasksetID, K: c.K, Status: c.Status, Tasks: tasks,
-		CreatedAt: c.CreatedAt, FinishedAt: c.FinishedAt}
+		Startup: c.Startup, CreatedAt: c.CreatedAt, FinishedAt: c.FinishedAt}
 }
 
 type certificationOutput struct{ Body Certification }

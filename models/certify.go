@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -58,8 +60,18 @@ type Certification struct {
 	K             int             `bun:"k"`
 	Status        string          `bun:"status"`
 	Tasks         []CertifiedTask `bun:"tasks"`
-	CreatedAt     time.Time       `bun:"created_at"`
-	FinishedAt    *time.Time      `bun:"finished_at"`
+	// Startup is how long its attempts' environments took to start (the first try of each).
+	Startup    Startup    `bun:"embed:startup_"`
+	CreatedAt  time.Time  `bun:"created_at"`
+	FinishedAt *time.Time `bun:"finished_at"`
+}
+
+// Startup is how long environments took from a try's start (the sandbox asked for) to answering
+// MCP (their tools listed), over Samples attempts; nil percentiles when there were none.
+type Startup struct {
+	Samples int      `bun:"samples" json:"samples"`
+	P50MS   *float64 `bun:"p50_ms" json:"p50_ms"`
+	P99MS   *float64 `bun:"p99_ms" json:"p99_ms"`
 }
 
 // CertifiedTask is how one task did in a certification.
@@ -209,6 +221,11 @@ func (s *Store) FinishCertification(ctx context.Context, id uuid.UUID) (*Certifi
 		return nil, fmt.Errorf("finish certification: %w", err)
 	}
 	cert.Tasks, cert.Status = certify(rows, cert.K), CertificationPassed
+	startup, err := s.startup(ctx, cert.JobID)
+	if err != nil {
+		return nil, err
+	}
+	cert.Startup = startup
 	for _, t := range cert.Tasks {
 		if len(t.Flags) > 0 {
 			cert.Status = CertificationFlagged
@@ -219,11 +236,42 @@ func (s *Store) FinishCertification(ctx context.Context, id uuid.UUID) (*Certifi
 	}
 	at := now()
 	cert.FinishedAt = &at
-	if _, err := s.DB.NewUpdate().Model(cert).Column("status", "tasks", "finished_at").
+	if _, err := s.DB.NewUpdate().Model(cert).Column("status", "tasks", "finished_at", "startup_samples", "startup_p50_ms", "startup_p99_ms").
 		Where("id = ? AND status = ?", id, CertificationRunning).Exec(ctx); err != nil {
 		return nil, fmt.Errorf("finish certification: %w", err)
 	}
 	return cert, nil
+}
+
+// startup measures a job's attempts' environment start-up: from the start of their first try to
+// its system message, written once the environment answered MCP and listed its tools.
+func (s *Store) startup(ctx context.Context, jobID uuid.UUID) (Startup, error) {
+	var rows []struct {
+		Start time.Time `bun:"start_time"`
+		Ready time.Time `bun:"started_at"`
+	}
+	if err := s.DB.NewSelect().TableExpr("traces AS tr").ColumnExpr("tr.start_time, ev.started_at").
+		Join("JOIN trace_events AS ev ON ev.trace_id = tr.id AND ev.attempt = 1 AND ev.kind = ?", EventSystem).
+		Where("tr.job_id = ? AND tr.start_time IS NOT NULL", jobID).Scan(ctx, &rows); err != nil {
+		return Startup{}, fmt.Errorf("certification start-up: %w", err)
+	}
+	ms := make([]float64, 0, len(rows))
+	for _, r := range rows {
+		ms = append(ms, float64(r.Ready.Sub(r.Start).Microseconds())/1000)
+	}
+	out := Startup{Samples: len(ms)}
+	if len(ms) > 0 {
+		slices.Sort(ms)
+		p50, p99 := nearestRank(ms, 0.50), nearestRank(ms, 0.99)
+		out.P50MS, out.P99MS = &p50, &p99
+	}
+	return out, nil
+}
+
+// nearestRank is the p-th percentile of sorted by the nearest-rank method.
+func nearestRank(sorted []float64, p float64) float64 {
+	i := int(math.Ceil(p*float64(len(sorted)))) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
 }
 
 // certify is the figures of each task from its attempts (in task order): a pass is full reward.

@@ -84,6 +84,15 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 		// The attempts: task one's oracle passes twice of three (flaky), task two's once is lost
 		// to the infrastructure (unfinished); the idle agent scores 0 on both, the random one 0 on
 		// one and 0.5 on two.
+		// One attempt's environment answered MCP 250 ms after its try started.
+		started := time.Now().UTC().Add(-time.Second).Truncate(time.Millisecond)
+		if _, err := s.TransitionTrace(ctx, traces[0].ID, models.TraceUpdate{Status: models.TraceInitializing, Attempt: 1, StartTime: &started}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.AppendTraceEvents(ctx, []models.TraceEvent{{TraceID: traces[0].ID, Seq: 1, Attempt: 1, Kind: models.EventSystem,
+			StartedAt: started.Add(250 * time.Millisecond)}}); err != nil {
+			t.Fatal(err)
+		}
 		one, zero := 1.0, 0.0
 		seen := map[string]int{}
 		taskName := map[uuid.UUID]string{up.TaskVersionIDs[0]: "one", up.TaskVersionIDs[1]: "two"}
@@ -112,6 +121,9 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 		if err != nil || done.Status != models.CertificationFlagged || done.FinishedAt == nil || len(done.Tasks) != 2 {
 			t.Fatalf("finished: %+v, %v", done, err)
 		}
+		if su := done.Startup; su.Samples != 1 || su.P50MS == nil || *su.P50MS != 250 || *su.P99MS != 250 {
+			t.Errorf("start-up = %+v, want one sample of 250 ms", su)
+		}
 		byName := map[string]models.CertifiedTask{}
 		for _, ct := range done.Tasks {
 			byName[ct.TaskName] = ct
@@ -124,7 +136,7 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 			t.Errorf("task two: %+v, want unfinished", ct)
 		}
 		got, err := s.LatestCertification(ctx, a, build.ID)
-		if err != nil || got.ID != cert.ID || got.Status != models.CertificationFlagged || len(got.Tasks) != 2 {
+		if err != nil || got.ID != cert.ID || got.Status != models.CertificationFlagged || len(got.Tasks) != 2 || got.Startup.Samples != 1 {
 			t.Errorf("latest certification = %+v, %v", got, err)
 		}
 		// Recorded once: a second finish changes nothing.

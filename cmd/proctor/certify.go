@@ -83,6 +83,9 @@ func printCertification(stdout io.Writer, cert httpapi.Certification) error {
 			orDash(strings.Join(t.Flags, ", ")))
 	}
 	tw.Flush()
+	if su := cert.Startup; su.P50MS != nil {
+		fmt.Fprintf(stdout, "environment start-up (try start → MCP ready): p50 %.0f ms, p99 %.0f ms over %d attempts\n", *su.P50MS, *su.P99MS, su.Samples)
+	}
 	if cert.Status != "passed" {
 		return fmt.Errorf("certification %s: %s", cert.ID, cert.Status)
 	}

@@ -57,6 +57,9 @@ func testCertify(t *testing.T, storeArgs []string, _ string) {
 	if cert.Status != "flagged" || cert.K != 2 || len(cert.Tasks) != 3 || cert.FinishedAt == nil {
 		t.Fatalf("the certification: %+v", cert)
 	}
+	if su := cert.Startup; su.Samples != 12 || su.P50MS == nil || *su.P50MS <= 0 || *su.P99MS < *su.P50MS || !strings.Contains(out, "environment start-up") {
+		t.Errorf("the certification's start-up figures: %+v\n%s", su, out)
+	}
 	for _, got := range cert.Tasks {
 		w, ok := want[got.TaskName]
 		if !ok || got.OracleRuns != w.runs || got.OraclePasses != w.passes || got.IdleReward == nil || *got.IdleReward != w.idle ||

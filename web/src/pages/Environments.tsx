@@ -378,6 +378,9 @@ function Certification({ id, onUnauthorized }: { id: string; onUnauthorized: () 
       <p className="muted">
         The oracle {data.k}× and the idle and random agents once per task, on this build · <a href={href({ page: "job", id: data.job_id })}>its job</a> ·{" "}
         {fmtTime(data.created_at)}
+        {data.startup.p50_ms !== null &&
+          data.startup.p99_ms !== null &&
+          ` · environment start-up p50 ${Math.round(data.startup.p50_ms)} ms, p99 ${Math.round(data.startup.p99_ms)} ms over ${data.startup.samples} attempts`}
       </p>
       {data.tasks.length > 0 && (
         <table>
