@@ -19,7 +19,7 @@ type Certification struct {
 	TasksetID  *uuid.UUID             `json:"taskset_id"`
 	K          int                    `json:"k" doc:"the oracle's attempts per task"`
 	Status     string                 `json:"status" enum:"running,passed,flagged,failed" doc:"running while its job runs; passed: no task flagged; flagged: some task is; failed: its job was cancelled"`
-	Tasks      []models.CertifiedTask `json:"tasks" nullable:"false" doc:"per task, once its job has ended: the oracle's scored runs and full-reward passes, the idle and random agents' rewards, and its flags: oracle_fails (the oracle never reached full reward), flaky (it did on some runs, not all), passes_without_work (the idle agent, which makes no tool call, or the random one, which calls tools with random arguments, reached full reward), unfinished (some attempt was not scored)"`
+	Tasks      []models.CertifiedTask `json:"tasks" nullable:"false" doc:"per task, once its job has ended: the oracle's scored runs and full-reward passes, the idle and random agents' rewards, and its flags: oracle_fails (the oracle never reached full reward), flaky (it did on some runs, not all), passes_without_work (the idle agent, which makes no tool call, or the random one, which calls tools with random arguments, reached full reward), tamperable (the tamper probe's call of the hidden setup or evaluate dispatcher was not refused, or it reached full reward where doing nothing did not), unfinished (some attempt was not scored); tamper says what the probe tried and what was refused"`
 	Startup    models.Startup         `json:"startup" doc:"how long its attempts' environments took from their try's start (the sandbox asked for) to answering MCP with their tools listed, over samples attempts (first tries), in ms; null percentiles before any"`
 	CreatedAt  time.Time              `json:"created_at"`
 	FinishedAt *time.Time             `json:"finished_at"`
@@ -43,10 +43,11 @@ func (s *Server) registerCertify() {
 		OperationID: "certify-build", Method: http.MethodPost, Path: "/builds/{build_id}/certify", Tags: tags,
 		Summary: "Certify a build: is it measuring what it claims? (Proctor extension)",
 		Description: "Runs every task of the taskset whose environment is the build's on that very build (its attempts pinned to its image): " +
-			"the oracle (the task's own validation calls) k times, and once each an idle agent that makes no tool call and a random agent " +
-			"that calls tools with random arguments their schemas allow, as one job. " +
+			"the oracle (the task's own validation calls) k times, and once each an idle agent that makes no tool call, a random agent " +
+			"that calls tools with random arguments their schemas allow, and a tamper probe that calls the hidden setup and evaluate dispatchers, as one job. " +
 			"Once the job has ended, each task is flagged when the oracle never reaches full reward (oracle_fails), reaches it on some " +
-			"runs only (flaky), or when the idle or the random agent reaches it (passes_without_work). 403 for another team's build; 409 for a build " +
+			"runs only (flaky), when the idle or the random agent reaches it (passes_without_work), or when a hidden dispatcher answers the tamper " +
+			"probe (tamperable). 403 for another team's build; 409 for a build " +
 			"that did not succeed or has no image; 422 for a taskset with no task of the build's environment.",
 		DefaultStatus: http.StatusAccepted,
 		Errors:        []int{http.StatusForbidden, http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity, http.StatusServiceUnavailable},

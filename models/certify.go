@@ -3,6 +3,7 @@ package models
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -32,6 +33,9 @@ const (
 	// FlagPassesWithoutWork: an agent that makes no tool call, or one that calls tools with
 	// random arguments, reached full reward.
 	FlagPassesWithoutWork = "passes_without_work"
+	// FlagTamperable: a call of the hidden setup or evaluate dispatcher by the tamper probe was not
+	// refused, or the probe reached full reward.
+	FlagTamperable = "tamperable"
 	// FlagUnfinished: some of the task's attempts ended without a reward (an error of the
 	// infrastructure, a cancel): its figures are short.
 	FlagUnfinished = "unfinished"
@@ -44,6 +48,7 @@ const (
 	OracleModelName = "oracle"
 	IdleModelName   = "idle"
 	RandomModelName = "random"
+	TamperModelName = "tamper"
 )
 
 // Certification is a certification of an environment build (a Proctor extension): every task of
@@ -86,7 +91,18 @@ type CertifiedTask struct {
 	// acted at random (nil when it was not scored).
 	IdleReward   *float64 `json:"idle_reward"`
 	RandomReward *float64 `json:"random_reward"`
-	Flags        []string `json:"flags" nullable:"false"`
+	// Tamper is what the tamper probe tried (its calls of the hidden dispatchers) and how it
+	// ended; nil when its attempt was not scored.
+	Tamper *TamperProbe `json:"tamper"`
+	Flags  []string     `json:"flags" nullable:"false"`
+}
+
+// TamperProbe is what a certification's tamper probe tried on one task.
+type TamperProbe struct {
+	// Tried are the hidden dispatchers it called, Refused those refused to it.
+	Tried   []string `json:"tried" nullable:"false"`
+	Refused []string `json:"refused" nullable:"false"`
+	Reward  float64  `json:"reward"`
 }
 
 // certifyGroup is the group of a certification's attempts of one task by one agent.
@@ -125,16 +141,16 @@ func (s *Store) StartCertification(ctx context.Context, c *Caller, buildID, task
 		return nil, ValidationError{{Location: "taskset_id", Value: tasksetID.String(),
 			Message: fmt.Sprintf("no task of the taskset runs environment %s, build %d's: nothing to certify", b.RegistryName, b.Version)}}
 	}
-	if n := len(own) * (k + 2); maxAttempts > 0 && n > maxAttempts {
+	if n := len(own) * (k + 3); maxAttempts > 0 && n > maxAttempts {
 		return nil, ValidationError{{Location: "k", Value: k, Message: fmt.Sprintf(
-			"this certification asks for %d attempts (%d tasks × (k %d + 2)); this server launches at most %d per request: give a smaller k or a smaller taskset",
+			"this certification asks for %d attempts (%d tasks × (k %d + 3)); this server launches at most %d per request: give a smaller k or a smaller taskset",
 			n, len(own), k, maxAttempts)}}
 	}
 	// The platform's own agents: catalog entries of no team, each by its name and adapter.
 	var agents []LLMModel
 	if err := s.DB.NewSelect().Model(&agents).Where("team_id IS NULL").
-		Where("((model_name = ? AND adapter = ?) OR (model_name = ? AND adapter = ?) OR (model_name = ? AND adapter = ?))",
-			OracleModelName, AdapterOracle, IdleModelName, AdapterIdle, RandomModelName, AdapterRandom).
+		Where("((model_name = ? AND adapter = ?) OR (model_name = ? AND adapter = ?) OR (model_name = ? AND adapter = ?) OR (model_name = ? AND adapter = ?))",
+			OracleModelName, AdapterOracle, IdleModelName, AdapterIdle, RandomModelName, AdapterRandom, TamperModelName, AdapterTamper).
 		Scan(ctx); err != nil {
 		return nil, fmt.Errorf("certify: %w", err)
 	}
@@ -142,10 +158,10 @@ func (s *Store) StartCertification(ctx context.Context, c *Caller, buildID, task
 	for _, m := range agents {
 		byName[m.ModelName] = m.ID
 	}
-	for _, name := range []string{OracleModelName, IdleModelName, RandomModelName} {
+	for _, name := range []string{OracleModelName, IdleModelName, RandomModelName, TamperModelName} {
 		if byName[name] == uuid.Nil {
 			return nil, fmt.Errorf("the catalog has no %s model (adapter %s) of no team: proctor dev seeds the certification's agents (oracle, idle, "+
-				"random), and an operator adds each with proctor admin model add --name NAME --adapter NAME: %w", name, name, ErrConflict)
+				"random, tamper), and an operator adds each with proctor admin model add --name NAME --adapter NAME: %w", name, name, ErrConflict)
 		}
 	}
 	// Pinned by the build's own image name (ENV:VERSION, the team's own first): two builds, of
@@ -153,13 +169,15 @@ func (s *Store) StartCertification(ctx context.Context, c *Caller, buildID, task
 	pin := &RuntimeConfig{Image: cmp.Or(b.ImageName, b.Digest)}
 	var launch []LaunchTrace
 	for _, v := range own {
-		for i := range k + 2 {
+		for i := range k + 3 {
 			agent := OracleModelName
 			switch i {
 			case k:
 				agent = IdleModelName
 			case k + 1:
 				agent = RandomModelName
+			case k + 2:
+				agent = TamperModelName
 			}
 			launch = append(launch, LaunchTrace{TraceID: uuid.New(), TaskVersionID: v.ID, ModelID: byName[agent],
 				GroupID: certifyGroup(agent, v.ID), MaxSteps: defaultCertifySteps, RuntimeConfig: pin})
@@ -192,6 +210,7 @@ const (
 
 // certifiedAttempt is one ended attempt of a certification's job.
 type certifiedAttempt struct {
+	ID            uuid.UUID `bun:"id,type:uuid"`
 	TaskVersionID uuid.UUID `bun:"task_version_id,type:uuid"`
 	TaskName      string    `bun:"task_name"`
 	GroupID       string    `bun:"group_id"`
@@ -216,11 +235,15 @@ func (s *Store) FinishCertification(ctx context.Context, id uuid.UUID) (*Certifi
 	}
 	var rows []certifiedAttempt
 	if err := s.DB.NewSelect().TableExpr("traces AS tr").Join("LEFT JOIN tasks AS tk ON tk.id = tr.task_id").
-		ColumnExpr("tr.task_version_id, COALESCE(tk.name, '') AS task_name, tr.group_id, tr.status, tr.reward").
+		ColumnExpr("tr.id, tr.task_version_id, COALESCE(tk.name, '') AS task_name, tr.group_id, tr.status, tr.reward").
 		Where("tr.job_id = ?", cert.JobID).OrderExpr("tk.name, tr.task_version_id").Scan(ctx, &rows); err != nil {
 		return nil, fmt.Errorf("finish certification: %w", err)
 	}
-	cert.Tasks, cert.Status = certify(rows, cert.K), CertificationPassed
+	probes, err := s.tamperProbes(ctx, rows)
+	if err != nil {
+		return nil, err
+	}
+	cert.Tasks, cert.Status = certify(rows, cert.K, probes), CertificationPassed
 	startup, err := s.startup(ctx, cert.JobID)
 	if err != nil {
 		return nil, err
@@ -274,8 +297,39 @@ func nearestRank(sorted []float64, p float64) float64 {
 	return sorted[max(0, min(i, len(sorted)-1))]
 }
 
+// tamperProbes reads what each scored tamper probe tried: its calls of the hidden dispatchers, and
+// which of their results were errors (refused), by trace.
+func (s *Store) tamperProbes(ctx context.Context, rows []certifiedAttempt) (map[uuid.UUID]*TamperProbe, error) {
+	out := map[uuid.UUID]*TamperProbe{}
+	for _, r := range rows {
+		if r.GroupID != certifyGroup(TamperModelName, r.TaskVersionID) || r.Status != TraceCompleted || r.Reward == nil {
+			continue
+		}
+		evs, err := s.TraceEvents(ctx, r.ID, -1, false)
+		if err != nil {
+			return nil, err
+		}
+		p := &TamperProbe{Tried: []string{}, Refused: []string{}, Reward: *r.Reward}
+		for _, ev := range evs {
+			if ev.Kind != EventToolResult {
+				continue
+			}
+			var d ToolResultEventData
+			if err := json.Unmarshal(ev.Data, &d); err != nil {
+				return nil, fmt.Errorf("tamper probe %s: %w", r.ID, err)
+			}
+			p.Tried = append(p.Tried, d.Name)
+			if d.IsError {
+				p.Refused = append(p.Refused, d.Name)
+			}
+		}
+		out[r.ID] = p
+	}
+	return out, nil
+}
+
 // certify is the figures of each task from its attempts (in task order): a pass is full reward.
-func certify(rows []certifiedAttempt, k int) []CertifiedTask {
+func certify(rows []certifiedAttempt, k int, probes map[uuid.UUID]*TamperProbe) []CertifiedTask {
 	out := []CertifiedTask{}
 	byVersion := map[uuid.UUID]int{}
 	for _, r := range rows {
@@ -303,6 +357,8 @@ func certify(rows []certifiedAttempt, k int) []CertifiedTask {
 			if scored {
 				t.RandomReward = r.Reward
 			}
+		case certifyGroup(TamperModelName, r.TaskVersionID):
+			t.Tamper = probes[r.ID]
 		}
 	}
 	for i := range out {
@@ -316,7 +372,12 @@ func certify(rows []certifiedAttempt, k int) []CertifiedTask {
 		if t.IdleReward != nil && *t.IdleReward >= 1 || t.RandomReward != nil && *t.RandomReward >= 1 {
 			t.Flags = append(t.Flags, FlagPassesWithoutWork)
 		}
-		if t.OracleRuns < k || t.IdleReward == nil || t.RandomReward == nil {
+		// Tamperable: a hidden dispatcher answered it, or it scored full reward where doing
+		// nothing did not.
+		if p := t.Tamper; p != nil && (len(p.Refused) < len(p.Tried) || p.Reward >= 1 && (t.IdleReward == nil || *t.IdleReward < 1)) {
+			t.Flags = append(t.Flags, FlagTamperable)
+		}
+		if t.OracleRuns < k || t.IdleReward == nil || t.RandomReward == nil || t.Tamper == nil {
 			t.Flags = append(t.Flags, FlagUnfinished)
 		}
 	}

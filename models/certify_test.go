@@ -58,7 +58,8 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 		}
 		for _, m := range []*models.LLMModel{{ModelName: models.OracleModelName, Name: "Oracle", Provider: "proctor", Adapter: models.AdapterOracle},
 			{ModelName: models.IdleModelName, Name: "Idle", Provider: "proctor", Adapter: models.AdapterIdle},
-			{ModelName: models.RandomModelName, Name: "Random", Provider: "proctor", Adapter: models.AdapterRandom}} {
+			{ModelName: models.RandomModelName, Name: "Random", Provider: "proctor", Adapter: models.AdapterRandom},
+			{ModelName: models.TamperModelName, Name: "Tamper", Provider: "proctor", Adapter: models.AdapterTamper}} {
 			if err := s.UpsertModel(ctx, m); err != nil {
 				t.Fatal(err)
 			}
@@ -70,7 +71,7 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 			t.Errorf("another team's build: %v, want ErrNotFound", err)
 		}
 
-		if _, err := s.StartCertification(ctx, a, build.ID, up.TasksetID, 3, 9); err == nil || !strings.Contains(err.Error(), "10 attempts") {
+		if _, err := s.StartCertification(ctx, a, build.ID, up.TasksetID, 3, 11); err == nil || !strings.Contains(err.Error(), "12 attempts") {
 			t.Errorf("a certification over the server's bound: %v, want a validation error", err)
 		}
 		cert, err := s.StartCertification(ctx, a, build.ID, up.TasksetID, 3, 0)
@@ -78,8 +79,8 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 			t.Fatal(err)
 		}
 		traces, _, err := s.ListJobTraces(ctx, a, cert.JobID, 100, 0)
-		if err != nil || len(traces) != 10 {
-			t.Fatalf("the certification's job: %d attempts, %v; want 2 tasks × (3 oracle + 1 idle + 1 random)", len(traces), err)
+		if err != nil || len(traces) != 12 {
+			t.Fatalf("the certification's job: %d attempts, %v; want 2 tasks × (3 oracle + 1 idle + 1 random + 1 tamper)", len(traces), err)
 		}
 		// The attempts: task one's oracle passes twice of three (flaky), task two's once is lost
 		// to the infrastructure (unfinished); the idle agent scores 0 on both, the random one 0 on
@@ -105,7 +106,7 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 			u := models.TraceUpdate{Status: models.TraceCompleted, Reward: &one}
 			half := 0.5
 			switch {
-			case tr.GroupID[:4] == "idle", name == "one/rand":
+			case tr.GroupID[:4] == "idle", name == "one/rand", tr.GroupID[:4] == "tamp":
 				u.Reward = &zero
 			case name == "two/rand":
 				u.Reward = &half
@@ -113,6 +114,18 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 				u.Reward = &zero
 			case name == "two/orac" && seen[name] == 3:
 				u = models.TraceUpdate{Status: models.TraceError, Error: "no host", Reward: &zero, InfraFailure: true}
+			}
+			if tr.GroupID[:4] == "tamp" {
+				// Task one's probe is refused both calls; task two's evaluate dispatcher answers.
+				var evs []models.TraceEvent
+				for i, hub := range []string{"setup", "evaluate"} {
+					refused := name != "two/tamp" || hub == "setup"
+					evs = append(evs, models.TraceEvent{TraceID: tr.ID, Seq: 10 + i, Attempt: 1, Kind: models.EventToolResult, StartedAt: time.Now(),
+						Data: models.EventData(models.ToolResultEventData{Name: hub, IsError: refused})})
+				}
+				if err := s.AppendTraceEvents(ctx, evs); err != nil {
+					t.Fatal(err)
+				}
 			}
 			s.TransitionTrace(ctx, tr.ID, u)
 		}
@@ -128,10 +141,11 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 		for _, ct := range done.Tasks {
 			byName[ct.TaskName] = ct
 		}
-		if ct := byName["one"]; ct.OracleRuns != 3 || ct.OraclePasses != 2 || !slices.Equal(ct.Flags, []string{models.FlagFlaky}) || ct.IdleReward == nil || *ct.IdleReward != 0 {
+		if ct := byName["one"]; ct.OracleRuns != 3 || ct.OraclePasses != 2 || !slices.Equal(ct.Flags, []string{models.FlagFlaky}) || ct.IdleReward == nil || *ct.IdleReward != 0 ||
+			ct.Tamper == nil || !slices.Equal(ct.Tamper.Tried, []string{"setup", "evaluate"}) || len(ct.Tamper.Refused) != 2 {
 			t.Errorf("task one: %+v, want flaky", ct)
 		}
-		if ct := byName["two"]; ct.OracleRuns != 2 || ct.OraclePasses != 2 || !slices.Equal(ct.Flags, []string{models.FlagUnfinished}) ||
+		if ct := byName["two"]; ct.OracleRuns != 2 || ct.OraclePasses != 2 || !slices.Equal(ct.Flags, []string{models.FlagTamperable, models.FlagUnfinished}) ||
 			ct.RandomReward == nil || *ct.RandomReward != 0.5 {
 			t.Errorf("task two: %+v, want unfinished", ct)
 		}
@@ -171,7 +185,7 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 		ptraces, _, _ := s.ListJobTraces(ctx, a, passed.JobID, 100, 0)
 		for _, tr := range ptraces {
 			r := one
-			if tr.GroupID[:4] == "idle" || tr.GroupID[:4] == "rand" {
+			if tr.GroupID[:4] == "idle" || tr.GroupID[:4] == "rand" || tr.GroupID[:4] == "tamp" {
 				r = zero
 			}
 			s.TransitionTrace(ctx, tr.ID, models.TraceUpdate{Status: models.TraceCompleted, Reward: &r})

@@ -52,12 +52,15 @@ const (
 	// AdapterRandom is an agent that calls tools with random arguments their schemas allow
 	// (certification's check that a task rewards work, not activity).
 	AdapterRandom = "random"
+	// AdapterTamper is an agent that calls the hidden setup and evaluate dispatchers
+	// (certification's check that an agent cannot reach them).
+	AdapterTamper = "tamper"
 )
 
 // Builtin reports whether m is one of the platform's own agents (the oracle, the idle agent):
 // they call no provider and answer no completions.
 func (m *LLMModel) Builtin() bool {
-	return m.Adapter == AdapterOracle || m.Adapter == AdapterIdle || m.Adapter == AdapterRandom
+	return m.Adapter == AdapterOracle || m.Adapter == AdapterIdle || m.Adapter == AdapterRandom || m.Adapter == AdapterTamper
 }
 
 // BuiltinName names a Builtin model in a sentence: "oracle", "idle agent".
@@ -67,6 +70,8 @@ func (m *LLMModel) BuiltinName() string {
 		return "idle agent"
 	case AdapterRandom:
 		return "random agent"
+	case AdapterTamper:
+		return "tamper probe"
 	}
 	return "oracle"
 }
@@ -78,6 +83,8 @@ func (m *LLMModel) BuiltinDoes() string {
 		return "the idle model makes no tool call"
 	case AdapterRandom:
 		return "the random model calls tools with random arguments"
+	case AdapterTamper:
+		return "the tamper probe calls the hidden setup and evaluate dispatchers"
 	}
 	return "the oracle replays tasks' validation calls"
 }

@@ -36,7 +36,7 @@ the dev instance's SQLite file under --data-dir).
                                                             end one session, a member's, or a whole team's
   project create --team ID --name NAME [--description D]    create a project
   project list --team ID                                    list a team's projects
-  model add --name MODEL --adapter openai|anthropic|oracle|idle|random [--base-url URL] [--api-key-env VAR] [--provider P] [--team ID]
+  model add --name MODEL --adapter openai|anthropic|oracle|idle|random|tamper [--base-url URL] [--api-key-env VAR] [--provider P] [--team ID]
             [--input-cost-per-token USD] [--output-cost-per-token USD] [--trainable] [--training-policy]
                                                             register a model (e.g. a vLLM, Ollama or llama.cpp server);
                                                             the key is read on the workers from VAR, never stored;
@@ -178,7 +178,7 @@ func (a *adminRun) bind(fs *flag.FlagSet) {
 	fs.StringVar(&a.description, "description", "", "description")
 	fs.StringVar(&a.tasksetID, "taskset", "", "taskset id")
 	fs.StringVar(&a.reqJSON, "json", "", "submission requirements as JSON")
-	fs.StringVar(&a.adapter, "adapter", "", "model adapter: openai, anthropic, oracle, idle or random (the built-in agents that make no tool call, or random ones)")
+	fs.StringVar(&a.adapter, "adapter", "", "model adapter: openai, anthropic, oracle, idle, random or tamper (the built-in agents certification runs)")
 	fs.StringVar(&a.baseURL, "base-url", "", "model server base URL (OpenAI-compatible: …/v1/)")
 	fs.StringVar(&a.keyEnv, "api-key-env", "", "environment variable holding the model's API key on the workers")
 	fs.BoolVar(&a.trainable, "trainable", false, "the model can be forked (POST /v2/models/fork) and its forks take checkpoints")

@@ -35,7 +35,7 @@ func cmdEnvCertify(stdout, stderr io.Writer) flagsBody {
 			if err := c.do(ctx, http.MethodPost, "/v2/builds/"+pos[0]+"/certify", map[string]any{"taskset_id": tasksetID, "k": *k}, &cert); err != nil {
 				return err
 			}
-			fmt.Fprintf(stdout, "certification %s of build %s: job %s (the oracle %d×, the idle and the random agent once, per task)\n", cert.ID, pos[0], cert.JobID, *k)
+			fmt.Fprintf(stdout, "certification %s of build %s: job %s (the oracle %d×, the idle and random agents and the tamper probe once, per task)\n", cert.ID, pos[0], cert.JobID, *k)
 			if _, err := c.follow(ctx, cert.JobID.String(), stderr); err != nil {
 				return err
 			}
@@ -77,10 +77,14 @@ const certifyRecordWithin = 2 * time.Minute
 // printCertification prints a certification's figures per task; an error when it did not pass.
 func printCertification(stdout io.Writer, cert httpapi.Certification) error {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TASK\tORACLE\tIDLE\tRANDOM\tFLAGS")
+	fmt.Fprintln(tw, "TASK\tORACLE\tIDLE\tRANDOM\tTAMPER\tFLAGS")
 	for _, t := range cert.Tasks {
-		fmt.Fprintf(tw, "%s\t%d/%d\t%s\t%s\t%s\n", t.TaskName, t.OraclePasses, t.OracleRuns, rewardOf(t.IdleReward), rewardOf(t.RandomReward),
-			orDash(strings.Join(t.Flags, ", ")))
+		tamper := "–"
+		if p := t.Tamper; p != nil {
+			tamper = fmt.Sprintf("%d/%d refused", len(p.Refused), len(p.Tried))
+		}
+		fmt.Fprintf(tw, "%s\t%d/%d\t%s\t%s\t%s\t%s\n", t.TaskName, t.OraclePasses, t.OracleRuns, rewardOf(t.IdleReward), rewardOf(t.RandomReward),
+			tamper, orDash(strings.Join(t.Flags, ", ")))
 	}
 	tw.Flush()
 	if su := cert.Startup; su.P50MS != nil {

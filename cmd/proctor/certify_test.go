@@ -8,7 +8,8 @@ import (
 )
 
 // proctor env certify runs every task of a taskset on the build, the oracle k times and the idle
-// and random agents once each, as one job, and flags what a benchmark must not trust: a task whose oracle
+// and random agents and the tamper probe once each (whose calls of the hidden dispatchers are
+// refused), as one job, and flags what a benchmark must not trust: a task whose oracle
 // fails, and one that an agent doing nothing passes; a sound task passes. An environment that
 // requires it keeps the flagged build from becoming the latest unless forced. Both stores.
 func TestACertificationFlagsTasksABenchmarkMustNotTrust(t *testing.T) {
@@ -57,13 +58,14 @@ func testCertify(t *testing.T, storeArgs []string, _ string) {
 	if cert.Status != "flagged" || cert.K != 2 || len(cert.Tasks) != 3 || cert.FinishedAt == nil {
 		t.Fatalf("the certification: %+v", cert)
 	}
-	if su := cert.Startup; su.Samples != 12 || su.P50MS == nil || *su.P50MS <= 0 || *su.P99MS < *su.P50MS || !strings.Contains(out, "environment start-up") {
+	if su := cert.Startup; su.Samples != 15 || su.P50MS == nil || *su.P50MS <= 0 || *su.P99MS < *su.P50MS || !strings.Contains(out, "environment start-up") {
 		t.Errorf("the certification's start-up figures: %+v\n%s", su, out)
 	}
 	for _, got := range cert.Tasks {
 		w, ok := want[got.TaskName]
 		if !ok || got.OracleRuns != w.runs || got.OraclePasses != w.passes || got.IdleReward == nil || *got.IdleReward != w.idle ||
 			got.RandomReward == nil || *got.RandomReward != w.random ||
+			got.Tamper == nil || strings.Join(got.Tamper.Tried, ",") != "setup,evaluate" || strings.Join(got.Tamper.Refused, ",") != "setup,evaluate" ||
 			strings.Join(got.Flags, ",") != w.flags {
 			t.Errorf("task %s: %+v, want %+v", got.TaskName, got, w)
 		}
@@ -71,10 +73,10 @@ func testCertify(t *testing.T, storeArgs []string, _ string) {
 			t.Errorf("proctor env certify printed no line for %s:\n%s", got.TaskName, out)
 		}
 	}
-	// Its job is a job like any other: 3 tasks × (2 oracle + 1 idle + 1 random) attempts.
+	// Its job is a job like any other: 3 tasks × (2 oracle + 1 idle + 1 random + 1 tamper) attempts.
 	var sum summary
 	c.call("GET", "/v2/jobs/"+cert.JobID.String()+"/summary", nil, &sum)
-	if sum.TotalTraces != 12 || sum.Completed != 12 {
+	if sum.TotalTraces != 15 || sum.Completed != 15 {
 		t.Errorf("the certification's job: %s", sum.String())
 	}
 

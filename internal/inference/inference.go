@@ -33,6 +33,8 @@ func DefaultModels(m *models.LLMModel, validation []models.ValidationCall, apiKe
 		return agent.NewIdle(), nil
 	case models.AdapterRandom:
 		return agent.NewRandom(1), nil
+	case models.AdapterTamper:
+		return agent.NewTamper(), nil
 	case models.AdapterOracle:
 		calls := make([]agent.Call, len(validation))
 		for i, v := range validation {

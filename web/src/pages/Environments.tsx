@@ -376,7 +376,7 @@ function Certification({ id, onUnauthorized }: { id: string; onUnauthorized: () 
         Certification: <Status value={data.status} />
       </h2>
       <p className="muted">
-        The oracle {data.k}× and the idle and random agents once per task, on this build · <a href={href({ page: "job", id: data.job_id })}>its job</a> ·{" "}
+        The oracle {data.k}×, the idle and random agents and the tamper probe once per task, on this build · <a href={href({ page: "job", id: data.job_id })}>its job</a> ·{" "}
         {fmtTime(data.created_at)}
         {data.startup.p50_ms !== null &&
           data.startup.p99_ms !== null &&
@@ -384,7 +384,7 @@ function Certification({ id, onUnauthorized }: { id: string; onUnauthorized: () 
       </p>
       {data.tasks.length > 0 && (
         <table>
-          <Head cols={["Task", "Oracle passes", "Idle", "Random", "Flags"]} />
+          <Head cols={["Task", "Oracle passes", "Idle", "Random", "Tamper probe", "Flags"]} />
           <tbody>
             {data.tasks.map((t) => (
               <tr key={t.task_version_id} className={t.flags.length > 0 ? "bad" : undefined}>
@@ -394,6 +394,7 @@ function Certification({ id, onUnauthorized }: { id: string; onUnauthorized: () 
                 </td>
                 <td>{reward(t.idle_reward)}</td>
                 <td>{reward(t.random_reward)}</td>
+                <td>{t.tamper ? `${t.tamper.refused.length}/${t.tamper.tried.length} refused` : "–"}</td>
                 <td>{t.flags.join(", ") || "–"}</td>
               </tr>
             ))}
