@@ -374,14 +374,6 @@ func pickPort(ip string, port, def int) (int, error) {
 	}
 }
 
-func freePort(ip string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-	if err != nil {
-		return 0, fmt.Errorf("devserver: find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
 
 func waitListening(addr string, errc <-chan error, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
