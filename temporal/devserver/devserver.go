@@ -374,7 +374,6 @@ func pickPort(ip string, port, def int) (int, error) {
 	}
 }
 
-
 func waitListening(addr string, errc <-chan error, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
