@@ -152,7 +152,7 @@ func (s *Store) SetJobCeiling(ctx context.Context, c *Caller, jobID uuid.UUID, c
 			return fmt.Errorf("job %s has no max_cost_usd (it was launched without one, or it was lifted): a ceiling is set at launch: %w", jobID, ErrConflict)
 		case ch.Resume && j.Status != JobPaused:
 			return fmt.Errorf("job %s is %s, not paused: nothing to resume: %w", jobID, j.Status, ErrConflict)
-		case c.Role != RoleOwner && (j.CreatedBy == nil || *j.CreatedBy != c.UserID):
+		case !c.launcherOrOwner(j.CreatedBy):
 			return fmt.Errorf("job %s was launched by another member: its launcher or an owner changes what it may spend: %w", jobID, ErrForbidden)
 		}
 		b, err := s.budget(ctx, tx, &j, true)

@@ -109,6 +109,12 @@ func (s *Store) RetryJob(ctx context.Context, c *Caller, jobID uuid.UUID, which 
 	return out, nil
 }
 
+// launcherOrOwner reports whether the caller launched a job (createdBy) or is an owner: who may
+// decide what more it runs and spends (its retries, its ceiling), which run as its launcher.
+func (c *Caller) launcherOrOwner(createdBy *uuid.UUID) bool {
+	return c.Role == RoleOwner || createdBy != nil && *createdBy == c.UserID
+}
+
 // checkRetry refuses the retry of a job that is not a run_list job, has not ended (or has
 // attempts that have not), or was launched by another member than the caller (an owner may).
 func checkRetry(ctx context.Context, tx bun.Tx, c *Caller, job *Job) error {
@@ -118,7 +124,7 @@ func checkRetry(ctx context.Context, tx bun.Tx, c *Caller, job *Job) error {
 			job.ID, map[string]string{JobSingle: "run", JobRemote: "submit"}[job.Kind], ErrConflict)
 	case !JobEnded(job.Status):
 		return fmt.Errorf("job %s is %s: retry it once it has ended: %w", job.ID, job.Status, ErrConflict)
-	case c.Role != RoleOwner && (job.CreatedBy == nil || *job.CreatedBy != c.UserID):
+	case !c.launcherOrOwner(job.CreatedBy):
 		// The retries run as the job's launcher (their keys, their bill) and take its
 		// attempts out of the team's results: the launcher's call, or an owner's.
 		return fmt.Errorf("job %s was launched by another member: its launcher or an owner retries it: %w", job.ID, ErrForbidden)

@@ -19,8 +19,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/proctorhq/proctor/httpapi"
 	"github.com/proctorhq/proctor/internal/archive"
 )
@@ -242,7 +240,7 @@ func cmdEnvRequireCertification(stdout io.Writer) flagsBody {
 	return func(fs *flag.FlagSet) runFunc {
 		off := fs.Bool("off", false, "no longer require it")
 		return clientCommand(func(ctx context.Context, c *apiClient, pos []string) error {
-			id, err := c.environmentID(ctx, pos[0])
+			id, err := c.findEnvironment(ctx, pos[0])
 			if err != nil {
 				return err
 			}
@@ -258,26 +256,6 @@ func cmdEnvRequireCertification(stdout io.Writer) flagsBody {
 			return nil
 		})(fs)
 	}
-}
-
-// environmentID is the id of the environment of the caller's team named name (or name itself,
-// when it is an id).
-func (c *apiClient) environmentID(ctx context.Context, name string) (string, error) {
-	if _, err := uuid.Parse(name); err == nil {
-		return name, nil
-	}
-	var page struct {
-		Items []environmentRow `json:"items"`
-	}
-	if err := c.do(ctx, http.MethodGet, "/v2/registry?owner_only=true&search="+url.QueryEscape(name), nil, &page); err != nil {
-		return "", err
-	}
-	for _, e := range page.Items {
-		if e.Name == name {
-			return e.ID, nil
-		}
-	}
-	return "", fmt.Errorf("no environment %q of your team (see proctor env list)", name)
 }
 
 // setLatest makes build (an id or a unique prefix) its environment's latest.
