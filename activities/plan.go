@@ -177,8 +177,17 @@ func (a *Activities) PrepareRollout(ctx context.Context, in PrepareRolloutInput)
 	if r.model == nil {
 		return PrepareRolloutResult{}, envError("the trace names no model")
 	}
-	if _, err := a.models()(r.model, r.version.Validation, ""); err != nil {
-		return PrepareRolloutResult{}, envError("model %s: %v", r.model.ModelName, err)
+	switch {
+	case r.model.Adapter == models.AdapterReplay:
+		// Built from the attempt it replays, once the try runs (replayModel).
+		if r.trace.ReplayOf == nil {
+			return PrepareRolloutResult{}, envError("model %s answers only a replay check's attempts (proctor env check BUILD --against JOB), "+
+				"each of which names the attempt it replays", r.model.ModelName)
+		}
+	default:
+		if _, err := a.models()(r.model, r.version.Validation, ""); err != nil {
+			return PrepareRolloutResult{}, envError("model %s: %v", r.model.ModelName, err)
+		}
 	}
 	if _, err := buildCommand(r.build); err != nil {
 		return PrepareRolloutResult{}, err

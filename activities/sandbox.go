@@ -173,6 +173,9 @@ func (a *Activities) gateway() *inference.Gateway {
 // models.Store.ProviderKey), each call recorded. Self-hosted and other providers never get a
 // member's key.
 func (a *Activities) gatewayModel(ctx context.Context, r *runFor) (agent.Model, error) {
+	if r.model.Adapter == models.AdapterReplay {
+		return a.replayModel(ctx, r)
+	}
 	launcher := r.launched
 	m, cred, err := a.gateway().Client(ctx, inference.Call{Model: r.model, TeamID: r.trace.TeamID, UserID: launcher.user, APIKeyID: launcher.key, TraceID: &r.trace.ID,
 		Route: models.RouteAgent, Validation: r.version.Validation})
@@ -183,6 +186,19 @@ func (a *Activities) gatewayModel(ctx context.Context, r *runFor) (agent.Model, 
 		a.workerLog(ctx, r.trace.ID, "model %s: using the launching member's own %s key (%s)", r.model.ModelName, r.model.Provider, cred.Source)
 	}
 	return m, nil
+}
+
+// replayModel answers a replay check's attempt with the answers recorded by the attempt it
+// replays.
+func (a *Activities) replayModel(ctx context.Context, r *runFor) (agent.Model, error) {
+	if r.trace.ReplayOf == nil { // PrepareRollout refused it
+		return nil, temporal.NewNonRetryableApplicationError("the replay model answers only a replay check's attempts", ErrModel, nil)
+	}
+	answers, err := a.Store.RecordedAnswers(ctx, *r.trace.ReplayOf)
+	if err != nil {
+		return nil, err
+	}
+	return agent.NewReplay(answers), nil
 }
 
 // openEnvironment initializes the environment in a started sandbox, runs the task's setup and

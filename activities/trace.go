@@ -186,6 +186,26 @@ func (a *Activities) FinishCertification(ctx context.Context, in CertificationIn
 	return FinishCertificationResult{Status: cert.Status}, nil
 }
 
+// ReplayCheckInput names a replay check of a build.
+type ReplayCheckInput struct {
+	CheckID uuid.UUID `json:"check_id"`
+}
+
+// FinishReplayCheckResult is a replay check's status once recorded.
+type FinishReplayCheckResult struct {
+	Status string `json:"status"`
+}
+
+// FinishReplayCheck compares each replay of a check whose job has ended with the attempt it
+// replays and records the check (models.Store.FinishReplayCheck).
+func (a *Activities) FinishReplayCheck(ctx context.Context, in ReplayCheckInput) (FinishReplayCheckResult, error) {
+	chk, err := a.Store.FinishReplayCheck(ctx, in.CheckID)
+	if err != nil {
+		return FinishReplayCheckResult{}, err
+	}
+	return FinishReplayCheckResult{Status: chk.Status}, nil
+}
+
 // JobInput names a job.
 type JobInput struct {
 	JobID uuid.UUID `json:"job_id"`

@@ -113,9 +113,7 @@ func (s *Server) certifyBuild(ctx context.Context, in *certifyBuildInput) (*cert
 		return nil, storeError(err, "build")
 	}
 	if err := s.workflows.StartCertification(ctx, cert.ID, cert.JobID, models.CertifyConcurrency); err != nil {
-		id := requestIDFrom(ctx)
-		s.log.ErrorContext(ctx, "start certification", "request_id", id, "certification", cert.ID, "error", err)
-		return nil, newAPIError(http.StatusServiceUnavailable, "the certification was recorded but its workflow could not start (request id "+id+")")
+		return nil, s.notStarted(ctx, "the certification", cert.ID, err)
 	}
 	return &certificationOutput{Body: certificationFrom(cert)}, nil
 }

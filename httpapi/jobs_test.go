@@ -298,6 +298,10 @@ func (launchRecorder) RetryRunList(context.Context, uuid.UUID, int, int) error {
 func (launchRecorder) CancelTrace(context.Context, uuid.UUID) error            { return nil }
 func (launchRecorder) CancelJob(context.Context, uuid.UUID) (int, error)       { return 0, nil }
 func (launchRecorder) ResumeJob(context.Context, uuid.UUID) error              { return nil }
+func (launchRecorder) StartReplayCheck(context.Context, uuid.UUID, uuid.UUID, int) error {
+	return nil
+}
+
 func (launchRecorder) StartCertification(context.Context, uuid.UUID, uuid.UUID, int) error {
 	return nil
 }

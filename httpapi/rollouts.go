@@ -24,6 +24,8 @@ type Workflows interface {
 	ResumeJob(ctx context.Context, jobID uuid.UUID) error
 	// StartCertification starts a build's certification, which runs its job.
 	StartCertification(ctx context.Context, certificationID, jobID uuid.UUID, maxConcurrent int) error
+	// StartReplayCheck starts a build's replay check, which runs its job.
+	StartReplayCheck(ctx context.Context, checkID, jobID uuid.UUID, maxConcurrent int) error
 }
 
 // Launched answers a launch: the rows exist, the work is queued.

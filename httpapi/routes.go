@@ -38,6 +38,7 @@ func (s *Server) registerOperations() {
 	s.registerRetry()
 	s.registerResume()
 	s.registerCertify()
+	s.registerReplayCheck()
 	s.registerJobMix()
 	// Rollouts
 	s.registerRollouts()

@@ -139,11 +139,17 @@ func (s *Server) runRolloutList(ctx context.Context, in *runListInput) (*runList
 	}
 	out.Body.JobID = job.ID
 	if err := s.workflows.StartRunList(ctx, job.ID, b.MaxConcurrent); err != nil {
-		id := requestIDFrom(ctx)
-		s.log.ErrorContext(ctx, "start run list", "request_id", id, "job", job.ID, "error", err)
-		return nil, newAPIError(http.StatusServiceUnavailable, "the job was recorded but its workflow could not start (request id "+id+")")
+		return nil, s.notStarted(ctx, "the job", job.ID, err)
 	}
 	return out, nil
+}
+
+// notStarted is the answer (503, with the request's id, logged) to a request whose record was
+// written but whose workflow could not start; what names the record, id is its id.
+func (s *Server) notStarted(ctx context.Context, what string, id uuid.UUID, err error) error {
+	rid := requestIDFrom(ctx)
+	s.log.ErrorContext(ctx, "start workflow", "request_id", rid, "of", what, "id", id, "error", err)
+	return newAPIError(http.StatusServiceUnavailable, what+" was recorded but its workflow could not start (request id "+rid+")")
 }
 
 // runListVersions is what a run_list runs: every task of the taskset at its latest version, or

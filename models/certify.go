@@ -113,15 +113,9 @@ func certifyGroup(agent string, version uuid.UUID) string { return agent + "/" +
 // k by the oracle and one by the idle agent; the caller starts its workflow. One
 // transaction. The build must be one the caller's team owns, succeeded, with an image.
 func (s *Store) StartCertification(ctx context.Context, c *Caller, buildID, tasksetID uuid.UUID, k, maxAttempts int) (*Certification, error) {
-	b, err := s.GetBuildFor(ctx, c, buildID)
+	b, err := s.ownImageBuild(ctx, c, buildID, "certified")
 	if err != nil {
 		return nil, err
-	}
-	switch {
-	case b.TeamID != c.TeamID:
-		return nil, fmt.Errorf("build %s is of another team's environment: certify your own builds: %w", buildID, ErrForbidden)
-	case b.Status != BuildSucceeded || b.ImageKey == "" || b.Digest == "":
-		return nil, fmt.Errorf("build %s is %s with no image to pin attempts to: only a succeeded build of an image is certified: %w", buildID, b.Status, ErrConflict)
 	}
 	versions, err := s.LatestVersionIDs(ctx, c, tasksetID)
 	if errors.Is(err, ErrNotFound) {
@@ -146,27 +140,11 @@ func (s *Store) StartCertification(ctx context.Context, c *Caller, buildID, task
 			"this certification asks for %d attempts (%d tasks × (k %d + 3)); this server launches at most %d per request: give a smaller k or a smaller taskset",
 			n, len(own), k, maxAttempts)}}
 	}
-	// The platform's own agents: catalog entries of no team, each by its name and adapter.
-	var agents []LLMModel
-	if err := s.DB.NewSelect().Model(&agents).Where("team_id IS NULL").
-		Where("((model_name = ? AND adapter = ?) OR (model_name = ? AND adapter = ?) OR (model_name = ? AND adapter = ?) OR (model_name = ? AND adapter = ?))",
-			OracleModelName, AdapterOracle, IdleModelName, AdapterIdle, RandomModelName, AdapterRandom, TamperModelName, AdapterTamper).
-		Scan(ctx); err != nil {
-		return nil, fmt.Errorf("certify: %w", err)
+	byName, err := s.builtinModels(ctx, OracleModelName, IdleModelName, RandomModelName, TamperModelName)
+	if err != nil {
+		return nil, err
 	}
-	byName := map[string]uuid.UUID{}
-	for _, m := range agents {
-		byName[m.ModelName] = m.ID
-	}
-	for _, name := range []string{OracleModelName, IdleModelName, RandomModelName, TamperModelName} {
-		if byName[name] == uuid.Nil {
-			return nil, fmt.Errorf("the catalog has no %s model (adapter %s) of no team: proctor dev seeds the certification's agents (oracle, idle, "+
-				"random, tamper), and an operator adds each with proctor admin model add --name NAME --adapter NAME: %w", name, name, ErrConflict)
-		}
-	}
-	// Pinned by the build's own image name (ENV:VERSION, the team's own first): two builds, of
-	// two environments, can share a digest.
-	pin := &RuntimeConfig{Image: cmp.Or(b.ImageName, b.Digest)}
+	pin := b.pin()
 	var launch []LaunchTrace
 	for _, v := range own {
 		for i := range k + 3 {
@@ -199,6 +177,48 @@ func (s *Store) StartCertification(ctx context.Context, c *Caller, buildID, task
 		return nil, fmt.Errorf("certify: %w", err)
 	}
 	return cert, nil
+}
+
+// ownImageBuild is a build of the caller's team's that succeeded with an image: the only kind
+// that is certified or checked (done says which, "certified").
+func (s *Store) ownImageBuild(ctx context.Context, c *Caller, buildID uuid.UUID, done string) (*BuildRow, error) {
+	b, err := s.GetBuildFor(ctx, c, buildID)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case b.TeamID != c.TeamID:
+		return nil, fmt.Errorf("build %s is of another team's environment: only your own builds are %s: %w", buildID, done, ErrForbidden)
+	case b.Status != BuildSucceeded || b.ImageKey == "" || b.Digest == "":
+		return nil, fmt.Errorf("build %s is %s with no image to pin attempts to: only a succeeded build of an image is %s: %w",
+			buildID, b.Status, done, ErrConflict)
+	}
+	return b, nil
+}
+
+// pin is the runtime config that pins an attempt to the build: its own image name (ENV:VERSION,
+// the team's own first), since two builds, of two environments, can share a digest.
+func (b *BuildRow) pin() *RuntimeConfig { return &RuntimeConfig{Image: cmp.Or(b.ImageName, b.Digest)} }
+
+// builtinModels are the ids of the platform's own agents by model name: catalog entries of no
+// team whose adapter is their name. A missing one is a conflict that says how to add it.
+func (s *Store) builtinModels(ctx context.Context, names ...string) (map[string]uuid.UUID, error) {
+	var agents []LLMModel
+	if err := s.DB.NewSelect().Model(&agents).Where("team_id IS NULL AND model_name IN (?) AND adapter = model_name", bun.In(names)).
+		Scan(ctx); err != nil {
+		return nil, fmt.Errorf("the platform's agents: %w", err)
+	}
+	byName := map[string]uuid.UUID{}
+	for _, m := range agents {
+		byName[m.ModelName] = m.ID
+	}
+	for _, name := range names {
+		if byName[name] == uuid.Nil {
+			return nil, fmt.Errorf("the catalog has no %s model (adapter %s) of no team: proctor dev seeds the platform's agents (oracle, idle, "+
+				"random, tamper, replay), and an operator adds each with proctor admin model add --name NAME --adapter NAME: %w", name, name, ErrConflict)
+		}
+	}
+	return byName, nil
 }
 
 // defaultCertifySteps bounds a certification attempt's steps; CertifyConcurrency is how many of

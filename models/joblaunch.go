@@ -29,6 +29,8 @@ type LaunchTrace struct {
 	AgentBuildID *uuid.UUID
 	MaxSteps     int
 	Metadata     map[string]any
+	// ReplayOf is the attempt whose recorded model answers this one replays (a replay check's).
+	ReplayOf *uuid.UUID
 }
 
 // Launch creates a job (or adds to the caller's existing one) with its attempts, all pending.
@@ -247,7 +249,7 @@ func newTrace(c *Caller, job uuid.UUID, lt LaunchTrace, v *TaskVersion, at time.
 	modelID := lt.ModelID
 	t := Trace{ID: lt.TraceID, TeamID: c.TeamID, JobID: job, TaskID: &v.TaskID, TaskVersionID: &v.ID, ModelID: &modelID,
 		GroupID: lt.GroupID, Name: lt.Name, Status: TracePending, Metadata: lt.Metadata, RuntimeConfig: rc,
-		MaxSteps: lt.MaxSteps, IsValid: true, AgentBuildID: lt.AgentBuildID, CreatedAt: at, UpdatedAt: at}
+		MaxSteps: lt.MaxSteps, IsValid: true, AgentBuildID: lt.AgentBuildID, ReplayOf: lt.ReplayOf, CreatedAt: at, UpdatedAt: at}
 	if lt.Args != nil {
 		t.ScenarioArgs = maps.Clone(v.Args)
 		if t.ScenarioArgs == nil {

@@ -55,12 +55,16 @@ const (
 	// AdapterTamper is an agent that calls the hidden setup and evaluate dispatchers
 	// (certification's check that an agent cannot reach them).
 	AdapterTamper = "tamper"
+	// AdapterReplay answers each model call of an attempt with the answer recorded at that step
+	// by the attempt it replays (a replay check's regression replay of a new build).
+	AdapterReplay = "replay"
 )
 
 // Builtin reports whether m is one of the platform's own agents (the oracle, the idle agent):
 // they call no provider and answer no completions.
 func (m *LLMModel) Builtin() bool {
-	return m.Adapter == AdapterOracle || m.Adapter == AdapterIdle || m.Adapter == AdapterRandom || m.Adapter == AdapterTamper
+	return m.Adapter == AdapterOracle || m.Adapter == AdapterIdle || m.Adapter == AdapterRandom || m.Adapter == AdapterTamper ||
+		m.Adapter == AdapterReplay
 }
 
 // BuiltinName names a Builtin model in a sentence: "oracle", "idle agent".
@@ -72,6 +76,8 @@ func (m *LLMModel) BuiltinName() string {
 		return "random agent"
 	case AdapterTamper:
 		return "tamper probe"
+	case AdapterReplay:
+		return "replay model"
 	}
 	return "oracle"
 }
@@ -85,6 +91,8 @@ func (m *LLMModel) BuiltinDoes() string {
 		return "the random model calls tools with random arguments"
 	case AdapterTamper:
 		return "the tamper probe calls the hidden setup and evaluate dispatchers"
+	case AdapterReplay:
+		return "the replay model answers with a recorded attempt's answers"
 	}
 	return "the oracle replays tasks' validation calls"
 }

@@ -50,6 +50,9 @@ type Trace struct {
 	// RetryOf is the failed attempt of the job this one runs again (RetryJob); nil for one
 	// launched as itself.
 	RetryOf *uuid.UUID `bun:"retry_of,type:uuid"`
+	// ReplayOf is the attempt whose recorded model answers this one replays (a replay check's,
+	// run by the replay model); nil for any other.
+	ReplayOf *uuid.UUID `bun:"replay_of,type:uuid"`
 	// FinishSeq is the attempt's number in its job's sequence of ended attempts (see
 	// FinishedAttempts), nil until it is numbered; only that numbering writes it.
 	FinishSeq *int64 `bun:"finish_seq,scanonly"`

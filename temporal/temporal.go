@@ -151,6 +151,7 @@ func RegisterWorkflows(w worker.Registry) {
 	w.RegisterWorkflow(workflows.DiscoverScenarios)
 	w.RegisterWorkflow(workflows.LimitAlerts)
 	w.RegisterWorkflow(workflows.Certify)
+	w.RegisterWorkflow(workflows.ReplayCheck)
 }
 
 // Stop stops every worker at once: each polls no more, and waits for its running activities to
@@ -270,6 +271,12 @@ func (c *Client) CancelJob(ctx context.Context, jobID uuid.UUID) (int, error) {
 func (c *Client) StartCertification(ctx context.Context, certificationID, jobID uuid.UUID, maxConcurrent int) error {
 	return c.start(ctx, names.CertifyWorkflowID(certificationID), workflows.Certify,
 		workflows.CertifyInput{CertificationID: certificationID, JobID: jobID, MaxConcurrent: maxConcurrent, MaxTries: c.MaxTries})
+}
+
+// StartReplayCheck starts the workflow of a replay check of a build, which runs its job.
+func (c *Client) StartReplayCheck(ctx context.Context, checkID, jobID uuid.UUID, maxConcurrent int) error {
+	return c.start(ctx, names.ReplayCheckWorkflowID(checkID), workflows.ReplayCheck,
+		workflows.ReplayCheckInput{CheckID: checkID, JobID: jobID, MaxConcurrent: maxConcurrent, MaxTries: c.MaxTries})
 }
 
 // ResumeJob tells a job's RunLists (its launch's and its retries') that it was resumed; one that

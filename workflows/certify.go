@@ -30,6 +30,17 @@ type CertifyResult struct {
 // job ended, FinishCertification records the figures per task and the status. Cancelling the
 // certification cancels its job's RunList first.
 func Certify(ctx workflow.Context, in CertifyInput) (CertifyResult, error) {
+	dctx := runJobToItsEnd(ctx, RunListInput{JobID: in.JobID, MaxConcurrent: in.MaxConcurrent, MaxTries: in.MaxTries})
+	var out activities.FinishCertificationResult
+	err := workflow.ExecuteLocalActivity(storeActivity(dctx), a.FinishCertification, activities.CertificationInput{CertificationID: in.CertificationID}).Get(dctx, &out)
+	return CertifyResult{Status: out.Status}, err
+}
+
+// runJobToItsEnd runs a job's attempts as a child RunList under the job's own RunList id, so that
+// cancelling the job (CancelJob) cancels it as any job's, and cancelling the parent cancels it
+// first; it returns, however the job ended, a context that outlives a cancel of the parent, for
+// recording what ran.
+func runJobToItsEnd(ctx workflow.Context, in RunListInput) workflow.Context {
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:        names.RunListWorkflowID(in.JobID),
 		TaskQueue:         names.QueueWorkflows,
@@ -37,10 +48,8 @@ func Certify(ctx workflow.Context, in CertifyInput) (CertifyResult, error) {
 		// A cancel waits for the RunList to stop its attempts, as a job's cancel does.
 		WaitForCancellation: true,
 	})
-	// Its end, completed or cancelled, is the job's; the figures say what ran.
-	_ = workflow.ExecuteChildWorkflow(cctx, RunList, RunListInput{JobID: in.JobID, MaxConcurrent: in.MaxConcurrent, MaxTries: in.MaxTries}).Get(ctx, nil)
+	// Its end, completed or cancelled, is the job's; what is recorded after says what ran.
+	_ = workflow.ExecuteChildWorkflow(cctx, RunList, in).Get(ctx, nil)
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	var out activities.FinishCertificationResult
-	err := workflow.ExecuteLocalActivity(storeActivity(dctx), a.FinishCertification, activities.CertificationInput{CertificationID: in.CertificationID}).Get(dctx, &out)
-	return CertifyResult{Status: out.Status}, err
+	return dctx
 }

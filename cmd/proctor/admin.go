@@ -178,7 +178,7 @@ func (a *adminRun) bind(fs *flag.FlagSet) {
 	fs.StringVar(&a.description, "description", "", "description")
 	fs.StringVar(&a.tasksetID, "taskset", "", "taskset id")
 	fs.StringVar(&a.reqJSON, "json", "", "submission requirements as JSON")
-	fs.StringVar(&a.adapter, "adapter", "", "model adapter: openai, anthropic, oracle, idle, random or tamper (the built-in agents certification runs)")
+	fs.StringVar(&a.adapter, "adapter", "", "model adapter: openai, anthropic, oracle, idle, random, tamper or replay (the built-in agents certification and replay checks run)")
 	fs.StringVar(&a.baseURL, "base-url", "", "model server base URL (OpenAI-compatible: …/v1/)")
 	fs.StringVar(&a.keyEnv, "api-key-env", "", "environment variable holding the model's API key on the workers")
 	fs.BoolVar(&a.trainable, "trainable", false, "the model can be forked (POST /v2/models/fork) and its forks take checkpoints")

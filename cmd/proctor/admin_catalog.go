@@ -13,9 +13,10 @@ import (
 
 func (a *adminRun) modelAdd(ctx context.Context) error {
 	switch a.adapter {
-	case models.AdapterOpenAI, models.AdapterAnthropic, models.AdapterOracle, models.AdapterIdle, models.AdapterRandom, models.AdapterTamper:
+	case models.AdapterOpenAI, models.AdapterAnthropic, models.AdapterOracle, models.AdapterIdle, models.AdapterRandom, models.AdapterTamper,
+		models.AdapterReplay:
 	default:
-		return fmt.Errorf("--adapter must be openai, anthropic, oracle, idle, random or tamper, not %q", a.adapter)
+		return fmt.Errorf("--adapter must be openai, anthropic, oracle, idle, random, tamper or replay, not %q", a.adapter)
 	}
 	if a.name == "" {
 		return errors.New("--name is required: the model_name clients resolve")

@@ -10,6 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/proctorhq/proctor/httpapi"
 )
 
@@ -39,24 +41,10 @@ func cmdEnvCertify(stdout, stderr io.Writer) flagsBody {
 			if _, err := c.follow(ctx, cert.JobID.String(), stderr); err != nil {
 				return err
 			}
-			// The figures are recorded a moment after the job's last attempt ended.
-			id := cert.ID
-			for deadline := time.Now().Add(certifyRecordWithin); cert.Status == "running"; {
-				if time.Now().After(deadline) {
-					return fmt.Errorf("certification %s: its job has ended, and its figures were not recorded within %s (its workflow is %s)",
-						id, certifyRecordWithin, "certify/"+id.String())
-				}
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(250 * time.Millisecond):
-				}
-				if err := c.do(ctx, http.MethodGet, "/v2/builds/"+pos[0]+"/certification", nil, &cert); err != nil {
-					return err
-				}
-				if cert.ID != id {
-					return fmt.Errorf("another certification of build %s (%s) started since this one (%s): read it with GET /v2/builds/%s/certification", pos[0], cert.ID, id, pos[0])
-				}
+			err = awaitRecorded(ctx, c, "/v2/builds/"+pos[0]+"/certification", &cert, func(c *httpapi.Certification) (uuid.UUID, string) { return c.ID, c.Status },
+				"certification", "certify/"+cert.ID.String())
+			if err != nil {
+				return err
 			}
 			return printCertification(stdout, cert)
 		})(fs)
@@ -71,8 +59,35 @@ func rewardOf(r *float64) string {
 	return fmt.Sprintf("%.3g", *r)
 }
 
-// certifyRecordWithin bounds the wait for a certification's figures once its job has ended.
-const certifyRecordWithin = 2 * time.Minute
+// recordWithin bounds the wait for a certification's or a replay check's figures once its job
+// has ended.
+const recordWithin = 2 * time.Minute
+
+// awaitRecorded waits for what a check (a certification, a replay check) found to be recorded,
+// a moment after its job's last attempt ended: it reads path into out until out's status is no
+// longer running. state reads out's id and status; another id at path means a newer check of the
+// build started since.
+func awaitRecorded[T any](ctx context.Context, c *apiClient, path string, out *T, state func(*T) (uuid.UUID, string), what, workflowID string) error {
+	id, status := state(out)
+	for deadline := time.Now().Add(recordWithin); status == "running"; {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s %s: its job has ended, and its figures were not recorded within %s (its workflow is %s)", what, id, recordWithin, workflowID)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+		if err := c.do(ctx, http.MethodGet, path, nil, out); err != nil {
+			return err
+		}
+		var now uuid.UUID
+		if now, status = state(out); now != id {
+			return fmt.Errorf("another %s (%s) started since this one (%s): read it with GET %s", what, now, id, path)
+		}
+	}
+	return nil
+}
 
 // printCertification prints a certification's figures per task; an error when it did not pass.
 func printCertification(stdout io.Writer, cert httpapi.Certification) error {

@@ -239,6 +239,8 @@ func clientCommands(stdout, stderr io.Writer) []*cobra.Command {
 	env.AddCommand(withFlags(&cobra.Command{Use: "set-latest BUILD", Short: "Make a succeeded build the one new runs of its environment use", Args: idArg("build", "proctor env deploy")}, cmdEnvSetLatest(stdout)))
 	env.AddCommand(withFlags(&cobra.Command{Use: "require-certification ENV", Short: "Make a build the latest only once its latest certification passed (--off: no longer)", Args: exactArgs(1)}, cmdEnvRequireCertification(stdout)))
 	env.AddCommand(withFlags(&cobra.Command{Use: "certify BUILD", Short: "Certify a build: the oracle k times and an idle agent once on each task of a taskset; flags flaky, oracle-failing and no-work tasks", Args: idArg("build", "proctor env deploy")}, cmdEnvCertify(stdout, stderr)))
+	env.AddCommand(withFlags(&cobra.Command{Use: "check BUILD", Short: "Replay a finished job on a build: per attempt, the reward before and after and the first step a tool result differs",
+		Args: idArg("build", "proctor env deploy")}, cmdEnvCheck(stdout, stderr)))
 
 	agentCmd := group(&cobra.Command{Use: "agent", Short: "Deploy and list the agents you bring"})
 	agentCmd.AddCommand(

@@ -35,6 +35,8 @@ func DefaultModels(m *models.LLMModel, validation []models.ValidationCall, apiKe
 		return agent.NewRandom(1), nil
 	case models.AdapterTamper:
 		return agent.NewTamper(), nil
+	case models.AdapterReplay:
+		return nil, fmt.Errorf("model %s answers only a replay check's attempts, from the attempt each replays", m.ModelName)
 	case models.AdapterOracle:
 		calls := make([]agent.Call, len(validation))
 		for i, v := range validation {

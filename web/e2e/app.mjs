@@ -533,6 +533,29 @@ await step("environment", async () => {
   await certified.getByRole("cell", { name: "todo-add", exact: true }).waitFor({ timeout: 10000 });
   await certified.getByRole("link", { name: "its job" }).waitFor({ timeout: 5000 });
   await audit("environment-certification");
+  // Checked against the demo job (through the API), the build shows each replayed attempt, and a
+  // replay opens beside the attempt it replays.
+  await page.getByText("Not checked against a job:").waitFor({ timeout: 10000 });
+  const chk = await call("POST", `/v2/builds/${todoEnv.latest_build_id}/check`, { against_job_id: JOB_ID });
+  for (let i = 0; ; i++) {
+    const now = await call("GET", `/v2/builds/${todoEnv.latest_build_id}/check`);
+    if (now.id === chk.id && now.status !== "running") {
+      if (now.status !== "same") fail(`the demo job replayed on the build it ran reads ${now.status}: ${JSON.stringify(now.attempts)}`);
+      break;
+    }
+    if (i > 600) fail(`replay check ${chk.id} still runs`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  await page.reload();
+  await page.getByRole("tab", { name: /Builds/ }).click();
+  const checked = page.getByRole("region", { name: "Replay check" });
+  await checked.getByRole("cell", { name: "todo-add", exact: true }).waitFor({ timeout: 10000 });
+  await checked.getByText("attempts not replayed (other_environment)").waitFor({ timeout: 5000 });
+  await audit("environment-replay-check");
+  await checked.getByRole("row").filter({ hasText: "todo-add" }).getByRole("link", { name: "Traces side by side" }).click();
+  await page.getByText("A, the baseline").waitFor({ timeout: 10000 });
+  await page.goBack();
+  await page.getByRole("tab", { name: /Builds/ }).click();
   await page.getByRole("tab", { name: "Source" }).click();
   const files = page.getByRole("list", { name: "Files" });
   for (const dir of ["examples/", "environments/", "todo/"]) {

@@ -28,6 +28,9 @@ func CertifyWorkflowID(certificationID uuid.UUID) string {
 }
 func DiscoverWorkflowID(buildID uuid.UUID) string { return "discover/" + buildID.String() }
 
+// ReplayCheckWorkflowID is the ReplayCheck workflow of one replay check of a build.
+func ReplayCheckWorkflowID(checkID uuid.UUID) string { return "replay-check/" + checkID.String() }
+
 // LimitAlertsWorkflowID is the one LimitAlerts workflow of a deployment.
 const LimitAlertsWorkflowID = "limit-alerts"
 

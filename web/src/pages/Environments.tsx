@@ -180,6 +180,7 @@ export function Environment({ id, onUnauthorized }: { id: string; onUnauthorized
               ))}
             </ul>
             {shown && <Certification id={shown} onUnauthorized={onUnauthorized} />}
+            {shown && <ReplayCheck id={shown} onUnauthorized={onUnauthorized} />}
             {shown && <BuildLog id={shown} onUnauthorized={onUnauthorized} />}
           </>
         )}
@@ -346,18 +347,21 @@ function Tools({ tools }: { tools: Tool[] }) {
   );
 }
 
+/** orNone is what a read answers, or null where it answers 404 (nothing of the kind yet). */
+async function orNone<T>(read: Promise<T>): Promise<T | null> {
+  try {
+    return await read;
+  } catch (e) {
+    if (e instanceof APIError && e.status === 404) return null;
+    throw e;
+  }
+}
+
 /** Certification shows a build's latest certification: per task, the oracle's passes, the idle
  * and random agents' rewards and the flags; followed while it runs. */
 function Certification({ id, onUnauthorized }: { id: string; onUnauthorized: () => void }) {
   const { data, error } = usePoll(
-    async () => {
-      try {
-        return await ok(api.GET("/v2/builds/{build_id}/certification", { params: { path: { build_id: id } } }));
-      } catch (e) {
-        if (e instanceof APIError && e.status === 404) return null;
-        throw e;
-      }
-    },
+    () => orNone(ok(api.GET("/v2/builds/{build_id}/certification", { params: { path: { build_id: id } } }))),
     [id],
     { intervalMs: 2000, live: (c) => c?.status === "running", onUnauthorized },
   );
@@ -396,6 +400,58 @@ function Certification({ id, onUnauthorized }: { id: string; onUnauthorized: () 
                 <td>{reward(t.random_reward)}</td>
                 <td>{t.tamper ? `${t.tamper.refused.length}/${t.tamper.tried.length} refused` : "–"}</td>
                 <td>{t.flags.join(", ") || "–"}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </section>
+  );
+}
+
+/** ReplayCheck shows a build's latest replay check: per replayed attempt, the reward before and
+ * after, the first step whose tool result differs, the outcome, and its two traces side by side;
+ * followed while it runs. */
+function ReplayCheck({ id, onUnauthorized }: { id: string; onUnauthorized: () => void }) {
+  const { data, error } = usePoll(
+    () => orNone(ok(api.GET("/v2/builds/{build_id}/check", { params: { path: { build_id: id } } }))),
+    [id],
+    { intervalMs: 2000, live: (c) => c?.status === "running", onUnauthorized },
+  );
+  if (error) return <p role="alert" className="error">{error.message}</p>;
+  if (data === undefined) return null;
+  if (data === null)
+    return (
+      <p className="muted">
+        Not checked against a job: <code>proctor env check {id} --against JOB</code> replays a finished job&apos;s attempts on this build.
+      </p>
+    );
+  const reward = (r: number | null) => (r === null ? "–" : r.toFixed(2));
+  return (
+    <section aria-label="Replay check">
+      <h2>
+        Replay check: <Status value={data.status} />
+      </h2>
+      <p className="muted">
+        <a href={href({ page: "job", id: data.against_job_id })}>The job</a> replayed on this build by the replay model · <a href={href({ page: "job", id: data.job_id })}>its replays</a> ·{" "}
+        {fmtTime(data.created_at)}
+        {data.not_replayed.length > 0 && ` · ${data.not_replayed.length} attempts not replayed (${[...new Set(data.not_replayed.map((n) => n.reason))].join(", ")})`}
+      </p>
+      {data.attempts.length > 0 && (
+        <table>
+          <Head cols={["Task", "Reward before → after", "First different step", "Outcome", ""]} />
+          <tbody>
+            {data.attempts.map((a) => (
+              <tr key={a.replay_trace_id} className={a.outcome !== "same" ? "bad" : undefined}>
+                <td>{a.task_name}</td>
+                <td>
+                  {reward(a.reward_before)} → {reward(a.reward_after)}
+                </td>
+                <td>{a.first_diverging_step ?? "–"}</td>
+                <td>{a.outcome.replace("_", " ")}</td>
+                <td>
+                  <a href={href({ page: "traces", a: a.source_trace_id, b: a.replay_trace_id })}>Traces side by side</a>
+                </td>
               </tr>
             ))}
           </tbody>

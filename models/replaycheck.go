@@ -1,0 +1,338 @@
+package models
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+
+	"github.com/proctorhq/proctor/internal/agent"
+)
+
+// ReplayModelName is the model name of the platform's replay model: it answers each model call
+// of an attempt with the answer the attempt it replays (Trace.ReplayOf) recorded at that step.
+const ReplayModelName = "replay"
+
+// Replay check statuses: running while its job runs; then same (every replayed attempt got the
+// same tool results and reward), changed (some did not), or failed (its job was cancelled
+// before every attempt ended).
+const (
+	ReplayRunning = "running"
+	ReplaySame    = "same"
+	ReplayChanged = "changed"
+	ReplayFailed  = "failed"
+)
+
+// Outcomes of one replayed attempt.
+const (
+	// ReplayOutcomeSame: every tool result and the reward are as recorded.
+	ReplayOutcomeSame = "same"
+	// ReplayOutcomeChangedReward: the reward differs (whatever the tool results did).
+	ReplayOutcomeChangedReward = "changed_reward"
+	// ReplayOutcomeDiverged: some tool result differs, the reward does not.
+	ReplayOutcomeDiverged = "diverged"
+	// ReplayOutcomeUnfinished: the replay ended without a reward (an error, a cancel).
+	ReplayOutcomeUnfinished = "unfinished"
+)
+
+// Why an attempt of the job checked against was not replayed.
+const (
+	NotReplayedUnscored         = "not_scored"
+	NotReplayedOtherEnvironment = "other_environment"
+	NotReplayedBroughtAgent     = "brought_agent"
+)
+
+// ReplayCheck is a regression replay of an environment build against a finished job (a Proctor
+// extension): every scored attempt of that job whose task runs the build's environment is run
+// again on the build, its model's recorded answers replayed in order by the replay model, as
+// one job (JobID); Attempts compare each replay with what it replays once the job ended.
+type ReplayCheck struct {
+	bun.BaseModel `bun:"table:build_replay_checks,alias:chk"`
+	ID            uuid.UUID         `bun:"id,pk,type:uuid"`
+	TeamID        uuid.UUID         `bun:"team_id,type:uuid"`
+	BuildID       uuid.UUID         `bun:"build_id,type:uuid"`
+	AgainstJobID  uuid.UUID         `bun:"against_job_id,type:uuid"`
+	JobID         uuid.UUID         `bun:"job_id,type:uuid"`
+	Status        string            `bun:"status"`
+	Attempts      []ReplayedAttempt `bun:"attempts"`
+	NotReplayed   []NotReplayed     `bun:"not_replayed"`
+	CreatedAt     time.Time         `bun:"created_at"`
+	FinishedAt    *time.Time        `bun:"finished_at"`
+}
+
+// ReplayedAttempt compares one attempt with its replay on the checked build.
+type ReplayedAttempt struct {
+	TaskVersionID uuid.UUID `json:"task_version_id"`
+	TaskName      string    `json:"task_name"`
+	// SourceTraceID is the attempt replayed, ReplayTraceID its replay.
+	SourceTraceID uuid.UUID `json:"source_trace_id"`
+	ReplayTraceID uuid.UUID `json:"replay_trace_id"`
+	RewardBefore  *float64  `json:"reward_before"`
+	RewardAfter   *float64  `json:"reward_after"`
+	// FirstDivergingStep is the first model step (as the traces number them, from 0) at which
+	// a tool result of the replay differs from the recorded one, or is missing from either;
+	// nil when none does.
+	FirstDivergingStep *int `json:"first_diverging_step"`
+	// Outcome is same, changed_reward, diverged or unfinished.
+	Outcome string `json:"outcome" enum:"same,changed_reward,diverged,unfinished"`
+}
+
+// NotReplayed is an attempt of the job checked against that the check left out, and why:
+// not_scored (it ended without a reward), other_environment (its task runs another environment
+// than the build's), brought_agent (a brought agent ran it: its model calls are not a
+// conversation the replay model can answer).
+type NotReplayed struct {
+	TraceID  uuid.UUID `json:"trace_id"`
+	TaskName string    `json:"task_name"`
+	Reason   string    `json:"reason" enum:"not_scored,other_environment,brought_agent"`
+}
+
+// replaySource is an attempt of the job a check replays.
+type replaySource struct {
+	Trace      `bun:",extend"`
+	TaskName   string     `bun:"task_name,scanonly"`
+	RegistryID *uuid.UUID `bun:"registry_id,scanonly,type:uuid"`
+}
+
+// StartReplayCheck launches a regression replay of a build against a finished job of the
+// caller's team: one attempt per scored attempt of the job whose task runs the build's
+// environment, on the same task version, scenario arguments, agent configuration and step
+// bound, pinned to the build (by its image), run by the replay model; the caller starts its
+// workflow. One transaction.
+func (s *Store) StartReplayCheck(ctx context.Context, c *Caller, buildID, againstJobID uuid.UUID, maxAttempts int) (*ReplayCheck, error) {
+	b, err := s.ownImageBuild(ctx, c, buildID, "checked")
+	if err != nil {
+		return nil, err
+	}
+	job, err := s.GetJob(ctx, c, againstJobID)
+	if err != nil || job.TeamID != c.TeamID {
+		return nil, ValidationError{{Location: "against_job_id", Value: againstJobID.String(), Message: "no job with this id is the caller's team's"}}
+	}
+	if job.Status != JobCompleted && job.Status != JobCancelled {
+		return nil, fmt.Errorf("job %s is %s: a build is checked against a job that has ended: %w", againstJobID, job.Status, ErrConflict)
+	}
+	var sources []replaySource
+	if err := s.DB.NewSelect().Model(&sources).ColumnExpr("tr.*").ColumnExpr("COALESCE(tk.name, '') AS task_name, tv.registry_id AS registry_id").
+		Join("LEFT JOIN tasks AS tk ON tk.id = tr.task_id").Join("LEFT JOIN task_versions AS tv ON tv.id = tr.task_version_id").
+		Where("tr.job_id = ?", againstJobID).OrderExpr("tk.name, tr.created_at, tr.id").Scan(ctx); err != nil {
+		return nil, fmt.Errorf("check: %w", err)
+	}
+	models, err := s.builtinModels(ctx, ReplayModelName)
+	if err != nil {
+		return nil, err
+	}
+	pin := b.pin()
+	chk := &ReplayCheck{ID: uuid.New(), TeamID: c.TeamID, BuildID: buildID, AgainstJobID: againstJobID, Status: ReplayRunning,
+		Attempts: []ReplayedAttempt{}, NotReplayed: []NotReplayed{}, CreatedAt: now()}
+	var launch []LaunchTrace
+	for _, src := range sources {
+		switch {
+		case src.RegistryID == nil || *src.RegistryID != b.RegistryID:
+			chk.NotReplayed = append(chk.NotReplayed, NotReplayed{TraceID: src.ID, TaskName: src.TaskName, Reason: NotReplayedOtherEnvironment})
+			continue
+		case src.Status != TraceCompleted || src.Reward == nil || src.TaskVersionID == nil:
+			chk.NotReplayed = append(chk.NotReplayed, NotReplayed{TraceID: src.ID, TaskName: src.TaskName, Reason: NotReplayedUnscored})
+			continue
+		case src.AgentBuildID != nil:
+			chk.NotReplayed = append(chk.NotReplayed, NotReplayed{TraceID: src.ID, TaskName: src.TaskName, Reason: NotReplayedBroughtAgent})
+			continue
+		}
+		rc := src.RuntimeConfig
+		rc.Image = pin.Image
+		replayOf := src.ID
+		launch = append(launch, LaunchTrace{TraceID: uuid.New(), TaskVersionID: *src.TaskVersionID, ModelID: models[ReplayModelName], GroupID: src.GroupID,
+			RuntimeConfig: &rc, Args: src.ScenarioArgs, AgentConfig: src.AgentConfig, MaxSteps: src.MaxSteps, ReplayOf: &replayOf})
+	}
+	if len(launch) == 0 {
+		return nil, ValidationError{{Location: "against_job_id", Value: againstJobID.String(),
+			Message: fmt.Sprintf("job %s has no scored attempt of the built-in agent loop on environment %s, build %d's: nothing to replay", againstJobID, b.RegistryName, b.Version)}}
+	}
+	if maxAttempts > 0 && len(launch) > maxAttempts {
+		return nil, ValidationError{{Location: "against_job_id", Value: againstJobID.String(), Message: fmt.Sprintf(
+			"this check replays %d attempts; this server launches at most %d per request", len(launch), maxAttempts)}}
+	}
+	err = s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		j, _, err := launchJob(ctx, tx, c, Launch{Kind: JobBatch, Name: fmt.Sprintf("check %s build %d against job %s", b.RegistryName, b.Version, againstJobID.String()[:8]),
+			TasksetID: job.TasksetID, MaxSteps: job.MaxSteps, GroupSize: job.GroupSize, MaxConcurrent: ReplayConcurrency, Traces: launch})
+		if err != nil {
+			return err
+		}
+		chk.JobID = j.ID
+		_, err = tx.NewInsert().Model(chk).Exec(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("check: %w", err)
+	}
+	return chk, nil
+}
+
+// ReplayConcurrency is how many of a replay check's attempts run at once.
+const ReplayConcurrency = 8
+
+// RecordedAnswers are the model's answers of an attempt's standing try, in order: what the
+// replay model answers an attempt that replays it with.
+func (s *Store) RecordedAnswers(ctx context.Context, traceID uuid.UUID) ([]agent.Message, error) {
+	var evs []TraceEvent
+	if err := s.DB.NewSelect().Model(&evs).Where("trace_id = ? AND kind = ? AND NOT superseded", traceID, EventAssistant).
+		Order("seq ASC").Scan(ctx); err != nil {
+		return nil, fmt.Errorf("recorded answers of %s: %w", traceID, err)
+	}
+	out := make([]agent.Message, 0, len(evs))
+	for _, ev := range evs {
+		var d AssistantEventData
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return nil, fmt.Errorf("recorded answer %d of %s: %w", ev.Seq, traceID, err)
+		}
+		out = append(out, d.Message)
+	}
+	return out, nil
+}
+
+// FinishReplayCheck compares each replay of a check whose job has ended with the attempt it
+// replays, and records them with the check's status: failed when the job was cancelled, changed
+// when an attempt is not the same, same otherwise. A finished check stays as it was.
+func (s *Store) FinishReplayCheck(ctx context.Context, id uuid.UUID) (*ReplayCheck, error) {
+	chk := new(ReplayCheck)
+	if err := s.DB.NewSelect().Model(chk).Where("chk.id = ?", id).Scan(ctx); err != nil {
+		return nil, notFound(err, "replay check")
+	}
+	if chk.Status != ReplayRunning {
+		return chk, nil
+	}
+	var job Job
+	if err := s.DB.NewSelect().Model(&job).Column("status").Where("id = ?", chk.JobID).Scan(ctx); err != nil {
+		return nil, notFound(err, "the replay check's job")
+	}
+	var rows []struct {
+		ID            uuid.UUID `bun:"id,type:uuid"`
+		ReplayOf      uuid.UUID `bun:"replay_of,type:uuid"`
+		TaskVersionID uuid.UUID `bun:"task_version_id,type:uuid"`
+		TaskName      string    `bun:"task_name"`
+		Status        string    `bun:"status"`
+		Reward        *float64  `bun:"reward"`
+		Before        *float64  `bun:"before"`
+	}
+	if err := s.DB.NewSelect().TableExpr("traces AS tr").Join("JOIN traces AS src ON src.id = tr.replay_of").
+		Join("LEFT JOIN tasks AS tk ON tk.id = tr.task_id").
+		ColumnExpr("tr.id, tr.replay_of, tr.task_version_id, COALESCE(tk.name, '') AS task_name, tr.status, tr.reward, src.reward AS before").
+		Where("tr.job_id = ?", chk.JobID).OrderExpr("tk.name, src.created_at, src.id").Scan(ctx, &rows); err != nil {
+		return nil, fmt.Errorf("finish replay check: %w", err)
+	}
+	chk.Attempts, chk.Status = make([]ReplayedAttempt, 0, len(rows)), ReplaySame
+	for _, r := range rows {
+		step, err := s.firstDivergingStep(ctx, r.ReplayOf, r.ID)
+		if err != nil {
+			return nil, err
+		}
+		a := ReplayedAttempt{TaskVersionID: r.TaskVersionID, TaskName: r.TaskName, SourceTraceID: r.ReplayOf, ReplayTraceID: r.ID,
+			RewardBefore: r.Before, RewardAfter: r.Reward, FirstDivergingStep: step}
+		switch {
+		case r.Status != TraceCompleted || r.Reward == nil:
+			a.Outcome = ReplayOutcomeUnfinished
+		case r.Before == nil || *r.Before != *r.Reward:
+			a.Outcome = ReplayOutcomeChangedReward
+		case step != nil:
+			a.Outcome = ReplayOutcomeDiverged
+		default:
+			a.Outcome = ReplayOutcomeSame
+		}
+		if a.Outcome != ReplayOutcomeSame {
+			chk.Status = ReplayChanged
+		}
+		chk.Attempts = append(chk.Attempts, a)
+	}
+	if job.Status == JobCancelled {
+		chk.Status = ReplayFailed
+	}
+	at := now()
+	chk.FinishedAt = &at
+	if _, err := s.DB.NewUpdate().Model(chk).Column("status", "attempts", "finished_at").
+		Where("id = ? AND status = ?", id, ReplayRunning).Exec(ctx); err != nil {
+		return nil, fmt.Errorf("finish replay check: %w", err)
+	}
+	return chk, nil
+}
+
+// toolResult is what a replay compares of one tool result: whether it failed, what the model
+// was sent (text and images, by digest) and its structured content.
+type toolResult struct {
+	Step       int
+	IsError    bool
+	Text       string
+	Images     []string
+	Structured json.RawMessage
+}
+
+func (r toolResult) equal(o toolResult) bool {
+	return r.Step == o.Step && r.IsError == o.IsError && r.Text == o.Text && slices.Equal(r.Images, o.Images) && bytes.Equal(r.Structured, o.Structured)
+}
+
+// toolResults are the tool results of an attempt's standing try, in order.
+func (s *Store) toolResults(ctx context.Context, traceID uuid.UUID) ([]toolResult, error) {
+	var evs []TraceEvent
+	if err := s.DB.NewSelect().Model(&evs).Where("trace_id = ? AND kind = ? AND NOT superseded", traceID, EventToolResult).
+		Order("seq ASC").Scan(ctx); err != nil {
+		return nil, fmt.Errorf("tool results of %s: %w", traceID, err)
+	}
+	out := make([]toolResult, 0, len(evs))
+	for _, ev := range evs {
+		var d ToolResultEventData
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return nil, fmt.Errorf("tool result %d of %s: %w", ev.Seq, traceID, err)
+		}
+		structured, err := json.Marshal(d.Structured) // map keys sorted: equal objects, equal bytes
+		if err != nil {
+			return nil, err
+		}
+		r := toolResult{Step: d.Step, IsError: d.IsError, Text: d.Message.Content, Structured: structured}
+		for _, im := range append(d.Message.Images, d.Images...) {
+			r.Images = append(r.Images, im.SHA256)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// firstDivergingStep is the step of the first tool result in which a replay differs from the
+// attempt it replays, or which only one of them has; nil when they agree throughout.
+func (s *Store) firstDivergingStep(ctx context.Context, sourceID, replayID uuid.UUID) (*int, error) {
+	before, err := s.toolResults(ctx, sourceID)
+	if err != nil {
+		return nil, err
+	}
+	after, err := s.toolResults(ctx, replayID)
+	if err != nil {
+		return nil, err
+	}
+	for i := range max(len(before), len(after)) {
+		switch {
+		case i >= len(before):
+			return &after[i].Step, nil
+		case i >= len(after):
+			return &before[i].Step, nil
+		case !before[i].equal(after[i]):
+			step := min(before[i].Step, after[i].Step)
+			return &step, nil
+		}
+	}
+	return nil, nil
+}
+
+// LatestReplayCheck is the newest replay check of a build the caller's team ran.
+func (s *Store) LatestReplayCheck(ctx context.Context, c *Caller, buildID uuid.UUID) (*ReplayCheck, error) {
+	if _, err := s.GetBuildFor(ctx, c, buildID); err != nil {
+		return nil, err
+	}
+	chk := new(ReplayCheck)
+	if err := s.DB.NewSelect().Model(chk).Where("chk.build_id = ? AND chk.team_id = ?", buildID, c.TeamID).
+		OrderExpr("chk.created_at DESC").Limit(1).Scan(ctx); err != nil {
+		return nil, notFound(err, "replay check of build "+buildID.String())
+	}
+	return chk, nil
+}
