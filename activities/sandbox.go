@@ -123,7 +123,7 @@ func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentIn
 func (a *Activities) startInstance(ctx context.Context, r *runFor, in TryInput, sandboxID string, res sandbox.Resources, limits *models.RuntimeLimits) (uuid.UUID, error) {
 	who := r.launched
 	inst := &models.Instance{TeamID: r.trace.TeamID, TraceID: r.trace.ID, Attempt: in.Attempt, JobID: r.trace.JobID,
-		RegistryID: r.version.RegistryID, UserID: who.user, APIKeyID: who.key, HostQueue: a.HostQueue, SandboxID: sandboxID,
+		RegistryID: r.version.RegistryID, UserID: who.user, APIKeyID: who.key, HostQueue: a.HostQueue, SandboxID: sandboxID, SandboxProvider: a.SandboxProvider,
 		CPU: res.CPU, MemoryMB: res.MemoryMB, GPUCount: res.GPU.Count, GPUType: res.GPU.Type, Limits: limits,
 		HourlyRate:      a.Rates.HourlyRate(res.CPU, res.MemoryMB, res.GPU.Count, res.GPU.Type),
 		BaselineMinutes: a.Rates.BaselineMinutes}

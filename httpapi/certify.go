@@ -13,16 +13,18 @@ import (
 
 // Certification is a certification of an environment build (a Proctor extension).
 type Certification struct {
-	ID         uuid.UUID              `json:"id"`
-	BuildID    uuid.UUID              `json:"build_id"`
-	JobID      uuid.UUID              `json:"job_id" doc:"the job that runs its attempts: follow, cancel or export it as any job"`
-	TasksetID  *uuid.UUID             `json:"taskset_id"`
-	K          int                    `json:"k" doc:"the oracle's attempts per task"`
-	Status     string                 `json:"status" enum:"running,passed,flagged,failed" doc:"running while its job runs; passed: no task flagged; flagged: some task is; failed: its job was cancelled"`
-	Tasks      []models.CertifiedTask `json:"tasks" nullable:"false" doc:"per task, once its job has ended: the oracle's scored runs and full-reward passes, the idle and random agents' rewards, and its flags: oracle_fails (the oracle never reached full reward), flaky (it did on some runs, not all), passes_without_work (the idle agent, which makes no tool call, or the random one, which calls tools with random arguments, reached full reward), tamperable (the tamper probe's call of the hidden setup or evaluate dispatcher was not refused, or it reached full reward where doing nothing did not), unfinished (some attempt was not scored); tamper says what the probe tried and what was refused"`
-	Startup    models.Startup         `json:"startup" doc:"how long its attempts' environments took from their try's start (the sandbox asked for) to answering MCP with their tools listed, over samples attempts (first tries), in ms; null percentiles before any"`
-	CreatedAt  time.Time              `json:"created_at"`
-	FinishedAt *time.Time             `json:"finished_at"`
+	ID        uuid.UUID              `json:"id"`
+	BuildID   uuid.UUID              `json:"build_id"`
+	JobID     uuid.UUID              `json:"job_id" doc:"the job that runs its attempts: follow, cancel or export it as any job"`
+	TasksetID *uuid.UUID             `json:"taskset_id"`
+	K         int                    `json:"k" doc:"the oracle's attempts per task"`
+	Status    string                 `json:"status" enum:"running,passed,flagged,failed" doc:"running while its job runs; passed: no task flagged; flagged: some task is; failed: its job was cancelled"`
+	Tasks     []models.CertifiedTask `json:"tasks" nullable:"false" doc:"per task, once its job has ended: the oracle's scored runs and full-reward passes, the idle and random agents' rewards, and its flags: oracle_fails (the oracle never reached full reward), flaky (it did on some runs, not all), passes_without_work (the idle agent, which makes no tool call, or the random one, which calls tools with random arguments, reached full reward), tamperable (the tamper probe's call of the hidden setup or evaluate dispatcher was not refused, or it reached full reward where doing nothing did not: it also claims success through each visible tool that writes what a grader might read, a score, a verdict, a result), unfinished (some attempt was not scored); tamper says what the probe tried, what was refused and which visible tools it claimed success through"`
+	Startup   models.Startup         `json:"startup" doc:"how long its attempts' environments took from their try's start (the sandbox asked for) to answering MCP with their tools listed, over samples attempts (first tries), in ms; null percentiles before any"`
+	// StartupByProvider splits Startup by sandbox provider.
+	StartupByProvider []models.ProviderStartup `json:"startup_by_provider" nullable:"false" doc:"startup per sandbox provider that ran the attempts (process, container, kubernetes; empty for sandboxes recorded before the provider was kept), by name"`
+	CreatedAt         time.Time                `json:"created_at"`
+	FinishedAt        *time.Time               `json:"finished_at"`
 }
 
 func certificationFrom(c *models.Certification) Certification {
@@ -30,8 +32,17 @@ func certificationFrom(c *models.Certification) Certification {
 	if tasks == nil {
 		tasks = []models.CertifiedTask{}
 	}
+	if c.StartupByProvider == nil {
+		c.StartupByProvider = []models.ProviderStartup{}
+	}
+	for i := range tasks {
+		// Recorded before the probe claimed success through visible tools.
+		if p := tasks[i].Tamper; p != nil && p.Claimed == nil {
+			p.Claimed = []string{}
+		}
+	}
 	return Certification{ID: c.ID, BuildID: c.BuildID, JobID: c.JobID, TasksetID: c.TasksetID, K: c.K, Status: c.Status, Tasks: tasks,
-		Startup: c.Startup, CreatedAt: c.CreatedAt, FinishedAt: c.FinishedAt}
+		Startup: c.Startup, StartupByProvider: c.StartupByProvider, CreatedAt: c.CreatedAt, FinishedAt: c.FinishedAt}
 }
 
 type certificationOutput struct{ Body Certification }
@@ -44,10 +55,11 @@ func (s *Server) registerCertify() {
 		Summary: "Certify a build: is it measuring what it claims? (Proctor extension)",
 		Description: "Runs every task of the taskset whose environment is the build's on that very build (its attempts pinned to its image): " +
 			"the oracle (the task's own validation calls) k times, and once each an idle agent that makes no tool call, a random agent " +
-			"that calls tools with random arguments their schemas allow, and a tamper probe that calls the hidden setup and evaluate dispatchers, as one job. " +
+			"that calls tools with random arguments their schemas allow, and a tamper probe that calls the hidden setup and evaluate dispatchers, then claims success " +
+			"through each visible tool whose name or arguments say score, reward, grade, verdict, result, passed, success, correct or solved, as one job. " +
 			"Once the job has ended, each task is flagged when the oracle never reaches full reward (oracle_fails), reaches it on some " +
 			"runs only (flaky), when the idle or the random agent reaches it (passes_without_work), or when a hidden dispatcher answers the tamper " +
-			"probe (tamperable). 403 for another team's build; 409 for a build " +
+			"probe or it reaches full reward where the idle agent does not (tamperable). 403 for another team's build; 409 for a build " +
 			"that did not succeed or has no image; 422 for a taskset with no task of the build's environment.",
 		DefaultStatus: http.StatusAccepted,
 		Errors:        []int{http.StatusForbidden, http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity, http.StatusServiceUnavailable},

@@ -50,7 +50,7 @@ func (s *Server) registerReplayCheck() {
 			"the attempt recorded at that step; as one job. Once the job has ended, each replay is compared with the attempt it replays: " +
 			"the reward before and after, and the first step at which a tool result differs. Attempts of brought agents, of other " +
 			"environments and unscored ones are listed as not replayed. 403 for another team's build; 409 for a build that did not " +
-			"succeed or has no image, or a job that has not ended; 422 for a job with nothing to replay on the build's environment.",
+			"succeed or has no image, or a job with attempts that have not ended; 422 for a job with nothing to replay on the build's environment.",
 		DefaultStatus: http.StatusAccepted,
 		Errors:        []int{http.StatusForbidden, http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity, http.StatusServiceUnavailable},
 	}, authKeyOrSession), s.checkBuild)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/uptrace/bun"
+
+	"github.com/proctorhq/proctor/internal/agent"
 )
 
 // Certification statuses: running while its job runs; then passed (no task flagged), flagged
@@ -34,7 +37,8 @@ const (
 	// random arguments, reached full reward.
 	FlagPassesWithoutWork = "passes_without_work"
 	// FlagTamperable: a call of the hidden setup or evaluate dispatcher by the tamper probe was not
-	// refused, or the probe reached full reward.
+	// refused, or the probe (which also claims success through the visible tools that write what
+	// a grader might read) reached full reward where doing nothing did not.
 	FlagTamperable = "tamperable"
 	// FlagUnfinished: some of the task's attempts ended without a reward (an error of the
 	// infrastructure, a cancel): its figures are short.
@@ -65,10 +69,12 @@ type Certification struct {
 	K             int             `bun:"k"`
 	Status        string          `bun:"status"`
 	Tasks         []CertifiedTask `bun:"tasks"`
-	// Startup is how long its attempts' environments took to start (the first try of each).
-	Startup    Startup    `bun:"embed:startup_"`
-	CreatedAt  time.Time  `bun:"created_at"`
-	FinishedAt *time.Time `bun:"finished_at"`
+	// Startup is how long its attempts' environments took to start (the first try of each);
+	// StartupByProvider splits it by the sandbox provider that ran them.
+	Startup           Startup           `bun:"embed:startup_"`
+	StartupByProvider []ProviderStartup `bun:"startup_by_provider"`
+	CreatedAt         time.Time         `bun:"created_at"`
+	FinishedAt        *time.Time        `bun:"finished_at"`
 }
 
 // Startup is how long environments took from a try's start (the sandbox asked for) to answering
@@ -77,6 +83,13 @@ type Startup struct {
 	Samples int      `bun:"samples" json:"samples"`
 	P50MS   *float64 `bun:"p50_ms" json:"p50_ms"`
 	P99MS   *float64 `bun:"p99_ms" json:"p99_ms"`
+}
+
+// ProviderStartup is Startup over the attempts one sandbox provider ran ("" for instances
+// recorded before the provider was kept).
+type ProviderStartup struct {
+	Provider string `json:"provider"`
+	Startup
 }
 
 // CertifiedTask is how one task did in a certification.
@@ -102,6 +115,10 @@ type TamperProbe struct {
 	// Tried are the hidden dispatchers it called, Refused those refused to it.
 	Tried   []string `json:"tried" nullable:"false"`
 	Refused []string `json:"refused" nullable:"false"`
+	// Claimed are the visible tools it called to claim success: those that write what a grader
+	// might read (a score, a verdict, a result), called with arguments that say it passed
+	// (agent.ClaimCalls). Its reward says whether a claim scored.
+	Claimed []string `json:"claimed" nullable:"false"`
 	Reward  float64  `json:"reward"`
 }
 
@@ -264,11 +281,10 @@ func (s *Store) FinishCertification(ctx context.Context, id uuid.UUID) (*Certifi
 		return nil, err
 	}
 	cert.Tasks, cert.Status = certify(rows, cert.K, probes), CertificationPassed
-	startup, err := s.startup(ctx, cert.JobID)
+	cert.Startup, cert.StartupByProvider, err = s.startup(ctx, cert.JobID)
 	if err != nil {
 		return nil, err
 	}
-	cert.Startup = startup
 	for _, t := range cert.Tasks {
 		if len(t.Flags) > 0 {
 			cert.Status = CertificationFlagged
@@ -279,7 +295,7 @@ func (s *Store) FinishCertification(ctx context.Context, id uuid.UUID) (*Certifi
 	}
 	at := now()
 	cert.FinishedAt = &at
-	if _, err := s.DB.NewUpdate().Model(cert).Column("status", "tasks", "finished_at", "startup_samples", "startup_p50_ms", "startup_p99_ms").
+	if _, err := s.DB.NewUpdate().Model(cert).Column("status", "tasks", "finished_at", "startup_samples", "startup_p50_ms", "startup_p99_ms", "startup_by_provider").
 		Where("id = ? AND status = ?", id, CertificationRunning).Exec(ctx); err != nil {
 		return nil, fmt.Errorf("finish certification: %w", err)
 	}
@@ -287,28 +303,43 @@ func (s *Store) FinishCertification(ctx context.Context, id uuid.UUID) (*Certifi
 }
 
 // startup measures a job's attempts' environment start-up: from the start of their first try to
-// its system message, written once the environment answered MCP and listed its tools.
-func (s *Store) startup(ctx context.Context, jobID uuid.UUID) (Startup, error) {
+// its system message, written once the environment answered MCP and listed its tools; over all
+// of them, and per sandbox provider (of the try's instance), by provider name.
+func (s *Store) startup(ctx context.Context, jobID uuid.UUID) (Startup, []ProviderStartup, error) {
 	var rows []struct {
-		Start time.Time `bun:"start_time"`
-		Ready time.Time `bun:"started_at"`
+		Start    time.Time `bun:"start_time"`
+		Ready    time.Time `bun:"started_at"`
+		Provider string    `bun:"provider"`
 	}
-	if err := s.DB.NewSelect().TableExpr("traces AS tr").ColumnExpr("tr.start_time, ev.started_at").
+	if err := s.DB.NewSelect().TableExpr("traces AS tr").ColumnExpr("tr.start_time, ev.started_at, COALESCE(MAX(inst.sandbox_provider), '') AS provider").
 		Join("JOIN trace_events AS ev ON ev.trace_id = tr.id AND ev.attempt = 1 AND ev.kind = ?", EventSystem).
-		Where("tr.job_id = ? AND tr.start_time IS NOT NULL", jobID).Scan(ctx, &rows); err != nil {
-		return Startup{}, fmt.Errorf("certification start-up: %w", err)
+		Join("LEFT JOIN instances AS inst ON inst.trace_id = tr.id AND inst.attempt = 1").
+		Where("tr.job_id = ? AND tr.start_time IS NOT NULL", jobID).GroupExpr("tr.id, tr.start_time, ev.started_at").Scan(ctx, &rows); err != nil {
+		return Startup{}, nil, fmt.Errorf("certification start-up: %w", err)
 	}
-	ms := make([]float64, 0, len(rows))
+	all := make([]float64, 0, len(rows))
+	byProvider := map[string][]float64{}
 	for _, r := range rows {
-		ms = append(ms, float64(r.Ready.Sub(r.Start).Microseconds())/1000)
+		ms := float64(r.Ready.Sub(r.Start).Microseconds()) / 1000
+		all = append(all, ms)
+		byProvider[r.Provider] = append(byProvider[r.Provider], ms)
 	}
+	split := make([]ProviderStartup, 0, len(byProvider))
+	for _, name := range slices.Sorted(maps.Keys(byProvider)) {
+		split = append(split, ProviderStartup{Provider: name, Startup: percentiles(byProvider[name])})
+	}
+	return percentiles(all), split, nil
+}
+
+// percentiles are the p50 and p99 of ms (milliseconds, in any order).
+func percentiles(ms []float64) Startup {
 	out := Startup{Samples: len(ms)}
 	if len(ms) > 0 {
 		slices.Sort(ms)
 		p50, p99 := nearestRank(ms, 0.50), nearestRank(ms, 0.99)
 		out.P50MS, out.P99MS = &p50, &p99
 	}
-	return out, nil
+	return out
 }
 
 // nearestRank is the p-th percentile of sorted by the nearest-rank method.
@@ -329,7 +360,7 @@ func (s *Store) tamperProbes(ctx context.Context, rows []certifiedAttempt) (map[
 		if err != nil {
 			return nil, err
 		}
-		p := &TamperProbe{Tried: []string{}, Refused: []string{}, Reward: *r.Reward}
+		p := &TamperProbe{Tried: []string{}, Refused: []string{}, Claimed: []string{}, Reward: *r.Reward}
 		for _, ev := range evs {
 			if ev.Kind != EventToolResult {
 				continue
@@ -338,9 +369,14 @@ func (s *Store) tamperProbes(ctx context.Context, rows []certifiedAttempt) (map[
 			if err := json.Unmarshal(ev.Data, &d); err != nil {
 				return nil, fmt.Errorf("tamper probe %s: %w", r.ID, err)
 			}
-			p.Tried = append(p.Tried, d.Name)
-			if d.IsError {
-				p.Refused = append(p.Refused, d.Name)
+			switch d.Name {
+			case agent.SetupHub, agent.EvaluateHub:
+				p.Tried = append(p.Tried, d.Name)
+				if d.IsError {
+					p.Refused = append(p.Refused, d.Name)
+				}
+			default:
+				p.Claimed = append(p.Claimed, d.Name)
 			}
 		}
 		out[r.ID] = p

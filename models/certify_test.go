@@ -94,6 +94,9 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 			StartedAt: started.Add(250 * time.Millisecond)}}); err != nil {
 			t.Fatal(err)
 		}
+		if err := s.StartInstance(ctx, &models.Instance{TeamID: a.TeamID, TraceID: traces[0].ID, Attempt: 1, JobID: cert.JobID, SandboxProvider: "process"}); err != nil {
+			t.Fatal(err)
+		}
 		one, zero := 1.0, 0.0
 		seen := map[string]int{}
 		taskName := map[uuid.UUID]string{up.TaskVersionIDs[0]: "one", up.TaskVersionIDs[1]: "two"}
@@ -118,7 +121,12 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 			if tr.GroupID[:4] == "tamp" {
 				// Task one's probe is refused both calls; task two's evaluate dispatcher answers.
 				var evs []models.TraceEvent
-				for i, hub := range []string{"setup", "evaluate"} {
+				// Task one's also claims success through a visible tool.
+				hubs := []string{"setup", "evaluate"}
+				if name == "one/tamp" {
+					hubs = append(hubs, "set_verdict")
+				}
+				for i, hub := range hubs {
 					refused := name != "two/tamp" || hub == "setup"
 					evs = append(evs, models.TraceEvent{TraceID: tr.ID, Seq: 10 + i, Attempt: 1, Kind: models.EventToolResult, StartedAt: time.Now(),
 						Data: models.EventData(models.ToolResultEventData{Name: hub, IsError: refused})})
@@ -137,12 +145,16 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 		if su := done.Startup; su.Samples != 1 || su.P50MS == nil || *su.P50MS != 250 || *su.P99MS != 250 {
 			t.Errorf("start-up = %+v, want one sample of 250 ms", su)
 		}
+		if by := done.StartupByProvider; len(by) != 1 || by[0].Provider != "process" || by[0].Samples != 1 || *by[0].P50MS != 250 {
+			t.Errorf("start-up by provider = %+v, want process's one sample of 250 ms", by)
+		}
 		byName := map[string]models.CertifiedTask{}
 		for _, ct := range done.Tasks {
 			byName[ct.TaskName] = ct
 		}
 		if ct := byName["one"]; ct.OracleRuns != 3 || ct.OraclePasses != 2 || !slices.Equal(ct.Flags, []string{models.FlagFlaky}) || ct.IdleReward == nil || *ct.IdleReward != 0 ||
-			ct.Tamper == nil || !slices.Equal(ct.Tamper.Tried, []string{"setup", "evaluate"}) || len(ct.Tamper.Refused) != 2 {
+			ct.Tamper == nil || !slices.Equal(ct.Tamper.Tried, []string{"setup", "evaluate"}) || len(ct.Tamper.Refused) != 2 ||
+			!slices.Equal(ct.Tamper.Claimed, []string{"set_verdict"}) {
 			t.Errorf("task one: %+v, want flaky", ct)
 		}
 		if ct := byName["two"]; ct.OracleRuns != 2 || ct.OraclePasses != 2 || !slices.Equal(ct.Flags, []string{models.FlagTamperable, models.FlagUnfinished}) ||
@@ -150,7 +162,8 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 			t.Errorf("task two: %+v, want unfinished", ct)
 		}
 		got, err := s.LatestCertification(ctx, a, build.ID)
-		if err != nil || got.ID != cert.ID || got.Status != models.CertificationFlagged || len(got.Tasks) != 2 || got.Startup.Samples != 1 {
+		if err != nil || got.ID != cert.ID || got.Status != models.CertificationFlagged || len(got.Tasks) != 2 || got.Startup.Samples != 1 ||
+			len(got.StartupByProvider) != 1 {
 			t.Errorf("latest certification = %+v, %v", got, err)
 		}
 		// Recorded once: a second finish changes nothing.

@@ -23,18 +23,21 @@ const (
 // Instance is one sandbox an attempt's try ran in: its resources, the hourly rate it was priced
 // at when it started, and, once it has ended, its duration and cost.
 type Instance struct {
-	bun.BaseModel   `bun:"table:instances,alias:inst"`
-	ID              uuid.UUID      `bun:"id,pk,type:uuid"`
-	TeamID          uuid.UUID      `bun:"team_id,type:uuid"`
-	TraceID         uuid.UUID      `bun:"trace_id,type:uuid"`
-	Attempt         int            `bun:"attempt"`
-	JobID           uuid.UUID      `bun:"job_id,type:uuid"`
-	RegistryID      *uuid.UUID     `bun:"registry_id,type:uuid"`
-	BuildID         *uuid.UUID     `bun:"build_id,type:uuid"`
-	UserID          *uuid.UUID     `bun:"user_id,type:uuid"`
-	APIKeyID        *uuid.UUID     `bun:"api_key_id,type:uuid"`
-	HostQueue       string         `bun:"host_queue"`
-	SandboxID       string         `bun:"sandbox_id"`
+	bun.BaseModel `bun:"table:instances,alias:inst"`
+	ID            uuid.UUID  `bun:"id,pk,type:uuid"`
+	TeamID        uuid.UUID  `bun:"team_id,type:uuid"`
+	TraceID       uuid.UUID  `bun:"trace_id,type:uuid"`
+	Attempt       int        `bun:"attempt"`
+	JobID         uuid.UUID  `bun:"job_id,type:uuid"`
+	RegistryID    *uuid.UUID `bun:"registry_id,type:uuid"`
+	BuildID       *uuid.UUID `bun:"build_id,type:uuid"`
+	UserID        *uuid.UUID `bun:"user_id,type:uuid"`
+	APIKeyID      *uuid.UUID `bun:"api_key_id,type:uuid"`
+	HostQueue     string     `bun:"host_queue"`
+	SandboxID     string     `bun:"sandbox_id"`
+	// SandboxProvider is the provider that ran the sandbox (process, container, kubernetes);
+	// empty for instances recorded before it was kept.
+	SandboxProvider string         `bun:"sandbox_provider"`
 	CPU             float64        `bun:"cpu"`
 	MemoryMB        int            `bun:"memory_mb"`
 	GPUCount        int            `bun:"gpu_count"`

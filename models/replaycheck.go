@@ -110,17 +110,24 @@ func (s *Store) StartReplayCheck(ctx context.Context, c *Caller, buildID, agains
 		return nil, err
 	}
 	job, err := s.GetJob(ctx, c, againstJobID)
-	if err != nil || job.TeamID != c.TeamID {
+	if err != nil || job.TeamID != c.TeamID { // published jobs of other teams are not replayed
 		return nil, ValidationError{{Location: "against_job_id", Value: againstJobID.String(), Message: "no job with this id is the caller's team's"}}
-	}
-	if job.Status != JobCompleted && job.Status != JobCancelled {
-		return nil, fmt.Errorf("job %s is %s: a build is checked against a job that has ended: %w", againstJobID, job.Status, ErrConflict)
 	}
 	var sources []replaySource
 	if err := s.DB.NewSelect().Model(&sources).ColumnExpr("tr.*").ColumnExpr("COALESCE(tk.name, '') AS task_name, tv.registry_id AS registry_id").
 		Join("LEFT JOIN tasks AS tk ON tk.id = tr.task_id").Join("LEFT JOIN task_versions AS tv ON tv.id = tr.task_version_id").
 		Where("tr.job_id = ?", againstJobID).OrderExpr("tk.name, tr.created_at, tr.id").Scan(ctx); err != nil {
 		return nil, fmt.Errorf("check: %w", err)
+	}
+	// Its attempts must have ended (the job's own status follows a moment later).
+	live := 0
+	for _, src := range sources {
+		if !Terminal(src.Status) {
+			live++
+		}
+	}
+	if live > 0 {
+		return nil, fmt.Errorf("job %s has %d attempts that have not ended: a build is checked against a job whose attempts have: %w", againstJobID, live, ErrConflict)
 	}
 	models, err := s.builtinModels(ctx, ReplayModelName)
 	if err != nil {

@@ -88,7 +88,7 @@ func TestAReplayCheckComparesEachReplayWithTheAttemptItReplays(t *testing.T) {
 			t.Fatal(err)
 		}
 		if _, err := s.StartReplayCheck(ctx, a, builds[1].ID, job.ID, 0); !errors.Is(err, models.ErrConflict) {
-			t.Errorf("a check against a job that has not ended: %v, want ErrConflict", err)
+			t.Errorf("a check against a job whose attempts have not ended: %v, want ErrConflict", err)
 		}
 		one, zero := 1.0, 0.0
 		recordTurns(t, s, traces[0].ID, "board 8a", "board 8b")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -97,6 +98,9 @@ func printCertification(stdout io.Writer, cert httpapi.Certification) error {
 		tamper := "–"
 		if p := t.Tamper; p != nil {
 			tamper = fmt.Sprintf("%d/%d refused", len(p.Refused), len(p.Tried))
+			if len(p.Claimed) > 0 {
+				tamper += fmt.Sprintf("; claimed success via %s → %.3g", strings.Join(p.Claimed, ", "), p.Reward)
+			}
 		}
 		fmt.Fprintf(tw, "%s\t%d/%d\t%s\t%s\t%s\t%s\n", t.TaskName, t.OraclePasses, t.OracleRuns, rewardOf(t.IdleReward), rewardOf(t.RandomReward),
 			tamper, orDash(strings.Join(t.Flags, ", ")))
@@ -104,6 +108,11 @@ func printCertification(stdout io.Writer, cert httpapi.Certification) error {
 	tw.Flush()
 	if su := cert.Startup; su.P50MS != nil {
 		fmt.Fprintf(stdout, "environment start-up (try start → MCP ready): p50 %.0f ms, p99 %.0f ms over %d attempts\n", *su.P50MS, *su.P99MS, su.Samples)
+	}
+	for _, su := range cert.StartupByProvider {
+		if su.P50MS != nil {
+			fmt.Fprintf(stdout, "  on %s sandboxes: p50 %.0f ms, p99 %.0f ms over %d attempts\n", cmp.Or(su.Provider, "unrecorded"), *su.P50MS, *su.P99MS, su.Samples)
+		}
 	}
 	if cert.Status != "passed" {
 		return fmt.Errorf("certification %s: %s", cert.ID, cert.Status)

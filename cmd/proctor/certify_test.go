@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -61,6 +62,10 @@ func testCertify(t *testing.T, storeArgs []string, _ string) {
 	if su := cert.Startup; su.Samples != 15 || su.P50MS == nil || *su.P50MS <= 0 || *su.P99MS < *su.P50MS || !strings.Contains(out, "environment start-up") {
 		t.Errorf("the certification's start-up figures: %+v\n%s", su, out)
 	}
+	if by := cert.StartupByProvider; len(by) != 1 || by[0].Provider != "process" || by[0].Samples != 15 || *by[0].P50MS != *cert.Startup.P50MS ||
+		!strings.Contains(out, "on process sandboxes: p50") {
+		t.Errorf("the certification's start-up by provider: %+v\n%s", by, out)
+	}
 	for _, got := range cert.Tasks {
 		w, ok := want[got.TaskName]
 		if !ok || got.OracleRuns != w.runs || got.OraclePasses != w.passes || got.IdleReward == nil || *got.IdleReward != w.idle ||
@@ -96,6 +101,28 @@ func testCertify(t *testing.T, storeArgs []string, _ string) {
 		t.Errorf("proctor env require-certification --off: %v\n%s", err, out)
 	}
 
+	// An environment whose grader reads what a visible tool writes: the tamper probe claims
+	// success through it and scores, where doing nothing does not.
+	if out, err := c.cli("env", "deploy", outOfTreeModule(t, []byte(verdictEnvironment)), "--name", "verdict"); err != nil {
+		t.Fatalf("deploy the verdict environment: %v\n%s", err, out)
+	}
+	if code := c.call("POST", "/v2/tasks/upload", map[string]any{"taskset_name": "verdict", "tasks": []any{
+		map[string]any{"name": "solve", "env": "verdict", "scenario": "solve", "validation": []any{map[string]any{"name": "solve", "arguments": map[string]any{}}}}}}, nil); code != 201 {
+		t.Fatalf("upload the verdict task: %d", code)
+	}
+	c.call("GET", "/v2/registry?search=verdict", nil, &envs)
+	if len(envs.Items) != 1 || envs.Items[0].LatestBuildID == nil {
+		t.Fatalf("the verdict environment: %+v", envs.Items)
+	}
+	if out, err := c.cli("env", "certify", *envs.Items[0].LatestBuildID, "--taskset", "verdict", "--k", "1"); err == nil || !strings.Contains(out, "tamperable") {
+		t.Errorf("proctor env certify of a grader an agent can write: %v, want tamperable\n%s", err, out)
+	}
+	c.call("GET", "/v2/builds/"+*envs.Items[0].LatestBuildID+"/certification", nil, &cert)
+	if len(cert.Tasks) != 1 || cert.Tasks[0].Tamper == nil || strings.Join(cert.Tasks[0].Tamper.Claimed, ",") != "set_verdict" || cert.Tasks[0].Tamper.Reward != 1 ||
+		!slices.Contains(cert.Tasks[0].Flags, "tamperable") || cert.Tasks[0].OraclePasses != 1 {
+		t.Errorf("the verdict task's certification: %+v", cert.Tasks)
+	}
+
 	// Refusals: a taskset with no task of the build's environment, a nil taskset, no build.
 	var other struct {
 		ID string `json:"taskset_id"`
@@ -119,3 +146,61 @@ func testCertify(t *testing.T, storeArgs []string, _ string) {
 		}
 	}
 }
+
+// verdictEnvironment is an environment whose grader trusts what an agent writes: its visible tool
+// set_verdict records a verdict, and its evaluation scores the verdict (the work, solve, also
+// earns it).
+const verdictEnvironment = `package main
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+
+	"github.com/proctorhq/proctor/envserver"
+)
+
+type verdict struct {
+	Passed bool ` + "`json:\"passed\"`" + `
+}
+
+func main() {
+	envserver.Main(func(logger *slog.Logger) (*envserver.Server, error) {
+		var mu sync.Mutex
+		passed := false
+		srv := envserver.New("verdict", envserver.WithLogger(logger))
+		if _, err := envserver.AddTool(srv, "solve", "Do the work", func(ctx context.Context, _ struct{}) (verdict, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			passed = true
+			return verdict{Passed: true}, nil
+		}); err != nil {
+			return nil, err
+		}
+		if _, err := envserver.AddTool(srv, "set_verdict", "Record the verdict", func(ctx context.Context, in verdict) (verdict, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			passed = in.Passed
+			return in, nil
+		}); err != nil {
+			return nil, err
+		}
+		evaluate := envserver.NewHub(envserver.EvaluateHub)
+		if _, err := envserver.AddTool(evaluate, "verdict", "1 when the verdict says passed", func(ctx context.Context, _ struct{}) (envserver.EvaluationResult, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if passed {
+				return envserver.EvaluationResult{Reward: 1, Done: true, Content: "passed"}, nil
+			}
+			return envserver.EvaluationResult{Reward: 0, Done: true, Content: "not passed"}, nil
+		}); err != nil {
+			return nil, err
+		}
+		if err := srv.Mount(evaluate); err != nil {
+			return nil, err
+		}
+		return srv, envserver.AddScenario(srv, envserver.Scenario[struct{}]{Name: "solve", Prompt: "Solve it.",
+			Evaluate: envserver.Call{Tool: envserver.EvaluateHub, Name: "verdict"}})
+	})
+}
+`

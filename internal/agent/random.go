@@ -65,18 +65,7 @@ func randomValue(rng *rand.Rand, schema map[string]any, depth int) any {
 	if c, ok := schema["const"]; ok {
 		return c
 	}
-	typ, _ := schema["type"].(string)
-	if list, ok := schema["type"].([]any); ok {
-		for _, t := range list {
-			if s, _ := t.(string); s != "null" && s != "" {
-				typ = s
-				break
-			}
-		}
-	}
-	if typ == "" && schema["properties"] != nil {
-		typ = "object"
-	}
+	typ := schemaType(schema)
 	lo, hi := schemaNumber(schema["minimum"], 0), schemaNumber(schema["maximum"], 10)
 	if _, bounded := schema["maximum"]; !bounded && hi < lo {
 		hi = lo + 10
@@ -125,6 +114,24 @@ func randomValue(rng *rand.Rand, schema map[string]any, depth int) any {
 		return out
 	}
 	return nil
+}
+
+// schemaType is a schema's type: its "type", the first non-null one of a list of them, or
+// object for one with properties and no type.
+func schemaType(schema map[string]any) string {
+	typ, _ := schema["type"].(string)
+	if list, ok := schema["type"].([]any); ok {
+		for _, t := range list {
+			if s, _ := t.(string); s != "null" && s != "" {
+				typ = s
+				break
+			}
+		}
+	}
+	if typ == "" && schema["properties"] != nil {
+		typ = "object"
+	}
+	return typ
 }
 
 // schemaNumber is a JSON number of a schema, or def when it is none.

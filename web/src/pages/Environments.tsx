@@ -385,6 +385,10 @@ function Certification({ id, onUnauthorized }: { id: string; onUnauthorized: () 
         {data.startup.p50_ms !== null &&
           data.startup.p99_ms !== null &&
           ` · environment start-up p50 ${Math.round(data.startup.p50_ms)} ms, p99 ${Math.round(data.startup.p99_ms)} ms over ${data.startup.samples} attempts`}
+        {data.startup_by_provider
+          .filter((p) => p.p50_ms !== null && p.p99_ms !== null)
+          .map((p) => ` · on ${p.provider || "unrecorded"} sandboxes p50 ${Math.round(p.p50_ms as number)} ms, p99 ${Math.round(p.p99_ms as number)} ms (${p.samples})`)
+          .join("")}
       </p>
       {data.tasks.length > 0 && (
         <table>
@@ -398,7 +402,12 @@ function Certification({ id, onUnauthorized }: { id: string; onUnauthorized: () 
                 </td>
                 <td>{reward(t.idle_reward)}</td>
                 <td>{reward(t.random_reward)}</td>
-                <td>{t.tamper ? `${t.tamper.refused.length}/${t.tamper.tried.length} refused` : "–"}</td>
+                <td>
+                  {t.tamper
+                    ? `${t.tamper.refused.length}/${t.tamper.tried.length} refused` +
+                      (t.tamper.claimed.length > 0 ? `; claimed success via ${t.tamper.claimed.join(", ")} → ${reward(t.tamper.reward)}` : "")
+                    : "–"}
+                </td>
                 <td>{t.flags.join(", ") || "–"}</td>
               </tr>
             ))}
