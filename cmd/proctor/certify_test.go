@@ -101,26 +101,47 @@ func testCertify(t *testing.T, storeArgs []string, _ string) {
 		t.Errorf("proctor env require-certification --off: %v\n%s", err, out)
 	}
 
-	// An environment whose grader reads what a visible tool writes: the tamper probe claims
-	// success through it and scores, where doing nothing does not.
-	if out, err := c.cli("env", "deploy", outOfTreeModule(t, []byte(verdictEnvironment)), "--name", "verdict"); err != nil {
-		t.Fatalf("deploy the verdict environment: %v\n%s", err, out)
+	// A taskset of the sound task alone certifies clean: passed, and the command succeeds.
+	c.call("POST", "/v2/tasks/upload", map[string]any{"taskset_name": "clean", "tasks": []any{task("sound", []string{"buy milk"}, "buy milk")}}, nil)
+	if out, err := c.cli("env", "certify", build, "--taskset", "clean", "--k", "2"); err != nil || !strings.Contains(out, ": passed") {
+		t.Errorf("proctor env certify of a clean taskset: %v\n%s", err, out)
 	}
-	if code := c.call("POST", "/v2/tasks/upload", map[string]any{"taskset_name": "verdict", "tasks": []any{
-		map[string]any{"name": "solve", "env": "verdict", "scenario": "solve", "validation": []any{map[string]any{"name": "solve", "arguments": map[string]any{}}}}}}, nil); code != 201 {
-		t.Fatalf("upload the verdict task: %d", code)
+
+	// Planted tasks: a grader that trusts what a visible tool writes (the tamper probe claims
+	// success through it and scores, where doing nothing does not), and an evaluation that passes
+	// 60% of the time (flaky: with k 12, all pass or all fail once in ~450 certifications).
+	if out, err := c.cli("env", "deploy", outOfTreeModule(t, []byte(plantedEnvironment)), "--name", "planted"); err != nil {
+		t.Fatalf("deploy the planted environment: %v\n%s", err, out)
 	}
-	c.call("GET", "/v2/registry?search=verdict", nil, &envs)
+	solve := []any{map[string]any{"name": "solve", "arguments": map[string]any{}}}
+	if code := c.call("POST", "/v2/tasks/upload", map[string]any{"taskset_name": "planted", "tasks": []any{
+		map[string]any{"name": "verdict", "env": "planted", "scenario": "verdict", "validation": solve},
+		map[string]any{"name": "coin", "env": "planted", "scenario": "coin", "validation": solve}}}, nil); code != 201 {
+		t.Fatalf("upload the planted tasks: %d", code)
+	}
+	c.call("GET", "/v2/registry?search=planted", nil, &envs)
 	if len(envs.Items) != 1 || envs.Items[0].LatestBuildID == nil {
-		t.Fatalf("the verdict environment: %+v", envs.Items)
+		t.Fatalf("the planted environment: %+v", envs.Items)
 	}
-	if out, err := c.cli("env", "certify", *envs.Items[0].LatestBuildID, "--taskset", "verdict", "--k", "1"); err == nil || !strings.Contains(out, "tamperable") {
-		t.Errorf("proctor env certify of a grader an agent can write: %v, want tamperable\n%s", err, out)
+	planted := *envs.Items[0].LatestBuildID
+	if out, err := c.cli("env", "certify", planted, "--taskset", "planted", "--k", "12"); err == nil || !strings.Contains(out, "tamperable") || !strings.Contains(out, "flaky") {
+		t.Errorf("proctor env certify of the planted tasks: %v, want tamperable and flaky\n%s", err, out)
 	}
-	c.call("GET", "/v2/builds/"+*envs.Items[0].LatestBuildID+"/certification", nil, &cert)
-	if len(cert.Tasks) != 1 || cert.Tasks[0].Tamper == nil || strings.Join(cert.Tasks[0].Tamper.Claimed, ",") != "set_verdict" || cert.Tasks[0].Tamper.Reward != 1 ||
-		!slices.Contains(cert.Tasks[0].Flags, "tamperable") || cert.Tasks[0].OraclePasses != 1 {
-		t.Errorf("the verdict task's certification: %+v", cert.Tasks)
+	c.call("GET", "/v2/builds/"+planted+"/certification", nil, &cert)
+	for _, ct := range cert.Tasks {
+		switch ct.TaskName {
+		case "verdict":
+			if ct.Tamper == nil || strings.Join(ct.Tamper.Claimed, ",") != "set_verdict" || ct.Tamper.Reward != 1 || !slices.Contains(ct.Flags, "tamperable") ||
+				ct.OraclePasses != 12 || slices.Contains(ct.Flags, "flaky") {
+				t.Errorf("the verdict task's certification: %+v (tamper %+v)", ct, ct.Tamper)
+			}
+		case "coin":
+			if !slices.Contains(ct.Flags, "flaky") || ct.OracleRuns != 12 || ct.OraclePasses == 0 || ct.OraclePasses == 12 || slices.Contains(ct.Flags, "tamperable") {
+				t.Errorf("the coin task's certification: %+v", ct)
+			}
+		default:
+			t.Errorf("a task of no planted kind: %+v", ct)
+		}
 	}
 
 	// Refusals: a taskset with no task of the build's environment, a nil taskset, no build.
@@ -147,14 +168,16 @@ func testCertify(t *testing.T, storeArgs []string, _ string) {
 	}
 }
 
-// verdictEnvironment is an environment whose grader trusts what an agent writes: its visible tool
-// set_verdict records a verdict, and its evaluation scores the verdict (the work, solve, also
-// earns it).
-const verdictEnvironment = `package main
+// plantedEnvironment plants two faults certification must find: its scenario verdict's grader
+// trusts what an agent writes (the visible tool set_verdict records the verdict it scores; the
+// work, solve, also earns it), and its scenario coin's evaluation passes 60% of the time once the
+// work is done.
+const plantedEnvironment = `package main
 
 import (
 	"context"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 
 	"github.com/proctorhq/proctor/envserver"
@@ -167,12 +190,12 @@ type verdict struct {
 func main() {
 	envserver.Main(func(logger *slog.Logger) (*envserver.Server, error) {
 		var mu sync.Mutex
-		passed := false
-		srv := envserver.New("verdict", envserver.WithLogger(logger))
+		passed, solved := false, false
+		srv := envserver.New("planted", envserver.WithLogger(logger))
 		if _, err := envserver.AddTool(srv, "solve", "Do the work", func(ctx context.Context, _ struct{}) (verdict, error) {
 			mu.Lock()
 			defer mu.Unlock()
-			passed = true
+			passed, solved = true, true
 			return verdict{Passed: true}, nil
 		}); err != nil {
 			return nil, err
@@ -186,21 +209,33 @@ func main() {
 			return nil, err
 		}
 		evaluate := envserver.NewHub(envserver.EvaluateHub)
-		if _, err := envserver.AddTool(evaluate, "verdict", "1 when the verdict says passed", func(ctx context.Context, _ struct{}) (envserver.EvaluationResult, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			if passed {
-				return envserver.EvaluationResult{Reward: 1, Done: true, Content: "passed"}, nil
-			}
-			return envserver.EvaluationResult{Reward: 0, Done: true, Content: "not passed"}, nil
-		}); err != nil {
+		score := func(name string, pass func() bool) error {
+			_, err := envserver.AddTool(evaluate, name, "1 when it passes", func(ctx context.Context, _ struct{}) (envserver.EvaluationResult, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				if pass() {
+					return envserver.EvaluationResult{Reward: 1, Done: true, Content: "passed"}, nil
+				}
+				return envserver.EvaluationResult{Reward: 0, Done: true, Content: "not passed"}, nil
+			})
+			return err
+		}
+		if err := score("verdict", func() bool { return passed }); err != nil {
+			return nil, err
+		}
+		if err := score("coin", func() bool { return solved && rand.Float64() < 0.6 }); err != nil {
 			return nil, err
 		}
 		if err := srv.Mount(evaluate); err != nil {
 			return nil, err
 		}
-		return srv, envserver.AddScenario(srv, envserver.Scenario[struct{}]{Name: "solve", Prompt: "Solve it.",
-			Evaluate: envserver.Call{Tool: envserver.EvaluateHub, Name: "verdict"}})
+		for _, name := range []string{"verdict", "coin"} {
+			if err := envserver.AddScenario(srv, envserver.Scenario[struct{}]{Name: name, Prompt: "Solve it.",
+				Evaluate: envserver.Call{Tool: envserver.EvaluateHub, Name: name}}); err != nil {
+				return nil, err
+			}
+		}
+		return srv, nil
 	})
 }
 `

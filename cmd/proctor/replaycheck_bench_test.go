@@ -48,11 +48,13 @@ func BenchmarkReplayCheck(b *testing.B) {
 		var chk httpapi.ReplayCheck
 		c.call("POST", "/v2/builds/"+build+"/check", map[string]any{"against_job_id": launched.JobID}, &chk)
 		c.waitJob(chk.JobID.String(), nil)
+		ran := time.Since(start)
 		for chk.Status == "running" {
 			time.Sleep(50 * time.Millisecond)
 			c.call("GET", "/v2/builds/"+build+"/check", nil, &chk)
 		}
 		replay := time.Since(start)
+		b.Logf("the replays ran in %s, their figures were recorded %s later", ran, replay-ran)
 		if chk.Status != "same" || len(chk.Attempts) != replayBenchAttempts {
 			b.Fatalf("the replay check: %s, %d attempts", chk.Status, len(chk.Attempts))
 		}

@@ -44,10 +44,10 @@ func firstFourSpawn(seed uint64) int {
 	return -1
 }
 
-// changedGame2048 is an out-of-tree copy of the game2048 environment with one changed rule: a
-// spawned tile is always a 2 (the random draw that picked a 4 one time in ten is still made, so
-// that every other spawn lands where it did).
-func changedGame2048(t *testing.T) string {
+// game2048Copy is an out-of-tree copy of the game2048 environment, with one changed rule when
+// changed: a spawned tile is always a 2 (the random draw that picked a 4 one time in ten is still
+// made, so that every other spawn lands where it did).
+func game2048Copy(t *testing.T, changed bool) string {
 	t.Helper()
 	src := filepath.Join(testenv.ModuleRoot(t), "examples", "environments", "game2048")
 	files := map[string][]byte{}
@@ -62,20 +62,23 @@ func changedGame2048(t *testing.T) string {
 	if strings.Count(string(files["game2048env/game.go"]), rule) != 1 {
 		t.Fatalf("game.go no longer has the spawn rule this test changes:\n%s", rule)
 	}
-	files["game2048env/game.go"] = []byte(strings.Replace(string(files["game2048env/game.go"]), rule, "\tif g.next()%10 == 0 {\n\t\tvalue = 2\n\t}", 1))
+	if changed {
+		files["game2048env/game.go"] = []byte(strings.Replace(string(files["game2048env/game.go"]), rule, "\tif g.next()%10 == 0 {\n\t\tvalue = 2\n\t}", 1))
+	}
 	return outOfTreeFiles(t, files, true)
 }
 
 // proctor env check replays a finished 2048 job on a new build whose spawn rule changed: exactly
 // the tasks whose games spawned a 4 (computed here from the game itself) changed, each from the
-// step of that spawn, and the others are the same; replayed on the build the job ran, every
-// attempt is the same. The replays are a job like any other. Both stores.
+// step of that spawn, and the others are the same; replayed on an identical build (the same
+// source, built again) and on the build the job ran, every attempt is the same. The replays are
+// a job like any other. Both stores.
 func TestAReplayCheckFindsExactlyTheTasksABuildChanged(t *testing.T) {
-	dir := changedGame2048(t)
-	eachStore(t, func(t *testing.T, storeArgs []string, _ string) { testReplayCheck(t, storeArgs, dir) })
+	changedDir, sameDir := game2048Copy(t, true), game2048Copy(t, false)
+	eachStore(t, func(t *testing.T, storeArgs []string, _ string) { testReplayCheck(t, storeArgs, changedDir, sameDir) })
 }
 
-func testReplayCheck(t *testing.T, storeArgs []string, changedDir string) {
+func testReplayCheck(t *testing.T, storeArgs []string, changedDir, sameDir string) {
 	dev := startDev(t, t.TempDir(), storeArgs...)
 	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey, temporal: dev.info.TemporalAddress}
 	var tasks []any
@@ -174,9 +177,19 @@ func testReplayCheck(t *testing.T, storeArgs []string, changedDir string) {
 		t.Errorf("the check's job: %s", sum.String())
 	}
 
-	// Replayed on the build the job ran, every attempt is the same.
-	if out, err := c.cli("env", "check", ran, "--against", launched.JobID); err != nil || !strings.Contains(out, "all 5 attempts the same") {
-		t.Errorf("proctor env check of the build the job ran: %v\n%s", err, out)
+	// Replayed on an identical build, and on the build the job ran, every attempt is the same.
+	out, err = c.cli("env", "deploy", sameDir, "--name", "game2048", "--no-promote")
+	if err != nil {
+		t.Fatalf("deploy the game again: %v\n%s", err, out)
+	}
+	same := regexp.MustCompile(`set-latest (\S+)`).FindStringSubmatch(out)
+	if same == nil || same[1] == changed[1] {
+		t.Fatalf("no set-latest hint of a third build in:\n%s", out)
+	}
+	for _, build := range []string{same[1], ran} {
+		if out, err := c.cli("env", "check", build, "--against", launched.JobID); err != nil || !strings.Contains(out, "all 5 attempts the same") {
+			t.Errorf("proctor env check of build %s: %v\n%s", build, err, out)
+		}
 	}
 
 	// Refusals: a job that is not the team's, the nil job, no build, a job still running.
