@@ -64,3 +64,35 @@ func BenchmarkReplayCheck(b *testing.B) {
 		b.ReportMetric(job.Seconds()/replay.Seconds(), "replay/job")
 	}
 }
+
+// BenchmarkCertification certifies each demo environment's build on the demo taskset with k 5
+// (its tasks of that environment: the oracle 5 times, the idle and random agents and the tamper
+// probe once each) and reports each one's wall time, from the launch to the figures recorded.
+func BenchmarkCertification(b *testing.B) {
+	for b.Loop() {
+		dev := startDev(b, b.TempDir())
+		c := api{t: b, base: dev.info.APIURL, key: dev.info.APIKey, temporal: dev.info.TemporalAddress}
+		demo := c.tasksetID("demo")
+		for _, env := range exampleEnvs {
+			var envs struct {
+				Items []environmentRow `json:"items"`
+			}
+			c.call("GET", "/v2/registry?search="+env, nil, &envs)
+			build := *envs.Items[0].LatestBuildID
+			start := time.Now()
+			var cert httpapi.Certification
+			c.call("POST", "/v2/builds/"+build+"/certify", map[string]any{"taskset_id": demo, "k": 5}, &cert)
+			for cert.Status == "running" {
+				time.Sleep(50 * time.Millisecond)
+				c.call("GET", "/v2/builds/"+build+"/certification", nil, &cert)
+			}
+			took := time.Since(start)
+			if cert.Status != "passed" {
+				b.Logf("%s's certification: %s: %+v", env, cert.Status, cert.Tasks)
+			}
+			b.ReportMetric(took.Seconds(), env+"_s")
+			b.ReportMetric(float64(len(cert.Tasks)*8)/took.Seconds(), env+"_attempts/s")
+		}
+		dev.stop(b)
+	}
+}
