@@ -3,6 +3,8 @@ package activities
 import (
 	"bufio"
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -103,4 +105,33 @@ type FinishBuildInput struct {
 	Scenarios []envserver.ScenarioInfo `json:"scenarios,omitempty"`
 	// Image is what the build made, when it got that far.
 	Image BuildImageResult `json:"image,omitzero"`
+}
+
+// BuildCertificationResult names the certification a build asked for, once launched; zero when
+// it asked for none or it could not start.
+type BuildCertificationResult struct {
+	CertificationID uuid.UUID `json:"certification_id"`
+	JobID           uuid.UUID `json:"job_id"`
+}
+
+// StartBuildCertification launches the certification a succeeded build asked for
+// (models.Store.StartBuildCertification). One that cannot start (its taskset has no task of the
+// environment, the member who triggered the build has left) is said in the build's log, and the
+// build stands.
+func (a *Activities) StartBuildCertification(ctx context.Context, in BuildInput) (BuildCertificationResult, error) {
+	cert, err := a.Store.StartBuildCertification(ctx, in.BuildID, 0)
+	var verr models.ValidationError
+	switch {
+	case errors.As(err, &verr), errors.Is(err, models.ErrNotFound), errors.Is(err, models.ErrConflict), errors.Is(err, models.ErrForbidden):
+		return BuildCertificationResult{}, a.Store.AppendBuildLog(ctx, in.BuildID, []string{"certification not started: " + err.Error()})
+	case err != nil:
+		return BuildCertificationResult{}, err
+	case cert == nil:
+		return BuildCertificationResult{}, nil
+	}
+	line := fmt.Sprintf("certification %s started: job %s (the oracle %d×, the idle and random agents and the tamper probe once, per task)", cert.ID, cert.JobID, cert.K)
+	if err := a.Store.AppendBuildLog(ctx, in.BuildID, []string{line}); err != nil {
+		return BuildCertificationResult{}, err
+	}
+	return BuildCertificationResult{CertificationID: cert.ID, JobID: cert.JobID}, nil
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"maps"
@@ -125,8 +126,15 @@ type triggerInput struct {
 		RuntimeConfig        *models.RuntimeConfig `json:"runtime_config,omitempty" doc:"The environment's runtime defaults; a task's own override them"`
 		RuntimeProvider      string                `json:"runtime_provider,omitempty" maxLength:"100" doc:"Where the image runs: process, container or kubernetes (the worker's --sandbox-provider runs it either way); any other value fails the build, saying so"`
 		Kind                 string                `json:"kind,omitempty" enum:"environment,agent" doc:"Proctor extension: agent builds a brought agent (its image's command is the agent; nothing is discovered) under name, listed by GET /v2/agents; default environment. A name taken by the other kind is refused (422)."`
+		Certify              *CertifyOnBuild       `json:"certify,omitempty" doc:"Proctor extension, environments only: certify the build once it succeeded, as POST /v2/builds/{build_id}/certify would (a child of the build's workflow; read it with GET /v2/builds/{build_id}/certification). The build's success does not wait for it."`
 		Placement            string                `json:"placement,omitempty" enum:"beside,inside" doc:"Proctor extension, agents only: where the agent runs, beside the environment in a sandbox of its own (default; it reaches the environment over MCP), or inside it, in the environment's working directory (for agents that work with their own shell and file tools; the environment must accept it: runtime_config.agents_inside)"`
 	}
+}
+
+// CertifyOnBuild asks a build to be certified once it succeeded.
+type CertifyOnBuild struct {
+	TasksetID uuid.UUID `json:"taskset_id" doc:"the taskset whose tasks of the environment are certified"`
+	K         int       `json:"k,omitempty" minimum:"1" maximum:"20" default:"5" doc:"the oracle's attempts per task"`
 }
 
 // Resolve needs an environment and refuses what this server cannot honour.
@@ -136,6 +144,12 @@ func (in *triggerInput) Resolve(huma.Context) []error {
 	switch {
 	case b.Name == "" && b.RegistryID == nil:
 		errs = append(errs, &huma.ErrorDetail{Location: "body.name", Message: "name the environment (name) or give registry_id"})
+	}
+	if b.Certify != nil && b.Kind == "agent" {
+		errs = append(errs, &huma.ErrorDetail{Location: "body.certify", Message: "certification runs an environment's tasks: a brought agent's build is not certified"})
+	}
+	if b.Certify != nil {
+		errs = append(errs, nilIDs(map[string]*uuid.UUID{"body.certify.taskset_id": &b.Certify.TasksetID})...)
 	}
 	if b.Placement != "" && b.Kind != "agent" {
 		errs = append(errs, &huma.ErrorDetail{Location: "body.placement", Message: "placement is where a brought agent runs: give it with kind agent only", Value: b.Placement})
@@ -169,6 +183,16 @@ func (s *Server) triggerBuild(ctx context.Context, in *triggerInput) (*buildOutp
 		return nil, err
 	}
 	c, b := callerFrom(ctx), in.Body
+	var certify *models.CertifyOptions
+	if b.Certify != nil {
+		if _, err := s.store.LatestVersionIDs(ctx, c, b.Certify.TasksetID); err != nil {
+			if errors.Is(err, models.ErrNotFound) {
+				return nil, validation("body.certify.taskset_id", "no taskset with this id is visible to the caller", b.Certify.TasksetID.String())
+			}
+			return nil, err
+		}
+		certify = &models.CertifyOptions{TasksetID: b.Certify.TasksetID, K: cmp.Or(b.Certify.K, 5)}
+	}
 	key := models.BuildSourceKey(c.TeamID, b.BuildID)
 	if _, err := s.bucket.Stat(ctx, key); errors.Is(err, blob.ErrNotFound) {
 		// A build that started has consumed its upload: triggering it again returns it.
@@ -189,7 +213,7 @@ func (s *Server) triggerBuild(ctx context.Context, in *triggerInput) (*buildOutp
 	}
 	build, _, err := s.store.TriggerBuild(ctx, c, models.TriggerBuild{UploadID: b.BuildID, RegistryID: b.RegistryID, Name: b.Name, Kind: kind, RuntimeConfig: b.RuntimeConfig, Placement: b.Placement,
 		Options: models.BuildOptions{Source: b.Source, EntryFolder: b.EntryFolder, BuildArgs: b.BuildArgs, EnvironmentVariables: b.EnvironmentVariables,
-			NoCache: b.NoCache, RuntimeProvider: b.RuntimeProvider}, Secrets: sealed})
+			NoCache: b.NoCache, RuntimeProvider: b.RuntimeProvider, Certify: certify}, Secrets: sealed})
 	if err != nil {
 		return nil, storeError(err, "build")
 	}

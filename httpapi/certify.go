@@ -13,14 +13,15 @@ import (
 
 // Certification is a certification of an environment build (a Proctor extension).
 type Certification struct {
-	ID        uuid.UUID              `json:"id"`
-	BuildID   uuid.UUID              `json:"build_id"`
-	JobID     uuid.UUID              `json:"job_id" doc:"the job that runs its attempts: follow, cancel or export it as any job"`
-	TasksetID *uuid.UUID             `json:"taskset_id"`
-	K         int                    `json:"k" doc:"the oracle's attempts per task"`
-	Status    string                 `json:"status" enum:"running,passed,flagged,failed" doc:"running while its job runs; passed: no task flagged; flagged: some task is; failed: its job was cancelled"`
-	Tasks     []models.CertifiedTask `json:"tasks" nullable:"false" doc:"per task, once its job has ended: the oracle's scored runs and full-reward passes, the idle and random agents' rewards, and its flags: oracle_fails (the oracle never reached full reward), flaky (it did on some runs, not all), passes_without_work (the idle agent, which makes no tool call, or the random one, which calls tools with random arguments, reached full reward), tamperable (the tamper probe's call of the hidden setup or evaluate dispatcher was not refused, or it reached full reward where doing nothing did not: it also claims success through each visible tool that writes what a grader might read, a score, a verdict, a result), unfinished (some attempt was not scored); tamper says what the probe tried, what was refused and which visible tools it claimed success through"`
-	Startup   models.Startup         `json:"startup" doc:"how long its attempts' environments took from their try's start (the sandbox asked for) to answering MCP with their tools listed, over samples attempts (first tries), in ms; null percentiles before any"`
+	ID          uuid.UUID              `json:"id"`
+	BuildID     uuid.UUID              `json:"build_id"`
+	BuildDigest string                 `json:"build_digest" doc:"the digest of the build's image, which every attempt of the certification ran"`
+	JobID       uuid.UUID              `json:"job_id" doc:"the job that runs its attempts: follow, cancel or export it as any job"`
+	TasksetID   *uuid.UUID             `json:"taskset_id"`
+	K           int                    `json:"k" doc:"the oracle's attempts per task"`
+	Status      string                 `json:"status" enum:"running,passed,flagged,failed" doc:"running while its job runs; passed: no task flagged; flagged: some task is; failed: its job was cancelled"`
+	Tasks       []models.CertifiedTask `json:"tasks" nullable:"false" doc:"per task, once its job has ended: the oracle's scored runs and full-reward passes, the idle and random agents' rewards, and its flags: oracle_fails (the oracle never reached full reward), flaky (it did on some runs, not all), passes_without_work (the idle agent, which makes no tool call, or the random one, which calls tools with random arguments, reached full reward), tamperable (the tamper probe's call of the hidden setup or evaluate dispatcher was not refused, or it reached full reward where doing nothing did not: it also claims success through each visible tool that writes what a grader might read, a score, a verdict, a result), unfinished (some attempt was not scored); tamper says what the probe tried, what was refused and which visible tools it claimed success through"`
+	Startup     models.Startup         `json:"startup" doc:"how long its attempts' environments took from their try's start (the sandbox asked for) to answering MCP with their tools listed, over samples attempts (first tries), in ms; null percentiles before any"`
 	// StartupByProvider splits Startup by sandbox provider.
 	StartupByProvider []models.ProviderStartup `json:"startup_by_provider" nullable:"false" doc:"startup per sandbox provider that ran the attempts (process, container, kubernetes; empty for sandboxes recorded before the provider was kept), by name"`
 	CreatedAt         time.Time                `json:"created_at"`
@@ -41,7 +42,7 @@ func certificationFrom(c *models.Certification) Certification {
 			p.Claimed = []string{}
 		}
 	}
-	return Certification{ID: c.ID, BuildID: c.BuildID, JobID: c.JobID, TasksetID: c.TasksetID, K: c.K, Status: c.Status, Tasks: tasks,
+	return Certification{ID: c.ID, BuildID: c.BuildID, BuildDigest: c.BuildDigest, JobID: c.JobID, TasksetID: c.TasksetID, K: c.K, Status: c.Status, Tasks: tasks,
 		Startup: c.Startup, StartupByProvider: c.StartupByProvider, CreatedAt: c.CreatedAt, FinishedAt: c.FinishedAt}
 }
 

@@ -16,6 +16,7 @@ import (
 type ReplayCheck struct {
 	ID           uuid.UUID                `json:"id"`
 	BuildID      uuid.UUID                `json:"build_id"`
+	BuildDigest  string                   `json:"build_digest" doc:"the digest of the build's image, which every replay ran"`
 	AgainstJobID uuid.UUID                `json:"against_job_id" doc:"the finished job whose attempts are replayed"`
 	JobID        uuid.UUID                `json:"job_id" doc:"the job that runs the replays: follow, cancel or export it as any job"`
 	Status       string                   `json:"status" enum:"running,same,changed,failed" doc:"running while its job runs; same: every replay got the recorded tool results and reward; changed: some did not; failed: its job was cancelled"`
@@ -26,7 +27,7 @@ type ReplayCheck struct {
 }
 
 func replayCheckFrom(c *models.ReplayCheck) ReplayCheck {
-	out := ReplayCheck{ID: c.ID, BuildID: c.BuildID, AgainstJobID: c.AgainstJobID, JobID: c.JobID, Status: c.Status, Attempts: c.Attempts,
+	out := ReplayCheck{ID: c.ID, BuildID: c.BuildID, BuildDigest: c.BuildDigest, AgainstJobID: c.AgainstJobID, JobID: c.JobID, Status: c.Status, Attempts: c.Attempts,
 		NotReplayed: c.NotReplayed, CreatedAt: c.CreatedAt, FinishedAt: c.FinishedAt}
 	if out.Attempts == nil {
 		out.Attempts = []models.ReplayedAttempt{}

@@ -26,6 +26,16 @@ type BuildOptions struct {
 	// browsing only. Only `proctor dev` sets it (the API offers no way to), where no Go
 	// toolchain or checkout is at hand.
 	Bundled string `json:"bundled,omitempty"`
+	// Certify asks for the build to be certified once it succeeded (a child of its Build
+	// workflow; see StartBuildCertification).
+	Certify *CertifyOptions `json:"certify,omitempty"`
+}
+
+// CertifyOptions are what a build asked to be certified with: the taskset whose tasks of its
+// environment are run, and the oracle's attempts per task.
+type CertifyOptions struct {
+	TasksetID uuid.UUID `json:"taskset_id"`
+	K         int       `json:"k"`
 }
 
 // BuildLog is one line of a build's log.

@@ -61,14 +61,16 @@ const (
 // Tasks are the figures once it ended.
 type Certification struct {
 	bun.BaseModel `bun:"table:build_certifications,alias:cert"`
-	ID            uuid.UUID       `bun:"id,pk,type:uuid"`
-	TeamID        uuid.UUID       `bun:"team_id,type:uuid"`
-	BuildID       uuid.UUID       `bun:"build_id,type:uuid"`
-	JobID         uuid.UUID       `bun:"job_id,type:uuid"`
-	TasksetID     *uuid.UUID      `bun:"taskset_id,type:uuid"`
-	K             int             `bun:"k"`
-	Status        string          `bun:"status"`
-	Tasks         []CertifiedTask `bun:"tasks"`
+	ID            uuid.UUID `bun:"id,pk,type:uuid"`
+	TeamID        uuid.UUID `bun:"team_id,type:uuid"`
+	BuildID       uuid.UUID `bun:"build_id,type:uuid"`
+	// BuildDigest is the digest of the build's image, which every attempt ran.
+	BuildDigest string          `bun:"build_digest"`
+	JobID       uuid.UUID       `bun:"job_id,type:uuid"`
+	TasksetID   *uuid.UUID      `bun:"taskset_id,type:uuid"`
+	K           int             `bun:"k"`
+	Status      string          `bun:"status"`
+	Tasks       []CertifiedTask `bun:"tasks"`
 	// Startup is how long its attempts' environments took to start (the first try of each);
 	// StartupByProvider splits it by the sandbox provider that ran them.
 	Startup           Startup           `bun:"embed:startup_"`
@@ -130,6 +132,11 @@ func certifyGroup(agent string, version uuid.UUID) string { return agent + "/" +
 // k by the oracle and one by the idle agent; the caller starts its workflow. One
 // transaction. The build must be one the caller's team owns, succeeded, with an image.
 func (s *Store) StartCertification(ctx context.Context, c *Caller, buildID, tasksetID uuid.UUID, k, maxAttempts int) (*Certification, error) {
+	return s.startCertification(ctx, c, uuid.New(), buildID, tasksetID, k, maxAttempts)
+}
+
+// startCertification is StartCertification of the certification id.
+func (s *Store) startCertification(ctx context.Context, c *Caller, id, buildID, tasksetID uuid.UUID, k, maxAttempts int) (*Certification, error) {
 	b, err := s.ownImageBuild(ctx, c, buildID, "certified")
 	if err != nil {
 		return nil, err
@@ -178,7 +185,7 @@ func (s *Store) StartCertification(ctx context.Context, c *Caller, buildID, task
 				GroupID: certifyGroup(agent, v.ID), MaxSteps: defaultCertifySteps, RuntimeConfig: pin})
 		}
 	}
-	cert := &Certification{ID: uuid.New(), TeamID: c.TeamID, BuildID: buildID, TasksetID: &tasksetID, K: k, Status: CertificationRunning,
+	cert := &Certification{ID: id, TeamID: c.TeamID, BuildID: buildID, BuildDigest: b.Digest, TasksetID: &tasksetID, K: k, Status: CertificationRunning,
 		Tasks: []CertifiedTask{}, CreatedAt: now()}
 	err = s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		job, _, err := launchJob(ctx, tx, c, Launch{Kind: JobBatch, Name: fmt.Sprintf("certify %s build %d", b.RegistryName, b.Version),
@@ -194,6 +201,35 @@ func (s *Store) StartCertification(ctx context.Context, c *Caller, buildID, task
 		return nil, fmt.Errorf("certify: %w", err)
 	}
 	return cert, nil
+}
+
+// StartBuildCertification launches the certification a succeeded build asked for when it was
+// triggered (BuildOptions.Certify), as the member who triggered it; nil when it asked for none.
+func (s *Store) StartBuildCertification(ctx context.Context, buildID uuid.UUID, maxAttempts int) (*Certification, error) {
+	b, err := s.BuildByID(ctx, buildID)
+	if err != nil {
+		return nil, err
+	}
+	if b.Options.Certify == nil {
+		return nil, nil
+	}
+	// One per build, whatever retries the start: its id is the build's own.
+	id := uuid.NewSHA1(buildID, []byte("certify"))
+	cert := new(Certification)
+	if err := s.DB.NewSelect().Model(cert).Where("cert.id = ?", id).Scan(ctx); err == nil {
+		return cert, nil
+	} else if !isNoRows(err) {
+		return nil, fmt.Errorf("build certification: %w", err)
+	}
+	var m Membership
+	if b.CreatedBy == nil {
+		return nil, fmt.Errorf("build %d names no member who triggered it to certify it as: %w", b.Version, ErrConflict)
+	}
+	if err := s.DB.NewSelect().Model(&m).Where("team_id = ? AND user_id = ?", b.TeamID, *b.CreatedBy).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("the member who triggered build %d is no longer in its team: %w", b.Version, notFound(err, "membership"))
+	}
+	c := &Caller{TeamID: m.TeamID, UserID: m.UserID, MembershipID: m.ID, Role: m.Role}
+	return s.startCertification(ctx, c, id, buildID, b.Options.Certify.TasksetID, b.Options.Certify.K, maxAttempts)
 }
 
 // ownImageBuild is a build of the caller's team's that succeeded with an image: the only kind

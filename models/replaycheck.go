@@ -53,16 +53,18 @@ const (
 // one job (JobID); Attempts compare each replay with what it replays once the job ended.
 type ReplayCheck struct {
 	bun.BaseModel `bun:"table:build_replay_checks,alias:chk"`
-	ID            uuid.UUID         `bun:"id,pk,type:uuid"`
-	TeamID        uuid.UUID         `bun:"team_id,type:uuid"`
-	BuildID       uuid.UUID         `bun:"build_id,type:uuid"`
-	AgainstJobID  uuid.UUID         `bun:"against_job_id,type:uuid"`
-	JobID         uuid.UUID         `bun:"job_id,type:uuid"`
-	Status        string            `bun:"status"`
-	Attempts      []ReplayedAttempt `bun:"attempts"`
-	NotReplayed   []NotReplayed     `bun:"not_replayed"`
-	CreatedAt     time.Time         `bun:"created_at"`
-	FinishedAt    *time.Time        `bun:"finished_at"`
+	ID            uuid.UUID `bun:"id,pk,type:uuid"`
+	TeamID        uuid.UUID `bun:"team_id,type:uuid"`
+	BuildID       uuid.UUID `bun:"build_id,type:uuid"`
+	// BuildDigest is the digest of the build's image, which every replay ran.
+	BuildDigest  string            `bun:"build_digest"`
+	AgainstJobID uuid.UUID         `bun:"against_job_id,type:uuid"`
+	JobID        uuid.UUID         `bun:"job_id,type:uuid"`
+	Status       string            `bun:"status"`
+	Attempts     []ReplayedAttempt `bun:"attempts"`
+	NotReplayed  []NotReplayed     `bun:"not_replayed"`
+	CreatedAt    time.Time         `bun:"created_at"`
+	FinishedAt   *time.Time        `bun:"finished_at"`
 }
 
 // ReplayedAttempt compares one attempt with its replay on the checked build.
@@ -134,7 +136,7 @@ func (s *Store) StartReplayCheck(ctx context.Context, c *Caller, buildID, agains
 		return nil, err
 	}
 	pin := b.pin()
-	chk := &ReplayCheck{ID: uuid.New(), TeamID: c.TeamID, BuildID: buildID, AgainstJobID: againstJobID, Status: ReplayRunning,
+	chk := &ReplayCheck{ID: uuid.New(), TeamID: c.TeamID, BuildID: buildID, BuildDigest: b.Digest, AgainstJobID: againstJobID, Status: ReplayRunning,
 		Attempts: []ReplayedAttempt{}, NotReplayed: []NotReplayed{}, CreatedAt: now()}
 	var launch []LaunchTrace
 	for _, src := range sources {

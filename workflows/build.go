@@ -36,6 +36,8 @@ type BuildResult struct {
 	Error  string `json:"error,omitempty"`
 	// Image is the image the build made, when it got that far.
 	Image activities.BuildImageResult `json:"image,omitzero"`
+	// Certification is the status of the certification the build asked for, once it ended.
+	Certification string `json:"certification,omitempty"`
 }
 
 // Build carries a triggered build through its pipeline: BuildImage on the builds queue (source,
@@ -81,7 +83,38 @@ func Build(ctx workflow.Context, in BuildInput) (BuildResult, error) {
 	if err := workflow.ExecuteChildWorkflow(cctx, DiscoverScenarios, activities.DiscoverInput{BuildID: in.BuildID, Image: built}).Get(ctx, &found); err != nil {
 		return endOnError(ctx, end, "discover scenarios", err)
 	}
-	return end(models.BuildSucceeded, "", &found)
+	out, err := end(models.BuildSucceeded, "", &found)
+	if err != nil || out.Status != models.BuildSucceeded {
+		return out, err
+	}
+	// Histories from before a build could ask to be certified replay without the step.
+	if workflow.GetVersion(ctx, "build-certify", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return out, nil
+	}
+	out.Certification, err = certifyBuild(ctx, in.BuildID)
+	return out, err
+}
+
+// certifyBuild runs the certification a succeeded build asked for (BuildOptions.Certify) as a
+// child Certify workflow, and answers its status ("" when it asked for none, or when it could
+// not start: its build log says why).
+func certifyBuild(ctx workflow.Context, buildID uuid.UUID) (string, error) {
+	var started activities.BuildCertificationResult
+	if err := workflow.ExecuteLocalActivity(storeActivity(ctx), a.StartBuildCertification, activities.BuildInput{BuildID: buildID}).Get(ctx, &started); err != nil {
+		return "", err
+	}
+	if started.CertificationID == uuid.Nil {
+		return "", nil
+	}
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID:          names.CertifyWorkflowID(started.CertificationID),
+		ParentClosePolicy:   enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
+		WaitForCancellation: true,
+	})
+	var res CertifyResult
+	err := workflow.ExecuteChildWorkflow(cctx, Certify, CertifyInput{CertificationID: started.CertificationID, JobID: started.JobID,
+		MaxConcurrent: models.CertifyConcurrency}).Get(ctx, &res)
+	return res.Status, err
 }
 
 // endOnError ends a build after a failed step: cancelled when the workflow was cancelled, else

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/proctorhq/proctor/activities"
 	"github.com/proctorhq/proctor/envserver"
@@ -29,6 +30,10 @@ type fakeBuilder struct {
 	discovered []activities.BuildImageResult
 	build      func(ctx context.Context) error
 	discover   func() (activities.DiscoverResult, error)
+	// certification is what StartBuildCertification answers (zero: the build asked for none);
+	// certifyAsked counts its calls.
+	certification activities.BuildCertificationResult
+	certifyAsked  int
 }
 
 func newFakeBuilder() *fakeBuilder {
@@ -72,6 +77,13 @@ func (f *fakeBuilder) register() *testsuite.TestWorkflowEnvironment {
 			defer f.mu.Unlock()
 			f.finished = append(f.finished, in)
 			return in.Status, nil
+		})
+	env.OnActivity(a.StartBuildCertification, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.BuildInput) (activities.BuildCertificationResult, error) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.certifyAsked++
+			return f.certification, nil
 		})
 	return env
 }
@@ -168,5 +180,49 @@ func TestACancelledBuildEndsCancelled(t *testing.T) {
 	fin := f.only(t)
 	if fin.Status != models.BuildCancelled {
 		t.Errorf("finished = %+v, want cancelled", fin)
+	}
+}
+
+// A build that asked to be certified runs its certification as a child Certify workflow once it
+// succeeded (recorded first), and its result says how the certification ended; one that did not
+// ask runs none, and a failed build is not certified.
+func TestABuildRunsTheCertificationItAskedForOnceItSucceeded(t *testing.T) {
+	f := newFakeBuilder()
+	f.certification = activities.BuildCertificationResult{CertificationID: uuid.New(), JobID: uuid.New()}
+	env := f.register()
+	var certified []CertifyInput
+	env.OnWorkflow(Certify, mock.Anything, mock.Anything).Return(func(_ workflow.Context, in CertifyInput) (CertifyResult, error) {
+		if len(f.finished) != 1 {
+			t.Errorf("the certification started before the build was recorded: %+v", f.finished)
+		}
+		certified = append(certified, in)
+		return CertifyResult{Status: models.CertificationFlagged}, nil
+	})
+	env.ExecuteWorkflow(Build, BuildInput{BuildID: uuid.New()})
+	var res BuildResult
+	if err := env.GetWorkflowResult(&res); err != nil || res.Status != models.BuildSucceeded || res.Certification != models.CertificationFlagged {
+		t.Fatalf("the build's result = %+v, %v; want succeeded with its certification flagged", res, err)
+	}
+	if len(certified) != 1 || certified[0].CertificationID != f.certification.CertificationID || certified[0].JobID != f.certification.JobID {
+		t.Errorf("Certify ran with %+v, want once with %+v", certified, f.certification)
+	}
+
+	f = newFakeBuilder()
+	env = f.register()
+	env.ExecuteWorkflow(Build, BuildInput{BuildID: uuid.New()})
+	res = BuildResult{}
+	if err := env.GetWorkflowResult(&res); err != nil || res.Certification != "" || f.certifyAsked != 1 {
+		t.Errorf("a build that asked for no certification: %+v, %v, asked %d times", res, err, f.certifyAsked)
+	}
+
+	f = newFakeBuilder()
+	f.build = func(context.Context) error {
+		return temporal.NewNonRetryableApplicationError("no main package", activities.ErrBuildFailed, nil)
+	}
+	env = f.register()
+	env.ExecuteWorkflow(Build, BuildInput{BuildID: uuid.New()})
+	res = BuildResult{}
+	if err := env.GetWorkflowResult(&res); err != nil || res.Status != models.BuildFailed || f.certifyAsked != 0 {
+		t.Errorf("a failed build: %+v, %v, certification asked %d times", res, err, f.certifyAsked)
 	}
 }

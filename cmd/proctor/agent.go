@@ -10,7 +10,7 @@ import (
 // cmdAgentDeploy builds a brought agent from a source directory, as env deploy builds an
 // environment (a build of kind agent, which discovers nothing), and says how to run it.
 func cmdAgentDeploy(stdout io.Writer) flagsBody {
-	return deployCommand("agent", "Dockerfile or main package", "", stdout, func(_ context.Context, _ *apiClient, _ deployBuild, name string) error {
+	return deployCommand("agent", "Dockerfile or main package", "", stdout, io.Discard, func(_ context.Context, _ *apiClient, _ deployBuild, name string) error {
 		fmt.Fprintf(stdout, "run it: proctor eval TASKSET --agent %s --model MODEL\n", name)
 		return nil
 	})

@@ -115,8 +115,8 @@ func printCertification(stdout io.Writer, cert httpapi.Certification) error {
 		}
 	}
 	if cert.Status != "passed" {
-		return fmt.Errorf("certification %s: %s", cert.ID, cert.Status)
+		return fmt.Errorf("certification %s of %s: %s", cert.ID, cert.BuildDigest, cert.Status)
 	}
-	fmt.Fprintf(stdout, "certification %s: passed\n", cert.ID)
+	fmt.Fprintf(stdout, "certification %s of %s: passed\n", cert.ID, cert.BuildDigest)
 	return nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -56,7 +57,7 @@ func testCertify(t *testing.T, storeArgs []string, _ string) {
 		"no-work":      {2, 2, 1, 1, "passes_without_work"},
 		"wrong-oracle": {2, 0, 0, 0, "oracle_fails"},
 	}
-	if cert.Status != "flagged" || cert.K != 2 || len(cert.Tasks) != 3 || cert.FinishedAt == nil {
+	if cert.Status != "flagged" || cert.K != 2 || len(cert.Tasks) != 3 || cert.FinishedAt == nil || !strings.HasPrefix(cert.BuildDigest, "sha256:") {
 		t.Fatalf("the certification: %+v", cert)
 	}
 	if su := cert.Startup; su.Samples != 15 || su.P50MS == nil || *su.P50MS <= 0 || *su.P99MS < *su.P50MS || !strings.Contains(out, "environment start-up") {
@@ -110,7 +111,8 @@ func testCertify(t *testing.T, storeArgs []string, _ string) {
 	// Planted tasks: a grader that trusts what a visible tool writes (the tamper probe claims
 	// success through it and scores, where doing nothing does not), and an evaluation that passes
 	// 60% of the time (flaky: with k 12, all pass or all fail once in ~450 certifications).
-	if out, err := c.cli("env", "deploy", outOfTreeModule(t, []byte(plantedEnvironment)), "--name", "planted"); err != nil {
+	plantedDir := outOfTreeModule(t, []byte(plantedEnvironment))
+	if out, err := c.cli("env", "deploy", plantedDir, "--name", "planted"); err != nil {
 		t.Fatalf("deploy the planted environment: %v\n%s", err, out)
 	}
 	solve := []any{map[string]any{"name": "solve", "arguments": map[string]any{}}}
@@ -142,6 +144,25 @@ func testCertify(t *testing.T, storeArgs []string, _ string) {
 		default:
 			t.Errorf("a task of no planted kind: %+v", ct)
 		}
+	}
+
+	// A deploy that asks for its build to be certified (a child of the build's workflow): under
+	// the policy, a build whose certification passed becomes the latest; one whose certification
+	// is flagged does not, and the deploy fails saying so.
+	if out, err := c.cli("env", "require-certification", "todo"); err != nil {
+		t.Fatalf("proctor env require-certification: %v\n%s", err, out)
+	}
+	if out, err := c.cli("env", "deploy", outOfTreeEnvironment(t), "--name", "todo", "--certify", "clean", "--k", "2"); err != nil ||
+		!strings.Contains(out, ": passed") || !regexp.MustCompile(`latest: build \d+ of todo; new runs use it`).MatchString(out) {
+		t.Errorf("proctor env deploy --certify of a clean build: %v\n%s", err, out)
+	}
+	if out, err := c.cli("env", "deploy", plantedDir, "--name", "planted", "--certify", "planted", "--k", "2"); err == nil ||
+		!strings.Contains(out, "not latest (its certification did not pass)") || !strings.Contains(out, "tamperable") {
+		t.Errorf("proctor env deploy --certify of a flagged build: %v\n%s", err, out)
+	}
+	if code, body := c.raw("POST", "/v2/builds/trigger", map[string]any{"build_id": "00000000-0000-0000-0000-000000000009", "name": "x",
+		"certify": map[string]any{"taskset_id": "00000000-0000-0000-0000-000000000009"}}); code != 422 || !strings.Contains(body, "body.certify.taskset_id") {
+		t.Errorf("a trigger that certifies on a taskset no one sees = %d %s, want 422", code, body)
 	}
 
 	// Refusals: a taskset with no task of the build's environment, a nil taskset, no build.

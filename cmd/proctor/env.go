@@ -38,8 +38,8 @@ type deployBuild struct {
 // cmdEnvDeploy builds an environment from a source directory: it packs and uploads the source,
 // triggers a build and follows its log, makes the build the latest (unless --no-promote), and
 // prints the scenarios it found.
-func cmdEnvDeploy(stdout, _ io.Writer) flagsBody {
-	return deployCommand("environment", "main package", "(make this one latest later with `proctor env set-latest BUILD`)", stdout,
+func cmdEnvDeploy(stdout, stderr io.Writer) flagsBody {
+	return deployCommand("environment", "main package", "(make this one latest later with `proctor env set-latest BUILD`)", stdout, stderr,
 		func(ctx context.Context, c *apiClient, b deployBuild, _ string) error {
 			return c.printScenarios(ctx, b, stdout)
 		})
@@ -48,7 +48,7 @@ func cmdEnvDeploy(stdout, _ io.Writer) flagsBody {
 // deployCommand is the deploy of a source directory as kind ("environment" or "agent"): pack
 // and upload it, trigger its build and follow its log, make the build the latest (unless
 // --no-promote), then done, for what each kind says after.
-func deployCommand(kind, entryHolds, laterHint string, stdout io.Writer, done func(ctx context.Context, c *apiClient, b deployBuild, name string) error) flagsBody {
+func deployCommand(kind, entryHolds, laterHint string, stdout, stderr io.Writer, done func(ctx context.Context, c *apiClient, b deployBuild, name string) error) flagsBody {
 	return func(fs *flag.FlagSet) runFunc {
 		name := fs.String("name", "", "the "+kind+"'s name (default: the directory's name)")
 		entry := fs.String("entry-folder", "", "the folder of DIR that holds the "+kind+"'s "+entryHolds+" (default: DIR itself)")
@@ -56,6 +56,7 @@ func deployCommand(kind, entryHolds, laterHint string, stdout io.Writer, done fu
 		// What the build records of where agents run: an agent's own placement, or whether an
 		// environment takes agents inside.
 		trigger := map[string]any{}
+		var certify deployCertify
 		if kind == "agent" {
 			trigger["kind"] = kind
 			fs.BoolFunc("inside", "run the agent inside the environment, in its working directory, for an agent that works with its own shell and file tools (the environment must accept it: env deploy --agents-inside)", func(v string) error {
@@ -68,6 +69,7 @@ func deployCommand(kind, entryHolds, laterHint string, stdout io.Writer, done fu
 				return err
 			})
 		} else {
+			certify = deployCertifyFlags(fs)
 			fs.BoolFunc("agents-inside", "let brought agents deployed with --inside run in this environment's working directory", func(v string) error {
 				on, err := strconv.ParseBool(v)
 				if on {
@@ -97,6 +99,11 @@ func deployCommand(kind, entryHolds, laterHint string, stdout io.Writer, done fu
 				return err
 			}
 			fmt.Fprintf(stdout, "packed %s: %d files, %s\n", pos[0], files, humanBytes(len(archive)))
+			if certify.asked() {
+				if err := certify.trigger(ctx, c, trigger); err != nil {
+					return err
+				}
+			}
 			b, err := c.buildSource(ctx, archive, *name, *entry, trigger, stdout)
 			if err != nil {
 				return err
@@ -106,6 +113,17 @@ func deployCommand(kind, entryHolds, laterHint string, stdout io.Writer, done fu
 				return fmt.Errorf("build %s %s: %s", b.ID, b.Status, b.ErrorMessage)
 			}
 			fmt.Fprintf(stdout, "image %s  %s\n", b.ImageName, b.Digest)
+			if certify.asked() {
+				cert, err := certify.await(ctx, c, b.ID, stderr)
+				if err != nil {
+					return err
+				}
+				if err := printCertification(stdout, cert); err != nil {
+					fmt.Fprintf(stdout, "not latest (its certification did not pass): new runs of %s still use its latest build; make this one latest anyway with: "+
+						"proctor env set-latest %s --force\n", *name, b.ID)
+					return err
+				}
+			}
 			if err := reportLatest(ctx, c, b, *name, !*noPromote, false, true, stdout); err != nil {
 				return err
 			}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/proctorhq/proctor/examples/environments/game2048/game2048env"
 	"github.com/proctorhq/proctor/httpapi"
-	"github.com/proctorhq/proctor/internal/testenv"
 )
 
 // replayMoves are the oracle's moves in every task of the replay check's test.
@@ -49,23 +48,23 @@ func firstFourSpawn(seed uint64) int {
 // made, so that every other spawn lands where it did).
 func game2048Copy(t *testing.T, changed bool) string {
 	t.Helper()
-	src := filepath.Join(testenv.ModuleRoot(t), "examples", "environments", "game2048")
-	files := map[string][]byte{}
-	for _, name := range []string{"main.go", "game2048env/game.go", "game2048env/game2048env.go"} {
-		b, err := os.ReadFile(filepath.Join(src, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[name] = []byte(strings.ReplaceAll(string(b), "github.com/proctorhq/proctor/examples/environments/game2048/game2048env", "example.com/todoenv/game2048env"))
+	dir := outOfTreeExample(t, "game2048", true)
+	if !changed {
+		return dir
+	}
+	game := filepath.Join(dir, "game2048env", "game.go")
+	b, err := os.ReadFile(game)
+	if err != nil {
+		t.Fatal(err)
 	}
 	rule := "\tif g.next()%10 == 0 {\n\t\tvalue = 4\n\t}"
-	if strings.Count(string(files["game2048env/game.go"]), rule) != 1 {
+	if strings.Count(string(b), rule) != 1 {
 		t.Fatalf("game.go no longer has the spawn rule this test changes:\n%s", rule)
 	}
-	if changed {
-		files["game2048env/game.go"] = []byte(strings.Replace(string(files["game2048env/game.go"]), rule, "\tif g.next()%10 == 0 {\n\t\tvalue = 2\n\t}", 1))
+	if err := os.WriteFile(game, []byte(strings.Replace(string(b), rule, "\tif g.next()%10 == 0 {\n\t\tvalue = 2\n\t}", 1)), 0o644); err != nil {
+		t.Fatal(err)
 	}
-	return outOfTreeFiles(t, files, true)
+	return dir
 }
 
 // proctor env check replays a finished 2048 job on a new build whose spawn rule changed: exactly
@@ -151,7 +150,8 @@ func testReplayCheck(t *testing.T, storeArgs []string, changedDir, sameDir strin
 		}
 	}()
 	c.call("GET", "/v2/builds/"+full[1]+"/check", nil, &chk)
-	if chk.Status != "changed" || len(chk.Attempts) != 5 || len(chk.NotReplayed) != 0 || chk.AgainstJobID.String() != launched.JobID {
+	if chk.Status != "changed" || len(chk.Attempts) != 5 || len(chk.NotReplayed) != 0 || chk.AgainstJobID.String() != launched.JobID ||
+		!strings.HasPrefix(chk.BuildDigest, "sha256:") {
 		t.Fatalf("the check: %+v", chk)
 	}
 	for _, a := range chk.Attempts {

@@ -380,7 +380,7 @@ function Certification({ id, onUnauthorized }: { id: string; onUnauthorized: () 
         Certification: <Status value={data.status} />
       </h2>
       <p className="muted">
-        The oracle {data.k}×, the idle and random agents and the tamper probe once per task, on this build · <a href={href({ page: "job", id: data.job_id })}>its job</a> ·{" "}
+        The oracle {data.k}×, the idle and random agents and the tamper probe once per task, on this build (<code>{data.build_digest.slice(0, 19)}</code>) · <a href={href({ page: "job", id: data.job_id })}>its job</a> ·{" "}
         {fmtTime(data.created_at)}
         {data.startup.p50_ms !== null &&
           data.startup.p99_ms !== null &&
