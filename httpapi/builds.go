@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"net/http"
 	"path/filepath"
@@ -48,7 +49,8 @@ func (s *Server) registerBuilds() {
 			OperationID: id, Method: http.MethodPost, Path: path, Tags: tags, Summary: summary,
 			Description: "Starts the build of the source uploaded for build_id, for the environment named by registry_id or by name " +
 				"(created when the team has none of that name). Returns at once; poll the build's status. Triggering the same " +
-				"build_id again returns the build. The environment's first successful build becomes its latest; later ones through set-latest.",
+				"build_id again returns the build. The environment's first successful build becomes its latest, unless it asked to be certified " +
+				"(certify, a Proctor extension); later ones, and those, through set-latest.",
 			Errors: []int{http.StatusForbidden, http.StatusNotFound, http.StatusServiceUnavailable},
 		}, authKeyOrSession), s.triggerBuild)
 	}
@@ -126,7 +128,7 @@ type triggerInput struct {
 		RuntimeConfig        *models.RuntimeConfig `json:"runtime_config,omitempty" doc:"The environment's runtime defaults; a task's own override them"`
 		RuntimeProvider      string                `json:"runtime_provider,omitempty" maxLength:"100" doc:"Where the image runs: process, container or kubernetes (the worker's --sandbox-provider runs it either way); any other value fails the build, saying so"`
 		Kind                 string                `json:"kind,omitempty" enum:"environment,agent" doc:"Proctor extension: agent builds a brought agent (its image's command is the agent; nothing is discovered) under name, listed by GET /v2/agents; default environment. A name taken by the other kind is refused (422)."`
-		Certify              *CertifyOnBuild       `json:"certify,omitempty" doc:"Proctor extension, environments only: certify the build once it succeeded, as POST /v2/builds/{build_id}/certify would (a child of the build's workflow; read it with GET /v2/builds/{build_id}/certification). The build's success does not wait for it."`
+		Certify              *CertifyOnBuild       `json:"certify,omitempty" doc:"Proctor extension, environments only: certify the build once it succeeded, as POST /v2/builds/{build_id}/certify would (a child of the build's workflow; read it with GET /v2/builds/{build_id}/certification), as the caller, held to the caller's spending limits and this server's bound on a request's attempts (every task of the taskset × (k + 3)). The build's success does not wait for it, and the build does not become the latest on its own, even as the environment's first: set-latest once the certification passed (proctor env deploy --certify does)."`
 		Placement            string                `json:"placement,omitempty" enum:"beside,inside" doc:"Proctor extension, agents only: where the agent runs, beside the environment in a sandbox of its own (default; it reaches the environment over MCP), or inside it, in the environment's working directory (for agents that work with their own shell and file tools; the environment must accept it: runtime_config.agents_inside)"`
 	}
 }
@@ -183,15 +185,9 @@ func (s *Server) triggerBuild(ctx context.Context, in *triggerInput) (*buildOutp
 		return nil, err
 	}
 	c, b := callerFrom(ctx), in.Body
-	var certify *models.CertifyOptions
-	if b.Certify != nil {
-		if _, err := s.store.LatestVersionIDs(ctx, c, b.Certify.TasksetID); err != nil {
-			if errors.Is(err, models.ErrNotFound) {
-				return nil, validation("body.certify.taskset_id", "no taskset with this id is visible to the caller", b.Certify.TasksetID.String())
-			}
-			return nil, err
-		}
-		certify = &models.CertifyOptions{TasksetID: b.Certify.TasksetID, K: cmp.Or(b.Certify.K, 5)}
+	certify, err := s.certifyOnBuild(ctx, b.Certify)
+	if err != nil {
+		return nil, err
 	}
 	key := models.BuildSourceKey(c.TeamID, b.BuildID)
 	if _, err := s.bucket.Stat(ctx, key); errors.Is(err, blob.ErrNotFound) {
@@ -225,6 +221,31 @@ func (s *Server) triggerBuild(ctx context.Context, in *triggerInput) (*buildOutp
 		}
 	}
 	return &buildOutput{Body: buildFromModel(build)}, nil
+}
+
+// certifyOnBuild is the certification a trigger asks for, checked as a launch is (the caller's
+// spending limits, this server's bound on a request's attempts: every task of the taskset × (k +
+// 3), the most it can run), or nil when it asks for none.
+func (s *Server) certifyOnBuild(ctx context.Context, in *CertifyOnBuild) (*models.CertifyOptions, error) {
+	if in == nil {
+		return nil, nil
+	}
+	if err := s.canLaunch(ctx); err != nil {
+		return nil, err
+	}
+	versions, err := s.store.LatestVersionIDs(ctx, callerFrom(ctx), in.TasksetID)
+	if errors.Is(err, models.ErrNotFound) {
+		return nil, validation("body.certify.taskset_id", "no taskset with this id is visible to the caller", in.TasksetID.String())
+	}
+	if err != nil {
+		return nil, err
+	}
+	k := cmp.Or(in.K, 5)
+	if n := len(versions) * (k + 3); s.maxAttempts > 0 && n > s.maxAttempts {
+		return nil, validation("body.certify.k", fmt.Sprintf("certifying this taskset may run %d attempts (%d tasks × (k %d + 3)); this server launches at most %d per request: "+
+			"give a smaller k or a smaller taskset", n, len(versions), k, s.maxAttempts), k)
+	}
+	return &models.CertifyOptions{TasksetID: in.TasksetID, K: k}, nil
 }
 
 // sealBuildSecrets encrypts a build's secrets, each bound to the build and its name.

@@ -57,7 +57,7 @@ func (s *Server) registerCertify() {
 		Description: "Runs every task of the taskset whose environment is the build's on that very build (its attempts pinned to its image): " +
 			"the oracle (the task's own validation calls) k times, and once each an idle agent that makes no tool call, a random agent " +
 			"that calls tools with random arguments their schemas allow, and a tamper probe that calls the hidden setup and evaluate dispatchers, then claims success " +
-			"through each visible tool whose name or arguments say score, reward, grade, verdict, result, passed, success, correct or solved, as one job. " +
+			"through up to 8 visible tools whose name or arguments say score, reward, grade, verdict, evaluat(e/ion), result, passed, success, correct or solved, as one job. " +
 			"Once the job has ended, each task is flagged when the oracle never reaches full reward (oracle_fails), reaches it on some " +
 			"runs only (flaky), when the idle or the random agent reaches it (passes_without_work), or when a hidden dispatcher answers the tamper " +
 			"probe or it reaches full reward where the idle agent does not (tamperable). 403 for another team's build; 409 for a build " +

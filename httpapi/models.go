@@ -17,7 +17,7 @@ type Model struct {
 	ModelName         string         `json:"model_name" doc:"The name clients resolve, e.g. oracle"`
 	Name              string         `json:"name"`
 	Provider          string         `json:"provider"`
-	Adapter           string         `json:"adapter" enum:"oracle,idle,random,tamper,openai,anthropic" doc:"Which adapter drives it (idle, random and tamper: built-in agents certification runs: no tool call, random ones, calls of the hidden setup and evaluate dispatchers)"`
+	Adapter           string         `json:"adapter" enum:"oracle,idle,random,tamper,replay,openai,anthropic" doc:"Which adapter drives it (idle, random and tamper: built-in agents certification runs: no tool call, random ones, calls of the hidden setup and evaluate dispatchers; replay: a replay check's, answering with a recorded attempt's answers)"`
 	SDKAgentType      string         `json:"sdk_agent_type"`
 	CreatedAt         time.Time      `json:"created_at"`
 	CanEdit           bool           `json:"can_edit"`

@@ -49,6 +49,9 @@ type TaskScore struct {
 	MinScore   float64   `json:"min_score"`
 	MaxScore   float64   `json:"max_score"`
 	TraceCount int       `json:"trace_count"`
+	// EnvironmentBuilds and TaskVersions say what its mean pools.
+	EnvironmentBuilds int `json:"environment_builds" doc:"Extension: how many environment builds (by digest) its attempts ran; over 1, its mean pools builds that may not measure the same (GET /v2/jobs/compare pairs by build)"`
+	TaskVersions      int `json:"task_versions" doc:"Extension: how many versions of the task its attempts ran"`
 }
 
 // ModelResult is a model's results on one taskset.
@@ -66,6 +69,7 @@ type ModelResult struct {
 	MinTracesPer     int         `json:"min_traces_per_task"`
 	MaxTracesPer     int         `json:"max_traces_per_task"`
 	PerTaskScores    []TaskScore `json:"per_task_scores" nullable:"false"`
+	Mixed            bool        `json:"mixed" doc:"Extension: true when some task's mean pools attempts of several environment builds or task versions (its per_task_scores entry says how many): shown, not silently averaged"`
 }
 
 type modelResultsInput struct {
@@ -121,12 +125,13 @@ func (s *Server) getModelResults(ctx context.Context, in *modelResultsInput) (*m
 	for i, r := range rs {
 		per := make([]TaskScore, len(r.PerTask))
 		for j, p := range r.PerTask {
-			per[j] = TaskScore{TaskID: p.TaskID, TaskName: p.TaskName, AvgScore: p.AvgScore, MinScore: p.MinScore, MaxScore: p.MaxScore, TraceCount: p.Traces}
+			per[j] = TaskScore{TaskID: p.TaskID, TaskName: p.TaskName, AvgScore: p.AvgScore, MinScore: p.MinScore, MaxScore: p.MaxScore, TraceCount: p.Traces,
+				EnvironmentBuilds: p.Builds, TaskVersions: p.Versions}
 		}
 		b.Results[i] = ModelResult{TasksetID: r.TasksetID, TasksetName: r.TasksetName, IsPublic: r.IsPublic, Purpose: r.Purpose,
 			TotalTasks: r.TotalTasks, TasksWithTraces: r.TasksWithTraces, AvgScore: r.AvgScore, TasksInRange0_99: r.InRange[0],
 			TasksInRange5_75: r.InRange[1], TasksInRange1540: r.InRange[2], MinTracesPer: r.MinTracesPerTask, MaxTracesPer: r.MaxTracesPerTask,
-			PerTaskScores: per}
+			PerTaskScores: per, Mixed: r.Mixed}
 	}
 	return out, nil
 }

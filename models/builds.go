@@ -297,6 +297,9 @@ func (s *Store) FinishBuild(ctx context.Context, id uuid.UUID, r BuildResult) (*
 		if err := insertScenarios(ctx, tx, &b, r.Scenarios); err != nil {
 			return err
 		}
+		if b.Options.Certify != nil {
+			return nil // it becomes the latest once its certification passed (set-latest), not before
+		}
 		_, err := tx.NewUpdate().Model((*Registry)(nil)).Set("latest_build_id = ?", b.ID).Set("updated_at = ?", now()).
 			Where("id = ? AND latest_build_id IS NULL", b.RegistryID).Exec(ctx)
 		return err

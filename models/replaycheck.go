@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -112,6 +113,9 @@ func (s *Store) StartReplayCheck(ctx context.Context, c *Caller, buildID, agains
 		return nil, err
 	}
 	job, err := s.GetJob(ctx, c, againstJobID)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return nil, err
+	}
 	if err != nil || job.TeamID != c.TeamID { // published jobs of other teams are not replayed
 		return nil, ValidationError{{Location: "against_job_id", Value: againstJobID.String(), Message: "no job with this id is the caller's team's"}}
 	}
@@ -188,7 +192,7 @@ const ReplayConcurrency = 8
 // replay model answers an attempt that replays it with.
 func (s *Store) RecordedAnswers(ctx context.Context, traceID uuid.UUID) ([]agent.Message, error) {
 	var evs []TraceEvent
-	if err := s.DB.NewSelect().Model(&evs).Where("trace_id = ? AND kind = ? AND NOT superseded", traceID, EventAssistant).
+	if err := standingTry(s.DB.NewSelect().Model(&evs)).Where("trace_id = ? AND kind = ?", traceID, EventAssistant).
 		Order("seq ASC").Scan(ctx); err != nil {
 		return nil, fmt.Errorf("recorded answers of %s: %w", traceID, err)
 	}
@@ -201,6 +205,13 @@ func (s *Store) RecordedAnswers(ctx context.Context, traceID uuid.UUID) ([]agent
 		out = append(out, d.Message)
 	}
 	return out, nil
+}
+
+// standingTry keeps, of a query of trace events (aliased ev, the model's alias), those of their
+// trace's standing try: not superseded, and of the try the trace now names (a lost try's writer
+// may append after its try was superseded).
+func standingTry(q *bun.SelectQuery) *bun.SelectQuery {
+	return q.Where("NOT ev.superseded AND ev.attempt = (SELECT tr.attempt FROM traces AS tr WHERE tr.id = ev.trace_id)")
 }
 
 // FinishReplayCheck compares each replay of a check whose job has ended with the attempt it
@@ -219,34 +230,46 @@ func (s *Store) FinishReplayCheck(ctx context.Context, id uuid.UUID) (*ReplayChe
 		return nil, notFound(err, "the replay check's job")
 	}
 	var rows []struct {
-		ID            uuid.UUID `bun:"id,type:uuid"`
-		ReplayOf      uuid.UUID `bun:"replay_of,type:uuid"`
-		TaskVersionID uuid.UUID `bun:"task_version_id,type:uuid"`
-		TaskName      string    `bun:"task_name"`
-		Status        string    `bun:"status"`
-		Reward        *float64  `bun:"reward"`
-		Before        *float64  `bun:"before"`
+		ID            uuid.UUID  `bun:"id,type:uuid"`
+		ReplayOf      *uuid.UUID `bun:"replay_of,type:uuid"`
+		TaskVersionID uuid.UUID  `bun:"task_version_id,type:uuid"`
+		TaskName      string     `bun:"task_name"`
+		Status        string     `bun:"status"`
+		Reward        *float64   `bun:"reward"`
+		Before        *float64   `bun:"before"`
 	}
-	if err := s.DB.NewSelect().TableExpr("traces AS tr").Join("JOIN traces AS src ON src.id = tr.replay_of").
+	if err := s.DB.NewSelect().TableExpr("traces AS tr").Join("LEFT JOIN traces AS src ON src.id = tr.replay_of").
 		Join("LEFT JOIN tasks AS tk ON tk.id = tr.task_id").
 		ColumnExpr("tr.id, tr.replay_of, tr.task_version_id, COALESCE(tk.name, '') AS task_name, tr.status, tr.reward, src.reward AS before").
 		Where("tr.job_id = ?", chk.JobID).OrderExpr("tk.name, src.created_at, src.id").Scan(ctx, &rows); err != nil {
 		return nil, fmt.Errorf("finish replay check: %w", err)
 	}
+	ids := make([]uuid.UUID, 0, 2*len(rows))
+	for _, r := range rows {
+		ids = append(ids, r.ID)
+		if r.ReplayOf != nil {
+			ids = append(ids, *r.ReplayOf)
+		}
+	}
+	results, err := s.toolResults(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
 	chk.Attempts, chk.Status = make([]ReplayedAttempt, 0, len(rows)), ReplaySame
 	for _, r := range rows {
-		step, err := s.firstDivergingStep(ctx, r.ReplayOf, r.ID)
-		if err != nil {
-			return nil, err
+		a := ReplayedAttempt{TaskVersionID: r.TaskVersionID, TaskName: r.TaskName, ReplayTraceID: r.ID, RewardBefore: r.Before, RewardAfter: r.Reward}
+		if r.ReplayOf != nil {
+			a.SourceTraceID = *r.ReplayOf
+			a.FirstDivergingStep = firstDivergingStep(results[*r.ReplayOf], results[r.ID])
 		}
-		a := ReplayedAttempt{TaskVersionID: r.TaskVersionID, TaskName: r.TaskName, SourceTraceID: r.ReplayOf, ReplayTraceID: r.ID,
-			RewardBefore: r.Before, RewardAfter: r.Reward, FirstDivergingStep: step}
 		switch {
+		case r.ReplayOf == nil: // the attempt it replayed was deleted since
+			a.Outcome = ReplayOutcomeUnfinished
 		case r.Status != TraceCompleted || r.Reward == nil:
 			a.Outcome = ReplayOutcomeUnfinished
 		case r.Before == nil || *r.Before != *r.Reward:
 			a.Outcome = ReplayOutcomeChangedReward
-		case step != nil:
+		case a.FirstDivergingStep != nil:
 			a.Outcome = ReplayOutcomeDiverged
 		default:
 			a.Outcome = ReplayOutcomeSame
@@ -282,55 +305,50 @@ func (r toolResult) equal(o toolResult) bool {
 	return r.Step == o.Step && r.IsError == o.IsError && r.Text == o.Text && slices.Equal(r.Images, o.Images) && bytes.Equal(r.Structured, o.Structured)
 }
 
-// toolResults are the tool results of an attempt's standing try, in order.
-func (s *Store) toolResults(ctx context.Context, traceID uuid.UUID) ([]toolResult, error) {
-	var evs []TraceEvent
-	if err := s.DB.NewSelect().Model(&evs).Where("trace_id = ? AND kind = ? AND NOT superseded", traceID, EventToolResult).
-		Order("seq ASC").Scan(ctx); err != nil {
-		return nil, fmt.Errorf("tool results of %s: %w", traceID, err)
-	}
-	out := make([]toolResult, 0, len(evs))
-	for _, ev := range evs {
-		var d ToolResultEventData
-		if err := json.Unmarshal(ev.Data, &d); err != nil {
-			return nil, fmt.Errorf("tool result %d of %s: %w", ev.Seq, traceID, err)
+// toolResults are the tool results of the standing tries of the traces ids, by trace, in order;
+// read a few hundred traces a query.
+func (s *Store) toolResults(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID][]toolResult, error) {
+	out := make(map[uuid.UUID][]toolResult, len(ids))
+	for chunk := range slices.Chunk(ids, 500) {
+		var evs []TraceEvent
+		if err := standingTry(s.DB.NewSelect().Model(&evs).Column("trace_id", "seq", "data")).
+			Where("ev.trace_id IN (?) AND ev.kind = ?", bun.In(chunk), EventToolResult).Order("ev.trace_id", "ev.seq").Scan(ctx); err != nil {
+			return nil, fmt.Errorf("tool results: %w", err)
 		}
-		structured, err := json.Marshal(d.Structured) // map keys sorted: equal objects, equal bytes
-		if err != nil {
-			return nil, err
+		for _, ev := range evs {
+			var d ToolResultEventData
+			if err := json.Unmarshal(ev.Data, &d); err != nil {
+				return nil, fmt.Errorf("tool result %d of %s: %w", ev.Seq, ev.TraceID, err)
+			}
+			structured, err := json.Marshal(d.Structured) // map keys sorted: equal objects, equal bytes
+			if err != nil {
+				return nil, err
+			}
+			r := toolResult{Step: d.Step, IsError: d.IsError, Text: d.Message.Content, Structured: structured}
+			for _, im := range append(d.Message.Images, d.Images...) {
+				r.Images = append(r.Images, im.SHA256)
+			}
+			out[ev.TraceID] = append(out[ev.TraceID], r)
 		}
-		r := toolResult{Step: d.Step, IsError: d.IsError, Text: d.Message.Content, Structured: structured}
-		for _, im := range append(d.Message.Images, d.Images...) {
-			r.Images = append(r.Images, im.SHA256)
-		}
-		out = append(out, r)
 	}
 	return out, nil
 }
 
-// firstDivergingStep is the step of the first tool result in which a replay differs from the
-// attempt it replays, or which only one of them has; nil when they agree throughout.
-func (s *Store) firstDivergingStep(ctx context.Context, sourceID, replayID uuid.UUID) (*int, error) {
-	before, err := s.toolResults(ctx, sourceID)
-	if err != nil {
-		return nil, err
-	}
-	after, err := s.toolResults(ctx, replayID)
-	if err != nil {
-		return nil, err
-	}
+// firstDivergingStep is the step of the first tool result in which a replay (after) differs from
+// the attempt it replays (before), or which only one of them has; nil when they agree throughout.
+func firstDivergingStep(before, after []toolResult) *int {
 	for i := range max(len(before), len(after)) {
 		switch {
 		case i >= len(before):
-			return &after[i].Step, nil
+			return &after[i].Step
 		case i >= len(after):
-			return &before[i].Step, nil
+			return &before[i].Step
 		case !before[i].equal(after[i]):
 			step := min(before[i].Step, after[i].Step)
-			return &step, nil
+			return &step
 		}
 	}
-	return nil, nil
+	return nil
 }
 
 // LatestReplayCheck is the newest replay check of a build the caller's team ran.

@@ -19,8 +19,11 @@ import (
 // environment's tool result, then a final answer.
 func recordTurns(t *testing.T, s *models.Store, traceID uuid.UUID, results ...string) {
 	t.Helper()
-	var evs []models.TraceEvent
 	at := time.Now().UTC()
+	if _, err := s.TransitionTrace(ctx, traceID, models.TraceUpdate{Status: models.TraceInitializing, Attempt: 1, StartTime: &at}); err != nil {
+		t.Fatal(err)
+	}
+	var evs []models.TraceEvent
 	for i, text := range results {
 		call := agent.ToolCall{ID: "call_" + string(rune('a'+i)), Name: "move", Arguments: map[string]any{"direction": "left"}}
 		evs = append(evs, models.TraceEvent{TraceID: traceID, Seq: 2 * i, Attempt: 1, Kind: models.EventAssistant, StartedAt: at,
@@ -31,6 +34,9 @@ func recordTurns(t *testing.T, s *models.Store, traceID uuid.UUID, results ...st
 	}
 	evs = append(evs, models.TraceEvent{TraceID: traceID, Seq: 2 * len(results), Attempt: 1, Kind: models.EventAssistant, StartedAt: at,
 		Data: models.EventData(models.AssistantEventData{Step: len(results), Message: agent.Message{Role: agent.RoleAssistant, Content: "done"}})})
+	// A lost try's writer that went on after its try was superseded: left out of the record.
+	evs = append(evs, models.TraceEvent{TraceID: traceID, Seq: 2*len(results) + 1, Attempt: 0, Kind: models.EventToolResult, StartedAt: at,
+		Data: models.EventData(models.ToolResultEventData{Step: 0, Name: "move", Message: agent.Message{Role: agent.RoleTool, Content: "a lost try's board"}})})
 	if err := s.AppendTraceEvents(ctx, evs); err != nil {
 		t.Fatal(err)
 	}

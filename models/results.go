@@ -37,7 +37,15 @@ type TaskScore struct {
 	AvgScore  float64   `bun:"avg_score"`
 	MinScore  float64   `bun:"min_score"`
 	MaxScore  float64   `bun:"max_score"`
+	// Builds counts the environment builds (by digest) its attempts ran, Versions the task's
+	// versions they ran: a mean over more than one of either pools what may not measure the same.
+	Builds   int `bun:"builds"`
+	Versions int `bun:"versions"`
 }
+
+// Mixed reports whether the task's mean pools attempts of several environment builds or task
+// versions.
+func (t TaskScore) Mixed() bool { return t.Builds > 1 || t.Versions > 1 }
 
 // TasksetResult is how a model did on one taskset.
 type TasksetResult struct {
@@ -53,6 +61,8 @@ type TasksetResult struct {
 	MinTracesPerTask int
 	MaxTracesPerTask int
 	PerTask          []TaskScore
+	// Mixed: some task's mean pools several environment builds or task versions (TaskScore.Mixed).
+	Mixed bool
 }
 
 // ModelResults is how a model did on each taskset the caller's team ran it on: every completed,
@@ -65,6 +75,7 @@ func (s *Store) ModelResults(ctx context.Context, c *Caller, modelID uuid.UUID, 
 	q := s.DB.NewSelect().TableExpr("traces AS tr").Join("JOIN tasks AS tk ON tk.id = tr.task_id").
 		ColumnExpr("tr.task_id, tk.name AS task_name, tk.taskset_id, count(*) AS n").
 		ColumnExpr("AVG(tr.reward) AS avg_score, MIN(tr.reward) AS min_score, MAX(tr.reward) AS max_score").
+		ColumnExpr("COUNT(DISTINCT NULLIF("+lastBuildDigestExpr+", '')) AS builds, COUNT(DISTINCT tr.task_version_id) AS versions").
 		Where("tr.team_id = ? AND tr.model_id = ? AND tr.status = ? AND tr.reward IS NOT NULL AND tr.is_valid", c.TeamID, modelID, TraceCompleted).
 		// A brought agent's attempts measure the agent, not the model: a job's entrants show them.
 		Where("tr.agent_build_id IS NULL").
@@ -122,6 +133,7 @@ func (s *Store) ModelResults(ctx context.Context, c *Caller, modelID uuid.UUID, 
 		sum := 0.0
 		for _, p := range per {
 			sum += p.AvgScore
+			r.Mixed = r.Mixed || p.Mixed()
 			r.MinTracesPerTask, r.MaxTracesPerTask = min(r.MinTracesPerTask, p.Traces), max(r.MaxTracesPerTask, p.Traces)
 			for i, band := range ScoreRanges {
 				if band.In(p.AvgScore) {

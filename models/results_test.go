@@ -61,7 +61,8 @@ func TestModelResultsAndSuggestions(t *testing.T) {
 		for _, r := range runs {
 			lts = append(lts, models.LaunchTrace{TraceID: uuid.New(), TaskVersionID: versions[r.version], ModelID: fork.ID, MaxSteps: 1})
 		}
-		if _, _, err := s.LaunchJob(ctx, a, models.Launch{Name: "j", MaxSteps: 1, GroupSize: 1, MaxConcurrent: 1, Traces: lts}); err != nil {
+		job, _, err := s.LaunchJob(ctx, a, models.Launch{Name: "j", MaxSteps: 1, GroupSize: 1, MaxConcurrent: 1, Traces: lts})
+		if err != nil {
 			t.Fatal(err)
 		}
 		for i, r := range runs {
@@ -90,6 +91,26 @@ func TestModelResultsAndSuggestions(t *testing.T) {
 			r.MinTracesPerTask != 1 || r.MaxTracesPerTask != 2 || len(r.PerTask) != 2 || r.PerTask[0].TaskName != "a" || r.PerTask[0].AvgScore != 0.5 ||
 			r.PerTask[0].MinScore != 0 || r.PerTask[0].MaxScore != 1 || r.Purpose != models.PurposeEval {
 			t.Errorf("result = %+v", r)
+		}
+		if r.Mixed || r.PerTask[0].Builds != 0 || r.PerTask[0].Versions != 1 {
+			t.Errorf("results of attempts that ran no build: %+v", r)
+		}
+		// Task a's two attempts ran two builds of one environment: its mean pools them, and says so.
+		reg, err := s.CreateRegistry(ctx, a, models.NewRegistry{Name: "env"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, digest := range []string{"sha256:1", "sha256:2"} {
+			b, err := s.CreateBuild(ctx, reg.ID, models.NewBuild{Status: models.BuildSucceeded, Digest: digest})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.StartInstance(ctx, &models.Instance{TeamID: a.TeamID, TraceID: lts[i].TraceID, Attempt: 1, JobID: job.ID, BuildID: &b.ID}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if rs, err := s.ModelResults(ctx, a, fork.ID, nil, ""); err != nil || len(rs) != 1 || !rs[0].Mixed || rs[0].PerTask[0].Builds != 2 || rs[0].PerTask[1].Mixed() {
+			t.Errorf("results over two builds = %+v, %v; want task a mixed", rs, err)
 		}
 		if rs, _ := s.ModelResults(ctx, a, fork.ID, []uuid.UUID{cp.ID}, ""); len(rs) != 1 || rs[0].TasksWithTraces != 1 || rs[0].AvgScore != 1 {
 			t.Errorf("the checkpoint's results = %+v", rs)

@@ -212,7 +212,7 @@ func (c *Client) RetryRunList(ctx context.Context, jobID uuid.UUID, maxConcurren
 
 // StartBuild starts the workflow that builds a triggered build; starting it again is a no-op.
 func (c *Client) StartBuild(ctx context.Context, buildID uuid.UUID) error {
-	return c.start(ctx, names.BuildWorkflowID(buildID), workflows.Build, workflows.BuildInput{BuildID: buildID})
+	return c.start(ctx, names.BuildWorkflowID(buildID), workflows.Build, workflows.BuildInput{BuildID: buildID, MaxTries: c.MaxTries})
 }
 
 // Discover runs a build's image once more and returns the scenarios it declares (the deprecated

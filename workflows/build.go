@@ -27,6 +27,9 @@ const (
 // BuildInput names the build a Build workflow carries out.
 type BuildInput struct {
 	BuildID uuid.UUID `json:"build_id"`
+	// MaxTries is each attempt's RolloutInput.MaxTries in the certification the build may ask
+	// for (0: the default).
+	MaxTries int `json:"max_tries,omitempty"`
 }
 
 // BuildResult is how a build ended, as FinishBuild recorded it.
@@ -91,16 +94,19 @@ func Build(ctx workflow.Context, in BuildInput) (BuildResult, error) {
 	if workflow.GetVersion(ctx, "build-certify", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return out, nil
 	}
-	out.Certification, err = certifyBuild(ctx, in.BuildID)
-	return out, err
+	// The build stands however its certification ends; the certification records that.
+	if out.Certification, err = certifyBuild(ctx, in); err != nil {
+		workflow.GetLogger(ctx).Warn("the build's certification did not finish", "build", in.BuildID, "error", err)
+	}
+	return out, nil
 }
 
 // certifyBuild runs the certification a succeeded build asked for (BuildOptions.Certify) as a
 // child Certify workflow, and answers its status ("" when it asked for none, or when it could
 // not start: its build log says why).
-func certifyBuild(ctx workflow.Context, buildID uuid.UUID) (string, error) {
+func certifyBuild(ctx workflow.Context, in BuildInput) (string, error) {
 	var started activities.BuildCertificationResult
-	if err := workflow.ExecuteLocalActivity(storeActivity(ctx), a.StartBuildCertification, activities.BuildInput{BuildID: buildID}).Get(ctx, &started); err != nil {
+	if err := workflow.ExecuteLocalActivity(storeActivity(ctx), a.StartBuildCertification, activities.BuildInput{BuildID: in.BuildID}).Get(ctx, &started); err != nil {
 		return "", err
 	}
 	if started.CertificationID == uuid.Nil {
@@ -113,7 +119,7 @@ func certifyBuild(ctx workflow.Context, buildID uuid.UUID) (string, error) {
 	})
 	var res CertifyResult
 	err := workflow.ExecuteChildWorkflow(cctx, Certify, CertifyInput{CertificationID: started.CertificationID, JobID: started.JobID,
-		MaxConcurrent: models.CertifyConcurrency}).Get(ctx, &res)
+		MaxConcurrent: models.CertifyConcurrency, MaxTries: in.MaxTries}).Get(ctx, &res)
 	return res.Status, err
 }
 

@@ -198,13 +198,25 @@ func TestABuildRunsTheCertificationItAskedForOnceItSucceeded(t *testing.T) {
 		certified = append(certified, in)
 		return CertifyResult{Status: models.CertificationFlagged}, nil
 	})
-	env.ExecuteWorkflow(Build, BuildInput{BuildID: uuid.New()})
+	env.ExecuteWorkflow(Build, BuildInput{BuildID: uuid.New(), MaxTries: 4})
 	var res BuildResult
 	if err := env.GetWorkflowResult(&res); err != nil || res.Status != models.BuildSucceeded || res.Certification != models.CertificationFlagged {
 		t.Fatalf("the build's result = %+v, %v; want succeeded with its certification flagged", res, err)
 	}
-	if len(certified) != 1 || certified[0].CertificationID != f.certification.CertificationID || certified[0].JobID != f.certification.JobID {
+	if len(certified) != 1 || certified[0].CertificationID != f.certification.CertificationID || certified[0].JobID != f.certification.JobID ||
+		certified[0].MaxTries != 4 {
 		t.Errorf("Certify ran with %+v, want once with %+v", certified, f.certification)
+	}
+
+	// A certification that fails leaves the build as it was recorded: succeeded.
+	f = newFakeBuilder()
+	f.certification = activities.BuildCertificationResult{CertificationID: uuid.New(), JobID: uuid.New()}
+	env = f.register()
+	env.OnWorkflow(Certify, mock.Anything, mock.Anything).Return(CertifyResult{}, errors.New("the store is down"))
+	env.ExecuteWorkflow(Build, BuildInput{BuildID: uuid.New(), MaxTries: 2})
+	res = BuildResult{}
+	if err := env.GetWorkflowResult(&res); err != nil || res.Status != models.BuildSucceeded || res.Certification != "" {
+		t.Errorf("a build whose certification failed: %+v, %v; want succeeded", res, err)
 	}
 
 	f = newFakeBuilder()

@@ -36,7 +36,7 @@ the dev instance's SQLite file under --data-dir).
                                                             end one session, a member's, or a whole team's
   project create --team ID --name NAME [--description D]    create a project
   project list --team ID                                    list a team's projects
-  model add --name MODEL --adapter openai|anthropic|oracle|idle|random|tamper [--base-url URL] [--api-key-env VAR] [--provider P] [--team ID]
+  model add --name MODEL --adapter openai|anthropic|oracle|idle|random|tamper|replay [--base-url URL] [--api-key-env VAR] [--provider P] [--team ID]
             [--input-cost-per-token USD] [--output-cost-per-token USD] [--trainable] [--training-policy]
                                                             register a model (e.g. a vLLM, Ollama or llama.cpp server);
                                                             the key is read on the workers from VAR, never stored;

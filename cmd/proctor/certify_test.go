@@ -157,7 +157,7 @@ func testCertify(t *testing.T, storeArgs []string, _ string) {
 		t.Errorf("proctor env deploy --certify of a clean build: %v\n%s", err, out)
 	}
 	if out, err := c.cli("env", "deploy", plantedDir, "--name", "planted", "--certify", "planted", "--k", "2"); err == nil ||
-		!strings.Contains(out, "not latest (its certification did not pass)") || !strings.Contains(out, "tamperable") {
+		!strings.Contains(out, "not made the latest of planted (its certification did not pass)") || !strings.Contains(out, "tamperable") {
 		t.Errorf("proctor env deploy --certify of a flagged build: %v\n%s", err, out)
 	}
 	if code, body := c.raw("POST", "/v2/builds/trigger", map[string]any{"build_id": "00000000-0000-0000-0000-000000000009", "name": "x",

@@ -85,20 +85,28 @@ func cmpErr(err, alt error) error {
 	return alt
 }
 
-// buildLogLine is the first line of a build's log that starts with prefix, "" for none.
+// buildLogLine is the first line of a build's log that starts with prefix, "" for none; the log
+// is read to its end, page by page.
 func (c *apiClient) buildLogLine(ctx context.Context, buildID, prefix string) (string, error) {
-	var page struct {
-		Logs []struct {
-			Line string `json:"line"`
-		} `json:"logs"`
-	}
-	if err := c.do(ctx, http.MethodGet, "/v2/builds/"+buildID+"/logs?limit=1000", nil, &page); err != nil {
-		return "", err
-	}
-	for _, l := range page.Logs {
-		if strings.HasPrefix(l.Line, prefix) {
-			return l.Line, nil
+	for after := -1; ; {
+		var page struct {
+			Logs []struct {
+				Seq  int    `json:"seq"`
+				Line string `json:"line"`
+			} `json:"logs"`
+			HasMore bool `json:"has_more"`
+		}
+		if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v2/builds/%s/logs?after_seq=%d&limit=1000", buildID, after), nil, &page); err != nil {
+			return "", err
+		}
+		for _, l := range page.Logs {
+			if strings.HasPrefix(l.Line, prefix) {
+				return l.Line, nil
+			}
+			after = l.Seq
+		}
+		if !page.HasMore || len(page.Logs) == 0 {
+			return "", nil
 		}
 	}
-	return "", nil
 }

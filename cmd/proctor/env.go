@@ -119,8 +119,8 @@ func deployCommand(kind, entryHolds, laterHint string, stdout, stderr io.Writer,
 					return err
 				}
 				if err := printCertification(stdout, cert); err != nil {
-					fmt.Fprintf(stdout, "not latest (its certification did not pass): new runs of %s still use its latest build; make this one latest anyway with: "+
-						"proctor env set-latest %s --force\n", *name, b.ID)
+					fmt.Fprintf(stdout, "not made the latest of %s (its certification did not pass); make it the latest anyway with: proctor env set-latest %s --force\n",
+						*name, b.ID)
 					return err
 				}
 			}

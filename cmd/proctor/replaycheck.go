@@ -51,17 +51,23 @@ func cmdEnvCheck(stdout, stderr io.Writer) flagsBody {
 }
 
 // printReplayCheck prints a replay check per attempt, and what it left out; an error when an
-// attempt changed or its job was cancelled.
+// attempt's reward changed or its replay did not finish, or the check's job was cancelled. An
+// attempt that diverged with the same reward is said, not an error: tool results that carry times
+// or ids differ on every run.
 func printReplayCheck(stdout io.Writer, chk httpapi.ReplayCheck) error {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TASK\tATTEMPT\tREWARD\tFIRST DIFFERENT STEP\tOUTCOME")
-	changed := 0
+	changed, diverged := 0, 0
 	for _, a := range chk.Attempts {
 		step := "–"
 		if a.FirstDivergingStep != nil {
 			step = fmt.Sprint(*a.FirstDivergingStep)
 		}
-		if a.Outcome != models.ReplayOutcomeSame {
+		switch a.Outcome {
+		case models.ReplayOutcomeSame:
+		case models.ReplayOutcomeDiverged:
+			diverged++
+		default:
 			changed++
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s → %s\t%s\t%s\n", a.TaskName, a.SourceTraceID.String()[:8], rewardOf(a.RewardBefore), rewardOf(a.RewardAfter), step, a.Outcome)
@@ -74,8 +80,12 @@ func printReplayCheck(stdout io.Writer, chk httpapi.ReplayCheck) error {
 	case chk.Status == models.ReplayFailed:
 		return fmt.Errorf("replay check %s: failed (its job was cancelled)", chk.ID)
 	case changed > 0:
-		return fmt.Errorf("replay check %s: %d of %d attempts changed on this build", chk.ID, changed, len(chk.Attempts))
+		return fmt.Errorf("replay check %s: %d of %d attempts changed their reward or did not finish on this build (%d more diverged with the same reward)",
+			chk.ID, changed, len(chk.Attempts), diverged)
+	case diverged > 0:
+		fmt.Fprintf(stdout, "replay check %s: every reward the same; %d of %d attempts diverged (a tool result differs)\n", chk.ID, diverged, len(chk.Attempts))
+	default:
+		fmt.Fprintf(stdout, "replay check %s: all %d attempts the same\n", chk.ID, len(chk.Attempts))
 	}
-	fmt.Fprintf(stdout, "replay check %s: all %d attempts the same\n", chk.ID, len(chk.Attempts))
 	return nil
 }

@@ -133,8 +133,8 @@ func testReplayCheck(t *testing.T, storeArgs []string, changedDir, sameDir strin
 		t.Fatalf("no set-latest hint in:\n%s", out)
 	}
 	out, err = c.cli("env", "check", changed[1], "--against", launched.JobID[:8])
-	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%d of 5 attempts changed", affected)) {
-		t.Errorf("proctor env check of the changed build: %v, want %d of 5 changed\n%s", err, affected, out)
+	if err == nil || !regexp.MustCompile(`(\d) of 5 attempts changed their reward or did not finish on this build \((\d) more diverged`).MatchString(err.Error()) {
+		t.Errorf("proctor env check of the changed build: %v, want it to fail on changed rewards\n%s", err, out)
 	}
 	t.Logf("proctor env check of the changed build:\n%s", out)
 	full := regexp.MustCompile(`of build (\S+) against`).FindStringSubmatch(out)
@@ -153,6 +153,15 @@ func testReplayCheck(t *testing.T, storeArgs []string, changedDir, sameDir strin
 	if chk.Status != "changed" || len(chk.Attempts) != 5 || len(chk.NotReplayed) != 0 || chk.AgainstJobID.String() != launched.JobID ||
 		!strings.HasPrefix(chk.BuildDigest, "sha256:") {
 		t.Fatalf("the check: %+v", chk)
+	}
+	outcomes := map[string]int{}
+	for _, a := range chk.Attempts {
+		outcomes[a.Outcome]++
+	}
+	if counts := regexp.MustCompile(`(\d) of 5 attempts changed.*\((\d) more diverged`).FindStringSubmatch(fmt.Sprint(err)); counts == nil ||
+		counts[1] != fmt.Sprint(outcomes["changed_reward"]) || counts[2] != fmt.Sprint(outcomes["diverged"]) ||
+		outcomes["changed_reward"]+outcomes["diverged"] != affected {
+		t.Errorf("proctor env check said %v; the check's outcomes %v, %d tasks affected", err, outcomes, affected)
 	}
 	for _, a := range chk.Attempts {
 		step, ok := want[a.TaskName]
