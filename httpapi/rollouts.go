@@ -96,8 +96,10 @@ func (s *Server) runRollout(ctx context.Context, in *runInput) (*launchedOutput,
 	if _, err := s.store.GetTaskVersion(ctx, c, in.Body.TaskVersionID); err != nil {
 		return nil, storeError(err, "task version")
 	}
-	if _, err := s.store.GetModel(ctx, c, in.Body.ModelID); err != nil {
+	if m, err := s.store.GetModel(ctx, c, in.Body.ModelID); err != nil {
 		return nil, storeError(err, "model")
+	} else if m.Adapter == models.AdapterReplay {
+		return nil, validation("body.model_id", errReplayOnly.Error(), in.Body.ModelID.String())
 	}
 	agentBuild, err := s.resolveAgent(ctx, in.Body.Agent, in.Body.ModelID)
 	if err != nil {

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -120,6 +121,9 @@ func (s *Server) runRolloutList(ctx context.Context, in *runListInput) (*runList
 	okModel := map[uuid.UUID]error{}
 	for _, m := range b.ModelIDs {
 		model, err := s.store.GetModel(ctx, c, m)
+		if err == nil && model.Adapter == models.AdapterReplay {
+			err = errReplayOnly
+		}
 		okModel[m] = err
 		if err == nil {
 			md.ResolvedAgents = append(md.ResolvedAgents, models.ResolvedAgentOf(model))
@@ -130,6 +134,11 @@ func (s *Server) runRolloutList(ctx context.Context, in *runListInput) (*runList
 			MaxSteps: b.MaxSteps, RuntimeConfig: b.RuntimeConfig, AgentBuildID: agentBuild}
 	})
 	if len(launch) == 0 {
+		for _, err := range okModel {
+			if errors.Is(err, errReplayOnly) && len(b.ModelIDs) == 1 {
+				return nil, validation("body.model_ids", errReplayOnly.Error(), b.ModelIDs[0].String())
+			}
+		}
 		return nil, newAPIError(http.StatusNotFound, "none of the task versions and models is visible to the caller")
 	}
 	job, _, err := s.store.LaunchJob(ctx, c, models.Launch{Kind: models.JobBatch, Name: b.Name, TasksetID: b.TasksetID, MaxSteps: b.MaxSteps, GroupSize: b.GroupSize,
@@ -143,6 +152,10 @@ func (s *Server) runRolloutList(ctx context.Context, in *runListInput) (*runList
 	}
 	return out, nil
 }
+
+// errReplayOnly refuses the replay model to a launch: it answers only a replay check's attempts,
+// each of which names the attempt it replays.
+var errReplayOnly = errors.New("the replay model answers only a replay check's attempts (POST /v2/builds/{build_id}/check, proctor env check): launch another model")
 
 // notStarted is the answer (503, with the request's id, logged) to a request whose record was
 // written but whose workflow could not start; what names the record, id is its id.
@@ -186,6 +199,8 @@ func planRunList(versions []uuid.UUID, visible map[uuid.UUID]bool, modelIDs []uu
 			switch {
 			case visible != nil && !visible[v]:
 				res.Error = "no such task version is visible to the caller"
+			case errors.Is(okModel[m], errReplayOnly):
+				res.Error = okModel[m].Error()
 			case okModel[m] != nil:
 				res.Error = "no such model is visible to the caller"
 			default:

@@ -201,6 +201,30 @@ func testReplayCheck(t *testing.T, storeArgs []string, changedDir, sameDir strin
 		}
 	}
 
+	// The replay model answers only a check's attempts: a launch of it is refused, saying so.
+	replayModel := c.resolve("/v2/models/resolve?model=replay", "id")
+	if code, body := c.raw("POST", "/v2/rollouts/run", map[string]any{"task_version_id": up.TaskVersionIDs[0], "model_id": replayModel}); code != 422 ||
+		!strings.Contains(body, "answers only a replay check's attempts") {
+		t.Errorf("a run of the replay model = %d %s, want 422", code, body)
+	}
+	if code, body := c.raw("POST", "/v2/rollouts/run_list", map[string]any{"task_version_ids": up.TaskVersionIDs[:1], "model_ids": []string{replayModel}}); code != 422 ||
+		!strings.Contains(body, "answers only a replay check's attempts") {
+		t.Errorf("a run_list of the replay model alone = %d %s, want 422", code, body)
+	}
+	// Beside another model, its pairs are rejected with the reason and the other's run.
+	var launchedBoth struct {
+		Accepted int `json:"accepted"`
+		Rejected int `json:"rejected"`
+		Results  []struct {
+			Error string `json:"error"`
+		} `json:"results"`
+	}
+	if code := c.call("POST", "/v2/rollouts/run_list", map[string]any{"task_version_ids": up.TaskVersionIDs[:1],
+		"model_ids": []string{replayModel, c.resolve("/v2/models/resolve?model=oracle", "id")}}, &launchedBoth); code >= 300 ||
+		launchedBoth.Accepted != 1 || launchedBoth.Rejected != 1 || !strings.Contains(fmt.Sprint(launchedBoth.Results), "answers only a replay check's attempts") {
+		t.Errorf("a run_list of the replay model and the oracle = %d %+v, want the replay's pair rejected with the reason", code, launchedBoth)
+	}
+
 	// Refusals: a job that is not the team's, the nil job, no build, a job still running.
 	for _, tc := range []struct {
 		path string

@@ -56,7 +56,7 @@ func seedModels(ctx context.Context, store *models.Store) error {
 	entries := []*models.LLMModel{{ModelName: models.OracleModelName, Name: "Oracle (replays the task's validation calls)", Provider: "proctor", Adapter: models.AdapterOracle},
 		{ModelName: models.IdleModelName, Name: "Idle (makes no tool call: a task it passes needs no work)", Provider: "proctor", Adapter: models.AdapterIdle},
 		{ModelName: models.RandomModelName, Name: "Random (calls tools with random arguments: a task it passes rewards activity)", Provider: "proctor", Adapter: models.AdapterRandom},
-		{ModelName: models.TamperModelName, Name: "Tamper probe (calls the hidden setup and evaluate dispatchers)", Provider: "proctor", Adapter: models.AdapterTamper},
+		{ModelName: models.TamperModelName, Name: "Tamper probe (calls the hidden setup and evaluate dispatchers, claims success through grader-writing tools)", Provider: "proctor", Adapter: models.AdapterTamper},
 		{ModelName: models.ReplayModelName, Name: "Replay (answers with a recorded attempt's answers: a replay check's regression replay)", Provider: "proctor", Adapter: models.AdapterReplay}}
 	if os.Getenv("OPENAI_API_KEY") != "" {
 		entries = append(entries, &models.LLMModel{ModelName: "gpt-4.1-mini", Name: "GPT-4.1 mini", Provider: "openai", Adapter: models.AdapterOpenAI,
