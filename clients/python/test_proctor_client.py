@@ -84,6 +84,23 @@ class ClientTest(unittest.TestCase):
             none = self.client.export(self.job, os.path.join(d, "b.jsonl"), status=["error", "cancelled"])
         self.assertEqual((n, none), (len(self.client.attempts(self.job)), 0))
 
+    def test_the_build_the_job_ran_replays_it_the_same(self):
+        list(self.client.groups(self.job))
+        chk = self.client.check(self.client.latest_build("todo"), self.job)
+        scored = [a for a in self.client.attempts(self.job) if a.status == "completed"]
+        self.assertEqual(chk["status"], "same", chk)
+        self.assertEqual(len(chk["attempts"]) + len(chk["not_replayed"]), len(scored), chk)
+        self.assertTrue(chk["attempts"] and all(a["outcome"] == "same" for a in chk["attempts"]), chk)
+        self.assertEqual({n["reason"] for n in chk["not_replayed"]}, {"other_environment"}, chk)
+
+    def test_a_certification_comes_back_with_its_figures(self):
+        cert = self.client.certify(self.client.latest_build("game2048"), self.client.taskset_id("demo"), k=2)
+        self.assertEqual(cert["status"], "passed", cert)
+        self.assertEqual([(t["task_name"], t["oracle_passes"], t["flags"]) for t in cert["tasks"]], [("2048-reach-16", 2, [])])
+        with self.assertRaises(ProctorError) as e:
+            self.client.check(self.client.latest_build("todo"), "00000000-0000-0000-0000-000000000000")
+        self.assertEqual(e.exception.status, 422, e.exception)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -41,7 +41,7 @@ func TestPythonClient(t *testing.T) {
 		return string(out)
 	}
 	if out := run(clientDir, []string{"PROCTOR_API_URL=" + dev.info.APIURL, "PROCTOR_API_KEY=" + dev.info.APIKey},
-		"-m", "unittest", "-v", "test_proctor_client"); !strings.Contains(out, "Ran 5 tests") || !strings.Contains(out, "OK") {
+		"-m", "unittest", "-v", "test_proctor_client"); !strings.Contains(out, "Ran 7 tests") || !strings.Contains(out, "OK") {
 		t.Errorf("the client's tests:\n%s", out)
 	}
 
