@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"maps"
 	"net/http"
 	"path/filepath"
@@ -128,7 +127,7 @@ type triggerInput struct {
 		RuntimeConfig        *models.RuntimeConfig `json:"runtime_config,omitempty" doc:"The environment's runtime defaults; a task's own override them"`
 		RuntimeProvider      string                `json:"runtime_provider,omitempty" maxLength:"100" doc:"Where the image runs: process, container or kubernetes (the worker's --sandbox-provider runs it either way); any other value fails the build, saying so"`
 		Kind                 string                `json:"kind,omitempty" enum:"environment,agent" doc:"Proctor extension: agent builds a brought agent (its image's command is the agent; nothing is discovered) under name, listed by GET /v2/agents; default environment. A name taken by the other kind is refused (422)."`
-		Certify              *CertifyOnBuild       `json:"certify,omitempty" doc:"Proctor extension, environments only: certify the build once it succeeded, as POST /v2/builds/{build_id}/certify would (a child of the build's workflow; read it with GET /v2/builds/{build_id}/certification), as the caller, held to the caller's spending limits and this server's bound on a request's attempts (every task of the taskset × (k + 3)). The build's success does not wait for it, and the build does not become the latest on its own, even as the environment's first: set-latest once the certification passed (proctor env deploy --certify does)."`
+		Certify              *CertifyOnBuild       `json:"certify,omitempty" doc:"Proctor extension, environments only: certify the build once it succeeded, as POST /v2/builds/{build_id}/certify would (a child of the build's workflow; read it with GET /v2/builds/{build_id}/certification), as the caller: the caller's spending limits are checked when the build is triggered, and this server's bound on a request's attempts (the environment's tasks of the taskset × (k + 3)) when the certification starts (one over it is said in the build's log). The build's success does not wait for it, and the build does not become the latest on its own, even as the environment's first: set-latest once the certification passed (proctor env deploy --certify does)."`
 		Placement            string                `json:"placement,omitempty" enum:"beside,inside" doc:"Proctor extension, agents only: where the agent runs, beside the environment in a sandbox of its own (default; it reaches the environment over MCP), or inside it, in the environment's working directory (for agents that work with their own shell and file tools; the environment must accept it: runtime_config.agents_inside)"`
 	}
 }
@@ -224,8 +223,8 @@ func (s *Server) triggerBuild(ctx context.Context, in *triggerInput) (*buildOutp
 }
 
 // certifyOnBuild is the certification a trigger asks for, checked as a launch is (the caller's
-// spending limits, this server's bound on a request's attempts: every task of the taskset × (k +
-// 3), the most it can run), or nil when it asks for none.
+// spending limits, now; this server's bound on a request's attempts, kept with it), or nil when
+// it asks for none.
 func (s *Server) certifyOnBuild(ctx context.Context, in *CertifyOnBuild) (*models.CertifyOptions, error) {
 	if in == nil {
 		return nil, nil
@@ -233,19 +232,14 @@ func (s *Server) certifyOnBuild(ctx context.Context, in *CertifyOnBuild) (*model
 	if err := s.canLaunch(ctx); err != nil {
 		return nil, err
 	}
-	versions, err := s.store.LatestVersionIDs(ctx, callerFrom(ctx), in.TasksetID)
-	if errors.Is(err, models.ErrNotFound) {
+	if _, err := s.store.LatestVersionIDs(ctx, callerFrom(ctx), in.TasksetID); errors.Is(err, models.ErrNotFound) {
 		return nil, validation("body.certify.taskset_id", "no taskset with this id is visible to the caller", in.TasksetID.String())
-	}
-	if err != nil {
+	} else if err != nil {
 		return nil, err
 	}
-	k := cmp.Or(in.K, 5)
-	if n := len(versions) * (k + 3); s.maxAttempts > 0 && n > s.maxAttempts {
-		return nil, validation("body.certify.k", fmt.Sprintf("certifying this taskset may run %d attempts (%d tasks × (k %d + 3)); this server launches at most %d per request: "+
-			"give a smaller k or a smaller taskset", n, len(versions), k, s.maxAttempts), k)
-	}
-	return &models.CertifyOptions{TasksetID: in.TasksetID, K: k}, nil
+	// The bound is checked on the environment's tasks when the certification starts (its
+	// environment may not exist yet); one over it is said in the build's log.
+	return &models.CertifyOptions{TasksetID: in.TasksetID, K: cmp.Or(in.K, 5), MaxAttempts: s.maxAttempts}, nil
 }
 
 // sealBuildSecrets encrypts a build's secrets, each bound to the build and its name.

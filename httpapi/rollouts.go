@@ -223,6 +223,9 @@ func (s *Server) submittedAgent(ctx context.Context, typ string, config *models.
 		if err != nil {
 			return nil, nil, storeError(err, "model "+typ)
 		}
+		if m.Adapter == models.AdapterReplay {
+			return nil, nil, validation("body.agent.type", errReplayOnly.Error(), typ)
+		}
 		return nil, m, nil
 	}
 	var model string

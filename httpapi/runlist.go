@@ -134,10 +134,12 @@ func (s *Server) runRolloutList(ctx context.Context, in *runListInput) (*runList
 			MaxSteps: b.MaxSteps, RuntimeConfig: b.RuntimeConfig, AgentBuildID: agentBuild}
 	})
 	if len(launch) == 0 {
+		replayOnly := len(okModel) > 0
 		for _, err := range okModel {
-			if errors.Is(err, errReplayOnly) && len(b.ModelIDs) == 1 {
-				return nil, validation("body.model_ids", errReplayOnly.Error(), b.ModelIDs[0].String())
-			}
+			replayOnly = replayOnly && errors.Is(err, errReplayOnly)
+		}
+		if replayOnly {
+			return nil, validation("body.model_ids", errReplayOnly.Error(), b.ModelIDs[0].String())
 		}
 		return nil, newAPIError(http.StatusNotFound, "none of the task versions and models is visible to the caller")
 	}

@@ -36,6 +36,9 @@ type BuildOptions struct {
 type CertifyOptions struct {
 	TasksetID uuid.UUID `json:"taskset_id"`
 	K         int       `json:"k"`
+	// MaxAttempts is the bound on a request's attempts of the server that took the trigger (0:
+	// none).
+	MaxAttempts int `json:"max_attempts,omitempty"`
 }
 
 // BuildLog is one line of a build's log.
@@ -258,8 +261,8 @@ type BuiltImage struct {
 
 // FinishBuild ends a build: its status, duration and error, and when it succeeded, the
 // scenarios it declares and its lock, which must name the transport its image serves. The
-// environment's first successful build becomes its latest; later ones become latest only through
-// SetLatestBuild. Finishing a build that has already ended changes nothing and returns it as it
+// environment's first successful build becomes its latest, unless it asked to be certified
+// (Options.Certify); later ones, and those, become latest only through SetLatestBuild. Finishing a build that has already ended changes nothing and returns it as it
 // ended.
 func (s *Store) FinishBuild(ctx context.Context, id uuid.UUID, r BuildResult) (*Build, error) {
 	var b Build

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/google/uuid"
+
 	"github.com/proctorhq/proctor/internal/secrets"
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
@@ -132,6 +134,32 @@ func TestBuildSecretsLiveOnlyWhileTheBuildRunsAndFollowTheKey(t *testing.T) {
 		}
 		if got, _ := s.BuildSecrets(ctx, b.ID); len(got) != 0 {
 			t.Errorf("secrets of an ended build: %d left", len(got))
+		}
+	})
+}
+
+// A build that asks to be certified is not made its environment's latest on its own, even as its
+// first successful build: set-latest does, once the certification passed.
+func TestAFirstBuildThatAsksToBeCertifiedIsNotMadeTheLatest(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *models.Store) {
+		a := member(t, s, "alpha", "a@example.com")
+		up, err := s.CreateBuildUpload(ctx, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		build, _, err := s.TriggerBuild(ctx, a, models.TriggerBuild{UploadID: up.ID, Name: "todo",
+			Options: models.BuildOptions{Certify: &models.CertifyOptions{TasksetID: uuid.New(), K: 2}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.FinishBuild(ctx, build.ID, models.BuildResult{Status: models.BuildSucceeded, Lock: models.BuildLock{Transport: models.TransportStdio}}); err != nil {
+			t.Fatal(err)
+		}
+		if reg, err := s.GetRegistry(ctx, a, build.RegistryID); err != nil || reg.LatestBuildID != nil {
+			t.Errorf("the environment of a first build that asks to be certified: %+v, %v; want no latest build", reg, err)
+		}
+		if got, err := s.BuildByID(ctx, build.ID); err != nil || got.Options.Certify == nil || got.Options.Certify.K != 2 {
+			t.Errorf("the build's certify options: %+v, %v", got, err)
 		}
 	})
 }

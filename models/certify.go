@@ -205,7 +205,7 @@ func (s *Store) startCertification(ctx context.Context, c *Caller, id, buildID, 
 
 // StartBuildCertification launches the certification a succeeded build asked for when it was
 // triggered (BuildOptions.Certify), as the member who triggered it; nil when it asked for none.
-func (s *Store) StartBuildCertification(ctx context.Context, buildID uuid.UUID, maxAttempts int) (*Certification, error) {
+func (s *Store) StartBuildCertification(ctx context.Context, buildID uuid.UUID) (*Certification, error) {
 	b, err := s.BuildByID(ctx, buildID)
 	if err != nil {
 		return nil, err
@@ -229,7 +229,8 @@ func (s *Store) StartBuildCertification(ctx context.Context, buildID uuid.UUID, 
 		return nil, fmt.Errorf("the member who triggered build %d is no longer in its team: %w", b.Version, notFound(err, "membership"))
 	}
 	c := &Caller{TeamID: m.TeamID, UserID: m.UserID, MembershipID: m.ID, Role: m.Role}
-	return s.startCertification(ctx, c, id, buildID, b.Options.Certify.TasksetID, b.Options.Certify.K, maxAttempts)
+	o := b.Options.Certify
+	return s.startCertification(ctx, c, id, buildID, o.TasksetID, o.K, o.MaxAttempts)
 }
 
 // ownImageBuild is a build of the caller's team's that succeeded with an image: the only kind

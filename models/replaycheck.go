@@ -241,7 +241,7 @@ func (s *Store) FinishReplayCheck(ctx context.Context, id uuid.UUID) (*ReplayChe
 	if err := s.DB.NewSelect().TableExpr("traces AS tr").Join("LEFT JOIN traces AS src ON src.id = tr.replay_of").
 		Join("LEFT JOIN tasks AS tk ON tk.id = tr.task_id").
 		ColumnExpr("tr.id, tr.replay_of, tr.task_version_id, COALESCE(tk.name, '') AS task_name, tr.status, tr.reward, src.reward AS before").
-		Where("tr.job_id = ?", chk.JobID).OrderExpr("tk.name, src.created_at, src.id").Scan(ctx, &rows); err != nil {
+		Where("tr.job_id = ?", chk.JobID).OrderExpr("tk.name, tr.created_at, tr.id").Scan(ctx, &rows); err != nil {
 		return nil, fmt.Errorf("finish replay check: %w", err)
 	}
 	ids := make([]uuid.UUID, 0, 2*len(rows))

@@ -94,8 +94,12 @@ func Build(ctx workflow.Context, in BuildInput) (BuildResult, error) {
 	if workflow.GetVersion(ctx, "build-certify", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return out, nil
 	}
-	// The build stands however its certification ends; the certification records that.
+	// The build stands however its certification ends (the certification records that); a
+	// cancel of the workflow is the workflow's.
 	if out.Certification, err = certifyBuild(ctx, in); err != nil {
+		if temporal.IsCanceledError(err) {
+			return out, err
+		}
 		workflow.GetLogger(ctx).Warn("the build's certification did not finish", "build", in.BuildID, "error", err)
 	}
 	return out, nil

@@ -219,6 +219,18 @@ func TestABuildRunsTheCertificationItAskedForOnceItSucceeded(t *testing.T) {
 		t.Errorf("a build whose certification failed: %+v, %v; want succeeded", res, err)
 	}
 
+	// A certification that ends cancelled (the build's workflow was) ends the build's workflow
+	// cancelled; the build's record stays succeeded.
+	f = newFakeBuilder()
+	f.certification = activities.BuildCertificationResult{CertificationID: uuid.New(), JobID: uuid.New()}
+	env = f.register()
+	env.OnWorkflow(Certify, mock.Anything, mock.Anything).Return(CertifyResult{}, temporal.NewCanceledError())
+	env.ExecuteWorkflow(Build, BuildInput{BuildID: uuid.New()})
+	var canceled *temporal.CanceledError
+	if err := env.GetWorkflowError(); !errors.As(err, &canceled) {
+		t.Errorf("a build cancelled while its certification ran ended %v, want cancelled", err)
+	}
+
 	f = newFakeBuilder()
 	env = f.register()
 	env.ExecuteWorkflow(Build, BuildInput{BuildID: uuid.New()})

@@ -290,33 +290,39 @@ class Client:
         return n
 
     def latest_build(self, environment):
-        """The id of the build new runs of the environment called environment use."""
-        for env in self._items("/v2/registry", {"search": environment}):
-            if env["name"] == environment and env.get("latest_build_id"):
-                return env["latest_build_id"]
-        raise ProctorError(404, "not_found", f"no environment {environment!r} with a latest build")
+        """The id of the build new runs of the environment called environment use: the caller's
+        team's environment of that name first, else a public one."""
+        found = [env for env in self._items("/v2/registry", {"search": environment})
+                 if env["name"] == environment and env.get("latest_build_id")]
+        found.sort(key=lambda env: not env.get("can_edit"))
+        if not found:
+            raise ProctorError(404, "not_found", f"no environment {environment!r} with a latest build")
+        return found[0]["latest_build_id"]
 
-    def certify(self, build_id, taskset_id, k=5, wait=True, poll=0.5):
+    def certify(self, build_id, taskset_id, k=5, wait=True, poll=0.5, timeout=3600):
         """Certifies a build on a taskset (POST /v2/builds/{build_id}/certify): the oracle k times,
         the idle and random agents and the tamper probe once, on each task of the build's
         environment. With wait, returns the certification once its figures are recorded (status
         passed, flagged or failed; tasks, with their flags); else as it started."""
         cert = self._call("POST", f"/v2/builds/{build_id}/certify", {"taskset_id": taskset_id, "k": k})
-        return self._recorded(f"/v2/builds/{build_id}/certification", cert, poll) if wait else cert
+        return self._recorded(f"/v2/builds/{build_id}/certification", cert, poll, timeout) if wait else cert
 
-    def check(self, build_id, against_job_id, wait=True, poll=0.5):
+    def check(self, build_id, against_job_id, wait=True, poll=0.5, timeout=3600):
         """Replays a finished job's attempts on a build (POST /v2/builds/{build_id}/check): each
         scored attempt run again by the replay model with its recorded answers. With wait, returns
         the check once its comparison is recorded (status same, changed or failed; attempts, each
         with reward_before, reward_after, first_diverging_step and outcome); else as it started."""
         chk = self._call("POST", f"/v2/builds/{build_id}/check", {"against_job_id": against_job_id})
-        return self._recorded(f"/v2/builds/{build_id}/check", chk, poll) if wait else chk
+        return self._recorded(f"/v2/builds/{build_id}/check", chk, poll, timeout) if wait else chk
 
-    def _recorded(self, path, started, poll):
+    def _recorded(self, path, started, poll, timeout):
         """What path answers once the check started as started is no longer running (a newer
-        check of the build at path is a ProctorError 409)."""
-        now = started
+        check of the build at path is a ProctorError 409; still running after timeout seconds,
+        TimeoutError: it goes on, and path reads it later)."""
+        now, deadline = started, time.monotonic() + timeout
         while now["status"] == "running":
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{started['id']} still runs after {timeout} s: read it later with GET {path}")
             time.sleep(poll)
             now = self._call("GET", path)
             if now["id"] != started["id"]:

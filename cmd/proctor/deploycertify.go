@@ -48,6 +48,7 @@ func (d deployCertify) trigger(ctx context.Context, c *apiClient, body map[strin
 func (d deployCertify) await(ctx context.Context, c *apiClient, buildID string, progress io.Writer) (httpapi.Certification, error) {
 	var cert httpapi.Certification
 	path := "/v2/builds/" + buildID + "/certification"
+	logSeq := -1 // the build's log read so far
 	for deadline := time.Now().Add(recordWithin); ; {
 		err := c.do(ctx, http.MethodGet, path, nil, &cert)
 		var ae *apiError
@@ -57,7 +58,7 @@ func (d deployCertify) await(ctx context.Context, c *apiClient, buildID string, 
 		if !errors.As(err, &ae) || ae.Status != http.StatusNotFound {
 			return cert, err
 		}
-		if why, err := c.buildLogLine(ctx, buildID, "certification not started: "); err != nil || why != "" {
+		if why, err := c.buildLogLine(ctx, buildID, "certification not started: ", &logSeq); err != nil || why != "" {
 			return cert, cmpErr(err, fmt.Errorf("build %s: %s", buildID, why))
 		}
 		if time.Now().After(deadline) {
@@ -85,10 +86,10 @@ func cmpErr(err, alt error) error {
 	return alt
 }
 
-// buildLogLine is the first line of a build's log that starts with prefix, "" for none; the log
-// is read to its end, page by page.
-func (c *apiClient) buildLogLine(ctx context.Context, buildID, prefix string) (string, error) {
-	for after := -1; ; {
+// buildLogLine is the first line of a build's log after *after that starts with prefix, "" for
+// none; the log is read to its end, page by page, and *after moves past what was read.
+func (c *apiClient) buildLogLine(ctx context.Context, buildID, prefix string, after *int) (string, error) {
+	for {
 		var page struct {
 			Logs []struct {
 				Seq  int    `json:"seq"`
@@ -96,14 +97,14 @@ func (c *apiClient) buildLogLine(ctx context.Context, buildID, prefix string) (s
 			} `json:"logs"`
 			HasMore bool `json:"has_more"`
 		}
-		if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v2/builds/%s/logs?after_seq=%d&limit=1000", buildID, after), nil, &page); err != nil {
+		if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v2/builds/%s/logs?after_seq=%d&limit=1000", buildID, *after), nil, &page); err != nil {
 			return "", err
 		}
 		for _, l := range page.Logs {
+			*after = l.Seq
 			if strings.HasPrefix(l.Line, prefix) {
 				return l.Line, nil
 			}
-			after = l.Seq
 		}
 		if !page.HasMore || len(page.Logs) == 0 {
 			return "", nil

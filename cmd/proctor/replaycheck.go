@@ -17,7 +17,8 @@ import (
 // cmdEnvCheck replays a finished job on a build: each scored attempt of the job run again on the
 // build with its model's recorded answers; it follows the replays' job, then prints per attempt
 // the reward before and after and the first step whose tool result differs. It fails (exit
-// status 1) when an attempt changed, as a regression check in CI wants.
+// status 1) when an attempt's reward changed or its replay did not finish, as a regression check
+// in CI wants; an attempt that only diverged is said.
 func cmdEnvCheck(stdout, stderr io.Writer) flagsBody {
 	return func(fs *flag.FlagSet) runFunc {
 		against := fs.String("against", "", "the finished job whose attempts are replayed on the build (required)")

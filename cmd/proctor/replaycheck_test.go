@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
+
 	"github.com/proctorhq/proctor/examples/environments/game2048/game2048env"
 	"github.com/proctorhq/proctor/httpapi"
 )
@@ -207,7 +209,11 @@ func testReplayCheck(t *testing.T, storeArgs []string, changedDir, sameDir strin
 		!strings.Contains(body, "answers only a replay check's attempts") {
 		t.Errorf("a run of the replay model = %d %s, want 422", code, body)
 	}
-	if code, body := c.raw("POST", "/v2/rollouts/run_list", map[string]any{"task_version_ids": up.TaskVersionIDs[:1], "model_ids": []string{replayModel}}); code != 422 ||
+	if code, body := c.raw("POST", "/v2/rollouts/submit", map[string]any{"trace_id": uuid.NewString(), "env": "game2048", "task": "seed-1",
+		"agent": map[string]any{"type": "replay"}}); code != 422 || !strings.Contains(body, "answers only a replay check's attempts") {
+		t.Errorf("a submit of the replay model = %d %s, want 422", code, body)
+	}
+	if code, body := c.raw("POST", "/v2/rollouts/run_list", map[string]any{"task_version_ids": up.TaskVersionIDs[:1], "model_ids": []string{replayModel, replayModel}}); code != 422 ||
 		!strings.Contains(body, "answers only a replay check's attempts") {
 		t.Errorf("a run_list of the replay model alone = %d %s, want 422", code, body)
 	}
