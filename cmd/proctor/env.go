@@ -39,7 +39,7 @@ type deployBuild struct {
 // triggers a build and follows its log, makes the build the latest (unless --no-promote), and
 // prints the scenarios it found.
 func cmdEnvDeploy(stdout, stderr io.Writer) flagsBody {
-	return deployCommand("environment", "main package", "(make this one latest later with `proctor env set-latest BUILD`)", stdout, stderr,
+	return deployCommand("environment", "main package", "(make this one latest later with: proctor env set-latest BUILD)", stdout, stderr,
 		func(ctx context.Context, c *apiClient, b deployBuild, _ string) error {
 			return c.printScenarios(ctx, b, stdout)
 		})
