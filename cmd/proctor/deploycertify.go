@@ -78,6 +78,24 @@ func (d deployCertify) await(ctx context.Context, c *apiClient, buildID string, 
 	return cert, err
 }
 
+// gate waits for the certification a deploy asked for (none: nil) and prints it; an error, and
+// how to make the build the latest anyway, when it did not pass.
+func (d deployCertify) gate(ctx context.Context, c *apiClient, buildID, name string, stdout, progress io.Writer) error {
+	if !d.asked() {
+		return nil
+	}
+	cert, err := d.await(ctx, c, buildID, progress)
+	if err != nil {
+		return err
+	}
+	if err := printCertification(stdout, cert); err != nil {
+		fmt.Fprintf(stdout, "not made the latest of %s (its certification did not pass); make it the latest anyway with: proctor env set-latest %s --force\n",
+			name, buildID)
+		return err
+	}
+	return nil
+}
+
 // cmpErr is err when set, else alt.
 func cmpErr(err, alt error) error {
 	if err != nil {
