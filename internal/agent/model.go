@@ -67,6 +67,19 @@ type StepRequest struct {
 	MaxTokens int `json:"max_tokens,omitempty"`
 }
 
+// answered counts the model's answers in the conversation so far (its assistant messages) and
+// the tool calls they made: what the built-in agents that keep no state (the oracle, the replay
+// model, the random and tamper agents) find their next step by.
+func (r StepRequest) answered() (answers, calls int) {
+	for _, m := range r.Messages {
+		if m.Role == RoleAssistant {
+			answers++
+			calls += len(m.ToolCalls)
+		}
+	}
+	return answers, calls
+}
+
 // StepResult is the outcome of one model call.
 type StepResult struct {
 	// Message is the model's answer, role "assistant".

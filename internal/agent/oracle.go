@@ -30,12 +30,7 @@ func (o *oracle) Step(ctx context.Context, req StepRequest) (*StepResult, error)
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("oracle step: %w", err)
 	}
-	made := 0
-	for _, m := range req.Messages {
-		if m.Role == RoleAssistant {
-			made += len(m.ToolCalls)
-		}
-	}
+	_, made := req.answered()
 	if made >= len(o.calls) {
 		return &StepResult{
 			Message:    Message{Role: RoleAssistant, Content: fmt.Sprintf("Done: made all %d validation calls.", len(o.calls))},

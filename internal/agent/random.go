@@ -26,12 +26,7 @@ func (r randomAgent) Step(ctx context.Context, req StepRequest) (*StepResult, er
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("random step: %w", err)
 	}
-	made := 0
-	for _, m := range req.Messages {
-		if m.Role == RoleAssistant {
-			made += len(m.ToolCalls)
-		}
-	}
+	_, made := req.answered()
 	if made >= randomCalls || len(req.Tools) == 0 {
 		return &StepResult{Message: Message{Role: RoleAssistant, Content: fmt.Sprintf("Done: made %d random calls.", made)}, Done: true,
 			Model: RandomModelName, StopReason: "end_turn"}, nil

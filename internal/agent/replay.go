@@ -26,12 +26,7 @@ func (r *replay) Step(ctx context.Context, req StepRequest) (*StepResult, error)
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("replay step: %w", err)
 	}
-	made := 0
-	for _, m := range req.Messages {
-		if m.Role == RoleAssistant {
-			made++
-		}
-	}
+	made, _ := req.answered()
 	if made >= len(r.answers) {
 		return &StepResult{Message: Message{Role: RoleAssistant, Content: fmt.Sprintf("Done: replayed all %d recorded answers.", len(r.answers))},
 			Done: true, Model: ReplayModelName, StopReason: "end_turn"}, nil

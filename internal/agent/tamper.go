@@ -39,12 +39,7 @@ func (tamper) Step(ctx context.Context, req StepRequest) (*StepResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("tamper step: %w", err)
 	}
-	made := 0
-	for _, m := range req.Messages {
-		if m.Role == RoleAssistant {
-			made += len(m.ToolCalls)
-		}
-	}
+	_, made := req.answered()
 	calls := append(slices.Clone(TamperCalls), ClaimCalls(req.Tools)...)
 	if made >= len(calls) {
 		return &StepResult{Message: Message{Role: RoleAssistant, Content: "Done: tried the hidden dispatchers and claimed success where a tool lets me."},
