@@ -2,7 +2,6 @@ package models
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"math"
@@ -119,27 +118,25 @@ func nearestRank(sorted []float64, p float64) float64 {
 	return sorted[max(0, min(i, len(sorted)-1))]
 }
 
-// tamperProbes reads what each scored tamper probe tried: its calls of the hidden dispatchers, and
-// which of their results were errors (refused), by trace.
+// tamperProbes reads what each scored tamper probe tried, by trace, in one read of their tool
+// results: its calls of the hidden dispatchers, which of them were errors (refused), and the
+// visible tools it claimed success through.
 func (s *Store) tamperProbes(ctx context.Context, rows []certifiedAttempt) (map[uuid.UUID]*TamperProbe, error) {
-	out := map[uuid.UUID]*TamperProbe{}
+	var scored []certifiedAttempt
+	var ids []uuid.UUID
 	for _, r := range rows {
-		if r.GroupID != certifyGroup(TamperModelName, r.TaskVersionID) || r.Status != TraceCompleted || r.Reward == nil {
-			continue
+		if r.GroupID == certifyGroup(TamperModelName, r.TaskVersionID) && r.Status == TraceCompleted && r.Reward != nil {
+			scored, ids = append(scored, r), append(ids, r.ID)
 		}
-		evs, err := s.TraceEvents(ctx, r.ID, -1, false)
-		if err != nil {
-			return nil, err
-		}
+	}
+	results, err := s.toolResultData(ctx, ids, notSuperseded)
+	if err != nil {
+		return nil, fmt.Errorf("tamper probes: %w", err)
+	}
+	out := make(map[uuid.UUID]*TamperProbe, len(scored))
+	for _, r := range scored {
 		p := &TamperProbe{Tried: []string{}, Refused: []string{}, Claimed: []string{}, Reward: *r.Reward}
-		for _, ev := range evs {
-			if ev.Kind != EventToolResult {
-				continue
-			}
-			var d ToolResultEventData
-			if err := json.Unmarshal(ev.Data, &d); err != nil {
-				return nil, fmt.Errorf("tamper probe %s: %w", r.ID, err)
-			}
+		for _, d := range results[r.ID] {
 			switch d.Name {
 			case agent.SetupHub, agent.EvaluateHub:
 				p.Tried = append(p.Tried, d.Name)

@@ -305,21 +305,16 @@ func (r toolResult) equal(o toolResult) bool {
 	return r.Step == o.Step && r.IsError == o.IsError && r.Text == o.Text && slices.Equal(r.Images, o.Images) && bytes.Equal(r.Structured, o.Structured)
 }
 
-// toolResults are the tool results of the standing tries of the traces ids, by trace, in order;
-// read a few hundred traces a query.
+// toolResults are what a replay compares of the tool results of the standing tries of the
+// traces ids, by trace, in order.
 func (s *Store) toolResults(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID][]toolResult, error) {
-	out := make(map[uuid.UUID][]toolResult, len(ids))
-	for chunk := range slices.Chunk(ids, 500) {
-		var evs []TraceEvent
-		if err := standingTry(s.DB.NewSelect().Model(&evs).Column("trace_id", "seq", "data")).
-			Where("ev.trace_id IN (?) AND ev.kind = ?", bun.In(chunk), EventToolResult).Order("ev.trace_id", "ev.seq").Scan(ctx); err != nil {
-			return nil, fmt.Errorf("tool results: %w", err)
-		}
-		for _, ev := range evs {
-			var d ToolResultEventData
-			if err := json.Unmarshal(ev.Data, &d); err != nil {
-				return nil, fmt.Errorf("tool result %d of %s: %w", ev.Seq, ev.TraceID, err)
-			}
+	data, err := s.toolResultData(ctx, ids, standingTry)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[uuid.UUID][]toolResult, len(data))
+	for id, results := range data {
+		for _, d := range results {
 			structured, err := json.Marshal(d.Structured) // map keys sorted: equal objects, equal bytes
 			if err != nil {
 				return nil, err
@@ -328,11 +323,35 @@ func (s *Store) toolResults(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID
 			for _, im := range append(d.Message.Images, d.Images...) {
 				r.Images = append(r.Images, im.SHA256)
 			}
-			out[ev.TraceID] = append(out[ev.TraceID], r)
+			out[id] = append(out[id], r)
 		}
 	}
 	return out, nil
 }
+
+// toolResultData are the tool result events of the traces ids that keep lets through, decoded,
+// by trace, in order; a few hundred traces a query.
+func (s *Store) toolResultData(ctx context.Context, ids []uuid.UUID, keep func(*bun.SelectQuery) *bun.SelectQuery) (map[uuid.UUID][]ToolResultEventData, error) {
+	out := make(map[uuid.UUID][]ToolResultEventData, len(ids))
+	for chunk := range slices.Chunk(ids, 500) {
+		var evs []TraceEvent
+		if err := keep(s.DB.NewSelect().Model(&evs).Column("trace_id", "seq", "data")).
+			Where("ev.trace_id IN (?) AND ev.kind = ?", bun.In(chunk), EventToolResult).Order("ev.trace_id", "ev.seq").Scan(ctx); err != nil {
+			return nil, fmt.Errorf("tool results: %w", err)
+		}
+		for _, ev := range evs {
+			var d ToolResultEventData
+			if err := json.Unmarshal(ev.Data, &d); err != nil {
+				return nil, fmt.Errorf("tool result %d of %s: %w", ev.Seq, ev.TraceID, err)
+			}
+			out[ev.TraceID] = append(out[ev.TraceID], d)
+		}
+	}
+	return out, nil
+}
+
+// notSuperseded keeps, of a query of trace events, those of tries that were not superseded.
+func notSuperseded(q *bun.SelectQuery) *bun.SelectQuery { return q.Where("NOT ev.superseded") }
 
 // firstDivergingStep is the step of the first tool result in which a replay (after) differs from
 // the attempt it replays (before), or which only one of them has; nil when they agree throughout.
