@@ -102,6 +102,20 @@ type replaySource struct {
 	RegistryID *uuid.UUID `bun:"registry_id,scanonly,type:uuid"`
 }
 
+// notReplayed is why a check of a build of environment registryID leaves the attempt out, ""
+// when it replays it.
+func (src *replaySource) notReplayed(registryID uuid.UUID) string {
+	switch {
+	case src.RegistryID == nil || *src.RegistryID != registryID:
+		return NotReplayedOtherEnvironment
+	case src.Status != TraceCompleted || src.Reward == nil || src.TaskVersionID == nil:
+		return NotReplayedUnscored
+	case src.AgentBuildID != nil:
+		return NotReplayedBroughtAgent
+	}
+	return ""
+}
+
 // StartReplayCheck launches a regression replay of a build against a finished job of the
 // caller's team: one attempt per scored attempt of the job whose task runs the build's
 // environment, on the same task version, scenario arguments, agent configuration and step
@@ -144,15 +158,8 @@ func (s *Store) StartReplayCheck(ctx context.Context, c *Caller, buildID, agains
 		Attempts: []ReplayedAttempt{}, NotReplayed: []NotReplayed{}, CreatedAt: now()}
 	var launch []LaunchTrace
 	for _, src := range sources {
-		switch {
-		case src.RegistryID == nil || *src.RegistryID != b.RegistryID:
-			chk.NotReplayed = append(chk.NotReplayed, NotReplayed{TraceID: src.ID, TaskName: src.TaskName, Reason: NotReplayedOtherEnvironment})
-			continue
-		case src.Status != TraceCompleted || src.Reward == nil || src.TaskVersionID == nil:
-			chk.NotReplayed = append(chk.NotReplayed, NotReplayed{TraceID: src.ID, TaskName: src.TaskName, Reason: NotReplayedUnscored})
-			continue
-		case src.AgentBuildID != nil:
-			chk.NotReplayed = append(chk.NotReplayed, NotReplayed{TraceID: src.ID, TaskName: src.TaskName, Reason: NotReplayedBroughtAgent})
+		if why := src.notReplayed(b.RegistryID); why != "" {
+			chk.NotReplayed = append(chk.NotReplayed, NotReplayed{TraceID: src.ID, TaskName: src.TaskName, Reason: why})
 			continue
 		}
 		rc := src.RuntimeConfig
