@@ -52,14 +52,6 @@ func cmdEnvCertify(stdout, stderr io.Writer) flagsBody {
 	}
 }
 
-// rewardOf is a reward for the table, – for none.
-func rewardOf(r *float64) string {
-	if r == nil {
-		return "–"
-	}
-	return fmt.Sprintf("%.3g", *r)
-}
-
 // recordWithin bounds the wait for a certification's or a replay check's figures once its job
 // has ended.
 const recordWithin = 2 * time.Minute
@@ -99,10 +91,10 @@ func printCertification(stdout io.Writer, cert httpapi.Certification) error {
 		if p := t.Tamper; p != nil {
 			tamper = fmt.Sprintf("%d/%d refused", len(p.Refused), len(p.Tried))
 			if len(p.Claimed) > 0 {
-				tamper += fmt.Sprintf("; claimed success via %s → %.3g", strings.Join(p.Claimed, ", "), p.Reward)
+				tamper += fmt.Sprintf("; claimed success via %s → %s", strings.Join(p.Claimed, ", "), fmtReward(&p.Reward))
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%d/%d\t%s\t%s\t%s\t%s\n", t.TaskName, t.OraclePasses, t.OracleRuns, rewardOf(t.IdleReward), rewardOf(t.RandomReward),
+		fmt.Fprintf(tw, "%s\t%d/%d\t%s\t%s\t%s\t%s\n", t.TaskName, t.OraclePasses, t.OracleRuns, fmtReward(t.IdleReward), fmtReward(t.RandomReward),
 			tamper, orDash(strings.Join(t.Flags, ", ")))
 	}
 	tw.Flush()

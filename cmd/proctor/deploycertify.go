@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -59,7 +60,7 @@ func (d deployCertify) await(ctx context.Context, c *apiClient, buildID string, 
 			return cert, err
 		}
 		if why, err := c.buildLogLine(ctx, buildID, "certification not started: ", &logSeq); err != nil || why != "" {
-			return cert, cmpErr(err, fmt.Errorf("build %s: %s", buildID, why))
+			return cert, cmp.Or(err, fmt.Errorf("build %s: %s", buildID, why))
 		}
 		if time.Now().After(deadline) {
 			return cert, fmt.Errorf("build %s succeeded and its certification did not start within %s (its workflow is build/%s)", buildID, recordWithin, buildID)
@@ -94,14 +95,6 @@ func (d deployCertify) gate(ctx context.Context, c *apiClient, buildID, name str
 		return err
 	}
 	return nil
-}
-
-// cmpErr is err when set, else alt.
-func cmpErr(err, alt error) error {
-	if err != nil {
-		return err
-	}
-	return alt
 }
 
 // buildLogLine is the first line of a build's log after *after that starts with prefix, "" for

@@ -71,7 +71,7 @@ func printReplayCheck(stdout io.Writer, chk httpapi.ReplayCheck) error {
 		default:
 			changed++
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s → %s\t%s\t%s\n", a.TaskName, a.SourceTraceID.String()[:8], rewardOf(a.RewardBefore), rewardOf(a.RewardAfter), step, a.Outcome)
+		fmt.Fprintf(tw, "%s\t%s\t%s → %s\t%s\t%s\n", a.TaskName, a.SourceTraceID.String()[:8], fmtReward(a.RewardBefore), fmtReward(a.RewardAfter), step, a.Outcome)
 	}
 	tw.Flush()
 	for _, n := range chk.NotReplayed {

@@ -1,6 +1,6 @@
 import { useState } from "react";
 import { APIError, api, ok, type Schemas } from "../api/client";
-import { fmtTime, shortDigest } from "../format";
+import { fmtReward, fmtTime, shortDigest } from "../format";
 import { useAction, usePoll } from "../hooks";
 import { href } from "../router";
 import { Tabs } from "../tabs";
@@ -373,14 +373,13 @@ function Certification({ id, onUnauthorized }: { id: string; onUnauthorized: () 
         Not certified: <code>proctor env certify {id} --taskset NAME</code> runs the oracle, an idle and a random agent on each task.
       </p>
     );
-  const reward = (r: number | null) => (r === null ? "–" : r.toFixed(2));
   return (
     <section aria-label="Certification">
       <h2>
         Certification: <Status value={data.status} />
       </h2>
       <p className="muted">
-        The oracle {data.k}×, the idle and random agents and the tamper probe once per task, on this build (<code>{data.build_digest.slice(0, 19)}</code>) · <a href={href({ page: "job", id: data.job_id })}>its job</a> ·{" "}
+        The oracle {data.k}×, the idle and random agents and the tamper probe once per task, on this build (<code title={data.build_digest}>{shortDigest(data.build_digest)}</code>) · <a href={href({ page: "job", id: data.job_id })}>its job</a> ·{" "}
         {fmtTime(data.created_at)}
         {data.startup.p50_ms !== null &&
           data.startup.p99_ms !== null &&
@@ -400,12 +399,12 @@ function Certification({ id, onUnauthorized }: { id: string; onUnauthorized: () 
                 <td>
                   {t.oracle_passes}/{t.oracle_runs}
                 </td>
-                <td>{reward(t.idle_reward)}</td>
-                <td>{reward(t.random_reward)}</td>
+                <td>{fmtReward(t.idle_reward)}</td>
+                <td>{fmtReward(t.random_reward)}</td>
                 <td>
                   {t.tamper
                     ? `${t.tamper.refused.length}/${t.tamper.tried.length} refused` +
-                      (t.tamper.claimed.length > 0 ? `; claimed success via ${t.tamper.claimed.join(", ")} → ${reward(t.tamper.reward)}` : "")
+                      (t.tamper.claimed.length > 0 ? `; claimed success via ${t.tamper.claimed.join(", ")} → ${fmtReward(t.tamper.reward)}` : "")
                     : "–"}
                 </td>
                 <td>{t.flags.join(", ") || "–"}</td>
@@ -435,7 +434,6 @@ function ReplayCheck({ id, onUnauthorized }: { id: string; onUnauthorized: () =>
         Not checked against a job: <code>proctor env check {id} --against JOB</code> replays a finished job&apos;s attempts on this build.
       </p>
     );
-  const reward = (r: number | null) => (r === null ? "–" : r.toFixed(2));
   return (
     <section aria-label="Replay check">
       <h2>
@@ -454,7 +452,7 @@ function ReplayCheck({ id, onUnauthorized }: { id: string; onUnauthorized: () =>
               <tr key={a.replay_trace_id} className={a.outcome !== "same" ? "bad" : undefined}>
                 <td>{a.task_name}</td>
                 <td>
-                  {reward(a.reward_before)} → {reward(a.reward_after)}
+                  {fmtReward(a.reward_before)} → {fmtReward(a.reward_after)}
                 </td>
                 <td>{a.first_diverging_step ?? "–"}</td>
                 <td>{a.outcome.replace("_", " ")}</td>
