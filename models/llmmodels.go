@@ -60,42 +60,27 @@ const (
 	AdapterReplay = "replay"
 )
 
-// Builtin reports whether m is one of the platform's own agents (the oracle, the idle agent):
-// they call no provider and answer no completions.
+// builtinAgents are the platform's own agents, by adapter: they call no provider and answer no
+// completions. name names one in a sentence, does says what it does instead.
+var builtinAgents = map[string]struct{ name, does string }{
+	AdapterOracle: {"oracle", "the oracle replays tasks' validation calls"},
+	AdapterIdle:   {"idle agent", "the idle model makes no tool call"},
+	AdapterRandom: {"random agent", "the random model calls tools with random arguments"},
+	AdapterTamper: {"tamper probe", "the tamper probe calls the hidden setup and evaluate dispatchers"},
+	AdapterReplay: {"replay model", "the replay model answers with a recorded attempt's answers"},
+}
+
+// Builtin reports whether m is one of the platform's own agents (builtinAgents).
 func (m *LLMModel) Builtin() bool {
-	return m.Adapter == AdapterOracle || m.Adapter == AdapterIdle || m.Adapter == AdapterRandom || m.Adapter == AdapterTamper ||
-		m.Adapter == AdapterReplay
+	_, ok := builtinAgents[m.Adapter]
+	return ok
 }
 
 // BuiltinName names a Builtin model in a sentence: "oracle", "idle agent".
-func (m *LLMModel) BuiltinName() string {
-	switch m.Adapter {
-	case AdapterIdle:
-		return "idle agent"
-	case AdapterRandom:
-		return "random agent"
-	case AdapterTamper:
-		return "tamper probe"
-	case AdapterReplay:
-		return "replay model"
-	}
-	return "oracle"
-}
+func (m *LLMModel) BuiltinName() string { return builtinAgents[m.Adapter].name }
 
 // BuiltinDoes says what a Builtin model does instead of answering completions.
-func (m *LLMModel) BuiltinDoes() string {
-	switch m.Adapter {
-	case AdapterIdle:
-		return "the idle model makes no tool call"
-	case AdapterRandom:
-		return "the random model calls tools with random arguments"
-	case AdapterTamper:
-		return "the tamper probe calls the hidden setup and evaluate dispatchers"
-	case AdapterReplay:
-		return "the replay model answers with a recorded attempt's answers"
-	}
-	return "the oracle replays tasks' validation calls"
-}
+func (m *LLMModel) BuiltinDoes() string { return builtinAgents[m.Adapter].does }
 
 // UpsertModel adds a catalog entry or updates the one of the same owner and model_name (seeding
 // is idempotent). Names are unique per owner: among platform models (no team), and within each
