@@ -29,21 +29,15 @@ type Certification struct {
 }
 
 func certificationFrom(c *models.Certification) Certification {
-	tasks := c.Tasks
-	if tasks == nil {
-		tasks = []models.CertifiedTask{}
-	}
-	if c.StartupByProvider == nil {
-		c.StartupByProvider = []models.ProviderStartup{}
-	}
+	tasks := nonNilSlice(c.Tasks)
 	for i := range tasks {
 		// Recorded before the probe claimed success through visible tools.
-		if p := tasks[i].Tamper; p != nil && p.Claimed == nil {
-			p.Claimed = []string{}
+		if p := tasks[i].Tamper; p != nil {
+			p.Claimed = nonNilSlice(p.Claimed)
 		}
 	}
 	return Certification{ID: c.ID, BuildID: c.BuildID, BuildDigest: c.BuildDigest, JobID: c.JobID, TasksetID: c.TasksetID, K: c.K, Status: c.Status, Tasks: tasks,
-		Startup: c.Startup, StartupByProvider: c.StartupByProvider, CreatedAt: c.CreatedAt, FinishedAt: c.FinishedAt}
+		Startup: c.Startup, StartupByProvider: nonNilSlice(c.StartupByProvider), CreatedAt: c.CreatedAt, FinishedAt: c.FinishedAt}
 }
 
 type certificationOutput struct{ Body Certification }

@@ -27,15 +27,8 @@ type ReplayCheck struct {
 }
 
 func replayCheckFrom(c *models.ReplayCheck) ReplayCheck {
-	out := ReplayCheck{ID: c.ID, BuildID: c.BuildID, BuildDigest: c.BuildDigest, AgainstJobID: c.AgainstJobID, JobID: c.JobID, Status: c.Status, Attempts: c.Attempts,
-		NotReplayed: c.NotReplayed, CreatedAt: c.CreatedAt, FinishedAt: c.FinishedAt}
-	if out.Attempts == nil {
-		out.Attempts = []models.ReplayedAttempt{}
-	}
-	if out.NotReplayed == nil {
-		out.NotReplayed = []models.NotReplayed{}
-	}
-	return out
+	return ReplayCheck{ID: c.ID, BuildID: c.BuildID, BuildDigest: c.BuildDigest, AgainstJobID: c.AgainstJobID, JobID: c.JobID, Status: c.Status,
+		Attempts: nonNilSlice(c.Attempts), NotReplayed: nonNilSlice(c.NotReplayed), CreatedAt: c.CreatedAt, FinishedAt: c.FinishedAt}
 }
 
 type replayCheckOutput struct{ Body ReplayCheck }
