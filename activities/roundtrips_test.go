@@ -8,14 +8,16 @@ import (
 	"github.com/proctorhq/proctor/models"
 )
 
-// startEnvironmentQueries bounds the statements a first try's StartEnvironment runs against the
-// store (19 before the run was read in LoadRun and a worker log line became one statement; 15
-// before LoadRun became one join, the launch environment one union and BeginTry one update that
-// returns where the log goes on): the run, the member's secrets with the environment's
-// variables, the trace turning initializing, the instance (a check for the try's, the row, the
-// trace's instance id), a worker log line, the opening events (their seq, read as late as it
-// can be, and the rows) and the trace turning running.
-const startEnvironmentQueries = 10
+// startEnvironmentRoundTrips bounds the units of work a first try's StartEnvironment asks of the
+// store, each one statement or one transaction (15 before LoadRun became one join, 7 before the
+// try's bookkeeping became three transactions): the run (LoadRun); the trace turning
+// initializing with the environment the sandbox launches with (BeginTry); the instance with its
+// worker log line (StartInstance); the opening events with the trace turning running (OpenTry).
+// startEnvironmentStatements bounds the statements inside them, BEGIN and COMMIT included: the
+// run, the trace's update, the member's secrets with the environment's variables, a check for
+// the try's running instances, the instance row, the trace's instance id, the log line, the
+// events' seq and rows, the trace's update.
+const startEnvironmentRoundTrips, startEnvironmentStatements = 4, 16
 
 func TestStartEnvironmentStoreRoundTrips(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
@@ -27,10 +29,12 @@ func TestStartEnvironmentStoreRoundTrips(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { e.acts.Teardown(context.Background(), TeardownInput{TraceID: ids[0], Attempt: 1}) })
-		if n := statements.N(); n > startEnvironmentQueries {
-			t.Errorf("StartEnvironment ran %d statements, want at most %d:\n%s", n, startEnvironmentQueries, statements)
+		n, trips := statements.N(), statements.RoundTrips()
+		if trips > startEnvironmentRoundTrips || n > startEnvironmentStatements {
+			t.Errorf("StartEnvironment made %d round trips of %d statements, want at most %d of %d:\n%s",
+				trips, n, startEnvironmentRoundTrips, startEnvironmentStatements, statements)
 		} else {
-			t.Logf("StartEnvironment ran %d statements", n)
+			t.Logf("StartEnvironment made %d round trips of %d statements", trips, n)
 		}
 	})
 }

@@ -52,13 +52,15 @@ func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentIn
 	if err != nil {
 		return StartEnvironmentResult{}, err
 	}
-	if spec.Env, err = a.launchEnv(ctx, r); err != nil {
+	try, err := a.Store.BeginTry(ctx, in.TraceID, in.Attempt, time.Now().UTC(), a.launchFor(r))
+	var envErr *models.LaunchEnvError
+	switch {
+	case errors.As(err, &envErr):
+		return StartEnvironmentResult{}, envError("the environment's variables and secrets: %v", envErr.Err)
+	case err != nil:
 		return StartEnvironmentResult{}, err
 	}
-	try, err := a.Store.BeginTry(ctx, in.TraceID, in.Attempt, time.Now().UTC())
-	if err != nil {
-		return StartEnvironmentResult{}, err
-	}
+	spec.Env = try.Env
 	if !try.Began {
 		// Cancelled (or cancelling) before its sandbox started: nothing to run.
 		// Benign: a cancel that came first is normal, not an error of this worker.
@@ -92,17 +94,18 @@ func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentIn
 	a.Metrics.SandboxStarted(a.SandboxProvider, queue)
 	// The instance is recorded once the sandbox holds its slot: a start the host had no room
 	// for leaves no row.
-	inst, err := a.startInstance(ctx, r, in, spec.ID, res, &models.RuntimeLimits{RunTimeoutS: &run, StartupTimeoutS: &startup})
+	what := strings.Join(spec.Command, " ")
+	if spec.RootFS != "" || spec.Image != nil {
+		what = r.build.ImageName + " " + what
+	}
+	started := fmt.Sprintf("try %d: sandbox %s started on %s (%s)", in.Attempt, sb.ID(), a.HostQueue, what)
+	a.log().InfoContext(ctx, started, "trace", in.TraceID)
+	inst, err := a.startInstance(ctx, r, in, spec.ID, res, &models.RuntimeLimits{RunTimeoutS: &run, StartupTimeoutS: &startup}, started)
 	if err != nil {
 		sb.Stop(context.WithoutCancel(ctx)) //nolint:errcheck // the start failed already
 		logs.close(context.WithoutCancel(ctx))
 		return StartEnvironmentResult{}, err
 	}
-	what := strings.Join(spec.Command, " ")
-	if spec.RootFS != "" || spec.Image != nil {
-		what = r.build.ImageName + " " + what
-	}
-	a.workerLog(ctx, in.TraceID, "try %d: sandbox %s started on %s (%s)", in.Attempt, sb.ID(), a.HostQueue, what)
 	le := &liveEnv{attempt: in.Attempt, sb: sb, logs: logs, instance: inst}
 	tools, err := a.openEnvironment(ctx, in, r, le)
 	if err != nil {
@@ -119,8 +122,8 @@ func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentIn
 }
 
 // startInstance records the try's sandbox as an instance, priced by this worker's rates, and
-// billed to whoever launched the attempt.
-func (a *Activities) startInstance(ctx context.Context, r *runFor, in TryInput, sandboxID string, res sandbox.Resources, limits *models.RuntimeLimits) (uuid.UUID, error) {
+// billed to whoever launched the attempt, with workerLog in the attempt's worker log.
+func (a *Activities) startInstance(ctx context.Context, r *runFor, in TryInput, sandboxID string, res sandbox.Resources, limits *models.RuntimeLimits, workerLog string) (uuid.UUID, error) {
 	who := r.launched
 	inst := &models.Instance{TeamID: r.trace.TeamID, TraceID: r.trace.ID, Attempt: in.Attempt, JobID: r.trace.JobID,
 		RegistryID: r.version.RegistryID, UserID: who.user, APIKeyID: who.key, HostQueue: a.HostQueue, SandboxID: sandboxID, SandboxProvider: a.SandboxProvider,
@@ -130,24 +133,20 @@ func (a *Activities) startInstance(ctx context.Context, r *runFor, in TryInput, 
 	if r.build != nil {
 		inst.BuildID, inst.RegistryID = &r.build.ID, &r.build.RegistryID
 	}
-	if err := a.Store.StartInstance(ctx, inst); err != nil {
+	if err := a.Store.StartInstance(ctx, inst, workerLog); err != nil {
 		return uuid.Nil, err
 	}
 	return inst.ID, nil
 }
 
-// launchEnv is what the sandbox's environment gets: the environment's variables over the
+// launchFor is whose environment the sandbox gets: the environment's variables over the
 // launching member's unbound secrets, opened here on the sandbox host (never in history).
-func (a *Activities) launchEnv(ctx context.Context, r *runFor) (map[string]string, error) {
+func (a *Activities) launchFor(r *runFor) *models.LaunchFor {
 	registry := r.version.RegistryID
 	if r.build != nil {
 		registry = &r.build.RegistryID
 	}
-	env, err := a.Store.LaunchEnv(ctx, a.sealer(), registry, r.trace.TeamID, r.launched.user)
-	if err != nil {
-		return nil, envError("the environment's variables and secrets: %v", err)
-	}
-	return env, nil
+	return &models.LaunchFor{Sealer: a.sealer(), RegistryID: registry, TeamID: r.trace.TeamID, Launcher: r.launched.user}
 }
 
 // launchedBy is who launched an attempt: the member, and the API key when one was used.
@@ -216,33 +215,23 @@ func (a *Activities) openEnvironment(ctx context.Context, in TryInput, r *runFor
 	}
 	le.tools, le.evaluate, le.prompt = op.Tools, op.Evaluate, op.Prompt
 	system, prompt, setup := op.System, op.Prompt, op.Setup
-	// The seq is read as late as it can be: past a superseded try's writer that was still
-	// appending while this try started.
-	seq, err := a.nextSeq(ctx, in.TraceID)
-	if err != nil {
-		return 0, err
-	}
+	// The store numbers the events as it writes them (see models.Store.OpenTry).
 	events := []models.TraceEvent{
-		a.event(in, seq, models.EventSystem, system, models.SystemEventData{Tools: le.tools}),
+		a.event(in, 0, models.EventSystem, system, models.SystemEventData{Tools: le.tools}),
 	}
-	seq++
 	for _, c := range setup {
 		res, err := env.Call(ctx, c)
 		if err != nil {
 			return 0, envError("setup %s: %v", c.Name, err)
 		}
-		events = append(events, a.event(in, seq, models.EventSetup, c.Name, models.SetupEventData{Call: c, Result: res}))
-		seq++
+		events = append(events, a.event(in, 0, models.EventSetup, c.Name, models.SetupEventData{Call: c, Result: res}))
 		if res.IsError {
-			a.Store.AppendTraceEvents(ctx, events) //nolint:errcheck // recorded best effort; the error is returned
+			a.Store.OpenTry(ctx, in.TraceID, events, false) //nolint:errcheck // recorded best effort; the error is returned
 			return 0, envError("setup %s failed: %s", c.Name, res.Text)
 		}
 	}
-	events = append(events, a.event(in, seq, models.EventUser, prompt, models.UserEventData{Message: agent.Message{Role: agent.RoleUser, Content: prompt}}))
-	if err := a.Store.AppendTraceEvents(ctx, events); err != nil {
-		return 0, err
-	}
-	if _, err := a.Store.TransitionTrace(ctx, in.TraceID, models.TraceUpdate{Status: models.TraceRunning}); err != nil {
+	events = append(events, a.event(in, 0, models.EventUser, prompt, models.UserEventData{Message: agent.Message{Role: agent.RoleUser, Content: prompt}}))
+	if err := a.Store.OpenTry(ctx, in.TraceID, events, true); err != nil {
 		return 0, err
 	}
 	return len(le.tools), nil

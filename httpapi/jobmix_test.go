@@ -53,7 +53,7 @@ func TestJobMixShowsBuildsAndVersions(t *testing.T) {
 			}
 			id := traces[i].TraceID
 			s.TransitionTrace(ctx, id, models.TraceUpdate{Status: models.TraceRunning, StartTime: &now, Attempt: 1})
-			if err := s.StartInstance(ctx, &models.Instance{TeamID: f.caller.TeamID, TraceID: id, Attempt: 1, JobID: job.ID, RegistryID: &reg.ID, BuildID: &r.build.ID}); err != nil {
+			if err := s.StartInstance(ctx, &models.Instance{TeamID: f.caller.TeamID, TraceID: id, Attempt: 1, JobID: job.ID, RegistryID: &reg.ID, BuildID: &r.build.ID}, ""); err != nil {
 				t.Fatal(err)
 			}
 			reward := r.reward

@@ -61,7 +61,7 @@ func TestAJobPausesAtItsCeilingAndResumesAboveIt(t *testing.T) {
 		}
 		// A running sandbox is priced up to now: at least its baseline, here 60 min at $0.50/h.
 		inst := &models.Instance{TeamID: a.TeamID, TraceID: traces[1].ID, Attempt: 1, JobID: job.ID, HourlyRate: 0.5, BaselineMinutes: 60}
-		if err := s.StartInstance(ctx, inst); err != nil {
+		if err := s.StartInstance(ctx, inst, ""); err != nil {
 			t.Fatal(err)
 		}
 		if b := budget(traces[0].ID); !b.Reached() || b.SpentUSD != 1.1 {

@@ -94,7 +94,7 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 			StartedAt: started.Add(250 * time.Millisecond)}}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.StartInstance(ctx, &models.Instance{TeamID: a.TeamID, TraceID: traces[0].ID, Attempt: 1, JobID: cert.JobID, SandboxProvider: "process"}); err != nil {
+		if err := s.StartInstance(ctx, &models.Instance{TeamID: a.TeamID, TraceID: traces[0].ID, Attempt: 1, JobID: cert.JobID, SandboxProvider: "process"}, ""); err != nil {
 			t.Fatal(err)
 		}
 		one, zero := 1.0, 0.0

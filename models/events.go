@@ -61,6 +61,10 @@ const (
 // AppendTraceEvents writes events; one whose (trace_id, seq) exists is skipped, so a retried
 // writer never duplicates an event.
 func (s *Store) AppendTraceEvents(ctx context.Context, events []TraceEvent) error {
+	return s.appendTraceEvents(ctx, s.DB, events)
+}
+
+func (s *Store) appendTraceEvents(ctx context.Context, db bun.IDB, events []TraceEvent) error {
 	if len(events) == 0 {
 		return nil
 	}
@@ -73,10 +77,37 @@ func (s *Store) AppendTraceEvents(ctx context.Context, events []TraceEvent) erro
 		}
 	}
 	if s.Dialect == Postgres {
-		return s.appendTraceEventsPG(ctx, events)
+		return appendTraceEventsPG(ctx, db, events)
 	}
-	if err := insertInBatches(ctx, s.DB, events, "CONFLICT (trace_id, seq) DO NOTHING"); err != nil {
+	if err := insertInBatches(ctx, db, events, "CONFLICT (trace_id, seq) DO NOTHING"); err != nil {
 		return fmt.Errorf("append trace events: %w", err)
+	}
+	return nil
+}
+
+// OpenTry writes a try's opening events (the system prompt, the setup calls, the first user
+// message), numbered on from the trace's last event, and, when running is set, turns the trace
+// running, in one transaction. It sets the events' Seq and ID. The number is read here, as late
+// as it can be: past a superseded try's writer that was still appending while this try started.
+func (s *Store) OpenTry(ctx context.Context, traceID uuid.UUID, events []TraceEvent, running bool) error {
+	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		seq, err := latestSeq(ctx, tx, traceID)
+		if err != nil {
+			return err
+		}
+		for i := range events {
+			events[i].Seq, events[i].ID = seq+1+i, ""
+		}
+		if err := s.appendTraceEvents(ctx, tx, events); err != nil {
+			return err
+		}
+		if running {
+			_, err = transition(tx, traceID, TraceUpdate{Status: TraceRunning}).Exec(ctx)
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("open try of trace %s: %w", traceID, err)
 	}
 	return nil
 }
@@ -84,7 +115,7 @@ func (s *Store) AppendTraceEvents(ctx context.Context, events []TraceEvent) erro
 // appendTraceEventsPG inserts events as one array per column (unnest): Postgres parses eleven
 // array literals instead of a VALUES row per event, which doubles the ingest rate of large
 // batches.
-func (s *Store) appendTraceEventsPG(ctx context.Context, events []TraceEvent) error {
+func appendTraceEventsPG(ctx context.Context, db bun.IDB, events []TraceEvent) error {
 	n := len(events)
 	traceIDs, seqs, ids, attempts := make([]uuid.UUID, n), make([]int, n), make([]string, n), make([]int, n)
 	kinds, texts, parents, data := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -94,7 +125,7 @@ func (s *Store) appendTraceEventsPG(ctx context.Context, events []TraceEvent) er
 		kinds[i], texts[i], parents[i], data[i] = e.Kind, e.Text, e.ParentID, string(e.Data)
 		superseded[i], started[i], ended[i] = e.Superseded, e.StartedAt, e.EndedAt
 	}
-	_, err := s.DB.NewRaw(`INSERT INTO trace_events (trace_id, seq, id, attempt, kind, text, parent_id, data, superseded, started_at, ended_at)
+	_, err := db.NewRaw(`INSERT INTO trace_events (trace_id, seq, id, attempt, kind, text, parent_id, data, superseded, started_at, ended_at)
 		SELECT * FROM unnest(?::uuid[], ?::int[], ?::text[], ?::int[], ?::text[], ?::text[], ?::text[], ?::jsonb[], ?::bool[], ?::timestamptz[], ?::timestamptz[])
 		ON CONFLICT (trace_id, seq) DO NOTHING`,
 		pgdialect.Array(traceIDs), pgdialect.Array(seqs), pgdialect.Array(ids), pgdialect.Array(attempts), pgdialect.Array(kinds),
@@ -122,8 +153,12 @@ func (s *Store) TraceEvents(ctx context.Context, traceID uuid.UUID, sinceSeq int
 
 // LatestSeq is the highest seq written for a trace, -1 when none.
 func (s *Store) LatestSeq(ctx context.Context, traceID uuid.UUID) (int, error) {
+	return latestSeq(ctx, s.DB, traceID)
+}
+
+func latestSeq(ctx context.Context, db bun.IDB, traceID uuid.UUID) (int, error) {
 	var seq int
-	if err := s.DB.NewSelect().Model((*TraceEvent)(nil)).ColumnExpr("COALESCE(MAX(seq), -1)").Where("trace_id = ?", traceID).Scan(ctx, &seq); err != nil {
+	if err := db.NewSelect().Model((*TraceEvent)(nil)).ColumnExpr("COALESCE(MAX(seq), -1)").Where("trace_id = ?", traceID).Scan(ctx, &seq); err != nil {
 		return 0, fmt.Errorf("latest seq: %w", err)
 	}
 	return seq, nil
@@ -164,10 +199,14 @@ func (s *Store) AppendTraceLogs(ctx context.Context, logs []TraceLog) error {
 // AppendLogLine appends one line to a source of a trace's log, at the seq after the last, in one
 // statement. A line that loses a race for its seq to another writer's is tried again.
 func (s *Store) AppendLogLine(ctx context.Context, traceID uuid.UUID, source, stream, line string, at time.Time) error {
+	return appendLogLine(ctx, s.DB, traceID, source, stream, line, at)
+}
+
+func appendLogLine(ctx context.Context, db bun.IDB, traceID uuid.UUID, source, stream, line string, at time.Time) error {
 	// Each round one of the racing writers wins: a writer loses at most as many rounds as there
 	// are others.
 	for range 16 {
-		res, err := s.DB.NewRaw(`INSERT INTO trace_logs (trace_id, source, seq, stream, line, time)
+		res, err := db.NewRaw(`INSERT INTO trace_logs (trace_id, source, seq, stream, line, time)
 			SELECT ?, ?, COALESCE(MAX(seq), -1) + 1, ?, ?, ? FROM trace_logs WHERE trace_id = ? AND source = ?
 			ON CONFLICT (trace_id, source, seq) DO NOTHING`, traceID, source, stream, line, at, traceID, source).Exec(ctx)
 		if err != nil {

@@ -111,23 +111,33 @@ func ParseGPURates(s string) (GPURates, error) {
 	return out, nil
 }
 
-// StartInstance records a try's sandbox as running from now. Any other instance of the attempt
-// still marked running ends here (its worker died, or a start of the same try was retried on
-// another worker): an attempt has one live sandbox at a time.
-func (s *Store) StartInstance(ctx context.Context, in *Instance) error {
+// StartInstance records a try's sandbox as running from now, and the line workerLog (when set)
+// in the attempt's worker log, in one transaction. Any other instance of the attempt still
+// marked running ends here (its worker died, or a start of the same try was retried on another
+// worker): an attempt has one live sandbox at a time.
+func (s *Store) StartInstance(ctx context.Context, in *Instance, workerLog string) error {
 	if in.ID == uuid.Nil {
 		in.ID = uuid.New()
 	}
 	in.Status, in.CreatedAt = InstanceRunning, now()
-	if err := s.endInstances(ctx, s.DB.NewSelect().Model((*Instance)(nil)).Where("trace_id = ?", in.TraceID),
-		fmt.Sprintf("try %d started", in.Attempt), true); err != nil {
-		return err
-	}
-	if _, err := s.DB.NewInsert().Model(in).Exec(ctx); err != nil {
-		return fmt.Errorf("start instance: %w", err)
-	}
-	// The trace names the sandbox of its current try.
-	if _, err := s.DB.NewUpdate().Model((*Trace)(nil)).Set("instance_id = ?", in.ID).Where("id = ?", in.TraceID).Exec(ctx); err != nil {
+	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if err := endInstances(ctx, tx, tx.NewSelect().Model((*Instance)(nil)).Where("trace_id = ?", in.TraceID),
+			fmt.Sprintf("try %d started", in.Attempt), true); err != nil {
+			return err
+		}
+		if _, err := tx.NewInsert().Model(in).Exec(ctx); err != nil {
+			return err
+		}
+		// The trace names the sandbox of its current try.
+		if _, err := tx.NewUpdate().Model((*Trace)(nil)).Set("instance_id = ?", in.ID).Where("id = ?", in.TraceID).Exec(ctx); err != nil {
+			return err
+		}
+		if workerLog == "" {
+			return nil
+		}
+		return appendLogLine(ctx, tx, in.TraceID, LogWorker, "worker", workerLog, in.CreatedAt)
+	})
+	if err != nil {
 		return fmt.Errorf("start instance: %w", err)
 	}
 	return nil
@@ -137,15 +147,16 @@ func (s *Store) StartInstance(ctx context.Context, in *Instance) error {
 // false for a sandbox that never came up (it is charged its time, not the baseline). An instance
 // that has already ended stays as it is.
 func (s *Store) EndInstance(ctx context.Context, id uuid.UUID, reason string, billed bool) error {
-	return s.endInstances(ctx, s.DB.NewSelect().Model((*Instance)(nil)).Where("id = ?", id), reason, billed)
+	return endInstances(ctx, s.DB, s.DB.NewSelect().Model((*Instance)(nil)).Where("id = ?", id), reason, billed)
 }
 
 // endTraceInstances ends whatever instances of a finished attempt are still running.
 func (s *Store) endTraceInstances(ctx context.Context, traceID uuid.UUID, reason string) error {
-	return s.endInstances(ctx, s.DB.NewSelect().Model((*Instance)(nil)).Where("trace_id = ?", traceID), reason, true)
+	return endInstances(ctx, s.DB, s.DB.NewSelect().Model((*Instance)(nil)).Where("trace_id = ?", traceID), reason, true)
 }
 
-func (s *Store) endInstances(ctx context.Context, sel *bun.SelectQuery, reason string, billed bool) error {
+// endInstances ends the running instances sel picks, on db (a transaction's, or the store's).
+func endInstances(ctx context.Context, db bun.IDB, sel *bun.SelectQuery, reason string, billed bool) error {
 	var running []Instance
 	if err := sel.Where("status = ?", InstanceRunning).Scan(ctx, &running); err != nil {
 		return fmt.Errorf("end instances: %w", err)
@@ -159,7 +170,7 @@ func (s *Store) endInstances(ctx context.Context, sel *bun.SelectQuery, reason s
 		minutes, cost := in.Usage(at)
 		// Only a running row changes: of two enders racing, the first one's numbers stand, and
 		// only the first adds its cost to its job's spend, in the same transaction.
-		err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 			res, err := tx.NewUpdate().Model((*Instance)(nil)).Where("id = ? AND status = ?", in.ID, InstanceRunning).
 				Set("status = ?", InstanceTerminated).Set("terminated_at = ?", at).Set("stop_reason = ?", reason).
 				Set("baseline_minutes = ?", in.BaselineMinutes).Set("duration_seconds = ?", minutes*60).Set("cost = ?", cost).

@@ -77,7 +77,7 @@ func TestInstancesLifecycle(t *testing.T) {
 		start := func(trace uuid.UUID, attempt int, rate float64) *models.Instance {
 			in := &models.Instance{TeamID: a.TeamID, TraceID: trace, Attempt: attempt, JobID: job.ID, RegistryID: &registry,
 				UserID: &a.UserID, HostQueue: "host-1", SandboxID: "sb", CPU: 1, MemoryMB: 512, HourlyRate: rate, BaselineMinutes: 5}
-			if err := s.StartInstance(ctx, in); err != nil {
+			if err := s.StartInstance(ctx, in, ""); err != nil {
 				t.Fatal(err)
 			}
 			return in

@@ -105,7 +105,7 @@ func TestModelResultsAndSuggestions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := s.StartInstance(ctx, &models.Instance{TeamID: a.TeamID, TraceID: lts[i].TraceID, Attempt: 1, JobID: job.ID, BuildID: &b.ID}); err != nil {
+			if err := s.StartInstance(ctx, &models.Instance{TeamID: a.TeamID, TraceID: lts[i].TraceID, Attempt: 1, JobID: job.ID, BuildID: &b.ID}, ""); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/proctorhq/proctor/internal/secrets"
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
 )
@@ -330,7 +332,7 @@ func TestBeginTry(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
 		a, id := launchOne(t, s)
 		first := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
-		if try, err := s.BeginTry(ctx, id, 1, first); err != nil || try != (models.TryStart{Began: true}) {
+		if try, err := s.BeginTry(ctx, id, 1, first, nil); err != nil || !try.Began || try.EnvLogSeq != 0 || try.Env != nil {
 			t.Fatalf("begin the first try of a new trace = %+v, %v", try, err)
 		}
 		// A second try goes on after the first's events and environment log, and keeps its start.
@@ -349,20 +351,88 @@ func TestBeginTry(t *testing.T) {
 		if err := s.AppendTraceLogs(ctx, logs); err != nil {
 			t.Fatal(err)
 		}
-		try, err := s.BeginTry(ctx, id, 2, first.Add(time.Hour))
-		if err != nil || try != (models.TryStart{Began: true, EnvLogSeq: 5}) {
+		try, err := s.BeginTry(ctx, id, 2, first.Add(time.Hour), nil)
+		if err != nil || !try.Began || try.EnvLogSeq != 5 {
 			t.Fatalf("begin the second try = %+v, %v; want the environment log at 5", try, err)
 		}
 		tr, err := s.GetTrace(ctx, a, id)
 		if err != nil || tr.Status != models.TraceInitializing || tr.Attempt != 2 || tr.StartTime == nil || !tr.StartTime.Equal(first) {
 			t.Fatalf("after the second try began: %+v, %v", tr, err)
 		}
-		// A trace closed first runs no try.
+		// The environment the try launches with is read in the same transaction: one that does
+		// not open (a variable sealed under another key) leaves the trace as it was.
+		keys, err := secrets.Create(filepath.Join(t.TempDir(), "k.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		other, _ := secrets.Create(filepath.Join(t.TempDir(), "other.json"))
+		reg, err := s.CreateRegistry(ctx, a, models.NewRegistry{Name: "env"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, _, err := s.ReplaceEnvVars(ctx, a, keys, reg.ID, []models.NameValue{{Name: "A", Value: "a1"}}); err != nil {
+			t.Fatal(err)
+		}
+		var envErr *models.LaunchEnvError
+		if try, err = s.BeginTry(ctx, id, 3, first, &models.LaunchFor{Sealer: other, RegistryID: &reg.ID, TeamID: a.TeamID}); !errors.As(err, &envErr) || !errors.Is(err, secrets.ErrDecrypt) {
+			t.Fatalf("begin a try whose environment does not open = %+v, %v; want a LaunchEnvError", try, err)
+		}
+		if tr, err := s.GetTrace(ctx, a, id); err != nil || tr.Attempt != 2 {
+			t.Fatalf("a try whose environment did not open changed the trace: %+v, %v", tr, err)
+		}
+		if try, err = s.BeginTry(ctx, id, 3, first, &models.LaunchFor{Sealer: keys, RegistryID: &reg.ID, TeamID: a.TeamID}); err != nil || !try.Began || try.Env["A"] != "a1" {
+			t.Fatalf("begin a try with its environment = %+v, %v; want A=a1", try, err)
+		}
+		// A trace closed first runs no try, and reads no environment.
 		if _, err := s.TransitionTrace(ctx, id, models.TraceUpdate{Status: models.TraceCancelled, StopReason: models.StopCancelled}); err != nil {
 			t.Fatal(err)
 		}
-		if try, err := s.BeginTry(ctx, id, 3, first); err != nil || try.Began {
+		if try, err := s.BeginTry(ctx, id, 4, first, &models.LaunchFor{Sealer: keys, RegistryID: &reg.ID, TeamID: a.TeamID}); err != nil || try.Began || try.Env != nil {
 			t.Fatalf("begin a try of a cancelled trace = %+v, %v; want none", try, err)
+		}
+	})
+}
+
+// A try's opening events are numbered on from the trace's last event, and the trace turns
+// running with them only when asked.
+func TestOpenTry(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *models.Store) {
+		a, id := launchOne(t, s)
+		at := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+		if _, err := s.BeginTry(ctx, id, 1, at, nil); err != nil {
+			t.Fatal(err)
+		}
+		opening := func(texts ...string) []models.TraceEvent {
+			var evs []models.TraceEvent
+			for _, text := range texts {
+				evs = append(evs, models.TraceEvent{TraceID: id, Attempt: 1, Kind: models.EventSetup, Text: text, StartedAt: at})
+			}
+			return evs
+		}
+		// A failed setup records what ran, and the trace stays initializing.
+		if err := s.OpenTry(ctx, id, opening("a", "b"), false); err != nil {
+			t.Fatal(err)
+		}
+		if tr, err := s.GetTrace(ctx, a, id); err != nil || tr.Status != models.TraceInitializing {
+			t.Fatalf("after opening events without running: %+v, %v", tr, err)
+		}
+		if err := s.OpenTry(ctx, id, opening("c", "d", "e"), true); err != nil {
+			t.Fatal(err)
+		}
+		evs, err := s.TraceEvents(ctx, id, -1, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range evs {
+			got = append(got, fmt.Sprintf("%d:%s:%s", e.Seq, e.Text, e.ID))
+		}
+		want := []string{"0:a:" + id.String() + "-0", "1:b:" + id.String() + "-1", "2:c:" + id.String() + "-2", "3:d:" + id.String() + "-3", "4:e:" + id.String() + "-4"}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("events = %v, want %v", got, want)
+		}
+		if tr, err := s.GetTrace(ctx, a, id); err != nil || tr.Status != models.TraceRunning {
+			t.Fatalf("after opening events with running: %+v, %v", tr, err)
 		}
 	})
 }

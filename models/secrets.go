@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
+	"github.com/uptrace/bun"
 
 	"github.com/proctorhq/proctor/internal/secrets"
 )
@@ -38,11 +39,28 @@ func open(sl Sealer, name string, ct []byte, context string) (string, error) {
 	return string(v), nil
 }
 
+// LaunchFor names whose environment an attempt's sandbox gets: see [Store.LaunchEnv].
+type LaunchFor struct {
+	// Sealer opens the stored values (nil: this process has no secrets key).
+	Sealer Sealer
+	// RegistryID is the environment whose variables it gets (nil: none).
+	RegistryID *uuid.UUID
+	// TeamID and Launcher are the member whose unbound secrets it gets (nil Launcher: none).
+	TeamID   uuid.UUID
+	Launcher *uuid.UUID
+}
+
 // LaunchEnv is the environment an attempt's sandbox gets: the launching member's secrets that
 // are bound to no provider, then the environment's variables, which win on a name clash. It
-// opens every value with sl; a value that does not open is an error, never an empty variable.
-func (s *Store) LaunchEnv(ctx context.Context, sl Sealer, registryID *uuid.UUID, teamID uuid.UUID, launcher *uuid.UUID) (map[string]string, error) {
+// opens every value with l.Sealer; a value that does not open is an error, never an empty
+// variable. [Store.BeginTry] reads it as a try begins.
+func (s *Store) LaunchEnv(ctx context.Context, l LaunchFor) (map[string]string, error) {
+	return launchEnv(ctx, s.DB, l)
+}
+
+func launchEnv(ctx context.Context, db bun.IDB, l LaunchFor) (map[string]string, error) {
 	env := map[string]string{}
+	launcher, registryID, teamID := l.Launcher, l.RegistryID, l.TeamID
 	if launcher == nil && registryID == nil {
 		return env, nil
 	}
@@ -61,7 +79,7 @@ func (s *Store) LaunchEnv(ctx context.Context, sl Sealer, registryID *uuid.UUID,
 	if !noRegistry {
 		registry = *registryID
 	}
-	err := s.DB.NewRaw(`SELECT 0 AS kind, ms.id, ms.name, ms.ciphertext FROM member_secrets AS ms
+	err := db.NewRaw(`SELECT 0 AS kind, ms.id, ms.name, ms.ciphertext FROM member_secrets AS ms
 			JOIN memberships AS m ON m.id = ms.membership_id
 			WHERE ? = FALSE AND m.team_id = ? AND m.user_id = ? AND ms.provider IS NULL
 		UNION ALL
@@ -75,7 +93,7 @@ func (s *Store) LaunchEnv(ctx context.Context, sl Sealer, registryID *uuid.UUID,
 		if v.Kind == 1 {
 			ctxName = EnvVarContext(v.ID)
 		}
-		if env[v.Name], err = open(sl, v.Name, v.Ciphertext, ctxName); err != nil {
+		if env[v.Name], err = open(l.Sealer, v.Name, v.Ciphertext, ctxName); err != nil {
 			return nil, err
 		}
 	}

@@ -46,7 +46,7 @@ func TestEnvVarBatchIsAtomicAndTheLaunchMergeLetsVariablesWin(t *testing.T) {
 		if err == nil {
 			t.Fatal("a batch whose value could not be sealed succeeded")
 		}
-		got, err := s.LaunchEnv(ctx, keys, &reg.ID, a.TeamID, nil)
+		got, err := s.LaunchEnv(ctx, models.LaunchFor{Sealer: keys, RegistryID: &reg.ID, TeamID: a.TeamID})
 		if err != nil || len(got) != 2 || got["A"] != "a1" || got["B"] != "b1" {
 			t.Errorf("after a failed batch the variables are %v, %v; want A=a1 B=b1", got, err)
 		}
@@ -62,16 +62,16 @@ func TestEnvVarBatchIsAtomicAndTheLaunchMergeLetsVariablesWin(t *testing.T) {
 		if _, err := s.SetMemberSecret(ctx, a, keys, "OTHER", "sk-2", &openai); !errors.Is(err, models.ErrConflict) {
 			t.Errorf("a second secret bound to openai: %v, want ErrConflict", err)
 		}
-		got, err = s.LaunchEnv(ctx, keys, &reg.ID, a.TeamID, &a.UserID)
+		got, err = s.LaunchEnv(ctx, models.LaunchFor{Sealer: keys, RegistryID: &reg.ID, TeamID: a.TeamID, Launcher: &a.UserID})
 		if err != nil || got["A"] != "a3" || got["C"] != "c3" || got["MINE"] != "mine" || got["OPENAI_API_KEY"] != "" || len(got) != 3 {
 			t.Errorf("launch env = %v, %v; want A=a3 (the variable wins) C=c3 MINE=mine, no provider key", got, err)
 		}
 		// Without the key, or with another, nothing opens: an error, never an empty value.
 		other, _ := secrets.Create(filepath.Join(t.TempDir(), "other.json"))
-		if _, err := s.LaunchEnv(ctx, other, &reg.ID, a.TeamID, nil); !errors.Is(err, secrets.ErrDecrypt) {
+		if _, err := s.LaunchEnv(ctx, models.LaunchFor{Sealer: other, RegistryID: &reg.ID, TeamID: a.TeamID}); !errors.Is(err, secrets.ErrDecrypt) {
 			t.Errorf("launch env under another key: %v, want ErrDecrypt", err)
 		}
-		if _, err := s.LaunchEnv(ctx, nil, &reg.ID, a.TeamID, nil); err == nil || !strings.Contains(err.Error(), "no secrets key") {
+		if _, err := s.LaunchEnv(ctx, models.LaunchFor{RegistryID: &reg.ID, TeamID: a.TeamID}); err == nil || !strings.Contains(err.Error(), "no secrets key") {
 			t.Errorf("launch env without a key: %v", err)
 		}
 	})

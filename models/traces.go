@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -185,7 +186,7 @@ type TraceUpdate struct {
 // cancelling trace only moves to cancelled: a late writer (a retried activity, a slow worker)
 // cannot resurrect or overwrite a finished attempt. It reports whether the row changed.
 func (s *Store) TransitionTrace(ctx context.Context, id uuid.UUID, u TraceUpdate) (bool, error) {
-	res, err := s.transition(id, u).Exec(ctx)
+	res, err := transition(s.DB, id, u).Exec(ctx)
 	if err != nil {
 		return false, fmt.Errorf("transition trace %s: %w", id, err)
 	}
@@ -208,28 +209,54 @@ type TryStart struct {
 	// its events go on is read when they are written: a superseded try's straggling writer may
 	// still append while this try's sandbox starts.
 	EnvLogSeq int `bun:"env_log_seq"`
+	// Env is the environment the try's sandbox launches with, when BeginTry was given whose it
+	// is (nil otherwise, and when the try did not begin).
+	Env map[string]string `bun:"-"`
 }
+
+// LaunchEnvError is a launch environment that could not be read or opened (a secret sealed
+// under another key, say): the try cannot start with it, however often it is retried.
+type LaunchEnvError struct{ Err error }
+
+func (e *LaunchEnvError) Error() string { return e.Err.Error() }
+func (e *LaunchEnvError) Unwrap() error { return e.Err }
 
 // BeginTry marks a trace initializing for try attempt (its start time is the first try's) and
-// reads where the try's environment log goes on, in one statement.
-func (s *Store) BeginTry(ctx context.Context, id uuid.UUID, attempt int, at time.Time) (TryStart, error) {
-	var rows []TryStart
-	err := s.transition(id, TraceUpdate{Status: TraceInitializing, Attempt: attempt, StartTime: &at}).
-		Returning("(SELECT COALESCE(MAX(seq), -1) + 1 FROM trace_logs WHERE trace_id = ? AND source = ?) AS env_log_seq", id, LogEnv).
-		Scan(ctx, &rows)
+// reads where the try's environment log goes on; given launch, it also reads the environment the
+// try's sandbox launches with (see [Store.LaunchEnv]). One transaction: a try whose environment
+// does not open leaves the trace as it was.
+func (s *Store) BeginTry(ctx context.Context, id uuid.UUID, attempt int, at time.Time, launch *LaunchFor) (TryStart, error) {
+	var try TryStart
+	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		var rows []TryStart
+		err := transition(tx, id, TraceUpdate{Status: TraceInitializing, Attempt: attempt, StartTime: &at}).
+			Returning("(SELECT COALESCE(MAX(seq), -1) + 1 FROM trace_logs WHERE trace_id = ? AND source = ?) AS env_log_seq", id, LogEnv).
+			Scan(ctx, &rows)
+		if err != nil || len(rows) == 0 {
+			return err
+		}
+		try = rows[0]
+		try.Began = true
+		if launch != nil {
+			if try.Env, err = launchEnv(ctx, tx, *launch); err != nil {
+				return &LaunchEnvError{Err: err}
+			}
+		}
+		return nil
+	})
 	if err != nil {
+		var envErr *LaunchEnvError
+		if errors.As(err, &envErr) {
+			return TryStart{}, err
+		}
 		return TryStart{}, fmt.Errorf("begin try %d of trace %s: %w", attempt, id, err)
 	}
-	if len(rows) == 0 {
-		return TryStart{}, nil
-	}
-	rows[0].Began = true
-	return rows[0], nil
+	return try, nil
 }
 
-// transition is the statement of a TraceUpdate: see [Store.TransitionTrace].
-func (s *Store) transition(id uuid.UUID, u TraceUpdate) *bun.UpdateQuery {
-	q := s.DB.NewUpdate().Model((*Trace)(nil)).Set("updated_at = ?", now()).Where("id = ?", id).
+// transition is the statement of a TraceUpdate on db: see [Store.TransitionTrace].
+func transition(db bun.IDB, id uuid.UUID, u TraceUpdate) *bun.UpdateQuery {
+	q := db.NewUpdate().Model((*Trace)(nil)).Set("updated_at = ?", now()).Where("id = ?", id).
 		Where("status NOT IN (?)", bun.In(terminalStatuses))
 	if u.Status != "" {
 		q = q.Set("status = ?", u.Status)

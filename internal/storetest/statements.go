@@ -42,6 +42,26 @@ func (st *Statements) N() int {
 	return len(st.queries)
 }
 
+// RoundTrips is the number of units of work among the statements recorded: a transaction
+// (BEGIN to COMMIT or ROLLBACK, whatever it holds) or a statement run outside one. The statements
+// of concurrent callers must not interleave for it to be exact.
+func (st *Statements) RoundTrips() int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	n, inTx := 0, false
+	for _, q := range st.queries {
+		switch {
+		case q == "BEGIN":
+			n, inTx = n+1, true
+		case q == "COMMIT" || q == "ROLLBACK":
+			inTx = false
+		case !inTx:
+			n++
+		}
+	}
+	return n
+}
+
 // String lists the statements recorded, one a line.
 func (st *Statements) String() string {
 	st.mu.Lock()
