@@ -70,28 +70,11 @@ func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentIn
 	run, startup, res := r.runtime()
 	logs := a.newLogSink(in.TraceID, try.EnvLogSeq)
 	spec.ID, spec.Resources, spec.OnLog, spec.Network = fmt.Sprintf("%s-%d", in.TraceID, in.Attempt), res, logs.add, r.network()
-	queue := ""
-	if activity.IsActivity(ctx) {
-		queue = activity.GetInfo(ctx).TaskQueue
-	}
-	sb, err := a.Sandboxes.Start(ctx, spec)
+	sb, err := a.startSandbox(ctx, spec)
 	if err != nil {
 		logs.close(context.WithoutCancel(ctx))
-		switch {
-		case errors.Is(err, sandbox.ErrInvalidSpec):
-			a.Metrics.SandboxFailed(a.SandboxProvider, queue, "invalid")
-			return StartEnvironmentResult{}, envError("start the environment: %v", err)
-		case errors.Is(err, sandbox.ErrCapacity), errors.Is(err, sandbox.ErrNoGPU):
-			// A full host is normal under load: the start is retried (on whichever host has
-			// room), logged by the SDK at debug level rather than as an error.
-			a.Metrics.SandboxFailed(a.SandboxProvider, queue, "capacity")
-			return StartEnvironmentResult{}, temporal.NewApplicationErrorWithOptions(err.Error(), ErrCapacity,
-				temporal.ApplicationErrorOptions{Category: temporal.ApplicationErrorCategoryBenign})
-		}
-		a.Metrics.SandboxFailed(a.SandboxProvider, queue, "error")
-		return StartEnvironmentResult{}, fmt.Errorf("provision sandbox: %w", err)
+		return StartEnvironmentResult{}, err
 	}
-	a.Metrics.SandboxStarted(a.SandboxProvider, queue)
 	// The instance is recorded once the sandbox holds its slot: a start the host had no room
 	// for leaves no row.
 	what := strings.Join(spec.Command, " ")
@@ -119,6 +102,33 @@ func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentIn
 		a.stopEnv(context.WithoutCancel(ctx), in.TraceID, stale) //nolint:errcheck // logged by stopEnv; the other start stands
 	}
 	return StartEnvironmentResult{HostQueue: a.HostQueue, Tools: tools}, nil
+}
+
+// startSandbox starts the try's sandbox, counted by how its start went; a failed start's error
+// says whether it is the environment's (not retried), a full host's (retried, on whichever host
+// has room) or another.
+func (a *Activities) startSandbox(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	queue := ""
+	if activity.IsActivity(ctx) {
+		queue = activity.GetInfo(ctx).TaskQueue
+	}
+	sb, err := a.Sandboxes.Start(ctx, spec)
+	switch {
+	case err == nil:
+		a.Metrics.SandboxStarted(a.SandboxProvider, queue)
+		return sb, nil
+	case errors.Is(err, sandbox.ErrInvalidSpec):
+		a.Metrics.SandboxFailed(a.SandboxProvider, queue, "invalid")
+		return nil, envError("start the environment: %v", err)
+	case errors.Is(err, sandbox.ErrCapacity), errors.Is(err, sandbox.ErrNoGPU):
+		// A full host is normal under load: logged by the SDK at debug level rather than as an
+		// error.
+		a.Metrics.SandboxFailed(a.SandboxProvider, queue, "capacity")
+		return nil, temporal.NewApplicationErrorWithOptions(err.Error(), ErrCapacity,
+			temporal.ApplicationErrorOptions{Category: temporal.ApplicationErrorCategoryBenign})
+	}
+	a.Metrics.SandboxFailed(a.SandboxProvider, queue, "error")
+	return nil, fmt.Errorf("provision sandbox: %w", err)
 }
 
 // startInstance records the try's sandbox as an instance, priced by this worker's rates, and

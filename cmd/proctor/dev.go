@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -55,8 +56,7 @@ func devCommand(stdout, stderr io.Writer, ready chan<- devInfo) *cobra.Command {
 }
 
 // runDev starts dev's parts in order, each followed by its deferred stop (so they stop in
-// reverse), waits until every queue's worker answers, then serves until ctx ends. It is longer
-// than most functions because splitting it would scatter that order of starts and stops.
+// reverse), waits until every queue's worker answers, then serves until ctx ends.
 func runDev(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer, ready chan<- devInfo) error {
 	listener, err := listenDev(cfg)
 	if err != nil {
@@ -77,24 +77,12 @@ func runDev(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer, r
 	}
 	defer stopEmbeddedTemporal(ts, log)
 
-	store, err := openStore(ctx, cfg, true, log)
+	d, err := openDevData(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	info, firstStart, err := devKey(ctx, store, cfg.DataDir, log)
-	if err != nil {
-		return err
-	}
-	keys, err := devSecrets(cfg, log)
-	if err != nil {
-		return err
-	}
-	bucket, blobHandler, err := openBucket(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer bucket.Close()
+	defer d.close()
+	store, info, keys, bucket := d.store, d.info, d.keys, d.bucket
 
 	tel, err := startTelemetry(ctx, cfg, "dev", log)
 	if err != nil {
@@ -121,7 +109,7 @@ func runDev(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer, r
 	if err := tc.StartLimitAlerts(ctx, cfg.LimitAlertInterval); err != nil {
 		return err
 	}
-	api := newAPI(cfg, tel, httpapi.Options{Store: store, Bucket: bucket, Temporal: tc, Workflows: tc, Builds: tc, Blob: blobHandler,
+	api := newAPI(cfg, tel, httpapi.Options{Store: store, Bucket: bucket, Temporal: tc, Workflows: tc, Builds: tc, Blob: d.blob,
 		Logger: log, Secrets: keys, CodecOrigin: "http://" + ts.UIAddress()})
 	hs := serveHTTP(listener, api.Handler(), limitsOf(cfg), log)
 	hs.srv.RegisterOnShutdown(api.EndStreams)
@@ -132,13 +120,57 @@ func runDev(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer, r
 		return err
 	}
 
-	if err := announceReady(stdout, info, "http://"+hs.addr, ts, start, firstStart, ready); err != nil {
+	if err := announceReady(stdout, info, "http://"+hs.addr, ts, start, d.firstStart, ready); err != nil {
 		return err
 	}
 
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "\nproctor dev: stopping…")
 	return nil
+}
+
+// devData is what dev keeps in its data dir: the store (migrated), the dev API key (firstStart:
+// made by this start), the secrets keyring and the object store.
+type devData struct {
+	store      *models.Store
+	info       devInfo
+	firstStart bool
+	keys       *secrets.Keyring
+	bucket     blob.Bucket
+	blob       http.Handler
+}
+
+// openDevData opens dev's data; on error nothing stays open.
+func openDevData(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *devData, err error) {
+	d := &devData{}
+	defer func() {
+		if err != nil {
+			d.close()
+		}
+	}()
+	if d.store, err = openStore(ctx, cfg, true, log); err != nil {
+		return nil, err
+	}
+	if d.info, d.firstStart, err = devKey(ctx, d.store, cfg.DataDir, log); err != nil {
+		return nil, err
+	}
+	if d.keys, err = devSecrets(cfg, log); err != nil {
+		return nil, err
+	}
+	if d.bucket, d.blob, err = openBucket(ctx, cfg); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// close closes the object store, then the store.
+func (d *devData) close() {
+	if d.bucket != nil {
+		d.bucket.Close()
+	}
+	if d.store != nil {
+		d.store.Close()
+	}
 }
 
 // listenDev binds the API's address first, then fills dev's defaults: with port 0 the address

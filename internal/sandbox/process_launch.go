@@ -25,35 +25,9 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 			}
 		}
 	}()
-	workDir := spec.WorkDir
-	if workDir == "" {
-		if workDir, err = os.MkdirTemp(p.root, workDirPattern(spec.ID)); err != nil {
-			return nil, fmt.Errorf("create work dir: %w", err)
-		}
-		undo = append(undo, func() { removeAll(workDir) })
-	}
-
-	var cg *sandboxCgroup
-	if p.cg != nil {
-		// Named after the work dir, unique per sandbox; one that works in another's gets a name
-		// of its own beside that one's.
-		name := "sandbox-" + filepath.Base(workDir)
-		if spec.WorkDir != "" {
-			name += "-" + RandomSuffix()
-		}
-		if cg, err = p.cg.create(name, spec.Resources); err != nil {
-			return nil, err
-		}
-		undo = append(undo, func() { cg.kill(); cg.remove() })
-	}
-	// A listener the relay serves exists before the sandbox does; one made by joining the
-	// sandbox's namespace, once bubblewrap has made it (its command waits on the block pipe).
-	var portDir string
-	if spec.Listen != nil && p.listenBy == listenRelay {
-		if portDir, err = ListenForRelay(p.root, spec.Listen); err != nil {
-			return nil, err
-		}
-		undo = append(undo, func() { removeAll(portDir) })
+	workDir, cg, portDir, err := p.prepare(spec, &undo)
+	if err != nil {
+		return nil, err
 	}
 	pp, err := openPipes(p.isolation == IsolationBubblewrap, spec.Listen != nil && p.listenBy == listenSetns)
 	if err != nil {
@@ -67,29 +41,7 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 	}
 	pp.closeChildEnds()
 
-	sb := &processSandbox{
-		p:             p,
-		id:            spec.ID,
-		workDir:       workDir,
-		sharedWorkDir: spec.WorkDir != "",
-		portDir:       portDir,
-		companion:     spec.Companion,
-		devices:       devices,
-		cmd:           cmd,
-		cg:            cg,
-		stdin:         pp.inW,
-		stdout:        pp.outR,
-		stderr:        pp.errR,
-		logs:          NewLogRing(MaxLogLines),
-		done:          make(chan struct{}),
-		logsDone:      make(chan struct{}),
-		stopped:       make(chan struct{}),
-	}
-	go func() {
-		defer close(sb.logsDone)
-		ReadLines(pp.errR, "stderr", sb.logs, spec.OnLog)
-	}()
-	go sb.wait()
+	sb := p.follow(spec, cmd, pp, workDir, portDir, devices, cg)
 	if err := p.identify(ctx, sb, pp.infoR); err != nil {
 		pp.closeBlock()
 		return nil, err
@@ -311,4 +263,65 @@ func stderrTail(logs *LogRing) string {
 		return ""
 	}
 	return " (stderr: " + strings.Join(tail, " | ") + ")"
+}
+
+// prepare makes what a sandbox needs before its process starts: its work dir, its cgroup, and
+// the listener the relay serves (one made by joining the sandbox's namespace is made later, once
+// bubblewrap has made it: its command waits on the block pipe). Each adds its removal to undo.
+func (p *Process) prepare(spec Spec, undo *[]func()) (workDir string, cg *sandboxCgroup, portDir string, err error) {
+	workDir = spec.WorkDir
+	if workDir == "" {
+		if workDir, err = os.MkdirTemp(p.root, workDirPattern(spec.ID)); err != nil {
+			return "", nil, "", fmt.Errorf("create work dir: %w", err)
+		}
+		*undo = append(*undo, func() { removeAll(workDir) })
+	}
+	if p.cg != nil {
+		// Named after the work dir, unique per sandbox; one that works in another's gets a name
+		// of its own beside that one's.
+		name := "sandbox-" + filepath.Base(workDir)
+		if spec.WorkDir != "" {
+			name += "-" + RandomSuffix()
+		}
+		if cg, err = p.cg.create(name, spec.Resources); err != nil {
+			return "", nil, "", err
+		}
+		*undo = append(*undo, func() { cg.kill(); cg.remove() })
+	}
+	if spec.Listen != nil && p.listenBy == listenRelay {
+		if portDir, err = ListenForRelay(p.root, spec.Listen); err != nil {
+			return "", nil, "", err
+		}
+		*undo = append(*undo, func() { removeAll(portDir) })
+	}
+	return workDir, cg, portDir, nil
+}
+
+// follow is the started process as a sandbox, with the goroutines that read its log and wait
+// for its end.
+func (p *Process) follow(spec Spec, cmd *exec.Cmd, pp *sandboxPipes, workDir, portDir string, devices []string, cg *sandboxCgroup) *processSandbox {
+	sb := &processSandbox{
+		p:             p,
+		id:            spec.ID,
+		workDir:       workDir,
+		sharedWorkDir: spec.WorkDir != "",
+		portDir:       portDir,
+		companion:     spec.Companion,
+		devices:       devices,
+		cmd:           cmd,
+		cg:            cg,
+		stdin:         pp.inW,
+		stdout:        pp.outR,
+		stderr:        pp.errR,
+		logs:          NewLogRing(MaxLogLines),
+		done:          make(chan struct{}),
+		logsDone:      make(chan struct{}),
+		stopped:       make(chan struct{}),
+	}
+	go func() {
+		defer close(sb.logsDone)
+		ReadLines(pp.errR, "stderr", sb.logs, spec.OnLog)
+	}()
+	go sb.wait()
+	return sb
 }

@@ -105,16 +105,34 @@ func Start(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The services' internal ports are picked free, then bound by the server a moment later;
-	// another process can take one in between (tests open many connections), so a bind
-	// failure is retried with fresh ports. The frontend's gRPC listener failing to bind is
-	// logged (our logger does not exit on Fatal) and then panics inside the server's
-	// construction: that panic is taken as the same failure.
-	var srv temporal.Server
+	srv, err := buildWithRetries(&opts, anyFrontendPort, clusterID, sqlConf)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{server: srv, frontendAddr: net.JoinHostPort(opts.IP, strconv.Itoa(opts.FrontendPort))}
+	if err := srv.Start(); err != nil {
+		return nil, fmt.Errorf("devserver: start: %w", err)
+	}
+	if !opts.DisableUI {
+		if err := s.startUI(opts); err != nil {
+			srv.Stop()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// buildWithRetries builds the server. The services' internal ports are picked free, then bound
+// by the server a moment later; another process can take one in between (tests open many
+// connections), so a bind failure is retried with fresh ports (and a fresh frontend port when
+// any would do). The frontend's gRPC listener failing to bind is logged (our logger does not
+// exit on Fatal) and then panics inside the server's construction: that panic is taken as the
+// same failure.
+func buildWithRetries(opts *Options, anyFrontendPort bool, clusterID string, sqlConf *config.SQL) (temporal.Server, error) {
 	for try := 1; ; try++ {
-		srv, err = buildServerRecovered(opts, clusterID, sqlConf)
+		srv, err := buildServerRecovered(*opts, clusterID, sqlConf)
 		if err == nil || try == 3 || !(errors.Is(err, errConstructionPanicked) || strings.Contains(err.Error(), "address already in use")) {
-			break
+			return srv, err
 		}
 		opts.Logger.Warn("devserver: a picked port was taken; retrying with fresh ports", "error", err)
 		if anyFrontendPort {
@@ -123,44 +141,36 @@ func Start(opts Options) (*Server, error) {
 			}
 		}
 	}
-	if err != nil {
-		return nil, err
-	}
+}
 
-	s := &Server{server: srv, frontendAddr: net.JoinHostPort(opts.IP, strconv.Itoa(opts.FrontendPort))}
-	if err := srv.Start(); err != nil {
-		return nil, fmt.Errorf("devserver: start: %w", err)
+// startUI serves the Temporal UI. Its port is picked free (when asked) only now, right before it
+// binds: the UI server exits the whole process on a bind failure (its logger's Fatal), so the
+// window in which another process can take the port is kept to nothing.
+func (s *Server) startUI(opts Options) error {
+	var err error
+	if opts.UIPort, err = pickPort(opts.IP, opts.UIPort, 8233); err != nil {
+		return err
 	}
-	if !opts.DisableUI {
-		// The UI's port is picked free (when asked) only now, right before it binds: the UI
-		// server exits the whole process on a bind failure (its logger's Fatal), so the window
-		// in which another process can take the port is kept to nothing.
-		if opts.UIPort, err = pickPort(opts.IP, opts.UIPort, 8233); err != nil {
-			srv.Stop()
-			return nil, err
-		}
-		s.uiAddr = net.JoinHostPort(opts.IP, strconv.Itoa(opts.UIPort))
-		s.ui = uiserver.NewServer(uiserveroptions.WithConfigProvider(&uiconfig.Config{
-			Host:                opts.IP,
-			Port:                opts.UIPort,
-			TemporalGRPCAddress: s.frontendAddr,
-			EnableUI:            true,
-			DefaultNamespace:    opts.Namespaces[0],
-			CORS:                uiconfig.CORS{CookieInsecure: true},
-			HideLogs:            true,
-			// The machine may have no route to the internet; the UI must not try.
-			DisableNewsFetch: true,
-			Codec:            uiconfig.Codec{Endpoint: opts.CodecEndpoint, IncludeCredentials: opts.CodecEndpoint != ""},
-		}))
-		s.uiErr = make(chan error, 1)
-		// ui.Start blocks until Stop; another failure to serve comes back on uiErr.
-		go func() { s.uiErr <- s.ui.Start() }()
-		if err := waitListening(s.uiAddr, s.uiErr, 10*time.Second); err != nil {
-			srv.Stop()
-			return nil, fmt.Errorf("devserver: start UI on %s: %w", s.uiAddr, err)
-		}
+	s.uiAddr = net.JoinHostPort(opts.IP, strconv.Itoa(opts.UIPort))
+	s.ui = uiserver.NewServer(uiserveroptions.WithConfigProvider(&uiconfig.Config{
+		Host:                opts.IP,
+		Port:                opts.UIPort,
+		TemporalGRPCAddress: s.frontendAddr,
+		EnableUI:            true,
+		DefaultNamespace:    opts.Namespaces[0],
+		CORS:                uiconfig.CORS{CookieInsecure: true},
+		HideLogs:            true,
+		// The machine may have no route to the internet; the UI must not try.
+		DisableNewsFetch: true,
+		Codec:            uiconfig.Codec{Endpoint: opts.CodecEndpoint, IncludeCredentials: opts.CodecEndpoint != ""},
+	}))
+	s.uiErr = make(chan error, 1)
+	// ui.Start blocks until Stop; another failure to serve comes back on uiErr.
+	go func() { s.uiErr <- s.ui.Start() }()
+	if err := waitListening(s.uiAddr, s.uiErr, 10*time.Second); err != nil {
+		return fmt.Errorf("devserver: start UI on %s: %w", s.uiAddr, err)
 	}
-	return s, nil
+	return nil
 }
 
 // buildServer configures the Temporal services on fresh internal ports and builds them (binding
