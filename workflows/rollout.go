@@ -28,6 +28,10 @@ type RolloutInput struct {
 	StepsPerRun int `json:"steps_per_run,omitempty"`
 	// Resume carries a live try into the next run after a continue-as-new; nil on the first.
 	Resume *RolloutResume `json:"resume,omitempty"`
+	// ParentWatches is set by a RunList that learns this attempt's end from the child's
+	// completion: the Rollout then signals its end only once told the parent's run moved on
+	// (names.SignalParentMoved). Without it (a parent from before, or none) it always signals.
+	ParentWatches bool `json:"parent_watches,omitempty"`
 }
 
 // RolloutResume is the state of a live try handed from one run of a long attempt to the next.
@@ -72,7 +76,7 @@ const (
 // every other path. An attempt of many steps continues as new every StepsPerRun steps, carrying
 // its live sandbox along.
 func Rollout(ctx workflow.Context, in RolloutInput) (RolloutResult, error) {
-	r := &rollout{in: in, log: workflow.GetLogger(ctx)}
+	r := &rollout{in: in, log: workflow.GetLogger(ctx), moved: workflow.GetSignalChannel(ctx, names.SignalParentMoved)}
 	if r.in.MaxTries <= 0 {
 		r.in.MaxTries = 3
 	}
@@ -87,9 +91,11 @@ func Rollout(ctx workflow.Context, in RolloutInput) (RolloutResult, error) {
 }
 
 type rollout struct {
-	in   RolloutInput
-	plan activities.PrepareRolloutResult
-	log  interface{ Info(string, ...any) }
+	in RolloutInput
+	// moved receives names.SignalParentMoved.
+	moved workflow.ReceiveChannel
+	plan  activities.PrepareRolloutResult
+	log   interface{ Info(string, ...any) }
 	// teardowns are the lost tries' Teardowns still on their way: the next try does not wait
 	// for them (a dead host's takes HostLostTimeout to give up on), the workflow's end does.
 	teardowns []workflow.Future
@@ -138,7 +144,7 @@ func (r *rollout) run(ctx workflow.Context) (RolloutResult, error) {
 		if r.plan.Done {
 			// Already finished (a launch replayed, or cancelled before it started): nothing to
 			// run, and no FinishTrace to tell a RunList parent, so tell it here.
-			notifyParent(ctx, r.in.TraceID)
+			r.notifyParent(ctx)
 			return RolloutResult{Status: r.plan.Status}, nil
 		}
 		try = r.plan.Attempt + 1
@@ -161,7 +167,7 @@ func (r *rollout) run(ctx workflow.Context) (RolloutResult, error) {
 		_ = workflow.ExecuteLocalActivity(storeActivity(ctx), a.SupersedeTry,
 			activities.SupersedeTryInput{TraceID: r.in.TraceID, Attempt: try, Reason: end.infra.Error()}).Get(ctx, &sup)
 		if sup.Finished {
-			notifyParent(ctx, r.in.TraceID)
+			r.notifyParent(ctx)
 			return RolloutResult{Status: sup.Status, StopReason: sup.StopReason, Reward: sup.Reward}, nil
 		}
 		if try >= r.in.MaxTries {
@@ -254,19 +260,31 @@ func (r *rollout) tellParent(ctx workflow.Context) {
 	if workflow.GetVersion(ctx, "rollout-tells-parent", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return
 	}
-	notifyParent(ctx, r.in.TraceID)
+	r.notifyParent(ctx)
 }
 
 // notifyParent tells a RunList parent that this attempt ended (best effort: the parent
-// reconciles its live set with the store if a signal is lost).
-func notifyParent(ctx workflow.Context, traceID uuid.UUID) {
+// reconciles its live set with the store if a signal is lost). A parent that watches the
+// child's completion is told only once its run moved on: a signal that reaches a closed
+// workflow is dropped by the server, so the one read here is the last word (the server refuses
+// to close a workflow that has a signal it has not seen).
+func (r *rollout) notifyParent(ctx workflow.Context) {
 	parent := workflow.GetInfo(ctx).ParentWorkflowExecution
-	if parent == nil {
+	if parent == nil || r.watched() {
 		return
 	}
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	// The empty run id reaches the parent's current run, across its continue-as-new.
-	_ = workflow.SignalExternalWorkflow(dctx, parent.ID, "", names.SignalRolloutDone, traceID).Get(dctx, nil)
+	_ = workflow.SignalExternalWorkflow(dctx, parent.ID, "", names.SignalRolloutDone, r.in.TraceID).Get(dctx, nil)
+}
+
+// watched reports whether the run of the parent that started this attempt still watches its
+// completion: it said so, and has not said since that it moved on.
+func (r *rollout) watched() bool {
+	for r.moved.ReceiveAsync(nil) {
+		r.in.ParentWatches = false
+	}
+	return r.in.ParentWatches
 }
 
 // errorText is an activity error's own message, without the SDK's wrapping.

@@ -46,7 +46,9 @@ const reconcileEvery = time.Minute
 // RunList runs every trace of a job as a child Rollout, at most MaxConcurrent at once, reading
 // the traces a page at a time and continuing as new every ChildrenPerRun children, so a job of
 // any size runs with bounded histories. Children are abandoned rather than owned (they outlive
-// a continue-as-new); FinishTrace reports each end with names.SignalRolloutDone. Cancelling the workflow
+// a continue-as-new). A run learns of the ends of the children it started from their
+// completion, and of those an earlier run started from names.SignalRolloutDone, which each
+// sends once told that run moved on (see moveOn). Cancelling the workflow
 // (CancelJob) cancels every live child and marks the traces that never started cancelled.
 func RunList(ctx workflow.Context, in RunListInput) (RunListResult, error) {
 	if in.MaxConcurrent <= 0 {
@@ -64,6 +66,14 @@ func RunList(ctx workflow.Context, in RunListInput) (RunListResult, error) {
 	// those that began before jobs had budgets never ask for admission.
 	l.keptSchedule = workflow.GetVersion(ctx, "reconcile-schedule-kept", workflow.DefaultVersion, 1) == 1
 	l.budgeted = workflow.GetVersion(ctx, "job-budget", workflow.DefaultVersion, 1) == 1
+	// Runs that began before they watched their children's completion hear of every end by
+	// signal, and replay so.
+	if workflow.GetVersion(ctx, "parent-watches-children", workflow.DefaultVersion, 1) == 1 {
+		l.children = map[uuid.UUID]workflow.ChildWorkflowFuture{}
+	}
+	// Runs that began before the reconcile's timer was kept across waits started and cancelled
+	// one in each wait, and replay so.
+	l.keptTimer = workflow.GetVersion(ctx, "reconcile-timer-kept", workflow.DefaultVersion, 1) == 1
 	for _, id := range in.Live {
 		l.live[id] = true
 	}
@@ -82,11 +92,19 @@ type runList struct {
 	// lost signal would hold its slot until the job went quiet for a whole reconcileEvery.
 	nextReconcile time.Time
 	keptSchedule  bool
+	// reconcileTimer fires at nextReconcile; once keptTimer, one timer serves every wait until it
+	// fires (two events fewer a wait than a timer started and cancelled in each).
+	reconcileTimer workflow.Future
+	keptTimer      bool
 	// budgeted: the run asks AdmitJob before it starts attempts; paused is its last answer.
 	// resumed receives SignalJobResumed.
 	budgeted bool
 	paused   bool
 	resumed  workflow.ReceiveChannel
+	// children are the live attempts this run started, whose completion it watches: they signal
+	// their end only once told the run moved on (see moveOn). Nil in runs from before that, which
+	// hear of every end by signal.
+	children map[uuid.UUID]workflow.ChildWorkflowFuture
 }
 
 // pausedRecheck is how often a paused RunList with no live attempt reads its job's budget again
@@ -133,8 +151,12 @@ func (l *runList) run(ctx workflow.Context) (RunListResult, error) {
 				// down and records cancelled before it ends.
 				WaitForCancellation: true,
 			})
-			starting = append(starting, start{id, workflow.ExecuteChildWorkflow(cctx, Rollout, RolloutInput{TraceID: id, MaxTries: l.in.MaxTries})})
+			f := workflow.ExecuteChildWorkflow(cctx, Rollout, RolloutInput{TraceID: id, MaxTries: l.in.MaxTries, ParentWatches: l.children != nil})
+			starting = append(starting, start{id, f})
 			l.live[id] = true
+			if l.children != nil {
+				l.children[id] = f
+			}
 			l.in.Started++
 			startedHere++
 		}
@@ -142,7 +164,7 @@ func (l *runList) run(ctx workflow.Context) (RunListResult, error) {
 			// A child that cannot start (its workflow id is taken: it is running already) is
 			// not counted; its own end arrives as a signal all the same.
 			if err := s.f.GetChildWorkflowExecution().Get(ctx, nil); err != nil && ctx.Err() == nil {
-				delete(l.live, s.id)
+				l.ended(s.id)
 			}
 		}
 		if ctx.Err() != nil {
@@ -153,7 +175,7 @@ func (l *runList) run(ctx workflow.Context) (RunListResult, error) {
 		}
 		if (startedHere >= l.in.ChildrenPerRun && len(l.live) < l.in.MaxConcurrent) ||
 			(l.paused && len(l.live) == 0 && workflow.GetInfo(ctx).GetCurrentHistoryLength() > pausedHistoryLimit) {
-			l.drain()
+			l.moveOn(ctx)
 			next := l.in
 			next.Live = l.liveIDs()
 			return RunListResult{Started: l.in.Started}, workflow.NewContinueAsNewError(ctx, RunList, next)
@@ -248,8 +270,13 @@ func (l *runList) wait(ctx workflow.Context) {
 	sel.AddReceive(l.done, func(c workflow.ReceiveChannel, _ bool) {
 		var id uuid.UUID
 		c.Receive(ctx, &id)
-		delete(l.live, id)
+		l.ended(id)
 	})
+	for _, id := range l.liveIDs() {
+		if f, ok := l.children[id]; ok {
+			sel.AddFuture(f, func(workflow.Future) { l.ended(id) })
+		}
+	}
 	sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) {})
 	if l.budgeted && l.paused {
 		// A paused run with attempts still live goes on at once when resumed.
@@ -261,10 +288,21 @@ func (l *runList) wait(ctx workflow.Context) {
 	}
 	reconcile := !now.Before(l.nextReconcile)
 	if !reconcile {
-		sel.AddFuture(workflow.NewTimer(tctx, l.nextReconcile.Sub(now)), func(workflow.Future) { reconcile = true })
+		timer := l.reconcileTimer
+		switch {
+		case timer != nil:
+		case l.keptTimer:
+			// Not cancelled when this wait ends: the next waits share it.
+			timer = workflow.NewTimer(ctx, l.nextReconcile.Sub(now))
+			l.reconcileTimer = timer
+		default:
+			timer = workflow.NewTimer(tctx, l.nextReconcile.Sub(now))
+		}
+		sel.AddFuture(timer, func(workflow.Future) { reconcile = true })
 		sel.Select(ctx)
 	}
 	if reconcile && ctx.Err() == nil {
+		l.reconcileTimer = nil
 		l.nextReconcile = workflow.Now(ctx).Add(reconcileEvery)
 		var open activities.OpenTracesResult
 		if err := workflow.ExecuteLocalActivity(storeActivity(ctx), a.OpenTraces, activities.OpenTracesInput{TraceIDs: l.liveIDs()}).Get(ctx, &open); err == nil {
@@ -274,19 +312,52 @@ func (l *runList) wait(ctx workflow.Context) {
 			}
 			for id := range l.live {
 				if !still[id] {
-					delete(l.live, id)
+					l.ended(id)
 				}
 			}
 		}
 	}
 }
 
-// drain takes every completion signal already received.
+// drain takes every completion signal already received, and every watched child's end.
 func (l *runList) drain() {
 	var id uuid.UUID
 	for l.done.ReceiveAsync(&id) {
-		delete(l.live, id)
+		l.ended(id)
 	}
+	for _, id := range l.liveIDs() {
+		if f, ok := l.children[id]; ok && f.IsReady() {
+			l.ended(id)
+		}
+	}
+}
+
+// ended takes an attempt out of the live set.
+func (l *runList) ended(id uuid.UUID) {
+	delete(l.live, id)
+	delete(l.children, id)
+}
+
+// moveOn readies the live set for the next run: each live attempt is told (SignalParentMoved)
+// that this run's watch on its completion ends, so that it signals its end to the next run. An
+// attempt that cannot be told has ended (a signal fails only to a closed or absent workflow)
+// and is not handed on.
+func (l *runList) moveOn(ctx workflow.Context) {
+	l.drain()
+	if l.children == nil {
+		return
+	}
+	ids := l.liveIDs()
+	told := make([]workflow.Future, len(ids))
+	for i, id := range ids {
+		told[i] = workflow.SignalExternalWorkflow(ctx, names.RolloutWorkflowID(id), "", names.SignalParentMoved, nil)
+	}
+	for i, f := range told {
+		if err := f.Get(ctx, nil); err != nil {
+			l.ended(ids[i])
+		}
+	}
+	l.drain()
 }
 
 // cancelLive asks every live child to cancel and waits (bounded) for them to end, so the job
@@ -299,12 +370,22 @@ func (l *runList) cancelLive(dctx workflow.Context) {
 		if left <= 0 {
 			return
 		}
-		ok, _ := workflow.AwaitWithTimeout(dctx, left, func() bool { return l.done.Len() > 0 })
+		ok, _ := workflow.AwaitWithTimeout(dctx, left, func() bool { return l.done.Len() > 0 || l.childEnded() })
 		if !ok {
 			return
 		}
 		l.drain()
 	}
+}
+
+// childEnded reports whether a watched child has ended.
+func (l *runList) childEnded() bool {
+	for _, f := range l.children {
+		if f.IsReady() {
+			return true
+		}
+	}
+	return false
 }
 
 // liveIDs lists the live set in a stable order (workflow code must be deterministic).

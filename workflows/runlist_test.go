@@ -105,6 +105,10 @@ func runListEnv(f *fakeEngine, j *fakeJob) *testsuite.TestWorkflowEnvironment {
 	// suite asks its mock about such a target, panicking without one. The server answers that
 	// the workflow is not running, which cancelAll ignores: so does this mock.
 	env.OnRequestCancelExternalWorkflow(mock.Anything, mock.Anything, mock.Anything).Return(errors.New("workflow not running")).Maybe()
+	// So is a run that continues as new and tells its live attempts so: one that ended is no
+	// running child, and the server answers that it is not found.
+	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, names.SignalParentMoved, mock.Anything).
+		Return(errors.New("workflow not found")).Maybe()
 	return env
 }
 
@@ -410,5 +414,74 @@ func TestRunListAsksAdmissionOnlyWhenItWouldStartAnAttempt(t *testing.T) {
 	}
 	if j.admits != 1 || f.count("Evaluate") != 5 {
 		t.Errorf("%d admissions for a job with no ceiling (calls %v), want 1", j.admits, f.calls)
+	}
+}
+
+// watchingParent starts one attempt as a RunList does (it watches the child's completion) and
+// waits for its end, telling it first that its run moved on when tell is set. It answers whether
+// the attempt signalled its end.
+func watchingParent(ctx workflow.Context, traceID uuid.UUID, tell bool) (bool, error) {
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: names.RolloutWorkflowID(traceID), TaskQueue: names.QueueWorkflows})
+	child := workflow.ExecuteChildWorkflow(cctx, Rollout, RolloutInput{TraceID: traceID, ParentWatches: true})
+	if err := child.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
+		return false, err
+	}
+	if tell {
+		if err := workflow.SignalExternalWorkflow(ctx, names.RolloutWorkflowID(traceID), "", names.SignalParentMoved, nil).Get(ctx, nil); err != nil {
+			return false, err
+		}
+	}
+	if err := child.Get(ctx, nil); err != nil {
+		return false, err
+	}
+	var id uuid.UUID
+	return workflow.GetSignalChannel(ctx, names.SignalRolloutDone).ReceiveAsync(&id) && id == traceID, nil
+}
+
+// An attempt whose parent watches its completion does not also signal its end (one event and
+// one workflow task fewer on each side), unless the parent's run moved on: then the signal is
+// how the next run hears of it.
+func TestAWatchedAttemptSignalsItsEndOnlyOnceItsParentMovedOn(t *testing.T) {
+	for _, tell := range []bool{false, true} {
+		f := newFakeEngine()
+		f.toolDelay = time.Second
+		env := newTestEnv()
+		f.register(env)
+		env.RegisterWorkflow(Rollout)
+		env.RegisterWorkflow(watchingParent)
+		env.ExecuteWorkflow(watchingParent, uuid.New(), tell)
+		var signalled bool
+		if err := env.GetWorkflowResult(&signalled); err != nil {
+			t.Fatal(err)
+		}
+		if signalled != tell || f.count("Evaluate") != 1 {
+			t.Errorf("told the parent moved on: %v; the attempt signalled its end: %v (evaluated %d times)", tell, signalled, f.count("Evaluate"))
+		}
+	}
+}
+
+// One reconcile timer serves every wait until it fires: a job whose attempts all end within
+// reconcileEvery schedules one, however many times the run waits.
+func TestRunListKeepsOneReconcileTimerAcrossWaits(t *testing.T) {
+	f, j := newFakeEngine(), newFakeJob(20)
+	env := runListEnv(f, j)
+	var mu sync.Mutex
+	var timers []time.Duration
+	env.SetOnTimerScheduledListener(func(_ string, d time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		if d > reconcileEvery/2 && d <= reconcileEvery { // the reconcile's (attempts set none)
+			timers = append(timers, d)
+		}
+	})
+	env.ExecuteWorkflow(RunList, RunListInput{JobID: uuid.New(), MaxConcurrent: 4})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if f.count("Evaluate") != 20 {
+		t.Fatalf("evaluated %d of 20", f.count("Evaluate"))
+	}
+	if len(timers) != 1 {
+		t.Errorf("reconcile timers scheduled: %v, want one", timers)
 	}
 }

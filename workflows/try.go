@@ -167,7 +167,7 @@ func (t *liveTry) steps(ctx workflow.Context) (stop string, end ending, ok bool)
 			t.handedOver = true
 			resume := RolloutResume{Plan: r.plan, Try: t.n, HostQueue: t.host, Step: step, Deadline: t.deadline}
 			end.next = workflow.NewContinueAsNewError(ctx, Rollout, RolloutInput{TraceID: r.in.TraceID, MaxTries: r.in.MaxTries,
-				StepsPerRun: r.in.StepsPerRun, Resume: &resume})
+				StepsPerRun: r.in.StepsPerRun, Resume: &resume, ParentWatches: r.watched()})
 			return "", end, false
 		}
 		left := t.deadline.Sub(workflow.Now(ctx))

@@ -38,8 +38,13 @@ const LimitAlertsWorkflowID = "limit-alerts"
 const (
 	// SignalRolloutDone tells a job's RunList that one of its attempts ended, with the trace id;
 	// the Rollout sends it once the outcome is recorded, and the RunList's reconcile heals a lost
-	// one.
+	// one. A Rollout whose parent watches its completion (RolloutInput.ParentWatches) sends it
+	// only once told SignalParentMoved.
 	SignalRolloutDone = "rollout-done"
+	// SignalParentMoved tells a live Rollout that the RunList run that started it continued as
+	// new: that run's watch on the child's completion is gone, so the Rollout signals its end
+	// (SignalRolloutDone) to the parent's current run.
+	SignalParentMoved = "parent-moved"
 	// SignalHostStopped tells an attempt's Rollout that the worker whose host queue it names
 	// stopped (drained) with the attempt's sandbox: the try restarts at once, without waiting for
 	// the host to be taken for lost.
