@@ -1,11 +1,13 @@
 package workflows
 
 import (
+	"errors"
 	"slices"
 	"time"
 
 	"github.com/google/uuid"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/proctorhq/proctor/activities"
@@ -340,8 +342,8 @@ func (l *runList) ended(id uuid.UUID) {
 
 // moveOn readies the live set for the next run: each live attempt is told (SignalParentMoved)
 // that this run's watch on its completion ends, so that it signals its end to the next run. An
-// attempt that cannot be told has ended (a signal fails only to a closed or absent workflow)
-// and is not handed on.
+// attempt the server cannot find (closed, or absent) has ended and is not handed on; one not
+// told for another reason is, and the next run's reconcile finds out when it ends.
 func (l *runList) moveOn(ctx workflow.Context) {
 	l.drain()
 	if l.children == nil {
@@ -353,7 +355,8 @@ func (l *runList) moveOn(ctx workflow.Context) {
 		told[i] = workflow.SignalExternalWorkflow(ctx, names.RolloutWorkflowID(id), "", names.SignalParentMoved, nil)
 	}
 	for i, f := range told {
-		if err := f.Get(ctx, nil); err != nil {
+		var gone *temporal.UnknownExternalWorkflowExecutionError
+		if err := f.Get(ctx, nil); errors.As(err, &gone) {
 			l.ended(ids[i])
 		}
 	}

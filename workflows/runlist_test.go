@@ -108,7 +108,7 @@ func runListEnv(f *fakeEngine, j *fakeJob) *testsuite.TestWorkflowEnvironment {
 	// So is a run that continues as new and tells its live attempts so: one that ended is no
 	// running child, and the server answers that it is not found.
 	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, names.SignalParentMoved, mock.Anything).
-		Return(errors.New("workflow not found")).Maybe()
+		Return(&temporal.UnknownExternalWorkflowExecutionError{}).Maybe()
 	return env
 }
 
