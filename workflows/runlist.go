@@ -130,44 +130,10 @@ func (l *runList) run(ctx workflow.Context) (RunListResult, error) {
 		if err := l.admit(ctx, startedHere); err != nil {
 			return RunListResult{Started: l.in.Started}, err
 		}
-		// Start children up to the limit, then wait for all of them to be started: a run never
-		// continues as new with a start in flight.
-		type start struct {
-			id uuid.UUID
-			f  workflow.ChildWorkflowFuture
-		}
-		var starting []start
-		for !l.paused && len(l.live) < l.in.MaxConcurrent && startedHere < l.in.ChildrenPerRun {
-			id, ok, err := l.next(ctx)
-			if err != nil {
-				return RunListResult{Started: l.in.Started}, err
-			}
-			if !ok {
-				break
-			}
-			cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-				WorkflowID:        names.RolloutWorkflowID(id),
-				TaskQueue:         names.QueueWorkflows,
-				ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
-				// Cancelling the run cancels the children it started; each tears its sandbox
-				// down and records cancelled before it ends.
-				WaitForCancellation: true,
-			})
-			f := workflow.ExecuteChildWorkflow(cctx, Rollout, RolloutInput{TraceID: id, MaxTries: l.in.MaxTries, ParentWatches: l.children != nil})
-			starting = append(starting, start{id, f})
-			l.live[id] = true
-			if l.children != nil {
-				l.children[id] = f
-			}
-			l.in.Started++
-			startedHere++
-		}
-		for _, s := range starting {
-			// A child that cannot start (its workflow id is taken: it is running already) is
-			// not counted; its own end arrives as a signal all the same.
-			if err := s.f.GetChildWorkflowExecution().Get(ctx, nil); err != nil && ctx.Err() == nil {
-				l.ended(s.id)
-			}
+		n, err := l.startChildren(ctx, startedHere)
+		startedHere += n
+		if err != nil {
+			return RunListResult{Started: l.in.Started}, err
 		}
 		if ctx.Err() != nil {
 			break
@@ -199,6 +165,50 @@ func (l *runList) run(ctx workflow.Context) (RunListResult, error) {
 	}
 	err := workflow.ExecuteLocalActivity(storeActivity(dctx), a.SetJobStatus, activities.SetJobStatusInput{JobID: l.in.JobID, Status: status}).Get(dctx, nil)
 	return RunListResult{Started: l.in.Started}, err
+}
+
+// startChildren starts attempts up to the run's limits, then waits for all of them to be
+// started: a run never continues as new with a start in flight. It answers how many it started.
+func (l *runList) startChildren(ctx workflow.Context, startedHere int) (int, error) {
+	type start struct {
+		id uuid.UUID
+		f  workflow.ChildWorkflowFuture
+	}
+	var starting []start
+	n := 0
+	for !l.paused && len(l.live) < l.in.MaxConcurrent && startedHere+n < l.in.ChildrenPerRun {
+		id, ok, err := l.next(ctx)
+		if err != nil {
+			return n, err
+		}
+		if !ok {
+			break
+		}
+		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+			WorkflowID:        names.RolloutWorkflowID(id),
+			TaskQueue:         names.QueueWorkflows,
+			ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
+			// Cancelling the run cancels the children it started; each tears its sandbox
+			// down and records cancelled before it ends.
+			WaitForCancellation: true,
+		})
+		f := workflow.ExecuteChildWorkflow(cctx, Rollout, RolloutInput{TraceID: id, MaxTries: l.in.MaxTries, ParentWatches: l.children != nil})
+		starting = append(starting, start{id, f})
+		l.live[id] = true
+		if l.children != nil {
+			l.children[id] = f
+		}
+		l.in.Started++
+		n++
+	}
+	for _, s := range starting {
+		// A child that cannot start (its workflow id is taken: it is running already) is
+		// not counted; its own end arrives as a signal all the same.
+		if err := s.f.GetChildWorkflowExecution().Get(ctx, nil); err != nil && ctx.Err() == nil {
+			l.ended(s.id)
+		}
+	}
+	return n, nil
 }
 
 // admit asks the store, when the run is about to start attempts, whether the job may: a job
