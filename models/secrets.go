@@ -52,8 +52,8 @@ type LaunchFor struct {
 
 // LaunchEnv is the environment an attempt's sandbox gets: the launching member's secrets that
 // are bound to no provider, then the environment's variables, which win on a name clash. It
-// opens every value with l.Sealer; a value that does not open is an error, never an empty
-// variable. [Store.BeginTry] reads it as a try begins.
+// opens every value with l.Sealer; a value that does not open is a [LaunchEnvError], never an
+// empty variable. [Store.BeginTry] reads it as a try begins.
 func (s *Store) LaunchEnv(ctx context.Context, l LaunchFor) (map[string]string, error) {
 	return launchEnv(ctx, s.DB, l)
 }
@@ -94,7 +94,7 @@ func launchEnv(ctx context.Context, db bun.IDB, l LaunchFor) (map[string]string,
 			ctxName = EnvVarContext(v.ID)
 		}
 		if env[v.Name], err = open(l.Sealer, v.Name, v.Ciphertext, ctxName); err != nil {
-			return nil, err
+			return nil, &LaunchEnvError{Err: err}
 		}
 	}
 	return env, nil

@@ -214,8 +214,9 @@ type TryStart struct {
 	Env map[string]string `bun:"-"`
 }
 
-// LaunchEnvError is a launch environment that could not be read or opened (a secret sealed
-// under another key, say): the try cannot start with it, however often it is retried.
+// LaunchEnvError is a launch environment whose values do not open (a secret sealed under
+// another key, or no key to open it with): the try cannot start with it, however often it is
+// retried. A failure to read it is an error of the store, and is not one.
 type LaunchEnvError struct{ Err error }
 
 func (e *LaunchEnvError) Error() string { return e.Err.Error() }
@@ -238,11 +239,9 @@ func (s *Store) BeginTry(ctx context.Context, id uuid.UUID, attempt int, at time
 		try = rows[0]
 		try.Began = true
 		if launch != nil {
-			if try.Env, err = launchEnv(ctx, tx, *launch); err != nil {
-				return &LaunchEnvError{Err: err}
-			}
+			try.Env, err = launchEnv(ctx, tx, *launch)
 		}
-		return nil
+		return err
 	})
 	if err != nil {
 		var envErr *LaunchEnvError

@@ -87,8 +87,20 @@ func Rollout(ctx workflow.Context, in RolloutInput) (RolloutResult, error) {
 	// Every sandbox this run started is stopped (or its host given up on) before it ends, on
 	// every path, a continue-as-new included.
 	r.awaitTeardowns(ctx)
+	// Whether the parent still watches is read only now, after the last wait, in the task that
+	// closes the run: a parent-moved that came during the teardowns counts.
+	if errors.Is(err, errHandOver) {
+		return RolloutResult{}, workflow.NewContinueAsNewError(ctx, Rollout, RolloutInput{TraceID: r.in.TraceID, MaxTries: r.in.MaxTries,
+			StepsPerRun: r.in.StepsPerRun, Resume: r.handOver, ParentWatches: r.watched()})
+	}
+	if r.untold && !r.watched() {
+		r.signalParent(ctx)
+	}
 	return res, err
 }
+
+// errHandOver is how run says the attempt goes on in the next run (see rollout.handOver).
+var errHandOver = errors.New("the attempt continues as new")
 
 type rollout struct {
 	in RolloutInput
@@ -96,6 +108,11 @@ type rollout struct {
 	moved workflow.ReceiveChannel
 	plan  activities.PrepareRolloutResult
 	log   interface{ Info(string, ...any) }
+	// handOver is the live try the next run takes over, once run answered errHandOver.
+	handOver *RolloutResume
+	// untold: the attempt ended without signalling its parent, which watched its completion;
+	// it signals after all should the parent's run move on before this one closes.
+	untold bool
 	// teardowns are the lost tries' Teardowns still on their way: the next try does not wait
 	// for them (a dead host's takes HostLostTimeout to give up on), the workflow's end does.
 	teardowns []workflow.Future
@@ -265,12 +282,21 @@ func (r *rollout) tellParent(ctx workflow.Context) {
 
 // notifyParent tells a RunList parent that this attempt ended (best effort: the parent
 // reconciles its live set with the store if a signal is lost). A parent that watches the
-// child's completion is told only once its run moved on: a signal that reaches a closed
-// workflow is dropped by the server, so the one read here is the last word (the server refuses
-// to close a workflow that has a signal it has not seen).
+// child's completion is not told while its run still does (see Rollout for the last look, and
+// the server refuses to close a workflow that has a signal it has not seen): a signal that
+// reaches a closed run is dropped.
 func (r *rollout) notifyParent(ctx workflow.Context) {
+	if r.watched() {
+		r.untold = true
+		return
+	}
+	r.signalParent(ctx)
+}
+
+// signalParent sends names.SignalRolloutDone to the parent's current run, if there is a parent.
+func (r *rollout) signalParent(ctx workflow.Context) {
 	parent := workflow.GetInfo(ctx).ParentWorkflowExecution
-	if parent == nil || r.watched() {
+	if parent == nil {
 		return
 	}
 	dctx, _ := workflow.NewDisconnectedContext(ctx)

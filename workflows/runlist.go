@@ -144,6 +144,11 @@ func (l *runList) run(ctx workflow.Context) (RunListResult, error) {
 		if (startedHere >= l.in.ChildrenPerRun && len(l.live) < l.in.MaxConcurrent) ||
 			(l.paused && len(l.live) == 0 && workflow.GetInfo(ctx).GetCurrentHistoryLength() > pausedHistoryLimit) {
 			l.moveOn(ctx)
+			if ctx.Err() != nil {
+				// Cancelled while telling the attempts: a cancel does not carry over a
+				// continue-as-new, so this run ends the job.
+				break
+			}
 			next := l.in
 			next.Live = l.liveIDs()
 			return RunListResult{Started: l.in.Started}, workflow.NewContinueAsNewError(ctx, RunList, next)
@@ -350,16 +355,19 @@ func (l *runList) ended(id uuid.UUID) {
 	delete(l.children, id)
 }
 
-// moveOn readies the live set for the next run: each live attempt is told (SignalParentMoved)
-// that this run's watch on its completion ends, so that it signals its end to the next run. An
-// attempt the server cannot find (closed, or absent) has ended and is not handed on; one not
-// told for another reason is, and the next run's reconcile finds out when it ends.
+// moveOn readies the live set for the next run: each live attempt this run watches (at most
+// ChildrenPerRun) is told (SignalParentMoved) that the watch ends, so that it signals its end
+// to the next run; those earlier runs started were told by them, or signal anyway. An attempt
+// the server cannot find (closed, or absent) has ended and is not handed on; one not told for
+// another reason is, and the next run's reconcile finds out when it ends.
 func (l *runList) moveOn(ctx workflow.Context) {
 	l.drain()
-	if l.children == nil {
-		return
+	ids := make([]uuid.UUID, 0, len(l.children))
+	for _, id := range l.liveIDs() {
+		if _, ok := l.children[id]; ok {
+			ids = append(ids, id)
+		}
 	}
-	ids := l.liveIDs()
 	told := make([]workflow.Future, len(ids))
 	for i, id := range ids {
 		told[i] = workflow.SignalExternalWorkflow(ctx, names.RolloutWorkflowID(id), "", names.SignalParentMoved, nil)

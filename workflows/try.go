@@ -166,8 +166,8 @@ func (t *liveTry) steps(ctx workflow.Context) (stop string, end ending, ok bool)
 		if step > t.first && (step-t.first)%r.in.StepsPerRun == 0 {
 			t.handedOver = true
 			resume := RolloutResume{Plan: r.plan, Try: t.n, HostQueue: t.host, Step: step, Deadline: t.deadline}
-			end.next = workflow.NewContinueAsNewError(ctx, Rollout, RolloutInput{TraceID: r.in.TraceID, MaxTries: r.in.MaxTries,
-				StepsPerRun: r.in.StepsPerRun, Resume: &resume, ParentWatches: r.watched()})
+			r.handOver = &resume
+			end.next = errHandOver
 			return "", end, false
 		}
 		left := t.deadline.Sub(workflow.Now(ctx))

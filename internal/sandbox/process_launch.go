@@ -274,7 +274,8 @@ func (p *Process) prepare(spec Spec, undo *[]func()) (workDir string, cg *sandbo
 		if workDir, err = os.MkdirTemp(p.root, workDirPattern(spec.ID)); err != nil {
 			return "", nil, "", fmt.Errorf("create work dir: %w", err)
 		}
-		*undo = append(*undo, func() { removeAll(workDir) })
+		dir := workDir // the results are zeroed on a later error; the undo keeps what it made
+		*undo = append(*undo, func() { removeAll(dir) })
 	}
 	if p.cg != nil {
 		// Named after the work dir, unique per sandbox; one that works in another's gets a name
@@ -286,13 +287,15 @@ func (p *Process) prepare(spec Spec, undo *[]func()) (workDir string, cg *sandbo
 		if cg, err = p.cg.create(name, spec.Resources); err != nil {
 			return "", nil, "", err
 		}
-		*undo = append(*undo, func() { cg.kill(); cg.remove() })
+		made := cg
+		*undo = append(*undo, func() { made.kill(); made.remove() })
 	}
 	if spec.Listen != nil && p.listenBy == listenRelay {
 		if portDir, err = ListenForRelay(p.root, spec.Listen); err != nil {
 			return "", nil, "", err
 		}
-		*undo = append(*undo, func() { removeAll(portDir) })
+		dir := portDir
+		*undo = append(*undo, func() { removeAll(dir) })
 	}
 	return workDir, cg, portDir, nil
 }
