@@ -418,15 +418,18 @@ func TestRunListAsksAdmissionOnlyWhenItWouldStartAnAttempt(t *testing.T) {
 }
 
 // watchingParent starts one attempt as a RunList does (it watches the child's completion) and
-// waits for its end, telling it first that its run moved on when tell is set. It answers whether
-// the attempt signalled its end.
-func watchingParent(ctx workflow.Context, traceID uuid.UUID, tell bool) (bool, error) {
+// waits for its end, telling it tellAfter in (never when negative) that its run moved on. It
+// answers whether the attempt signalled its end.
+func watchingParent(ctx workflow.Context, traceID uuid.UUID, tellAfter time.Duration) (bool, error) {
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: names.RolloutWorkflowID(traceID), TaskQueue: names.QueueWorkflows})
 	child := workflow.ExecuteChildWorkflow(cctx, Rollout, RolloutInput{TraceID: traceID, ParentWatches: true})
 	if err := child.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
 		return false, err
 	}
-	if tell {
+	if tellAfter >= 0 {
+		if err := workflow.Sleep(ctx, tellAfter); err != nil {
+			return false, err
+		}
 		if err := workflow.SignalExternalWorkflow(ctx, names.RolloutWorkflowID(traceID), "", names.SignalParentMoved, nil).Get(ctx, nil); err != nil {
 			return false, err
 		}
@@ -438,6 +441,24 @@ func watchingParent(ctx workflow.Context, traceID uuid.UUID, tell bool) (bool, e
 	return workflow.GetSignalChannel(ctx, names.SignalRolloutDone).ReceiveAsync(&id) && id == traceID, nil
 }
 
+// watched runs one attempt of f under a watchingParent.
+func watched(t *testing.T, f *fakeEngine, tellAfter time.Duration, during ...func(*testsuite.TestWorkflowEnvironment)) bool {
+	t.Helper()
+	env := newTestEnv()
+	f.register(env)
+	env.RegisterWorkflow(Rollout)
+	env.RegisterWorkflow(watchingParent)
+	for _, d := range during {
+		d(env)
+	}
+	env.ExecuteWorkflow(watchingParent, uuid.New(), tellAfter)
+	var signalled bool
+	if err := env.GetWorkflowResult(&signalled); err != nil {
+		t.Fatal(err)
+	}
+	return signalled
+}
+
 // An attempt whose parent watches its completion does not also signal its end (one event and
 // one workflow task fewer on each side), unless the parent's run moved on: then the signal is
 // how the next run hears of it.
@@ -445,18 +466,41 @@ func TestAWatchedAttemptSignalsItsEndOnlyOnceItsParentMovedOn(t *testing.T) {
 	for _, tell := range []bool{false, true} {
 		f := newFakeEngine()
 		f.toolDelay = time.Second
-		env := newTestEnv()
-		f.register(env)
-		env.RegisterWorkflow(Rollout)
-		env.RegisterWorkflow(watchingParent)
-		env.ExecuteWorkflow(watchingParent, uuid.New(), tell)
-		var signalled bool
-		if err := env.GetWorkflowResult(&signalled); err != nil {
-			t.Fatal(err)
+		tellAfter := time.Duration(-1)
+		if tell {
+			tellAfter = 0
 		}
-		if signalled != tell || f.count("Evaluate") != 1 {
+		if signalled := watched(t, f, tellAfter); signalled != tell || f.count("Evaluate") != 1 {
 			t.Errorf("told the parent moved on: %v; the attempt signalled its end: %v (evaluated %d times)", tell, signalled, f.count("Evaluate"))
 		}
+	}
+}
+
+// The parent's run moves on after the attempt was evaluated, while the attempt still waits for a
+// lost try's teardown: the attempt signals all the same, for it decides only as it closes.
+func TestAWatchedAttemptToldWhileItAwaitsATeardownSignals(t *testing.T) {
+	f := newFakeEngine()
+	f.teardownDelay = HostLostTimeout
+	var env *testsuite.TestWorkflowEnvironment
+	var evaluatedAt time.Time
+	f.toolStep = func(in activities.ToolStepInput) error {
+		if in.Attempt == 1 {
+			return errors.New("activity Heartbeat timeout")
+		}
+		return nil
+	}
+	f.evaluate = func(activities.EvaluateInput) (activities.EvaluateResult, error) {
+		evaluatedAt = env.Now()
+		one := 1.0
+		return activities.EvaluateResult{Reward: &one}, nil
+	}
+	start := time.Time{}
+	signalled := watched(t, f, HostLostTimeout/2, func(e *testsuite.TestWorkflowEnvironment) { env, start = e, e.Now() })
+	if evaluatedAt.IsZero() || evaluatedAt.Sub(start) >= HostLostTimeout/2 {
+		t.Fatalf("evaluated %s after the start: the tell did not come while the teardown was awaited", evaluatedAt.Sub(start))
+	}
+	if !signalled || f.count("Teardown") != 1 {
+		t.Errorf("signalled %v, teardowns %d: want the end signalled to the moved parent", signalled, f.count("Teardown"))
 	}
 }
 
