@@ -289,10 +289,8 @@ func (l *runList) wait(ctx workflow.Context) {
 		c.Receive(ctx, &id)
 		l.ended(id)
 	})
-	for _, id := range l.liveIDs() {
-		if f, ok := l.children[id]; ok {
-			sel.AddFuture(f, func(workflow.Future) { l.ended(id) })
-		}
+	for _, id := range l.watchedIDs() {
+		sel.AddFuture(l.children[id], func(workflow.Future) { l.ended(id) })
 	}
 	sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) {})
 	if l.budgeted && l.paused {
@@ -342,8 +340,8 @@ func (l *runList) drain() {
 	for l.done.ReceiveAsync(&id) {
 		l.ended(id)
 	}
-	for _, id := range l.liveIDs() {
-		if f, ok := l.children[id]; ok && f.IsReady() {
+	for _, id := range l.watchedIDs() {
+		if l.children[id].IsReady() {
 			l.ended(id)
 		}
 	}
@@ -362,12 +360,7 @@ func (l *runList) ended(id uuid.UUID) {
 // another reason is, and the next run's reconcile finds out when it ends.
 func (l *runList) moveOn(ctx workflow.Context) {
 	l.drain()
-	ids := make([]uuid.UUID, 0, len(l.children))
-	for _, id := range l.liveIDs() {
-		if _, ok := l.children[id]; ok {
-			ids = append(ids, id)
-		}
-	}
+	ids := l.watchedIDs()
 	told := make([]workflow.Future, len(ids))
 	for i, id := range ids {
 		told[i] = workflow.SignalExternalWorkflow(ctx, names.RolloutWorkflowID(id), "", names.SignalParentMoved, nil)
@@ -410,9 +403,16 @@ func (l *runList) childEnded() bool {
 }
 
 // liveIDs lists the live set in a stable order (workflow code must be deterministic).
-func (l *runList) liveIDs() []uuid.UUID {
-	ids := make([]uuid.UUID, 0, len(l.live))
-	for id := range l.live {
+func (l *runList) liveIDs() []uuid.UUID { return sortedIDs(l.live) }
+
+// watchedIDs lists the live attempts this run watches (a subset of the live set), in a stable
+// order.
+func (l *runList) watchedIDs() []uuid.UUID { return sortedIDs(l.children) }
+
+// sortedIDs lists m's keys in a stable order.
+func sortedIDs[V any](m map[uuid.UUID]V) []uuid.UUID {
+	ids := make([]uuid.UUID, 0, len(m))
+	for id := range m {
 		ids = append(ids, id)
 	}
 	slices.SortFunc(ids, func(x, y uuid.UUID) int { return slices.Compare(x[:], y[:]) })
