@@ -21,6 +21,7 @@ import (
 	"github.com/proctorhq/proctor/internal/sandbox"
 	"github.com/proctorhq/proctor/internal/secrets"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // Activities carries what every activity needs. Sandboxes, Envs and HostQueue are set on hosts
@@ -43,7 +44,7 @@ type Activities struct {
 	// that needs one fails saying so).
 	Secrets *secrets.Keyring
 	// Rates price the sandboxes this worker starts (zero: environment time costs nothing).
-	Rates models.RateCard
+	Rates rollouts.RateCard
 	// Bucket keeps the images of tool results, which the trace references and models are sent
 	// (nil: they are not kept, and a model reads a note in their place).
 	Bucket blob.Bucket
@@ -67,6 +68,9 @@ type Activities struct {
 	imgOnce  sync.Once
 	imgCache *imageBytesCache
 }
+
+// rollouts is the store's jobs, traces and instances.
+func (a *Activities) rollouts() *rollouts.Store { return rollouts.Of(a.Store) }
 
 func (a *Activities) log() *slog.Logger {
 	if a.Logger != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/internal/testenv"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 	"github.com/proctorhq/proctor/workflows/names"
 )
 
@@ -80,11 +81,11 @@ func newEngine(t testing.TB, s *models.Store, capacity int) *engine {
 // launch creates a run_list job of n traces and returns their ids.
 func (e *engine) launch(t testing.TB, n int) (uuid.UUID, []uuid.UUID) {
 	t.Helper()
-	var lts []models.LaunchTrace
+	var lts []rollouts.LaunchTrace
 	for range n {
-		lts = append(lts, models.LaunchTrace{TraceID: uuid.New(), TaskVersionID: e.version, ModelID: e.oracle.ID, MaxSteps: 10})
+		lts = append(lts, rollouts.LaunchTrace{TraceID: uuid.New(), TaskVersionID: e.version, ModelID: e.oracle.ID, MaxSteps: 10})
 	}
-	job, traces, err := e.store.LaunchJob(context.Background(), e.caller, models.Launch{Name: "j", MaxSteps: 10, GroupSize: n, MaxConcurrent: n,
+	job, traces, err := rollouts.Of(e.store).LaunchJob(context.Background(), e.caller, rollouts.Launch{Name: "j", MaxSteps: 10, GroupSize: n, MaxConcurrent: n,
 		Kind: models.JobBatch, Traces: lts})
 	if err != nil {
 		t.Fatal(err)
@@ -96,9 +97,9 @@ func (e *engine) launch(t testing.TB, n int) (uuid.UUID, []uuid.UUID) {
 	return job.ID, ids
 }
 
-func (e *engine) trace(t *testing.T, id uuid.UUID) *models.TraceRow {
+func (e *engine) trace(t *testing.T, id uuid.UUID) *rollouts.TraceRow {
 	t.Helper()
-	tr, err := e.store.GetTrace(context.Background(), e.caller, id)
+	tr, err := rollouts.Of(e.store).GetTrace(context.Background(), e.caller, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +127,7 @@ func TestAnAttemptThroughTheActivities(t *testing.T) {
 		if tr := e.trace(t, id); tr.Status != models.TraceRunning || tr.Attempt != 1 || tr.StartTime == nil {
 			t.Errorf("after start: status %s attempt %d", tr.Status, tr.Attempt)
 		}
-		evs, _ := s.TraceEvents(ctx, id, -1, false)
+		evs, _ := rollouts.Of(s).TraceEvents(ctx, id, -1, false)
 		if len(evs) < 2 || evs[0].Kind != models.EventSystem || evs[len(evs)-1].Kind != models.EventUser ||
 			!strings.Contains(evs[len(evs)-1].Text, "buy milk") || !strings.HasSuffix(evs[len(evs)-1].Text, "Use the tools.") {
 			t.Fatalf("opening events = %+v", evs)
@@ -158,7 +159,7 @@ func TestAnAttemptThroughTheActivities(t *testing.T) {
 		if steps != 3 {
 			t.Errorf("%d model steps, want 3 (two calls, then the answer)", steps)
 		}
-		evs, _ = s.TraceEvents(ctx, id, -1, false)
+		evs, _ = rollouts.Of(s).TraceEvents(ctx, id, -1, false)
 		kinds := map[string]int{}
 		for _, ev := range evs {
 			kinds[ev.Kind]++
@@ -206,7 +207,7 @@ func TestStartEnvironmentAtCapacityAndForClosedTraces(t *testing.T) {
 			t.Fatal(err)
 		}
 		// A trace cancelled before its sandbox started does not start.
-		if _, err := s.MarkJobCancelling(ctx, jobID); err != nil {
+		if _, err := rollouts.Of(s).MarkJobCancelling(ctx, jobID); err != nil {
 			t.Fatal(err)
 		}
 		_, err = e.acts.StartEnvironment(ctx, StartEnvironmentInput{TraceID: ids[2], Attempt: 1})
@@ -262,10 +263,10 @@ func TestFinishTraceOfACancellingTraceEndsCancelled(t *testing.T) {
 		e := newEngine(t, s, 1)
 		jobID, ids := e.launch(t, 1)
 		now := time.Now().UTC()
-		if _, err := s.TransitionTrace(ctx, ids[0], models.TraceUpdate{Status: models.TraceRunning, Attempt: 1, StartTime: &now}); err != nil {
+		if _, err := rollouts.Of(s).TransitionTrace(ctx, ids[0], rollouts.TraceUpdate{Status: models.TraceRunning, Attempt: 1, StartTime: &now}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.MarkJobCancelling(ctx, jobID); err != nil {
+		if _, err := rollouts.Of(s).MarkJobCancelling(ctx, jobID); err != nil {
 			t.Fatal(err)
 		}
 		// The attempt finished as the job was being cancelled.

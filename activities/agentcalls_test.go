@@ -19,6 +19,7 @@ import (
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/internal/testenv"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // portFor opens an agent port for a fresh attempt (of a run_list job with the given ceiling) on
@@ -26,12 +27,12 @@ import (
 func portFor(t testing.TB, e *engine, s *models.Store, m *models.LLMModel, ceiling *float64) (*agentport.Port, string, uuid.UUID) {
 	t.Helper()
 	ctx := context.Background()
-	job, traces, err := s.LaunchJob(ctx, e.caller, models.Launch{Name: "agent", MaxSteps: 10, GroupSize: 1, MaxConcurrent: 1, Kind: models.JobBatch,
-		MaxCostUSD: ceiling, Traces: []models.LaunchTrace{{TraceID: uuid.New(), TaskVersionID: e.version, ModelID: m.ID, MaxSteps: 10}}})
+	job, traces, err := rollouts.Of(s).LaunchJob(ctx, e.caller, rollouts.Launch{Name: "agent", MaxSteps: 10, GroupSize: 1, MaxConcurrent: 1, Kind: models.JobBatch,
+		MaxCostUSD: ceiling, Traces: []rollouts.LaunchTrace{{TraceID: uuid.New(), TaskVersionID: e.version, ModelID: m.ID, MaxSteps: 10}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetJobStatus(ctx, job.ID, models.JobRunning); err != nil {
+	if err := rollouts.Of(s).SetJobStatus(ctx, job.ID, models.JobRunning); err != nil {
 		t.Fatal(err)
 	}
 	id := traces[0].ID
@@ -95,7 +96,7 @@ func TestABroughtAgentsStreamedCallKeepsItsTokens(t *testing.T) {
 		var evs []models.TraceEvent
 		testenv.Wait(t, "the assistant event", testenv.StallWindow, func() (bool, string) {
 			var err error
-			evs, err = s.TraceEvents(ctx, id, -1, false)
+			evs, err = rollouts.Of(s).TraceEvents(ctx, id, -1, false)
 			return err == nil && len(evs) > 0, fmt.Sprint(len(evs), err)
 		}, nil)
 		if len(evs) != 1 || evs[0].Kind != models.EventAssistant {

@@ -15,6 +15,7 @@ import (
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/internal/testenv"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // BenchmarkAgentPortModelCall is the latency Proctor adds to a brought agent's model call: the
@@ -51,7 +52,7 @@ func BenchmarkAgentPortModelCall(b *testing.B) {
 		return func() error { _, err := c.Chat.Completions.New(ctx, params); return err }
 	}
 	testenv.MeasureAddedLatency(b, "port", call(direct), call(viaPort))
-	if evs, err := s.TraceEvents(ctx, id, -1, false); err != nil || len(evs) != b.N+1 {
+	if evs, err := rollouts.Of(s).TraceEvents(ctx, id, -1, false); err != nil || len(evs) != b.N+1 {
 		b.Fatalf("%d events recorded for %d calls through the port: %v", len(evs), b.N+1, err)
 	}
 }
@@ -100,8 +101,8 @@ func BenchmarkModelStepTokens(b *testing.B) {
 		if err := s.UpsertModel(ctx, m); err != nil {
 			b.Fatal(err)
 		}
-		_, traces, err := s.LaunchJob(ctx, e.caller, models.Launch{Name: name, MaxSteps: 10, GroupSize: 1, MaxConcurrent: 1, Kind: models.JobSingle,
-			Traces: []models.LaunchTrace{{TraceID: uuid.New(), TaskVersionID: e.version, ModelID: m.ID, MaxSteps: 10}}})
+		_, traces, err := rollouts.Of(s).LaunchJob(ctx, e.caller, rollouts.Launch{Name: name, MaxSteps: 10, GroupSize: 1, MaxConcurrent: 1, Kind: models.JobSingle,
+			Traces: []rollouts.LaunchTrace{{TraceID: uuid.New(), TaskVersionID: e.version, ModelID: m.ID, MaxSteps: 10}}})
 		if err != nil {
 			b.Fatal(err)
 		}

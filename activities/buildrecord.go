@@ -119,7 +119,7 @@ type BuildCertificationResult struct {
 // environment, the member who triggered the build has left) is said in the build's log, and the
 // build stands.
 func (a *Activities) StartBuildCertification(ctx context.Context, in BuildInput) (BuildCertificationResult, error) {
-	cert, err := a.Store.StartBuildCertification(ctx, in.BuildID)
+	cert, err := a.rollouts().StartBuildCertification(ctx, in.BuildID)
 	var verr models.ValidationError
 	switch {
 	case errors.As(err, &verr), errors.Is(err, models.ErrNotFound), errors.Is(err, models.ErrConflict), errors.Is(err, models.ErrForbidden):

@@ -10,6 +10,7 @@ import (
 	"github.com/proctorhq/proctor/internal/agent"
 	"github.com/proctorhq/proctor/internal/sandbox"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // liveEnv is an environment this worker runs for one try of an attempt.
@@ -121,7 +122,7 @@ func (a *Activities) newLogSink(traceID uuid.UUID, next int) *logSink {
 func (s *logSink) add(l sandbox.LogLine) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.pending = append(s.pending, models.TraceLog{TraceID: s.traceID, Source: models.LogEnv, Seq: s.next, Stream: l.Stream, Line: l.Line, Time: l.Time.UTC()})
+	s.pending = append(s.pending, models.TraceLog{TraceID: s.traceID, Source: rollouts.LogEnv, Seq: s.next, Stream: l.Stream, Line: l.Line, Time: l.Time.UTC()})
 	s.next++
 }
 
@@ -130,7 +131,7 @@ func (s *logSink) flush(ctx context.Context) {
 	batch := s.pending
 	s.pending = nil
 	s.mu.Unlock()
-	if err := s.a.Store.AppendTraceLogs(ctx, batch); err != nil {
+	if err := s.a.rollouts().AppendTraceLogs(ctx, batch); err != nil {
 		s.a.log().WarnContext(ctx, "write environment logs", "trace", s.traceID, "error", err)
 	}
 }

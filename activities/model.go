@@ -85,7 +85,7 @@ func (a *Activities) ModelStep(ctx context.Context, in ModelStepInput) (ModelSte
 	ev.StartedAt = started
 	end := time.Now().UTC()
 	ev.EndedAt = &end
-	if err := a.Store.AppendTraceEvents(ctx, []models.TraceEvent{ev}); err != nil {
+	if err := a.rollouts().AppendTraceEvents(ctx, []models.TraceEvent{ev}); err != nil {
 		return ModelStepResult{}, err
 	}
 	// The next step reads the event back like any other, which keeps one code path for the
@@ -207,7 +207,7 @@ func (c *conversation) catchUp(ctx context.Context, a *Activities, traceID uuid.
 		}
 		c.model, c.modelName, c.budgeted = m, r.model.ModelName, r.budgeted
 	}
-	evs, err := a.Store.TraceEvents(ctx, traceID, c.lastSeq, false)
+	evs, err := a.rollouts().TraceEvents(ctx, traceID, c.lastSeq, false)
 	if err != nil {
 		return err
 	}

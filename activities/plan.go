@@ -12,6 +12,7 @@ import (
 	"github.com/proctorhq/proctor/internal/inference"
 	"github.com/proctorhq/proctor/internal/sandbox"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 	"github.com/proctorhq/proctor/workflows/names"
 )
 
@@ -107,10 +108,10 @@ func (r *runFor) agentConfig() models.AgentConfig {
 }
 
 func (a *Activities) load(ctx context.Context, traceID uuid.UUID) (*runFor, error) {
-	run, err := a.Store.LoadRun(ctx, traceID)
-	var imageErr *models.RunImageError
+	run, err := a.rollouts().LoadRun(ctx, traceID)
+	var imageErr *rollouts.RunImageError
 	switch {
-	case errors.Is(err, models.ErrNoTaskVersion):
+	case errors.Is(err, rollouts.ErrNoTaskVersion):
 		return nil, envError("trace %s has no task version", traceID)
 	case errors.As(err, &imageErr):
 		return nil, envError("%v", imageErr)
@@ -171,7 +172,7 @@ func (a *Activities) PrepareRollout(ctx context.Context, in PrepareRolloutInput)
 	if err != nil {
 		return PrepareRolloutResult{}, err
 	}
-	if models.Terminal(r.trace.Status) {
+	if rollouts.Terminal(r.trace.Status) {
 		return PrepareRolloutResult{Done: true, Status: r.trace.Status}, nil
 	}
 	if r.model == nil {

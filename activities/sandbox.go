@@ -15,6 +15,7 @@ import (
 	"github.com/proctorhq/proctor/internal/inference"
 	"github.com/proctorhq/proctor/internal/sandbox"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // TryInput names one try of an attempt.
@@ -52,7 +53,7 @@ func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentIn
 	if err != nil {
 		return StartEnvironmentResult{}, err
 	}
-	try, err := a.Store.BeginTry(ctx, in.TraceID, in.Attempt, time.Now().UTC(), a.launchFor(r))
+	try, err := a.rollouts().BeginTry(ctx, in.TraceID, in.Attempt, time.Now().UTC(), a.launchFor(r))
 	var envErr *models.LaunchEnvError
 	switch {
 	case errors.As(err, &envErr):
@@ -143,7 +144,7 @@ func (a *Activities) startInstance(ctx context.Context, r *runFor, in TryInput, 
 	if r.build != nil {
 		inst.BuildID, inst.RegistryID = &r.build.ID, &r.build.RegistryID
 	}
-	if err := a.Store.StartInstance(ctx, inst, workerLog); err != nil {
+	if err := a.rollouts().StartInstance(ctx, inst, workerLog); err != nil {
 		return uuid.Nil, err
 	}
 	return inst.ID, nil
@@ -203,7 +204,7 @@ func (a *Activities) replayModel(ctx context.Context, r *runFor) (agent.Model, e
 	if r.trace.ReplayOf == nil { // PrepareRollout refused it
 		return nil, temporal.NewNonRetryableApplicationError("the replay model answers only a replay check's attempts", ErrModel, nil)
 	}
-	answers, err := a.Store.RecordedAnswers(ctx, *r.trace.ReplayOf)
+	answers, err := a.rollouts().RecordedAnswers(ctx, *r.trace.ReplayOf)
 	if err != nil {
 		return nil, err
 	}
@@ -234,14 +235,14 @@ func (a *Activities) openEnvironment(ctx context.Context, in TryInput, r *runFor
 		if err != nil {
 			return 0, envError("setup %s: %v", c.Name, err)
 		}
-		events = append(events, a.event(in, 0, models.EventSetup, c.Name, models.SetupEventData{Call: c, Result: res}))
+		events = append(events, a.event(in, 0, models.EventSetup, c.Name, rollouts.SetupEventData{Call: c, Result: res}))
 		if res.IsError {
-			a.Store.OpenTry(ctx, in.TraceID, events, false) //nolint:errcheck // recorded best effort; the error is returned
+			a.rollouts().OpenTry(ctx, in.TraceID, events, false) //nolint:errcheck // recorded best effort; the error is returned
 			return 0, envError("setup %s failed: %s", c.Name, res.Text)
 		}
 	}
 	events = append(events, a.event(in, 0, models.EventUser, prompt, models.UserEventData{Message: agent.Message{Role: agent.RoleUser, Content: prompt}}))
-	if err := a.Store.OpenTry(ctx, in.TraceID, events, true); err != nil {
+	if err := a.rollouts().OpenTry(ctx, in.TraceID, events, true); err != nil {
 		return 0, err
 	}
 	return len(le.tools), nil
@@ -269,7 +270,7 @@ func (a *Activities) stopEnv(ctx context.Context, traceID uuid.UUID, le *liveEnv
 	}
 	err := le.sb.Stop(ctx)
 	if le.instance != uuid.Nil {
-		if ierr := a.Store.EndInstance(ctx, le.instance, "the sandbox stopped", true); ierr != nil {
+		if ierr := a.rollouts().EndInstance(ctx, le.instance, "the sandbox stopped", true); ierr != nil {
 			a.log().WarnContext(ctx, "end instance", "trace", traceID, "instance", le.instance, "error", ierr)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/proctorhq/proctor/internal/agent"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // ToolStepInput names the step whose tool calls to make: the assistant event at AssistantSeq
@@ -31,7 +32,7 @@ func (a *Activities) ToolStep(ctx context.Context, in ToolStepInput) error {
 	}
 	stop := keepAlive(ctx)
 	defer stop()
-	evs, err := a.Store.TraceEvents(ctx, in.TraceID, in.AssistantSeq-1, false)
+	evs, err := a.rollouts().TraceEvents(ctx, in.TraceID, in.AssistantSeq-1, false)
 	if err != nil {
 		return err
 	}
@@ -51,7 +52,7 @@ func (a *Activities) ToolStep(ctx context.Context, in ToolStepInput) error {
 			}
 			calls = d.Message.ToolCalls
 		case e.Kind == models.EventToolResult:
-			var d models.ToolResultEventData
+			var d rollouts.ToolResultEventData
 			if err := e.DecodeData(&d); err != nil {
 				return fmt.Errorf("tool step: read the result at seq %d: %w", e.Seq, err)
 			}
@@ -80,7 +81,7 @@ func (a *Activities) ToolStep(ctx context.Context, in ToolStepInput) error {
 		}
 		end := time.Now().UTC()
 		call, result := a.toolEvents(ctx, try, next, in.Step, tc, res, started, end)
-		if err := a.Store.AppendTraceEvents(ctx, []models.TraceEvent{call, result}); err != nil {
+		if err := a.rollouts().AppendTraceEvents(ctx, []models.TraceEvent{call, result}); err != nil {
 			return err
 		}
 		next += 2
@@ -92,9 +93,9 @@ func (a *Activities) ToolStep(ctx context.Context, in ToolStepInput) error {
 // answered res between started and end; the result's images are kept in the bucket.
 func (a *Activities) toolEvents(ctx context.Context, try TryInput, seq, step int, tc agent.ToolCall, res *agent.ToolResult, started, end time.Time) (call, result models.TraceEvent) {
 	images := a.keepImages(ctx, try.TraceID, res.Images)
-	call = a.event(try, seq, models.EventToolCall, tc.Name, models.ToolCallEventData{Step: step, CallID: tc.ID, Name: tc.Name, Arguments: tc.Arguments})
+	call = a.event(try, seq, models.EventToolCall, tc.Name, rollouts.ToolCallEventData{Step: step, CallID: tc.ID, Name: tc.Name, Arguments: tc.Arguments})
 	call.StartedAt = started
-	result = a.event(try, seq+1, models.EventToolResult, res.Text, models.ToolResultEventData{
+	result = a.event(try, seq+1, models.EventToolResult, res.Text, rollouts.ToolResultEventData{
 		Step: step, CallID: tc.ID, Name: tc.Name, IsError: res.IsError, Structured: res.Structured, Images: images,
 		Message: agent.Message{Role: agent.RoleTool, Content: res.Text, Images: images, ToolCallID: tc.ID, IsError: res.IsError},
 	})
@@ -162,7 +163,7 @@ func (a *Activities) evaluate(ctx context.Context, in EvaluateInput, le *liveEnv
 		if reason != "" {
 			reasons = append(reasons, reason)
 		}
-		if err := a.Store.AppendTraceEvents(ctx, []models.TraceEvent{a.event(try, seq, models.EventEvaluate, c.Name, models.EvaluateEventData{Call: c, Result: res, Reward: reward})}); err != nil {
+		if err := a.rollouts().AppendTraceEvents(ctx, []models.TraceEvent{a.event(try, seq, models.EventEvaluate, c.Name, rollouts.EvaluateEventData{Call: c, Result: res, Reward: reward})}); err != nil {
 			return 0, nil, "", err
 		}
 		seq++

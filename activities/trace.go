@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // FinishTraceInput is how an attempt ended.
@@ -28,13 +29,13 @@ type FinishTraceInput struct {
 // ended. An error ends at reward 0.
 func (a *Activities) FinishTrace(ctx context.Context, f FinishTraceInput) error {
 	now := time.Now().UTC()
-	u := models.TraceUpdate{Status: f.Status, StopReason: f.StopReason, Error: f.Error, Reward: f.Reward, EvaluationResult: f.EvaluationResult, EndTime: &now,
+	u := rollouts.TraceUpdate{Status: f.Status, StopReason: f.StopReason, Error: f.Error, Reward: f.Reward, EvaluationResult: f.EvaluationResult, EndTime: &now,
 		InfraFailure: f.Infrastructure && f.Status == models.TraceError}
 	if f.Status == models.TraceError && f.Reward == nil {
 		zero := 0.0
 		u.Reward = &zero
 	}
-	changed, err := a.Store.TransitionTrace(ctx, f.TraceID, u)
+	changed, err := a.rollouts().TransitionTrace(ctx, f.TraceID, u)
 	if err != nil {
 		return err
 	}
@@ -44,7 +45,7 @@ func (a *Activities) FinishTrace(ctx context.Context, f FinishTraceInput) error 
 	if !changed && f.Status != models.TraceCancelled {
 		// The trace was marked cancelling while its attempt ended (the cancel request may reach
 		// the workflow only after it closed): it ends cancelled rather than stay cancelling.
-		cancelled, err := a.Store.TransitionTrace(ctx, f.TraceID, models.TraceUpdate{Status: models.TraceCancelled, StopReason: models.StopCancelled, EndTime: &now})
+		cancelled, err := a.rollouts().TransitionTrace(ctx, f.TraceID, rollouts.TraceUpdate{Status: models.TraceCancelled, StopReason: models.StopCancelled, EndTime: &now})
 		if err != nil {
 			return err
 		}
@@ -56,7 +57,7 @@ func (a *Activities) FinishTrace(ctx context.Context, f FinishTraceInput) error 
 	a.workerLog(ctx, f.TraceID, "finished: %s (%s) %s", f.Status, f.StopReason, f.Error)
 	// A single-run job completes with its last trace; a RunList learns of the end from the
 	// Rollout, which tells it once this has returned.
-	_, err = a.Store.SettleSingleRunJob(ctx, f.TraceID)
+	_, err = a.rollouts().SettleSingleRunJob(ctx, f.TraceID)
 	return err
 }
 
@@ -80,7 +81,7 @@ type SupersedeTryResult struct {
 // SupersedeTry marks a failed try's events superseded: they stay, for the record, but no longer
 // count in the trajectory. An attempt that had finished keeps them, and says so.
 func (a *Activities) SupersedeTry(ctx context.Context, in SupersedeTryInput) (SupersedeTryResult, error) {
-	tr, err := a.Store.SupersedeAttempt(ctx, in.TraceID, in.Attempt)
+	tr, err := a.rollouts().SupersedeAttempt(ctx, in.TraceID, in.Attempt)
 	if err != nil {
 		return SupersedeTryResult{}, err
 	}
@@ -106,7 +107,7 @@ type JobTracesPageResult struct {
 
 // JobTracesPage lists a page of a job's traces in launch order.
 func (a *Activities) JobTracesPage(ctx context.Context, in JobTracesPageInput) (JobTracesPageResult, error) {
-	ids, err := a.Store.JobTraceIDsPage(ctx, in.JobID, in.Offset, in.Limit)
+	ids, err := a.rollouts().JobTraceIDsPage(ctx, in.JobID, in.Offset, in.Limit)
 	return JobTracesPageResult{TraceIDs: ids}, err
 }
 
@@ -123,7 +124,7 @@ type OpenTracesResult struct {
 // OpenTraces reports which of the traces have not ended: RunList reconciles its live set with it
 // in case a child's completion signal never arrived (a child terminated by an operator).
 func (a *Activities) OpenTraces(ctx context.Context, in OpenTracesInput) (OpenTracesResult, error) {
-	ids, err := a.Store.OpenTraceIDs(ctx, in.TraceIDs)
+	ids, err := a.rollouts().OpenTraceIDs(ctx, in.TraceIDs)
 	return OpenTracesResult{TraceIDs: ids}, err
 }
 
@@ -135,7 +136,7 @@ type SetJobStatusInput struct {
 
 // SetJobStatus records a job's status.
 func (a *Activities) SetJobStatus(ctx context.Context, in SetJobStatusInput) error {
-	return a.Store.SetJobStatus(ctx, in.JobID, in.Status)
+	return a.rollouts().SetJobStatus(ctx, in.JobID, in.Status)
 }
 
 // AdmitJobResult says whether a job may start attempts: not when its budget is reached (it is
@@ -179,7 +180,7 @@ type FinishCertificationResult struct {
 // FinishCertification records the figures of a certification whose job has ended
 // (models.Store.FinishCertification).
 func (a *Activities) FinishCertification(ctx context.Context, in CertificationInput) (FinishCertificationResult, error) {
-	cert, err := a.Store.FinishCertification(ctx, in.CertificationID)
+	cert, err := a.rollouts().FinishCertification(ctx, in.CertificationID)
 	if err != nil {
 		return FinishCertificationResult{}, err
 	}
@@ -199,7 +200,7 @@ type FinishReplayCheckResult struct {
 // FinishReplayCheck compares each replay of a check whose job has ended with the attempt it
 // replays and records the check (models.Store.FinishReplayCheck).
 func (a *Activities) FinishReplayCheck(ctx context.Context, in ReplayCheckInput) (FinishReplayCheckResult, error) {
-	chk, err := a.Store.FinishReplayCheck(ctx, in.CheckID)
+	chk, err := a.rollouts().FinishReplayCheck(ctx, in.CheckID)
 	if err != nil {
 		return FinishReplayCheckResult{}, err
 	}
@@ -213,7 +214,7 @@ type JobInput struct {
 
 // CancelPendingTraces cancels the traces of a job that never started.
 func (a *Activities) CancelPendingTraces(ctx context.Context, in JobInput) error {
-	_, err := a.Store.CancelPendingTraces(ctx, in.JobID)
+	_, err := a.rollouts().CancelPendingTraces(ctx, in.JobID)
 	return err
 }
 
@@ -224,17 +225,17 @@ type MarkJobCancellingResult struct {
 
 // MarkJobCancelling cancels a job's traces that never started and marks live ones cancelling.
 func (a *Activities) MarkJobCancelling(ctx context.Context, in JobInput) (MarkJobCancellingResult, error) {
-	live, err := a.Store.MarkJobCancelling(ctx, in.JobID)
+	live, err := a.rollouts().MarkJobCancelling(ctx, in.JobID)
 	return MarkJobCancellingResult{Live: live}, err
 }
 
 // event is a new event of the try, its data the payload of its kind (models/eventdata.go).
 func (a *Activities) event(in TryInput, seq int, kind, text string, data any) models.TraceEvent {
-	return models.TraceEvent{TraceID: in.TraceID, Seq: seq, Attempt: in.Attempt, Kind: kind, Text: text, Data: models.EventData(data), StartedAt: time.Now().UTC()}
+	return models.TraceEvent{TraceID: in.TraceID, Seq: seq, Attempt: in.Attempt, Kind: kind, Text: text, Data: rollouts.EventData(data), StartedAt: time.Now().UTC()}
 }
 
 func (a *Activities) nextSeq(ctx context.Context, traceID uuid.UUID) (int, error) {
-	seq, err := a.Store.LatestSeq(ctx, traceID)
+	seq, err := a.rollouts().LatestSeq(ctx, traceID)
 	return seq + 1, err
 }
 
@@ -243,7 +244,7 @@ func (a *Activities) nextSeq(ctx context.Context, traceID uuid.UUID) (int, error
 func (a *Activities) workerLog(ctx context.Context, traceID uuid.UUID, format string, args ...any) {
 	line := fmt.Sprintf(format, args...)
 	a.log().InfoContext(ctx, line, "trace", traceID)
-	if err := a.Store.AppendLogLine(ctx, traceID, models.LogWorker, "worker", line, time.Now().UTC()); err != nil {
+	if err := a.rollouts().AppendLogLine(ctx, traceID, rollouts.LogWorker, "worker", line, time.Now().UTC()); err != nil {
 		a.log().WarnContext(ctx, "write worker log", "trace", traceID, "error", err)
 	}
 }

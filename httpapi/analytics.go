@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // The categories of a job's attempts, defined once in models (see models.CategoryLive …).
@@ -75,7 +76,7 @@ type coverageOutput struct {
 
 // getTasksetCoverage serves GET /v2/jobs/{job_id}/taskset-coverage.
 func (s *Server) getTasksetCoverage(ctx context.Context, in *jobPath) (*coverageOutput, error) {
-	cov, err := s.store.TasksetCoverage(ctx, callerFrom(ctx), in.JobID)
+	cov, err := s.rollouts.TasksetCoverage(ctx, callerFrom(ctx), in.JobID)
 	if err != nil {
 		return nil, storeError(err, "job")
 	}
@@ -115,7 +116,7 @@ type chartDataOutput struct {
 
 // getChartData serves GET /v2/jobs/{job_id}/chart-data.
 func (s *Server) getChartData(ctx context.Context, in *chartDataInput) (*chartDataOutput, error) {
-	pts, total, err := s.store.ChartData(ctx, callerFrom(ctx), in.JobID, in.Limit)
+	pts, total, err := s.rollouts.ChartData(ctx, callerFrom(ctx), in.JobID, in.Limit)
 	if err != nil {
 		return nil, storeError(err, "job")
 	}
@@ -165,14 +166,14 @@ type thumbnailsOutput struct {
 
 // getThumbnails serves GET /v2/jobs/{job_id}/thumbnails.
 func (s *Server) getThumbnails(ctx context.Context, in *thumbnailsInput) (*thumbnailsOutput, error) {
-	rows, counts, err := s.store.Thumbnails(ctx, callerFrom(ctx), in.JobID, in.Category, in.Limit, in.Offset)
+	rows, counts, err := s.rollouts.Thumbnails(ctx, callerFrom(ctx), in.JobID, in.Category, in.Limit, in.Offset)
 	if err != nil {
 		return nil, storeError(err, "job")
 	}
 	out := &thumbnailsOutput{}
 	b := &out.Body
-	b.CategoryCounts = CategoryCounts{All: counts[models.CategoryAll], Failed: counts[models.CategoryFailed], Live: counts[models.CategoryLive],
-		NoScore: counts[models.CategoryNoScore], Successful: counts[models.CategorySuccessful]}
+	b.CategoryCounts = CategoryCounts{All: counts[rollouts.CategoryAll], Failed: counts[rollouts.CategoryFailed], Live: counts[rollouts.CategoryLive],
+		NoScore: counts[rollouts.CategoryNoScore], Successful: counts[rollouts.CategorySuccessful]}
 	b.Thumbnails = make([]Thumbnail, len(rows))
 	for i, r := range rows {
 		b.Thumbnails[i] = Thumbnail{Trace: traceFrom(&r.TraceRow), JobName: r.JobName, CommentCount: r.CommentCount, TaskName: r.TaskName, Category: r.Category}
@@ -204,7 +205,7 @@ type entityLinksOutput struct {
 
 // getEntityLinks serves GET /v2/jobs/{job_id}/entity-links.
 func (s *Server) getEntityLinks(ctx context.Context, in *jobPath) (*entityLinksOutput, error) {
-	ls, err := s.store.EntityLinks(ctx, callerFrom(ctx), in.JobID)
+	ls, err := s.rollouts.EntityLinks(ctx, callerFrom(ctx), in.JobID)
 	if err != nil {
 		return nil, storeError(err, "job")
 	}
@@ -246,7 +247,7 @@ type JobCard struct {
 	Models           []TaskRef          `json:"models" nullable:"false"`
 }
 
-func jobCard(c *models.JobCard) JobCard {
+func jobCard(c *rollouts.JobCard) JobCard {
 	out := JobCard{ID: c.Job.ID, Name: c.Job.Name, Status: c.Job.Status, CreatedAt: c.Job.CreatedAt, AverageAccuracy: c.AverageAccuracy,
 		CompletedTasks: c.CompletedTasks, FailedCount: c.FailedCount, InvalidatedCount: c.InvalidatedCount, TraceCount: c.TraceCount,
 		JobType: c.Job.Kind, Metadata: c.Job.Metadata.Listed(), ChartData: make([]TaskPoint, len(c.Chart)), Models: make([]TaskRef, len(c.Models))}
@@ -276,11 +277,11 @@ type enrichedOutput struct {
 // listEnrichedJobs serves GET /v2/jobs/enriched.
 func (s *Server) listEnrichedJobs(ctx context.Context, in *enrichedInput) (*enrichedOutput, error) {
 	c := callerFrom(ctx)
-	ids, total, tasks, err := s.store.TasksetJobs(ctx, c, in.TasksetID, in.Limit, in.Offset)
+	ids, total, tasks, err := s.rollouts.TasksetJobs(ctx, c, in.TasksetID, in.Limit, in.Offset)
 	if err != nil {
 		return nil, storeError(err, "taskset")
 	}
-	cards, err := s.store.JobCards(ctx, c, ids)
+	cards, err := s.rollouts.JobCards(ctx, c, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -310,7 +311,7 @@ type enrichOutput struct {
 
 // enrichJobs serves POST /v2/jobs/enrich.
 func (s *Server) enrichJobs(ctx context.Context, in *enrichInput) (*enrichOutput, error) {
-	cards, err := s.store.JobCards(ctx, callerFrom(ctx), in.Body)
+	cards, err := s.rollouts.JobCards(ctx, callerFrom(ctx), in.Body)
 	if err != nil {
 		return nil, err
 	}

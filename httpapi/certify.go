@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // Certification is a certification of an environment build (a Proctor extension).
@@ -90,7 +91,7 @@ type certificationPolicyOutput struct{ Body CertificationPolicy }
 
 // setCertificationPolicy serves PUT /v2/registry/{registry_id}/certification-policy.
 func (s *Server) setCertificationPolicy(ctx context.Context, in *certificationPolicyInput) (*certificationPolicyOutput, error) {
-	reg, err := s.store.SetCertificationPolicy(ctx, callerFrom(ctx), in.RegistryID, in.Body.CertifyBeforeLatest)
+	reg, err := s.rollouts.SetCertificationPolicy(ctx, callerFrom(ctx), in.RegistryID, in.Body.CertifyBeforeLatest)
 	if err != nil {
 		return nil, storeError(err, "environment")
 	}
@@ -115,11 +116,11 @@ func (s *Server) certifyBuild(ctx context.Context, in *certifyBuildInput) (*cert
 	if err := s.canLaunch(ctx); err != nil {
 		return nil, err
 	}
-	cert, err := s.store.StartCertification(ctx, callerFrom(ctx), in.BuildID, in.Body.TasksetID, in.Body.K, s.maxAttempts)
+	cert, err := s.rollouts.StartCertification(ctx, callerFrom(ctx), in.BuildID, in.Body.TasksetID, in.Body.K, s.maxAttempts)
 	if err != nil {
 		return nil, storeError(err, "build")
 	}
-	if err := s.workflows.StartCertification(ctx, cert.ID, cert.JobID, models.CertifyConcurrency); err != nil {
+	if err := s.workflows.StartCertification(ctx, cert.ID, cert.JobID, rollouts.CertifyConcurrency); err != nil {
 		return nil, s.notStarted(ctx, "the certification", cert.ID, err)
 	}
 	return &certificationOutput{Body: certificationFrom(cert)}, nil

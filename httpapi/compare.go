@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/proctorhq/proctor/internal/compare"
-	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // compareResamples is the bootstrap's number of resamples: enough that the interval's bounds
@@ -131,11 +131,11 @@ type compareOutput struct{ Body JobComparison }
 // compareJobs serves GET /v2/jobs/compare.
 func (s *Server) compareJobs(ctx context.Context, in *compareInput) (*compareOutput, error) {
 	c := callerFrom(ctx)
-	a, err := s.store.JobAttemptsForComparison(ctx, c, in.A)
+	a, err := s.rollouts.JobAttemptsForComparison(ctx, c, in.A)
 	if err != nil {
 		return nil, storeErrorIn(err, "query", "job a")
 	}
-	b, err := s.store.JobAttemptsForComparison(ctx, c, in.B)
+	b, err := s.rollouts.JobAttemptsForComparison(ctx, c, in.B)
 	if err != nil {
 		return nil, storeErrorIn(err, "query", "job b")
 	}
@@ -167,7 +167,7 @@ func (s *Server) compareJobs(ctx context.Context, in *compareInput) (*compareOut
 	return out, nil
 }
 
-func comparedJob(j *models.JobAttempts, mean float64) ComparedJob {
+func comparedJob(j *rollouts.JobAttempts, mean float64) ComparedJob {
 	return ComparedJob{ID: j.Job.ID, Name: j.Job.Name, Scored: len(j.Scored), Unscored: j.Unscored, Mean: mean}
 }
 

@@ -11,33 +11,34 @@ import (
 
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // finishedJob launches a job of one attempt per reward on each task version given and ends
 // them: completed with that reward, except a NaN, which ends the attempt in error.
 func finishedJob(t *testing.T, f *fixture, name string, model uuid.UUID, rewards map[uuid.UUID][]float64) uuid.UUID {
 	t.Helper()
-	var traces []models.LaunchTrace
+	var traces []rollouts.LaunchTrace
 	var ends []float64
 	for version, rs := range rewards {
 		for _, r := range rs {
-			traces = append(traces, models.LaunchTrace{TraceID: uuid.New(), TaskVersionID: version, ModelID: model})
+			traces = append(traces, rollouts.LaunchTrace{TraceID: uuid.New(), TaskVersionID: version, ModelID: model})
 			ends = append(ends, r)
 		}
 	}
-	job, _, err := f.store.LaunchJob(ctx, f.caller, models.Launch{Name: name, MaxSteps: 5, GroupSize: 1, MaxConcurrent: 1, Traces: traces})
+	job, _, err := rollouts.Of(f.store).LaunchJob(ctx, f.caller, rollouts.Launch{Name: name, MaxSteps: 5, GroupSize: 1, MaxConcurrent: 1, Traces: traces})
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
 	for i, tr := range traces {
-		f.store.TransitionTrace(ctx, tr.TraceID, models.TraceUpdate{Status: models.TraceRunning, StartTime: &now, Attempt: 1})
+		rollouts.Of(f.store).TransitionTrace(ctx, tr.TraceID, rollouts.TraceUpdate{Status: models.TraceRunning, StartTime: &now, Attempt: 1})
 		if math.IsNaN(ends[i]) {
-			f.store.TransitionTrace(ctx, tr.TraceID, models.TraceUpdate{Status: models.TraceError, Error: "boom"})
+			rollouts.Of(f.store).TransitionTrace(ctx, tr.TraceID, rollouts.TraceUpdate{Status: models.TraceError, Error: "boom"})
 			continue
 		}
 		r := ends[i]
-		f.store.TransitionTrace(ctx, tr.TraceID, models.TraceUpdate{Status: models.TraceCompleted, Reward: &r, StopReason: models.StopDone})
+		rollouts.Of(f.store).TransitionTrace(ctx, tr.TraceID, rollouts.TraceUpdate{Status: models.TraceCompleted, Reward: &r, StopReason: models.StopDone})
 	}
 	return job.ID
 }

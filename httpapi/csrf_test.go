@@ -15,6 +15,7 @@ import (
 	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // cancelCounter is a rollout engine that starts nothing and counts the jobs it is asked to cancel.
@@ -94,8 +95,8 @@ func TestCrossSiteRequestsDoNotRideTheSessionCookie(t *testing.T) {
 		t.Fatal(err)
 	}
 	traceID := uuid.New()
-	job, _, err := s.LaunchJob(ctx, f.caller, models.Launch{Name: "target", TasksetID: &up.TasksetID, MaxSteps: 1, GroupSize: 1, MaxConcurrent: 1,
-		Traces: []models.LaunchTrace{{TraceID: traceID, TaskVersionID: up.TaskVersionIDs[0], ModelID: oracle.ID}}})
+	job, _, err := rollouts.Of(s).LaunchJob(ctx, f.caller, rollouts.Launch{Name: "target", TasksetID: &up.TasksetID, MaxSteps: 1, GroupSize: 1, MaxConcurrent: 1,
+		Traces: []rollouts.LaunchTrace{{TraceID: traceID, TaskVersionID: up.TaskVersionIDs[0], ModelID: oracle.ID}}})
 	if err != nil {
 		t.Fatal(err)
 	}

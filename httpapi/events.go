@@ -61,17 +61,17 @@ type eventsInput struct {
 
 // getTraceEvents serves GET /v2/trace/{trace_id}/events: a trace's trajectory.
 func (s *Server) getTraceEvents(ctx context.Context, in *eventsInput) (*eventsOutput, error) {
-	t, err := s.store.GetTrace(ctx, callerFrom(ctx), in.TraceID)
+	t, err := s.rollouts.GetTrace(ctx, callerFrom(ctx), in.TraceID)
 	if err != nil {
 		return nil, storeError(err, "trace")
 	}
 	// The latest seq is read before the events, so that an event written in between is
 	// returned by the next poll rather than skipped.
-	latest, err := s.store.LatestSeq(ctx, t.ID)
+	latest, err := s.rollouts.LatestSeq(ctx, t.ID)
 	if err != nil {
 		return nil, err
 	}
-	evs, err := s.store.TraceEvents(ctx, t.ID, in.SinceSeq, in.IncludeSuperseded)
+	evs, err := s.rollouts.TraceEvents(ctx, t.ID, in.SinceSeq, in.IncludeSuperseded)
 	if err != nil {
 		return nil, err
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/proctorhq/proctor/internal/agent"
 	"github.com/proctorhq/proctor/internal/trajectory"
-	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // exportPage is how many attempts an export reads at once: their events are held while they are
@@ -106,17 +106,17 @@ type ExportUsage struct {
 
 // exportJob serves GET /v2/jobs/{job_id}/export.
 func (s *Server) exportJob(ctx context.Context, in *exportInput) (*huma.StreamResponse, error) {
-	if _, err := s.store.GetJob(ctx, callerFrom(ctx), in.JobID); err != nil {
+	if _, err := s.rollouts.GetJob(ctx, callerFrom(ctx), in.JobID); err != nil {
 		return nil, storeError(err, "job")
 	}
-	f := models.ExportFilter{ValidOnly: in.ValidOnly, Statuses: in.Status, Category: in.Category}
+	f := rollouts.ExportFilter{ValidOnly: in.ValidOnly, Statuses: in.Status, Category: in.Category}
 	if in.MinReward > -1e300 {
 		f.MinReward = &in.MinReward
 	}
 	if in.MaxReward < 1e300 {
 		f.MaxReward = &in.MaxReward
 	}
-	var after *models.ExportCursor
+	var after *rollouts.ExportCursor
 	if in.Cursor != "" && in.Format == exportParquet {
 		return nil, validation("query.cursor", "a Parquet export is one file, read whole: it takes no cursor", in.Cursor)
 	}
@@ -128,7 +128,7 @@ func (s *Server) exportJob(ctx context.Context, in *exportInput) (*huma.StreamRe
 		after = &c
 	}
 	// The first page is read before the answer starts, so that a failure is an error answer.
-	page, err := s.store.ExportPage(ctx, in.JobID, f, after, exportPage)
+	page, err := s.rollouts.ExportPage(ctx, in.JobID, f, after, exportPage)
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +178,7 @@ func (s *Server) exportJob(ctx context.Context, in *exportInput) (*huma.StreamRe
 // exportPages writes the export's attempts, page after page from page (the first, already read),
 // each with write, and flush after each page; it reports whether all were written. An attempt
 // that cannot be read aborts the answer (see abortExport); a client that went away ends it.
-func (s *Server) exportPages(hctx huma.Context, jobID uuid.UUID, f models.ExportFilter, page []models.ExportedAttempt, write func(*ExportLine) error, flush func() error) bool {
+func (s *Server) exportPages(hctx huma.Context, jobID uuid.UUID, f rollouts.ExportFilter, page []rollouts.ExportedAttempt, write func(*ExportLine) error, flush func() error) bool {
 	for len(page) > 0 {
 		var err error
 		for i := range page {
@@ -198,7 +198,7 @@ func (s *Server) exportPages(hctx huma.Context, jobID uuid.UUID, f models.Export
 		if len(page) < exportPage {
 			return true
 		}
-		if page, err = s.store.ExportPage(hctx.Context(), jobID, f, &models.ExportCursor{CreatedAt: last.CreatedAt, ID: last.ID}, exportPage); err != nil {
+		if page, err = s.rollouts.ExportPage(hctx.Context(), jobID, f, &rollouts.ExportCursor{CreatedAt: last.CreatedAt, ID: last.ID}, exportPage); err != nil {
 			s.log.ErrorContext(hctx.Context(), "export", "job", jobID, "error", err)
 			abortExport()
 		}
@@ -277,7 +277,7 @@ func abortExport() {
 }
 
 // exportLine is one attempt's line.
-func (s *Server) exportLine(ctx context.Context, a *models.ExportedAttempt) (*ExportLine, error) {
+func (s *Server) exportLine(ctx context.Context, a *rollouts.ExportedAttempt) (*ExportLine, error) {
 	t := &a.Trace
 	conv, err := trajectory.FromEvents(a.Events, func(im agent.Image) string {
 		if im.Key == "" || s.bucket == nil {
@@ -371,16 +371,16 @@ func exportCursor(createdAt time.Time, id uuid.UUID) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(createdAt.UTC().Format(time.RFC3339Nano) + " " + id.String()))
 }
 
-func parseExportCursor(s string) (models.ExportCursor, error) {
+func parseExportCursor(s string) (rollouts.ExportCursor, error) {
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
-		return models.ExportCursor{}, err
+		return rollouts.ExportCursor{}, err
 	}
 	ts, id, _ := strings.Cut(string(b), " ")
 	t, err := time.Parse(time.RFC3339Nano, ts)
 	if err != nil {
-		return models.ExportCursor{}, err
+		return rollouts.ExportCursor{}, err
 	}
 	u, err := uuid.Parse(id)
-	return models.ExportCursor{CreatedAt: t, ID: u}, err
+	return rollouts.ExportCursor{CreatedAt: t, ID: u}, err
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/proctorhq/proctor/internal/agent"
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // BenchmarkExportPostgres is the export's throughput on a 10,000-attempt job on Postgres, each
@@ -33,11 +34,11 @@ func BenchmarkExportPostgres(b *testing.B) {
 	if err := s.UpsertModel(ctx, oracle); err != nil {
 		b.Fatal(err)
 	}
-	lts := make([]models.LaunchTrace, attempts)
+	lts := make([]rollouts.LaunchTrace, attempts)
 	for i := range lts {
-		lts[i] = models.LaunchTrace{TraceID: uuid.New(), TaskVersionID: res.TaskVersionIDs[0], ModelID: oracle.ID, MaxSteps: steps, GroupID: fmt.Sprint("g", i/8)}
+		lts[i] = rollouts.LaunchTrace{TraceID: uuid.New(), TaskVersionID: res.TaskVersionIDs[0], ModelID: oracle.ID, MaxSteps: steps, GroupID: fmt.Sprint("g", i/8)}
 	}
-	job, _, err := s.LaunchJob(ctx, f.caller, models.Launch{Name: "bench", MaxSteps: steps, GroupSize: 8, MaxConcurrent: 1, Traces: lts})
+	job, _, err := rollouts.Of(s).LaunchJob(ctx, f.caller, rollouts.Launch{Name: "bench", MaxSteps: steps, GroupSize: 8, MaxConcurrent: 1, Traces: lts})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -46,17 +47,17 @@ func BenchmarkExportPostgres(b *testing.B) {
 	for _, lt := range lts {
 		batch = append(batch, attemptEvents(lt.TraceID, steps, at)...)
 		if len(batch) >= 3200 {
-			if err := s.AppendTraceEvents(ctx, batch); err != nil {
+			if err := rollouts.Of(s).AppendTraceEvents(ctx, batch); err != nil {
 				b.Fatal(err)
 			}
 			batch = batch[:0]
 		}
-		if _, err := s.TransitionTrace(ctx, lt.TraceID, models.TraceUpdate{Status: models.TraceCompleted, StopReason: models.StopDone, Reward: &one,
+		if _, err := rollouts.Of(s).TransitionTrace(ctx, lt.TraceID, rollouts.TraceUpdate{Status: models.TraceCompleted, StopReason: models.StopDone, Reward: &one,
 			Attempt: 1, StartTime: &at, EndTime: &at}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	if err := s.AppendTraceEvents(ctx, batch); err != nil {
+	if err := rollouts.Of(s).AppendTraceEvents(ctx, batch); err != nil {
 		b.Fatal(err)
 	}
 	read := func(format string) (int64, time.Duration) {
@@ -90,18 +91,18 @@ func BenchmarkExportPostgres(b *testing.B) {
 func attemptEvents(traceID uuid.UUID, steps int, at time.Time) []models.TraceEvent {
 	system := "You manage a todo list. Think step by step; call tools to act; answer without tool calls when the task is done."
 	evs := []models.TraceEvent{
-		{Kind: models.EventSystem, Text: system, Data: models.EventData(models.SystemEventData{Tools: []agent.Tool{{Name: "add_todo",
+		{Kind: models.EventSystem, Text: system, Data: rollouts.EventData(models.SystemEventData{Tools: []agent.Tool{{Name: "add_todo",
 			Description: "Add a todo.", InputSchema: map[string]any{"type": "object", "properties": map[string]any{"title": map[string]any{"type": "string"}}}}}})},
-		{Kind: models.EventUser, Text: "Add ten todos.", Data: models.EventData(models.UserEventData{Message: agent.Message{Role: agent.RoleUser, Content: "Add ten todos."}})},
+		{Kind: models.EventUser, Text: "Add ten todos.", Data: rollouts.EventData(models.UserEventData{Message: agent.Message{Role: agent.RoleUser, Content: "Add ten todos."}})},
 	}
 	for i := range steps {
 		call := fmt.Sprint("call_", i)
 		args := map[string]any{"title": fmt.Sprint("todo number ", i)}
 		evs = append(evs,
-			models.TraceEvent{Kind: models.EventAssistant, Data: models.EventData(models.AssistantEventData{Step: i, Message: agent.Message{Role: agent.RoleAssistant,
+			models.TraceEvent{Kind: models.EventAssistant, Data: rollouts.EventData(models.AssistantEventData{Step: i, Message: agent.Message{Role: agent.RoleAssistant,
 				Content: "I will add the next todo.", ToolCalls: []agent.ToolCall{{ID: call, Name: "add_todo", Arguments: args}}}, Usage: agent.Usage{InputTokens: 900, OutputTokens: 40}})},
-			models.TraceEvent{Kind: models.EventToolCall, Data: models.EventData(models.ToolCallEventData{Step: i, CallID: call, Name: "add_todo", Arguments: args})},
-			models.TraceEvent{Kind: models.EventToolResult, Text: "added", Data: models.EventData(models.ToolResultEventData{Step: i, CallID: call,
+			models.TraceEvent{Kind: models.EventToolCall, Data: rollouts.EventData(rollouts.ToolCallEventData{Step: i, CallID: call, Name: "add_todo", Arguments: args})},
+			models.TraceEvent{Kind: models.EventToolResult, Text: "added", Data: rollouts.EventData(rollouts.ToolResultEventData{Step: i, CallID: call,
 				Message: agent.Message{Role: agent.RoleTool, Content: fmt.Sprintf("added todo %d: todo number %d", i+1, i), ToolCallID: call}})},
 		)
 	}

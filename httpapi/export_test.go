@@ -15,6 +15,7 @@ import (
 	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // readExport reads an export's lines.
@@ -49,50 +50,50 @@ func TestExportJob(t *testing.T) {
 		oracle := &models.LLMModel{ModelName: "oracle", Name: "Oracle", Provider: "proctor", Adapter: models.AdapterOracle}
 		s.UpsertModel(ctx, oracle)
 		const n = 120 // more than a page
-		traces := make([]models.LaunchTrace, n)
+		traces := make([]rollouts.LaunchTrace, n)
 		for i := range traces {
-			traces[i] = models.LaunchTrace{TraceID: uuid.New(), TaskVersionID: up.TaskVersionIDs[0], ModelID: oracle.ID, GroupID: fmt.Sprintf("g%d", i/4)}
+			traces[i] = rollouts.LaunchTrace{TraceID: uuid.New(), TaskVersionID: up.TaskVersionIDs[0], ModelID: oracle.ID, GroupID: fmt.Sprintf("g%d", i/4)}
 		}
-		job, _, err := s.LaunchJob(ctx, f.caller, models.Launch{Name: "export", MaxSteps: 5, GroupSize: 4, MaxConcurrent: 1, Traces: traces})
+		job, _, err := rollouts.Of(s).LaunchJob(ctx, f.caller, rollouts.Launch{Name: "export", MaxSteps: 5, GroupSize: 4, MaxConcurrent: 1, Traces: traces})
 		if err != nil {
 			t.Fatal(err)
 		}
 		now := time.Now().UTC()
 		// The first attempt: a lost try (superseded), then a second with a whole conversation.
 		first := traces[0].TraceID
-		s.TransitionTrace(ctx, first, models.TraceUpdate{Status: models.TraceRunning, StartTime: &now, Attempt: 1})
-		s.AppendTraceEvents(ctx, []models.TraceEvent{{TraceID: first, Seq: 0, Kind: models.EventUser, Text: "lost",
-			Data: models.EventData(models.UserEventData{Message: agent.Message{Role: agent.RoleUser, Content: "from the lost try"}}), StartedAt: now, Attempt: 1}})
-		if _, err := s.SupersedeAttempt(ctx, first, 1); err != nil {
+		rollouts.Of(s).TransitionTrace(ctx, first, rollouts.TraceUpdate{Status: models.TraceRunning, StartTime: &now, Attempt: 1})
+		rollouts.Of(s).AppendTraceEvents(ctx, []models.TraceEvent{{TraceID: first, Seq: 0, Kind: models.EventUser, Text: "lost",
+			Data: rollouts.EventData(models.UserEventData{Message: agent.Message{Role: agent.RoleUser, Content: "from the lost try"}}), StartedAt: now, Attempt: 1}})
+		if _, err := rollouts.Of(s).SupersedeAttempt(ctx, first, 1); err != nil {
 			t.Fatal(err)
 		}
-		s.TransitionTrace(ctx, first, models.TraceUpdate{Status: models.TraceRunning, StartTime: &now, Attempt: 2})
+		rollouts.Of(s).TransitionTrace(ctx, first, rollouts.TraceUpdate{Status: models.TraceRunning, StartTime: &now, Attempt: 2})
 		call := agent.ToolCall{ID: "call_1", Name: "look", Arguments: map[string]any{"at": "screen"}}
 		ev := func(seq int, kind, text string, data any) models.TraceEvent {
-			return models.TraceEvent{TraceID: first, Seq: seq, Kind: kind, Text: text, Data: models.EventData(data), StartedAt: now, Attempt: 2}
+			return models.TraceEvent{TraceID: first, Seq: seq, Kind: kind, Text: text, Data: rollouts.EventData(data), StartedAt: now, Attempt: 2}
 		}
-		s.AppendTraceEvents(ctx, []models.TraceEvent{
+		rollouts.Of(s).AppendTraceEvents(ctx, []models.TraceEvent{
 			ev(1, models.EventSystem, "be brief", models.SystemEventData{Tools: []agent.Tool{{Name: "look", Description: "see", InputSchema: map[string]any{"type": "object"}}}}),
 			ev(2, models.EventUser, "p", models.UserEventData{Message: agent.Message{Role: agent.RoleUser, Content: "p"}}),
 			ev(3, models.EventAssistant, "", models.AssistantEventData{Step: 0, Message: agent.Message{Role: agent.RoleAssistant, ToolCalls: []agent.ToolCall{call}},
 				Usage: agent.Usage{InputTokens: 30, OutputTokens: 5}}),
-			ev(4, models.EventToolCall, "look", models.ToolCallEventData{Step: 0, CallID: "call_1", Name: "look", Arguments: call.Arguments}),
-			ev(5, models.EventToolResult, "a cat", models.ToolResultEventData{Step: 0, CallID: "call_1", Name: "look",
+			ev(4, models.EventToolCall, "look", rollouts.ToolCallEventData{Step: 0, CallID: "call_1", Name: "look", Arguments: call.Arguments}),
+			ev(5, models.EventToolResult, "a cat", rollouts.ToolResultEventData{Step: 0, CallID: "call_1", Name: "look",
 				Message: agent.Message{Role: agent.RoleTool, ToolCallID: "call_1", Content: "a cat", Images: []agent.Image{{MIMEType: "image/png", Key: "shots/1.png"}}},
 				Images:  []agent.Image{{MIMEType: "image/png", Key: "shots/1.png"}}}),
 			ev(6, models.EventAssistant, "done", models.AssistantEventData{Step: 1, Message: agent.Message{Role: agent.RoleAssistant, Content: "done"},
 				Usage: agent.Usage{InputTokens: 50, OutputTokens: 2}}),
-			ev(7, models.EventEvaluate, "", models.EvaluateEventData{Reward: 1}),
+			ev(7, models.EventEvaluate, "", rollouts.EvaluateEventData{Reward: 1}),
 		})
 		one, half := 1.0, 0.5
-		s.TransitionTrace(ctx, first, models.TraceUpdate{Status: models.TraceCompleted, Reward: &one, StopReason: models.StopDone,
+		rollouts.Of(s).TransitionTrace(ctx, first, rollouts.TraceUpdate{Status: models.TraceCompleted, Reward: &one, StopReason: models.StopDone,
 			EvaluationResult: &models.EvaluationResult{Reward: 1, Content: "seen"}})
 		// Others: half completed at 0.5, one invalidated, the rest left pending.
 		for _, tr := range traces[1:60] {
-			s.TransitionTrace(ctx, tr.TraceID, models.TraceUpdate{Status: models.TraceRunning, StartTime: &now, Attempt: 1})
-			s.TransitionTrace(ctx, tr.TraceID, models.TraceUpdate{Status: models.TraceCompleted, Reward: &half, StopReason: models.StopDone})
+			rollouts.Of(s).TransitionTrace(ctx, tr.TraceID, rollouts.TraceUpdate{Status: models.TraceRunning, StartTime: &now, Attempt: 1})
+			rollouts.Of(s).TransitionTrace(ctx, tr.TraceID, rollouts.TraceUpdate{Status: models.TraceCompleted, Reward: &half, StopReason: models.StopDone})
 		}
-		if _, err := s.SetTracesValidity(ctx, f.caller, []uuid.UUID{traces[1].TraceID}, false); err != nil {
+		if _, err := rollouts.Of(s).SetTracesValidity(ctx, f.caller, []uuid.UUID{traces[1].TraceID}, false); err != nil {
 			t.Fatal(err)
 		}
 

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // How the stream of a job's finished attempts reads them: a page at a time, the store polled
@@ -85,7 +86,7 @@ type FinishedEndEvent struct {
 
 // streamFinished serves GET /v2/jobs/{job_id}/finished.
 func (s *Server) streamFinished(ctx context.Context, in *finishedInput) (*huma.StreamResponse, error) {
-	job, err := s.store.GetJob(ctx, callerFrom(ctx), in.JobID)
+	job, err := s.rollouts.GetJob(ctx, callerFrom(ctx), in.JobID)
 	if err != nil {
 		return nil, storeError(err, "job")
 	}
@@ -104,7 +105,7 @@ func (s *Server) streamFinished(ctx context.Context, in *finishedInput) (*huma.S
 		after = n
 	}
 	// The first page is read before the answer starts, so that a failure is an error answer.
-	page, err := s.store.FinishedAttempts(ctx, in.JobID, after, finishedPage)
+	page, err := s.rollouts.FinishedAttempts(ctx, in.JobID, after, finishedPage)
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +134,7 @@ type finishedStream struct {
 
 // run sends page, then every attempt as it is numbered, until the job has ended and every
 // attempt that ended before it was sent, the client goes away or the server shuts down.
-func (f *finishedStream) run(page []models.FinishedAttempt) {
+func (f *finishedStream) run(page []rollouts.FinishedAttempt) {
 	// ended: the job had ended before the last page was read. That read numbered every attempt
 	// that ended before the job did, so once it is sent the stream is over (an attempt still
 	// open, one that never started, is counted in the end event, not awaited).
@@ -151,7 +152,7 @@ func (f *finishedStream) run(page []models.FinishedAttempt) {
 			}
 		}
 		var err error
-		if page, err = f.s.store.FinishedAttempts(f.ctx, f.jobID, f.after, finishedPage); err != nil {
+		if page, err = f.s.rollouts.FinishedAttempts(f.ctx, f.jobID, f.after, finishedPage); err != nil {
 			if f.ctx.Err() == nil {
 				f.s.log.ErrorContext(f.ctx, "finished attempts", "job", f.jobID, "error", err)
 			}
@@ -161,7 +162,7 @@ func (f *finishedStream) run(page []models.FinishedAttempt) {
 }
 
 // send writes a page of attempt events; false when the client went away.
-func (f *finishedStream) send(page []models.FinishedAttempt) bool {
+func (f *finishedStream) send(page []rollouts.FinishedAttempt) bool {
 	for _, a := range page {
 		data, _ := json.Marshal(FinishedAttemptEvent{Seq: a.Seq, TraceID: a.TraceID, TaskID: a.TaskID, TaskVersionID: a.TaskVersionID,
 			ModelID: a.ModelID, GroupID: a.GroupID, GroupSize: a.GroupSize, GroupComplete: a.GroupComplete, Status: a.Status,
@@ -182,7 +183,7 @@ func (f *finishedStream) send(page []models.FinishedAttempt) bool {
 // job has ended now and, while it runs, waits a poll (a comment line when the stream was quiet
 // for finishedKeepAlive). The stream is over too when the client or the server goes away.
 func (f *finishedStream) caughtUp(ended bool) (over, nowEnded bool) {
-	st, err := f.s.store.JobFinishState(f.ctx, f.jobID)
+	st, err := f.s.rollouts.JobFinishState(f.ctx, f.jobID)
 	if err != nil {
 		f.s.log.ErrorContext(f.ctx, "finished attempts", "job", f.jobID, "error", err)
 		return true, ended
@@ -193,7 +194,7 @@ func (f *finishedStream) caughtUp(ended bool) (over, nowEnded bool) {
 		f.rc.Flush()                                       //nolint:errcheck
 		return true, true
 	}
-	if models.JobEnded(st.Status) {
+	if rollouts.JobEnded(st.Status) {
 		return false, true
 	}
 	if time.Since(f.quiet) >= finishedKeepAlive {

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 func (s *Server) registerInstances() {
@@ -115,7 +116,7 @@ func (s *Server) listInstances(ctx context.Context, in *listInstancesInput) (*li
 	if _, err := s.store.GetRegistry(ctx, c, in.RegistryID); err != nil {
 		return nil, storeError(err, "environment")
 	}
-	l, err := s.store.ListInstances(ctx, c, in.RegistryID, in.IncludeTerminated, in.Limit, in.Offset)
+	l, err := s.rollouts.ListInstances(ctx, c, in.RegistryID, in.IncludeTerminated, in.Limit, in.Offset)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +155,7 @@ func (s *Server) stopInstances(ctx context.Context, in *stopInstancesInput) (*st
 	if err := s.requireWorkflows(); err != nil {
 		return nil, err
 	}
-	found, err := s.store.TeamInstances(ctx, c, in.Body.RegistryID, in.Body.InstanceIDs)
+	found, err := s.rollouts.TeamInstances(ctx, c, in.Body.RegistryID, in.Body.InstanceIDs)
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +182,7 @@ func (s *Server) stopInstances(ctx context.Context, in *stopInstancesInput) (*st
 		}
 		// The workflow settles it: it tears the sandbox down, then writes cancelled (and ends
 		// the instance).
-		s.store.TransitionTrace(ctx, inst.TraceID, models.TraceUpdate{Status: models.TraceCancelling}) //nolint:errcheck // informational
+		s.rollouts.TransitionTrace(ctx, inst.TraceID, rollouts.TraceUpdate{Status: models.TraceCancelling}) //nolint:errcheck // informational
 		if err := s.workflows.CancelTrace(ctx, inst.TraceID); err != nil {
 			s.log.ErrorContext(ctx, "stop instance", "request_id", requestIDFrom(ctx), "instance", id, "trace", inst.TraceID, "error", err)
 			out.Body.Errors = append(out.Body.Errors, id.String()+": the rollout engine could not cancel its attempt (request id "+requestIDFrom(ctx)+")")

@@ -7,7 +7,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
-	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // registerJobMix registers what a job ran on (a Proctor extension).
@@ -96,7 +96,7 @@ type jobMixOutput struct{ Body JobMix }
 
 // getJobMix serves GET /v2/jobs/{job_id}/mix.
 func (s *Server) getJobMix(ctx context.Context, in *jobMixInput) (*jobMixOutput, error) {
-	m, err := s.store.JobMix(ctx, callerFrom(ctx), in.JobID)
+	m, err := s.rollouts.JobMix(ctx, callerFrom(ctx), in.JobID)
 	if err != nil {
 		return nil, storeError(err, "job")
 	}
@@ -126,7 +126,7 @@ func (s *Server) getJobMix(ctx context.Context, in *jobMixInput) (*jobMixOutput,
 	return out, nil
 }
 
-func entrantOf(e models.Entrant) Entrant {
+func entrantOf(e rollouts.Entrant) Entrant {
 	out := Entrant{ModelID: e.ModelID, ModelName: e.ModelName, Attempts: e.Attempts, Scored: e.Scored, MeanReward: e.MeanReward,
 		Tasks: make([]EntrantTask, len(e.Tasks))}
 	if a := e.Agent; a != nil {

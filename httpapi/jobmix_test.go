@@ -9,6 +9,7 @@ import (
 
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // GET /v2/jobs/{id}/mix says when a job's results mix environment builds or task versions, with
@@ -38,11 +39,11 @@ func TestJobMixShowsBuildsAndVersions(t *testing.T) {
 			reward  float64
 		}
 		runs := []run{{v1.TaskVersionIDs[0], builds[0], 1}, {v1.TaskVersionIDs[1], builds[0], 0}, {v2.TaskVersionIDs[0], builds[1], 0}, {v2.TaskVersionIDs[0], nil, 0}}
-		traces := make([]models.LaunchTrace, len(runs))
+		traces := make([]rollouts.LaunchTrace, len(runs))
 		for i, r := range runs {
-			traces[i] = models.LaunchTrace{TraceID: uuid.New(), TaskVersionID: r.version, ModelID: oracle.ID}
+			traces[i] = rollouts.LaunchTrace{TraceID: uuid.New(), TaskVersionID: r.version, ModelID: oracle.ID}
 		}
-		job, _, err := s.LaunchJob(ctx, f.caller, models.Launch{Name: "mixed", MaxSteps: 5, GroupSize: 1, MaxConcurrent: 1, Traces: traces})
+		job, _, err := rollouts.Of(s).LaunchJob(ctx, f.caller, rollouts.Launch{Name: "mixed", MaxSteps: 5, GroupSize: 1, MaxConcurrent: 1, Traces: traces})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,12 +53,12 @@ func TestJobMixShowsBuildsAndVersions(t *testing.T) {
 				continue // never started
 			}
 			id := traces[i].TraceID
-			s.TransitionTrace(ctx, id, models.TraceUpdate{Status: models.TraceRunning, StartTime: &now, Attempt: 1})
-			if err := s.StartInstance(ctx, &models.Instance{TeamID: f.caller.TeamID, TraceID: id, Attempt: 1, JobID: job.ID, RegistryID: &reg.ID, BuildID: &r.build.ID}, ""); err != nil {
+			rollouts.Of(s).TransitionTrace(ctx, id, rollouts.TraceUpdate{Status: models.TraceRunning, StartTime: &now, Attempt: 1})
+			if err := rollouts.Of(s).StartInstance(ctx, &models.Instance{TeamID: f.caller.TeamID, TraceID: id, Attempt: 1, JobID: job.ID, RegistryID: &reg.ID, BuildID: &r.build.ID}, ""); err != nil {
 				t.Fatal(err)
 			}
 			reward := r.reward
-			s.TransitionTrace(ctx, id, models.TraceUpdate{Status: models.TraceCompleted, Reward: &reward, StopReason: models.StopDone})
+			rollouts.Of(s).TransitionTrace(ctx, id, rollouts.TraceUpdate{Status: models.TraceCompleted, Reward: &reward, StopReason: models.StopDone})
 		}
 
 		m := decode[JobMix](t, f.do("GET", "/v2/jobs/"+job.ID.String()+"/mix", "key", nil))

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // Job is one batch run (spec: Resources › Job).
@@ -31,7 +32,7 @@ type Job struct {
 	UpdatedAt     time.Time          `json:"updated_at"`
 }
 
-func jobFrom(r *models.JobRow) Job {
+func jobFrom(r *rollouts.JobRow) Job {
 	return Job{ID: r.ID, Name: r.Name, Description: r.Description, Status: r.Status, TasksetID: r.TasksetID, MaxSteps: r.MaxSteps,
 		GroupSize: r.GroupSize, MaxConcurrent: r.MaxConcurrent, IsRemote: r.IsRemote, CanEdit: r.CanEdit, IsOwner: r.IsOwner,
 		Published: r.PublishedAt != nil, MaxCostUSD: r.MaxCostUSD, Metadata: r.Metadata.Listed(), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
@@ -133,7 +134,7 @@ func (s *Server) revalidateJob(ctx context.Context, in *jobPath) (*updatedCount,
 }
 
 func (s *Server) setJobValidity(ctx context.Context, jobID uuid.UUID, valid bool) (*updatedCount, error) {
-	n, err := s.store.SetJobValidity(ctx, callerFrom(ctx), jobID, valid)
+	n, err := s.rollouts.SetJobValidity(ctx, callerFrom(ctx), jobID, valid)
 	if err != nil {
 		return nil, storeError(err, "job")
 	}
@@ -149,7 +150,7 @@ func (s *Server) listJobs(ctx context.Context, in *listJobsInput) (*struct{ Body
 		id := uuid.MustParse(in.TasksetID)
 		taskset = &id
 	}
-	rows, total, err := s.store.ListJobs(ctx, callerFrom(ctx), taskset, in.Limit, in.Offset)
+	rows, total, err := s.rollouts.ListJobs(ctx, callerFrom(ctx), taskset, in.Limit, in.Offset)
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +163,7 @@ func (s *Server) listJobs(ctx context.Context, in *listJobsInput) (*struct{ Body
 
 // listActiveJobs serves GET /v2/jobs/active: jobs that are pending, running or paused.
 func (s *Server) listActiveJobs(ctx context.Context, _ *struct{}) (*struct{ Body []Job }, error) {
-	rows, err := s.store.ActiveJobs(ctx, callerFrom(ctx))
+	rows, err := s.rollouts.ActiveJobs(ctx, callerFrom(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +176,7 @@ func (s *Server) listActiveJobs(ctx context.Context, _ *struct{}) (*struct{ Body
 
 // getJob serves GET /v2/jobs/{job_id}: get a job.
 func (s *Server) getJob(ctx context.Context, in *jobPath) (*jobOutput, error) {
-	j, err := s.store.GetJob(ctx, callerFrom(ctx), in.JobID)
+	j, err := s.rollouts.GetJob(ctx, callerFrom(ctx), in.JobID)
 	if err != nil {
 		return nil, storeError(err, "job")
 	}
@@ -198,7 +199,7 @@ func (s *Server) updateJob(ctx context.Context, in *patchJobInput) (*jobOutput, 
 			return nil, err
 		}
 	}
-	j, err := s.store.UpdateJob(ctx, callerFrom(ctx), in.JobID, in.Body.Name, in.Body.Description)
+	j, err := s.rollouts.UpdateJob(ctx, callerFrom(ctx), in.JobID, in.Body.Name, in.Body.Description)
 	if err != nil {
 		return nil, storeError(err, "job")
 	}
@@ -207,7 +208,7 @@ func (s *Server) updateJob(ctx context.Context, in *patchJobInput) (*jobOutput, 
 
 // getJobSummary serves GET /v2/jobs/{job_id}/summary: a job's counts per status.
 func (s *Server) getJobSummary(ctx context.Context, in *jobPath) (*summaryOutput, error) {
-	sum, err := s.store.SummarizeJob(ctx, callerFrom(ctx), in.JobID)
+	sum, err := s.rollouts.SummarizeJob(ctx, callerFrom(ctx), in.JobID)
 	if err != nil {
 		return nil, storeError(err, "job")
 	}
@@ -226,7 +227,7 @@ type jobTracesInput struct {
 
 // listJobTraces serves GET /v2/jobs/{job_id}/traces: a job's traces.
 func (s *Server) listJobTraces(ctx context.Context, in *jobTracesInput) (*struct{ Body Page[Trace] }, error) {
-	rows, total, err := s.store.ListJobTraces(ctx, callerFrom(ctx), in.JobID, in.Limit, in.Offset)
+	rows, total, err := s.rollouts.ListJobTraces(ctx, callerFrom(ctx), in.JobID, in.Limit, in.Offset)
 	if err != nil {
 		return nil, storeError(err, "job")
 	}
@@ -239,7 +240,7 @@ func (s *Server) listJobTraces(ctx context.Context, in *jobTracesInput) (*struct
 
 // publishJob serves POST /v2/jobs/{job_id}/publish: publish a job.
 func (s *Server) publishJob(ctx context.Context, in *jobPath) (*struct{ Body Published }, error) {
-	if err := s.store.PublishJob(ctx, callerFrom(ctx), in.JobID); err != nil {
+	if err := s.rollouts.PublishJob(ctx, callerFrom(ctx), in.JobID); err != nil {
 		return nil, storeError(err, "job")
 	}
 	return &struct{ Body Published }{Body: Published{Message: "published", PublicURL: s.publicURL + "/v2/jobs/" + in.JobID.String(),

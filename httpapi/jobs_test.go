@@ -14,6 +14,7 @@ import (
 
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 func TestModelJobAndTraceReads(t *testing.T) {
@@ -37,23 +38,23 @@ func TestModelJobAndTraceReads(t *testing.T) {
 		}
 
 		traceID := uuid.New()
-		job, _, err := s.LaunchJob(ctx, f.caller, models.Launch{Name: "first", MaxSteps: 5, GroupSize: 1, MaxConcurrent: 1,
-			Traces: []models.LaunchTrace{{TraceID: traceID, TaskVersionID: up.TaskVersionIDs[0], ModelID: oracle.ID}}})
+		job, _, err := rollouts.Of(s).LaunchJob(ctx, f.caller, rollouts.Launch{Name: "first", MaxSteps: 5, GroupSize: 1, MaxConcurrent: 1,
+			Traces: []rollouts.LaunchTrace{{TraceID: traceID, TaskVersionID: up.TaskVersionIDs[0], ModelID: oracle.ID}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		now := time.Now().UTC()
 		one := 1.0
-		s.TransitionTrace(ctx, traceID, models.TraceUpdate{Status: models.TraceRunning, StartTime: &now, Attempt: 1})
-		s.AppendTraceEvents(ctx, []models.TraceEvent{
+		rollouts.Of(s).TransitionTrace(ctx, traceID, rollouts.TraceUpdate{Status: models.TraceRunning, StartTime: &now, Attempt: 1})
+		rollouts.Of(s).AppendTraceEvents(ctx, []models.TraceEvent{
 			{TraceID: traceID, Seq: 0, Kind: models.EventUser, Text: "p", StartedAt: now, Attempt: 1},
-			{TraceID: traceID, Seq: 1, Kind: models.EventToolCall, Text: "add_todo", Data: models.EventData(models.ToolCallEventData{Name: "add_todo"}), StartedAt: now, Attempt: 1},
+			{TraceID: traceID, Seq: 1, Kind: models.EventToolCall, Text: "add_todo", Data: rollouts.EventData(rollouts.ToolCallEventData{Name: "add_todo"}), StartedAt: now, Attempt: 1},
 		})
-		s.AppendTraceLogs(ctx, []models.TraceLog{{TraceID: traceID, Source: models.LogEnv, Seq: 0, Stream: "stderr", Line: "env up", Time: now},
-			{TraceID: traceID, Source: models.LogWorker, Seq: 0, Stream: "worker", Line: "sandbox started", Time: now}})
+		rollouts.Of(s).AppendTraceLogs(ctx, []models.TraceLog{{TraceID: traceID, Source: rollouts.LogEnv, Seq: 0, Stream: "stderr", Line: "env up", Time: now},
+			{TraceID: traceID, Source: rollouts.LogWorker, Seq: 0, Stream: "worker", Line: "sandbox started", Time: now}})
 
-		s.AppendTraceEvents(ctx, []models.TraceEvent{{TraceID: traceID, Seq: 2, Kind: models.EventToolResult, Text: "no such todo",
-			Data: models.EventData(models.ToolResultEventData{IsError: true}), StartedAt: now, Attempt: 1}})
+		rollouts.Of(s).AppendTraceEvents(ctx, []models.TraceEvent{{TraceID: traceID, Seq: 2, Kind: models.EventToolResult, Text: "no such todo",
+			Data: rollouts.EventData(rollouts.ToolResultEventData{IsError: true}), StartedAt: now, Attempt: 1}})
 		tid := "/v2/trace/" + traceID.String()
 		ev := f.do("GET", tid+"/events", "key", nil)
 		if !strings.Contains(string(ev.body), `"latest_seq":2`) || !strings.Contains(string(ev.body), `"status":"running"`) || strings.Count(string(ev.body), `"seq":`) != 3 {
@@ -77,7 +78,7 @@ func TestModelJobAndTraceReads(t *testing.T) {
 		if r := f.do("GET", tid+"/logs", "key", nil); !strings.Contains(string(r.body), "sandbox started") {
 			t.Errorf("logs = %s", r.body)
 		}
-		s.TransitionTrace(ctx, traceID, models.TraceUpdate{Status: models.TraceCompleted, Reward: &one, StopReason: models.StopDone, EvaluationResult: &models.EvaluationResult{Reward: 1, Content: "all there"}})
+		rollouts.Of(s).TransitionTrace(ctx, traceID, rollouts.TraceUpdate{Status: models.TraceCompleted, Reward: &one, StopReason: models.StopDone, EvaluationResult: &models.EvaluationResult{Reward: 1, Content: "all there"}})
 		info := decode[TraceInfo](t, f.do("GET", tid+"/info", "key", nil))
 		if info.Status != "completed" || *info.Reward != 1 || decode[models.EvaluationResult](t, response{body: info.EvaluationResult}).Content != "all there" || !info.CanEdit || info.JobName != "first" {
 			t.Errorf("info = %+v", info)
@@ -116,8 +117,8 @@ func TestModelJobAndTraceReads(t *testing.T) {
 
 		// Related traces: a second job's attempt at the same task.
 		second := uuid.New()
-		s.LaunchJob(ctx, f.caller, models.Launch{Name: "second", MaxSteps: 5, GroupSize: 1, MaxConcurrent: 1,
-			Traces: []models.LaunchTrace{{TraceID: second, TaskVersionID: up.TaskVersionIDs[0], ModelID: oracle.ID}}})
+		rollouts.Of(s).LaunchJob(ctx, f.caller, rollouts.Launch{Name: "second", MaxSteps: 5, GroupSize: 1, MaxConcurrent: 1,
+			Traces: []rollouts.LaunchTrace{{TraceID: second, TaskVersionID: up.TaskVersionIDs[0], ModelID: oracle.ID}}})
 		related := func(query string) []RelatedTrace {
 			t.Helper()
 			return decode[[]RelatedTrace](t, f.do("GET", tid+"/related?"+query, "key", nil))
@@ -152,7 +153,7 @@ func TestModelJobAndTraceReads(t *testing.T) {
 			t.Errorf("a published trace anonymously = %d", r.status)
 		}
 		// Another reader of a published trace does not see the worker's host paths; its team does.
-		s.AppendTraceLogs(ctx, []models.TraceLog{{TraceID: traceID, Source: models.LogWorker, Seq: 1, Stream: "worker",
+		rollouts.Of(s).AppendTraceLogs(ctx, []models.TraceLog{{TraceID: traceID, Source: rollouts.LogWorker, Seq: 1, Stream: "worker",
 			Line: "try 1: sandbox started (/srv/proctor/sandboxes/abc123/bin/todo --stdio)", Time: now}})
 		if r := f.do("GET", tid+"/logs", "", nil); !strings.Contains(string(r.body), "(…/todo --stdio)") || strings.Contains(string(r.body), "/srv/proctor") {
 			t.Errorf("a published trace's worker log, anonymously: %s", r.body)
@@ -354,7 +355,7 @@ func TestAJobNamesItsParentJob(t *testing.T) {
 
 		// Another team's unpublished job, or none at all, is no parent; the nil UUID is no id.
 		other, _ := otherTeam(t, s)
-		theirs, _, err := s.LaunchJob(ctx, other, models.Launch{Name: "theirs"})
+		theirs, _, err := rollouts.Of(s).LaunchJob(ctx, other, rollouts.Launch{Name: "theirs"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -378,8 +379,8 @@ func TestEnvLogsAreReadToTheEndByTheirLastTimestamp(t *testing.T) {
 		oracle := &models.LLMModel{ModelName: "oracle", Name: "Oracle", Provider: "proctor", Adapter: models.AdapterOracle}
 		s.UpsertModel(ctx, oracle)
 		traceID := uuid.New()
-		if _, _, err := s.LaunchJob(ctx, f.caller, models.Launch{Name: "logs", MaxSteps: 5, GroupSize: 1, MaxConcurrent: 1,
-			Traces: []models.LaunchTrace{{TraceID: traceID, TaskVersionID: up.TaskVersionIDs[0], ModelID: oracle.ID}}}); err != nil {
+		if _, _, err := rollouts.Of(s).LaunchJob(ctx, f.caller, rollouts.Launch{Name: "logs", MaxSteps: 5, GroupSize: 1, MaxConcurrent: 1,
+			Traces: []rollouts.LaunchTrace{{TraceID: traceID, TaskVersionID: up.TaskVersionIDs[0], ModelID: oracle.ID}}}); err != nil {
 			t.Fatal(err)
 		}
 		base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -388,13 +389,13 @@ func TestEnvLogsAreReadToTheEndByTheirLastTimestamp(t *testing.T) {
 		var want []string
 		for i, ms := range []int{0, 0, 1, 1, 1, 2, 2} {
 			line := fmt.Sprintf("line %d", i)
-			logs = append(logs, models.TraceLog{TraceID: traceID, Source: models.LogEnv, Seq: i, Stream: "stderr", Line: line,
+			logs = append(logs, models.TraceLog{TraceID: traceID, Source: rollouts.LogEnv, Seq: i, Stream: "stderr", Line: line,
 				Time: base.Add(time.Duration(ms)*time.Millisecond + time.Duration(i)*time.Microsecond)})
 			want = append(want, line)
 		}
-		s.AppendTraceLogs(ctx, logs)
+		rollouts.Of(s).AppendTraceLogs(ctx, logs)
 		one := 1.0
-		s.TransitionTrace(ctx, traceID, models.TraceUpdate{Status: models.TraceCompleted, Reward: &one, StopReason: models.StopDone})
+		rollouts.Of(s).TransitionTrace(ctx, traceID, rollouts.TraceUpdate{Status: models.TraceCompleted, Reward: &one, StopReason: models.StopDone})
 
 		type page struct {
 			Logs []struct {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // A published job of a private taskset shows its own attempts and what they reference: anonymous
@@ -22,8 +23,8 @@ func TestAPublishedJobShowsOnlyTheTasksItRan(t *testing.T) {
 		if err := s.UpsertModel(ctx, oracle); err != nil {
 			t.Fatal(err)
 		}
-		job, _, err := s.LaunchJob(ctx, f.caller, models.Launch{Name: "one task", TasksetID: &up.TasksetID, MaxSteps: 1, GroupSize: 1, MaxConcurrent: 1,
-			Traces: []models.LaunchTrace{{TraceID: uuid.New(), TaskVersionID: up.TaskVersionIDs[0], ModelID: oracle.ID}}})
+		job, _, err := rollouts.Of(s).LaunchJob(ctx, f.caller, rollouts.Launch{Name: "one task", TasksetID: &up.TasksetID, MaxSteps: 1, GroupSize: 1, MaxConcurrent: 1,
+			Traces: []rollouts.LaunchTrace{{TraceID: uuid.New(), TaskVersionID: up.TaskVersionIDs[0], ModelID: oracle.ID}}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,7 +3,7 @@ package httpapi
 import (
 	"regexp"
 
-	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // hostPath is an absolute path of two or more segments, as worker logs and errors show them: a
@@ -13,7 +13,7 @@ var hostPath = regexp.MustCompile(`(?:/[A-Za-z0-9._@+=~-]+){2,}/?`)
 // forReader is what a reader of the trace may see of text a worker wrote (its log lines, the
 // trace's error): the trace's own team sees it whole; anyone else, reading a published trace,
 // sees host paths cut to their last segment, so that a worker's layout is not published.
-func forReader(t *models.TraceRow, text string) string {
+func forReader(t *rollouts.TraceRow, text string) string {
 	if t.CanEdit {
 		return text
 	}

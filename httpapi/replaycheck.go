@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // ReplayCheck is a regression replay of an environment build against a finished job (a Proctor
@@ -71,11 +72,11 @@ func (s *Server) checkBuild(ctx context.Context, in *checkBuildInput) (*replayCh
 	if err := s.canLaunch(ctx); err != nil {
 		return nil, err
 	}
-	chk, err := s.store.StartReplayCheck(ctx, callerFrom(ctx), in.BuildID, in.Body.AgainstJobID, s.maxAttempts)
+	chk, err := s.rollouts.StartReplayCheck(ctx, callerFrom(ctx), in.BuildID, in.Body.AgainstJobID, s.maxAttempts)
 	if err != nil {
 		return nil, storeError(err, "build")
 	}
-	if err := s.workflows.StartReplayCheck(ctx, chk.ID, chk.JobID, models.ReplayConcurrency); err != nil {
+	if err := s.workflows.StartReplayCheck(ctx, chk.ID, chk.JobID, rollouts.ReplayConcurrency); err != nil {
 		return nil, s.notStarted(ctx, "the replay check", chk.ID, err)
 	}
 	return &replayCheckOutput{Body: replayCheckFrom(chk)}, nil
@@ -83,7 +84,7 @@ func (s *Server) checkBuild(ctx context.Context, in *checkBuildInput) (*replayCh
 
 // getBuildCheck serves GET /v2/builds/{build_id}/check.
 func (s *Server) getBuildCheck(ctx context.Context, in *buildPath) (*replayCheckOutput, error) {
-	chk, err := s.store.LatestReplayCheck(ctx, callerFrom(ctx), in.BuildID)
+	chk, err := s.rollouts.LatestReplayCheck(ctx, callerFrom(ctx), in.BuildID)
 	if err != nil {
 		return nil, storeError(err, "replay check")
 	}

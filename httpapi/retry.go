@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // registerRetry registers the retry of a job's failed attempts (a Proctor extension).
@@ -57,19 +58,19 @@ func (s *Server) retryJob(ctx context.Context, in *retryJobInput) (*retryJobOutp
 	if err := s.canLaunch(ctx); err != nil {
 		return nil, err
 	}
-	body := retryJobBody{Errors: models.RetryInfra}
+	body := retryJobBody{Errors: rollouts.RetryInfra}
 	if in.Body != nil {
 		body = *in.Body
 	}
 	if body.Errors == "" {
-		body.Errors = models.RetryInfra
+		body.Errors = rollouts.RetryInfra
 	}
 	if body.MaxCostUSD != nil {
 		if _, err := s.setCeiling(ctx, in.JobID, models.CeilingChange{MaxCostUSD: body.MaxCostUSD}); err != nil {
 			return nil, err
 		}
 	}
-	res, err := s.store.RetryJob(ctx, callerFrom(ctx), in.JobID, body.Errors)
+	res, err := s.rollouts.RetryJob(ctx, callerFrom(ctx), in.JobID, body.Errors)
 	if err != nil {
 		return nil, storeError(err, "job")
 	}
@@ -89,7 +90,7 @@ func (s *Server) retryJob(ctx context.Context, in *retryJobInput) (*retryJobOutp
 		id := requestIDFrom(ctx)
 		s.log.ErrorContext(ctx, "retry run list", "request_id", id, "job", in.JobID, "error", err)
 		// Nothing runs the retries: they are taken back, and the job is as it was.
-		if uerr := s.store.UndoRetry(context.WithoutCancel(ctx), res); uerr != nil {
+		if uerr := s.rollouts.UndoRetry(context.WithoutCancel(ctx), res); uerr != nil {
 			s.log.ErrorContext(ctx, "undo retry", "request_id", id, "job", in.JobID, "error", uerr)
 		}
 		return nil, newAPIError(http.StatusServiceUnavailable, "the retry's workflow could not start (request id "+id+"): try again")

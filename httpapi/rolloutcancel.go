@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 type statusOutput struct {
@@ -69,16 +70,16 @@ func (s *Server) cancelRollout(ctx context.Context, in *cancelTraceInput) (*stat
 	if err := s.requireWorkflows(); err != nil {
 		return nil, err
 	}
-	t, err := s.store.GetTrace(ctx, callerFrom(ctx), in.Body.TraceID)
+	t, err := s.rollouts.GetTrace(ctx, callerFrom(ctx), in.Body.TraceID)
 	if err != nil {
 		return nil, storeError(err, "trace")
 	}
 	if !t.CanEdit {
 		return nil, newAPIError(http.StatusForbidden, "the trace is read-only for the caller")
 	}
-	if !models.Terminal(t.Status) {
+	if !rollouts.Terminal(t.Status) {
 		// The workflow settles it: it tears the sandbox down, then writes cancelled.
-		s.store.TransitionTrace(ctx, t.ID, models.TraceUpdate{Status: models.TraceCancelling}) //nolint:errcheck // informational
+		s.rollouts.TransitionTrace(ctx, t.ID, rollouts.TraceUpdate{Status: models.TraceCancelling}) //nolint:errcheck // informational
 		if err := s.workflows.CancelTrace(ctx, t.ID); err != nil {
 			return nil, err
 		}
@@ -99,7 +100,7 @@ func (s *Server) cancelJob(ctx context.Context, in *cancelJobInput) (*cancelJobO
 	if err := s.requireWorkflows(); err != nil {
 		return nil, err
 	}
-	j, err := s.store.GetJob(ctx, callerFrom(ctx), in.Body.JobID)
+	j, err := s.rollouts.GetJob(ctx, callerFrom(ctx), in.Body.JobID)
 	if err != nil {
 		return nil, storeError(err, "job")
 	}
@@ -121,7 +122,7 @@ func (s *Server) cancelUserJobs(ctx context.Context, _ *struct{}) (*cancelUserJo
 		return nil, err
 	}
 	c := callerFrom(ctx)
-	jobs, err := s.store.ActiveJobs(ctx, c)
+	jobs, err := s.rollouts.ActiveJobs(ctx, c)
 	if err != nil {
 		return nil, err
 	}

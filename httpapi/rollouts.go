@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // Workflows starts and cancels the rollout engine's workflows; the Temporal client implements it.
@@ -109,21 +110,21 @@ func (s *Server) runRollout(ctx context.Context, in *runInput) (*launchedOutput,
 	if in.Body.TraceID != nil {
 		traceID = *in.Body.TraceID
 	}
-	lt := models.LaunchTrace{TraceID: traceID, TaskVersionID: in.Body.TaskVersionID, ModelID: in.Body.ModelID, Name: in.Body.TraceName,
+	lt := rollouts.LaunchTrace{TraceID: traceID, TaskVersionID: in.Body.TaskVersionID, ModelID: in.Body.ModelID, Name: in.Body.TraceName,
 		MaxSteps: in.Body.MaxSteps, RuntimeConfig: in.Body.RuntimeConfig, AgentBuildID: agentBuild}
 	md := models.JobMetadata{}
 	if m, err := s.store.GetModel(ctx, callerFrom(ctx), in.Body.ModelID); err == nil {
-		md.ResolvedAgents = append(md.ResolvedAgents, models.ResolvedAgentOf(m))
+		md.ResolvedAgents = append(md.ResolvedAgents, rollouts.ResolvedAgentOf(m))
 	}
-	return s.launchOne(ctx, models.Launch{Kind: models.JobSingle, Name: in.Body.TraceName, MaxSteps: in.Body.MaxSteps, Traces: []models.LaunchTrace{lt},
+	return s.launchOne(ctx, rollouts.Launch{Kind: models.JobSingle, Name: in.Body.TraceName, MaxSteps: in.Body.MaxSteps, Traces: []rollouts.LaunchTrace{lt},
 		Metadata: md})
 }
 
 // launchOne is the launch path of run and submit: the job and its one trace are written, then the
 // attempt's workflow is started.
-func (s *Server) launchOne(ctx context.Context, l models.Launch) (*launchedOutput, error) {
+func (s *Server) launchOne(ctx context.Context, l rollouts.Launch) (*launchedOutput, error) {
 	l.GroupSize, l.MaxConcurrent = 1, 1
-	job, traces, err := s.store.LaunchJob(ctx, callerFrom(ctx), l)
+	job, traces, err := s.rollouts.LaunchJob(ctx, callerFrom(ctx), l)
 	if err != nil {
 		return nil, storeError(err, "task version")
 	}
@@ -203,11 +204,11 @@ func (s *Server) submitRollout(ctx context.Context, in *submitInput) (*launchedO
 		return nil, err
 	}
 	steps, _ := in.maxSteps() // checked by Resolve
-	lt := models.LaunchTrace{TraceID: b.TraceID, TaskVersionID: v.ID, ModelID: m.ID, GroupID: b.GroupID, Name: b.Slug, MaxSteps: steps,
+	lt := rollouts.LaunchTrace{TraceID: b.TraceID, TaskVersionID: v.ID, ModelID: m.ID, GroupID: b.GroupID, Name: b.Slug, MaxSteps: steps,
 		RuntimeConfig: b.RuntimeConfig, Args: b.Args, AgentConfig: b.Agent.Config, AgentBuildID: agentBuild}
-	md := models.JobMetadata{ResolvedAgents: []models.ResolvedAgent{models.ResolvedAgentOf(m)},
+	md := models.JobMetadata{ResolvedAgents: []models.ResolvedAgent{rollouts.ResolvedAgentOf(m)},
 		SDKAgentParams: &models.SDKAgentParams{Type: b.Agent.Type, Config: b.Agent.Config}}
-	return s.launchOne(ctx, models.Launch{Kind: models.JobRemote, JobID: b.JobID, MaxSteps: steps, Traces: []models.LaunchTrace{lt}, Metadata: md})
+	return s.launchOne(ctx, rollouts.Launch{Kind: models.JobRemote, JobID: b.JobID, MaxSteps: steps, Traces: []rollouts.LaunchTrace{lt}, Metadata: md})
 }
 
 // submittedAgent resolves a submit's agent.type: a brought agent of the caller's team first,
@@ -295,8 +296,8 @@ func (s *Server) submittedVersion(ctx context.Context, c *models.Caller, env, ta
 func (s *Server) startFailed(ctx context.Context, err error, traceID uuid.UUID) error {
 	id := requestIDFrom(ctx)
 	s.log.ErrorContext(ctx, "start rollout", "request_id", id, "trace", traceID, "error", err)
-	s.store.TransitionTrace(ctx, traceID, models.TraceUpdate{Status: models.TraceError, StopReason: models.StopError, //nolint:errcheck // best effort
+	s.rollouts.TransitionTrace(ctx, traceID, rollouts.TraceUpdate{Status: models.TraceError, StopReason: models.StopError, //nolint:errcheck // best effort
 		Error: "the rollout engine could not start the attempt"})
-	s.store.SettleSingleRunJob(ctx, traceID) //nolint:errcheck // best effort: the job must not read pending for ever
+	s.rollouts.SettleSingleRunJob(ctx, traceID) //nolint:errcheck // best effort: the job must not read pending for ever
 	return newAPIError(http.StatusServiceUnavailable, "the attempt was recorded but the rollout engine could not start it (request id "+id+")")
 }

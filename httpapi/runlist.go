@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // RunListResult is one launched (or rejected) task version × model.
@@ -114,7 +115,7 @@ func (s *Server) runRolloutList(ctx context.Context, in *runListInput) (*runList
 	}
 	md := models.JobMetadata{ParentJobID: b.ParentJobID}
 	if p := b.ParentJobID; p != nil {
-		if _, err := s.store.GetJob(ctx, c, *p); err != nil {
+		if _, err := s.rollouts.GetJob(ctx, c, *p); err != nil {
 			return nil, storeError(err, "parent job "+p.String())
 		}
 	}
@@ -126,11 +127,11 @@ func (s *Server) runRolloutList(ctx context.Context, in *runListInput) (*runList
 		}
 		okModel[m] = err
 		if err == nil {
-			md.ResolvedAgents = append(md.ResolvedAgents, models.ResolvedAgentOf(model))
+			md.ResolvedAgents = append(md.ResolvedAgents, rollouts.ResolvedAgentOf(model))
 		}
 	}
-	out, launch := planRunList(versions, visible, b.ModelIDs, okModel, b.GroupSize, func(v, m uuid.UUID) models.LaunchTrace {
-		return models.LaunchTrace{TraceID: uuid.New(), TaskVersionID: v, ModelID: m, GroupID: fmt.Sprintf("%s/%s", v, m),
+	out, launch := planRunList(versions, visible, b.ModelIDs, okModel, b.GroupSize, func(v, m uuid.UUID) rollouts.LaunchTrace {
+		return rollouts.LaunchTrace{TraceID: uuid.New(), TaskVersionID: v, ModelID: m, GroupID: fmt.Sprintf("%s/%s", v, m),
 			MaxSteps: b.MaxSteps, RuntimeConfig: b.RuntimeConfig, AgentBuildID: agentBuild}
 	})
 	if len(launch) == 0 {
@@ -143,7 +144,7 @@ func (s *Server) runRolloutList(ctx context.Context, in *runListInput) (*runList
 		}
 		return nil, newAPIError(http.StatusNotFound, "none of the task versions and models is visible to the caller")
 	}
-	job, _, err := s.store.LaunchJob(ctx, c, models.Launch{Kind: models.JobBatch, Name: b.Name, TasksetID: b.TasksetID, MaxSteps: b.MaxSteps, GroupSize: b.GroupSize,
+	job, _, err := s.rollouts.LaunchJob(ctx, c, rollouts.Launch{Kind: models.JobBatch, Name: b.Name, TasksetID: b.TasksetID, MaxSteps: b.MaxSteps, GroupSize: b.GroupSize,
 		MaxConcurrent: b.MaxConcurrent, MaxCostUSD: b.MaxCostUSD, Metadata: md, Traces: launch})
 	if err != nil {
 		return nil, storeError(err, "task version")
@@ -191,10 +192,10 @@ func (s *Server) runListVersions(ctx context.Context, c *models.Caller, tasksetI
 // rejected result, every other pair's attempts are launched. Past runListDetailAttempts
 // attempts, the results list only the rejected pairs.
 func planRunList(versions []uuid.UUID, visible map[uuid.UUID]bool, modelIDs []uuid.UUID, okModel map[uuid.UUID]error, group int,
-	attempt func(v, m uuid.UUID) models.LaunchTrace) (*runListOutput, []models.LaunchTrace) {
+	attempt func(v, m uuid.UUID) rollouts.LaunchTrace) (*runListOutput, []rollouts.LaunchTrace) {
 	out := &runListOutput{}
 	out.Body.Results = []RunListResult{}
-	var launch []models.LaunchTrace
+	var launch []rollouts.LaunchTrace
 	for _, v := range versions {
 		for _, m := range modelIDs {
 			res := RunListResult{TaskVersionID: v, ModelID: m, TraceIDs: []uuid.UUID{}}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // launchQueries bounds the statements of a run_list of 10,000 attempts (a taskset of 100 tasks ×
@@ -50,7 +51,7 @@ func TestLaunchingTenThousandAttemptsTakesFewQueries(t *testing.T) {
 		if out.Accepted != 200 || !out.ResultsTruncated {
 			t.Fatalf("run_list accepted %d pairs (truncated %v), want 200 pairs of 50 attempts", out.Accepted, out.ResultsTruncated)
 		}
-		if traces, err := s.JobTraceIDsPage(ctx, out.JobID, 0, 20000); err != nil || len(traces) != 10000 {
+		if traces, err := rollouts.Of(s).JobTraceIDsPage(ctx, out.JobID, 0, 20000); err != nil || len(traces) != 10000 {
 			t.Fatalf("the job holds %d traces, %v; want 10,000", len(traces), err)
 		}
 		if n > launchQueries {

@@ -27,6 +27,7 @@ import (
 	"github.com/proctorhq/proctor/internal/metrics"
 	"github.com/proctorhq/proctor/internal/secrets"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 )
@@ -94,6 +95,7 @@ type Options struct {
 // Server is the HTTP API.
 type Server struct {
 	store         *models.Store
+	rollouts      *rollouts.Store
 	bucket        blob.Bucket
 	temporal      HealthChecker
 	workflows     Workflows
@@ -174,7 +176,7 @@ func (o Options) withDefaults() Options {
 // newServer holds o's dependencies and settings, with no route yet.
 func newServer(o Options) *Server {
 	return &Server{
-		store: o.Store, bucket: o.Bucket, temporal: o.Temporal, workflows: o.Workflows, builds: o.Builds, secrets: o.Secrets, dataQuota: o.DataQuota, uploads: o.Uploads, log: o.Logger, sessionTTL: o.SessionTTL,
+		store: o.Store, rollouts: rollouts.Of(o.Store), bucket: o.Bucket, temporal: o.Temporal, workflows: o.Workflows, builds: o.Builds, secrets: o.Secrets, dataQuota: o.DataQuota, uploads: o.Uploads, log: o.Logger, sessionTTL: o.SessionTTL,
 		secureCookies: strings.HasPrefix(o.PublicURL, "https://"), maxBodyBytes: o.MaxBodyBytes, maxAttempts: o.MaxJobAttempts, publicURL: strings.TrimRight(o.PublicURL, "/"),
 		bodies: newBodyLimits(o), throttle: newAuthThrottle(), crossOrigin: newCrossOrigin(o.PublicURL), metrics: o.Metrics, tracer: o.Tracing.Tracer("github.com/proctorhq/proctor/httpapi"),
 		streamsEnd: make(chan struct{}),

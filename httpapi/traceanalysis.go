@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // RelatedModel is the model of a related trace.
@@ -84,9 +85,9 @@ type relatedInput struct {
 func (in *relatedInput) Resolve(huma.Context) []error {
 	var errs []error
 	for _, st := range strings.Split(in.Status, ",") {
-		if st = strings.TrimSpace(st); st != "" && !slices.Contains(models.TraceStatuses, st) {
+		if st = strings.TrimSpace(st); st != "" && !slices.Contains(rollouts.TraceStatuses, st) {
 			errs = append(errs, &huma.ErrorDetail{Location: "query.status", Value: st,
-				Message: "unknown trace status " + st + "; statuses are " + strings.Join(models.TraceStatuses, ", ")})
+				Message: "unknown trace status " + st + "; statuses are " + strings.Join(rollouts.TraceStatuses, ", ")})
 		}
 	}
 	return errs
@@ -95,20 +96,20 @@ func (in *relatedInput) Resolve(huma.Context) []error {
 // getRelatedTraces serves GET /v2/trace/{trace_id}/related: traces related to one.
 func (s *Server) getRelatedTraces(ctx context.Context, in *relatedInput) (*struct{ Body []RelatedTrace }, error) {
 	c := callerFrom(ctx)
-	anchor, err := s.store.GetTrace(ctx, c, in.TraceID)
+	anchor, err := s.rollouts.GetTrace(ctx, c, in.TraceID)
 	if err != nil {
 		return nil, storeError(err, "trace")
 	}
-	if in.Kind == models.RelatedRecent && c == nil {
+	if in.Kind == rollouts.RelatedRecent && c == nil {
 		return nil, newAPIError(http.StatusUnauthorized, "kind=recent lists the caller's own traces: send an API key")
 	}
-	q := models.RelatedQuery{Kind: in.Kind, ScopeToJob: in.ScopeToJob, Ascending: in.Order == "asc", Limit: in.Limit}
+	q := rollouts.RelatedQuery{Kind: in.Kind, ScopeToJob: in.ScopeToJob, Ascending: in.Order == "asc", Limit: in.Limit}
 	for _, st := range strings.Split(in.Status, ",") {
 		if st = strings.TrimSpace(st); st != "" {
 			q.Statuses = append(q.Statuses, st)
 		}
 	}
-	rows, err := s.store.RelatedTraces(ctx, c, anchor, q)
+	rows, err := s.rollouts.RelatedTraces(ctx, c, anchor, q)
 	if err != nil {
 		return nil, storeErrorIn(err, "query", "trace")
 	}
@@ -132,7 +133,7 @@ type analysisInput struct {
 // getTraceAnalysisContext serves GET /v2/trace/{trace_id}/analysis-context: everything needed to analyse an attempt.
 func (s *Server) getTraceAnalysisContext(ctx context.Context, in *analysisInput) (*struct{ Body AnalysisContext }, error) {
 	c := callerFrom(ctx)
-	t, err := s.store.GetTrace(ctx, c, in.TraceID)
+	t, err := s.rollouts.GetTrace(ctx, c, in.TraceID)
 	if err != nil {
 		return nil, storeError(err, "trace")
 	}
@@ -147,7 +148,7 @@ func (s *Server) getTraceAnalysisContext(ctx context.Context, in *analysisInput)
 	if t.ScenarioArgs != nil {
 		out.ScenarioArgs = t.ScenarioArgs // the launch's, merged over the version's
 	}
-	evs, err := s.store.TraceEvents(ctx, t.ID, -1, false)
+	evs, err := s.rollouts.TraceEvents(ctx, t.ID, -1, false)
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +172,7 @@ func (s *Server) getTraceAnalysisContext(ctx context.Context, in *analysisInput)
 		var all []models.TraceLog
 		after := -1
 		for {
-			lines, more, err := s.store.TraceLogs(ctx, t.ID, source, after, 5000)
+			lines, more, err := s.rollouts.TraceLogs(ctx, t.ID, source, after, 5000)
 			if err != nil {
 				return nil, err
 			}
@@ -186,7 +187,7 @@ func (s *Server) getTraceAnalysisContext(ctx context.Context, in *analysisInput)
 		}
 	}
 	if in.IncludeEnvLogs {
-		lines, err := tail(models.LogEnv)
+		lines, err := tail(rollouts.LogEnv)
 		if err != nil {
 			return nil, err
 		}
@@ -195,7 +196,7 @@ func (s *Server) getTraceAnalysisContext(ctx context.Context, in *analysisInput)
 		}
 	}
 	if in.IncludeWorkerLogs {
-		lines, err := tail(models.LogWorker)
+		lines, err := tail(rollouts.LogWorker)
 		if err != nil {
 			return nil, err
 		}

@@ -9,7 +9,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
-	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 type workerLogsOutput struct {
@@ -58,14 +58,14 @@ func (s *Server) registerTraceLogs() {
 
 // getTraceLogs serves GET /v2/trace/{trace_id}/logs: the worker's log of an attempt.
 func (s *Server) getTraceLogs(ctx context.Context, in *tracePath) (*workerLogsOutput, error) {
-	t, err := s.store.GetTrace(ctx, callerFrom(ctx), in.TraceID)
+	t, err := s.rollouts.GetTrace(ctx, callerFrom(ctx), in.TraceID)
 	if err != nil {
 		return nil, storeError(err, "trace")
 	}
 	var b strings.Builder
 	after := -1
 	for {
-		lines, more, err := s.store.TraceLogs(ctx, t.ID, models.LogWorker, after, 5000)
+		lines, more, err := s.rollouts.TraceLogs(ctx, t.ID, rollouts.LogWorker, after, 5000)
 		if err != nil {
 			return nil, err
 		}
@@ -102,16 +102,16 @@ func (in *envLogsInput) Resolve(huma.Context) []error {
 
 // getTraceEnvLogs serves GET /v2/trace/{trace_id}/env-logs: the environment's output.
 func (s *Server) getTraceEnvLogs(ctx context.Context, in *envLogsInput) (*envLogsOutput, error) {
-	t, err := s.store.GetTrace(ctx, callerFrom(ctx), in.TraceID)
+	t, err := s.rollouts.GetTrace(ctx, callerFrom(ctx), in.TraceID)
 	if err != nil {
 		return nil, storeError(err, "trace")
 	}
-	running := !models.Terminal(t.Status)
-	cur := models.LogCursor{AfterSeq: in.AfterSeq}
+	running := !rollouts.Terminal(t.Status)
+	cur := rollouts.LogCursor{AfterSeq: in.AfterSeq}
 	if in.AfterTimestamp >= 0 {
 		cur.AfterMilli = &in.AfterTimestamp
 	}
-	page, err := s.store.TraceLogPage(ctx, t.ID, models.LogEnv, cur, in.Limit, running && cur.AfterMilli != nil)
+	page, err := s.rollouts.TraceLogPage(ctx, t.ID, rollouts.LogEnv, cur, in.Limit, running && cur.AfterMilli != nil)
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
-	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // Trace is the record of one attempt (spec: Resources › Trace).
@@ -33,7 +33,7 @@ type Trace struct {
 	Attempt             int            `json:"attempt" doc:"Tries so far: infrastructure failures retry the attempt in a fresh sandbox"`
 }
 
-func traceFrom(r *models.TraceRow) Trace {
+func traceFrom(r *rollouts.TraceRow) Trace {
 	return Trace{ID: r.ID, JobID: r.JobID, TaskID: r.TaskID, TaskVersionID: r.TaskVersionID, GroupID: r.GroupID, Name: r.Name,
 		Status: r.Status, CreatedAt: r.CreatedAt, StartTime: r.StartTime, EndTime: r.EndTime, Error: forReader(r, r.Error),
 		InferenceLLMModelID: r.ModelID, InstanceID: r.InstanceID, Metadata: nonNilMap(r.Metadata), Reward: r.Reward,
@@ -84,7 +84,7 @@ func (s *Server) registerTraces() {
 
 // getTrace serves GET /v2/trace/{trace_id}: get a trace.
 func (s *Server) getTrace(ctx context.Context, in *tracePath) (*traceOutput, error) {
-	t, err := s.store.GetTrace(ctx, callerFrom(ctx), in.TraceID)
+	t, err := s.rollouts.GetTrace(ctx, callerFrom(ctx), in.TraceID)
 	if err != nil {
 		return nil, storeError(err, "trace")
 	}
@@ -93,7 +93,7 @@ func (s *Server) getTrace(ctx context.Context, in *tracePath) (*traceOutput, err
 
 // getTraceInfo serves GET /v2/trace/{trace_id}/info: get a trace with its evaluation.
 func (s *Server) getTraceInfo(ctx context.Context, in *tracePath) (*traceInfoOutput, error) {
-	t, err := s.store.GetTrace(ctx, callerFrom(ctx), in.TraceID)
+	t, err := s.rollouts.GetTrace(ctx, callerFrom(ctx), in.TraceID)
 	if err != nil {
 		return nil, storeError(err, "trace")
 	}
@@ -110,7 +110,7 @@ type patchTraceInput struct {
 
 // updateTrace serves PATCH /v2/trace/{trace_id}: rename or describe a trace.
 func (s *Server) updateTrace(ctx context.Context, in *patchTraceInput) (*traceInfoOutput, error) {
-	t, err := s.store.UpdateTraceText(ctx, callerFrom(ctx), in.TraceID, in.Body.Name, in.Body.Description)
+	t, err := s.rollouts.UpdateTraceText(ctx, callerFrom(ctx), in.TraceID, in.Body.Name, in.Body.Description)
 	if err != nil {
 		return nil, storeError(err, "trace")
 	}
@@ -126,7 +126,7 @@ type batchValidateInput struct {
 
 // batchValidateTraces serves POST /v2/trace/batch-validate: mark traces valid or invalid.
 func (s *Server) batchValidateTraces(ctx context.Context, in *batchValidateInput) (*updatedCount, error) {
-	n, err := s.store.SetTracesValidity(ctx, callerFrom(ctx), in.Body.TraceIDs, in.Body.IsValid)
+	n, err := s.rollouts.SetTracesValidity(ctx, callerFrom(ctx), in.Body.TraceIDs, in.Body.IsValid)
 	if err != nil {
 		return nil, err
 	}
@@ -146,10 +146,10 @@ type TraceEnv struct {
 	RegistryType  string     `json:"registry_type"`
 }
 
-func (s *Server) traceInfo(ctx context.Context, t *models.TraceRow) (*traceInfoOutput, error) {
+func (s *Server) traceInfo(ctx context.Context, t *rollouts.TraceRow) (*traceInfoOutput, error) {
 	out := &traceInfoOutput{Body: TraceInfo{Trace: traceFrom(t), ExecutionMode: "hosted", CanEdit: t.CanEdit, Description: t.Description,
 		JobName: t.JobName, EvaluationResult: objectOf(t.EvaluationResult)}}
-	env, err := s.store.EnvironmentOfTrace(ctx, callerFrom(ctx), t)
+	env, err := s.rollouts.EnvironmentOfTrace(ctx, callerFrom(ctx), t)
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +163,7 @@ func (s *Server) traceInfo(ctx context.Context, t *models.TraceRow) (*traceInfoO
 		}
 		out.Body.Environment = e
 	}
-	a, err := s.store.AgentOfTrace(ctx, &t.Trace)
+	a, err := s.rollouts.AgentOfTrace(ctx, &t.Trace)
 	if err != nil {
 		return nil, err
 	}

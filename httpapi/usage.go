@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 func (s *Server) registerUsage() {
@@ -103,7 +104,7 @@ type jobPathInput struct {
 // getJobUsage serves GET /v2/jobs/{job_id}/usage.
 func (s *Server) getJobUsage(ctx context.Context, in *jobPathInput) (*jobUsageOutput, error) {
 	c := callerFrom(ctx)
-	job, err := s.store.GetJob(ctx, c, in.JobID)
+	job, err := s.rollouts.GetJob(ctx, c, in.JobID)
 	if err != nil {
 		return nil, storeError(err, "job")
 	}
@@ -132,7 +133,7 @@ func (s *Server) getJobUsage(ctx context.Context, in *jobPathInput) (*jobUsageOu
 		if r.StillRunning {
 			b.EnvironmentsStillRunning++
 		}
-		if !models.Terminal(r.Status) {
+		if !rollouts.Terminal(r.Status) {
 			open++
 		}
 	}
@@ -216,7 +217,7 @@ type environmentUsageOutput struct {
 // getEnvironmentUsage serves GET /v2/environments/usage.
 func (s *Server) getEnvironmentUsage(ctx context.Context, in *environmentUsageInput) (*environmentUsageOutput, error) {
 	c := callerFrom(ctx)
-	u, err := s.store.EnvironmentUsage(ctx, c, models.EnvironmentUsageFilter{Since: time.Now().AddDate(0, 0, -in.Days),
+	u, err := s.rollouts.EnvironmentUsage(ctx, c, rollouts.EnvironmentUsageFilter{Since: time.Now().AddDate(0, 0, -in.Days),
 		UserID: optionalID(in.UserID), APIKeyID: optionalID(in.APIKeyID), Status: in.Status}, in.Limit, in.Offset)
 	if err != nil {
 		return nil, err

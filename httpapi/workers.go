@@ -34,7 +34,7 @@ type listWorkerQueuesOutput struct {
 
 // listWorkerQueues serves GET /v2/workers.
 func (s *Server) listWorkerQueues(ctx context.Context, _ *struct{}) (*listWorkerQueuesOutput, error) {
-	caps, err := s.store.QueueCapacities(ctx)
+	caps, err := s.rollouts.QueueCapacities(ctx)
 	if err != nil {
 		return nil, storeError(err, "workers")
 	}

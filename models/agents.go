@@ -134,7 +134,7 @@ func (s *Store) ResolveAgent(ctx context.Context, c *Caller, ref string) (*Build
 	}
 	var reg Registry
 	if err := whereAgent(s.DB.NewSelect().Model(&reg), c, name).Scan(ctx); err != nil {
-		return nil, notFound(err, fmt.Sprintf("agent %q", name))
+		return nil, NotFound(err, fmt.Sprintf("agent %q", name))
 	}
 	b := new(Build)
 	bq := s.DB.NewSelect().Model(b).Where("registry_id = ?", reg.ID)
@@ -149,7 +149,7 @@ func (s *Store) ResolveAgent(ctx context.Context, c *Caller, ref string) (*Build
 		bq = bq.Where("id = ?", *reg.LatestBuildID)
 	}
 	if err := bq.Scan(ctx); err != nil {
-		return nil, notFound(err, fmt.Sprintf("build %q of agent %q", strings.TrimPrefix(ref, name), reg.Name))
+		return nil, NotFound(err, fmt.Sprintf("build %q of agent %q", strings.TrimPrefix(ref, name), reg.Name))
 	}
 	if b.Status != BuildSucceeded {
 		return nil, ValidationError{{Location: "agent", Value: ref, Message: fmt.Sprintf("build %d of agent %q is %s, not succeeded", b.Version, reg.Name, b.Status)}}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // BenchmarkJobAnalyticsPostgres measures the job analytics routes' reads on a job of 100,000
@@ -58,8 +59,8 @@ func BenchmarkJobAnalyticsPostgres(b *testing.B) {
 		}
 		var jobs []uuid.UUID
 		for i := range 2 {
-			job, _, err := s.LaunchJob(ctx, c, models.Launch{Name: fmt.Sprint("job ", i), TasksetID: &res.TasksetID, MaxSteps: 1, GroupSize: 1,
-				MaxConcurrent: 1, Traces: []models.LaunchTrace{{TraceID: uuid.New(), TaskVersionID: versions[0].ID, ModelID: modelIDs[0], MaxSteps: 1}}})
+			job, _, err := rollouts.Of(s).LaunchJob(ctx, c, rollouts.Launch{Name: fmt.Sprint("job ", i), TasksetID: &res.TasksetID, MaxSteps: 1, GroupSize: 1,
+				MaxConcurrent: 1, Traces: []rollouts.LaunchTrace{{TraceID: uuid.New(), TaskVersionID: versions[0].ID, ModelID: modelIDs[0], MaxSteps: 1}}})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -100,18 +101,21 @@ func BenchmarkJobAnalyticsPostgres(b *testing.B) {
 
 		measure := func(name string, f func() error) { measureUnder(b, 200*time.Millisecond, name, f) }
 		job := jobs[0]
-		measure("taskset-coverage", func() error { _, err := s.TasksetCoverage(ctx, c, job); return err })
-		measure("chart-data-5000", func() error { _, _, err := s.ChartData(ctx, c, job, 5000); return err })
-		measure("thumbnails-failed-page", func() error { _, _, err := s.Thumbnails(ctx, c, job, models.CategoryFailed, 100, 5000); return err })
-		measure("entity-links", func() error { _, err := s.EntityLinks(ctx, c, job); return err })
+		measure("taskset-coverage", func() error { _, err := rollouts.Of(s).TasksetCoverage(ctx, c, job); return err })
+		measure("chart-data-5000", func() error { _, _, err := rollouts.Of(s).ChartData(ctx, c, job, 5000); return err })
+		measure("thumbnails-failed-page", func() error {
+			_, _, err := rollouts.Of(s).Thumbnails(ctx, c, job, rollouts.CategoryFailed, 100, 5000)
+			return err
+		})
+		measure("entity-links", func() error { _, err := rollouts.Of(s).EntityLinks(ctx, c, job); return err })
 		measure("enriched-2-jobs", func() error {
-			ids, _, _, err := s.TasksetJobs(ctx, c, res.TasksetID, 50, 0)
+			ids, _, _, err := rollouts.Of(s).TasksetJobs(ctx, c, res.TasksetID, 50, 0)
 			if err != nil {
 				return err
 			}
-			_, err = s.JobCards(ctx, c, ids)
+			_, err = rollouts.Of(s).JobCards(ctx, c, ids)
 			return err
 		})
-		measure("summary", func() error { _, err := s.SummarizeJob(ctx, c, job); return err })
+		measure("summary", func() error { _, err := rollouts.Of(s).SummarizeJob(ctx, c, job); return err })
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // A job's coverage, chart, thumbnails by category, entity links and cards agree with its attempts
@@ -28,33 +29,33 @@ func TestJobAnalytics(t *testing.T) {
 			invalid bool
 			want    string
 		}{
-			{0, models.TraceCompleted, f(1), false, models.CategorySuccessful},
-			{0, models.TraceCompleted, f(0.5), false, models.CategoryFailed},
-			{0, models.TraceCompleted, f(1), true, models.CategorySuccessful},
-			{1, models.TraceError, f(0), false, models.CategoryFailed},
-			{1, models.TraceCancelled, nil, false, models.CategoryNoScore},
-			{1, models.TraceRunning, nil, false, models.CategoryLive},
+			{0, models.TraceCompleted, f(1), false, rollouts.CategorySuccessful},
+			{0, models.TraceCompleted, f(0.5), false, rollouts.CategoryFailed},
+			{0, models.TraceCompleted, f(1), true, rollouts.CategorySuccessful},
+			{1, models.TraceError, f(0), false, rollouts.CategoryFailed},
+			{1, models.TraceCancelled, nil, false, rollouts.CategoryNoScore},
+			{1, models.TraceRunning, nil, false, rollouts.CategoryLive},
 		}
-		var lts []models.LaunchTrace
+		var lts []rollouts.LaunchTrace
 		for _, r := range runs {
-			lts = append(lts, models.LaunchTrace{TraceID: uuid.New(), TaskVersionID: versions[r.version], ModelID: oracle.ID, MaxSteps: 1})
+			lts = append(lts, rollouts.LaunchTrace{TraceID: uuid.New(), TaskVersionID: versions[r.version], ModelID: oracle.ID, MaxSteps: 1})
 		}
-		job, _, err := s.LaunchJob(ctx, a, models.Launch{Name: "j", TasksetID: &demo, MaxSteps: 1, GroupSize: 1, MaxConcurrent: 1, Traces: lts})
+		job, _, err := rollouts.Of(s).LaunchJob(ctx, a, rollouts.Launch{Name: "j", TasksetID: &demo, MaxSteps: 1, GroupSize: 1, MaxConcurrent: 1, Traces: lts})
 		if err != nil || job.Kind != models.JobSingle || job.IsRemote {
 			t.Fatalf("launch = %+v, %v", job, err)
 		}
 		for i, r := range runs {
-			if _, err := s.TransitionTrace(ctx, lts[i].TraceID, models.TraceUpdate{Status: r.status, Reward: r.reward}); err != nil {
+			if _, err := rollouts.Of(s).TransitionTrace(ctx, lts[i].TraceID, rollouts.TraceUpdate{Status: r.status, Reward: r.reward}); err != nil {
 				t.Fatal(err)
 			}
 			if r.invalid {
-				if _, err := s.SetTracesValidity(ctx, a, []uuid.UUID{lts[i].TraceID}, false); err != nil {
+				if _, err := rollouts.Of(s).SetTracesValidity(ctx, a, []uuid.UUID{lts[i].TraceID}, false); err != nil {
 					t.Fatal(err)
 				}
 			}
 		}
 
-		cov, err := s.TasksetCoverage(ctx, a, job.ID)
+		cov, err := rollouts.Of(s).TasksetCoverage(ctx, a, job.ID)
 		if err != nil || cov.TasksetID == nil || *cov.TasksetID != demo || cov.TasksetName != "demo" || cov.TotalTasks != 2 || cov.TasksWithTraces != 2 ||
 			len(cov.Tasks) != 2 {
 			t.Fatalf("coverage = %+v, %v", cov, err)
@@ -67,16 +68,16 @@ func TestJobAnalytics(t *testing.T) {
 			t.Errorf("task b = %+v", tb)
 		}
 
-		pts, total, err := s.ChartData(ctx, a, job.ID, 4)
+		pts, total, err := rollouts.Of(s).ChartData(ctx, a, job.ID, 4)
 		if err != nil || total != 6 || len(pts) != 4 || pts[0].ID != lts[0].TraceID || pts[2].IsValid {
 			t.Errorf("chart = %d %+v, %v", total, pts, err)
 		}
 
-		thumbs, counts, err := s.Thumbnails(ctx, a, job.ID, models.CategoryAll, 10, 0)
+		thumbs, counts, err := rollouts.Of(s).Thumbnails(ctx, a, job.ID, rollouts.CategoryAll, 10, 0)
 		if err != nil || len(thumbs) != 6 {
 			t.Fatalf("thumbnails = %+v, %v", thumbs, err)
 		}
-		want := map[string]int{models.CategoryAll: 6, models.CategorySuccessful: 2, models.CategoryFailed: 2, models.CategoryNoScore: 1, models.CategoryLive: 1}
+		want := map[string]int{rollouts.CategoryAll: 6, rollouts.CategorySuccessful: 2, rollouts.CategoryFailed: 2, rollouts.CategoryNoScore: 1, rollouts.CategoryLive: 1}
 		for k, n := range want {
 			if counts[k] != n {
 				t.Errorf("%s = %d, want %d", k, counts[k], n)
@@ -87,21 +88,21 @@ func TestJobAnalytics(t *testing.T) {
 				t.Errorf("thumbnail %d = %+v, want category %s", i, th, runs[i].want)
 			}
 		}
-		if failed, _, _ := s.Thumbnails(ctx, a, job.ID, models.CategoryFailed, 1, 1); len(failed) != 1 || failed[0].ID != lts[3].TraceID {
+		if failed, _, _ := rollouts.Of(s).Thumbnails(ctx, a, job.ID, rollouts.CategoryFailed, 1, 1); len(failed) != 1 || failed[0].ID != lts[3].TraceID {
 			t.Errorf("the second failed thumbnail = %+v", failed)
 		}
 
-		links, err := s.EntityLinks(ctx, a, job.ID)
+		links, err := rollouts.Of(s).EntityLinks(ctx, a, job.ID)
 		if err != nil || len(links) != 1 || links[0].ModelName == nil || *links[0].ModelName != "Oracle" || links[0].TasksetName == nil ||
 			*links[0].TasksetName != "demo" {
 			t.Errorf("entity links = %+v, %v", links, err)
 		}
 
-		ids, n, tasks, err := s.TasksetJobs(ctx, a, demo, 10, 0)
+		ids, n, tasks, err := rollouts.Of(s).TasksetJobs(ctx, a, demo, 10, 0)
 		if err != nil || n != 1 || len(ids) != 1 || ids[0] != job.ID || len(tasks) != 2 || tasks[0].Name != "a" {
 			t.Fatalf("taskset jobs = %v %d %+v, %v", ids, n, tasks, err)
 		}
-		cards, err := s.JobCards(ctx, a, []uuid.UUID{job.ID, uuid.New()})
+		cards, err := rollouts.Of(s).JobCards(ctx, a, []uuid.UUID{job.ID, uuid.New()})
 		card := cards[job.ID]
 		if err != nil || len(cards) != 1 || card == nil || card.TraceCount != 6 || card.CompletedTasks != 3 || card.FailedCount != 2 ||
 			card.InvalidatedCount != 1 || card.AverageAccuracy == nil || *card.AverageAccuracy != 0.75 || len(card.Models) != 1 ||
@@ -110,16 +111,16 @@ func TestJobAnalytics(t *testing.T) {
 		}
 
 		// Another team sees nothing of the job.
-		if _, err := s.TasksetCoverage(ctx, b, job.ID); err == nil {
+		if _, err := rollouts.Of(s).TasksetCoverage(ctx, b, job.ID); err == nil {
 			t.Error("another team reads the coverage")
 		}
-		if _, _, err := s.Thumbnails(ctx, b, job.ID, "", 10, 0); err == nil {
+		if _, _, err := rollouts.Of(s).Thumbnails(ctx, b, job.ID, "", 10, 0); err == nil {
 			t.Error("another team reads the thumbnails")
 		}
-		if cards, _ := s.JobCards(ctx, b, []uuid.UUID{job.ID}); len(cards) != 0 {
+		if cards, _ := rollouts.Of(s).JobCards(ctx, b, []uuid.UUID{job.ID}); len(cards) != 0 {
 			t.Errorf("another team's cards = %+v", cards)
 		}
-		if _, _, _, err := s.TasksetJobs(ctx, b, demo, 10, 0); err == nil {
+		if _, _, _, err := rollouts.Of(s).TasksetJobs(ctx, b, demo, 10, 0); err == nil {
 			t.Error("another team lists the private taskset's jobs")
 		}
 
@@ -128,11 +129,11 @@ func TestJobAnalytics(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := s.LaunchJob(ctx, a, models.Launch{JobID: &job.ID, MaxSteps: 1, GroupSize: 1, MaxConcurrent: 1,
-			Traces: []models.LaunchTrace{{TraceID: uuid.New(), TaskVersionID: extra.TaskVersionIDs[0], ModelID: oracle.ID, MaxSteps: 1}}}); err != nil {
+		if _, _, err := rollouts.Of(s).LaunchJob(ctx, a, rollouts.Launch{JobID: &job.ID, MaxSteps: 1, GroupSize: 1, MaxConcurrent: 1,
+			Traces: []rollouts.LaunchTrace{{TraceID: uuid.New(), TaskVersionID: extra.TaskVersionIDs[0], ModelID: oracle.ID, MaxSteps: 1}}}); err != nil {
 			t.Fatal(err)
 		}
-		if cov, err := s.TasksetCoverage(ctx, a, job.ID); err != nil || cov.TotalTasks != 2 || len(cov.Tasks) != 3 || cov.Tasks[2].TaskName != "z-extra" ||
+		if cov, err := rollouts.Of(s).TasksetCoverage(ctx, a, job.ID); err != nil || cov.TotalTasks != 2 || len(cov.Tasks) != 3 || cov.Tasks[2].TaskName != "z-extra" ||
 			cov.Tasks[2].TraceCount != 1 || cov.Tasks[2].Statuses[0] != models.TracePending {
 			t.Errorf("coverage with another taskset's task = %+v, %v", cov, err)
 		}

@@ -43,7 +43,7 @@ func (s *Store) CreateAPIKey(ctx context.Context, membershipID int64, name strin
 	token := prefix + "_" + randomToken(32)
 	k := &APIKey{
 		ID: uuid.New(), TeamID: m.TeamID, MembershipID: m.ID, Name: name,
-		Prefix: prefix, SecretHash: hashToken(token), CreatedAt: now(), UpdatedAt: now(),
+		Prefix: prefix, SecretHash: hashToken(token), CreatedAt: Now(), UpdatedAt: Now(),
 	}
 	if _, err := s.DB.NewInsert().Model(k).Exec(ctx); err != nil {
 		return nil, "", fmt.Errorf("create api key: %w", err)
@@ -65,7 +65,7 @@ func (s *Store) ListAPIKeys(ctx context.Context, teamID uuid.UUID) ([]APIKey, er
 func (s *Store) RevokeAPIKey(ctx context.Context, teamID, id uuid.UUID) error {
 	return s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		res, err := tx.NewUpdate().Model((*APIKey)(nil)).
-			Set("revoked_at = COALESCE(revoked_at, ?)", now()).Set("updated_at = ?", now()).
+			Set("revoked_at = COALESCE(revoked_at, ?)", Now()).Set("updated_at = ?", Now()).
 			Where("id = ? AND team_id = ?", id, teamID).Exec(ctx)
 		if err != nil {
 			return fmt.Errorf("revoke api key: %w", err)
@@ -88,7 +88,7 @@ func (s *Store) AuthenticateAPIKey(ctx context.Context, token string) (*Caller, 
 	}
 	var k APIKey
 	if err := s.DB.NewSelect().Model(&k).Where("prefix = ?", apiKeyScheme+prefix).Scan(ctx); err != nil {
-		if isNoRows(err) {
+		if IsNoRows(err) {
 			return nil, ErrInvalidCredentials
 		}
 		return nil, fmt.Errorf("authenticate api key: %w", err)
@@ -102,7 +102,7 @@ func (s *Store) AuthenticateAPIKey(ctx context.Context, token string) (*Caller, 
 	}
 	// Last use is informational; a write per request would serialise SQLite, so it is coarse.
 	if k.LastUsedAt == nil || time.Since(*k.LastUsedAt) > time.Minute {
-		s.DB.NewUpdate().Model((*APIKey)(nil)).Set("last_used_at = ?", now()).Where("id = ?", k.ID).Exec(ctx) //nolint:errcheck
+		s.DB.NewUpdate().Model((*APIKey)(nil)).Set("last_used_at = ?", Now()).Where("id = ?", k.ID).Exec(ctx) //nolint:errcheck
 	}
 	return &Caller{TeamID: m.TeamID, UserID: m.UserID, MembershipID: m.ID, Role: m.Role, Kind: CredentialAPIKey, APIKeyID: k.ID}, nil
 }

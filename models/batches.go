@@ -12,9 +12,9 @@ import (
 // insertBatch bounds the rows of one INSERT (a statement's parameters are limited).
 const insertBatch = 500
 
-// insertInBatches inserts rows insertBatch at a time; onConflict, when set, is the ON clause
+// InsertInBatches inserts rows insertBatch at a time; onConflict, when set, is the ON clause
 // (e.g. "CONFLICT (id) DO NOTHING").
-func insertInBatches[T any](ctx context.Context, db bun.IDB, rows []T, onConflict string) error {
+func InsertInBatches[T any](ctx context.Context, db bun.IDB, rows []T, onConflict string) error {
 	for start := 0; start < len(rows); start += insertBatch {
 		batch := rows[start:min(start+insertBatch, len(rows))]
 		q := db.NewInsert().Model(&batch)
@@ -28,9 +28,9 @@ func insertInBatches[T any](ctx context.Context, db bun.IDB, rows []T, onConflic
 	return nil
 }
 
-// rowsByID reads the rows of T whose id (as id reads it) is in ids, by id, idChunk ids a
+// RowsByID reads the rows of T whose id (as id reads it) is in ids, by id, idChunk ids a
 // statement (a statement's parameters are limited).
-func rowsByID[T any](ctx context.Context, db bun.IDB, ids []uuid.UUID, id func(*T) uuid.UUID) (map[uuid.UUID]T, error) {
+func RowsByID[T any](ctx context.Context, db bun.IDB, ids []uuid.UUID, id func(*T) uuid.UUID) (map[uuid.UUID]T, error) {
 	out := make(map[uuid.UUID]T, len(ids))
 	ids = slices.Clone(ids)
 	slices.SortFunc(ids, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })

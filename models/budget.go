@@ -65,7 +65,7 @@ func (s *Store) budget(ctx context.Context, db bun.IDB, j *budgetRow, always boo
 	if err := db.NewSelect().Model(&sums).Column("spent_inference_usd", "spent_environment_usd").Where("id = ?", j.ID).Scan(ctx); err != nil {
 		return b, fmt.Errorf("the spend of job %s: %w", j.ID, err)
 	}
-	spent, at := sums.SpentInferenceUSD+sums.SpentEnvironmentUSD, now()
+	spent, at := sums.SpentInferenceUSD+sums.SpentEnvironmentUSD, Now()
 	for i := range running {
 		_, cost := running[i].Usage(at)
 		spent += cost
@@ -79,7 +79,7 @@ func (s *Store) budget(ctx context.Context, db bun.IDB, j *budgetRow, always boo
 func (s *Store) TraceBudget(ctx context.Context, traceID uuid.UUID) (JobBudget, error) {
 	var j budgetRow
 	if err := s.DB.NewSelect().Model(&j).Where("j.id = (SELECT job_id FROM traces WHERE id = ?)", traceID).Scan(ctx); err != nil {
-		return JobBudget{}, notFound(err, "the job of trace "+traceID.String())
+		return JobBudget{}, NotFound(err, "the job of trace "+traceID.String())
 	}
 	return s.budget(ctx, s.DB, &j, false)
 }
@@ -95,13 +95,13 @@ func (s *Store) AdmitJob(ctx context.Context, jobID uuid.UUID) (JobBudget, error
 	for range 3 {
 		var j budgetRow
 		if err := s.DB.NewSelect().Model(&j).Where("j.id = ?", jobID).Scan(ctx); err != nil {
-			return JobBudget{}, notFound(err, "job")
+			return JobBudget{}, NotFound(err, "job")
 		}
 		var err error
 		if b, err = s.budget(ctx, s.DB, &j, false); err != nil || b.Status != JobRunning || !b.Reached() {
 			return b, err
 		}
-		res, err := s.DB.NewUpdate().Model((*Job)(nil)).Set("status = ?", JobPaused).Set("updated_at = ?", now()).
+		res, err := s.DB.NewUpdate().Model((*Job)(nil)).Set("status = ?", JobPaused).Set("updated_at = ?", Now()).
 			Where("id = ? AND status = ? AND max_cost_usd <= ?", jobID, JobRunning, b.SpentUSD).Exec(ctx)
 		if err != nil {
 			return b, fmt.Errorf("pause job %s: %w", jobID, err)
@@ -142,7 +142,7 @@ func (s *Store) SetJobCeiling(ctx context.Context, c *Caller, jobID uuid.UUID, c
 		var j budgetRow
 		if err := tx.NewUpdate().Model(&j).Set("updated_at = updated_at").Where("id = ? AND team_id = ?", jobID, c.TeamID).
 			Returning("id, status, kind, team_id, created_by, max_cost_usd, spent_inference_usd, spent_environment_usd").Scan(ctx); err != nil {
-			return notFound(err, "job")
+			return NotFound(err, "job")
 		}
 		switch {
 		case j.Kind != JobBatch:
@@ -152,7 +152,7 @@ func (s *Store) SetJobCeiling(ctx context.Context, c *Caller, jobID uuid.UUID, c
 			return fmt.Errorf("job %s has no max_cost_usd (it was launched without one, or it was lifted): a ceiling is set at launch: %w", jobID, ErrConflict)
 		case ch.Resume && j.Status != JobPaused:
 			return fmt.Errorf("job %s is %s, not paused: nothing to resume: %w", jobID, j.Status, ErrConflict)
-		case !c.launcherOrOwner(j.CreatedBy):
+		case !c.LauncherOrOwner(j.CreatedBy):
 			return fmt.Errorf("job %s was launched by another member: its launcher or an owner changes what it may spend: %w", jobID, ErrForbidden)
 		}
 		b, err := s.budget(ctx, tx, &j, true)
@@ -179,7 +179,7 @@ func (s *Store) SetJobCeiling(ctx context.Context, c *Caller, jobID uuid.UUID, c
 		b.Status = status
 		out.Budget = b
 		_, err = tx.NewUpdate().Model((*Job)(nil)).Set("max_cost_usd = ?", b.MaxCostUSD).Set("status = ?", status).
-			Set("updated_at = ?", now()).Where("id = ?", jobID).Exec(ctx)
+			Set("updated_at = ?", Now()).Where("id = ?", jobID).Exec(ctx)
 		return err
 	})
 	return out, err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // A job's spend is its attempts' model calls and environment time, as its usage prices them;
@@ -24,16 +25,16 @@ func TestAJobPausesAtItsCeilingAndResumesAboveIt(t *testing.T) {
 		}
 		other := &models.Caller{TeamID: a.TeamID, UserID: m.UserID, MembershipID: m.ID, Role: models.RoleMember}
 		versions, oracle := launchFixture(t, s, a)
-		var lts []models.LaunchTrace
+		var lts []rollouts.LaunchTrace
 		for range 4 {
-			lts = append(lts, models.LaunchTrace{TraceID: uuid.New(), TaskVersionID: versions[0], ModelID: oracle.ID, GroupID: "g"})
+			lts = append(lts, rollouts.LaunchTrace{TraceID: uuid.New(), TaskVersionID: versions[0], ModelID: oracle.ID, GroupID: "g"})
 		}
 		ceiling := 1.0
-		job, traces, err := s.LaunchJob(ctx, a, models.Launch{MaxSteps: 5, GroupSize: 4, MaxConcurrent: 2, Kind: models.JobBatch, MaxCostUSD: &ceiling, Traces: lts})
+		job, traces, err := rollouts.Of(s).LaunchJob(ctx, a, rollouts.Launch{MaxSteps: 5, GroupSize: 4, MaxConcurrent: 2, Kind: models.JobBatch, MaxCostUSD: &ceiling, Traces: lts})
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.SetJobStatus(ctx, job.ID, models.JobRunning)
+		rollouts.Of(s).SetJobStatus(ctx, job.ID, models.JobRunning)
 		budget := func(trace uuid.UUID) models.JobBudget {
 			t.Helper()
 			b, err := s.TraceBudget(ctx, trace)
@@ -61,7 +62,7 @@ func TestAJobPausesAtItsCeilingAndResumesAboveIt(t *testing.T) {
 		}
 		// A running sandbox is priced up to now: at least its baseline, here 60 min at $0.50/h.
 		inst := &models.Instance{TeamID: a.TeamID, TraceID: traces[1].ID, Attempt: 1, JobID: job.ID, HourlyRate: 0.5, BaselineMinutes: 60}
-		if err := s.StartInstance(ctx, inst, ""); err != nil {
+		if err := rollouts.Of(s).StartInstance(ctx, inst, ""); err != nil {
 			t.Fatal(err)
 		}
 		if b := budget(traces[0].ID); !b.Reached() || b.SpentUSD != 1.1 {
@@ -71,15 +72,15 @@ func TestAJobPausesAtItsCeilingAndResumesAboveIt(t *testing.T) {
 		if err != nil || !adm.Reached() || adm.Status != models.JobPaused {
 			t.Fatalf("admission at the ceiling = %+v, %v", adm, err)
 		}
-		if got, _ := s.GetJob(ctx, a, job.ID); got.Status != models.JobPaused {
+		if got, _ := rollouts.Of(s).GetJob(ctx, a, job.ID); got.Status != models.JobPaused {
 			t.Fatalf("job status %s, want paused", got.Status)
 		}
 		// Ended, its cost is fixed and summed beside the job: the spend is the same, and it is
 		// what the job's usage says.
-		if err := s.EndInstance(ctx, inst.ID, "done", true); err != nil {
+		if err := rollouts.Of(s).EndInstance(ctx, inst.ID, "done", true); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.EndInstance(ctx, inst.ID, "done again", true); err != nil {
+		if err := rollouts.Of(s).EndInstance(ctx, inst.ID, "done again", true); err != nil {
 			t.Fatal(err)
 		}
 		usage, err := s.TracesUsage(ctx, a, &job.ID, nil)
@@ -147,35 +148,35 @@ func TestAJobPausesAtItsCeilingAndResumesAboveIt(t *testing.T) {
 		// An attempt the budget stopped is retried by default once the job has ended.
 		one := 1.0
 		for i, tr := range traces {
-			u := models.TraceUpdate{Status: models.TraceCompleted, Reward: &one}
+			u := rollouts.TraceUpdate{Status: models.TraceCompleted, Reward: &one}
 			if i == 3 {
-				u = models.TraceUpdate{Status: models.TraceCancelled, StopReason: models.StopBudget}
+				u = rollouts.TraceUpdate{Status: models.TraceCancelled, StopReason: models.StopBudget}
 			}
-			s.TransitionTrace(ctx, tr.ID, u)
+			rollouts.Of(s).TransitionTrace(ctx, tr.ID, u)
 		}
-		s.SetJobStatus(ctx, job.ID, models.JobCompleted)
+		rollouts.Of(s).SetJobStatus(ctx, job.ID, models.JobCompleted)
 		if _, err := s.SetJobCeiling(ctx, a, job.ID, models.CeilingChange{MaxCostUSD: &two}); !errors.Is(err, models.ErrConflict) {
 			t.Errorf("a ceiling for a job whose ceiling was lifted: %v, want ErrConflict", err)
 		}
-		retry, err := s.RetryJob(ctx, a, job.ID, models.RetryInfra)
+		retry, err := rollouts.Of(s).RetryJob(ctx, a, job.ID, rollouts.RetryInfra)
 		if err != nil || len(retry.Retried) != 1 || retry.Retried[0].Replaced != traces[3].ID {
 			t.Fatalf("retry = %+v, %v; want the attempt the budget stopped", retry, err)
 		}
 
 		// An ended job's ceiling is what its retries are held to: it changes, and resumes nothing.
-		capped, _, err := s.LaunchJob(ctx, a, models.Launch{MaxSteps: 5, GroupSize: 1, MaxConcurrent: 1, Kind: models.JobBatch, MaxCostUSD: &ceiling,
-			Traces: []models.LaunchTrace{{TraceID: uuid.New(), TaskVersionID: versions[0], ModelID: oracle.ID, GroupID: "g"}}})
+		capped, _, err := rollouts.Of(s).LaunchJob(ctx, a, rollouts.Launch{MaxSteps: 5, GroupSize: 1, MaxConcurrent: 1, Kind: models.JobBatch, MaxCostUSD: &ceiling,
+			Traces: []rollouts.LaunchTrace{{TraceID: uuid.New(), TaskVersionID: versions[0], ModelID: oracle.ID, GroupID: "g"}}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.SetJobStatus(ctx, capped.ID, models.JobCompleted)
+		rollouts.Of(s).SetJobStatus(ctx, capped.ID, models.JobCompleted)
 		if res, err := s.SetJobCeiling(ctx, a, capped.ID, models.CeilingChange{MaxCostUSD: &two}); err != nil || res.Resumed ||
 			res.Budget.Status != models.JobCompleted || *res.Budget.MaxCostUSD != 2 {
 			t.Errorf("a new ceiling for an ended job = %+v, %v", res, err)
 		}
 
 		// Only a run_list job launched with a ceiling has one.
-		single, singleTraces, err := s.LaunchJob(ctx, a, models.Launch{MaxSteps: 5, Traces: []models.LaunchTrace{{TraceID: uuid.New(), TaskVersionID: versions[0], ModelID: oracle.ID}}})
+		single, singleTraces, err := rollouts.Of(s).LaunchJob(ctx, a, rollouts.Launch{MaxSteps: 5, Traces: []rollouts.LaunchTrace{{TraceID: uuid.New(), TaskVersionID: versions[0], ModelID: oracle.ID}}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -110,11 +110,11 @@ func (s *Store) TriggerBuild(ctx context.Context, c *Caller, in TriggerBuild) (*
 	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		var up BuildUpload
 		if err := tx.NewSelect().Model(&up).Where("id = ? AND team_id = ?", in.UploadID, c.TeamID).Scan(ctx); err != nil {
-			return notFound(err, "build upload "+in.UploadID.String())
+			return NotFound(err, "build upload "+in.UploadID.String())
 		}
 		if up.UsedAt != nil {
 			if err := tx.NewSelect().Model(&b).Where("id = ?", up.ID).Scan(ctx); err != nil {
-				return notFound(err, "build")
+				return NotFound(err, "build")
 			}
 			return nil
 		}
@@ -122,7 +122,7 @@ func (s *Store) TriggerBuild(ctx context.Context, c *Caller, in TriggerBuild) (*
 		switch {
 		case in.RegistryID != nil:
 			if err := tx.NewSelect().Model(&reg).Where("id = ?", *in.RegistryID).Scan(ctx); err != nil {
-				return notFound(err, "environment")
+				return NotFound(err, "environment")
 			}
 			if reg.TeamID != c.TeamID {
 				if !reg.Public {
@@ -140,9 +140,9 @@ func (s *Store) TriggerBuild(ctx context.Context, c *Caller, in TriggerBuild) (*
 			}
 		default:
 			err := tx.NewSelect().Model(&reg).Where("team_id = ? AND name = ?", c.TeamID, in.Name).Scan(ctx)
-			if isNoRows(err) {
+			if IsNoRows(err) {
 				reg = Registry{ID: uuid.New(), TeamID: c.TeamID, Name: in.Name, Description: in.Description, RegistryType: registryType(in.Kind), BuildArgs: map[string]any{},
-					EntryFolder: in.Options.EntryFolder, CreatedAt: now(), UpdatedAt: now()}
+					EntryFolder: in.Options.EntryFolder, CreatedAt: Now(), UpdatedAt: Now()}
 				_, err = tx.NewInsert().Model(&reg).Exec(ctx)
 			} else if err == nil {
 				err = sameKind(&reg, in.Kind)
@@ -161,7 +161,7 @@ func (s *Store) TriggerBuild(ctx context.Context, c *Caller, in TriggerBuild) (*
 		}
 		b = Build{ID: up.ID, RegistryID: reg.ID, TeamID: c.TeamID, Version: version, Status: BuildPending, SourceIndexStatus: "pending",
 			SourceKey: up.SourceKey, RuntimeConfig: rt, Options: in.Options, CreatedBy: up.CreatedBy,
-			CreatedAt: now(), UpdatedAt: now()}
+			CreatedAt: Now(), UpdatedAt: Now()}
 		if _, err := tx.NewInsert().Model(&b).Exec(ctx); err != nil {
 			return err
 		}
@@ -175,7 +175,7 @@ func (s *Store) TriggerBuild(ctx context.Context, c *Caller, in TriggerBuild) (*
 				return err
 			}
 		}
-		_, err = tx.NewUpdate().Model((*BuildUpload)(nil)).Set("used_at = ?", now()).Where("id = ?", up.ID).Exec(ctx)
+		_, err = tx.NewUpdate().Model((*BuildUpload)(nil)).Set("used_at = ?", Now()).Where("id = ?", up.ID).Exec(ctx)
 		return err
 	})
 	if err != nil {
@@ -197,7 +197,7 @@ func (s *Store) GetBuildFor(ctx context.Context, c *Caller, id uuid.UUID) (*Buil
 	q := s.DB.NewSelect().Model(&row).ColumnExpr("b.*").ColumnExpr("r.name AS registry_name").
 		Join("JOIN registries AS r ON r.id = b.registry_id").Where("b.id = ?", id)
 	if err := visibleRegistries(q, c).Scan(ctx); err != nil {
-		return nil, notFound(err, "build")
+		return nil, NotFound(err, "build")
 	}
 	row.CanEdit = c != nil && row.TeamID == c.TeamID
 	return &row, nil
@@ -226,7 +226,7 @@ type BuildUpdate struct {
 
 // UpdateBuild records a build's progress. A build that has ended is not changed.
 func (s *Store) UpdateBuild(ctx context.Context, id uuid.UUID, u BuildUpdate) error {
-	q := s.DB.NewUpdate().Model((*Build)(nil)).Set("updated_at = ?", now()).Where("id = ?", id).
+	q := s.DB.NewUpdate().Model((*Build)(nil)).Set("updated_at = ?", Now()).Where("id = ?", id).
 		Where("status NOT IN (?)", bun.In([]string{BuildSucceeded, BuildFailed, BuildCancelled}))
 	if u.Status != "" {
 		q = q.Set("status = ?", u.Status)
@@ -268,7 +268,7 @@ func (s *Store) FinishBuild(ctx context.Context, id uuid.UUID, r BuildResult) (*
 	var b Build
 	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		if err := tx.NewSelect().Model(&b).Where("id = ?", id).Scan(ctx); err != nil {
-			return notFound(err, "build")
+			return NotFound(err, "build")
 		}
 		// A build's secrets live only while it runs.
 		if _, err := tx.NewDelete().Model((*BuildSecret)(nil)).Where("build_id = ?", id).Exec(ctx); err != nil {
@@ -277,8 +277,8 @@ func (s *Store) FinishBuild(ctx context.Context, id uuid.UUID, r BuildResult) (*
 		if BuildTerminal(b.Status) {
 			return nil
 		}
-		d := now().Sub(b.CreatedAt).Seconds()
-		b.Status, b.ErrorMessage, b.DurationSeconds, b.UpdatedAt = r.Status, r.Error, &d, now()
+		d := Now().Sub(b.CreatedAt).Seconds()
+		b.Status, b.ErrorMessage, b.DurationSeconds, b.UpdatedAt = r.Status, r.Error, &d, Now()
 		if r.Status == BuildSucceeded {
 			if r.Lock.Transport == "" {
 				return fmt.Errorf("build %s succeeded with a lock that names no transport: discovery records the one it reached the image over", id)
@@ -303,7 +303,7 @@ func (s *Store) FinishBuild(ctx context.Context, id uuid.UUID, r BuildResult) (*
 		if b.Options.Certify != nil {
 			return nil // it becomes the latest once its certification passed (set-latest), not before
 		}
-		_, err := tx.NewUpdate().Model((*Registry)(nil)).Set("latest_build_id = ?", b.ID).Set("updated_at = ?", now()).
+		_, err := tx.NewUpdate().Model((*Registry)(nil)).Set("latest_build_id = ?", b.ID).Set("updated_at = ?", Now()).
 			Where("id = ? AND latest_build_id IS NULL", b.RegistryID).Exec(ctx)
 		return err
 	})
@@ -330,7 +330,7 @@ func (s *Store) SetLatestBuild(ctx context.Context, c *Caller, id uuid.UUID, for
 			return nil, err
 		}
 	}
-	if _, err := s.DB.NewUpdate().Model((*Registry)(nil)).Set("latest_build_id = ?", b.ID).Set("updated_at = ?", now()).
+	if _, err := s.DB.NewUpdate().Model((*Registry)(nil)).Set("latest_build_id = ?", b.ID).Set("updated_at = ?", Now()).
 		Where("id = ?", b.RegistryID).Exec(ctx); err != nil {
 		return nil, fmt.Errorf("set latest build: %w", err)
 	}
@@ -348,9 +348,9 @@ func (s *Store) AppendBuildLog(ctx context.Context, id uuid.UUID, lines []string
 	}
 	rows := make([]BuildLog, len(lines))
 	for i, l := range lines {
-		rows[i] = BuildLog{BuildID: id, Seq: next + i, Line: l, Time: now()}
+		rows[i] = BuildLog{BuildID: id, Seq: next + i, Line: l, Time: Now()}
 	}
-	if err := insertInBatches(ctx, s.DB, rows, "CONFLICT (build_id, seq) DO NOTHING"); err != nil {
+	if err := InsertInBatches(ctx, s.DB, rows, "CONFLICT (build_id, seq) DO NOTHING"); err != nil {
 		return fmt.Errorf("append build log: %w", err)
 	}
 	return nil
@@ -369,7 +369,7 @@ func (s *Store) BuildLogs(ctx context.Context, id uuid.UUID, afterSeq, limit int
 func (s *Store) BuildByID(ctx context.Context, id uuid.UUID) (*Build, error) {
 	b := new(Build)
 	if err := s.DB.NewSelect().Model(b).Where("id = ?", id).Scan(ctx); err != nil {
-		return nil, notFound(err, "build")
+		return nil, NotFound(err, "build")
 	}
 	return b, nil
 }
@@ -378,7 +378,7 @@ func (s *Store) BuildByID(ctx context.Context, id uuid.UUID) (*Build, error) {
 func (s *Store) RegistryByID(ctx context.Context, id uuid.UUID) (*Registry, error) {
 	r := new(Registry)
 	if err := s.DB.NewSelect().Model(r).Where("id = ?", id).Scan(ctx); err != nil {
-		return nil, notFound(err, "environment")
+		return nil, NotFound(err, "environment")
 	}
 	return r, nil
 }
@@ -397,7 +397,7 @@ func (s *Store) BuildByImage(ctx context.Context, teamID uuid.UUID, ref string) 
 		Where("r.team_id = ? OR r.public", teamID).
 		OrderExpr("CASE WHEN r.team_id = ? THEN 0 ELSE 1 END, b.created_at DESC", teamID).Limit(1).Scan(ctx)
 	if err != nil {
-		return nil, notFound(err, "image "+ref)
+		return nil, NotFound(err, "image "+ref)
 	}
 	return b, nil
 }

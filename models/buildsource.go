@@ -23,7 +23,7 @@ type BuildUpload struct {
 // CreateBuildUpload reserves a source upload for the caller's team.
 func (s *Store) CreateBuildUpload(ctx context.Context, c *Caller) (*BuildUpload, error) {
 	id := uuid.New()
-	u := &BuildUpload{ID: id, TeamID: c.TeamID, SourceKey: BuildSourceKey(c.TeamID, id), CreatedAt: now()}
+	u := &BuildUpload{ID: id, TeamID: c.TeamID, SourceKey: BuildSourceKey(c.TeamID, id), CreatedAt: Now()}
 	if c.UserID != uuid.Nil {
 		u.CreatedBy = &c.UserID
 	}
@@ -64,7 +64,7 @@ func SourceIndexKey(teamID, buildID uuid.UUID) string {
 
 // SetSourceIndexStatus records whether a build's source index is ready or failed.
 func (s *Store) SetSourceIndexStatus(ctx context.Context, id uuid.UUID, status string) error {
-	if _, err := s.DB.NewUpdate().Model((*Build)(nil)).Set("source_index_status = ?", status).Set("updated_at = ?", now()).
+	if _, err := s.DB.NewUpdate().Model((*Build)(nil)).Set("source_index_status = ?", status).Set("updated_at = ?", Now()).
 		Where("id = ?", id).Exec(ctx); err != nil {
 		return fmt.Errorf("set source index status: %w", err)
 	}

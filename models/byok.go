@@ -64,12 +64,12 @@ func (s *Store) SetByokCredential(ctx context.Context, c *Caller, sl Sealer, sco
 	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		key := ownerKey(c, scope)
 		err := tx.NewSelect().Model(&b).Where("team_id = ? AND owner_key = ? AND provider = ?", c.TeamID, key, provider).Scan(ctx)
-		created := isNoRows(err)
+		created := IsNoRows(err)
 		if err != nil && !created {
 			return err
 		}
 		if created {
-			b = ByokCredential{ID: uuid.New(), TeamID: c.TeamID, Scope: scope, OwnerKey: key, Provider: provider, CreatedAt: now(), CreatedBy: &c.MembershipID}
+			b = ByokCredential{ID: uuid.New(), TeamID: c.TeamID, Scope: scope, OwnerKey: key, Provider: provider, CreatedAt: Now(), CreatedBy: &c.MembershipID}
 			if scope == ScopePersonal {
 				b.MembershipID = &c.MembershipID
 			}
@@ -78,7 +78,7 @@ func (s *Store) SetByokCredential(ctx context.Context, c *Caller, sl Sealer, sco
 		if b.Ciphertext, b.MaskedValue, err = seal(sl, value, ByokContext(b.ID)); err != nil {
 			return err
 		}
-		b.UpdatedAt = now()
+		b.UpdatedAt = Now()
 		if created {
 			_, err = tx.NewInsert().Model(&b).Exec(ctx)
 		} else {
@@ -96,7 +96,7 @@ func (s *Store) SetByokCredential(ctx context.Context, c *Caller, sl Sealer, sco
 func byokFor(ctx context.Context, db bun.IDB, c *Caller, id uuid.UUID) (*ByokCredential, error) {
 	var b ByokCredential
 	if err := db.NewSelect().Model(&b).Where("id = ? AND team_id = ?", id, c.TeamID).Scan(ctx); err != nil {
-		return nil, notFound(err, "credential")
+		return nil, NotFound(err, "credential")
 	}
 	switch {
 	case b.Scope == ScopePersonal && (b.MembershipID == nil || *b.MembershipID != c.MembershipID):
@@ -119,7 +119,7 @@ func (s *Store) RotateByokCredential(ctx context.Context, c *Caller, sl Sealer, 
 	if name != nil {
 		b.Name = *name
 	}
-	b.UpdatedAt = now()
+	b.UpdatedAt = Now()
 	if _, err := s.DB.NewUpdate().Model(b).Column("name", "ciphertext", "masked_value", "updated_at").WherePK().Exec(ctx); err != nil {
 		return nil, err
 	}
@@ -152,7 +152,7 @@ type ProviderCredential struct {
 func (s *Store) ProviderKey(ctx context.Context, sl Sealer, teamID, userID uuid.UUID, provider string) (*ProviderCredential, error) {
 	var m Membership
 	if err := s.DB.NewSelect().Model(&m).Where("team_id = ? AND user_id = ?", teamID, userID).Scan(ctx); err != nil {
-		if isNoRows(err) {
+		if IsNoRows(err) {
 			return nil, nil // the launcher has left the team: the platform's key
 		}
 		return nil, err
@@ -178,7 +178,7 @@ func (s *Store) ProviderKey(ctx context.Context, sl Sealer, teamID, userID uuid.
 			return nil, err
 		}
 		return &ProviderCredential{Key: key, Source: "member-secret"}, nil
-	case !isNoRows(err):
+	case !IsNoRows(err):
 		return nil, err
 	}
 	if team != nil {
@@ -193,7 +193,7 @@ func (s *Store) useByok(ctx context.Context, sl Sealer, b *ByokCredential, sourc
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.DB.NewUpdate().Model((*ByokCredential)(nil)).Set("last_used_at = ?", now()).Where("id = ?", b.ID).Exec(ctx); err != nil {
+	if _, err := s.DB.NewUpdate().Model((*ByokCredential)(nil)).Set("last_used_at = ?", Now()).Where("id = ?", b.ID).Exec(ctx); err != nil {
 		return nil, err
 	}
 	return &ProviderCredential{Key: key, Source: source, ByokID: &b.ID}, nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // A certification's job pins every attempt to the build, k oracle attempts and one idle one per
@@ -56,29 +57,29 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, m := range []*models.LLMModel{{ModelName: models.OracleModelName, Name: "Oracle", Provider: "proctor", Adapter: models.AdapterOracle},
-			{ModelName: models.IdleModelName, Name: "Idle", Provider: "proctor", Adapter: models.AdapterIdle},
-			{ModelName: models.RandomModelName, Name: "Random", Provider: "proctor", Adapter: models.AdapterRandom},
-			{ModelName: models.TamperModelName, Name: "Tamper", Provider: "proctor", Adapter: models.AdapterTamper}} {
+		for _, m := range []*models.LLMModel{{ModelName: rollouts.OracleModelName, Name: "Oracle", Provider: "proctor", Adapter: models.AdapterOracle},
+			{ModelName: rollouts.IdleModelName, Name: "Idle", Provider: "proctor", Adapter: models.AdapterIdle},
+			{ModelName: rollouts.RandomModelName, Name: "Random", Provider: "proctor", Adapter: models.AdapterRandom},
+			{ModelName: rollouts.TamperModelName, Name: "Tamper", Provider: "proctor", Adapter: models.AdapterTamper}} {
 			if err := s.UpsertModel(ctx, m); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if _, err := s.StartCertification(ctx, a, bare.ID, up.TasksetID, 3, 0); !errors.Is(err, models.ErrConflict) {
+		if _, err := rollouts.Of(s).StartCertification(ctx, a, bare.ID, up.TasksetID, 3, 0); !errors.Is(err, models.ErrConflict) {
 			t.Errorf("a build with no image: %v, want ErrConflict", err)
 		}
-		if _, err := s.StartCertification(ctx, b, build.ID, up.TasksetID, 3, 0); !errors.Is(err, models.ErrNotFound) {
+		if _, err := rollouts.Of(s).StartCertification(ctx, b, build.ID, up.TasksetID, 3, 0); !errors.Is(err, models.ErrNotFound) {
 			t.Errorf("another team's build: %v, want ErrNotFound", err)
 		}
 
-		if _, err := s.StartCertification(ctx, a, build.ID, up.TasksetID, 3, 11); err == nil || !strings.Contains(err.Error(), "12 attempts") {
+		if _, err := rollouts.Of(s).StartCertification(ctx, a, build.ID, up.TasksetID, 3, 11); err == nil || !strings.Contains(err.Error(), "12 attempts") {
 			t.Errorf("a certification over the server's bound: %v, want a validation error", err)
 		}
-		cert, err := s.StartCertification(ctx, a, build.ID, up.TasksetID, 3, 0)
+		cert, err := rollouts.Of(s).StartCertification(ctx, a, build.ID, up.TasksetID, 3, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		traces, _, err := s.ListJobTraces(ctx, a, cert.JobID, 100, 0)
+		traces, _, err := rollouts.Of(s).ListJobTraces(ctx, a, cert.JobID, 100, 0)
 		if err != nil || len(traces) != 12 {
 			t.Fatalf("the certification's job: %d attempts, %v; want 2 tasks × (3 oracle + 1 idle + 1 random + 1 tamper)", len(traces), err)
 		}
@@ -87,26 +88,26 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 		// one and 0.5 on two.
 		// One attempt's environment answered MCP 250 ms after its try started.
 		started := time.Now().UTC().Add(-time.Second).Truncate(time.Millisecond)
-		if _, err := s.TransitionTrace(ctx, traces[0].ID, models.TraceUpdate{Status: models.TraceInitializing, Attempt: 1, StartTime: &started}); err != nil {
+		if _, err := rollouts.Of(s).TransitionTrace(ctx, traces[0].ID, rollouts.TraceUpdate{Status: models.TraceInitializing, Attempt: 1, StartTime: &started}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.AppendTraceEvents(ctx, []models.TraceEvent{{TraceID: traces[0].ID, Seq: 1, Attempt: 1, Kind: models.EventSystem,
+		if err := rollouts.Of(s).AppendTraceEvents(ctx, []models.TraceEvent{{TraceID: traces[0].ID, Seq: 1, Attempt: 1, Kind: models.EventSystem,
 			StartedAt: started.Add(250 * time.Millisecond)}}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.StartInstance(ctx, &models.Instance{TeamID: a.TeamID, TraceID: traces[0].ID, Attempt: 1, JobID: cert.JobID, SandboxProvider: "process"}, ""); err != nil {
+		if err := rollouts.Of(s).StartInstance(ctx, &models.Instance{TeamID: a.TeamID, TraceID: traces[0].ID, Attempt: 1, JobID: cert.JobID, SandboxProvider: "process"}, ""); err != nil {
 			t.Fatal(err)
 		}
 		one, zero := 1.0, 0.0
 		seen := map[string]int{}
 		taskName := map[uuid.UUID]string{up.TaskVersionIDs[0]: "one", up.TaskVersionIDs[1]: "two"}
 		for _, tr := range traces {
-			if run, err := s.LoadRun(ctx, tr.ID); err != nil || run.Build == nil || run.Build.ID != build.ID {
+			if run, err := rollouts.Of(s).LoadRun(ctx, tr.ID); err != nil || run.Build == nil || run.Build.ID != build.ID {
 				t.Errorf("attempt %s (image %q) loads %+v, %v; want the certified build", tr.ID, tr.RuntimeConfig.Image, run, err)
 			}
 			name := taskName[*tr.TaskVersionID] + "/" + tr.GroupID[:4]
 			seen[name]++
-			u := models.TraceUpdate{Status: models.TraceCompleted, Reward: &one}
+			u := rollouts.TraceUpdate{Status: models.TraceCompleted, Reward: &one}
 			half := 0.5
 			switch {
 			case tr.GroupID[:4] == "idle", name == "one/rand", tr.GroupID[:4] == "tamp":
@@ -116,7 +117,7 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 			case name == "one/orac" && seen[name] == 2:
 				u.Reward = &zero
 			case name == "two/orac" && seen[name] == 3:
-				u = models.TraceUpdate{Status: models.TraceError, Error: "no host", Reward: &zero, InfraFailure: true}
+				u = rollouts.TraceUpdate{Status: models.TraceError, Error: "no host", Reward: &zero, InfraFailure: true}
 			}
 			if tr.GroupID[:4] == "tamp" {
 				// Task one's probe is refused both calls; task two's evaluate dispatcher answers.
@@ -129,16 +130,16 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 				for i, hub := range hubs {
 					refused := name != "two/tamp" || hub == "setup"
 					evs = append(evs, models.TraceEvent{TraceID: tr.ID, Seq: 10 + i, Attempt: 1, Kind: models.EventToolResult, StartedAt: time.Now(),
-						Data: models.EventData(models.ToolResultEventData{Name: hub, IsError: refused})})
+						Data: rollouts.EventData(rollouts.ToolResultEventData{Name: hub, IsError: refused})})
 				}
-				if err := s.AppendTraceEvents(ctx, evs); err != nil {
+				if err := rollouts.Of(s).AppendTraceEvents(ctx, evs); err != nil {
 					t.Fatal(err)
 				}
 			}
-			s.TransitionTrace(ctx, tr.ID, u)
+			rollouts.Of(s).TransitionTrace(ctx, tr.ID, u)
 		}
-		s.SetJobStatus(ctx, cert.JobID, models.JobCompleted)
-		done, err := s.FinishCertification(ctx, cert.ID)
+		rollouts.Of(s).SetJobStatus(ctx, cert.JobID, models.JobCompleted)
+		done, err := rollouts.Of(s).FinishCertification(ctx, cert.ID)
 		if err != nil || done.Status != models.CertificationFlagged || done.FinishedAt == nil || len(done.Tasks) != 2 {
 			t.Fatalf("finished: %+v, %v", done, err)
 		}
@@ -152,12 +153,12 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 		for _, ct := range done.Tasks {
 			byName[ct.TaskName] = ct
 		}
-		if ct := byName["one"]; ct.OracleRuns != 3 || ct.OraclePasses != 2 || !slices.Equal(ct.Flags, []string{models.FlagFlaky}) || ct.IdleReward == nil || *ct.IdleReward != 0 ||
+		if ct := byName["one"]; ct.OracleRuns != 3 || ct.OraclePasses != 2 || !slices.Equal(ct.Flags, []string{rollouts.FlagFlaky}) || ct.IdleReward == nil || *ct.IdleReward != 0 ||
 			ct.Tamper == nil || !slices.Equal(ct.Tamper.Tried, []string{"setup", "evaluate"}) || len(ct.Tamper.Refused) != 2 ||
 			!slices.Equal(ct.Tamper.Claimed, []string{"set_verdict"}) {
 			t.Errorf("task one: %+v, want flaky", ct)
 		}
-		if ct := byName["two"]; ct.OracleRuns != 2 || ct.OraclePasses != 2 || !slices.Equal(ct.Flags, []string{models.FlagTamperable, models.FlagUnfinished}) ||
+		if ct := byName["two"]; ct.OracleRuns != 2 || ct.OraclePasses != 2 || !slices.Equal(ct.Flags, []string{rollouts.FlagTamperable, rollouts.FlagUnfinished}) ||
 			ct.RandomReward == nil || *ct.RandomReward != 0.5 {
 			t.Errorf("task two: %+v, want unfinished", ct)
 		}
@@ -167,7 +168,7 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 			t.Errorf("latest certification = %+v, %v", got, err)
 		}
 		// Recorded once: a second finish changes nothing.
-		if again, err := s.FinishCertification(ctx, cert.ID); err != nil || again.FinishedAt.Sub(*done.FinishedAt).Abs() > time.Millisecond {
+		if again, err := rollouts.Of(s).FinishCertification(ctx, cert.ID); err != nil || again.FinishedAt.Sub(*done.FinishedAt).Abs() > time.Millisecond {
 			t.Errorf("a second finish: %+v, %v", again, err)
 		}
 
@@ -176,10 +177,10 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 		if _, err := s.SetLatestBuild(ctx, a, build.ID, false); err != nil {
 			t.Fatalf("set-latest with no policy: %v", err)
 		}
-		if reg, err := s.SetCertificationPolicy(ctx, a, reg.ID, true); err != nil || !reg.CertifyBeforeLatest {
+		if reg, err := rollouts.Of(s).SetCertificationPolicy(ctx, a, reg.ID, true); err != nil || !reg.CertifyBeforeLatest {
 			t.Fatalf("the policy: %+v, %v", reg, err)
 		}
-		if _, err := s.SetCertificationPolicy(ctx, b, reg.ID, true); !errors.Is(err, models.ErrNotFound) {
+		if _, err := rollouts.Of(s).SetCertificationPolicy(ctx, b, reg.ID, true); !errors.Is(err, models.ErrNotFound) {
 			t.Errorf("another team's policy: %v, want ErrNotFound", err)
 		}
 		if _, err := s.SetLatestBuild(ctx, a, build.ID, false); !errors.Is(err, models.ErrConflict) || !strings.Contains(err.Error(), "one (flaky)") {
@@ -191,20 +192,20 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 		if _, err := s.SetLatestBuild(ctx, a, build.ID, true); err != nil {
 			t.Errorf("set-latest forced: %v", err)
 		}
-		passed, err := s.StartCertification(ctx, a, build.ID, up.TasksetID, 1, 0)
+		passed, err := rollouts.Of(s).StartCertification(ctx, a, build.ID, up.TasksetID, 1, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ptraces, _, _ := s.ListJobTraces(ctx, a, passed.JobID, 100, 0)
+		ptraces, _, _ := rollouts.Of(s).ListJobTraces(ctx, a, passed.JobID, 100, 0)
 		for _, tr := range ptraces {
 			r := one
 			if tr.GroupID[:4] == "idle" || tr.GroupID[:4] == "rand" || tr.GroupID[:4] == "tamp" {
 				r = zero
 			}
-			s.TransitionTrace(ctx, tr.ID, models.TraceUpdate{Status: models.TraceCompleted, Reward: &r})
+			rollouts.Of(s).TransitionTrace(ctx, tr.ID, rollouts.TraceUpdate{Status: models.TraceCompleted, Reward: &r})
 		}
-		s.SetJobStatus(ctx, passed.JobID, models.JobCompleted)
-		if res, err := s.FinishCertification(ctx, passed.ID); err != nil || res.Status != models.CertificationPassed {
+		rollouts.Of(s).SetJobStatus(ctx, passed.JobID, models.JobCompleted)
+		if res, err := rollouts.Of(s).FinishCertification(ctx, passed.ID); err != nil || res.Status != models.CertificationPassed {
 			t.Fatalf("a clean certification: %+v, %v", res, err)
 		}
 		if _, err := s.SetLatestBuild(ctx, a, build.ID, false); err != nil {
@@ -212,12 +213,12 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 		}
 
 		// A cancelled job fails its certification.
-		cancelled, err := s.StartCertification(ctx, a, build.ID, up.TasksetID, 1, 0)
+		cancelled, err := rollouts.Of(s).StartCertification(ctx, a, build.ID, up.TasksetID, 1, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.SetJobStatus(ctx, cancelled.JobID, models.JobCancelled)
-		if res, err := s.FinishCertification(ctx, cancelled.ID); err != nil || res.Status != models.CertificationFailed {
+		rollouts.Of(s).SetJobStatus(ctx, cancelled.JobID, models.JobCancelled)
+		if res, err := rollouts.Of(s).FinishCertification(ctx, cancelled.ID); err != nil || res.Status != models.CertificationFailed {
 			t.Errorf("a cancelled certification: %+v, %v", res, err)
 		}
 	})

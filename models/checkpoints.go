@@ -53,7 +53,7 @@ func (s *Store) ForkModel(ctx context.Context, c *Caller, sourceID uuid.UUID, na
 	f := &LLMModel{ID: uuid.New(), TeamID: &c.TeamID, ModelName: ModelNameOf(name), Name: name, Provider: src.Provider, Adapter: src.Adapter,
 		SDKAgentType: src.SDKAgentType, BaseURL: src.BaseURL, APIKeyEnv: src.APIKeyEnv, ContextWindow: src.ContextWindow,
 		InputCostPerToken: src.InputCostPerToken, OutputCostPerToken: src.OutputCostPerToken, RequestDefaults: src.RequestDefaults,
-		Trainable: true, TrainingPolicy: src.TrainingPolicy, ForkOfModelID: &src.ID, CreatedAt: now(), UpdatedAt: now()}
+		Trainable: true, TrainingPolicy: src.TrainingPolicy, ForkOfModelID: &src.ID, CreatedAt: Now(), UpdatedAt: Now()}
 	if f.RequestDefaults == nil {
 		f.RequestDefaults = map[string]any{}
 	}
@@ -107,7 +107,7 @@ func (s *Store) AddCheckpoint(ctx context.Context, c *Caller, modelID uuid.UUID,
 	if m.ForkOfModelID == nil {
 		return fmt.Errorf("model %s is no fork: checkpoints belong to forks of trainable models: %w", m.ModelName, ErrConflict)
 	}
-	cp.ID, cp.ModelID, cp.CreatedAt = uuid.New(), modelID, now()
+	cp.ID, cp.ModelID, cp.CreatedAt = uuid.New(), modelID, Now()
 	if cp.Metrics == nil {
 		cp.Metrics = map[string]any{}
 	}
@@ -172,7 +172,7 @@ func (s *Store) SetHead(ctx context.Context, c *Caller, modelID, checkpointID uu
 		}
 		return nil, err
 	}
-	m.HeadCheckpointID, m.UpdatedAt = &checkpointID, now()
+	m.HeadCheckpointID, m.UpdatedAt = &checkpointID, Now()
 	if _, err := s.DB.NewUpdate().Model(m).Column("head_checkpoint_id", "updated_at").WherePK().Exec(ctx); err != nil {
 		return nil, err
 	}
@@ -227,7 +227,7 @@ func (s *Store) HeadCheckpoint(ctx context.Context, m *LLMModel) (*Checkpoint, e
 	}
 	var cp Checkpoint
 	if err := s.DB.NewSelect().Model(&cp).Where("id = ?", *m.HeadCheckpointID).Scan(ctx); err != nil {
-		return nil, notFound(err, "head checkpoint")
+		return nil, NotFound(err, "head checkpoint")
 	}
 	return &cp, nil
 }

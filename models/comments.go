@@ -66,7 +66,7 @@ func (s *Store) AddComment(ctx context.Context, c *Caller, taskID uuid.UUID, mes
 	if ok, reason := canComment(t, c); !ok {
 		return nil, fmt.Errorf("add comment: %s: %w", reason, ErrForbidden)
 	}
-	cm := &TaskComment{ID: uuid.New(), TaskID: t.Task.ID, UserID: c.UserID, Message: message, CreatedAt: now(), UpdatedAt: now()}
+	cm := &TaskComment{ID: uuid.New(), TaskID: t.Task.ID, UserID: c.UserID, Message: message, CreatedAt: Now(), UpdatedAt: Now()}
 	err = s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		if _, err := tx.NewInsert().Model(cm).Exec(ctx); err != nil {
 			return err
@@ -79,7 +79,7 @@ func (s *Store) AddComment(ctx context.Context, c *Caller, taskID uuid.UUID, mes
 			if u == c.UserID {
 				continue
 			}
-			n := &Notification{ID: uuid.New(), UserID: u, Kind: "mention", TaskID: &t.Task.ID, CommentID: &cm.ID, ActorID: &c.UserID, CreatedAt: now()}
+			n := &Notification{ID: uuid.New(), UserID: u, Kind: "mention", TaskID: &t.Task.ID, CommentID: &cm.ID, ActorID: &c.UserID, CreatedAt: Now()}
 			if _, err := tx.NewInsert().Model(n).Exec(ctx); err != nil {
 				return err
 			}
@@ -126,7 +126,7 @@ func (s *Store) getComment(ctx context.Context, taskID, id uuid.UUID) (*CommentR
 	var row CommentRow
 	if err := s.DB.NewSelect().Model(&row).ColumnExpr("tc.*").ColumnExpr("u.name AS user_name, u.avatar_url AS avatar_url").
 		Join("JOIN users AS u ON u.id = tc.user_id").Where("tc.id = ? AND tc.task_id = ?", id, taskID).Scan(ctx); err != nil {
-		return nil, notFound(err, "get comment")
+		return nil, NotFound(err, "get comment")
 	}
 	return &row, nil
 }
@@ -153,7 +153,7 @@ func (s *Store) UpdateComment(ctx context.Context, c *Caller, taskID, id uuid.UU
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.DB.NewUpdate().Model((*TaskComment)(nil)).Set("message = ?", message).Set("updated_at = ?", now()).Where("id = ?", id).Exec(ctx); err != nil {
+	if _, err := s.DB.NewUpdate().Model((*TaskComment)(nil)).Set("message = ?", message).Set("updated_at = ?", Now()).Where("id = ?", id).Exec(ctx); err != nil {
 		return nil, fmt.Errorf("update comment: %w", err)
 	}
 	return s.getComment(ctx, t.Task.ID, id)

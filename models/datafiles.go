@@ -128,7 +128,7 @@ func (s *Store) ReserveDataFile(ctx context.Context, c *Caller, in NewDataFile, 
 		in.Scope = DataScopeMember
 	}
 	f := &DataFile{ID: uuid.New(), TeamID: c.TeamID, MembershipID: c.MembershipID, Scope: in.Scope, Group: in.Group, Name: in.Name,
-		Status: DataPending, DeclaredBytes: in.DeclaredBytes, CreatedAt: now(), UpdatedAt: now()}
+		Status: DataPending, DeclaredBytes: in.DeclaredBytes, CreatedAt: Now(), UpdatedAt: Now()}
 	f.ObjectKey = fmt.Sprintf("data/%s/%s", c.TeamID, f.ID)
 	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		if err := s.lockTeam(ctx, tx, c.TeamID); err != nil {
@@ -190,7 +190,7 @@ func (s *Store) dataNameFree(ctx context.Context, db bun.IDB, c *Caller, f *Data
 func (s *Store) GetDataFile(ctx context.Context, c *Caller, id uuid.UUID) (*DataFileRow, error) {
 	var row DataFileRow
 	if err := dataSelect(s, &row, c).Where("df.id = ?", id).Scan(ctx); err != nil {
-		return nil, notFound(err, "data file")
+		return nil, NotFound(err, "data file")
 	}
 	row.fill(c)
 	return &row, nil
@@ -206,7 +206,7 @@ func (s *Store) CompleteDataFile(ctx context.Context, c *Caller, id uuid.UUID, s
 		}
 		var f DataFile
 		if err := tx.NewSelect().Model(&f).Where("id = ? AND team_id = ?", id, c.TeamID).Scan(ctx); err != nil {
-			return notFound(err, "data file")
+			return NotFound(err, "data file")
 		}
 		if f.Status == DataReady {
 			return nil
@@ -219,7 +219,7 @@ func (s *Store) CompleteDataFile(ctx context.Context, c *Caller, id uuid.UUID, s
 		if err := checkQuota(u, q, size, false); err != nil {
 			return err
 		}
-		at := now()
+		at := Now()
 		_, err = tx.NewUpdate().Model((*DataFile)(nil)).Where("id = ?", id).Set("status = ?", DataReady).Set("size_bytes = ?", size).
 			Set("content_type = ?", contentType).Set("completed_at = ?", at).Set("updated_at = ?", at).Exec(ctx)
 		return err
@@ -312,7 +312,7 @@ func (s *Store) UpdateDataFile(ctx context.Context, c *Caller, id uuid.UUID, u D
 		if err := s.dataNameFree(ctx, tx, c, &f); err != nil {
 			return err
 		}
-		f.UpdatedAt = now()
+		f.UpdatedAt = Now()
 		_, err := tx.NewUpdate().Model(&f).Column("name", "group_name", "updated_at").WherePK().Exec(ctx)
 		return err
 	})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // TestLogPagesReadEveryLineOnceByEitherCursor reads a trace's env log, whose lines share
@@ -23,9 +24,9 @@ func TestLogPagesReadEveryLineOnceByEitherCursor(t *testing.T) {
 			2 * time.Millisecond, 3 * time.Millisecond, 3 * time.Millisecond, 3*time.Millisecond + 10*time.Microsecond, 3*time.Millisecond + 500*time.Microsecond}
 		var lines []models.TraceLog
 		for i, off := range offsets {
-			lines = append(lines, models.TraceLog{TraceID: id, Source: models.LogEnv, Seq: i, Stream: "stderr", Line: fmt.Sprint("line ", i), Time: base.Add(off)})
+			lines = append(lines, models.TraceLog{TraceID: id, Source: rollouts.LogEnv, Seq: i, Stream: "stderr", Line: fmt.Sprint("line ", i), Time: base.Add(off)})
 		}
-		if err := s.AppendTraceLogs(ctx, lines); err != nil {
+		if err := rollouts.Of(s).AppendTraceLogs(ctx, lines); err != nil {
 			t.Fatal(err)
 		}
 		all := make([]int, len(lines))
@@ -35,11 +36,11 @@ func TestLogPagesReadEveryLineOnceByEitherCursor(t *testing.T) {
 
 		// read pages with limit from cursor first until has_more is false, as next makes each
 		// next cursor from the page before.
-		read := func(first models.LogCursor, limit int, next func(p *models.LogPage) models.LogCursor) (seqs []int, sizes []int) {
+		read := func(first rollouts.LogCursor, limit int, next func(p *rollouts.LogPage) rollouts.LogCursor) (seqs []int, sizes []int) {
 			t.Helper()
 			cur := first
 			for range 20 {
-				p, err := s.TraceLogPage(ctx, id, models.LogEnv, cur, limit, false)
+				p, err := rollouts.Of(s).TraceLogPage(ctx, id, rollouts.LogEnv, cur, limit, false)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -60,30 +61,30 @@ func TestLogPagesReadEveryLineOnceByEitherCursor(t *testing.T) {
 			t.Fatal("the pages never ended")
 			return nil, nil
 		}
-		byTimestamp := func(p *models.LogPage) models.LogCursor {
+		byTimestamp := func(p *rollouts.LogPage) rollouts.LogCursor {
 			ms := p.Lines[len(p.Lines)-1].Time.UnixMilli()
-			return models.LogCursor{AfterMilli: &ms}
+			return rollouts.LogCursor{AfterMilli: &ms}
 		}
-		bySeq := func(p *models.LogPage) models.LogCursor {
-			return models.LogCursor{AfterSeq: p.Lines[len(p.Lines)-1].Seq}
+		bySeq := func(p *rollouts.LogPage) rollouts.LogCursor {
+			return rollouts.LogCursor{AfterSeq: p.Lines[len(p.Lines)-1].Seq}
 		}
 		zero := int64(0)
 		for _, tc := range []struct {
 			name  string
-			first models.LogCursor
+			first rollouts.LogCursor
 			limit int
-			next  func(*models.LogPage) models.LogCursor
+			next  func(*rollouts.LogPage) rollouts.LogCursor
 			sizes []int
 		}{
 			// Limit 4 ends the first page after millisecond 0 (3 lines): line 3 would split
 			// millisecond 1. Then milliseconds 1 and 2 (3 lines), then 3 (4 lines).
-			{"by timestamp, limit 4", models.LogCursor{AfterSeq: -1}, 4, byTimestamp, []int{3, 3, 4}},
-			{"by timestamp from 0, limit 4", models.LogCursor{AfterMilli: &zero}, 4, byTimestamp, []int{3, 3, 4}},
-			{"by seq, limit 4", models.LogCursor{AfterSeq: -1}, 4, bySeq, []int{3, 3, 4}},
+			{"by timestamp, limit 4", rollouts.LogCursor{AfterSeq: -1}, 4, byTimestamp, []int{3, 3, 4}},
+			{"by timestamp from 0, limit 4", rollouts.LogCursor{AfterMilli: &zero}, 4, byTimestamp, []int{3, 3, 4}},
+			{"by seq, limit 4", rollouts.LogCursor{AfterSeq: -1}, 4, bySeq, []int{3, 3, 4}},
 			// Limit 2: millisecond 0 alone holds 3 lines, a page of its own; millisecond 3 holds 4.
-			{"by timestamp, limit 2", models.LogCursor{AfterSeq: -1}, 2, byTimestamp, []int{3, 2, 1, 4}},
-			{"by seq, limit 2", models.LogCursor{AfterSeq: -1}, 2, bySeq, []int{3, 2, 1, 4}},
-			{"one page", models.LogCursor{AfterSeq: -1}, 1000, byTimestamp, []int{10}},
+			{"by timestamp, limit 2", rollouts.LogCursor{AfterSeq: -1}, 2, byTimestamp, []int{3, 2, 1, 4}},
+			{"by seq, limit 2", rollouts.LogCursor{AfterSeq: -1}, 2, bySeq, []int{3, 2, 1, 4}},
+			{"one page", rollouts.LogCursor{AfterSeq: -1}, 1000, byTimestamp, []int{10}},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				seqs, sizes := read(tc.first, tc.limit, tc.next)
@@ -100,14 +101,14 @@ func TestLogPagesReadEveryLineOnceByEitherCursor(t *testing.T) {
 		// whose lines may still come: a line of it written later is not skipped.
 		t.Run("live", func(t *testing.T) {
 			ms := base.Add(2 * time.Millisecond).UnixMilli()
-			p, err := s.TraceLogPage(ctx, id, models.LogEnv, models.LogCursor{AfterMilli: &ms}, 1000, true)
+			p, err := rollouts.Of(s).TraceLogPage(ctx, id, rollouts.LogEnv, rollouts.LogCursor{AfterMilli: &ms}, 1000, true)
 			if err != nil || len(p.Lines) != 0 || p.HasMore {
 				t.Fatalf("the page after millisecond 2 while live = %+v, %v; want millisecond 3 held back", p, err)
 			}
-			late := models.TraceLog{TraceID: id, Source: models.LogEnv, Seq: 10, Stream: "stderr", Line: "late", Time: base.Add(3*time.Millisecond + 900*time.Microsecond)}
-			next := models.TraceLog{TraceID: id, Source: models.LogEnv, Seq: 11, Stream: "stderr", Line: "next", Time: base.Add(4 * time.Millisecond)}
-			s.AppendTraceLogs(ctx, []models.TraceLog{late, next})
-			p, err = s.TraceLogPage(ctx, id, models.LogEnv, models.LogCursor{AfterMilli: &ms}, 1000, true)
+			late := models.TraceLog{TraceID: id, Source: rollouts.LogEnv, Seq: 10, Stream: "stderr", Line: "late", Time: base.Add(3*time.Millisecond + 900*time.Microsecond)}
+			next := models.TraceLog{TraceID: id, Source: rollouts.LogEnv, Seq: 11, Stream: "stderr", Line: "next", Time: base.Add(4 * time.Millisecond)}
+			rollouts.Of(s).AppendTraceLogs(ctx, []models.TraceLog{late, next})
+			p, err = rollouts.Of(s).TraceLogPage(ctx, id, rollouts.LogEnv, rollouts.LogCursor{AfterMilli: &ms}, 1000, true)
 			var got []int
 			for _, l := range p.Lines {
 				got = append(got, l.Seq)
@@ -117,7 +118,7 @@ func TestLogPagesReadEveryLineOnceByEitherCursor(t *testing.T) {
 			}
 			// Once the attempt has ended, nothing is held back.
 			last := base.Add(3 * time.Millisecond).UnixMilli()
-			if p, _ := s.TraceLogPage(ctx, id, models.LogEnv, models.LogCursor{AfterMilli: &last}, 1000, false); len(p.Lines) != 1 || p.Lines[0].Line != "next" {
+			if p, _ := rollouts.Of(s).TraceLogPage(ctx, id, rollouts.LogEnv, rollouts.LogCursor{AfterMilli: &last}, 1000, false); len(p.Lines) != 1 || p.Lines[0].Line != "next" {
 				t.Errorf("the last page of an ended attempt = %+v", p)
 			}
 		})

@@ -31,7 +31,7 @@ func EnvVarContext(id uuid.UUID) string { return "env-var:" + id.String() }
 func ownRegistry(ctx context.Context, db bun.IDB, c *Caller, id uuid.UUID) (*Registry, error) {
 	var reg Registry
 	if err := db.NewSelect().Model(&reg).Where("id = ? AND team_id = ?", id, c.TeamID).Scan(ctx); err != nil {
-		return nil, notFound(err, "environment")
+		return nil, NotFound(err, "environment")
 	}
 	return &reg, nil
 }
@@ -67,18 +67,18 @@ func (s *Store) SetEnvVar(ctx context.Context, c *Caller, sl Sealer, registryID 
 // setEnvVar upserts one variable into v and says whether it was created.
 func setEnvVar(ctx context.Context, tx bun.Tx, sl Sealer, teamID, registryID uuid.UUID, name, value string, v *EnvVar) (bool, error) {
 	err := tx.NewSelect().Model(v).Where("registry_id = ? AND name = ?", registryID, name).Scan(ctx)
-	created := isNoRows(err)
+	created := IsNoRows(err)
 	if err != nil && !created {
 		return false, err
 	}
 	if created {
-		*v = EnvVar{ID: uuid.New(), TeamID: teamID, RegistryID: registryID, Name: name, CreatedAt: now()}
+		*v = EnvVar{ID: uuid.New(), TeamID: teamID, RegistryID: registryID, Name: name, CreatedAt: Now()}
 	}
 	ct, masked, err := seal(sl, value, EnvVarContext(v.ID))
 	if err != nil {
 		return false, err
 	}
-	v.Ciphertext, v.MaskedValue, v.UpdatedAt = ct, masked, now()
+	v.Ciphertext, v.MaskedValue, v.UpdatedAt = ct, masked, Now()
 	if created {
 		_, err = tx.NewInsert().Model(v).Exec(ctx)
 	} else {
@@ -91,7 +91,7 @@ func setEnvVar(ctx context.Context, tx bun.Tx, sl Sealer, teamID, registryID uui
 func envVarFor(ctx context.Context, db bun.IDB, c *Caller, id uuid.UUID) (*EnvVar, error) {
 	var v EnvVar
 	if err := db.NewSelect().Model(&v).Where("id = ? AND team_id = ?", id, c.TeamID).Scan(ctx); err != nil {
-		return nil, notFound(err, "environment variable")
+		return nil, NotFound(err, "environment variable")
 	}
 	return &v, nil
 }
@@ -105,7 +105,7 @@ func (s *Store) UpdateEnvVar(ctx context.Context, c *Caller, sl Sealer, id uuid.
 	if v.Ciphertext, v.MaskedValue, err = seal(sl, value, EnvVarContext(v.ID)); err != nil {
 		return nil, err
 	}
-	v.UpdatedAt = now()
+	v.UpdatedAt = Now()
 	if _, err := s.DB.NewUpdate().Model(v).Column("ciphertext", "masked_value", "updated_at").WherePK().Exec(ctx); err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/proctorhq/proctor/internal/agent"
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // BenchmarkTraceEventsPostgres measures the trace-event store on Postgres: how fast
@@ -42,11 +43,11 @@ func BenchmarkTraceEventsPostgres(b *testing.B) {
 		defer conn.Close(context.Background())
 		c := member(b, s, "bench", "bench@example.com")
 		versions, oracle := launchFixture(b, s, c)
-		lts := make([]models.LaunchTrace, traces)
+		lts := make([]rollouts.LaunchTrace, traces)
 		for i := range lts {
-			lts[i] = models.LaunchTrace{TraceID: uuid.New(), TaskVersionID: versions[0], ModelID: oracle.ID, MaxSteps: 10}
+			lts[i] = rollouts.LaunchTrace{TraceID: uuid.New(), TaskVersionID: versions[0], ModelID: oracle.ID, MaxSteps: 10}
 		}
-		if _, _, err := s.LaunchJob(ctx, c, models.Launch{Name: "bench", MaxSteps: 10, GroupSize: 1, MaxConcurrent: 1, Traces: lts}); err != nil {
+		if _, _, err := rollouts.Of(s).LaunchJob(ctx, c, rollouts.Launch{Name: "bench", MaxSteps: 10, GroupSize: 1, MaxConcurrent: 1, Traces: lts}); err != nil {
 			b.Fatal(err)
 		}
 
@@ -55,7 +56,7 @@ func BenchmarkTraceEventsPostgres(b *testing.B) {
 		for t := range ingestTraces {
 			evs := eventsOf(lts[t].TraceID, perTrace)
 			for i := 0; i < len(evs); i += batch {
-				if err := s.AppendTraceEvents(ctx, evs[i:i+batch]); err != nil {
+				if err := rollouts.Of(s).AppendTraceEvents(ctx, evs[i:i+batch]); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -74,11 +75,11 @@ func BenchmarkTraceEventsPostgres(b *testing.B) {
 		for range 2000 {
 			id := lts[rand.IntN(traces)].TraceID
 			q := time.Now()
-			latest, err := s.LatestSeq(ctx, id)
+			latest, err := rollouts.Of(s).LatestSeq(ctx, id)
 			if err != nil {
 				b.Fatal(err)
 			}
-			evs, err := s.TraceEvents(ctx, id, latest-1-rand.IntN(5), false)
+			evs, err := rollouts.Of(s).TraceEvents(ctx, id, latest-1-rand.IntN(5), false)
 			if err != nil || len(evs) == 0 {
 				b.Fatalf("poll: %d events, %v", len(evs), err)
 			}
@@ -110,19 +111,19 @@ func eventsOf(traceID uuid.UUID, n int) []models.TraceEvent {
 			kind, data = models.EventAssistant, models.AssistantEventData{Step: i / 3, Message: agent.Message{Role: agent.RoleAssistant,
 				ToolCalls: []agent.ToolCall{{ID: fmt.Sprint("call_", i), Name: "add_todo", Arguments: args}}}}
 		case 1:
-			kind, data = models.EventToolCall, models.ToolCallEventData{Step: i / 3, CallID: fmt.Sprint("call_", i-1), Name: "add_todo", Arguments: args}
+			kind, data = models.EventToolCall, rollouts.ToolCallEventData{Step: i / 3, CallID: fmt.Sprint("call_", i-1), Name: "add_todo", Arguments: args}
 		case 2:
-			kind, data = models.EventToolResult, models.ToolResultEventData{Step: i / 3, CallID: fmt.Sprint("call_", i-2),
+			kind, data = models.EventToolResult, rollouts.ToolResultEventData{Step: i / 3, CallID: fmt.Sprint("call_", i-2),
 				Message: agent.Message{Role: agent.RoleTool, Content: "added todo 1: buy milk", ToolCallID: fmt.Sprint("call_", i-2)}}
 		}
 		evs[i] = models.TraceEvent{TraceID: traceID, Seq: i, ID: fmt.Sprintf("%s-%d", traceID, i), Attempt: 1, Kind: kind,
-			Text: "added todo 1: buy milk", Data: models.EventData(data), StartedAt: at}
+			Text: "added todo 1: buy milk", Data: rollouts.EventData(data), StartedAt: at}
 	}
 	return evs
 }
 
 // copyEvents writes perTrace events of each trace with COPY.
-func copyEvents(b *testing.B, conn *pgx.Conn, lts []models.LaunchTrace) {
+func copyEvents(b *testing.B, conn *pgx.Conn, lts []rollouts.LaunchTrace) {
 	cols := []string{"trace_id", "seq", "id", "attempt", "kind", "text", "parent_id", "data", "superseded", "started_at", "ended_at"}
 	for _, lt := range lts {
 		evs := eventsOf(lt.TraceID, perTraceEvents)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // A job's ended attempts are numbered once, in the order they were seen to end, whoever asks
@@ -18,20 +19,20 @@ func TestFinishedAttemptsAreNumberedOnceAndSayWhenAGroupIsComplete(t *testing.T)
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
 		a := member(t, s, "alpha", "a@example.com")
 		versions, oracle := launchFixture(t, s, a)
-		var lts []models.LaunchTrace
+		var lts []rollouts.LaunchTrace
 		for i := range 5 {
 			group := "g1"
 			if i >= 3 {
 				group = "g2"
 			}
-			lts = append(lts, models.LaunchTrace{TraceID: uuid.New(), TaskVersionID: versions[0], ModelID: oracle.ID, GroupID: group})
+			lts = append(lts, rollouts.LaunchTrace{TraceID: uuid.New(), TaskVersionID: versions[0], ModelID: oracle.ID, GroupID: group})
 		}
-		lts = append(lts, models.LaunchTrace{TraceID: uuid.New(), TaskVersionID: versions[0], ModelID: oracle.ID})
-		job, traces, err := s.LaunchJob(ctx, a, models.Launch{MaxSteps: 5, GroupSize: 3, MaxConcurrent: 6, Traces: lts})
+		lts = append(lts, rollouts.LaunchTrace{TraceID: uuid.New(), TaskVersionID: versions[0], ModelID: oracle.ID})
+		job, traces, err := rollouts.Of(s).LaunchJob(ctx, a, rollouts.Launch{MaxSteps: 5, GroupSize: 3, MaxConcurrent: 6, Traces: lts})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, err := s.FinishedAttempts(ctx, job.ID, 0, 100); err != nil || len(got) != 0 {
+		if got, err := rollouts.Of(s).FinishedAttempts(ctx, job.ID, 0, 100); err != nil || len(got) != 0 {
 			t.Fatalf("before any attempt ended: %+v, %v", got, err)
 		}
 		one := 1.0
@@ -39,7 +40,7 @@ func TestFinishedAttemptsAreNumberedOnceAndSayWhenAGroupIsComplete(t *testing.T)
 		end := func(i int, status string) {
 			t.Helper()
 			at = at.Add(time.Second) // numbered together, they are numbered in the order they ended
-			if ok, err := s.TransitionTrace(ctx, traces[i].ID, models.TraceUpdate{Status: status, Reward: &one, StopReason: models.StopDone, EndTime: &at}); !ok || err != nil {
+			if ok, err := rollouts.Of(s).TransitionTrace(ctx, traces[i].ID, rollouts.TraceUpdate{Status: status, Reward: &one, StopReason: models.StopDone, EndTime: &at}); !ok || err != nil {
 				t.Fatalf("end trace %d: %v %v", i, ok, err)
 			}
 		}
@@ -49,7 +50,7 @@ func TestFinishedAttemptsAreNumberedOnceAndSayWhenAGroupIsComplete(t *testing.T)
 		var wg sync.WaitGroup
 		for range 4 {
 			wg.Go(func() {
-				if _, err := s.FinishedAttempts(ctx, job.ID, 0, 100); err != nil {
+				if _, err := rollouts.Of(s).FinishedAttempts(ctx, job.ID, 0, 100); err != nil {
 					t.Error(err)
 				}
 			})
@@ -59,7 +60,7 @@ func TestFinishedAttemptsAreNumberedOnceAndSayWhenAGroupIsComplete(t *testing.T)
 		end(4, models.TraceCompleted)
 		end(5, models.TraceCompleted)
 		end(2, models.TraceCancelled)
-		all, err := s.FinishedAttempts(ctx, job.ID, 0, 100)
+		all, err := rollouts.Of(s).FinishedAttempts(ctx, job.ID, 0, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,15 +86,15 @@ func TestFinishedAttemptsAreNumberedOnceAndSayWhenAGroupIsComplete(t *testing.T)
 			t.Errorf("a group complete before its last attempt ended: %+v", got[:2])
 		}
 		// Later reads from any number answer the same numbers.
-		rest, err := s.FinishedAttempts(ctx, job.ID, 4, 1)
+		rest, err := rollouts.Of(s).FinishedAttempts(ctx, job.ID, 4, 1)
 		if err != nil || len(rest) != 1 || rest[0].Seq != 5 || rest[0].TraceID != traces[5].ID {
 			t.Errorf("after 4, one: %+v, %v", rest, err)
 		}
-		st, err := s.JobFinishState(ctx, job.ID)
+		st, err := rollouts.Of(s).JobFinishState(ctx, job.ID)
 		if err != nil || st.Attempts != 6 || st.Numbered != 6 {
 			t.Errorf("finish state = %+v, %v", st, err)
 		}
-		if _, err := s.JobFinishState(ctx, uuid.New()); err == nil {
+		if _, err := rollouts.Of(s).JobFinishState(ctx, uuid.New()); err == nil {
 			t.Error("the finish state of no job was read")
 		}
 	})

@@ -82,9 +82,9 @@ type Caller struct {
 	SessionID uuid.UUID
 }
 
-// launchKey is the API key work launched by the caller is billed to: the caller's key, or none
+// LaunchKey is the API key work launched by the caller is billed to: the caller's key, or none
 // for a session.
-func (c *Caller) launchKey() *uuid.UUID {
+func (c *Caller) LaunchKey() *uuid.UUID {
 	if c.Kind != CredentialAPIKey || c.APIKeyID == uuid.Nil {
 		return nil
 	}
@@ -100,7 +100,7 @@ func (s *Store) CreateTeam(ctx context.Context, name string) (*Team, error) {
 	if strings.TrimSpace(name) == "" {
 		return nil, errors.New("create team: name is empty")
 	}
-	t := &Team{ID: uuid.New(), Name: name, CreatedAt: now(), UpdatedAt: now()}
+	t := &Team{ID: uuid.New(), Name: name, CreatedAt: Now(), UpdatedAt: Now()}
 	if _, err := s.DB.NewInsert().Model(t).Exec(ctx); err != nil {
 		return nil, fmt.Errorf("create team: %w", err)
 	}
@@ -111,7 +111,7 @@ func (s *Store) CreateTeam(ctx context.Context, name string) (*Team, error) {
 func (s *Store) GetTeam(ctx context.Context, id uuid.UUID) (*Team, error) {
 	t := new(Team)
 	if err := s.DB.NewSelect().Model(t).Where("id = ?", id).Scan(ctx); err != nil {
-		return nil, notFound(err, "get team")
+		return nil, NotFound(err, "get team")
 	}
 	return t, nil
 }
@@ -140,18 +140,18 @@ func (s *Store) AddMember(ctx context.Context, teamID uuid.UUID, name, email, ro
 		err := tx.NewSelect().Model(&u).Where("email = ?", email).Scan(ctx)
 		switch {
 		case err == nil:
-		case isNoRows(err):
+		case IsNoRows(err):
 			if name == "" {
 				name = email
 			}
-			u = User{ID: uuid.New(), Name: name, Email: email, CreatedAt: now(), UpdatedAt: now()}
+			u = User{ID: uuid.New(), Name: name, Email: email, CreatedAt: Now(), UpdatedAt: Now()}
 			if _, err := tx.NewInsert().Model(&u).Exec(ctx); err != nil {
 				return err
 			}
 		default:
 			return err
 		}
-		m = Membership{TeamID: teamID, UserID: u.ID, Role: role, CreatedAt: now(), UpdatedAt: now()}
+		m = Membership{TeamID: teamID, UserID: u.ID, Role: role, CreatedAt: Now(), UpdatedAt: Now()}
 		_, err = tx.NewInsert().Model(&m).Returning("id").Exec(ctx)
 		return err
 	})
@@ -168,7 +168,7 @@ func (s *Store) AddMember(ctx context.Context, teamID uuid.UUID, name, email, ro
 func (s *Store) GetMembership(ctx context.Context, id int64) (*Membership, error) {
 	m := new(Membership)
 	if err := s.DB.NewSelect().Model(m).Where("id = ?", id).Scan(ctx); err != nil {
-		return nil, notFound(err, "get membership")
+		return nil, NotFound(err, "get membership")
 	}
 	return m, nil
 }
@@ -207,7 +207,7 @@ func (s *Store) RemoveMember(ctx context.Context, teamID uuid.UUID, membershipID
 		}
 	}()
 	if err := s.DB.NewSelect().Model((*Membership)(nil)).Column("id").Where("id = ? AND team_id = ?", membershipID, teamID).Scan(ctx, new(int64)); err != nil {
-		return notFound(err, "membership")
+		return NotFound(err, "membership")
 	}
 	deleted := map[string]bool{}
 	deleteBytes := func(keys []string) error {
@@ -267,7 +267,7 @@ func (s *Store) CreateProject(ctx context.Context, teamID uuid.UUID, name, descr
 	if strings.TrimSpace(name) == "" {
 		return nil, errors.New("create project: name is empty")
 	}
-	p := &Project{ID: uuid.New(), TeamID: teamID, Name: name, Description: description, CreatedAt: now(), UpdatedAt: now()}
+	p := &Project{ID: uuid.New(), TeamID: teamID, Name: name, Description: description, CreatedAt: Now(), UpdatedAt: Now()}
 	if _, err := s.DB.NewInsert().Model(p).Exec(ctx); err != nil {
 		if isUniqueViolation(err) {
 			return nil, fmt.Errorf("create project %q: %w", name, ErrConflict)
@@ -290,7 +290,7 @@ func (s *Store) ListProjects(ctx context.Context, teamID uuid.UUID) ([]Project, 
 func (s *Store) GetProject(ctx context.Context, teamID, id uuid.UUID) (*Project, error) {
 	p := new(Project)
 	if err := s.DB.NewSelect().Model(p).Where("id = ? AND team_id = ?", id, teamID).Scan(ctx); err != nil {
-		return nil, notFound(err, "get project")
+		return nil, NotFound(err, "get project")
 	}
 	return p, nil
 }
@@ -316,7 +316,7 @@ func (s *Store) BootstrapIfEmpty(ctx context.Context, teamName, userName, email 
 		return nil, nil
 	}
 	t := new(Team)
-	if err := s.DB.NewSelect().Model(t).OrderExpr("created_at ASC").Limit(1).Scan(ctx); isNoRows(err) {
+	if err := s.DB.NewSelect().Model(t).OrderExpr("created_at ASC").Limit(1).Scan(ctx); IsNoRows(err) {
 		if t, err = s.CreateTeam(ctx, teamName); err != nil {
 			return nil, err
 		}
@@ -338,7 +338,7 @@ func (s *Store) BootstrapIfEmpty(ctx context.Context, teamName, userName, email 
 func (s *Store) FirstOwner(ctx context.Context) (*Membership, error) {
 	m := new(Membership)
 	if err := s.DB.NewSelect().Model(m).Where("role = ?", RoleOwner).OrderExpr("id ASC").Limit(1).Scan(ctx); err != nil {
-		return nil, notFound(err, "first owner")
+		return nil, NotFound(err, "first owner")
 	}
 	return m, nil
 }

@@ -71,7 +71,7 @@ func (s *Store) RecordInference(ctx context.Context, l *InferenceLog) error {
 		l.ID = uuid.New()
 	}
 	if l.CreatedAt.IsZero() {
-		l.CreatedAt = now()
+		l.CreatedAt = Now()
 	}
 	d := &InferenceDaily{TeamID: l.TeamID, Day: l.CreatedAt.UTC().Format("2006-01-02"), ModelID: l.ModelID.String(), UserID: idText(l.UserID),
 		APIKeyID: idText(l.APIKeyID), ByokCredential: idText(l.ByokCredentialID), BYOK: l.BYOK, Route: l.Route, Requests: 1, Cost: l.Cost,
@@ -101,7 +101,7 @@ func (s *Store) RecordInference(ctx context.Context, l *InferenceLog) error {
 func (s *Store) ModelLogs(ctx context.Context, c *Caller, modelID uuid.UUID, limit, offset int) ([]InferenceLog, int, error) {
 	var m LLMModel
 	if err := visibleModels(s.DB.NewSelect().Model(&m), c).Where("m.id = ?", modelID).Scan(ctx); err != nil {
-		return nil, 0, notFound(err, "model")
+		return nil, 0, NotFound(err, "model")
 	}
 	var logs []InferenceLog
 	total, err := s.DB.NewSelect().Model(&logs).Where("model_id = ? AND team_id = ?", modelID, c.TeamID).

@@ -9,14 +9,15 @@ import (
 
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 func TestRateCard(t *testing.T) {
-	g, err := models.ParseGPURates(" h100=4.5, A10G=1.25 ,*=2")
+	g, err := rollouts.ParseGPURates(" h100=4.5, A10G=1.25 ,*=2")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := models.RateCard{Base: 0.1, PerCPU: 0.05, PerMemoryGB: 0.01, PerGPU: g}
+	r := rollouts.RateCard{Base: 0.1, PerCPU: 0.05, PerMemoryGB: 0.01, PerGPU: g}
 	for _, tc := range []struct {
 		cpu   float64
 		mem   int
@@ -36,11 +37,11 @@ func TestRateCard(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"h100", "h100=x", "=1", "h100=-1", "h100=NaN"} {
-		if _, err := models.ParseGPURates(bad); err == nil {
+		if _, err := rollouts.ParseGPURates(bad); err == nil {
 			t.Errorf("ParseGPURates(%q) accepted", bad)
 		}
 	}
-	if g, err := models.ParseGPURates(""); err != nil || len(g) != 0 || g.Rate("h100") != 0 {
+	if g, err := rollouts.ParseGPURates(""); err != nil || len(g) != 0 || g.Rate("h100") != 0 {
 		t.Errorf("no GPU rates = %v, %v", g, err)
 	}
 }
@@ -68,16 +69,16 @@ func TestInstancesLifecycle(t *testing.T) {
 		b := member(t, s, "beta", "b@example.com")
 		versions, oracle := launchFixture(t, s, a)
 		registry := uuid.New() // instances name their environment; no row is needed
-		lts := []models.LaunchTrace{{TraceID: uuid.New(), TaskVersionID: versions[0], ModelID: oracle.ID, MaxSteps: 1},
+		lts := []rollouts.LaunchTrace{{TraceID: uuid.New(), TaskVersionID: versions[0], ModelID: oracle.ID, MaxSteps: 1},
 			{TraceID: uuid.New(), TaskVersionID: versions[1], ModelID: oracle.ID, MaxSteps: 1}}
-		job, _, err := s.LaunchJob(ctx, a, models.Launch{Name: "j", MaxSteps: 1, GroupSize: 1, MaxConcurrent: 2, Traces: lts})
+		job, _, err := rollouts.Of(s).LaunchJob(ctx, a, rollouts.Launch{Name: "j", MaxSteps: 1, GroupSize: 1, MaxConcurrent: 2, Traces: lts})
 		if err != nil {
 			t.Fatal(err)
 		}
 		start := func(trace uuid.UUID, attempt int, rate float64) *models.Instance {
 			in := &models.Instance{TeamID: a.TeamID, TraceID: trace, Attempt: attempt, JobID: job.ID, RegistryID: &registry,
 				UserID: &a.UserID, HostQueue: "host-1", SandboxID: "sb", CPU: 1, MemoryMB: 512, HourlyRate: rate, BaselineMinutes: 5}
-			if err := s.StartInstance(ctx, in, ""); err != nil {
+			if err := rollouts.Of(s).StartInstance(ctx, in, ""); err != nil {
 				t.Fatal(err)
 			}
 			return in
@@ -85,13 +86,13 @@ func TestInstancesLifecycle(t *testing.T) {
 		first := start(lts[0].TraceID, 1, 6)
 		second := start(lts[0].TraceID, 2, 6) // the first try's worker died: its instance ends here
 		failed := start(lts[1].TraceID, 1, 12)
-		if err := s.EndInstance(ctx, failed.ID, "the sandbox did not start", false); err != nil {
+		if err := rollouts.Of(s).EndInstance(ctx, failed.ID, "the sandbox did not start", false); err != nil {
 			t.Fatal(err)
 		}
 		other := start(lts[1].TraceID, 2, 12)
 		// A start of the same try retried elsewhere: the first of the two ends.
 		retried := start(lts[1].TraceID, 2, 12)
-		if got, _ := s.TeamInstances(ctx, a, registry, []uuid.UUID{other.ID}); len(got) != 1 || got[0].Status != models.InstanceTerminated {
+		if got, _ := rollouts.Of(s).TeamInstances(ctx, a, registry, []uuid.UUID{other.ID}); len(got) != 1 || got[0].Status != models.InstanceTerminated {
 			t.Errorf("the instance of a retried start = %+v", got)
 		}
 		// The rest of the test counts one instance per try: the stale one goes.
@@ -100,10 +101,10 @@ func TestInstancesLifecycle(t *testing.T) {
 		}
 		other = retried
 
-		if tr, err := s.GetTrace(ctx, a, lts[1].TraceID); err != nil || tr.InstanceID == nil || *tr.InstanceID != other.ID {
+		if tr, err := rollouts.Of(s).GetTrace(ctx, a, lts[1].TraceID); err != nil || tr.InstanceID == nil || *tr.InstanceID != other.ID {
 			t.Errorf("the trace's instance_id = %v, %v; want its current try's %s", tr.InstanceID, err, other.ID)
 		}
-		l, err := s.ListInstances(ctx, a, registry, true, 10, 0)
+		l, err := rollouts.Of(s).ListInstances(ctx, a, registry, true, 10, 0)
 		if err != nil || l.Total != 4 || l.Running != 2 || l.Terminated != 2 || len(l.Instances) != 4 || l.Instances[0].ID != other.ID {
 			t.Fatalf("instances = %+v, %v", l, err)
 		}
@@ -117,30 +118,30 @@ func TestInstancesLifecycle(t *testing.T) {
 		if f := byID[failed.ID]; f.Status != models.InstanceTerminated || f.BaselineMinutes != 0 || f.Cost > 0.01 {
 			t.Errorf("a sandbox that never started = %+v; want no baseline", f)
 		}
-		if l, _ := s.ListInstances(ctx, a, registry, false, 1, 0); l.Total != 2 || len(l.Instances) != 1 || l.Instances[0].Status != models.InstanceRunning {
+		if l, _ := rollouts.Of(s).ListInstances(ctx, a, registry, false, 1, 0); l.Total != 2 || len(l.Instances) != 1 || l.Instances[0].Status != models.InstanceRunning {
 			t.Errorf("running instances, a page of 1 = %+v", l)
 		}
-		if l, _ := s.ListInstances(ctx, b, registry, true, 10, 0); l.Total != 0 || len(l.Instances) != 0 {
+		if l, _ := rollouts.Of(s).ListInstances(ctx, b, registry, true, 10, 0); l.Total != 0 || len(l.Instances) != 0 {
 			t.Errorf("another team sees %+v", l)
 		}
-		if got, _ := s.TeamInstances(ctx, b, registry, []uuid.UUID{first.ID}); len(got) != 0 {
+		if got, _ := rollouts.Of(s).TeamInstances(ctx, b, registry, []uuid.UUID{first.ID}); len(got) != 0 {
 			t.Errorf("another team resolves %+v", got)
 		}
 
 		// The attempt's end ends its running instance; a second end changes nothing.
-		if _, err := s.TransitionTrace(ctx, lts[0].TraceID, models.TraceUpdate{Status: models.TraceError, StopReason: models.StopError}); err != nil {
+		if _, err := rollouts.Of(s).TransitionTrace(ctx, lts[0].TraceID, rollouts.TraceUpdate{Status: models.TraceError, StopReason: models.StopError}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.EndInstance(ctx, second.ID, "the sandbox stopped", true); err != nil {
+		if err := rollouts.Of(s).EndInstance(ctx, second.ID, "the sandbox stopped", true); err != nil {
 			t.Fatal(err)
 		}
-		got, _ := s.TeamInstances(ctx, a, registry, []uuid.UUID{second.ID})
+		got, _ := rollouts.Of(s).TeamInstances(ctx, a, registry, []uuid.UUID{second.ID})
 		if len(got) != 1 || got[0].Status != models.InstanceTerminated || got[0].StopReason != "the attempt ended error" || got[0].Cost != 0.5 {
 			t.Errorf("the instance of an ended attempt = %+v", got)
 		}
 
 		// Usage: one instance still runs (priced up to now, at least its baseline, $1).
-		u, err := s.EnvironmentUsage(ctx, a, models.EnvironmentUsageFilter{Since: time.Now().Add(-time.Hour)}, 10, 0)
+		u, err := rollouts.Of(s).EnvironmentUsage(ctx, a, rollouts.EnvironmentUsageFilter{Since: time.Now().Add(-time.Hour)}, 10, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,11 +149,11 @@ func TestInstancesLifecycle(t *testing.T) {
 		if u.ActiveCount != 1 || u.TotalCount != 4 || math.Abs(u.TotalCost-want) > 1e-6 || len(u.Rows) != 4 || len(u.Chart) == 0 {
 			t.Errorf("environment usage = %+v, want $%v", u, want)
 		}
-		if u, _ := s.EnvironmentUsage(ctx, a, models.EnvironmentUsageFilter{Since: time.Now().Add(-time.Hour), Status: models.InstanceRunning}, 10, 0); len(u.Rows) != 1 ||
+		if u, _ := rollouts.Of(s).EnvironmentUsage(ctx, a, rollouts.EnvironmentUsageFilter{Since: time.Now().Add(-time.Hour), Status: models.InstanceRunning}, 10, 0); len(u.Rows) != 1 ||
 			u.Rows[0].ID != other.ID || u.Rows[0].UserName == nil {
 			t.Errorf("running usage rows = %+v", u.Rows)
 		}
-		if u, _ := s.EnvironmentUsage(ctx, a, models.EnvironmentUsageFilter{Since: time.Now().Add(time.Hour)}, 10, 0); u.TotalCount != 0 || len(u.Rows) != 0 {
+		if u, _ := rollouts.Of(s).EnvironmentUsage(ctx, a, rollouts.EnvironmentUsageFilter{Since: time.Now().Add(time.Hour)}, 10, 0); u.TotalCount != 0 || len(u.Rows) != 0 {
 			t.Errorf("usage of the future = %+v", u)
 		}
 		tus, err := s.TracesUsage(ctx, a, &job.ID, nil)

@@ -3,6 +3,7 @@ package models
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/google/uuid"
@@ -57,7 +58,7 @@ func PeriodStart(interval string, t time.Time) time.Time {
 // calls (an API key's completions and the model steps of the attempts it launched; a member's
 // the same for everything they launched) and of the environment time of those attempts.
 func (s *Store) spend(ctx context.Context, l *SpendingLimit) (float64, error) {
-	since := PeriodStart(l.Interval, now())
+	since := PeriodStart(l.Interval, Now())
 	scope := func(q *bun.SelectQuery) *bun.SelectQuery {
 		if l.APIKeyID != nil {
 			return q.Where("api_key_id = ?", *l.APIKeyID)
@@ -130,7 +131,7 @@ func (s *Store) CreateLimit(ctx context.Context, c *Caller, l *SpendingLimit) (L
 	if len(verr) > 0 {
 		return LimitRow{}, verr
 	}
-	l.ID, l.TeamID, l.CreatedAt, l.UpdatedAt = uuid.New(), c.TeamID, now(), now()
+	l.ID, l.TeamID, l.CreatedAt, l.UpdatedAt = uuid.New(), c.TeamID, Now(), Now()
 	if _, err := s.DB.NewInsert().Model(l).Exec(ctx); err != nil {
 		return LimitRow{}, fmt.Errorf("create limit: %w", err)
 	}
@@ -148,7 +149,7 @@ type LimitUpdate struct {
 func (s *Store) UpdateLimit(ctx context.Context, c *Caller, id uuid.UUID, u LimitUpdate) (LimitRow, error) {
 	var l SpendingLimit
 	if err := s.DB.NewSelect().Model(&l).Where("id = ? AND team_id = ?", id, c.TeamID).Scan(ctx); err != nil {
-		return LimitRow{}, notFound(err, "limit")
+		return LimitRow{}, NotFound(err, "limit")
 	}
 	if u.AmountUSD != nil {
 		l.AmountUSD = *u.AmountUSD
@@ -159,7 +160,7 @@ func (s *Store) UpdateLimit(ctx context.Context, c *Caller, id uuid.UUID, u Limi
 	if u.ThresholdPercent != nil {
 		l.ThresholdPercent = *u.ThresholdPercent
 	}
-	l.UpdatedAt = now()
+	l.UpdatedAt = Now()
 	if _, err := s.DB.NewUpdate().Model(&l).Column("amount_usd", "enabled", "threshold_percent", "updated_at").WherePK().Exec(ctx); err != nil {
 		return LimitRow{}, err
 	}
@@ -254,7 +255,7 @@ func (s *Store) DueAlerts(ctx context.Context) ([]LimitAlert, error) {
 		if err := q.Scan(ctx, &email); err != nil {
 			return nil, fmt.Errorf("alert recipient of limit %s: %w", l.ID, err)
 		}
-		a := &LimitAlert{LimitID: l.ID, PeriodStart: PeriodStart(l.Interval, now()), Recipient: email, SpendUSD: spend, CreatedAt: now()}
+		a := &LimitAlert{LimitID: l.ID, PeriodStart: PeriodStart(l.Interval, Now()), Recipient: email, SpendUSD: spend, CreatedAt: Now()}
 		if _, err := s.DB.NewInsert().Model(a).On("CONFLICT (limit_id, period_start) DO NOTHING").Exec(ctx); err != nil {
 			return nil, fmt.Errorf("record alert: %w", err)
 		}
@@ -274,7 +275,31 @@ func (s *Store) DueAlerts(ctx context.Context) ([]LimitAlert, error) {
 
 // AlertSent marks an alert mailed.
 func (s *Store) AlertSent(ctx context.Context, a *LimitAlert) error {
-	_, err := s.DB.NewUpdate().Model((*LimitAlert)(nil)).Set("sent_at = ?", now()).
+	_, err := s.DB.NewUpdate().Model((*LimitAlert)(nil)).Set("sent_at = ?", Now()).
 		Where("limit_id = ? AND period_start = ?", a.LimitID, a.PeriodStart).Exec(ctx)
 	return err
+}
+
+// RoundUSD rounds an amount of US dollars to a millionth, the precision costs are kept at.
+func RoundUSD(v float64) float64 { return math.Round(v*1e6) / 1e6 }
+
+// environmentSpend is what a scope's instances cost since a time: the ended ones' fixed costs,
+// and the running ones priced up to now.
+func (s *Store) environmentSpend(ctx context.Context, teamID uuid.UUID, since time.Time, scope func(*bun.SelectQuery) *bun.SelectQuery) (float64, error) {
+	var ended float64
+	if err := scope(s.DB.NewSelect().Model((*Instance)(nil)).ColumnExpr("COALESCE(SUM(cost), 0.0)").
+		Where("team_id = ? AND created_at >= ? AND status <> ?", teamID, since.UTC(), InstanceRunning)).Scan(ctx, &ended); err != nil {
+		return 0, fmt.Errorf("environment spend: %w", err)
+	}
+	var running []Instance
+	if err := scope(s.DB.NewSelect().Model(&running).Where("team_id = ? AND created_at >= ? AND status = ?", teamID, since.UTC(), InstanceRunning)).
+		Scan(ctx); err != nil {
+		return 0, fmt.Errorf("environment spend: %w", err)
+	}
+	at := Now()
+	for i := range running {
+		_, cost := running[i].Usage(at)
+		ended += cost
+	}
+	return ended, nil
 }

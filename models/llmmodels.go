@@ -92,7 +92,7 @@ func (s *Store) UpsertModel(ctx context.Context, m *LLMModel) error {
 	if m.RequestDefaults == nil {
 		m.RequestDefaults = map[string]any{}
 	}
-	m.CreatedAt, m.UpdatedAt = now(), now()
+	m.CreatedAt, m.UpdatedAt = Now(), Now()
 	conflict := "CONFLICT (model_name) WHERE team_id IS NULL DO UPDATE"
 	if m.TeamID != nil {
 		conflict = "CONFLICT (team_id, model_name) DO UPDATE"
@@ -129,7 +129,7 @@ func (s *Store) ListModels(ctx context.Context, c *Caller, limit, offset int) ([
 func (s *Store) GetModel(ctx context.Context, c *Caller, id uuid.UUID) (*LLMModel, error) {
 	m := new(LLMModel)
 	if err := visibleModels(s.DB.NewSelect().Model(m), c).Where("m.id = ?", id).Scan(ctx); err != nil {
-		return nil, notFound(err, "get model")
+		return nil, NotFound(err, "get model")
 	}
 	return m, nil
 }
@@ -143,7 +143,7 @@ func (s *Store) ResolveModel(ctx context.Context, c *Caller, nameOrID string) (*
 	m := new(LLMModel)
 	if err := visibleModels(s.DB.NewSelect().Model(m), c).Where("m.model_name = ?", nameOrID).
 		OrderExpr("CASE WHEN m.team_id IS NULL THEN 1 ELSE 0 END").Limit(1).Scan(ctx); err != nil {
-		return nil, notFound(err, fmt.Sprintf("model %q", nameOrID))
+		return nil, NotFound(err, fmt.Sprintf("model %q", nameOrID))
 	}
 	return m, nil
 }
@@ -173,7 +173,7 @@ func (s *Store) UpdateModel(ctx context.Context, c *Caller, id uuid.UUID, u Mode
 	if u.RequestDefaults != nil {
 		m.RequestDefaults = u.RequestDefaults
 	}
-	m.UpdatedAt = now()
+	m.UpdatedAt = Now()
 	if _, err := s.DB.NewUpdate().Model(m).Column("name", "hidden", "request_defaults", "updated_at").WherePK().Exec(ctx); err != nil {
 		return nil, fmt.Errorf("update model: %w", err)
 	}

@@ -42,12 +42,12 @@ func (s *Store) SetMemberSecret(ctx context.Context, c *Caller, sl Sealer, name,
 	var m MemberSecret
 	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		err := tx.NewSelect().Model(&m).Where("membership_id = ? AND name = ?", c.MembershipID, name).Scan(ctx)
-		created := isNoRows(err)
+		created := IsNoRows(err)
 		if err != nil && !created {
 			return err
 		}
 		if created {
-			m = MemberSecret{ID: uuid.New(), TeamID: c.TeamID, MembershipID: c.MembershipID, Name: name, CreatedAt: now()}
+			m = MemberSecret{ID: uuid.New(), TeamID: c.TeamID, MembershipID: c.MembershipID, Name: name, CreatedAt: Now()}
 		}
 		if provider != nil {
 			m.Provider = provider
@@ -55,7 +55,7 @@ func (s *Store) SetMemberSecret(ctx context.Context, c *Caller, sl Sealer, name,
 		if m.Ciphertext, m.MaskedValue, err = seal(sl, value, MemberSecretContext(m.ID)); err != nil {
 			return err
 		}
-		m.UpdatedAt = now()
+		m.UpdatedAt = Now()
 		if created {
 			_, err = tx.NewInsert().Model(&m).Exec(ctx)
 		} else {
@@ -81,7 +81,7 @@ func providerTaken(err error, provider *string) error {
 func (s *Store) UpdateMemberSecret(ctx context.Context, c *Caller, sl Sealer, id uuid.UUID, value *string, setProvider bool, provider *string) (*MemberSecret, error) {
 	var m MemberSecret
 	if err := s.DB.NewSelect().Model(&m).Where("id = ? AND membership_id = ?", id, c.MembershipID).Scan(ctx); err != nil {
-		return nil, notFound(err, "secret")
+		return nil, NotFound(err, "secret")
 	}
 	var err error
 	if value != nil {
@@ -92,7 +92,7 @@ func (s *Store) UpdateMemberSecret(ctx context.Context, c *Caller, sl Sealer, id
 	if setProvider {
 		m.Provider = provider
 	}
-	m.UpdatedAt = now()
+	m.UpdatedAt = Now()
 	_, err = s.DB.NewUpdate().Model(&m).Column("provider", "ciphertext", "masked_value", "updated_at").WherePK().Exec(ctx)
 	if err := providerTaken(err, provider); err != nil {
 		return nil, err

@@ -83,7 +83,7 @@ func (s *Store) UserMentions(ctx context.Context, c *Caller, unreadOnly bool, li
 // MarkMentionsRead marks the caller's listed mentions read (all of them when ids is empty) and
 // says how many changed; others' ids are ignored.
 func (s *Store) MarkMentionsRead(ctx context.Context, c *Caller, ids []uuid.UUID) (int, error) {
-	q := s.DB.NewUpdate().Model((*Notification)(nil)).Set("read_at = ?", now()).
+	q := s.DB.NewUpdate().Model((*Notification)(nil)).Set("read_at = ?", Now()).
 		Where("user_id = ? AND kind = ? AND read_at IS NULL", c.UserID, "mention")
 	if len(ids) > 0 {
 		q = q.Where("id IN (?)", bun.In(ids))
@@ -107,7 +107,7 @@ func (s *Store) MentionsToMail(ctx context.Context, limit int) ([]Mention, error
 
 // MentionMailed records that a mention's mail went out, so that no later check sends it again.
 func (s *Store) MentionMailed(ctx context.Context, id uuid.UUID) error {
-	if _, err := s.DB.NewUpdate().Model((*Notification)(nil)).Set("mailed_at = ?", now()).Where("id = ?", id).Exec(ctx); err != nil {
+	if _, err := s.DB.NewUpdate().Model((*Notification)(nil)).Set("mailed_at = ?", Now()).Where("id = ?", id).Exec(ctx); err != nil {
 		return fmt.Errorf("record a mention's mail: %w", err)
 	}
 	return nil

@@ -31,7 +31,7 @@ type ModelCallTokens struct {
 // a row that no event names, which nothing reads: tokens are never paired with another call's
 // answer.
 func (s *Store) RecordModelCallTokens(ctx context.Context, t ModelCallTokens) error {
-	t.CreatedAt = now()
+	t.CreatedAt = Now()
 	if _, err := s.DB.NewInsert().Model(&t).Exec(ctx); err != nil {
 		return fmt.Errorf("record the tokens of a call of trace %s: %w", t.TraceID, err)
 	}

@@ -89,7 +89,7 @@ func (r *Requirements) check(stages []string) ValidationError {
 func (s *Store) SetTasksetRequirements(ctx context.Context, tasksetID uuid.UUID, r *Requirements) error {
 	var ts Taskset
 	if err := s.DB.NewSelect().Model(&ts).Column("stages").Where("id = ?", tasksetID).Scan(ctx); err != nil {
-		return fmt.Errorf("set requirements: taskset %s: %w", tasksetID, notFound(err, "taskset"))
+		return fmt.Errorf("set requirements: taskset %s: %w", tasksetID, NotFound(err, "taskset"))
 	}
 	var value any
 	if r != nil {
@@ -103,7 +103,7 @@ func (s *Store) SetTasksetRequirements(ctx context.Context, tasksetID uuid.UUID,
 		value = string(b)
 	}
 	if _, err := s.DB.NewUpdate().Model((*Taskset)(nil)).Set("requirements = ?", value).
-		Set("requirements_version = requirements_version + 1").Set("updated_at = ?", now()).Where("id = ?", tasksetID).Exec(ctx); err != nil {
+		Set("requirements_version = requirements_version + 1").Set("updated_at = ?", Now()).Where("id = ?", tasksetID).Exec(ctx); err != nil {
 		return fmt.Errorf("set requirements: %w", err)
 	}
 	return nil
@@ -141,7 +141,7 @@ func (s *Store) CheckTaskReady(ctx context.Context, c *Caller, taskID uuid.UUID)
 	if err != nil {
 		return nil, err
 	}
-	rc := &ReadyCheck{EvaluatedAt: now(), CanOverride: t.Taskset.CanEdit, RequirementsVersion: t.Taskset.RequirementsVersion,
+	rc := &ReadyCheck{EvaluatedAt: Now(), CanOverride: t.Taskset.CanEdit, RequirementsVersion: t.Taskset.RequirementsVersion,
 		Checks: []Check{}, EvaluatedTraceIDs: []uuid.UUID{}, Passed: true}
 	if t.Taskset.Requirements == nil || t.Task.LatestVersionID == nil {
 		return rc, nil

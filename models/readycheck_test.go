@@ -10,6 +10,7 @@ import (
 
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 func TestReadyCheckFromGradedTraces(t *testing.T) {
@@ -31,21 +32,21 @@ func TestReadyCheckFromGradedTraces(t *testing.T) {
 		if err := s.SetTasksetRequirements(ctx, uuid.New(), nil); err == nil {
 			t.Error("requirements for an unknown taskset were accepted")
 		}
-		var lts []models.LaunchTrace
+		var lts []rollouts.LaunchTrace
 		for i := 0; i < 5; i++ {
-			lts = append(lts, models.LaunchTrace{TraceID: uuid.New(), TaskVersionID: versions[0], ModelID: oracle.ID})
+			lts = append(lts, rollouts.LaunchTrace{TraceID: uuid.New(), TaskVersionID: versions[0], ModelID: oracle.ID})
 		}
-		_, traces, err := s.LaunchJob(ctx, a, models.Launch{MaxSteps: 5, GroupSize: 5, MaxConcurrent: 5, Traces: lts})
+		_, traces, err := rollouts.Of(s).LaunchJob(ctx, a, rollouts.Launch{MaxSteps: 5, GroupSize: 5, MaxConcurrent: 5, Traces: lts})
 		if err != nil {
 			t.Fatal(err)
 		}
 		one, zero := 1.0, 0.0
 		for i, r := range []*float64{&one, &one, &zero} {
-			s.TransitionTrace(ctx, traces[i].ID, models.TraceUpdate{Status: models.TraceCompleted, Reward: r})
+			rollouts.Of(s).TransitionTrace(ctx, traces[i].ID, rollouts.TraceUpdate{Status: models.TraceCompleted, Reward: r})
 		}
-		s.TransitionTrace(ctx, traces[3].ID, models.TraceUpdate{Status: models.TraceError, Error: "env crashed"})
-		s.TransitionTrace(ctx, traces[4].ID, models.TraceUpdate{Status: models.TraceCompleted, Reward: &one})
-		s.SetTracesValidity(ctx, a, []uuid.UUID{traces[4].ID}, false) // invalid traces do not count
+		rollouts.Of(s).TransitionTrace(ctx, traces[3].ID, rollouts.TraceUpdate{Status: models.TraceError, Error: "env crashed"})
+		rollouts.Of(s).TransitionTrace(ctx, traces[4].ID, rollouts.TraceUpdate{Status: models.TraceCompleted, Reward: &one})
+		rollouts.Of(s).SetTracesValidity(ctx, a, []uuid.UUID{traces[4].ID}, false) // invalid traces do not count
 
 		rc, err = s.CheckTaskReady(ctx, a, v.TaskID)
 		if err != nil {
@@ -161,26 +162,26 @@ func TestReadyCheckQAChecks(t *testing.T) {
 		claude := &models.LLMModel{ModelName: "claude-x", Name: "Claude", Provider: "anthropic", Adapter: models.AdapterAnthropic}
 		s.UpsertModel(ctx, claude)
 		ids := []uuid.UUID{uuid.New(), uuid.New(), uuid.New(), uuid.New()}
-		lts := []models.LaunchTrace{{TraceID: ids[0], TaskVersionID: solved.ID, ModelID: oracle.ID}, {TraceID: ids[1], TaskVersionID: solved.ID, ModelID: oracle.ID},
+		lts := []rollouts.LaunchTrace{{TraceID: ids[0], TaskVersionID: solved.ID, ModelID: oracle.ID}, {TraceID: ids[1], TaskVersionID: solved.ID, ModelID: oracle.ID},
 			{TraceID: ids[2], TaskVersionID: solved.ID, ModelID: claude.ID}, {TraceID: ids[3], TaskVersionID: solved.ID, ModelID: oracle.ID}}
-		if _, _, err := s.LaunchJob(ctx, a, models.Launch{MaxSteps: 5, GroupSize: 1, MaxConcurrent: 4, Traces: lts}); err != nil {
+		if _, _, err := rollouts.Of(s).LaunchJob(ctx, a, rollouts.Launch{MaxSteps: 5, GroupSize: 1, MaxConcurrent: 4, Traces: lts}); err != nil {
 			t.Fatal(err)
 		}
 		one, most, zero := 1.0, 0.8, 0.0
-		s.TransitionTrace(ctx, ids[0], models.TraceUpdate{Status: models.TraceCompleted, Reward: &one})
-		s.TransitionTrace(ctx, ids[1], models.TraceUpdate{Status: models.TraceCompleted, Reward: &most})
-		s.TransitionTrace(ctx, ids[2], models.TraceUpdate{Status: models.TraceCompleted, Reward: &zero})
+		rollouts.Of(s).TransitionTrace(ctx, ids[0], rollouts.TraceUpdate{Status: models.TraceCompleted, Reward: &one})
+		rollouts.Of(s).TransitionTrace(ctx, ids[1], rollouts.TraceUpdate{Status: models.TraceCompleted, Reward: &most})
+		rollouts.Of(s).TransitionTrace(ctx, ids[2], rollouts.TraceUpdate{Status: models.TraceCompleted, Reward: &zero})
 		checks, _ = qa(solved.TaskID)
 		if c := checks["qa_reference_solves"]; c.Passed || !slices.Equal(c.OffendingTraceIDs, []uuid.UUID{ids[1]}) || c.Current != "1 of 2 graded oracle attempts earned 1.00; 0 ended in error" {
 			t.Errorf("a reference solution short of full reward: %+v", c)
 		}
 		// The failing attempt found wrong and invalidated, the solution stands; an oracle attempt
 		// that ends in error fails it again.
-		s.SetTracesValidity(ctx, a, []uuid.UUID{ids[1]}, false)
+		rollouts.Of(s).SetTracesValidity(ctx, a, []uuid.UUID{ids[1]}, false)
 		if checks, _ = qa(solved.TaskID); !checks["qa_reference_solves"].Passed {
 			t.Errorf("every valid oracle attempt solved it: %+v", checks["qa_reference_solves"])
 		}
-		s.TransitionTrace(ctx, ids[3], models.TraceUpdate{Status: models.TraceError, Error: "setup failed"})
+		rollouts.Of(s).TransitionTrace(ctx, ids[3], rollouts.TraceUpdate{Status: models.TraceError, Error: "setup failed"})
 		checks, _ = qa(solved.TaskID)
 		if c := checks["qa_reference_solves"]; c.Passed || !slices.Equal(c.OffendingTraceIDs, []uuid.UUID{ids[3]}) {
 			t.Errorf("an oracle attempt in error: %+v", c)

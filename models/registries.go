@@ -116,7 +116,7 @@ func (s *Store) CreateRegistry(ctx context.Context, c *Caller, in NewRegistry) (
 	r := &Registry{
 		ID: uuid.New(), TeamID: c.TeamID, ProjectID: in.ProjectID, Name: in.Name, RegistryType: "mcp",
 		Public: in.Public, Description: in.Description, Branch: in.Branch, BuildArgs: in.BuildArgs,
-		EntryFolder: in.EntryFolder, RepoURL: in.RepoURL, CreatedAt: now(), UpdatedAt: now(),
+		EntryFolder: in.EntryFolder, RepoURL: in.RepoURL, CreatedAt: Now(), UpdatedAt: Now(),
 	}
 	if _, err := s.DB.NewInsert().Model(r).Exec(ctx); err != nil {
 		if isUniqueViolation(err) {
@@ -152,12 +152,12 @@ func (s *Store) CreateBuild(ctx context.Context, registryID uuid.UUID, in NewBui
 	b := &Build{
 		ID: uuid.New(), RegistryID: registryID, Status: in.Status, SourceIndexStatus: "pending",
 		Digest: in.Digest, ImageName: in.ImageName, SourceKey: in.SourceKey, Branch: in.Branch, RepoURL: in.RepoURL,
-		Lock: in.Lock, RuntimeConfig: in.RuntimeConfig, CreatedAt: now(), UpdatedAt: now(),
+		Lock: in.Lock, RuntimeConfig: in.RuntimeConfig, CreatedAt: Now(), UpdatedAt: Now(),
 	}
 	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		var reg Registry
 		if err := tx.NewSelect().Model(&reg).Where("id = ?", registryID).Scan(ctx); err != nil {
-			return notFound(err, "registry")
+			return NotFound(err, "registry")
 		}
 		b.TeamID = reg.TeamID
 		v, err := nextBuildVersion(ctx, tx, registryID)
@@ -172,7 +172,7 @@ func (s *Store) CreateBuild(ctx context.Context, registryID uuid.UUID, in NewBui
 			return err
 		}
 		if in.SetLatest {
-			_, err := tx.NewUpdate().Model((*Registry)(nil)).Set("latest_build_id = ?", b.ID).Set("updated_at = ?", now()).Where("id = ?", registryID).Exec(ctx)
+			_, err := tx.NewUpdate().Model((*Registry)(nil)).Set("latest_build_id = ?", b.ID).Set("updated_at = ?", Now()).Where("id = ?", registryID).Exec(ctx)
 			return err
 		}
 		return nil
@@ -198,7 +198,7 @@ func insertScenarios(ctx context.Context, tx bun.Tx, b *Build, scenarios []Scena
 	}
 	for i := range scenarios {
 		sc := &scenarios[i]
-		sc.ID, sc.RegistryID, sc.BuildID, sc.CreatedAt = uuid.New(), b.RegistryID, b.ID, now()
+		sc.ID, sc.RegistryID, sc.BuildID, sc.CreatedAt = uuid.New(), b.RegistryID, b.ID, Now()
 		if sc.Slug == "" {
 			sc.Slug = slugify(sc.Name)
 		}
@@ -350,7 +350,7 @@ func (s *Store) GetRegistry(ctx context.Context, c *Caller, id uuid.UUID) (*Regi
 	var row RegistryRow
 	sel := visibleRegistries(registryColumns(s.DB.NewSelect().Model(&row), c), c).Where("r.id = ?", id)
 	if err := sel.Scan(ctx); err != nil {
-		return nil, notFound(err, "get registry")
+		return nil, NotFound(err, "get registry")
 	}
 	row.CanEdit = c != nil && row.TeamID == c.TeamID
 	if row.LatestBuildID != nil {
@@ -374,7 +374,7 @@ func (s *Store) FindRegistry(ctx context.Context, c *Caller, nameOrID string) (*
 		sel = sel.OrderExpr("CASE WHEN r.team_id = ? THEN 0 ELSE 1 END", c.TeamID)
 	}
 	if err := sel.OrderExpr("r.created_at ASC").Limit(1).Scan(ctx); err != nil {
-		return nil, notFound(err, fmt.Sprintf("registry %q", nameOrID))
+		return nil, NotFound(err, fmt.Sprintf("registry %q", nameOrID))
 	}
 	return s.GetRegistry(ctx, c, row.ID)
 }
@@ -383,7 +383,7 @@ func (s *Store) FindRegistry(ctx context.Context, c *Caller, nameOrID string) (*
 func (s *Store) GetBuild(ctx context.Context, registryID, buildID uuid.UUID) (*Build, error) {
 	b := new(Build)
 	if err := s.DB.NewSelect().Model(b).Where("id = ? AND registry_id = ?", buildID, registryID).Scan(ctx); err != nil {
-		return nil, notFound(err, "get build")
+		return nil, NotFound(err, "get build")
 	}
 	return b, nil
 }
@@ -399,7 +399,7 @@ func (s *Store) ListScenarios(ctx context.Context, buildID uuid.UUID) ([]Scenari
 
 // StarRegistry stars an environment for the caller; starring twice is not an error.
 func (s *Store) StarRegistry(ctx context.Context, c *Caller, registryID uuid.UUID) error {
-	star := &RegistryStar{RegistryID: registryID, UserID: c.UserID, CreatedAt: now()}
+	star := &RegistryStar{RegistryID: registryID, UserID: c.UserID, CreatedAt: Now()}
 	if _, err := s.DB.NewInsert().Model(star).On("CONFLICT DO NOTHING").Exec(ctx); err != nil {
 		return fmt.Errorf("star registry: %w", err)
 	}

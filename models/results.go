@@ -75,7 +75,7 @@ func (s *Store) ModelResults(ctx context.Context, c *Caller, modelID uuid.UUID, 
 	q := s.DB.NewSelect().TableExpr("traces AS tr").Join("JOIN tasks AS tk ON tk.id = tr.task_id").
 		ColumnExpr("tr.task_id, tk.name AS task_name, tk.taskset_id, count(*) AS n").
 		ColumnExpr("AVG(tr.reward) AS avg_score, MIN(tr.reward) AS min_score, MAX(tr.reward) AS max_score").
-		ColumnExpr("COUNT(DISTINCT NULLIF("+lastBuildDigestExpr+", '')) AS builds, COUNT(DISTINCT tr.task_version_id) AS versions").
+		ColumnExpr("COUNT(DISTINCT NULLIF("+LastBuildDigestExpr+", '')) AS builds, COUNT(DISTINCT tr.task_version_id) AS versions").
 		Where("tr.team_id = ? AND tr.model_id = ? AND tr.status = ? AND tr.reward IS NOT NULL AND tr.is_valid", c.TeamID, modelID, TraceCompleted).
 		// A brought agent's attempts measure the agent, not the model: a job's entrants show them.
 		Where("tr.agent_build_id IS NULL").

@@ -9,6 +9,7 @@ import (
 
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 func TestScoreRanges(t *testing.T) {
@@ -57,21 +58,21 @@ func TestModelResultsAndSuggestions(t *testing.T) {
 			invalid bool
 		}{{0, models.TraceCompleted, 1, false}, {0, models.TraceCompleted, 0, false}, {1, models.TraceCompleted, 0.3, false},
 			{1, models.TraceCompleted, 1, true}, {1, models.TraceError, 0, false}}
-		var lts []models.LaunchTrace
+		var lts []rollouts.LaunchTrace
 		for _, r := range runs {
-			lts = append(lts, models.LaunchTrace{TraceID: uuid.New(), TaskVersionID: versions[r.version], ModelID: fork.ID, MaxSteps: 1})
+			lts = append(lts, rollouts.LaunchTrace{TraceID: uuid.New(), TaskVersionID: versions[r.version], ModelID: fork.ID, MaxSteps: 1})
 		}
-		job, _, err := s.LaunchJob(ctx, a, models.Launch{Name: "j", MaxSteps: 1, GroupSize: 1, MaxConcurrent: 1, Traces: lts})
+		job, _, err := rollouts.Of(s).LaunchJob(ctx, a, rollouts.Launch{Name: "j", MaxSteps: 1, GroupSize: 1, MaxConcurrent: 1, Traces: lts})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for i, r := range runs {
 			reward := r.reward
-			if _, err := s.TransitionTrace(ctx, lts[i].TraceID, models.TraceUpdate{Status: r.status, Reward: &reward}); err != nil {
+			if _, err := rollouts.Of(s).TransitionTrace(ctx, lts[i].TraceID, rollouts.TraceUpdate{Status: r.status, Reward: &reward}); err != nil {
 				t.Fatal(err)
 			}
 			if r.invalid {
-				if _, err := s.SetTracesValidity(ctx, a, []uuid.UUID{lts[i].TraceID}, false); err != nil {
+				if _, err := rollouts.Of(s).SetTracesValidity(ctx, a, []uuid.UUID{lts[i].TraceID}, false); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -105,7 +106,7 @@ func TestModelResultsAndSuggestions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := s.StartInstance(ctx, &models.Instance{TeamID: a.TeamID, TraceID: lts[i].TraceID, Attempt: 1, JobID: job.ID, BuildID: &b.ID}, ""); err != nil {
+			if err := rollouts.Of(s).StartInstance(ctx, &models.Instance{TeamID: a.TeamID, TraceID: lts[i].TraceID, Attempt: 1, JobID: job.ID, BuildID: &b.ID}, ""); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -122,7 +122,7 @@ func (s *Store) SetTaskStatus(ctx context.Context, c *Caller, inputs []string, t
 			continue
 		}
 		err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-			upd := tx.NewUpdate().Model((*Task)(nil)).Set("status = ?", status).Set("updated_at = ?", now()).Where("id = ?", task.ID)
+			upd := tx.NewUpdate().Model((*Task)(nil)).Set("status = ?", status).Set("updated_at = ?", Now()).Where("id = ?", task.ID)
 			if clear {
 				upd = upd.Set("stage = NULL")
 			}
@@ -168,7 +168,7 @@ func (s *Store) MoveTaskStage(ctx context.Context, c *Caller, inputs []string, s
 			continue
 		}
 		err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-			if _, err := tx.NewUpdate().Model((*Task)(nil)).Set("stage = ?", stage).Set("updated_at = ?", now()).Where("id = ?", task.ID).Exec(ctx); err != nil {
+			if _, err := tx.NewUpdate().Model((*Task)(nil)).Set("stage = ?", stage).Set("updated_at = ?", Now()).Where("id = ?", task.ID).Exec(ctx); err != nil {
 				return err
 			}
 			return insertEvent(ctx, tx, c, task, EventStageChanged, stages[current], stage)
@@ -191,7 +191,7 @@ func stageOf(t Task, stages []string) int {
 
 func insertEvent(ctx context.Context, tx bun.Tx, c *Caller, t Task, kind, from, to string) error {
 	ev := &TaskEvent{ID: uuid.New(), TaskID: t.ID, TeamID: t.TeamID, Kind: kind, FromValue: from, ToValue: to,
-		Version: t.VersionCount, UserID: &c.UserID, CreatedAt: now()}
+		Version: t.VersionCount, UserID: &c.UserID, CreatedAt: Now()}
 	_, err := tx.NewInsert().Model(ev).Exec(ctx)
 	return err
 }
@@ -208,6 +208,6 @@ func (s *Store) SetTasksetStages(ctx context.Context, c *Caller, tasksetID uuid.
 	if stages == nil {
 		stages = []string{}
 	}
-	_, err = s.DB.NewUpdate().Model((*Taskset)(nil)).Set("stages = ?", stages).Set("updated_at = ?", now()).Where("id = ?", tasksetID).Exec(ctx)
+	_, err = s.DB.NewUpdate().Model((*Taskset)(nil)).Set("stages = ?", stages).Set("updated_at = ?", Now()).Where("id = ?", tasksetID).Exec(ctx)
 	return err
 }

@@ -55,10 +55,10 @@ type LaunchFor struct {
 // opens every value with l.Sealer; a value that does not open is a [LaunchEnvError], never an
 // empty variable. [Store.BeginTry] reads it as a try begins.
 func (s *Store) LaunchEnv(ctx context.Context, l LaunchFor) (map[string]string, error) {
-	return launchEnv(ctx, s.DB, l)
+	return LaunchEnv(ctx, s.DB, l)
 }
 
-func launchEnv(ctx context.Context, db bun.IDB, l LaunchFor) (map[string]string, error) {
+func LaunchEnv(ctx context.Context, db bun.IDB, l LaunchFor) (map[string]string, error) {
 	env := map[string]string{}
 	launcher, registryID, teamID := l.Launcher, l.RegistryID, l.TeamID
 	if launcher == nil && registryID == nil {

@@ -32,7 +32,7 @@ func (s *Store) CreateSession(ctx context.Context, membershipID int64, keyID *uu
 	token := randomToken(32)
 	sess := &Session{
 		ID: uuid.New(), TokenHash: hashToken(token), MembershipID: membershipID, APIKeyID: keyID,
-		ExpiresAt: now().Add(ttl), CreatedAt: now(), UpdatedAt: now(),
+		ExpiresAt: Now().Add(ttl), CreatedAt: Now(), UpdatedAt: Now(),
 	}
 	if _, err := s.DB.NewInsert().Model(sess).Exec(ctx); err != nil {
 		return nil, "", fmt.Errorf("create session: %w", err)
@@ -50,12 +50,12 @@ func (s *Store) AuthenticateSession(ctx context.Context, token string) (*Caller,
 	// session too, and this condition covers a key revoked by hand in the database.
 	if err := s.DB.NewSelect().Model(&sess).Where("token_hash = ?", hashToken(token)).
 		Where("api_key_id IS NULL OR api_key_id IN (SELECT id FROM api_keys WHERE revoked_at IS NULL)").Scan(ctx); err != nil {
-		if isNoRows(err) {
+		if IsNoRows(err) {
 			return nil, ErrInvalidCredentials
 		}
 		return nil, fmt.Errorf("authenticate session: %w", err)
 	}
-	if !now().Before(sess.ExpiresAt) {
+	if !Now().Before(sess.ExpiresAt) {
 		return nil, ErrInvalidCredentials
 	}
 	m, err := s.GetMembership(ctx, sess.MembershipID)
@@ -105,7 +105,7 @@ type SessionSelector struct {
 
 // DeleteExpiredSessions removes sessions past their expiry and returns how many went.
 func (s *Store) DeleteExpiredSessions(ctx context.Context) (int64, error) {
-	res, err := s.DB.NewDelete().Model((*Session)(nil)).Where("expires_at <= ?", now()).Exec(ctx)
+	res, err := s.DB.NewDelete().Model((*Session)(nil)).Where("expires_at <= ?", Now()).Exec(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("delete expired sessions: %w", err)
 	}

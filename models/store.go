@@ -225,14 +225,14 @@ func isUniqueViolation(err error) bool {
 	return strings.Contains(msg, "SQLSTATE 23505") || strings.Contains(msg, "UNIQUE constraint failed")
 }
 
-func notFound(err error, what string) error {
+func NotFound(err error, what string) error {
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("%s: %w", what, ErrNotFound)
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-func now() time.Time { return time.Now().UTC() }
+func Now() time.Time { return time.Now().UTC() }
 
 // redact hides a password in a URL for error messages.
 func redact(url string) string {
@@ -248,7 +248,7 @@ func redact(url string) string {
 	return url
 }
 
-func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
+func IsNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
 
 // MigrationFiles exposes the embedded migrations (one directory per dialect) for checks.
 func MigrationFiles() fs.FS { return migrationFiles }

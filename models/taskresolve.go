@@ -155,7 +155,7 @@ func (r *uploadResolver) scenario(ctx context.Context, loc string, rt *resolvedT
 	case rt.ScenarioID != nil:
 		err := r.s.DB.NewSelect().Model(&sc).Where("id = ?", *rt.ScenarioID).Scan(ctx)
 		switch {
-		case err != nil && !isNoRows(err):
+		case err != nil && !IsNoRows(err):
 			return nil, err
 		case err != nil || (env != nil && sc.RegistryID != env.ID):
 			r.bad(loc+".scenario_id", "no such scenario in the task's environment", rt.ScenarioID.String())
@@ -166,7 +166,7 @@ func (r *uploadResolver) scenario(ctx context.Context, loc string, rt *resolvedT
 		return &sc, nil
 	case rt.Scenario != "" && env != nil && env.LatestBuildID != nil:
 		err := r.s.DB.NewSelect().Model(&sc).Where("build_id = ? AND name = ?", *env.LatestBuildID, rt.Scenario).Scan(ctx)
-		if isNoRows(err) {
+		if IsNoRows(err) {
 			r.bad(loc+".scenario", fmt.Sprintf("environment %q declares no scenario %q in its latest build", env.Name, rt.Scenario), rt.Scenario)
 			return nil, nil
 		} else if err != nil {

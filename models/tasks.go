@@ -132,11 +132,11 @@ type TaskInTaskset struct {
 func (s *Store) GetTask(ctx context.Context, c *Caller, id uuid.UUID) (*TaskInTaskset, error) {
 	var t Task
 	err := s.DB.NewSelect().Model(&t).Where("id = ?", id).Scan(ctx)
-	if isNoRows(err) {
+	if IsNoRows(err) {
 		err = s.DB.NewSelect().Model(&t).Where("id = (SELECT task_id FROM task_versions WHERE id = ?)", id).Scan(ctx)
 	}
 	if err != nil {
-		return nil, notFound(err, "get task")
+		return nil, NotFound(err, "get task")
 	}
 	ts, err := s.GetTaskset(ctx, c, t.TasksetID)
 	if err != nil {

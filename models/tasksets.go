@@ -93,7 +93,7 @@ func (s *Store) CreateTaskset(ctx context.Context, c *Caller, name, description 
 	t := &Taskset{
 		ID: uuid.New(), TeamID: c.TeamID, Name: name, Description: description, Public: public,
 		Columns: map[string]any{}, HiddenProgressStages: []string{}, Stages: []string{}, CreatedBy: &c.UserID,
-		CreatedAt: now(), UpdatedAt: now(),
+		CreatedAt: Now(), UpdatedAt: Now(),
 	}
 	if _, err := s.DB.NewInsert().Model(t).Exec(ctx); err != nil {
 		if isUniqueViolation(err) {
@@ -106,7 +106,7 @@ func (s *Store) CreateTaskset(ctx context.Context, c *Caller, name, description 
 
 // StarTaskset stars a taskset for the caller; starring twice is not an error.
 func (s *Store) StarTaskset(ctx context.Context, c *Caller, tasksetID uuid.UUID) error {
-	star := &TasksetStar{TasksetID: tasksetID, UserID: c.UserID, CreatedAt: now()}
+	star := &TasksetStar{TasksetID: tasksetID, UserID: c.UserID, CreatedAt: Now()}
 	if _, err := s.DB.NewInsert().Model(star).On("CONFLICT DO NOTHING").Exec(ctx); err != nil {
 		return fmt.Errorf("star taskset: %w", err)
 	}
@@ -115,7 +115,7 @@ func (s *Store) StarTaskset(ctx context.Context, c *Caller, tasksetID uuid.UUID)
 
 // ShareTaskset shares a taskset with another team (or updates the share's write permission).
 func (s *Store) ShareTaskset(ctx context.Context, tasksetID, teamID uuid.UUID, canEdit bool) error {
-	share := &TasksetShare{TasksetID: tasksetID, TeamID: teamID, CanEdit: canEdit, CreatedAt: now()}
+	share := &TasksetShare{TasksetID: tasksetID, TeamID: teamID, CanEdit: canEdit, CreatedAt: Now()}
 	if _, err := s.DB.NewInsert().Model(share).On("CONFLICT (taskset_id, team_id) DO UPDATE").Set("can_edit = EXCLUDED.can_edit").Exec(ctx); err != nil {
 		return fmt.Errorf("share taskset: %w", err)
 	}
@@ -183,9 +183,9 @@ func (r *TasksetRow) fill(c *Caller) {
 	r.CanEdit = r.IsOwner || r.SharedCanEdit
 }
 
-// tasksetVisible is GetTaskset's rule in SQL, with its arguments: the taskset aliased alias is
+// TasksetVisible is GetTaskset's rule in SQL, with its arguments: the taskset aliased alias is
 // public, the caller's team's, or shared with it (public only, for an anonymous caller).
-func tasksetVisible(alias string, c *Caller) (string, []any) {
+func TasksetVisible(alias string, c *Caller) (string, []any) {
 	team := uuid.Nil
 	if c != nil {
 		team = c.TeamID
@@ -199,7 +199,7 @@ func tasksetVisible(alias string, c *Caller) (string, []any) {
 func (s *Store) GetTaskset(ctx context.Context, c *Caller, id uuid.UUID) (*TasksetRow, error) {
 	var row TasksetRow
 	if err := tasksetColumns(s.DB.NewSelect().Model(&row), c).Where("t.id = ?", id).Scan(ctx); err != nil {
-		return nil, notFound(err, "get taskset")
+		return nil, NotFound(err, "get taskset")
 	}
 	if !row.Public && (c == nil || (row.TeamID != c.TeamID && !row.Shared)) {
 		return nil, fmt.Errorf("get taskset: %w", ErrNotFound)
@@ -212,7 +212,7 @@ func (s *Store) GetTaskset(ctx context.Context, c *Caller, id uuid.UUID) (*Tasks
 func (s *Store) GetTasksetByName(ctx context.Context, c *Caller, name string) (*TasksetRow, error) {
 	var row TasksetRow
 	if err := tasksetColumns(s.DB.NewSelect().Model(&row), c).Where("t.team_id = ? AND t.name = ?", c.TeamID, name).Scan(ctx); err != nil {
-		return nil, notFound(err, fmt.Sprintf("taskset %q", name))
+		return nil, NotFound(err, fmt.Sprintf("taskset %q", name))
 	}
 	row.fill(c)
 	return &row, nil

@@ -79,7 +79,7 @@ func (s *Store) UploadTasks(ctx context.Context, c *Caller, up Upload) (*UploadR
 		if err := w.flush(ctx, tx); err != nil {
 			return err
 		}
-		_, err = tx.NewUpdate().Model((*Taskset)(nil)).Set("updated_at = ?", now()).Where("id = ?", ts.ID).Exec(ctx)
+		_, err = tx.NewUpdate().Model((*Taskset)(nil)).Set("updated_at = ?", Now()).Where("id = ?", ts.ID).Exec(ctx)
 		return err
 	})
 	if err == nil && s.Dialect == Postgres && res.TasksCreated >= analyzeAfter {
@@ -131,13 +131,13 @@ func (s *Store) uploadTaskset(ctx context.Context, tx bun.Tx, c *Caller, up Uplo
 		}
 		return &ts, false, nil
 	}
-	if !isNoRows(err) {
+	if !IsNoRows(err) {
 		return nil, false, err
 	}
 	ts = Taskset{
 		ID: uuid.New(), TeamID: c.TeamID, Name: up.TasksetName, Description: up.Description,
 		Columns: map[string]any{}, HiddenProgressStages: []string{}, Stages: []string{}, CreatedBy: &c.UserID,
-		Purpose: PurposeEval, CreatedAt: now(), UpdatedAt: now(),
+		Purpose: PurposeEval, CreatedAt: Now(), UpdatedAt: Now(),
 	}
 	if up.Purpose != "" {
 		ts.Purpose = up.Purpose
@@ -202,7 +202,7 @@ type taskWrites struct {
 }
 
 func (w *taskWrites) flush(ctx context.Context, tx bun.Tx) error {
-	if err := insertInBatches(ctx, tx, w.newTasks, ""); err != nil {
+	if err := InsertInBatches(ctx, tx, w.newTasks, ""); err != nil {
 		return err
 	}
 	for i := range w.updated {
@@ -210,7 +210,7 @@ func (w *taskWrites) flush(ctx context.Context, tx bun.Tx) error {
 			return err
 		}
 	}
-	return insertInBatches(ctx, tx, w.versions, "")
+	return InsertInBatches(ctx, tx, w.versions, "")
 }
 
 // upsert matches a task by task_id, external_id, then name, and queues a new version when its
@@ -238,15 +238,15 @@ func (x *taskIndex) upsert(c *Caller, tasksetID uuid.UUID, i int, t resolvedTask
 	outcome := "updated"
 	if found == nil {
 		outcome = "created"
-		found = &indexedTask{Task: Task{ID: uuid.New(), TeamID: c.TeamID, TasksetID: tasksetID, Status: TaskPending, CreatedAt: now()}}
+		found = &indexedTask{Task: Task{ID: uuid.New(), TeamID: c.TeamID, TasksetID: tasksetID, Status: TaskPending, CreatedAt: Now()}}
 	}
 	v := TaskVersion{
 		ID: uuid.New(), TaskID: found.ID, TasksetID: tasksetID, TeamID: found.TeamID, Version: found.VersionCount + 1,
-		ContentHash: t.hash, CreatedBy: &c.UserID, CreatedAt: now(), RegistryID: t.registryID, ScenarioID: t.ScenarioID,
+		ContentHash: t.hash, CreatedBy: &c.UserID, CreatedAt: Now(), RegistryID: t.registryID, ScenarioID: t.ScenarioID,
 		TaskContent: t.TaskContent,
 	}
 	delete(x.byName, found.Name)
-	found.Name, found.ExternalID, found.LatestVersionID, found.VersionCount, found.UpdatedAt, found.Hash = t.Name, externalID, &v.ID, v.Version, now(), t.hash
+	found.Name, found.ExternalID, found.LatestVersionID, found.VersionCount, found.UpdatedAt, found.Hash = t.Name, externalID, &v.ID, v.Version, Now(), t.hash
 	x.add(found)
 	if outcome == "created" {
 		w.newTasks = append(w.newTasks, found.Task)

@@ -58,7 +58,7 @@ func exported(v TaskVersion, externalID, registryName *string) ExportedTask {
 func (s *Store) GetTaskVersion(ctx context.Context, c *Caller, id uuid.UUID) (*TaskVersion, error) {
 	v := new(TaskVersion)
 	if err := s.DB.NewSelect().Model(v).Where("id = ?", id).Scan(ctx); err != nil {
-		return nil, notFound(err, "get task version")
+		return nil, NotFound(err, "get task version")
 	}
 	if _, err := s.GetTaskset(ctx, c, v.TasksetID); err != nil {
 		return nil, fmt.Errorf("get task version: %w", ErrNotFound)
@@ -119,7 +119,7 @@ type TaskVersionEntry struct {
 func (s *Store) ListTaskVersions(ctx context.Context, c *Caller, taskID uuid.UUID) (*TaskVersions, error) {
 	out := &TaskVersions{}
 	if err := s.DB.NewSelect().Model(&out.Task).Where("id = ?", taskID).Scan(ctx); err != nil {
-		return nil, notFound(err, "list task versions")
+		return nil, NotFound(err, "list task versions")
 	}
 	if _, err := s.GetTaskset(ctx, c, out.Task.TasksetID); err != nil {
 		return nil, fmt.Errorf("list task versions: %w", ErrNotFound)

@@ -90,7 +90,7 @@ func (s *Store) CreateUpload(ctx context.Context, c *Caller, u *StagedFile) erro
 	if err := s.editableTaskset(ctx, c, u.TasksetID); err != nil {
 		return err
 	}
-	u.ID, u.TeamID, u.MembershipID, u.Status, u.CreatedAt = uuid.New(), c.TeamID, c.MembershipID, UploadPending, now()
+	u.ID, u.TeamID, u.MembershipID, u.Status, u.CreatedAt = uuid.New(), c.TeamID, c.MembershipID, UploadPending, Now()
 	u.ObjectKey = fmt.Sprintf("uploads/%s/%s/%s", c.TeamID, u.TasksetID, u.ID)
 	if _, err := s.DB.NewInsert().Model(u).Exec(ctx); err != nil {
 		return fmt.Errorf("create upload: %w", err)
@@ -105,7 +105,7 @@ func (s *Store) GetUpload(ctx context.Context, c *Caller, tasksetID, id uuid.UUI
 	}
 	u := new(StagedFile)
 	if err := s.DB.NewSelect().Model(u).Where("id = ? AND taskset_id = ?", id, tasksetID).Scan(ctx); err != nil {
-		return nil, notFound(err, "upload")
+		return nil, NotFound(err, "upload")
 	}
 	return u, nil
 }
@@ -117,7 +117,7 @@ func (s *Store) SettleUpload(ctx context.Context, u *StagedFile, contentType, fa
 		u.Status, u.Error = UploadFailed, failure
 		q = q.Set("status = ?", UploadFailed).Set("error = ?", failure)
 	} else {
-		at := now()
+		at := Now()
 		u.Status, u.ContentType, u.StagedAt = UploadStaged, contentType, &at
 		q = q.Set("status = ?", UploadStaged).Set("content_type = ?", contentType).Set("staged_at = ?", at)
 	}
@@ -158,7 +158,7 @@ func (s *Store) DeleteUpload(ctx context.Context, c *Caller, tasksetID, id uuid.
 	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		u := new(StagedFile)
 		if err := tx.NewSelect().Model(u).Where("id = ? AND taskset_id = ?", id, tasksetID).Scan(ctx); err != nil {
-			if isNoRows(err) {
+			if IsNoRows(err) {
 				return nil
 			}
 			return err

@@ -62,7 +62,7 @@ func (s *Store) TracesUsage(ctx context.Context, c *Caller, jobID, traceID *uuid
 	for i := range out {
 		byTrace[out[i].TraceID] = &out[i]
 	}
-	at := now()
+	at := Now()
 	for i := range instances {
 		in := &instances[i]
 		u := byTrace[in.TraceID]

@@ -6,6 +6,7 @@ import (
 
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // Live workers' queues are summed per queue; a stopped worker retires its rows, and a crashed
@@ -20,19 +21,19 @@ func TestWorkerQueuesSumLiveWorkers(t *testing.T) {
 		b := []models.WorkerQueue{{Worker: "b", Queue: "sandboxes-cpu", Hostname: "h2", SandboxCapacity: 4}}
 		gpu := []models.WorkerQueue{{Worker: "g", Queue: "sandboxes-gpu-h100", Hostname: "h3", SandboxCapacity: 2, GPUs: 2, GPUType: "h100"}}
 		for _, rows := range [][]models.WorkerQueue{a, b, gpu} {
-			if err := s.AnnounceWorker(ctx, rows); err != nil {
+			if err := rollouts.Of(s).AnnounceWorker(ctx, rows); err != nil {
 				t.Fatal(err)
 			}
 		}
 		// Announcing again refreshes, and does not add rows.
-		if err := s.AnnounceWorker(ctx, b); err != nil {
+		if err := rollouts.Of(s).AnnounceWorker(ctx, b); err != nil {
 			t.Fatal(err)
 		}
-		got, err := s.QueueCapacities(ctx)
+		got, err := rollouts.Of(s).QueueCapacities(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []models.QueueCapacity{{Queue: "proctor-workflows", Workers: 1}, {Queue: "sandboxes-cpu", Workers: 2, SandboxCapacity: 12},
+		want := []rollouts.QueueCapacity{{Queue: "proctor-workflows", Workers: 1}, {Queue: "sandboxes-cpu", Workers: 2, SandboxCapacity: 12},
 			{Queue: "sandboxes-gpu-h100", Workers: 1, SandboxCapacity: 2, GPUs: 2}}
 		if len(got) != len(want) {
 			t.Fatalf("capacities = %+v, want %+v", got, want)
@@ -44,18 +45,18 @@ func TestWorkerQueuesSumLiveWorkers(t *testing.T) {
 		}
 
 		// b stops; g crashed two minutes ago.
-		if err := s.RetireWorker(ctx, "b"); err != nil {
+		if err := rollouts.Of(s).RetireWorker(ctx, "b"); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.DB.NewUpdate().Model((*models.WorkerQueue)(nil)).Set("last_seen_at = ?", time.Now().UTC().Add(-2*time.Minute)).
 			Where("worker = ?", "g").Exec(ctx); err != nil {
 			t.Fatal(err)
 		}
-		got, err = s.QueueCapacities(ctx)
+		got, err = rollouts.Of(s).QueueCapacities(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(got) != 2 || got[1] != (models.QueueCapacity{Queue: "sandboxes-cpu", Workers: 1, SandboxCapacity: 8}) {
+		if len(got) != 2 || got[1] != (rollouts.QueueCapacity{Queue: "sandboxes-cpu", Workers: 1, SandboxCapacity: 8}) {
 			t.Errorf("after a stop and a crash: %+v", got)
 		}
 	})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/proctorhq/proctor/activities"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 	"github.com/proctorhq/proctor/workflows/names"
 )
 
@@ -123,7 +124,7 @@ func certifyBuild(ctx workflow.Context, in BuildInput) (string, error) {
 	})
 	var res CertifyResult
 	err := workflow.ExecuteChildWorkflow(cctx, Certify, CertifyInput{CertificationID: started.CertificationID, JobID: started.JobID,
-		MaxConcurrent: models.CertifyConcurrency, MaxTries: in.MaxTries}).Get(ctx, &res)
+		MaxConcurrent: rollouts.CertifyConcurrency, MaxTries: in.MaxTries}).Get(ctx, &res)
 	return res.Status, err
 }
 

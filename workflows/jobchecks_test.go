@@ -12,6 +12,7 @@ import (
 
 	"github.com/proctorhq/proctor/activities"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // finishRecord records the calls of a check's finishing activity (FinishCertification or
@@ -49,7 +50,7 @@ func runCheck(t *testing.T, replay bool, n int, cancelAtStep bool) (*fakeEngine,
 		})
 	env.OnActivity(a.FinishReplayCheck, mock.Anything, mock.Anything).Return(
 		func(context.Context, activities.ReplayCheckInput) (activities.FinishReplayCheckResult, error) {
-			return activities.FinishReplayCheckResult{Status: status(models.ReplaySame, models.ReplayFailed)}, nil
+			return activities.FinishReplayCheckResult{Status: status(rollouts.ReplaySame, rollouts.ReplayFailed)}, nil
 		})
 	if cancelAtStep {
 		var once sync.Once
@@ -80,7 +81,7 @@ func TestChecksRecordTheirFiguresOnceTheirJobHasRun(t *testing.T) {
 		name   string
 		replay bool
 		want   string
-	}{{"Certify", false, models.CertificationPassed}, {"ReplayCheck", true, models.ReplaySame}} {
+	}{{"Certify", false, models.CertificationPassed}, {"ReplayCheck", true, rollouts.ReplaySame}} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, rec, status, err := runCheck(t, tc.replay, 6, false)
 			if err != nil {

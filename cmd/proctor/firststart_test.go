@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // A dev whose ports are taken says which and how to choose another, instead of failing deep in
@@ -243,7 +244,7 @@ func TestEvalSaysWhenWorkersRunFewerSandboxes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	if left, err := store.QueueCapacities(t.Context()); err != nil || len(left) != 0 {
+	if left, err := rollouts.Of(store).QueueCapacities(t.Context()); err != nil || len(left) != 0 {
 		t.Errorf("after dev stopped, its queues are still listed: %+v, %v", left, err)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/proctorhq/proctor/httpapi"
-	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // cmdEnvCheck replays a finished job on a build: each scored attempt of the job run again on the
@@ -65,8 +65,8 @@ func printReplayCheck(stdout io.Writer, chk httpapi.ReplayCheck) error {
 			step = fmt.Sprint(*a.FirstDivergingStep)
 		}
 		switch a.Outcome {
-		case models.ReplayOutcomeSame:
-		case models.ReplayOutcomeDiverged:
+		case rollouts.ReplayOutcomeSame:
+		case rollouts.ReplayOutcomeDiverged:
 			diverged++
 		default:
 			changed++
@@ -78,7 +78,7 @@ func printReplayCheck(stdout io.Writer, chk httpapi.ReplayCheck) error {
 		fmt.Fprintf(stdout, "not replayed: %s (%s): %s\n", n.TaskName, n.TraceID.String()[:8], n.Reason)
 	}
 	switch {
-	case chk.Status == models.ReplayFailed:
+	case chk.Status == rollouts.ReplayFailed:
 		return fmt.Errorf("replay check %s: failed (its job was cancelled)", chk.ID)
 	case changed > 0:
 		return fmt.Errorf("replay check %s: %d of %d attempts changed their reward or did not finish on this build (%d more diverged with the same reward)",

@@ -23,6 +23,7 @@ import (
 	"github.com/proctorhq/proctor/internal/sandbox/kube"
 	"github.com/proctorhq/proctor/internal/secrets"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 	ptemporal "github.com/proctorhq/proctor/temporal"
 	"github.com/proctorhq/proctor/workflows/names"
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,14 +50,14 @@ func startRuntime(tc *ptemporal.Client, store *models.Store, bucket blob.Bucket,
 	if err != nil {
 		return nil, fmt.Errorf("sandboxes: %w", err)
 	}
-	gpuRates, err := models.ParseGPURates(cfg.EnvironmentGPURates)
+	gpuRates, err := rollouts.ParseGPURates(cfg.EnvironmentGPURates)
 	if err != nil {
 		sb.Close(context.Background()) //nolint:errcheck
 		return nil, fmt.Errorf("--environment-gpu-hourly-rates: %w", err)
 	}
 	acts := &activities.Activities{Store: store, Logger: log, Sandboxes: sb, Envs: activities.NewEnvs(), Secrets: keys, Bucket: bucket,
 		Mail: &activities.MailConfig{URL: cfg.SMTPURL, From: cfg.MailFrom, AppURL: cfg.PublicURL},
-		Rates: models.RateCard{Base: cfg.EnvironmentHourlyRate, PerCPU: cfg.EnvironmentCPUHourlyRate, PerMemoryGB: cfg.EnvironmentMemoryGBRate,
+		Rates: rollouts.RateCard{Base: cfg.EnvironmentHourlyRate, PerCPU: cfg.EnvironmentCPUHourlyRate, PerMemoryGB: cfg.EnvironmentMemoryGBRate,
 			PerGPU: gpuRates, BaselineMinutes: cfg.EnvironmentBaselineMinutes},
 		Metrics: m, SandboxProvider: cmp.Or(cfg.SandboxProvider, "process")}
 	m.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "proctor_sandboxes_live", Help: "Environments running in sandboxes on this worker now.",
@@ -126,8 +127,8 @@ func workerQueues(cfg *config.Config, sb sandbox.Provider) []models.WorkerQueue 
 // announceWorker writes this worker's queues now and every models.WorkerAnnounceEvery (so that
 // GET /v2/workers counts it) until the returned retire is called, which deletes them.
 func announceWorker(store *models.Store, rows []models.WorkerQueue, log *slog.Logger) (retire func()) {
-	stop := every(context.Background(), models.WorkerAnnounceEvery, func(ctx context.Context) {
-		if err := store.AnnounceWorker(ctx, rows); err != nil && ctx.Err() == nil {
+	stop := every(context.Background(), rollouts.WorkerAnnounceEvery, func(ctx context.Context) {
+		if err := rollouts.Of(store).AnnounceWorker(ctx, rows); err != nil && ctx.Err() == nil {
 			log.Warn("announce this worker's queues", "error", err)
 		}
 	})
@@ -138,7 +139,7 @@ func announceWorker(store *models.Store, rows []models.WorkerQueue, log *slog.Lo
 		}
 		rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer rcancel()
-		if err := store.RetireWorker(rctx, rows[0].Worker); err != nil {
+		if err := rollouts.Of(store).RetireWorker(rctx, rows[0].Worker); err != nil {
 			log.Warn("retire this worker's queues", "error", err)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/proctorhq/proctor/httpapi"
 	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // exampleEnvs are the example environments `proctor dev` deploys (of environments.All): those
@@ -53,11 +54,11 @@ var demoTasks = []models.TaskUpload{
 
 // seedModels registers the oracle and every provider whose key is set in the environment.
 func seedModels(ctx context.Context, store *models.Store) error {
-	entries := []*models.LLMModel{{ModelName: models.OracleModelName, Name: "Oracle (replays the task's validation calls)", Provider: "proctor", Adapter: models.AdapterOracle},
-		{ModelName: models.IdleModelName, Name: "Idle (makes no tool call: a task it passes needs no work)", Provider: "proctor", Adapter: models.AdapterIdle},
-		{ModelName: models.RandomModelName, Name: "Random (calls tools with random arguments: a task it passes rewards activity)", Provider: "proctor", Adapter: models.AdapterRandom},
-		{ModelName: models.TamperModelName, Name: "Tamper probe (calls the hidden setup and evaluate dispatchers, claims success through grader-writing tools)", Provider: "proctor", Adapter: models.AdapterTamper},
-		{ModelName: models.ReplayModelName, Name: "Replay (answers with a recorded attempt's answers: a replay check's regression replay)", Provider: "proctor", Adapter: models.AdapterReplay}}
+	entries := []*models.LLMModel{{ModelName: rollouts.OracleModelName, Name: "Oracle (replays the task's validation calls)", Provider: "proctor", Adapter: models.AdapterOracle},
+		{ModelName: rollouts.IdleModelName, Name: "Idle (makes no tool call: a task it passes needs no work)", Provider: "proctor", Adapter: models.AdapterIdle},
+		{ModelName: rollouts.RandomModelName, Name: "Random (calls tools with random arguments: a task it passes rewards activity)", Provider: "proctor", Adapter: models.AdapterRandom},
+		{ModelName: rollouts.TamperModelName, Name: "Tamper probe (calls the hidden setup and evaluate dispatchers, claims success through grader-writing tools)", Provider: "proctor", Adapter: models.AdapterTamper},
+		{ModelName: rollouts.ReplayModelName, Name: "Replay (answers with a recorded attempt's answers: a replay check's regression replay)", Provider: "proctor", Adapter: models.AdapterReplay}}
 	if os.Getenv("OPENAI_API_KEY") != "" {
 		entries = append(entries, &models.LLMModel{ModelName: "gpt-4.1-mini", Name: "GPT-4.1 mini", Provider: "openai", Adapter: models.AdapterOpenAI,
 			APIKeyEnv: "OPENAI_API_KEY", BaseURL: os.Getenv("OPENAI_BASE_URL"), ContextWindow: 1047576})

@@ -25,6 +25,7 @@ import (
 	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/internal/testenv"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // TestWebApp drives the web app in Chromium against a real dev instance (web/e2e/app.mjs): sign
@@ -268,16 +269,16 @@ func keepScreenshot(t *testing.T, store *models.Store, dataDir, traceID string) 
 		t.Fatal(err)
 	}
 	id := uuid.MustParse(traceID)
-	seq, err := store.LatestSeq(t.Context(), id)
+	seq, err := rollouts.Of(store).LatestSeq(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
 	ev := models.TraceEvent{TraceID: id, Seq: seq + 1, Attempt: 1, Kind: models.EventToolResult, Text: "a screenshot of the list",
-		Data: models.EventData(models.ToolResultEventData{Step: 1, CallID: "screenshot", Name: "screenshot",
+		Data: rollouts.EventData(rollouts.ToolResultEventData{Step: 1, CallID: "screenshot", Name: "screenshot",
 			Images: []agent.Image{{MIMEType: "image/png", Size: buf.Len(), SHA256: digest, Key: key}}}),
 		StartedAt: now, EndedAt: &now}
-	if err := store.AppendTraceEvents(t.Context(), []models.TraceEvent{ev}); err != nil {
+	if err := rollouts.Of(store).AppendTraceEvents(t.Context(), []models.TraceEvent{ev}); err != nil {
 		t.Fatal(err)
 	}
 	return key

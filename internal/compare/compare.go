@@ -34,11 +34,11 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // Attempt is one scored attempt of a run, as the store reads it.
-type Attempt = models.ScoredAttempt
+type Attempt = rollouts.ScoredAttempt
 
 // Options are a comparison's settings.
 type Options struct {

@@ -1,4 +1,4 @@
-package models
+package rollouts
 
 import (
 	"context"
@@ -11,60 +11,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/proctorhq/proctor/models"
 	"github.com/uptrace/bun"
 )
-
-// Instance statuses.
-const (
-	InstanceRunning    = "running"
-	InstanceTerminated = "terminated"
-)
-
-// Instance is one sandbox an attempt's try ran in: its resources, the hourly rate it was priced
-// at when it started, and, once it has ended, its duration and cost.
-type Instance struct {
-	bun.BaseModel `bun:"table:instances,alias:inst"`
-	ID            uuid.UUID  `bun:"id,pk,type:uuid"`
-	TeamID        uuid.UUID  `bun:"team_id,type:uuid"`
-	TraceID       uuid.UUID  `bun:"trace_id,type:uuid"`
-	Attempt       int        `bun:"attempt"`
-	JobID         uuid.UUID  `bun:"job_id,type:uuid"`
-	RegistryID    *uuid.UUID `bun:"registry_id,type:uuid"`
-	BuildID       *uuid.UUID `bun:"build_id,type:uuid"`
-	UserID        *uuid.UUID `bun:"user_id,type:uuid"`
-	APIKeyID      *uuid.UUID `bun:"api_key_id,type:uuid"`
-	HostQueue     string     `bun:"host_queue"`
-	SandboxID     string     `bun:"sandbox_id"`
-	// SandboxProvider is the provider that ran the sandbox (process, container, kubernetes);
-	// empty for instances recorded before it was kept.
-	SandboxProvider string         `bun:"sandbox_provider"`
-	CPU             float64        `bun:"cpu"`
-	MemoryMB        int            `bun:"memory_mb"`
-	GPUCount        int            `bun:"gpu_count"`
-	GPUType         string         `bun:"gpu_type"`
-	Limits          *RuntimeLimits `bun:"limits"`
-	HourlyRate      float64        `bun:"hourly_rate"`
-	BaselineMinutes float64        `bun:"baseline_minutes"`
-	Status          string         `bun:"status"`
-	StopReason      string         `bun:"stop_reason"`
-	DurationSeconds float64        `bun:"duration_seconds"`
-	Cost            float64        `bun:"cost"`
-	CreatedAt       time.Time      `bun:"created_at"`
-	TerminatedAt    *time.Time     `bun:"terminated_at"`
-}
-
-// Usage is the instance's running time in minutes and its cost up to at (its end, once it has
-// ended): the hourly rate over the time it ran, and never less than its baseline minutes.
-func (i *Instance) Usage(at time.Time) (minutes, cost float64) {
-	if i.Status != InstanceRunning {
-		return i.DurationSeconds / 60, i.Cost
-	}
-	minutes = math.Max(0, at.Sub(i.CreatedAt).Minutes())
-	return minutes, RoundUSD(i.HourlyRate * math.Max(minutes, i.BaselineMinutes) / 60)
-}
-
-// RoundUSD rounds an amount of US dollars to a millionth, the precision costs are kept at.
-func RoundUSD(v float64) float64 { return math.Round(v*1e6) / 1e6 }
 
 // RateCard prices environment time: a sandbox's hourly rate is Base plus its requested CPUs,
 // memory and GPUs at their rates, fixed when it starts; every sandbox is charged at least
@@ -79,7 +28,7 @@ type RateCard struct {
 
 // HourlyRate is the rate of a sandbox with these resources.
 func (r RateCard) HourlyRate(cpu float64, memoryMB, gpus int, gpuType string) float64 {
-	return RoundUSD(r.Base + r.PerCPU*cpu + r.PerMemoryGB*float64(memoryMB)/1024 + float64(gpus)*r.PerGPU.Rate(gpuType))
+	return models.RoundUSD(r.Base + r.PerCPU*cpu + r.PerMemoryGB*float64(memoryMB)/1024 + float64(gpus)*r.PerGPU.Rate(gpuType))
 }
 
 // GPURates is a GPU device's hourly rate by type; "*" prices the types not named.
@@ -115,13 +64,13 @@ func ParseGPURates(s string) (GPURates, error) {
 // in the attempt's worker log, in one transaction. Any other instance of the attempt still
 // marked running ends here (its worker died, or a start of the same try was retried on another
 // worker): an attempt has one live sandbox at a time.
-func (s *Store) StartInstance(ctx context.Context, in *Instance, workerLog string) error {
+func (s *Store) StartInstance(ctx context.Context, in *models.Instance, workerLog string) error {
 	if in.ID == uuid.Nil {
 		in.ID = uuid.New()
 	}
-	in.Status, in.CreatedAt = InstanceRunning, now()
+	in.Status, in.CreatedAt = models.InstanceRunning, models.Now()
 	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		if err := endInstances(ctx, tx, tx.NewSelect().Model((*Instance)(nil)).Where("trace_id = ?", in.TraceID),
+		if err := endInstances(ctx, tx, tx.NewSelect().Model((*models.Instance)(nil)).Where("trace_id = ?", in.TraceID),
 			fmt.Sprintf("try %d started", in.Attempt), true); err != nil {
 			return err
 		}
@@ -129,7 +78,7 @@ func (s *Store) StartInstance(ctx context.Context, in *Instance, workerLog strin
 			return err
 		}
 		// The trace names the sandbox of its current try.
-		if _, err := tx.NewUpdate().Model((*Trace)(nil)).Set("instance_id = ?", in.ID).Where("id = ?", in.TraceID).Exec(ctx); err != nil {
+		if _, err := tx.NewUpdate().Model((*models.Trace)(nil)).Set("instance_id = ?", in.ID).Where("id = ?", in.TraceID).Exec(ctx); err != nil {
 			return err
 		}
 		if workerLog == "" {
@@ -147,21 +96,21 @@ func (s *Store) StartInstance(ctx context.Context, in *Instance, workerLog strin
 // false for a sandbox that never came up (it is charged its time, not the baseline). An instance
 // that has already ended stays as it is.
 func (s *Store) EndInstance(ctx context.Context, id uuid.UUID, reason string, billed bool) error {
-	return endInstances(ctx, s.DB, s.DB.NewSelect().Model((*Instance)(nil)).Where("id = ?", id), reason, billed)
+	return endInstances(ctx, s.DB, s.DB.NewSelect().Model((*models.Instance)(nil)).Where("id = ?", id), reason, billed)
 }
 
 // endTraceInstances ends whatever instances of a finished attempt are still running.
 func (s *Store) endTraceInstances(ctx context.Context, traceID uuid.UUID, reason string) error {
-	return endInstances(ctx, s.DB, s.DB.NewSelect().Model((*Instance)(nil)).Where("trace_id = ?", traceID), reason, true)
+	return endInstances(ctx, s.DB, s.DB.NewSelect().Model((*models.Instance)(nil)).Where("trace_id = ?", traceID), reason, true)
 }
 
 // endInstances ends the running instances sel picks, on db (a transaction's, or the store's).
 func endInstances(ctx context.Context, db bun.IDB, sel *bun.SelectQuery, reason string, billed bool) error {
-	var running []Instance
-	if err := sel.Where("status = ?", InstanceRunning).Scan(ctx, &running); err != nil {
+	var running []models.Instance
+	if err := sel.Where("status = ?", models.InstanceRunning).Scan(ctx, &running); err != nil {
 		return fmt.Errorf("end instances: %w", err)
 	}
-	at := now()
+	at := models.Now()
 	for i := range running {
 		in := &running[i]
 		if !billed {
@@ -171,8 +120,8 @@ func endInstances(ctx context.Context, db bun.IDB, sel *bun.SelectQuery, reason 
 		// Only a running row changes: of two enders racing, the first one's numbers stand, and
 		// only the first adds its cost to its job's spend, in the same transaction.
 		err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-			res, err := tx.NewUpdate().Model((*Instance)(nil)).Where("id = ? AND status = ?", in.ID, InstanceRunning).
-				Set("status = ?", InstanceTerminated).Set("terminated_at = ?", at).Set("stop_reason = ?", reason).
+			res, err := tx.NewUpdate().Model((*models.Instance)(nil)).Where("id = ? AND status = ?", in.ID, models.InstanceRunning).
+				Set("status = ?", models.InstanceTerminated).Set("terminated_at = ?", at).Set("stop_reason = ?", reason).
 				Set("baseline_minutes = ?", in.BaselineMinutes).Set("duration_seconds = ?", minutes*60).Set("cost = ?", cost).
 				Exec(ctx)
 			if err != nil {
@@ -181,7 +130,7 @@ func endInstances(ctx context.Context, db bun.IDB, sel *bun.SelectQuery, reason 
 			if n, _ := res.RowsAffected(); n == 0 || cost == 0 {
 				return nil
 			}
-			_, err = tx.NewUpdate().Model((*Job)(nil)).Set("spent_environment_usd = spent_environment_usd + ?", cost).
+			_, err = tx.NewUpdate().Model((*models.Job)(nil)).Set("spent_environment_usd = spent_environment_usd + ?", cost).
 				Where("id = ?", in.JobID).Exec(ctx)
 			return err
 		})
@@ -194,7 +143,7 @@ func endInstances(ctx context.Context, db bun.IDB, sel *bun.SelectQuery, reason 
 
 // InstanceList is a page of instances with the counts of the whole set.
 type InstanceList struct {
-	Instances  []Instance
+	Instances  []models.Instance
 	Total      int
 	Running    int
 	Terminated int
@@ -202,18 +151,18 @@ type InstanceList struct {
 
 // ListInstances lists the instances of one of the caller's team's environments, newest first:
 // the running ones, and the ended ones too when terminated is set.
-func (s *Store) ListInstances(ctx context.Context, c *Caller, registryID uuid.UUID, terminated bool, limit, offset int) (*InstanceList, error) {
+func (s *Store) ListInstances(ctx context.Context, c *models.Caller, registryID uuid.UUID, terminated bool, limit, offset int) (*InstanceList, error) {
 	var counts []struct {
 		Status string `bun:"status"`
 		N      int    `bun:"n"`
 	}
-	if err := s.DB.NewSelect().Model((*Instance)(nil)).ColumnExpr("status, count(*) AS n").
+	if err := s.DB.NewSelect().Model((*models.Instance)(nil)).ColumnExpr("status, count(*) AS n").
 		Where("team_id = ? AND registry_id = ?", c.TeamID, registryID).GroupExpr("status").Scan(ctx, &counts); err != nil {
 		return nil, fmt.Errorf("count instances: %w", err)
 	}
-	out := &InstanceList{Instances: []Instance{}}
+	out := &InstanceList{Instances: []models.Instance{}}
 	for _, n := range counts {
-		if n.Status == InstanceRunning {
+		if n.Status == models.InstanceRunning {
 			out.Running = n.N
 		} else {
 			out.Terminated += n.N
@@ -224,7 +173,7 @@ func (s *Store) ListInstances(ctx context.Context, c *Caller, registryID uuid.UU
 	if terminated {
 		out.Total += out.Terminated
 	} else {
-		q = q.Where("status = ?", InstanceRunning)
+		q = q.Where("status = ?", models.InstanceRunning)
 	}
 	if err := q.OrderExpr("created_at DESC, id DESC").Limit(int64(limit)).Offset(int64(offset)).Scan(ctx); err != nil {
 		return nil, fmt.Errorf("list instances: %w", err)
@@ -233,8 +182,8 @@ func (s *Store) ListInstances(ctx context.Context, c *Caller, registryID uuid.UU
 }
 
 // TeamInstances returns those of ids that are instances of the registry in the caller's team.
-func (s *Store) TeamInstances(ctx context.Context, c *Caller, registryID uuid.UUID, ids []uuid.UUID) ([]Instance, error) {
-	out := []Instance{}
+func (s *Store) TeamInstances(ctx context.Context, c *models.Caller, registryID uuid.UUID, ids []uuid.UUID) ([]models.Instance, error) {
+	out := []models.Instance{}
 	if len(ids) == 0 {
 		return out, nil
 	}
@@ -255,9 +204,9 @@ type EnvironmentUsageFilter struct {
 
 // EnvironmentUsageRow is an instance with the names of who launched it.
 type EnvironmentUsageRow struct {
-	Instance   `bun:",extend"`
-	APIKeyName *string `bun:"api_key_name,scanonly"`
-	UserName   *string `bun:"user_name,scanonly"`
+	models.Instance `bun:",extend"`
+	APIKeyName      *string `bun:"api_key_name,scanonly"`
+	UserName        *string `bun:"user_name,scanonly"`
 }
 
 // EnvironmentDay is one UTC day of environment usage: the instances started that day.
@@ -282,7 +231,7 @@ type EnvironmentUsage struct {
 // EnvironmentUsage sums the instances of the caller's team started since f.Since: the ended
 // ones in SQL from their fixed durations and costs, the running ones (few: at most what the
 // hosts can run) priced up to now.
-func (s *Store) EnvironmentUsage(ctx context.Context, c *Caller, f EnvironmentUsageFilter, limit, offset int) (*EnvironmentUsage, error) {
+func (s *Store) EnvironmentUsage(ctx context.Context, c *models.Caller, f EnvironmentUsageFilter, limit, offset int) (*EnvironmentUsage, error) {
 	scope := func(q *bun.SelectQuery) *bun.SelectQuery {
 		q = q.Where("inst.team_id = ? AND inst.created_at >= ?", c.TeamID, f.Since.UTC())
 		if f.UserID != nil {
@@ -297,25 +246,25 @@ func (s *Store) EnvironmentUsage(ctx context.Context, c *Caller, f EnvironmentUs
 		return q
 	}
 	day := "substr(inst.created_at, 1, 10)" // SQLite keeps times as UTC text
-	if s.Dialect == Postgres {
+	if s.Dialect == models.Postgres {
 		day = "to_char(inst.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
 	}
 	out := &EnvironmentUsage{Chart: []EnvironmentDay{}}
 	var ended []EnvironmentDay
-	if err := scope(s.DB.NewSelect().Model((*Instance)(nil))).ColumnExpr(day+" AS day, count(*) AS n").
+	if err := scope(s.DB.NewSelect().Model((*models.Instance)(nil))).ColumnExpr(day+" AS day, count(*) AS n").
 		ColumnExpr("COALESCE(SUM(inst.duration_seconds), 0.0) / 3600.0 AS hours, COALESCE(SUM(inst.cost), 0.0) AS cost").
-		Where("inst.status <> ?", InstanceRunning).GroupExpr("day").Scan(ctx, &ended); err != nil {
+		Where("inst.status <> ?", models.InstanceRunning).GroupExpr("day").Scan(ctx, &ended); err != nil {
 		return nil, fmt.Errorf("environment usage: %w", err)
 	}
-	var running []Instance
-	if err := scope(s.DB.NewSelect().Model(&running)).Where("inst.status = ?", InstanceRunning).Scan(ctx); err != nil {
+	var running []models.Instance
+	if err := scope(s.DB.NewSelect().Model(&running)).Where("inst.status = ?", models.InstanceRunning).Scan(ctx); err != nil {
 		return nil, fmt.Errorf("environment usage: %w", err)
 	}
 	days := map[string]*EnvironmentDay{}
 	for i := range ended {
 		days[ended[i].Date] = &ended[i]
 	}
-	at := now()
+	at := models.Now()
 	for i := range running {
 		d := running[i].CreatedAt.UTC().Format("2006-01-02")
 		if days[d] == nil {
@@ -327,14 +276,14 @@ func (s *Store) EnvironmentUsage(ctx context.Context, c *Caller, f EnvironmentUs
 		days[d].Cost += cost
 	}
 	for _, d := range days {
-		d.Cost, d.Hours = RoundUSD(d.Cost), RoundUSD(d.Hours)
+		d.Cost, d.Hours = models.RoundUSD(d.Cost), models.RoundUSD(d.Hours)
 		out.Chart = append(out.Chart, *d)
 		out.TotalCount += d.Count
 		out.TotalHours += d.Hours
 		out.TotalCost += d.Cost
 	}
 	sort.Slice(out.Chart, func(i, j int) bool { return out.Chart[i].Date < out.Chart[j].Date })
-	out.ActiveCount, out.TotalHours, out.TotalCost = len(running), RoundUSD(out.TotalHours), RoundUSD(out.TotalCost)
+	out.ActiveCount, out.TotalHours, out.TotalCost = len(running), models.RoundUSD(out.TotalHours), models.RoundUSD(out.TotalCost)
 	out.Rows = []EnvironmentUsageRow{}
 	if err := scope(s.DB.NewSelect().Model(&out.Rows)).ColumnExpr("inst.*").
 		ColumnExpr("(SELECT k.name FROM api_keys AS k WHERE k.id = inst.api_key_id) AS api_key_name").
@@ -345,46 +294,25 @@ func (s *Store) EnvironmentUsage(ctx context.Context, c *Caller, f EnvironmentUs
 	return out, nil
 }
 
-// environmentSpend is what a scope's instances cost since a time: the ended ones' fixed costs,
-// and the running ones priced up to now.
-func (s *Store) environmentSpend(ctx context.Context, teamID uuid.UUID, since time.Time, scope func(*bun.SelectQuery) *bun.SelectQuery) (float64, error) {
-	var ended float64
-	if err := scope(s.DB.NewSelect().Model((*Instance)(nil)).ColumnExpr("COALESCE(SUM(cost), 0.0)").
-		Where("team_id = ? AND created_at >= ? AND status <> ?", teamID, since.UTC(), InstanceRunning)).Scan(ctx, &ended); err != nil {
-		return 0, fmt.Errorf("environment spend: %w", err)
-	}
-	var running []Instance
-	if err := scope(s.DB.NewSelect().Model(&running).Where("team_id = ? AND created_at >= ? AND status = ?", teamID, since.UTC(), InstanceRunning)).
-		Scan(ctx); err != nil {
-		return 0, fmt.Errorf("environment spend: %w", err)
-	}
-	at := now()
-	for i := range running {
-		_, cost := running[i].Usage(at)
-		ended += cost
-	}
-	return ended, nil
-}
-
 // TraceEnvironment is the environment an attempt ran (or will run) and its build.
 type TraceEnvironment struct {
-	Registry      *RegistryRow
-	Build         *Build // nil when the environment has no build
+	Registry      *models.RegistryRow
+	Build         *models.Build // nil when the environment has no build
 	CanViewSource bool
 }
 
 // EnvironmentOfTrace finds the environment of an attempt: the build its current try's sandbox
 // runs (from its instance), else the environment's latest build. Nil when its task names none.
-func (s *Store) EnvironmentOfTrace(ctx context.Context, c *Caller, t *TraceRow) (*TraceEnvironment, error) {
+func (s *Store) EnvironmentOfTrace(ctx context.Context, c *models.Caller, t *TraceRow) (*TraceEnvironment, error) {
 	var buildID, registryID *uuid.UUID
 	if t.InstanceID != nil {
-		var in Instance
+		var in models.Instance
 		if err := s.DB.NewSelect().Model(&in).Column("build_id", "registry_id").Where("id = ?", *t.InstanceID).Scan(ctx); err == nil {
 			buildID, registryID = in.BuildID, in.RegistryID
 		}
 	}
 	if registryID == nil && t.TaskVersionID != nil {
-		if err := s.DB.NewSelect().Table("task_versions").Column("registry_id").Where("id = ?", *t.TaskVersionID).Scan(ctx, &registryID); err != nil && !isNoRows(err) {
+		if err := s.DB.NewSelect().Table("task_versions").Column("registry_id").Where("id = ?", *t.TaskVersionID).Scan(ctx, &registryID); err != nil && !models.IsNoRows(err) {
 			return nil, fmt.Errorf("trace environment: %w", err)
 		}
 	}
@@ -392,14 +320,14 @@ func (s *Store) EnvironmentOfTrace(ctx context.Context, c *Caller, t *TraceRow) 
 		return nil, nil
 	}
 	row, err := s.GetRegistry(ctx, c, *registryID)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, models.ErrNotFound) {
 		return nil, nil // an environment the caller may not see is shown as none
 	} else if err != nil {
 		return nil, err
 	}
 	env := &TraceEnvironment{Registry: row, Build: row.LatestBuild}
 	if buildID != nil {
-		b := new(Build)
+		b := new(models.Build)
 		if err := s.DB.NewSelect().Model(b).Where("id = ?", *buildID).Scan(ctx); err == nil {
 			env.Build = b
 		}

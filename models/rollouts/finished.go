@@ -1,4 +1,4 @@
-package models
+package rollouts
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/proctorhq/proctor/models"
 	"github.com/uptrace/bun"
 )
 
@@ -43,7 +44,7 @@ func (s *Store) FinishedAttempts(ctx context.Context, jobID uuid.UUID, after int
 		return nil, err
 	}
 	var out []FinishedAttempt
-	err := s.DB.NewSelect().Model((*Trace)(nil)).
+	err := s.DB.NewSelect().Model((*models.Trace)(nil)).
 		Column("id", "finish_seq", "task_id", "task_version_id", "model_id", "group_id", "status", "stop_reason", "error", "reward", "is_valid", "end_time", "retry_of").
 		Where("job_id = ? AND finish_seq > ?", jobID, after).OrderExpr("finish_seq").Limit(int64(limit)).Scan(ctx, &out)
 	if err != nil {
@@ -63,7 +64,7 @@ func (s *Store) FinishedAttempts(ctx context.Context, jobID uuid.UUID, after int
 	}
 	var rows []groupRow
 	if len(groups) > 0 {
-		err := s.DB.NewSelect().Model((*Trace)(nil)).
+		err := s.DB.NewSelect().Model((*models.Trace)(nil)).
 			ColumnExpr("group_id, COUNT(*) AS size, COUNT(finish_seq) AS ended, COALESCE(MAX(finish_seq), 0) AS last").
 			Where("job_id = ? AND group_id IN (?)", jobID, bun.In(groups)).
 			// A retried attempt has left its group: its retry stands in its place.
@@ -100,11 +101,11 @@ type JobFinishState struct {
 // JobFinishState reads the job's status, its attempts and the last finish number given.
 func (s *Store) JobFinishState(ctx context.Context, jobID uuid.UUID) (JobFinishState, error) {
 	var st JobFinishState
-	err := s.DB.NewSelect().Model((*Job)(nil)).
+	err := s.DB.NewSelect().Model((*models.Job)(nil)).
 		ColumnExpr("j.status, j.finish_seq, (SELECT COUNT(*) FROM traces WHERE traces.job_id = j.id) AS attempts").
 		Where("j.id = ?", jobID).Scan(ctx, &st)
 	if err != nil {
-		return st, notFound(err, "job finish state")
+		return st, models.NotFound(err, "job finish state")
 	}
 	return st, nil
 }
@@ -114,7 +115,7 @@ func (s *Store) JobFinishState(ctx context.Context, jobID uuid.UUID) (JobFinishS
 // row (its finish_seq counter): two servers numbering at once wait for each other, and each
 // attempt gets one number, forever (an ended attempt never changes status again).
 func (s *Store) numberFinished(ctx context.Context, jobID uuid.UUID) error {
-	pending, err := s.DB.NewSelect().Model((*Trace)(nil)).
+	pending, err := s.DB.NewSelect().Model((*models.Trace)(nil)).
 		Where("job_id = ? AND finish_seq IS NULL AND status IN (?)", jobID, bun.In(terminalStatuses)).Count(ctx)
 	if err != nil || pending == 0 {
 		return err
@@ -122,23 +123,23 @@ func (s *Store) numberFinished(ctx context.Context, jobID uuid.UUID) error {
 	return s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		// The counter's row, locked until the commit (SQLite holds the database's write lock).
 		var last int64
-		if err := tx.NewUpdate().Model((*Job)(nil)).Set("finish_seq = finish_seq").Where("id = ?", jobID).
+		if err := tx.NewUpdate().Model((*models.Job)(nil)).Set("finish_seq = finish_seq").Where("id = ?", jobID).
 			Returning("finish_seq").Scan(ctx, &last); err != nil {
 			return fmt.Errorf("number the finished attempts of job %s: %w", jobID, err)
 		}
 		var ids []uuid.UUID
-		if err := tx.NewSelect().Model((*Trace)(nil)).Column("id").
+		if err := tx.NewSelect().Model((*models.Trace)(nil)).Column("id").
 			Where("job_id = ? AND finish_seq IS NULL AND status IN (?)", jobID, bun.In(terminalStatuses)).
 			OrderExpr("end_time IS NULL, end_time, id").Scan(ctx, &ids); err != nil || len(ids) == 0 {
 			return err // none: another reader numbered them first
 		}
 		for _, id := range ids {
 			last++
-			if _, err := tx.NewUpdate().Model((*Trace)(nil)).Set("finish_seq = ?", last).Where("id = ?", id).Exec(ctx); err != nil {
+			if _, err := tx.NewUpdate().Model((*models.Trace)(nil)).Set("finish_seq = ?", last).Where("id = ?", id).Exec(ctx); err != nil {
 				return err
 			}
 		}
-		_, err := tx.NewUpdate().Model((*Job)(nil)).Set("finish_seq = ?", last).Where("id = ?", jobID).Exec(ctx)
+		_, err := tx.NewUpdate().Model((*models.Job)(nil)).Set("finish_seq = ?", last).Where("id = ?", jobID).Exec(ctx)
 		return err
 	})
 }

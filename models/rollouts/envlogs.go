@@ -1,4 +1,4 @@
-package models
+package rollouts
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/proctorhq/proctor/models"
 )
 
 // LogCursor is where a page of a trace's log starts: after the line AfterSeq, or, when AfterMilli
@@ -18,7 +19,7 @@ type LogCursor struct {
 
 // LogPage is one page of a source of a trace's log, oldest first.
 type LogPage struct {
-	Lines []TraceLog
+	Lines []models.TraceLog
 	// HasMore says more lines are stored after the page, to be read now.
 	HasMore bool
 }
@@ -34,12 +35,12 @@ func (s *Store) TraceLogPage(ctx context.Context, traceID uuid.UUID, source stri
 	after := cur.AfterSeq
 	if cur.AfterMilli != nil {
 		// After the last line, in write order, stamped at or before the millisecond.
-		if err := s.DB.NewSelect().Model((*TraceLog)(nil)).ColumnExpr("COALESCE(MAX(seq), -1)").
+		if err := s.DB.NewSelect().Model((*models.TraceLog)(nil)).ColumnExpr("COALESCE(MAX(seq), -1)").
 			Where("trace_id = ? AND source = ? AND time < ?", traceID, source, endOfMilli(*cur.AfterMilli)).Scan(ctx, &after); err != nil {
 			return nil, fmt.Errorf("trace log page: %w", err)
 		}
 	}
-	var rows []TraceLog
+	var rows []models.TraceLog
 	if err := s.DB.NewSelect().Model(&rows).Where("trace_id = ? AND source = ? AND seq > ?", traceID, source, after).
 		Order("seq ASC").Limit(int64(limit + 1)).Scan(ctx); err != nil {
 		return nil, fmt.Errorf("trace log page: %w", err)
@@ -57,7 +58,7 @@ func (s *Store) TraceLogPage(ctx context.Context, traceID uuid.UUID, source stri
 	// up to the first line written after it that is stamped otherwise.
 	m := rows[0].Time.UnixMilli()
 	stop := -1
-	if err := s.DB.NewSelect().Model((*TraceLog)(nil)).ColumnExpr("COALESCE(MIN(seq), -1)").
+	if err := s.DB.NewSelect().Model((*models.TraceLog)(nil)).ColumnExpr("COALESCE(MIN(seq), -1)").
 		Where("trace_id = ? AND source = ? AND seq > ?", traceID, source, after).
 		Where("(time < ? OR time >= ?)", time.UnixMilli(m).UTC(), endOfMilli(m)).Scan(ctx, &stop); err != nil {
 		return nil, fmt.Errorf("trace log page: %w", err)
@@ -82,7 +83,7 @@ func endOfMilli(ms int64) time.Time { return time.UnixMilli(ms + 1).UTC() }
 
 // startOfLastMilli is the index of the first of the lines that end lines and share its last
 // line's millisecond (0 when all do, or there are none).
-func startOfLastMilli(lines []TraceLog) int {
+func startOfLastMilli(lines []models.TraceLog) int {
 	k := len(lines)
 	for k > 0 && lines[k-1].Time.UnixMilli() == lines[len(lines)-1].Time.UnixMilli() {
 		k--

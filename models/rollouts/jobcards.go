@@ -1,4 +1,4 @@
-package models
+package rollouts
 
 // Job cards: the jobs of a taskset side by side (GET /v2/jobs/enriched, POST /v2/jobs/enrich).
 
@@ -9,6 +9,7 @@ import (
 	"sort"
 
 	"github.com/google/uuid"
+	"github.com/proctorhq/proctor/models"
 	"github.com/uptrace/bun"
 )
 
@@ -39,7 +40,7 @@ type JobCard struct {
 
 // JobCards computes the cards of the given jobs of the caller's team (others are left out), in
 // one grouped scan of their attempts.
-func (s *Store) JobCards(ctx context.Context, c *Caller, ids []uuid.UUID) (map[uuid.UUID]*JobCard, error) {
+func (s *Store) JobCards(ctx context.Context, c *models.Caller, ids []uuid.UUID) (map[uuid.UUID]*JobCard, error) {
 	out := map[uuid.UUID]*JobCard{}
 	if len(ids) == 0 {
 		return out, nil
@@ -85,7 +86,7 @@ type jobCardGroup struct {
 func (s *Store) jobCardGroups(ctx context.Context, jobs []uuid.UUID) ([]jobCardGroup, error) {
 	var groups []jobCardGroup
 	agg := s.DB.NewSelect().TableExpr("traces AS tr").ColumnExpr("tr.job_id, tr.task_id, tr.model_id, count(*) AS n").
-		ColumnExpr("SUM(CASE WHEN tr.status = ? THEN 1 ELSE 0 END) AS completed", TraceCompleted).
+		ColumnExpr("SUM(CASE WHEN tr.status = ? THEN 1 ELSE 0 END) AS completed", models.TraceCompleted).
 		ColumnExpr("SUM(CASE WHEN "+categoryExpr()+" = ? THEN 1 ELSE 0 END) AS failed", CategoryFailed).
 		ColumnExpr("SUM(CASE WHEN tr.is_valid THEN 0 ELSE 1 END) AS invalid").
 		ColumnExpr("COUNT("+scoredExpr()+") AS scored, COALESCE(SUM("+scoredExpr()+"), 0.0) AS sum").
@@ -151,12 +152,12 @@ func fillJobCards(out map[uuid.UUID]*JobCard, groups []jobCardGroup) {
 
 // TasksetJobs pages the caller's team's jobs of a taskset, newest first, with the taskset's
 // tasks (id and name, by name).
-func (s *Store) TasksetJobs(ctx context.Context, c *Caller, tasksetID uuid.UUID, limit, offset int) ([]uuid.UUID, int, []Ref, error) {
+func (s *Store) TasksetJobs(ctx context.Context, c *models.Caller, tasksetID uuid.UUID, limit, offset int) ([]uuid.UUID, int, []Ref, error) {
 	if _, err := s.GetTaskset(ctx, c, tasksetID); err != nil {
 		return nil, 0, nil, err
 	}
 	ids := []uuid.UUID{}
-	total, err := s.DB.NewSelect().Model((*Job)(nil)).Column("id").Where("team_id = ? AND taskset_id = ?", c.TeamID, tasksetID).
+	total, err := s.DB.NewSelect().Model((*models.Job)(nil)).Column("id").Where("team_id = ? AND taskset_id = ?", c.TeamID, tasksetID).
 		OrderExpr("created_at DESC, id DESC").Limit(int64(limit)).Offset(int64(offset)).ScanAndCount(ctx, &ids)
 	if err != nil {
 		return nil, 0, nil, fmt.Errorf("taskset jobs: %w", err)

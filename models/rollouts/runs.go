@@ -1,4 +1,4 @@
-package models
+package rollouts
 
 import (
 	"context"
@@ -8,20 +8,21 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+	"github.com/proctorhq/proctor/models"
 )
 
 // Run is everything the engine needs to run one attempt, read in LoadRun: the trace, its task
 // version, the build its sandbox runs, the model it calls and who launched it.
 type Run struct {
-	Trace   Trace
-	Version TaskVersion
+	Trace   models.Trace
+	Version models.TaskVersion
 	// Build is the environment's latest build, or the one the runtime config's image names; nil
 	// for a task without an environment, or one whose environment has no build yet.
-	Build *Build
+	Build *models.Build
 	// Model is the trace's model; nil when it names none.
-	Model *LLMModel
+	Model *models.LLMModel
 	// Agent is the brought agent's build the attempt runs; nil for the built-in agent loop.
-	Agent *Build
+	Agent *models.Build
 	// LaunchedBy is the member who launched the attempt's job, and LaunchKey the API key used
 	// (nil when a session did); nil both when unknown.
 	LaunchedBy, LaunchKey *uuid.UUID
@@ -46,19 +47,19 @@ var ErrNoTaskVersion = errors.New("the trace has no task version")
 // runs that build instead of the latest, read by a second query.
 func (s *Store) LoadRun(ctx context.Context, traceID uuid.UUID) (*Run, error) {
 	var row struct {
-		Trace     `bun:",extend"`
-		LaunchBy  *uuid.UUID  `bun:"launch_by,scanonly"`
-		LaunchKey *uuid.UUID  `bun:"launch_key,scanonly"`
-		Budgeted  bool        `bun:"budgeted,scanonly"`
-		Version   TaskVersion `bun:"embed:tv__"`
-		Build     Build       `bun:"embed:b__"`
-		Model     LLMModel    `bun:"embed:m__"`
+		models.Trace `bun:",extend"`
+		LaunchBy     *uuid.UUID         `bun:"launch_by,scanonly"`
+		LaunchKey    *uuid.UUID         `bun:"launch_key,scanonly"`
+		Budgeted     bool               `bun:"budgeted,scanonly"`
+		Version      models.TaskVersion `bun:"embed:tv__"`
+		Build        models.Build       `bun:"embed:b__"`
+		Model        models.LLMModel    `bun:"embed:m__"`
 	}
 	err := s.DB.NewSelect().Model(&row).ColumnExpr("tr.*").
 		ColumnExpr("j.created_by AS launch_by").ColumnExpr("j.api_key_id AS launch_key").ColumnExpr("j.max_cost_usd IS NOT NULL AS budgeted").
-		ColumnExpr(s.columnsAs((*TaskVersion)(nil), "tv", "tv__")).
-		ColumnExpr(s.columnsAs((*Build)(nil), "b", "b__")).
-		ColumnExpr(s.columnsAs((*LLMModel)(nil), "m", "m__")).
+		ColumnExpr(s.columnsAs((*models.TaskVersion)(nil), "tv", "tv__")).
+		ColumnExpr(s.columnsAs((*models.Build)(nil), "b", "b__")).
+		ColumnExpr(s.columnsAs((*models.LLMModel)(nil), "m", "m__")).
 		Join("LEFT JOIN jobs AS j ON j.id = tr.job_id").
 		Join("LEFT JOIN task_versions AS tv ON tv.id = tr.task_version_id").
 		Join("LEFT JOIN registries AS r ON r.id = tv.registry_id").
@@ -66,20 +67,20 @@ func (s *Store) LoadRun(ctx context.Context, traceID uuid.UUID) (*Run, error) {
 		Join("LEFT JOIN llm_models AS m ON m.id = tr.model_id").
 		Where("tr.id = ?", traceID).Scan(ctx)
 	if err != nil {
-		return nil, notFound(err, "load trace "+traceID.String())
+		return nil, models.NotFound(err, "load trace "+traceID.String())
 	}
 	r := &Run{Trace: row.Trace, LaunchedBy: row.LaunchBy, LaunchKey: row.LaunchKey, Budgeted: row.Budgeted}
 	if r.Trace.TaskVersionID == nil {
 		return nil, fmt.Errorf("trace %s: %w", traceID, ErrNoTaskVersion)
 	}
 	if row.Version.ID == uuid.Nil {
-		return nil, fmt.Errorf("load task version: %w", ErrNotFound)
+		return nil, fmt.Errorf("load task version: %w", models.ErrNotFound)
 	}
 	r.Version = row.Version
 	switch ref := r.Trace.RuntimeConfig.Image; {
 	case ref != "":
 		b, err := s.BuildByImage(ctx, r.Trace.TeamID, ref)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, models.ErrNotFound) {
 			return nil, &RunImageError{Ref: ref}
 		}
 		if err != nil {
@@ -98,7 +99,7 @@ func (s *Store) LoadRun(ctx context.Context, traceID uuid.UUID) (*Run, error) {
 	}
 	if r.Trace.ModelID != nil {
 		if row.Model.ID == uuid.Nil {
-			return nil, fmt.Errorf("load model: %w", ErrNotFound)
+			return nil, fmt.Errorf("load model: %w", models.ErrNotFound)
 		}
 		r.Model = &row.Model
 	}

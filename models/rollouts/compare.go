@@ -1,10 +1,11 @@
-package models
+package rollouts
 
 import (
 	"context"
 	"fmt"
 
 	"github.com/google/uuid"
+	"github.com/proctorhq/proctor/models"
 )
 
 // ScoredAttempt is an attempt of a job as a comparison reads it: its task, the task's version,
@@ -30,7 +31,7 @@ type JobAttempts struct {
 
 // JobAttemptsForComparison reads a job the caller can see (its team's, or a published one) and
 // its attempts, in two queries.
-func (s *Store) JobAttemptsForComparison(ctx context.Context, c *Caller, jobID uuid.UUID) (*JobAttempts, error) {
+func (s *Store) JobAttemptsForComparison(ctx context.Context, c *models.Caller, jobID uuid.UUID) (*JobAttempts, error) {
 	job, err := s.GetJob(ctx, c, jobID)
 	if err != nil {
 		return nil, err
@@ -46,8 +47,8 @@ func (s *Store) JobAttemptsForComparison(ctx context.Context, c *Caller, jobID u
 	}
 	err = s.DB.NewSelect().TableExpr("traces AS tr").Join("LEFT JOIN tasks AS tk ON tk.id = tr.task_id").
 		ColumnExpr("tr.id, tr.task_id, COALESCE(tk.name, '') AS task_name, tr.task_version_id, tr.reward").
-		ColumnExpr("(tr.status = ? AND tr.is_valid AND tr.reward IS NOT NULL AND tr.task_id IS NOT NULL AND tr.task_version_id IS NOT NULL) AS scored", TraceCompleted).
-		ColumnExpr(lastBuildDigestExpr+" AS digest").
+		ColumnExpr("(tr.status = ? AND tr.is_valid AND tr.reward IS NOT NULL AND tr.task_id IS NOT NULL AND tr.task_version_id IS NOT NULL) AS scored", models.TraceCompleted).
+		ColumnExpr(models.LastBuildDigestExpr+" AS digest").
 		Where("tr.job_id = ?", jobID).OrderExpr("tr.created_at ASC, tr.id ASC").Scan(ctx, &rows)
 	if err != nil {
 		return nil, fmt.Errorf("job attempts: %w", err)

@@ -1,4 +1,4 @@
-package models
+package rollouts
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/proctorhq/proctor/models"
 	"github.com/uptrace/bun"
 )
 
@@ -20,11 +21,11 @@ type LaunchTrace struct {
 	GroupID       string
 	Name          string
 	// RuntimeConfig overrides the task version's, field by field; nil runs the version's.
-	RuntimeConfig *RuntimeConfig
+	RuntimeConfig *models.RuntimeConfig
 	// Args override the scenario arguments of the version key by key; AgentConfig overrides its
 	// agent config key by key. Nil runs the version's.
 	Args        map[string]any
-	AgentConfig *AgentConfig
+	AgentConfig *models.AgentConfig
 	// AgentBuildID is the brought agent's build to run (ResolveAgent); nil runs the built-in loop.
 	AgentBuildID *uuid.UUID
 	MaxSteps     int
@@ -46,7 +47,7 @@ type Launch struct {
 	MaxConcurrent int
 	// MaxCostUSD is a run_list job's ceiling on its spend (nil: none).
 	MaxCostUSD *float64
-	Metadata   JobMetadata
+	Metadata   models.JobMetadata
 	Traces     []LaunchTrace
 }
 
@@ -54,16 +55,16 @@ type Launch struct {
 // so that a poll right after launching finds them. A trace id the caller's team already has is
 // not created again (launches are idempotent on client-minted trace ids); one another team has is
 // a conflict.
-func (s *Store) LaunchJob(ctx context.Context, c *Caller, l Launch) (*Job, []Trace, error) {
-	var job *Job
-	var traces []Trace
+func (s *Store) LaunchJob(ctx context.Context, c *models.Caller, l Launch) (*models.Job, []models.Trace, error) {
+	var job *models.Job
+	var traces []models.Trace
 	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		var err error
 		job, traces, err = launchJob(ctx, tx, c, l)
 		return err
 	})
 	if err != nil {
-		if errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) {
+		if errors.Is(err, models.ErrConflict) || errors.Is(err, models.ErrNotFound) {
 			return nil, nil, err
 		}
 		return nil, nil, fmt.Errorf("launch job: %w", err)
@@ -72,7 +73,7 @@ func (s *Store) LaunchJob(ctx context.Context, c *Caller, l Launch) (*Job, []Tra
 }
 
 // launchJob is LaunchJob in tx.
-func launchJob(ctx context.Context, tx bun.Tx, c *Caller, l Launch) (job *Job, traces []Trace, err error) {
+func launchJob(ctx context.Context, tx bun.Tx, c *models.Caller, l Launch) (job *models.Job, traces []models.Trace, err error) {
 	err = func() error {
 		// The launch's reads take a fixed number of queries whatever its size: the traces that
 		// exist already, then the versions of the others.
@@ -80,7 +81,7 @@ func launchJob(ctx context.Context, tx bun.Tx, c *Caller, l Launch) (job *Job, t
 		for i, lt := range l.Traces {
 			ids[i] = lt.TraceID
 		}
-		existing, err := rowsByID(ctx, tx, ids, func(t *Trace) uuid.UUID { return t.ID })
+		existing, err := models.RowsByID(ctx, tx, ids, func(t *models.Trace) uuid.UUID { return t.ID })
 		if err != nil {
 			return err
 		}
@@ -93,17 +94,17 @@ func launchJob(ctx context.Context, tx bun.Tx, c *Caller, l Launch) (job *Job, t
 				missing = append(missing, lt.TaskVersionID)
 			}
 		}
-		versions, err := rowsByID(ctx, tx, missing, func(v *TaskVersion) uuid.UUID { return v.ID })
+		versions, err := models.RowsByID(ctx, tx, missing, func(v *models.TaskVersion) uuid.UUID { return v.ID })
 		if err != nil {
 			return err
 		}
 		if err := checkAgentsInside(ctx, tx, l, versions); err != nil {
 			return err
 		}
-		var fresh []Trace
+		var fresh []models.Trace
 		// A job's traces are in launch order by created_at (see JobTraceIDsPage): each is a
 		// microsecond after the one before, however fast they are made.
-		at := now()
+		at := models.Now()
 		for _, lt := range l.Traces {
 			if t, ok := existing[lt.TraceID]; ok {
 				traces = append(traces, t)
@@ -111,7 +112,7 @@ func launchJob(ctx context.Context, tx bun.Tx, c *Caller, l Launch) (job *Job, t
 			}
 			v, ok := versions[lt.TaskVersionID]
 			if !ok {
-				return fmt.Errorf("task version %s: %w", lt.TaskVersionID, ErrNotFound)
+				return fmt.Errorf("task version %s: %w", lt.TaskVersionID, models.ErrNotFound)
 			}
 			t := newTrace(c, job.ID, lt, &v, at)
 			at = at.Add(time.Microsecond)
@@ -119,7 +120,7 @@ func launchJob(ctx context.Context, tx bun.Tx, c *Caller, l Launch) (job *Job, t
 			fresh = append(fresh, t)
 		}
 		// Two launches racing with the same client-minted id: the second writes nothing.
-		return insertInBatches(ctx, tx, fresh, "CONFLICT (id) DO NOTHING")
+		return models.InsertInBatches(ctx, tx, fresh, "CONFLICT (id) DO NOTHING")
 	}()
 	return job, traces, err
 }
@@ -128,7 +129,7 @@ func launchJob(ctx context.Context, tx bun.Tx, c *Caller, l Launch) (job *Job, t
 // on a task whose environment does not take agents inside: its version's runtime config says
 // not, or says nothing and its environment's latest build does not say so. Two queries at most,
 // whatever the launch's size; Rollout checks again when the attempt runs.
-func checkAgentsInside(ctx context.Context, tx bun.Tx, l Launch, versions map[uuid.UUID]TaskVersion) error {
+func checkAgentsInside(ctx context.Context, tx bun.Tx, l Launch, versions map[uuid.UUID]models.TaskVersion) error {
 	var agentIDs []uuid.UUID
 	for _, lt := range l.Traces {
 		if id := lt.AgentBuildID; id != nil && !slices.Contains(agentIDs, *id) {
@@ -138,7 +139,7 @@ func checkAgentsInside(ctx context.Context, tx bun.Tx, l Launch, versions map[uu
 	if len(agentIDs) == 0 {
 		return nil
 	}
-	var agents []Build
+	var agents []models.Build
 	if err := tx.NewSelect().Model(&agents).Where("id IN (?)", bun.In(agentIDs)).Scan(ctx); err != nil {
 		return err
 	}
@@ -147,7 +148,7 @@ func checkAgentsInside(ctx context.Context, tx bun.Tx, l Launch, versions map[uu
 		inside[b.ID] = b.RuntimeConfig.Inside()
 	}
 	var regIDs []uuid.UUID
-	var checked []TaskVersion
+	var checked []models.TaskVersion
 	for _, lt := range l.Traces {
 		v, ok := versions[lt.TaskVersionID]
 		if !ok || lt.AgentBuildID == nil || !inside[*lt.AgentBuildID] {
@@ -161,8 +162,8 @@ func checkAgentsInside(ctx context.Context, tx bun.Tx, l Launch, versions map[uu
 	takes := map[uuid.UUID]bool{}
 	if len(regIDs) > 0 {
 		var rows []struct {
-			ID            uuid.UUID    `bun:"id,type:uuid"`
-			RuntimeConfig BuildRuntime `bun:"runtime_config"`
+			ID            uuid.UUID           `bun:"id,type:uuid"`
+			RuntimeConfig models.BuildRuntime `bun:"runtime_config"`
 		}
 		if err := tx.NewSelect().TableExpr("registries AS r").Join("JOIN builds AS b ON b.id = r.latest_build_id").
 			ColumnExpr("r.id, b.runtime_config").Where("r.id IN (?)", bun.In(regIDs)).Scan(ctx, &rows); err != nil {
@@ -178,7 +179,7 @@ func checkAgentsInside(ctx context.Context, tx bun.Tx, l Launch, versions map[uu
 			ok = *a
 		}
 		if !ok {
-			return ValidationError{{Location: "agent", Value: v.Env, Message: fmt.Sprintf("the agent runs inside the environment, and environment %q "+
+			return models.ValidationError{{Location: "agent", Value: v.Env, Message: fmt.Sprintf("the agent runs inside the environment, and environment %q "+
 				"(of task %q) does not take agents inside: deploy it with proctor env deploy --agents-inside (runtime_config.agents_inside)", v.Env, v.Name)}}
 		}
 	}
@@ -189,26 +190,26 @@ func checkAgentsInside(ctx context.Context, tx bun.Tx, l Launch, versions map[uu
 // repeated launch (the same client-minted trace ids) is already in, or else a new one, written
 // now. A trace or job id another team holds is a conflict (whose it is stays unsaid: ids are one
 // namespace, not a way to probe other teams).
-func launchingJob(ctx context.Context, tx bun.Tx, c *Caller, l *Launch, existing map[uuid.UUID]Trace) (*Job, error) {
+func launchingJob(ctx context.Context, tx bun.Tx, c *models.Caller, l *Launch, existing map[uuid.UUID]models.Trace) (*models.Job, error) {
 	var jobs []uuid.UUID
 	for _, t := range existing {
 		if t.TeamID != c.TeamID {
-			return nil, fmt.Errorf("trace id %s is taken: %w", t.ID, ErrConflict)
+			return nil, fmt.Errorf("trace id %s is taken: %w", t.ID, models.ErrConflict)
 		}
 		if !slices.Contains(jobs, t.JobID) {
 			jobs = append(jobs, t.JobID)
 		}
 	}
-	job := new(Job)
+	job := new(models.Job)
 	switch {
 	case l.JobID != nil:
 		err := tx.NewSelect().Model(job).Where("id = ?", *l.JobID).Scan(ctx)
 		switch {
 		case err == nil && job.TeamID != c.TeamID:
-			return nil, fmt.Errorf("job id %s is taken: %w", *l.JobID, ErrConflict)
+			return nil, fmt.Errorf("job id %s is taken: %w", *l.JobID, models.ErrConflict)
 		case err == nil:
 			return job, nil
-		case !isNoRows(err):
+		case !models.IsNoRows(err):
 			return nil, err
 		}
 	case len(l.Traces) > 0 && len(existing) == len(l.Traces) && len(jobs) == 1:
@@ -225,11 +226,11 @@ func launchingJob(ctx context.Context, tx bun.Tx, c *Caller, l *Launch, existing
 	}
 	l.Metadata = l.Metadata.Listed()
 	if l.Kind == "" {
-		l.Kind = JobSingle
+		l.Kind = models.JobSingle
 	}
-	job = &Job{ID: id, TeamID: c.TeamID, CreatedBy: &c.UserID, APIKeyID: c.launchKey(), Kind: l.Kind, IsRemote: l.Kind == JobRemote, TasksetID: l.TasksetID, Name: l.Name, Status: JobPending,
+	job = &models.Job{ID: id, TeamID: c.TeamID, CreatedBy: &c.UserID, APIKeyID: c.LaunchKey(), Kind: l.Kind, IsRemote: l.Kind == models.JobRemote, TasksetID: l.TasksetID, Name: l.Name, Status: models.JobPending,
 		MaxSteps: l.MaxSteps, GroupSize: l.GroupSize, MaxConcurrent: l.MaxConcurrent, Metadata: l.Metadata,
-		MaxCostUSD: l.MaxCostUSD, CreatedAt: now(), UpdatedAt: now()}
+		MaxCostUSD: l.MaxCostUSD, CreatedAt: models.Now(), UpdatedAt: models.Now()}
 	if _, err := tx.NewInsert().Model(job).Exec(ctx); err != nil {
 		return nil, err
 	}
@@ -238,7 +239,7 @@ func launchingJob(ctx context.Context, tx bun.Tx, c *Caller, l *Launch, existing
 
 // newTrace is the pending trace of an attempt of version v in job, created at: the launch's
 // runtime config, scenario args and agent config over the version's.
-func newTrace(c *Caller, job uuid.UUID, lt LaunchTrace, v *TaskVersion, at time.Time) Trace {
+func newTrace(c *models.Caller, job uuid.UUID, lt LaunchTrace, v *models.TaskVersion, at time.Time) models.Trace {
 	rc := v.RuntimeConfig
 	if lt.RuntimeConfig != nil {
 		rc = lt.RuntimeConfig.Over(v.RuntimeConfig)
@@ -247,8 +248,8 @@ func newTrace(c *Caller, job uuid.UUID, lt LaunchTrace, v *TaskVersion, at time.
 		lt.Metadata = map[string]any{}
 	}
 	modelID := lt.ModelID
-	t := Trace{ID: lt.TraceID, TeamID: c.TeamID, JobID: job, TaskID: &v.TaskID, TaskVersionID: &v.ID, ModelID: &modelID,
-		GroupID: lt.GroupID, Name: lt.Name, Status: TracePending, Metadata: lt.Metadata, RuntimeConfig: rc,
+	t := models.Trace{ID: lt.TraceID, TeamID: c.TeamID, JobID: job, TaskID: &v.TaskID, TaskVersionID: &v.ID, ModelID: &modelID,
+		GroupID: lt.GroupID, Name: lt.Name, Status: models.TracePending, Metadata: lt.Metadata, RuntimeConfig: rc,
 		MaxSteps: lt.MaxSteps, IsValid: true, AgentBuildID: lt.AgentBuildID, ReplayOf: lt.ReplayOf, CreatedAt: at, UpdatedAt: at}
 	if lt.Args != nil {
 		t.ScenarioArgs = maps.Clone(v.Args)

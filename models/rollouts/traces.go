@@ -1,4 +1,4 @@
-package models
+package rollouts
 
 import (
 	"context"
@@ -8,92 +8,25 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/proctorhq/proctor/models"
 	"github.com/uptrace/bun"
 )
 
-// Trace is the record of one attempt.
-type Trace struct {
-	bun.BaseModel    `bun:"table:traces,alias:tr"`
-	ID               uuid.UUID         `bun:"id,pk,type:uuid"`
-	TeamID           uuid.UUID         `bun:"team_id,type:uuid"`
-	JobID            uuid.UUID         `bun:"job_id,type:uuid"`
-	TaskID           *uuid.UUID        `bun:"task_id,type:uuid"`
-	TaskVersionID    *uuid.UUID        `bun:"task_version_id,type:uuid"`
-	ModelID          *uuid.UUID        `bun:"model_id,type:uuid"`
-	GroupID          string            `bun:"group_id"`
-	Name             string            `bun:"name"`
-	Description      string            `bun:"description"`
-	Status           string            `bun:"status"`
-	StopReason       string            `bun:"stop_reason"`
-	Error            string            `bun:"error"`
-	Reward           *float64          `bun:"reward"`
-	EvaluationResult *EvaluationResult `bun:"evaluation_result"`
-	Metadata         map[string]any    `bun:"metadata"`
-	RuntimeConfig    RuntimeConfig     `bun:"runtime_config"`
-	// ScenarioArgs and AgentConfig are set when the launch overrode the task version's (merged
-	// over them); nil runs the version's own.
-	ScenarioArgs map[string]any `bun:"scenario_args"`
-	AgentConfig  *AgentConfig   `bun:"agent_config"`
-	// AgentBuildID is the brought agent's build the attempt runs (see ResolveAgent); nil runs
-	// the built-in agent loop.
-	AgentBuildID *uuid.UUID `bun:"agent_build_id,type:uuid"`
-	MaxSteps     int        `bun:"max_steps"`
-	IsValid      bool       `bun:"is_valid"`
-	Attempt      int        `bun:"attempt"`
-	InstanceID   *uuid.UUID `bun:"instance_id,type:uuid"`
-	StartTime    *time.Time `bun:"start_time"`
-	EndTime      *time.Time `bun:"end_time"`
-	CreatedAt    time.Time  `bun:"created_at"`
-	UpdatedAt    time.Time  `bun:"updated_at"`
-	// InfraFailure marks an attempt that ended in error because the infrastructure failed it
-	// (no host took it, its sandbox was lost on every try), not the agent or the environment.
-	InfraFailure bool `bun:"infra_failure"`
-	// RetryOf is the failed attempt of the job this one runs again (RetryJob); nil for one
-	// launched as itself.
-	RetryOf *uuid.UUID `bun:"retry_of,type:uuid"`
-	// ReplayOf is the attempt whose recorded model answers this one replays (a replay check's,
-	// run by the replay model); nil for any other.
-	ReplayOf *uuid.UUID `bun:"replay_of,type:uuid"`
-	// FinishSeq is the attempt's number in its job's sequence of ended attempts (see
-	// FinishedAttempts), nil until it is numbered; only that numbering writes it.
-	FinishSeq *int64 `bun:"finish_seq,scanonly"`
-}
-
-// Trace statuses and stop reasons.
-const (
-	TracePending      = "pending"
-	TraceInitializing = "initializing"
-	TraceRunning      = "running"
-	TraceCompleted    = "completed"
-	TraceError        = "error"
-	TraceCancelling   = "cancelling"
-	TraceCancelled    = "cancelled"
-
-	StopDone      = "done"
-	StopMaxSteps  = "max_steps"
-	StopTimeout   = "timeout"
-	StopCancelled = "cancelled"
-	StopError     = "error"
-	// StopBudget ends an attempt at a model call its job's max_cost_usd refused: it is cancelled,
-	// never scored, and retried by default (RetryJob).
-	StopBudget = "budget"
-)
-
 // TraceStatuses lists every status, in lifecycle order.
-var TraceStatuses = []string{TracePending, TraceInitializing, TraceRunning, TraceCompleted, TraceError, TraceCancelling, TraceCancelled}
+var TraceStatuses = []string{models.TracePending, models.TraceInitializing, models.TraceRunning, models.TraceCompleted, models.TraceError, models.TraceCancelling, models.TraceCancelled}
 
 // terminalStatuses are the final statuses.
-var terminalStatuses = []string{TraceCompleted, TraceError, TraceCancelled}
+var terminalStatuses = []string{models.TraceCompleted, models.TraceError, models.TraceCancelled}
 
 // Terminal reports whether a trace status is final.
 func Terminal(status string) bool { return slices.Contains(terminalStatuses, status) }
 
 // SetTracesValidity marks the listed traces of the caller's team valid or invalid.
-func (s *Store) SetTracesValidity(ctx context.Context, c *Caller, ids []uuid.UUID, valid bool) (int, error) {
+func (s *Store) SetTracesValidity(ctx context.Context, c *models.Caller, ids []uuid.UUID, valid bool) (int, error) {
 	if len(ids) == 0 {
 		return 0, nil
 	}
-	res, err := s.DB.NewUpdate().Model((*Trace)(nil)).Set("is_valid = ?", valid).Set("updated_at = ?", now()).
+	res, err := s.DB.NewUpdate().Model((*models.Trace)(nil)).Set("is_valid = ?", valid).Set("updated_at = ?", models.Now()).
 		Where("team_id = ? AND id IN (?) AND is_valid = ?", c.TeamID, bun.In(ids), !valid).Exec(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("set traces validity: %w", err)
@@ -104,10 +37,10 @@ func (s *Store) SetTracesValidity(ctx context.Context, c *Caller, ids []uuid.UUI
 
 // TraceRow is a trace as one caller sees it.
 type TraceRow struct {
-	Trace     `bun:",extend"`
-	Published bool   `bun:"published,scanonly"`
-	JobName   string `bun:"job_name,scanonly"`
-	CanEdit   bool   `bun:"-"`
+	models.Trace `bun:",extend"`
+	Published    bool   `bun:"published,scanonly"`
+	JobName      string `bun:"job_name,scanonly"`
+	CanEdit      bool   `bun:"-"`
 }
 
 func traceSelect(s *Store, dest any) *bun.SelectQuery {
@@ -117,20 +50,20 @@ func traceSelect(s *Store, dest any) *bun.SelectQuery {
 }
 
 // GetTrace reads a trace of the caller's team, or one of a published job.
-func (s *Store) GetTrace(ctx context.Context, c *Caller, id uuid.UUID) (*TraceRow, error) {
+func (s *Store) GetTrace(ctx context.Context, c *models.Caller, id uuid.UUID) (*TraceRow, error) {
 	var row TraceRow
 	if err := traceSelect(s, &row).Where("tr.id = ?", id).Scan(ctx); err != nil {
-		return nil, notFound(err, "get trace")
+		return nil, models.NotFound(err, "get trace")
 	}
 	if !row.Published && (c == nil || row.TeamID != c.TeamID) {
-		return nil, fmt.Errorf("get trace: %w", ErrNotFound)
+		return nil, fmt.Errorf("get trace: %w", models.ErrNotFound)
 	}
 	row.CanEdit = c != nil && row.TeamID == c.TeamID
 	return &row, nil
 }
 
 // ListJobTraces pages a job's traces, oldest first.
-func (s *Store) ListJobTraces(ctx context.Context, c *Caller, jobID uuid.UUID, limit, offset int) ([]TraceRow, int, error) {
+func (s *Store) ListJobTraces(ctx context.Context, c *models.Caller, jobID uuid.UUID, limit, offset int) ([]TraceRow, int, error) {
 	if _, err := s.GetJob(ctx, c, jobID); err != nil {
 		return nil, 0, err
 	}
@@ -147,15 +80,15 @@ func (s *Store) ListJobTraces(ctx context.Context, c *Caller, jobID uuid.UUID, l
 }
 
 // UpdateTraceText renames or redescribes a trace of the caller's team.
-func (s *Store) UpdateTraceText(ctx context.Context, c *Caller, id uuid.UUID, name, description *string) (*TraceRow, error) {
+func (s *Store) UpdateTraceText(ctx context.Context, c *models.Caller, id uuid.UUID, name, description *string) (*TraceRow, error) {
 	t, err := s.GetTrace(ctx, c, id)
 	if err != nil {
 		return nil, err
 	}
 	if !t.CanEdit {
-		return nil, fmt.Errorf("trace %s: %w", id, ErrForbidden)
+		return nil, fmt.Errorf("trace %s: %w", id, models.ErrForbidden)
 	}
-	q := s.DB.NewUpdate().Model((*Trace)(nil)).Set("updated_at = ?", now()).Where("id = ?", id)
+	q := s.DB.NewUpdate().Model((*models.Trace)(nil)).Set("updated_at = ?", models.Now()).Where("id = ?", id)
 	if name != nil {
 		q = q.Set("name = ?", *name)
 	}
@@ -174,7 +107,7 @@ type TraceUpdate struct {
 	StopReason       string
 	Error            string
 	Reward           *float64
-	EvaluationResult *EvaluationResult
+	EvaluationResult *models.EvaluationResult
 	Attempt          int
 	StartTime        *time.Time
 	EndTime          *time.Time
@@ -214,23 +147,15 @@ type TryStart struct {
 	Env map[string]string `bun:"-"`
 }
 
-// LaunchEnvError is a launch environment whose values do not open (a secret sealed under
-// another key, or no key to open it with): the try cannot start with it, however often it is
-// retried. A failure to read it is an error of the store, and is not one.
-type LaunchEnvError struct{ Err error }
-
-func (e *LaunchEnvError) Error() string { return e.Err.Error() }
-func (e *LaunchEnvError) Unwrap() error { return e.Err }
-
 // BeginTry marks a trace initializing for try attempt (its start time is the first try's) and
 // reads where the try's environment log goes on; given launch, it also reads the environment the
 // try's sandbox launches with (see [Store.LaunchEnv]). One transaction: a try whose environment
 // does not open leaves the trace as it was.
-func (s *Store) BeginTry(ctx context.Context, id uuid.UUID, attempt int, at time.Time, launch *LaunchFor) (TryStart, error) {
+func (s *Store) BeginTry(ctx context.Context, id uuid.UUID, attempt int, at time.Time, launch *models.LaunchFor) (TryStart, error) {
 	var try TryStart
 	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		var rows []TryStart
-		err := transition(tx, id, TraceUpdate{Status: TraceInitializing, Attempt: attempt, StartTime: &at}).
+		err := transition(tx, id, TraceUpdate{Status: models.TraceInitializing, Attempt: attempt, StartTime: &at}).
 			Returning("(SELECT COALESCE(MAX(seq), -1) + 1 FROM trace_logs WHERE trace_id = ? AND source = ?) AS env_log_seq", id, LogEnv).
 			Scan(ctx, &rows)
 		if err != nil || len(rows) == 0 {
@@ -239,12 +164,12 @@ func (s *Store) BeginTry(ctx context.Context, id uuid.UUID, attempt int, at time
 		try = rows[0]
 		try.Began = true
 		if launch != nil {
-			try.Env, err = launchEnv(ctx, tx, *launch)
+			try.Env, err = models.LaunchEnv(ctx, tx, *launch)
 		}
 		return err
 	})
 	if err != nil {
-		var envErr *LaunchEnvError
+		var envErr *models.LaunchEnvError
 		if errors.As(err, &envErr) {
 			return TryStart{}, err
 		}
@@ -255,12 +180,12 @@ func (s *Store) BeginTry(ctx context.Context, id uuid.UUID, attempt int, at time
 
 // transition is the statement of a TraceUpdate on db: see [Store.TransitionTrace].
 func transition(db bun.IDB, id uuid.UUID, u TraceUpdate) *bun.UpdateQuery {
-	q := db.NewUpdate().Model((*Trace)(nil)).Set("updated_at = ?", now()).Where("id = ?", id).
+	q := db.NewUpdate().Model((*models.Trace)(nil)).Set("updated_at = ?", models.Now()).Where("id = ?", id).
 		Where("status NOT IN (?)", bun.In(terminalStatuses))
 	if u.Status != "" {
 		q = q.Set("status = ?", u.Status)
-		if u.Status != TraceCancelled {
-			q = q.Where("status <> ?", TraceCancelling)
+		if u.Status != models.TraceCancelled {
+			q = q.Where("status <> ?", models.TraceCancelling)
 		}
 	}
 	if u.StopReason != "" {
@@ -296,7 +221,7 @@ func (s *Store) OpenTraceIDs(ctx context.Context, ids []uuid.UUID) ([]uuid.UUID,
 	if len(ids) == 0 {
 		return open, nil
 	}
-	if err := s.DB.NewSelect().Model((*Trace)(nil)).Column("id").Where("id IN (?)", bun.In(ids)).
+	if err := s.DB.NewSelect().Model((*models.Trace)(nil)).Column("id").Where("id IN (?)", bun.In(ids)).
 		Where("status NOT IN (?)", bun.In(terminalStatuses)).OrderExpr("id ASC").Scan(ctx, &open); err != nil {
 		return nil, fmt.Errorf("open traces: %w", err)
 	}
@@ -331,7 +256,7 @@ type RelatedQuery struct {
 // RelatedTraces lists traces related to one the caller sees: of the same job, of any version of
 // the same task, the caller's own recent ones, or the most recent visible ones. Only traces the
 // caller may see are listed (its team's, and those of published jobs).
-func (s *Store) RelatedTraces(ctx context.Context, c *Caller, anchor *TraceRow, q RelatedQuery) ([]RelatedRow, error) {
+func (s *Store) RelatedTraces(ctx context.Context, c *models.Caller, anchor *TraceRow, q RelatedQuery) ([]RelatedRow, error) {
 	var rows []RelatedRow
 	sel := traceSelect(s, &rows).
 		ColumnExpr("m.model_name AS model_model_name, m.name AS model_label, m.provider AS model_provider").
@@ -354,12 +279,12 @@ func (s *Store) RelatedTraces(ctx context.Context, c *Caller, anchor *TraceRow, 
 		}
 	case RelatedRecent:
 		if c == nil {
-			return nil, fmt.Errorf("recent traces need a caller: %w", ErrInvalidCredentials)
+			return nil, fmt.Errorf("recent traces need a caller: %w", models.ErrInvalidCredentials)
 		}
 		sel = sel.Where("j.created_by = ?", c.UserID)
 	case RelatedDiscover:
 	default:
-		return nil, ValidationError{{Location: "kind", Message: "kind must be job, task, recent or discover", Value: q.Kind}}
+		return nil, models.ValidationError{{Location: "kind", Message: "kind must be job, task, recent or discover", Value: q.Kind}}
 	}
 	if len(q.Statuses) > 0 {
 		sel = sel.Where("tr.status IN (?)", bun.In(q.Statuses))

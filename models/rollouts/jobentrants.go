@@ -1,4 +1,4 @@
-package models
+package rollouts
 
 import (
 	"cmp"
@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/google/uuid"
+	"github.com/proctorhq/proctor/models"
 	"github.com/uptrace/bun"
 )
 
@@ -162,7 +163,7 @@ func (s *Store) agentRefs(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]A
 
 // AgentOfTrace names the brought agent's build trace t ran, nil for the built-in loop (or a
 // build since deleted).
-func (s *Store) AgentOfTrace(ctx context.Context, t *Trace) (*AgentRef, error) {
+func (s *Store) AgentOfTrace(ctx context.Context, t *models.Trace) (*AgentRef, error) {
 	if t.AgentBuildID == nil {
 		return nil, nil
 	}

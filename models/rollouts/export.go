@@ -1,4 +1,4 @@
-package models
+package rollouts
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/proctorhq/proctor/models"
 	"github.com/uptrace/bun"
 )
 
@@ -31,28 +32,28 @@ type ExportCursor struct {
 
 // ExportedAttempt is one attempt as an export writes it.
 type ExportedAttempt struct {
-	Trace     Trace
+	Trace     models.Trace
 	TaskName  string
 	ModelName string
 	// Digest is the environment build its last try ran ("" without an environment).
 	Digest string
 	// Events are its last try's, in order (superseded tries left out).
-	Events []TraceEvent
+	Events []models.TraceEvent
 }
 
 // ExportPage reads up to limit attempts of a job after the cursor (nil: from the first), in
 // launch order, with their events: two queries.
 func (s *Store) ExportPage(ctx context.Context, jobID uuid.UUID, f ExportFilter, after *ExportCursor, limit int) ([]ExportedAttempt, error) {
 	var rows []struct {
-		Trace     `bun:",extend"`
-		TaskName  string `bun:"task_name,scanonly"`
-		ModelName string `bun:"model_name,scanonly"`
-		Digest    string `bun:"digest,scanonly"`
+		models.Trace `bun:",extend"`
+		TaskName     string `bun:"task_name,scanonly"`
+		ModelName    string `bun:"model_name,scanonly"`
+		Digest       string `bun:"digest,scanonly"`
 	}
 	q := s.DB.NewSelect().Model(&rows).
 		Join("LEFT JOIN tasks AS tk ON tk.id = tr.task_id").Join("LEFT JOIN llm_models AS lm ON lm.id = tr.model_id").
 		ColumnExpr("tr.*, COALESCE(tk.name, '') AS task_name, COALESCE(lm.model_name, '') AS model_name").
-		ColumnExpr(lastBuildDigestExpr+" AS digest").
+		ColumnExpr(models.LastBuildDigestExpr+" AS digest").
 		Where("tr.job_id = ?", jobID)
 	if after != nil {
 		q = q.Where("(tr.created_at > ? OR (tr.created_at = ? AND tr.id > ?))", after.CreatedAt, after.CreatedAt, after.ID)
@@ -85,7 +86,7 @@ func (s *Store) ExportPage(ctx context.Context, jobID uuid.UUID, f ExportFilter,
 		out[i] = ExportedAttempt{Trace: r.Trace, TaskName: r.TaskName, ModelName: r.ModelName, Digest: r.Digest}
 		ids[i], at[r.ID] = r.ID, i
 	}
-	var evs []TraceEvent
+	var evs []models.TraceEvent
 	if err := s.DB.NewSelect().Model(&evs).Where("trace_id IN (?) AND NOT superseded", bun.In(ids)).
 		OrderExpr("trace_id, seq ASC").Scan(ctx); err != nil {
 		return nil, fmt.Errorf("export events: %w", err)

@@ -1,4 +1,4 @@
-package models
+package rollouts
 
 import (
 	"bytes"
@@ -7,12 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/uptrace/bun"
 
 	"github.com/proctorhq/proctor/internal/agent"
+	"github.com/proctorhq/proctor/models"
 )
 
 // ReplayModelName is the model name of the platform's replay model: it answers each model call
@@ -48,58 +48,11 @@ const (
 	NotReplayedBroughtAgent     = "brought_agent"
 )
 
-// ReplayCheck is a regression replay of an environment build against a finished job (a Proctor
-// extension): every scored attempt of that job whose task runs the build's environment is run
-// again on the build, its model's recorded answers replayed in order by the replay model, as
-// one job (JobID); Attempts compare each replay with what it replays once the job ended.
-type ReplayCheck struct {
-	bun.BaseModel `bun:"table:build_replay_checks,alias:chk"`
-	ID            uuid.UUID `bun:"id,pk,type:uuid"`
-	TeamID        uuid.UUID `bun:"team_id,type:uuid"`
-	BuildID       uuid.UUID `bun:"build_id,type:uuid"`
-	// BuildDigest is the digest of the build's image, which every replay ran.
-	BuildDigest  string            `bun:"build_digest"`
-	AgainstJobID uuid.UUID         `bun:"against_job_id,type:uuid"`
-	JobID        uuid.UUID         `bun:"job_id,type:uuid"`
-	Status       string            `bun:"status"`
-	Attempts     []ReplayedAttempt `bun:"attempts"`
-	NotReplayed  []NotReplayed     `bun:"not_replayed"`
-	CreatedAt    time.Time         `bun:"created_at"`
-	FinishedAt   *time.Time        `bun:"finished_at"`
-}
-
-// ReplayedAttempt compares one attempt with its replay on the checked build.
-type ReplayedAttempt struct {
-	TaskVersionID uuid.UUID `json:"task_version_id"`
-	TaskName      string    `json:"task_name"`
-	// SourceTraceID is the attempt replayed, ReplayTraceID its replay.
-	SourceTraceID uuid.UUID `json:"source_trace_id"`
-	ReplayTraceID uuid.UUID `json:"replay_trace_id"`
-	RewardBefore  *float64  `json:"reward_before"`
-	RewardAfter   *float64  `json:"reward_after"`
-	// FirstDivergingStep is the first model step (as the traces number them, from 0) at which
-	// a tool result of the replay differs from the recorded one, or is missing from either;
-	// nil when none does.
-	FirstDivergingStep *int `json:"first_diverging_step"`
-	// Outcome is same, changed_reward, diverged or unfinished.
-	Outcome string `json:"outcome" enum:"same,changed_reward,diverged,unfinished"`
-}
-
-// NotReplayed is an attempt of the job checked against that the check left out, and why:
-// not_scored (it ended without a reward), other_environment (its task runs another environment
-// than the build's), brought_agent (a brought agent ran it: its model calls are not a
-// conversation the replay model can answer).
-type NotReplayed struct {
-	TraceID  uuid.UUID `json:"trace_id"`
-	TaskName string    `json:"task_name"`
-	Reason   string    `json:"reason" enum:"not_scored,other_environment,brought_agent"`
-}
-
 // replaySource is an attempt of the job a check replays.
 type replaySource struct {
-	Trace      `bun:",extend"`
-	TaskName   string     `bun:"task_name,scanonly"`
-	RegistryID *uuid.UUID `bun:"registry_id,scanonly,type:uuid"`
+	models.Trace `bun:",extend"`
+	TaskName     string     `bun:"task_name,scanonly"`
+	RegistryID   *uuid.UUID `bun:"registry_id,scanonly,type:uuid"`
 }
 
 // notReplayed is why a check of a build of environment registryID leaves the attempt out, ""
@@ -108,7 +61,7 @@ func (src *replaySource) notReplayed(registryID uuid.UUID) string {
 	switch {
 	case src.RegistryID == nil || *src.RegistryID != registryID:
 		return NotReplayedOtherEnvironment
-	case src.Status != TraceCompleted || src.Reward == nil || src.TaskVersionID == nil:
+	case src.Status != models.TraceCompleted || src.Reward == nil || src.TaskVersionID == nil:
 		return NotReplayedUnscored
 	case src.AgentBuildID != nil:
 		return NotReplayedBroughtAgent
@@ -121,17 +74,17 @@ func (src *replaySource) notReplayed(registryID uuid.UUID) string {
 // environment, on the same task version, scenario arguments, agent configuration and step
 // bound, pinned to the build (by its image), run by the replay model; the caller starts its
 // workflow. One transaction.
-func (s *Store) StartReplayCheck(ctx context.Context, c *Caller, buildID, againstJobID uuid.UUID, maxAttempts int) (*ReplayCheck, error) {
+func (s *Store) StartReplayCheck(ctx context.Context, c *models.Caller, buildID, againstJobID uuid.UUID, maxAttempts int) (*models.ReplayCheck, error) {
 	b, err := s.ownImageBuild(ctx, c, buildID, "checked")
 	if err != nil {
 		return nil, err
 	}
 	job, err := s.GetJob(ctx, c, againstJobID)
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	if err != nil && !errors.Is(err, models.ErrNotFound) {
 		return nil, err
 	}
 	if err != nil || job.TeamID != c.TeamID { // published jobs of other teams are not replayed
-		return nil, ValidationError{{Location: "against_job_id", Value: againstJobID.String(), Message: "no job with this id is the caller's team's"}}
+		return nil, models.ValidationError{{Location: "against_job_id", Value: againstJobID.String(), Message: "no job with this id is the caller's team's"}}
 	}
 	var sources []replaySource
 	if err := s.DB.NewSelect().Model(&sources).ColumnExpr("tr.*").ColumnExpr("COALESCE(tk.name, '') AS task_name, tv.registry_id AS registry_id").
@@ -147,37 +100,37 @@ func (s *Store) StartReplayCheck(ctx context.Context, c *Caller, buildID, agains
 		}
 	}
 	if live > 0 {
-		return nil, fmt.Errorf("job %s has %d attempts that have not ended: a build is checked against a job whose attempts have: %w", againstJobID, live, ErrConflict)
+		return nil, fmt.Errorf("job %s has %d attempts that have not ended: a build is checked against a job whose attempts have: %w", againstJobID, live, models.ErrConflict)
 	}
-	models, err := s.builtinModels(ctx, ReplayModelName)
+	builtin, err := s.builtinModels(ctx, ReplayModelName)
 	if err != nil {
 		return nil, err
 	}
-	pin := b.pin()
-	chk := &ReplayCheck{ID: uuid.New(), TeamID: c.TeamID, BuildID: buildID, BuildDigest: b.Digest, AgainstJobID: againstJobID, Status: ReplayRunning,
-		Attempts: []ReplayedAttempt{}, NotReplayed: []NotReplayed{}, CreatedAt: now()}
+	pin := b.Pin()
+	chk := &models.ReplayCheck{ID: uuid.New(), TeamID: c.TeamID, BuildID: buildID, BuildDigest: b.Digest, AgainstJobID: againstJobID, Status: ReplayRunning,
+		Attempts: []models.ReplayedAttempt{}, NotReplayed: []models.NotReplayed{}, CreatedAt: models.Now()}
 	var launch []LaunchTrace
 	for _, src := range sources {
 		if why := src.notReplayed(b.RegistryID); why != "" {
-			chk.NotReplayed = append(chk.NotReplayed, NotReplayed{TraceID: src.ID, TaskName: src.TaskName, Reason: why})
+			chk.NotReplayed = append(chk.NotReplayed, models.NotReplayed{TraceID: src.ID, TaskName: src.TaskName, Reason: why})
 			continue
 		}
 		rc := src.RuntimeConfig
 		rc.Image = pin.Image
 		replayOf := src.ID
-		launch = append(launch, LaunchTrace{TraceID: uuid.New(), TaskVersionID: *src.TaskVersionID, ModelID: models[ReplayModelName], GroupID: src.GroupID,
+		launch = append(launch, LaunchTrace{TraceID: uuid.New(), TaskVersionID: *src.TaskVersionID, ModelID: builtin[ReplayModelName], GroupID: src.GroupID,
 			RuntimeConfig: &rc, Args: src.ScenarioArgs, AgentConfig: src.AgentConfig, MaxSteps: src.MaxSteps, ReplayOf: &replayOf})
 	}
 	if len(launch) == 0 {
-		return nil, ValidationError{{Location: "against_job_id", Value: againstJobID.String(),
+		return nil, models.ValidationError{{Location: "against_job_id", Value: againstJobID.String(),
 			Message: fmt.Sprintf("job %s has no scored attempt of the built-in agent loop on environment %s, build %d's: nothing to replay", againstJobID, b.RegistryName, b.Version)}}
 	}
 	if maxAttempts > 0 && len(launch) > maxAttempts {
-		return nil, ValidationError{{Location: "against_job_id", Value: againstJobID.String(), Message: fmt.Sprintf(
+		return nil, models.ValidationError{{Location: "against_job_id", Value: againstJobID.String(), Message: fmt.Sprintf(
 			"this check replays %d attempts; this server launches at most %d per request", len(launch), maxAttempts)}}
 	}
 	err = s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		j, _, err := launchJob(ctx, tx, c, Launch{Kind: JobBatch, Name: fmt.Sprintf("check %s build %d against job %s", b.RegistryName, b.Version, againstJobID.String()[:8]),
+		j, _, err := launchJob(ctx, tx, c, Launch{Kind: models.JobBatch, Name: fmt.Sprintf("check %s build %d against job %s", b.RegistryName, b.Version, againstJobID.String()[:8]),
 			TasksetID: job.TasksetID, MaxSteps: job.MaxSteps, GroupSize: job.GroupSize, MaxConcurrent: ReplayConcurrency, Traces: launch})
 		if err != nil {
 			return err
@@ -198,14 +151,14 @@ const ReplayConcurrency = 8
 // RecordedAnswers are the model's answers of an attempt's standing try, in order: what the
 // replay model answers an attempt that replays it with.
 func (s *Store) RecordedAnswers(ctx context.Context, traceID uuid.UUID) ([]agent.Message, error) {
-	var evs []TraceEvent
-	if err := standingTry(s.DB.NewSelect().Model(&evs)).Where("trace_id = ? AND kind = ?", traceID, EventAssistant).
+	var evs []models.TraceEvent
+	if err := standingTry(s.DB.NewSelect().Model(&evs)).Where("trace_id = ? AND kind = ?", traceID, models.EventAssistant).
 		Order("seq ASC").Scan(ctx); err != nil {
 		return nil, fmt.Errorf("recorded answers of %s: %w", traceID, err)
 	}
 	out := make([]agent.Message, 0, len(evs))
 	for _, ev := range evs {
-		var d AssistantEventData
+		var d models.AssistantEventData
 		if err := json.Unmarshal(ev.Data, &d); err != nil {
 			return nil, fmt.Errorf("recorded answer %d of %s: %w", ev.Seq, traceID, err)
 		}
@@ -224,17 +177,17 @@ func standingTry(q *bun.SelectQuery) *bun.SelectQuery {
 // FinishReplayCheck compares each replay of a check whose job has ended with the attempt it
 // replays, and records them with the check's status: failed when the job was cancelled, changed
 // when an attempt is not the same, same otherwise. A finished check stays as it was.
-func (s *Store) FinishReplayCheck(ctx context.Context, id uuid.UUID) (*ReplayCheck, error) {
-	chk := new(ReplayCheck)
+func (s *Store) FinishReplayCheck(ctx context.Context, id uuid.UUID) (*models.ReplayCheck, error) {
+	chk := new(models.ReplayCheck)
 	if err := s.DB.NewSelect().Model(chk).Where("chk.id = ?", id).Scan(ctx); err != nil {
-		return nil, notFound(err, "replay check")
+		return nil, models.NotFound(err, "replay check")
 	}
 	if chk.Status != ReplayRunning {
 		return chk, nil
 	}
-	var job Job
+	var job models.Job
 	if err := s.DB.NewSelect().Model(&job).Column("status").Where("id = ?", chk.JobID).Scan(ctx); err != nil {
-		return nil, notFound(err, "the replay check's job")
+		return nil, models.NotFound(err, "the replay check's job")
 	}
 	var rows []struct {
 		ID            uuid.UUID  `bun:"id,type:uuid"`
@@ -262,9 +215,9 @@ func (s *Store) FinishReplayCheck(ctx context.Context, id uuid.UUID) (*ReplayChe
 	if err != nil {
 		return nil, err
 	}
-	chk.Attempts, chk.Status = make([]ReplayedAttempt, 0, len(rows)), ReplaySame
+	chk.Attempts, chk.Status = make([]models.ReplayedAttempt, 0, len(rows)), ReplaySame
 	for _, r := range rows {
-		a := ReplayedAttempt{TaskVersionID: r.TaskVersionID, TaskName: r.TaskName, ReplayTraceID: r.ID, RewardBefore: r.Before, RewardAfter: r.Reward}
+		a := models.ReplayedAttempt{TaskVersionID: r.TaskVersionID, TaskName: r.TaskName, ReplayTraceID: r.ID, RewardBefore: r.Before, RewardAfter: r.Reward}
 		if r.ReplayOf != nil {
 			a.SourceTraceID = *r.ReplayOf
 			a.FirstDivergingStep = firstDivergingStep(results[*r.ReplayOf], results[r.ID])
@@ -272,7 +225,7 @@ func (s *Store) FinishReplayCheck(ctx context.Context, id uuid.UUID) (*ReplayChe
 		switch {
 		case r.ReplayOf == nil: // the attempt it replayed was deleted since
 			a.Outcome = ReplayOutcomeUnfinished
-		case r.Status != TraceCompleted || r.Reward == nil:
+		case r.Status != models.TraceCompleted || r.Reward == nil:
 			a.Outcome = ReplayOutcomeUnfinished
 		case r.Before == nil || *r.Before != *r.Reward:
 			a.Outcome = ReplayOutcomeChangedReward
@@ -286,10 +239,10 @@ func (s *Store) FinishReplayCheck(ctx context.Context, id uuid.UUID) (*ReplayChe
 		}
 		chk.Attempts = append(chk.Attempts, a)
 	}
-	if job.Status == JobCancelled {
+	if job.Status == models.JobCancelled {
 		chk.Status = ReplayFailed
 	}
-	at := now()
+	at := models.Now()
 	chk.FinishedAt = &at
 	if _, err := s.DB.NewUpdate().Model(chk).Column("status", "attempts", "finished_at").
 		Where("id = ? AND status = ?", id, ReplayRunning).Exec(ctx); err != nil {
@@ -341,9 +294,9 @@ func (s *Store) toolResults(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID
 func (s *Store) toolResultData(ctx context.Context, ids []uuid.UUID, keep func(*bun.SelectQuery) *bun.SelectQuery) (map[uuid.UUID][]ToolResultEventData, error) {
 	out := make(map[uuid.UUID][]ToolResultEventData, len(ids))
 	for chunk := range slices.Chunk(ids, 500) {
-		var evs []TraceEvent
+		var evs []models.TraceEvent
 		if err := keep(s.DB.NewSelect().Model(&evs).Column("trace_id", "seq", "data")).
-			Where("ev.trace_id IN (?) AND ev.kind = ?", bun.In(chunk), EventToolResult).Order("ev.trace_id", "ev.seq").Scan(ctx); err != nil {
+			Where("ev.trace_id IN (?) AND ev.kind = ?", bun.In(chunk), models.EventToolResult).Order("ev.trace_id", "ev.seq").Scan(ctx); err != nil {
 			return nil, fmt.Errorf("tool results: %w", err)
 		}
 		for _, ev := range evs {
@@ -378,14 +331,14 @@ func firstDivergingStep(before, after []toolResult) *int {
 }
 
 // LatestReplayCheck is the newest replay check of a build the caller's team ran.
-func (s *Store) LatestReplayCheck(ctx context.Context, c *Caller, buildID uuid.UUID) (*ReplayCheck, error) {
+func (s *Store) LatestReplayCheck(ctx context.Context, c *models.Caller, buildID uuid.UUID) (*models.ReplayCheck, error) {
 	if _, err := s.GetBuildFor(ctx, c, buildID); err != nil {
 		return nil, err
 	}
-	chk := new(ReplayCheck)
+	chk := new(models.ReplayCheck)
 	if err := s.DB.NewSelect().Model(chk).Where("chk.build_id = ? AND chk.team_id = ?", buildID, c.TeamID).
 		OrderExpr("chk.created_at DESC").Limit(1).Scan(ctx); err != nil {
-		return nil, notFound(err, "replay check of build "+buildID.String())
+		return nil, models.NotFound(err, "replay check of build "+buildID.String())
 	}
 	return chk, nil
 }

@@ -1,4 +1,4 @@
-package models
+package rollouts
 
 import (
 	"cmp"
@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/google/uuid"
+	"github.com/proctorhq/proctor/models"
 	"github.com/uptrace/bun"
 )
 
@@ -43,16 +44,9 @@ type JobMix struct {
 	Entrants []Entrant
 }
 
-// lastBuildExpr is the build the last try of the trace aliased tr ran on (NULL before any
-// sandbox started), and lastBuildDigestExpr that build's digest ("" without one), in SQL.
-const (
-	lastBuildExpr       = "(SELECT inst.build_id FROM instances AS inst WHERE inst.trace_id = tr.id ORDER BY inst.attempt DESC, inst.created_at DESC LIMIT 1)"
-	lastBuildDigestExpr = "COALESCE((SELECT b.digest FROM builds AS b WHERE b.id = " + lastBuildExpr + "), '')"
-)
-
 // JobMix reads what a job the caller can see ran on, in one query over its attempts, and the
 // (agent, model) pairs it compared, in one grouped scan of them.
-func (s *Store) JobMix(ctx context.Context, c *Caller, jobID uuid.UUID) (*JobMix, error) {
+func (s *Store) JobMix(ctx context.Context, c *models.Caller, jobID uuid.UUID) (*JobMix, error) {
 	if _, err := s.GetJob(ctx, c, jobID); err != nil {
 		return nil, err
 	}
@@ -68,8 +62,8 @@ func (s *Store) JobMix(ctx context.Context, c *Caller, jobID uuid.UUID) (*JobMix
 	err := s.DB.NewSelect().TableExpr("traces AS tr").Join("LEFT JOIN tasks AS tk ON tk.id = tr.task_id").
 		Join("LEFT JOIN task_versions AS tv ON tv.id = tr.task_version_id").
 		ColumnExpr("tr.task_id, COALESCE(tk.name, '') AS task_name, tr.task_version_id, COALESCE(tv.version, 0) AS version, tr.reward").
-		ColumnExpr("(tr.status = ? AND tr.is_valid AND tr.reward IS NOT NULL) AS scored", TraceCompleted).
-		ColumnExpr(lastBuildExpr+" AS build_id").
+		ColumnExpr("(tr.status = ? AND tr.is_valid AND tr.reward IS NOT NULL) AS scored", models.TraceCompleted).
+		ColumnExpr(models.LastBuildExpr+" AS build_id").
 		Where("tr.job_id = ?", jobID).Scan(ctx, &rows)
 	if err != nil {
 		return nil, fmt.Errorf("job mix: %w", err)

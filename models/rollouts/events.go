@@ -1,4 +1,4 @@
-package models
+package rollouts
 
 import (
 	"context"
@@ -7,50 +7,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/proctorhq/proctor/models"
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect/pgdialect"
 )
-
-// TraceEvent is one step of a trajectory. (trace_id, seq) is unique: a retried writer that appends
-// the same seq again writes nothing. Data is the JSON of the payload type of the event's Kind
-// (see eventdata.go), written by [EventData] and read by [TraceEvent.DecodeData].
-type TraceEvent struct {
-	bun.BaseModel `bun:"table:trace_events,alias:ev"`
-	TraceID       uuid.UUID       `bun:"trace_id,pk,type:uuid"`
-	Seq           int             `bun:"seq,pk"`
-	ID            string          `bun:"id"`
-	Attempt       int             `bun:"attempt"`
-	Kind          string          `bun:"kind"`
-	Text          string          `bun:"text"`
-	ParentID      string          `bun:"parent_id"`
-	Data          json.RawMessage `bun:"data"`
-	Superseded    bool            `bun:"superseded"`
-	StartedAt     time.Time       `bun:"started_at"`
-	EndedAt       *time.Time      `bun:"ended_at"`
-}
-
-// Trace event kinds.
-const (
-	EventSystem     = "system_message"
-	EventUser       = "user_message"
-	EventAssistant  = "assistant_message"
-	EventToolCall   = "tool_call"
-	EventToolResult = "tool_result"
-	EventSetup      = "setup"
-	EventEvaluate   = "evaluate"
-	EventError      = "error"
-)
-
-// TraceLog is one line of an attempt's worker log or its environment's output.
-type TraceLog struct {
-	bun.BaseModel `bun:"table:trace_logs,alias:tl"`
-	TraceID       uuid.UUID `bun:"trace_id,pk,type:uuid"`
-	Source        string    `bun:"source,pk"`
-	Seq           int       `bun:"seq,pk"`
-	Stream        string    `bun:"stream"`
-	Line          string    `bun:"line"`
-	Time          time.Time `bun:"time"`
-}
 
 // Log sources.
 const (
@@ -60,11 +20,11 @@ const (
 
 // AppendTraceEvents writes events; one whose (trace_id, seq) exists is skipped, so a retried
 // writer never duplicates an event.
-func (s *Store) AppendTraceEvents(ctx context.Context, events []TraceEvent) error {
+func (s *Store) AppendTraceEvents(ctx context.Context, events []models.TraceEvent) error {
 	return s.appendTraceEvents(ctx, s.DB, events)
 }
 
-func (s *Store) appendTraceEvents(ctx context.Context, db bun.IDB, events []TraceEvent) error {
+func (s *Store) appendTraceEvents(ctx context.Context, db bun.IDB, events []models.TraceEvent) error {
 	if len(events) == 0 {
 		return nil
 	}
@@ -76,10 +36,10 @@ func (s *Store) appendTraceEvents(ctx context.Context, db bun.IDB, events []Trac
 			events[i].ID = fmt.Sprintf("%s-%d", events[i].TraceID, events[i].Seq)
 		}
 	}
-	if s.Dialect == Postgres {
+	if s.Dialect == models.Postgres {
 		return appendTraceEventsPG(ctx, db, events)
 	}
-	if err := insertInBatches(ctx, db, events, "CONFLICT (trace_id, seq) DO NOTHING"); err != nil {
+	if err := models.InsertInBatches(ctx, db, events, "CONFLICT (trace_id, seq) DO NOTHING"); err != nil {
 		return fmt.Errorf("append trace events: %w", err)
 	}
 	return nil
@@ -89,7 +49,7 @@ func (s *Store) appendTraceEvents(ctx context.Context, db bun.IDB, events []Trac
 // message), numbered on from the trace's last event, and, when running is set, turns the trace
 // running, in one transaction. It sets the events' Seq and ID. The number is read here, as late
 // as it can be: past a superseded try's writer that was still appending while this try started.
-func (s *Store) OpenTry(ctx context.Context, traceID uuid.UUID, events []TraceEvent, running bool) error {
+func (s *Store) OpenTry(ctx context.Context, traceID uuid.UUID, events []models.TraceEvent, running bool) error {
 	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		seq, err := latestSeq(ctx, tx, traceID)
 		if err != nil {
@@ -102,7 +62,7 @@ func (s *Store) OpenTry(ctx context.Context, traceID uuid.UUID, events []TraceEv
 			return err
 		}
 		if running {
-			_, err = transition(tx, traceID, TraceUpdate{Status: TraceRunning}).Exec(ctx)
+			_, err = transition(tx, traceID, TraceUpdate{Status: models.TraceRunning}).Exec(ctx)
 		}
 		return err
 	})
@@ -115,7 +75,7 @@ func (s *Store) OpenTry(ctx context.Context, traceID uuid.UUID, events []TraceEv
 // appendTraceEventsPG inserts events as one array per column (unnest): Postgres parses eleven
 // array literals instead of a VALUES row per event, which doubles the ingest rate of large
 // batches.
-func appendTraceEventsPG(ctx context.Context, db bun.IDB, events []TraceEvent) error {
+func appendTraceEventsPG(ctx context.Context, db bun.IDB, events []models.TraceEvent) error {
 	n := len(events)
 	traceIDs, seqs, ids, attempts := make([]uuid.UUID, n), make([]int, n), make([]string, n), make([]int, n)
 	kinds, texts, parents, data := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -139,8 +99,8 @@ func appendTraceEventsPG(ctx context.Context, db bun.IDB, events []TraceEvent) e
 
 // TraceEvents lists a trace's events after sinceSeq, by seq; superseded events (of a failed try)
 // are included only when asked for.
-func (s *Store) TraceEvents(ctx context.Context, traceID uuid.UUID, sinceSeq int, withSuperseded bool) ([]TraceEvent, error) {
-	var evs []TraceEvent
+func (s *Store) TraceEvents(ctx context.Context, traceID uuid.UUID, sinceSeq int, withSuperseded bool) ([]models.TraceEvent, error) {
+	var evs []models.TraceEvent
 	q := s.DB.NewSelect().Model(&evs).Where("trace_id = ? AND seq > ?", traceID, sinceSeq)
 	if !withSuperseded {
 		q = q.Where("NOT superseded")
@@ -158,7 +118,7 @@ func (s *Store) LatestSeq(ctx context.Context, traceID uuid.UUID) (int, error) {
 
 func latestSeq(ctx context.Context, db bun.IDB, traceID uuid.UUID) (int, error) {
 	var seq int
-	if err := db.NewSelect().Model((*TraceEvent)(nil)).ColumnExpr("COALESCE(MAX(seq), -1)").Where("trace_id = ?", traceID).Scan(ctx, &seq); err != nil {
+	if err := db.NewSelect().Model((*models.TraceEvent)(nil)).ColumnExpr("COALESCE(MAX(seq), -1)").Where("trace_id = ?", traceID).Scan(ctx, &seq); err != nil {
 		return 0, fmt.Errorf("latest seq: %w", err)
 	}
 	return seq, nil
@@ -168,14 +128,14 @@ func latestSeq(ctx context.Context, db bun.IDB, traceID uuid.UUID) (int, error) 
 // record, but no longer count in the trajectory. A try whose evaluation recorded the attempt's
 // outcome before its host was lost is not superseded: the finished trace is returned instead
 // (nil while the attempt is open), and its outcome stands.
-func (s *Store) SupersedeAttempt(ctx context.Context, traceID uuid.UUID, attempt int) (*Trace, error) {
-	_, err := s.DB.NewUpdate().Model((*TraceEvent)(nil)).Set("superseded = ?", true).Where("trace_id = ? AND attempt = ?", traceID, attempt).
-		Where("NOT EXISTS (SELECT 1 FROM traces WHERE id = ? AND status IN (?))", traceID, bun.In([]string{TraceCompleted, TraceError, TraceCancelled})).
+func (s *Store) SupersedeAttempt(ctx context.Context, traceID uuid.UUID, attempt int) (*models.Trace, error) {
+	_, err := s.DB.NewUpdate().Model((*models.TraceEvent)(nil)).Set("superseded = ?", true).Where("trace_id = ? AND attempt = ?", traceID, attempt).
+		Where("NOT EXISTS (SELECT 1 FROM traces WHERE id = ? AND status IN (?))", traceID, bun.In([]string{models.TraceCompleted, models.TraceError, models.TraceCancelled})).
 		Exec(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("supersede attempt: %w", err)
 	}
-	tr := new(Trace)
+	tr := new(models.Trace)
 	if err := s.DB.NewSelect().Model(tr).Where("id = ?", traceID).Scan(ctx); err != nil {
 		return nil, fmt.Errorf("supersede attempt: %w", err)
 	}
@@ -186,11 +146,11 @@ func (s *Store) SupersedeAttempt(ctx context.Context, traceID uuid.UUID, attempt
 }
 
 // AppendTraceLogs writes log lines idempotently on (trace, source, seq).
-func (s *Store) AppendTraceLogs(ctx context.Context, logs []TraceLog) error {
+func (s *Store) AppendTraceLogs(ctx context.Context, logs []models.TraceLog) error {
 	if len(logs) == 0 {
 		return nil
 	}
-	if err := insertInBatches(ctx, s.DB, logs, "CONFLICT (trace_id, source, seq) DO NOTHING"); err != nil {
+	if err := models.InsertInBatches(ctx, s.DB, logs, "CONFLICT (trace_id, source, seq) DO NOTHING"); err != nil {
 		return fmt.Errorf("append trace logs: %w", err)
 	}
 	return nil
@@ -216,12 +176,12 @@ func appendLogLine(ctx context.Context, db bun.IDB, traceID uuid.UUID, source, s
 			return nil
 		}
 	}
-	return fmt.Errorf("append a log line: %w: its seq kept being taken", ErrConflict)
+	return fmt.Errorf("append a log line: %w: its seq kept being taken", models.ErrConflict)
 }
 
 // TraceLogs pages one source's lines of a trace after afterSeq; hasMore says a next page exists.
-func (s *Store) TraceLogs(ctx context.Context, traceID uuid.UUID, source string, afterSeq, limit int) ([]TraceLog, bool, error) {
-	var logs []TraceLog
+func (s *Store) TraceLogs(ctx context.Context, traceID uuid.UUID, source string, afterSeq, limit int) ([]models.TraceLog, bool, error) {
+	var logs []models.TraceLog
 	if err := s.DB.NewSelect().Model(&logs).Where("trace_id = ? AND source = ? AND seq > ?", traceID, source, afterSeq).
 		Order("seq ASC").Limit(int64(limit + 1)).Scan(ctx); err != nil {
 		return nil, false, fmt.Errorf("trace logs: %w", err)

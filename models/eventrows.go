@@ -3,27 +3,17 @@ package models
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
-
 	"github.com/proctorhq/proctor/internal/agent"
+	"github.com/uptrace/bun"
 )
-
-// The payload of each kind of trace event: an event's Data is the JSON of one of these, by its
-// Kind. The API serves it as the event's data object; the engine reads the conversation back
-// from it before each model call, so what a model is sent is what the trace shows. A brought
-// agent's trace is written in the same shapes.
 
 // SystemEventData is the data of a system_message event (its text is the system prompt).
 type SystemEventData struct {
 	// Tools are the tools the agent is shown.
 	Tools []agent.Tool `json:"tools"`
-}
-
-// SetupEventData is the data of a setup event: a scenario's setup call and what it returned.
-type SetupEventData struct {
-	Call   agent.Call        `json:"call"`
-	Result *agent.ToolResult `json:"result"`
 }
 
 // UserEventData is the data of a user_message event (its text is the prompt).
@@ -42,50 +32,6 @@ type AssistantEventData struct {
 	// TokensRef names the call's kept tokens (a training policy's: ModelCallTokens.CallID);
 	// nil when none were kept.
 	TokensRef *uuid.UUID `json:"tokens_ref,omitempty"`
-}
-
-// ToolCallEventData is the data of a tool_call event: a call the model asked for.
-type ToolCallEventData struct {
-	Step   int    `json:"step"`
-	CallID string `json:"call_id"`
-	Name   string `json:"name"`
-	// Arguments are the model's arguments, a JSON object of the tool's own schema.
-	Arguments map[string]any `json:"arguments"`
-}
-
-// ToolResultEventData is the data of a tool_result event: what the environment answered.
-type ToolResultEventData struct {
-	Step    int    `json:"step"`
-	CallID  string `json:"call_id"`
-	Name    string `json:"name"`
-	IsError bool   `json:"is_error"`
-	// Structured is the result's structured content, a JSON object of the tool's own schema.
-	Structured map[string]any `json:"structured"`
-	// Message is the result as the model is sent it.
-	Message agent.Message `json:"message"`
-	// Images are the result's images, each with the key of the object that keeps it (absent when
-	// it could not be kept). The API serves them as the event's images, with URLs.
-	Images []agent.Image `json:"images,omitempty"`
-}
-
-// EvaluateEventData is the data of an evaluate event: a scenario's evaluate call, what it
-// returned and the reward read from it.
-type EvaluateEventData struct {
-	Call   agent.Call        `json:"call"`
-	Result *agent.ToolResult `json:"result"`
-	Reward float64           `json:"reward"`
-}
-
-// EventData is v as an event's data. A value that does not encode (it cannot happen with the
-// payload types above, whose open parts came from JSON) is recorded as the encoding error.
-func EventData(v any) json.RawMessage {
-	b, err := json.Marshal(v)
-	if err != nil {
-		b, _ = json.Marshal(struct {
-			Error string `json:"error"`
-		}{err.Error()})
-	}
-	return b
 }
 
 // DecodeData reads the event's data into v, the payload type of its kind.
@@ -176,4 +122,45 @@ func (e *TraceEvent) Turn() (t Turn, ok bool, err error) {
 		return Turn{Message: &d.Message, Step: d.Step}, true, nil
 	}
 	return t, false, nil
+}
+
+// TraceEvent is one step of a trajectory. (trace_id, seq) is unique: a retried writer that appends
+// the same seq again writes nothing. Data is the JSON of the payload type of the event's Kind
+// (see eventdata.go), written by [EventData] and read by [TraceEvent.DecodeData].
+type TraceEvent struct {
+	bun.BaseModel `bun:"table:trace_events,alias:ev"`
+	TraceID       uuid.UUID       `bun:"trace_id,pk,type:uuid"`
+	Seq           int             `bun:"seq,pk"`
+	ID            string          `bun:"id"`
+	Attempt       int             `bun:"attempt"`
+	Kind          string          `bun:"kind"`
+	Text          string          `bun:"text"`
+	ParentID      string          `bun:"parent_id"`
+	Data          json.RawMessage `bun:"data"`
+	Superseded    bool            `bun:"superseded"`
+	StartedAt     time.Time       `bun:"started_at"`
+	EndedAt       *time.Time      `bun:"ended_at"`
+}
+
+// Trace event kinds.
+const (
+	EventSystem     = "system_message"
+	EventUser       = "user_message"
+	EventAssistant  = "assistant_message"
+	EventToolCall   = "tool_call"
+	EventToolResult = "tool_result"
+	EventSetup      = "setup"
+	EventEvaluate   = "evaluate"
+	EventError      = "error"
+)
+
+// TraceLog is one line of an attempt's worker log or its environment's output.
+type TraceLog struct {
+	bun.BaseModel `bun:"table:trace_logs,alias:tl"`
+	TraceID       uuid.UUID `bun:"trace_id,pk,type:uuid"`
+	Source        string    `bun:"source,pk"`
+	Seq           int       `bun:"seq,pk"`
+	Stream        string    `bun:"stream"`
+	Line          string    `bun:"line"`
+	Time          time.Time `bun:"time"`
 }

@@ -1,4 +1,4 @@
-package models
+package rollouts
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/proctorhq/proctor/internal/agent"
+	"github.com/proctorhq/proctor/models"
 )
 
 // The figures of a certification, read once its job has ended.
@@ -28,17 +29,17 @@ type certifiedAttempt struct {
 // FinishCertification reads the figures of a certification whose job has ended, per task, and
 // records them with its status: failed when the job was cancelled, flagged when a task is,
 // passed otherwise. A certification that has finished already stays as it was.
-func (s *Store) FinishCertification(ctx context.Context, id uuid.UUID) (*Certification, error) {
-	cert := new(Certification)
+func (s *Store) FinishCertification(ctx context.Context, id uuid.UUID) (*models.Certification, error) {
+	cert := new(models.Certification)
 	if err := s.DB.NewSelect().Model(cert).Where("cert.id = ?", id).Scan(ctx); err != nil {
-		return nil, notFound(err, "certification")
+		return nil, models.NotFound(err, "certification")
 	}
-	if cert.Status != CertificationRunning {
+	if cert.Status != models.CertificationRunning {
 		return cert, nil
 	}
-	var job Job
+	var job models.Job
 	if err := s.DB.NewSelect().Model(&job).Column("status").Where("id = ?", cert.JobID).Scan(ctx); err != nil {
-		return nil, notFound(err, "the certification's job")
+		return nil, models.NotFound(err, "the certification's job")
 	}
 	var rows []certifiedAttempt
 	if err := s.DB.NewSelect().TableExpr("traces AS tr").Join("LEFT JOIN tasks AS tk ON tk.id = tr.task_id").
@@ -50,23 +51,23 @@ func (s *Store) FinishCertification(ctx context.Context, id uuid.UUID) (*Certifi
 	if err != nil {
 		return nil, err
 	}
-	cert.Tasks, cert.Status = certify(rows, cert.K, probes), CertificationPassed
+	cert.Tasks, cert.Status = certify(rows, cert.K, probes), models.CertificationPassed
 	cert.Startup, cert.StartupByProvider, err = s.startup(ctx, cert.JobID)
 	if err != nil {
 		return nil, err
 	}
 	for _, t := range cert.Tasks {
 		if len(t.Flags) > 0 {
-			cert.Status = CertificationFlagged
+			cert.Status = models.CertificationFlagged
 		}
 	}
-	if job.Status == JobCancelled {
-		cert.Status = CertificationFailed
+	if job.Status == models.JobCancelled {
+		cert.Status = models.CertificationFailed
 	}
-	at := now()
+	at := models.Now()
 	cert.FinishedAt = &at
 	if _, err := s.DB.NewUpdate().Model(cert).Column("status", "tasks", "finished_at", "startup_samples", "startup_p50_ms", "startup_p99_ms", "startup_by_provider").
-		Where("id = ? AND status = ?", id, CertificationRunning).Exec(ctx); err != nil {
+		Where("id = ? AND status = ?", id, models.CertificationRunning).Exec(ctx); err != nil {
 		return nil, fmt.Errorf("finish certification: %w", err)
 	}
 	return cert, nil
@@ -75,17 +76,17 @@ func (s *Store) FinishCertification(ctx context.Context, id uuid.UUID) (*Certifi
 // startup measures a job's attempts' environment start-up: from the start of their first try to
 // its system message, written once the environment answered MCP and listed its tools; over all
 // of them, and per sandbox provider (of the try's instance), by provider name.
-func (s *Store) startup(ctx context.Context, jobID uuid.UUID) (Startup, []ProviderStartup, error) {
+func (s *Store) startup(ctx context.Context, jobID uuid.UUID) (models.Startup, []models.ProviderStartup, error) {
 	var rows []struct {
 		Start    time.Time `bun:"start_time"`
 		Ready    time.Time `bun:"started_at"`
 		Provider string    `bun:"provider"`
 	}
 	if err := s.DB.NewSelect().TableExpr("traces AS tr").ColumnExpr("tr.start_time, ev.started_at, COALESCE(MAX(inst.sandbox_provider), '') AS provider").
-		Join("JOIN trace_events AS ev ON ev.trace_id = tr.id AND ev.attempt = 1 AND ev.kind = ?", EventSystem).
+		Join("JOIN trace_events AS ev ON ev.trace_id = tr.id AND ev.attempt = 1 AND ev.kind = ?", models.EventSystem).
 		Join("LEFT JOIN instances AS inst ON inst.trace_id = tr.id AND inst.attempt = 1").
 		Where("tr.job_id = ? AND tr.start_time IS NOT NULL", jobID).GroupExpr("tr.id, tr.start_time, ev.started_at").Scan(ctx, &rows); err != nil {
-		return Startup{}, nil, fmt.Errorf("certification start-up: %w", err)
+		return models.Startup{}, nil, fmt.Errorf("certification start-up: %w", err)
 	}
 	all := make([]float64, 0, len(rows))
 	byProvider := map[string][]float64{}
@@ -94,16 +95,16 @@ func (s *Store) startup(ctx context.Context, jobID uuid.UUID) (Startup, []Provid
 		all = append(all, ms)
 		byProvider[r.Provider] = append(byProvider[r.Provider], ms)
 	}
-	split := make([]ProviderStartup, 0, len(byProvider))
+	split := make([]models.ProviderStartup, 0, len(byProvider))
 	for _, name := range slices.Sorted(maps.Keys(byProvider)) {
-		split = append(split, ProviderStartup{Provider: name, Startup: percentiles(byProvider[name])})
+		split = append(split, models.ProviderStartup{Provider: name, Startup: percentiles(byProvider[name])})
 	}
 	return percentiles(all), split, nil
 }
 
 // percentiles are the p50 and p99 of ms (milliseconds, in any order).
-func percentiles(ms []float64) Startup {
-	out := Startup{Samples: len(ms)}
+func percentiles(ms []float64) models.Startup {
+	out := models.Startup{Samples: len(ms)}
 	if len(ms) > 0 {
 		slices.Sort(ms)
 		p50, p99 := nearestRank(ms, 0.50), nearestRank(ms, 0.99)
@@ -121,11 +122,11 @@ func nearestRank(sorted []float64, p float64) float64 {
 // tamperProbes reads what each scored tamper probe tried, by trace, in one read of their tool
 // results: its calls of the hidden dispatchers, which of them were errors (refused), and the
 // visible tools it claimed success through.
-func (s *Store) tamperProbes(ctx context.Context, rows []certifiedAttempt) (map[uuid.UUID]*TamperProbe, error) {
+func (s *Store) tamperProbes(ctx context.Context, rows []certifiedAttempt) (map[uuid.UUID]*models.TamperProbe, error) {
 	var scored []certifiedAttempt
 	var ids []uuid.UUID
 	for _, r := range rows {
-		if r.GroupID == certifyGroup(TamperModelName, r.TaskVersionID) && r.Status == TraceCompleted && r.Reward != nil {
+		if r.GroupID == certifyGroup(TamperModelName, r.TaskVersionID) && r.Status == models.TraceCompleted && r.Reward != nil {
 			scored, ids = append(scored, r), append(ids, r.ID)
 		}
 	}
@@ -133,9 +134,9 @@ func (s *Store) tamperProbes(ctx context.Context, rows []certifiedAttempt) (map[
 	if err != nil {
 		return nil, fmt.Errorf("tamper probes: %w", err)
 	}
-	out := make(map[uuid.UUID]*TamperProbe, len(scored))
+	out := make(map[uuid.UUID]*models.TamperProbe, len(scored))
 	for _, r := range scored {
-		p := &TamperProbe{Tried: []string{}, Refused: []string{}, Claimed: []string{}, Reward: *r.Reward}
+		p := &models.TamperProbe{Tried: []string{}, Refused: []string{}, Claimed: []string{}, Reward: *r.Reward}
 		for _, d := range results[r.ID] {
 			switch d.Name {
 			case agent.SetupHub, agent.EvaluateHub:
@@ -153,18 +154,18 @@ func (s *Store) tamperProbes(ctx context.Context, rows []certifiedAttempt) (map[
 }
 
 // certify is the figures of each task from its attempts (in task order): a pass is full reward.
-func certify(rows []certifiedAttempt, k int, probes map[uuid.UUID]*TamperProbe) []CertifiedTask {
-	out := []CertifiedTask{}
+func certify(rows []certifiedAttempt, k int, probes map[uuid.UUID]*models.TamperProbe) []models.CertifiedTask {
+	out := []models.CertifiedTask{}
 	byVersion := map[uuid.UUID]int{}
 	for _, r := range rows {
 		i, ok := byVersion[r.TaskVersionID]
 		if !ok {
 			i = len(out)
 			byVersion[r.TaskVersionID] = i
-			out = append(out, CertifiedTask{TaskVersionID: r.TaskVersionID, TaskName: r.TaskName, Flags: []string{}})
+			out = append(out, models.CertifiedTask{TaskVersionID: r.TaskVersionID, TaskName: r.TaskName, Flags: []string{}})
 		}
 		t := &out[i]
-		scored := r.Status == TraceCompleted && r.Reward != nil
+		scored := r.Status == models.TraceCompleted && r.Reward != nil
 		switch r.GroupID {
 		case certifyGroup(OracleModelName, r.TaskVersionID):
 			if scored {

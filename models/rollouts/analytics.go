@@ -1,4 +1,4 @@
-package models
+package rollouts
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/proctorhq/proctor/models"
 	"github.com/uptrace/bun"
 )
 
@@ -31,12 +32,12 @@ var Categories = []string{CategoryAll, CategoryFailed, CategoryLive, CategoryNoS
 // categoryExpr is the category of the trace aliased tr, in SQL.
 func categoryExpr() string {
 	return fmt.Sprintf("CASE WHEN tr.status NOT IN ('%s', '%s', '%s') THEN '%s' WHEN tr.reward IS NULL THEN '%s' WHEN tr.reward >= %v THEN '%s' ELSE '%s' END",
-		TraceCompleted, TraceError, TraceCancelled, CategoryLive, CategoryNoScore, SuccessReward, CategorySuccessful, CategoryFailed)
+		models.TraceCompleted, models.TraceError, models.TraceCancelled, CategoryLive, CategoryNoScore, SuccessReward, CategorySuccessful, CategoryFailed)
 }
 
 // scoredExpr is the reward of a trace that counts toward scores (valid and completed), else NULL.
 func scoredExpr() string {
-	return fmt.Sprintf("CASE WHEN tr.is_valid AND tr.status = '%s' THEN tr.reward END", TraceCompleted)
+	return fmt.Sprintf("CASE WHEN tr.is_valid AND tr.status = '%s' THEN tr.reward END", models.TraceCompleted)
 }
 
 // CoverageTask is how one task of a job's taskset was covered.
@@ -67,7 +68,7 @@ type Coverage struct {
 // the coverage lists only the tasks the job ran, and TotalTasks counts those of the taskset. The
 // taskset's id and name stay: the job and its tasks reference them, as GET /v2/jobs/{id} and the
 // entity links show.
-func (s *Store) TasksetCoverage(ctx context.Context, c *Caller, jobID uuid.UUID) (*Coverage, error) {
+func (s *Store) TasksetCoverage(ctx context.Context, c *models.Caller, jobID uuid.UUID) (*Coverage, error) {
 	job, err := s.GetJob(ctx, c, jobID)
 	if err != nil {
 		return nil, err
@@ -87,7 +88,7 @@ func (s *Store) TasksetCoverage(ctx context.Context, c *Caller, jobID uuid.UUID)
 	if out.TasksetID != nil {
 		s.DB.NewSelect().Table("tasksets").Column("name").Where("id = ?", *out.TasksetID).Scan(ctx, &out.TasksetName) //nolint:errcheck // a deleted taskset has no name
 		q := s.DB.NewSelect().Table("tasks").Column("id", "name").Where("taskset_id = ?", *out.TasksetID)
-		if _, err := s.GetTaskset(ctx, c, *out.TasksetID); errors.Is(err, ErrNotFound) {
+		if _, err := s.GetTaskset(ctx, c, *out.TasksetID); errors.Is(err, models.ErrNotFound) {
 			q = q.Where("id IN (SELECT task_id FROM traces WHERE job_id = ?)", jobID)
 		} else if err != nil {
 			return nil, fmt.Errorf("taskset coverage: %w", err)
@@ -215,7 +216,7 @@ type ChartPoint struct {
 }
 
 // ChartData is the first limit attempts of a job in launch order, and how many it has.
-func (s *Store) ChartData(ctx context.Context, c *Caller, jobID uuid.UUID, limit int) ([]ChartPoint, int, error) {
+func (s *Store) ChartData(ctx context.Context, c *models.Caller, jobID uuid.UUID, limit int) ([]ChartPoint, int, error) {
 	if _, err := s.GetJob(ctx, c, jobID); err != nil {
 		return nil, 0, err
 	}
@@ -239,7 +240,7 @@ type Thumbnail struct {
 
 // Thumbnails pages a job's attempts of one category in launch order, with the count of every
 // category.
-func (s *Store) Thumbnails(ctx context.Context, c *Caller, jobID uuid.UUID, category string, limit, offset int) ([]Thumbnail, map[string]int, error) {
+func (s *Store) Thumbnails(ctx context.Context, c *models.Caller, jobID uuid.UUID, category string, limit, offset int) ([]Thumbnail, map[string]int, error) {
 	if _, err := s.GetJob(ctx, c, jobID); err != nil {
 		return nil, nil, err
 	}
@@ -262,7 +263,7 @@ func (s *Store) Thumbnails(ctx context.Context, c *Caller, jobID uuid.UUID, cate
 	out := []Thumbnail{}
 	// The comments counted are those the caller may read (ListComments' rule): none on a task of a
 	// taskset it cannot see, however the job was published.
-	visible, args := tasksetVisible("vt", c)
+	visible, args := models.TasksetVisible("vt", c)
 	q := traceSelect(s, &out).Join("LEFT JOIN tasks AS tk ON tk.id = tr.task_id").ColumnExpr("tk.name AS task_name").
 		ColumnExpr("(SELECT count(*) FROM task_comments AS tc WHERE tc.task_id = tr.task_id AND EXISTS "+
 			"(SELECT 1 FROM tasksets AS vt WHERE vt.id = tk.taskset_id AND "+visible+")) AS comment_count", args...).
@@ -290,7 +291,7 @@ type EntityLink struct {
 }
 
 // EntityLinks lists the distinct (model, environment, taskset) combinations of a job's attempts.
-func (s *Store) EntityLinks(ctx context.Context, c *Caller, jobID uuid.UUID) ([]EntityLink, error) {
+func (s *Store) EntityLinks(ctx context.Context, c *models.Caller, jobID uuid.UUID) ([]EntityLink, error) {
 	if _, err := s.GetJob(ctx, c, jobID); err != nil {
 		return nil, err
 	}
