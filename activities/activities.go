@@ -21,6 +21,10 @@ import (
 	"github.com/proctorhq/proctor/internal/sandbox"
 	"github.com/proctorhq/proctor/internal/secrets"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/billing"
+	"github.com/proctorhq/proctor/models/catalog"
+	"github.com/proctorhq/proctor/models/llms"
+	"github.com/proctorhq/proctor/models/registry"
 	"github.com/proctorhq/proctor/models/rollouts"
 )
 
@@ -71,6 +75,18 @@ type Activities struct {
 
 // rollouts is the store's jobs, traces and instances.
 func (a *Activities) rollouts() *rollouts.Store { return rollouts.Of(a.Store) }
+
+// registry is the store's environments (registries), builds and agents.
+func (a *Activities) registry() *registry.Store { return registry.Of(a.Store) }
+
+// catalog is the store's tasksets, tasks and their versions.
+func (a *Activities) catalog() *catalog.Store { return catalog.Of(a.Store) }
+
+// llms is the store's models (LLMs) and checkpoints.
+func (a *Activities) llms() *llms.Store { return llms.Of(a.Store) }
+
+// billing is the store's usage, spending limits, budgets and inference logs.
+func (a *Activities) billing() *billing.Store { return billing.Of(a.Store) }
 
 func (a *Activities) log() *slog.Logger {
 	if a.Logger != nil {

@@ -15,6 +15,9 @@ import (
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/internal/testenv"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/catalog"
+	"github.com/proctorhq/proctor/models/llms"
+	"github.com/proctorhq/proctor/models/registry"
 	"github.com/proctorhq/proctor/models/rollouts"
 	"github.com/proctorhq/proctor/workflows/names"
 )
@@ -46,15 +49,15 @@ func newEngine(t testing.TB, s *models.Store, capacity int) *engine {
 		t.Fatal(err)
 	}
 	c := &models.Caller{TeamID: tm.ID, UserID: u.ID, MembershipID: m.ID, Role: m.Role}
-	reg, err := s.CreateRegistry(ctx, c, models.NewRegistry{Name: "todo"})
+	reg, err := registry.Of(s).CreateRegistry(ctx, c, registry.NewRegistry{Name: "todo"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.CreateBuild(ctx, reg.ID, models.NewBuild{Status: models.BuildSucceeded, SetLatest: true,
+	if _, err := registry.Of(s).CreateBuild(ctx, reg.ID, registry.NewBuild{Status: registry.BuildSucceeded, SetLatest: true,
 		Scenarios: []models.Scenario{{Name: "add-todos"}}, RuntimeConfig: models.BuildRuntime{Command: []string{todoBinary(t)}}}); err != nil {
 		t.Fatal(err)
 	}
-	up, err := s.UploadTasks(ctx, c, models.Upload{TasksetName: "t", Tasks: []models.TaskUpload{{TaskContent: models.TaskContent{
+	up, err := catalog.Of(s).UploadTasks(ctx, c, catalog.Upload{TasksetName: "t", Tasks: []catalog.TaskUpload{{TaskContent: models.TaskContent{
 		Name: "add", Env: "todo", Scenario: "add-todos", Args: map[string]any{"items": []any{"buy milk", "walk the dog"}},
 		Prompt:     "Use the tools.",
 		Validation: []models.ValidationCall{{Name: "add_todo", Arguments: map[string]any{"title": "buy milk"}}, {Name: "add_todo", Arguments: map[string]any{"title": "walk the dog"}}},
@@ -63,7 +66,7 @@ func newEngine(t testing.TB, s *models.Store, capacity int) *engine {
 		t.Fatal(err)
 	}
 	oracle := &models.LLMModel{ModelName: "oracle", Name: "Oracle", Provider: "proctor", Adapter: models.AdapterOracle}
-	if err := s.UpsertModel(ctx, oracle); err != nil {
+	if err := llms.Of(s).UpsertModel(ctx, oracle); err != nil {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)

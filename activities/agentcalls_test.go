@@ -19,6 +19,8 @@ import (
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/internal/testenv"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/billing"
+	"github.com/proctorhq/proctor/models/llms"
 	"github.com/proctorhq/proctor/models/rollouts"
 )
 
@@ -75,7 +77,7 @@ func TestABroughtAgentsStreamedCallKeepsItsTokens(t *testing.T) {
 		t.Setenv("PROCTOR_TEST_POLICY_KEY", "provider-key")
 		m := &models.LLMModel{ModelName: "policy", Name: "Policy", Provider: models.AdapterOpenAI, Adapter: models.AdapterOpenAI,
 			BaseURL: provider.URL + "/v1", APIKeyEnv: "PROCTOR_TEST_POLICY_KEY", TrainingPolicy: true}
-		if err := s.UpsertModel(ctx, m); err != nil {
+		if err := llms.Of(s).UpsertModel(ctx, m); err != nil {
 			t.Fatal(err)
 		}
 		port, root, id := portFor(t, e, s, m, nil)
@@ -106,7 +108,7 @@ func TestABroughtAgentsStreamedCallKeepsItsTokens(t *testing.T) {
 		if err := json.Unmarshal(evs[0].Data, &data); err != nil || data.TokensRef == nil || data.Message.Content != "Hello" {
 			t.Fatalf("the assistant event: %s, %v", evs[0].Data, err)
 		}
-		kept, err := s.ModelCallTokensOf(ctx, id, []uuid.UUID{*data.TokensRef})
+		kept, err := llms.Of(s).ModelCallTokensOf(ctx, id, []uuid.UUID{*data.TokensRef})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,7 +142,7 @@ func TestABroughtAgentsCallPastItsJobsCeilingStopsIt(t *testing.T) {
 		// $0.01 a call.
 		m := &models.LLMModel{ModelName: "priced", Name: "Priced", Provider: models.AdapterOpenAI, Adapter: models.AdapterOpenAI,
 			BaseURL: provider.URL + "/v1", APIKeyEnv: "PROCTOR_TEST_PRICED_KEY", InputCostPerToken: 5e-5, OutputCostPerToken: 1e-4}
-		if err := s.UpsertModel(ctx, m); err != nil {
+		if err := llms.Of(s).UpsertModel(ctx, m); err != nil {
 			t.Fatal(err)
 		}
 		ceiling := 0.015
@@ -154,7 +156,7 @@ func TestABroughtAgentsCallPastItsJobsCeilingStopsIt(t *testing.T) {
 		}
 		// A call is billed once it was relayed: wait for the second's cost.
 		testenv.Wait(t, "the calls billed", testenv.StallWindow, func() (bool, string) {
-			b, err := s.TraceBudget(ctx, id)
+			b, err := billing.Of(s).TraceBudget(ctx, id)
 			return err == nil && b.SpentUSD >= 0.02-1e-9, fmt.Sprint(b.SpentUSD, err)
 		}, nil)
 		_, err := client.Chat.Completions.New(ctx, params)

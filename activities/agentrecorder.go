@@ -15,6 +15,7 @@ import (
 	"github.com/proctorhq/proctor/internal/agentport"
 	"github.com/proctorhq/proctor/internal/inference"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/billing"
 )
 
 // agentRecorder makes the calls a brought agent sends through its port and writes them to the
@@ -59,7 +60,7 @@ func (rec *agentRecorder) Model(ctx context.Context, step int, protocol string, 
 	}
 	// A call its job may no longer pay for is never made, and ends the agent's run.
 	if rec.r.budgeted {
-		if b, err := rec.a.Store.TraceBudget(ctx, rec.try.TraceID); err != nil {
+		if b, err := rec.a.billing().TraceBudget(ctx, rec.try.TraceID); err != nil {
 			return err
 		} else if b.Reached() {
 			return &agentport.Stop{Kind: "budget_exceeded", Message: b.String() + ": this attempt makes no more model calls, and stops"}
@@ -75,7 +76,7 @@ func (rec *agentRecorder) Model(ctx context.Context, step int, protocol string, 
 		sampling = samplingOf(body)
 	}
 	call := inference.Call{Model: m, TeamID: rec.r.trace.TeamID, UserID: rec.r.launched.user, APIKeyID: rec.r.launched.key,
-		TraceID: &rec.r.trace.ID, Route: models.RouteAgent}
+		TraceID: &rec.r.trace.ID, Route: billing.RouteAgent}
 	started := time.Now().UTC()
 	res, err := rec.gw.Relay(ctx, call, inference.RelayRequest{Protocol: protocol, Body: body, Header: header, Capture: true}, w)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/internal/testenv"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/llms"
 	"github.com/proctorhq/proctor/models/rollouts"
 )
 
@@ -39,7 +40,7 @@ func BenchmarkAgentPortModelCall(b *testing.B) {
 	b.Setenv("PROCTOR_BENCH_OPENAI_KEY", "provider-key")
 	m := &models.LLMModel{ModelName: "gpt-up", Name: "GPT", Provider: models.AdapterOpenAI, Adapter: models.AdapterOpenAI,
 		BaseURL: provider.URL + "/v1", APIKeyEnv: "PROCTOR_BENCH_OPENAI_KEY", InputCostPerToken: 1e-6, OutputCostPerToken: 3e-6}
-	if err := s.UpsertModel(ctx, m); err != nil {
+	if err := llms.Of(s).UpsertModel(ctx, m); err != nil {
 		b.Fatal(err)
 	}
 	port, root, id := portFor(b, e, s, m, nil)
@@ -98,7 +99,7 @@ func BenchmarkModelStepTokens(b *testing.B) {
 	step := func(name string, policy bool, trace *uuid.UUID) func() error {
 		m := &models.LLMModel{ModelName: name, Name: name, Provider: models.AdapterOpenAI, Adapter: models.AdapterOpenAI, BaseURL: provider.URL + "/v1",
 			APIKeyEnv: "PROCTOR_BENCH_OPENAI_KEY", TrainingPolicy: policy}
-		if err := s.UpsertModel(ctx, m); err != nil {
+		if err := llms.Of(s).UpsertModel(ctx, m); err != nil {
 			b.Fatal(err)
 		}
 		_, traces, err := rollouts.Of(s).LaunchJob(ctx, e.caller, rollouts.Launch{Name: name, MaxSteps: 10, GroupSize: 1, MaxConcurrent: 1, Kind: models.JobSingle,

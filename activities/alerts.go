@@ -64,7 +64,7 @@ func (a *Activities) mailer(ctx context.Context, what string, count int, level s
 // and marked sent after, so a crash in between sends it again rather than never. It returns how
 // many mails it sent.
 func (a *Activities) CheckLimitAlerts(ctx context.Context) (int, error) {
-	due, err := a.Store.DueAlerts(ctx)
+	due, err := a.billing().DueAlerts(ctx)
 	if err != nil || len(due) == 0 {
 		return 0, err
 	}
@@ -95,7 +95,7 @@ func (a *Activities) CheckLimitAlerts(ctx context.Context) (int, error) {
 		if err := client.DialAndSendWithContext(ctx, msg); err != nil {
 			return sent, fmt.Errorf("send the alert of limit %s: %w", l.ID, err)
 		}
-		if err := a.Store.AlertSent(ctx, al); err != nil {
+		if err := a.billing().AlertSent(ctx, al); err != nil {
 			return sent, err
 		}
 		sent++
@@ -112,7 +112,7 @@ const mentionMailBatch = 100
 // Without a mail server the mentions wait (they are read in the app meanwhile). It returns how
 // many mails it sent.
 func (a *Activities) SendMentionMails(ctx context.Context) (int, error) {
-	due, err := a.Store.MentionsToMail(ctx, mentionMailBatch)
+	due, err := a.catalog().MentionsToMail(ctx, mentionMailBatch)
 	if err != nil || len(due) == 0 {
 		return 0, err
 	}
@@ -130,7 +130,7 @@ func (a *Activities) SendMentionMails(ctx context.Context) (int, error) {
 		if err := msg.To(m.Email); err != nil {
 			// An address the server cannot take will not get better: the mention stays in the app.
 			a.log().WarnContext(ctx, "a mention's recipient cannot be mailed", "to", m.Email, "error", err)
-			if err := a.Store.MentionMailed(ctx, m.ID); err != nil {
+			if err := a.catalog().MentionMailed(ctx, m.ID); err != nil {
 				return sent, err
 			}
 			continue
@@ -145,7 +145,7 @@ func (a *Activities) SendMentionMails(ctx context.Context) (int, error) {
 		if err := client.DialAndSendWithContext(ctx, msg); err != nil {
 			return sent, fmt.Errorf("send the mention %s: %w", m.ID, err)
 		}
-		if err := a.Store.MentionMailed(ctx, m.ID); err != nil {
+		if err := a.catalog().MentionMailed(ctx, m.ID); err != nil {
 			return sent, err
 		}
 		sent++

@@ -24,6 +24,7 @@ import (
 	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/internal/image"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/registry"
 )
 
 // ErrBuildFailed is the application error type of a build that cannot succeed as given (its
@@ -89,14 +90,14 @@ func (a *Activities) BuildImage(ctx context.Context, in BuildInput) (_ BuildImag
 	if cfg == nil || cfg.Bucket == nil {
 		return BuildImageResult{}, errors.New("this worker has no build configuration")
 	}
-	b, err := a.Store.BuildByID(ctx, in.BuildID)
+	b, err := a.registry().BuildByID(ctx, in.BuildID)
 	if err != nil {
 		return BuildImageResult{}, err
 	}
-	if models.BuildTerminal(b.Status) {
+	if registry.BuildTerminal(b.Status) {
 		return BuildImageResult{}, buildFailed("the build already ended (%s)", b.Status)
 	}
-	if err := a.Store.UpdateBuild(ctx, b.ID, models.BuildUpdate{Status: models.BuildRunning}); err != nil {
+	if err := a.registry().UpdateBuild(ctx, b.ID, registry.BuildUpdate{Status: registry.BuildRunning}); err != nil {
 		return BuildImageResult{}, err
 	}
 	logw := a.buildLog(ctx, b.ID)
@@ -124,7 +125,7 @@ func (a *Activities) BuildImage(ctx context.Context, in BuildInput) (_ BuildImag
 	if err != nil {
 		return BuildImageResult{}, err
 	}
-	reg, err := a.Store.RegistryByID(ctx, b.RegistryID)
+	reg, err := a.registry().RegistryByID(ctx, b.RegistryID)
 	if err != nil {
 		return BuildImageResult{}, err
 	}
@@ -147,7 +148,7 @@ func (a *Activities) BuildImage(ctx context.Context, in BuildInput) (_ BuildImag
 		return BuildImageResult{}, fmt.Errorf("store the image: %w", err)
 	}
 	fmt.Fprintf(logw, "image %s (%s) stored\n", job.ref, digest)
-	return BuildImageResult{Digest: digest, ImageKey: key, ImageName: job.ref, Command: command, Agent: reg.RegistryType == models.RegistryAgent}, nil
+	return BuildImageResult{Digest: digest, ImageKey: key, ImageName: job.ref, Command: command, Agent: reg.RegistryType == registry.RegistryAgent}, nil
 }
 
 // buildFailureLines are the lines that end a build's log when err says the build cannot
@@ -177,13 +178,13 @@ func (a *Activities) unpackSource(ctx context.Context, b *models.Build, work str
 	} else if err != nil {
 		return "", fmt.Errorf("fetch the source: %w", err)
 	}
-	if kept := models.KeptSourceKey(b.TeamID, b.ID); b.SourceKey != kept {
+	if kept := registry.KeptSourceKey(b.TeamID, b.ID); b.SourceKey != kept {
 		// The build keeps what it read where no upload URL can write, and the upload is
 		// consumed: a later PUT to its URL changes nothing.
 		if err := blob.Upload(ctx, cfg.Bucket, kept, archivePath, "application/octet-stream"); err != nil {
 			return "", fmt.Errorf("keep the source: %w", err)
 		}
-		if err := a.Store.UpdateBuild(ctx, b.ID, models.BuildUpdate{SourceKey: kept}); err != nil {
+		if err := a.registry().UpdateBuild(ctx, b.ID, registry.BuildUpdate{SourceKey: kept}); err != nil {
 			return "", err
 		}
 		if err := cfg.Bucket.Delete(ctx, b.SourceKey); err != nil && !errors.Is(err, blob.ErrNotFound) {
@@ -200,7 +201,7 @@ func (a *Activities) unpackSource(ctx context.Context, b *models.Build, work str
 	st, err := archive.ExtractFile(archivePath, src, lim)
 	if errors.Is(err, archive.ErrUnsafe) {
 		fmt.Fprintf(logw, "source refused: %v\n", err)
-		a.Store.SetSourceIndexStatus(ctx, b.ID, "failed") //nolint:errcheck // the build fails either way
+		a.registry().SetSourceIndexStatus(ctx, b.ID, "failed") //nolint:errcheck // the build fails either way
 		return "", buildFailed("the source archive was refused: %s", strings.TrimPrefix(err.Error(), archive.ErrUnsafe.Error()+": "))
 	}
 	if err != nil {
@@ -235,7 +236,7 @@ var runtimeProviders = []string{"process", "container", "kubernetes"}
 // indexSource lists the unpacked source for browsing (paths, types, sizes, hashes) and stores
 // the list beside the source; the build's source_index_status becomes ready.
 func (a *Activities) indexSource(ctx context.Context, b *models.Build, src string) error {
-	entries := []models.SourceEntry{}
+	entries := []registry.SourceEntry{}
 	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || p == src {
 			return err
@@ -244,7 +245,7 @@ func (a *Activities) indexSource(ctx context.Context, b *models.Build, src strin
 		if err != nil {
 			return err
 		}
-		e := models.SourceEntry{Path: filepath.ToSlash(rel), Name: d.Name(), Type: "file"}
+		e := registry.SourceEntry{Path: filepath.ToSlash(rel), Name: d.Name(), Type: "file"}
 		info, err := d.Info()
 		if err != nil {
 			return err
@@ -278,10 +279,10 @@ func (a *Activities) indexSource(ctx context.Context, b *models.Build, src strin
 	if err != nil {
 		return err
 	}
-	if err := a.Build.Bucket.Put(ctx, models.SourceIndexKey(b.TeamID, b.ID), bytes.NewReader(body), "application/json"); err != nil {
+	if err := a.Build.Bucket.Put(ctx, registry.SourceIndexKey(b.TeamID, b.ID), bytes.NewReader(body), "application/json"); err != nil {
 		return err
 	}
-	return a.Store.SetSourceIndexStatus(ctx, b.ID, "ready")
+	return a.registry().SetSourceIndexStatus(ctx, b.ID, "ready")
 }
 
 func hostname() string {

@@ -105,7 +105,7 @@ func (gb goBuilder) build(ctx context.Context, job buildJob) (string, []string, 
 		return "", nil, err
 	}
 	fmt.Fprintf(job.log, "go build: module %s, package ./%s\n", relOrDot(job.src, module), filepath.ToSlash(pkg))
-	if sealed, err := gb.a.Store.BuildSecrets(ctx, job.build.ID); err == nil && len(sealed) > 0 {
+	if sealed, err := gb.a.registry().BuildSecrets(ctx, job.build.ID); err == nil && len(sealed) > 0 {
 		fmt.Fprintf(job.log, "build secrets: %d given; a Go build does not use them (a Dockerfile's RUN steps do)\n", len(sealed))
 	}
 	img, err := image.BuildGo(ctx, image.GoSpec{Dir: module, Package: pkg, GOPROXY: gb.a.Build.GOPROXY,

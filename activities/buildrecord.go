@@ -13,6 +13,7 @@ import (
 
 	"github.com/proctorhq/proctor/envserver"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/registry"
 )
 
 // buildLogWriter is a writer whose lines go to the build's log, a few at a time.
@@ -64,7 +65,7 @@ func (w *buildLogWriter) flush() {
 	if len(w.pending) == 0 {
 		return
 	}
-	if err := w.a.Store.AppendBuildLog(w.ctx, w.buildID, w.pending); err != nil {
+	if err := w.a.registry().AppendBuildLog(w.ctx, w.buildID, w.pending); err != nil {
 		w.a.log().Warn("build log", "build", w.buildID, "error", err)
 	}
 	w.pending, w.last = nil, time.Now()
@@ -87,8 +88,8 @@ func (w *buildLogWriter) Close() error {
 
 // FinishBuild records how a build ended.
 func (a *Activities) FinishBuild(ctx context.Context, in FinishBuildInput) (string, error) {
-	b, err := a.Store.FinishBuild(ctx, in.BuildID, models.BuildResult{Status: in.Status, Error: in.Error, Lock: in.Lock, Scenarios: ScenarioRows(in.Scenarios),
-		Image: models.BuiltImage{Digest: in.Image.Digest, ImageKey: in.Image.ImageKey, ImageName: in.Image.ImageName, Command: in.Image.Command}})
+	b, err := a.registry().FinishBuild(ctx, in.BuildID, registry.BuildResult{Status: in.Status, Error: in.Error, Lock: in.Lock, Scenarios: ScenarioRows(in.Scenarios),
+		Image: registry.BuiltImage{Digest: in.Image.Digest, ImageKey: in.Image.ImageKey, ImageName: in.Image.ImageName, Command: in.Image.Command}})
 	if err != nil {
 		return "", err
 	}
@@ -123,14 +124,14 @@ func (a *Activities) StartBuildCertification(ctx context.Context, in BuildInput)
 	var verr models.ValidationError
 	switch {
 	case errors.As(err, &verr), errors.Is(err, models.ErrNotFound), errors.Is(err, models.ErrConflict), errors.Is(err, models.ErrForbidden):
-		return BuildCertificationResult{}, a.Store.AppendBuildLog(ctx, in.BuildID, []string{"certification not started: " + err.Error()})
+		return BuildCertificationResult{}, a.registry().AppendBuildLog(ctx, in.BuildID, []string{"certification not started: " + err.Error()})
 	case err != nil:
 		return BuildCertificationResult{}, err
 	case cert == nil:
 		return BuildCertificationResult{}, nil
 	}
 	line := fmt.Sprintf("certification %s started: job %s (the oracle %d×, the idle and random agents and the tamper probe once, per task)", cert.ID, cert.JobID, cert.K)
-	if err := a.Store.AppendBuildLog(ctx, in.BuildID, []string{line}); err != nil {
+	if err := a.registry().AppendBuildLog(ctx, in.BuildID, []string{line}); err != nil {
 		return BuildCertificationResult{}, err
 	}
 	return BuildCertificationResult{CertificationID: cert.ID, JobID: cert.JobID}, nil

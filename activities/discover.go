@@ -132,19 +132,19 @@ func looseSchema(raw json.RawMessage) (*jsonschema.Schema, string) {
 
 // DiscoverScenarios starts a build's image in a sandbox, initializes it over MCP and reads what
 // it serves: its scenarios, tools, prompts and resources. The lock names the transport discovery
-// reached the image over; an image whose command asks for another transport than the platform
+// Reached the image over; an image whose command asks for another transport than the platform
 // speaks fails the build at once, saying so.
 func (a *Activities) DiscoverScenarios(ctx context.Context, in DiscoverInput) (_ DiscoverResult, err error) {
 	stop := keepAlive(ctx)
 	defer stop()
 	defer func() {
 		if lines := buildFailureLines(err); lines != nil {
-			if lerr := a.Store.AppendBuildLog(context.WithoutCancel(ctx), in.BuildID, lines); lerr != nil {
+			if lerr := a.registry().AppendBuildLog(context.WithoutCancel(ctx), in.BuildID, lines); lerr != nil {
 				a.log().WarnContext(ctx, "build log", "build", in.BuildID, "error", lerr)
 			}
 		}
 	}()
-	b, err := a.Store.BuildByID(ctx, in.BuildID)
+	b, err := a.registry().BuildByID(ctx, in.BuildID)
 	if err != nil {
 		return DiscoverResult{}, err
 	}
@@ -195,7 +195,7 @@ func (a *Activities) DiscoverScenarios(ctx context.Context, in DiscoverInput) (_
 			return DiscoverResult{}, buildFailed("scenarios://list: %v", err)
 		}
 		if len(notes) > 0 {
-			if lerr := a.Store.AppendBuildLog(context.WithoutCancel(ctx), in.BuildID, notes); lerr != nil {
+			if lerr := a.registry().AppendBuildLog(context.WithoutCancel(ctx), in.BuildID, notes); lerr != nil {
 				a.log().WarnContext(ctx, "build log", "build", in.BuildID, "error", lerr)
 			}
 		}

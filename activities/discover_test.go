@@ -18,6 +18,7 @@ import (
 	"github.com/proctorhq/proctor/internal/sandbox"
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/registry"
 )
 
 // TestDiscoveryLocksTheTransportTheImageServes starts real environment processes the way a
@@ -33,7 +34,7 @@ func TestDiscoveryLocksTheTransportTheImageServes(t *testing.T) {
 	}
 	u, m, _ := s.AddMember(ctx, tm.ID, "", "a@example.com", models.RoleOwner)
 	c := &models.Caller{TeamID: tm.ID, UserID: u.ID, MembershipID: m.ID, Role: m.Role}
-	reg, err := s.CreateRegistry(ctx, c, models.NewRegistry{Name: "todo"})
+	reg, err := registry.Of(s).CreateRegistry(ctx, c, registry.NewRegistry{Name: "todo"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +47,7 @@ func TestDiscoveryLocksTheTransportTheImageServes(t *testing.T) {
 	acts := &Activities{Store: s, Logger: log, Sandboxes: sb}
 	pending := func(command ...string) uuid.UUID {
 		t.Helper()
-		b, err := s.CreateBuild(ctx, reg.ID, models.NewBuild{Status: models.BuildRunning, RuntimeConfig: models.BuildRuntime{Command: command}})
+		b, err := registry.Of(s).CreateBuild(ctx, reg.ID, registry.NewBuild{Status: registry.BuildRunning, RuntimeConfig: models.BuildRuntime{Command: command}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,14 +88,14 @@ func TestDiscoveryLocksTheTransportTheImageServes(t *testing.T) {
 			len(replayed.Scenarios) != len(res.Scenarios) || replayed.Scenarios[i].Setup.Name != res.Scenarios[i].Setup.Name {
 			t.Fatalf("through history: %+v, want %+v", replayed, res)
 		}
-		if _, err := acts.FinishBuild(ctx, FinishBuildInput{BuildID: id, Status: models.BuildSucceeded, Lock: replayed.Lock, Scenarios: replayed.Scenarios}); err != nil {
+		if _, err := acts.FinishBuild(ctx, FinishBuildInput{BuildID: id, Status: registry.BuildSucceeded, Lock: replayed.Lock, Scenarios: replayed.Scenarios}); err != nil {
 			t.Fatal(err)
 		}
-		row, err := s.GetBuildFor(ctx, c, id)
+		row, err := registry.Of(s).GetBuildFor(ctx, c, id)
 		if err != nil || !reflect.DeepEqual(row.Lock, res.Lock) {
 			t.Errorf("recorded lock = %+v (%v), want %+v", row.Lock, err, res.Lock)
 		}
-		rows, _ := s.ListScenarios(ctx, id)
+		rows, _ := registry.Of(s).ListScenarios(ctx, id)
 		j := slices.IndexFunc(rows, func(sc models.Scenario) bool { return sc.Name == res.Scenarios[i].Name })
 		if len(rows) != len(res.Scenarios) || j < 0 || len(rows[j].Arguments) == 0 || rows[j].ArgsSchema["type"] != "object" ||
 			rows[j].Metadata["prompt"] != res.Scenarios[i].Prompt || rows[j].SetupDescription != "setup "+res.Scenarios[i].Setup.Name {

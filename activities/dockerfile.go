@@ -86,7 +86,7 @@ func (a *Activities) dockerfileBuild(ctx context.Context, b *models.Build, dir, 
 // the build context) and returns buildah's --secret arguments for them, and a cleanup that
 // removes the files. The log names the secrets, never their values.
 func (a *Activities) buildSecretFiles(ctx context.Context, b *models.Build, log io.Writer) ([]string, func(), error) {
-	sealed, err := a.Store.BuildSecrets(ctx, b.ID)
+	sealed, err := a.registry().BuildSecrets(ctx, b.ID)
 	if err != nil || len(sealed) == 0 {
 		return nil, func() {}, err
 	}

@@ -99,7 +99,7 @@ func (a *Activities) ModelStep(ctx context.Context, in ModelStepInput) (ModelSte
 // model on this worker.
 func (a *Activities) keepTokens(ctx context.Context, traceID uuid.UUID, model string, t *agent.Tokens) (*uuid.UUID, error) {
 	callID := uuid.New()
-	if err := a.Store.RecordModelCallTokens(ctx, models.ModelCallTokens{TraceID: traceID, CallID: callID, PromptTokenIDs: t.PromptTokenIDs,
+	if err := a.llms().RecordModelCallTokens(ctx, models.ModelCallTokens{TraceID: traceID, CallID: callID, PromptTokenIDs: t.PromptTokenIDs,
 		CompletionTokenIDs: t.CompletionTokenIDs, Logprobs: t.Logprobs, Sampling: t.Sampling}); err != nil {
 		return nil, err
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/proctorhq/proctor/internal/inference"
 	"github.com/proctorhq/proctor/internal/sandbox"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/billing"
+	"github.com/proctorhq/proctor/models/credentials"
 	"github.com/proctorhq/proctor/models/rollouts"
 )
 
@@ -152,12 +154,12 @@ func (a *Activities) startInstance(ctx context.Context, r *runFor, in TryInput, 
 
 // launchFor is whose environment the sandbox gets: the environment's variables over the
 // launching member's unbound secrets, opened here on the sandbox host (never in history).
-func (a *Activities) launchFor(r *runFor) *models.LaunchFor {
+func (a *Activities) launchFor(r *runFor) *credentials.LaunchFor {
 	registry := r.version.RegistryID
 	if r.build != nil {
 		registry = &r.build.RegistryID
 	}
-	return &models.LaunchFor{Sealer: a.sealer(), RegistryID: registry, TeamID: r.trace.TeamID, Launcher: r.launched.user}
+	return &credentials.LaunchFor{Sealer: a.sealer(), RegistryID: registry, TeamID: r.trace.TeamID, Launcher: r.launched.user}
 }
 
 // launchedBy is who launched an attempt: the member, and the API key when one was used.
@@ -166,7 +168,7 @@ type launchedBy struct {
 }
 
 // sealer is the secrets key as the store takes it: nil when this worker has none.
-func (a *Activities) sealer() models.Sealer {
+func (a *Activities) sealer() credentials.Sealer {
 	if a.Secrets == nil {
 		return nil
 	}
@@ -188,7 +190,7 @@ func (a *Activities) gatewayModel(ctx context.Context, r *runFor) (agent.Model, 
 	}
 	launcher := r.launched
 	m, cred, err := a.gateway().Client(ctx, inference.Call{Model: r.model, TeamID: r.trace.TeamID, UserID: launcher.user, APIKeyID: launcher.key, TraceID: &r.trace.ID,
-		Route: models.RouteAgent, Validation: r.version.Validation})
+		Route: billing.RouteAgent, Validation: r.version.Validation})
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("model %s: %v", r.model.ModelName, err), ErrModel, nil)
 	}

@@ -150,14 +150,14 @@ type AdmitJobResult struct {
 
 // AdmitJob is asked by a RunList before it starts attempts (models.Store.AdmitJob).
 func (a *Activities) AdmitJob(ctx context.Context, in JobInput) (AdmitJobResult, error) {
-	b, err := a.Store.AdmitJob(ctx, in.JobID)
+	b, err := a.billing().AdmitJob(ctx, in.JobID)
 	return AdmitJobResult{Paused: b.Reached(), NoCeiling: b.MaxCostUSD == nil && b.Status != models.JobPaused}, err
 }
 
 // checkBudget refuses a model call of an attempt whose job's budget is reached: a non-retryable
 // ErrBudget, which ends the attempt cancelled with stop reason budget.
 func (a *Activities) checkBudget(ctx context.Context, traceID uuid.UUID) error {
-	b, err := a.Store.TraceBudget(ctx, traceID)
+	b, err := a.billing().TraceBudget(ctx, traceID)
 	if err != nil {
 		return err
 	}

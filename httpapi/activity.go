@@ -46,7 +46,7 @@ type activityInput struct {
 
 // getTaskActivity serves GET /v2/tasks/{task_id}/activity: a task's activity.
 func (s *Server) getTaskActivity(ctx context.Context, in *activityInput) (*activityOutput, error) {
-	acts, err := s.store.TaskActivity(ctx, callerFrom(ctx), in.TaskID, in.Limit)
+	acts, err := s.catalog.TaskActivity(ctx, callerFrom(ctx), in.TaskID, in.Limit)
 	if err != nil {
 		return nil, storeError(err, "task")
 	}

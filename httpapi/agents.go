@@ -54,7 +54,7 @@ func (s *Server) registerAgents() {
 
 // listAgents serves GET /v2/agents.
 func (s *Server) listAgents(ctx context.Context, in *listAgentsInput) (*listAgentsOutput, error) {
-	rows, total, err := s.store.ListAgents(ctx, callerFrom(ctx), in.Limit)
+	rows, total, err := s.registry.ListAgents(ctx, callerFrom(ctx), in.Limit)
 	if err != nil {
 		return nil, err
 	}
@@ -75,12 +75,12 @@ func (s *Server) resolveAgent(ctx context.Context, ref string, modelIDs ...uuid.
 		return nil, nil
 	}
 	c := callerFrom(ctx)
-	b, err := s.store.ResolveAgent(ctx, c, ref)
+	b, err := s.registry.ResolveAgent(ctx, c, ref)
 	if err != nil {
 		return nil, storeError(err, "agent")
 	}
 	for _, id := range modelIDs {
-		if m, err := s.store.GetModel(ctx, c, id); err == nil && m.Builtin() {
+		if m, err := s.llms.GetModel(ctx, c, id); err == nil && m.Builtin() {
 			return nil, validation("body.agent", "a brought agent calls models through the gateway, and the "+m.BuiltinName()+" answers none: launch it with a catalog model", ref)
 		}
 	}

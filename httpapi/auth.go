@@ -93,10 +93,10 @@ type authFailure struct {
 	retryAfter string // for a 429
 }
 
-// credentials resolves the caller of a request from its Authorization header or session cookie
+// resolveCaller resolves the caller of a request from its Authorization header or session cookie
 // (nil, nil without either). Credentials that do not check out count against the client's
 // address: 401 within its budget, 429 past it (throttle.go); valid ones pass from any address.
-func (s *Server) credentials(ctx context.Context, header, cookie, remoteAddr string) (*models.Caller, *authFailure) {
+func (s *Server) resolveCaller(ctx context.Context, header, cookie, remoteAddr string) (*models.Caller, *authFailure) {
 	caller, err := s.authenticate(ctx, header, cookie)
 	switch {
 	case errors.Is(err, models.ErrInvalidCredentials):
@@ -138,7 +138,7 @@ func (s *Server) authMiddleware(api huma.API) func(huma.Context, func(huma.Conte
 				return
 			}
 		}
-		caller, fail := s.credentials(ctx.Context(), authorization, cookie, ctx.RemoteAddr())
+		caller, fail := s.resolveCaller(ctx.Context(), authorization, cookie, ctx.RemoteAddr())
 		if fail != nil {
 			if fail.retryAfter != "" {
 				ctx.SetHeader("Retry-After", fail.retryAfter)
@@ -170,7 +170,7 @@ func (s *Server) authMiddleware(api huma.API) func(huma.Context, func(huma.Conte
 //
 // Only JSON is accepted (a form or text/plain body is what a cross-site page can send without a
 // preflight), and a browser's request must come from this server's own origin, by the same
-// check as the session's writes (csrf.go): a page elsewhere cannot sign a browser in to an
+// Check as the session's writes (csrf.go): a page elsewhere cannot sign a browser in to an
 // account of its choosing (login CSRF).
 func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "application/json") {

@@ -21,6 +21,7 @@ import (
 	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/catalog"
 )
 
 // rawRequest is a connection to f's server on which a test writes a request by hand, so that it
@@ -252,7 +253,7 @@ func TestBodyFloodKeepsMemoryAndHealthBounded(t *testing.T) {
 	}
 	s := storetest.Open(t, models.SQLite)
 	f := newFixture(t, s, Options{Bucket: bucket})
-	ts, err := s.CreateTaskset(ctx, f.caller, "flood", "", false)
+	ts, err := catalog.Of(s).CreateTaskset(ctx, f.caller, "flood", "", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -457,7 +458,7 @@ func TestOneCallerHoldsAtMostHalfTheUploadStreams(t *testing.T) {
 	}
 	s := storetest.Open(t, models.SQLite)
 	f := newFixture(t, s, Options{Bucket: bucket, BodyStreams: 2, BodyWait: 200 * time.Millisecond, BodyGrace: time.Minute})
-	ts, err := s.CreateTaskset(ctx, f.caller, "forms", "", false)
+	ts, err := catalog.Of(s).CreateTaskset(ctx, f.caller, "forms", "", false)
 	if err != nil {
 		t.Fatal(err)
 	}

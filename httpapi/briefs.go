@@ -14,6 +14,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/catalog"
 )
 
 // Attachment is a file staged for a task brief.
@@ -62,11 +63,11 @@ func (s *Server) registerTaskBriefs() {
 
 // getTaskBrief serves GET /v2/tasks/{task_id}/brief: a task's brief.
 func (s *Server) getTaskBrief(ctx context.Context, in *taskPath) (*briefOutput, error) {
-	b, err := s.store.GetTaskBrief(ctx, callerFrom(ctx), in.TaskID)
+	b, err := s.catalog.GetTaskBrief(ctx, callerFrom(ctx), in.TaskID)
 	if err != nil {
 		return nil, storeError(err, "task")
 	}
-	ups, err := s.store.BriefAttachments(ctx, b)
+	ups, err := s.catalog.BriefAttachments(ctx, b)
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +76,7 @@ func (s *Server) getTaskBrief(ctx context.Context, in *taskPath) (*briefOutput, 
 	for i := range ups {
 		u := &ups[i]
 		a := Attachment{Name: u.Name, ContentType: u.ContentType, Error: u.Error, Size: u.SizeBytes, Status: u.Status, StorageURL: u.Locator()}
-		if u.Status == models.UploadStaged && s.bucket != nil {
+		if u.Status == catalog.UploadStaged && s.bucket != nil {
 			if a.URL, err = s.bucket.SignedURL(ctx, u.ObjectKey, http.MethodGet, downloadURLTTL); err != nil {
 				return nil, err
 			}
@@ -90,18 +91,18 @@ const maxBriefZipAttachments = 256 << 20
 
 // downloadTaskBrief serves GET /v2/tasks/{task_id}/brief/download: download a task's brief.
 func (s *Server) downloadTaskBrief(ctx context.Context, in *taskPath) (*briefDownloadOutput, error) {
-	b, err := s.store.GetTaskBrief(ctx, callerFrom(ctx), in.TaskID)
+	b, err := s.catalog.GetTaskBrief(ctx, callerFrom(ctx), in.TaskID)
 	if err != nil {
 		return nil, storeError(err, "task")
 	}
-	ups, err := s.store.BriefAttachments(ctx, b)
+	ups, err := s.catalog.BriefAttachments(ctx, b)
 	if err != nil {
 		return nil, err
 	}
 	var staged []models.StagedFile
 	var total int64
 	for _, u := range ups {
-		if u.Status == models.UploadStaged {
+		if u.Status == catalog.UploadStaged {
 			staged = append(staged, u)
 			total += u.SizeBytes
 		}
@@ -122,7 +123,7 @@ func (s *Server) downloadTaskBrief(ctx context.Context, in *taskPath) (*briefDow
 
 // briefZip is a brief as a zip: prompt.md, task.json and its staged attachments under
 // attachments/.
-func (s *Server) briefZip(ctx context.Context, b *models.TaskBrief, attachments []models.StagedFile) ([]byte, error) {
+func (s *Server) briefZip(ctx context.Context, b *catalog.TaskBrief, attachments []models.StagedFile) ([]byte, error) {
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
 	task, err := json.MarshalIndent(ExportedTask{

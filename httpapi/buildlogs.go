@@ -8,7 +8,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
-	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/registry"
 )
 
 // registerBuildLogs registers the read of a build's log (a Proctor extension).
@@ -49,12 +49,12 @@ type buildLogsOutput struct{ Body *BuildLogs }
 
 // getBuildLogs serves GET /v2/builds/{build_id}/logs: a page of a build's log.
 func (s *Server) getBuildLogs(ctx context.Context, in *buildLogsInput) (*buildLogsOutput, error) {
-	b, err := s.store.GetBuildFor(ctx, callerFrom(ctx), in.BuildID)
+	b, err := s.registry.GetBuildFor(ctx, callerFrom(ctx), in.BuildID)
 	if err != nil {
 		return nil, storeError(err, "build")
 	}
 	// The status is read before the lines: a build that had ended has written its whole log.
-	lines, err := s.store.BuildLogs(ctx, b.ID, in.AfterSeq, in.Limit+1)
+	lines, err := s.registry.BuildLogs(ctx, b.ID, in.AfterSeq, in.Limit+1)
 	if err != nil {
 		return nil, err
 	}
@@ -62,6 +62,6 @@ func (s *Server) getBuildLogs(ctx context.Context, in *buildLogsInput) (*buildLo
 	for _, l := range lines[:min(len(lines), in.Limit)] {
 		out.Logs = append(out.Logs, BuildLogLine{Seq: l.Seq, Time: l.Time, Line: l.Line})
 	}
-	out.Done = models.BuildTerminal(b.Status) && !out.HasMore
+	out.Done = registry.BuildTerminal(b.Status) && !out.HasMore
 	return &buildLogsOutput{Body: out}, nil
 }

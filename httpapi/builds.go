@@ -16,6 +16,7 @@ import (
 
 	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/registry"
 )
 
 // Builds starts and cancels build workflows; the Temporal client implements it.
@@ -100,7 +101,7 @@ func (s *Server) createBuildUploadURL(ctx context.Context, _ *struct{}) (*upload
 	if err := s.requireBuilds(); err != nil {
 		return nil, err
 	}
-	up, err := s.store.CreateBuildUpload(ctx, callerFrom(ctx))
+	up, err := s.registry.CreateBuildUpload(ctx, callerFrom(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -188,10 +189,10 @@ func (s *Server) triggerBuild(ctx context.Context, in *triggerInput) (*buildOutp
 	if err != nil {
 		return nil, err
 	}
-	key := models.BuildSourceKey(c.TeamID, b.BuildID)
+	key := registry.BuildSourceKey(c.TeamID, b.BuildID)
 	if _, err := s.bucket.Stat(ctx, key); errors.Is(err, blob.ErrNotFound) {
 		// A build that started has consumed its upload: triggering it again returns it.
-		if built, err := s.store.GetBuildFor(ctx, c, b.BuildID); err == nil {
+		if built, err := s.registry.GetBuildFor(ctx, c, b.BuildID); err == nil {
 			return &buildOutput{Body: buildFromModel(&built.Build)}, nil
 		}
 		return nil, validation("body.build_id", "no source was uploaded for this build: PUT the archive to its upload_url first", b.BuildID.String())
@@ -204,15 +205,15 @@ func (s *Server) triggerBuild(ctx context.Context, in *triggerInput) (*buildOutp
 	}
 	kind := ""
 	if b.Kind == "agent" {
-		kind = models.RegistryAgent
+		kind = registry.RegistryAgent
 	}
-	build, _, err := s.store.TriggerBuild(ctx, c, models.TriggerBuild{UploadID: b.BuildID, RegistryID: b.RegistryID, Name: b.Name, Kind: kind, RuntimeConfig: b.RuntimeConfig, Placement: b.Placement,
+	build, _, err := s.registry.TriggerBuild(ctx, c, registry.TriggerBuild{UploadID: b.BuildID, RegistryID: b.RegistryID, Name: b.Name, Kind: kind, RuntimeConfig: b.RuntimeConfig, Placement: b.Placement,
 		Options: models.BuildOptions{Source: b.Source, EntryFolder: b.EntryFolder, BuildArgs: b.BuildArgs, EnvironmentVariables: b.EnvironmentVariables,
 			NoCache: b.NoCache, RuntimeProvider: b.RuntimeProvider, Certify: certify}, Secrets: sealed})
 	if err != nil {
 		return nil, storeError(err, "build")
 	}
-	if !models.BuildTerminal(build.Status) {
+	if !registry.BuildTerminal(build.Status) {
 		if err := s.builds.StartBuild(ctx, build.ID); err != nil {
 			id := requestIDFrom(ctx)
 			s.log.ErrorContext(ctx, "start build", "request_id", id, "build", build.ID, "error", err)
@@ -232,7 +233,7 @@ func (s *Server) certifyOnBuild(ctx context.Context, in *CertifyOnBuild) (*model
 	if err := s.canLaunch(ctx); err != nil {
 		return nil, err
 	}
-	if _, err := s.store.LatestVersionIDs(ctx, callerFrom(ctx), in.TasksetID); errors.Is(err, models.ErrNotFound) {
+	if _, err := s.catalog.LatestVersionIDs(ctx, callerFrom(ctx), in.TasksetID); errors.Is(err, models.ErrNotFound) {
 		return nil, validation("body.certify.taskset_id", "no taskset with this id is visible to the caller", in.TasksetID.String())
 	} else if err != nil {
 		return nil, err
@@ -275,7 +276,7 @@ type listBuildsOutput struct {
 
 // listBuilds serves GET /v2/builds: list an environment's builds.
 func (s *Server) listBuilds(ctx context.Context, in *listBuildsInput) (*listBuildsOutput, error) {
-	builds, total, err := s.store.ListBuilds(ctx, callerFrom(ctx), in.RegistryID, in.Limit)
+	builds, total, err := s.registry.ListBuilds(ctx, callerFrom(ctx), in.RegistryID, in.Limit)
 	if err != nil {
 		return nil, storeError(err, "environment")
 	}
@@ -293,7 +294,7 @@ type buildPath struct {
 
 // getBuildStatus serves GET /v2/builds/{build_id}/status: get a build.
 func (s *Server) getBuildStatus(ctx context.Context, in *buildPath) (*buildOutput, error) {
-	b, err := s.store.GetBuildFor(ctx, callerFrom(ctx), in.BuildID)
+	b, err := s.registry.GetBuildFor(ctx, callerFrom(ctx), in.BuildID)
 	if err != nil {
 		return nil, storeError(err, "build")
 	}
@@ -306,14 +307,14 @@ func (s *Server) cancelBuild(ctx context.Context, in *buildPath) (*buildOutput, 
 		return nil, err
 	}
 	c := callerFrom(ctx)
-	b, err := s.store.GetBuildFor(ctx, c, in.BuildID)
+	b, err := s.registry.GetBuildFor(ctx, c, in.BuildID)
 	if err != nil {
 		return nil, storeError(err, "build")
 	}
 	if !b.CanEdit {
 		return nil, newAPIError(http.StatusForbidden, "the build is read-only for the caller")
 	}
-	if !models.BuildTerminal(b.Status) {
+	if !registry.BuildTerminal(b.Status) {
 		if err := s.builds.CancelBuild(ctx, b.ID); err != nil {
 			return nil, err
 		}
@@ -331,7 +332,7 @@ type setLatestInput struct {
 
 func (s *Server) setLatestBuild(ctx context.Context, in *setLatestInput) (*buildOutput, error) {
 	force := in.Body != nil && in.Body.Force
-	b, err := s.store.SetLatestBuild(ctx, callerFrom(ctx), in.BuildID, force)
+	b, err := s.registry.SetLatestBuild(ctx, callerFrom(ctx), in.BuildID, force)
 	if err != nil {
 		return nil, storeError(err, "build")
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
-	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/registry"
 )
 
 // registerBuildScenarios registers the deprecated discovery of a build's scenarios on demand.
@@ -33,14 +33,14 @@ func (s *Server) discoverBuildScenarios(ctx context.Context, in *buildPath) (*di
 	if err := s.requireBuilds(); err != nil {
 		return nil, err
 	}
-	b, err := s.store.GetBuildFor(ctx, callerFrom(ctx), in.BuildID)
+	b, err := s.registry.GetBuildFor(ctx, callerFrom(ctx), in.BuildID)
 	if err != nil {
 		return nil, storeError(err, "build")
 	}
 	if !b.CanEdit {
 		return nil, newAPIError(http.StatusForbidden, "the build is read-only for the caller")
 	}
-	if b.Status != models.BuildSucceeded {
+	if b.Status != registry.BuildSucceeded {
 		return nil, newAPIError(http.StatusConflict, "the build is "+b.Status+": only a succeeded build has an image to run")
 	}
 	dctx, cancel := context.WithTimeout(ctx, discoverTimeout)
@@ -56,7 +56,7 @@ func (s *Server) discoverBuildScenarios(ctx context.Context, in *buildPath) (*di
 		// Not recorded: a stable id from the build and the name.
 		sc.ID, sc.RegistryID, sc.BuildID = uuid.NewSHA1(b.ID, []byte(sc.Name)), b.RegistryID, b.ID
 		if sc.Slug == "" {
-			sc.Slug = models.Slugify(sc.Name)
+			sc.Slug = registry.Slugify(sc.Name)
 		}
 		out.Body[i] = scenarioFromModel(sc)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/proctorhq/proctor/internal/archive"
 	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/registry"
 )
 
 func (s *Server) registerBuildSource() {
@@ -61,33 +62,33 @@ type sourceListInput struct {
 
 type sourceListOutput struct {
 	Body struct {
-		BuildID    uuid.UUID            `json:"build_id"`
-		Status     string               `json:"status" example:"pending" doc:"The source index's: pending, ready or failed"`
-		Path       string               `json:"path"`
-		Entries    []models.SourceEntry `json:"entries" nullable:"false"`
-		Error      string               `json:"error"`
-		NextCursor *string              `json:"next_cursor" doc:"Set when more entries follow"`
+		BuildID    uuid.UUID              `json:"build_id"`
+		Status     string                 `json:"status" example:"pending" doc:"The source index's: pending, ready or failed"`
+		Path       string                 `json:"path"`
+		Entries    []registry.SourceEntry `json:"entries" nullable:"false"`
+		Error      string                 `json:"error"`
+		NextCursor *string                `json:"next_cursor" doc:"Set when more entries follow"`
 	}
 }
 
 // sourceIndex reads a visible build and, once it is ready, its source index.
-func (s *Server) sourceIndex(ctx context.Context, id uuid.UUID) (*models.BuildRow, []models.SourceEntry, error) {
+func (s *Server) sourceIndex(ctx context.Context, id uuid.UUID) (*models.BuildRow, []registry.SourceEntry, error) {
 	if s.bucket == nil {
 		return nil, nil, newAPIError(http.StatusServiceUnavailable, "this server stores no build sources")
 	}
-	b, err := s.store.GetBuildFor(ctx, callerFrom(ctx), id)
+	b, err := s.registry.GetBuildFor(ctx, callerFrom(ctx), id)
 	if err != nil {
 		return nil, nil, storeError(err, "build")
 	}
 	if b.SourceIndexStatus != "ready" {
 		return b, nil, nil
 	}
-	rc, err := s.bucket.Get(ctx, models.SourceIndexKey(b.TeamID, b.ID))
+	rc, err := s.bucket.Get(ctx, registry.SourceIndexKey(b.TeamID, b.ID))
 	if err != nil {
 		return nil, nil, err
 	}
 	defer rc.Close()
-	var entries []models.SourceEntry
+	var entries []registry.SourceEntry
 	if err := json.NewDecoder(rc).Decode(&entries); err != nil {
 		return nil, nil, fmt.Errorf("source index of build %s: %w", b.ID, err)
 	}
@@ -120,7 +121,7 @@ func (s *Server) listBuildSource(ctx context.Context, in *sourceListInput) (*sou
 		return nil, err
 	}
 	out := &sourceListOutput{}
-	out.Body.BuildID, out.Body.Status, out.Body.Path, out.Body.Entries = b.ID, b.SourceIndexStatus, dir, []models.SourceEntry{}
+	out.Body.BuildID, out.Body.Status, out.Body.Path, out.Body.Entries = b.ID, b.SourceIndexStatus, dir, []registry.SourceEntry{}
 	if b.SourceIndexStatus == "failed" {
 		out.Body.Error = b.ErrorMessage
 	}
@@ -171,7 +172,7 @@ type sourcePreviewOutput struct {
 // sourceRead is one file read from a build's source.
 type sourceRead struct {
 	build   *models.BuildRow
-	entry   models.SourceEntry
+	entry   registry.SourceEntry
 	content []byte
 }
 
@@ -188,7 +189,7 @@ func (s *Server) sourceFile(ctx context.Context, in *sourceFileInput, max int64,
 	if entries == nil {
 		return nil, newAPIError(http.StatusNotFound, "the build's source is not indexed ("+b.SourceIndexStatus+")")
 	}
-	var entry *models.SourceEntry
+	var entry *registry.SourceEntry
 	for i := range entries {
 		if entries[i].Path == name && entries[i].Type == "file" {
 			entry = &entries[i]

@@ -14,6 +14,7 @@ import (
 	"github.com/proctorhq/proctor/internal/archive"
 	"github.com/proctorhq/proctor/internal/image"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/registry"
 )
 
 func (s *Server) registerBuildWorkspace() {
@@ -40,11 +41,11 @@ func (s *Server) builtImage(ctx context.Context, id uuid.UUID) (*models.BuildRow
 	if s.bucket == nil {
 		return nil, nil, "", none, newAPIError(http.StatusServiceUnavailable, "this server stores no images")
 	}
-	b, err := s.store.GetBuildFor(ctx, callerFrom(ctx), id)
+	b, err := s.registry.GetBuildFor(ctx, callerFrom(ctx), id)
 	if err != nil {
 		return nil, nil, "", none, storeError(err, "build")
 	}
-	if b.Status != models.BuildSucceeded || b.ImageKey == "" {
+	if b.Status != registry.BuildSucceeded || b.ImageKey == "" {
 		return nil, nil, "", none, newAPIError(http.StatusConflict, "the build is "+b.Status+" and has no image")
 	}
 	dir, err := os.MkdirTemp("", "proctor-workspace-")

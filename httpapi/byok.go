@@ -7,7 +7,6 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
-
 	"github.com/proctorhq/proctor/models"
 )
 
@@ -60,7 +59,7 @@ type listByokOutput struct {
 
 // listByok serves GET /v2/byok-credentials: the caller's and the team's credentials, masked.
 func (s *Server) listByok(ctx context.Context, _ *struct{}) (*listByokOutput, error) {
-	list, err := s.store.ListByokCredentials(ctx, callerFrom(ctx))
+	list, err := s.credentials.ListByokCredentials(ctx, callerFrom(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +86,7 @@ func (s *Server) setByok(ctx context.Context, in *setByokInput) (*byokOutput, er
 	if err := s.requireSecrets(); err != nil {
 		return nil, err
 	}
-	b, err := s.store.SetByokCredential(ctx, callerFrom(ctx), s.secrets, in.Body.Scope, in.Body.Provider, in.Body.Name, in.Body.APIKey)
+	b, err := s.credentials.SetByokCredential(ctx, callerFrom(ctx), s.secrets, in.Body.Scope, in.Body.Provider, in.Body.Name, in.Body.APIKey)
 	if err != nil {
 		return nil, storeError(err, "credential")
 	}
@@ -111,7 +110,7 @@ func (s *Server) rotateByok(ctx context.Context, in *rotateByokInput) (*byokOutp
 	if err := s.requireSecrets(); err != nil {
 		return nil, err
 	}
-	b, err := s.store.RotateByokCredential(ctx, callerFrom(ctx), s.secrets, in.CredentialID, in.Body.APIKey, in.Body.Name)
+	b, err := s.credentials.RotateByokCredential(ctx, callerFrom(ctx), s.secrets, in.CredentialID, in.Body.APIKey, in.Body.Name)
 	if err != nil {
 		return nil, storeError(err, "credential")
 	}
@@ -120,7 +119,7 @@ func (s *Server) rotateByok(ctx context.Context, in *rotateByokInput) (*byokOutp
 
 // deleteByok serves DELETE /v2/byok-credentials/{credential_id}.
 func (s *Server) deleteByok(ctx context.Context, in *byokPath) (*struct{}, error) {
-	if err := s.store.DeleteByokCredential(ctx, callerFrom(ctx), in.CredentialID); err != nil {
+	if err := s.credentials.DeleteByokCredential(ctx, callerFrom(ctx), in.CredentialID); err != nil {
 		return nil, storeError(err, "credential")
 	}
 	return nil, nil

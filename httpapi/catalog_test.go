@@ -12,6 +12,8 @@ import (
 	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/catalog"
+	"github.com/proctorhq/proctor/models/registry"
 )
 
 // otherTeam creates a second team with a member and returns its caller and API key.
@@ -48,22 +50,22 @@ func TestRegistryRoutes(t *testing.T) {
 			t.Fatal(err)
 		}
 		f := newFixture(t, s, Options{Bucket: bucket, Blob: bucket.Handler()})
-		env, err := s.CreateRegistry(ctx, f.caller, models.NewRegistry{Name: "todo", Description: "todo app"})
+		env, err := registry.Of(s).CreateRegistry(ctx, f.caller, registry.NewRegistry{Name: "todo", Description: "todo app"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := bucket.Put(ctx, "sources/todo.tar.gz", strings.NewReader("archive"), "application/gzip"); err != nil {
 			t.Fatal(err)
 		}
-		build, err := s.CreateBuild(ctx, env.ID, models.NewBuild{Status: models.BuildSucceeded, SetLatest: true, SourceKey: "sources/todo.tar.gz",
+		build, err := registry.Of(s).CreateBuild(ctx, env.ID, registry.NewBuild{Status: registry.BuildSucceeded, SetLatest: true, SourceKey: "sources/todo.tar.gz",
 			Lock:      models.BuildLock{Transport: models.TransportStdio, Tools: []models.LockTool{{Name: "add_todo"}}},
 			Scenarios: []models.Scenario{{Name: "add-todos", Description: "add them"}}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		bare, _ := s.CreateRegistry(ctx, f.caller, models.NewRegistry{Name: "bare"})
+		bare, _ := registry.Of(s).CreateRegistry(ctx, f.caller, registry.NewRegistry{Name: "bare"})
 		b, bkey := otherTeam(t, s)
-		theirs, _ := s.CreateRegistry(ctx, b, models.NewRegistry{Name: "theirs"})
+		theirs, _ := registry.Of(s).CreateRegistry(ctx, b, registry.NewRegistry{Name: "theirs"})
 
 		page := decode[Page[Registry]](t, f.do("GET", "/v2/registry?sort_by=name&include_latest_scenarios=true", "key", nil))
 		if page.Total != 2 || page.Items[0].Name != "bare" || len(page.Items[1].LatestScenarios) != 1 || !page.Items[1].CanEdit {
@@ -116,8 +118,8 @@ func TestRegistryRoutes(t *testing.T) {
 func TestTasksetAndUploadRoutes(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
 		f := newFixture(t, s, Options{})
-		env, _ := s.CreateRegistry(ctx, f.caller, models.NewRegistry{Name: "todo"})
-		s.CreateBuild(ctx, env.ID, models.NewBuild{Status: models.BuildSucceeded, SetLatest: true, Scenarios: []models.Scenario{{Name: "add-todos"}}})
+		env, _ := registry.Of(s).CreateRegistry(ctx, f.caller, registry.NewRegistry{Name: "todo"})
+		registry.Of(s).CreateBuild(ctx, env.ID, registry.NewBuild{Status: registry.BuildSucceeded, SetLatest: true, Scenarios: []models.Scenario{{Name: "add-todos"}}})
 
 		body := `{"taskset_name": "demo", "tasks": [
 			{"name": "milk", "env": "todo", "scenario": "add-todos", "args": {"items": ["milk"]},
@@ -197,7 +199,7 @@ func TestTasksetAndUploadRoutes(t *testing.T) {
 		b, bkey := otherTeam(t, s)
 		one := fmt.Sprintf(`{"taskset_id": %q, "tasks": [{"name": "x", "prompt": "p"}]}`, res.TasksetID)
 		wantEnvelope(t, f.do("POST", "/v2/tasks/upload", "Bearer "+bkey, strings.NewReader(one)), 404, "not_found")
-		s.ShareTaskset(ctx, res.TasksetID, b.TeamID, false)
+		catalog.Of(s).ShareTaskset(ctx, res.TasksetID, b.TeamID, false)
 		wantEnvelope(t, f.do("POST", "/v2/tasks/upload", "Bearer "+bkey, strings.NewReader(one)), 403, "forbidden")
 		if r := f.do("GET", "/v2/tasksets/"+res.TasksetID.String(), "Bearer "+bkey, nil); r.status != 200 || !strings.Contains(string(r.body), `"can_edit":false`) {
 			t.Errorf("a shared taskset for the other team = %d %s", r.status, r.body)

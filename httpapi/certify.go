@@ -128,7 +128,7 @@ func (s *Server) certifyBuild(ctx context.Context, in *certifyBuildInput) (*cert
 
 // getBuildCertification serves GET /v2/builds/{build_id}/certification.
 func (s *Server) getBuildCertification(ctx context.Context, in *buildPath) (*certificationOutput, error) {
-	cert, err := s.store.LatestCertification(ctx, callerFrom(ctx), in.BuildID)
+	cert, err := s.registry.LatestCertification(ctx, callerFrom(ctx), in.BuildID)
 	if err != nil {
 		return nil, storeError(err, "certification")
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/llms"
 )
 
 func (s *Server) registerCheckpoints() {
@@ -49,7 +50,7 @@ type forkInput struct {
 
 // forkModel serves POST /v2/models/fork.
 func (s *Server) forkModel(ctx context.Context, in *forkInput) (*modelOutput, error) {
-	m, err := s.store.ForkModel(ctx, callerFrom(ctx), in.Body.SourceModelID, in.Body.Name)
+	m, err := s.llms.ForkModel(ctx, callerFrom(ctx), in.Body.SourceModelID, in.Body.Name)
 	if err != nil {
 		return nil, storeError(err, "model")
 	}
@@ -82,7 +83,7 @@ type listCheckpointsOutput struct {
 	Body []CheckpointOut `nullable:"false"`
 }
 
-func checkpointOut(r models.CheckpointRow) CheckpointOut {
+func checkpointOut(r llms.CheckpointRow) CheckpointOut {
 	out := CheckpointOut{ID: r.ID, CreatedAt: r.CreatedAt, CheckpointName: r.UpstreamModel, Name: r.Name, IsActive: r.IsActive, Jobs: []JobName{},
 		LearningRate: r.LearningRate, LossFn: r.LossFn, MeanReward: r.MeanReward, Metrics: nonNilMap(r.Metrics), NumDatums: r.NumDatums, NumTokens: r.NumTokens}
 	for _, j := range r.Jobs {
@@ -93,7 +94,7 @@ func checkpointOut(r models.CheckpointRow) CheckpointOut {
 
 // listCheckpoints serves GET /v2/models/{model_id}/checkpoints.
 func (s *Server) listCheckpoints(ctx context.Context, in *modelPath) (*listCheckpointsOutput, error) {
-	rows, err := s.store.ListCheckpoints(ctx, callerFrom(ctx), in.ModelID)
+	rows, err := s.llms.ListCheckpoints(ctx, callerFrom(ctx), in.ModelID)
 	if err != nil {
 		return nil, storeError(err, "model")
 	}
@@ -124,10 +125,10 @@ func (s *Server) registerCheckpoint(ctx context.Context, in *registerCheckpointI
 	b := in.Body
 	cp := &models.Checkpoint{Name: b.Name, UpstreamModel: b.UpstreamModel, LearningRate: b.LearningRate, LossFn: b.LossFn, Metrics: b.Metrics,
 		NumDatums: b.NumDatums, NumTokens: b.NumTokens}
-	if err := s.store.AddCheckpoint(ctx, callerFrom(ctx), in.ModelID, cp); err != nil {
+	if err := s.llms.AddCheckpoint(ctx, callerFrom(ctx), in.ModelID, cp); err != nil {
 		return nil, storeError(err, "model")
 	}
-	return &checkpointOutput{Body: checkpointOut(models.CheckpointRow{Checkpoint: *cp})}, nil
+	return &checkpointOutput{Body: checkpointOut(llms.CheckpointRow{Checkpoint: *cp})}, nil
 }
 
 type setHeadInput struct {
@@ -139,7 +140,7 @@ type setHeadInput struct {
 
 // setHead serves PUT /v2/models/{model_id}/head.
 func (s *Server) setHead(ctx context.Context, in *setHeadInput) (*modelOutput, error) {
-	m, err := s.store.SetHead(ctx, callerFrom(ctx), in.ModelID, in.Body.CheckpointID)
+	m, err := s.llms.SetHead(ctx, callerFrom(ctx), in.ModelID, in.Body.CheckpointID)
 	if err != nil {
 		return nil, storeError(err, "model")
 	}
@@ -166,7 +167,7 @@ type checkpointTracesOutput struct {
 
 // listCheckpointTraces serves GET /v2/models/{model_id}/checkpoints/{checkpoint_id}/traces.
 func (s *Server) listCheckpointTraces(ctx context.Context, in *checkpointTracesInput) (*checkpointTracesOutput, error) {
-	rows, err := s.store.CheckpointTraces(ctx, callerFrom(ctx), in.ModelID, in.CheckpointID, in.Limit)
+	rows, err := s.llms.CheckpointTraces(ctx, callerFrom(ctx), in.ModelID, in.CheckpointID, in.Limit)
 	if err != nil {
 		return nil, storeError(err, "checkpoint")
 	}

@@ -41,7 +41,7 @@ func (s *Server) codecHandler(codecOrigin string) http.Handler {
 		if c, err := r.Cookie(SessionCookie); err == nil {
 			cookie = c.Value
 		}
-		caller, fail := s.credentials(r.Context(), r.Header.Get("Authorization"), cookie, r.RemoteAddr)
+		caller, fail := s.resolveCaller(r.Context(), r.Header.Get("Authorization"), cookie, r.RemoteAddr)
 		switch {
 		case fail != nil:
 			if fail.retryAfter != "" {

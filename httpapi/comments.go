@@ -8,7 +8,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
-	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/catalog"
 )
 
 // Comment is a note on a task (spec: Task comment).
@@ -23,7 +23,7 @@ type Comment struct {
 	UserName  string    `json:"user_name"`
 }
 
-func commentFromRow(r models.CommentRow) Comment {
+func commentFromRow(r catalog.CommentRow) Comment {
 	return Comment{ID: r.ID, TaskID: r.TaskID, UserID: r.UserID, Message: r.Message, CreatedAt: r.CreatedAt,
 		UpdatedAt: r.UpdatedAt, AvatarURL: r.AvatarURL, UserName: r.UserName}
 }
@@ -71,7 +71,7 @@ func (s *Server) registerTaskComments() {
 
 // listTaskComments serves GET /v2/tasks/{task_id}/comments: list a task's comments.
 func (s *Server) listTaskComments(ctx context.Context, in *taskPath) (*commentsOutput, error) {
-	rows, can, reason, err := s.store.ListComments(ctx, callerFrom(ctx), in.TaskID)
+	rows, can, reason, err := s.catalog.ListComments(ctx, callerFrom(ctx), in.TaskID)
 	if err != nil {
 		return nil, storeError(err, "task")
 	}
@@ -90,7 +90,7 @@ type addCommentInput struct {
 
 // addTaskComment serves POST /v2/tasks/{task_id}/comments: comment on a task.
 func (s *Server) addTaskComment(ctx context.Context, in *addCommentInput) (*commentOutput, error) {
-	row, err := s.store.AddComment(ctx, callerFrom(ctx), in.TaskID, in.Body.Body)
+	row, err := s.catalog.AddComment(ctx, callerFrom(ctx), in.TaskID, in.Body.Body)
 	if err != nil {
 		return nil, storeError(err, "task")
 	}
@@ -105,7 +105,7 @@ type editCommentInput struct {
 
 // editTaskComment serves PATCH /v2/tasks/{task_id}/comments/{comment_id}: edit a comment.
 func (s *Server) editTaskComment(ctx context.Context, in *editCommentInput) (*commentOutput, error) {
-	row, err := s.store.UpdateComment(ctx, callerFrom(ctx), in.TaskID, in.CommentID, in.Body.Body)
+	row, err := s.catalog.UpdateComment(ctx, callerFrom(ctx), in.TaskID, in.CommentID, in.Body.Body)
 	if err != nil {
 		return nil, storeError(err, "comment")
 	}
@@ -119,7 +119,7 @@ type commentPath struct {
 
 // deleteTaskComment serves DELETE /v2/tasks/{task_id}/comments/{comment_id}: delete a comment.
 func (s *Server) deleteTaskComment(ctx context.Context, in *commentPath) (*struct{}, error) {
-	if err := s.store.DeleteComment(ctx, callerFrom(ctx), in.TaskID, in.CommentID); err != nil {
+	if err := s.catalog.DeleteComment(ctx, callerFrom(ctx), in.TaskID, in.CommentID); err != nil {
 		return nil, storeError(err, "comment")
 	}
 	return nil, nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/llms"
 	"github.com/proctorhq/proctor/models/rollouts"
 )
 
@@ -55,7 +56,7 @@ func TestCompareJobs(t *testing.T) {
 			`{"taskset_name":"cmp","tasks":[{"name":"delta","prompt":"d, changed"}]}`)))
 		delta2 := up2.TaskVersionIDs[0]
 		oracle := &models.LLMModel{ModelName: "oracle", Name: "Oracle", Provider: "proctor", Adapter: models.AdapterOracle}
-		s.UpsertModel(ctx, oracle)
+		llms.Of(s).UpsertModel(ctx, oracle)
 
 		a := finishedJob(t, f, "baseline", oracle.ID, map[uuid.UUID][]float64{alpha: {0, 0}, beta: {1, 1}, gamma: {0.5, math.NaN()}, delta: {1}})
 		b := finishedJob(t, f, "candidate", oracle.ID, map[uuid.UUID][]float64{alpha: {1, 1}, beta: {1, 0}, gamma: {1, 1}, delta2: {1}})

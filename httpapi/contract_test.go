@@ -11,6 +11,8 @@ import (
 
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/llms"
+	"github.com/proctorhq/proctor/models/registry"
 )
 
 // deepObject is {"a": {"a": … "bottom"}}, n objects deep.
@@ -22,11 +24,11 @@ func deepObject(n int) string {
 // answers "required_vars": [] (it answered null), and so does every field tagged so.
 func TestArraysTheDocumentPromisesAreNeverNull(t *testing.T) {
 	f := newFixture(t, storetest.Open(t, models.SQLite), Options{})
-	env, err := f.store.CreateRegistry(ctx, f.caller, models.NewRegistry{Name: "plain"})
+	env, err := registry.Of(f.store).CreateRegistry(ctx, f.caller, registry.NewRegistry{Name: "plain"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.store.CreateBuild(ctx, env.ID, models.NewBuild{Status: models.BuildSucceeded, SetLatest: true,
+	if _, err := registry.Of(f.store).CreateBuild(ctx, env.ID, registry.NewBuild{Status: registry.BuildSucceeded, SetLatest: true,
 		Lock: models.BuildLock{Transport: models.TransportStdio}}); err != nil {
 		t.Fatal(err)
 	}
@@ -96,10 +98,10 @@ func TestDeepJSONBodiesAre422AtTheirLocation(t *testing.T) {
 	s := storetest.Open(t, models.SQLite)
 	f := newFixture(t, s, Options{})
 	base := &models.LLMModel{ModelName: "base", Name: "Base", Provider: "proctor", Adapter: models.AdapterOracle, Trainable: true}
-	if err := s.UpsertModel(ctx, base); err != nil {
+	if err := llms.Of(s).UpsertModel(ctx, base); err != nil {
 		t.Fatal(err)
 	}
-	fork, err := s.ForkModel(ctx, f.caller, base.ID, "mine")
+	fork, err := llms.Of(s).ForkModel(ctx, f.caller, base.ID, "mine")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/llms"
+	"github.com/proctorhq/proctor/models/registry"
 	"github.com/proctorhq/proctor/models/rollouts"
 )
 
@@ -91,7 +93,7 @@ func TestCrossSiteRequestsDoNotRideTheSessionCookie(t *testing.T) {
 	// file whose bytes are uploaded, and a taskset to attach files to.
 	up := decode[UploadResult](t, f.do("POST", "/v2/tasks/upload", "key", strings.NewReader(`{"taskset_name":"csrf","tasks":[{"name":"a","prompt":"p"}]}`)))
 	oracle := &models.LLMModel{ModelName: "oracle", Name: "Oracle", Provider: "proctor", Adapter: models.AdapterOracle}
-	if err := s.UpsertModel(ctx, oracle); err != nil {
+	if err := llms.Of(s).UpsertModel(ctx, oracle); err != nil {
 		t.Fatal(err)
 	}
 	traceID := uuid.New()
@@ -101,13 +103,13 @@ func TestCrossSiteRequestsDoNotRideTheSessionCookie(t *testing.T) {
 		t.Fatal(err)
 	}
 	jid := "/v2/jobs/" + job.ID.String()
-	env, err := s.CreateRegistry(ctx, f.caller, models.NewRegistry{Name: "todo"})
+	env, err := registry.Of(s).CreateRegistry(ctx, f.caller, registry.NewRegistry{Name: "todo"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var builds [2]uuid.UUID
 	for i := range builds {
-		b, err := s.CreateBuild(ctx, env.ID, models.NewBuild{Status: models.BuildSucceeded, SetLatest: i == 0, SourceKey: "sources/todo.tar.gz"})
+		b, err := registry.Of(s).CreateBuild(ctx, env.ID, registry.NewBuild{Status: registry.BuildSucceeded, SetLatest: i == 0, SourceKey: "sources/todo.tar.gz"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/datafiles"
 )
 
 // dataURLTTL is how long a data file's upload or download URL stays valid.
@@ -78,7 +79,7 @@ type DataFile struct {
 	DownloadURL       *string    `json:"download_url,omitempty" doc:"a presigned GET, valid for an hour (single reads only)"`
 }
 
-func dataFileOut(r *models.DataFileRow) DataFile {
+func dataFileOut(r *datafiles.DataFileRow) DataFile {
 	return DataFile{ID: r.ID, Name: r.Name, Group: r.Group, Scope: r.Scope, Status: r.Status, SizeBytes: r.SizeBytes, DeclaredBytes: r.DeclaredBytes,
 		ContentType: r.ContentType, OwnerMembershipID: r.MembershipID, OwnerName: r.OwnerName, CanEdit: r.CanEdit, CreatedAt: r.CreatedAt,
 		UpdatedAt: r.UpdatedAt, CompletedAt: r.CompletedAt}
@@ -94,7 +95,7 @@ func (s *Server) requireBucket() error {
 
 // dataError maps quota refusals to 413; the rest as the store's errors.
 func dataError(err error) error {
-	if errors.Is(err, models.ErrQuota) {
+	if errors.Is(err, datafiles.ErrQuota) {
 		e := newAPIError(http.StatusRequestEntityTooLarge, err.Error())
 		e.ErrorBody.Error.Code = "quota_exceeded"
 		return e
@@ -156,7 +157,7 @@ func (s *Server) reserveDataFile(ctx context.Context, in *reserveDataInput) (*re
 	if err := validName(b.Name, b.Group); err != nil {
 		return nil, err
 	}
-	row, err := s.store.ReserveDataFile(ctx, callerFrom(ctx), models.NewDataFile{Name: b.Name, Group: b.Group, Scope: b.Scope, DeclaredBytes: b.SizeBytes}, s.dataQuota)
+	row, err := s.datafiles.ReserveDataFile(ctx, callerFrom(ctx), datafiles.NewDataFile{Name: b.Name, Group: b.Group, Scope: b.Scope, DeclaredBytes: b.SizeBytes}, s.dataQuota)
 	if err != nil {
 		return nil, dataError(err)
 	}
@@ -181,7 +182,7 @@ func (s *Server) completeDataFile(ctx context.Context, in *dataFilePath) (*dataF
 		return nil, err
 	}
 	c := callerFrom(ctx)
-	row, err := s.store.GetDataFile(ctx, c, in.FileID)
+	row, err := s.datafiles.GetDataFile(ctx, c, in.FileID)
 	if err != nil {
 		return nil, storeError(err, "data file")
 	}
@@ -201,8 +202,8 @@ func (s *Server) completeDataFile(ctx context.Context, in *dataFilePath) (*dataF
 	if err != nil {
 		return nil, err
 	}
-	done, err := s.store.CompleteDataFile(ctx, c, row.ID, attrs.Size, kind, s.dataQuota)
-	if errors.Is(err, models.ErrQuota) {
+	done, err := s.datafiles.CompleteDataFile(ctx, c, row.ID, attrs.Size, kind, s.dataQuota)
+	if errors.Is(err, datafiles.ErrQuota) {
 		// Bytes past the quota are not kept; the reservation stays for a smaller upload.
 		if derr := s.bucket.Delete(ctx, row.ObjectKey); derr != nil {
 			s.log.WarnContext(ctx, "remove a data file's bytes past the quota", "file", row.ID, "error", derr)
@@ -240,14 +241,14 @@ type listDataInput struct {
 
 // listDataFiles serves GET /v2/data.
 func (s *Server) listDataFiles(ctx context.Context, in *listDataInput) (*struct{ Body Page[DataFile] }, error) {
-	q := models.DataQuery{Scope: in.Scope, Limit: in.Limit, Offset: in.Offset}
+	q := datafiles.DataQuery{Scope: in.Scope, Limit: in.Limit, Offset: in.Offset}
 	if in.MembershipID > 0 {
 		q.MembershipID = &in.MembershipID
 	}
 	if in.Group != "" {
 		q.Group = &in.Group
 	}
-	rows, total, err := s.store.ListDataFiles(ctx, callerFrom(ctx), q)
+	rows, total, err := s.datafiles.ListDataFiles(ctx, callerFrom(ctx), q)
 	if err != nil {
 		return nil, err
 	}
@@ -274,7 +275,7 @@ type dataGroupsOutput struct {
 
 // listDataGroups serves GET /v2/data/groups.
 func (s *Server) listDataGroups(ctx context.Context, _ *struct{}) (*dataGroupsOutput, error) {
-	gs, err := s.store.DataGroups(ctx, callerFrom(ctx))
+	gs, err := s.datafiles.DataGroups(ctx, callerFrom(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -305,7 +306,7 @@ type dataUsageOutput struct {
 
 // getDataUsage serves GET /v2/data/usage.
 func (s *Server) getDataUsage(ctx context.Context, _ *struct{}) (*dataUsageOutput, error) {
-	u, err := s.store.DataUsage(ctx, s.store.DB, callerFrom(ctx).TeamID)
+	u, err := s.datafiles.DataUsage(ctx, s.store.DB, callerFrom(ctx).TeamID)
 	if err != nil {
 		return nil, err
 	}
@@ -324,7 +325,7 @@ type deleteDataInput struct {
 
 // deleteDataFiles serves POST /v2/data/delete.
 func (s *Server) deleteDataFiles(ctx context.Context, in *deleteDataInput) (*struct{}, error) {
-	keys, err := s.store.DeleteDataFiles(ctx, callerFrom(ctx), in.Body.IDs)
+	keys, err := s.datafiles.DeleteDataFiles(ctx, callerFrom(ctx), in.Body.IDs)
 	if err != nil {
 		return nil, storeError(err, "data file")
 	}
@@ -342,7 +343,7 @@ func (s *Server) deleteDataFiles(ctx context.Context, in *deleteDataInput) (*str
 
 // getDataFile serves GET /v2/data/{file_id}.
 func (s *Server) getDataFile(ctx context.Context, in *dataFilePath) (*dataFileOutput, error) {
-	row, err := s.store.GetDataFile(ctx, callerFrom(ctx), in.FileID)
+	row, err := s.datafiles.GetDataFile(ctx, callerFrom(ctx), in.FileID)
 	if err != nil {
 		return nil, storeError(err, "data file")
 	}
@@ -381,7 +382,7 @@ func (s *Server) updateDataFile(ctx context.Context, in *updateDataInput) (*data
 	if err := validName(name, group); err != nil {
 		return nil, err
 	}
-	row, err := s.store.UpdateDataFile(ctx, callerFrom(ctx), in.FileID, models.DataFileUpdate{Name: b.Name, Group: b.Group})
+	row, err := s.datafiles.UpdateDataFile(ctx, callerFrom(ctx), in.FileID, datafiles.DataFileUpdate{Name: b.Name, Group: b.Group})
 	if err != nil {
 		return nil, storeError(err, "data file")
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/credentials"
 )
 
 // registerEnvVars registers an environment's variables.
@@ -72,7 +73,7 @@ type listEnvVarsOutput struct {
 
 // listEnvVars serves GET /v2/env-vars: an environment's variables, masked.
 func (s *Server) listEnvVars(ctx context.Context, in *listEnvVarsInput) (*listEnvVarsOutput, error) {
-	vars, err := s.store.ListEnvVars(ctx, callerFrom(ctx), in.RegistryID)
+	vars, err := s.credentials.ListEnvVars(ctx, callerFrom(ctx), in.RegistryID)
 	if err != nil {
 		return nil, storeError(err, "environment")
 	}
@@ -99,7 +100,7 @@ func (s *Server) setEnvVar(ctx context.Context, in *setEnvVarInput) (*envVarOutp
 	if err := s.requireSecrets(); err != nil {
 		return nil, err
 	}
-	v, err := s.store.SetEnvVar(ctx, callerFrom(ctx), s.secrets, in.Body.RegistryID, in.Body.Name, in.Body.Value)
+	v, err := s.credentials.SetEnvVar(ctx, callerFrom(ctx), s.secrets, in.Body.RegistryID, in.Body.Name, in.Body.Value)
 	if err != nil {
 		return nil, storeError(err, "environment")
 	}
@@ -122,7 +123,7 @@ func (s *Server) updateEnvVar(ctx context.Context, in *updateEnvVarInput) (*envV
 	if err := s.requireSecrets(); err != nil {
 		return nil, err
 	}
-	v, err := s.store.UpdateEnvVar(ctx, callerFrom(ctx), s.secrets, in.VarID, in.Body.Value)
+	v, err := s.credentials.UpdateEnvVar(ctx, callerFrom(ctx), s.secrets, in.VarID, in.Body.Value)
 	if err != nil {
 		return nil, storeError(err, "environment variable")
 	}
@@ -131,7 +132,7 @@ func (s *Server) updateEnvVar(ctx context.Context, in *updateEnvVarInput) (*envV
 
 // deleteEnvVar serves DELETE /v2/env-vars/{var_id}.
 func (s *Server) deleteEnvVar(ctx context.Context, in *envVarPath) (*struct{}, error) {
-	if err := s.store.DeleteEnvVar(ctx, callerFrom(ctx), in.VarID); err != nil {
+	if err := s.credentials.DeleteEnvVar(ctx, callerFrom(ctx), in.VarID); err != nil {
 		return nil, storeError(err, "environment variable")
 	}
 	return nil, nil
@@ -176,11 +177,11 @@ func (s *Server) replaceEnvVars(ctx context.Context, in *replaceEnvVarsInput) (*
 	if err := s.requireSecrets(); err != nil {
 		return nil, err
 	}
-	vars := make([]models.NameValue, len(in.Body.Variables))
+	vars := make([]credentials.NameValue, len(in.Body.Variables))
 	for i, v := range in.Body.Variables {
-		vars[i] = models.NameValue{Name: v.Name, Value: v.Value}
+		vars[i] = credentials.NameValue{Name: v.Name, Value: v.Value}
 	}
-	c, u, d, err := s.store.ReplaceEnvVars(ctx, callerFrom(ctx), s.secrets, in.Body.RegistryID, vars)
+	c, u, d, err := s.credentials.ReplaceEnvVars(ctx, callerFrom(ctx), s.secrets, in.Body.RegistryID, vars)
 	if err != nil {
 		return nil, storeError(err, "environment")
 	}
@@ -212,7 +213,7 @@ type checkEnvVarsOutput struct {
 
 // checkEnvVars serves POST /v2/env-vars/check.
 func (s *Server) checkEnvVars(ctx context.Context, in *checkEnvVarsInput) (*checkEnvVarsOutput, error) {
-	checks, err := s.store.CheckEnvVars(ctx, callerFrom(ctx), in.Body.RegistryIDs)
+	checks, err := s.credentials.CheckEnvVars(ctx, callerFrom(ctx), in.Body.RegistryIDs)
 	if err != nil {
 		return nil, storeError(err, "environment")
 	}

@@ -317,7 +317,7 @@ func (s *Server) modelCalls(ctx context.Context, traceID uuid.UUID, conv *trajec
 	for i, k := range conv.Kept {
 		refs[i] = k.TokensRef
 	}
-	kept, err := s.store.ModelCallTokensOf(ctx, traceID, refs)
+	kept, err := s.llms.ModelCallTokensOf(ctx, traceID, refs)
 	if err != nil {
 		return nil, err
 	}

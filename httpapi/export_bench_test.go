@@ -12,6 +12,8 @@ import (
 	"github.com/proctorhq/proctor/internal/agent"
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/catalog"
+	"github.com/proctorhq/proctor/models/llms"
 	"github.com/proctorhq/proctor/models/rollouts"
 )
 
@@ -26,12 +28,12 @@ func BenchmarkExportPostgres(b *testing.B) {
 	const attempts, steps = 10_000, 10
 	s := storetest.Open(b, models.Postgres)
 	f := newFixture(b, s, Options{})
-	res, err := s.UploadTasks(ctx, f.caller, models.Upload{TasksetName: "bench", Tasks: []models.TaskUpload{{TaskContent: models.TaskContent{Name: "a", Prompt: "p"}}}})
+	res, err := catalog.Of(s).UploadTasks(ctx, f.caller, catalog.Upload{TasksetName: "bench", Tasks: []catalog.TaskUpload{{TaskContent: models.TaskContent{Name: "a", Prompt: "p"}}}})
 	if err != nil {
 		b.Fatal(err)
 	}
 	oracle := &models.LLMModel{ModelName: "oracle", Name: "Oracle", Provider: "proctor", Adapter: models.AdapterOracle}
-	if err := s.UpsertModel(ctx, oracle); err != nil {
+	if err := llms.Of(s).UpsertModel(ctx, oracle); err != nil {
 		b.Fatal(err)
 	}
 	lts := make([]rollouts.LaunchTrace, attempts)

@@ -15,6 +15,7 @@ import (
 	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/llms"
 	"github.com/proctorhq/proctor/models/rollouts"
 )
 
@@ -48,7 +49,7 @@ func TestExportJob(t *testing.T) {
 		f := newFixture(t, s, Options{Bucket: bucket})
 		up := decode[UploadResult](t, f.do("POST", "/v2/tasks/upload", "key", strings.NewReader(`{"taskset_name":"ex","tasks":[{"name":"solve","prompt":"p"}]}`)))
 		oracle := &models.LLMModel{ModelName: "oracle", Name: "Oracle", Provider: "proctor", Adapter: models.AdapterOracle}
-		s.UpsertModel(ctx, oracle)
+		llms.Of(s).UpsertModel(ctx, oracle)
 		const n = 120 // more than a page
 		traces := make([]rollouts.LaunchTrace, n)
 		for i := range traces {

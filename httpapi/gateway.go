@@ -12,6 +12,7 @@ import (
 	"github.com/proctorhq/proctor/internal/agent"
 	"github.com/proctorhq/proctor/internal/inference"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/billing"
 )
 
 // The gateway's provider-compatible endpoints (a Proctor extension): a client written with the
@@ -119,7 +120,7 @@ func (s *Server) relay(ctx context.Context, protocol string, raw []byte, header 
 	if err := s.checkSpend(ctx); err != nil {
 		return nil, err
 	}
-	m, err := s.store.ResolveModel(ctx, c, name)
+	m, err := s.llms.ResolveModel(ctx, c, name)
 	if err != nil {
 		return nil, storeError(err, "model "+name)
 	}
@@ -129,7 +130,7 @@ func (s *Server) relay(ctx context.Context, protocol string, raw []byte, header 
 	case m.Adapter != protocol:
 		return nil, validation("body.model", "this model is served over the "+m.Adapter+" API: call it at /v2/gateway/"+m.Adapter, name)
 	}
-	call := inference.Call{Model: m, TeamID: c.TeamID, UserID: &c.UserID, APIKeyID: &c.APIKeyID, Route: models.RouteCompletions}
+	call := inference.Call{Model: m, TeamID: c.TeamID, UserID: &c.UserID, APIKeyID: &c.APIKeyID, Route: billing.RouteCompletions}
 	req := inference.RelayRequest{Protocol: protocol, Body: body, Header: header}
 	return &huma.StreamResponse{Body: func(hctx huma.Context) {
 		w := hctx.BodyWriter().(http.ResponseWriter)
@@ -229,7 +230,7 @@ func (s *Server) listAnthropicModels(ctx context.Context, _ *struct{}) (*anthrop
 
 // gatewayModels are the models the caller can use that are served over protocol.
 func (s *Server) gatewayModels(ctx context.Context, protocol string) ([]models.LLMModel, error) {
-	all, _, err := s.store.ListModels(ctx, callerFrom(ctx), gatewayModelLimit, 0)
+	all, _, err := s.llms.ListModels(ctx, callerFrom(ctx), gatewayModelLimit, 0)
 	if err != nil {
 		return nil, err
 	}

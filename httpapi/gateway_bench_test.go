@@ -9,6 +9,7 @@ import (
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/internal/testenv"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/llms"
 )
 
 // BenchmarkGatewayRelay is the latency the gateway adds to a model call: the same chat
@@ -21,7 +22,7 @@ func BenchmarkGatewayRelay(b *testing.B) {
 	f := newFixture(b, s, Options{})
 	p := newScriptedProvider(b)
 	b.Setenv("PROCTOR_TEST_OPENAI_KEY", "platform-openai-key")
-	if err := s.UpsertModel(ctx, &models.LLMModel{ModelName: "gpt-up", Name: "GPT", Provider: models.AdapterOpenAI, Adapter: models.AdapterOpenAI,
+	if err := llms.Of(s).UpsertModel(ctx, &models.LLMModel{ModelName: "gpt-up", Name: "GPT", Provider: models.AdapterOpenAI, Adapter: models.AdapterOpenAI,
 		BaseURL: p.srv.URL + "/v1", APIKeyEnv: "PROCTOR_TEST_OPENAI_KEY", InputCostPerToken: 1e-6, OutputCostPerToken: 3e-6}); err != nil {
 		b.Fatal(err)
 	}

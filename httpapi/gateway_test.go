@@ -20,6 +20,8 @@ import (
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/internal/testenv"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/billing"
+	"github.com/proctorhq/proctor/models/llms"
 )
 
 // scriptedProvider is an OpenAI-compatible and Anthropic server that answers from a script and
@@ -119,7 +121,7 @@ func TestGatewaySpeaksTheProvidersAPIs(t *testing.T) {
 		limited := &models.LLMModel{ModelName: "rate-limited", Name: "Limited", Provider: models.AdapterOpenAI, Adapter: models.AdapterOpenAI,
 			BaseURL: p.srv.URL + "/v1", APIKeyEnv: "PROCTOR_TEST_OPENAI_KEY"}
 		for _, m := range []*models.LLMModel{gpt, claude, limited} {
-			if err := s.UpsertModel(ctx, m); err != nil {
+			if err := llms.Of(s).UpsertModel(ctx, m); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -222,7 +224,7 @@ func TestGatewaySpeaksTheProvidersAPIs(t *testing.T) {
 			var logs []models.InferenceLog
 			testenv.Wait(t, tc.m.ModelName+"'s calls logged", testenv.StallWindow, func() (bool, string) {
 				var err error
-				logs, _, err = s.ModelLogs(ctx, f.caller, tc.m.ID, 10, 0)
+				logs, _, err = billing.Of(s).ModelLogs(ctx, f.caller, tc.m.ID, 10, 0)
 				return err == nil && len(logs) >= 2, fmt.Sprint(len(logs), err)
 			}, nil)
 			if len(logs) != 2 {
@@ -231,7 +233,7 @@ func TestGatewaySpeaksTheProvidersAPIs(t *testing.T) {
 			for i, l := range logs { // newest first
 				want := float64(tc.prompt[i])*tc.m.InputCostPerToken + float64(tc.completion[i])*tc.m.OutputCostPerToken
 				if l.Status != "ok" || l.PromptTokens != tc.prompt[i] || l.CompletionTokens != tc.completion[i] || l.Streaming != tc.streaming[i] ||
-					l.Route != models.RouteCompletions || l.APIKeyID == nil || fmt.Sprintf("%.9f", l.Cost) != fmt.Sprintf("%.9f", want) {
+					l.Route != billing.RouteCompletions || l.APIKeyID == nil || fmt.Sprintf("%.9f", l.Cost) != fmt.Sprintf("%.9f", want) {
 					t.Errorf("%s call %d logged as %+v; want %d+%d tokens, streaming %v, cost %.9f", tc.m.ModelName, i, l, tc.prompt[i], tc.completion[i], tc.streaming[i], want)
 				}
 			}
@@ -243,7 +245,7 @@ func TestGatewaySpeaksTheProvidersAPIs(t *testing.T) {
 		if !errors.As(err, &oaErr) || oaErr.StatusCode != http.StatusTooManyRequests || oaErr.Response.Header.Get("Retry-After") != "7" || !strings.Contains(oaErr.Message, "slow down") {
 			t.Errorf("a rate-limited call = %v, want the provider's 429 with its Retry-After", err)
 		}
-		if logs, _, _ := s.ModelLogs(ctx, f.caller, limited.ID, 10, 0); len(logs) != 1 || logs[0].ErrorCode != "http_429" {
+		if logs, _, _ := billing.Of(s).ModelLogs(ctx, f.caller, limited.ID, 10, 0); len(logs) != 1 || logs[0].ErrorCode != "http_429" {
 			t.Errorf("the rate-limited call logged as %+v, want one row with http_429", logs)
 		}
 
@@ -288,7 +290,7 @@ func TestGatewayCountsACallWhoseClientLeft(t *testing.T) {
 	t.Setenv("PROCTOR_TEST_OPENAI_KEY", "k")
 	m := &models.LLMModel{ModelName: "gpt-up", Name: "GPT", Provider: models.AdapterOpenAI, Adapter: models.AdapterOpenAI,
 		BaseURL: provider.URL + "/v1", APIKeyEnv: "PROCTOR_TEST_OPENAI_KEY", InputCostPerToken: 1e-6, OutputCostPerToken: 1e-6}
-	if err := s.UpsertModel(ctx, m); err != nil {
+	if err := llms.Of(s).UpsertModel(ctx, m); err != nil {
 		t.Fatal(err)
 	}
 	req, _ := http.NewRequest("POST", f.srv.URL+"/v2/gateway/openai/chat/completions", strings.NewReader(`{"model": "gpt-up", "stream": true, "messages": [{"role": "user", "content": "hi"}]}`))
@@ -310,7 +312,7 @@ func TestGatewayCountsACallWhoseClientLeft(t *testing.T) {
 		if i == 250 {
 			t.Fatal("no row after 5 s")
 		}
-		logs, _, err := s.ModelLogs(ctx, f.caller, m.ID, 10, 0)
+		logs, _, err := billing.Of(s).ModelLogs(ctx, f.caller, m.ID, 10, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

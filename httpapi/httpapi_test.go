@@ -21,6 +21,7 @@ import (
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/internal/testenv"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/catalog"
 )
 
 // TestMain checks every response of the suite against openapi.yaml (see internal/apitest).
@@ -154,7 +155,7 @@ func TestListTasksets(t *testing.T) {
 			t.Fatalf("empty list = %d %s", r.status, r.body)
 		}
 		for _, name := range []string{"b-set", "a-set", "c-set"} {
-			if _, err := s.CreateTaskset(ctx, f.caller, name, "d", false); err != nil {
+			if _, err := catalog.Of(s).CreateTaskset(ctx, f.caller, name, "d", false); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -15,6 +15,8 @@ import (
 	"github.com/proctorhq/proctor/internal/agent"
 	"github.com/proctorhq/proctor/internal/inference"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/billing"
+	"github.com/proctorhq/proctor/models/credentials"
 )
 
 func (s *Server) registerInference() {
@@ -43,7 +45,7 @@ func (s *Server) registerInference() {
 
 // gateway is the inference gateway of this server.
 func (s *Server) gateway() *inference.Gateway {
-	var keys models.Sealer
+	var keys credentials.Sealer
 	if s.secrets != nil {
 		keys = s.secrets
 	}
@@ -77,7 +79,7 @@ func (s *Server) createCompletion(ctx context.Context, in *completionInput) (*co
 	if err := s.checkSpend(ctx); err != nil {
 		return nil, err
 	}
-	m, err := s.store.ResolveModel(ctx, c, in.Body.Model)
+	m, err := s.llms.ResolveModel(ctx, c, in.Body.Model)
 	if err != nil {
 		return nil, storeError(err, "model "+in.Body.Model)
 	}
@@ -97,7 +99,7 @@ func (s *Server) createCompletion(ctx context.Context, in *completionInput) (*co
 	if len(req.Messages) == 0 {
 		return nil, validation("body.messages", "give at least one user or assistant message", nil)
 	}
-	call := inference.Call{Model: m, TeamID: c.TeamID, UserID: &c.UserID, Route: models.RouteCompletions}
+	call := inference.Call{Model: m, TeamID: c.TeamID, UserID: &c.UserID, Route: billing.RouteCompletions}
 	if c.Kind == models.CredentialAPIKey {
 		call.APIKeyID = &c.APIKeyID
 	}
@@ -156,7 +158,7 @@ type modelLogsOutput struct{ Body Page[ModelLog] }
 
 // listModelLogs serves GET /v2/models/{model_id}/logs.
 func (s *Server) listModelLogs(ctx context.Context, in *modelLogsInput) (*modelLogsOutput, error) {
-	logs, total, err := s.store.ModelLogs(ctx, callerFrom(ctx), in.ModelID, in.Limit, in.Offset)
+	logs, total, err := s.billing.ModelLogs(ctx, callerFrom(ctx), in.ModelID, in.Limit, in.Offset)
 	if err != nil {
 		return nil, storeError(err, "model")
 	}
@@ -221,7 +223,7 @@ type inferenceUsageOutput struct {
 // listInferenceUsage serves GET /v2/inference/usage.
 func (s *Server) listInferenceUsage(ctx context.Context, in *inferenceUsageInput) (*inferenceUsageOutput, error) {
 	c := callerFrom(ctx)
-	rows, total, err := s.store.InferenceUsage(ctx, c, models.UsageFilter{Since: time.Now().AddDate(0, 0, -in.Days), UserID: optionalID(in.UserID),
+	rows, total, err := s.billing.InferenceUsage(ctx, c, billing.UsageFilter{Since: time.Now().AddDate(0, 0, -in.Days), UserID: optionalID(in.UserID),
 		APIKeyID: optionalID(in.APIKeyID), ByokCredentialID: optionalID(in.ByokCredentialID), Model: optionalID(in.ModelID), Route: in.RequestType,
 		Limit: in.Limit, Offset: in.Offset})
 	if err != nil {
@@ -313,8 +315,8 @@ func (in *usageBucketsInput) Resolve(huma.Context) []error {
 func (s *Server) listUsageBuckets(ctx context.Context, in *usageBucketsInput) (*usageBucketsOutput, error) {
 	start, end := in.window()
 	hourly := in.BucketWidth == "1h"
-	rows, err := s.store.InferenceBuckets(ctx, callerFrom(ctx), start, end, hourly, in.GroupBy,
-		models.UsageFilter{UserID: optionalID(in.UserID), APIKeyID: optionalID(in.APIKeyID), ByokCredentialID: optionalID(in.ByokCredentialID)})
+	rows, err := s.billing.InferenceBuckets(ctx, callerFrom(ctx), start, end, hourly, in.GroupBy,
+		billing.UsageFilter{UserID: optionalID(in.UserID), APIKeyID: optionalID(in.APIKeyID), ByokCredentialID: optionalID(in.ByokCredentialID)})
 	if err != nil {
 		return nil, err
 	}

@@ -113,7 +113,7 @@ type listInstancesOutput struct {
 // listInstances serves GET /v2/instance.
 func (s *Server) listInstances(ctx context.Context, in *listInstancesInput) (*listInstancesOutput, error) {
 	c := callerFrom(ctx)
-	if _, err := s.store.GetRegistry(ctx, c, in.RegistryID); err != nil {
+	if _, err := s.registry.GetRegistry(ctx, c, in.RegistryID); err != nil {
 		return nil, storeError(err, "environment")
 	}
 	l, err := s.rollouts.ListInstances(ctx, c, in.RegistryID, in.IncludeTerminated, in.Limit, in.Offset)
@@ -149,7 +149,7 @@ type stopInstancesOutput struct {
 // stopInstances serves POST /v2/instance/stop.
 func (s *Server) stopInstances(ctx context.Context, in *stopInstancesInput) (*stopInstancesOutput, error) {
 	c := callerFrom(ctx)
-	if _, err := s.store.GetRegistry(ctx, c, in.Body.RegistryID); err != nil {
+	if _, err := s.registry.GetRegistry(ctx, c, in.Body.RegistryID); err != nil {
 		return nil, storeError(err, "environment")
 	}
 	if err := s.requireWorkflows(); err != nil {

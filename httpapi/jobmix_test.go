@@ -9,6 +9,8 @@ import (
 
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/llms"
+	"github.com/proctorhq/proctor/models/registry"
 	"github.com/proctorhq/proctor/models/rollouts"
 )
 
@@ -17,13 +19,13 @@ import (
 func TestJobMixShowsBuildsAndVersions(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
 		f := newFixture(t, s, Options{})
-		reg, err := s.CreateRegistry(ctx, f.caller, models.NewRegistry{Name: "todo"})
+		reg, err := registry.Of(s).CreateRegistry(ctx, f.caller, registry.NewRegistry{Name: "todo"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var builds []*models.Build
 		for _, d := range []string{"sha256:aaa", "sha256:bbb"} {
-			b, err := s.CreateBuild(ctx, reg.ID, models.NewBuild{Status: models.BuildSucceeded, Digest: d})
+			b, err := registry.Of(s).CreateBuild(ctx, reg.ID, registry.NewBuild{Status: registry.BuildSucceeded, Digest: d})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -32,7 +34,7 @@ func TestJobMixShowsBuildsAndVersions(t *testing.T) {
 		v1 := decode[UploadResult](t, f.do("POST", "/v2/tasks/upload", "key", strings.NewReader(`{"taskset_name":"mix","tasks":[{"name":"a","prompt":"one"},{"name":"b","prompt":"b"}]}`)))
 		v2 := decode[UploadResult](t, f.do("POST", "/v2/tasks/upload", "key", strings.NewReader(`{"taskset_name":"mix","tasks":[{"name":"a","prompt":"two"}]}`)))
 		oracle := &models.LLMModel{ModelName: "oracle", Name: "Oracle", Provider: "proctor", Adapter: models.AdapterOracle}
-		s.UpsertModel(ctx, oracle)
+		llms.Of(s).UpsertModel(ctx, oracle)
 		type run struct {
 			version uuid.UUID
 			build   *models.Build

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/billing"
 	"github.com/proctorhq/proctor/models/rollouts"
 )
 
@@ -195,7 +196,7 @@ type patchJobInput struct {
 // updateJob serves PATCH /v2/jobs/{job_id}: rename or describe a job, or change its ceiling.
 func (s *Server) updateJob(ctx context.Context, in *patchJobInput) (*jobOutput, error) {
 	if in.Body.MaxCostUSD != nil {
-		if _, err := s.setCeiling(ctx, in.JobID, models.CeilingChange{MaxCostUSD: in.Body.MaxCostUSD}); err != nil {
+		if _, err := s.setCeiling(ctx, in.JobID, billing.CeilingChange{MaxCostUSD: in.Body.MaxCostUSD}); err != nil {
 			return nil, err
 		}
 	}

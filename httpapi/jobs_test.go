@@ -14,6 +14,7 @@ import (
 
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/llms"
 	"github.com/proctorhq/proctor/models/rollouts"
 )
 
@@ -22,7 +23,7 @@ func TestModelJobAndTraceReads(t *testing.T) {
 		f := newFixture(t, s, Options{PublicURL: "https://proctor.example.com/"})
 		up := decode[UploadResult](t, f.do("POST", "/v2/tasks/upload", "key", strings.NewReader(`{"taskset_name":"demo","tasks":[{"name":"a","prompt":"p"}]}`)))
 		oracle := &models.LLMModel{ModelName: "oracle", Name: "Oracle", Provider: "proctor", Adapter: models.AdapterOracle}
-		s.UpsertModel(ctx, oracle)
+		llms.Of(s).UpsertModel(ctx, oracle)
 
 		page := decode[Page[Model]](t, f.do("GET", "/v2/models", "key", nil))
 		if page.Total != 1 || page.Limit != 100 || page.Items[0].ModelName != "oracle" {
@@ -314,7 +315,7 @@ func TestAJobNamesItsParentJob(t *testing.T) {
 		f := newFixture(t, s, Options{Workflows: launchRecorder{}})
 		up := decode[UploadResult](t, f.do("POST", "/v2/tasks/upload", "key", strings.NewReader(`{"taskset_name":"demo","tasks":[{"name":"a","prompt":"p"}]}`)))
 		oracle := &models.LLMModel{ModelName: "oracle", Name: "Oracle", Provider: "proctor", Adapter: models.AdapterOracle}
-		s.UpsertModel(ctx, oracle)
+		llms.Of(s).UpsertModel(ctx, oracle)
 		runList := func(extra string) response {
 			return f.do("POST", "/v2/rollouts/run_list", "key", strings.NewReader(`{"task_version_ids":["`+up.TaskVersionIDs[0].String()+
 				`"],"model_ids":["`+oracle.ID.String()+`"]`+extra+`}`))
@@ -377,7 +378,7 @@ func TestEnvLogsAreReadToTheEndByTheirLastTimestamp(t *testing.T) {
 		f := newFixture(t, s, Options{})
 		up := decode[UploadResult](t, f.do("POST", "/v2/tasks/upload", "key", strings.NewReader(`{"taskset_name":"demo","tasks":[{"name":"a","prompt":"p"}]}`)))
 		oracle := &models.LLMModel{ModelName: "oracle", Name: "Oracle", Provider: "proctor", Adapter: models.AdapterOracle}
-		s.UpsertModel(ctx, oracle)
+		llms.Of(s).UpsertModel(ctx, oracle)
 		traceID := uuid.New()
 		if _, _, err := rollouts.Of(s).LaunchJob(ctx, f.caller, rollouts.Launch{Name: "logs", MaxSteps: 5, GroupSize: 1, MaxConcurrent: 1,
 			Traces: []rollouts.LaunchTrace{{TraceID: traceID, TaskVersionID: up.TaskVersionIDs[0], ModelID: oracle.ID}}}); err != nil {

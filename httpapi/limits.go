@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/billing"
 )
 
 func (s *Server) registerLimits() {
@@ -54,7 +55,7 @@ type Limit struct {
 
 func money(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
-func limitFrom(r models.LimitRow) Limit {
+func limitFrom(r billing.LimitRow) Limit {
 	return Limit{ID: r.ID, APIKeyID: r.APIKeyID, APIKeyName: r.APIKeyName, MembershipID: r.MembershipID, MemberName: r.MemberName,
 		ParentLimitID: r.ParentLimitID, ThresholdPercent: money(r.ThresholdPercent), Interval: r.Interval, AmountUSD: money(r.AmountUSD),
 		Action: r.Action, Enabled: r.Enabled, SpendUSD: money(r.SpendUSD)}
@@ -68,7 +69,7 @@ type listLimitsOutput struct {
 
 // listLimits serves GET /v2/limits.
 func (s *Server) listLimits(ctx context.Context, _ *struct{}) (*listLimitsOutput, error) {
-	rows, err := s.store.ListLimits(ctx, callerFrom(ctx))
+	rows, err := s.billing.ListLimits(ctx, callerFrom(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +114,7 @@ func (s *Server) createLimit(ctx context.Context, in *createLimitInput) (*limitO
 	if b.ThresholdPercent != nil {
 		l.ThresholdPercent = *b.ThresholdPercent
 	}
-	r, err := s.store.CreateLimit(ctx, callerFrom(ctx), l)
+	r, err := s.billing.CreateLimit(ctx, callerFrom(ctx), l)
 	if err != nil {
 		return nil, storeError(err, "limit")
 	}
@@ -131,7 +132,7 @@ type updateLimitInput struct {
 
 // updateLimit serves PATCH /v2/limits/{limit_id}.
 func (s *Server) updateLimit(ctx context.Context, in *updateLimitInput) (*limitOutput, error) {
-	r, err := s.store.UpdateLimit(ctx, callerFrom(ctx), in.LimitID, models.LimitUpdate{AmountUSD: in.Body.AmountUSD, Enabled: in.Body.Enabled,
+	r, err := s.billing.UpdateLimit(ctx, callerFrom(ctx), in.LimitID, billing.LimitUpdate{AmountUSD: in.Body.AmountUSD, Enabled: in.Body.Enabled,
 		ThresholdPercent: in.Body.ThresholdPercent})
 	if err != nil {
 		return nil, storeError(err, "limit")
@@ -145,7 +146,7 @@ type limitPath struct {
 
 // deleteLimit serves DELETE /v2/limits/{limit_id}.
 func (s *Server) deleteLimit(ctx context.Context, in *limitPath) (*struct{}, error) {
-	if err := s.store.DeleteLimit(ctx, callerFrom(ctx), in.LimitID); err != nil {
+	if err := s.billing.DeleteLimit(ctx, callerFrom(ctx), in.LimitID); err != nil {
 		return nil, storeError(err, "limit")
 	}
 	return nil, nil
@@ -162,7 +163,7 @@ func (s *Server) canLaunch(ctx context.Context) error {
 
 // checkSpend refuses new paid work of a caller whose block limit has been reached.
 func (s *Server) checkSpend(ctx context.Context) error {
-	r, err := s.store.ReachedBlock(ctx, callerFrom(ctx))
+	r, err := s.billing.ReachedBlock(ctx, callerFrom(ctx))
 	if err != nil || r == nil {
 		return err
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
-
 	"github.com/proctorhq/proctor/models"
 )
 
@@ -59,7 +58,7 @@ type listMemberSecretsOutput struct {
 
 // listMemberSecrets serves GET /v2/member-secrets: the caller's secrets, masked.
 func (s *Server) listMemberSecrets(ctx context.Context, _ *struct{}) (*listMemberSecretsOutput, error) {
-	list, err := s.store.ListMemberSecrets(ctx, callerFrom(ctx))
+	list, err := s.credentials.ListMemberSecrets(ctx, callerFrom(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +85,7 @@ func (s *Server) setMemberSecret(ctx context.Context, in *setMemberSecretInput) 
 	if err := s.requireSecrets(); err != nil {
 		return nil, err
 	}
-	m, err := s.store.SetMemberSecret(ctx, callerFrom(ctx), s.secrets, in.Body.Name, in.Body.Value, in.Body.Provider)
+	m, err := s.credentials.SetMemberSecret(ctx, callerFrom(ctx), s.secrets, in.Body.Name, in.Body.Value, in.Body.Provider)
 	if err != nil {
 		return nil, storeError(err, "secret")
 	}
@@ -149,7 +148,7 @@ func (s *Server) updateMemberSecret(ctx context.Context, in *updateMemberSecretI
 	if p := in.Body.Provider; p.Sent && !p.Null {
 		provider = &p.Value
 	}
-	m, err := s.store.UpdateMemberSecret(ctx, callerFrom(ctx), s.secrets, in.SecretID, in.Body.Value, in.Body.Provider.Sent, provider)
+	m, err := s.credentials.UpdateMemberSecret(ctx, callerFrom(ctx), s.secrets, in.SecretID, in.Body.Value, in.Body.Provider.Sent, provider)
 	if err != nil {
 		return nil, storeError(err, "secret")
 	}
@@ -158,7 +157,7 @@ func (s *Server) updateMemberSecret(ctx context.Context, in *updateMemberSecretI
 
 // deleteMemberSecret serves DELETE /v2/member-secrets/{secret_id}.
 func (s *Server) deleteMemberSecret(ctx context.Context, in *memberSecretPath) (*struct{}, error) {
-	if err := s.store.DeleteMemberSecret(ctx, callerFrom(ctx), in.SecretID); err != nil {
+	if err := s.credentials.DeleteMemberSecret(ctx, callerFrom(ctx), in.SecretID); err != nil {
 		return nil, storeError(err, "secret")
 	}
 	return nil, nil

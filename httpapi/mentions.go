@@ -55,7 +55,7 @@ type mentionsOutput struct {
 
 // listMentions serves GET /v2/mentions: the caller's mentions.
 func (s *Server) listMentions(ctx context.Context, in *mentionsInput) (*mentionsOutput, error) {
-	ms, unread, err := s.store.UserMentions(ctx, callerFrom(ctx), in.UnreadOnly, in.Limit)
+	ms, unread, err := s.catalog.UserMentions(ctx, callerFrom(ctx), in.UnreadOnly, in.Limit)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +76,7 @@ type readMentionsInput struct {
 
 // readMentions serves POST /v2/mentions/read: mark mentions read.
 func (s *Server) readMentions(ctx context.Context, in *readMentionsInput) (*updatedCount, error) {
-	n, err := s.store.MarkMentionsRead(ctx, callerFrom(ctx), in.Body.IDs)
+	n, err := s.catalog.MarkMentionsRead(ctx, callerFrom(ctx), in.Body.IDs)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/llms"
 )
 
 // Model is a catalog entry agents run on (spec: Resources › Model).
@@ -43,15 +44,15 @@ func (s *Server) modelViews(ctx context.Context, ms []models.LLMModel) ([]Model,
 			forks = append(forks, *ms[i].ForkOfModelID)
 		}
 	}
-	calls, err := s.store.InferenceCounts(ctx, c.TeamID, ids)
+	calls, err := s.billing.InferenceCounts(ctx, c.TeamID, ids)
 	if err != nil {
 		return nil, err
 	}
-	cps, err := s.store.CheckpointCounts(ctx, ids)
+	cps, err := s.llms.CheckpointCounts(ctx, ids)
 	if err != nil {
 		return nil, err
 	}
-	names, err := s.store.ModelNames(ctx, forks)
+	names, err := s.llms.ModelNames(ctx, forks)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +126,7 @@ func (in *updateModelInput) Resolve(huma.Context) []error {
 
 // updateModel serves PATCH /v2/models/{model_id}.
 func (s *Server) updateModel(ctx context.Context, in *updateModelInput) (*modelOutput, error) {
-	m, err := s.store.UpdateModel(ctx, callerFrom(ctx), in.ModelID, models.ModelUpdate{Name: in.Body.Name, Hidden: in.Body.Hidden, RequestDefaults: in.Body.RequestDefaults})
+	m, err := s.llms.UpdateModel(ctx, callerFrom(ctx), in.ModelID, llms.ModelUpdate{Name: in.Body.Name, Hidden: in.Body.Hidden, RequestDefaults: in.Body.RequestDefaults})
 	if err != nil {
 		return nil, storeError(err, "model")
 	}
@@ -140,7 +141,7 @@ type listModelsInput struct {
 // listModels serves GET /v2/models: list models.
 func (s *Server) listModels(ctx context.Context, in *listModelsInput) (*listModelsOutput, error) {
 	c := callerFrom(ctx)
-	ms, total, err := s.store.ListModels(ctx, c, in.Limit, in.Offset)
+	ms, total, err := s.llms.ListModels(ctx, c, in.Limit, in.Offset)
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +158,7 @@ type resolveModelInput struct {
 
 // resolveModel serves GET /v2/models/resolve: resolve a model name.
 func (s *Server) resolveModel(ctx context.Context, in *resolveModelInput) (*modelOutput, error) {
-	m, err := s.store.ResolveModel(ctx, callerFrom(ctx), in.Model)
+	m, err := s.llms.ResolveModel(ctx, callerFrom(ctx), in.Model)
 	if err != nil {
 		return nil, storeError(err, "model "+in.Model)
 	}
@@ -170,7 +171,7 @@ type modelPath struct {
 
 // getModel serves GET /v2/models/{model_id}: get a model.
 func (s *Server) getModel(ctx context.Context, in *modelPath) (*modelOutput, error) {
-	m, err := s.store.GetModel(ctx, callerFrom(ctx), in.ModelID)
+	m, err := s.llms.GetModel(ctx, callerFrom(ctx), in.ModelID)
 	if err != nil {
 		return nil, storeError(err, "model")
 	}

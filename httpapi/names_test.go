@@ -7,6 +7,7 @@ import (
 
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/llms"
 )
 
 // Issue 29, item 1, through POST /v2/models/fork: a name another team uses privately is free to
@@ -16,10 +17,10 @@ func TestForkNamesAreUniquePerTeam(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
 		f := newFixture(t, s, Options{})
 		base := &models.LLMModel{ModelName: "base", Name: "Base", Provider: "openai", Adapter: models.AdapterOpenAI, Trainable: true}
-		if err := s.UpsertModel(ctx, base); err != nil {
+		if err := llms.Of(s).UpsertModel(ctx, base); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.ForkModel(ctx, f.caller, base.ID, "alpha-secret"); err != nil {
+		if _, err := llms.Of(s).ForkModel(ctx, f.caller, base.ID, "alpha-secret"); err != nil {
 			t.Fatal(err)
 		}
 		_, bkey := otherTeam(t, s)

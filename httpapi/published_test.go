@@ -8,6 +8,8 @@ import (
 
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/catalog"
+	"github.com/proctorhq/proctor/models/llms"
 	"github.com/proctorhq/proctor/models/rollouts"
 )
 
@@ -20,7 +22,7 @@ func TestAPublishedJobShowsOnlyTheTasksItRan(t *testing.T) {
 		up := decode[UploadResult](t, f.do("POST", "/v2/tasks/upload", "key",
 			strings.NewReader(`{"taskset_name":"private","tasks":[{"name":"ran","prompt":"p"},{"name":"secret-unrun","prompt":"q"}]}`)))
 		oracle := &models.LLMModel{ModelName: "oracle", Name: "Oracle", Provider: "proctor", Adapter: models.AdapterOracle}
-		if err := s.UpsertModel(ctx, oracle); err != nil {
+		if err := llms.Of(s).UpsertModel(ctx, oracle); err != nil {
 			t.Fatal(err)
 		}
 		job, _, err := rollouts.Of(s).LaunchJob(ctx, f.caller, rollouts.Launch{Name: "one task", TasksetID: &up.TasksetID, MaxSteps: 1, GroupSize: 1, MaxConcurrent: 1,
@@ -34,7 +36,7 @@ func TestAPublishedJobShowsOnlyTheTasksItRan(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if _, err := s.AddComment(ctx, f.caller, ranID, "the grader is too lenient here"); err != nil {
+		if _, err := catalog.Of(s).AddComment(ctx, f.caller, ranID, "the grader is too lenient here"); err != nil {
 			t.Fatal(err)
 		}
 		jid := "/v2/jobs/" + job.ID.String()

@@ -54,7 +54,7 @@ func (s *Server) registerReadyCheck() {
 
 // getTaskReadyCheck serves GET /v2/tasks/{task_id}/ready-check: check a task against its taskset's requirements.
 func (s *Server) getTaskReadyCheck(ctx context.Context, in *taskPath) (*readyCheckOutput, error) {
-	rc, err := s.store.CheckTaskReady(ctx, callerFrom(ctx), in.TaskID)
+	rc, err := s.catalog.CheckTaskReady(ctx, callerFrom(ctx), in.TaskID)
 	if err != nil {
 		return nil, storeError(err, "task")
 	}

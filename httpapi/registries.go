@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/registry"
 )
 
 // Registry is an environment (spec: Resources › Registry).
@@ -74,7 +75,7 @@ type Scenario struct {
 	TraceNameTemplate string         `json:"trace_name_template"`
 }
 
-func registryFromRow(r models.RegistryRow) Registry {
+func registryFromRow(r registry.RegistryRow) Registry {
 	out := Registry{
 		ID: r.ID, Name: r.Name, RegistryType: r.RegistryType, Public: r.Public, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 		Branch: r.Branch, BuildArgs: nonNilMap(r.BuildArgs), CanEdit: r.CanEdit, Description: r.Description,
@@ -196,7 +197,7 @@ type ListRegistriesInput struct {
 
 // listRegistries serves GET /v2/registry: list environments.
 func (s *Server) listRegistries(ctx context.Context, in *ListRegistriesInput) (*listRegistriesOutput, error) {
-	q := models.RegistryQuery{
+	q := registry.RegistryQuery{
 		Search: in.Search, MatchTemplates: in.MatchTemplates, IncludeLatestScenarios: in.IncludeLatestScenarios,
 		PublicOnly: in.PublicOnly, OwnerOnly: in.OwnerOnly, SortBy: in.SortBy, Limit: in.Limit, Offset: in.Offset,
 	}
@@ -204,7 +205,7 @@ func (s *Server) listRegistries(ctx context.Context, in *ListRegistriesInput) (*
 		id := uuid.MustParse(in.ProjectID) // format:"uuid" was validated
 		q.ProjectID = &id
 	}
-	rows, total, err := s.store.ListRegistries(ctx, callerFrom(ctx), q)
+	rows, total, err := s.registry.ListRegistries(ctx, callerFrom(ctx), q)
 	if err != nil {
 		return nil, storeError(err, "environment")
 	}
@@ -221,7 +222,7 @@ type registryPath struct {
 
 // getRegistry serves GET /v2/registry/{registry_id}: get an environment.
 func (s *Server) getRegistry(ctx context.Context, in *registryPath) (*registryOutput, error) {
-	row, err := s.store.GetRegistry(ctx, callerFrom(ctx), in.RegistryID)
+	row, err := s.registry.GetRegistry(ctx, callerFrom(ctx), in.RegistryID)
 	if err != nil {
 		return nil, storeError(err, "environment")
 	}
@@ -238,7 +239,7 @@ func (s *Server) listRegistryScenarios(ctx context.Context, in *scenariosInput) 
 	if build == nil {
 		return out, nil
 	}
-	scs, err := s.store.ListScenarios(ctx, build.ID)
+	scs, err := s.registry.ListScenarios(ctx, build.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -270,14 +271,14 @@ func (s *Server) getRegistrySourceUrl(ctx context.Context, in *scenariosInput) (
 // registryBuild resolves the build a registry route is about: the given one, or the latest (nil
 // when the environment has none yet). Invisible environments are 404.
 func (s *Server) registryBuild(ctx context.Context, registryID uuid.UUID, buildID string) (*models.Build, error) {
-	row, err := s.store.GetRegistry(ctx, callerFrom(ctx), registryID)
+	row, err := s.registry.GetRegistry(ctx, callerFrom(ctx), registryID)
 	if err != nil {
 		return nil, storeError(err, "environment")
 	}
 	if buildID == "" {
 		return row.LatestBuild, nil
 	}
-	b, err := s.store.GetBuild(ctx, registryID, uuid.MustParse(buildID))
+	b, err := s.registry.GetBuild(ctx, registryID, uuid.MustParse(buildID))
 	if errors.Is(err, models.ErrNotFound) {
 		return nil, newAPIError(http.StatusNotFound, "the environment has no build "+buildID)
 	}

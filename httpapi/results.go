@@ -9,7 +9,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
-	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/llms"
 )
 
 func (s *Server) registerResults() {
@@ -110,11 +110,11 @@ func (s *Server) getModelResults(ctx context.Context, in *modelResultsInput) (*m
 	if err != nil {
 		return nil, err
 	}
-	rs, err := s.store.ModelResults(ctx, c, in.ModelID, cps, in.Purpose)
+	rs, err := s.llms.ModelResults(ctx, c, in.ModelID, cps, in.Purpose)
 	if err != nil {
 		return nil, storeErrorIn(err, "query", "model")
 	}
-	sug, err := s.store.SuggestTasksets(ctx, c, in.ModelID, models.SuggestQuery{Purpose: in.Purpose, Limit: 10})
+	sug, err := s.llms.SuggestTasksets(ctx, c, in.ModelID, llms.SuggestQuery{Purpose: in.Purpose, Limit: 10})
 	if err != nil {
 		return nil, storeError(err, "model")
 	}
@@ -136,7 +136,7 @@ func (s *Server) getModelResults(ctx context.Context, in *modelResultsInput) (*m
 	return out, nil
 }
 
-func suggestedOut(sug []models.SuggestedTaskset) []SuggestedTaskset {
+func suggestedOut(sug []llms.SuggestedTaskset) []SuggestedTaskset {
 	out := make([]SuggestedTaskset, len(sug))
 	for i, t := range sug {
 		out[i] = SuggestedTaskset{TasksetID: t.TasksetID, TasksetName: t.TasksetName, IsPublic: t.IsPublic, TaskCount: t.TaskCount,
@@ -165,7 +165,7 @@ func (s *Server) listSuggestedTasksets(ctx context.Context, in *suggestedInput) 
 	if err != nil {
 		return nil, err
 	}
-	sug, err := s.store.SuggestTasksets(ctx, callerFrom(ctx), in.ModelID, models.SuggestQuery{Exclude: exclude, Search: in.Search, Purpose: in.Purpose, Limit: in.Limit})
+	sug, err := s.llms.SuggestTasksets(ctx, callerFrom(ctx), in.ModelID, llms.SuggestQuery{Exclude: exclude, Search: in.Search, Purpose: in.Purpose, Limit: in.Limit})
 	if err != nil {
 		return nil, storeError(err, "model")
 	}

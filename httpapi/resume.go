@@ -7,7 +7,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
-	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/billing"
 )
 
 // registerResume registers the resume of a job paused at its ceiling (a Proctor extension).
@@ -47,7 +47,7 @@ type resumeJobOutput struct{ Body Resumed }
 
 // resumeJob serves POST /v2/jobs/{job_id}/resume.
 func (s *Server) resumeJob(ctx context.Context, in *resumeJobInput) (*resumeJobOutput, error) {
-	ch := models.CeilingChange{Resume: true}
+	ch := billing.CeilingChange{Resume: true}
 	if b := in.Body; b != nil {
 		if b.LiftCeiling && b.MaxCostUSD != nil {
 			return nil, validation("body.lift_ceiling", "give max_cost_usd or lift_ceiling, not both", true)
@@ -64,10 +64,10 @@ func (s *Server) resumeJob(ctx context.Context, in *resumeJobInput) (*resumeJobO
 // setCeiling changes a job's ceiling and, when that resumed it, tells its RunLists. The store
 // says the job runs whether or not they hear it now: a paused RunList reads its job again every
 // few minutes, so a signal lost to an outage delays the resume, and loses nothing.
-func (s *Server) setCeiling(ctx context.Context, jobID uuid.UUID, ch models.CeilingChange) (models.JobBudget, error) {
-	res, err := s.store.SetJobCeiling(ctx, callerFrom(ctx), jobID, ch)
+func (s *Server) setCeiling(ctx context.Context, jobID uuid.UUID, ch billing.CeilingChange) (billing.JobBudget, error) {
+	res, err := s.billing.SetJobCeiling(ctx, callerFrom(ctx), jobID, ch)
 	if err != nil {
-		return models.JobBudget{}, storeError(err, "job")
+		return billing.JobBudget{}, storeError(err, "job")
 	}
 	if res.Resumed && s.workflows != nil {
 		if err := s.workflows.ResumeJob(context.WithoutCancel(ctx), jobID); err != nil {

@@ -7,7 +7,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
-	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/billing"
 	"github.com/proctorhq/proctor/models/rollouts"
 )
 
@@ -66,7 +66,7 @@ func (s *Server) retryJob(ctx context.Context, in *retryJobInput) (*retryJobOutp
 		body.Errors = rollouts.RetryInfra
 	}
 	if body.MaxCostUSD != nil {
-		if _, err := s.setCeiling(ctx, in.JobID, models.CeilingChange{MaxCostUSD: body.MaxCostUSD}); err != nil {
+		if _, err := s.setCeiling(ctx, in.JobID, billing.CeilingChange{MaxCostUSD: body.MaxCostUSD}); err != nil {
 			return nil, err
 		}
 	}

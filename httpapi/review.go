@@ -7,7 +7,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
-	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/catalog"
 )
 
 // MoveFailure is one id of a batch move that did not move.
@@ -25,7 +25,7 @@ type MoveResult struct {
 	Unchanged []uuid.UUID   `json:"unchanged" nullable:"false"`
 }
 
-func moveResult(r *models.MoveResult) MoveResult {
+func moveResult(r *catalog.MoveResult) MoveResult {
 	out := MoveResult{Failures: []MoveFailure{}, Succeeded: r.Succeeded, Unchanged: r.Unchanged}
 	if out.Succeeded == nil {
 		out.Succeeded = []uuid.UUID{}
@@ -87,7 +87,7 @@ func (in *statusInput) Resolve(huma.Context) []error {
 func (s *Server) setTaskStatus(ctx context.Context, in *statusInput) (*moveOutput, error) {
 	b := in.Body
 	inputs := append(uuidStrings(b.IDs), b.Slugs...)
-	res, err := s.store.SetTaskStatus(ctx, callerFrom(ctx), inputs, b.TasksetID, b.Status, b.Clear)
+	res, err := s.catalog.SetTaskStatus(ctx, callerFrom(ctx), inputs, b.TasksetID, b.Status, b.Clear)
 	if err != nil {
 		return nil, storeError(err, "task")
 	}
@@ -103,7 +103,7 @@ type stageInput struct {
 
 // moveTaskStage serves PATCH /v2/tasks/stage: move tasks between stages.
 func (s *Server) moveTaskStage(ctx context.Context, in *stageInput) (*moveOutput, error) {
-	res, err := s.store.MoveTaskStage(ctx, callerFrom(ctx), uuidStrings(in.Body.IDs), in.Body.Stage)
+	res, err := s.catalog.MoveTaskStage(ctx, callerFrom(ctx), uuidStrings(in.Body.IDs), in.Body.Stage)
 	if err != nil {
 		return nil, storeError(err, "task")
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/catalog"
 )
 
 // reviewSetup uploads a staged taskset of two tasks and returns their ids.
@@ -20,7 +21,7 @@ func reviewSetup(t *testing.T, f *fixture) (uuid.UUID, []uuid.UUID) {
 	r := f.do("POST", "/v2/tasks/upload", "key", strings.NewReader(`{"taskset_name":"review","tasks":[
 		{"name":"alpha","prompt":"Write a haiku","external_id":"a-1"},{"name":"beta","prompt":"Write a limerick"}]}`))
 	res := decode[UploadResult](t, r)
-	if err := f.store.SetTasksetStages(ctx, f.caller, res.TasksetID, []string{"write", "qa"}); err != nil {
+	if err := catalog.Of(f.store).SetTasksetStages(ctx, f.caller, res.TasksetID, []string{"write", "qa"}); err != nil {
 		t.Fatal(err)
 	}
 	page := decode[Page[TaskSummary]](t, f.do("GET", "/v2/tasksets/"+res.TasksetID.String()+"/tasks", "key", nil))
@@ -85,7 +86,7 @@ func TestCommentActivityAndBriefRoutes(t *testing.T) {
 		if c.Message != "looks good @bob" || c.UserName != "Ada" || c.TaskID != ids[0] {
 			t.Errorf("comment = %+v", c)
 		}
-		if ns, _ := s.ListNotifications(ctx, bu.ID); len(ns) != 1 {
+		if ns, _ := catalog.Of(s).ListNotifications(ctx, bu.ID); len(ns) != 1 {
 			t.Errorf("bob was not notified: %+v", ns)
 		}
 		// Bob reads his mention in the app (GET /v2/mentions), marks it read, and it is mailed
@@ -111,12 +112,12 @@ func TestCommentActivityAndBriefRoutes(t *testing.T) {
 			t.Errorf("unread after reading = %+v", unread.Items)
 		}
 		wantValidation(t, f.do("POST", "/v2/mentions/read", bob, strings.NewReader(`{"ids":["nope"]}`)), "body.ids[0]")
-		due, _ := s.MentionsToMail(ctx, 10)
+		due, _ := catalog.Of(s).MentionsToMail(ctx, 10)
 		if len(due) != 1 || due[0].Email != "bob@example.com" || due[0].TaskName == "" {
 			t.Fatalf("mentions to mail = %+v", due)
 		}
-		s.MentionMailed(ctx, due[0].ID)
-		if again, _ := s.MentionsToMail(ctx, 10); len(again) != 0 {
+		catalog.Of(s).MentionMailed(ctx, due[0].ID)
+		if again, _ := catalog.Of(s).MentionsToMail(ctx, 10); len(again) != 0 {
 			t.Errorf("a mailed mention is due again: %+v", again)
 		}
 		wantEnvelope(t, f.do("PATCH", task+"/comments/"+c.ID.String(), "Bearer "+bobKey, strings.NewReader(`{"body":"mine now"}`)), 403, "forbidden")
@@ -178,7 +179,7 @@ func TestReadyCheckRoute(t *testing.T) {
 		if rc.HasRequirements || !rc.Passed || len(rc.Checks) != 0 || rc.EvaluatedTraceIDs == nil {
 			t.Errorf("not configured = %+v", rc)
 		}
-		if err := s.SetTasksetRequirements(ctx, tasksetID, &models.Requirements{MinTraces: 2}); err != nil {
+		if err := catalog.Of(s).SetTasksetRequirements(ctx, tasksetID, &models.Requirements{MinTraces: 2}); err != nil {
 			t.Fatal(err)
 		}
 		r := f.do("GET", path, "session", nil)
@@ -187,7 +188,7 @@ func TestReadyCheckRoute(t *testing.T) {
 			t.Errorf("configured = %s", r.body)
 		}
 		// QA checks answer as checks of their own, each failing here with what to do.
-		if err := s.SetTasksetRequirements(ctx, tasksetID, &models.Requirements{MinTraces: 0,
+		if err := catalog.Of(s).SetTasksetRequirements(ctx, tasksetID, &models.Requirements{MinTraces: 0,
 			QAChecks: []models.QACheck{{Kind: models.QAReferenceSolves}, {Kind: models.QAStagePassed, Stage: "write"}}}); err != nil {
 			t.Fatal(err)
 		}

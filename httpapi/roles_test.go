@@ -21,6 +21,7 @@ import (
 	"github.com/proctorhq/proctor/internal/secrets"
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/billing"
 )
 
 // writeOps lists the API's registered write operations by "METHOD /path".
@@ -182,7 +183,7 @@ func TestAMemberCannotLiftOrImposeSpendingLimits(t *testing.T) {
 				}
 			}
 		}
-		rows, err := s.ListLimits(ctx, f.caller)
+		rows, err := billing.Of(s).ListLimits(ctx, f.caller)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -94,10 +94,10 @@ func (s *Server) runRollout(ctx context.Context, in *runInput) (*launchedOutput,
 		return nil, err
 	}
 	c := callerFrom(ctx)
-	if _, err := s.store.GetTaskVersion(ctx, c, in.Body.TaskVersionID); err != nil {
+	if _, err := s.catalog.GetTaskVersion(ctx, c, in.Body.TaskVersionID); err != nil {
 		return nil, storeError(err, "task version")
 	}
-	if m, err := s.store.GetModel(ctx, c, in.Body.ModelID); err != nil {
+	if m, err := s.llms.GetModel(ctx, c, in.Body.ModelID); err != nil {
 		return nil, storeError(err, "model")
 	} else if m.Adapter == models.AdapterReplay {
 		return nil, validation("body.model_id", errReplayOnly.Error(), in.Body.ModelID.String())
@@ -113,7 +113,7 @@ func (s *Server) runRollout(ctx context.Context, in *runInput) (*launchedOutput,
 	lt := rollouts.LaunchTrace{TraceID: traceID, TaskVersionID: in.Body.TaskVersionID, ModelID: in.Body.ModelID, Name: in.Body.TraceName,
 		MaxSteps: in.Body.MaxSteps, RuntimeConfig: in.Body.RuntimeConfig, AgentBuildID: agentBuild}
 	md := models.JobMetadata{}
-	if m, err := s.store.GetModel(ctx, callerFrom(ctx), in.Body.ModelID); err == nil {
+	if m, err := s.llms.GetModel(ctx, callerFrom(ctx), in.Body.ModelID); err == nil {
 		md.ResolvedAgents = append(md.ResolvedAgents, rollouts.ResolvedAgentOf(m))
 	}
 	return s.launchOne(ctx, rollouts.Launch{Kind: models.JobSingle, Name: in.Body.TraceName, MaxSteps: in.Body.MaxSteps, Traces: []rollouts.LaunchTrace{lt},
@@ -215,12 +215,12 @@ func (s *Server) submitRollout(ctx context.Context, in *submitInput) (*launchedO
 // which calls the model agent.config.model names; else a model, run by the built-in loop.
 func (s *Server) submittedAgent(ctx context.Context, typ string, config *models.AgentConfig) (*uuid.UUID, *models.LLMModel, error) {
 	c := callerFrom(ctx)
-	isAgent, err := s.store.IsAgent(ctx, c, typ)
+	isAgent, err := s.registry.IsAgent(ctx, c, typ)
 	if err != nil {
 		return nil, nil, err
 	}
 	if !isAgent {
-		m, err := s.store.ResolveModel(ctx, c, typ)
+		m, err := s.llms.ResolveModel(ctx, c, typ)
 		if err != nil {
 			return nil, nil, storeError(err, "model "+typ)
 		}
@@ -236,7 +236,7 @@ func (s *Server) submittedAgent(ctx context.Context, typ string, config *models.
 	if model == "" {
 		return nil, nil, validation("body.agent.config.model", "agent "+bound(typ)+" is a brought agent: name the model it may call in agent.config.model (a model_name or id)", nil)
 	}
-	m, err := s.store.ResolveModel(ctx, c, model)
+	m, err := s.llms.ResolveModel(ctx, c, model)
 	if err != nil {
 		return nil, nil, storeError(err, "model "+model)
 	}
@@ -260,7 +260,7 @@ func (s *Server) submittedVersion(ctx context.Context, c *models.Caller, env, ta
 	}
 	var versionID uuid.UUID
 	if id, err := uuid.Parse(task); err == nil {
-		t, err := s.store.GetTask(ctx, c, id)
+		t, err := s.catalog.GetTask(ctx, c, id)
 		if err != nil || t.Task.LatestVersionID == nil {
 			return nil, notVisible()
 		}
@@ -269,7 +269,7 @@ func (s *Server) submittedVersion(ctx context.Context, c *models.Caller, env, ta
 			versionID = id // the caller named a version: run exactly it
 		}
 	} else {
-		found, err := s.store.FindTasks(ctx, c, env, task, 2)
+		found, err := s.catalog.FindTasks(ctx, c, env, task, 2)
 		if err != nil {
 			return nil, err
 		}
@@ -281,7 +281,7 @@ func (s *Server) submittedVersion(ctx context.Context, c *models.Caller, env, ta
 		}
 		versionID = *found[0].Task.LatestVersionID
 	}
-	v, err := s.store.GetTaskVersion(ctx, c, versionID)
+	v, err := s.catalog.GetTaskVersion(ctx, c, versionID)
 	if err != nil {
 		return nil, notVisible()
 	}

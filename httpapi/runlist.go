@@ -121,7 +121,7 @@ func (s *Server) runRolloutList(ctx context.Context, in *runListInput) (*runList
 	}
 	okModel := map[uuid.UUID]error{}
 	for _, m := range b.ModelIDs {
-		model, err := s.store.GetModel(ctx, c, m)
+		model, err := s.llms.GetModel(ctx, c, m)
 		if err == nil && model.Adapter == models.AdapterReplay {
 			err = errReplayOnly
 		}
@@ -174,7 +174,7 @@ func (s *Server) notStarted(ctx context.Context, what string, id uuid.UUID, err 
 // rejected one by one in the results.
 func (s *Server) runListVersions(ctx context.Context, c *models.Caller, tasksetID *uuid.UUID, ids []uuid.UUID) ([]uuid.UUID, map[uuid.UUID]bool, error) {
 	if tasksetID != nil {
-		versions, err := s.store.LatestVersionIDs(ctx, c, *tasksetID)
+		versions, err := s.catalog.LatestVersionIDs(ctx, c, *tasksetID)
 		if err != nil {
 			return nil, nil, storeError(err, "taskset")
 		}
@@ -183,7 +183,7 @@ func (s *Server) runListVersions(ctx context.Context, c *models.Caller, tasksetI
 		}
 		return versions, nil, nil
 	}
-	visible, err := s.store.VisibleTaskVersions(ctx, c, ids)
+	visible, err := s.catalog.VisibleTaskVersions(ctx, c, ids)
 	return ids, visible, err
 }
 

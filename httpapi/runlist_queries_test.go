@@ -10,6 +10,7 @@ import (
 
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/llms"
 	"github.com/proctorhq/proctor/models/rollouts"
 )
 
@@ -30,7 +31,7 @@ func TestLaunchingTenThousandAttemptsTakesFewQueries(t *testing.T) {
 		var ids []string
 		for _, name := range []string{"one", "two"} {
 			m := &models.LLMModel{ModelName: name, Name: name, Provider: "proctor", Adapter: models.AdapterOracle}
-			if err := s.UpsertModel(ctx, m); err != nil {
+			if err := llms.Of(s).UpsertModel(ctx, m); err != nil {
 				t.Fatal(err)
 			}
 			ids = append(ids, `"`+m.ID.String()+`"`)

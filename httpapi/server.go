@@ -27,6 +27,12 @@ import (
 	"github.com/proctorhq/proctor/internal/metrics"
 	"github.com/proctorhq/proctor/internal/secrets"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/billing"
+	"github.com/proctorhq/proctor/models/catalog"
+	"github.com/proctorhq/proctor/models/credentials"
+	"github.com/proctorhq/proctor/models/datafiles"
+	"github.com/proctorhq/proctor/models/llms"
+	"github.com/proctorhq/proctor/models/registry"
 	"github.com/proctorhq/proctor/models/rollouts"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -86,7 +92,7 @@ type Options struct {
 	// Uploads bounds task attachments.
 	Uploads UploadLimits
 	// DataQuota bounds each team's data files (zero fields: no bound).
-	DataQuota models.DataQuota
+	DataQuota datafiles.DataQuota
 	// CodecOrigin is the Temporal Web UI's origin (e.g. http://127.0.0.1:8233): with Secrets,
 	// /codec/ serves it the payload codec so it shows encrypted payloads to team owners.
 	CodecOrigin string
@@ -96,12 +102,18 @@ type Options struct {
 type Server struct {
 	store         *models.Store
 	rollouts      *rollouts.Store
+	datafiles     *datafiles.Store
+	credentials   *credentials.Store
+	registry      *registry.Store
+	catalog       *catalog.Store
+	llms          *llms.Store
+	billing       *billing.Store
 	bucket        blob.Bucket
 	temporal      HealthChecker
 	workflows     Workflows
 	builds        Builds
 	secrets       *secrets.Keyring
-	dataQuota     models.DataQuota
+	dataQuota     datafiles.DataQuota
 	uploads       UploadLimits
 	log           *slog.Logger
 	sessionTTL    time.Duration
@@ -176,7 +188,7 @@ func (o Options) withDefaults() Options {
 // newServer holds o's dependencies and settings, with no route yet.
 func newServer(o Options) *Server {
 	return &Server{
-		store: o.Store, rollouts: rollouts.Of(o.Store), bucket: o.Bucket, temporal: o.Temporal, workflows: o.Workflows, builds: o.Builds, secrets: o.Secrets, dataQuota: o.DataQuota, uploads: o.Uploads, log: o.Logger, sessionTTL: o.SessionTTL,
+		store: o.Store, rollouts: rollouts.Of(o.Store), datafiles: datafiles.Of(o.Store), credentials: credentials.Of(o.Store), registry: registry.Of(o.Store), catalog: catalog.Of(o.Store), llms: llms.Of(o.Store), billing: billing.Of(o.Store), bucket: o.Bucket, temporal: o.Temporal, workflows: o.Workflows, builds: o.Builds, secrets: o.Secrets, dataQuota: o.DataQuota, uploads: o.Uploads, log: o.Logger, sessionTTL: o.SessionTTL,
 		secureCookies: strings.HasPrefix(o.PublicURL, "https://"), maxBodyBytes: o.MaxBodyBytes, maxAttempts: o.MaxJobAttempts, publicURL: strings.TrimRight(o.PublicURL, "/"),
 		bodies: newBodyLimits(o), throttle: newAuthThrottle(), crossOrigin: newCrossOrigin(o.PublicURL), metrics: o.Metrics, tracer: o.Tracing.Tracer("github.com/proctorhq/proctor/httpapi"),
 		streamsEnd: make(chan struct{}),

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/catalog"
 )
 
 // EnvRef names an environment by name or id. Upload accepts a bare string (a name or an id), as
@@ -117,9 +118,9 @@ func (s *Server) uploadTasks(ctx context.Context, in *uploadInput) (*uploadOutpu
 	if name == "" {
 		name = in.Body.Name
 	}
-	up := models.Upload{TasksetID: in.Body.TasksetID, TasksetName: name, Description: in.Body.Description, Purpose: in.Body.Purpose, RegistryID: in.Body.RegistryID}
+	up := catalog.Upload{TasksetID: in.Body.TasksetID, TasksetName: name, Description: in.Body.Description, Purpose: in.Body.Purpose, RegistryID: in.Body.RegistryID}
 	for _, t := range in.Body.Tasks {
-		tu := models.TaskUpload{TaskID: t.TaskID, ExternalID: t.ExternalID, ScenarioID: t.ScenarioID, TaskContent: models.TaskContent{
+		tu := catalog.TaskUpload{TaskID: t.TaskID, ExternalID: t.ExternalID, ScenarioID: t.ScenarioID, TaskContent: models.TaskContent{
 			Name: t.Name, Description: t.Description, Scenario: t.Scenario, Args: t.Args, Prompt: t.Prompt,
 			SystemPrompt: t.SystemPrompt, AgentConfig: t.AgentConfig, RuntimeConfig: t.RuntimeConfig, Validation: t.Validation,
 		}}
@@ -128,7 +129,7 @@ func (s *Server) uploadTasks(ctx context.Context, in *uploadInput) (*uploadOutpu
 		}
 		up.Tasks = append(up.Tasks, tu)
 	}
-	res, err := s.store.UploadTasks(ctx, callerFrom(ctx), up)
+	res, err := s.catalog.UploadTasks(ctx, callerFrom(ctx), up)
 	if err != nil {
 		return nil, storeError(err, "taskset")
 	}

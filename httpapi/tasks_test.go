@@ -15,6 +15,7 @@ import (
 	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/catalog"
 )
 
 // uploadTaskLimit is the most tasks an upload may hold, as the document states it (50,000).
@@ -108,7 +109,7 @@ func TestReadDeadlineEndsWithTheBody(t *testing.T) {
 		}
 	}
 	// A form streams (bodygate.go): its deadline too ends with its body, before the file is stored.
-	ts, err := f.store.CreateTaskset(ctx, f.caller, "forms", "", false)
+	ts, err := catalog.Of(f.store).CreateTaskset(ctx, f.caller, "forms", "", false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/catalog"
 )
 
 // Taskset is a taskset as the caller sees it (spec: Resources › Taskset).
@@ -31,7 +32,7 @@ type Taskset struct {
 	Stages               []string       `json:"stages" nullable:"false" doc:"Extension: the review stages a task moves through, in order (PATCH /v2/tasks/stage); a task becomes ready only at the last"`
 }
 
-func tasksetFromRow(r models.TasksetRow) Taskset {
+func tasksetFromRow(r catalog.TasksetRow) Taskset {
 	cols := r.Columns
 	if cols == nil {
 		cols = map[string]any{}
@@ -77,7 +78,7 @@ type ListTasksetsInput struct {
 
 // listTasksets serves GET /v2/tasksets: list tasksets.
 func (s *Server) listTasksets(ctx context.Context, in *ListTasksetsInput) (*ListTasksetsOutput, error) {
-	rows, total, err := s.store.ListTasksets(ctx, callerFrom(ctx), models.TasksetQuery{
+	rows, total, err := s.catalog.ListTasksets(ctx, callerFrom(ctx), catalog.TasksetQuery{
 		Search: in.Search, PublicOnly: in.PublicOnly, OwnerOnly: in.OwnerOnly, SortBy: in.SortBy,
 		Limit: in.Limit, Offset: in.Offset,
 	})
@@ -153,7 +154,7 @@ func (s *Server) registerTasksetReads() {
 
 // getTaskset serves GET /v2/tasksets/{taskset_id}: get a taskset.
 func (s *Server) getTaskset(ctx context.Context, in *tasksetPath) (*tasksetOutput, error) {
-	row, err := s.store.GetTaskset(ctx, callerFrom(ctx), in.TasksetID)
+	row, err := s.catalog.GetTaskset(ctx, callerFrom(ctx), in.TasksetID)
 	if err != nil {
 		return nil, storeError(err, "taskset")
 	}
@@ -162,7 +163,7 @@ func (s *Server) getTaskset(ctx context.Context, in *tasksetPath) (*tasksetOutpu
 
 // exportTaskset serves GET /v2/tasksets/{taskset_id}/export: export a taskset.
 func (s *Server) exportTaskset(ctx context.Context, in *tasksetPath) (*exportOutput, error) {
-	row, err := s.store.GetTaskset(ctx, callerFrom(ctx), in.TasksetID)
+	row, err := s.catalog.GetTaskset(ctx, callerFrom(ctx), in.TasksetID)
 	if err != nil {
 		return nil, storeError(err, "taskset")
 	}
@@ -175,15 +176,15 @@ type byNameInput struct {
 
 // getTasksetByName serves GET /v2/tasksets/by-name/{name}: export a taskset by name.
 func (s *Server) getTasksetByName(ctx context.Context, in *byNameInput) (*exportOutput, error) {
-	row, err := s.store.GetTasksetByName(ctx, callerFrom(ctx), in.Name)
+	row, err := s.catalog.GetTasksetByName(ctx, callerFrom(ctx), in.Name)
 	if err != nil {
 		return nil, storeError(err, "taskset")
 	}
 	return s.export(ctx, row)
 }
 
-func (s *Server) export(ctx context.Context, row *models.TasksetRow) (*exportOutput, error) {
-	tasks, err := s.store.ExportTaskset(ctx, callerFrom(ctx), row)
+func (s *Server) export(ctx context.Context, row *catalog.TasksetRow) (*exportOutput, error) {
+	tasks, err := s.catalog.ExportTaskset(ctx, callerFrom(ctx), row)
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +196,7 @@ func (s *Server) export(ctx context.Context, row *models.TasksetRow) (*exportOut
 }
 
 // exportedTask is a task version in the portable shape that upload accepts.
-func exportedTask(t models.ExportedTask) ExportedTask {
+func exportedTask(t catalog.ExportedTask) ExportedTask {
 	return ExportedTask{
 		Name: t.Name, ExternalID: t.ExternalID, Description: t.Description, Env: t.Env, Scenario: t.Scenario,
 		Args: nonNilMap(t.Args), Prompt: t.Prompt, SystemPrompt: t.SystemPrompt, AgentConfig: t.AgentConfig,
@@ -226,7 +227,7 @@ type listTasksInput struct {
 
 // listTasksetTasks serves GET /v2/tasksets/{taskset_id}/tasks: list a taskset's tasks.
 func (s *Server) listTasksetTasks(ctx context.Context, in *listTasksInput) (*listTasksOutput, error) {
-	rows, total, err := s.store.ListTasks(ctx, callerFrom(ctx), in.TasksetID, in.Limit, in.Offset)
+	rows, total, err := s.catalog.ListTasks(ctx, callerFrom(ctx), in.TasksetID, in.Limit, in.Offset)
 	if err != nil {
 		return nil, storeError(err, "taskset")
 	}

@@ -48,7 +48,7 @@ type taskVersionsOutput struct {
 
 // listTaskVersions serves GET /v2/tasks/{task_id}/versions.
 func (s *Server) listTaskVersions(ctx context.Context, in *taskVersionsInput) (*taskVersionsOutput, error) {
-	tv, err := s.store.ListTaskVersions(ctx, callerFrom(ctx), in.TaskID)
+	tv, err := s.catalog.ListTaskVersions(ctx, callerFrom(ctx), in.TaskID)
 	if err != nil {
 		return nil, storeError(err, "task")
 	}

@@ -141,7 +141,7 @@ func (s *Server) getTraceAnalysisContext(ctx context.Context, in *analysisInput)
 		Metadata: nonNilMap(t.Metadata), Reward: t.Reward, EnvLogs: []EnvLogLine{}, WorkerLogs: []string{}, FailedSpans: []FailedSpan{},
 		ScenarioArgs: map[string]any{}}
 	if t.TaskVersionID != nil {
-		if v, err := s.store.GetTaskVersion(ctx, c, *t.TaskVersionID); err == nil {
+		if v, err := s.catalog.GetTaskVersion(ctx, c, *t.TaskVersionID); err == nil {
 			out.RegistryID, out.ScenarioArgs, out.Prompt = v.RegistryID, nonNilMap(v.Args), v.Prompt
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/catalog"
 )
 
 // registerUploadCompletion registers the second half of a presigned upload: its parts presigned
@@ -47,11 +48,11 @@ func (s *Server) presignUploadParts(ctx context.Context, in *uploadPartsInput) (
 	if err := s.requireBucket(); err != nil {
 		return nil, err
 	}
-	u, err := s.store.GetUpload(ctx, callerFrom(ctx), in.TasksetID, in.Body.UploadID)
+	u, err := s.catalog.GetUpload(ctx, callerFrom(ctx), in.TasksetID, in.Body.UploadID)
 	if err != nil {
 		return nil, storeError(err, "upload")
 	}
-	if u.Mode != models.UploadMultipart || u.Status != models.UploadPending {
+	if u.Mode != catalog.UploadMultipart || u.Status != catalog.UploadPending {
 		return nil, newAPIError(http.StatusConflict, "only a pending multipart upload has parts to presign")
 	}
 	for _, n := range in.Body.PartNumbers {
@@ -75,14 +76,14 @@ func (s *Server) completeUpload(ctx context.Context, in *completeUploadInput) (*
 	if err := s.requireBucket(); err != nil {
 		return nil, err
 	}
-	u, err := s.store.GetUpload(ctx, callerFrom(ctx), in.TasksetID, in.Body.UploadID)
+	u, err := s.catalog.GetUpload(ctx, callerFrom(ctx), in.TasksetID, in.Body.UploadID)
 	if err != nil {
 		return nil, storeError(err, "upload")
 	}
-	if u.Status != models.UploadPending {
+	if u.Status != catalog.UploadPending {
 		return &stagedOutput{Body: uploadView(u)}, nil
 	}
-	if u.Mode == models.UploadMultipart {
+	if u.Mode == catalog.UploadMultipart {
 		// Every part must be there at its size before anything is joined.
 		var missing []string
 		parts := make([]string, u.PartCount)
@@ -125,7 +126,7 @@ func (s *Server) completeUpload(ctx context.Context, in *completeUploadInput) (*
 			s.log.WarnContext(ctx, "remove a failed upload's bytes", "upload", u.ID, "error", err)
 		}
 	}
-	if err := s.store.SettleUpload(ctx, u, kind, failure); err != nil {
+	if err := s.catalog.SettleUpload(ctx, u, kind, failure); err != nil {
 		return nil, err
 	}
 	if failure != "" {

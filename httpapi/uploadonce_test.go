@@ -13,6 +13,8 @@ import (
 	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/catalog"
+	"github.com/proctorhq/proctor/models/datafiles"
 )
 
 type reservedData struct {
@@ -51,7 +53,7 @@ func TestUploadURLsWriteOnce(t *testing.T) {
 			if code := f.putBytes(reserved.UploadURL, html); code != http.StatusPreconditionFailed {
 				t.Errorf("a second PUT after complete = %d, want 412", code)
 			}
-			row, err := s.GetDataFile(t.Context(), f.caller, done.ID)
+			row, err := datafiles.Of(s).GetDataFile(t.Context(), f.caller, done.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -62,7 +64,7 @@ func TestUploadURLsWriteOnce(t *testing.T) {
 
 		t.Run("DataFileAfterDelete", func(t *testing.T) {
 			reserved := decode[reservedData](t, f.do("POST", "/v2/data", "key", strings.NewReader(`{"name":"gone.txt","size_bytes":5}`)))
-			row, err := s.GetDataFile(t.Context(), f.caller, reserved.File.ID)
+			row, err := datafiles.Of(s).GetDataFile(t.Context(), f.caller, reserved.File.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -94,7 +96,7 @@ func TestUploadURLsWriteOnce(t *testing.T) {
 			if code := f.putBytes(up.UploadURL, []byte("evil tex")); code != http.StatusPreconditionFailed {
 				t.Errorf("a PUT after the checksum passed = %d, want 412", code)
 			}
-			u, err := s.GetUpload(t.Context(), f.caller, tasksetID, up.UploadID)
+			u, err := catalog.Of(s).GetUpload(t.Context(), f.caller, tasksetID, up.UploadID)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/catalog"
 )
 
 // UploadLimits bound task attachments.
@@ -119,7 +120,7 @@ type UploadView struct {
 
 func uploadView(u *models.StagedFile) UploadView {
 	v := UploadView{Mode: u.Mode, UploadID: u.ID, URL: u.Locator(), Name: u.Name, Size: u.SizeBytes, ContentType: u.ContentType, Status: u.Status, Error: u.Error}
-	if u.Mode == models.UploadMultipart {
+	if u.Mode == catalog.UploadMultipart {
 		v.PartSize = u.PartBytes
 	}
 	return v
@@ -129,7 +130,7 @@ func uploadView(u *models.StagedFile) UploadView {
 func (s *Server) presign(ctx context.Context, u *models.StagedFile, v *UploadView, parts []int) error {
 	exp := time.Now().Add(uploadURLTTL).UTC()
 	v.ExpiresAt = &exp
-	if u.Mode == models.UploadSingle {
+	if u.Mode == catalog.UploadSingle {
 		url, err := s.bucket.SignedURL(ctx, u.ObjectKey, http.MethodPut, uploadURLTTL)
 		v.UploadURL = url
 		return err
@@ -163,7 +164,7 @@ type CreateUploadRequest struct {
 
 var sha256Hex = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
 
-// check validates the request as its schema says (the body is read raw: it may be a form).
+// Check validates the request as its schema says (the body is read raw: it may be a form).
 func (b *CreateUploadRequest) check() error {
 	var errs models.ValidationError
 	if b.Name == "" || len(b.Name) > 255 || !plainName(b.Name) {
@@ -228,12 +229,12 @@ func (s *Server) createUpload(ctx context.Context, in *createUploadInput) (*stag
 		return nil, err
 	}
 	u := &models.StagedFile{TasksetID: in.TasksetID, Name: b.Name, ContentType: b.ContentType, SizeBytes: b.Size, SHA256: strings.ToLower(b.SHA256),
-		Mode: models.UploadSingle, PartBytes: b.Size, PartCount: 1}
+		Mode: catalog.UploadSingle, PartBytes: b.Size, PartCount: 1}
 	if b.Size > lim.PartBytes {
-		u.Mode, u.PartBytes = models.UploadMultipart, lim.PartBytes
+		u.Mode, u.PartBytes = catalog.UploadMultipart, lim.PartBytes
 		u.PartCount = int((b.Size + lim.PartBytes - 1) / lim.PartBytes)
 	}
-	if err := s.store.CreateUpload(ctx, callerFrom(ctx), u); err != nil {
+	if err := s.catalog.CreateUpload(ctx, callerFrom(ctx), u); err != nil {
 		return nil, storeError(err, "taskset")
 	}
 	out := &stagedOutput{Body: uploadView(u)}
@@ -309,9 +310,9 @@ func (s *Server) createFormUpload(ctx context.Context, tasksetID uuid.UUID, body
 	if err := lim.admit(fh.Size, kind); err != nil {
 		return nil, err
 	}
-	u := &models.StagedFile{TasksetID: tasksetID, Name: name, ContentType: kind, SizeBytes: fh.Size, Mode: models.UploadSingle, PartBytes: fh.Size, PartCount: 1}
+	u := &models.StagedFile{TasksetID: tasksetID, Name: name, ContentType: kind, SizeBytes: fh.Size, Mode: catalog.UploadSingle, PartBytes: fh.Size, PartCount: 1}
 	c := callerFrom(ctx)
-	if err := s.store.CreateUpload(ctx, c, u); err != nil {
+	if err := s.catalog.CreateUpload(ctx, c, u); err != nil {
 		return nil, storeError(err, "taskset")
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
@@ -320,7 +321,7 @@ func (s *Server) createFormUpload(ctx context.Context, tasksetID uuid.UUID, body
 	if err := s.bucket.Put(ctx, u.ObjectKey, f, kind); err != nil {
 		return nil, err
 	}
-	if err := s.store.SettleUpload(ctx, u, kind, ""); err != nil {
+	if err := s.catalog.SettleUpload(ctx, u, kind, ""); err != nil {
 		return nil, err
 	}
 	return &stagedOutput{Body: uploadView(u)}, nil
@@ -352,11 +353,11 @@ type deleteUploadOutput struct {
 
 // deleteUpload serves DELETE /v2/uploads.
 func (s *Server) deleteUpload(ctx context.Context, in *deleteUploadInput) (*deleteUploadOutput, error) {
-	ts, id, ok := models.ParseLocator(in.URL)
+	ts, id, ok := catalog.ParseLocator(in.URL)
 	if !ok || ts != in.TasksetID {
 		return nil, validation("query.url", "not a storage:// locator of this taskset's uploads", in.URL)
 	}
-	u, err := s.store.DeleteUpload(ctx, callerFrom(ctx), in.TasksetID, id)
+	u, err := s.catalog.DeleteUpload(ctx, callerFrom(ctx), in.TasksetID, id)
 	if err != nil {
 		return nil, storeError(err, "taskset")
 	}
@@ -367,7 +368,7 @@ func (s *Server) deleteUpload(ctx context.Context, in *deleteUploadInput) (*dele
 	out.Body.Deleted = true
 	if s.bucket != nil {
 		keys := []string{u.ObjectKey}
-		for n := 1; u.Mode == models.UploadMultipart && n <= u.PartCount; n++ {
+		for n := 1; u.Mode == catalog.UploadMultipart && n <= u.PartCount; n++ {
 			keys = append(keys, u.PartKey(n))
 		}
 		for _, k := range keys {

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/billing"
 	"github.com/proctorhq/proctor/models/rollouts"
 )
 
@@ -48,7 +49,7 @@ type TraceUsage struct {
 	InferenceCost                float64    `json:"inference_cost" doc:"the cost of the attempt's model calls"`
 }
 
-func traceUsage(u models.TraceUsage) TraceUsage {
+func traceUsage(u billing.TraceUsage) TraceUsage {
 	return TraceUsage{TraceID: u.TraceID, AgentActions: u.AgentActions, CreatedAt: u.CreatedAt, EndTime: u.EndTime,
 		EnvironmentAdditionalCost: u.AdditionalCost, EnvironmentAdditionalMinutes: u.AdditionalMinutes, EnvironmentBaselineCost: u.BaselineCost,
 		EnvironmentBaselineMinutes: u.BaselineMinutes, EnvironmentCost: u.EnvironmentCost, EnvironmentHourlyRate: u.EnvironmentRateUSD,
@@ -111,7 +112,7 @@ func (s *Server) getJobUsage(ctx context.Context, in *jobPathInput) (*jobUsageOu
 	if job.TeamID != c.TeamID {
 		return nil, newAPIError(http.StatusNotFound, "job not found")
 	}
-	rows, err := s.store.TracesUsage(ctx, c, &job.ID, nil)
+	rows, err := s.billing.TracesUsage(ctx, c, &job.ID, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +155,7 @@ type tracePathInput struct {
 
 // getTraceUsage serves GET /v2/trace/{trace_id}/usage.
 func (s *Server) getTraceUsage(ctx context.Context, in *tracePathInput) (*traceUsageOutput, error) {
-	rows, err := s.store.TracesUsage(ctx, callerFrom(ctx), nil, &in.TraceID)
+	rows, err := s.billing.TracesUsage(ctx, callerFrom(ctx), nil, &in.TraceID)
 	if err != nil {
 		return nil, err
 	}

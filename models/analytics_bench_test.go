@@ -12,6 +12,8 @@ import (
 
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/catalog"
+	"github.com/proctorhq/proctor/models/llms"
 	"github.com/proctorhq/proctor/models/rollouts"
 )
 
@@ -34,11 +36,11 @@ func BenchmarkJobAnalyticsPostgres(b *testing.B) {
 			b.Fatal(err)
 		}
 		c := member(b, s, "analytics", "a@example.com")
-		up := models.Upload{TasksetName: "big"}
+		up := catalog.Upload{TasksetName: "big"}
 		for i := range tasks {
-			up.Tasks = append(up.Tasks, models.TaskUpload{TaskContent: models.TaskContent{Name: fmt.Sprintf("task-%03d", i), Prompt: "p"}})
+			up.Tasks = append(up.Tasks, catalog.TaskUpload{TaskContent: models.TaskContent{Name: fmt.Sprintf("task-%03d", i), Prompt: "p"}})
 		}
-		res, err := s.UploadTasks(ctx, c, up)
+		res, err := catalog.Of(s).UploadTasks(ctx, c, up)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -52,7 +54,7 @@ func BenchmarkJobAnalyticsPostgres(b *testing.B) {
 		var modelIDs []uuid.UUID
 		for i := range 3 {
 			m := &models.LLMModel{ModelName: fmt.Sprintf("m-%d", i), Name: fmt.Sprintf("M %d", i), Provider: "openai", Adapter: models.AdapterOpenAI}
-			if err := s.UpsertModel(ctx, m); err != nil {
+			if err := llms.Of(s).UpsertModel(ctx, m); err != nil {
 				b.Fatal(err)
 			}
 			modelIDs = append(modelIDs, m.ID)

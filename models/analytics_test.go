@@ -7,6 +7,7 @@ import (
 
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/catalog"
 	"github.com/proctorhq/proctor/models/rollouts"
 )
 
@@ -125,7 +126,7 @@ func TestJobAnalytics(t *testing.T) {
 		}
 
 		// A task of another taskset that the job ran is listed after the taskset's, by name.
-		extra, err := s.UploadTasks(ctx, a, models.Upload{TasksetName: "extra", Tasks: []models.TaskUpload{{TaskContent: models.TaskContent{Name: "z-extra", Prompt: "p"}}}})
+		extra, err := catalog.Of(s).UploadTasks(ctx, a, catalog.Upload{TasksetName: "extra", Tasks: []catalog.TaskUpload{{TaskContent: models.TaskContent{Name: "z-extra", Prompt: "p"}}}})
 		if err != nil {
 			t.Fatal(err)
 		}

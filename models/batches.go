@@ -35,9 +35,9 @@ func RowsByID[T any](ctx context.Context, db bun.IDB, ids []uuid.UUID, id func(*
 	ids = slices.Clone(ids)
 	slices.SortFunc(ids, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
 	ids = slices.Compact(ids)
-	for start := 0; start < len(ids); start += idChunk {
+	for start := 0; start < len(ids); start += IdChunk {
 		var rows []T
-		if err := db.NewSelect().Model(&rows).Where("?TableAlias.id IN (?)", bun.In(ids[start:min(start+idChunk, len(ids))])).Scan(ctx); err != nil {
+		if err := db.NewSelect().Model(&rows).Where("?TableAlias.id IN (?)", bun.In(ids[start:min(start+IdChunk, len(ids))])).Scan(ctx); err != nil {
 			return nil, err
 		}
 		for _, r := range rows {
@@ -47,6 +47,6 @@ func RowsByID[T any](ctx context.Context, db bun.IDB, ids []uuid.UUID, id func(*
 	return out, nil
 }
 
-// idChunk bounds the ids of one IN list: Postgres takes 65,535 parameters a statement, SQLite
+// IdChunk bounds the ids of one IN list: Postgres takes 65,535 parameters a statement, SQLite
 // 32,766.
-const idChunk = 5000
+const IdChunk = 5000

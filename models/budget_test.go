@@ -10,6 +10,7 @@ import (
 
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/billing"
 	"github.com/proctorhq/proctor/models/rollouts"
 )
 
@@ -35,9 +36,9 @@ func TestAJobPausesAtItsCeilingAndResumesAboveIt(t *testing.T) {
 			t.Fatal(err)
 		}
 		rollouts.Of(s).SetJobStatus(ctx, job.ID, models.JobRunning)
-		budget := func(trace uuid.UUID) models.JobBudget {
+		budget := func(trace uuid.UUID) billing.JobBudget {
 			t.Helper()
-			b, err := s.TraceBudget(ctx, trace)
+			b, err := billing.Of(s).TraceBudget(ctx, trace)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -48,7 +49,7 @@ func TestAJobPausesAtItsCeilingAndResumesAboveIt(t *testing.T) {
 		}
 		call := func(trace uuid.UUID, cost float64) {
 			t.Helper()
-			if err := s.RecordInference(ctx, &models.InferenceLog{TeamID: a.TeamID, ModelID: oracle.ID, Route: models.RouteAgent, Status: "ok",
+			if err := billing.Of(s).RecordInference(ctx, &models.InferenceLog{TeamID: a.TeamID, ModelID: oracle.ID, Route: billing.RouteAgent, Status: "ok",
 				Cost: cost, TraceID: &trace, UserID: &a.UserID}); err != nil {
 				t.Fatal(err)
 			}
@@ -57,7 +58,7 @@ func TestAJobPausesAtItsCeilingAndResumesAboveIt(t *testing.T) {
 		if b := budget(traces[1].ID); b.Reached() || b.SpentUSD != 0.6 {
 			t.Fatalf("after $0.60 of calls: %+v", b)
 		}
-		if adm, err := s.AdmitJob(ctx, job.ID); err != nil || adm.Reached() {
+		if adm, err := billing.Of(s).AdmitJob(ctx, job.ID); err != nil || adm.Reached() {
 			t.Fatalf("admission under the ceiling = %+v, %v", adm, err)
 		}
 		// A running sandbox is priced up to now: at least its baseline, here 60 min at $0.50/h.
@@ -68,7 +69,7 @@ func TestAJobPausesAtItsCeilingAndResumesAboveIt(t *testing.T) {
 		if b := budget(traces[0].ID); !b.Reached() || b.SpentUSD != 1.1 {
 			t.Fatalf("with a running sandbox: %+v, want $1.10 spent, reached", b)
 		}
-		adm, err := s.AdmitJob(ctx, job.ID)
+		adm, err := billing.Of(s).AdmitJob(ctx, job.ID)
 		if err != nil || !adm.Reached() || adm.Status != models.JobPaused {
 			t.Fatalf("admission at the ceiling = %+v, %v", adm, err)
 		}
@@ -83,7 +84,7 @@ func TestAJobPausesAtItsCeilingAndResumesAboveIt(t *testing.T) {
 		if err := rollouts.Of(s).EndInstance(ctx, inst.ID, "done again", true); err != nil {
 			t.Fatal(err)
 		}
-		usage, err := s.TracesUsage(ctx, a, &job.ID, nil)
+		usage, err := billing.Of(s).TracesUsage(ctx, a, &job.ID, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,26 +97,26 @@ func TestAJobPausesAtItsCeilingAndResumesAboveIt(t *testing.T) {
 		}
 
 		// Resuming needs a ceiling above the spend, or none, and the launcher or an owner.
-		if _, err := s.SetJobCeiling(ctx, other, job.ID, models.CeilingChange{Resume: true, Lift: true}); !errors.Is(err, models.ErrForbidden) {
+		if _, err := billing.Of(s).SetJobCeiling(ctx, other, job.ID, billing.CeilingChange{Resume: true, Lift: true}); !errors.Is(err, models.ErrForbidden) {
 			t.Errorf("another member's resume: %v, want ErrForbidden", err)
 		}
 		var verr models.ValidationError
-		if _, err := s.SetJobCeiling(ctx, a, job.ID, models.CeilingChange{Resume: true}); !errors.As(err, &verr) {
+		if _, err := billing.Of(s).SetJobCeiling(ctx, a, job.ID, billing.CeilingChange{Resume: true}); !errors.As(err, &verr) {
 			t.Errorf("a resume with no ceiling: %v, want a validation error", err)
 		}
 		low := 1.1
-		if _, err := s.SetJobCeiling(ctx, a, job.ID, models.CeilingChange{Resume: true, MaxCostUSD: &low}); !errors.As(err, &verr) {
+		if _, err := billing.Of(s).SetJobCeiling(ctx, a, job.ID, billing.CeilingChange{Resume: true, MaxCostUSD: &low}); !errors.As(err, &verr) {
 			t.Errorf("a resume at the spend: %v, want a validation error", err)
 		}
 		two := 2.0
-		res, err := s.SetJobCeiling(ctx, a, job.ID, models.CeilingChange{Resume: true, MaxCostUSD: &two})
+		res, err := billing.Of(s).SetJobCeiling(ctx, a, job.ID, billing.CeilingChange{Resume: true, MaxCostUSD: &two})
 		if err != nil || !res.Resumed || res.Budget.Status != models.JobRunning || *res.Budget.MaxCostUSD != 2 || res.Budget.SpentUSD != 1.1 {
 			t.Fatalf("resume at $2 = %+v, %v", res, err)
 		}
-		if adm, err := s.AdmitJob(ctx, job.ID); err != nil || adm.Reached() || adm.Status != models.JobRunning {
+		if adm, err := billing.Of(s).AdmitJob(ctx, job.ID); err != nil || adm.Reached() || adm.Status != models.JobRunning {
 			t.Fatalf("admission after the resume = %+v, %v", adm, err)
 		}
-		if _, err := s.SetJobCeiling(ctx, a, job.ID, models.CeilingChange{Resume: true, Lift: true}); !errors.Is(err, models.ErrConflict) {
+		if _, err := billing.Of(s).SetJobCeiling(ctx, a, job.ID, billing.CeilingChange{Resume: true, Lift: true}); !errors.Is(err, models.ErrConflict) {
 			t.Errorf("a resume of a running job: %v, want ErrConflict", err)
 		}
 
@@ -134,10 +135,10 @@ func TestAJobPausesAtItsCeilingAndResumesAboveIt(t *testing.T) {
 		if b := budget(traces[3].ID); math.Abs(b.SpentUSD-2.1) > 1e-9 || !b.Reached() {
 			t.Fatalf("after 40 concurrent calls of $0.025: %+v, want $2.10", b)
 		}
-		if adm, _ := s.AdmitJob(ctx, job.ID); adm.Status != models.JobPaused {
+		if adm, _ := billing.Of(s).AdmitJob(ctx, job.ID); adm.Status != models.JobPaused {
 			t.Fatalf("admission past the raised ceiling = %+v", adm)
 		}
-		res, err = s.SetJobCeiling(ctx, a, job.ID, models.CeilingChange{Resume: true, Lift: true})
+		res, err = billing.Of(s).SetJobCeiling(ctx, a, job.ID, billing.CeilingChange{Resume: true, Lift: true})
 		if err != nil || !res.Resumed || res.Budget.MaxCostUSD != nil {
 			t.Fatalf("resume with the ceiling lifted = %+v, %v", res, err)
 		}
@@ -155,7 +156,7 @@ func TestAJobPausesAtItsCeilingAndResumesAboveIt(t *testing.T) {
 			rollouts.Of(s).TransitionTrace(ctx, tr.ID, u)
 		}
 		rollouts.Of(s).SetJobStatus(ctx, job.ID, models.JobCompleted)
-		if _, err := s.SetJobCeiling(ctx, a, job.ID, models.CeilingChange{MaxCostUSD: &two}); !errors.Is(err, models.ErrConflict) {
+		if _, err := billing.Of(s).SetJobCeiling(ctx, a, job.ID, billing.CeilingChange{MaxCostUSD: &two}); !errors.Is(err, models.ErrConflict) {
 			t.Errorf("a ceiling for a job whose ceiling was lifted: %v, want ErrConflict", err)
 		}
 		retry, err := rollouts.Of(s).RetryJob(ctx, a, job.ID, rollouts.RetryInfra)
@@ -170,7 +171,7 @@ func TestAJobPausesAtItsCeilingAndResumesAboveIt(t *testing.T) {
 			t.Fatal(err)
 		}
 		rollouts.Of(s).SetJobStatus(ctx, capped.ID, models.JobCompleted)
-		if res, err := s.SetJobCeiling(ctx, a, capped.ID, models.CeilingChange{MaxCostUSD: &two}); err != nil || res.Resumed ||
+		if res, err := billing.Of(s).SetJobCeiling(ctx, a, capped.ID, billing.CeilingChange{MaxCostUSD: &two}); err != nil || res.Resumed ||
 			res.Budget.Status != models.JobCompleted || *res.Budget.MaxCostUSD != 2 {
 			t.Errorf("a new ceiling for an ended job = %+v, %v", res, err)
 		}
@@ -180,7 +181,7 @@ func TestAJobPausesAtItsCeilingAndResumesAboveIt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.SetJobCeiling(ctx, a, single.ID, models.CeilingChange{MaxCostUSD: &two}); !errors.Is(err, models.ErrConflict) {
+		if _, err := billing.Of(s).SetJobCeiling(ctx, a, single.ID, billing.CeilingChange{MaxCostUSD: &two}); !errors.Is(err, models.ErrConflict) {
 			t.Errorf("a ceiling for a single-run job: %v, want ErrConflict", err)
 		}
 		if b := budget(singleTraces[0].ID); b.Reached() || b.MaxCostUSD != nil {

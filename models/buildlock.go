@@ -52,6 +52,6 @@ type LockResource struct {
 
 // Listed is l with every list present (empty rather than absent), as the API shows a lock.
 func (l BuildLock) Listed() BuildLock {
-	l.Tools, l.Prompts, l.Resources = nonNil(l.Tools), nonNil(l.Prompts), nonNil(l.Resources)
+	l.Tools, l.Prompts, l.Resources = NonNil(l.Tools), NonNil(l.Prompts), NonNil(l.Resources)
 	return l
 }

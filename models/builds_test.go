@@ -10,87 +10,89 @@ import (
 	"github.com/proctorhq/proctor/internal/secrets"
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/credentials"
+	"github.com/proctorhq/proctor/models/registry"
 )
 
 func TestBuildsFromUploads(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
 		a := member(t, s, "alpha", "a@example.com")
 		b := member(t, s, "beta", "b@example.com")
-		up, err := s.CreateBuildUpload(ctx, a)
+		up, err := registry.Of(s).CreateBuildUpload(ctx, a)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := s.TriggerBuild(ctx, b, models.TriggerBuild{UploadID: up.ID, Name: "todo"}); !errors.Is(err, models.ErrNotFound) {
+		if _, _, err := registry.Of(s).TriggerBuild(ctx, b, registry.TriggerBuild{UploadID: up.ID, Name: "todo"}); !errors.Is(err, models.ErrNotFound) {
 			t.Errorf("another team triggering the upload: %v, want ErrNotFound", err)
 		}
-		first, created, err := s.TriggerBuild(ctx, a, models.TriggerBuild{UploadID: up.ID, Name: "todo", Options: models.BuildOptions{EntryFolder: "env"}})
-		if err != nil || !created || first.ID != up.ID || first.Version != 1 || first.Status != models.BuildPending || first.SourceKey != up.SourceKey {
+		first, created, err := registry.Of(s).TriggerBuild(ctx, a, registry.TriggerBuild{UploadID: up.ID, Name: "todo", Options: models.BuildOptions{EntryFolder: "env"}})
+		if err != nil || !created || first.ID != up.ID || first.Version != 1 || first.Status != registry.BuildPending || first.SourceKey != up.SourceKey {
 			t.Fatalf("trigger = %+v, %v, %v", first, created, err)
 		}
-		again, created, err := s.TriggerBuild(ctx, a, models.TriggerBuild{UploadID: up.ID, Name: "todo"})
+		again, created, err := registry.Of(s).TriggerBuild(ctx, a, registry.TriggerBuild{UploadID: up.ID, Name: "todo"})
 		if err != nil || created || again.ID != first.ID {
 			t.Errorf("a repeated trigger = %+v, created %v, %v; want the same build", again, created, err)
 		}
-		if err := s.AppendBuildLog(ctx, first.ID, []string{"step 1", "step 2"}); err != nil {
+		if err := registry.Of(s).AppendBuildLog(ctx, first.ID, []string{"step 1", "step 2"}); err != nil {
 			t.Fatal(err)
 		}
-		s.AppendBuildLog(ctx, first.ID, []string{"step 3"})
-		if logs, _ := s.BuildLogs(ctx, first.ID, 0, 10); len(logs) != 2 || logs[1].Line != "step 3" || logs[1].Seq != 2 {
+		registry.Of(s).AppendBuildLog(ctx, first.ID, []string{"step 3"})
+		if logs, _ := registry.Of(s).BuildLogs(ctx, first.ID, 0, 10); len(logs) != 2 || logs[1].Line != "step 3" || logs[1].Seq != 2 {
 			t.Errorf("logs after seq 0 = %+v", logs)
 		}
-		if _, err := s.SetLatestBuild(ctx, a, first.ID, false); !errors.Is(err, models.ErrConflict) {
+		if _, err := registry.Of(s).SetLatestBuild(ctx, a, first.ID, false); !errors.Is(err, models.ErrConflict) {
 			t.Errorf("set-latest of a pending build: %v, want ErrConflict", err)
 		}
-		s.UpdateBuild(ctx, first.ID, models.BuildUpdate{Status: models.BuildRunning})
-		done, err := s.FinishBuild(ctx, first.ID, models.BuildResult{Status: models.BuildSucceeded, Lock: models.BuildLock{Transport: models.TransportStdio},
-			Scenarios: []models.Scenario{{Name: "add-todos"}}, Image: models.BuiltImage{Digest: "sha256:abc", ImageKey: "images/x", Command: []string{"/app/env"}}})
-		if err != nil || done.Status != models.BuildSucceeded || done.DurationSeconds == nil {
+		registry.Of(s).UpdateBuild(ctx, first.ID, registry.BuildUpdate{Status: registry.BuildRunning})
+		done, err := registry.Of(s).FinishBuild(ctx, first.ID, registry.BuildResult{Status: registry.BuildSucceeded, Lock: models.BuildLock{Transport: models.TransportStdio},
+			Scenarios: []models.Scenario{{Name: "add-todos"}}, Image: registry.BuiltImage{Digest: "sha256:abc", ImageKey: "images/x", Command: []string{"/app/env"}}})
+		if err != nil || done.Status != registry.BuildSucceeded || done.DurationSeconds == nil {
 			t.Fatalf("finish = %+v, %v", done, err)
 		}
-		reg, err := s.GetRegistry(ctx, a, first.RegistryID)
+		reg, err := registry.Of(s).GetRegistry(ctx, a, first.RegistryID)
 		if err != nil || reg.LatestBuildID == nil || *reg.LatestBuildID != first.ID {
 			t.Fatalf("the first successful build is not the latest: %+v %v", reg, err)
 		}
-		row, _ := s.GetBuildFor(ctx, a, first.ID)
+		row, _ := registry.Of(s).GetBuildFor(ctx, a, first.ID)
 		if row.Digest != "sha256:abc" || row.ImageKey != "images/x" || len(row.RuntimeConfig.Command) != 1 || row.RegistryName != "todo" {
 			t.Errorf("build row = %+v", row)
 		}
-		if sc, _ := s.ListScenarios(ctx, first.ID); len(sc) != 1 || sc[0].Slug != "add-todos" {
+		if sc, _ := registry.Of(s).ListScenarios(ctx, first.ID); len(sc) != 1 || sc[0].Slug != "add-todos" {
 			t.Errorf("scenarios = %+v", sc)
 		}
 		// Finishing again changes nothing; a second build does not replace the latest by itself.
-		if again, _ := s.FinishBuild(ctx, first.ID, models.BuildResult{Status: models.BuildFailed, Error: "late"}); again.Status != models.BuildSucceeded {
+		if again, _ := registry.Of(s).FinishBuild(ctx, first.ID, registry.BuildResult{Status: registry.BuildFailed, Error: "late"}); again.Status != registry.BuildSucceeded {
 			t.Errorf("a finished build was finished again: %+v", again)
 		}
-		up2, _ := s.CreateBuildUpload(ctx, a)
-		second, _, err := s.TriggerBuild(ctx, a, models.TriggerBuild{UploadID: up2.ID, RegistryID: &first.RegistryID})
+		up2, _ := registry.Of(s).CreateBuildUpload(ctx, a)
+		second, _, err := registry.Of(s).TriggerBuild(ctx, a, registry.TriggerBuild{UploadID: up2.ID, RegistryID: &first.RegistryID})
 		if err != nil || second.Version != 2 {
 			t.Fatalf("second build = %+v, %v", second, err)
 		}
 		// A succeeded build's lock names the transport its image serves: never the empty lock.
-		if _, err := s.FinishBuild(ctx, second.ID, models.BuildResult{Status: models.BuildSucceeded}); err == nil {
+		if _, err := registry.Of(s).FinishBuild(ctx, second.ID, registry.BuildResult{Status: registry.BuildSucceeded}); err == nil {
 			t.Error("a build finished as succeeded with a lock that names no transport")
 		}
-		if row, _ := s.GetBuildFor(ctx, a, second.ID); row.Status == models.BuildSucceeded {
+		if row, _ := registry.Of(s).GetBuildFor(ctx, a, second.ID); row.Status == registry.BuildSucceeded {
 			t.Errorf("the refused finish was recorded: %+v", row.Build)
 		}
-		s.FinishBuild(ctx, second.ID, models.BuildResult{Status: models.BuildSucceeded, Lock: models.BuildLock{Transport: models.TransportStdio}})
-		if reg, _ := s.GetRegistry(ctx, a, first.RegistryID); *reg.LatestBuildID != first.ID {
+		registry.Of(s).FinishBuild(ctx, second.ID, registry.BuildResult{Status: registry.BuildSucceeded, Lock: models.BuildLock{Transport: models.TransportStdio}})
+		if reg, _ := registry.Of(s).GetRegistry(ctx, a, first.RegistryID); *reg.LatestBuildID != first.ID {
 			t.Error("a later build became the latest without set-latest")
 		}
-		if _, err := s.SetLatestBuild(ctx, b, second.ID, false); !errors.Is(err, models.ErrNotFound) {
+		if _, err := registry.Of(s).SetLatestBuild(ctx, b, second.ID, false); !errors.Is(err, models.ErrNotFound) {
 			t.Errorf("another team's set-latest: %v, want ErrNotFound", err)
 		}
-		if _, err := s.SetLatestBuild(ctx, a, second.ID, false); err != nil {
+		if _, err := registry.Of(s).SetLatestBuild(ctx, a, second.ID, false); err != nil {
 			t.Fatal(err)
 		}
-		if reg, _ := s.GetRegistry(ctx, a, first.RegistryID); *reg.LatestBuildID != second.ID {
+		if reg, _ := registry.Of(s).GetRegistry(ctx, a, first.RegistryID); *reg.LatestBuildID != second.ID {
 			t.Error("set-latest did not take")
 		}
-		if builds, total, err := s.ListBuilds(ctx, a, first.RegistryID, 50); err != nil || total != 2 || builds[0].ID != second.ID {
+		if builds, total, err := registry.Of(s).ListBuilds(ctx, a, first.RegistryID, 50); err != nil || total != 2 || builds[0].ID != second.ID {
 			t.Errorf("list = %d builds (total %d), %v", len(builds), total, err)
 		}
-		if _, _, err := s.ListBuilds(ctx, b, first.RegistryID, 50); !errors.Is(err, models.ErrNotFound) {
+		if _, _, err := registry.Of(s).ListBuilds(ctx, b, first.RegistryID, 50); !errors.Is(err, models.ErrNotFound) {
 			t.Errorf("another team listing a private environment's builds: %v", err)
 		}
 	})
@@ -104,9 +106,9 @@ func TestBuildSecretsLiveOnlyWhileTheBuildRunsAndFollowTheKey(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		up, _ := s.CreateBuildUpload(ctx, a)
+		up, _ := registry.Of(s).CreateBuildUpload(ctx, a)
 		ct, _ := k1.Encrypt([]byte("tok-123"), models.BuildSecretContext(up.ID, "tok"))
-		b, _, err := s.TriggerBuild(ctx, a, models.TriggerBuild{UploadID: up.ID, Name: "env", Secrets: map[string][]byte{"tok": ct}})
+		b, _, err := registry.Of(s).TriggerBuild(ctx, a, registry.TriggerBuild{UploadID: up.ID, Name: "env", Secrets: map[string][]byte{"tok": ct}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -116,23 +118,23 @@ func TestBuildSecretsLiveOnlyWhileTheBuildRunsAndFollowTheKey(t *testing.T) {
 			t.Fatal(err)
 		}
 		k2, _ := secrets.Load(keyFile)
-		if n, err := s.RewrapSecrets(ctx, k2.Rewrap); err != nil || n != 1 {
+		if n, err := credentials.Of(s).RewrapSecrets(ctx, k2.Rewrap); err != nil || n != 1 {
 			t.Fatalf("RewrapSecrets = %d, %v; want 1", n, err)
 		}
-		if n, _ := s.RewrapSecrets(ctx, k2.Rewrap); n != 0 {
+		if n, _ := credentials.Of(s).RewrapSecrets(ctx, k2.Rewrap); n != 0 {
 			t.Errorf("a second re-wrap changed %d values", n)
 		}
-		got, err := s.BuildSecrets(ctx, b.ID)
+		got, err := registry.Of(s).BuildSecrets(ctx, b.ID)
 		if err != nil || secrets.KeyID(got["tok"]) != id2 {
 			t.Fatalf("after re-wrapping: key %d, %v; want %d", secrets.KeyID(got["tok"]), err, id2)
 		}
 		if pt, err := k2.Decrypt(got["tok"], models.BuildSecretContext(b.ID, "tok")); err != nil || string(pt) != "tok-123" {
 			t.Errorf("the re-wrapped secret opens to %q, %v", pt, err)
 		}
-		if _, err := s.FinishBuild(ctx, b.ID, models.BuildResult{Status: models.BuildFailed, Error: "x"}); err != nil {
+		if _, err := registry.Of(s).FinishBuild(ctx, b.ID, registry.BuildResult{Status: registry.BuildFailed, Error: "x"}); err != nil {
 			t.Fatal(err)
 		}
-		if got, _ := s.BuildSecrets(ctx, b.ID); len(got) != 0 {
+		if got, _ := registry.Of(s).BuildSecrets(ctx, b.ID); len(got) != 0 {
 			t.Errorf("secrets of an ended build: %d left", len(got))
 		}
 	})
@@ -143,22 +145,22 @@ func TestBuildSecretsLiveOnlyWhileTheBuildRunsAndFollowTheKey(t *testing.T) {
 func TestAFirstBuildThatAsksToBeCertifiedIsNotMadeTheLatest(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
 		a := member(t, s, "alpha", "a@example.com")
-		up, err := s.CreateBuildUpload(ctx, a)
+		up, err := registry.Of(s).CreateBuildUpload(ctx, a)
 		if err != nil {
 			t.Fatal(err)
 		}
-		build, _, err := s.TriggerBuild(ctx, a, models.TriggerBuild{UploadID: up.ID, Name: "todo",
+		build, _, err := registry.Of(s).TriggerBuild(ctx, a, registry.TriggerBuild{UploadID: up.ID, Name: "todo",
 			Options: models.BuildOptions{Certify: &models.CertifyOptions{TasksetID: uuid.New(), K: 2}}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.FinishBuild(ctx, build.ID, models.BuildResult{Status: models.BuildSucceeded, Lock: models.BuildLock{Transport: models.TransportStdio}}); err != nil {
+		if _, err := registry.Of(s).FinishBuild(ctx, build.ID, registry.BuildResult{Status: registry.BuildSucceeded, Lock: models.BuildLock{Transport: models.TransportStdio}}); err != nil {
 			t.Fatal(err)
 		}
-		if reg, err := s.GetRegistry(ctx, a, build.RegistryID); err != nil || reg.LatestBuildID != nil {
+		if reg, err := registry.Of(s).GetRegistry(ctx, a, build.RegistryID); err != nil || reg.LatestBuildID != nil {
 			t.Errorf("the environment of a first build that asks to be certified: %+v, %v; want no latest build", reg, err)
 		}
-		if got, err := s.BuildByID(ctx, build.ID); err != nil || got.Options.Certify == nil || got.Options.Certify.K != 2 {
+		if got, err := registry.Of(s).BuildByID(ctx, build.ID); err != nil || got.Options.Certify == nil || got.Options.Certify.K != 2 {
 			t.Errorf("the build's certify options: %+v, %v", got, err)
 		}
 	})

@@ -8,17 +8,19 @@ import (
 
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/catalog"
+	"github.com/proctorhq/proctor/models/registry"
 )
 
 // todoEnv creates an environment with a latest build that declares one scenario.
 func todoEnv(t *testing.T, s *models.Store, c *models.Caller, name string, public bool) (*models.Registry, *models.Build) {
 	t.Helper()
-	r, err := s.CreateRegistry(ctx, c, models.NewRegistry{Name: name, Description: "A todo list app", Public: public})
+	r, err := registry.Of(s).CreateRegistry(ctx, c, registry.NewRegistry{Name: name, Description: "A todo list app", Public: public})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := s.CreateBuild(ctx, r.ID, models.NewBuild{
-		Status: models.BuildSucceeded, SetLatest: true,
+	b, err := registry.Of(s).CreateBuild(ctx, r.ID, registry.NewBuild{
+		Status: registry.BuildSucceeded, SetLatest: true,
 		Scenarios: []models.Scenario{{
 			Name: "add-todos", Description: "Add the given todos", SetupDescription: "clears the list",
 			ArgsSchema: map[string]any{"type": "object", "properties": map[string]any{"items": map[string]any{"type": "array"}}},
@@ -37,26 +39,26 @@ func TestRegistriesAndScenarios(t *testing.T) {
 		b := member(t, s, "beta", "b@example.com")
 		proj, _ := s.CreateProject(ctx, a.TeamID, "vision", "")
 		todo, build := todoEnv(t, s, a, "todo", false)
-		if _, err := s.CreateRegistry(ctx, a, models.NewRegistry{Name: "todo"}); !errors.Is(err, models.ErrConflict) {
+		if _, err := registry.Of(s).CreateRegistry(ctx, a, registry.NewRegistry{Name: "todo"}); !errors.Is(err, models.ErrConflict) {
 			t.Errorf("duplicate environment name: %v, want ErrConflict", err)
 		}
-		maze, err := s.CreateRegistry(ctx, a, models.NewRegistry{Name: "maze", ProjectID: &proj.ID, Description: "grid world"})
+		maze, err := registry.Of(s).CreateRegistry(ctx, a, registry.NewRegistry{Name: "maze", ProjectID: &proj.ID, Description: "grid world"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		public, _ := todoEnv(t, s, b, "shared-todo", true)
-		s.CreateRegistry(ctx, b, models.NewRegistry{Name: "secret"})
-		s.StarRegistry(ctx, a, maze.ID)
+		registry.Of(s).CreateRegistry(ctx, b, registry.NewRegistry{Name: "secret"})
+		registry.Of(s).StarRegistry(ctx, a, maze.ID)
 
-		b2, err := s.CreateBuild(ctx, todo.ID, models.NewBuild{Status: models.BuildFailed})
+		b2, err := registry.Of(s).CreateBuild(ctx, todo.ID, registry.NewBuild{Status: registry.BuildFailed})
 		if err != nil || b2.Version != 2 || build.Version != 1 {
 			t.Fatalf("build versions %d then %v (%v), want 1 then 2", build.Version, b2, err)
 		}
 
-		names := func(q models.RegistryQuery) []string {
+		names := func(q registry.RegistryQuery) []string {
 			t.Helper()
 			q.Limit = 50
-			rows, total, err := s.ListRegistries(ctx, a, q)
+			rows, total, err := registry.Of(s).ListRegistries(ctx, a, q)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -70,25 +72,25 @@ func TestRegistriesAndScenarios(t *testing.T) {
 			return out
 		}
 		for _, tc := range []struct {
-			q    models.RegistryQuery
+			q    registry.RegistryQuery
 			want []string
 		}{
-			{models.RegistryQuery{SortBy: models.SortName}, []string{"maze", "shared-todo", "todo"}},
-			{models.RegistryQuery{SortBy: models.SortStarred}, []string{"maze", "shared-todo", "todo"}},
-			{models.RegistryQuery{SortBy: models.SortName, OwnerOnly: true}, []string{"maze", "todo"}},
-			{models.RegistryQuery{SortBy: models.SortName, PublicOnly: true, OwnerOnly: true}, []string{"shared-todo"}},
-			{models.RegistryQuery{SortBy: models.SortName, ProjectID: &proj.ID}, []string{"maze"}},
-			{models.RegistryQuery{SortBy: models.SortName, Search: "TODO"}, []string{"shared-todo", "todo"}},
-			{models.RegistryQuery{SortBy: models.SortName, Search: "grid"}, nil},
-			{models.RegistryQuery{SortBy: models.SortName, Search: "grid", MatchTemplates: true}, []string{"maze"}},
-			{models.RegistryQuery{SortBy: models.SortName, Search: "clears the", MatchTemplates: true}, []string{"shared-todo", "todo"}},
+			{registry.RegistryQuery{SortBy: models.SortName}, []string{"maze", "shared-todo", "todo"}},
+			{registry.RegistryQuery{SortBy: models.SortStarred}, []string{"maze", "shared-todo", "todo"}},
+			{registry.RegistryQuery{SortBy: models.SortName, OwnerOnly: true}, []string{"maze", "todo"}},
+			{registry.RegistryQuery{SortBy: models.SortName, PublicOnly: true, OwnerOnly: true}, []string{"shared-todo"}},
+			{registry.RegistryQuery{SortBy: models.SortName, ProjectID: &proj.ID}, []string{"maze"}},
+			{registry.RegistryQuery{SortBy: models.SortName, Search: "TODO"}, []string{"shared-todo", "todo"}},
+			{registry.RegistryQuery{SortBy: models.SortName, Search: "grid"}, nil},
+			{registry.RegistryQuery{SortBy: models.SortName, Search: "grid", MatchTemplates: true}, []string{"maze"}},
+			{registry.RegistryQuery{SortBy: models.SortName, Search: "clears the", MatchTemplates: true}, []string{"shared-todo", "todo"}},
 		} {
 			if got := names(tc.q); !equal(got, tc.want) {
 				t.Errorf("%+v: got %v, want %v", tc.q, got, tc.want)
 			}
 		}
 
-		rows, _, err := s.ListRegistries(ctx, a, models.RegistryQuery{SortBy: models.SortName, IncludeLatestScenarios: true, Limit: 10})
+		rows, _, err := registry.Of(s).ListRegistries(ctx, a, registry.RegistryQuery{SortBy: models.SortName, IncludeLatestScenarios: true, Limit: 10})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,30 +101,30 @@ func TestRegistriesAndScenarios(t *testing.T) {
 			t.Errorf("flags: %+v", rows)
 		}
 
-		got, err := s.GetRegistry(ctx, a, todo.ID)
+		got, err := registry.Of(s).GetRegistry(ctx, a, todo.ID)
 		if err != nil || got.LatestBuild == nil || got.LatestBuild.ID != build.ID {
 			t.Fatalf("GetRegistry = %+v, %v; want the latest build %s (the failed build 2 was not made latest)", got, err, build.ID)
 		}
-		if _, err := s.GetRegistry(ctx, b, todo.ID); !errors.Is(err, models.ErrNotFound) {
+		if _, err := registry.Of(s).GetRegistry(ctx, b, todo.ID); !errors.Is(err, models.ErrNotFound) {
 			t.Errorf("another team's private environment: %v, want ErrNotFound", err)
 		}
-		if _, err := s.GetRegistry(ctx, nil, public.ID); err != nil {
+		if _, err := registry.Of(s).GetRegistry(ctx, nil, public.ID); err != nil {
 			t.Errorf("a public environment anonymously: %v", err)
 		}
-		if r, err := s.FindRegistry(ctx, a, "todo"); err != nil || r.ID != todo.ID {
+		if r, err := registry.Of(s).FindRegistry(ctx, a, "todo"); err != nil || r.ID != todo.ID {
 			t.Errorf("FindRegistry by name = %v, %v", r, err)
 		}
-		if r, err := s.FindRegistry(ctx, a, todo.ID.String()); err != nil || r.ID != todo.ID {
+		if r, err := registry.Of(s).FindRegistry(ctx, a, todo.ID.String()); err != nil || r.ID != todo.ID {
 			t.Errorf("FindRegistry by id = %v, %v", r, err)
 		}
-		if _, err := s.FindRegistry(ctx, a, "secret"); !errors.Is(err, models.ErrNotFound) {
+		if _, err := registry.Of(s).FindRegistry(ctx, a, "secret"); !errors.Is(err, models.ErrNotFound) {
 			t.Errorf("FindRegistry of an invisible environment: %v", err)
 		}
-		scs, err := s.ListScenarios(ctx, build.ID)
+		scs, err := registry.Of(s).ListScenarios(ctx, build.ID)
 		if err != nil || len(scs) != 1 || scs[0].ArgsSchema["type"] != "object" || len(scs[0].Arguments) != 1 {
 			t.Errorf("ListScenarios = %+v, %v", scs, err)
 		}
-		if _, err := s.GetBuild(ctx, maze.ID, build.ID); !errors.Is(err, models.ErrNotFound) {
+		if _, err := registry.Of(s).GetBuild(ctx, maze.ID, build.ID); !errors.Is(err, models.ErrNotFound) {
 			t.Errorf("a build through another environment: %v", err)
 		}
 	})
@@ -132,70 +134,70 @@ func TestUploadVersionsTasksAndExportRoundTrips(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
 		a := member(t, s, "alpha", "a@example.com")
 		todo, _ := todoEnv(t, s, a, "todo", false)
-		first := models.Upload{TasksetName: "demo", Description: "demo tasks", Tasks: []models.TaskUpload{
+		first := catalog.Upload{TasksetName: "demo", Description: "demo tasks", Tasks: []catalog.TaskUpload{
 			{ExternalID: "ext-1", TaskContent: models.TaskContent{
 				Name: "add-milk", Env: "todo", Scenario: "add-todos", Args: map[string]any{"items": []any{"milk"}},
 				Validation: []models.ValidationCall{{Name: "add_todo", Arguments: map[string]any{"title": "milk"}}},
 			}},
 			{TaskContent: models.TaskContent{Name: "free-form", Prompt: "Say hi", SystemPrompt: "Be brief"}},
 		}}
-		res, err := s.UploadTasks(ctx, a, first)
+		res, err := catalog.Of(s).UploadTasks(ctx, a, first)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !res.TasksetCreated || res.TasksCreated != 2 || res.TasksUpdated != 0 || len(res.TaskVersionIDs) != 2 || res.TaskCount != 2 {
 			t.Fatalf("first upload = %+v", res)
 		}
-		v, err := s.GetTaskVersion(ctx, a, res.TaskVersionIDs[0])
+		v, err := catalog.Of(s).GetTaskVersion(ctx, a, res.TaskVersionIDs[0])
 		if err != nil || v.RegistryID == nil || *v.RegistryID != todo.ID || v.ScenarioID == nil || v.Version != 1 {
 			t.Fatalf("version = %+v, %v; want resolved to the todo environment and its scenario", v, err)
 		}
 
-		again, err := s.UploadTasks(ctx, a, first)
+		again, err := catalog.Of(s).UploadTasks(ctx, a, first)
 		if err != nil || again.TasksetCreated || again.TasksCreated != 0 || again.TasksUpdated != 0 || again.TaskVersionIDs[0] != res.TaskVersionIDs[0] {
 			t.Fatalf("unchanged re-upload = %+v, %v; want the same versions and no change", again, err)
 		}
 
 		changed := first
-		changed.Tasks = append([]models.TaskUpload(nil), first.Tasks...)
+		changed.Tasks = append([]catalog.TaskUpload(nil), first.Tasks...)
 		changed.Tasks[0].Args = map[string]any{"items": []any{"milk", "eggs"}}
 		changed.Tasks[0].Name = "add-milk-and-eggs" // matched by external_id: a rename, not a new task
-		upd, err := s.UploadTasks(ctx, a, changed)
+		upd, err := catalog.Of(s).UploadTasks(ctx, a, changed)
 		if err != nil || upd.TasksUpdated != 1 || upd.TasksCreated != 0 || upd.TaskVersionIDs[0] == res.TaskVersionIDs[0] || upd.TaskVersionIDs[1] != res.TaskVersionIDs[1] {
 			t.Fatalf("changed upload = %+v, %v", upd, err)
 		}
-		if old, err := s.GetTaskVersion(ctx, a, res.TaskVersionIDs[0]); err != nil || old.Args["items"].([]any)[0] != "milk" || len(old.Args["items"].([]any)) != 1 {
+		if old, err := catalog.Of(s).GetTaskVersion(ctx, a, res.TaskVersionIDs[0]); err != nil || old.Args["items"].([]any)[0] != "milk" || len(old.Args["items"].([]any)) != 1 {
 			t.Errorf("the old version changed: %+v, %v", old, err)
 		}
-		row, err := s.GetTaskset(ctx, a, res.TasksetID)
+		row, err := catalog.Of(s).GetTaskset(ctx, a, res.TasksetID)
 		if err != nil || row.TaskCount != 2 || row.Description != "demo tasks" {
 			t.Fatalf("taskset after rename = %+v, %v; want 2 tasks", row, err)
 		}
 
-		exported, err := s.ExportTaskset(ctx, a, row)
+		exported, err := catalog.Of(s).ExportTaskset(ctx, a, row)
 		if err != nil || len(exported) != 2 || exported[0].Name != "add-milk-and-eggs" || exported[0].Env != "todo" || exported[0].ExternalID != "ext-1" || exported[1].SystemPrompt != "Be brief" {
 			t.Fatalf("export = %+v, %v", exported, err)
 		}
 		// The export shape uploads as is: into the same taskset it changes nothing; into a new one it
 		// recreates the same content.
-		back := models.Upload{TasksetID: &res.TasksetID}
+		back := catalog.Upload{TasksetID: &res.TasksetID}
 		for _, e := range exported {
-			back.Tasks = append(back.Tasks, models.TaskUpload{ExternalID: e.ExternalID, TaskContent: e.TaskContent})
+			back.Tasks = append(back.Tasks, catalog.TaskUpload{ExternalID: e.ExternalID, TaskContent: e.TaskContent})
 		}
-		if r, err := s.UploadTasks(ctx, a, back); err != nil || r.TasksCreated+r.TasksUpdated != 0 {
+		if r, err := catalog.Of(s).UploadTasks(ctx, a, back); err != nil || r.TasksCreated+r.TasksUpdated != 0 {
 			t.Errorf("export uploaded back = %+v, %v; want no change", r, err)
 		}
 		back.TasksetID, back.TasksetName = nil, "demo-copy"
-		if r, err := s.UploadTasks(ctx, a, back); err != nil || r.TasksCreated != 2 || !r.TasksetCreated {
+		if r, err := catalog.Of(s).UploadTasks(ctx, a, back); err != nil || r.TasksCreated != 2 || !r.TasksetCreated {
 			t.Errorf("export uploaded as a new taskset = %+v, %v", r, err)
 		}
-		byName, err := s.GetTasksetByName(ctx, a, "demo-copy")
+		byName, err := catalog.Of(s).GetTasksetByName(ctx, a, "demo-copy")
 		if err != nil || byName.TaskCount != 2 {
 			t.Errorf("GetTasksetByName = %+v, %v", byName, err)
 		}
 
 		// Every invalid field is reported at once, with its location, before anything is written.
-		_, err = s.UploadTasks(ctx, a, models.Upload{TasksetName: "bad", Tasks: []models.TaskUpload{
+		_, err = catalog.Of(s).UploadTasks(ctx, a, catalog.Upload{TasksetName: "bad", Tasks: []catalog.TaskUpload{
 			{TaskContent: models.TaskContent{Name: "", Prompt: "x"}},
 			{TaskContent: models.TaskContent{Name: "dup", Prompt: "x"}},
 			{TaskContent: models.TaskContent{Name: "dup", Prompt: "x"}},
@@ -219,10 +221,10 @@ func TestUploadVersionsTasksAndExportRoundTrips(t *testing.T) {
 		if !equal(got, want) {
 			t.Errorf("invalid upload locations = %v, want %v", got, want)
 		}
-		if _, err := s.GetTasksetByName(ctx, a, "bad"); !errors.Is(err, models.ErrNotFound) {
+		if _, err := catalog.Of(s).GetTasksetByName(ctx, a, "bad"); !errors.Is(err, models.ErrNotFound) {
 			t.Errorf("an invalid upload created its taskset: %v", err)
 		}
-		if _, err := s.UploadTasks(ctx, a, models.Upload{TasksetID: &res.TasksetID, Tasks: []models.TaskUpload{{TaskID: uuid.NewString(), TaskContent: models.TaskContent{Name: "x", Prompt: "x"}}}}); !errors.As(err, &verr) {
+		if _, err := catalog.Of(s).UploadTasks(ctx, a, catalog.Upload{TasksetID: &res.TasksetID, Tasks: []catalog.TaskUpload{{TaskID: uuid.NewString(), TaskContent: models.TaskContent{Name: "x", Prompt: "x"}}}}); !errors.As(err, &verr) {
 			t.Errorf("an unknown task_id: %v, want a ValidationError", err)
 		}
 	})
@@ -232,13 +234,13 @@ func TestUploadRespectsTenancy(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
 		a := member(t, s, "alpha", "a@example.com")
 		b := member(t, s, "beta", "b@example.com")
-		priv, _ := s.CreateTaskset(ctx, a, "private", "", false)
-		pub, _ := s.CreateTaskset(ctx, a, "public", "", true)
-		readOnly, _ := s.CreateTaskset(ctx, a, "read-only", "", false)
-		writable, _ := s.CreateTaskset(ctx, a, "writable", "", false)
-		s.ShareTaskset(ctx, readOnly.ID, b.TeamID, false)
-		s.ShareTaskset(ctx, writable.ID, b.TeamID, true)
-		task := []models.TaskUpload{{TaskContent: models.TaskContent{Name: "t", Prompt: "p"}}}
+		priv, _ := catalog.Of(s).CreateTaskset(ctx, a, "private", "", false)
+		pub, _ := catalog.Of(s).CreateTaskset(ctx, a, "public", "", true)
+		readOnly, _ := catalog.Of(s).CreateTaskset(ctx, a, "read-only", "", false)
+		writable, _ := catalog.Of(s).CreateTaskset(ctx, a, "writable", "", false)
+		catalog.Of(s).ShareTaskset(ctx, readOnly.ID, b.TeamID, false)
+		catalog.Of(s).ShareTaskset(ctx, writable.ID, b.TeamID, true)
+		task := []catalog.TaskUpload{{TaskContent: models.TaskContent{Name: "t", Prompt: "p"}}}
 		for _, tc := range []struct {
 			id   uuid.UUID
 			want error
@@ -249,18 +251,18 @@ func TestUploadRespectsTenancy(t *testing.T) {
 			{writable.ID, nil},
 		} {
 			id := tc.id
-			_, err := s.UploadTasks(ctx, b, models.Upload{TasksetID: &id, Tasks: task})
+			_, err := catalog.Of(s).UploadTasks(ctx, b, catalog.Upload{TasksetID: &id, Tasks: task})
 			if !errors.Is(err, tc.want) && !(tc.want == nil && err == nil) {
 				t.Errorf("upload by another team into %s: %v, want %v", id, err, tc.want)
 			}
 		}
-		if _, err := s.GetTaskset(ctx, nil, pub.ID); err != nil {
+		if _, err := catalog.Of(s).GetTaskset(ctx, nil, pub.ID); err != nil {
 			t.Errorf("a public taskset anonymously: %v", err)
 		}
-		if _, err := s.GetTaskset(ctx, nil, priv.ID); !errors.Is(err, models.ErrNotFound) {
+		if _, err := catalog.Of(s).GetTaskset(ctx, nil, priv.ID); !errors.Is(err, models.ErrNotFound) {
 			t.Errorf("a private taskset anonymously: %v", err)
 		}
-		if _, err := s.GetTasksetByName(ctx, b, "writable"); !errors.Is(err, models.ErrNotFound) {
+		if _, err := catalog.Of(s).GetTasksetByName(ctx, b, "writable"); !errors.Is(err, models.ErrNotFound) {
 			t.Errorf("by-name reaches only the caller's own team: %v", err)
 		}
 	})
@@ -284,22 +286,22 @@ func equal(a, b []string) bool {
 func TestUploadRefusesArgsTheScenarioCannotTake(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
 		a := member(t, s, "alpha", "a@example.com")
-		r, err := s.CreateRegistry(ctx, a, models.NewRegistry{Name: "lists"})
+		r, err := registry.Of(s).CreateRegistry(ctx, a, registry.NewRegistry{Name: "lists"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.CreateBuild(ctx, r.ID, models.NewBuild{Status: models.BuildSucceeded, SetLatest: true, Scenarios: []models.Scenario{{
+		if _, err := registry.Of(s).CreateBuild(ctx, r.ID, registry.NewBuild{Status: registry.BuildSucceeded, SetLatest: true, Scenarios: []models.Scenario{{
 			Name: "add-todos", ArgsSchema: map[string]any{"type": "object", "required": []any{"items"},
 				"properties": map[string]any{"items": map[string]any{"type": "array", "items": map[string]any{"type": "string"}}}},
 		}}}); err != nil {
 			t.Fatal(err)
 		}
-		task := func(name string, args map[string]any, env string) models.TaskUpload {
-			return models.TaskUpload{TaskContent: models.TaskContent{Name: name, Env: env, Scenario: "add-todos", Args: args}}
+		task := func(name string, args map[string]any, env string) catalog.TaskUpload {
+			return catalog.TaskUpload{TaskContent: models.TaskContent{Name: name, Env: env, Scenario: "add-todos", Args: args}}
 		}
 		for _, tt := range []struct {
 			name  string
-			task  models.TaskUpload
+			task  catalog.TaskUpload
 			where string
 		}{
 			{"a string for a list", task("a", map[string]any{"items": "milk"}, "lists"), "tasks[1].args.items"},
@@ -308,18 +310,18 @@ func TestUploadRefusesArgsTheScenarioCannotTake(t *testing.T) {
 			{"a scenario without its environment", task("d", map[string]any{"items": []any{"milk"}}, ""), "tasks[1].env"},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
-				_, err := s.UploadTasks(ctx, a, models.Upload{TasksetName: "checked", Tasks: []models.TaskUpload{
+				_, err := catalog.Of(s).UploadTasks(ctx, a, catalog.Upload{TasksetName: "checked", Tasks: []catalog.TaskUpload{
 					task("fine", map[string]any{"items": []any{"milk"}}, "lists"), tt.task}})
 				var verr models.ValidationError
 				if !errors.As(err, &verr) || len(verr) != 1 || verr[0].Location != tt.where {
 					t.Fatalf("upload = %v, want one error at %s", err, tt.where)
 				}
-				if _, err := s.GetTasksetByName(ctx, a, "checked"); !errors.Is(err, models.ErrNotFound) {
+				if _, err := catalog.Of(s).GetTasksetByName(ctx, a, "checked"); !errors.Is(err, models.ErrNotFound) {
 					t.Errorf("a refused upload wrote its taskset: %v", err)
 				}
 			})
 		}
-		if _, err := s.UploadTasks(ctx, a, models.Upload{TasksetName: "checked", Tasks: []models.TaskUpload{
+		if _, err := catalog.Of(s).UploadTasks(ctx, a, catalog.Upload{TasksetName: "checked", Tasks: []catalog.TaskUpload{
 			task("fine", map[string]any{"items": []any{"milk", "eggs"}}, "lists")}}); err != nil {
 			t.Errorf("args that match the schema: %v", err)
 		}

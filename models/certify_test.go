@@ -12,6 +12,9 @@ import (
 
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/catalog"
+	"github.com/proctorhq/proctor/models/llms"
+	"github.com/proctorhq/proctor/models/registry"
 	"github.com/proctorhq/proctor/models/rollouts"
 )
 
@@ -23,26 +26,26 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
 		a := member(t, s, "alpha", "a@example.com")
 		b := member(t, s, "beta", "b@example.com")
-		reg, err := s.CreateRegistry(ctx, a, models.NewRegistry{Name: "todo"})
+		reg, err := registry.Of(s).CreateRegistry(ctx, a, registry.NewRegistry{Name: "todo"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		bare, err := s.CreateBuild(ctx, reg.ID, models.NewBuild{Status: models.BuildSucceeded, Scenarios: []models.Scenario{{Name: "add-todos"}}})
+		bare, err := registry.Of(s).CreateBuild(ctx, reg.ID, registry.NewBuild{Status: registry.BuildSucceeded, Scenarios: []models.Scenario{{Name: "add-todos"}}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		build, err := s.CreateBuild(ctx, reg.ID, models.NewBuild{Status: models.BuildSucceeded, Digest: "sha256:abc", ImageName: "todo:2",
+		build, err := registry.Of(s).CreateBuild(ctx, reg.ID, registry.NewBuild{Status: registry.BuildSucceeded, Digest: "sha256:abc", ImageName: "todo:2",
 			Scenarios: []models.Scenario{{Name: "add-todos"}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		// Another environment of the team with a newer build of the same image (a reproducible
 		// build of the same source): the certified build's attempts still run the certified build.
-		twin, err := s.CreateRegistry(ctx, a, models.NewRegistry{Name: "todo-twin"})
+		twin, err := registry.Of(s).CreateRegistry(ctx, a, registry.NewRegistry{Name: "todo-twin"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		twinBuild, err := s.CreateBuild(ctx, twin.ID, models.NewBuild{Status: models.BuildSucceeded, Digest: "sha256:abc", ImageName: "todo-twin:1",
+		twinBuild, err := registry.Of(s).CreateBuild(ctx, twin.ID, registry.NewBuild{Status: registry.BuildSucceeded, Digest: "sha256:abc", ImageName: "todo-twin:1",
 			Scenarios: []models.Scenario{{Name: "add-todos"}}})
 		if err != nil {
 			t.Fatal(err)
@@ -51,7 +54,7 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 			Where("id IN (?)", bun.In([]uuid.UUID{build.ID, twinBuild.ID})).Exec(ctx); err != nil {
 			t.Fatal(err)
 		}
-		up, err := s.UploadTasks(ctx, a, models.Upload{TasksetName: "certify", Tasks: []models.TaskUpload{
+		up, err := catalog.Of(s).UploadTasks(ctx, a, catalog.Upload{TasksetName: "certify", Tasks: []catalog.TaskUpload{
 			{TaskContent: models.TaskContent{Name: "one", Env: "todo", Scenario: "add-todos"}},
 			{TaskContent: models.TaskContent{Name: "two", Env: "todo", Scenario: "add-todos"}}}})
 		if err != nil {
@@ -61,7 +64,7 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 			{ModelName: rollouts.IdleModelName, Name: "Idle", Provider: "proctor", Adapter: models.AdapterIdle},
 			{ModelName: rollouts.RandomModelName, Name: "Random", Provider: "proctor", Adapter: models.AdapterRandom},
 			{ModelName: rollouts.TamperModelName, Name: "Tamper", Provider: "proctor", Adapter: models.AdapterTamper}} {
-			if err := s.UpsertModel(ctx, m); err != nil {
+			if err := llms.Of(s).UpsertModel(ctx, m); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -162,7 +165,7 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 			ct.RandomReward == nil || *ct.RandomReward != 0.5 {
 			t.Errorf("task two: %+v, want unfinished", ct)
 		}
-		got, err := s.LatestCertification(ctx, a, build.ID)
+		got, err := registry.Of(s).LatestCertification(ctx, a, build.ID)
 		if err != nil || got.ID != cert.ID || got.Status != models.CertificationFlagged || len(got.Tasks) != 2 || got.Startup.Samples != 1 ||
 			len(got.StartupByProvider) != 1 {
 			t.Errorf("latest certification = %+v, %v", got, err)
@@ -174,7 +177,7 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 
 		// An environment that requires a passed certification refuses a build whose latest did
 		// not pass (or that has none), unless forced; one whose latest passed becomes the latest.
-		if _, err := s.SetLatestBuild(ctx, a, build.ID, false); err != nil {
+		if _, err := registry.Of(s).SetLatestBuild(ctx, a, build.ID, false); err != nil {
 			t.Fatalf("set-latest with no policy: %v", err)
 		}
 		if reg, err := rollouts.Of(s).SetCertificationPolicy(ctx, a, reg.ID, true); err != nil || !reg.CertifyBeforeLatest {
@@ -183,13 +186,13 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 		if _, err := rollouts.Of(s).SetCertificationPolicy(ctx, b, reg.ID, true); !errors.Is(err, models.ErrNotFound) {
 			t.Errorf("another team's policy: %v, want ErrNotFound", err)
 		}
-		if _, err := s.SetLatestBuild(ctx, a, build.ID, false); !errors.Is(err, models.ErrConflict) || !strings.Contains(err.Error(), "one (flaky)") {
+		if _, err := registry.Of(s).SetLatestBuild(ctx, a, build.ID, false); !errors.Is(err, models.ErrConflict) || !strings.Contains(err.Error(), "one (flaky)") {
 			t.Errorf("set-latest of a flagged build: %v, want ErrConflict naming the flagged task", err)
 		}
-		if _, err := s.SetLatestBuild(ctx, a, bare.ID, false); !errors.Is(err, models.ErrConflict) || !strings.Contains(err.Error(), "has none") {
+		if _, err := registry.Of(s).SetLatestBuild(ctx, a, bare.ID, false); !errors.Is(err, models.ErrConflict) || !strings.Contains(err.Error(), "has none") {
 			t.Errorf("set-latest of an uncertified build: %v, want ErrConflict", err)
 		}
-		if _, err := s.SetLatestBuild(ctx, a, build.ID, true); err != nil {
+		if _, err := registry.Of(s).SetLatestBuild(ctx, a, build.ID, true); err != nil {
 			t.Errorf("set-latest forced: %v", err)
 		}
 		passed, err := rollouts.Of(s).StartCertification(ctx, a, build.ID, up.TasksetID, 1, 0)
@@ -208,7 +211,7 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 		if res, err := rollouts.Of(s).FinishCertification(ctx, passed.ID); err != nil || res.Status != models.CertificationPassed {
 			t.Fatalf("a clean certification: %+v, %v", res, err)
 		}
-		if _, err := s.SetLatestBuild(ctx, a, build.ID, false); err != nil {
+		if _, err := registry.Of(s).SetLatestBuild(ctx, a, build.ID, false); err != nil {
 			t.Errorf("set-latest of a build whose latest certification passed: %v", err)
 		}
 

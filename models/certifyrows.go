@@ -2,10 +2,6 @@ package models
 
 import (
 	"cmp"
-	"context"
-	"errors"
-	"fmt"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -146,56 +142,4 @@ type NotReplayed struct {
 	TraceID  uuid.UUID `json:"trace_id"`
 	TaskName string    `json:"task_name"`
 	Reason   string    `json:"reason" enum:"not_scored,other_environment,brought_agent"`
-}
-
-// LatestCertification is the newest certification of a build the caller sees.
-func (s *Store) LatestCertification(ctx context.Context, c *Caller, buildID uuid.UUID) (*Certification, error) {
-	if _, err := s.GetBuildFor(ctx, c, buildID); err != nil {
-		return nil, err
-	}
-	cert := new(Certification)
-	if err := s.DB.NewSelect().Model(cert).Where("cert.build_id = ? AND cert.team_id = ?", buildID, c.TeamID).
-		OrderExpr("cert.created_at DESC").Limit(1).Scan(ctx); err != nil {
-		return nil, NotFound(err, "certification of build "+buildID.String())
-	}
-	return cert, nil
-}
-
-// certifiedForLatest refuses to make b the latest build of an environment that requires a
-// passed certification first (Registry.CertifyBeforeLatest) when b's latest certification did not
-// pass (ErrConflict, saying what it found).
-func (s *Store) certifiedForLatest(ctx context.Context, c *Caller, b *BuildRow) error {
-	var reg Registry
-	if err := s.DB.NewSelect().Model(&reg).Column("certify_before_latest").Where("id = ?", b.RegistryID).Scan(ctx); err != nil {
-		return NotFound(err, "the build's environment")
-	}
-	if !reg.CertifyBeforeLatest {
-		return nil
-	}
-	cert, err := s.LatestCertification(ctx, c, b.ID)
-	switch {
-	case errors.Is(err, ErrNotFound):
-		return fmt.Errorf("environment %s requires a passed certification before a build becomes the latest, and build %d has none: "+
-			"certify it (proctor env certify), or force: %w", b.RegistryName, b.Version, ErrConflict)
-	case err != nil:
-		return err
-	case cert.Status != CertificationPassed:
-		var flagged []string
-		for _, t := range cert.Tasks {
-			if len(t.Flags) > 0 {
-				flagged = append(flagged, fmt.Sprintf("%s (%s)", t.TaskName, strings.Join(t.Flags, ", ")))
-			}
-		}
-		return fmt.Errorf("environment %s requires a passed certification before a build becomes the latest, and build %d's latest is %s%s: "+
-			"certify it again, or force: %w", b.RegistryName, b.Version, cert.Status, listed(": ", flagged), ErrConflict)
-	}
-	return nil
-}
-
-// listed is items after sep, joined, or "" for none.
-func listed(sep string, items []string) string {
-	if len(items) == 0 {
-		return ""
-	}
-	return sep + strings.Join(items, "; ")
 }

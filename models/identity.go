@@ -155,7 +155,7 @@ func (s *Store) AddMember(ctx context.Context, teamID uuid.UUID, name, email, ro
 		_, err = tx.NewInsert().Model(&m).Returning("id").Exec(ctx)
 		return err
 	})
-	if isUniqueViolation(err) {
+	if IsUniqueViolation(err) {
 		return nil, nil, fmt.Errorf("add member %s: already a member: %w", email, ErrConflict)
 	}
 	if err != nil {
@@ -269,7 +269,7 @@ func (s *Store) CreateProject(ctx context.Context, teamID uuid.UUID, name, descr
 	}
 	p := &Project{ID: uuid.New(), TeamID: teamID, Name: name, Description: description, CreatedAt: Now(), UpdatedAt: Now()}
 	if _, err := s.DB.NewInsert().Model(p).Exec(ctx); err != nil {
-		if isUniqueViolation(err) {
+		if IsUniqueViolation(err) {
 			return nil, fmt.Errorf("create project %q: %w", name, ErrConflict)
 		}
 		return nil, fmt.Errorf("create project: %w", err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/billing"
 	"github.com/proctorhq/proctor/models/rollouts"
 )
 
@@ -156,7 +157,7 @@ func TestInstancesLifecycle(t *testing.T) {
 		if u, _ := rollouts.Of(s).EnvironmentUsage(ctx, a, rollouts.EnvironmentUsageFilter{Since: time.Now().Add(time.Hour)}, 10, 0); u.TotalCount != 0 || len(u.Rows) != 0 {
 			t.Errorf("usage of the future = %+v", u)
 		}
-		tus, err := s.TracesUsage(ctx, a, &job.ID, nil)
+		tus, err := billing.Of(s).TracesUsage(ctx, a, &job.ID, nil)
 		if err != nil || len(tus) != 2 {
 			t.Fatalf("traces usage = %+v, %v", tus, err)
 		}

@@ -71,7 +71,7 @@ type SDKAgentParams struct {
 
 // Listed is m with its lists present (empty rather than null), as the API shows it.
 func (m JobMetadata) Listed() JobMetadata {
-	m.ResolvedAgents = nonNil(m.ResolvedAgents)
+	m.ResolvedAgents = NonNil(m.ResolvedAgents)
 	return m
 }
 

@@ -11,6 +11,8 @@ import (
 	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/catalog"
+	"github.com/proctorhq/proctor/models/datafiles"
 )
 
 // Removing a member leaves the team what they made for it (issue 29, item 9): team-scope data
@@ -26,19 +28,19 @@ func TestRemovingAMemberKeepsTheTeamsFilesAndDeletesTheirOwn(t *testing.T) {
 		}
 		teamFile := storeDataFile(t, s, bucket, bo, "shared.csv", models.DataScopeTeam, "a,b\n1,2\n")
 		ownFile := storeDataFile(t, s, bucket, bo, "mine.txt", models.DataScopeMember, "private notes")
-		ts, err := s.CreateTaskset(ctx, bo, "briefs", "", false)
+		ts, err := catalog.Of(s).CreateTaskset(ctx, bo, "briefs", "", false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		up := &models.StagedFile{TasksetID: ts.ID, Name: "brief.md", ContentType: "text/markdown", SizeBytes: 5, Mode: models.UploadSingle,
+		up := &models.StagedFile{TasksetID: ts.ID, Name: "brief.md", ContentType: "text/markdown", SizeBytes: 5, Mode: catalog.UploadSingle,
 			PartBytes: 5, PartCount: 1}
-		if err := s.CreateUpload(ctx, bo, up); err != nil {
+		if err := catalog.Of(s).CreateUpload(ctx, bo, up); err != nil {
 			t.Fatal(err)
 		}
 		if err := bucket.Put(ctx, up.ObjectKey, bytes.NewReader([]byte("brief")), "text/markdown"); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.SettleUpload(ctx, up, "text/markdown", ""); err != nil {
+		if err := catalog.Of(s).SettleUpload(ctx, up, "text/markdown", ""); err != nil {
 			t.Fatal(err)
 		}
 
@@ -46,13 +48,13 @@ func TestRemovingAMemberKeepsTheTeamsFilesAndDeletesTheirOwn(t *testing.T) {
 			t.Fatalf("RemoveMember: %v", err)
 		}
 
-		rows, total, err := s.ListDataFiles(ctx, owner, models.DataQuery{Scope: models.DataScopeTeam, Limit: 10})
+		rows, total, err := datafiles.Of(s).ListDataFiles(ctx, owner, datafiles.DataQuery{Scope: models.DataScopeTeam, Limit: 10})
 		if err != nil || total != 1 || len(rows) != 1 || rows[0].ID != teamFile.ID {
 			t.Fatalf("the team's files after the removal = %d %v, %v; want the team file they created", total, rows, err)
 		}
-		if r := rows[0]; r.MembershipID != 0 || r.OwnerName != models.FormerMember || !r.CanEdit {
+		if r := rows[0]; r.MembershipID != 0 || r.OwnerName != datafiles.FormerMember || !r.CanEdit {
 			t.Errorf("the team file's owner = %d %q (owner may edit: %v); want 0 %q, editable by the team's owner",
-				r.MembershipID, r.OwnerName, r.CanEdit, models.FormerMember)
+				r.MembershipID, r.OwnerName, r.CanEdit, datafiles.FormerMember)
 		}
 		if got := readObject(t, bucket, teamFile.ObjectKey); got != "a,b\n1,2\n" {
 			t.Errorf("the team file's bytes = %q, want them kept", got)
@@ -63,8 +65,8 @@ func TestRemovingAMemberKeepsTheTeamsFilesAndDeletesTheirOwn(t *testing.T) {
 		if _, err := bucket.Stat(ctx, ownFile.ObjectKey); !errors.Is(err, blob.ErrNotFound) {
 			t.Errorf("the member's own file's bytes: Stat = %v, want ErrNotFound (no orphan bytes)", err)
 		}
-		kept, err := s.GetUpload(ctx, owner, ts.ID, up.ID)
-		if err != nil || kept.Status != models.UploadStaged || kept.MembershipID != 0 {
+		kept, err := catalog.Of(s).GetUpload(ctx, owner, ts.ID, up.ID)
+		if err != nil || kept.Status != catalog.UploadStaged || kept.MembershipID != 0 {
 			t.Fatalf("the staged upload after the removal = %+v, %v; want it staged, its creator 0", kept, err)
 		}
 		if got := readObject(t, bucket, up.ObjectKey); got != "brief" {
@@ -80,7 +82,7 @@ func TestRemovingAMemberKeepsTheTeamsFilesAndDeletesTheirOwn(t *testing.T) {
 		if _, err := s.GetMembership(ctx, cy.MembershipID); err != nil {
 			t.Errorf("the refused removal removed the membership: %v", err)
 		}
-		if _, err := s.GetDataFile(ctx, cy, cyFile.ID); err != nil {
+		if _, err := datafiles.Of(s).GetDataFile(ctx, cy, cyFile.ID); err != nil {
 			t.Errorf("the refused removal deleted the member's file: %v", err)
 		}
 		if err := s.RemoveMember(ctx, owner.TeamID, cy.MembershipID, bucket); err != nil {
@@ -102,16 +104,16 @@ func addMember(t *testing.T, s *models.Store, teamID uuid.UUID, email string) *m
 }
 
 // storeDataFile reserves, uploads and completes a data file of c's.
-func storeDataFile(t *testing.T, s *models.Store, bucket blob.Bucket, c *models.Caller, name, scope, content string) *models.DataFileRow {
+func storeDataFile(t *testing.T, s *models.Store, bucket blob.Bucket, c *models.Caller, name, scope, content string) *datafiles.DataFileRow {
 	t.Helper()
-	f, err := s.ReserveDataFile(ctx, c, models.NewDataFile{Name: name, Scope: scope, DeclaredBytes: int64(len(content))}, models.DataQuota{})
+	f, err := datafiles.Of(s).ReserveDataFile(ctx, c, datafiles.NewDataFile{Name: name, Scope: scope, DeclaredBytes: int64(len(content))}, datafiles.DataQuota{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := bucket.Put(ctx, f.ObjectKey, bytes.NewReader([]byte(content)), "text/plain"); err != nil {
 		t.Fatal(err)
 	}
-	if f, err = s.CompleteDataFile(ctx, c, f.ID, int64(len(content)), "text/plain", models.DataQuota{}); err != nil {
+	if f, err = datafiles.Of(s).CompleteDataFile(ctx, c, f.ID, int64(len(content)), "text/plain", datafiles.DataQuota{}); err != nil {
 		t.Fatal(err)
 	}
 	return f

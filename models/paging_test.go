@@ -9,6 +9,7 @@ import (
 
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/catalog"
 )
 
 const bigTaskset = 10_000
@@ -16,12 +17,12 @@ const bigTaskset = 10_000
 // uploadMany uploads n prompt-only tasks in one request and returns the taskset.
 func uploadMany(tb testing.TB, s *models.Store, c *models.Caller, n int) uuid.UUID {
 	tb.Helper()
-	up := models.Upload{TasksetName: "big"}
+	up := catalog.Upload{TasksetName: "big"}
 	for i := 0; i < n; i++ {
-		up.Tasks = append(up.Tasks, models.TaskUpload{ExternalID: fmt.Sprintf("ext-%05d", i), TaskContent: models.TaskContent{
+		up.Tasks = append(up.Tasks, catalog.TaskUpload{ExternalID: fmt.Sprintf("ext-%05d", i), TaskContent: models.TaskContent{
 			Name: fmt.Sprintf("task-%05d", (i*7919)%n), Prompt: "Do the thing", Args: map[string]any{"i": i}}})
 	}
-	res, err := s.UploadTasks(ctx, c, up)
+	res, err := catalog.Of(s).UploadTasks(ctx, c, up)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -38,7 +39,7 @@ func TestTenThousandTasksPageWithoutGapsOrDuplicates(t *testing.T) {
 		seen := make(map[uuid.UUID]bool, bigTaskset)
 		prev := ""
 		for offset := 0; ; offset += 500 {
-			rows, total, err := s.ListTasks(ctx, c, id, 500, offset)
+			rows, total, err := catalog.Of(s).ListTasks(ctx, c, id, 500, offset)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -62,12 +63,12 @@ func TestTenThousandTasksPageWithoutGapsOrDuplicates(t *testing.T) {
 			t.Fatalf("paging saw %d tasks, want %d", len(seen), bigTaskset)
 		}
 		// Re-uploading the same 10,000 changes nothing.
-		up := models.Upload{TasksetID: &id}
+		up := catalog.Upload{TasksetID: &id}
 		for i := 0; i < bigTaskset; i++ {
-			up.Tasks = append(up.Tasks, models.TaskUpload{ExternalID: fmt.Sprintf("ext-%05d", i), TaskContent: models.TaskContent{
+			up.Tasks = append(up.Tasks, catalog.TaskUpload{ExternalID: fmt.Sprintf("ext-%05d", i), TaskContent: models.TaskContent{
 				Name: fmt.Sprintf("task-%05d", (i*7919)%bigTaskset), Prompt: "Do the thing", Args: map[string]any{"i": i}}})
 		}
-		res, err := s.UploadTasks(ctx, c, up)
+		res, err := catalog.Of(s).UploadTasks(ctx, c, up)
 		if err != nil || res.TasksCreated+res.TasksUpdated != 0 {
 			t.Fatalf("identical re-upload = %+v, %v", res, err)
 		}
@@ -83,7 +84,7 @@ func BenchmarkListTasksPage(b *testing.B) {
 			c := member(b, s, "bench", "bench@example.com")
 			id := uploadMany(b, s, c, bigTaskset)
 			for b.Loop() {
-				if _, _, err := s.ListTasks(ctx, c, id, 50, rand.IntN(bigTaskset-50)); err != nil {
+				if _, _, err := catalog.Of(s).ListTasks(ctx, c, id, 50, rand.IntN(bigTaskset-50)); err != nil {
 					b.Fatal(err)
 				}
 			}

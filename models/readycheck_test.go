@@ -10,6 +10,8 @@ import (
 
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/catalog"
+	"github.com/proctorhq/proctor/models/llms"
 	"github.com/proctorhq/proctor/models/rollouts"
 )
 
@@ -17,19 +19,19 @@ func TestReadyCheckFromGradedTraces(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
 		a := member(t, s, "alpha", "a@example.com")
 		versions, oracle := launchFixture(t, s, a)
-		v, _ := s.GetTaskVersion(ctx, a, versions[0])
+		v, _ := catalog.Of(s).GetTaskVersion(ctx, a, versions[0])
 
-		rc, err := s.CheckTaskReady(ctx, a, v.TaskID)
+		rc, err := catalog.Of(s).CheckTaskReady(ctx, a, v.TaskID)
 		if err != nil || rc.HasRequirements || !rc.Passed || len(rc.Checks) != 0 {
 			t.Fatalf("without requirements = %+v, %v; want the not-configured result", rc, err)
 		}
 
 		half, most := 0.5, 0.9
 		tasksetID := v.TasksetID
-		if err := s.SetTasksetRequirements(ctx, tasksetID, &models.Requirements{MinTraces: 3, MinAccuracy: &half, MaxAccuracy: &most, Models: []string{"oracle", "gpt-x"}}); err != nil {
+		if err := catalog.Of(s).SetTasksetRequirements(ctx, tasksetID, &models.Requirements{MinTraces: 3, MinAccuracy: &half, MaxAccuracy: &most, Models: []string{"oracle", "gpt-x"}}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.SetTasksetRequirements(ctx, uuid.New(), nil); err == nil {
+		if err := catalog.Of(s).SetTasksetRequirements(ctx, uuid.New(), nil); err == nil {
 			t.Error("requirements for an unknown taskset were accepted")
 		}
 		var lts []rollouts.LaunchTrace
@@ -48,14 +50,14 @@ func TestReadyCheckFromGradedTraces(t *testing.T) {
 		rollouts.Of(s).TransitionTrace(ctx, traces[4].ID, rollouts.TraceUpdate{Status: models.TraceCompleted, Reward: &one})
 		rollouts.Of(s).SetTracesValidity(ctx, a, []uuid.UUID{traces[4].ID}, false) // invalid traces do not count
 
-		rc, err = s.CheckTaskReady(ctx, a, v.TaskID)
+		rc, err = catalog.Of(s).CheckTaskReady(ctx, a, v.TaskID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !rc.HasRequirements || rc.Passed || rc.K != 3 || rc.CandidateCount != 3 || len(rc.EvaluatedTraceIDs) != 3 || rc.RequirementsVersion != 1 || !rc.CanOverride {
 			t.Errorf("ready check = %+v", rc)
 		}
-		checks := map[string]models.Check{}
+		checks := map[string]catalog.Check{}
 		for _, c := range rc.Checks {
 			checks[c.Key] = c
 		}
@@ -75,8 +77,8 @@ func TestReadyCheckFromGradedTraces(t *testing.T) {
 		}
 
 		// A new version starts from no graded traces.
-		s.UploadTasks(ctx, a, models.Upload{TasksetID: &tasksetID, Tasks: []models.TaskUpload{{TaskContent: models.TaskContent{Name: "a", Prompt: "changed"}}}})
-		if rc, _ := s.CheckTaskReady(ctx, a, v.TaskID); rc.CandidateCount != 0 || rc.Passed {
+		catalog.Of(s).UploadTasks(ctx, a, catalog.Upload{TasksetID: &tasksetID, Tasks: []catalog.TaskUpload{{TaskContent: models.TaskContent{Name: "a", Prompt: "changed"}}}})
+		if rc, _ := catalog.Of(s).CheckTaskReady(ctx, a, v.TaskID); rc.CandidateCount != 0 || rc.Passed {
 			t.Errorf("after a new version = %+v", rc)
 		}
 	})
@@ -88,15 +90,15 @@ func TestReadyCheckQAChecks(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
 		a := member(t, s, "alpha", "a@example.com")
 		_, oracle := launchFixture(t, s, a)
-		up, err := s.UploadTasks(ctx, a, models.Upload{TasksetName: "qa", Tasks: []models.TaskUpload{
+		up, err := catalog.Of(s).UploadTasks(ctx, a, catalog.Upload{TasksetName: "qa", Tasks: []catalog.TaskUpload{
 			{TaskContent: models.TaskContent{Name: "solved", Prompt: "p", Validation: []models.ValidationCall{{Name: "add_todo", Arguments: map[string]any{"title": "x"}}}}},
 			{TaskContent: models.TaskContent{Name: "bare", Prompt: "p"}}}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		solved, _ := s.GetTaskVersion(ctx, a, up.TaskVersionIDs[0])
-		bare, _ := s.GetTaskVersion(ctx, a, up.TaskVersionIDs[1])
-		if err := s.SetTasksetStages(ctx, a, up.TasksetID, []string{"write", "qa", "polish"}); err != nil {
+		solved, _ := catalog.Of(s).GetTaskVersion(ctx, a, up.TaskVersionIDs[0])
+		bare, _ := catalog.Of(s).GetTaskVersion(ctx, a, up.TaskVersionIDs[1])
+		if err := catalog.Of(s).SetTasksetStages(ctx, a, up.TasksetID, []string{"write", "qa", "polish"}); err != nil {
 			t.Fatal(err)
 		}
 
@@ -115,7 +117,7 @@ func TestReadyCheckQAChecks(t *testing.T) {
 			{models.Requirements{MinTraces: -1, MinAccuracy: &half, MaxAccuracy: &low}, []string{"min_traces", "max_accuracy"}},
 			{models.Requirements{MaxAccuracy: &tooHigh}, []string{"max_accuracy"}},
 		} {
-			err := s.SetTasksetRequirements(ctx, up.TasksetID, &tc.req)
+			err := catalog.Of(s).SetTasksetRequirements(ctx, up.TasksetID, &tc.req)
 			var verr models.ValidationError
 			if !errors.As(err, &verr) || len(verr) != len(tc.locs) {
 				t.Errorf("requirements %+v: %v, want a validation error at %v", tc.req, err, tc.locs)
@@ -127,17 +129,17 @@ func TestReadyCheckQAChecks(t *testing.T) {
 				}
 			}
 		}
-		if err := s.SetTasksetRequirements(ctx, up.TasksetID, &models.Requirements{
+		if err := catalog.Of(s).SetTasksetRequirements(ctx, up.TasksetID, &models.Requirements{
 			QAChecks: []models.QACheck{{Kind: models.QAReferenceSolves}, {Kind: models.QAStagePassed, Stage: "qa"}}}); err != nil {
 			t.Fatal(err)
 		}
-		qa := func(taskID uuid.UUID) (map[string]models.Check, bool) {
+		qa := func(taskID uuid.UUID) (map[string]catalog.Check, bool) {
 			t.Helper()
-			rc, err := s.CheckTaskReady(ctx, a, taskID)
+			rc, err := catalog.Of(s).CheckTaskReady(ctx, a, taskID)
 			if err != nil {
 				t.Fatal(err)
 			}
-			checks := map[string]models.Check{}
+			checks := map[string]catalog.Check{}
 			for _, c := range rc.Checks {
 				checks[c.Key] = c
 			}
@@ -160,7 +162,7 @@ func TestReadyCheckQAChecks(t *testing.T) {
 		// Oracle attempts: one solves, one does not; another model's failure is no concern of
 		// this check.
 		claude := &models.LLMModel{ModelName: "claude-x", Name: "Claude", Provider: "anthropic", Adapter: models.AdapterAnthropic}
-		s.UpsertModel(ctx, claude)
+		llms.Of(s).UpsertModel(ctx, claude)
 		ids := []uuid.UUID{uuid.New(), uuid.New(), uuid.New(), uuid.New()}
 		lts := []rollouts.LaunchTrace{{TraceID: ids[0], TaskVersionID: solved.ID, ModelID: oracle.ID}, {TraceID: ids[1], TaskVersionID: solved.ID, ModelID: oracle.ID},
 			{TraceID: ids[2], TaskVersionID: solved.ID, ModelID: claude.ID}, {TraceID: ids[3], TaskVersionID: solved.ID, ModelID: oracle.ID}}
@@ -189,27 +191,27 @@ func TestReadyCheckQAChecks(t *testing.T) {
 
 		// Through the qa stage: advanced past it, or out of pending.
 		for _, stage := range []string{"qa", "polish"} {
-			s.MoveTaskStage(ctx, a, []string{solved.TaskID.String()}, stage)
+			catalog.Of(s).MoveTaskStage(ctx, a, []string{solved.TaskID.String()}, stage)
 		}
 		if checks, _ = qa(solved.TaskID); !checks["qa_stage_passed"].Passed || checks["qa_stage_passed"].Current != "at polish" {
 			t.Errorf("a task advanced past qa: %+v", checks["qa_stage_passed"])
 		}
-		s.MoveTaskStage(ctx, a, []string{solved.TaskID.String()}, "qa")
+		catalog.Of(s).MoveTaskStage(ctx, a, []string{solved.TaskID.String()}, "qa")
 		if checks, _ = qa(solved.TaskID); checks["qa_stage_passed"].Passed || checks["qa_stage_passed"].Current != "at qa" {
 			t.Errorf("a task sent back to qa: %+v", checks["qa_stage_passed"])
 		}
-		s.MoveTaskStage(ctx, a, []string{solved.TaskID.String()}, "polish")
-		s.SetTaskStatus(ctx, a, []string{solved.TaskID.String()}, nil, models.TaskReady, false)
-		if checks, _ = qa(solved.TaskID); !checks["qa_stage_passed"].Passed || checks["qa_stage_passed"].Current != models.TaskReady {
+		catalog.Of(s).MoveTaskStage(ctx, a, []string{solved.TaskID.String()}, "polish")
+		catalog.Of(s).SetTaskStatus(ctx, a, []string{solved.TaskID.String()}, nil, catalog.TaskReady, false)
+		if checks, _ = qa(solved.TaskID); !checks["qa_stage_passed"].Passed || checks["qa_stage_passed"].Current != catalog.TaskReady {
 			t.Errorf("a task marked ready: %+v", checks["qa_stage_passed"])
 		}
 		// A reviewer's decision on a task that never went through the stage passes nothing.
-		s.SetTaskStatus(ctx, a, []string{bare.TaskID.String()}, nil, models.TaskRevision, false)
+		catalog.Of(s).SetTaskStatus(ctx, a, []string{bare.TaskID.String()}, nil, catalog.TaskRevision, false)
 		if checks, _ = qa(bare.TaskID); checks["qa_stage_passed"].Passed || checks["qa_stage_passed"].Current != "revision, at write" {
 			t.Errorf("a task sent to revision from the write stage: %+v", checks["qa_stage_passed"])
 		}
 		// A stage the taskset no longer has cannot be passed.
-		s.SetTasksetStages(ctx, a, up.TasksetID, []string{"write", "polish"})
+		catalog.Of(s).SetTasksetStages(ctx, a, up.TasksetID, []string{"write", "polish"})
 		if checks, _ = qa(bare.TaskID); checks["qa_stage_passed"].Passed || !strings.Contains(checks["qa_stage_passed"].Current, "no longer include") {
 			t.Errorf("a stage the taskset dropped: %+v", checks["qa_stage_passed"])
 		}

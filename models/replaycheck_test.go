@@ -13,6 +13,9 @@ import (
 	"github.com/proctorhq/proctor/internal/agent"
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/catalog"
+	"github.com/proctorhq/proctor/models/llms"
+	"github.com/proctorhq/proctor/models/registry"
 	"github.com/proctorhq/proctor/models/rollouts"
 )
 
@@ -52,17 +55,17 @@ func TestAReplayCheckComparesEachReplayWithTheAttemptItReplays(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
 		a := member(t, s, "alpha", "a@example.com")
 		b := member(t, s, "beta", "b@example.com")
-		game, err := s.CreateRegistry(ctx, a, models.NewRegistry{Name: "game"})
+		game, err := registry.Of(s).CreateRegistry(ctx, a, registry.NewRegistry{Name: "game"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		other, err := s.CreateRegistry(ctx, a, models.NewRegistry{Name: "other"})
+		other, err := registry.Of(s).CreateRegistry(ctx, a, registry.NewRegistry{Name: "other"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var builds []*models.Build
 		for i, reg := range []uuid.UUID{game.ID, game.ID, other.ID} {
-			bd, err := s.CreateBuild(ctx, reg, models.NewBuild{Status: models.BuildSucceeded, Digest: "sha256:" + string(rune('a'+i)),
+			bd, err := registry.Of(s).CreateBuild(ctx, reg, registry.NewBuild{Status: registry.BuildSucceeded, Digest: "sha256:" + string(rune('a'+i)),
 				ImageName: []string{"game:1", "game:2", "other:1"}[i], Scenarios: []models.Scenario{{Name: "play"}}})
 			if err != nil {
 				t.Fatal(err)
@@ -73,7 +76,7 @@ func TestAReplayCheckComparesEachReplayWithTheAttemptItReplays(t *testing.T) {
 			bun.In([]uuid.UUID{builds[0].ID, builds[1].ID, builds[2].ID})).Exec(ctx); err != nil {
 			t.Fatal(err)
 		}
-		up, err := s.UploadTasks(ctx, a, models.Upload{TasksetName: "games", Tasks: []models.TaskUpload{
+		up, err := catalog.Of(s).UploadTasks(ctx, a, catalog.Upload{TasksetName: "games", Tasks: []catalog.TaskUpload{
 			{TaskContent: models.TaskContent{Name: "reach-8", Env: "game", Scenario: "play"}},
 			{TaskContent: models.TaskContent{Name: "reach-16", Env: "game", Scenario: "play"}},
 			{TaskContent: models.TaskContent{Name: "elsewhere", Env: "other", Scenario: "play"}}}})
@@ -81,7 +84,7 @@ func TestAReplayCheckComparesEachReplayWithTheAttemptItReplays(t *testing.T) {
 			t.Fatal(err)
 		}
 		oracle := &models.LLMModel{ModelName: "oracle", Name: "Oracle", Provider: "proctor", Adapter: models.AdapterOracle}
-		if err := s.UpsertModel(ctx, oracle); err != nil {
+		if err := llms.Of(s).UpsertModel(ctx, oracle); err != nil {
 			t.Fatal(err)
 		}
 		v8, v16, vOther := up.TaskVersionIDs[0], up.TaskVersionIDs[1], up.TaskVersionIDs[2]
@@ -114,7 +117,7 @@ func TestAReplayCheckComparesEachReplayWithTheAttemptItReplays(t *testing.T) {
 		if _, err := rollouts.Of(s).StartReplayCheck(ctx, a, builds[1].ID, job.ID, 0); !errors.Is(err, models.ErrConflict) || !strings.Contains(err.Error(), "no replay model") {
 			t.Errorf("a check with no replay model in the catalog: %v, want ErrConflict saying so", err)
 		}
-		if err := s.UpsertModel(ctx, &models.LLMModel{ModelName: rollouts.ReplayModelName, Name: "Replay", Provider: "proctor", Adapter: models.AdapterReplay}); err != nil {
+		if err := llms.Of(s).UpsertModel(ctx, &models.LLMModel{ModelName: rollouts.ReplayModelName, Name: "Replay", Provider: "proctor", Adapter: models.AdapterReplay}); err != nil {
 			t.Fatal(err)
 		}
 		var verr models.ValidationError

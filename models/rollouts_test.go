@@ -16,6 +16,10 @@ import (
 	"github.com/proctorhq/proctor/internal/secrets"
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/catalog"
+	"github.com/proctorhq/proctor/models/credentials"
+	"github.com/proctorhq/proctor/models/llms"
+	"github.com/proctorhq/proctor/models/registry"
 	"github.com/proctorhq/proctor/models/rollouts"
 )
 
@@ -36,13 +40,13 @@ func launchOne(t testing.TB, s *models.Store) (*models.Caller, uuid.UUID) {
 // launchFixture uploads two tasks and seeds the oracle model.
 func launchFixture(t testing.TB, s *models.Store, c *models.Caller) (versions []uuid.UUID, oracle *models.LLMModel) {
 	t.Helper()
-	res, err := s.UploadTasks(ctx, c, models.Upload{TasksetName: "demo", Tasks: []models.TaskUpload{
+	res, err := catalog.Of(s).UploadTasks(ctx, c, catalog.Upload{TasksetName: "demo", Tasks: []catalog.TaskUpload{
 		{TaskContent: models.TaskContent{Name: "a", Prompt: "p"}}, {TaskContent: models.TaskContent{Name: "b", Prompt: "p"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	oracle = &models.LLMModel{ModelName: "oracle", Name: "Oracle", Provider: "proctor", Adapter: models.AdapterOracle}
-	if err := s.UpsertModel(ctx, oracle); err != nil {
+	if err := llms.Of(s).UpsertModel(ctx, oracle); err != nil {
 		t.Fatal(err)
 	}
 	return res.TaskVersionIDs, oracle
@@ -53,30 +57,30 @@ func TestModelCatalog(t *testing.T) {
 		a := member(t, s, "alpha", "a@example.com")
 		b := member(t, s, "beta", "b@example.com")
 		m := &models.LLMModel{ModelName: "gpt-x", Name: "GPT X", Provider: "openai", Adapter: models.AdapterOpenAI, APIKeyEnv: "OPENAI_API_KEY"}
-		if err := s.UpsertModel(ctx, m); err != nil {
+		if err := llms.Of(s).UpsertModel(ctx, m); err != nil {
 			t.Fatal(err)
 		}
 		again := &models.LLMModel{ModelName: "gpt-x", Name: "GPT X (renamed)", Provider: "openai", Adapter: models.AdapterOpenAI}
-		if err := s.UpsertModel(ctx, again); err != nil {
+		if err := llms.Of(s).UpsertModel(ctx, again); err != nil {
 			t.Fatal(err)
 		}
-		s.UpsertModel(ctx, &models.LLMModel{ModelName: "secret", Name: "S", Provider: "x", Adapter: models.AdapterOpenAI, TeamID: &a.TeamID})
-		s.UpsertModel(ctx, &models.LLMModel{ModelName: "old", Name: "O", Provider: "x", Adapter: models.AdapterOpenAI, Hidden: true})
-		list, total, err := s.ListModels(ctx, a, 10, 0)
+		llms.Of(s).UpsertModel(ctx, &models.LLMModel{ModelName: "secret", Name: "S", Provider: "x", Adapter: models.AdapterOpenAI, TeamID: &a.TeamID})
+		llms.Of(s).UpsertModel(ctx, &models.LLMModel{ModelName: "old", Name: "O", Provider: "x", Adapter: models.AdapterOpenAI, Hidden: true})
+		list, total, err := llms.Of(s).ListModels(ctx, a, 10, 0)
 		if err != nil || total != 2 || list[0].ModelName != "gpt-x" || list[0].Name != "GPT X (renamed)" || list[1].ModelName != "secret" {
 			t.Fatalf("models for alpha = %+v (%d), %v", list, total, err)
 		}
-		if _, total, _ := s.ListModels(ctx, b, 10, 0); total != 1 {
+		if _, total, _ := llms.Of(s).ListModels(ctx, b, 10, 0); total != 1 {
 			t.Errorf("beta sees %d models, want the shared one only", total)
 		}
-		got, err := s.ResolveModel(ctx, b, "gpt-x")
+		got, err := llms.Of(s).ResolveModel(ctx, b, "gpt-x")
 		if err != nil || got.ID != m.ID {
 			t.Errorf("resolve by name = %+v, %v (want the first id kept by the upsert)", got, err)
 		}
-		if _, err := s.ResolveModel(ctx, b, m.ID.String()); err != nil {
+		if _, err := llms.Of(s).ResolveModel(ctx, b, m.ID.String()); err != nil {
 			t.Errorf("resolve by id: %v", err)
 		}
-		if _, err := s.ResolveModel(ctx, b, "secret"); !errors.Is(err, models.ErrNotFound) {
+		if _, err := llms.Of(s).ResolveModel(ctx, b, "secret"); !errors.Is(err, models.ErrNotFound) {
 			t.Errorf("another team's model: %v", err)
 		}
 	})
@@ -367,28 +371,28 @@ func TestBeginTry(t *testing.T) {
 			t.Fatal(err)
 		}
 		other, _ := secrets.Create(filepath.Join(t.TempDir(), "other.json"))
-		reg, err := s.CreateRegistry(ctx, a, models.NewRegistry{Name: "env"})
+		reg, err := registry.Of(s).CreateRegistry(ctx, a, registry.NewRegistry{Name: "env"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, _, _, err := s.ReplaceEnvVars(ctx, a, keys, reg.ID, []models.NameValue{{Name: "A", Value: "a1"}}); err != nil {
+		if _, _, _, err := credentials.Of(s).ReplaceEnvVars(ctx, a, keys, reg.ID, []credentials.NameValue{{Name: "A", Value: "a1"}}); err != nil {
 			t.Fatal(err)
 		}
 		var envErr *models.LaunchEnvError
-		if try, err = rollouts.Of(s).BeginTry(ctx, id, 3, first, &models.LaunchFor{Sealer: other, RegistryID: &reg.ID, TeamID: a.TeamID}); !errors.As(err, &envErr) || !errors.Is(err, secrets.ErrDecrypt) {
+		if try, err = rollouts.Of(s).BeginTry(ctx, id, 3, first, &credentials.LaunchFor{Sealer: other, RegistryID: &reg.ID, TeamID: a.TeamID}); !errors.As(err, &envErr) || !errors.Is(err, secrets.ErrDecrypt) {
 			t.Fatalf("begin a try whose environment does not open = %+v, %v; want a LaunchEnvError", try, err)
 		}
 		if tr, err := rollouts.Of(s).GetTrace(ctx, a, id); err != nil || tr.Attempt != 2 {
 			t.Fatalf("a try whose environment did not open changed the trace: %+v, %v", tr, err)
 		}
-		if try, err = rollouts.Of(s).BeginTry(ctx, id, 3, first, &models.LaunchFor{Sealer: keys, RegistryID: &reg.ID, TeamID: a.TeamID}); err != nil || !try.Began || try.Env["A"] != "a1" {
+		if try, err = rollouts.Of(s).BeginTry(ctx, id, 3, first, &credentials.LaunchFor{Sealer: keys, RegistryID: &reg.ID, TeamID: a.TeamID}); err != nil || !try.Began || try.Env["A"] != "a1" {
 			t.Fatalf("begin a try with its environment = %+v, %v; want A=a1", try, err)
 		}
 		// A trace closed first runs no try, and reads no environment.
 		if _, err := rollouts.Of(s).TransitionTrace(ctx, id, rollouts.TraceUpdate{Status: models.TraceCancelled, StopReason: models.StopCancelled}); err != nil {
 			t.Fatal(err)
 		}
-		if try, err := rollouts.Of(s).BeginTry(ctx, id, 4, first, &models.LaunchFor{Sealer: keys, RegistryID: &reg.ID, TeamID: a.TeamID}); err != nil || try.Began || try.Env != nil {
+		if try, err := rollouts.Of(s).BeginTry(ctx, id, 4, first, &credentials.LaunchFor{Sealer: keys, RegistryID: &reg.ID, TeamID: a.TeamID}); err != nil || try.Began || try.Env != nil {
 			t.Fatalf("begin a try of a cancelled trace = %+v, %v; want none", try, err)
 		}
 	})

@@ -216,8 +216,8 @@ func (s *Store) CheckSchema(ctx context.Context) error {
 	return nil
 }
 
-// isUniqueViolation reports whether err is a unique-constraint failure on either dialect.
-func isUniqueViolation(err error) bool {
+// IsUniqueViolation reports whether err is a unique-constraint failure on either dialect.
+func IsUniqueViolation(err error) bool {
 	if err == nil {
 		return false
 	}
@@ -263,9 +263,14 @@ func privateFile(path string) error {
 	return os.Chmod(path, 0o600)
 }
 
-func nonNil[T any](s []T) []T {
+func NonNil[T any](s []T) []T {
 	if s == nil {
 		return []T{}
 	}
 	return s
+}
+
+// EscapeLike escapes LIKE's wildcards so that a search matches them literally.
+func EscapeLike(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
 }

@@ -11,53 +11,54 @@ import (
 
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/catalog"
 )
 
 func TestTasksetVisibilityAndFlags(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
 		a := member(t, s, "alpha", "a@example.com")
 		b := member(t, s, "beta", "b@example.com")
-		own, err := s.CreateTaskset(ctx, a, "own", "", false)
+		own, err := catalog.Of(s).CreateTaskset(ctx, a, "own", "", false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.CreateTaskset(ctx, a, "own", "", false); !errors.Is(err, models.ErrConflict) {
+		if _, err := catalog.Of(s).CreateTaskset(ctx, a, "own", "", false); !errors.Is(err, models.ErrConflict) {
 			t.Errorf("duplicate name in a team: %v, want ErrConflict", err)
 		}
-		theirs, _ := s.CreateTaskset(ctx, b, "theirs-private", "", false)
-		shared, _ := s.CreateTaskset(ctx, b, "theirs-shared", "", false)
-		public, _ := s.CreateTaskset(ctx, b, "theirs-public", "", true)
-		if err := s.ShareTaskset(ctx, shared.ID, a.TeamID, false); err != nil {
+		theirs, _ := catalog.Of(s).CreateTaskset(ctx, b, "theirs-private", "", false)
+		shared, _ := catalog.Of(s).CreateTaskset(ctx, b, "theirs-shared", "", false)
+		public, _ := catalog.Of(s).CreateTaskset(ctx, b, "theirs-public", "", true)
+		if err := catalog.Of(s).ShareTaskset(ctx, shared.ID, a.TeamID, false); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.ShareTaskset(ctx, shared.ID, a.TeamID, true); err != nil { // upgrade to write access
+		if err := catalog.Of(s).ShareTaskset(ctx, shared.ID, a.TeamID, true); err != nil { // upgrade to write access
 			t.Fatal(err)
 		}
-		if err := s.StarTaskset(ctx, a, shared.ID); err != nil {
+		if err := catalog.Of(s).StarTaskset(ctx, a, shared.ID); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.StarTaskset(ctx, a, shared.ID); err != nil {
+		if err := catalog.Of(s).StarTaskset(ctx, a, shared.ID); err != nil {
 			t.Errorf("starring twice: %v", err)
 		}
 		addTasks(t, s, a, own.ID, 3)
 
-		list := func(q models.TasksetQuery) map[string]models.TasksetRow {
+		list := func(q catalog.TasksetQuery) map[string]catalog.TasksetRow {
 			t.Helper()
 			q.Limit = 100
-			rows, total, err := s.ListTasksets(ctx, a, q)
+			rows, total, err := catalog.Of(s).ListTasksets(ctx, a, q)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if total != len(rows) {
 				t.Errorf("total %d, rows %d", total, len(rows))
 			}
-			out := map[string]models.TasksetRow{}
+			out := map[string]catalog.TasksetRow{}
 			for _, r := range rows {
 				out[r.Name] = r
 			}
 			return out
 		}
-		got := list(models.TasksetQuery{})
+		got := list(catalog.TasksetQuery{})
 		if len(got) != 2 || got["own"].ID != own.ID || got["theirs-shared"].ID != shared.ID {
 			t.Fatalf("default list = %v, want own and theirs-shared", keys(got))
 		}
@@ -67,14 +68,14 @@ func TestTasksetVisibilityAndFlags(t *testing.T) {
 		if r := got["theirs-shared"]; r.IsOwner || !r.CanEdit || !r.IsStarred || r.StarCount != 1 {
 			t.Errorf("shared row = %+v", r)
 		}
-		if got := list(models.TasksetQuery{OwnerOnly: true}); len(got) != 1 || got["own"].ID != own.ID {
+		if got := list(catalog.TasksetQuery{OwnerOnly: true}); len(got) != 1 || got["own"].ID != own.ID {
 			t.Errorf("owner_only = %v, want own", keys(got))
 		}
 		// owner_only is ignored when public_only is set.
-		if got := list(models.TasksetQuery{PublicOnly: true, OwnerOnly: true}); len(got) != 1 || got["theirs-public"].ID != public.ID || got["theirs-public"].CanEdit {
+		if got := list(catalog.TasksetQuery{PublicOnly: true, OwnerOnly: true}); len(got) != 1 || got["theirs-public"].ID != public.ID || got["theirs-public"].CanEdit {
 			t.Errorf("public_only = %v, want theirs-public, read-only", got)
 		}
-		if _, ok := list(models.TasksetQuery{})["theirs-private"]; ok || theirs == nil {
+		if _, ok := list(catalog.TasksetQuery{})["theirs-private"]; ok || theirs == nil {
 			t.Error("another team's private taskset is visible")
 		}
 	})
@@ -86,7 +87,7 @@ func TestTasksetSearchSortAndPaging(t *testing.T) {
 		names := []string{"Bravo", "alpha", "Charlie_1", "charlie%2", "delta"}
 		ids := map[string]uuid.UUID{}
 		for i, n := range names {
-			ts, err := s.CreateTaskset(ctx, a, n, "", false)
+			ts, err := catalog.Of(s).CreateTaskset(ctx, a, n, "", false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -94,16 +95,16 @@ func TestTasksetSearchSortAndPaging(t *testing.T) {
 			addTasks(t, s, a, ts.ID, i)      // task counts 0..4 in creation order
 			time.Sleep(2 * time.Millisecond) // distinct updated_at
 		}
-		s.StarTaskset(ctx, a, ids["Bravo"])
+		catalog.Of(s).StarTaskset(ctx, a, ids["Bravo"])
 		b := member(t, s, "beta", "b@example.com")
-		s.ShareTaskset(ctx, ids["alpha"], b.TeamID, false)
-		s.StarTaskset(ctx, b, ids["alpha"])
-		s.StarTaskset(ctx, a, ids["alpha"])
+		catalog.Of(s).ShareTaskset(ctx, ids["alpha"], b.TeamID, false)
+		catalog.Of(s).StarTaskset(ctx, b, ids["alpha"])
+		catalog.Of(s).StarTaskset(ctx, a, ids["alpha"])
 
-		order := func(q models.TasksetQuery) string {
+		order := func(q catalog.TasksetQuery) string {
 			t.Helper()
 			q.Limit = 50
-			rows, _, err := s.ListTasksets(ctx, a, q)
+			rows, _, err := catalog.Of(s).ListTasksets(ctx, a, q)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -114,17 +115,17 @@ func TestTasksetSearchSortAndPaging(t *testing.T) {
 			return strings.Join(out, ",")
 		}
 		for _, tc := range []struct {
-			q    models.TasksetQuery
+			q    catalog.TasksetQuery
 			want string
 		}{
-			{models.TasksetQuery{SortBy: models.SortName}, "alpha,Bravo,charlie%2,Charlie_1,delta"},
-			{models.TasksetQuery{SortBy: models.SortDate}, "delta,charlie%2,Charlie_1,alpha,Bravo"},
-			{models.TasksetQuery{SortBy: models.SortTasks}, "delta,charlie%2,Charlie_1,alpha,Bravo"},
-			{models.TasksetQuery{SortBy: models.SortStars}, "alpha,Bravo," + strings.Join(sortedByID(ids, "Charlie_1", "charlie%2", "delta"), ",")},
-			{models.TasksetQuery{SortBy: models.SortStarred}, "alpha,Bravo,delta,charlie%2,Charlie_1"},
-			{models.TasksetQuery{SortBy: models.SortName, Search: "CHARLIE"}, "charlie%2,Charlie_1"},
-			{models.TasksetQuery{SortBy: models.SortName, Search: "%"}, "charlie%2"},
-			{models.TasksetQuery{SortBy: models.SortName, Search: "_"}, "Charlie_1"},
+			{catalog.TasksetQuery{SortBy: models.SortName}, "alpha,Bravo,charlie%2,Charlie_1,delta"},
+			{catalog.TasksetQuery{SortBy: models.SortDate}, "delta,charlie%2,Charlie_1,alpha,Bravo"},
+			{catalog.TasksetQuery{SortBy: models.SortTasks}, "delta,charlie%2,Charlie_1,alpha,Bravo"},
+			{catalog.TasksetQuery{SortBy: models.SortStars}, "alpha,Bravo," + strings.Join(sortedByID(ids, "Charlie_1", "charlie%2", "delta"), ",")},
+			{catalog.TasksetQuery{SortBy: models.SortStarred}, "alpha,Bravo,delta,charlie%2,Charlie_1"},
+			{catalog.TasksetQuery{SortBy: models.SortName, Search: "CHARLIE"}, "charlie%2,Charlie_1"},
+			{catalog.TasksetQuery{SortBy: models.SortName, Search: "%"}, "charlie%2"},
+			{catalog.TasksetQuery{SortBy: models.SortName, Search: "_"}, "Charlie_1"},
 		} {
 			if got := order(tc.q); got != tc.want {
 				t.Errorf("%+v: got %s, want %s", tc.q, got, tc.want)
@@ -134,7 +135,7 @@ func TestTasksetSearchSortAndPaging(t *testing.T) {
 		// Pages of 2 cover every row exactly once, with the right total.
 		seen := map[string]int{}
 		for off := 0; off < 7; off += 2 {
-			rows, total, err := s.ListTasksets(ctx, a, models.TasksetQuery{SortBy: models.SortStars, Limit: 2, Offset: off})
+			rows, total, err := catalog.Of(s).ListTasksets(ctx, a, catalog.TasksetQuery{SortBy: models.SortStars, Limit: 2, Offset: off})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -162,11 +163,11 @@ func addTasks(t *testing.T, s *models.Store, c *models.Caller, tasksetID uuid.UU
 	if n == 0 {
 		return
 	}
-	up := models.Upload{TasksetID: &tasksetID}
+	up := catalog.Upload{TasksetID: &tasksetID}
 	for i := 0; i < n; i++ {
-		up.Tasks = append(up.Tasks, models.TaskUpload{TaskContent: models.TaskContent{Name: fmt.Sprintf("task-%d", i), Prompt: "do it"}})
+		up.Tasks = append(up.Tasks, catalog.TaskUpload{TaskContent: models.TaskContent{Name: fmt.Sprintf("task-%d", i), Prompt: "do it"}})
 	}
-	if _, err := s.UploadTasks(ctx, c, up); err != nil {
+	if _, err := catalog.Of(s).UploadTasks(ctx, c, up); err != nil {
 		t.Fatal(err)
 	}
 }

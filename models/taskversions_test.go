@@ -7,6 +7,7 @@ import (
 
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/catalog"
 )
 
 // VisibleTaskVersions answers as GetTaskVersion would for each id, in a query per 5,000 ids and
@@ -15,12 +16,12 @@ func TestVisibleTaskVersionsInBatches(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
 		a := member(t, s, "alpha", "a@example.com")
 		b := member(t, s, "beta", "b@example.com")
-		own, _ := s.CreateTaskset(ctx, a, "own", "", false)
-		theirs, _ := s.CreateTaskset(ctx, b, "theirs", "", false)
+		own, _ := catalog.Of(s).CreateTaskset(ctx, a, "own", "", false)
+		theirs, _ := catalog.Of(s).CreateTaskset(ctx, b, "theirs", "", false)
 		addTasks(t, s, a, own.ID, 3)
 		addTasks(t, s, b, theirs.ID, 2)
 		versionsOf := func(c *models.Caller, tasksetID uuid.UUID) []uuid.UUID {
-			rows, _, err := s.ListTasks(ctx, c, tasksetID, 10, 0)
+			rows, _, err := catalog.Of(s).ListTasks(ctx, c, tasksetID, 10, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -36,7 +37,7 @@ func TestVisibleTaskVersionsInBatches(t *testing.T) {
 			ids = append(ids, uuid.New())
 		}
 		statements := storetest.CountStatements(s)
-		visible, err := s.VisibleTaskVersions(ctx, a, ids)
+		visible, err := catalog.Of(s).VisibleTaskVersions(ctx, a, ids)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -44,7 +45,7 @@ func TestVisibleTaskVersionsInBatches(t *testing.T) {
 			t.Errorf("%d queries for %d ids over 2 tasksets, want at most 5 (3 batches, one per taskset)", n, len(ids))
 		}
 		for _, id := range ids {
-			_, err := s.GetTaskVersion(ctx, a, id)
+			_, err := catalog.Of(s).GetTaskVersion(ctx, a, id)
 			if visible[id] != (err == nil) {
 				t.Errorf("version %s: visible %v, but GetTaskVersion says %v", id, visible[id], err)
 			}

@@ -151,3 +151,6 @@ type WorkerQueue struct {
 	StartedAt       time.Time `bun:"started_at"`
 	LastSeenAt      time.Time `bun:"last_seen_at"`
 }
+
+// RoundUSD rounds an amount of US dollars to a millionth, the precision costs are kept at.
+func RoundUSD(v float64) float64 { return math.Round(v*1e6) / 1e6 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/billing"
+	"github.com/proctorhq/proctor/models/llms"
 )
 
 // BenchmarkInferenceUsagePostgres measures the usage reads over a month of 1M inference rows of
@@ -38,7 +40,7 @@ func BenchmarkInferenceUsagePostgres(b *testing.B) {
 		var modelIDs []uuid.UUID
 		for i := range 10 {
 			m := &models.LLMModel{ModelName: fmt.Sprintf("m-%d", i), Name: "m", Provider: "openai", Adapter: models.AdapterOpenAI, InputCostPerToken: 1e-6}
-			if err := s.UpsertModel(ctx, m); err != nil {
+			if err := llms.Of(s).UpsertModel(ctx, m); err != nil {
 				b.Fatal(err)
 			}
 			modelIDs = append(modelIDs, m.ID)
@@ -67,9 +69,9 @@ func BenchmarkInferenceUsagePostgres(b *testing.B) {
 			for i := range batch {
 				p, cpl := r.IntN(2000), r.IntN(500)
 				key := &keys[r.IntN(len(keys))]
-				route := models.RouteCompletions
+				route := billing.RouteCompletions
 				if r.IntN(4) > 0 {
-					route, key = models.RouteAgent, nil
+					route, key = billing.RouteAgent, nil
 				}
 				batch[i] = []any{uuid.New(), c.TeamID, modelIDs[r.IntN(len(modelIDs))], route, "ok", "", p, cpl, p + cpl,
 					float64(p+cpl) * 1e-6, r.IntN(3000), false, uuid.New(), users[r.IntN(len(users))], key, r.IntN(10) == 0,
@@ -95,19 +97,19 @@ func BenchmarkInferenceUsagePostgres(b *testing.B) {
 		measure := func(name string, f func() error) { measureUnder(b, 200*time.Millisecond, name, f) }
 		monthAgo := now.AddDate(0, -1, 0)
 		measure("daily-by-model", func() error {
-			_, err := s.InferenceBuckets(ctx, c, monthAgo, now, false, "model", models.UsageFilter{})
+			_, err := billing.Of(s).InferenceBuckets(ctx, c, monthAgo, now, false, "model", billing.UsageFilter{})
 			return err
 		})
 		measure("hourly-week", func() error {
-			_, err := s.InferenceBuckets(ctx, c, now.AddDate(0, 0, -7), now, true, "", models.UsageFilter{})
+			_, err := billing.Of(s).InferenceBuckets(ctx, c, now.AddDate(0, 0, -7), now, true, "", billing.UsageFilter{})
 			return err
 		})
 		measure("log-page", func() error {
-			_, _, err := s.InferenceUsage(ctx, c, models.UsageFilter{Since: now.AddDate(0, 0, -7), Limit: 50})
+			_, _, err := billing.Of(s).InferenceUsage(ctx, c, billing.UsageFilter{Since: now.AddDate(0, 0, -7), Limit: 50})
 			return err
 		})
 		measure("model-log-page", func() error {
-			_, _, err := s.ModelLogs(ctx, c, modelIDs[3], 50, 0)
+			_, _, err := billing.Of(s).ModelLogs(ctx, c, modelIDs[3], 50, 0)
 			return err
 		})
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/proctorhq/proctor/activities"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/registry"
 	"github.com/proctorhq/proctor/models/rollouts"
 	"github.com/proctorhq/proctor/workflows/names"
 )
@@ -76,7 +77,7 @@ func Build(ctx workflow.Context, in BuildInput) (BuildResult, error) {
 	if built.Agent {
 		// A brought agent serves no MCP: there is nothing to discover. (Branching on the
 		// activity's recorded result keeps older histories, which never carry Agent, replaying.)
-		return end(models.BuildSucceeded, "", &activities.DiscoverResult{Lock: models.BuildLock{Transport: models.TransportNone}})
+		return end(registry.BuildSucceeded, "", &activities.DiscoverResult{Lock: models.BuildLock{Transport: models.TransportNone}})
 	}
 	var found activities.DiscoverResult
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
@@ -87,8 +88,8 @@ func Build(ctx workflow.Context, in BuildInput) (BuildResult, error) {
 	if err := workflow.ExecuteChildWorkflow(cctx, DiscoverScenarios, activities.DiscoverInput{BuildID: in.BuildID, Image: built}).Get(ctx, &found); err != nil {
 		return endOnError(ctx, end, "discover scenarios", err)
 	}
-	out, err := end(models.BuildSucceeded, "", &found)
-	if err != nil || out.Status != models.BuildSucceeded {
+	out, err := end(registry.BuildSucceeded, "", &found)
+	if err != nil || out.Status != registry.BuildSucceeded {
 		return out, err
 	}
 	// Histories from before a build could ask to be certified replay without the step.
@@ -133,13 +134,13 @@ func certifyBuild(ctx workflow.Context, in BuildInput) (string, error) {
 func endOnError(ctx workflow.Context, end func(string, string, *activities.DiscoverResult) (BuildResult, error), step string, err error) (BuildResult, error) {
 	var canceled *temporal.CanceledError
 	if errors.As(err, &canceled) || ctx.Err() != nil {
-		return end(models.BuildCancelled, "the build was cancelled", nil)
+		return end(registry.BuildCancelled, "the build was cancelled", nil)
 	}
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) && appErr.Type() == activities.ErrBuildFailed {
-		return end(models.BuildFailed, appErr.Message(), nil)
+		return end(registry.BuildFailed, appErr.Message(), nil)
 	}
-	return end(models.BuildFailed, step+": "+errorText(err), nil)
+	return end(registry.BuildFailed, step+": "+errorText(err), nil)
 }
 
 // DiscoverScenarios starts a build's image in a sandbox on a build host (which has just built

@@ -18,6 +18,7 @@ import (
 	"github.com/proctorhq/proctor/activities"
 	"github.com/proctorhq/proctor/envserver"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/registry"
 	"github.com/proctorhq/proctor/workflows/names"
 )
 
@@ -109,7 +110,7 @@ func TestBuildSucceedsWithItsDiscoveredScenarios(t *testing.T) {
 		t.Fatal(err)
 	}
 	fin := f.only(t)
-	if fin.Status != models.BuildSucceeded || len(fin.Scenarios) != 1 || fin.Lock.Transport != "stdio" {
+	if fin.Status != registry.BuildSucceeded || len(fin.Scenarios) != 1 || fin.Lock.Transport != "stdio" {
 		t.Errorf("finished = %+v", fin)
 	}
 	// The image goes from the builder to discovery, which starts it, and to FinishBuild, which
@@ -118,7 +119,7 @@ func TestBuildSucceedsWithItsDiscoveredScenarios(t *testing.T) {
 		t.Errorf("finished with image %+v, discovered %+v; want %+v for both", fin.Image, f.discovered, builtImage)
 	}
 	var res BuildResult
-	if err := env.GetWorkflowResult(&res); err != nil || res.Status != models.BuildSucceeded || res.Image.Digest != "sha256:1" {
+	if err := env.GetWorkflowResult(&res); err != nil || res.Status != registry.BuildSucceeded || res.Image.Digest != "sha256:1" {
 		t.Errorf("the workflow's result = %+v, %v", res, err)
 	}
 	if q := f.queues["BuildImage"]; len(q) != 1 || q[0] != names.QueueBuilds {
@@ -137,7 +138,7 @@ func TestABuildThatCannotSucceedFailsAtOnceWithItsReason(t *testing.T) {
 	env := f.register()
 	env.ExecuteWorkflow(Build, BuildInput{BuildID: uuid.New()})
 	fin := f.only(t)
-	if fin.Status != models.BuildFailed || fin.Error != "the source archive was refused: entry \"../x\" escapes" || fin.Image.ImageKey != "" {
+	if fin.Status != registry.BuildFailed || fin.Error != "the source archive was refused: entry \"../x\" escapes" || fin.Image.ImageKey != "" {
 		t.Errorf("finished = %+v", fin)
 	}
 	if n := len(f.queues["BuildImage"]); n != 1 {
@@ -154,7 +155,7 @@ func TestAnInfrastructureFailureIsRetriedThenFailsTheBuild(t *testing.T) {
 	env := f.register()
 	env.ExecuteWorkflow(Build, BuildInput{BuildID: uuid.New()})
 	fin := f.only(t)
-	if fin.Status != models.BuildFailed || fin.Error == "" {
+	if fin.Status != registry.BuildFailed || fin.Error == "" {
 		t.Errorf("finished = %+v", fin)
 	}
 	if n := len(f.queues["BuildImage"]); n != 3 {
@@ -178,7 +179,7 @@ func TestACancelledBuildEndsCancelled(t *testing.T) {
 	env.RegisterDelayedCallback(env.CancelWorkflow, time.Second)
 	env.ExecuteWorkflow(Build, BuildInput{BuildID: uuid.New()})
 	fin := f.only(t)
-	if fin.Status != models.BuildCancelled {
+	if fin.Status != registry.BuildCancelled {
 		t.Errorf("finished = %+v, want cancelled", fin)
 	}
 }
@@ -200,7 +201,7 @@ func TestABuildRunsTheCertificationItAskedForOnceItSucceeded(t *testing.T) {
 	})
 	env.ExecuteWorkflow(Build, BuildInput{BuildID: uuid.New(), MaxTries: 4})
 	var res BuildResult
-	if err := env.GetWorkflowResult(&res); err != nil || res.Status != models.BuildSucceeded || res.Certification != models.CertificationFlagged {
+	if err := env.GetWorkflowResult(&res); err != nil || res.Status != registry.BuildSucceeded || res.Certification != models.CertificationFlagged {
 		t.Fatalf("the build's result = %+v, %v; want succeeded with its certification flagged", res, err)
 	}
 	if len(certified) != 1 || certified[0].CertificationID != f.certification.CertificationID || certified[0].JobID != f.certification.JobID ||
@@ -215,7 +216,7 @@ func TestABuildRunsTheCertificationItAskedForOnceItSucceeded(t *testing.T) {
 	env.OnWorkflow(Certify, mock.Anything, mock.Anything).Return(CertifyResult{}, errors.New("the store is down"))
 	env.ExecuteWorkflow(Build, BuildInput{BuildID: uuid.New(), MaxTries: 2})
 	res = BuildResult{}
-	if err := env.GetWorkflowResult(&res); err != nil || res.Status != models.BuildSucceeded || res.Certification != "" {
+	if err := env.GetWorkflowResult(&res); err != nil || res.Status != registry.BuildSucceeded || res.Certification != "" {
 		t.Errorf("a build whose certification failed: %+v, %v; want succeeded", res, err)
 	}
 
@@ -246,7 +247,7 @@ func TestABuildRunsTheCertificationItAskedForOnceItSucceeded(t *testing.T) {
 	env = f.register()
 	env.ExecuteWorkflow(Build, BuildInput{BuildID: uuid.New()})
 	res = BuildResult{}
-	if err := env.GetWorkflowResult(&res); err != nil || res.Status != models.BuildFailed || f.certifyAsked != 0 {
+	if err := env.GetWorkflowResult(&res); err != nil || res.Status != registry.BuildFailed || f.certifyAsked != 0 {
 		t.Errorf("a failed build: %+v, %v, certification asked %d times", res, err, f.certifyAsked)
 	}
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/catalog"
+	"github.com/proctorhq/proctor/models/llms"
 )
 
 func (a *adminRun) modelAdd(ctx context.Context) error {
@@ -45,7 +47,7 @@ func (a *adminRun) modelAdd(ctx context.Context) error {
 		}
 		m.TeamID = &tid
 	}
-	if err := a.store.UpsertModel(ctx, m); err != nil {
+	if err := llms.Of(a.store).UpsertModel(ctx, m); err != nil {
 		return err
 	}
 	fmt.Fprintf(a.tw, "model\t%s\nname\t%s\n", m.ID, m.ModelName)
@@ -63,7 +65,7 @@ func (a *adminRun) tasksetRequirements(ctx context.Context) error {
 	if err := dec.Decode(&req); err != nil {
 		return fmt.Errorf("--json: %w", err)
 	}
-	if err := a.store.SetTasksetRequirements(ctx, id, req); err != nil {
+	if err := catalog.Of(a.store).SetTasksetRequirements(ctx, id, req); err != nil {
 		return err
 	}
 	fmt.Fprintln(a.tw, "requirements set for", id)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/proctorhq/proctor/internal/secrets"
+	"github.com/proctorhq/proctor/models/credentials"
 	ptemporal "github.com/proctorhq/proctor/temporal"
 )
 
@@ -38,7 +39,7 @@ func (a *adminRun) keysRotate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	n, err := a.store.RewrapSecrets(ctx, k.Rewrap)
+	n, err := credentials.Of(a.store).RewrapSecrets(ctx, k.Rewrap)
 	if err != nil {
 		return fmt.Errorf("the key rotated to %d, but re-wrapping stopped (run `keys rotate` again, or re-wrap later: old keys still open old values): %w", id, err)
 	}
@@ -54,7 +55,7 @@ func (a *adminRun) keysRewrap(ctx context.Context) error {
 	if keys == nil {
 		return errors.New("--secrets-key-file or --secrets-kms-uri is required: the key to re-wrap with")
 	}
-	n, err := a.store.RewrapSecrets(ctx, keys.Rewrap)
+	n, err := credentials.Of(a.store).RewrapSecrets(ctx, keys.Rewrap)
 	if err != nil {
 		return fmt.Errorf("re-wrapping stopped after %d values (run it again): %w", n, err)
 	}

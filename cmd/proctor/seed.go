@@ -18,6 +18,9 @@ import (
 	"github.com/proctorhq/proctor/httpapi"
 	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/catalog"
+	"github.com/proctorhq/proctor/models/llms"
+	"github.com/proctorhq/proctor/models/registry"
 	"github.com/proctorhq/proctor/models/rollouts"
 )
 
@@ -27,7 +30,7 @@ var exampleEnvs = []string{"todo", "game2048"}
 
 // demoTasks is the taskset `demo`: tasks over the example environments whose validation calls
 // earn reward 1.0, so that `proctor eval demo --model oracle` runs a whole job offline.
-var demoTasks = []models.TaskUpload{
+var demoTasks = []catalog.TaskUpload{
 	{TaskContent: models.TaskContent{Name: "todo-add", Env: "todo", Scenario: "add-todos",
 		Args: map[string]any{"items": []any{"buy milk", "walk the dog"}},
 		Validation: []models.ValidationCall{
@@ -68,7 +71,7 @@ func seedModels(ctx context.Context, store *models.Store) error {
 			APIKeyEnv: "ANTHROPIC_API_KEY", ContextWindow: 200000})
 	}
 	for _, m := range entries {
-		if err := store.UpsertModel(ctx, m); err != nil {
+		if err := llms.Of(store).UpsertModel(ctx, m); err != nil {
 			return err
 		}
 	}
@@ -101,7 +104,7 @@ func seedExamples(ctx context.Context, store *models.Store, bucket blob.Bucket, 
 		if !ok {
 			return false, fmt.Errorf("no bundled example %q", name)
 		}
-		if reg, err := store.FindRegistry(ctx, c, ex.Name); err == nil && reg.LatestBuildID != nil {
+		if reg, err := registry.Of(store).FindRegistry(ctx, c, ex.Name); err == nil && reg.LatestBuildID != nil {
 			continue
 		}
 		var source []byte
@@ -116,14 +119,14 @@ func seedExamples(ctx context.Context, store *models.Store, bucket blob.Bucket, 
 		if err != nil {
 			return false, err
 		}
-		up, err := store.CreateBuildUpload(ctx, c)
+		up, err := registry.Of(store).CreateBuildUpload(ctx, c)
 		if err != nil {
 			return false, err
 		}
 		if err := bucket.Put(ctx, up.SourceKey, bytes.NewReader(source), "application/gzip"); err != nil {
 			return false, err
 		}
-		b, _, err := store.TriggerBuild(ctx, c, models.TriggerBuild{UploadID: up.ID, Name: ex.Name, Description: ex.Description, Options: opts})
+		b, _, err := registry.Of(store).TriggerBuild(ctx, c, registry.TriggerBuild{UploadID: up.ID, Name: ex.Name, Description: ex.Description, Options: opts})
 		if err != nil {
 			return false, err
 		}
@@ -144,7 +147,7 @@ func seedExamples(ctx context.Context, store *models.Store, bucket blob.Bucket, 
 		if err != nil {
 			return false, err
 		}
-		if b.Status != models.BuildSucceeded {
+		if b.Status != registry.BuildSucceeded {
 			return false, fmt.Errorf("build %s of an example environment %s: %s", b.ID, b.Status, b.ErrorMessage)
 		}
 		secs := 0.0
@@ -153,7 +156,7 @@ func seedExamples(ctx context.Context, store *models.Store, bucket blob.Bucket, 
 		}
 		log.Info("example environment deployed", "image", b.ImageName, "digest", b.Digest, "seconds", secs)
 	}
-	if _, err := store.UploadTasks(ctx, c, models.Upload{TasksetName: "demo", Description: "Tasks over the example environments; `proctor eval demo --model oracle` earns 1.0 on each.", Tasks: demoTasks}); err != nil {
+	if _, err := catalog.Of(store).UploadTasks(ctx, c, catalog.Upload{TasksetName: "demo", Description: "Tasks over the example environments; `proctor eval demo --model oracle` earns 1.0 on each.", Tasks: demoTasks}); err != nil {
 		return false, err
 	}
 	return built, nil
@@ -176,11 +179,11 @@ func exampleFiles(entry string) func(rel string, isDir bool) bool {
 func waitForBuild(ctx context.Context, store *models.Store, id uuid.UUID, limit time.Duration) (*models.Build, error) {
 	deadline := time.Now().Add(limit)
 	for {
-		b, err := store.BuildByID(ctx, id)
+		b, err := registry.Of(store).BuildByID(ctx, id)
 		if err != nil {
 			return nil, err
 		}
-		if models.BuildTerminal(b.Status) {
+		if registry.BuildTerminal(b.Status) {
 			return b, nil
 		}
 		if time.Now().After(deadline) {

@@ -19,6 +19,7 @@ import (
 	"github.com/proctorhq/proctor/internal/config"
 	"github.com/proctorhq/proctor/internal/secrets"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/datafiles"
 	ptemporal "github.com/proctorhq/proctor/temporal"
 	"github.com/proctorhq/proctor/workflows/names"
 	"github.com/spf13/cobra"
@@ -304,7 +305,7 @@ func every(ctx context.Context, interval time.Duration, fn func(ctx context.Cont
 func newAPI(cfg *config.Config, tel *telemetry, parts httpapi.Options) *httpapi.Server {
 	parts.Metrics, parts.Tracing = tel.metrics, tel.tracing.TracerProvider()
 	parts.Uploads = uploadLimits(cfg)
-	parts.DataQuota = models.DataQuota{TeamBytes: cfg.DataTeamBytes, FileBytes: cfg.DataFileBytes, TeamFiles: cfg.DataTeamFiles}
+	parts.DataQuota = datafiles.DataQuota{TeamBytes: cfg.DataTeamBytes, FileBytes: cfg.DataFileBytes, TeamFiles: cfg.DataTeamFiles}
 	parts.PublicURL, parts.SessionTTL = cfg.PublicURL, cfg.SessionTTL
 	parts.MaxBodyBytes, parts.MaxJobAttempts = cfg.MaxBodyBytes, cfg.MaxJobAttempts
 	parts.BodyBytesInFlight, parts.BodyStreams, parts.BodyMinRate = cfg.HTTPBodyBytesInFlight, cfg.HTTPBodyStreams, cfg.HTTPBodyMinRate

@@ -25,6 +25,7 @@ import (
 	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/internal/testenv"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/catalog"
 	"github.com/proctorhq/proctor/models/rollouts"
 )
 
@@ -131,7 +132,7 @@ func TestWebApp(t *testing.T) {
 		t.Fatal(err)
 	}
 	demo, _ := uuid.Parse(c.tasksetID("demo"))
-	if err := store.SetTasksetStages(t.Context(), caller, demo, []string{"write", "qa"}); err != nil {
+	if err := catalog.Of(store).SetTasksetStages(t.Context(), caller, demo, []string{"write", "qa"}); err != nil {
 		t.Fatal(err)
 	}
 

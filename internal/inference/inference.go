@@ -18,6 +18,9 @@ import (
 	"github.com/proctorhq/proctor/internal/agent"
 	"github.com/proctorhq/proctor/internal/metrics"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/billing"
+	"github.com/proctorhq/proctor/models/credentials"
+	"github.com/proctorhq/proctor/models/llms"
 )
 
 // Factory builds the adapter for a catalog model; apiKey, when set, replaces the platform's key.
@@ -60,7 +63,7 @@ func DefaultModels(m *models.LLMModel, validation []models.ValidationCall, apiKe
 type Gateway struct {
 	Store *models.Store
 	// Keys opens members' own provider keys (nil: only the platform's keys are used).
-	Keys   models.Sealer
+	Keys   credentials.Sealer
 	Models Factory
 	Logger *slog.Logger
 	// Metrics times and counts the recorded calls (nil: none).
@@ -83,13 +86,13 @@ type Call struct {
 // Client returns the model to call for c: with the member's own key for the model's provider
 // when they have one bound (models.Store.ProviderKey), else the platform's. Each Step of the
 // returned model writes one inference row. cred says which own key was used (nil: the platform's).
-func (g *Gateway) Client(ctx context.Context, c Call) (m agent.Model, cred *models.ProviderCredential, err error) {
+func (g *Gateway) Client(ctx context.Context, c Call) (m agent.Model, cred *credentials.ProviderCredential, err error) {
 	up, err := g.upstream(ctx, c)
 	if err != nil {
 		return nil, nil, err
 	}
 	served := up.model
-	if served.TrainingPolicy && c.Route != models.RouteAgent {
+	if served.TrainingPolicy && c.Route != billing.RouteAgent {
 		// Tokens are kept for an attempt's calls only: another route's would be asked for them
 		// and thrown away.
 		plain := *served
@@ -113,7 +116,7 @@ type upstream struct {
 	// base's.
 	model  *models.LLMModel
 	ownKey string
-	cred   *models.ProviderCredential
+	cred   *credentials.ProviderCredential
 	head   *models.Checkpoint
 }
 
@@ -125,7 +128,7 @@ func (g *Gateway) upstream(ctx context.Context, c Call) (*upstream, error) {
 	up := &upstream{model: c.Model}
 	if !c.Model.Builtin() && c.UserID != nil &&
 		(c.Model.Provider == models.AdapterOpenAI || c.Model.Provider == models.AdapterAnthropic) {
-		cred, err := g.Store.ProviderKey(ctx, g.Keys, c.TeamID, *c.UserID, c.Model.Provider)
+		cred, err := credentials.Of(g.Store).ProviderKey(ctx, g.Keys, c.TeamID, *c.UserID, c.Model.Provider)
 		if err != nil {
 			return nil, fmt.Errorf("the %s key of the member: %w", c.Model.Provider, err)
 		}
@@ -134,7 +137,7 @@ func (g *Gateway) upstream(ctx context.Context, c Call) (*upstream, error) {
 		}
 	}
 	// A fork with a head checkpoint is served upstream under the checkpoint's name.
-	head, err := g.Store.HeadCheckpoint(ctx, c.Model)
+	head, err := llms.Of(g.Store).HeadCheckpoint(ctx, c.Model)
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +149,7 @@ func (g *Gateway) upstream(ctx context.Context, c Call) (*upstream, error) {
 		up.model = &m
 	case c.Model.ForkOfModelID != nil:
 		// A fork without a checkpoint yet is its base.
-		names, err := g.Store.ModelNames(ctx, []uuid.UUID{*c.Model.ForkOfModelID})
+		names, err := llms.Of(g.Store).ModelNames(ctx, []uuid.UUID{*c.Model.ForkOfModelID})
 		if err != nil {
 			return nil, err
 		}
@@ -201,7 +204,7 @@ func (g *Gateway) record(ctx context.Context, c Call, up *upstream, begin time.T
 	g.Metrics.ModelCall(c.Model.ModelName, took, errorCode == "", row.PromptTokens, row.CompletionTokens, row.Cost)
 	// The call happened whether or not its row can be written: a failed write is logged, and
 	// the call's answer is not lost over it.
-	if werr := g.Store.RecordInference(context.WithoutCancel(ctx), row); werr != nil && g.Logger != nil {
+	if werr := billing.Of(g.Store).RecordInference(context.WithoutCancel(ctx), row); werr != nil && g.Logger != nil {
 		g.Logger.Warn("inference: record a call", "model", c.Model.ModelName, "error", werr)
 	}
 }

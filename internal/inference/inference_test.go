@@ -13,6 +13,8 @@ import (
 	"github.com/proctorhq/proctor/internal/inference"
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/billing"
+	"github.com/proctorhq/proctor/models/llms"
 )
 
 // provider stands in for a model provider's adapter: it answers from a script.
@@ -39,20 +41,20 @@ func TestEveryCallIsRecordedWithItsTokensCostAndOutcome(t *testing.T) {
 		c := &models.Caller{TeamID: team.ID, UserID: u.ID, MembershipID: m.ID, Role: m.Role}
 		model := &models.LLMModel{ModelName: "gpt-x", Name: "gpt-x", Provider: "custom", Adapter: models.AdapterOpenAI,
 			InputCostPerToken: 0.001, OutputCostPerToken: 0.01}
-		if err := s.UpsertModel(ctx, model); err != nil {
+		if err := llms.Of(s).UpsertModel(ctx, model); err != nil {
 			t.Fatal(err)
 		}
 		p := &provider{answers: []error{nil, &agent.APIError{Provider: "openai", Status: 429, Retryable: true}, fmt.Errorf("x: %w", agent.ErrBadResponse)}}
 		gw := &inference.Gateway{Store: s, Models: func(*models.LLMModel, []models.ValidationCall, string) (agent.Model, error) { return p, nil }}
 		trace := uuid.New()
-		client, cred, err := gw.Client(ctx, inference.Call{Model: model, TeamID: team.ID, UserID: &u.ID, TraceID: &trace, Route: models.RouteAgent})
+		client, cred, err := gw.Client(ctx, inference.Call{Model: model, TeamID: team.ID, UserID: &u.ID, TraceID: &trace, Route: billing.RouteAgent})
 		if err != nil || cred != nil {
 			t.Fatalf("Client = %v, %v (a custom provider gets no member key)", cred, err)
 		}
 		for range 3 {
 			client.Step(ctx, agent.StepRequest{})
 		}
-		logs, total, err := s.ModelLogs(ctx, c, model.ID, 10, 0)
+		logs, total, err := billing.Of(s).ModelLogs(ctx, c, model.ID, 10, 0)
 		if err != nil || total != 3 {
 			t.Fatalf("logs = %d, %v", total, err)
 		}
@@ -73,10 +75,10 @@ func TestEveryCallIsRecordedWithItsTokensCostAndOutcome(t *testing.T) {
 		// Another team sees none of them.
 		other, _ := s.CreateTeam(ctx, "o")
 		ou, om, _ := s.AddMember(ctx, other.ID, "", "b@example.com", models.RoleOwner)
-		if _, n, _ := s.ModelLogs(ctx, &models.Caller{TeamID: other.ID, UserID: ou.ID, MembershipID: om.ID}, model.ID, 10, 0); n != 0 {
+		if _, n, _ := billing.Of(s).ModelLogs(ctx, &models.Caller{TeamID: other.ID, UserID: ou.ID, MembershipID: om.ID}, model.ID, 10, 0); n != 0 {
 			t.Errorf("another team sees %d rows", n)
 		}
-		if _, _, err := s.ModelLogs(ctx, c, uuid.New(), 10, 0); !errors.Is(err, models.ErrNotFound) {
+		if _, _, err := billing.Of(s).ModelLogs(ctx, c, uuid.New(), 10, 0); !errors.Is(err, models.ErrNotFound) {
 			t.Errorf("logs of an unknown model: %v", err)
 		}
 	})

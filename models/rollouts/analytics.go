@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/catalog"
 	"github.com/uptrace/bun"
 )
 
@@ -88,7 +89,7 @@ func (s *Store) TasksetCoverage(ctx context.Context, c *models.Caller, jobID uui
 	if out.TasksetID != nil {
 		s.DB.NewSelect().Table("tasksets").Column("name").Where("id = ?", *out.TasksetID).Scan(ctx, &out.TasksetName) //nolint:errcheck // a deleted taskset has no name
 		q := s.DB.NewSelect().Table("tasks").Column("id", "name").Where("taskset_id = ?", *out.TasksetID)
-		if _, err := s.GetTaskset(ctx, c, *out.TasksetID); errors.Is(err, models.ErrNotFound) {
+		if _, err := catalog.Of(s.Store).GetTaskset(ctx, c, *out.TasksetID); errors.Is(err, models.ErrNotFound) {
 			q = q.Where("id IN (SELECT task_id FROM traces WHERE job_id = ?)", jobID)
 		} else if err != nil {
 			return nil, fmt.Errorf("taskset coverage: %w", err)
@@ -263,7 +264,7 @@ func (s *Store) Thumbnails(ctx context.Context, c *models.Caller, jobID uuid.UUI
 	out := []Thumbnail{}
 	// The comments counted are those the caller may read (ListComments' rule): none on a task of a
 	// taskset it cannot see, however the job was published.
-	visible, args := models.TasksetVisible("vt", c)
+	visible, args := catalog.TasksetVisible("vt", c)
 	q := traceSelect(s, &out).Join("LEFT JOIN tasks AS tk ON tk.id = tr.task_id").ColumnExpr("tk.name AS task_name").
 		ColumnExpr("(SELECT count(*) FROM task_comments AS tc WHERE tc.task_id = tr.task_id AND EXISTS "+
 			"(SELECT 1 FROM tasksets AS vt WHERE vt.id = tk.taskset_id AND "+visible+")) AS comment_count", args...).

@@ -7,6 +7,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/catalog"
+	"github.com/proctorhq/proctor/models/registry"
 	"github.com/uptrace/bun"
 )
 
@@ -55,7 +57,7 @@ func (s *Store) startCertification(ctx context.Context, c *models.Caller, id, bu
 	if err != nil {
 		return nil, err
 	}
-	versions, err := s.LatestVersionIDs(ctx, c, tasksetID)
+	versions, err := catalog.Of(s.Store).LatestVersionIDs(ctx, c, tasksetID)
 	if errors.Is(err, models.ErrNotFound) {
 		return nil, models.ValidationError{{Location: "taskset_id", Value: tasksetID.String(), Message: "no taskset with this id is visible to the caller"}}
 	}
@@ -120,7 +122,7 @@ func (s *Store) startCertification(ctx context.Context, c *models.Caller, id, bu
 // StartBuildCertification launches the certification a succeeded build asked for when it was
 // triggered (BuildOptions.Certify), as the member who triggered it; nil when it asked for none.
 func (s *Store) StartBuildCertification(ctx context.Context, buildID uuid.UUID) (*models.Certification, error) {
-	b, err := s.BuildByID(ctx, buildID)
+	b, err := registry.Of(s.Store).BuildByID(ctx, buildID)
 	if err != nil {
 		return nil, err
 	}
@@ -150,14 +152,14 @@ func (s *Store) StartBuildCertification(ctx context.Context, buildID uuid.UUID) 
 // ownImageBuild is a build of the caller's team's that succeeded with an image: the only kind
 // that is certified or checked (done says which, "certified").
 func (s *Store) ownImageBuild(ctx context.Context, c *models.Caller, buildID uuid.UUID, done string) (*models.BuildRow, error) {
-	b, err := s.GetBuildFor(ctx, c, buildID)
+	b, err := registry.Of(s.Store).GetBuildFor(ctx, c, buildID)
 	if err != nil {
 		return nil, err
 	}
 	switch {
 	case b.TeamID != c.TeamID:
 		return nil, fmt.Errorf("build %s is of another team's environment: only your own builds are %s: %w", buildID, done, models.ErrForbidden)
-	case b.Status != models.BuildSucceeded || b.ImageKey == "" || b.Digest == "":
+	case b.Status != registry.BuildSucceeded || b.ImageKey == "" || b.Digest == "":
 		return nil, fmt.Errorf("build %s is %s with no image to pin attempts to: only a succeeded build of an image is %s: %w",
 			buildID, b.Status, done, models.ErrConflict)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/registry"
 	"github.com/uptrace/bun"
 )
 
@@ -296,7 +297,7 @@ func (s *Store) EnvironmentUsage(ctx context.Context, c *models.Caller, f Enviro
 
 // TraceEnvironment is the environment an attempt ran (or will run) and its build.
 type TraceEnvironment struct {
-	Registry      *models.RegistryRow
+	Registry      *registry.RegistryRow
 	Build         *models.Build // nil when the environment has no build
 	CanViewSource bool
 }
@@ -319,7 +320,7 @@ func (s *Store) EnvironmentOfTrace(ctx context.Context, c *models.Caller, t *Tra
 	if registryID == nil {
 		return nil, nil
 	}
-	row, err := s.GetRegistry(ctx, c, *registryID)
+	row, err := registry.Of(s.Store).GetRegistry(ctx, c, *registryID)
 	if errors.Is(err, models.ErrNotFound) {
 		return nil, nil // an environment the caller may not see is shown as none
 	} else if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/catalog"
 	"github.com/uptrace/bun"
 )
 
@@ -153,7 +154,7 @@ func fillJobCards(out map[uuid.UUID]*JobCard, groups []jobCardGroup) {
 // TasksetJobs pages the caller's team's jobs of a taskset, newest first, with the taskset's
 // tasks (id and name, by name).
 func (s *Store) TasksetJobs(ctx context.Context, c *models.Caller, tasksetID uuid.UUID, limit, offset int) ([]uuid.UUID, int, []Ref, error) {
-	if _, err := s.GetTaskset(ctx, c, tasksetID); err != nil {
+	if _, err := catalog.Of(s.Store).GetTaskset(ctx, c, tasksetID); err != nil {
 		return nil, 0, nil, err
 	}
 	ids := []uuid.UUID{}

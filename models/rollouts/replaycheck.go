@@ -13,6 +13,7 @@ import (
 
 	"github.com/proctorhq/proctor/internal/agent"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/registry"
 )
 
 // ReplayModelName is the model name of the platform's replay model: it answers each model call
@@ -332,7 +333,7 @@ func firstDivergingStep(before, after []toolResult) *int {
 
 // LatestReplayCheck is the newest replay check of a build the caller's team ran.
 func (s *Store) LatestReplayCheck(ctx context.Context, c *models.Caller, buildID uuid.UUID) (*models.ReplayCheck, error) {
-	if _, err := s.GetBuildFor(ctx, c, buildID); err != nil {
+	if _, err := registry.Of(s.Store).GetBuildFor(ctx, c, buildID); err != nil {
 		return nil, err
 	}
 	chk := new(models.ReplayCheck)

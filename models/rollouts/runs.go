@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/registry"
 )
 
 // Run is everything the engine needs to run one attempt, read in LoadRun: the trace, its task
@@ -79,7 +80,7 @@ func (s *Store) LoadRun(ctx context.Context, traceID uuid.UUID) (*Run, error) {
 	r.Version = row.Version
 	switch ref := r.Trace.RuntimeConfig.Image; {
 	case ref != "":
-		b, err := s.BuildByImage(ctx, r.Trace.TeamID, ref)
+		b, err := registry.Of(s.Store).BuildByImage(ctx, r.Trace.TeamID, ref)
 		if errors.Is(err, models.ErrNotFound) {
 			return nil, &RunImageError{Ref: ref}
 		}
@@ -91,7 +92,7 @@ func (s *Store) LoadRun(ctx context.Context, traceID uuid.UUID) (*Run, error) {
 		r.Build = &row.Build
 	}
 	if id := r.Trace.AgentBuildID; id != nil {
-		b, err := s.BuildByID(ctx, *id)
+		b, err := registry.Of(s.Store).BuildByID(ctx, *id)
 		if err != nil {
 			return nil, fmt.Errorf("the attempt's agent: %w", err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/credentials"
 	"github.com/uptrace/bun"
 )
 
@@ -151,7 +152,7 @@ type TryStart struct {
 // reads where the try's environment log goes on; given launch, it also reads the environment the
 // try's sandbox launches with (see [Store.LaunchEnv]). One transaction: a try whose environment
 // does not open leaves the trace as it was.
-func (s *Store) BeginTry(ctx context.Context, id uuid.UUID, attempt int, at time.Time, launch *models.LaunchFor) (TryStart, error) {
+func (s *Store) BeginTry(ctx context.Context, id uuid.UUID, attempt int, at time.Time, launch *credentials.LaunchFor) (TryStart, error) {
 	var try TryStart
 	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		var rows []TryStart
@@ -164,7 +165,7 @@ func (s *Store) BeginTry(ctx context.Context, id uuid.UUID, attempt int, at time
 		try = rows[0]
 		try.Began = true
 		if launch != nil {
-			try.Env, err = models.LaunchEnv(ctx, tx, *launch)
+			try.Env, err = credentials.LaunchEnv(ctx, tx, *launch)
 		}
 		return err
 	})
