@@ -116,7 +116,7 @@ type BuildCertificationResult struct {
 }
 
 // StartBuildCertification launches the certification a succeeded build asked for
-// (models.Store.StartBuildCertification). One that cannot start (its taskset has no task of the
+// (rollouts.Store.StartBuildCertification). One that cannot start (its taskset has no task of the
 // environment, the member who triggered the build has left) is said in the build's log, and the
 // build stands.
 func (a *Activities) StartBuildCertification(ctx context.Context, in BuildInput) (BuildCertificationResult, error) {

@@ -17,7 +17,6 @@ import (
 	"github.com/proctorhq/proctor/models"
 	"github.com/proctorhq/proctor/models/billing"
 	"github.com/proctorhq/proctor/models/credentials"
-	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // TryInput names one try of an attempt.
@@ -182,7 +181,7 @@ func (a *Activities) gateway() *inference.Gateway {
 
 // gatewayModel is the model r's attempt calls, through the inference gateway: with the
 // launching member's own key for the model's provider when they have one bound (see
-// models.Store.ProviderKey), each call recorded. Self-hosted and other providers never get a
+// credentials.Store.ProviderKey), each call recorded. Self-hosted and other providers never get a
 // member's key.
 func (a *Activities) gatewayModel(ctx context.Context, r *runFor) (agent.Model, error) {
 	if r.model.Adapter == models.AdapterReplay {
@@ -228,7 +227,7 @@ func (a *Activities) openEnvironment(ctx context.Context, in TryInput, r *runFor
 	}
 	le.tools, le.evaluate, le.prompt = op.Tools, op.Evaluate, op.Prompt
 	system, prompt, setup := op.System, op.Prompt, op.Setup
-	// The store numbers the events as it writes them (see models.Store.OpenTry).
+	// The store numbers the events as it writes them (see rollouts.Store.OpenTry).
 	events := []models.TraceEvent{
 		a.event(in, 0, models.EventSystem, system, models.SystemEventData{Tools: le.tools}),
 	}
@@ -237,7 +236,7 @@ func (a *Activities) openEnvironment(ctx context.Context, in TryInput, r *runFor
 		if err != nil {
 			return 0, envError("setup %s: %v", c.Name, err)
 		}
-		events = append(events, a.event(in, 0, models.EventSetup, c.Name, rollouts.SetupEventData{Call: c, Result: res}))
+		events = append(events, a.event(in, 0, models.EventSetup, c.Name, models.SetupEventData{Call: c, Result: res}))
 		if res.IsError {
 			a.rollouts().OpenTry(ctx, in.TraceID, events, false) //nolint:errcheck // recorded best effort; the error is returned
 			return 0, envError("setup %s failed: %s", c.Name, res.Text)

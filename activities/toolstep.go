@@ -10,7 +10,6 @@ import (
 
 	"github.com/proctorhq/proctor/internal/agent"
 	"github.com/proctorhq/proctor/models"
-	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // ToolStepInput names the step whose tool calls to make: the assistant event at AssistantSeq
@@ -52,7 +51,7 @@ func (a *Activities) ToolStep(ctx context.Context, in ToolStepInput) error {
 			}
 			calls = d.Message.ToolCalls
 		case e.Kind == models.EventToolResult:
-			var d rollouts.ToolResultEventData
+			var d models.ToolResultEventData
 			if err := e.DecodeData(&d); err != nil {
 				return fmt.Errorf("tool step: read the result at seq %d: %w", e.Seq, err)
 			}
@@ -93,9 +92,9 @@ func (a *Activities) ToolStep(ctx context.Context, in ToolStepInput) error {
 // answered res between started and end; the result's images are kept in the bucket.
 func (a *Activities) toolEvents(ctx context.Context, try TryInput, seq, step int, tc agent.ToolCall, res *agent.ToolResult, started, end time.Time) (call, result models.TraceEvent) {
 	images := a.keepImages(ctx, try.TraceID, res.Images)
-	call = a.event(try, seq, models.EventToolCall, tc.Name, rollouts.ToolCallEventData{Step: step, CallID: tc.ID, Name: tc.Name, Arguments: tc.Arguments})
+	call = a.event(try, seq, models.EventToolCall, tc.Name, models.ToolCallEventData{Step: step, CallID: tc.ID, Name: tc.Name, Arguments: tc.Arguments})
 	call.StartedAt = started
-	result = a.event(try, seq+1, models.EventToolResult, res.Text, rollouts.ToolResultEventData{
+	result = a.event(try, seq+1, models.EventToolResult, res.Text, models.ToolResultEventData{
 		Step: step, CallID: tc.ID, Name: tc.Name, IsError: res.IsError, Structured: res.Structured, Images: images,
 		Message: agent.Message{Role: agent.RoleTool, Content: res.Text, Images: images, ToolCallID: tc.ID, IsError: res.IsError},
 	})
@@ -163,7 +162,7 @@ func (a *Activities) evaluate(ctx context.Context, in EvaluateInput, le *liveEnv
 		if reason != "" {
 			reasons = append(reasons, reason)
 		}
-		if err := a.rollouts().AppendTraceEvents(ctx, []models.TraceEvent{a.event(try, seq, models.EventEvaluate, c.Name, rollouts.EvaluateEventData{Call: c, Result: res, Reward: reward})}); err != nil {
+		if err := a.rollouts().AppendTraceEvents(ctx, []models.TraceEvent{a.event(try, seq, models.EventEvaluate, c.Name, models.EvaluateEventData{Call: c, Result: res, Reward: reward})}); err != nil {
 			return 0, nil, "", err
 		}
 		seq++

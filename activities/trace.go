@@ -148,7 +148,7 @@ type AdmitJobResult struct {
 	NoCeiling bool `json:"no_ceiling,omitempty"`
 }
 
-// AdmitJob is asked by a RunList before it starts attempts (models.Store.AdmitJob).
+// AdmitJob is asked by a RunList before it starts attempts (billing.Store.AdmitJob).
 func (a *Activities) AdmitJob(ctx context.Context, in JobInput) (AdmitJobResult, error) {
 	b, err := a.billing().AdmitJob(ctx, in.JobID)
 	return AdmitJobResult{Paused: b.Reached(), NoCeiling: b.MaxCostUSD == nil && b.Status != models.JobPaused}, err
@@ -178,7 +178,7 @@ type FinishCertificationResult struct {
 }
 
 // FinishCertification records the figures of a certification whose job has ended
-// (models.Store.FinishCertification).
+// (rollouts.Store.FinishCertification).
 func (a *Activities) FinishCertification(ctx context.Context, in CertificationInput) (FinishCertificationResult, error) {
 	cert, err := a.rollouts().FinishCertification(ctx, in.CertificationID)
 	if err != nil {
@@ -198,7 +198,7 @@ type FinishReplayCheckResult struct {
 }
 
 // FinishReplayCheck compares each replay of a check whose job has ended with the attempt it
-// replays and records the check (models.Store.FinishReplayCheck).
+// replays and records the check (rollouts.Store.FinishReplayCheck).
 func (a *Activities) FinishReplayCheck(ctx context.Context, in ReplayCheckInput) (FinishReplayCheckResult, error) {
 	chk, err := a.rollouts().FinishReplayCheck(ctx, in.CheckID)
 	if err != nil {
@@ -229,9 +229,9 @@ func (a *Activities) MarkJobCancelling(ctx context.Context, in JobInput) (MarkJo
 	return MarkJobCancellingResult{Live: live}, err
 }
 
-// event is a new event of the try, its data the payload of its kind (models/eventdata.go).
+// event is a new event of the try, its data the payload of its kind (models/eventrows.go).
 func (a *Activities) event(in TryInput, seq int, kind, text string, data any) models.TraceEvent {
-	return models.TraceEvent{TraceID: in.TraceID, Seq: seq, Attempt: in.Attempt, Kind: kind, Text: text, Data: rollouts.EventData(data), StartedAt: time.Now().UTC()}
+	return models.TraceEvent{TraceID: in.TraceID, Seq: seq, Attempt: in.Attempt, Kind: kind, Text: text, Data: models.EventData(data), StartedAt: time.Now().UTC()}
 }
 
 func (a *Activities) nextSeq(ctx context.Context, traceID uuid.UUID) (int, error) {

@@ -93,18 +93,18 @@ func BenchmarkExportPostgres(b *testing.B) {
 func attemptEvents(traceID uuid.UUID, steps int, at time.Time) []models.TraceEvent {
 	system := "You manage a todo list. Think step by step; call tools to act; answer without tool calls when the task is done."
 	evs := []models.TraceEvent{
-		{Kind: models.EventSystem, Text: system, Data: rollouts.EventData(models.SystemEventData{Tools: []agent.Tool{{Name: "add_todo",
+		{Kind: models.EventSystem, Text: system, Data: models.EventData(models.SystemEventData{Tools: []agent.Tool{{Name: "add_todo",
 			Description: "Add a todo.", InputSchema: map[string]any{"type": "object", "properties": map[string]any{"title": map[string]any{"type": "string"}}}}}})},
-		{Kind: models.EventUser, Text: "Add ten todos.", Data: rollouts.EventData(models.UserEventData{Message: agent.Message{Role: agent.RoleUser, Content: "Add ten todos."}})},
+		{Kind: models.EventUser, Text: "Add ten todos.", Data: models.EventData(models.UserEventData{Message: agent.Message{Role: agent.RoleUser, Content: "Add ten todos."}})},
 	}
 	for i := range steps {
 		call := fmt.Sprint("call_", i)
 		args := map[string]any{"title": fmt.Sprint("todo number ", i)}
 		evs = append(evs,
-			models.TraceEvent{Kind: models.EventAssistant, Data: rollouts.EventData(models.AssistantEventData{Step: i, Message: agent.Message{Role: agent.RoleAssistant,
+			models.TraceEvent{Kind: models.EventAssistant, Data: models.EventData(models.AssistantEventData{Step: i, Message: agent.Message{Role: agent.RoleAssistant,
 				Content: "I will add the next todo.", ToolCalls: []agent.ToolCall{{ID: call, Name: "add_todo", Arguments: args}}}, Usage: agent.Usage{InputTokens: 900, OutputTokens: 40}})},
-			models.TraceEvent{Kind: models.EventToolCall, Data: rollouts.EventData(rollouts.ToolCallEventData{Step: i, CallID: call, Name: "add_todo", Arguments: args})},
-			models.TraceEvent{Kind: models.EventToolResult, Text: "added", Data: rollouts.EventData(rollouts.ToolResultEventData{Step: i, CallID: call,
+			models.TraceEvent{Kind: models.EventToolCall, Data: models.EventData(models.ToolCallEventData{Step: i, CallID: call, Name: "add_todo", Arguments: args})},
+			models.TraceEvent{Kind: models.EventToolResult, Text: "added", Data: models.EventData(models.ToolResultEventData{Step: i, CallID: call,
 				Message: agent.Message{Role: agent.RoleTool, Content: fmt.Sprintf("added todo %d: todo number %d", i+1, i), ToolCallID: call}})},
 		)
 	}

@@ -64,27 +64,27 @@ func TestExportJob(t *testing.T) {
 		first := traces[0].TraceID
 		rollouts.Of(s).TransitionTrace(ctx, first, rollouts.TraceUpdate{Status: models.TraceRunning, StartTime: &now, Attempt: 1})
 		rollouts.Of(s).AppendTraceEvents(ctx, []models.TraceEvent{{TraceID: first, Seq: 0, Kind: models.EventUser, Text: "lost",
-			Data: rollouts.EventData(models.UserEventData{Message: agent.Message{Role: agent.RoleUser, Content: "from the lost try"}}), StartedAt: now, Attempt: 1}})
+			Data: models.EventData(models.UserEventData{Message: agent.Message{Role: agent.RoleUser, Content: "from the lost try"}}), StartedAt: now, Attempt: 1}})
 		if _, err := rollouts.Of(s).SupersedeAttempt(ctx, first, 1); err != nil {
 			t.Fatal(err)
 		}
 		rollouts.Of(s).TransitionTrace(ctx, first, rollouts.TraceUpdate{Status: models.TraceRunning, StartTime: &now, Attempt: 2})
 		call := agent.ToolCall{ID: "call_1", Name: "look", Arguments: map[string]any{"at": "screen"}}
 		ev := func(seq int, kind, text string, data any) models.TraceEvent {
-			return models.TraceEvent{TraceID: first, Seq: seq, Kind: kind, Text: text, Data: rollouts.EventData(data), StartedAt: now, Attempt: 2}
+			return models.TraceEvent{TraceID: first, Seq: seq, Kind: kind, Text: text, Data: models.EventData(data), StartedAt: now, Attempt: 2}
 		}
 		rollouts.Of(s).AppendTraceEvents(ctx, []models.TraceEvent{
 			ev(1, models.EventSystem, "be brief", models.SystemEventData{Tools: []agent.Tool{{Name: "look", Description: "see", InputSchema: map[string]any{"type": "object"}}}}),
 			ev(2, models.EventUser, "p", models.UserEventData{Message: agent.Message{Role: agent.RoleUser, Content: "p"}}),
 			ev(3, models.EventAssistant, "", models.AssistantEventData{Step: 0, Message: agent.Message{Role: agent.RoleAssistant, ToolCalls: []agent.ToolCall{call}},
 				Usage: agent.Usage{InputTokens: 30, OutputTokens: 5}}),
-			ev(4, models.EventToolCall, "look", rollouts.ToolCallEventData{Step: 0, CallID: "call_1", Name: "look", Arguments: call.Arguments}),
-			ev(5, models.EventToolResult, "a cat", rollouts.ToolResultEventData{Step: 0, CallID: "call_1", Name: "look",
+			ev(4, models.EventToolCall, "look", models.ToolCallEventData{Step: 0, CallID: "call_1", Name: "look", Arguments: call.Arguments}),
+			ev(5, models.EventToolResult, "a cat", models.ToolResultEventData{Step: 0, CallID: "call_1", Name: "look",
 				Message: agent.Message{Role: agent.RoleTool, ToolCallID: "call_1", Content: "a cat", Images: []agent.Image{{MIMEType: "image/png", Key: "shots/1.png"}}},
 				Images:  []agent.Image{{MIMEType: "image/png", Key: "shots/1.png"}}}),
 			ev(6, models.EventAssistant, "done", models.AssistantEventData{Step: 1, Message: agent.Message{Role: agent.RoleAssistant, Content: "done"},
 				Usage: agent.Usage{InputTokens: 50, OutputTokens: 2}}),
-			ev(7, models.EventEvaluate, "", rollouts.EvaluateEventData{Reward: 1}),
+			ev(7, models.EventEvaluate, "", models.EvaluateEventData{Reward: 1}),
 		})
 		one, half := 1.0, 0.5
 		rollouts.Of(s).TransitionTrace(ctx, first, rollouts.TraceUpdate{Status: models.TraceCompleted, Reward: &one, StopReason: models.StopDone,

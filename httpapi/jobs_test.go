@@ -49,13 +49,13 @@ func TestModelJobAndTraceReads(t *testing.T) {
 		rollouts.Of(s).TransitionTrace(ctx, traceID, rollouts.TraceUpdate{Status: models.TraceRunning, StartTime: &now, Attempt: 1})
 		rollouts.Of(s).AppendTraceEvents(ctx, []models.TraceEvent{
 			{TraceID: traceID, Seq: 0, Kind: models.EventUser, Text: "p", StartedAt: now, Attempt: 1},
-			{TraceID: traceID, Seq: 1, Kind: models.EventToolCall, Text: "add_todo", Data: rollouts.EventData(rollouts.ToolCallEventData{Name: "add_todo"}), StartedAt: now, Attempt: 1},
+			{TraceID: traceID, Seq: 1, Kind: models.EventToolCall, Text: "add_todo", Data: models.EventData(models.ToolCallEventData{Name: "add_todo"}), StartedAt: now, Attempt: 1},
 		})
 		rollouts.Of(s).AppendTraceLogs(ctx, []models.TraceLog{{TraceID: traceID, Source: rollouts.LogEnv, Seq: 0, Stream: "stderr", Line: "env up", Time: now},
 			{TraceID: traceID, Source: rollouts.LogWorker, Seq: 0, Stream: "worker", Line: "sandbox started", Time: now}})
 
 		rollouts.Of(s).AppendTraceEvents(ctx, []models.TraceEvent{{TraceID: traceID, Seq: 2, Kind: models.EventToolResult, Text: "no such todo",
-			Data: rollouts.EventData(rollouts.ToolResultEventData{IsError: true}), StartedAt: now, Attempt: 1}})
+			Data: models.EventData(models.ToolResultEventData{IsError: true}), StartedAt: now, Attempt: 1}})
 		tid := "/v2/trace/" + traceID.String()
 		ev := f.do("GET", tid+"/events", "key", nil)
 		if !strings.Contains(string(ev.body), `"latest_seq":2`) || !strings.Contains(string(ev.body), `"status":"running"`) || strings.Count(string(ev.body), `"seq":`) != 3 {

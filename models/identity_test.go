@@ -72,7 +72,7 @@ func TestTeamsAndMembers(t *testing.T) {
 
 func TestAPIKeys(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
-		c := member(t, s, "alpha", "a@example.com")
+		c := storetest.Member(t, s, "alpha", "a@example.com")
 		k, token, err := s.CreateAPIKey(ctx, c.MembershipID, "ci")
 		if err != nil {
 			t.Fatal(err)
@@ -121,7 +121,7 @@ func TestAPIKeys(t *testing.T) {
 
 func TestSessions(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
-		c := member(t, s, "alpha", "a@example.com")
+		c := storetest.Member(t, s, "alpha", "a@example.com")
 		sess, token, err := s.CreateSession(ctx, c.MembershipID, nil, time.Hour)
 		if err != nil {
 			t.Fatal(err)
@@ -162,7 +162,7 @@ func TestSessions(t *testing.T) {
 
 func TestSessionsEndWithTheirKeyAndMembership(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
-		c := member(t, s, "alpha", "a@example.com")
+		c := storetest.Member(t, s, "alpha", "a@example.com")
 		key, _, err := s.CreateAPIKey(ctx, c.MembershipID, "laptop")
 		if err != nil {
 			t.Fatal(err)
@@ -202,7 +202,7 @@ func TestSessionsEndWithTheirKeyAndMembership(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		other := member(t, s, "beta", "b@example.com")
+		other := storetest.Member(t, s, "beta", "b@example.com")
 		if err := s.RemoveMember(ctx, other.TeamID, c.MembershipID, nil); !errors.Is(err, models.ErrNotFound) {
 			t.Errorf("another team removed the member: %v", err)
 		}
@@ -217,8 +217,8 @@ func TestSessionsEndWithTheirKeyAndMembership(t *testing.T) {
 
 func TestProjects(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
-		a := member(t, s, "alpha", "a@example.com")
-		b := member(t, s, "beta", "b@example.com")
+		a := storetest.Member(t, s, "alpha", "a@example.com")
+		b := storetest.Member(t, s, "beta", "b@example.com")
 		p, err := s.CreateProject(ctx, a.TeamID, "vision", "GUI agents")
 		if err != nil {
 			t.Fatal(err)

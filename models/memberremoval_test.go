@@ -20,7 +20,7 @@ import (
 // member-scope files go, bytes included.
 func TestRemovingAMemberKeepsTheTeamsFilesAndDeletesTheirOwn(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
-		owner := member(t, s, "alpha", "owner@example.com")
+		owner := storetest.Member(t, s, "alpha", "owner@example.com")
 		bo := addMember(t, s, owner.TeamID, "bo@example.com")
 		bucket, err := blob.NewLocalBucket(t.TempDir(), blob.Options{})
 		if err != nil {

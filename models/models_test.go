@@ -14,20 +14,6 @@ func TestMain(m *testing.M) { storetest.Main(m) }
 
 var ctx = context.Background()
 
-// member creates a team with one member and returns that member as a caller.
-func member(t testing.TB, s *models.Store, team, email string) *models.Caller {
-	t.Helper()
-	tm, err := s.CreateTeam(ctx, team)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, m, err := s.AddMember(ctx, tm.ID, "", email, models.RoleOwner)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &models.Caller{TeamID: tm.ID, UserID: u.ID, MembershipID: m.ID, Role: m.Role}
-}
-
 func TestMigrationsHaveTheSameNamesOnBothDialects(t *testing.T) {
 	names := func(d models.Dialect) []string {
 		entries, err := fs.ReadDir(models.MigrationFiles(), "migrations/"+string(d))

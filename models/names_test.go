@@ -18,8 +18,8 @@ import (
 // first to block the owner), and the owner's own duplicate is still a conflict.
 func TestNamesAreUniquePerTeam(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
-		a := member(t, s, "alpha", "a@example.com")
-		b := member(t, s, "beta", "b@example.com")
+		a := storetest.Member(t, s, "alpha", "a@example.com")
+		b := storetest.Member(t, s, "beta", "b@example.com")
 		base := &models.LLMModel{ModelName: "base", Name: "Base", Provider: "openai", Adapter: models.AdapterOpenAI, Trainable: true}
 		if err := llms.Of(s).UpsertModel(ctx, base); err != nil {
 			t.Fatal(err)
@@ -76,9 +76,9 @@ func TestNamesAreUniquePerTeam(t *testing.T) {
 // another team's.
 func TestModelNamesResolveToTheCallersTeamFirst(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
-		a := member(t, s, "alpha", "a@example.com")
-		b := member(t, s, "beta", "b@example.com")
-		c := member(t, s, "gamma", "c@example.com")
+		a := storetest.Member(t, s, "alpha", "a@example.com")
+		b := storetest.Member(t, s, "beta", "b@example.com")
+		c := storetest.Member(t, s, "gamma", "c@example.com")
 		base := &models.LLMModel{ModelName: "base", Name: "Base", Provider: "openai", Adapter: models.AdapterOpenAI, Trainable: true}
 		if err := llms.Of(s).UpsertModel(ctx, base); err != nil {
 			t.Fatal(err)

@@ -1,7 +1,18 @@
-// Package models holds the bun table structs, the embedded SQL migrations for both dialects, and the
-// data access for each resource of the API. Postgres (pgdialect) is the production store; SQLite
-// (sqlitedialect, pure-Go driver) is the embedded default of `proctor dev`. The same structs and the
-// same functions serve both; only the migration SQL differs per dialect.
+// Package models is the store core: the schema and what every domain shares. It holds every bun
+// table struct with its statuses and JSON column types (one <domain>rows.go file per domain), the
+// embedded SQL migrations for both dialects, Store (Open, Migrate), the errors callers branch on,
+// identity (teams, members, sessions, API keys: the Caller every query is scoped by) and the query
+// helpers the domains share. Postgres (pgdialect) is the production store; SQLite (sqlitedialect,
+// pure-Go driver) is the embedded default of `proctor dev`. The same structs and the same queries
+// serve both; only the migration SQL differs per dialect.
+//
+// The queries live in one package per resource group of the spec, each a Store over this one:
+// catalog (tasksets, tasks), registry (environments, builds, agents), rollouts (jobs, attempts,
+// traces, instances), llms (models, checkpoints), billing (usage, limits, inference logs),
+// credentials (environment variables, member secrets, provider keys) and datafiles. The rows stay
+// here because bun's relations tie the rows of every domain together, and a domain reads another's
+// through that domain's Store (catalog.Of(s.Store).GetTaskset), never the other way round: rollouts
+// reads catalog, registry and credentials; catalog reads registry; billing reads llms.
 //
 // It may import internal leaf helpers only: no HTTP, no Temporal.
 package models

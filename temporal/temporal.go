@@ -193,7 +193,7 @@ func (c *Client) StartRunList(ctx context.Context, jobID uuid.UUID, maxConcurren
 }
 
 // RetryRunList starts the RunList that runs a job's retried attempts, from their place in its
-// launch order (see models.Store.RetryJob). Each retry of a job is a new run of one workflow id,
+// launch order (see rollouts.Store.RetryJob). Each retry of a job is a new run of one workflow id,
 // which the job's cancel cancels too; a retry while the last one still runs is refused.
 func (c *Client) RetryRunList(ctx context.Context, jobID uuid.UUID, maxConcurrent, from int) error {
 	id := names.RunListRetryWorkflowID(jobID)

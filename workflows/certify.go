@@ -9,7 +9,7 @@ import (
 	"github.com/proctorhq/proctor/workflows/names"
 )
 
-// CertifyInput names the certification to run and its job (models.Store.StartCertification
+// CertifyInput names the certification to run and its job (rollouts.Store.StartCertification
 // launched both).
 type CertifyInput struct {
 	CertificationID uuid.UUID `json:"certification_id"`

@@ -7,7 +7,7 @@ import (
 	"github.com/proctorhq/proctor/activities"
 )
 
-// ReplayCheckInput names the replay check to run and its job (models.Store.StartReplayCheck
+// ReplayCheckInput names the replay check to run and its job (rollouts.Store.StartReplayCheck
 // launched both).
 type ReplayCheckInput struct {
 	CheckID       uuid.UUID `json:"check_id"`

@@ -15,7 +15,6 @@ import (
 
 	"github.com/proctorhq/proctor/httpapi"
 	"github.com/proctorhq/proctor/models"
-	"github.com/proctorhq/proctor/models/rollouts"
 )
 
 // cmdTrace prints an attempt's trajectory, an event a line, then how it ended.
@@ -221,7 +220,7 @@ func showTraceJSON(ctx context.Context, c *apiClient, traceID string, allTries b
 func describeEvent(kind, text string, data json.RawMessage) string {
 	switch kind {
 	case models.EventToolCall:
-		var d rollouts.ToolCallEventData
+		var d models.ToolCallEventData
 		json.Unmarshal(data, &d) //nolint:errcheck // a line about what could be read
 		return fmt.Sprintf("%s %s", text, compactJSON(d.Arguments))
 	case models.EventSystem:
@@ -236,7 +235,7 @@ func describeEvent(kind, text string, data json.RawMessage) string {
 	case models.EventEvaluate:
 		// The evaluation's own words (what was missing, what was wrong) say why the reward is
 		// what it is.
-		var d rollouts.EvaluateEventData
+		var d models.EvaluateEventData
 		json.Unmarshal(data, &d) //nolint:errcheck // a line about what could be read
 		line := fmt.Sprintf("%s → reward %v", text, d.Reward)
 		if d.Result != nil {

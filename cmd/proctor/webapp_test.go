@@ -276,7 +276,7 @@ func keepScreenshot(t *testing.T, store *models.Store, dataDir, traceID string) 
 	}
 	now := time.Now().UTC()
 	ev := models.TraceEvent{TraceID: id, Seq: seq + 1, Attempt: 1, Kind: models.EventToolResult, Text: "a screenshot of the list",
-		Data: rollouts.EventData(rollouts.ToolResultEventData{Step: 1, CallID: "screenshot", Name: "screenshot",
+		Data: models.EventData(models.ToolResultEventData{Step: 1, CallID: "screenshot", Name: "screenshot",
 			Images: []agent.Image{{MIMEType: "image/png", Size: buf.Len(), SHA256: digest, Key: key}}}),
 		StartedAt: now, EndedAt: &now}
 	if err := rollouts.Of(store).AppendTraceEvents(t.Context(), []models.TraceEvent{ev}); err != nil {

@@ -84,7 +84,7 @@ type Call struct {
 }
 
 // Client returns the model to call for c: with the member's own key for the model's provider
-// when they have one bound (models.Store.ProviderKey), else the platform's. Each Step of the
+// when they have one bound (credentials.Store.ProviderKey), else the platform's. Each Step of the
 // returned model writes one inference row. cred says which own key was used (nil: the platform's).
 func (g *Gateway) Client(ctx context.Context, c Call) (m agent.Model, cred *credentials.ProviderCredential, err error) {
 	up, err := g.upstream(ctx, c)

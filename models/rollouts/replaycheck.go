@@ -292,8 +292,8 @@ func (s *Store) toolResults(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID
 
 // toolResultData are the tool result events of the traces ids that keep lets through, decoded,
 // by trace, in order; a few hundred traces a query.
-func (s *Store) toolResultData(ctx context.Context, ids []uuid.UUID, keep func(*bun.SelectQuery) *bun.SelectQuery) (map[uuid.UUID][]ToolResultEventData, error) {
-	out := make(map[uuid.UUID][]ToolResultEventData, len(ids))
+func (s *Store) toolResultData(ctx context.Context, ids []uuid.UUID, keep func(*bun.SelectQuery) *bun.SelectQuery) (map[uuid.UUID][]models.ToolResultEventData, error) {
+	out := make(map[uuid.UUID][]models.ToolResultEventData, len(ids))
 	for chunk := range slices.Chunk(ids, 500) {
 		var evs []models.TraceEvent
 		if err := keep(s.DB.NewSelect().Model(&evs).Column("trace_id", "seq", "data")).
@@ -301,7 +301,7 @@ func (s *Store) toolResultData(ctx context.Context, ids []uuid.UUID, keep func(*
 			return nil, fmt.Errorf("tool results: %w", err)
 		}
 		for _, ev := range evs {
-			var d ToolResultEventData
+			var d models.ToolResultEventData
 			if err := json.Unmarshal(ev.Data, &d); err != nil {
 				return nil, fmt.Errorf("tool result %d of %s: %w", ev.Seq, ev.TraceID, err)
 			}

@@ -1,4 +1,4 @@
-package models_test
+package catalog_test
 
 import (
 	"errors"
@@ -16,8 +16,8 @@ import (
 
 func TestTasksetVisibilityAndFlags(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
-		a := member(t, s, "alpha", "a@example.com")
-		b := member(t, s, "beta", "b@example.com")
+		a := storetest.Member(t, s, "alpha", "a@example.com")
+		b := storetest.Member(t, s, "beta", "b@example.com")
 		own, err := catalog.Of(s).CreateTaskset(ctx, a, "own", "", false)
 		if err != nil {
 			t.Fatal(err)
@@ -83,7 +83,7 @@ func TestTasksetVisibilityAndFlags(t *testing.T) {
 
 func TestTasksetSearchSortAndPaging(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
-		a := member(t, s, "alpha", "a@example.com")
+		a := storetest.Member(t, s, "alpha", "a@example.com")
 		names := []string{"Bravo", "alpha", "Charlie_1", "charlie%2", "delta"}
 		ids := map[string]uuid.UUID{}
 		for i, n := range names {
@@ -96,7 +96,7 @@ func TestTasksetSearchSortAndPaging(t *testing.T) {
 			time.Sleep(2 * time.Millisecond) // distinct updated_at
 		}
 		catalog.Of(s).StarTaskset(ctx, a, ids["Bravo"])
-		b := member(t, s, "beta", "b@example.com")
+		b := storetest.Member(t, s, "beta", "b@example.com")
 		catalog.Of(s).ShareTaskset(ctx, ids["alpha"], b.TeamID, false)
 		catalog.Of(s).StarTaskset(ctx, b, ids["alpha"])
 		catalog.Of(s).StarTaskset(ctx, a, ids["alpha"])

@@ -1,4 +1,4 @@
-package models_test
+package billing_test
 
 import (
 	"errors"
@@ -19,13 +19,13 @@ import (
 // that, and only a ceiling above the spend (or none) resumes it, set by its launcher or an owner.
 func TestAJobPausesAtItsCeilingAndResumesAboveIt(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
-		a := member(t, s, "alpha", "a@example.com")
+		a := storetest.Member(t, s, "alpha", "a@example.com")
 		_, m, err := s.AddMember(ctx, a.TeamID, "", "m@example.com", models.RoleMember)
 		if err != nil {
 			t.Fatal(err)
 		}
 		other := &models.Caller{TeamID: a.TeamID, UserID: m.UserID, MembershipID: m.ID, Role: models.RoleMember}
-		versions, oracle := launchFixture(t, s, a)
+		versions, oracle := storetest.LaunchFixture(t, s, a)
 		var lts []rollouts.LaunchTrace
 		for range 4 {
 			lts = append(lts, rollouts.LaunchTrace{TraceID: uuid.New(), TaskVersionID: versions[0], ModelID: oracle.ID, GroupID: "g"})

@@ -1,4 +1,4 @@
-package models_test
+package rollouts_test
 
 import (
 	"encoding/json"
@@ -16,46 +16,16 @@ import (
 	"github.com/proctorhq/proctor/internal/secrets"
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/models"
-	"github.com/proctorhq/proctor/models/catalog"
 	"github.com/proctorhq/proctor/models/credentials"
 	"github.com/proctorhq/proctor/models/llms"
 	"github.com/proctorhq/proctor/models/registry"
 	"github.com/proctorhq/proctor/models/rollouts"
 )
 
-// launchOne launches one attempt of a member's fixture task, as a job of its own, and returns
-// the member and the attempt's trace id.
-func launchOne(t testing.TB, s *models.Store) (*models.Caller, uuid.UUID) {
-	t.Helper()
-	a := member(t, s, "alpha", "a@example.com")
-	versions, oracle := launchFixture(t, s, a)
-	_, traces, err := rollouts.Of(s).LaunchJob(ctx, a, rollouts.Launch{MaxSteps: 5, GroupSize: 1, MaxConcurrent: 1,
-		Traces: []rollouts.LaunchTrace{{TraceID: uuid.New(), TaskVersionID: versions[0], ModelID: oracle.ID}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a, traces[0].ID
-}
-
-// launchFixture uploads two tasks and seeds the oracle model.
-func launchFixture(t testing.TB, s *models.Store, c *models.Caller) (versions []uuid.UUID, oracle *models.LLMModel) {
-	t.Helper()
-	res, err := catalog.Of(s).UploadTasks(ctx, c, catalog.Upload{TasksetName: "demo", Tasks: []catalog.TaskUpload{
-		{TaskContent: models.TaskContent{Name: "a", Prompt: "p"}}, {TaskContent: models.TaskContent{Name: "b", Prompt: "p"}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	oracle = &models.LLMModel{ModelName: "oracle", Name: "Oracle", Provider: "proctor", Adapter: models.AdapterOracle}
-	if err := llms.Of(s).UpsertModel(ctx, oracle); err != nil {
-		t.Fatal(err)
-	}
-	return res.TaskVersionIDs, oracle
-}
-
 func TestModelCatalog(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
-		a := member(t, s, "alpha", "a@example.com")
-		b := member(t, s, "beta", "b@example.com")
+		a := storetest.Member(t, s, "alpha", "a@example.com")
+		b := storetest.Member(t, s, "beta", "b@example.com")
 		m := &models.LLMModel{ModelName: "gpt-x", Name: "GPT X", Provider: "openai", Adapter: models.AdapterOpenAI, APIKeyEnv: "OPENAI_API_KEY"}
 		if err := llms.Of(s).UpsertModel(ctx, m); err != nil {
 			t.Fatal(err)
@@ -88,9 +58,9 @@ func TestModelCatalog(t *testing.T) {
 
 func TestLaunchTransitionsAndJobs(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
-		a := member(t, s, "alpha", "a@example.com")
-		b := member(t, s, "beta", "b@example.com")
-		versions, oracle := launchFixture(t, s, a)
+		a := storetest.Member(t, s, "alpha", "a@example.com")
+		b := storetest.Member(t, s, "beta", "b@example.com")
+		versions, oracle := storetest.LaunchFixture(t, s, a)
 		var lts []rollouts.LaunchTrace
 		for _, v := range versions {
 			for g := 0; g < 2; g++ {
@@ -226,7 +196,7 @@ func TestLaunchTransitionsAndJobs(t *testing.T) {
 
 func TestEventsAndLogsAreIdempotent(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
-		_, id := launchOne(t, s)
+		_, id := storetest.LaunchOne(t, s)
 		if seq, _ := rollouts.Of(s).LatestSeq(ctx, id); seq != -1 {
 			t.Errorf("latest seq of a new trace = %d, want -1", seq)
 		}
@@ -335,7 +305,7 @@ func sameJSON(a, b json.RawMessage) bool {
 
 func TestBeginTry(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
-		a, id := launchOne(t, s)
+		a, id := storetest.LaunchOne(t, s)
 		first := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
 		if try, err := rollouts.Of(s).BeginTry(ctx, id, 1, first, nil); err != nil || !try.Began || try.EnvLogSeq != 0 || try.Env != nil {
 			t.Fatalf("begin the first try of a new trace = %+v, %v", try, err)
@@ -402,7 +372,7 @@ func TestBeginTry(t *testing.T) {
 // running with them only when asked.
 func TestOpenTry(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
-		a, id := launchOne(t, s)
+		a, id := storetest.LaunchOne(t, s)
 		at := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
 		if _, err := rollouts.Of(s).BeginTry(ctx, id, 1, at, nil); err != nil {
 			t.Fatal(err)
@@ -445,8 +415,8 @@ func TestOpenTry(t *testing.T) {
 // A job's traces page in launch order, however fast the launch makes them.
 func TestJobTracesPageInLaunchOrder(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
-		a := member(t, s, "alpha", "a@example.com")
-		versions, oracle := launchFixture(t, s, a)
+		a := storetest.Member(t, s, "alpha", "a@example.com")
+		versions, oracle := storetest.LaunchFixture(t, s, a)
 		var launch []rollouts.LaunchTrace
 		for range 300 {
 			launch = append(launch, rollouts.LaunchTrace{TraceID: uuid.New(), TaskVersionID: versions[0], ModelID: oracle.ID})

@@ -1,4 +1,4 @@
-package models_test
+package catalog_test
 
 import (
 	"errors"
@@ -35,8 +35,8 @@ func todoEnv(t *testing.T, s *models.Store, c *models.Caller, name string, publi
 
 func TestRegistriesAndScenarios(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
-		a := member(t, s, "alpha", "a@example.com")
-		b := member(t, s, "beta", "b@example.com")
+		a := storetest.Member(t, s, "alpha", "a@example.com")
+		b := storetest.Member(t, s, "beta", "b@example.com")
 		proj, _ := s.CreateProject(ctx, a.TeamID, "vision", "")
 		todo, build := todoEnv(t, s, a, "todo", false)
 		if _, err := registry.Of(s).CreateRegistry(ctx, a, registry.NewRegistry{Name: "todo"}); !errors.Is(err, models.ErrConflict) {
@@ -132,7 +132,7 @@ func TestRegistriesAndScenarios(t *testing.T) {
 
 func TestUploadVersionsTasksAndExportRoundTrips(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
-		a := member(t, s, "alpha", "a@example.com")
+		a := storetest.Member(t, s, "alpha", "a@example.com")
 		todo, _ := todoEnv(t, s, a, "todo", false)
 		first := catalog.Upload{TasksetName: "demo", Description: "demo tasks", Tasks: []catalog.TaskUpload{
 			{ExternalID: "ext-1", TaskContent: models.TaskContent{
@@ -232,8 +232,8 @@ func TestUploadVersionsTasksAndExportRoundTrips(t *testing.T) {
 
 func TestUploadRespectsTenancy(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
-		a := member(t, s, "alpha", "a@example.com")
-		b := member(t, s, "beta", "b@example.com")
+		a := storetest.Member(t, s, "alpha", "a@example.com")
+		b := storetest.Member(t, s, "beta", "b@example.com")
 		priv, _ := catalog.Of(s).CreateTaskset(ctx, a, "private", "", false)
 		pub, _ := catalog.Of(s).CreateTaskset(ctx, a, "public", "", true)
 		readOnly, _ := catalog.Of(s).CreateTaskset(ctx, a, "read-only", "", false)
@@ -285,7 +285,7 @@ func equal(a, b []string) bool {
 // each mistake is reported at the task's index and the JSON path of the value, before any write.
 func TestUploadRefusesArgsTheScenarioCannotTake(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
-		a := member(t, s, "alpha", "a@example.com")
+		a := storetest.Member(t, s, "alpha", "a@example.com")
 		r, err := registry.Of(s).CreateRegistry(ctx, a, registry.NewRegistry{Name: "lists"})
 		if err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-package models_test
+package rollouts_test
 
 import (
 	"errors"
@@ -16,9 +16,9 @@ import (
 // still runs, or that no RunList drives, is refused.
 func TestRetryRunsFailedAttemptsAgainInTheirJob(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
-		a := member(t, s, "alpha", "a@example.com")
-		b := member(t, s, "beta", "b@example.com")
-		versions, oracle := launchFixture(t, s, a)
+		a := storetest.Member(t, s, "alpha", "a@example.com")
+		b := storetest.Member(t, s, "beta", "b@example.com")
+		versions, oracle := storetest.LaunchFixture(t, s, a)
 		var lts []rollouts.LaunchTrace
 		for range 4 {
 			lts = append(lts, rollouts.LaunchTrace{TraceID: uuid.New(), TaskVersionID: versions[0], ModelID: oracle.ID, GroupID: "g"})

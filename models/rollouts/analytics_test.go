@@ -1,4 +1,4 @@
-package models_test
+package rollouts_test
 
 import (
 	"testing"
@@ -15,9 +15,9 @@ import (
 // on both stores; other teams see none of it.
 func TestJobAnalytics(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
-		a := member(t, s, "alpha", "a@example.com")
-		b := member(t, s, "beta", "b@example.com")
-		versions, oracle := launchFixture(t, s, a) // taskset demo: tasks a and b
+		a := storetest.Member(t, s, "alpha", "a@example.com")
+		b := storetest.Member(t, s, "beta", "b@example.com")
+		versions, oracle := storetest.LaunchFixture(t, s, a) // taskset demo: tasks a and b
 		var demo uuid.UUID
 		if err := s.DB.NewSelect().Table("tasksets").Column("id").Where("name = 'demo'").Scan(ctx, &demo); err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-package models_test
+package rollouts_test
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package models_test
+package catalog_test
 
 import (
 	"errors"
@@ -17,8 +17,8 @@ import (
 
 func TestReadyCheckFromGradedTraces(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
-		a := member(t, s, "alpha", "a@example.com")
-		versions, oracle := launchFixture(t, s, a)
+		a := storetest.Member(t, s, "alpha", "a@example.com")
+		versions, oracle := storetest.LaunchFixture(t, s, a)
 		v, _ := catalog.Of(s).GetTaskVersion(ctx, a, versions[0])
 
 		rc, err := catalog.Of(s).CheckTaskReady(ctx, a, v.TaskID)
@@ -88,8 +88,8 @@ func TestReadyCheckFromGradedTraces(t *testing.T) {
 // calls, replayed by the oracle) earns full reward, and the task has been through a review stage.
 func TestReadyCheckQAChecks(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
-		a := member(t, s, "alpha", "a@example.com")
-		_, oracle := launchFixture(t, s, a)
+		a := storetest.Member(t, s, "alpha", "a@example.com")
+		_, oracle := storetest.LaunchFixture(t, s, a)
 		up, err := catalog.Of(s).UploadTasks(ctx, a, catalog.Upload{TasksetName: "qa", Tasks: []catalog.TaskUpload{
 			{TaskContent: models.TaskContent{Name: "solved", Prompt: "p", Validation: []models.ValidationCall{{Name: "add_todo", Arguments: map[string]any{"title": "x"}}}}},
 			{TaskContent: models.TaskContent{Name: "bare", Prompt: "p"}}}})

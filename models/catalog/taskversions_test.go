@@ -1,4 +1,4 @@
-package models_test
+package catalog_test
 
 import (
 	"testing"
@@ -14,8 +14,8 @@ import (
 // one per distinct taskset, whatever the number of ids.
 func TestVisibleTaskVersionsInBatches(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
-		a := member(t, s, "alpha", "a@example.com")
-		b := member(t, s, "beta", "b@example.com")
+		a := storetest.Member(t, s, "alpha", "a@example.com")
+		b := storetest.Member(t, s, "beta", "b@example.com")
 		own, _ := catalog.Of(s).CreateTaskset(ctx, a, "own", "", false)
 		theirs, _ := catalog.Of(s).CreateTaskset(ctx, b, "theirs", "", false)
 		addTasks(t, s, a, own.ID, 3)

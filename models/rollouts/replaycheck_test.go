@@ -1,4 +1,4 @@
-package models_test
+package rollouts_test
 
 import (
 	"errors"
@@ -31,16 +31,16 @@ func recordTurns(t *testing.T, s *models.Store, traceID uuid.UUID, results ...st
 	for i, text := range results {
 		call := agent.ToolCall{ID: "call_" + string(rune('a'+i)), Name: "move", Arguments: map[string]any{"direction": "left"}}
 		evs = append(evs, models.TraceEvent{TraceID: traceID, Seq: 2 * i, Attempt: 1, Kind: models.EventAssistant, StartedAt: at,
-			Data: rollouts.EventData(models.AssistantEventData{Step: i, Message: agent.Message{Role: agent.RoleAssistant, ToolCalls: []agent.ToolCall{call}}})},
+			Data: models.EventData(models.AssistantEventData{Step: i, Message: agent.Message{Role: agent.RoleAssistant, ToolCalls: []agent.ToolCall{call}}})},
 			models.TraceEvent{TraceID: traceID, Seq: 2*i + 1, Attempt: 1, Kind: models.EventToolResult, StartedAt: at,
-				Data: rollouts.EventData(rollouts.ToolResultEventData{Step: i, CallID: call.ID, Name: "move", Message: agent.Message{Role: agent.RoleTool, Content: text},
+				Data: models.EventData(models.ToolResultEventData{Step: i, CallID: call.ID, Name: "move", Message: agent.Message{Role: agent.RoleTool, Content: text},
 					Structured: map[string]any{"board": text, "score": i}})})
 	}
 	evs = append(evs, models.TraceEvent{TraceID: traceID, Seq: 2 * len(results), Attempt: 1, Kind: models.EventAssistant, StartedAt: at,
-		Data: rollouts.EventData(models.AssistantEventData{Step: len(results), Message: agent.Message{Role: agent.RoleAssistant, Content: "done"}})})
+		Data: models.EventData(models.AssistantEventData{Step: len(results), Message: agent.Message{Role: agent.RoleAssistant, Content: "done"}})})
 	// A lost try's writer that went on after its try was superseded: left out of the record.
 	evs = append(evs, models.TraceEvent{TraceID: traceID, Seq: 2*len(results) + 1, Attempt: 0, Kind: models.EventToolResult, StartedAt: at,
-		Data: rollouts.EventData(rollouts.ToolResultEventData{Step: 0, Name: "move", Message: agent.Message{Role: agent.RoleTool, Content: "a lost try's board"}})})
+		Data: models.EventData(models.ToolResultEventData{Step: 0, Name: "move", Message: agent.Message{Role: agent.RoleTool, Content: "a lost try's board"}})})
 	if err := rollouts.Of(s).AppendTraceEvents(ctx, evs); err != nil {
 		t.Fatal(err)
 	}
@@ -53,8 +53,8 @@ func recordTurns(t *testing.T, s *models.Store, traceID uuid.UUID, results ...st
 // step), changed_reward, unfinished. Both stores.
 func TestAReplayCheckComparesEachReplayWithTheAttemptItReplays(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
-		a := member(t, s, "alpha", "a@example.com")
-		b := member(t, s, "beta", "b@example.com")
+		a := storetest.Member(t, s, "alpha", "a@example.com")
+		b := storetest.Member(t, s, "beta", "b@example.com")
 		game, err := registry.Of(s).CreateRegistry(ctx, a, registry.NewRegistry{Name: "game"})
 		if err != nil {
 			t.Fatal(err)

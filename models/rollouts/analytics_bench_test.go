@@ -1,4 +1,4 @@
-package models_test
+package rollouts_test
 
 import (
 	"fmt"
@@ -35,7 +35,7 @@ func BenchmarkJobAnalyticsPostgres(b *testing.B) {
 		if _, err := s.Migrate(ctx); err != nil {
 			b.Fatal(err)
 		}
-		c := member(b, s, "analytics", "a@example.com")
+		c := storetest.Member(b, s, "analytics", "a@example.com")
 		up := catalog.Upload{TasksetName: "big"}
 		for i := range tasks {
 			up.Tasks = append(up.Tasks, catalog.TaskUpload{TaskContent: models.TaskContent{Name: fmt.Sprintf("task-%03d", i), Prompt: "p"}})
@@ -101,7 +101,7 @@ func BenchmarkJobAnalyticsPostgres(b *testing.B) {
 		}
 		b.Logf("loaded %d attempts in %s", 2*traces, time.Since(start).Round(time.Millisecond))
 
-		measure := func(name string, f func() error) { measureUnder(b, 200*time.Millisecond, name, f) }
+		measure := func(name string, f func() error) { storetest.MedianUnder(b, 200*time.Millisecond, name, f) }
 		job := jobs[0]
 		measure("taskset-coverage", func() error { _, err := rollouts.Of(s).TasksetCoverage(ctx, c, job); return err })
 		measure("chart-data-5000", func() error { _, _, err := rollouts.Of(s).ChartData(ctx, c, job, 5000); return err })

@@ -1,4 +1,4 @@
-package models_test
+package rollouts_test
 
 import (
 	"errors"
@@ -24,8 +24,8 @@ import (
 // certified.
 func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
-		a := member(t, s, "alpha", "a@example.com")
-		b := member(t, s, "beta", "b@example.com")
+		a := storetest.Member(t, s, "alpha", "a@example.com")
+		b := storetest.Member(t, s, "beta", "b@example.com")
 		reg, err := registry.Of(s).CreateRegistry(ctx, a, registry.NewRegistry{Name: "todo"})
 		if err != nil {
 			t.Fatal(err)
@@ -133,7 +133,7 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 				for i, hub := range hubs {
 					refused := name != "two/tamp" || hub == "setup"
 					evs = append(evs, models.TraceEvent{TraceID: tr.ID, Seq: 10 + i, Attempt: 1, Kind: models.EventToolResult, StartedAt: time.Now(),
-						Data: rollouts.EventData(rollouts.ToolResultEventData{Name: hub, IsError: refused})})
+						Data: models.EventData(models.ToolResultEventData{Name: hub, IsError: refused})})
 				}
 				if err := rollouts.Of(s).AppendTraceEvents(ctx, evs); err != nil {
 					t.Fatal(err)

@@ -1,9 +1,8 @@
-package models_test
+package billing_test
 
 import (
 	"fmt"
 	"math/rand/v2"
-	"sort"
 	"testing"
 	"time"
 
@@ -36,7 +35,7 @@ func BenchmarkInferenceUsagePostgres(b *testing.B) {
 		if _, err := s.Migrate(ctx); err != nil {
 			b.Fatal(err)
 		}
-		c := member(b, s, "usage", "u@example.com")
+		c := storetest.Member(b, s, "usage", "u@example.com")
 		var modelIDs []uuid.UUID
 		for i := range 10 {
 			m := &models.LLMModel{ModelName: fmt.Sprintf("m-%d", i), Name: "m", Provider: "openai", Adapter: models.AdapterOpenAI, InputCostPerToken: 1e-6}
@@ -94,7 +93,7 @@ func BenchmarkInferenceUsagePostgres(b *testing.B) {
 		}
 		b.Logf("loaded %d rows in %s", rows, time.Since(start).Round(time.Millisecond))
 
-		measure := func(name string, f func() error) { measureUnder(b, 200*time.Millisecond, name, f) }
+		measure := func(name string, f func() error) { storetest.MedianUnder(b, 200*time.Millisecond, name, f) }
 		monthAgo := now.AddDate(0, -1, 0)
 		measure("daily-by-model", func() error {
 			_, err := billing.Of(s).InferenceBuckets(ctx, c, monthAgo, now, false, "model", billing.UsageFilter{})
@@ -112,25 +111,5 @@ func BenchmarkInferenceUsagePostgres(b *testing.B) {
 			_, _, err := billing.Of(s).ModelLogs(ctx, c, modelIDs[3], 50, 0)
 			return err
 		})
-	}
-}
-
-// measureUnder runs f 9 times, reports its median as NAME-ms, and fails the benchmark when the
-// median is over goal.
-func measureUnder(b *testing.B, goal time.Duration, name string, f func() error) {
-	b.Helper()
-	var d []time.Duration
-	for range 9 {
-		t0 := time.Now()
-		if err := f(); err != nil {
-			b.Fatalf("%s: %v", name, err)
-		}
-		d = append(d, time.Since(t0))
-	}
-	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
-	b.ReportMetric(float64(d[len(d)/2].Microseconds())/1000, name+"-ms")
-	b.Logf("%s: median %s of 9", name, d[len(d)/2].Round(100*time.Microsecond))
-	if d[len(d)/2] > goal {
-		b.Errorf("%s: median %s, over %s", name, d[len(d)/2], goal)
 	}
 }

@@ -1,4 +1,4 @@
-package models_test
+package catalog_test
 
 import (
 	"fmt"
@@ -34,7 +34,7 @@ func uploadMany(tb testing.TB, s *models.Store, c *models.Caller, n int) uuid.UU
 
 func TestTenThousandTasksPageWithoutGapsOrDuplicates(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
-		c := member(t, s, "alpha", "a@example.com")
+		c := storetest.Member(t, s, "alpha", "a@example.com")
 		id := uploadMany(t, s, c, bigTaskset)
 		seen := make(map[uuid.UUID]bool, bigTaskset)
 		prev := ""
@@ -81,7 +81,7 @@ func BenchmarkListTasksPage(b *testing.B) {
 	for _, d := range storetest.Dialects {
 		b.Run(string(d), func(b *testing.B) {
 			s := storetest.Open(b, d)
-			c := member(b, s, "bench", "bench@example.com")
+			c := storetest.Member(b, s, "bench", "bench@example.com")
 			id := uploadMany(b, s, c, bigTaskset)
 			for b.Loop() {
 				if _, _, err := catalog.Of(s).ListTasks(ctx, c, id, 50, rand.IntN(bigTaskset-50)); err != nil {
@@ -99,7 +99,7 @@ func BenchmarkUploadTenThousandTasks(b *testing.B) {
 			for b.Loop() {
 				b.StopTimer()
 				s := storetest.Open(b, d)
-				c := member(b, s, "bench", "bench@example.com")
+				c := storetest.Member(b, s, "bench", "bench@example.com")
 				b.StartTimer()
 				uploadMany(b, s, c, bigTaskset)
 			}

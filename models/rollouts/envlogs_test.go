@@ -1,4 +1,4 @@
-package models_test
+package rollouts_test
 
 import (
 	"fmt"
@@ -16,7 +16,7 @@ import (
 // line once, in the order written, and no page ends inside a millisecond.
 func TestLogPagesReadEveryLineOnceByEitherCursor(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
-		_, id := launchOne(t, s)
+		_, id := storetest.LaunchOne(t, s)
 		base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 		// Milliseconds 0..3 hold 3, 2, 1 and 4 lines; some share the exact instant, some only the
 		// millisecond.

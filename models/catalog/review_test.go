@@ -1,4 +1,4 @@
-package models_test
+package catalog_test
 
 import (
 	"strings"
@@ -22,7 +22,7 @@ type reviewFixture struct {
 
 func newReviewFixture(t *testing.T, s *models.Store) reviewFixture {
 	t.Helper()
-	ada := member(t, s, "alpha", "ada@example.com")
+	ada := storetest.Member(t, s, "alpha", "ada@example.com")
 	bu, bm, err := s.AddMember(ctx, ada.TeamID, "Bob", "bob@example.com", models.RoleMember)
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +76,7 @@ func TestStatusAndStageMoves(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
 		f := newReviewFixture(t, s)
 		t0, t1, t2 := f.tasks[0].String(), f.tasks[1].String(), f.tasks[2].String()
-		other := member(t, s, "beta", "x@example.com")
+		other := storetest.Member(t, s, "beta", "x@example.com")
 		pub, _ := catalog.Of(s).CreateTaskset(ctx, other, "public", "", true)
 		catalog.Of(s).UploadTasks(ctx, other, catalog.Upload{TasksetID: &pub.ID, Tasks: []catalog.TaskUpload{{TaskContent: models.TaskContent{Name: "p", Prompt: "p"}}}})
 		pubTask, _ := catalog.Of(s).ExportTaskset(ctx, other, &catalog.TasksetRow{Taskset: models.Taskset{ID: pub.ID}})
@@ -212,7 +212,7 @@ func TestCommentsMentionsAndActivity(t *testing.T) {
 		}
 		// A reader of a public taskset may read but not comment.
 		s.DB.NewUpdate().Model((*models.Taskset)(nil)).Set("public = ?", true).Where("id = ?", f.staged).Exec(ctx)
-		outsider := member(t, s, "gamma", "g@example.com")
+		outsider := storetest.Member(t, s, "gamma", "g@example.com")
 		if _, can, reason, err := catalog.Of(s).ListComments(ctx, outsider, task); err != nil || can || reason == "" {
 			t.Errorf("outsider: can=%v reason=%q err=%v", can, reason, err)
 		}

@@ -1,4 +1,4 @@
-package models_test
+package registry_test
 
 import (
 	"errors"
@@ -16,8 +16,8 @@ import (
 
 func TestBuildsFromUploads(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
-		a := member(t, s, "alpha", "a@example.com")
-		b := member(t, s, "beta", "b@example.com")
+		a := storetest.Member(t, s, "alpha", "a@example.com")
+		b := storetest.Member(t, s, "beta", "b@example.com")
 		up, err := registry.Of(s).CreateBuildUpload(ctx, a)
 		if err != nil {
 			t.Fatal(err)
@@ -100,7 +100,7 @@ func TestBuildsFromUploads(t *testing.T) {
 
 func TestBuildSecretsLiveOnlyWhileTheBuildRunsAndFollowTheKey(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
-		a := member(t, s, "alpha", "a@example.com")
+		a := storetest.Member(t, s, "alpha", "a@example.com")
 		keyFile := filepath.Join(t.TempDir(), "key.json")
 		k1, err := secrets.Create(keyFile)
 		if err != nil {
@@ -144,7 +144,7 @@ func TestBuildSecretsLiveOnlyWhileTheBuildRunsAndFollowTheKey(t *testing.T) {
 // first successful build: set-latest does, once the certification passed.
 func TestAFirstBuildThatAsksToBeCertifiedIsNotMadeTheLatest(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
-		a := member(t, s, "alpha", "a@example.com")
+		a := storetest.Member(t, s, "alpha", "a@example.com")
 		up, err := registry.Of(s).CreateBuildUpload(ctx, a)
 		if err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-package models_test
+package credentials_test
 
 import (
 	"errors"
@@ -35,7 +35,7 @@ func TestEnvVarBatchIsAtomicAndTheLaunchMergeLetsVariablesWin(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a := member(t, s, "alpha", "a@example.com")
+		a := storetest.Member(t, s, "alpha", "a@example.com")
 		reg, err := registry.Of(s).CreateRegistry(ctx, a, registry.NewRegistry{Name: "env"})
 		if err != nil {
 			t.Fatal(err)
@@ -87,7 +87,7 @@ func TestCheckEnvVarsReadsTheLatestBuildsLock(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a := member(t, s, "alpha", "a@example.com")
+		a := storetest.Member(t, s, "alpha", "a@example.com")
 		reg, _ := registry.Of(s).CreateRegistry(ctx, a, registry.NewRegistry{Name: "env"})
 		if _, err := registry.Of(s).CreateBuild(ctx, reg.ID, registry.NewBuild{Status: registry.BuildSucceeded, SetLatest: true,
 			Lock: models.BuildLock{Transport: models.TransportStdio, RequiredEnv: []string{"TOKEN", "REGION", "TOKEN"}}}); err != nil {

@@ -1,4 +1,4 @@
-package models_test
+package llms_test
 
 import (
 	"errors"
@@ -40,8 +40,8 @@ func TestScoreRanges(t *testing.T) {
 // checkpoints only, when asked); suggestions are the runnable tasksets it has no attempt on.
 func TestModelResultsAndSuggestions(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
-		a := member(t, s, "alpha", "a@example.com")
-		versions, _ := launchFixture(t, s, a) // taskset demo: tasks a and b
+		a := storetest.Member(t, s, "alpha", "a@example.com")
+		versions, _ := storetest.LaunchFixture(t, s, a) // taskset demo: tasks a and b
 		base := &models.LLMModel{ModelName: "base", Name: "Base", Provider: "openai", Adapter: models.AdapterOpenAI, Trainable: true}
 		if err := llms.Of(s).UpsertModel(ctx, base); err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-package models_test
+package rollouts_test
 
 import (
 	"math"
@@ -66,9 +66,9 @@ func TestInstanceUsage(t *testing.T) {
 // its cost is fixed then; usage and instance lists agree on both stores.
 func TestInstancesLifecycle(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
-		a := member(t, s, "alpha", "a@example.com")
-		b := member(t, s, "beta", "b@example.com")
-		versions, oracle := launchFixture(t, s, a)
+		a := storetest.Member(t, s, "alpha", "a@example.com")
+		b := storetest.Member(t, s, "beta", "b@example.com")
+		versions, oracle := storetest.LaunchFixture(t, s, a)
 		registry := uuid.New() // instances name their environment; no row is needed
 		lts := []rollouts.LaunchTrace{{TraceID: uuid.New(), TaskVersionID: versions[0], ModelID: oracle.ID, MaxSteps: 1},
 			{TraceID: uuid.New(), TaskVersionID: versions[1], ModelID: oracle.ID, MaxSteps: 1}}

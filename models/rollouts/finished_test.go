@@ -1,4 +1,4 @@
-package models_test
+package rollouts_test
 
 import (
 	"sync"
@@ -17,8 +17,8 @@ import (
 // an attempt of no group is a group of its own.
 func TestFinishedAttemptsAreNumberedOnceAndSayWhenAGroupIsComplete(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
-		a := member(t, s, "alpha", "a@example.com")
-		versions, oracle := launchFixture(t, s, a)
+		a := storetest.Member(t, s, "alpha", "a@example.com")
+		versions, oracle := storetest.LaunchFixture(t, s, a)
 		var lts []rollouts.LaunchTrace
 		for i := range 5 {
 			group := "g1"

@@ -1,4 +1,4 @@
-package models_test
+package rollouts_test
 
 import (
 	"context"
@@ -41,8 +41,8 @@ func BenchmarkTraceEventsPostgres(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer conn.Close(context.Background())
-		c := member(b, s, "bench", "bench@example.com")
-		versions, oracle := launchFixture(b, s, c)
+		c := storetest.Member(b, s, "bench", "bench@example.com")
+		versions, oracle := storetest.LaunchFixture(b, s, c)
 		lts := make([]rollouts.LaunchTrace, traces)
 		for i := range lts {
 			lts[i] = rollouts.LaunchTrace{TraceID: uuid.New(), TaskVersionID: versions[0], ModelID: oracle.ID, MaxSteps: 10}
@@ -111,13 +111,13 @@ func eventsOf(traceID uuid.UUID, n int) []models.TraceEvent {
 			kind, data = models.EventAssistant, models.AssistantEventData{Step: i / 3, Message: agent.Message{Role: agent.RoleAssistant,
 				ToolCalls: []agent.ToolCall{{ID: fmt.Sprint("call_", i), Name: "add_todo", Arguments: args}}}}
 		case 1:
-			kind, data = models.EventToolCall, rollouts.ToolCallEventData{Step: i / 3, CallID: fmt.Sprint("call_", i-1), Name: "add_todo", Arguments: args}
+			kind, data = models.EventToolCall, models.ToolCallEventData{Step: i / 3, CallID: fmt.Sprint("call_", i-1), Name: "add_todo", Arguments: args}
 		case 2:
-			kind, data = models.EventToolResult, rollouts.ToolResultEventData{Step: i / 3, CallID: fmt.Sprint("call_", i-2),
+			kind, data = models.EventToolResult, models.ToolResultEventData{Step: i / 3, CallID: fmt.Sprint("call_", i-2),
 				Message: agent.Message{Role: agent.RoleTool, Content: "added todo 1: buy milk", ToolCallID: fmt.Sprint("call_", i-2)}}
 		}
 		evs[i] = models.TraceEvent{TraceID: traceID, Seq: i, ID: fmt.Sprintf("%s-%d", traceID, i), Attempt: 1, Kind: kind,
-			Text: "added todo 1: buy milk", Data: rollouts.EventData(data), StartedAt: at}
+			Text: "added todo 1: buy milk", Data: models.EventData(data), StartedAt: at}
 	}
 	return evs
 }
