@@ -132,7 +132,7 @@ func looseSchema(raw json.RawMessage) (*jsonschema.Schema, string) {
 
 // DiscoverScenarios starts a build's image in a sandbox, initializes it over MCP and reads what
 // it serves: its scenarios, tools, prompts and resources. The lock names the transport discovery
-// Reached the image over; an image whose command asks for another transport than the platform
+// reached the image over; an image whose command asks for another transport than the platform
 // speaks fails the build at once, saying so.
 func (a *Activities) DiscoverScenarios(ctx context.Context, in DiscoverInput) (_ DiscoverResult, err error) {
 	stop := keepAlive(ctx)

@@ -21,7 +21,7 @@ type FinishTraceInput struct {
 	Reward           *float64                 `json:"reward,omitempty"`
 	EvaluationResult *models.EvaluationResult `json:"evaluation_result,omitempty"`
 	// Infrastructure marks an error the infrastructure caused (no host, a sandbox lost on every
-	// try): such an attempt may be retried in its job (models.RetryInfra).
+	// try): such an attempt may be retried in its job (rollouts.RetryInfra).
 	Infrastructure bool `json:"infrastructure,omitempty"`
 }
 

@@ -12,7 +12,7 @@ import (
 	"github.com/proctorhq/proctor/models/rollouts"
 )
 
-// The categories of a job's attempts, defined once in models (see models.CategoryLive …).
+// The categories of a job's attempts, defined once in models/rollouts (see rollouts.CategoryLive …).
 const categoriesDoc = "Every attempt is in one category: `live` (not ended), `no_score` (ended without a reward: cancelled, or " +
 	"failed before grading), `successful` (ended with reward ≥ 1) or `failed` (ended with a lower reward; an error scores 0); `all` is every attempt."
 

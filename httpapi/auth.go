@@ -170,7 +170,7 @@ func (s *Server) authMiddleware(api huma.API) func(huma.Context, func(huma.Conte
 //
 // Only JSON is accepted (a form or text/plain body is what a cross-site page can send without a
 // preflight), and a browser's request must come from this server's own origin, by the same
-// Check as the session's writes (csrf.go): a page elsewhere cannot sign a browser in to an
+// check as the session's writes (csrf.go): a page elsewhere cannot sign a browser in to an
 // account of its choosing (login CSRF).
 func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "application/json") {

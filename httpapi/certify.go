@@ -91,7 +91,7 @@ type certificationPolicyOutput struct{ Body CertificationPolicy }
 
 // setCertificationPolicy serves PUT /v2/registry/{registry_id}/certification-policy.
 func (s *Server) setCertificationPolicy(ctx context.Context, in *certificationPolicyInput) (*certificationPolicyOutput, error) {
-	reg, err := s.rollouts.SetCertificationPolicy(ctx, callerFrom(ctx), in.RegistryID, in.Body.CertifyBeforeLatest)
+	reg, err := s.registry.SetCertificationPolicy(ctx, callerFrom(ctx), in.RegistryID, in.Body.CertifyBeforeLatest)
 	if err != nil {
 		return nil, storeError(err, "environment")
 	}

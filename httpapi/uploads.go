@@ -164,7 +164,7 @@ type CreateUploadRequest struct {
 
 var sha256Hex = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
 
-// Check validates the request as its schema says (the body is read raw: it may be a form).
+// check validates the request as its schema says (the body is read raw: it may be a form).
 func (b *CreateUploadRequest) check() error {
 	var errs models.ValidationError
 	if b.Name == "" || len(b.Name) > 255 || !plainName(b.Name) {

@@ -28,16 +28,16 @@ func InsertInBatches[T any](ctx context.Context, db bun.IDB, rows []T, onConflic
 	return nil
 }
 
-// RowsByID reads the rows of T whose id (as id reads it) is in ids, by id, idChunk ids a
+// RowsByID reads the rows of T whose id (as id reads it) is in ids, by id, IDChunk ids a
 // statement (a statement's parameters are limited).
 func RowsByID[T any](ctx context.Context, db bun.IDB, ids []uuid.UUID, id func(*T) uuid.UUID) (map[uuid.UUID]T, error) {
 	out := make(map[uuid.UUID]T, len(ids))
 	ids = slices.Clone(ids)
 	slices.SortFunc(ids, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
 	ids = slices.Compact(ids)
-	for start := 0; start < len(ids); start += IdChunk {
+	for start := 0; start < len(ids); start += IDChunk {
 		var rows []T
-		if err := db.NewSelect().Model(&rows).Where("?TableAlias.id IN (?)", bun.In(ids[start:min(start+IdChunk, len(ids))])).Scan(ctx); err != nil {
+		if err := db.NewSelect().Model(&rows).Where("?TableAlias.id IN (?)", bun.In(ids[start:min(start+IDChunk, len(ids))])).Scan(ctx); err != nil {
 			return nil, err
 		}
 		for _, r := range rows {
@@ -47,6 +47,6 @@ func RowsByID[T any](ctx context.Context, db bun.IDB, ids []uuid.UUID, id func(*
 	return out, nil
 }
 
-// IdChunk bounds the ids of one IN list: Postgres takes 65,535 parameters a statement, SQLite
+// IDChunk bounds the ids of one IN list: Postgres takes 65,535 parameters a statement, SQLite
 // 32,766.
-const IdChunk = 5000
+const IDChunk = 5000

@@ -24,7 +24,7 @@ type BuildOptions struct {
 	// toolchain or checkout is at hand.
 	Bundled string `json:"bundled,omitempty"`
 	// Certify asks for the build to be certified once it succeeded (a child of its Build
-	// workflow; see StartBuildCertification).
+	// workflow; see rollouts.Store.StartBuildCertification).
 	Certify *CertifyOptions `json:"certify,omitempty"`
 }
 

@@ -70,7 +70,7 @@ type QACheck struct {
 const (
 	// QAReferenceSolves: the task's reference solution earns full reward. The reference
 	// solution is the latest version's validation calls, which the oracle model replays; the
-	// Check needs at least one graded oracle attempt of that version, each at reward 1, and no
+	// check needs at least one graded oracle attempt of that version, each at reward 1, and no
 	// oracle attempt ended in error.
 	QAReferenceSolves = "reference_solves"
 	// QAStagePassed: the task has been through a stage of the taskset's review checklist (its

@@ -126,7 +126,7 @@ func (e *TraceEvent) Turn() (t Turn, ok bool, err error) {
 
 // TraceEvent is one step of a trajectory. (trace_id, seq) is unique: a retried writer that appends
 // the same seq again writes nothing. Data is the JSON of the payload type of the event's Kind
-// (see eventdata.go), written by [EventData] and read by [TraceEvent.DecodeData].
+// (the payload types below), written by [EventData] and read by [TraceEvent.DecodeData].
 type TraceEvent struct {
 	bun.BaseModel `bun:"table:trace_events,alias:ev"`
 	TraceID       uuid.UUID       `bun:"trace_id,pk,type:uuid"`

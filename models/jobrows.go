@@ -29,14 +29,14 @@ type Job struct {
 	PublishedAt *time.Time  `bun:"published_at"`
 	CreatedAt   time.Time   `bun:"created_at"`
 	UpdatedAt   time.Time   `bun:"updated_at"`
-	// FinishSeq is the last number given to one of its ended attempts (see FinishedAttempts);
+	// FinishSeq is the last number given to one of its ended attempts (see rollouts.Store.FinishedAttempts);
 	// only that numbering writes it.
 	FinishSeq int64 `bun:"finish_seq,scanonly"`
 	// MaxCostUSD is the job's ceiling on its spend (run_list's max_cost_usd); nil for none. See
-	// Store.AdmitJob.
+	// billing.Store.AdmitJob.
 	MaxCostUSD *float64 `bun:"max_cost_usd"`
 	// SpentInferenceUSD and SpentEnvironmentUSD are the running sums of its attempts' model calls
-	// and of its ended instances; only RecordInference and an instance's end add to them.
+	// and of its ended instances; only billing.Store.RecordInference and an instance's end add to them.
 	SpentInferenceUSD   float64 `bun:"spent_inference_usd,scanonly"`
 	SpentEnvironmentUSD float64 `bun:"spent_environment_usd,scanonly"`
 }
@@ -82,7 +82,7 @@ const (
 	JobCompleted = "completed"
 	JobCancelled = "cancelled"
 	// JobPaused is a run_list job whose spend reached its max_cost_usd: it starts no attempt until
-	// its ceiling is raised or lifted (Store.SetJobCeiling), then goes on where it stopped.
+	// its ceiling is raised or lifted (billing.Store.SetJobCeiling), then goes on where it stopped.
 	JobPaused = "paused"
 )
 

@@ -60,7 +60,7 @@ const (
 	AdapterOpenAI    = "openai"
 	AdapterAnthropic = "anthropic"
 	// AdapterIdle is an agent that makes no tool call and says it is done (certification's
-	// Check that a task cannot be passed without work).
+	// check that a task cannot be passed without work).
 	AdapterIdle = "idle"
 	// AdapterRandom is an agent that calls tools with random arguments their schemas allow
 	// (certification's check that a task rewards work, not activity).

@@ -1,6 +1,7 @@
 // Package models is the store core: the schema and what every domain shares. It holds every bun
-// table struct with its statuses and JSON column types (one <domain>rows.go file per domain), the
-// embedded SQL migrations for both dialects, Store (Open, Migrate), the errors callers branch on,
+// table struct with its JSON column types (in rows files by what they record: jobrows.go,
+// tracerows.go, buildrows.go, ...) and the statuses more than one domain reads, the embedded SQL
+// migrations for both dialects, Store (Open, Migrate), the errors callers branch on,
 // identity (teams, members, sessions, API keys: the Caller every query is scoped by) and the query
 // helpers the domains share. Postgres (pgdialect) is the production store; SQLite (sqlitedialect,
 // pure-Go driver) is the embedded default of `proctor dev`. The same structs and the same queries
@@ -236,6 +237,8 @@ func IsUniqueViolation(err error) bool {
 	return strings.Contains(msg, "SQLSTATE 23505") || strings.Contains(msg, "UNIQUE constraint failed")
 }
 
+// NotFound names what a query looked for in its error: ErrNotFound when it found no row, err
+// itself otherwise.
 func NotFound(err error, what string) error {
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("%s: %w", what, ErrNotFound)
@@ -243,6 +246,7 @@ func NotFound(err error, what string) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
+// Now is the time the store records: the wall clock in UTC.
 func Now() time.Time { return time.Now().UTC() }
 
 // redact hides a password in a URL for error messages.
@@ -259,6 +263,7 @@ func redact(url string) string {
 	return url
 }
 
+// IsNoRows reports whether a query found no row.
 func IsNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
 
 // MigrationFiles exposes the embedded migrations (one directory per dialect) for checks.
@@ -274,6 +279,7 @@ func privateFile(path string) error {
 	return os.Chmod(path, 0o600)
 }
 
+// NonNil is s, or an empty slice for nil, so that a list reads [] rather than null.
 func NonNil[T any](s []T) []T {
 	if s == nil {
 		return []T{}

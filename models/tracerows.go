@@ -80,7 +80,7 @@ type Trace struct {
 	// over them); nil runs the version's own.
 	ScenarioArgs map[string]any `bun:"scenario_args"`
 	AgentConfig  *AgentConfig   `bun:"agent_config"`
-	// AgentBuildID is the brought agent's build the attempt runs (see ResolveAgent); nil runs
+	// AgentBuildID is the brought agent's build the attempt runs (see registry.Store.ResolveAgent); nil runs
 	// the built-in agent loop.
 	AgentBuildID *uuid.UUID `bun:"agent_build_id,type:uuid"`
 	MaxSteps     int        `bun:"max_steps"`
@@ -94,14 +94,14 @@ type Trace struct {
 	// InfraFailure marks an attempt that ended in error because the infrastructure failed it
 	// (no host took it, its sandbox was lost on every try), not the agent or the environment.
 	InfraFailure bool `bun:"infra_failure"`
-	// RetryOf is the failed attempt of the job this one runs again (RetryJob); nil for one
+	// RetryOf is the failed attempt of the job this one runs again (rollouts.Store.RetryJob); nil for one
 	// launched as itself.
 	RetryOf *uuid.UUID `bun:"retry_of,type:uuid"`
 	// ReplayOf is the attempt whose recorded model answers this one replays (a replay check's,
 	// run by the replay model); nil for any other.
 	ReplayOf *uuid.UUID `bun:"replay_of,type:uuid"`
 	// FinishSeq is the attempt's number in its job's sequence of ended attempts (see
-	// FinishedAttempts), nil until it is numbered; only that numbering writes it.
+	// rollouts.Store.FinishedAttempts), nil until it is numbered; only that numbering writes it.
 	FinishSeq *int64 `bun:"finish_seq,scanonly"`
 }
 
@@ -121,7 +121,7 @@ const (
 	StopCancelled = "cancelled"
 	StopError     = "error"
 	// StopBudget ends an attempt at a model call its job's max_cost_usd refused: it is cancelled,
-	// never scored, and retried by default (RetryJob).
+	// never scored, and retried by default (rollouts.Store.RetryJob).
 	StopBudget = "budget"
 )
 
@@ -135,7 +135,7 @@ func (e *LaunchEnvError) Error() string { return e.Err.Error() }
 func (e *LaunchEnvError) Unwrap() error { return e.Err }
 
 // WorkerQueue is one task queue a worker process polls: a worker announces its queues at start
-// and every WorkerAnnounceEvery, and retires them when it stops.
+// and every rollouts.WorkerAnnounceEvery, and retires them when it stops.
 type WorkerQueue struct {
 	bun.BaseModel `bun:"table:worker_queues,alias:wq"`
 	// Worker names the process (hostname/pid/random); Queue the task queue it polls.

@@ -331,7 +331,7 @@ func (b *budgetJob) resume(after time.Duration, signal bool) {
 	}, after)
 }
 
-// Check asserts that every attempt ran once: those live at the pause stopped unscored with stop
+// check asserts that every attempt ran once: those live at the pause stopped unscored with stop
 // reason budget, the others were evaluated, and the job completed.
 func (b *budgetJob) check(t *testing.T) {
 	t.Helper()

@@ -124,7 +124,7 @@ func workerQueues(cfg *config.Config, sb sandbox.Provider) []models.WorkerQueue 
 	return rows
 }
 
-// announceWorker writes this worker's queues now and every models.WorkerAnnounceEvery (so that
+// announceWorker writes this worker's queues now and every rollouts.WorkerAnnounceEvery (so that
 // GET /v2/workers counts it) until the returned retire is called, which deletes them.
 func announceWorker(store *models.Store, rows []models.WorkerQueue, log *slog.Logger) (retire func()) {
 	stop := every(context.Background(), rollouts.WorkerAnnounceEvery, func(ctx context.Context) {

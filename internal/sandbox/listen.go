@@ -20,7 +20,7 @@ type Listen struct {
 	Ready func(net.Listener)
 }
 
-// Check refuses a Listen no provider can honour: a port out of range, or no Ready.
+// check refuses a Listen no provider can honour: a port out of range, or no Ready.
 func (l *Listen) check() error {
 	if l != nil && (l.Port < 1 || l.Port > 65535 || l.Ready == nil) {
 		return fmt.Errorf("listen on port %d: the port must be 1–65535 and Ready set: %w", l.Port, ErrInvalidSpec)

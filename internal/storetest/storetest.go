@@ -1,6 +1,7 @@
 // Package storetest gives tests a migrated, empty store on each dialect: SQLite in a temp file and
 // Postgres in a fresh database of one throwaway cluster per test binary (internal/pgtest). Under
 // CI=true a Postgres that cannot start fails the test instead of skipping it.
+// fixtures.go holds the rows the store tests of several domains start from (Member, LaunchFixture).
 //
 // A test binary that uses Postgres calls Main from its TestMain so that the cluster is stopped.
 package storetest

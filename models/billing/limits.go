@@ -192,7 +192,7 @@ func (s *Store) ReachedBlock(ctx context.Context, c *models.Caller) (*LimitRow, 
 }
 
 // DueAlerts records an alert for every enabled alert limit whose current period's spend has
-// Reached its threshold and has none yet this period, and returns every alert not yet sent
+// reached its threshold and has none yet this period, and returns every alert not yet sent
 // (those just recorded and those a crash left unsent), with their limits.
 func (s *Store) DueAlerts(ctx context.Context) ([]models.LimitAlert, error) {
 	var ls []models.SpendingLimit

@@ -22,7 +22,7 @@ import (
 // calls themselves.
 // Run:
 //
-//	go test -run '^$' -bench InferenceUsagePostgres -benchtime 1x ./models/
+//	go test -run '^$' -bench InferenceUsagePostgres -benchtime 1x ./models/billing/
 func BenchmarkInferenceUsagePostgres(b *testing.B) {
 	const rows = 1_000_000
 	for b.Loop() {

@@ -76,7 +76,7 @@ func TestTenThousandTasksPageWithoutGapsOrDuplicates(t *testing.T) {
 }
 
 // BenchmarkListTasksPage measures one page (limit 50, random offset) of a 10,000-task taskset,
-// the listing a UI pages through. Run: go test -run '^$' -bench ListTasksPage ./models/
+// the listing a UI pages through. Run: go test -run '^$' -bench ListTasksPage ./models/catalog/
 func BenchmarkListTasksPage(b *testing.B) {
 	for _, d := range storetest.Dialects {
 		b.Run(string(d), func(b *testing.B) {

@@ -73,8 +73,8 @@ func (s *Store) GetTaskVersion(ctx context.Context, c *models.Caller, id uuid.UU
 func (s *Store) VisibleTaskVersions(ctx context.Context, c *models.Caller, ids []uuid.UUID) (map[uuid.UUID]bool, error) {
 	visible := make(map[uuid.UUID]bool, len(ids))
 	seen := map[uuid.UUID]bool{}
-	for start := 0; start < len(ids); start += models.IdChunk {
-		chunk := ids[start:min(start+models.IdChunk, len(ids))]
+	for start := 0; start < len(ids); start += models.IDChunk {
+		chunk := ids[start:min(start+models.IDChunk, len(ids))]
 		var rows []struct {
 			ID        uuid.UUID `bun:"id"`
 			TasksetID uuid.UUID `bun:"taskset_id"`

@@ -54,12 +54,13 @@ type LaunchFor struct {
 // LaunchEnv is the environment an attempt's sandbox gets: the launching member's secrets that
 // are bound to no provider, then the environment's variables, which win on a name clash. It
 // opens every value with l.Sealer; a value that does not open is a [LaunchEnvError], never an
-// empty variable. [Store.BeginTry] reads it as a try begins.
+// empty variable. rollouts.Store.BeginTry reads it, through LaunchEnvIn, as a try begins.
 func (s *Store) LaunchEnv(ctx context.Context, l LaunchFor) (map[string]string, error) {
-	return LaunchEnv(ctx, s.DB, l)
+	return LaunchEnvIn(ctx, s.DB, l)
 }
 
-func LaunchEnv(ctx context.Context, db bun.IDB, l LaunchFor) (map[string]string, error) {
+// LaunchEnvIn is LaunchEnv read through db, which may be a transaction of the caller's.
+func LaunchEnvIn(ctx context.Context, db bun.IDB, l LaunchFor) (map[string]string, error) {
 	env := map[string]string{}
 	launcher, registryID, teamID := l.Launcher, l.RegistryID, l.TeamID
 	if launcher == nil && registryID == nil {

@@ -33,6 +33,8 @@ func (s *Store) UpsertModel(ctx context.Context, m *models.LLMModel) error {
 	return nil
 }
 
+// VisibleModels narrows a query of models, aliased m, to those the caller sees: the platform's,
+// and its team's (the platform's only, without a caller).
 func VisibleModels(q *bun.SelectQuery, c *models.Caller) *bun.SelectQuery {
 	if c == nil {
 		return q.Where("m.team_id IS NULL")

@@ -61,3 +61,14 @@ func listed(sep string, items []string) string {
 	}
 	return sep + strings.Join(items, "; ")
 }
+
+// SetCertificationPolicy says whether an environment of the caller's team requires a passed
+// certification before a build becomes its latest.
+func (s *Store) SetCertificationPolicy(ctx context.Context, c *models.Caller, registryID uuid.UUID, required bool) (*models.Registry, error) {
+	reg := new(models.Registry)
+	if err := s.DB.NewUpdate().Model(reg).Set("certify_before_latest = ?", required).Set("updated_at = ?", models.Now()).
+		Where("id = ? AND team_id = ?", registryID, c.TeamID).Returning("*").Scan(ctx); err != nil {
+		return nil, models.NotFound(err, "environment "+registryID.String())
+	}
+	return reg, nil
+}

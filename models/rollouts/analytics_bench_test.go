@@ -22,7 +22,7 @@ import (
 // Goal (issue 13): each under 200 ms.
 // Run:
 //
-//	go test -run '^$' -bench JobAnalyticsPostgres -benchtime 1x ./models/
+//	go test -run '^$' -bench JobAnalyticsPostgres -benchtime 1x ./models/rollouts/
 func BenchmarkJobAnalyticsPostgres(b *testing.B) {
 	const traces, tasks = 100_000, 200
 	for b.Loop() {

@@ -180,10 +180,10 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 		if _, err := registry.Of(s).SetLatestBuild(ctx, a, build.ID, false); err != nil {
 			t.Fatalf("set-latest with no policy: %v", err)
 		}
-		if reg, err := rollouts.Of(s).SetCertificationPolicy(ctx, a, reg.ID, true); err != nil || !reg.CertifyBeforeLatest {
+		if reg, err := registry.Of(s).SetCertificationPolicy(ctx, a, reg.ID, true); err != nil || !reg.CertifyBeforeLatest {
 			t.Fatalf("the policy: %+v, %v", reg, err)
 		}
-		if _, err := rollouts.Of(s).SetCertificationPolicy(ctx, b, reg.ID, true); !errors.Is(err, models.ErrNotFound) {
+		if _, err := registry.Of(s).SetCertificationPolicy(ctx, b, reg.ID, true); !errors.Is(err, models.ErrNotFound) {
 			t.Errorf("another team's policy: %v, want ErrNotFound", err)
 		}
 		if _, err := registry.Of(s).SetLatestBuild(ctx, a, build.ID, false); !errors.Is(err, models.ErrConflict) || !strings.Contains(err.Error(), "one (flaky)") {

@@ -23,7 +23,7 @@ import (
 // (LatestSeq then TraceEvents since a recent seq, as GET /v2/trace/{id}/events does) with 1M
 // events stored (goal < 10 ms). Run:
 //
-//	go test -run '^$' -bench TraceEventsPostgres -benchtime 1x ./models/
+//	go test -run '^$' -bench TraceEventsPostgres -benchtime 1x ./models/rollouts/
 func BenchmarkTraceEventsPostgres(b *testing.B) {
 	const traces, perTrace, ingestTraces, batch = 1000, perTraceEvents, 50, 100
 	for b.Loop() {

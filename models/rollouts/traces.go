@@ -150,7 +150,7 @@ type TryStart struct {
 
 // BeginTry marks a trace initializing for try attempt (its start time is the first try's) and
 // reads where the try's environment log goes on; given launch, it also reads the environment the
-// try's sandbox launches with (see [Store.LaunchEnv]). One transaction: a try whose environment
+// try's sandbox launches with (see credentials.Store.LaunchEnv). One transaction: a try whose environment
 // does not open leaves the trace as it was.
 func (s *Store) BeginTry(ctx context.Context, id uuid.UUID, attempt int, at time.Time, launch *credentials.LaunchFor) (TryStart, error) {
 	var try TryStart
@@ -165,7 +165,7 @@ func (s *Store) BeginTry(ctx context.Context, id uuid.UUID, attempt int, at time
 		try = rows[0]
 		try.Began = true
 		if launch != nil {
-			try.Env, err = credentials.LaunchEnv(ctx, tx, *launch)
+			try.Env, err = credentials.LaunchEnvIn(ctx, tx, *launch)
 		}
 		return err
 	})
