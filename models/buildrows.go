@@ -1,6 +1,7 @@
 package models
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/google/uuid"
@@ -62,6 +63,10 @@ type BuildRow struct {
 	RegistryName string `bun:"registry_name,scanonly"`
 	CanEdit      bool   `bun:"-"`
 }
+
+// Pin is the runtime config that pins an attempt to the build: its own image name (ENV:VERSION,
+// the team's own first), since two builds, of two environments, can share a digest.
+func (b *BuildRow) Pin() *RuntimeConfig { return &RuntimeConfig{Image: cmp.Or(b.ImageName, b.Digest)} }
 
 // BuildUpload is a source upload a client reserved: its id becomes the build's.
 type BuildUpload struct {

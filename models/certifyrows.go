@@ -1,7 +1,6 @@
 package models
 
 import (
-	"cmp"
 	"time"
 
 	"github.com/google/uuid"
@@ -85,17 +84,6 @@ type TamperProbe struct {
 	Claimed []string `json:"claimed" nullable:"false"`
 	Reward  float64  `json:"reward"`
 }
-
-// Pin is the runtime config that pins an attempt to the build: its own image name (ENV:VERSION,
-// the team's own first), since two builds, of two environments, can share a digest.
-func (b *BuildRow) Pin() *RuntimeConfig { return &RuntimeConfig{Image: cmp.Or(b.ImageName, b.Digest)} }
-
-// LastBuildExpr is the build the last try of the trace aliased tr ran on (NULL before any
-// sandbox started), and LastBuildDigestExpr that build's digest ("" without one), in SQL.
-const (
-	LastBuildExpr       = "(SELECT inst.build_id FROM instances AS inst WHERE inst.trace_id = tr.id ORDER BY inst.attempt DESC, inst.created_at DESC LIMIT 1)"
-	LastBuildDigestExpr = "COALESCE((SELECT b.digest FROM builds AS b WHERE b.id = " + LastBuildExpr + "), '')"
-)
 
 // ReplayCheck is a regression replay of an environment build against a finished job (a Proctor
 // extension): every scored attempt of that job whose task runs the build's environment is run

@@ -10,29 +10,35 @@ import (
 	"github.com/uptrace/bun"
 )
 
-// SystemEventData is the data of a system_message event (its text is the system prompt).
-type SystemEventData struct {
-	// Tools are the tools the agent is shown.
-	Tools []agent.Tool `json:"tools"`
+// TraceEvent is one step of a trajectory. (trace_id, seq) is unique: a retried writer that appends
+// the same seq again writes nothing. Data is the JSON of the payload type of the event's Kind
+// (the payload types below), written by [EventData] and read by [TraceEvent.DecodeData].
+type TraceEvent struct {
+	bun.BaseModel `bun:"table:trace_events,alias:ev"`
+	TraceID       uuid.UUID       `bun:"trace_id,pk,type:uuid"`
+	Seq           int             `bun:"seq,pk"`
+	ID            string          `bun:"id"`
+	Attempt       int             `bun:"attempt"`
+	Kind          string          `bun:"kind"`
+	Text          string          `bun:"text"`
+	ParentID      string          `bun:"parent_id"`
+	Data          json.RawMessage `bun:"data"`
+	Superseded    bool            `bun:"superseded"`
+	StartedAt     time.Time       `bun:"started_at"`
+	EndedAt       *time.Time      `bun:"ended_at"`
 }
 
-// UserEventData is the data of a user_message event (its text is the prompt).
-type UserEventData struct {
-	Message agent.Message `json:"message"`
-}
-
-// AssistantEventData is the data of an assistant_message event: one model call's answer.
-type AssistantEventData struct {
-	// Step is the model call's number in the attempt, from 0.
-	Step    int           `json:"step"`
-	Message agent.Message `json:"message"`
-	Usage   agent.Usage   `json:"usage"`
-	// Model is the model that answered, as its provider names it.
-	Model string `json:"model"`
-	// TokensRef names the call's kept tokens (a training policy's: ModelCallTokens.CallID);
-	// nil when none were kept.
-	TokensRef *uuid.UUID `json:"tokens_ref,omitempty"`
-}
+// Trace event kinds.
+const (
+	EventSystem     = "system_message"
+	EventUser       = "user_message"
+	EventAssistant  = "assistant_message"
+	EventToolCall   = "tool_call"
+	EventToolResult = "tool_result"
+	EventSetup      = "setup"
+	EventEvaluate   = "evaluate"
+	EventError      = "error"
+)
 
 // DecodeData reads the event's data into v, the payload type of its kind.
 func (e *TraceEvent) DecodeData(v any) error {
@@ -66,6 +72,96 @@ func (e *TraceEvent) Failed() bool {
 		IsError bool `json:"is_error"`
 	}
 	return e.DecodeData(&d) == nil && d.IsError
+}
+
+// TraceLog is one line of an attempt's worker log or its environment's output.
+type TraceLog struct {
+	bun.BaseModel `bun:"table:trace_logs,alias:tl"`
+	TraceID       uuid.UUID `bun:"trace_id,pk,type:uuid"`
+	Source        string    `bun:"source,pk"`
+	Seq           int       `bun:"seq,pk"`
+	Stream        string    `bun:"stream"`
+	Line          string    `bun:"line"`
+	Time          time.Time `bun:"time"`
+}
+
+// SystemEventData is the data of a system_message event (its text is the system prompt).
+type SystemEventData struct {
+	// Tools are the tools the agent is shown.
+	Tools []agent.Tool `json:"tools"`
+}
+
+// UserEventData is the data of a user_message event (its text is the prompt).
+type UserEventData struct {
+	Message agent.Message `json:"message"`
+}
+
+// AssistantEventData is the data of an assistant_message event: one model call's answer.
+type AssistantEventData struct {
+	// Step is the model call's number in the attempt, from 0.
+	Step    int           `json:"step"`
+	Message agent.Message `json:"message"`
+	Usage   agent.Usage   `json:"usage"`
+	// Model is the model that answered, as its provider names it.
+	Model string `json:"model"`
+	// TokensRef names the call's kept tokens (a training policy's: ModelCallTokens.CallID);
+	// nil when none were kept.
+	TokensRef *uuid.UUID `json:"tokens_ref,omitempty"`
+}
+
+// The payload of each kind of trace event: an event's Data is the JSON of one of these, by its
+// Kind. The API serves it as the event's data object; the engine reads the conversation back
+// from it before each model call, so what a model is sent is what the trace shows. A brought
+// agent's trace is written in the same shapes.
+
+// SetupEventData is the data of a setup event: a scenario's setup call and what it returned.
+type SetupEventData struct {
+	Call   agent.Call        `json:"call"`
+	Result *agent.ToolResult `json:"result"`
+}
+
+// ToolCallEventData is the data of a tool_call event: a call the model asked for.
+type ToolCallEventData struct {
+	Step   int    `json:"step"`
+	CallID string `json:"call_id"`
+	Name   string `json:"name"`
+	// Arguments are the model's arguments, a JSON object of the tool's own schema.
+	Arguments map[string]any `json:"arguments"`
+}
+
+// ToolResultEventData is the data of a tool_result event: what the environment answered.
+type ToolResultEventData struct {
+	Step    int    `json:"step"`
+	CallID  string `json:"call_id"`
+	Name    string `json:"name"`
+	IsError bool   `json:"is_error"`
+	// Structured is the result's structured content, a JSON object of the tool's own schema.
+	Structured map[string]any `json:"structured"`
+	// Message is the result as the model is sent it.
+	Message agent.Message `json:"message"`
+	// Images are the result's images, each with the key of the object that keeps it (absent when
+	// it could not be kept). The API serves them as the event's images, with URLs.
+	Images []agent.Image `json:"images,omitempty"`
+}
+
+// EvaluateEventData is the data of an evaluate event: a scenario's evaluate call, what it
+// returned and the reward read from it.
+type EvaluateEventData struct {
+	Call   agent.Call        `json:"call"`
+	Result *agent.ToolResult `json:"result"`
+	Reward float64           `json:"reward"`
+}
+
+// EventData is v as an event's data. A value that does not encode (it cannot happen with the
+// payload types above, whose open parts came from JSON) is recorded as the encoding error.
+func EventData(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		b, _ = json.Marshal(struct {
+			Error string `json:"error"`
+		}{err.Error()})
+	}
+	return b
 }
 
 // EvaluationResult is how an attempt was scored: the trace's evaluation_result. Reward is the
@@ -122,100 +218,4 @@ func (e *TraceEvent) Turn() (t Turn, ok bool, err error) {
 		return Turn{Message: &d.Message, Step: d.Step}, true, nil
 	}
 	return t, false, nil
-}
-
-// TraceEvent is one step of a trajectory. (trace_id, seq) is unique: a retried writer that appends
-// the same seq again writes nothing. Data is the JSON of the payload type of the event's Kind
-// (the payload types below), written by [EventData] and read by [TraceEvent.DecodeData].
-type TraceEvent struct {
-	bun.BaseModel `bun:"table:trace_events,alias:ev"`
-	TraceID       uuid.UUID       `bun:"trace_id,pk,type:uuid"`
-	Seq           int             `bun:"seq,pk"`
-	ID            string          `bun:"id"`
-	Attempt       int             `bun:"attempt"`
-	Kind          string          `bun:"kind"`
-	Text          string          `bun:"text"`
-	ParentID      string          `bun:"parent_id"`
-	Data          json.RawMessage `bun:"data"`
-	Superseded    bool            `bun:"superseded"`
-	StartedAt     time.Time       `bun:"started_at"`
-	EndedAt       *time.Time      `bun:"ended_at"`
-}
-
-// Trace event kinds.
-const (
-	EventSystem     = "system_message"
-	EventUser       = "user_message"
-	EventAssistant  = "assistant_message"
-	EventToolCall   = "tool_call"
-	EventToolResult = "tool_result"
-	EventSetup      = "setup"
-	EventEvaluate   = "evaluate"
-	EventError      = "error"
-)
-
-// TraceLog is one line of an attempt's worker log or its environment's output.
-type TraceLog struct {
-	bun.BaseModel `bun:"table:trace_logs,alias:tl"`
-	TraceID       uuid.UUID `bun:"trace_id,pk,type:uuid"`
-	Source        string    `bun:"source,pk"`
-	Seq           int       `bun:"seq,pk"`
-	Stream        string    `bun:"stream"`
-	Line          string    `bun:"line"`
-	Time          time.Time `bun:"time"`
-}
-
-// The payload of each kind of trace event: an event's Data is the JSON of one of these, by its
-// Kind. The API serves it as the event's data object; the engine reads the conversation back
-// from it before each model call, so what a model is sent is what the trace shows. A brought
-// agent's trace is written in the same shapes.
-
-// SetupEventData is the data of a setup event: a scenario's setup call and what it returned.
-type SetupEventData struct {
-	Call   agent.Call        `json:"call"`
-	Result *agent.ToolResult `json:"result"`
-}
-
-// ToolCallEventData is the data of a tool_call event: a call the model asked for.
-type ToolCallEventData struct {
-	Step   int    `json:"step"`
-	CallID string `json:"call_id"`
-	Name   string `json:"name"`
-	// Arguments are the model's arguments, a JSON object of the tool's own schema.
-	Arguments map[string]any `json:"arguments"`
-}
-
-// ToolResultEventData is the data of a tool_result event: what the environment answered.
-type ToolResultEventData struct {
-	Step    int    `json:"step"`
-	CallID  string `json:"call_id"`
-	Name    string `json:"name"`
-	IsError bool   `json:"is_error"`
-	// Structured is the result's structured content, a JSON object of the tool's own schema.
-	Structured map[string]any `json:"structured"`
-	// Message is the result as the model is sent it.
-	Message agent.Message `json:"message"`
-	// Images are the result's images, each with the key of the object that keeps it (absent when
-	// it could not be kept). The API serves them as the event's images, with URLs.
-	Images []agent.Image `json:"images,omitempty"`
-}
-
-// EvaluateEventData is the data of an evaluate event: a scenario's evaluate call, what it
-// returned and the reward read from it.
-type EvaluateEventData struct {
-	Call   agent.Call        `json:"call"`
-	Result *agent.ToolResult `json:"result"`
-	Reward float64           `json:"reward"`
-}
-
-// EventData is v as an event's data. A value that does not encode (it cannot happen with the
-// payload types above, whose open parts came from JSON) is recorded as the encoding error.
-func EventData(v any) json.RawMessage {
-	b, err := json.Marshal(v)
-	if err != nil {
-		b, _ = json.Marshal(struct {
-			Error string `json:"error"`
-		}{err.Error()})
-	}
-	return b
 }

@@ -154,3 +154,10 @@ type WorkerQueue struct {
 
 // RoundUSD rounds an amount of US dollars to a millionth, the precision costs are kept at.
 func RoundUSD(v float64) float64 { return math.Round(v*1e6) / 1e6 }
+
+// LastBuildExpr is the build the last try of the trace aliased tr ran on (NULL before any
+// sandbox started), and LastBuildDigestExpr that build's digest ("" without one), in SQL.
+const (
+	LastBuildExpr       = "(SELECT inst.build_id FROM instances AS inst WHERE inst.trace_id = tr.id ORDER BY inst.attempt DESC, inst.created_at DESC LIMIT 1)"
+	LastBuildDigestExpr = "COALESCE((SELECT b.digest FROM builds AS b WHERE b.id = " + LastBuildExpr + "), '')"
+)
