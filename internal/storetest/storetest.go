@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -81,14 +82,22 @@ func URL(t testing.TB, d models.Dialect) string {
 // Open returns a migrated store of the dialect, closed when the test ends.
 func Open(t testing.TB, d models.Dialect) *models.Store {
 	t.Helper()
+	return OpenURL(t, URL(t, d))
+}
+
+// OpenURL returns the migrated store of a database URL (from URL or PostgresURL), closed when the
+// test ends: for a test that also reaches the database another way.
+func OpenURL(t testing.TB, url string) *models.Store {
+	t.Helper()
 	ctx := context.Background()
-	s, err := models.Open(ctx, URL(t, d))
+	scheme, _, _ := strings.Cut(url, ":")
+	s, err := models.Open(ctx, url)
 	if err != nil {
-		t.Fatalf("open %s: %v", d, err)
+		t.Fatalf("open %s: %v", scheme, err)
 	}
 	t.Cleanup(func() { s.Close() })
 	if _, err := s.Migrate(ctx); err != nil {
-		t.Fatalf("migrate %s: %v", d, err)
+		t.Fatalf("migrate %s: %v", scheme, err)
 	}
 	return s
 }

@@ -27,14 +27,7 @@ func BenchmarkInferenceUsagePostgres(b *testing.B) {
 	const rows = 1_000_000
 	for b.Loop() {
 		url := storetest.PostgresURL(b)
-		s, err := models.Open(ctx, url)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer s.Close()
-		if _, err := s.Migrate(ctx); err != nil {
-			b.Fatal(err)
-		}
+		s := storetest.OpenURL(b, url)
 		c := storetest.Member(b, s, "usage", "u@example.com")
 		var modelIDs []uuid.UUID
 		for i := range 10 {

@@ -27,14 +27,7 @@ func BenchmarkJobAnalyticsPostgres(b *testing.B) {
 	const traces, tasks = 100_000, 200
 	for b.Loop() {
 		url := storetest.PostgresURL(b)
-		s, err := models.Open(ctx, url)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer s.Close()
-		if _, err := s.Migrate(ctx); err != nil {
-			b.Fatal(err)
-		}
+		s := storetest.OpenURL(b, url)
 		c := storetest.Member(b, s, "analytics", "a@example.com")
 		up := catalog.Upload{TasksetName: "big"}
 		for i := range tasks {

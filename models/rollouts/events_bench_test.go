@@ -28,14 +28,7 @@ func BenchmarkTraceEventsPostgres(b *testing.B) {
 	const traces, perTrace, ingestTraces, batch = 1000, perTraceEvents, 50, 100
 	for b.Loop() {
 		url := storetest.PostgresURL(b)
-		s, err := models.Open(ctx, url)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer s.Close()
-		if _, err := s.Migrate(ctx); err != nil {
-			b.Fatal(err)
-		}
+		s := storetest.OpenURL(b, url)
 		conn, err := pgx.Connect(ctx, url)
 		if err != nil {
 			b.Fatal(err)
