@@ -47,8 +47,9 @@ type BuildConfig struct {
 	// vendor it.
 	EnvServer string
 	// Bundled is the path of a binary that serves the bundled example environments as
-	// `BINARY example-env NAME` (the proctor binary): builds that name a bundled example
-	// (models.BuildOptions.Bundled) package it instead of compiling. Empty: such builds fail.
+	// `BINARY example-env NAME` (proctor-examples, or the proctor binary): builds that name a
+	// bundled example (models.BuildOptions.Bundled) package it instead of compiling. Empty:
+	// such builds fail.
 	Bundled string
 }
 

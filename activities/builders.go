@@ -50,13 +50,14 @@ func (a *Activities) chooseBuilder(b *models.Build, entryDir string) (builder, e
 	return goBuilder{a: a}, nil
 }
 
-// bundledBuilder packages the worker's own binary, which serves the bundled examples.
+// bundledBuilder packages a binary that serves the bundled examples: the worker's own, or
+// proctor-examples beside it (see BuildConfig.Bundled).
 type bundledBuilder struct {
 	binary, dir, example string
 }
 
 func (bb bundledBuilder) build(_ context.Context, job buildJob) (string, []string, error) {
-	fmt.Fprintf(job.log, "bundled example %s: packaging this worker's binary (no compiler needed)\n", bb.example)
+	fmt.Fprintf(job.log, "bundled example %s: packaging %s, which serves it (no compiler needed)\n", bb.example, filepath.Base(bb.binary))
 	img, err := image.BinaryImage(bb.binary, bb.dir)
 	if err != nil {
 		return "", nil, fmt.Errorf("package the bundled examples: %w", err)

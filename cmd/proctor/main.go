@@ -14,7 +14,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/proctorhq/proctor/envserver"
 	"github.com/proctorhq/proctor/examples/environments"
 	"github.com/proctorhq/proctor/internal/config"
 	"github.com/proctorhq/proctor/internal/tracing"
@@ -62,18 +61,7 @@ func (s exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(s)
 // cmdExampleEnv serves a bundled example environment, as its own command would: the images
 // `proctor dev` builds without a Go toolchain run this.
 func cmdExampleEnv(args []string, stderr io.Writer) error {
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		fmt.Fprintf(stderr, "Usage: proctor example-env NAME [--transport stdio|http|sse] [--port 8765]\n\nServe a bundled example environment over MCP. NAME is one of: %s.\n", strings.Join(environments.Names(), ", "))
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
-			return nil
-		}
-		return errUsage
-	}
-	ex, ok := environments.Lookup(args[0])
-	if !ok {
-		return fmt.Errorf("no bundled example %q; the examples are: %s", args[0], strings.Join(environments.Names(), ", "))
-	}
-	if code := envserver.MainArgs("proctor example-env "+ex.Name, args[1:], ex.New); code != 0 {
+	if code := environments.Main("proctor example-env", args, stderr); code != 0 {
 		return exitStatus(code)
 	}
 	return nil

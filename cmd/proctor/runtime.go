@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/uuid"
 	"github.com/proctorhq/proctor/activities"
+	"github.com/proctorhq/proctor/examples/environments"
 	"github.com/proctorhq/proctor/internal/archive"
 	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/internal/config"
@@ -70,10 +71,10 @@ func startRuntime(tc *ptemporal.Client, store *models.Store, bucket blob.Bucket,
 		}
 		acts.Build = &activities.BuildConfig{Bucket: bucket, Dir: cfg.BuildDir, GOPROXY: cfg.BuildGOPROXY, EnvServer: envServer,
 			Limits: archive.Limits{MaxBytes: cfg.BuildMaxSourceBytes, MaxEntries: cfg.BuildMaxSourceEntries}}
-		// This binary serves the bundled examples (`proctor example-env NAME`): a bundled build
-		// packages it.
+		// A bundled build packages the binary that serves the examples: proctor-examples beside
+		// this one, or this one (`proctor example-env NAME`).
 		if exe, err := os.Executable(); err == nil {
-			acts.Build.Bundled = exe
+			acts.Build.Bundled = bundledServer(exe)
 		} else {
 			log.Warn("bundled example environments cannot be built here", "error", err)
 		}
@@ -249,4 +250,15 @@ func newKubeSandboxes(cfg *config.Config, log *slog.Logger) (sandbox.Provider, s
 		return nil, "", err
 	}
 	return p, "pods in namespace " + ns + " of " + rc.Host, nil
+}
+
+// bundledServer is the binary a bundled build packages: environments.Binary beside exe when it
+// is there (an executable file), which starts an attempt's environment without the platform's
+// package initialization; else exe itself, which serves the examples as well.
+func bundledServer(exe string) string {
+	small := filepath.Join(filepath.Dir(exe), environments.Binary)
+	if fi, err := os.Stat(small); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+		return small
+	}
+	return exe
 }

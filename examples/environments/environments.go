@@ -1,8 +1,9 @@
 // Package environments is the set of example environments the proctor binary carries: each
-// one's server, to run as `proctor example-env NAME`, and its source, so that `proctor dev` can
-// deploy the examples through the build pipeline on a machine with neither the Go toolchain nor
-// this checkout (the build then packages the proctor binary itself; see activities' bundled
-// builds). It imports envserver, the examples and the standard library only.
+// one's server, to run as `proctor example-env NAME` or `proctor-examples example-env NAME`
+// (Main), and its source, so that `proctor dev` can deploy the examples through the build
+// pipeline on a machine with neither the Go toolchain nor this checkout (the build then packages
+// proctor-examples, or the proctor binary itself; see activities' bundled builds). It imports
+// envserver, the examples and the standard library only.
 package environments
 
 import (

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/proctorhq/proctor/internal/testenv"
 )
 
 var todoItems = map[string]any{"items": []any{"buy milk", "walk the dog"}}
@@ -78,18 +80,8 @@ func TestOpenPutsTheEnvironmentsInstructionsFirstInTheSystemPrompt(t *testing.T)
 
 func TestConnectToAnEnvironmentThatExitsAtOnceIsErrEnvClosed(t *testing.T) {
 	cmd := exec.Command("sh", "-c", "echo broken >&2; exit 3")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	_, err = Connect(testContext(t), stdout, stdin, ConnectOptions{Logger: discardLogger()})
+	stdout, stdin := testenv.StartPiped(t, cmd)
+	_, err := Connect(testContext(t), stdout, stdin, ConnectOptions{Logger: discardLogger()})
 	if !errors.Is(err, ErrEnvClosed) {
 		t.Errorf("Connect = %v, want ErrEnvClosed", err)
 	}

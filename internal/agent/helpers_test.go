@@ -47,17 +47,7 @@ func startExample(t testing.TB, name string, opts ConnectOptions) *envProcess {
 	bin := testenv.Program(t, "examples/environments/"+name)
 	p := &envProcess{cmd: exec.Command(bin), stderr: &testenv.Buffer{}, exited: make(chan struct{})}
 	p.cmd.Stderr = p.stderr
-	stdin, err := p.cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := p.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stdout, stdin := testenv.StartPiped(t, p.cmd)
 	go func() { _ = p.cmd.Wait(); close(p.exited) }()
 	t.Cleanup(func() {
 		if p.env != nil {
