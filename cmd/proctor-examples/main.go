@@ -6,23 +6,26 @@
 // `proctor dev` on a machine without the Go toolchain deploys the examples by packaging a
 // serving binary into their images; with this one beside proctor (`task build` and the release
 // image put it there) it packages this one, and an attempt's environment starts without the
-// platform's package initialization (see README, "The example environments"). Static, so that it
-// runs in any image.
+// platform's package initialization (see README, "After `proctor dev` starts"). Static, so that
+// it runs in any image.
 package main
 
 import (
-	"fmt"
 	"os"
 
 	"github.com/proctorhq/proctor/examples/environments"
 )
 
 func main() {
+	prog, args := environments.Binary+" example-env", os.Args[1:]
+	switch {
 	// The subcommand keeps the command line the same as proctor's: a bundled image runs
 	// `BINARY example-env NAME` whichever binary it holds.
-	if len(os.Args) < 2 || os.Args[1] != "example-env" {
-		fmt.Fprintf(os.Stderr, "Usage: %s example-env NAME [--transport stdio|http|sse] [--port 8765]\n", environments.Binary)
-		os.Exit(2)
+	case len(args) > 0 && args[0] == "example-env":
+		os.Exit(environments.Main(prog, args[1:], os.Stderr))
+	case len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help"):
+		os.Exit(environments.Main(prog, []string{"--help"}, os.Stderr))
+	default:
+		os.Exit(environments.Main(prog, nil, os.Stderr))
 	}
-	os.Exit(environments.Main(environments.Binary+" example-env", os.Args[2:], os.Stderr))
 }

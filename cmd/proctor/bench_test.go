@@ -8,19 +8,12 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/proctorhq/proctor/internal/agent"
 	"github.com/proctorhq/proctor/internal/sandbox"
@@ -78,13 +71,14 @@ func BenchmarkOrchestration(b *testing.B) {
 		et := meanHistory(b, tc, engineIDs)
 
 		lat := launchToRunning(c, versions[0], oracle, 10)
-		cpu0 = cpuTime()
+		// The bare programs start no processes: a sandbox reaped while they run is not theirs.
+		cpu0 = ownCPUTime()
 		bare, bareIDs := bareTemporal(b, tc, h.activities, h.local)
-		bareCPU := cpuTime() - cpu0
+		bareCPU := ownCPUTime() - cpu0
 		bt := meanHistory(b, tc, bareIDs)
-		cpu0 = cpuTime()
+		cpu0 = ownCPUTime()
 		shaped, shapedIDs := shapedTemporal(b, tc, h.offQueue, h.local)
-		shapedCPU := cpuTime() - cpu0
+		shapedCPU := ownCPUTime() - cpu0
 		st := meanHistory(b, tc, shapedIDs)
 		tc.Close()
 		dev.stop(b)
@@ -247,202 +241,6 @@ func launchToRunning(c api, version, model string, n int) []float64 {
 	return lat
 }
 
-type historyCount struct {
-	events, activities, local, workflowTasks, modelSteps int
-	// offQueue says, for each activity in the order scheduled, whether it ran on a task queue
-	// other than the workflow's (a sandbox host's), which Temporal cannot start eagerly.
-	offQueue []bool
-	// wtWait is the time workflow tasks wait to be picked up, wtRun the time workers take on
-	// them, actRun the time activities run, total the workflow's whole run.
-	wtWait, wtRun, actRun, total time.Duration
-}
-
-// historyOf counts a workflow's history: every event, the activities scheduled (the model steps
-// among them), the local activities (markers) and the workflow tasks, and where its time went.
-func historyOf(b *testing.B, tc *ptemporal.Client, workflowID string) historyCount {
-	var h historyCount
-	var first, wtScheduled, wtStarted time.Time
-	var queue string
-	actStarted := map[int64]time.Time{}
-	it := tc.GetWorkflowHistory(context.Background(), workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			b.Fatal(err)
-		}
-		at := ev.GetEventTime().AsTime()
-		if first.IsZero() {
-			first = at
-		}
-		h.events++
-		h.total = at.Sub(first)
-		switch ev.GetEventType() {
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
-			queue = ev.GetWorkflowExecutionStartedEventAttributes().GetTaskQueue().GetName()
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-			h.activities++
-			attrs := ev.GetActivityTaskScheduledEventAttributes()
-			if attrs.GetActivityType().GetName() == "ModelStep" {
-				h.modelSteps++
-			}
-			h.offQueue = append(h.offQueue, attrs.GetTaskQueue().GetName() != queue)
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
-			actStarted[ev.GetActivityTaskStartedEventAttributes().GetScheduledEventId()] = at
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
-			h.actRun += at.Sub(actStarted[ev.GetActivityTaskCompletedEventAttributes().GetScheduledEventId()])
-		case enumspb.EVENT_TYPE_MARKER_RECORDED:
-			h.local++
-		case enumspb.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
-			wtScheduled = at
-		case enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED:
-			wtStarted = at
-			h.wtWait += at.Sub(wtScheduled)
-		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
-			h.workflowTasks++
-			h.wtRun += at.Sub(wtStarted)
-		}
-	}
-	return h
-}
-
-// meanHistory averages the time split of the workflows' histories.
-func meanHistory(b *testing.B, tc *ptemporal.Client, workflowIDs []string) historyCount {
-	var m historyCount
-	for _, id := range workflowIDs {
-		h := historyOf(b, tc, id)
-		m.wtWait += h.wtWait
-		m.wtRun += h.wtRun
-		m.actRun += h.actRun
-		m.total += h.total
-	}
-	n := time.Duration(len(workflowIDs))
-	m.wtWait, m.wtRun, m.actRun, m.total = m.wtWait/n, m.wtRun/n, m.actRun/n, m.total/n
-	return m
-}
-
-func ms(d time.Duration) float64 { return d.Seconds() * 1000 }
-
-// bareTemporal runs orchestrationAttempts workflows of acts no-op activities and local no-op
-// activities each (sequentially, as an attempt does), orchestrationConcurrency at a time, on a
-// worker of its own in this process, and returns the wall time.
-func bareTemporal(b *testing.B, tc *ptemporal.Client, acts, local int) (time.Duration, []string) {
-	queue := "bench-bare-" + uuid.NewString()[:8]
-	w := worker.New(tc.Client, queue, worker.Options{})
-	w.RegisterActivityWithOptions(noop, activity.RegisterOptions{Name: "Noop"})
-	w.RegisterWorkflowWithOptions(noopAttempt(queue, ""), workflow.RegisterOptions{Name: "BareAttempt"})
-	if err := w.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer w.Stop()
-	sem := make(chan struct{}, orchestrationConcurrency)
-	var wg sync.WaitGroup
-	var ids []string
-	start := time.Now()
-	for i := range orchestrationAttempts {
-		sem <- struct{}{}
-		wg.Add(1)
-		id := fmt.Sprintf("%s-%d", queue, i)
-		ids = append(ids, id)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			run, err := tc.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: id, TaskQueue: queue}, "BareAttempt", make([]bool, acts), local)
-			if err == nil {
-				err = run.Get(context.Background(), nil)
-			}
-			if err != nil {
-				b.Error(err)
-			}
-		}()
-	}
-	wg.Wait()
-	return time.Since(start), ids
-}
-
-func noop(context.Context, int) (int, error) { return 0, nil }
-
-// noopAttempt is the bare program's attempt: local no-op activities, then a no-op activity for
-// each of offQueue's, on queue, or on host where offQueue says so.
-func noopAttempt(queue, host string) func(workflow.Context, []bool, int) error {
-	return func(ctx workflow.Context, offQueue []bool, local int) error {
-		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second})
-		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second,
-			RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1}})
-		for i := range local {
-			if err := workflow.ExecuteLocalActivity(lctx, noop, i).Get(ctx, nil); err != nil {
-				return err
-			}
-		}
-		for i, off := range offQueue {
-			q := queue
-			if off {
-				q = host
-			}
-			if err := workflow.ExecuteActivity(workflow.WithTaskQueue(actx, q), "Noop", i).Get(ctx, nil); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-}
-
-// shapedTemporal runs the bare program in an attempt's shape: one parent workflow starts
-// orchestrationAttempts children, orchestrationConcurrency at a time, as a job's RunList does;
-// each child runs local no-op activities, then a no-op activity for each of the attempt's, on the
-// workflow's own queue or on a second one (a sandbox host's, which Temporal cannot start
-// eagerly) as offQueue says. Where engine/bare is what the engine costs on top of the cheapest
-// Temporal program, engine/shaped is what its own work (the sandbox, MCP, the store, the
-// activities' code) costs on top of what Temporal charges for an attempt's shape.
-func shapedTemporal(b *testing.B, tc *ptemporal.Client, offQueue []bool, local int) (time.Duration, []string) {
-	queue := "bench-shaped-" + uuid.NewString()[:8]
-	host := queue + "-host"
-	w, hw := worker.New(tc.Client, queue, worker.Options{}), worker.New(tc.Client, host, worker.Options{})
-	w.RegisterActivityWithOptions(noop, activity.RegisterOptions{Name: "Noop"})
-	hw.RegisterActivityWithOptions(noop, activity.RegisterOptions{Name: "Noop"})
-	w.RegisterWorkflowWithOptions(noopAttempt(queue, host), workflow.RegisterOptions{Name: "ShapedAttempt"})
-	w.RegisterWorkflowWithOptions(func(ctx workflow.Context, n, concurrency int) error {
-		sel := workflow.NewSelector(ctx)
-		var failed error
-		running := 0
-		for i := range n {
-			for ; running >= concurrency; running-- {
-				sel.Select(ctx)
-			}
-			cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: fmt.Sprintf("%s-%d", queue, i), TaskQueue: queue,
-				ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON})
-			sel.AddFuture(workflow.ExecuteChildWorkflow(cctx, "ShapedAttempt", offQueue, local), func(f workflow.Future) {
-				if err := f.Get(ctx, nil); err != nil {
-					failed = err
-				}
-			})
-			running++
-		}
-		for ; running > 0; running-- {
-			sel.Select(ctx)
-		}
-		return failed
-	}, workflow.RegisterOptions{Name: "ShapedList"})
-	for _, wk := range []worker.Worker{w, hw} {
-		if err := wk.Start(); err != nil {
-			b.Fatal(err)
-		}
-		defer wk.Stop()
-	}
-	start := time.Now()
-	run, err := tc.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: queue, TaskQueue: queue}, "ShapedList",
-		orchestrationAttempts, orchestrationConcurrency)
-	if err == nil {
-		err = run.Get(context.Background(), nil)
-	}
-	if err != nil {
-		b.Fatal(err)
-	}
-	ids := make([]string, orchestrationAttempts)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("%s-%d", queue, i)
-	}
-	return time.Since(start), ids
-}
-
 // directAttempt runs one attempt as function calls: a sandbox, an MCP session and
 // agent.RunEpisode with an OpenAI-compatible model.
 func directAttempt(b *testing.B, bin string, items []string, model agent.OpenAIConfig) *agent.EpisodeResult {
@@ -596,16 +394,4 @@ func BenchmarkHundredThousandAttemptJob(b *testing.B) {
 		b.ReportMetric(float64(len(rl)), "runlist_runs")
 		b.ReportMetric(float64(longest), "longest_history_events")
 	}
-}
-
-// cpuTime is the CPU time this process and its waited-for children (the sandboxes) have used.
-func cpuTime() time.Duration { return rusage(syscall.RUSAGE_SELF) + childrenCPUTime() }
-
-// childrenCPUTime is the CPU time of this process's waited-for children: the sandboxes.
-func childrenCPUTime() time.Duration { return rusage(syscall.RUSAGE_CHILDREN) }
-
-func rusage(who int) time.Duration {
-	var u syscall.Rusage
-	syscall.Getrusage(who, &u) //nolint:errcheck // cannot fail with these arguments
-	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
 }

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/proctorhq/proctor/examples/environments"
+	"github.com/proctorhq/proctor/internal/testenv"
 	"github.com/proctorhq/proctor/models"
 	"github.com/proctorhq/proctor/models/rollouts"
 )
@@ -117,6 +119,34 @@ func TestDevFirstStartResumes(t *testing.T) {
 // deploys the examples by packaging its own binary through the build pipeline, and the demo
 // runs to 1.0 on them; the builds keep the examples' source for browsing.
 func TestDevWithoutGoToolchainOrCheckout(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	devWithoutToolchain(t, filepath.Base(exe))
+}
+
+// With proctor-examples beside the binary (as task build and the release image put it), the
+// builds package it instead, and the demo runs the same.
+func TestDevWithoutGoToolchainPackagesProctorExamples(t *testing.T) {
+	small := testenv.StaticProgram(t, "cmd/proctor-examples")
+	dir := t.TempDir()
+	program, err := os.ReadFile(small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, environments.Binary), program, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	executable = func() (string, error) { return filepath.Join(dir, "proctor"), nil }
+	t.Cleanup(func() { executable = os.Executable })
+	devWithoutToolchain(t, environments.Binary)
+}
+
+// devWithoutToolchain starts dev with no Go toolchain on PATH, outside any checkout, and checks
+// that the examples were built by packaging the binary named packaged, and that the demo runs
+// on them.
+func devWithoutToolchain(t *testing.T, packaged string) {
 	var keep []string
 	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
 		if _, err := os.Stat(filepath.Join(dir, "go")); err != nil {
@@ -159,7 +189,7 @@ func TestDevWithoutGoToolchainOrCheckout(t *testing.T) {
 		for _, l := range logs.Logs {
 			text.WriteString(l.Line + "\n")
 		}
-		if !strings.Contains(text.String(), "bundled example "+name) || strings.Contains(text.String(), "go build") {
+		if !strings.Contains(text.String(), "bundled example "+name+": packaging "+packaged+",") || strings.Contains(text.String(), "go build") {
 			t.Errorf("%s's build log does not say it packaged the bundled example:\n%s", name, text.String())
 		}
 		list := func(dir string) []string {

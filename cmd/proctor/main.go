@@ -59,7 +59,8 @@ type exitStatus int
 func (s exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(s)) }
 
 // cmdExampleEnv serves a bundled example environment, as its own command would: the images
-// `proctor dev` builds without a Go toolchain run this.
+// `proctor dev` builds without a Go toolchain run this when no proctor-examples lies beside
+// proctor.
 func cmdExampleEnv(args []string, stderr io.Writer) error {
 	if code := environments.Main("proctor example-env", args, stderr); code != 0 {
 		return exitStatus(code)

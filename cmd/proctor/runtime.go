@@ -3,10 +3,12 @@ package main
 import (
 	"cmp"
 	"context"
+	"debug/buildinfo"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -73,8 +75,8 @@ func startRuntime(tc *ptemporal.Client, store *models.Store, bucket blob.Bucket,
 			Limits: archive.Limits{MaxBytes: cfg.BuildMaxSourceBytes, MaxEntries: cfg.BuildMaxSourceEntries}}
 		// A bundled build packages the binary that serves the examples: proctor-examples beside
 		// this one, or this one (`proctor example-env NAME`).
-		if exe, err := os.Executable(); err == nil {
-			acts.Build.Bundled = bundledServer(exe)
+		if exe, err := executable(); err == nil {
+			acts.Build.Bundled = bundledServer(exe, log)
 		} else {
 			log.Warn("bundled example environments cannot be built here", "error", err)
 		}
@@ -252,13 +254,52 @@ func newKubeSandboxes(cfg *config.Config, log *slog.Logger) (sandbox.Provider, s
 	return p, "pods in namespace " + ns + " of " + rc.Host, nil
 }
 
+// executable is the running binary's path (a variable, so that a test can stand a
+// proctor-examples beside a binary of its own).
+var executable = os.Executable
+
 // bundledServer is the binary a bundled build packages: environments.Binary beside exe when it
-// is there (an executable file), which starts an attempt's environment without the platform's
-// package initialization; else exe itself, which serves the examples as well.
-func bundledServer(exe string) string {
+// is there (an executable Go program) and built from the same revision as this binary, which
+// starts an attempt's environment without the platform's package initialization; else exe
+// itself, which serves the examples as well. A proctor-examples of another revision (left from
+// an earlier build) is passed over, with a warning, so that the examples run are the ones whose
+// source this binary uploads.
+func bundledServer(exe string, log *slog.Logger) string {
 	small := filepath.Join(filepath.Dir(exe), environments.Binary)
-	if fi, err := os.Stat(small); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
-		return small
+	if fi, err := os.Stat(small); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return exe
 	}
-	return exe
+	theirs, err := buildinfo.ReadFile(small)
+	if err != nil {
+		log.Warn("bundled example environments: "+environments.Binary+" beside this binary is not a Go program; packaging this binary", "path", small, "error", err)
+		return exe
+	}
+	own, _ := debug.ReadBuildInfo()
+	if !sameRevision(own, theirs) {
+		log.Warn("bundled example environments: "+environments.Binary+" beside this binary was built from another revision; packaging this binary",
+			"path", small, "revision", revision(theirs), "this_revision", revision(own))
+		return exe
+	}
+	return small
+}
+
+// sameRevision reports whether two builds come from the same VCS revision; a build that records
+// none matches any.
+func sameRevision(a, b *debug.BuildInfo) bool {
+	ra, rb := revision(a), revision(b)
+	return ra == "" || rb == "" || ra == rb
+}
+
+// revision is the VCS revision a build records ("" when it records none: go run, tests,
+// -buildvcs=false).
+func revision(bi *debug.BuildInfo) string {
+	if bi == nil {
+		return ""
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" {
+			return s.Value
+		}
+	}
+	return ""
 }

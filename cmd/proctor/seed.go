@@ -84,8 +84,9 @@ func seedModels(ctx context.Context, store *models.Store) error {
 //
 // From a checkout with the Go toolchain, an example is packed from the source tree (its package
 // and envserver, within this module) and compiled. Elsewhere (a release binary run anywhere),
-// the build packages this binary, which serves the example as `proctor example-env NAME`, and
-// the example's embedded source is uploaded for browsing.
+// the build packages proctor-examples beside this binary, or else this binary (see
+// bundledServer), which serves the example as `… example-env NAME`, and the example's embedded
+// source is uploaded for browsing.
 //
 // wait says whether to wait for the builds (this process builds them); otherwise they finish
 // when a worker of the builds queue takes them. done says whether everything is seeded.
@@ -96,7 +97,7 @@ func seedExamples(ctx context.Context, store *models.Store, bucket blob.Bucket, 
 	}
 	bundled := err != nil
 	if bundled {
-		log.Info("deploying the bundled example environments from this binary", "reason", err)
+		log.Info("deploying the bundled example environments", "reason", err)
 	}
 	var pending []uuid.UUID
 	for _, name := range exampleEnvs {

@@ -16,8 +16,10 @@ import (
 const Binary = "proctor-examples"
 
 // Main serves the bundled example args[0] over MCP, the rest of args being envserver's flags
-// (--transport, --port), and returns the process's exit status: 2 for a usage error (said on
-// stderr), 1 for an unknown example. prog is the command as its usage names it.
+// (--transport, --port), and returns the process's exit status: 0 for help, 2 for a usage error,
+// 1 for an unknown example (said on stderr), else envserver.MainArgs's (which reports on
+// os.Stderr: 2 for bad flags, 1 when the server fails). prog is the command as its usage names
+// it.
 func Main(prog string, args []string, stderr io.Writer) int {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		fmt.Fprintf(stderr, "Usage: %s NAME [--transport stdio|http|sse] [--port 8765]\n\nServe a bundled example environment over MCP. NAME is one of: %s.\n",

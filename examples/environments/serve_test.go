@@ -57,6 +57,8 @@ func TestProctorExamplesUsage(t *testing.T) {
 		says string
 	}{
 		{nil, 2, "Usage: proctor-examples example-env NAME"},
+		{[]string{"todo"}, 2, "NAME is one of: todo, game2048, canvas"},
+		{[]string{"--help"}, 0, "Usage: proctor-examples example-env NAME"},
 		{[]string{"example-env"}, 2, "NAME is one of: todo, game2048, canvas"},
 		{[]string{"example-env", "nope"}, 1, `no bundled example "nope"; the examples are: todo, game2048, canvas`},
 		{[]string{"example-env", "--help"}, 0, "Serve a bundled example environment over MCP"},

@@ -80,11 +80,7 @@ func TestAGoEnvironmentBuildsIntoAnImageThatRuns(t *testing.T) {
 	}
 
 	cmd := exec.CommandContext(ctx, filepath.Join(rootfs, cfg.Entrypoint[0]))
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stdout, stdin := testenv.StartPiped(t, cmd)
 	defer cmd.Wait()         //nolint:errcheck
 	defer cmd.Process.Kill() //nolint:errcheck
 	env, err := agent.Connect(ctx, stdout, stdin, agent.ConnectOptions{ClientName: "image-test"})
