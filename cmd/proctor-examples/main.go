@@ -12,6 +12,7 @@ package main
 
 import (
 	"os"
+	"strings"
 
 	"github.com/proctorhq/proctor/examples/environments"
 )
@@ -23,8 +24,10 @@ func main() {
 	// `BINARY example-env NAME` whichever binary it holds.
 	case len(args) > 0 && args[0] == "example-env":
 		os.Exit(environments.Main(prog, args[1:], os.Stderr))
-	case len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help"):
-		os.Exit(environments.Main(prog, []string{"--help"}, os.Stderr))
+	case len(args) > 0 && strings.HasPrefix(args[0], "-"):
+		// Main answers -h and --help with the usage (status 0), another flag with a usage
+		// error.
+		os.Exit(environments.Main(prog, args[:1], os.Stderr))
 	default:
 		os.Exit(environments.Main(prog, nil, os.Stderr))
 	}
