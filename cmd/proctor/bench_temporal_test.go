@@ -103,8 +103,7 @@ func ms(d time.Duration) float64 { return d.Seconds() * 1000 }
 // worker of its own in this process, and returns the wall time.
 func bareTemporal(b *testing.B, tc *ptemporal.Client, acts, local int) (time.Duration, []string) {
 	queue := "bench-bare-" + uuid.NewString()[:8]
-	w := worker.New(tc.Client, queue, worker.Options{})
-	w.RegisterActivityWithOptions(noop, activity.RegisterOptions{Name: "Noop"})
+	w := noopWorker(tc, queue)
 	w.RegisterWorkflowWithOptions(noopAttempt(queue, ""), workflow.RegisterOptions{Name: "BareAttempt"})
 	if err := w.Start(); err != nil {
 		b.Fatal(err)
@@ -112,13 +111,11 @@ func bareTemporal(b *testing.B, tc *ptemporal.Client, acts, local int) (time.Dur
 	defer w.Stop()
 	sem := make(chan struct{}, orchestrationConcurrency)
 	var wg sync.WaitGroup
-	var ids []string
+	ids := attemptIDs(queue)
 	start := time.Now()
-	for i := range orchestrationAttempts {
+	for _, id := range ids {
 		sem <- struct{}{}
 		wg.Add(1)
-		id := fmt.Sprintf("%s-%d", queue, i)
-		ids = append(ids, id)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			run, err := tc.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: id, TaskQueue: queue}, "BareAttempt", make([]bool, acts), local)
@@ -134,7 +131,24 @@ func bareTemporal(b *testing.B, tc *ptemporal.Client, acts, local int) (time.Dur
 	return time.Since(start), ids
 }
 
+// attemptIDs are the workflow ids of a bare program's orchestrationAttempts attempts.
+func attemptIDs(queue string) []string {
+	ids := make([]string, orchestrationAttempts)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%s-%d", queue, i)
+	}
+	return ids
+}
+
 func noop(context.Context, int) (int, error) { return 0, nil }
+
+// noopWorker is a worker of queue with the no-op activity registered; the caller registers its
+// workflows, then starts it.
+func noopWorker(tc *ptemporal.Client, queue string) worker.Worker {
+	w := worker.New(tc.Client, queue, worker.Options{})
+	w.RegisterActivityWithOptions(noop, activity.RegisterOptions{Name: "Noop"})
+	return w
+}
 
 // noopAttempt is the bare program's attempt: local no-op activities, then one no-op activity
 // for each element of offQueue, on queue, or on host where the element is true.
@@ -171,19 +185,17 @@ func noopAttempt(queue, host string) func(workflow.Context, []bool, int) error {
 func shapedTemporal(b *testing.B, tc *ptemporal.Client, offQueue []bool, local int) (time.Duration, []string) {
 	queue := "bench-shaped-" + uuid.NewString()[:8]
 	host := queue + "-host"
-	w, hw := worker.New(tc.Client, queue, worker.Options{}), worker.New(tc.Client, host, worker.Options{})
-	w.RegisterActivityWithOptions(noop, activity.RegisterOptions{Name: "Noop"})
-	hw.RegisterActivityWithOptions(noop, activity.RegisterOptions{Name: "Noop"})
+	w, hw := noopWorker(tc, queue), noopWorker(tc, host)
 	w.RegisterWorkflowWithOptions(noopAttempt(queue, host), workflow.RegisterOptions{Name: "ShapedAttempt"})
-	w.RegisterWorkflowWithOptions(func(ctx workflow.Context, n, concurrency int) error {
+	w.RegisterWorkflowWithOptions(func(ctx workflow.Context, ids []string, concurrency int) error {
 		sel := workflow.NewSelector(ctx)
 		var failed error
 		running := 0
-		for i := range n {
+		for _, id := range ids {
 			for ; running >= concurrency; running-- {
 				sel.Select(ctx)
 			}
-			cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: fmt.Sprintf("%s-%d", queue, i), TaskQueue: queue,
+			cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: id, TaskQueue: queue,
 				ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON})
 			sel.AddFuture(workflow.ExecuteChildWorkflow(cctx, "ShapedAttempt", offQueue, local), func(f workflow.Future) {
 				if err := f.Get(ctx, nil); err != nil {
@@ -203,18 +215,15 @@ func shapedTemporal(b *testing.B, tc *ptemporal.Client, offQueue []bool, local i
 		}
 		defer wk.Stop()
 	}
+	ids := attemptIDs(queue)
 	start := time.Now()
 	run, err := tc.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: queue, TaskQueue: queue}, "ShapedList",
-		orchestrationAttempts, orchestrationConcurrency)
+		ids, orchestrationConcurrency)
 	if err == nil {
 		err = run.Get(context.Background(), nil)
 	}
 	if err != nil {
 		b.Fatal(err)
-	}
-	ids := make([]string, orchestrationAttempts)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("%s-%d", queue, i)
 	}
 	return time.Since(start), ids
 }
