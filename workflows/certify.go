@@ -30,7 +30,7 @@ type CertifyResult struct {
 // job ended, FinishCertification records the figures per task and the status. Cancelling the
 // certification cancels its job's RunList first.
 func Certify(ctx workflow.Context, in CertifyInput) (CertifyResult, error) {
-	dctx := runJobToItsEnd(ctx, RunListInput{JobID: in.JobID, MaxConcurrent: in.MaxConcurrent, MaxTries: in.MaxTries})
+	dctx := runJobToItsEnd(ctx, RunListInput{JobID: in.JobID, MaxConcurrent: in.MaxConcurrent, MaxTries: in.MaxTries, Revision: Revision})
 	var out activities.FinishCertificationResult
 	err := workflow.ExecuteLocalActivity(storeActivity(dctx), a.FinishCertification, activities.CertificationInput{CertificationID: in.CertificationID}).Get(dctx, &out)
 	return CertifyResult{Status: out.Status}, err

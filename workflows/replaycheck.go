@@ -27,7 +27,7 @@ type ReplayCheckResult struct {
 // the job's own id, as Certify does; then, however the job ended, FinishReplayCheck compares
 // each replay with what it replays and records the status.
 func ReplayCheck(ctx workflow.Context, in ReplayCheckInput) (ReplayCheckResult, error) {
-	dctx := runJobToItsEnd(ctx, RunListInput{JobID: in.JobID, MaxConcurrent: in.MaxConcurrent, MaxTries: in.MaxTries})
+	dctx := runJobToItsEnd(ctx, RunListInput{JobID: in.JobID, MaxConcurrent: in.MaxConcurrent, MaxTries: in.MaxTries, Revision: Revision})
 	var out activities.FinishReplayCheckResult
 	err := workflow.ExecuteLocalActivity(storeActivity(dctx), a.FinishReplayCheck, activities.ReplayCheckInput{CheckID: in.CheckID}).Get(dctx, &out)
 	return ReplayCheckResult{Status: out.Status}, err

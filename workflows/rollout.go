@@ -32,6 +32,10 @@ type RolloutInput struct {
 	// completion: the Rollout then signals its end only once told the parent's run moved on
 	// (names.SignalParentMoved). Without it (a parent from before, or none) it always signals.
 	ParentWatches bool `json:"parent_watches,omitempty"`
+	// Revision is the revision of the workflows' code (the constant Revision) the attempt
+	// began under; zero for attempts from before it, which read their changes with
+	// workflow.GetVersion.
+	Revision int `json:"revision,omitempty"`
 }
 
 // RolloutResume is the state of a live try handed from one run of a long attempt to the next.
@@ -91,7 +95,7 @@ func Rollout(ctx workflow.Context, in RolloutInput) (RolloutResult, error) {
 	// closes the run: a parent-moved that came during the teardowns counts.
 	if errors.Is(err, errHandOver) {
 		return RolloutResult{}, workflow.NewContinueAsNewError(ctx, Rollout, RolloutInput{TraceID: r.in.TraceID, MaxTries: r.in.MaxTries,
-			StepsPerRun: r.in.StepsPerRun, Resume: r.handOver, ParentWatches: r.watched()})
+			StepsPerRun: r.in.StepsPerRun, Resume: r.handOver, ParentWatches: r.watched(), Revision: Revision})
 	}
 	if r.untold && !r.watched() {
 		r.signalParent(ctx)
@@ -274,7 +278,7 @@ func (r *rollout) cancelled(ctx workflow.Context) (RolloutResult, error) {
 // one place the parent hears it from (histories from before this version had FinishTrace signal
 // the parent instead, and replay them without a signal here).
 func (r *rollout) tellParent(ctx workflow.Context) {
-	if workflow.GetVersion(ctx, "rollout-tells-parent", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if r.in.Revision < 1 && workflow.GetVersion(ctx, "rollout-tells-parent", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return
 	}
 	r.notifyParent(ctx)

@@ -582,6 +582,10 @@ func TestRolloutOfTheLargestMaxStepsRunsInBoundedRuns(t *testing.T) {
 			if err := decodeArgs(can, &in); err != nil {
 				t.Fatal(err)
 			}
+			// The next run is begun by this code: it asks for no version (see Revision).
+			if in.Revision != Revision {
+				t.Fatalf("run %d continued as new at revision %d, want %d", runs, in.Revision, Revision)
+			}
 			continue
 		}
 		var res RolloutResult

@@ -35,6 +35,10 @@ type RunListInput struct {
 	Started int `json:"started,omitempty"`
 	// Live are the attempts earlier runs started that had not ended.
 	Live []uuid.UUID `json:"live,omitempty"`
+	// Revision is the revision of the workflows' code (the constant Revision) the run
+	// began under; zero for runs from before it, which read their changes with
+	// workflow.GetVersion.
+	Revision int `json:"revision,omitempty"`
 }
 
 // RunListResult counts the attempts started.
@@ -65,17 +69,19 @@ func RunList(ctx workflow.Context, in RunListInput) (RunListResult, error) {
 	l := &runList{in: in, live: map[uuid.UUID]bool{}, done: workflow.GetSignalChannel(ctx, names.SignalRolloutDone),
 		resumed: workflow.GetSignalChannel(ctx, names.SignalJobResumed)}
 	// Runs that began before the reconcile schedule was kept across waits replay as they ran, and
-	// those that began before jobs had budgets never ask for admission.
-	l.keptSchedule = workflow.GetVersion(ctx, "reconcile-schedule-kept", workflow.DefaultVersion, 1) == 1
-	l.budgeted = workflow.GetVersion(ctx, "job-budget", workflow.DefaultVersion, 1) == 1
+	// those that began before jobs had budgets never ask for admission. A run of Revision 1 or
+	// later has all four changes (and asks for none of their versions, in the same order).
+	rev := in.Revision >= 1
+	l.keptSchedule = rev || workflow.GetVersion(ctx, "reconcile-schedule-kept", workflow.DefaultVersion, 1) == 1
+	l.budgeted = rev || workflow.GetVersion(ctx, "job-budget", workflow.DefaultVersion, 1) == 1
 	// Runs that began before they watched their children's completion hear of every end by
 	// signal, and replay so.
-	if workflow.GetVersion(ctx, "parent-watches-children", workflow.DefaultVersion, 1) == 1 {
+	if rev || workflow.GetVersion(ctx, "parent-watches-children", workflow.DefaultVersion, 1) == 1 {
 		l.children = map[uuid.UUID]workflow.ChildWorkflowFuture{}
 	}
 	// Runs that began before the reconcile's timer was kept across waits started and cancelled
 	// one in each wait, and replay so.
-	l.keptTimer = workflow.GetVersion(ctx, "reconcile-timer-kept", workflow.DefaultVersion, 1) == 1
+	l.keptTimer = rev || workflow.GetVersion(ctx, "reconcile-timer-kept", workflow.DefaultVersion, 1) == 1
 	for _, id := range in.Live {
 		l.live[id] = true
 	}
@@ -150,7 +156,7 @@ func (l *runList) run(ctx workflow.Context) (RunListResult, error) {
 				break
 			}
 			next := l.in
-			next.Live = l.liveIDs()
+			next.Live, next.Revision = l.liveIDs(), Revision
 			return RunListResult{Started: l.in.Started}, workflow.NewContinueAsNewError(ctx, RunList, next)
 		}
 		if l.paused && len(l.live) == 0 {
@@ -197,7 +203,7 @@ func (l *runList) startChildren(ctx workflow.Context, startedHere int) (int, err
 			// down and records cancelled before it ends.
 			WaitForCancellation: true,
 		})
-		f := workflow.ExecuteChildWorkflow(cctx, Rollout, RolloutInput{TraceID: id, MaxTries: l.in.MaxTries, ParentWatches: l.children != nil})
+		f := workflow.ExecuteChildWorkflow(cctx, Rollout, RolloutInput{TraceID: id, MaxTries: l.in.MaxTries, ParentWatches: l.children != nil, Revision: Revision})
 		starting = append(starting, start{id, f})
 		l.live[id] = true
 		if l.children != nil {

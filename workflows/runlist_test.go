@@ -197,7 +197,8 @@ func TestRunListContinuesAsNewWithItsLiveAttempts(t *testing.T) {
 	if err := decodeArgs(can, &next); err != nil {
 		t.Fatal(err)
 	}
-	if next.Started != 4 || next.JobID != in.JobID || next.MaxConcurrent != 2 || next.ChildrenPerRun != 4 || len(next.Live) > 1 {
+	if next.Started != 4 || next.JobID != in.JobID || next.MaxConcurrent != 2 || next.ChildrenPerRun != 4 || len(next.Live) > 1 ||
+		next.Revision != Revision {
 		t.Fatalf("next run's input = %+v", next)
 	}
 	for _, id := range next.Live {

@@ -67,7 +67,10 @@ func historyOf(b *testing.B, tc *ptemporal.Client, workflowID string) historyCou
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
 			h.actRun += at.Sub(actStarted[ev.GetActivityTaskCompletedEventAttributes().GetScheduledEventId()])
 		case enumspb.EVENT_TYPE_MARKER_RECORDED:
-			h.local++
+			// A version marker (workflow.GetVersion) is no local activity.
+			if ev.GetMarkerRecordedEventAttributes().GetMarkerName() == "LocalActivity" {
+				h.local++
+			}
 		case enumspb.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
 			wtScheduled = at
 		case enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED:
