@@ -13,8 +13,9 @@ import (
 	"github.com/proctorhq/proctor/models"
 )
 
-// versionsAsked records the changes whose versions the env's workflows ask for (each first ask of
-// a run records a marker and upserts a search attribute), answering each with its newest.
+// versionsAsked records every ask of the env's workflows for a change's version (on a server, a
+// run's first ask of each records a marker and upserts a search attribute), answering each with
+// its newest.
 func versionsAsked(env *testsuite.TestWorkflowEnvironment) func() []string {
 	var mu sync.Mutex
 	var asked []string

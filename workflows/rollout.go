@@ -33,8 +33,8 @@ type RolloutInput struct {
 	// (names.SignalParentMoved). Without it (a parent from before, or none) it always signals.
 	ParentWatches bool `json:"parent_watches,omitempty"`
 	// Revision is the revision of the workflows' code (the constant Revision) the attempt
-	// began under; zero for attempts from before it, which read their changes with
-	// workflow.GetVersion.
+	// began under. Zero (an attempt from before it, or a starter that leaves it out) reads
+	// its changes with workflow.GetVersion.
 	Revision int `json:"revision,omitempty"`
 }
 

@@ -36,8 +36,8 @@ type RunListInput struct {
 	// Live are the attempts earlier runs started that had not ended.
 	Live []uuid.UUID `json:"live,omitempty"`
 	// Revision is the revision of the workflows' code (the constant Revision) the run
-	// began under; zero for runs from before it, which read their changes with
-	// workflow.GetVersion.
+	// began under. Zero (a run from before it, or a starter that leaves it out) reads its
+	// changes with workflow.GetVersion.
 	Revision int `json:"revision,omitempty"`
 }
 
@@ -70,7 +70,8 @@ func RunList(ctx workflow.Context, in RunListInput) (RunListResult, error) {
 		resumed: workflow.GetSignalChannel(ctx, names.SignalJobResumed)}
 	// Runs that began before the reconcile schedule was kept across waits replay as they ran, and
 	// those that began before jobs had budgets never ask for admission. A run of Revision 1 or
-	// later has all four changes (and asks for none of their versions, in the same order).
+	// later has all four changes without asking; one from before asks for the four versions, in
+	// the order it always did.
 	rev := in.Revision >= 1
 	l.keptSchedule = rev || workflow.GetVersion(ctx, "reconcile-schedule-kept", workflow.DefaultVersion, 1) == 1
 	l.budgeted = rev || workflow.GetVersion(ctx, "job-budget", workflow.DefaultVersion, 1) == 1
