@@ -43,18 +43,7 @@ func versionString() string {
 	if v == "dev" && info.Main.Version != "" && info.Main.Version != "(devel)" {
 		v = info.Main.Version
 	}
-	var rev, at string
-	dirty := false
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.time":
-			at = s.Value
-		case "vcs.modified":
-			dirty = s.Value == "true"
-		}
-	}
+	rev, at, dirty := revision(info), buildSetting(info, "vcs.time"), buildSetting(info, "vcs.modified") == "true"
 	if rev != "" {
 		if len(rev) > 12 {
 			rev = rev[:12]

@@ -292,12 +292,15 @@ func sameRevision(a, b *debug.BuildInfo) bool {
 
 // revision is the VCS revision a build records ("" when it records none: go run, tests,
 // -buildvcs=false).
-func revision(bi *debug.BuildInfo) string {
+func revision(bi *debug.BuildInfo) string { return buildSetting(bi, "vcs.revision") }
+
+// buildSetting is the value of a build's setting key ("" when it has none, or bi is nil).
+func buildSetting(bi *debug.BuildInfo, key string) string {
 	if bi == nil {
 		return ""
 	}
 	for _, s := range bi.Settings {
-		if s.Key == "vcs.revision" {
+		if s.Key == key {
 			return s.Value
 		}
 	}
