@@ -21,8 +21,8 @@ type BuildOptions struct {
 	RuntimeProvider      string            `json:"runtime_provider,omitempty"`
 	// Bundled names a bundled example environment (`… example-env NAME`) that the build
 	// packages from the builder's examples binary (activities.BuildConfig.Bundled) instead of
-	// compiling the source, which it keeps for browsing only. Only `proctor dev` sets it (the API offers no way to), where no Go
-	// toolchain or checkout is at hand.
+	// compiling the source, which it keeps for browsing only. Only `proctor dev` sets it (the
+	// API offers no way to), where no Go toolchain or checkout is at hand.
 	Bundled string `json:"bundled,omitempty"`
 	// Certify asks for the build to be certified once it succeeded (a child of its Build
 	// workflow; see rollouts.Store.StartBuildCertification).
