@@ -27,14 +27,16 @@ func main() { _ = envserver.New("probe").Run(context.Background()) }
 `
 
 // probeModule writes an environment module (main.go and go.mod) and runs the go commands given,
-// as its author would on their machine (the module cache is this machine's: no network).
+// as its author would on their machine: with this machine's module cache and proxy, never the
+// build worker's (testenv.AuthorGoEnv). An author's `go mod tidy` fetches what the worker never
+// needs, such as the test-only requirements of envserver's dependencies.
 func probeModule(t *testing.T, files map[string]string, commands ...[]string) string {
 	t.Helper()
 	dir := t.TempDir()
 	files["main.go"] = probeMain
 	if _, ok := files["go.sum"]; !ok && len(commands) > 0 {
-		// The envserver module's own sums: tidy finds every one it needs here, offline, rather
-		// than asking the checksum database (which a machine without the internet cannot reach).
+		// The envserver module's own sums: tidy finds every one it needs here rather than asking
+		// the checksum database, which a machine that reaches only a module proxy cannot.
 		sums, err := os.ReadFile(filepath.Join(testenv.ModuleRoot(t), "envserver", "go.sum"))
 		if err != nil {
 			t.Fatal(err)
@@ -49,7 +51,7 @@ func probeModule(t *testing.T, files map[string]string, commands ...[]string) st
 	}
 	for _, args := range commands {
 		cmd := exec.Command("go", args...)
-		cmd.Dir, cmd.Env = dir, append(os.Environ(), "GOFLAGS=", "GOWORK=off", "GOPROXY=off")
+		cmd.Dir, cmd.Env = dir, testenv.AuthorGoEnv()
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
@@ -60,17 +62,21 @@ func probeModule(t *testing.T, files map[string]string, commands ...[]string) st
 // A Go environment whose go.mod requires the envserver module without carrying it builds with
 // the copy the worker ships: the author's replace names a path of their machine, or there is
 // none. A source that carries envserver (a replace within it) builds with its own, and the
-// source's files are never changed.
+// source's files are never changed. The worker's module cache starts empty (TestMain) and its
+// proxy serves exactly the modules envserver requires: a build that needed more (the test-only
+// requirements of envserver's dependencies, which only a tidy wants) would fail here as on a
+// fresh worker.
 func TestTheBuilderSuppliesEnvServerToASourceWithoutIt(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	shipped := filepath.Join(testenv.ModuleRoot(t), "envserver")
+	proxy := testenv.ModuleMirror(t, shipped)
 	const goMod = "module example.com/probe\n\ngo 1.26.8\n\nrequire " + EnvServerModule + " v0.0.0\n"
 	build := func(t *testing.T, dir, envServer string) (string, error) {
 		t.Helper()
 		var log bytes.Buffer
 		before, _ := os.ReadFile(filepath.Join(dir, "go.mod"))
-		_, err := BuildGo(ctx, GoSpec{Dir: dir, GOPROXY: "off", EnvServer: envServer, Log: &log})
+		_, err := BuildGo(ctx, GoSpec{Dir: dir, GOPROXY: proxy, EnvServer: envServer, Log: &log})
 		if after, _ := os.ReadFile(filepath.Join(dir, "go.mod")); !bytes.Equal(before, after) {
 			t.Errorf("the build changed the source's go.mod:\n%s", after)
 		}

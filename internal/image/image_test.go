@@ -17,11 +17,13 @@ import (
 )
 
 // TestAGoEnvironmentBuildsIntoAnImageThatRuns builds the todo example ko-style, round-trips the
-// image through an OCI archive, unpacks its root file system and talks MCP to its entrypoint.
+// image through an OCI archive, unpacks its root file system and talks MCP to its entrypoint. The
+// worker's proxy is this machine's module cache, which compiled the example.
 func TestAGoEnvironmentBuildsIntoAnImageThatRuns(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	img, err := BuildGo(ctx, GoSpec{Dir: testenv.ModuleRoot(t), Package: "examples/environments/todo"})
+	proxy := testenv.MachineProxy(t)
+	img, err := BuildGo(ctx, GoSpec{Dir: testenv.ModuleRoot(t), Package: "examples/environments/todo", GOPROXY: proxy})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +44,7 @@ func TestAGoEnvironmentBuildsIntoAnImageThatRuns(t *testing.T) {
 		t.Fatalf("digest after the round trip = %s, want %s", d, digest)
 	}
 	// The same binary makes the same image.
-	again, err := BuildGo(ctx, GoSpec{Dir: testenv.ModuleRoot(t), Package: "examples/environments/todo"})
+	again, err := BuildGo(ctx, GoSpec{Dir: testenv.ModuleRoot(t), Package: "examples/environments/todo", GOPROXY: proxy})
 	if err != nil {
 		t.Fatal(err)
 	}
