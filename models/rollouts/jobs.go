@@ -246,21 +246,40 @@ func (s *Store) MarkJobCancelling(ctx context.Context, jobID uuid.UUID) ([]uuid.
 
 // SettleSingleRunJob marks a single-run job running while it has unfinished traces and completed
 // once all have ended. Jobs driven by a RunList are left alone. It returns the trace's job.
+//
+// Each caller has committed its own trace's end before it settles, and settles under the job's
+// lock (SQLite: the one writer), so the last to settle counts every end: attempts ending together
+// can no longer leave the job running, which a count made before another's end and written after
+// its settle did.
 func (s *Store) SettleSingleRunJob(ctx context.Context, traceID uuid.UUID) (*models.Job, error) {
 	var job models.Job
-	if err := s.DB.NewSelect().Model(&job).Where("id = (SELECT job_id FROM traces WHERE id = ?)", traceID).Scan(ctx); err != nil {
-		return nil, models.NotFound(err, "settle job")
-	}
-	if job.IsRunList() || job.Status == models.JobCancelled {
-		return &job, nil
-	}
-	open, err := s.DB.NewSelect().Model((*models.Trace)(nil)).Where("job_id = ? AND status NOT IN (?)", job.ID, bun.In([]string{models.TraceCompleted, models.TraceError, models.TraceCancelled})).Count(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("settle job: %w", err)
-	}
-	status := models.JobRunning
-	if open == 0 {
-		status = models.JobCompleted
-	}
-	return &job, s.SetJobStatus(ctx, job.ID, status)
+	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		q := tx.NewSelect().Model(&job).Where("id = (SELECT job_id FROM traces WHERE id = ?)", traceID)
+		if s.Dialect == models.Postgres {
+			q = q.For("UPDATE")
+		}
+		if err := q.Scan(ctx); err != nil {
+			return models.NotFound(err, "settle job")
+		}
+		if job.IsRunList() || job.Status == models.JobCancelled {
+			return nil
+		}
+		open, err := tx.NewSelect().Model((*models.Trace)(nil)).Where("job_id = ? AND status NOT IN (?)", job.ID, bun.In([]string{models.TraceCompleted, models.TraceError, models.TraceCancelled})).Count(ctx)
+		if err != nil {
+			return fmt.Errorf("settle job: %w", err)
+		}
+		status := models.JobRunning
+		if open == 0 {
+			status = models.JobCompleted
+		}
+		if status == job.Status {
+			return nil
+		}
+		if _, err := tx.NewUpdate().Model((*models.Job)(nil)).Set("status = ?", status).Set("updated_at = ?", models.Now()).Where("id = ?", job.ID).Exec(ctx); err != nil {
+			return fmt.Errorf("settle job: %w", err)
+		}
+		job.Status = status
+		return nil
+	})
+	return &job, err
 }

@@ -194,6 +194,44 @@ func TestLaunchTransitionsAndJobs(t *testing.T) {
 	})
 }
 
+// A single-run job whose attempts end together completes: each attempt ends its trace and then
+// settles the job, as FinishTrace does, all at once. A count made before another attempt's end
+// but written after that attempt's settle would leave the job running for ever.
+func TestAttemptsEndingTogetherCompleteTheirJob(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *models.Store) {
+		a := storetest.Member(t, s, "alpha", "a@example.com")
+		versions, oracle := storetest.LaunchFixture(t, s, a)
+		const rounds, attempts = 20, 6
+		for round := range rounds {
+			lts := make([]rollouts.LaunchTrace, attempts)
+			for i := range lts {
+				lts[i] = rollouts.LaunchTrace{TraceID: uuid.New(), TaskVersionID: versions[i%len(versions)], ModelID: oracle.ID, MaxSteps: 1}
+			}
+			job, traces, err := rollouts.Of(s).LaunchJob(ctx, a, rollouts.Launch{MaxSteps: 1, GroupSize: 1, MaxConcurrent: attempts, Traces: lts})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			for _, tr := range traces {
+				wg.Go(func() {
+					end := time.Now().UTC()
+					if _, err := rollouts.Of(s).TransitionTrace(ctx, tr.ID, rollouts.TraceUpdate{Status: models.TraceError, StopReason: models.StopError, EndTime: &end}); err != nil {
+						t.Error(err)
+					}
+					if _, err := rollouts.Of(s).SettleSingleRunJob(ctx, tr.ID); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			wg.Wait()
+			got, err := rollouts.Of(s).GetJob(ctx, a, job.ID)
+			if err != nil || got.Status != models.JobCompleted {
+				t.Fatalf("round %d: the job's status after all %d attempts ended = %q (%v), want completed", round, attempts, got.Status, err)
+			}
+		}
+	})
+}
+
 func TestEventsAndLogsAreIdempotent(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *models.Store) {
 		_, id := storetest.LaunchOne(t, s)
