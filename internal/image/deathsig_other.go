@@ -4,4 +4,4 @@ package image
 
 import "os/exec"
 
-func dieWithParent(*exec.Cmd) {}
+func startDyingWithParent(cmd *exec.Cmd) error { return cmd.Start() }

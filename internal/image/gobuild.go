@@ -95,8 +95,11 @@ func BuildGo(ctx context.Context, spec GoSpec) (v1.Image, error) {
 	cmd := exec.CommandContext(ctx, goBin, append(args, "./"+filepath.ToSlash(filepath.Clean(pkg)))...)
 	cmd.Dir, cmd.Env = spec.Dir, env
 	cmd.Stdout, cmd.Stderr = w, w
-	dieWithParent(cmd)
-	if err := cmd.Run(); err != nil {
+	err = startDyingWithParent(cmd)
+	if err == nil {
+		err = cmd.Wait()
+	}
+	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}

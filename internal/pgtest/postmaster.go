@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/proctorhq/proctor/internal/forkthread"
 )
 
 // start launches the postmaster and waits until it accepts connections. On
@@ -35,6 +36,9 @@ func (s *Server) start(ctx context.Context, binDir, dataDir string, cred *syscal
 		"-c", "fsync=off",
 		"-c", "synchronous_commit=off",
 		"-c", "full_page_writes=off",
+		// Suites run platforms in parallel, each with a pool of up to 20 connections per
+		// process (a deployment test runs five processes): the default 100 is too few.
+		"-c", "max_connections=500",
 	)
 	cmd.Env = childEnv()
 	cmd.Stdout = s.stderr
@@ -49,15 +53,13 @@ func (s *Server) start(ctx context.Context, binDir, dataDir string, cred *syscal
 		// and its backends then exit on postmaster death. The signal is tied
 		// to the forking OS thread, not the process, and the Go runtime
 		// retires a pooled thread when a goroutine that locked it exits (the
-		// sandbox provider does so on Close), so the fork runs on a thread of
-		// its own that lives as long as the process: see onForkThread.
+		// sandbox provider's setns listeners do), so the fork runs on a thread
+		// that lives as long as the process: see internal/forkthread.
 		Pdeathsig: syscall.SIGKILL,
 	}
 	s.cmd = cmd
 
-	var startErr error
-	onForkThread(func() { startErr = cmd.Start() })
-	if err := startErr; err != nil {
+	if err := forkthread.Start(cmd); err != nil {
 		return fmt.Errorf("pgtest: starting %s: %w", cmd.Path, err)
 	}
 	go func() {
@@ -169,28 +171,4 @@ func (b *tailBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return string(b.buf)
-}
-
-// The thread every postmaster is forked from. It is locked and never unlocked, so the runtime
-// never retires it and Pdeathsig fires only when the process dies. Process-wide by nature: one
-// thread serves every cluster of the test binary.
-var (
-	forkOnce sync.Once
-	forks    chan func()
-)
-
-// onForkThread runs f on the fork thread and waits for it.
-func onForkThread(f func()) {
-	forkOnce.Do(func() {
-		forks = make(chan func())
-		go func() {
-			runtime.LockOSThread()
-			for f := range forks {
-				f()
-			}
-		}()
-	})
-	done := make(chan struct{})
-	forks <- func() { f(); close(done) }
-	<-done
 }

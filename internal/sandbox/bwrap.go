@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/proctorhq/proctor/internal/forkthread"
 )
 
 // Isolation modes, as accepted by ProcessOptions.Isolation and reported by
@@ -164,7 +166,7 @@ func readBwrapInfo(ctx context.Context, r *os.File) (bwrapInfo, error) {
 // probeBubblewrap checks that bwrap can build the sandboxes this package
 // asks for here (user namespaces or privileges, /proc mounting, netns) by
 // running `true` in one. Containers often ship the binary but forbid it.
-func probeBubblewrap(ctx context.Context, bwrap string, sp *spawner) error {
+func probeBubblewrap(ctx context.Context, bwrap string) error {
 	truePath, err := exec.LookPath("true")
 	if err != nil {
 		return fmt.Errorf("probe bubblewrap: %w", err)
@@ -181,7 +183,7 @@ func probeBubblewrap(ctx context.Context, bwrap string, sp *spawner) error {
 	cmd := exec.CommandContext(ctx, bwrap, args...)
 	cmd.Stderr = &stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
-	if err := sp.start(cmd); err != nil {
+	if err := forkthread.Start(cmd); err != nil {
 		return fmt.Errorf("probe bubblewrap: %w", err)
 	}
 	if err := cmd.Wait(); err != nil {

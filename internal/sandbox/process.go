@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/proctorhq/proctor/internal/forkthread"
 )
 
 // Limit modes, as accepted by ProcessOptions.Limiter.
@@ -81,7 +83,6 @@ type Process struct {
 	limits    string // what Limits reports
 	devDir    string // where GPU device nodes live; tests point it elsewhere
 	gpus      *GPUPool
-	sp        *spawner
 	owner     *ownerDir // root is owner.path
 	// listenBy is how a Spec.Listen is honoured under bubblewrap: listenSetns, listenRelay
 	// (with relay) or "" (refused).
@@ -155,11 +156,9 @@ func NewProcess(opts ProcessOptions) (*Process, error) {
 	}
 	p.owner, p.root = owner, owner.path
 
-	p.sp = newSpawner()
 	ok := false
 	defer func() {
 		if !ok {
-			p.sp.stop()
 			owner.release() //nolint:errcheck // the next provider's sweep removes what is left
 		}
 	}()
@@ -229,7 +228,7 @@ func (p *Process) isolate(isolation, bubblewrap string) error {
 	if isolation != IsolationNone {
 		bwrap, err := exec.LookPath(cmp.Or(bubblewrap, "bwrap"))
 		if err == nil {
-			err = probeBubblewrap(context.Background(), bwrap, p.sp)
+			err = probeBubblewrap(context.Background(), bwrap)
 		}
 		switch {
 		case err == nil:
@@ -245,7 +244,7 @@ func (p *Process) isolate(isolation, bubblewrap string) error {
 		// A pid namespace of its own makes the environment's pid 1 the one
 		// process whose death takes every other with it: the kernel kills the
 		// namespace. It needs CAP_SYS_ADMIN.
-		p.pidNS = probeStart(p.sp, &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}) == nil
+		p.pidNS = probeStart(&syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}) == nil
 		if !p.pidNS {
 			p.log.Info("sandbox: no pid namespaces; processes an environment forks may outlive a killed worker")
 		}
@@ -286,7 +285,7 @@ func (p *Process) limit(limiter string) error {
 		// more address space than they use (a Go binary needs RLIMIT_AS ≈ 1 GiB
 		// just to start), while RLIMIT_DATA counts private writable memory,
 		// which tracks what is really used.
-		if err := probeStart(p.sp, nil, "-c", "ulimit -d"); err == nil {
+		if err := probeStart(nil, "-c", "ulimit -d"); err == nil {
 			p.rlimitMem = true
 			memLimit = "memory: RLIMIT_DATA per process"
 		} else {
@@ -305,13 +304,13 @@ func (p *Process) limit(limiter string) error {
 
 // probeStart runs /bin/sh with args (default: exit at once) under attr and
 // reports whether it started and exited 0.
-func probeStart(sp *spawner, attr *syscall.SysProcAttr, args ...string) error {
+func probeStart(attr *syscall.SysProcAttr, args ...string) error {
 	if len(args) == 0 {
 		args = []string{"-c", "exit 0"}
 	}
 	cmd := exec.Command("/bin/sh", args...)
 	cmd.SysProcAttr = attr
-	if err := sp.start(cmd); err != nil {
+	if err := forkthread.Start(cmd); err != nil {
 		return err
 	}
 	return cmd.Wait()
@@ -437,9 +436,6 @@ func (p *Process) Close(ctx context.Context) error {
 		wg.Go(func() { errs[i] = sb.Stop(ctx) })
 	}
 	wg.Wait()
-	// The spawner's thread is every sandbox's parent: it ends only now, after
-	// they are gone, so Pdeathsig cannot fire early.
-	p.sp.stop()
 	errs = append(errs, p.owner.release())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("close sandbox provider: %w", err)

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/proctorhq/proctor/internal/forkthread"
 )
 
 // launch creates the work dir and cgroup, starts the process and the
@@ -34,7 +36,7 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 		return nil, err
 	}
 	cmd := p.command(spec, argv0, workDir, portDir, devices, pp, cg)
-	if err = p.sp.start(cmd); err != nil {
+	if err = forkthread.Start(cmd); err != nil {
 		pp.closeChildEnds()
 		pp.closeOurEnds()
 		return nil, fmt.Errorf("start %s: %w", cmd.Path, err)

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/proctorhq/proctor/internal/forkthread"
 )
 
 // enginesConf is the containers.conf the test engine runs with: no default ulimits (the default
@@ -88,7 +90,7 @@ func startEngine() (string, error) {
 	cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+conf)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	if err := forkthread.Start(cmd); err != nil { // see forkthread: Pdeathsig is a thread's
 		return "", fmt.Errorf("start podman system service: %w", err)
 	}
 	engine.cmd = cmd
