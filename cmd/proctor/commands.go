@@ -73,6 +73,9 @@ func configCommand(cmd *cobra.Command, run func(ctx context.Context, cfg *config
 func execute(ctx context.Context, cmd *cobra.Command, args []string) error {
 	cmd.SilenceUsage, cmd.SilenceErrors = true, true
 	cmd.SetFlagErrorFunc(flagError)
+	if args == nil {
+		args = []string{} // cobra reads os.Args for nil: no arguments are none, not the process's
+	}
 	cmd.SetArgs(args)
 	return cmd.ExecuteContext(ctx)
 }
