@@ -30,7 +30,6 @@ import (
 //	go test -run '^$' -bench BroughtAgent -benchtime 1x ./cmd/proctor/
 func BenchmarkBroughtAgent(b *testing.B) {
 	const steps, runs = 10, 3
-	b.Setenv("SCRIPTED_KEY", "scripted-key")
 	titles, calls := todoSteps(steps)
 	agentDir := filepath.Join(testenv.ModuleRoot(b), "examples", "agents", "react")
 	agentBin := filepath.Join(b.TempDir(), "react")

@@ -201,7 +201,6 @@ const scriptedProviderKey = "scripted-provider-key"
 
 func startAgentDev(t *testing.T, storeArgs []string, devArgs ...string) agentDev {
 	t.Helper()
-	t.Setenv("SCRIPTED_AGENT_KEY", scriptedProviderKey)
 	d := agentDev{dataDir: t.TempDir(), model: newScriptedTodoModel(t, scriptedProviderKey)}
 	dev := startDev(t, d.dataDir, append(devArgs, storeArgs...)...)
 	d.api = api{t: t, base: dev.info.APIURL, key: dev.info.APIKey, temporal: dev.info.TemporalAddress}
@@ -440,6 +439,7 @@ func testBroughtAgent(t *testing.T, storeArgs []string, _ string) {
 // max_steps at the port, and a cancel that stops the agent within seconds and leaves no process.
 // The behaviour is the store's no more than the built-in loop's: one store is enough.
 func TestABroughtAgentIsHeldToItsEndpoints(t *testing.T) {
+	t.Parallel()
 	// One sandbox slot: an attempt's environment holds it, and its agent runs beside it all the
 	// same (it takes none).
 	d := startAgentDev(t, nil, "--max-sandboxes", "1")
@@ -583,8 +583,8 @@ func TestABroughtAgentIsHeldToItsEndpoints(t *testing.T) {
 // fresh sandboxes, both of them, and it completes; the first try's events are kept superseded,
 // and neither sandbox's processes outlive the killed worker.
 func TestKilledWorkerRestartsABroughtAgent(t *testing.T) {
-	const providerKey = "scripted-provider-key"
-	t.Setenv("SCRIPTED_AGENT_KEY", providerKey)
+	t.Parallel()
+	const providerKey = scriptedProviderKey
 	bin := proctorBinary(t)
 	model := newScriptedTodoModel(t, providerKey)
 	model.delay = time.Second
@@ -669,6 +669,7 @@ func TestKilledWorkerRestartsABroughtAgent(t *testing.T) {
 // deploys it from its Dockerfile (no base image: Node and the libraries it links are copied in),
 // and runs it on an add-todos task: reward 1.0, each model call and tool call in the trace.
 func TestTheTypeScriptExampleAgentSolvesATask(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(testenv.ModuleRoot(t), "examples", "agents", "ts")
 	started := time.Now()
 	if out, err := exec.Command(filepath.Join(dir, "prepare.sh")).CombinedOutput(); err != nil {
@@ -792,6 +793,7 @@ func main() {
 // 1.0. A launch on an environment that does not
 // take agents inside is refused, saying how to allow it.
 func TestABroughtAgentRunsInsideAnEnvironmentThatTakesIt(t *testing.T) {
+	t.Parallel()
 	d := startAgentDev(t, nil)
 	c := d.api
 	envDir := outOfTreeModule(t, []byte(answerEnvironment))

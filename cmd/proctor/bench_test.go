@@ -118,7 +118,6 @@ func BenchmarkOrchestration(b *testing.B) {
 // (agent.RunEpisode over the same sandbox provider and model adapter). Goal engine/direct ≤ 1.05.
 func BenchmarkRealisticAttempt(b *testing.B) {
 	const steps, runs = 10, 3
-	b.Setenv("SCRIPTED_KEY", "scripted-key")
 	titles, calls := todoSteps(steps)
 	for b.Loop() {
 		srv, _ := scriptedOpenAI(b, calls, 500*time.Millisecond)

@@ -15,7 +15,6 @@ import (
 // reached; proctor jobs resume --lift-ceiling finishes it. Nothing that ended runs again: the job
 // keeps its six attempts, each run at most once, and every model call was made once.
 func TestABudgetPausesAJobAndResumeFinishesItRunningNothingTwice(t *testing.T) {
-	t.Setenv("SCRIPTED_KEY", "scripted-key")
 	eachStore(t, testBudget)
 }
 

@@ -18,6 +18,7 @@ import (
 // and discovered in containers, the demo's attempts run in containers and reach 1.0, and no
 // container is left once an attempt ends.
 func TestContainerSandboxesRunTheDemo(t *testing.T) {
+	t.Parallel()
 	host := testenv.ContainerEngine(t)
 	dataDir := t.TempDir()
 	owner := "dev-" + filepath.Base(dataDir)
@@ -79,6 +80,7 @@ func TestContainerSandboxesRunTheDemo(t *testing.T) {
 // to run inside writes the file the environment container's evaluation reads; and no container
 // is left.
 func TestABroughtAgentRunsInAContainer(t *testing.T) {
+	t.Parallel()
 	host := testenv.ContainerEngine(t)
 	relay := testenv.StaticProgram(t, "cmd/proctor-relay")
 	owner := "agent-" + filepath.Base(t.TempDir())

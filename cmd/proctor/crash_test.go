@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/proctorhq/proctor/internal/forkthread"
 	"github.com/proctorhq/proctor/internal/testenv"
 )
 
@@ -23,7 +24,6 @@ import (
 // each step once (the failed try's events are kept, superseded), and no environment process
 // outlives the killed worker.
 func TestKilledWorkerLosesNoAttempt(t *testing.T) {
-	t.Setenv("SCRIPTED_KEY", "scripted-key")
 	bin := proctorBinary(t)
 	eachStore(t, func(t *testing.T, storeArgs []string, dbURL string) {
 		testStoppedWorker(t, bin, storeArgs, dbURL, syscall.SIGKILL)
@@ -35,7 +35,7 @@ func TestKilledWorkerLosesNoAttempt(t *testing.T) {
 // each, no errors), stops them all, and exits within its shutdown timeout; another worker then
 // finishes every attempt.
 func TestDrainedWorkerLosesNoAttempt(t *testing.T) {
-	t.Setenv("SCRIPTED_KEY", "scripted-key")
+	t.Parallel()
 	bin := proctorBinary(t)
 	testStoppedWorker(t, bin, nil, "", syscall.SIGTERM)
 }
@@ -184,6 +184,7 @@ func testStoppedWorker(t *testing.T, bin string, storeArgs []string, dbURL strin
 // build: once another build worker joins, the build is redone from its uploaded source and
 // succeeds; it is never left running.
 func TestKilledBuildWorkerLosesNoBuild(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds a binary and waits out a heartbeat timeout")
 	}
@@ -291,25 +292,31 @@ func sandboxWorker(t *testing.T, bin, dataDir, dbURL string, info devInfo, name 
 	return cmd
 }
 
-// builtBinary is this command built once per test binary, in a directory TestMain removes.
+// builtBinary is the proctor command for the tests that run it as processes of their own: a link
+// named proctor to this test binary, which TestMain runs as the command when started by that
+// name, in a directory TestMain removes.
 var builtBinary struct {
 	once      sync.Once
 	dir, path string
 	err       error
 }
 
-// proctorBinary builds the proctor command once, for the tests that run it as processes of
-// their own (to kill -9 them).
+// proctorBinary returns the proctor command, for the tests that run it as processes of their own
+// (to kill -9 them). It is this test binary, which holds every package the command does, so no
+// second build of the command is linked.
 func proctorBinary(t testing.TB) string {
 	t.Helper()
 	builtBinary.once.Do(func() {
+		self, err := os.Executable()
+		if err != nil {
+			builtBinary.err = err
+			return
+		}
 		if builtBinary.dir, builtBinary.err = os.MkdirTemp("", "proctor-bin-"); builtBinary.err != nil {
 			return
 		}
 		builtBinary.path = filepath.Join(builtBinary.dir, "proctor")
-		if out, err := exec.Command("go", "build", "-o", builtBinary.path, ".").CombinedOutput(); err != nil {
-			builtBinary.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
+		builtBinary.err = os.Symlink(self, builtBinary.path)
 	})
 	if builtBinary.err != nil {
 		t.Fatal(builtBinary.err)
@@ -330,7 +337,9 @@ func startWorker(t testing.TB, cmd *exec.Cmd, stderr io.Writer) {
 	t.Helper()
 	cmd.Stdout, cmd.Stderr = stderr, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	// From the thread that lives as long as this process: tests run in parallel, and the
+	// thread a test's goroutine forks from may be retired while the worker should live on.
+	if err := forkthread.Start(cmd); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill() }) //nolint:errcheck // it may have been killed already

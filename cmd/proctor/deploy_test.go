@@ -142,6 +142,7 @@ func TestComposeFile(t *testing.T) {
 // deployment relies on: commands and settings proctor has, probes, drains, PDBs, no service
 // account token, GPU requests on the GPU pool.
 func TestHelmChart(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("needs the go command to run the pinned helm")
 	}

@@ -33,6 +33,12 @@ import (
 
 // TestMain checks every response of the suite against openapi.yaml (see internal/apitest).
 func TestMain(m *testing.M) {
+	// Started through proctorBinary's link, this binary is the proctor command: the tests that
+	// run workers and servers as processes of their own run this one, not a second build.
+	if filepath.Base(os.Args[0]) == "proctor" {
+		main()
+		os.Exit(0)
+	}
 	// Bundled builds package the running binary, which serves the examples as
 	// `proctor example-env NAME`; under test that binary is this one, and it must do the same.
 	if len(os.Args) > 1 && os.Args[1] == "example-env" {
@@ -40,6 +46,11 @@ func TestMain(m *testing.M) {
 			os.Exit(exitCode(err))
 		}
 		os.Exit(0)
+	}
+	// The scripted models' provider keys, which the tests register models with (--api-key-env):
+	// set once here, since tests that run in parallel cannot set the environment.
+	for name, value := range map[string]string{"SCRIPTED_KEY": "scripted-key", "SCRIPTED_AGENT_KEY": scriptedProviderKey, "PROBE_PLATFORM_KEY": probePlatformKey} {
+		os.Setenv(name, value)
 	}
 	// dev keeps the last instance's credentials in the user's config dir: here, a throwaway one.
 	dir, err := os.MkdirTemp("", "proctor-config-")
@@ -121,6 +132,7 @@ func get(t testing.TB, url, key string) (int, string, http.Header) {
 }
 
 func TestDevRunsTheWholePlatformAndReusesItsData(t *testing.T) {
+	t.Parallel()
 	dataDir := t.TempDir()
 	dev := startDev(t, dataDir)
 	info := dev.info
@@ -269,9 +281,17 @@ func testClientCommands(t *testing.T, dataDir string) {
 }
 
 // eachStore runs f as a subtest per store: dev's embedded SQLite, and a fresh Postgres database.
+// The test and both subtests run in parallel with the suite's other parallel tests: each starts
+// a platform of its own, which mostly waits (on sandboxes, timers, a killed process's timeouts),
+// so running them together is what keeps the suite's wall time near its CPU time.
 func eachStore(t *testing.T, f func(t *testing.T, storeArgs []string, dbURL string)) {
-	t.Run("sqlite", func(t *testing.T) { f(t, nil, "") })
+	t.Parallel()
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		f(t, nil, "")
+	})
 	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
 		url := storetest.PostgresURL(t)
 		f(t, []string{"--database-url", url}, url)
 	})
@@ -311,6 +331,7 @@ func freeAddr(t testing.TB) string {
 // TestProductionProcessesOnPostgres runs migrate, admin, server and worker as separate commands
 // against Postgres and a Temporal server, as a deployment would.
 func TestProductionProcessesOnPostgres(t *testing.T) {
+	t.Parallel()
 	dbURL := storetest.PostgresURL(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

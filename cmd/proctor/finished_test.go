@@ -81,7 +81,6 @@ func TestTheStreamOfFinishedAttemptsSurvivesARestart(t *testing.T) {
 // order, each group is said complete once, on its last attempt, and an end event closes the
 // stream. An id that is none of the stream's is a 422, a job that is not the caller's a 404.
 func testFinishedStream(t *testing.T, storeArgs []string, _ string) {
-	t.Setenv("SCRIPTED_KEY", "scripted-key")
 	dataDir := t.TempDir()
 	dev := startDev(t, dataDir, storeArgs...)
 	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey}

@@ -23,7 +23,6 @@ import (
 )
 
 func TestInferenceGateway(t *testing.T) {
-	t.Setenv("SCRIPTED_KEY", "scripted-key")
 	eachStore(t, testInferenceGateway)
 }
 

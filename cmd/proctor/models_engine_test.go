@@ -129,7 +129,6 @@ func scriptedOpenAIKeys(t testing.TB, calls []map[string]any, delay time.Duratio
 }
 
 func TestRolloutEngineModelsAndLimits(t *testing.T) {
-	t.Setenv("SCRIPTED_KEY", "scripted-key")
 	eachStore(t, testModelsAndLimits)
 }
 
@@ -254,7 +253,7 @@ func testModelsAndLimits(t *testing.T, storeArgs []string, _ string) {
 // steps (DefaultStepsPerRun): the Rollout continues as new with its live sandbox, and the
 // trajectory reads as one attempt of every step.
 func TestALongAttemptContinuesAsNewWithItsSandbox(t *testing.T) {
-	t.Setenv("SCRIPTED_KEY", "scripted-key")
+	t.Parallel()
 	const steps = workflows.DefaultStepsPerRun + 20
 	dataDir := t.TempDir()
 	dev := startDev(t, dataDir)

@@ -15,6 +15,7 @@ import (
 // loop, as written, against a real proctor dev: groups of the demo taskset by the oracle model,
 // taken once each, and exported.
 func TestPythonClient(t *testing.T) {
+	t.Parallel()
 	python, err := exec.LookPath("python3")
 	if err != nil {
 		testenv.MissingTool(t, "python3 (the Python client's tests)")

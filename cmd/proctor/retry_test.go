@@ -17,7 +17,7 @@ import (
 // with --errors all, each once, the new attempts completing where the old ones failed and
 // replacing them in the job's results.
 func TestRetryRunsAJobsFailedAttemptsAgain(t *testing.T) {
-	t.Setenv("SCRIPTED_KEY", "scripted-key")
+	t.Parallel()
 	dataDir := t.TempDir()
 	dev := startDev(t, dataDir)
 	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey}

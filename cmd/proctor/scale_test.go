@@ -46,6 +46,7 @@ var restartBound = workflows.ModelHeartbeatTimeout + workflows.HostLostTimeout +
 // durability, not speed: it waits on progress (testenv.StallWindow), and BenchmarkManyHosts
 // measures attempts/s with one and three hosts.
 func TestManyHosts(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs a deployment of five processes")
 	}

@@ -83,6 +83,10 @@ func hash8(v string) string {
 
 func TestSecretStores(t *testing.T) { eachStore(t, testSecretStores) }
 
+// probePlatformKey is the platform's key of the model the secret stores' test registers, as
+// $PROBE_PLATFORM_KEY (which TestMain sets).
+const probePlatformKey = "sk-platform-key-9e9e9e"
+
 // testSecretStores drives the three secret stores through the API: an attempt's environment
 // gets the environment's variables over the launcher's secrets, tenancy holds, and no value
 // appears in the database, the data dir (Temporal's histories included), the logs or any
@@ -101,8 +105,7 @@ func testSecretStores(t *testing.T, storeArgs []string, dbURL string) {
 	registry := b["registry_id"].(string)
 	values := map[string]string{"env": "env-token-5d1c", "member": "member-token-77a0", "region": "member-region-eu", "extra": "extra-value-31",
 		"bound": "sk-bound-openai-2f9e4c", "byok": "sk-byok-personal-8c2d11", "byok2": "sk-byok-rotated-41aa07", "team": "sk-ant-team-c0ffee99",
-		"byok3": "sk-byok-again-6b6b6b", "teamopenai": "sk-team-openai-0a0a0a", "platform": "sk-platform-key-9e9e9e"}
-	t.Setenv("PROBE_PLATFORM_KEY", values["platform"])
+		"byok3": "sk-byok-again-6b6b6b", "teamopenai": "sk-team-openai-0a0a0a", "platform": probePlatformKey}
 
 	check := func() (missing []string, complete bool) {
 		var res struct {

@@ -98,7 +98,6 @@ func TestATrainingPolicysTokensAreExportedAsTheUpstreamReturnedThem(t *testing.T
 // they answered, with the loss mask over prompt and completion. The same upstream registered
 // as an ordinary model is asked for no tokens, and its attempts export none.
 func testPolicyTokens(t *testing.T, storeArgs []string, _ string) {
-	t.Setenv("SCRIPTED_KEY", "scripted-key")
 	dataDir := t.TempDir()
 	dev := startDev(t, dataDir, storeArgs...)
 	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey}

@@ -20,7 +20,6 @@ import (
 // adapters. The trace serves the screenshot, and so does the analysis bundle.
 func testAgentSeesScreenshots(t *testing.T, c api, dataDir string, storeArgs []string) {
 	t.Helper()
-	t.Setenv("SCRIPTED_KEY", "scripted-key")
 	// Not vendored: the builder supplies the envserver module its go.mod requires.
 	if out, err := c.cli("env", "deploy", outOfTreeExample(t, "canvas", false), "--name", "canvas-cli"); err != nil || !strings.Contains(out, "copy-color") ||
 		!strings.Contains(out, "envserver: the builder supplies") {

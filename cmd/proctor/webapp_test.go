@@ -34,9 +34,9 @@ import (
 // both themes, sign out; axe-core audits every page. Screenshots (1400×900) land in
 // $PROCTOR_SCREENSHOTS, or a temporary directory.
 func TestWebApp(t *testing.T) {
+	t.Parallel()
 	web := testenv.WebDeps(t)
 	chromium := testenv.Chromium(t)
-	t.Setenv("SCRIPTED_KEY", "scripted-key")
 	dataDir := t.TempDir()
 	dev := startDev(t, dataDir)
 	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey, temporal: dev.info.TemporalAddress}
