@@ -371,15 +371,32 @@ func writeDevCredentials(info devInfo) error {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return fmt.Errorf("write %s: %w", path, err)
 		}
-		tmp := path + ".tmp"
-		if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		if err := replaceFile(path, append(b, '\n')); err != nil {
 			return fmt.Errorf("write %s: %w", path, err)
-		}
-		if err := os.Rename(tmp, path); err != nil {
-			return err
 		}
 	}
 	return nil
+}
+
+// replaceFile writes b to path (mode 0600) through a temporary file of its own beside it, renamed
+// over path: a reader never sees part of it, and instances that start at once (each writes the
+// user's config dir) each replace the whole file.
+func replaceFile(path string, b []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name()) //nolint:errcheck // a failed write's temporary file
+	}
+	return err
 }
 
 // portFree checks that addr can be listened on (then lets it go).

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -276,5 +278,31 @@ func TestEvalSaysWhenWorkersRunFewerSandboxes(t *testing.T) {
 	defer store.Close()
 	if left, err := rollouts.Of(store).QueueCapacities(t.Context()); err != nil || len(left) != 0 {
 		t.Errorf("after dev stopped, its queues are still listed: %+v, %v", left, err)
+	}
+}
+
+// Instances that start at once each write the user's config dir: every write replaces the whole
+// file (a temporary file of its own, renamed), so none fails and the file is always one of them.
+func TestCredentialsWrittenAtOnceEachReplaceTheFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), credentialsFile)
+	const writers = 8
+	errs := make(chan error, writers)
+	for i := range writers {
+		go func() { errs <- replaceFile(path, []byte(fmt.Sprintf("{\"n\": %d}\n", i))) }()
+	}
+	for range writers {
+		if err := <-errs; err != nil {
+			t.Errorf("a write at the same time as others: %v", err)
+		}
+	}
+	var got struct{ N *int }
+	if b, err := os.ReadFile(path); err != nil || json.Unmarshal(b, &got) != nil || got.N == nil {
+		t.Errorf("the file after %d writes at once: %q, %v", writers, b, err)
+	}
+	if left, _ := filepath.Glob(path + ".*.tmp"); len(left) != 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the file's mode: %v, %v; want 0600", fi.Mode(), err)
 	}
 }
