@@ -130,9 +130,25 @@ func (a api) waitJob(jobID string, each func(summary)) summary {
 		if each != nil {
 			each(s)
 		}
-		return s.TotalTraces > 0 && s.live() == 0, s.String()
+		done := s.TotalTraces > 0 && s.live() == 0
+		if done {
+			return true, s.String()
+		}
+		return false, s.String() + " " + a.jobWork(jobID)
 	}, func() string { return a.describeLive(jobID) })
 	return s
+}
+
+// jobWork is what a job's live attempts have done so far: its model calls and sandboxes. A wait
+// on a job counts a new call or sandbox as progress, so a long attempt, whose status does not
+// change for minutes, is not taken for a stall while it works.
+func (a api) jobWork(jobID string) string {
+	var u struct {
+		EnvironmentCost struct{ Count int } `json:"environment_cost"`
+		InferenceCost   struct{ Count int } `json:"inference_cost"`
+	}
+	a.call("GET", "/v2/jobs/"+jobID+"/usage", nil, &u)
+	return fmt.Sprintf("calls:%d sandboxes:%d", u.InferenceCost.Count, u.EnvironmentCost.Count)
 }
 
 // describeLive says what each unfinished attempt of a job is doing: its trace's status and, when
