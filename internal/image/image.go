@@ -65,9 +65,15 @@ func rootLayer(binary []byte) (v1.Layer, error) {
 	if err := writeRootTar(&buf, bytes.NewReader(binary), int64(len(binary)), nil); err != nil {
 		return nil, err
 	}
-	b := buf.Bytes()
-	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil },
-		tarball.WithMediaType(types.OCILayer))
+	return layerOf(buf.Bytes())
+}
+
+// layerOf is a layer of an uncompressed tar held in memory. Its gzip form is made once, for the
+// digest, and kept: writing the image compresses the layer again otherwise, and compression is
+// most of a build's time after the compile.
+func layerOf(tar []byte) (v1.Layer, error) {
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(tar)), nil },
+		tarball.WithMediaType(types.OCILayer), tarball.WithCompressedCaching)
 }
 
 // writeRootTar writes rootLayer's tar, reading the binary (size bytes) from binary, plus the
@@ -142,9 +148,7 @@ func FromDir(dir string, cfg v1.Config) (v1.Image, error) {
 	if _, err := archive.WriteTar(&buf, dir, nil); err != nil {
 		return nil, err
 	}
-	b := buf.Bytes()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil },
-		tarball.WithMediaType(types.OCILayer))
+	layer, err := layerOf(buf.Bytes())
 	if err != nil {
 		return nil, err
 	}
