@@ -220,7 +220,9 @@ func (d agentDev) addModel(name, adapter, url string, storeArgs []string, extra 
 	return d.resolve("/v2/models/resolve?model="+name, "id")
 }
 
-func TestABroughtAgentSolvesATaskThroughTheGateway(t *testing.T) { eachStore(t, testBroughtAgent) }
+func TestABroughtAgentSolvesATaskThroughTheGateway(t *testing.T) {
+	oneStore(t, "sqlite", testBroughtAgent)
+}
 
 // testBroughtAgent deploys the example Go agent (its own module, the official OpenAI and MCP
 // SDKs) with `proctor agent deploy`, runs it on an add-todos task against a scripted

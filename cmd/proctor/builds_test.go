@@ -272,7 +272,7 @@ func (a api) runToEnd(body map[string]any) (traceRow, string) {
 	return tr, logs.Logs
 }
 
-func TestDeployAnEnvironmentFromSource(t *testing.T) { eachStore(t, testDeployFromSource) }
+func TestDeployAnEnvironmentFromSource(t *testing.T) { oneStore(t, "postgres", testDeployFromSource) }
 
 // testDeployFromSource deploys an environment written outside this repository through the API,
 // runs an oracle attempt on its image, and checks that hostile sources fail cleanly.

@@ -13,9 +13,9 @@ import (
 // and random agents and the tamper probe once each (whose calls of the hidden dispatchers are
 // refused), as one job, and flags what a benchmark must not trust: a task whose oracle
 // fails, and one that an agent doing nothing passes; a sound task passes. An environment that
-// requires it keeps the flagged build from becoming the latest unless forced. Both stores.
+// requires it keeps the flagged build from becoming the latest unless forced. On SQLite (see oneStore).
 func TestACertificationFlagsTasksABenchmarkMustNotTrust(t *testing.T) {
-	eachStore(t, testCertify)
+	oneStore(t, "sqlite", testCertify)
 }
 
 func testCertify(t *testing.T, storeArgs []string, _ string) {

@@ -297,6 +297,23 @@ func eachStore(t *testing.T, f func(t *testing.T, storeArgs []string, dbURL stri
 	})
 }
 
+// oneStore runs f as eachStore does, on the one store named ("sqlite" or "postgres"): for the
+// suites whose flow through the platform does not turn on the dialect. Their queries are the
+// store suites' (models/..., storetest.Each runs every one on both), and what does turn on it
+// (attempts ending at once, a killed worker, spend accounting, the finished stream, secrets at
+// rest) is in the suites that run on both. The suites that use it alternate between the two.
+func oneStore(t *testing.T, store string, f func(t *testing.T, storeArgs []string, dbURL string)) {
+	t.Parallel()
+	t.Run(store, func(t *testing.T) {
+		if store == "sqlite" {
+			f(t, nil, "")
+			return
+		}
+		url := storetest.PostgresURL(t)
+		f(t, []string{"--database-url", url}, url)
+	})
+}
+
 // devKeys is the secrets key a dev instance in dataDir generated: a Temporal client needs it to
 // read what the instance's workers wrote (payloads are encrypted).
 func devKeys(t testing.TB, dataDir string) ptemporal.Sealer {
