@@ -36,8 +36,10 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/proctorhq/proctor/internal/egress"
 	"github.com/proctorhq/proctor/internal/relayproto"
 	"github.com/proctorhq/proctor/internal/sandbox"
 )
@@ -53,9 +55,11 @@ const (
 	ContainerName = "env"
 	// GPUResource is what pods that ask for GPUs request.
 	GPUResource corev1.ResourceName = "nvidia.com/gpu"
-	// DenyAllPolicy and NoIngressPolicy are the NetworkPolicies New keeps in the namespace.
-	DenyAllPolicy   = "proctor-sandbox-deny-all"
-	NoIngressPolicy = "proctor-sandbox-no-ingress"
+	// DenyAllPolicy, PublicEgressPolicy and NoIngressPolicy are the NetworkPolicies New keeps
+	// in the namespace.
+	DenyAllPolicy      = "proctor-sandbox-deny-all"
+	PublicEgressPolicy = "proctor-sandbox-public-egress"
+	NoIngressPolicy    = "proctor-sandbox-no-ingress"
 )
 
 // Attacher connects to a running container's stdio, as `kubectl attach -i` does, until the
@@ -183,12 +187,37 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 }
 
 // NetworkPolicies are the policies every sandbox namespace holds: sandboxes that may not use
-// the network can reach nothing and be reached by nothing; no sandbox accepts connections.
+// the network can reach nothing and be reached by nothing; those that may reach public addresses
+// only (never the cluster's, its nodes' private networks or cloud metadata: the ranges
+// egress.Refused names) and the cluster's DNS; no sandbox accepts connections. A cluster
+// enforces them only with a network plugin that implements NetworkPolicy (Calico, Cilium, …);
+// a node with a public address is not in those ranges, and must be kept out by the cluster.
 func NetworkPolicies(namespace string) []*networkingv1.NetworkPolicy {
 	meta := func(name string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{LabelManagedBy: "proctor"}}
 	}
+	v4 := &networkingv1.IPBlock{CIDR: "0.0.0.0/0"}
+	v6 := &networkingv1.IPBlock{CIDR: "::/0"}
+	for _, p := range egress.Refused() {
+		if p.Addr().Is4() {
+			v4.Except = append(v4.Except, p.String())
+		} else if p.Bits() > 0 {
+			v6.Except = append(v6.Except, p.String())
+		}
+	}
+	udp, tcp, dns := corev1.ProtocolUDP, corev1.ProtocolTCP, intstr.FromInt32(53)
 	return []*networkingv1.NetworkPolicy{
+		{ObjectMeta: meta(PublicEgressPolicy), Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{LabelManagedBy: "proctor", LabelNetwork: "egress"}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
+			Egress: []networkingv1.NetworkPolicyEgressRule{
+				{To: []networkingv1.NetworkPolicyPeer{{IPBlock: v4}, {IPBlock: v6}}},
+				{To: []networkingv1.NetworkPolicyPeer{{
+					NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "kube-system"}},
+					PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-dns"}},
+				}}, Ports: []networkingv1.NetworkPolicyPort{{Protocol: &udp, Port: &dns}, {Protocol: &tcp, Port: &dns}}},
+			},
+		}},
 		{ObjectMeta: meta(DenyAllPolicy), Spec: networkingv1.NetworkPolicySpec{
 			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{LabelManagedBy: "proctor", LabelNetwork: "none"}},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},

@@ -121,8 +121,8 @@ func TestNewKeepsThePoliciesAndSweepsItsOwnPods(t *testing.T) {
 		t.Errorf("pods after w1 started: %v, want only w2's", pods.Items)
 	}
 	nps, _ := c.client.NetworkingV1().NetworkPolicies(c.ns).List(t.Context(), metav1.ListOptions{})
-	if len(nps.Items) != 2 {
-		t.Fatalf("%d network policies, want 2", len(nps.Items))
+	if len(nps.Items) != 3 {
+		t.Fatalf("%d network policies, want 3", len(nps.Items))
 	}
 	for _, np := range nps.Items {
 		sel := np.Spec.PodSelector.MatchLabels
@@ -130,6 +130,28 @@ func TestNewKeepsThePoliciesAndSweepsItsOwnPods(t *testing.T) {
 		case kube.DenyAllPolicy:
 			if sel[kube.LabelNetwork] != "none" || len(np.Spec.PolicyTypes) != 2 || len(np.Spec.Ingress) != 0 || len(np.Spec.Egress) != 0 {
 				t.Errorf("deny-all: %+v", np.Spec)
+			}
+		case kube.PublicEgressPolicy:
+			// Out to public addresses and the cluster's DNS only: the private, shared and
+			// link-local ranges (cloud metadata), both families, are left out.
+			var to []string
+			for _, r := range np.Spec.Egress {
+				for _, peer := range r.To {
+					if peer.IPBlock != nil {
+						to = append(to, peer.IPBlock.CIDR+" except "+strings.Join(peer.IPBlock.Except, ","))
+					} else if peer.PodSelector.MatchLabels["k8s-app"] != "kube-dns" || len(r.Ports) != 2 || r.Ports[0].Port.IntValue() != 53 {
+						t.Errorf("public egress: a peer %+v on ports %+v", peer, r.Ports)
+					}
+				}
+			}
+			all := strings.Join(to, "; ")
+			if sel[kube.LabelNetwork] != "egress" || len(np.Spec.PolicyTypes) != 1 || np.Spec.PolicyTypes[0] != "Egress" || len(to) != 2 {
+				t.Errorf("public egress: %+v", np.Spec)
+			}
+			for _, r := range []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16", "127.0.0.0/8", "100.64.0.0/10", "fc00::/7", "fe80::/10"} {
+				if !strings.Contains(all, r) {
+					t.Errorf("public egress lets pods reach %s: %s", r, all)
+				}
 			}
 		case kube.NoIngressPolicy:
 			if sel[kube.LabelManagedBy] != "proctor" || len(np.Spec.PolicyTypes) != 1 || np.Spec.PolicyTypes[0] != "Ingress" || len(np.Spec.Ingress) != 0 {
