@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"os"
 	"sync"
-	"sync/atomic"
 
 	"go.temporal.io/sdk/activity"
 
@@ -60,9 +59,6 @@ type Activities struct {
 	imagesOnce sync.Once
 	imageCache *imageCache
 
-	// unconfinable is set once the sandbox provider said it cannot make a listener inside a
-	// sandbox (sandbox.ErrNoListen): later agents run on the worker's network at once.
-	unconfinable atomic.Bool
 	// saidOnce are the things this worker says once, by what they are about (see sayOnce).
 	saidOnce sync.Map
 

@@ -7,12 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/google/uuid"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/proctorhq/proctor/internal/agentport"
+	"github.com/proctorhq/proctor/internal/egress"
 	"github.com/proctorhq/proctor/internal/sandbox"
 	"github.com/proctorhq/proctor/models"
 )
@@ -40,10 +42,6 @@ type RunAgentResult struct {
 	// Steps counts the model calls the agent made.
 	Steps int `json:"steps"`
 }
-
-// agentPortInside is the port the agent's port listens on inside a confined agent's sandbox
-// (its network namespace is its own: any port is free there).
-const agentPortInside = 8417
 
 // agentStderrTail is how much of a failed agent's stderr its error quotes.
 const agentStderrTail = 20
@@ -80,14 +78,24 @@ func (a *Activities) RunAgent(ctx context.Context, in RunAgentInput) (RunAgentRe
 		return RunAgentResult{}, err
 	}
 	rec := &agentRecorder{a: a, try: TryInput{TraceID: in.TraceID, Attempt: in.Attempt}, le: le, r: r, next: seq, gw: a.gateway()}
-	port, err := agentport.New(agentport.Config{Tools: le.tools, Instructions: le.env.Instructions(), Models: []string{r.model.ModelName},
-		MaxSteps: r.trace.MaxSteps, Handler: rec, Logger: a.log()})
+	// A task that allows the network lets the agent out through the egress proxy on its port.
+	eg, err := a.egressFor(r, le.logs, "agent:egress")
+	if err != nil {
+		return RunAgentResult{}, err
+	}
+	defer eg.close()
+	cfg := agentport.Config{Tools: le.tools, Instructions: le.env.Instructions(), Models: []string{r.model.ModelName},
+		MaxSteps: r.trace.MaxSteps, Handler: rec, Logger: a.log()}
+	if eg != nil {
+		cfg.Egress = eg.proxy
+	}
+	port, err := agentport.New(cfg)
 	if err != nil {
 		return RunAgentResult{}, err
 	}
 	defer port.Close() //nolint:errcheck // the key dies with the port either way
 
-	run := &agentRun{a: a, in: in, le: le, r: r, port: port, tail: newLineTail(agentStderrTail)}
+	run := &agentRun{a: a, in: in, le: le, r: r, port: port, egress: eg, tail: newLineTail(agentStderrTail)}
 	if err := run.prepare(ctx); err != nil {
 		return RunAgentResult{}, err
 	}
@@ -117,7 +125,9 @@ type agentRun struct {
 	le   *liveEnv
 	r    *runFor
 	port *agentport.Port
-	tail *lineTail
+	// egress is the agent's way out to the network, served on its port; nil without.
+	egress *egressServer
+	tail   *lineTail
 
 	spec         sandbox.Spec
 	agentConfig  []byte
@@ -188,36 +198,37 @@ func (run *agentRun) env(root string) map[string]string {
 
 // start starts the agent's sandbox with its port where the agent reaches it, and its output in
 // the try's logs. The agent reaches its port and nothing else: the port listens inside the
-// agent's own network namespace. On the process provider, a task that allows the network gives
-// the agent the worker's, with the port on the worker's loopback; so does a host that cannot make
-// a listener inside. A container or a pod has a namespace of its own either way (the network as
-// the task says), and reaches the worker's loopback never: its port is always inside.
+// agent's own network namespace, and a task that allows the network lets it out through the
+// egress proxy on that port (never onto the worker's network, where the platform's services
+// listen). Only a worker whose sandboxes isolate nothing (a process provider without bubblewrap)
+// serves the port on its loopback; a worker that cannot make the listener fails the attempt and
+// says how to fix it.
 func (run *agentRun) start(ctx context.Context) error {
 	a, r, in := run.a, run.r, run.in
 	_, images := a.Sandboxes.(sandbox.ImageRunner)
-	run.confined = images || !r.network() && !a.unconfinable.Load()
+	run.confined = !sharesWorkerNetwork(a.Sandboxes)
 	var err error
 	if run.confined {
-		run.spec.Env = run.env(fmt.Sprintf("http://127.0.0.1:%d", agentPortInside))
-		run.spec.Listen = &sandbox.Listen{Port: agentPortInside, Ready: run.port.Serve}
-		run.spec.Network = images && r.network()
+		run.spec.Env = run.env(fmt.Sprintf("http://127.0.0.1:%d", portInside))
+		if run.egress != nil {
+			maps.Copy(run.spec.Env, egress.Env(egressURL))
+		}
+		run.spec.Listen = &sandbox.Listen{Port: portInside, Ready: run.port.Serve}
+		run.spec.Network = r.network()
 		run.sb, err = a.startAgentSandbox(ctx, run.spec, in.Deadline)
 		switch {
 		case images && errors.Is(err, sandbox.ErrNoListen):
 			return envError("this worker cannot give a brought agent in a container or pod its endpoints (%v): "+
 				"the container and kubernetes providers need proctor-relay (--agent-relay)", err)
 		case errors.Is(err, sandbox.ErrNoListen):
-			a.log().WarnContext(ctx, "brought agents run on the worker's network: the sandbox provider cannot confine them", "error", err)
-			a.unconfinable.Store(true)
-			run.confined = false
+			return envError("this worker cannot confine a brought agent to its endpoints (%v): "+
+				"run it as root, or give it proctor-relay (--agent-relay)", err)
 		case err != nil:
 			return err
 		}
 	}
 	if !run.confined {
-		if !r.network() {
-			a.workerLog(ctx, in.TraceID, "try %d: this host cannot confine the agent to its endpoints: it shares the worker's network", in.Attempt)
-		}
+		a.workerLog(ctx, in.TraceID, "try %d: this worker isolates nothing (no bubblewrap): the agent shares the worker's network", in.Attempt)
 		root, err := run.port.ListenLoopback()
 		if err != nil {
 			return err
@@ -257,8 +268,8 @@ func (run *agentRun) network() string {
 	switch {
 	case !run.confined:
 		return "on the worker's network"
-	case run.spec.Network:
-		return "its endpoints inside, with the network the task allows"
+	case run.egress != nil:
+		return "its endpoints inside, and " + run.egress.what(run.r)
 	}
 	return "confined to its endpoints"
 }

@@ -26,6 +26,8 @@ type liveEnv struct {
 	prompt   string
 	logs     *logSink
 	instance uuid.UUID
+	// egress is the sandbox's way out to the network, nil when its task allows none.
+	egress *egressServer
 }
 
 // Envs holds the environments live on this worker, by try. The sandbox activities of a try

@@ -72,9 +72,21 @@ func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentIn
 	run, startup, res := r.runtime()
 	logs := a.newLogSink(in.TraceID, try.EnvLogSeq)
 	spec.ID, spec.Resources, spec.OnLog, spec.Network = fmt.Sprintf("%s-%d", in.TraceID, in.Attempt), res, logs.add, r.network()
-	sb, err := a.startSandbox(ctx, spec)
+	eg, err := a.egressFor(r, logs, "egress")
 	if err != nil {
 		logs.close(context.WithoutCancel(ctx))
+		return StartEnvironmentResult{}, err
+	}
+	if eg != nil {
+		eg.listen(&spec)
+	}
+	sb, err := a.startSandbox(ctx, spec)
+	if err != nil {
+		eg.close()
+		logs.close(context.WithoutCancel(ctx))
+		if eg != nil && errors.Is(err, sandbox.ErrNoListen) {
+			return StartEnvironmentResult{}, noEgressHere(err)
+		}
 		return StartEnvironmentResult{}, err
 	}
 	// The instance is recorded once the sandbox holds its slot: a start the host had no room
@@ -83,15 +95,16 @@ func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentIn
 	if spec.RootFS != "" || spec.Image != nil {
 		what = r.build.ImageName + " " + what
 	}
-	started := fmt.Sprintf("try %d: sandbox %s started on %s (%s)", in.Attempt, sb.ID(), a.HostQueue, what)
+	started := fmt.Sprintf("try %d: sandbox %s started on %s (%s; %s)", in.Attempt, sb.ID(), a.HostQueue, what, eg.what(r))
 	a.log().InfoContext(ctx, started, "trace", in.TraceID)
 	inst, err := a.startInstance(ctx, r, in, spec.ID, res, &models.RuntimeLimits{RunTimeoutS: &run, StartupTimeoutS: &startup}, started)
 	if err != nil {
 		sb.Stop(context.WithoutCancel(ctx)) //nolint:errcheck // the start failed already
+		eg.close()
 		logs.close(context.WithoutCancel(ctx))
 		return StartEnvironmentResult{}, err
 	}
-	le := &liveEnv{attempt: in.Attempt, sb: sb, logs: logs, instance: inst}
+	le := &liveEnv{attempt: in.Attempt, sb: sb, logs: logs, instance: inst, egress: eg}
 	tools, err := a.openEnvironment(ctx, in, r, le)
 	if err != nil {
 		a.stopEnv(context.WithoutCancel(ctx), in.TraceID, le)
@@ -270,6 +283,7 @@ func (a *Activities) stopEnv(ctx context.Context, traceID uuid.UUID, le *liveEnv
 		le.env.Close() //nolint:errcheck // the sandbox stops next either way
 	}
 	err := le.sb.Stop(ctx)
+	le.egress.close()
 	if le.instance != uuid.Nil {
 		if ierr := a.rollouts().EndInstance(ctx, le.instance, "the sandbox stopped", true); ierr != nil {
 			a.log().WarnContext(ctx, "end instance", "trace", traceID, "instance", le.instance, "error", ierr)

@@ -18,7 +18,9 @@ type RuntimeConfig struct {
 	Limits    *RuntimeLimits    `json:"limits,omitempty"`
 	Resources *RuntimeResources `json:"resources,omitempty"`
 	// Network lets the environment reach beyond loopback; by default it cannot.
-	Network *bool `json:"network,omitempty" doc:"Allow network access beyond loopback (default false)"`
+	Network *bool `json:"network,omitempty" doc:"Allow network access beyond loopback (default false): to public addresses, through the sandbox's egress proxy (never the worker's host or its private networks)"`
+	// AllowedHosts, with Network, are the only hosts it reaches.
+	AllowedHosts []string `json:"allowed_hosts,omitempty" maxItems:"100" maxLength:"253" pattern:"^((\\*\\.)?[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\\.?|[0-9A-Fa-f.]*:[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*)$" doc:"Proctor extension: with network, the only hosts reachable: a name (pypi.org), every name under a domain (*.pythonhosted.org) or an address; empty: any public host"`
 	// AgentsInside lets a brought agent deployed to run inside an environment run in this one.
 	AgentsInside *bool `json:"agents_inside,omitempty" doc:"Proctor extension: a brought agent deployed with placement inside may run in this environment, in its working directory (default false)"`
 }
@@ -50,6 +52,9 @@ func (rc RuntimeConfig) Over(base RuntimeConfig) RuntimeConfig {
 	}
 	if rc.Network != nil {
 		out.Network = rc.Network
+	}
+	if rc.AllowedHosts != nil {
+		out.AllowedHosts = rc.AllowedHosts
 	}
 	if rc.AgentsInside != nil {
 		out.AgentsInside = rc.AgentsInside

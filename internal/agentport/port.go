@@ -27,6 +27,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/proctorhq/proctor/internal/agent"
+	"github.com/proctorhq/proctor/internal/egress"
 	"github.com/proctorhq/proctor/internal/inference"
 )
 
@@ -58,6 +59,9 @@ type Config struct {
 	MaxSteps int
 	Handler  Handler
 	Logger   *slog.Logger
+	// Egress, when set, serves the port's proxy requests (egress.IsProxyRequest): the agent's
+	// way out to the network, for a task that allows it, on the same port as its endpoints.
+	Egress http.Handler
 }
 
 // Port is one attempt's port. It listens where it is told to (Serve): on a listener inside the
@@ -108,7 +112,17 @@ func New(cfg Config) (*Port, error) {
 		}
 		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: the agent port serves /mcp/KEY, /openai/chat/completions, /openai/models, /anthropic/v1/messages and /anthropic/v1/models")
 	})
-	p.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	handler := http.Handler(mux)
+	if cfg.Egress != nil {
+		handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if egress.IsProxyRequest(r) {
+				cfg.Egress.ServeHTTP(w, r)
+				return
+			}
+			mux.ServeHTTP(w, r)
+		})
+	}
+	p.srv = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	return p, nil
 }
 

@@ -63,9 +63,10 @@ func bwrapArgs(workDir string, spec Spec, m bwrapMounts, infoFD, blockFD int) []
 		"--dev", "/dev",
 		"--proc", "/proc",
 		"--tmpfs", "/tmp",
-	}
-	if !spec.Network {
-		args = append(args, "--unshare-net")
+		// Always a network namespace of its own, with only its loopback: the worker's (where the
+		// platform's services listen, and its host's networks) is never shared. A sandbox allowed
+		// the network reaches out through the listener its caller serves inside (Spec.Network).
+		"--unshare-net",
 	}
 	for _, p := range m.roBinds {
 		args = append(args, "--ro-bind", p, p)

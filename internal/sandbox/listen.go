@@ -29,13 +29,8 @@ func (l *Listen) check() error {
 }
 
 // checkListen refuses a Listen the process provider cannot honour for spec: one the check above
-// refuses, or one asked for with the host's network shared.
-func checkListen(spec Spec) error {
-	if spec.Listen != nil && spec.Network {
-		return fmt.Errorf("a listener inside needs a network namespace of the sandbox's own (Network false): %w", ErrInvalidSpec)
-	}
-	return spec.Listen.check()
-}
+// refuses.
+func checkListen(spec Spec) error { return spec.Listen.check() }
 
 // listenInNetns listens on 127.0.0.1:port in the network namespace of process pid, which must
 // not be this process's own. A socket belongs to the namespace it was made in for its whole

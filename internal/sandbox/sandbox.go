@@ -84,8 +84,11 @@ type Spec struct {
 	Env map[string]string
 	// Resources are the limits and devices the sandbox gets.
 	Resources Resources
-	// Network false gives the sandbox its own network namespace with only
-	// loopback (under bubblewrap); true shares the host network.
+	// Network says the sandbox may reach the internet. It never shares the worker's network:
+	// under bubblewrap and in a container its network namespace has only its loopback either
+	// way, and its way out is the egress proxy (internal/egress) its caller serves on Listen;
+	// a pod is let out to public addresses only, by the namespace's network policy. (A process
+	// provider without isolation shares the host's network whatever it says.)
 	Network bool
 	// Companion marks a sandbox that runs beside one that holds a slot already, for the same
 	// work (a brought agent beside its environment): it takes no slot of its own, so that it

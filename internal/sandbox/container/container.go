@@ -4,7 +4,8 @@
 // Spec.Image with its entrypoint replaced by Spec.Command, attached over the
 // engine's stdio stream (the MCP stdio transport), with a read-only root file
 // system, a private writable work dir at sandbox.WorkDirInImage, CPU and
-// memory limits, no network unless Spec.Network, and GPUs as device requests.
+// memory limits, no network but its loopback (a sandbox allowed the network goes out
+// through the egress proxy served on Spec.Listen), and GPUs as device requests.
 //
 // The environment is the container's pid 1, as with `docker run` (no init):
 // a command missing from the image then fails Start with ErrInvalidSpec, and

@@ -168,9 +168,8 @@ func (p *Provider) hostConfig(spec sandbox.Spec, work string, devices []string) 
 	for _, m := range spec.Mounts {
 		host.Binds = append(host.Binds, m.Source+":"+m.Target+map[bool]string{true: ":rw", false: ":ro"}[m.Writable])
 	}
-	if spec.Network {
-		host.NetworkMode = ""
-	}
+	// NetworkMode none whatever spec.Network says: the engine's networks reach the host and its
+	// networks; a sandbox allowed the network goes out through its egress proxy (Spec.Listen).
 	host.NanoCPUs = int64(spec.Resources.CPU * 1e9)
 	host.Memory = int64(spec.Resources.MemoryMB) << 20
 	if len(devices) > 0 {
