@@ -18,6 +18,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/proctorhq/proctor/internal/apitest"
+	"github.com/proctorhq/proctor/internal/metrics"
 	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/internal/testenv"
 	"github.com/proctorhq/proctor/models"
@@ -372,6 +373,26 @@ func TestReadyz(t *testing.T) {
 				t.Errorf("readyz = %d %s, want %d with %s", r.status, r.body, tc.status, tc.body)
 			}
 		})
+	}
+}
+
+// Metrics name every team's models and spend: the API listener serves them only with the metrics
+// token, and never to a team's key or session.
+func TestMetricsNeedTheMetricsToken(t *testing.T) {
+	off := newFixture(t, storetest.Open(t, models.SQLite), Options{Metrics: metrics.New()})
+	wantEnvelope(t, off.do("GET", "/metrics", "", nil), http.StatusNotFound, "not_found")
+	wantEnvelope(t, off.do("GET", "/metrics", "key", nil), http.StatusNotFound, "not_found")
+
+	on := newFixture(t, storetest.Open(t, models.SQLite), Options{Metrics: metrics.New(), MetricsToken: "scrape-token-5a1f"})
+	for _, auth := range []string{"", "key", "session", "Bearer scrape-token-5a1e", "Basic c2NyYXBlOnRva2Vu"} {
+		r := on.do("GET", "/metrics", auth, nil)
+		wantEnvelope(t, r, http.StatusUnauthorized, "unauthorized")
+		if strings.Contains(string(r.body), "go_goroutines") {
+			t.Errorf("/metrics with %q answered metrics", auth)
+		}
+	}
+	if r := on.do("GET", "/metrics", "Bearer scrape-token-5a1f", nil); r.status != 200 || !strings.Contains(string(r.body), "go_goroutines") {
+		t.Errorf("/metrics with the token = %d %.200s", r.status, r.body)
 	}
 }
 

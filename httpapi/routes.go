@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"crypto/subtle"
 	"net/http"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 
@@ -104,6 +106,31 @@ func (s *Server) mountPages(r chi.Router, o Options) {
 		r.Handle("/blob/*", o.Blob)
 	}
 	if o.Metrics != nil {
-		r.Handle("/metrics", o.Metrics.Handler())
+		r.Handle("/metrics", metricsFor(o.MetricsToken, o.Metrics.Handler()))
 	}
+}
+
+// metricsFor serves Prometheus metrics to a request whose bearer token is token; without a
+// token configured, to none (404). They name every team's models and spend: never a stranger's.
+func metricsFor(token string, metrics http.Handler) http.Handler {
+	if token == "" {
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			writeError(w, http.StatusNotFound, "metrics are not served on this listener: scrape --metrics-addr, or set --metrics-token (PROCTOR_METRICS_TOKEN) and send it as a bearer token")
+		})
+	}
+	return BearerOnly(token, metrics)
+}
+
+// BearerOnly serves next to the requests that carry token as their bearer token, and answers
+// any other 401 with the error envelope.
+func BearerOnly(token string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="proctor metrics"`)
+			writeError(w, http.StatusUnauthorized, "metrics need the metrics token (--metrics-token) as a bearer token")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }

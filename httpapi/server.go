@@ -49,9 +49,12 @@ type HealthChecker interface {
 // Options are the server's dependencies and settings.
 type Options struct {
 	Store *models.Store
-	// Metrics, when set, counts every request by route and status, and is served at /metrics
-	// (in the Prometheus text format, without credentials: keep the port private).
-	Metrics *metrics.Metrics
+	// Metrics, when set, counts every request by route and status. It is served at /metrics (in
+	// the Prometheus text format) only to a request that carries MetricsToken as its bearer
+	// token: metrics name every team's models and their spend. Without a token, /metrics here
+	// answers 404 (a process serves them on a listener of its own: --metrics-addr).
+	Metrics      *metrics.Metrics
+	MetricsToken string
 	// Tracing, when set, makes each request a server span (continuing an incoming traceparent)
 	// named by its route; the workflows a request starts continue its trace.
 	Tracing trace.TracerProvider

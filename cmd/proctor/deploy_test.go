@@ -236,7 +236,10 @@ func decodeManifests(t *testing.T, rendered string) []kruntime.Object {
 					} `json:"endpoints"`
 				} `json:"spec"`
 			}
-			if err := yaml.UnmarshalStrict(doc, &sm); err != nil || len(sm.Spec.Endpoints) != 2 || sm.Spec.Selector.MatchLabels["app.kubernetes.io/name"] != "proctor" {
+			// One endpoint, the metrics port the server's and the workers' services both name: never
+			// the API's port, which serves metrics only with the metrics token.
+			if err := yaml.UnmarshalStrict(doc, &sm); err != nil || len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Port != "metrics" ||
+				sm.Spec.Selector.MatchLabels["app.kubernetes.io/name"] != "proctor" {
 				t.Errorf("ServiceMonitor: %v %+v", err, sm)
 			}
 			continue

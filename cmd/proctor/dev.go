@@ -115,6 +115,13 @@ func runDev(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer, r
 	hs.srv.RegisterOnShutdown(api.EndStreams)
 	defer sweepSessions(ctx, store, log)()
 	defer hs.stopLogged(cfg.ShutdownTimeout, log, "api server")
+	if cfg.MetricsAddr != "" {
+		ms, err := serveMetrics(cfg.MetricsAddr, cfg.MetricsToken, tel.metrics, limitsOf(cfg), log)
+		if err != nil {
+			return err
+		}
+		defer ms.stopLogged(cfg.ShutdownTimeout, log, "metrics listener")
+	}
 
 	if err := waitForWorkers(ctx, tc, cfg.QueueList()); err != nil {
 		return err
@@ -225,6 +232,14 @@ func startEmbeddedTemporal(cfg *config.Config, log *slog.Logger) (*devserver.Ser
 	host, port, err := splitHostPort(cfg.TemporalAddress)
 	if err != nil {
 		return nil, fmt.Errorf("temporal address: %w", err)
+	}
+	// The embedded server and its UI ask no credential of anyone, and anyone who reaches them can
+	// read and end every team's workflows: they listen on the loopback only, which no sandbox
+	// reaches (each has a network namespace of its own, and its egress refuses the host).
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return nil, fmt.Errorf("%w: --temporal-address %s: the embedded Temporal server (and its UI) has no authentication and "+
+			"listens on the loopback only (127.0.0.1 or ::1); a deployment whose Temporal other machines reach runs it with mTLS "+
+			"or an authorizer (README, \"Running it in production\")", errUsage, cfg.TemporalAddress)
 	}
 	if port != 0 {
 		if err := portFree(net.JoinHostPort(host, strconv.Itoa(port)), "Temporal", "--temporal-address 127.0.0.1:7234 (or PROCTOR_TEMPORAL_ADDRESS)"); err != nil {

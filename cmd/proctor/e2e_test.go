@@ -403,7 +403,7 @@ func TestProductionProcessesOnPostgres(t *testing.T) {
 		"--blob-url", "file://" + blobDir, "--signing-key", "k", "--build-dir", buildDir, "--otlp-endpoint", "http://" + otlp.addr}
 	serverDone, workerDone := make(chan error, 1), make(chan error, 1)
 	go func() {
-		serverDone <- run(ctx, append([]string{"server", "--http-addr", httpAddr}, common...), io.Discard, io.Discard)
+		serverDone <- run(ctx, append([]string{"server", "--http-addr", httpAddr, "--metrics-token", "scrape-token"}, common...), io.Discard, io.Discard)
 	}()
 	metricsAddr := freeAddr(t)
 	go func() {
@@ -455,7 +455,11 @@ func TestProductionProcessesOnPostgres(t *testing.T) {
 	}
 	// Prometheus metrics: the server's requests by route and status, the worker's sandboxes and
 	// attempt outcomes.
-	_, serverMetrics, _ := get(t, base+"/metrics", "")
+	// The API listener serves them only with the metrics token: they name every team's models.
+	if code, body, _ := get(t, base+"/metrics", ""); code != http.StatusUnauthorized || strings.Contains(body, "go_goroutines") {
+		t.Errorf("/metrics without the metrics token = %d %.200s", code, body)
+	}
+	_, serverMetrics, _ := get(t, base+"/metrics", "scrape-token")
 	_, workerMetrics, _ := get(t, "http://"+metricsAddr+"/metrics", "")
 	for _, want := range []struct{ body, line string }{
 		{serverMetrics, `proctor_http_requests_total{method="POST",route="/v2/rollouts/run_list",status="201"} 1`},

@@ -52,6 +52,17 @@ func TestDevOnBusyPortsSaysWhich(t *testing.T) {
 	}
 }
 
+// dev's embedded Temporal server and its UI ask no credential, so dev keeps them on the loopback
+// (which no sandbox reaches) and refuses any other address, saying why and what production does.
+func TestDevKeepsItsTemporalOnTheLoopback(t *testing.T) {
+	for _, addr := range []string{"0.0.0.0:0", "[::]:0", "192.0.2.1:7233", "temporal.example:7233"} {
+		err := cmdDev(context.Background(), []string{"--data-dir", t.TempDir(), "--http-addr", "127.0.0.1:0", "--temporal-address", addr}, io.Discard, io.Discard, nil)
+		if exitCode(err) != 2 || !strings.Contains(fmt.Sprint(err), "listens on the loopback only") || !strings.Contains(fmt.Sprint(err), "mTLS") {
+			t.Errorf("dev with --temporal-address %s: %v (status %d), want refused with status 2, saying why", addr, err, exitCode(err))
+		}
+	}
+}
+
 // A first start that stopped part-way resumes at the next: a team made without its owner gets
 // one and a key, a lost key file gets a new key of the same member, and the demo is seeded once.
 func TestDevFirstStartResumes(t *testing.T) {

@@ -33,7 +33,7 @@ func testInferenceGateway(t *testing.T, storeArgs []string, _ string) {
 	box := startMailbox(t)
 	devArgs := append([]string{"--smtp-url", "smtp://" + box.addr, "--mail-from", "alerts@proctor.test", "--limit-alert-interval", "300ms",
 		"--environment-hourly-rate", "3.6", "--environment-cpu-hourly-rate", "0.5", "--environment-memory-gb-hourly-rate", "0.125",
-		"--environment-gpu-hourly-rates", "h100=4,*=2", "--environment-baseline-minutes", "5"}, storeArgs...)
+		"--environment-gpu-hourly-rates", "h100=4,*=2", "--environment-baseline-minutes", "5", "--metrics-token", "scrape-token"}, storeArgs...)
 	dev := startDev(t, dataDir, devArgs...)
 	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey, temporal: dev.info.TemporalAddress}
 	addModel := func(name, url string, extra ...string) string {
@@ -154,7 +154,7 @@ func testInferenceGateway(t *testing.T, storeArgs []string, _ string) {
 		t.Errorf("proctor eval's cost line: %v\n%s", err, evalOut.String())
 	}
 	// The same calls in Prometheus metrics: latency, tokens and cost per model.
-	_, metricsBody, _ := get(t, c.base+"/metrics", "")
+	_, metricsBody, _ := get(t, c.base+"/metrics", "scrape-token")
 	for _, re := range []string{`proctor_model_step_seconds_count\{model="priced",status="ok"\} [1-9]`, `proctor_inference_tokens_total\{kind="prompt",model="priced"\} [1-9]`,
 		`proctor_inference_cost_usd_total\{model="priced"\} 0\.0*[1-9]`} {
 		if !regexp.MustCompile(re).MatchString(metricsBody) {

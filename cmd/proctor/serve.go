@@ -127,6 +127,14 @@ func runServer(ctx context.Context, cfg *config.Config, stderr io.Writer) error 
 		return err
 	}
 	hs.srv.RegisterOnShutdown(api.EndStreams)
+	if cfg.MetricsAddr != "" {
+		ms, err := serveMetrics(cfg.MetricsAddr, cfg.MetricsToken, tel.metrics, limitsOf(cfg), log)
+		if err != nil {
+			hs.shutdown(cfg.ShutdownTimeout) //nolint:errcheck // failing already
+			return err
+		}
+		defer ms.stopLogged(cfg.ShutdownTimeout, log, "metrics listener")
+	}
 	defer sweepSessions(ctx, store, log)()
 	log.Info("api server listening", "addr", hs.addr, "public_url", cfg.PublicURL)
 	select {
@@ -192,7 +200,7 @@ func runWorker(ctx context.Context, cfg *config.Config, stderr io.Writer) error 
 		return err
 	}
 	if cfg.MetricsAddr != "" {
-		hs, err := serveMetrics(cfg.MetricsAddr, m, limitsOf(cfg), log)
+		hs, err := serveMetrics(cfg.MetricsAddr, cfg.MetricsToken, m, limitsOf(cfg), log)
 		if err != nil {
 			rt.stop(cfg.ShutdownTimeout)
 			return err
@@ -303,7 +311,7 @@ func every(ctx context.Context, interval time.Duration, fn func(ctx context.Cont
 // newAPI is the /v2 API as the server and dev serve it: parts names what the process opened,
 // and the configuration and telemetry give the rest of its options.
 func newAPI(cfg *config.Config, tel *telemetry, parts httpapi.Options) *httpapi.Server {
-	parts.Metrics, parts.Tracing = tel.metrics, tel.tracing.TracerProvider()
+	parts.Metrics, parts.MetricsToken, parts.Tracing = tel.metrics, cfg.MetricsToken, tel.tracing.TracerProvider()
 	parts.Uploads = uploadLimits(cfg)
 	parts.DataQuota = datafiles.DataQuota{TeamBytes: cfg.DataTeamBytes, FileBytes: cfg.DataFileBytes, TeamFiles: cfg.DataTeamFiles}
 	parts.PublicURL, parts.SessionTTL = cfg.PublicURL, cfg.SessionTTL

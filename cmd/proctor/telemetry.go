@@ -58,14 +58,18 @@ func (t *telemetry) stop(timeout time.Duration, log *slog.Logger) {
 }
 
 // serveMetrics serves m at /metrics on addr, with the API's HTTP limits, until the returned
-// server is shut down.
-func serveMetrics(addr string, m *metrics.Metrics, lim httpLimits, log *slog.Logger) (*httpServer, error) {
+// server is shut down; with a token, only to requests that carry it as their bearer token.
+func serveMetrics(addr, token string, m *metrics.Metrics, lim httpLimits, log *slog.Logger) (*httpServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, busy("the metrics listener", addr, "--metrics-addr (or PROCTOR_METRICS_ADDR)", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", m.Handler())
+	h := m.Handler()
+	if token != "" {
+		h = httpapi.BearerOnly(token, h)
+	}
+	mux.Handle("GET /metrics", h)
 	// A liveness probe for the worker: it answers while the process serves, as the API's does.
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

@@ -91,8 +91,11 @@ type Config struct {
 	// unpacked root file system under bubblewrap) or container (each sandbox a container of the
 	// Docker Engine API server at ContainerHost; ContainerOwner labels this worker's containers).
 	SandboxProvider string
-	// MetricsAddr, when set, serves /metrics on a listener of its own (workers have no other).
-	MetricsAddr string
+	// MetricsAddr, when set, serves /metrics on a listener of its own (workers have no other):
+	// keep it where only the operator's scraper reaches it. MetricsToken, when set, is the
+	// bearer token /metrics asks for (on the API listener it is served only with one).
+	MetricsAddr  string
+	MetricsToken string
 	// OTLPEndpoint, when set, is the OpenTelemetry collector (OTLP over gRPC) traces go to.
 	OTLPEndpoint   string
 	ContainerHost  string
@@ -235,7 +238,8 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	str(&c.SecretsKMSURI, "secrets-kms-uri", "PROCTOR_SECRETS_KMS_URI", "", "a Google Cloud KMS key (gcp-kms://projects/P/locations/L/keyRings/R/cryptoKeys/K) that wraps the secrets' data keys, instead of --secrets-key-file; credentials from the environment (ADC)")
 	str(&c.SecretsKeyFile, "secrets-key-file", "PROCTOR_SECRETS_KEY_FILE", "", "key-encryption keyset that seals secrets at rest, shared by servers and workers; create with `proctor admin keys create` (dev default: <data-dir>/secrets-key.json, generated)")
 	fs.IntVar(&c.MaxTries, "max-tries", envInt("PROCTOR_MAX_TRIES", 3), "tries of an attempt after infrastructure failures (env PROCTOR_MAX_TRIES)")
-	str(&c.MetricsAddr, "metrics-addr", "PROCTOR_METRICS_ADDR", "", "address of a listener of its own for Prometheus /metrics, e.g. :9464 (a worker's; the API serves /metrics on --http-addr)")
+	str(&c.MetricsAddr, "metrics-addr", "PROCTOR_METRICS_ADDR", "", "address of a listener of its own for Prometheus /metrics, e.g. :9464: a worker's, or the API server's (whose --http-addr serves /metrics only with --metrics-token)")
+	str(&c.MetricsToken, "metrics-token", "PROCTOR_METRICS_TOKEN", "", "bearer token /metrics asks for; the API listener serves /metrics only with one set (metrics name every team's models and spend)")
 	str(&c.OTLPEndpoint, "otlp-endpoint", "PROCTOR_OTLP_ENDPOINT", "", "OpenTelemetry collector that receives traces over OTLP/gRPC, e.g. http://otel-collector:4317 (https: TLS); batching follows the OTEL_BSP_* variables")
 	str(&c.GPUs, "gpus", "PROCTOR_GPUS", "", "comma-separated GPU device ids this host hands to sandboxes")
 	str(&c.GPUType, "gpu-type", "PROCTOR_GPU_TYPE", "", "the type of those GPUs, e.g. h100 (names the sandboxes-gpu-<type> queue)")
