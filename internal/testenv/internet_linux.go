@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -17,8 +16,9 @@ import (
 // InternetGreeting is what the stand-in internet answers every request with.
 const InternetGreeting = "hello from the internet"
 
-// internets numbers the stand-ins of this process, each on a /30 of its own.
-var internets atomic.Int32
+// inetLocks is where the lock files of the stand-ins' slots are: one host-wide place, since
+// every test process on the host (go test runs packages side by side) shares its routes.
+const inetLocks = "/run/proctor-inet"
 
 // Internet starts a stand-in for a server on the internet, as a sandbox's egress reaches it, and
 // returns its address (an IP and port 80) and the address of this host on the link to it: a
@@ -28,6 +28,10 @@ var internets atomic.Int32
 // (a public-looking one, as a cloud machine's may be); the stand-in's is not, as a server on the
 // internet is not. It needs root and iproute2 (.ci/run installs it); everything is removed when
 // the test ends.
+//
+// Each stand-in holds one of 63 slots (a /30 each) by a host-wide lock, so that test processes
+// running side by side never route the same addresses, and a slot whose holder died (killed
+// before its cleanup ran) is swept of what it left before it is used again.
 func Internet(t testing.TB) (server, hostEnd string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -37,17 +41,28 @@ func Internet(t testing.TB) (server, hostEnd string) {
 	if _, err := exec.LookPath("ip"); err != nil {
 		MissingTool(t, "ip (iproute2)")
 	}
-	n := internets.Add(1)
-	if n > 63 {
-		t.Fatal("testenv: more than 63 stand-in internets in one process")
+	n, lock, err := claimInternetSlot()
+	if err != nil {
+		t.Fatal(err)
 	}
-	name := fmt.Sprintf("proctor-inet-%d-%d", os.Getpid(), n)
-	hostLink, netLink := fmt.Sprintf("pinet%dh%d", os.Getpid()%10000, n), fmt.Sprintf("pinet%dn%d", os.Getpid()%10000, n)
+	t.Cleanup(func() { lock.Close() }) // after the removals below (cleanups run last-first)
+	name := fmt.Sprintf("proctor-inet-%d", n)
+	hostLink, netLink := fmt.Sprintf("pinet%dh", n), fmt.Sprintf("pinet%dn", n)
 	hostIP, netIP := fmt.Sprintf("203.0.113.%d", 4*n+1), fmt.Sprintf("203.0.113.%d", 4*n+2)
 	ip := func(args ...string) {
 		t.Helper()
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 			t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	// What a dead holder of this slot left: its namespace, and any link of this host on the
+	// slot's addresses (deleting one end of a veth pair deletes both).
+	exec.Command("ip", "netns", "delete", name).Run() //nolint:errcheck // usually not there
+	if out, err := exec.Command("ip", "-o", "-4", "addr", "show", "to", hostIP+"/30").Output(); err == nil {
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			if f := strings.Fields(line); len(f) > 1 {
+				exec.Command("ip", "link", "delete", f[1]).Run() //nolint:errcheck // gone already is fine
+			}
 		}
 	}
 	ip("netns", "add", name)
@@ -100,4 +115,23 @@ func listenInNamespace(path, addr string) (net.Listener, error) {
 		return nil, fmt.Errorf("listen on %s in %s: %w", addr, path, res.err)
 	}
 	return res.ln, nil
+}
+
+// claimInternetSlot takes the first free slot (1 to 63) of the host, by an exclusive lock on its
+// file under inetLocks that this process holds until it closes the file, or until it dies.
+func claimInternetSlot() (int, *os.File, error) {
+	if err := os.MkdirAll(inetLocks, 0o755); err != nil {
+		return 0, nil, err
+	}
+	for n := 1; n <= 63; n++ {
+		f, err := os.OpenFile(fmt.Sprintf("%s/%d.lock", inetLocks, n), os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			return 0, nil, err
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err == nil {
+			return n, f, nil
+		}
+		f.Close()
+	}
+	return 0, nil, fmt.Errorf("testenv: all 63 stand-in internets of this host are in use")
 }
