@@ -55,6 +55,9 @@ type Activities struct {
 	// SandboxProvider (process or container).
 	Metrics         *metrics.Metrics
 	SandboxProvider string
+	// Workflows describes the attempts' workflows, so that one that ended outside Proctor is
+	// noticed (EndVanished); StartWorkers sets the Temporal client. Nil: only the store is read.
+	Workflows WorkflowDescriber
 
 	imagesOnce sync.Once
 	imageCache *imageCache

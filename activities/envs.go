@@ -37,6 +37,8 @@ type liveEnv struct {
 type Envs struct {
 	mu    sync.Mutex
 	byTry map[TryInput]*liveEnv
+	// over are the tries whose attempts the last sweep found over (see overAgain).
+	over map[TryInput]bool
 }
 
 // NewEnvs returns an empty registry.
@@ -58,6 +60,25 @@ func (e *Envs) Len() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return len(e.byTry)
+}
+
+// overAgain takes a sweep's findings about the tries running: over are the traces that ended,
+// vanished those whose workflows are gone. It answers the tries to stop: a vanished attempt's at
+// once, an ended one's when the sweep before found it over too.
+func (e *Envs) overAgain(running []TryInput, over, vanished map[uuid.UUID]bool) (stop []TryInput) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := map[TryInput]bool{}
+	for _, try := range running {
+		switch {
+		case vanished[try.TraceID] || (over[try.TraceID] && e.over[try]):
+			stop = append(stop, try)
+		case over[try.TraceID]:
+			now[try] = true
+		}
+	}
+	e.over = now
+	return stop
 }
 
 func (e *Envs) get(id uuid.UUID, attempt int) *liveEnv {

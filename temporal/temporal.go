@@ -115,6 +115,9 @@ type Workers struct {
 // stopTimeout is how long Stop lets running activities finish before it cancels them.
 func StartWorkers(c *Client, acts *activities.Activities, queues []string, stopTimeout time.Duration) (*Workers, error) {
 	ws := &Workers{}
+	if acts.Workflows == nil {
+		acts.Workflows = c
+	}
 	queues = slices.Clone(queues)
 	for _, q := range queues {
 		if q != names.QueueWorkflows && !names.IsHostQueue(q) {

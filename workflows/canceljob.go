@@ -19,7 +19,8 @@ type CancelJobResult struct {
 
 // CancelJob cancels every live attempt of a job: traces that never started read cancelled at
 // once, live ones cancelling; the job's RunList (if any) and every live Rollout are asked to
-// cancel, and each tears its sandbox down before it writes cancelled.
+// cancel, and each tears its sandbox down before it writes cancelled; one whose Rollout is gone
+// ends at once (activities.EndVanished).
 func CancelJob(ctx workflow.Context, in CancelJobInput) (CancelJobResult, error) {
 	var marked activities.MarkJobCancellingResult
 	if err := workflow.ExecuteLocalActivity(storeActivity(ctx), a.MarkJobCancelling, activities.JobInput{JobID: in.JobID}).Get(ctx, &marked); err != nil {
@@ -29,6 +30,10 @@ func CancelJob(ctx workflow.Context, in CancelJobInput) (CancelJobResult, error)
 	_ = workflow.RequestCancelExternalWorkflow(ctx, names.RunListWorkflowID(in.JobID), "").Get(ctx, nil)
 	_ = workflow.RequestCancelExternalWorkflow(ctx, names.RunListRetryWorkflowID(in.JobID), "").Get(ctx, nil)
 	cancelAll(ctx, marked.Live)
+	// An attempt whose Rollout is gone (terminated outside Proctor) hears no cancel: it ends here.
+	if len(marked.Live) > 0 && workflow.GetVersion(ctx, "cancel-ends-vanished", workflow.DefaultVersion, 1) == 1 {
+		_ = workflow.ExecuteLocalActivity(storeActivity(ctx), a.EndVanished, activities.EndVanishedInput{TraceIDs: marked.Live}).Get(ctx, nil)
+	}
 	return CancelJobResult{Cancelled: len(marked.Live)}, nil
 }
 

@@ -16,4 +16,4 @@ package workflows
 //
 // A later change that must reach runs already in flight still needs workflow.GetVersion; one
 // that only new runs take may raise Revision instead, and branch on it.
-const Revision = 1
+const Revision = 2

@@ -34,15 +34,16 @@ func versionsAsked(env *testsuite.TestWorkflowEnvironment) func() []string {
 
 // TestRunsOfTheCurrentRevisionAskForNoVersions: a RunList begun at Revision, and the Rollouts it
 // starts, ask for no change's version, so an attempt costs no version marker and no visibility
-// write; a run from before Revision (0) asks for its four, in the order it always did, and the job
-// runs the same.
+// write; a run from before Revision asks for the versions of the changes since its own revision (0:
+// all five, in the order it always did), and the job runs the same.
 func TestRunsOfTheCurrentRevisionAskForNoVersions(t *testing.T) {
 	for _, tc := range []struct {
 		revision int
 		want     []string
 	}{
 		{Revision, nil},
-		{0, []string{"reconcile-schedule-kept", "job-budget", "parent-watches-children", "reconcile-timer-kept"}},
+		{1, []string{"end-vanished"}},
+		{0, []string{"reconcile-schedule-kept", "job-budget", "parent-watches-children", "reconcile-timer-kept", "end-vanished"}},
 	} {
 		f, j := newFakeEngine(), newFakeJob(3)
 		env := runListEnv(f, j)

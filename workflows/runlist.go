@@ -83,6 +83,8 @@ func RunList(ctx workflow.Context, in RunListInput) (RunListResult, error) {
 	// Runs that began before the reconcile's timer was kept across waits started and cancelled
 	// one in each wait, and replay so.
 	l.keptTimer = rev || workflow.GetVersion(ctx, "reconcile-timer-kept", workflow.DefaultVersion, 1) == 1
+	// Runs that began before attempts ended outside Proctor were noticed read only the store.
+	l.endsVanished = in.Revision >= 2 || workflow.GetVersion(ctx, "end-vanished", workflow.DefaultVersion, 1) == 1
 	for _, id := range in.Live {
 		l.live[id] = true
 	}
@@ -114,6 +116,11 @@ type runList struct {
 	// their end only once told the run moved on (see moveOn). Nil in runs from before that, which
 	// hear of every end by signal.
 	children map[uuid.UUID]workflow.ChildWorkflowFuture
+	// endsVanished: an attempt whose Rollout ended without recording its end (terminated or timed
+	// out through Temporal's API) is ended here (activities.EndVanished): a watched child that
+	// ended in error is put in vanished until then, and the reconcile asks about the others.
+	endsVanished bool
+	vanished     []uuid.UUID
 }
 
 // pausedRecheck is how often a paused RunList with no live attempt reads its job's budget again
@@ -133,7 +140,8 @@ func (l *runList) run(ctx workflow.Context) (RunListResult, error) {
 	}
 	startedHere := 0
 	for ctx.Err() == nil {
-		l.drain()
+		l.drain(ctx)
+		l.endVanished(ctx)
 		if err := l.admit(ctx, startedHere); err != nil {
 			return RunListResult{Started: l.in.Started}, err
 		}
@@ -297,7 +305,7 @@ func (l *runList) wait(ctx workflow.Context) {
 		l.ended(id)
 	})
 	for _, id := range l.watchedIDs() {
-		sel.AddFuture(l.children[id], func(workflow.Future) { l.ended(id) })
+		sel.AddFuture(l.children[id], func(f workflow.Future) { l.watchedEnded(ctx, id, f) })
 	}
 	sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) {})
 	if l.budgeted && l.paused {
@@ -326,6 +334,10 @@ func (l *runList) wait(ctx workflow.Context) {
 	if reconcile && ctx.Err() == nil {
 		l.reconcileTimer = nil
 		l.nextReconcile = workflow.Now(ctx).Add(reconcileEvery)
+		if l.endsVanished {
+			l.reconcileVanished(ctx)
+			return
+		}
 		var open activities.OpenTracesResult
 		if err := workflow.ExecuteLocalActivity(storeActivity(ctx), a.OpenTraces, activities.OpenTracesInput{TraceIDs: l.liveIDs()}).Get(ctx, &open); err == nil {
 			still := map[uuid.UUID]bool{}
@@ -341,17 +353,48 @@ func (l *runList) wait(ctx workflow.Context) {
 	}
 }
 
+// reconcileVanished takes out of the live set the attempts that ended, and ends those whose
+// Rollouts are no longer running without having recorded it.
+func (l *runList) reconcileVanished(ctx workflow.Context) {
+	var res activities.EndVanishedResult
+	if err := workflow.ExecuteLocalActivity(storeActivity(ctx), a.EndVanished, activities.EndVanishedInput{TraceIDs: l.liveIDs()}).Get(ctx, &res); err == nil {
+		for _, id := range res.Ended {
+			l.ended(id)
+		}
+	}
+}
+
 // drain takes every completion signal already received, and every watched child's end.
-func (l *runList) drain() {
+func (l *runList) drain(ctx workflow.Context) {
 	var id uuid.UUID
 	for l.done.ReceiveAsync(&id) {
 		l.ended(id)
 	}
 	for _, id := range l.watchedIDs() {
-		if l.children[id].IsReady() {
-			l.ended(id)
+		if f := l.children[id]; f.IsReady() {
+			l.watchedEnded(ctx, id, f)
 		}
 	}
+}
+
+// watchedEnded takes a watched child that ended out of the live set. One that ended in error
+// (terminated or timed out through Temporal's API, say) may not have recorded its end: it is
+// put in vanished for endVanished.
+func (l *runList) watchedEnded(ctx workflow.Context, id uuid.UUID, f workflow.Future) {
+	l.ended(id)
+	if l.endsVanished && f.Get(ctx, nil) != nil {
+		l.vanished = append(l.vanished, id)
+	}
+}
+
+// endVanished ends the attempts in vanished that had not recorded their ends.
+func (l *runList) endVanished(ctx workflow.Context) {
+	if len(l.vanished) == 0 {
+		return
+	}
+	ids := l.vanished
+	l.vanished = nil
+	_ = workflow.ExecuteLocalActivity(storeActivity(ctx), a.EndVanished, activities.EndVanishedInput{TraceIDs: ids}).Get(ctx, nil)
 }
 
 // ended takes an attempt out of the live set.
@@ -366,7 +409,7 @@ func (l *runList) ended(id uuid.UUID) {
 // the server cannot find (closed, or absent) has ended and is not handed on; one not told for
 // another reason is, and the next run's reconcile finds out when it ends.
 func (l *runList) moveOn(ctx workflow.Context) {
-	l.drain()
+	l.drain(ctx)
 	ids := l.watchedIDs()
 	told := make([]workflow.Future, len(ids))
 	for i, id := range ids {
@@ -378,13 +421,20 @@ func (l *runList) moveOn(ctx workflow.Context) {
 			l.ended(ids[i])
 		}
 	}
-	l.drain()
+	l.drain(ctx)
+	l.endVanished(ctx)
 }
 
 // cancelLive asks every live child to cancel and waits (bounded) for them to end, so the job
 // reads cancelled only once its attempts did.
 func (l *runList) cancelLive(dctx workflow.Context) {
 	cancelAll(dctx, l.liveIDs())
+	if l.endsVanished {
+		// An attempt whose Rollout is gone would hold the cancel for the whole wait below.
+		l.drain(dctx)
+		l.endVanished(dctx)
+		l.reconcileVanished(dctx)
+	}
 	deadline := workflow.Now(dctx).Add(5 * time.Minute)
 	for len(l.live) > 0 {
 		left := deadline.Sub(workflow.Now(dctx))
@@ -395,7 +445,8 @@ func (l *runList) cancelLive(dctx workflow.Context) {
 		if !ok {
 			return
 		}
-		l.drain()
+		l.drain(dctx)
+		l.endVanished(dctx)
 	}
 }
 

@@ -39,6 +39,12 @@ type fakeJob struct {
 	admits int
 	// noCeiling answers AdmitJob that the job has no ceiling.
 	noCeiling bool
+	// gone are the attempts whose Rollouts are no longer running (EndVanished ends those still
+	// open); askedVanished are the attempts EndVanished was asked about, endedVanished those it
+	// ended.
+	gone          map[uuid.UUID]bool
+	askedVanished []uuid.UUID
+	endedVanished []uuid.UUID
 }
 
 func newFakeJob(n int) *fakeJob {
@@ -79,16 +85,44 @@ func (j *fakeJob) register(env *testsuite.TestWorkflowEnvironment) {
 			j.mu.Unlock()
 			return activities.AdmitJobResult{Paused: j.paused != nil && j.paused(), NoCeiling: j.noCeiling}, nil
 		})
+	openOf := func(ids []uuid.UUID) []uuid.UUID {
+		j.mu.Lock()
+		j.reconciles++
+		j.mu.Unlock()
+		if j.open != nil {
+			return j.open(ids)
+		}
+		return ids
+	}
 	env.OnActivity(a.OpenTraces, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.OpenTracesInput) (activities.OpenTracesResult, error) {
-			j.mu.Lock()
-			j.reconciles++
-			j.mu.Unlock()
-			if j.open != nil {
-				return activities.OpenTracesResult{TraceIDs: j.open(in.TraceIDs)}, nil
+			return activities.OpenTracesResult{TraceIDs: openOf(in.TraceIDs)}, nil
+		}).Maybe()
+	// EndVanished, as the worker answers it: the traces closed, and those it ends because their
+	// Rollouts are gone (j.gone) while they read open.
+	env.OnActivity(a.EndVanished, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.EndVanishedInput) (activities.EndVanishedResult, error) {
+			still := map[uuid.UUID]bool{}
+			if len(in.TraceIDs) > 0 {
+				for _, id := range openOf(in.TraceIDs) {
+					still[id] = true
+				}
 			}
-			return activities.OpenTracesResult{TraceIDs: in.TraceIDs}, nil
-		})
+			j.mu.Lock()
+			defer j.mu.Unlock()
+			j.askedVanished = append(j.askedVanished, in.TraceIDs...)
+			res := activities.EndVanishedResult{Ended: []uuid.UUID{}}
+			for _, id := range in.TraceIDs {
+				switch {
+				case !still[id]:
+					res.Ended = append(res.Ended, id)
+				case j.gone[id]:
+					j.endedVanished = append(j.endedVanished, id)
+					res.Ended, res.Vanished = append(res.Ended, id), append(res.Vanished, id)
+				}
+			}
+			return res, nil
+		}).Maybe()
 }
 
 // runListEnv runs RunList over a job whose attempts are real Rollout children with scripted

@@ -44,6 +44,7 @@ type runtime struct {
 	log       *slog.Logger
 	temporal  *ptemporal.Client
 	hostQueue string
+	stopSweep func() // ends the sweep of the sandboxes of attempts that are over
 }
 
 // startRuntime starts this host's sandbox provider and workers. bucket holds sources and images
@@ -91,6 +92,15 @@ func startRuntime(tc *ptemporal.Client, store *models.Store, bucket blob.Bucket,
 		return nil, err
 	}
 	rt := &runtime{sandboxes: sb, describe: describe, workers: workers, envs: acts.Envs, log: log, temporal: tc, hostQueue: acts.HostQueue}
+	// An attempt ended outside Proctor (its workflow terminated through Temporal's API) never
+	// comes back to tear its sandbox down: this host does, and ends the attempt.
+	rt.stopSweep = every(context.Background(), activities.SweepEvery, func(ctx context.Context) {
+		if n, err := acts.SweepEndedSandboxes(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("sweep the sandboxes of attempts that are over", "error", err)
+		} else if n > 0 {
+			log.Info("stopped the sandboxes of attempts that are over", "count", n)
+		}
+	})
 	rt.retire = announceWorker(store, workerQueues(cfg, sb), log)
 	return rt, nil
 }
@@ -153,6 +163,7 @@ func announceWorker(store *models.Store, rows []models.WorkerQueue, log *slog.Lo
 // (their workflows start a new try on another worker at once).
 func (r *runtime) stop(timeout time.Duration) {
 	r.retire()
+	r.stopSweep()
 	if n := r.envs.Len(); n > 0 {
 		r.log.Info("draining: letting running steps finish", "environments", n, "timeout", timeout)
 	}
