@@ -209,7 +209,7 @@ func newSandboxes(cfg *config.Config, log *slog.Logger) (sandbox.Provider, strin
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		p, err := container.New(ctx, container.Options{
-			Host: cfg.ContainerHost, Owner: cfg.ContainerOwner, Root: cfg.SandboxRoot, MaxSandboxes: cfg.MaxSandboxes,
+			Host: cfg.ContainerHost, Owner: cfg.ContainerOwner, Root: cfg.SandboxRoot, MaxSandboxes: cfg.MaxSandboxes, MaxProcesses: cfg.SandboxMaxProcesses,
 			GPUs: cfg.GPUList(), GPUType: cfg.GPUType, Logger: log, Relay: agentRelay(cfg.AgentRelay),
 		})
 		if err != nil {
@@ -219,6 +219,7 @@ func newSandboxes(cfg *config.Config, log *slog.Logger) (sandbox.Provider, strin
 	}
 	p, err := sandbox.NewProcess(sandbox.ProcessOptions{
 		Root: cfg.SandboxRoot, MaxSandboxes: cfg.MaxSandboxes, Isolation: cfg.SandboxIsolation,
+		MaxProcesses: cfg.SandboxMaxProcesses, MaxOpenFiles: cfg.SandboxMaxOpenFiles,
 		GPUs: cfg.GPUList(), GPUType: cfg.GPUType, Logger: log, Relay: agentRelay(cfg.AgentRelay),
 	})
 	if err != nil {

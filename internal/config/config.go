@@ -87,6 +87,10 @@ type Config struct {
 	SandboxRoot      string
 	MaxSandboxes     int
 	SandboxIsolation string
+	// SandboxMaxProcesses bounds one sandbox's processes and threads, SandboxMaxOpenFiles each of
+	// its processes' open files (0: the providers' defaults).
+	SandboxMaxProcesses int
+	SandboxMaxOpenFiles int
 	// SandboxProvider is process (each sandbox a child process of the worker, running an image's
 	// unpacked root file system under bubblewrap) or container (each sandbox a container of the
 	// Docker Engine API server at ContainerHost; ContainerOwner labels this worker's containers).
@@ -209,6 +213,10 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	fs.Int64Var(&c.MaxUploadBytes, "max-upload-bytes", int64(envInt("PROCTOR_MAX_UPLOAD_BYTES", 0)), "largest PUT through a file:// bucket's signed URL; 0 = 5 GiB (env PROCTOR_MAX_UPLOAD_BYTES)")
 	str(&c.SandboxRoot, "sandbox-root", "PROCTOR_SANDBOX_ROOT", "", "directory for sandbox work dirs (dev default: <data-dir>/sandboxes)")
 	fs.IntVar(&c.MaxSandboxes, "max-sandboxes", envInt("PROCTOR_MAX_SANDBOXES", 0), "sandboxes live at once on this host; 0 = 4 per CPU (env PROCTOR_MAX_SANDBOXES)")
+	fs.IntVar(&c.SandboxMaxProcesses, "sandbox-max-processes", envInt("PROCTOR_SANDBOX_MAX_PROCESSES", 0),
+		"processes and threads one sandbox may run (cgroup pids.max, the engine's pids limit, or RLIMIT_NPROC); 0 = 4096 (env PROCTOR_SANDBOX_MAX_PROCESSES)")
+	fs.IntVar(&c.SandboxMaxOpenFiles, "sandbox-max-open-files", envInt("PROCTOR_SANDBOX_MAX_OPEN_FILES", 0),
+		"open files each process of a bubblewrap sandbox may hold (RLIMIT_NOFILE); 0 = 8192 (env PROCTOR_SANDBOX_MAX_OPEN_FILES)")
 	str(&c.SandboxIsolation, "sandbox-isolation", "PROCTOR_SANDBOX_ISOLATION", "auto", "auto (bubblewrap when installed), bubblewrap, or none")
 	str(&c.SandboxProvider, "sandbox-provider", "PROCTOR_SANDBOX_PROVIDER", "process", "process (child processes under bubblewrap), container (a Docker Engine API server: Docker, or podman system service) or kubernetes (a pod per sandbox)")
 	str(&c.ContainerHost, "container-host", "PROCTOR_CONTAINER_HOST", "", "the container provider's engine, e.g. unix:///run/podman/podman.sock (default: DOCKER_HOST, else the engine's default socket)")

@@ -37,7 +37,10 @@ type cgroupManager struct {
 	parent string
 	cpu    bool
 	memory bool
+	pids   bool
 	moved  bool // the worker moved itself into parent/proctor-worker
+	// maxProcs is each sandbox's pids.max, with the pids controller (0: none).
+	maxProcs int
 }
 
 // setupCgroups finds the worker's cgroup v2 and makes cpu and memory
@@ -120,7 +123,7 @@ func usableAt(dir string) (*cgroupManager, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &cgroupManager{parent: dir, cpu: slices.Contains(on, "cpu"), memory: slices.Contains(on, "memory")}
+	m := &cgroupManager{parent: dir, cpu: slices.Contains(on, "cpu"), memory: slices.Contains(on, "memory"), pids: slices.Contains(on, "pids")}
 	if !m.cpu && !m.memory {
 		return nil, fmt.Errorf("cgroup v2 at %s: cpu and memory not enabled in cgroup.subtree_control", dir)
 	}
@@ -132,7 +135,7 @@ func usableAt(dir string) (*cgroupManager, error) {
 
 func wantedControllers(avail []string) []string {
 	var want []string
-	for _, c := range []string{"cpu", "memory"} {
+	for _, c := range []string{"cpu", "memory", "pids"} {
 		if slices.Contains(avail, c) {
 			want = append(want, c)
 		}
@@ -162,6 +165,9 @@ func (m *cgroupManager) describe() string {
 	}
 	if m.memory {
 		on = append(on, "memory.max")
+	}
+	if m.pids {
+		on = append(on, "pids.max")
 	}
 	return fmt.Sprintf("cgroup v2 %s under %s", strings.Join(on, ", "), m.parent)
 }
@@ -208,6 +214,11 @@ func (m *cgroupManager) limit(dir string, res Resources) error {
 		// Without this the limit leaks into swap where the host has it. Absent
 		// files (no swap accounting) are fine.
 		writeFile(filepath.Join(dir, "memory.swap.max"), "0")
+	}
+	if m.pids && m.maxProcs > 0 {
+		if err := writeFile(filepath.Join(dir, "pids.max"), strconv.Itoa(m.maxProcs)); err != nil {
+			return fmt.Errorf("cgroup pids.max: %w", err)
+		}
 	}
 	// On OOM kill the whole sandbox, not one process of it: a half-killed
 	// environment is harder to reason about than a dead one.

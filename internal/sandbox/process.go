@@ -58,6 +58,13 @@ type ProcessOptions struct {
 	// caps a rate. Under RLIMIT_DATA a Go environment needs MemoryMB ≥ 128
 	// just to start its runtime.
 	Limiter string
+	// MaxProcesses bounds the processes (and threads) of one sandbox: pids.max where cgroup v2
+	// has the pids controller, and RLIMIT_NPROC under bubblewrap (which binds a sandbox that
+	// does not run as root); default DefaultMaxProcesses.
+	MaxProcesses int
+	// MaxOpenFiles bounds the open files of each process of a sandbox (RLIMIT_NOFILE, under
+	// bubblewrap); default DefaultMaxOpenFiles.
+	MaxOpenFiles int
 	// StopGrace is how long Stop waits after SIGTERM before SIGKILL;
 	// default 5s.
 	StopGrace time.Duration
@@ -67,6 +74,13 @@ type ProcessOptions struct {
 	// does. Without a relay such a worker refuses a Listen with ErrNoListen.
 	Relay string
 }
+
+// The bounds of a sandbox's processes and open files where the worker's options set none: a
+// browser's threads count as processes, and a busy server's sockets as files.
+const (
+	DefaultMaxProcesses = 4096
+	DefaultMaxOpenFiles = 8192
+)
 
 // Process is the process provider: each sandbox is a child process of the
 // worker. It implements Provider.
@@ -80,6 +94,8 @@ type Process struct {
 	pidNS     bool   // with IsolationNone: children get their own pid namespace
 	cg        *cgroupManager
 	rlimitMem bool   // memory limited by RLIMIT_DATA (when cg does not)
+	maxProcs  int    // ProcessOptions.MaxProcesses
+	maxFiles  int    // ProcessOptions.MaxOpenFiles
 	limits    string // what Limits reports
 	devDir    string // where GPU device nodes live; tests point it elsewhere
 	gpus      *GPUPool
@@ -126,6 +142,10 @@ func NewProcess(opts ProcessOptions) (*Process, error) {
 	}
 	if p.grace <= 0 {
 		p.grace = 5 * time.Second
+	}
+	p.maxProcs, p.maxFiles = cmp.Or(opts.MaxProcesses, DefaultMaxProcesses), cmp.Or(opts.MaxOpenFiles, DefaultMaxOpenFiles)
+	if p.maxProcs < 0 || p.maxFiles < 0 {
+		return nil, fmt.Errorf("MaxProcesses %d, MaxOpenFiles %d: must not be negative", p.maxProcs, p.maxFiles)
 	}
 	if p.log == nil {
 		p.log = slog.Default()
@@ -261,6 +281,7 @@ func (p *Process) limit(limiter string) error {
 		switch {
 		case err == nil:
 			p.cg = cg
+			cg.maxProcs = p.maxProcs
 			if cg.moved {
 				p.log.Info("sandbox: moved the worker into a leaf cgroup to delegate controllers", "cgroup", filepath.Join(cg.parent, workerLeaf))
 			}
@@ -284,8 +305,12 @@ func (p *Process) limit(limiter string) error {
 		// RLIMIT_DATA rather than RLIMIT_AS: Go and JVM runtimes reserve far
 		// more address space than they use (a Go binary needs RLIMIT_AS ≈ 1 GiB
 		// just to start), while RLIMIT_DATA counts private writable memory,
-		// which tracks what is really used.
-		if err := probeStart(nil, "-c", "ulimit -d"); err == nil {
+		// which tracks what is really used. Under bubblewrap it is set from
+		// outside (limitInit); without, by the host's shell.
+		if p.isolation == IsolationBubblewrap {
+			p.rlimitMem = true
+			memLimit = "memory: RLIMIT_DATA per process"
+		} else if err := probeStart(nil, "-c", "ulimit -d"); err == nil {
 			p.rlimitMem = true
 			memLimit = "memory: RLIMIT_DATA per process"
 		} else {
@@ -298,8 +323,27 @@ func (p *Process) limit(limiter string) error {
 	if memLimit == "" {
 		memLimit = "memory: not limited"
 	}
-	p.limits = cpuLimit + "; " + memLimit
+	p.limits = cpuLimit + "; " + memLimit + "; " + p.processLimit()
 	return nil
+}
+
+// processLimit says how a sandbox's processes and open files are bounded here.
+func (p *Process) processLimit() string {
+	var procs string
+	switch {
+	case p.cg != nil && p.cg.pids:
+		procs = fmt.Sprintf("processes: pids.max %d", p.maxProcs)
+	case p.isolation == IsolationBubblewrap && os.Geteuid() != 0:
+		procs = fmt.Sprintf("processes: RLIMIT_NPROC %d", p.maxProcs)
+	case p.isolation == IsolationBubblewrap:
+		procs = "processes: not limited (sandboxes run as root, which RLIMIT_NPROC does not bind, and no cgroup v2 pids controller)"
+	default:
+		procs = "processes: not limited (no bubblewrap and no cgroup v2 pids controller)"
+	}
+	if p.isolation != IsolationBubblewrap {
+		return procs + "; open files: not limited (no bubblewrap)"
+	}
+	return procs + fmt.Sprintf("; open files: RLIMIT_NOFILE %d per process", p.maxFiles)
 }
 
 // probeStart runs /bin/sh with args (default: exit at once) under attr and

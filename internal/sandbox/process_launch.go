@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/proctorhq/proctor/internal/forkthread"
 )
 
@@ -31,7 +33,10 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 	if err != nil {
 		return nil, err
 	}
-	pp, err := openPipes(p.isolation == IsolationBubblewrap, spec.Listen != nil && p.listenBy == listenSetns)
+	// Under bubblewrap the command always waits on the block pipe: its limits are set, and its
+	// listener made, before it runs its first instruction.
+	bwrap := p.isolation == IsolationBubblewrap
+	pp, err := openPipes(bwrap, bwrap)
 	if err != nil {
 		return nil, err
 	}
@@ -48,8 +53,13 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 		pp.closeBlock()
 		return nil, err
 	}
-	if spec.Listen != nil && p.listenBy == listenSetns {
-		err := listenAndRelease(sb.initPID, spec.Listen, pp.blockW)
+	if bwrap {
+		err := p.limitInit(sb.initPID, spec.Resources)
+		if err == nil && spec.Listen != nil && p.listenBy == listenSetns {
+			err = listenAndRelease(sb.initPID, spec.Listen, pp.blockW)
+		} else if err == nil {
+			_, err = pp.blockW.Write([]byte{1})
+		}
 		if err != nil {
 			// bubblewrap runs the command once its block pipe closes, written or not: the
 			// sandbox is gone before the pipe closes.
@@ -63,6 +73,29 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 		}
 	}
 	return sb, nil
+}
+
+// limitInit sets the rlimits of a sandbox's first process (bubblewrap's init, waiting on its
+// block pipe), which every process of the sandbox inherits: open files and processes always,
+// memory (RLIMIT_DATA) when rlimits are how memory is limited here. No shell of the image's is
+// needed: prlimit(2) from outside, before the command starts.
+func (p *Process) limitInit(pid int, res Resources) error {
+	set := func(what string, resource int, n uint64) error {
+		if err := unix.Prlimit(pid, resource, &unix.Rlimit{Cur: n, Max: n}, nil); err != nil {
+			return fmt.Errorf("limit the sandbox's %s: %w", what, err)
+		}
+		return nil
+	}
+	if err := set("open files", unix.RLIMIT_NOFILE, uint64(p.maxFiles)); err != nil {
+		return err
+	}
+	if err := set("processes", unix.RLIMIT_NPROC, uint64(p.maxProcs)); err != nil {
+		return err
+	}
+	if p.rlimitMem && res.MemoryMB > 0 {
+		return set("memory", unix.RLIMIT_DATA, uint64(res.MemoryMB)<<20)
+	}
+	return nil
 }
 
 // workDirPattern is the MkdirTemp pattern for a sandbox: its id, made safe
@@ -185,10 +218,11 @@ func (p *Process) command(spec Spec, argv0, workDir, portDir string, devices []s
 		argv = RelayCommand(relayInSandbox, portInSandbox, spec.Listen.Port, argv)
 		mounts = append(mounts, bwrapMount{src: p.relay, dst: relayInSandbox}, bwrapMount{src: portDir, dst: portInSandbox})
 	}
-	if p.rlimitMem && spec.Resources.MemoryMB > 0 {
-		// rlimits must be set in the child before it execs the environment,
-		// which os/exec cannot do; the shell sets it and execs in place (same
-		// pid), so the limit is in force from the first instruction.
+	if p.rlimitMem && spec.Resources.MemoryMB > 0 && p.isolation != IsolationBubblewrap {
+		// Without bubblewrap (whose init waits for limitInit) rlimits must be set in the
+		// child before it execs the environment, which os/exec cannot do; the host's shell
+		// sets it and execs in place (same pid), so the limit is in force from the first
+		// instruction.
 		kb := strconv.Itoa(spec.Resources.MemoryMB * 1024)
 		argv = append([]string{"/bin/sh", "-c", `ulimit -d ` + kb + ` && exec "$0" "$@"`}, argv...)
 	}

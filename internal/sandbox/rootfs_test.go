@@ -30,15 +30,22 @@ func main() {
 }
 `
 
-// imageRoot makes a root file system like an image's: /dev, /proc, /tmp and a static binary.
+// imageRoot makes a root file system like an image's: /dev, /proc, /tmp and a static binary
+// (/app/probe, of probeSource), and no shell.
 func imageRoot(t *testing.T) string {
+	t.Helper()
+	return imageRootWith(t, probeSource)
+}
+
+// imageRootWith is imageRoot with /app/probe built of source.
+func imageRootWith(t *testing.T, source string) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("compiles a probe")
 	}
 	src := t.TempDir()
 	os.WriteFile(filepath.Join(src, "go.mod"), []byte("module probe\n\ngo 1.24\n"), 0o600)
-	os.WriteFile(filepath.Join(src, "main.go"), []byte(probeSource), 0o600)
+	os.WriteFile(filepath.Join(src, "main.go"), []byte(source), 0o600)
 	root := t.TempDir()
 	for _, d := range []string{"dev", "proc", "tmp", "app"} {
 		os.MkdirAll(filepath.Join(root, d), 0o755)

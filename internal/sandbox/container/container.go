@@ -57,6 +57,9 @@ type Options struct {
 	Owner string
 	// MaxSandboxes is how many sandboxes may live at once; default 16.
 	MaxSandboxes int
+	// MaxProcesses bounds each container's processes and threads (the engine's pids limit);
+	// default sandbox.DefaultMaxProcesses.
+	MaxProcesses int
 	// GPUs are the device ids this host may hand out (as the engine's GPU
 	// driver names them); GPUType names their type.
 	GPUs    []string
@@ -91,6 +94,7 @@ type Provider struct {
 	log       *slog.Logger
 	gpus      *sandbox.GPUPool
 	slots     *sandbox.Slots
+	maxProcs  int64
 
 	mu      sync.Mutex
 	loading map[string]*sync.Mutex // image ref → load lock
@@ -106,6 +110,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		root:      cmp.Or(opts.Root, filepath.Join(os.TempDir(), "proctor-containers")),
 		owner:     opts.Owner,
 		max:       cmp.Or(opts.MaxSandboxes, 16),
+		maxProcs:  int64(cmp.Or(opts.MaxProcesses, sandbox.DefaultMaxProcesses)),
 		grace:     cmp.Or(opts.StopGrace, 5*time.Second),
 		runtime:   opts.Runtime,
 		gpuDriver: cmp.Or(opts.GPUDriver, "nvidia"),

@@ -101,6 +101,9 @@ func TestLimitsAndLabelsReachTheEngine(t *testing.T) {
 		t.Errorf("host config: cpus %d, memory %d, network %q, read-only root %v; want 5e8, 96 MiB, none, true",
 			hc.NanoCPUs, hc.Memory, hc.NetworkMode, hc.ReadonlyRootfs)
 	}
+	if hc.PidsLimit == nil || *hc.PidsLimit != sandbox.DefaultMaxProcesses {
+		t.Errorf("host config: pids limit %v, want %d", hc.PidsLimit, sandbox.DefaultMaxProcesses)
+	}
 	if strings.Join(sb.Devices(), ",") != "0" {
 		t.Errorf("devices %v, want GPU 0", sb.Devices())
 	}

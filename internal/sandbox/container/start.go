@@ -154,8 +154,8 @@ func (p *Provider) attach(ctx context.Context, id string, spec sandbox.Spec) (cl
 }
 
 // hostConfig is how the engine runs spec's container: a read-only root with a /tmp tmpfs, the
-// work dir bound at sandbox.WorkDirInImage, no network unless asked, the CPU and memory limits,
-// and the allocated GPUs as a device request.
+// work dir bound at sandbox.WorkDirInImage, no network (see below), the CPU and memory limits, the
+// bound of its processes, and the allocated GPUs as a device request.
 func (p *Provider) hostConfig(spec sandbox.Spec, work string, devices []string) *container.HostConfig {
 	host := &container.HostConfig{
 		NetworkMode:    "none",
@@ -172,6 +172,10 @@ func (p *Provider) hostConfig(spec sandbox.Spec, work string, devices []string) 
 	// networks; a sandbox allowed the network goes out through its egress proxy (Spec.Listen).
 	host.NanoCPUs = int64(spec.Resources.CPU * 1e9)
 	host.Memory = int64(spec.Resources.MemoryMB) << 20
+	// The engine's pids limit (a cgroup's pids.max). Open files keep the engine's default ulimit:
+	// podman 4.3 fails every container whose request carries a ulimit (it then sets RLIMIT_NPROC
+	// beyond what its runtime may).
+	host.PidsLimit = &p.maxProcs
 	if len(devices) > 0 {
 		host.DeviceRequests = []container.DeviceRequest{{Driver: p.gpuDriver, DeviceIDs: devices, Capabilities: [][]string{{"gpu"}}}}
 	}
