@@ -55,7 +55,7 @@ func (s *Server) registerCertify() {
 			"through up to 8 visible tools whose name or arguments say score, reward, grade, verdict, evaluat(e/ion), result, passed, success, correct or solved, as one job. " +
 			"Once the job has ended, each task is flagged when the oracle never reaches full reward (oracle_fails), reaches it on some " +
 			"runs only (flaky), when the idle or the random agent reaches it (passes_without_work), or when a hidden dispatcher answers the tamper " +
-			"probe or it reaches full reward where the idle agent does not (tamperable). 403 for another team's build; 409 for a build " +
+			"probe or it reaches full reward where the idle agent does not (tamperable). 404 for a build that is not the caller's team's (as for one that does not exist); 403 when the caller's spending limit is reached; 409 for a build " +
 			"that did not succeed or has no image; 422 for a taskset with no task of the build's environment.",
 		DefaultStatus: http.StatusAccepted,
 		Errors:        []int{http.StatusForbidden, http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity, http.StatusServiceUnavailable},

@@ -44,7 +44,7 @@ func (s *Server) registerReplayCheck() {
 			"image), with the same task version, arguments and step bound, by the replay model, which answers each model call with the answer " +
 			"the attempt recorded at that step; as one job. Once the job has ended, each replay is compared with the attempt it replays: " +
 			"the reward before and after, and the first step at which a tool result differs. Attempts of brought agents, of other " +
-			"environments and unscored ones are listed as not replayed. 403 for another team's build; 409 for a build that did not " +
+			"environments and unscored ones are listed as not replayed. 404 for a build that is not the caller's team's (as for one that does not exist); 403 when the caller's spending limit is reached; 409 for a build that did not " +
 			"succeed or has no image, or a job with attempts that have not ended; 422 for a job with nothing to replay on the build's environment.",
 		DefaultStatus: http.StatusAccepted,
 		Errors:        []int{http.StatusForbidden, http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity, http.StatusServiceUnavailable},
