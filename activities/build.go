@@ -181,15 +181,15 @@ func (a *Activities) unpackSource(ctx context.Context, b *models.Build, work str
 	}
 	if kept := registry.KeptSourceKey(b.TeamID, b.ID); b.SourceKey != kept {
 		// The build keeps what it read where no upload URL can write, and the upload is
-		// consumed: a later PUT to its URL changes nothing.
+		// consumed: retired, not deleted, so that its URL (create-only) takes no more bytes.
 		if err := blob.Upload(ctx, cfg.Bucket, kept, archivePath, "application/octet-stream"); err != nil {
 			return "", fmt.Errorf("keep the source: %w", err)
 		}
 		if err := a.registry().UpdateBuild(ctx, b.ID, registry.BuildUpdate{SourceKey: kept}); err != nil {
 			return "", err
 		}
-		if err := cfg.Bucket.Delete(ctx, b.SourceKey); err != nil && !errors.Is(err, blob.ErrNotFound) {
-			a.log().WarnContext(ctx, "delete a consumed upload", "build", b.ID, "key", b.SourceKey, "error", err)
+		if err := blob.Retire(ctx, cfg.Bucket, b.SourceKey); err != nil {
+			a.log().WarnContext(ctx, "retire a consumed upload", "build", b.ID, "key", b.SourceKey, "error", err)
 		}
 	}
 	src := filepath.Join(work, "src")

@@ -494,8 +494,8 @@ func testDeployFromSource(t *testing.T, storeArgs []string, dbURL string) {
 		t.Errorf("cancel of a finished build = %d %v", code, cancelled)
 	}
 
-	// The upload URL is one-time in effect: once the build has read the source, a PUT to the
-	// same URL changes neither the build's source nor the answer to a repeated trigger.
+	// The upload URL writes once: once the build has read the source, a PUT to the same URL is
+	// refused (412), and neither the build's source nor the answer to a repeated trigger changes.
 	var up struct {
 		UploadURL string `json:"upload_url"`
 		BuildID   string `json:"build_id"`
@@ -513,10 +513,13 @@ func testDeployFromSource(t *testing.T, storeArgs []string, dbURL string) {
 			}
 		}
 		req, _ := http.NewRequest(http.MethodPut, up.UploadURL, bytes.NewReader(body))
-		if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode >= 300 {
-			t.Fatalf("PUT %d: %v %v", i, res, err)
-		} else {
-			res.Body.Close()
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("PUT %d: %v", i, err)
+		}
+		res.Body.Close()
+		if want := []int{200, 412}[i]; res.StatusCode != want {
+			t.Errorf("PUT %d to the upload URL = %d, want %d", i, res.StatusCode, want)
 		}
 	}
 	var retriggered map[string]any
