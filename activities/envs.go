@@ -128,6 +128,7 @@ func (a *Activities) envOf(traceID uuid.UUID, attempt int) *liveEnv {
 type logSink struct {
 	a       *Activities
 	traceID uuid.UUID
+	redact  *redactor
 	mu      sync.Mutex
 	pending []models.TraceLog
 	next    int
@@ -135,9 +136,9 @@ type logSink struct {
 	done    chan struct{}
 }
 
-// newLogSink writes the environment log of a trace from seq next on.
-func (a *Activities) newLogSink(traceID uuid.UUID, next int) *logSink {
-	s := &logSink{a: a, traceID: traceID, next: next, stop: make(chan struct{}), done: make(chan struct{})}
+// newLogSink writes the environment log of a trace from seq next on, redacted by redact.
+func (a *Activities) newLogSink(traceID uuid.UUID, next int, redact *redactor) *logSink {
+	s := &logSink{a: a, traceID: traceID, redact: redact, next: next, stop: make(chan struct{}), done: make(chan struct{})}
 	go s.loop()
 	return s
 }
@@ -145,7 +146,7 @@ func (a *Activities) newLogSink(traceID uuid.UUID, next int) *logSink {
 func (s *logSink) add(l sandbox.LogLine) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.pending = append(s.pending, models.TraceLog{TraceID: s.traceID, Source: rollouts.LogEnv, Seq: s.next, Stream: l.Stream, Line: l.Line, Time: l.Time.UTC()})
+	s.pending = append(s.pending, models.TraceLog{TraceID: s.traceID, Source: rollouts.LogEnv, Seq: s.next, Stream: l.Stream, Line: s.redact.text(l.Line), Time: l.Time.UTC()})
 	s.next++
 }
 

@@ -29,6 +29,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"os"
 
@@ -56,6 +57,17 @@ func main() {
 				}
 				h := sha256.Sum256([]byte(v))
 				out.Seen[n] = hex.EncodeToString(h[:8])
+			}
+			return out, nil
+		}); err != nil {
+			return nil, err
+		}
+		// A careless environment: it answers, and logs, the raw values.
+		if _, err := envserver.AddTool(srv, "env_echo", "The variables' values, as they are", func(ctx context.Context, in names) (status, error) {
+			out := status{Seen: map[string]string{}}
+			for _, n := range in.Names {
+				out.Seen[n] = os.Getenv(n)
+				fmt.Fprintf(os.Stderr, "%s is %s\n", n, out.Seen[n])
 			}
 			return out, nil
 		}); err != nil {
@@ -183,7 +195,8 @@ func testSecretStores(t *testing.T, storeArgs []string, dbURL string) {
 	}
 	c.call("POST", "/v2/tasks/upload", map[string]any{"taskset_name": "secrets", "tasks": []any{map[string]any{
 		"name": "probe", "env": "probe", "scenario": "probe", "args": map[string]any{"names": probeNames},
-		"validation": []any{map[string]any{"name": "env_status", "arguments": map[string]any{"names": probeNames}}}}}}, &up)
+		"validation": []any{map[string]any{"name": "env_status", "arguments": map[string]any{"names": probeNames}},
+			map[string]any{"name": "env_echo", "arguments": map[string]any{"names": []string{"PROBE_REGION"}}}}}}}, &up)
 	tr, _ := c.runToEnd(map[string]any{"task_version_id": up.TaskVersionIDs[0], "model_id": oracle})
 	if tr.Status != "completed" || tr.Reward == nil || *tr.Reward != 1 {
 		t.Fatalf("the probe attempt = %+v", tr)
@@ -193,6 +206,16 @@ func testSecretStores(t *testing.T, storeArgs []string, dbURL string) {
 	seen := map[string]string{}
 	for _, m := range regexp.MustCompile(`\\"(PROBE_[A-Z]+|OPENAI_API_KEY)\\":\\"([0-9a-f]{16}|unset)\\"`).FindAllStringSubmatch(string(events), -1) {
 		seen[m[1]] = m[2]
+	}
+	// The member's secret the environment echoed is redacted from its answer (and from its log:
+	// the scan of the database below finds it nowhere).
+	if !strings.Contains(string(events), `\"PROBE_REGION\":\"[redacted]\"`) {
+		t.Errorf("the echoed member secret is not redacted in the events: %.2000s", events)
+	}
+	var envLogs json.RawMessage
+	c.call("GET", "/v2/trace/"+tr.ID+"/env-logs?limit=1000", nil, &envLogs)
+	if !strings.Contains(string(envLogs), "PROBE_REGION is [redacted]") {
+		t.Errorf("the echoed member secret is not redacted in the environment's log:\n%s", envLogs)
 	}
 	want := map[string]string{"PROBE_TOKEN": hash8(values["env"]), "PROBE_REGION": hash8(values["region"]), "PROBE_EXTRA": hash8(values["extra"]), "OPENAI_API_KEY": "unset"}
 	for name, w := range want {

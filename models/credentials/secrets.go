@@ -56,15 +56,18 @@ type LaunchFor struct {
 // opens every value with l.Sealer; a value that does not open is a [LaunchEnvError], never an
 // empty variable. rollouts.Store.BeginTry reads it, through LaunchEnvIn, as a try begins.
 func (s *Store) LaunchEnv(ctx context.Context, l LaunchFor) (map[string]string, error) {
-	return LaunchEnvIn(ctx, s.DB, l)
+	env, _, err := LaunchEnvIn(ctx, s.DB, l)
+	return env, err
 }
 
-// LaunchEnvIn is LaunchEnv read through db, which may be a transaction of the caller's.
-func LaunchEnvIn(ctx context.Context, db bun.IDB, l LaunchFor) (map[string]string, error) {
-	env := map[string]string{}
+// LaunchEnvIn is LaunchEnv read through db, which may be a transaction of the caller's. It also
+// answers the values of the member's secrets that the environment holds (those no variable of the
+// same name replaced): what the attempt's records must not show (see activities' redaction).
+func LaunchEnvIn(ctx context.Context, db bun.IDB, l LaunchFor) (env map[string]string, secretValues []string, err error) {
+	env = map[string]string{}
 	launcher, registryID, teamID := l.Launcher, l.RegistryID, l.TeamID
 	if launcher == nil && registryID == nil {
-		return env, nil
+		return env, nil, nil
 	}
 	// One statement: the member's secrets (kind 0), then the variables (kind 1), which win.
 	var sealed []struct {
@@ -81,25 +84,32 @@ func LaunchEnvIn(ctx context.Context, db bun.IDB, l LaunchFor) (map[string]strin
 	if !noRegistry {
 		registry = *registryID
 	}
-	err := db.NewRaw(`SELECT 0 AS kind, ms.id, ms.name, ms.ciphertext FROM member_secrets AS ms
+	err = db.NewRaw(`SELECT 0 AS kind, ms.id, ms.name, ms.ciphertext FROM member_secrets AS ms
 			JOIN memberships AS m ON m.id = ms.membership_id
 			WHERE ? = FALSE AND m.team_id = ? AND m.user_id = ? AND ms.provider IS NULL
 		UNION ALL
 		SELECT 1 AS kind, ev.id, ev.name, ev.ciphertext FROM env_vars AS ev WHERE ? = FALSE AND ev.registry_id = ?
 		ORDER BY kind`, noUser, teamID, user, noRegistry, registry).Scan(ctx, &sealed)
 	if err != nil {
-		return nil, fmt.Errorf("launch env: %w", err)
+		return nil, nil, fmt.Errorf("launch env: %w", err)
 	}
+	secret := map[string]bool{}
 	for _, v := range sealed {
 		ctxName := MemberSecretContext(v.ID)
 		if v.Kind == 1 {
 			ctxName = EnvVarContext(v.ID)
 		}
 		if env[v.Name], err = open(l.Sealer, v.Name, v.Ciphertext, ctxName); err != nil {
-			return nil, &models.LaunchEnvError{Err: err}
+			return nil, nil, &models.LaunchEnvError{Err: err}
+		}
+		secret[v.Name] = v.Kind == 0
+	}
+	for name, isSecret := range secret {
+		if isSecret {
+			secretValues = append(secretValues, env[name])
 		}
 	}
-	return env, nil
+	return env, secretValues, nil
 }
 
 // sealedRow is one stored secret value, for re-wrapping.

@@ -146,6 +146,9 @@ type TryStart struct {
 	// Env is the environment the try's sandbox launches with, when BeginTry was given whose it
 	// is (nil otherwise, and when the try did not begin).
 	Env map[string]string `bun:"-"`
+	// Secrets are the values of the launching member's secrets that Env holds: what the try's
+	// records must not show.
+	Secrets []string `bun:"-"`
 }
 
 // BeginTry marks a trace initializing for try attempt (its start time is the first try's) and
@@ -165,7 +168,7 @@ func (s *Store) BeginTry(ctx context.Context, id uuid.UUID, attempt int, at time
 		try = rows[0]
 		try.Began = true
 		if launch != nil {
-			try.Env, err = credentials.LaunchEnvIn(ctx, tx, *launch)
+			try.Env, try.Secrets, err = credentials.LaunchEnvIn(ctx, tx, *launch)
 		}
 		return err
 	})
