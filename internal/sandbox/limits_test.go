@@ -3,12 +3,14 @@ package sandbox
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 )
 
-// limitsProbe reports its limits ("limits"), takes 512 MiB and touches it ("hog"), or forks
-// children of itself that wait on stdin until one fails ("fork"), printing how many started.
+// limitsProbe reports its limits ("limits"), takes 512 MiB and touches it ("hog"), forks
+// children of itself that wait on stdin until one fails ("fork"), printing how many started, or
+// tries calls the seccomp filter refuses ("syscalls").
 const limitsProbe = `package main
 
 import (
@@ -16,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 )
 
 func main() {
@@ -33,6 +36,13 @@ func main() {
 			b[i] = 1
 		}
 		fmt.Println("took", len(b)>>20, "MiB")
+	case "syscalls":
+		// Each refused call's errno, and whether a plain child still starts.
+		_, _, keyctl := syscall.Syscall(250, 0, 0, 0) // keyctl (amd64)
+		newUser := exec.Command("/app/probe", "wait")
+		newUser.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER}
+		child := exec.Command("/app/probe", "limits")
+		fmt.Println("unshare:", syscall.Unshare(syscall.CLONE_NEWUSER), "keyctl:", keyctl, "clone-newuser:", newUser.Start(), "child:", child.Run())
 	case "wait":
 		os.Stdin.Read(make([]byte, 1))
 	case "fork":
@@ -93,5 +103,23 @@ func TestAForkBombStopsAtTheProcessBound(t *testing.T) {
 	var n int
 	if _, err := fmt.Sscanf(strings.TrimSpace(out), "started %d", &n); err != nil || n >= 40 {
 		t.Errorf("the fork bomb under 40 processes: %q", out)
+	}
+}
+
+// A sandbox's processes cannot reach the kernel interfaces the default seccomp filter refuses
+// (a new user namespace, by unshare or clone; keyrings), and run everything else.
+func TestTheSeccompFilterRefusesWhatNoEnvironmentNeeds(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the probe calls keyctl by its amd64 number")
+	}
+	root := imageRootWith(t, limitsProbe)
+	p := newProvider(t, IsolationBubblewrap)
+	out, sb := run(t, p, Spec{Command: []string{"/app/probe", "syscalls"}, RootFS: root})
+	if code := exitCode(t, sb); code != 0 {
+		t.Fatalf("the probe exited %d: %q", code, sb.logs.Tail(5))
+	}
+	want := "unshare: operation not permitted keyctl: operation not permitted clone-newuser: fork/exec /app/probe: operation not permitted child: <nil>"
+	if strings.TrimSpace(out) != want {
+		t.Errorf("the probe says %q\nwant %q", strings.TrimSpace(out), want)
 	}
 }

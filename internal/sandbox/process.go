@@ -94,6 +94,7 @@ type Process struct {
 	pidNS     bool   // with IsolationNone: children get their own pid namespace
 	cg        *cgroupManager
 	rlimitMem bool   // memory limited by RLIMIT_DATA (when cg does not)
+	seccomp   []byte // the seccomp filter of bubblewrap sandboxes (nil: none)
 	maxProcs  int    // ProcessOptions.MaxProcesses
 	maxFiles  int    // ProcessOptions.MaxOpenFiles
 	limits    string // what Limits reports
@@ -253,6 +254,9 @@ func (p *Process) isolate(isolation, bubblewrap string) error {
 		switch {
 		case err == nil:
 			p.isolation, p.bwrap = IsolationBubblewrap, bwrap
+			if p.seccomp, err = seccompProgram(); err != nil {
+				p.log.Warn("sandbox: no seccomp filter for sandboxes", "reason", err)
+			}
 		case isolation == IsolationBubblewrap:
 			return fmt.Errorf("isolation bubblewrap: %w", err)
 		default:

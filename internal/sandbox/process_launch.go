@@ -40,6 +40,13 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 	if err != nil {
 		return nil, err
 	}
+	if bwrap && p.seccomp != nil {
+		if pp.seccompR, err = seccompPipe(p.seccomp); err != nil {
+			pp.closeChildEnds()
+			pp.closeOurEnds()
+			return nil, err
+		}
+	}
 	cmd := p.command(spec, argv0, workDir, portDir, devices, pp, cg)
 	if err = forkthread.Start(cmd); err != nil {
 		pp.closeChildEnds()
@@ -145,6 +152,8 @@ func RandomSuffix() string {
 // waits for the listener.
 type sandboxPipes struct {
 	inR, inW, outR, outW, errR, errW, infoR, infoW, blockR, blockW *os.File
+	// seccompR is the read end of the pipe bubblewrap reads the seccomp filter from (nil: none).
+	seccompR *os.File
 }
 
 func openPipes(info, block bool) (*sandboxPipes, error) {
@@ -181,7 +190,9 @@ func closeFiles(files ...*os.File) {
 }
 
 // closeChildEnds closes the ends the child holds (once it started, or when it could not).
-func (pp *sandboxPipes) closeChildEnds() { closeFiles(pp.inR, pp.outW, pp.errW, pp.infoW, pp.blockR) }
+func (pp *sandboxPipes) closeChildEnds() {
+	closeFiles(pp.inR, pp.outW, pp.errW, pp.infoW, pp.blockR, pp.seccompR)
+}
 
 // closeOurEnds closes the ends the sandbox reads and writes, when it could not start.
 func (pp *sandboxPipes) closeOurEnds() { closeFiles(pp.inW, pp.outR, pp.errR, pp.infoR, pp.blockW) }
@@ -255,6 +266,10 @@ func (p *Process) command(spec Spec, argv0, workDir, portDir string, devices []s
 		// sandboxes' work dirs and sockets (this provider's and others') are hidden under an
 		// empty tmpfs, its own work dir mounted over that.
 		args := bwrapArgs(workDir, spec, bwrapMounts{roBinds: binds, mounts: mounts, devNodes: gpuDeviceNodes(p.devDir, devices), hide: filepath.Dir(p.root)}, 3, blockFD)
+		if pp.seccompR != nil {
+			cmd.ExtraFiles = append(cmd.ExtraFiles, pp.seccompR)
+			args = append(args[:len(args)-1], "--seccomp", fmt.Sprint(2+len(cmd.ExtraFiles)), "--")
+		}
 		cmd.Path = p.bwrap
 		cmd.Args = append(append([]string{p.bwrap}, args...), argv...)
 	case p.pidNS:
