@@ -70,9 +70,6 @@ type Activities struct {
 
 	imgOnce  sync.Once
 	imgCache *imageBytesCache
-
-	// redactors are the redactors of the tries live here, by TryInput (see redactor).
-	redactors sync.Map
 }
 
 // rollouts is the store's jobs, traces and instances.

@@ -43,7 +43,7 @@ func (rec *agentRecorder) append(ctx context.Context, evs ...models.TraceEvent) 
 		evs[i].Seq = rec.next
 		rec.next++
 	}
-	return rec.a.appendTraceEvents(context.WithoutCancel(ctx), evs)
+	return rec.a.appendTraceEvents(context.WithoutCancel(ctx), rec.le, evs)
 }
 
 // Model relays a model call to the launch's model through the gateway (metered, priced, with

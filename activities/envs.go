@@ -28,6 +28,8 @@ type liveEnv struct {
 	instance uuid.UUID
 	// egress is the sandbox's way out to the network, nil when its task allows none.
 	egress *egressServer
+	// redact takes the launching member's secrets out of what the try records (nil: none).
+	redact *redactor
 }
 
 // Envs holds the environments live on this worker, by try. The sandbox activities of a try

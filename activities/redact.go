@@ -70,18 +70,18 @@ func (r *redactor) event(ev *models.TraceEvent) {
 	}
 }
 
-// redactorOf is the redactor of a try live on this worker (nil: nothing to redact).
-func (a *Activities) redactorOf(try TryInput) *redactor {
-	if r, ok := a.redactors.Load(try); ok {
-		return r.(*redactor)
+// events redacts evs in place and answers them.
+func (r *redactor) events(evs []models.TraceEvent) []models.TraceEvent {
+	for i := range evs {
+		r.event(&evs[i])
 	}
-	return nil
+	return evs
 }
 
-// appendTraceEvents writes events of a trace, each redacted by its try's redactor.
-func (a *Activities) appendTraceEvents(ctx context.Context, evs []models.TraceEvent) error {
-	for i := range evs {
-		a.redactorOf(TryInput{TraceID: evs[i].TraceID, Attempt: evs[i].Attempt}).event(&evs[i])
+// appendTraceEvents writes events of a try whose environment is le, redacted (nil le: as they are).
+func (a *Activities) appendTraceEvents(ctx context.Context, le *liveEnv, evs []models.TraceEvent) error {
+	if le != nil {
+		le.redact.events(evs)
 	}
 	return a.rollouts().AppendTraceEvents(ctx, evs)
 }

@@ -40,7 +40,7 @@ type StartEnvironmentResult struct {
 // StartEnvironment provisions a sandbox, starts the environment's MCP server in it, initializes
 // it, renders the task's prompt and runs its setup. It writes the opening events of the try. On
 // any failure it stops what it started, so a failed start leaves nothing behind for a teardown.
-func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentInput) (_ StartEnvironmentResult, err error) {
+func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentInput) (StartEnvironmentResult, error) {
 	if a.Sandboxes == nil || a.Envs == nil || a.HostQueue == "" {
 		return StartEnvironmentResult{}, errors.New("this worker runs no sandboxes")
 	}
@@ -66,14 +66,6 @@ func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentIn
 	// What the try records (its events, its environment's log) never shows the launching
 	// member's secrets that its environment holds.
 	redact := newRedactor(try.Secrets)
-	if redact != nil {
-		a.redactors.Store(in, redact)
-		defer func() {
-			if err != nil {
-				a.redactors.Delete(in)
-			}
-		}()
-	}
 	if !try.Began {
 		// Cancelled (or cancelling) before its sandbox started: nothing to run.
 		// Benign: a cancel that came first is normal, not an error of this worker.
@@ -115,7 +107,7 @@ func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentIn
 		logs.close(context.WithoutCancel(ctx))
 		return StartEnvironmentResult{}, err
 	}
-	le := &liveEnv{attempt: in.Attempt, sb: sb, logs: logs, instance: inst, egress: eg}
+	le := &liveEnv{attempt: in.Attempt, sb: sb, logs: logs, instance: inst, egress: eg, redact: redact}
 	tools, err := a.openEnvironment(ctx, in, r, le)
 	if err != nil {
 		a.stopEnv(context.WithoutCancel(ctx), in.TraceID, le)
@@ -252,13 +244,6 @@ func (a *Activities) openEnvironment(ctx context.Context, in TryInput, r *runFor
 	le.tools, le.evaluate, le.prompt = op.Tools, op.Evaluate, op.Prompt
 	system, prompt, setup := op.System, op.Prompt, op.Setup
 	// The store numbers the events as it writes them (see rollouts.Store.OpenTry).
-	redact := a.redactorOf(in)
-	redacted := func(evs []models.TraceEvent) []models.TraceEvent {
-		for i := range evs {
-			redact.event(&evs[i])
-		}
-		return evs
-	}
 	events := []models.TraceEvent{
 		a.event(in, 0, models.EventSystem, system, models.SystemEventData{Tools: le.tools}),
 	}
@@ -269,12 +254,12 @@ func (a *Activities) openEnvironment(ctx context.Context, in TryInput, r *runFor
 		}
 		events = append(events, a.event(in, 0, models.EventSetup, c.Name, models.SetupEventData{Call: c, Result: res}))
 		if res.IsError {
-			a.rollouts().OpenTry(ctx, in.TraceID, redacted(events), false) //nolint:errcheck // recorded best effort; the error is returned
-			return 0, envError("setup %s failed: %s", c.Name, redact.text(res.Text))
+			a.rollouts().OpenTry(ctx, in.TraceID, le.redact.events(events), false) //nolint:errcheck // recorded best effort; the error is returned
+			return 0, envError("setup %s failed: %s", c.Name, le.redact.text(res.Text))
 		}
 	}
 	events = append(events, a.event(in, 0, models.EventUser, prompt, models.UserEventData{Message: agent.Message{Role: agent.RoleUser, Content: prompt}}))
-	if err := a.rollouts().OpenTry(ctx, in.TraceID, redacted(events), true); err != nil {
+	if err := a.rollouts().OpenTry(ctx, in.TraceID, le.redact.events(events), true); err != nil {
 		return 0, err
 	}
 	return len(le.tools), nil
@@ -308,7 +293,6 @@ func (a *Activities) stopEnv(ctx context.Context, traceID uuid.UUID, le *liveEnv
 		}
 	}
 	le.logs.close(ctx)
-	a.redactors.Delete(TryInput{TraceID: traceID, Attempt: le.attempt})
 	a.workerLog(ctx, traceID, "try %d: sandbox %s stopped", le.attempt, le.sb.ID())
 	return err
 }

@@ -80,7 +80,7 @@ func (a *Activities) ToolStep(ctx context.Context, in ToolStepInput) error {
 		}
 		end := time.Now().UTC()
 		call, result := a.toolEvents(ctx, try, next, in.Step, tc, res, started, end)
-		if err := a.appendTraceEvents(ctx, []models.TraceEvent{call, result}); err != nil {
+		if err := a.appendTraceEvents(ctx, le, []models.TraceEvent{call, result}); err != nil {
 			return err
 		}
 		next += 2
@@ -162,7 +162,7 @@ func (a *Activities) evaluate(ctx context.Context, in EvaluateInput, le *liveEnv
 		if reason != "" {
 			reasons = append(reasons, reason)
 		}
-		if err := a.appendTraceEvents(ctx, []models.TraceEvent{a.event(try, seq, models.EventEvaluate, c.Name, models.EvaluateEventData{Call: c, Result: res, Reward: reward})}); err != nil {
+		if err := a.appendTraceEvents(ctx, le, []models.TraceEvent{a.event(try, seq, models.EventEvaluate, c.Name, models.EvaluateEventData{Call: c, Result: res, Reward: reward})}); err != nil {
 			return 0, nil, "", err
 		}
 		seq++
