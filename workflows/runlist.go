@@ -355,9 +355,13 @@ func (l *runList) wait(ctx workflow.Context) {
 
 // reconcileVanished takes out of the live set the attempts that ended, and ends those whose
 // Rollouts are no longer running without having recorded it.
-func (l *runList) reconcileVanished(ctx workflow.Context) {
+func (l *runList) reconcileVanished(ctx workflow.Context) { l.endVanishedOf(ctx, l.liveIDs()) }
+
+// endVanishedOf asks activities.EndVanished about ids, and takes those that are over out of the
+// live set.
+func (l *runList) endVanishedOf(ctx workflow.Context, ids []uuid.UUID) {
 	var res activities.EndVanishedResult
-	if err := workflow.ExecuteLocalActivity(storeActivity(ctx), a.EndVanished, activities.EndVanishedInput{TraceIDs: l.liveIDs()}).Get(ctx, &res); err == nil {
+	if err := workflow.ExecuteLocalActivity(storeActivity(ctx), a.EndVanished, activities.EndVanishedInput{TraceIDs: ids}).Get(ctx, &res); err == nil {
 		for _, id := range res.Ended {
 			l.ended(id)
 		}
@@ -394,7 +398,7 @@ func (l *runList) endVanished(ctx workflow.Context) {
 	}
 	ids := l.vanished
 	l.vanished = nil
-	_ = workflow.ExecuteLocalActivity(storeActivity(ctx), a.EndVanished, activities.EndVanishedInput{TraceIDs: ids}).Get(ctx, nil)
+	l.endVanishedOf(ctx, ids) // already out of the live set
 }
 
 // ended takes an attempt out of the live set.
