@@ -61,12 +61,7 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 		return nil, err
 	}
 	if bwrap {
-		err := p.limitInit(sb.initPID, spec.Resources)
-		if err == nil && spec.Listen != nil && p.listenBy == listenSetns {
-			err = listenAndRelease(sb.initPID, spec.Listen, pp.blockW)
-		} else if err == nil {
-			_, err = pp.blockW.Write([]byte{1})
-		}
+		err := p.readyInit(sb.initPID, spec, pp.blockW)
 		if err != nil {
 			// bubblewrap runs the command once its block pipe closes, written or not: the
 			// sandbox is gone before the pipe closes.
@@ -121,16 +116,22 @@ func workDirPattern(id string) string {
 	return string(b) + "-*"
 }
 
-// listenAndRelease makes l's listener in the network namespace of the sandbox whose first process
-// is pid, hands it to l.Ready and lets the sandbox's command start (a byte on block, bubblewrap's
-// --block-fd). It leaves block open: bubblewrap starts the command when block closes unwritten
-// too, so on an error the caller ends the sandbox first.
-func listenAndRelease(pid int, l *Listen, block *os.File) error {
-	ln, err := listenInNetns(pid, l.Port)
-	if err != nil {
+// readyInit readies a bubblewrap sandbox whose first process is pid, waiting on its block pipe:
+// it sets the sandbox's limits (limitInit), makes spec's listener inside where this process does
+// (listenSetns) and hands it to spec.Listen.Ready, then lets the command start (a byte on block,
+// bubblewrap's --block-fd). It leaves block open: bubblewrap starts the command when block closes
+// unwritten too, so on an error the caller ends the sandbox first.
+func (p *Process) readyInit(pid int, spec Spec, block *os.File) error {
+	if err := p.limitInit(pid, spec.Resources); err != nil {
 		return err
 	}
-	l.Ready(ln)
+	if l := spec.Listen; l != nil && p.listenBy == listenSetns {
+		ln, err := listenInNetns(pid, l.Port)
+		if err != nil {
+			return err
+		}
+		l.Ready(ln)
+	}
 	if _, err := block.Write([]byte{1}); err != nil {
 		return fmt.Errorf("start the sandbox's command: %w", err)
 	}
