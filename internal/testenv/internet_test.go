@@ -12,14 +12,7 @@ import (
 // The stand-in internet answers from a namespace of its own, reached from this host's.
 func TestTheStandInInternetAnswers(t *testing.T) {
 	addr, _ := Internet(t)
-	res, err := http.Get("http://" + addr + "/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	if b, _ := io.ReadAll(res.Body); string(b) != InternetGreeting {
-		t.Errorf("the stand-in answered %q", b)
-	}
+	wantGreeting(t, addr)
 }
 
 // A run killed before its cleanup leaves its link on the host, routing the slot's addresses to a
@@ -45,6 +38,12 @@ func TestTheStandInInternetSweepsWhatADeadRunLeft(t *testing.T) {
 	lock.Close() // the dead run's lock goes with it
 
 	addr, _ := Internet(t)
+	wantGreeting(t, addr)
+}
+
+// wantGreeting fails t unless the stand-in at addr answers its greeting.
+func wantGreeting(t *testing.T, addr string) {
+	t.Helper()
 	res, err := http.Get("http://" + addr + "/")
 	if err != nil {
 		t.Fatal(err)
