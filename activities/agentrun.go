@@ -209,9 +209,9 @@ func (run *agentRun) start(ctx context.Context) error {
 	run.confined = !sharesWorkerNetwork(a.Sandboxes)
 	var err error
 	if run.confined {
-		run.spec.Env = run.env(fmt.Sprintf("http://127.0.0.1:%d", portInside))
+		run.spec.Env = run.env(insideURL)
 		if run.egress != nil {
-			maps.Copy(run.spec.Env, egress.Env(egressURL))
+			maps.Copy(run.spec.Env, egress.Env(insideURL))
 		}
 		run.spec.Listen = &sandbox.Listen{Port: portInside, Ready: run.port.Serve}
 		run.spec.Network = r.network()

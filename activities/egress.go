@@ -17,8 +17,9 @@ import (
 // the egress proxy of a sandbox whose task allows the network.
 const portInside = 8417
 
-// egressURL is where a sandbox's processes find its egress proxy.
-var egressURL = fmt.Sprintf("http://127.0.0.1:%d", portInside)
+// insideURL is where a sandbox's processes find what the worker serves inside it: a brought
+// agent's endpoints, and the egress proxy.
+var insideURL = fmt.Sprintf("http://127.0.0.1:%d", portInside)
 
 // egressServer is one sandbox's way out to the network: the proxy, served on the listener inside
 // the sandbox (sandbox.Spec.Listen) until close, which also cuts the connections made through it.
@@ -63,7 +64,7 @@ func (e *egressServer) listen(spec *sandbox.Spec) {
 	if spec.Env == nil {
 		spec.Env = map[string]string{}
 	}
-	maps.Copy(spec.Env, egress.Env(egressURL))
+	maps.Copy(spec.Env, egress.Env(insideURL))
 }
 
 func (e *egressServer) serve(ln net.Listener) {
