@@ -70,6 +70,25 @@ func (r *redactor) event(ev *models.TraceEvent) {
 	}
 }
 
+// evaluation takes the values out of an evaluation's explanation, reason and details.
+func (r *redactor) evaluation(res *models.EvaluationResult) {
+	if r == nil || res == nil {
+		return
+	}
+	res.Content, res.Reason = r.text(res.Content), r.text(res.Reason)
+	if res.Info == nil {
+		return
+	}
+	b, err := json.Marshal(res.Info)
+	if err != nil {
+		return
+	}
+	var info map[string]any
+	if json.Unmarshal([]byte(r.text(string(b))), &info) == nil {
+		res.Info = info
+	}
+}
+
 // events redacts evs in place and answers them.
 func (r *redactor) events(evs []models.TraceEvent) []models.TraceEvent {
 	for i := range evs {

@@ -30,6 +30,12 @@ func TestARedactorTakesSecretsOutOfEvents(t *testing.T) {
 	if string(ev.Data) != `{"v":"[redacted]"}` {
 		t.Errorf("data without HTML escapes = %s", ev.Data)
 	}
+	// The evaluation the trace keeps: its explanation, its reason and its details.
+	res := &models.EvaluationResult{Content: "used sk-live-123456", Reason: "no sk-live-123456", Info: map[string]any{"key": "sk-live-123456", "n": 1.0}}
+	r.evaluation(res)
+	if res.Content != "used [redacted]" || res.Reason != "no [redacted]" || res.Info["key"] != RedactedMark || res.Info["n"] != 1.0 {
+		t.Errorf("evaluation = %+v", res)
+	}
 	if newRedactor([]string{"short", ""}) != nil {
 		t.Error("a redactor of nothing long enough to redact")
 	}

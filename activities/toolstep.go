@@ -132,7 +132,11 @@ func (a *Activities) Evaluate(ctx context.Context, in EvaluateInput) (EvaluateRe
 	if err != nil {
 		return EvaluateResult{}, err
 	}
-	fin := FinishTraceInput{TraceID: in.TraceID, Status: models.TraceCompleted, StopReason: in.StopReason, Reward: &reward, EvaluationResult: result, Error: reason}
+	// The trace keeps the evaluator's words too: the member's secrets are out of them as out of
+	// its events.
+	le.redact.evaluation(result)
+	fin := FinishTraceInput{TraceID: in.TraceID, Status: models.TraceCompleted, StopReason: in.StopReason, Reward: &reward, EvaluationResult: result,
+		Error: le.redact.text(reason)}
 	if err := a.FinishTrace(ctx, fin); err != nil {
 		return EvaluateResult{}, err
 	}
