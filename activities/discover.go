@@ -203,7 +203,15 @@ func (a *Activities) DiscoverScenarios(ctx context.Context, in DiscoverInput) (_
 	}
 	inv, err := env.Inventory(cctx)
 	if err != nil {
-		return DiscoverResult{}, buildFailed("list what the image serves: %v", err)
+		// An environment that ends mid-session says why on its stderr, or in how it ended.
+		select {
+		case <-sb.Done():
+			err = fmt.Errorf("%w; the environment ended: %v", err, sb.Err())
+		case <-time.After(time.Second):
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return DiscoverResult{}, buildFailed("list what the image serves: %v (stderr: %s)", err, strings.Join(stderr, " | "))
 	}
 	lockInventory(&res.Lock, inv)
 	if len(res.Scenarios) > 0 {

@@ -84,7 +84,13 @@ func TestManyHosts(t *testing.T) {
 		d.stop(pr, syscall.SIGTERM)
 		log := pr.logText()
 		if strings.Contains(log, "level=ERROR") {
-			t.Errorf("%s logged errors:\n%s", pr.name, tail(log, 3000))
+			var errs []string
+			for line := range strings.Lines(log) {
+				if strings.Contains(line, "level=ERROR") && len(errs) < 10 {
+					errs = append(errs, line)
+				}
+			}
+			t.Errorf("%s logged errors:\n%s\nits log ends:\n%s", pr.name, strings.Join(errs, ""), tail(log, 3000))
 		}
 		if !strings.Contains(log, "level=INFO") {
 			t.Errorf("%s's log has no INFO line; a failure would have nothing to show:\n%s", pr.name, log)
