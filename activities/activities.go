@@ -55,6 +55,9 @@ type Activities struct {
 	// SandboxProvider (process or container).
 	Metrics         *metrics.Metrics
 	SandboxProvider string
+	// RefuseUnenforcedLimits refuses an attempt that declares a limit Sandboxes cannot enforce
+	// on this host (sandbox.LimitGaps); without it the attempt runs and its log says so.
+	RefuseUnenforcedLimits bool
 	// Workflows describes the attempts' workflows, so that one that ended outside Proctor is
 	// noticed (EndVanished); StartWorkers sets the Temporal client. Nil: only the store is read.
 	Workflows WorkflowDescriber

@@ -318,3 +318,54 @@ func TestJobTracesPagesAndOpenTraces(t *testing.T) {
 		}
 	})
 }
+
+// An attempt that declares a limit this host's sandboxes cannot enforce runs, and its
+// environment log says so from its first line (and the worker's line about its start); with
+// RefuseUnenforcedLimits the worker refuses it instead, starting nothing. The provider here
+// limits nothing (LimiterNone), so its memory bound is what no host would enforce.
+func TestALimitThisHostCannotEnforceIsSaidOrRefused(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *models.Store) {
+		ctx := context.Background()
+		e := newEngine(t, s, 2)
+		sb, err := sandbox.NewProcess(sandbox.ProcessOptions{Root: t.TempDir(), Limiter: sandbox.LimiterNone, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sb.Close(context.Background()) })
+		e.acts.Sandboxes = sb
+		mem := 256
+		var lts []rollouts.LaunchTrace
+		for range 2 {
+			lts = append(lts, rollouts.LaunchTrace{TraceID: uuid.New(), TaskVersionID: e.version, ModelID: e.oracle.ID, MaxSteps: 10,
+				RuntimeConfig: &models.RuntimeConfig{Resources: &models.RuntimeResources{MemoryMB: &mem}}})
+		}
+		_, traces, err := rollouts.Of(s).LaunchJob(ctx, e.caller, rollouts.Launch{Name: "j", MaxSteps: 10, GroupSize: 2, MaxConcurrent: 2, Kind: models.JobBatch, Traces: lts})
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		if _, err := e.acts.StartEnvironment(ctx, StartEnvironmentInput{TraceID: traces[0].ID, Attempt: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.acts.Teardown(ctx, TeardownInput{TraceID: traces[0].ID, Attempt: 1}); err != nil {
+			t.Fatal(err)
+		}
+		logs, _, err := rollouts.Of(s).TraceLogs(ctx, traces[0].ID, rollouts.LogEnv, -1, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(logs) == 0 || logs[0].Stream != LogStreamProctor || logs[0].Line != "limit not enforced on this host: memory 256 MiB: memory: not limited" {
+			t.Errorf("the environment log begins %+v, want the unenforced memory bound said", logs)
+		}
+
+		e.acts.RefuseUnenforcedLimits = true
+		_, err = e.acts.StartEnvironment(ctx, StartEnvironmentInput{TraceID: traces[1].ID, Attempt: 1})
+		var appErr *temporal.ApplicationError
+		if !errors.As(err, &appErr) || !appErr.NonRetryable() || !strings.Contains(err.Error(), "this worker refuses the attempt: it declares limits its sandboxes cannot enforce here (memory 256 MiB: memory: not limited)") {
+			t.Fatalf("a refused start = %v", err)
+		}
+		if n := sb.Running(); n != 0 {
+			t.Errorf("%d sandboxes running after a refused start", n)
+		}
+	})
+}

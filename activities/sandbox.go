@@ -75,6 +75,15 @@ func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentIn
 	run, startup, res := r.runtime()
 	logs := a.newLogSink(in.TraceID, try.EnvLogSeq, redact)
 	spec.ID, spec.Resources, spec.OnLog, spec.Network = fmt.Sprintf("%s-%d", in.TraceID, in.Attempt), res, logs.add, r.network()
+	gaps := a.unenforced(res)
+	if len(gaps) > 0 && a.RefuseUnenforcedLimits {
+		logs.close(context.WithoutCancel(ctx))
+		return StartEnvironmentResult{}, envError("this worker refuses the attempt: it declares limits its sandboxes cannot enforce here (%s); "+
+			"run it where they hold, or on a worker that runs it without them (--sandbox-unenforced-limits warn)", strings.Join(gaps, "; "))
+	}
+	for _, g := range gaps {
+		logs.add(sandbox.LogLine{Stream: LogStreamProctor, Line: "limit not enforced on this host: " + g, Time: time.Now()})
+	}
 	eg, err := a.egressFor(r, logs, "egress")
 	if err != nil {
 		logs.close(context.WithoutCancel(ctx))
@@ -99,6 +108,9 @@ func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentIn
 		what = r.build.ImageName + " " + what
 	}
 	started := fmt.Sprintf("try %d: sandbox %s started on %s (%s; %s)", in.Attempt, sb.ID(), a.HostQueue, what, eg.what(r))
+	if len(gaps) > 0 {
+		started += "; limits not enforced on this host: " + strings.Join(gaps, "; ")
+	}
 	a.log().InfoContext(ctx, started, "trace", in.TraceID)
 	inst, err := a.startInstance(ctx, r, in, spec.ID, res, &models.RuntimeLimits{RunTimeoutS: &run, StartupTimeoutS: &startup}, started)
 	if err != nil {
@@ -120,6 +132,19 @@ func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentIn
 		a.stopEnv(context.WithoutCancel(ctx), in.TraceID, stale) //nolint:errcheck // logged by stopEnv; the other start stands
 	}
 	return StartEnvironmentResult{HostQueue: a.HostQueue, Tools: tools}, nil
+}
+
+// LogStreamProctor is the stream of the lines the platform adds to an environment's log (the
+// environment's own are stderr; its egress's egress).
+const LogStreamProctor = "proctor"
+
+// unenforced lists the limits of res this worker's sandboxes would not enforce (see
+// sandbox.LimitGaps).
+func (a *Activities) unenforced(res sandbox.Resources) []string {
+	if g, ok := a.Sandboxes.(sandbox.LimitGaps); ok {
+		return g.Unenforced(res)
+	}
+	return nil
 }
 
 // startSandbox starts the try's sandbox, counted by how its start went; a failed start's error

@@ -63,7 +63,7 @@ func startRuntime(tc *ptemporal.Client, store *models.Store, bucket blob.Bucket,
 		Mail: &activities.MailConfig{URL: cfg.SMTPURL, From: cfg.MailFrom, AppURL: cfg.PublicURL},
 		Rates: rollouts.RateCard{Base: cfg.EnvironmentHourlyRate, PerCPU: cfg.EnvironmentCPUHourlyRate, PerMemoryGB: cfg.EnvironmentMemoryGBRate,
 			PerGPU: gpuRates, BaselineMinutes: cfg.EnvironmentBaselineMinutes},
-		Metrics: m, SandboxProvider: cmp.Or(cfg.SandboxProvider, "process")}
+		Metrics: m, SandboxProvider: cmp.Or(cfg.SandboxProvider, "process"), RefuseUnenforcedLimits: cfg.SandboxUnenforcedLimits == "refuse"}
 	m.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "proctor_sandboxes_live", Help: "Environments running in sandboxes on this worker now.",
 		ConstLabels: prometheus.Labels{"provider": acts.SandboxProvider}}, func() float64 { return float64(acts.Envs.Len()) }))
 	if bucket != nil {
@@ -219,7 +219,7 @@ func newSandboxes(cfg *config.Config, log *slog.Logger) (sandbox.Provider, strin
 	}
 	p, err := sandbox.NewProcess(sandbox.ProcessOptions{
 		Root: cfg.SandboxRoot, MaxSandboxes: cfg.MaxSandboxes, Isolation: cfg.SandboxIsolation,
-		MaxProcesses: cfg.SandboxMaxProcesses, MaxOpenFiles: cfg.SandboxMaxOpenFiles,
+		MaxProcesses: cfg.SandboxMaxProcesses, MaxOpenFiles: cfg.SandboxMaxOpenFiles, RunAs: cfg.SandboxRunAs,
 		GPUs: cfg.GPUList(), GPUType: cfg.GPUType, Logger: log, Relay: agentRelay(cfg.AgentRelay),
 	})
 	if err != nil {

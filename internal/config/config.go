@@ -91,6 +91,12 @@ type Config struct {
 	// its processes' open files (0: the providers' defaults).
 	SandboxMaxProcesses int
 	SandboxMaxOpenFiles int
+	// SandboxUnenforcedLimits is what a worker does with an attempt that declares a limit its
+	// sandboxes cannot enforce on this host: warn (run it, saying so in its log) or refuse.
+	SandboxUnenforcedLimits string
+	// SandboxRunAs is the host user id a root worker's bubblewrap sandboxes run as, each in a
+	// user namespace of its own (0: sandbox.DefaultRunAs; -1: root).
+	SandboxRunAs int
 	// SandboxProvider is process (each sandbox a child process of the worker, running an image's
 	// unpacked root file system under bubblewrap) or container (each sandbox a container of the
 	// Docker Engine API server at ContainerHost; ContainerOwner labels this worker's containers).
@@ -217,6 +223,10 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 		"processes and threads one sandbox may run (cgroup pids.max, the engine's pids limit, or RLIMIT_NPROC); 0 = 4096 (env PROCTOR_SANDBOX_MAX_PROCESSES)")
 	fs.IntVar(&c.SandboxMaxOpenFiles, "sandbox-max-open-files", envInt("PROCTOR_SANDBOX_MAX_OPEN_FILES", 0),
 		"open files each process of a bubblewrap sandbox may hold (RLIMIT_NOFILE); 0 = 8192 (env PROCTOR_SANDBOX_MAX_OPEN_FILES)")
+	str(&c.SandboxUnenforcedLimits, "sandbox-unenforced-limits", "PROCTOR_SANDBOX_UNENFORCED_LIMITS", "warn",
+		"an attempt declaring a limit this host's sandboxes cannot enforce (cpu without the cgroup cpu controller, say): warn (run it, saying so in its environment log) or refuse")
+	fs.IntVar(&c.SandboxRunAs, "sandbox-run-as", envInt("PROCTOR_SANDBOX_RUN_AS", 0),
+		"host user id a root worker's bubblewrap sandboxes run as, each in a user namespace of its own; no account may have it; 0 = 60001, -1 = root (env PROCTOR_SANDBOX_RUN_AS)")
 	str(&c.SandboxIsolation, "sandbox-isolation", "PROCTOR_SANDBOX_ISOLATION", "auto", "auto (bubblewrap when installed), bubblewrap, or none")
 	str(&c.SandboxProvider, "sandbox-provider", "PROCTOR_SANDBOX_PROVIDER", "process", "process (child processes under bubblewrap), container (a Docker Engine API server: Docker, or podman system service) or kubernetes (a pod per sandbox)")
 	str(&c.ContainerHost, "container-host", "PROCTOR_CONTAINER_HOST", "", "the container provider's engine, e.g. unix:///run/podman/podman.sock (default: DOCKER_HOST, else the engine's default socket)")
@@ -330,6 +340,11 @@ func (c *Config) finish() error {
 	}
 	if c.SecretsKMSURI != "" && c.SecretsKeyFile != "" {
 		return errors.New("give --secrets-kms-uri or --secrets-key-file, not both")
+	}
+	switch c.SandboxUnenforcedLimits {
+	case "", "warn", "refuse":
+	default:
+		return fmt.Errorf("--sandbox-unenforced-limits must be warn or refuse, not %q", c.SandboxUnenforcedLimits)
 	}
 	switch c.SandboxProvider {
 	case "", "process", "container", "kubernetes":

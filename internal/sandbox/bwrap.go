@@ -129,8 +129,7 @@ func gpuDeviceNodes(devDir string, ids []string) []string {
 // bwrapInfo is what bubblewrap writes to --info-fd once the sandbox's init
 // exists.
 type bwrapInfo struct {
-	ChildPID     int    `json:"child-pid"`
-	PIDNamespace uint64 `json:"pid-namespace"`
+	ChildPID int `json:"child-pid"`
 }
 
 // readBwrapInfo reads the info bubblewrap writes and closes r. It returns
@@ -167,7 +166,8 @@ func readBwrapInfo(ctx context.Context, r *os.File) (bwrapInfo, error) {
 // probeBubblewrap checks that bwrap can build the sandboxes this package
 // asks for here (user namespaces or privileges, /proc mounting, netns) by
 // running `true` in one. Containers often ship the binary but forbid it.
-func probeBubblewrap(ctx context.Context, bwrap string) error {
+// With uid it runs the sandbox as that user, in a user namespace of its own (runAs).
+func probeBubblewrap(ctx context.Context, bwrap string, uid int) error {
 	truePath, err := exec.LookPath("true")
 	if err != nil {
 		return fmt.Errorf("probe bubblewrap: %w", err)
@@ -184,6 +184,17 @@ func probeBubblewrap(ctx context.Context, bwrap string) error {
 	cmd := exec.CommandContext(ctx, bwrap, args...)
 	cmd.Stderr = &stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+	if uid > 0 {
+		if err := os.Chown(dir, uid, uid); err != nil {
+			return fmt.Errorf("probe bubblewrap: %w", err)
+		}
+		ns, err := newUserns(bwrap, uid)
+		if err != nil {
+			return fmt.Errorf("probe bubblewrap: %w", err)
+		}
+		defer ns.Close()
+		runAs(cmd, ns, uid)
+	}
 	if err := forkthread.Start(cmd); err != nil {
 		return fmt.Errorf("probe bubblewrap: %w", err)
 	}

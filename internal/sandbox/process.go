@@ -65,6 +65,11 @@ type ProcessOptions struct {
 	// MaxOpenFiles bounds the open files of each process of a sandbox (RLIMIT_NOFILE, under
 	// bubblewrap); default DefaultMaxOpenFiles.
 	MaxOpenFiles int
+	// RunAs is the host user (and group) id bubblewrap sandboxes run as, each in a user
+	// namespace of its own, when the worker is root: default DefaultRunAs; -1 runs them as root
+	// (no capabilities, but RLIMIT_NPROC does not bind root). A worker that is not root runs
+	// them as itself. See userns.go for what a sandbox then sees.
+	RunAs int
 	// StopGrace is how long Stop waits after SIGTERM before SIGKILL;
 	// default 5s.
 	StopGrace time.Duration
@@ -93,14 +98,18 @@ type Process struct {
 	bwrap     string // bwrap binary, with IsolationBubblewrap
 	pidNS     bool   // with IsolationNone: children get their own pid namespace
 	cg        *cgroupManager
-	rlimitMem bool   // memory limited by RLIMIT_DATA (when cg does not)
-	seccomp   []byte // the seccomp filter of bubblewrap sandboxes (nil: none)
-	maxProcs  int    // ProcessOptions.MaxProcesses
-	maxFiles  int    // ProcessOptions.MaxOpenFiles
-	limits    string // what Limits reports
-	devDir    string // where GPU device nodes live; tests point it elsewhere
-	gpus      *GPUPool
-	owner     *ownerDir // root is owner.path
+	rlimitMem bool        // memory limited by RLIMIT_DATA (when cg does not)
+	seccomp   []byte      // the seccomp filter of bubblewrap sandboxes (nil: none)
+	maxProcs  int         // ProcessOptions.MaxProcesses
+	maxFiles  int         // ProcessOptions.MaxOpenFiles
+	runAs     int         // the host user sandboxes run as in a user namespace of their own (0: none)
+	userns    *usernsPool // their namespaces, made ahead (with runAs)
+	limits    string      // what Limits reports
+	// cpuLimit and memLimit say how CPU and memory are limited here ("cpu: not limited (...)").
+	cpuLimit, memLimit string
+	devDir             string // where GPU device nodes live; tests point it elsewhere
+	gpus               *GPUPool
+	owner              *ownerDir // root is owner.path
 	// listenBy is how a Spec.Listen is honoured under bubblewrap: listenSetns, listenRelay
 	// (with relay) or "" (refused).
 	listenBy string
@@ -181,9 +190,12 @@ func NewProcess(opts ProcessOptions) (*Process, error) {
 	defer func() {
 		if !ok {
 			owner.release() //nolint:errcheck // the next provider's sweep removes what is left
+			if p.userns != nil {
+				p.userns.close()
+			}
 		}
 	}()
-	if err := p.isolate(isolation, opts.Bubblewrap); err != nil {
+	if err := p.isolate(isolation, opts.Bubblewrap, opts.RunAs); err != nil {
 		return nil, err
 	}
 	if err := p.limit(limiter); err != nil {
@@ -245,15 +257,25 @@ func hasCapSysAdmin() bool {
 
 // isolate picks how environments are isolated: bubblewrap when it works here (required when
 // isolation says bubblewrap), else none, in a pid namespace of its own where the host allows.
-func (p *Process) isolate(isolation, bubblewrap string) error {
+func (p *Process) isolate(isolation, bubblewrap string, runAs int) error {
+	if runAs < -1 {
+		return fmt.Errorf("RunAs %d: want a user id, or -1 for root", runAs)
+	}
 	if isolation != IsolationNone {
 		bwrap, err := exec.LookPath(cmp.Or(bubblewrap, "bwrap"))
 		if err == nil {
-			err = probeBubblewrap(context.Background(), bwrap)
+			err = probeBubblewrap(context.Background(), bwrap, 0)
 		}
 		switch {
 		case err == nil:
 			p.isolation, p.bwrap = IsolationBubblewrap, bwrap
+			if os.Geteuid() == 0 && runAs != -1 {
+				uid := cmp.Or(runAs, DefaultRunAs)
+				if err := probeBubblewrap(context.Background(), bwrap, uid); err != nil {
+					return fmt.Errorf("run sandboxes as user %d (RunAs; -1 runs them as root): %w", uid, err)
+				}
+				p.runAs, p.userns = uid, newUsernsPool(bwrap, uid, 2)
+			}
 			if p.seccomp, err = seccompProgram(); err != nil {
 				p.log.Warn("sandbox: no seccomp filter for sandboxes", "reason", err)
 			}
@@ -327,8 +349,24 @@ func (p *Process) limit(limiter string) error {
 	if memLimit == "" {
 		memLimit = "memory: not limited"
 	}
+	p.cpuLimit, p.memLimit = cpuLimit, memLimit
 	p.limits = cpuLimit + "; " + memLimit + "; " + p.processLimit()
 	return nil
+}
+
+// Unenforced lists the limits of res that this host does not enforce: CPU without the cgroup
+// v2 cpu controller (no rlimit caps a rate), memory with no limiter at all. (Memory bounded
+// per process by RLIMIT_DATA, rather than for the sandbox as a whole, is enforced; the
+// worker's limits line says which.)
+func (p *Process) Unenforced(res Resources) []string {
+	var gaps []string
+	if res.CPU > 0 && (p.cg == nil || !p.cg.cpu) {
+		gaps = append(gaps, fmt.Sprintf("cpu %g: %s", res.CPU, p.cpuLimit))
+	}
+	if res.MemoryMB > 0 && (p.cg == nil || !p.cg.memory) && !p.rlimitMem {
+		gaps = append(gaps, fmt.Sprintf("memory %d MiB: %s", res.MemoryMB, p.memLimit))
+	}
+	return gaps
 }
 
 // processLimit says how a sandbox's processes and open files are bounded here.
@@ -337,10 +375,12 @@ func (p *Process) processLimit() string {
 	switch {
 	case p.cg != nil && p.cg.pids:
 		procs = fmt.Sprintf("processes: pids.max %d", p.maxProcs)
+	case p.isolation == IsolationBubblewrap && p.runAs > 0:
+		procs = fmt.Sprintf("processes: RLIMIT_NPROC %d (sandboxes run as user %d)", p.maxProcs, p.runAs)
 	case p.isolation == IsolationBubblewrap && os.Geteuid() != 0:
 		procs = fmt.Sprintf("processes: RLIMIT_NPROC %d", p.maxProcs)
 	case p.isolation == IsolationBubblewrap:
-		procs = "processes: not limited (sandboxes run as root, which RLIMIT_NPROC does not bind, and no cgroup v2 pids controller)"
+		procs = "processes: not limited (sandboxes run as root (RunAs -1), which RLIMIT_NPROC does not bind, and no cgroup v2 pids controller)"
 	default:
 		procs = "processes: not limited (no bubblewrap and no cgroup v2 pids controller)"
 	}
@@ -484,6 +524,9 @@ func (p *Process) Close(ctx context.Context) error {
 		wg.Go(func() { errs[i] = sb.Stop(ctx) })
 	}
 	wg.Wait()
+	if p.userns != nil {
+		p.userns.close()
+	}
 	errs = append(errs, p.owner.release())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("close sandbox provider: %w", err)

@@ -48,6 +48,16 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 		}
 	}
 	cmd := p.command(spec, argv0, workDir, portDir, devices, pp, cg)
+	if bwrap && p.runAs > 0 {
+		ns, err := p.userns.get()
+		if err != nil {
+			pp.closeChildEnds()
+			pp.closeOurEnds()
+			return nil, err
+		}
+		defer ns.Close() // bubblewrap holds it once started
+		runAs(cmd, ns, p.runAs)
+	}
 	if err = forkthread.Start(cmd); err != nil {
 		pp.closeChildEnds()
 		pp.closeOurEnds()
@@ -68,6 +78,7 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 			sb.kill()
 			<-sb.done
 			sb.closePipes()
+			sb.releasePidNS()
 		}
 		pp.closeBlock()
 		if err != nil {
@@ -296,15 +307,20 @@ func (p *Process) identify(ctx context.Context, sb *processSandbox, infoR *os.Fi
 			sb.closePipes()
 			return fmt.Errorf("bubblewrap did not start: %w%s", ierr, stderrTail(sb.logs))
 		}
-		sb.initPID = info.ChildPID
-		sb.pidNS = fmt.Sprintf("pid:[%d]", info.PIDNamespace)
-		if info.PIDNamespace == 0 { // bubblewrap too old to say
-			sb.pidNS = nsOf(info.ChildPID)
+		init := info.ChildPID
+		if p.runAs > 0 {
+			// bubblewrap runs in a pid namespace of its own: what it says are pids there.
+			var err error
+			if init, err = childOf(sb.cmd.Process.Pid, info.ChildPID); err != nil {
+				sb.kill()
+				<-sb.done
+				sb.closePipes()
+				return err
+			}
 		}
+		sb.holdPidNS(init)
 	case p.pidNS:
-		sb.initPID = sb.cmd.Process.Pid
-		// Read now, while it surely runs.
-		sb.pidNS, _ = os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", sb.cmd.Process.Pid))
+		sb.holdPidNS(sb.cmd.Process.Pid) // now, while it surely runs
 	}
 	return nil
 }
@@ -328,6 +344,12 @@ func (p *Process) prepare(spec Spec, undo *[]func()) (workDir string, cg *sandbo
 		}
 		dir := workDir // the results are zeroed on a later error; the undo keeps what it made
 		*undo = append(*undo, func() { removeAll(dir) })
+		if p.runAs > 0 {
+			// The sandbox's own, and no one else's: 0700 as made.
+			if err = os.Chown(workDir, p.runAs, p.runAs); err != nil {
+				return "", nil, "", fmt.Errorf("work dir: %w", err)
+			}
+		}
 	}
 	if p.cg != nil {
 		// Named after the work dir, unique per sandbox; one that works in another's gets a name

@@ -36,6 +36,12 @@ type processSandbox struct {
 	// ("pid:[4026532180]"); both zero without a pid namespace.
 	initPID int
 	pidNS   string
+	// pidNSFile holds the pid namespace while this sandbox may signal what is in it: a freed
+	// namespace's number is the next new one's (another sandbox's), whose processes a late
+	// signal by number would kill.
+	pidNSFile *os.File
+	// nsReleased: Stop let the namespace go (under mu).
+	nsReleased bool
 
 	stdin          *os.File
 	stdout, stderr *os.File
@@ -71,7 +77,12 @@ func (s *processSandbox) Err() error {
 // (bubblewrap's own included), for diagnostics and tests.
 func (s *processSandbox) Pids() []int {
 	var pids []int
+	s.mu.Lock()
+	released := s.nsReleased
+	s.mu.Unlock()
 	switch {
+	case released:
+		// Its namespace ended with it, and its number may be another sandbox's now.
 	case s.pidNS != "":
 		pids = procsWhere(func(pid int) bool { return nsOf(pid) == s.pidNS })
 		if s.p.isolation == IsolationBubblewrap && !s.exited() {
@@ -208,6 +219,7 @@ func (s *processSandbox) teardown(ctx context.Context) error {
 	// Whatever outlived the direct child: only possible without a pid
 	// namespace (a grandchild in the process group) or in a cgroup.
 	s.signal(syscall.SIGKILL)
+	s.releasePidNS()
 
 	var errs []error
 	if s.cg != nil {
@@ -266,6 +278,33 @@ func (s *processSandbox) awaitExec(ctx context.Context, deadline time.Time) {
 			return
 		case <-time.After(5 * time.Millisecond):
 		}
+	}
+}
+
+// holdPidNS makes pid's pid namespace the sandbox's (pidNS), held open (pidNSFile) until
+// releasePidNS; without it (pid gone already) the sandbox has none and is found by its process
+// group.
+func (s *processSandbox) holdPidNS(pid int) {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/ns/pid")
+	if err != nil {
+		return
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+		f.Close()
+		return
+	}
+	s.initPID, s.pidNS, s.pidNSFile = pid, fmt.Sprintf("pid:[%d]", st.Ino), f
+}
+
+// releasePidNS lets the sandbox's pid namespace go, once nothing signals it any more.
+func (s *processSandbox) releasePidNS() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pidNSFile != nil {
+		s.pidNSFile.Close()
+		s.pidNSFile = nil
+		s.nsReleased = true
 	}
 }
 

@@ -50,7 +50,7 @@ func (p *Process) checkSpec(spec Spec) (string, error) {
 	}
 	if argv0, ok, err := mountedCommand(spec); ok {
 		if err == nil && spec.RootFS != "" {
-			err = checkRootFS(spec.RootFS)
+			err = checkRootFS(spec.RootFS, p.runAs)
 		}
 		return argv0, err
 	}
@@ -60,6 +60,16 @@ func (p *Process) checkSpec(spec Spec) (string, error) {
 	argv0, err := lookPath(spec.Command[0], sandboxPath(spec))
 	if err != nil {
 		return "", fmt.Errorf("command %q: %w: %w", spec.Command[0], err, ErrInvalidSpec)
+	}
+	if p.runAs > 0 {
+		// bubblewrap shows the command's directory at its place: the sandbox's user searches
+		// it and runs the command as others do.
+		dir, err1 := os.Stat(filepath.Dir(argv0))
+		file, err2 := os.Stat(argv0)
+		if err := cmp.Or(err1, err2); err != nil || dir.Mode().Perm()&0o001 == 0 || file.Mode().Perm()&0o005 != 0o005 {
+			return "", fmt.Errorf("command %q: sandboxes run as user %d, whom %s does not let read and run it (others need r-x on the file, x on its directory): %w",
+				spec.Command[0], p.runAs, argv0, ErrInvalidSpec)
+		}
 	}
 	return argv0, nil
 }
@@ -104,7 +114,7 @@ func mountedCommand(spec Spec) (string, bool, error) {
 // sandbox mounts over and an executable Command[0]. It returns the path to
 // execute: Command[0] itself under bubblewrap, its host path without.
 func (p *Process) checkImageCommand(spec Spec) (string, error) {
-	if err := checkRootFS(spec.RootFS); err != nil {
+	if err := checkRootFS(spec.RootFS, p.runAs); err != nil {
 		return "", err
 	}
 	inImage := spec.Command[0]
@@ -138,7 +148,7 @@ func (p *Process) checkImageCommand(spec Spec) (string, error) {
 }
 
 // checkRootFS checks that an image's root file system holds what a sandbox mounts over.
-func checkRootFS(rootFS string) error {
+func checkRootFS(rootFS string, runAs int) error {
 	if !filepath.IsAbs(rootFS) {
 		return fmt.Errorf("root file system %q: not absolute: %w", rootFS, ErrInvalidSpec)
 	}
@@ -146,6 +156,13 @@ func checkRootFS(rootFS string) error {
 		if fi, err := os.Stat(filepath.Join(rootFS, d)); err != nil || !fi.IsDir() {
 			return fmt.Errorf("root file system %s has no /%s directory: %w", rootFS, d, ErrInvalidSpec)
 		}
+	}
+	// A sandbox that runs as a user of its own searches its root as others do (an unpacked
+	// image's is 0755).
+	if fi, err := os.Stat(rootFS); err != nil {
+		return fmt.Errorf("root file system: %w: %w", err, ErrInvalidSpec)
+	} else if runAs > 0 && fi.Mode().Perm()&0o001 == 0 {
+		return fmt.Errorf("root file system %s: others may not search it (mode %v): %w", rootFS, fi.Mode().Perm(), ErrInvalidSpec)
 	}
 	return nil
 }

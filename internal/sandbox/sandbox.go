@@ -63,6 +63,13 @@ type Resources struct {
 	GPU GPURequest
 }
 
+// LimitGaps is a provider that may not enforce every limit a sandbox declares, on this host:
+// Unenforced lists those of res it would not, each as "what: why" (none when all hold). A
+// provider without it enforces what it is given (its engine or cluster does).
+type LimitGaps interface {
+	Unenforced(res Resources) []string
+}
+
 // GPURequest asks for Count whole devices of Type ("" for any type).
 type GPURequest struct {
 	Count int

@@ -37,13 +37,16 @@ func BenchmarkProcessMCPReady(b *testing.B) {
 	for _, c := range []struct {
 		name, isolation string
 		spec            sandbox.Spec
+		runAs           int
 	}{
-		{"bubblewrap/image", sandbox.IsolationBubblewrap, sandbox.Spec{Command: sandboxtest.TodoCommand, RootFS: root}},
-		{"bubblewrap/host-binary", sandbox.IsolationBubblewrap, sandbox.Spec{Command: []string{filepath.Join(root, "app", "env")}}},
-		{"none/host-binary", sandbox.IsolationNone, sandbox.Spec{Command: []string{filepath.Join(root, "app", "env")}}},
+		{"bubblewrap/image", sandbox.IsolationBubblewrap, sandbox.Spec{Command: sandboxtest.TodoCommand, RootFS: root}, 0},
+		// As root (where the worker is), the way sandboxes ran before they had a user of their own.
+		{"bubblewrap/image/as-root", sandbox.IsolationBubblewrap, sandbox.Spec{Command: sandboxtest.TodoCommand, RootFS: root}, -1},
+		{"bubblewrap/host-binary", sandbox.IsolationBubblewrap, sandbox.Spec{Command: []string{filepath.Join(root, "app", "env")}}, 0},
+		{"none/host-binary", sandbox.IsolationNone, sandbox.Spec{Command: []string{filepath.Join(root, "app", "env")}}, 0},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			p, err := sandbox.NewProcess(sandbox.ProcessOptions{Root: b.TempDir(), Isolation: c.isolation})
+			p, err := sandbox.NewProcess(sandbox.ProcessOptions{Root: b.TempDir(), Isolation: c.isolation, RunAs: c.runAs})
 			if err != nil {
 				b.Fatal(err)
 			}

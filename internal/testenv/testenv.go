@@ -69,6 +69,11 @@ func program(t testing.TB, pkg string, static bool) string {
 		if programs.dir, err = os.MkdirTemp("", "proctor-test-programs-"); err != nil {
 			t.Fatal(err)
 		}
+		// Sandboxes that run as a user of their own run these from here, as they run an
+		// operator's commands: where others may read and run them.
+		if err := os.Chmod(programs.dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
 		programs.built = map[string]string{}
 	}
 	bin := filepath.Join(programs.dir, strings.ReplaceAll(pkg, "/", "_"))
