@@ -420,26 +420,43 @@ func termIsDefault(pid int) bool {
 	return true
 }
 
-// pgidOf is pid's process group, or -1.
+// pgidOf is pid's process group, or -1 (gone, or a zombie).
 func pgidOf(pid int) int {
+	if f := statOf(pid); len(f) > 2 && f[0] != "Z" {
+		return atoiOr(f[2], -1)
+	}
+	return -1
+}
+
+// parentOf is pid's parent's pid, or -1.
+func parentOf(pid int) int {
+	if f := statOf(pid); len(f) > 1 {
+		return atoiOr(f[1], -1)
+	}
+	return -1
+}
+
+// statOf is /proc/<pid>/stat's fields after the command's name: state, ppid, pgrp, ...; none
+// when pid is gone.
+func statOf(pid int) []string {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return -1
+		return nil
 	}
 	// "pid (comm) state ppid pgrp ..."; comm may hold spaces and parens.
 	i := strings.LastIndexByte(string(b), ')')
 	if i < 0 {
-		return -1
+		return nil
 	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 3 || f[0] == "Z" {
-		return -1
-	}
-	pgid, err := strconv.Atoi(f[2])
+	return strings.Fields(string(b[i+1:]))
+}
+
+func atoiOr(s string, or int) int {
+	n, err := strconv.Atoi(s)
 	if err != nil {
-		return -1
+		return or
 	}
-	return pgid
+	return n
 }
 
 // removeAll is os.RemoveAll that also removes what the environment made

@@ -158,15 +158,18 @@ func (u *usernsPool) close() {
 // childOf is the host pid of the one child of bubblewrap (at pid), the sandbox's init, which
 // bubblewrap's info names by its pid in bubblewrap's own pid namespace (runAs): inner.
 func childOf(pid, inner int) (int, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-	if err != nil {
-		return 0, fmt.Errorf("the sandbox's init: %w", err)
-	}
-	for _, f := range strings.Fields(string(b)) {
-		child, err := strconv.Atoi(f)
-		if err != nil {
-			continue
+	var children []int
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid)); err == nil {
+		for _, f := range strings.Fields(string(b)) {
+			if child, err := strconv.Atoi(f); err == nil {
+				children = append(children, child)
+			}
 		}
+	} else {
+		// A kernel without CONFIG_PROC_CHILDREN: every process's parent, read.
+		children = procsWhere(func(p int) bool { return parentOf(p) == pid })
+	}
+	for _, child := range children {
 		// Its pids, the host's first: the second is in bubblewrap's namespace.
 		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", child))
 		if err != nil {

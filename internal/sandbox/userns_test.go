@@ -1,0 +1,28 @@
+package sandbox
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// parentOf reads a process's parent from /proc, as childOf does where the kernel has no
+// children file; a process that is gone has none.
+func TestParentOfReadsAProcesssParent(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	if got := parentOf(pid); got != os.Getpid() {
+		t.Errorf("parentOf(%d) = %d, want this process, %d", pid, got, os.Getpid())
+	}
+	if got := procsWhere(func(p int) bool { return parentOf(p) == os.Getpid() }); len(got) == 0 {
+		t.Errorf("no process has this one as its parent, though %d does", pid)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if got := parentOf(pid); got != -1 {
+		t.Errorf("parentOf a reaped process = %d, want -1", got)
+	}
+}
