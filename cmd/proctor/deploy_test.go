@@ -195,6 +195,10 @@ func TestHelmChart(t *testing.T) {
 			}
 			objs := decodeManifests(t, out)
 			checkChart(t, objs, c.deployments)
+			// The pods example asks for user namespaces; the default does not.
+			if got, want := strings.Count(out, "- --kube-user-namespaces"), map[bool]int{true: 2}[c.name == "sandboxes as pods"]; got != want {
+				t.Errorf("%d workers run sandbox pods in user namespaces, want %d", got, want)
+			}
 		})
 	}
 }

@@ -258,7 +258,7 @@ func newKubeSandboxes(cfg *config.Config, log *slog.Logger) (sandbox.Provider, s
 		Client: cs, Attacher: kube.NewAttacher(rc, cs), Forwarder: kube.NewForwarder(rc, cs), Relay: agentRelay(cfg.AgentRelay), Namespace: ns, Owner: cfg.ContainerOwner, MaxSandboxes: cfg.MaxSandboxes,
 		Registry: cfg.KubeRegistry, RegistryOptions: []remote.Option{remote.WithAuthFromKeychain(authn.DefaultKeychain)},
 		GPUs: cfg.GPUList(), GPUType: cfg.GPUType, NodeSelector: nodes, GPUNodeSelector: gpuNodes, Logger: log,
-		ImagePullSecrets: pullSecrets,
+		ImagePullSecrets: pullSecrets, UserNamespaces: cfg.KubeUserNamespaces,
 	})
 	if err != nil {
 		return nil, "", err

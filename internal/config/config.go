@@ -122,6 +122,8 @@ type Config struct {
 	KubeNodeSelector    string
 	KubeGPUNodeSelector string
 	KubeImagePullSecret string
+	// KubeUserNamespaces runs sandbox pods in user namespaces of their own (hostUsers: false).
+	KubeUserNamespaces bool
 	// GPUs are the device ids this host hands to sandboxes (comma-separated), all of GPUType;
 	// a worker with GPUs also polls the sandboxes-gpu-<type> queue.
 	GPUs    string
@@ -236,6 +238,8 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	str(&c.KubeNamespace, "kube-namespace", "PROCTOR_KUBE_NAMESPACE", "", "namespace of the sandbox pods (default: the worker's own namespace)")
 	str(&c.KubeRegistry, "kube-registry", "PROCTOR_KUBE_REGISTRY", "", "repository the kubernetes provider pushes environment images to and pods pull from, e.g. registry.example.com/proctor/envs (credentials: the Docker config)")
 	str(&c.KubeImagePullSecret, "kube-image-pull-secret", "PROCTOR_KUBE_IMAGE_PULL_SECRET", "", "a Secret (type kubernetes.io/dockerconfigjson) in the sandbox namespace that pods pull --kube-registry's images with")
+	fs.BoolVar(&c.KubeUserNamespaces, "kube-user-namespaces", envBool("PROCTOR_KUBE_USER_NAMESPACES"),
+		"run each sandbox pod in a user namespace of its own (hostUsers: false), its root an unprivileged user of the node; the cluster must support user namespaces (Kubernetes 1.33+)")
 	str(&c.KubeNodeSelector, "kube-node-selector", "PROCTOR_KUBE_NODE_SELECTOR", "", "node labels every sandbox pod selects, e.g. pool=sandboxes,zone=a")
 	str(&c.KubeGPUNodeSelector, "kube-gpu-node-selector", "PROCTOR_KUBE_GPU_NODE_SELECTOR", "", "node labels sandbox pods with GPUs also select, e.g. nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3")
 	str(&c.TemporalUIOrigin, "temporal-ui-origin", "PROCTOR_TEMPORAL_UI_ORIGIN", "", "origin of a Temporal Web UI allowed to decode encrypted payloads through /codec/ (configure the UI's codec endpoint as <public-url>/codec with includeCredentials)")
@@ -406,6 +410,11 @@ func envInt(key string, def int) int {
 		return v
 	}
 	return def
+}
+
+func envBool(key string) bool {
+	v, _ := strconv.ParseBool(os.Getenv(key))
+	return v
 }
 
 func envFloat(key string, def float64) float64 {

@@ -103,6 +103,11 @@ type Options struct {
 	// ErrNoListen.
 	Relay     string
 	Forwarder Forwarder
+	// UserNamespaces runs each pod in a user namespace of its own (hostUsers: false): its users,
+	// root included, are unprivileged users of the node. The cluster must support it (Kubernetes
+	// 1.33, or 1.30 with the UserNamespacesSupport gate; a runtime and volumes with idmapped
+	// mounts); where it does not, the pods fail to start, which is why it is asked for.
+	UserNamespaces bool
 	// StopGrace is the pods' termination grace; default 5s.
 	StopGrace time.Duration
 	// Logger receives lifecycle logs; default slog.Default().

@@ -69,6 +69,13 @@ func TestPodIsLockedDown(t *testing.T) {
 			t.Errorf("request %s = %s, want %s", name, got.String(), q)
 		}
 	}
+	if ps.HostUsers != nil {
+		t.Errorf("hostUsers %v without UserNamespaces, want the cluster's default", *ps.HostUsers)
+	}
+	withUserNS := c.provider(t, 1, func(o *kube.Options) { o.UserNamespaces = true })
+	if hu := withUserNS.Pod(spec, "registry.example.com/envs@sha256:abc", 0).Spec.HostUsers; hu == nil || *hu {
+		t.Errorf("hostUsers %v with UserNamespaces, want false: a user namespace of the pod's own", hu)
+	}
 	if len(ps.ImagePullSecrets) != 1 || ps.ImagePullSecrets[0].Name != "registry-pull" {
 		t.Errorf("image pull secrets %v", ps.ImagePullSecrets)
 	}

@@ -45,6 +45,10 @@ func (p *Provider) Pod(spec sandbox.Spec, image string, gpus int) *corev1.Pod {
 		tolerations = append(tolerations, corev1.Toleration{Key: string(GPUResource), Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})
 	}
 	no := false
+	var hostUsers *bool // the cluster's default: the node's users
+	if p.o.UserNamespaces {
+		hostUsers = &no
+	}
 	grace := int64(p.grace.Round(time.Second) / time.Second)
 	var pullSecrets []corev1.LocalObjectReference
 	for _, name := range p.o.ImagePullSecrets {
@@ -70,6 +74,7 @@ func (p *Provider) Pod(spec sandbox.Spec, image string, gpus int) *corev1.Pod {
 			Tolerations:                   tolerations,
 			ImagePullSecrets:              pullSecrets,
 			SecurityContext:               &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+			HostUsers:                     hostUsers,
 			Containers: []corev1.Container{{
 				Name: ContainerName, Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
 				Command: command[:1], Args: command[1:], Env: containerEnv(spec), WorkingDir: sandbox.WorkDirInImage,
