@@ -31,6 +31,7 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/system"
 	"github.com/moby/moby/client"
 
 	"github.com/proctorhq/proctor/internal/sandbox"
@@ -95,6 +96,8 @@ type Provider struct {
 	gpus      *sandbox.GPUPool
 	slots     *sandbox.Slots
 	maxProcs  int64
+	// engine is what the engine says it can limit on its host (its /info).
+	engine system.Info
 
 	mu      sync.Mutex
 	loading map[string]*sync.Mutex // image ref → load lock
@@ -150,6 +153,12 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		p.cli.Close()
 		return nil, fmt.Errorf("container engine %s does not answer: %w", p.cli.DaemonHost(), err)
 	}
+	info, err := p.cli.Info(ctx, client.InfoOptions{})
+	if err != nil {
+		p.cli.Close()
+		return nil, fmt.Errorf("container engine %s: %w", p.cli.DaemonHost(), err)
+	}
+	p.engine = info.Info
 	if err := p.sweep(ctx); err != nil {
 		p.cli.Close()
 		return nil, err
@@ -161,8 +170,26 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		}
 	}
 	p.log.Info("sandbox: container provider ready", "engine", p.cli.DaemonHost(), "api", p.cli.ClientVersion(),
-		"owner", p.owner, "root", p.root, "capacity", p.max, "gpus", len(opts.GPUs), "gpu_type", opts.GPUType)
+		"owner", p.owner, "root", p.root, "capacity", p.max, "gpus", len(opts.GPUs), "gpu_type", opts.GPUType,
+		"limits", fmt.Sprintf("cpu %v, memory %v, processes %v (cgroup v%s)", p.engine.CPUCfsQuota, p.engine.MemoryLimit, p.engine.PidsLimit, cmp.Or(p.engine.CgroupVersion, "?")))
 	return p, nil
+}
+
+var _ sandbox.LimitGaps = (*Provider)(nil)
+
+// Unenforced lists the limits of res that the engine says it cannot apply on its host (no CFS
+// quota for CPU, no memory limit): an engine without them runs the container unbounded.
+func (p *Provider) Unenforced(res sandbox.Resources) []string { return engineGaps(p.engine, res) }
+
+func engineGaps(engine system.Info, res sandbox.Resources) []string {
+	var gaps []string
+	if res.CPU > 0 && !engine.CPUCfsQuota {
+		gaps = append(gaps, fmt.Sprintf("cpu %g: the container engine cannot limit CPU on its host (no CFS quota)", res.CPU))
+	}
+	if res.MemoryMB > 0 && !engine.MemoryLimit {
+		gaps = append(gaps, fmt.Sprintf("memory %d MiB: the container engine cannot limit memory on its host", res.MemoryMB))
+	}
+	return gaps
 }
 
 // installRelay copies the relay binary at path into root (where the engine bind-mounts from, as

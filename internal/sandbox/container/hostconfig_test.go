@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/system"
 
 	"github.com/proctorhq/proctor/internal/sandbox"
 )
@@ -26,5 +27,24 @@ func TestHostConfigAsksForTheAllocatedGPUs(t *testing.T) {
 	// proxy on Spec.Listen (the engine's networks reach the host and its networks).
 	if got := p.hostConfig(sandbox.Spec{Network: true}, "/w", nil); got.NetworkMode != "none" || got.DeviceRequests != nil {
 		t.Errorf("with network, no GPUs: %+v", got)
+	}
+}
+
+// An engine that says it cannot limit CPU (no CFS quota) or memory on its host leaves those
+// limits unenforced, and the provider says which; one that can leaves none.
+func TestTheEnginesMissingLimitsAreNamed(t *testing.T) {
+	res := sandbox.Resources{CPU: 2, MemoryMB: 512}
+	if gaps := engineGaps(system.Info{CPUCfsQuota: true, MemoryLimit: true}, res); len(gaps) != 0 {
+		t.Errorf("an engine that limits both leaves %q", gaps)
+	}
+	gaps := engineGaps(system.Info{MemoryLimit: true}, res)
+	if len(gaps) != 1 || gaps[0] != "cpu 2: the container engine cannot limit CPU on its host (no CFS quota)" {
+		t.Errorf("an engine without CFS quota leaves %q", gaps)
+	}
+	if gaps := engineGaps(system.Info{}, sandbox.Resources{MemoryMB: 64}); len(gaps) != 1 || gaps[0] != "memory 64 MiB: the container engine cannot limit memory on its host" {
+		t.Errorf("an engine without memory limits leaves %q", gaps)
+	}
+	if gaps := engineGaps(system.Info{}, sandbox.Resources{}); len(gaps) != 0 {
+		t.Errorf("nothing declared, yet %q", gaps)
 	}
 }
