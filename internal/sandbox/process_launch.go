@@ -133,6 +133,9 @@ func workDirPattern(id string) string {
 // bubblewrap's --block-fd). It leaves block open: bubblewrap starts the command when block closes
 // unwritten too, so on an error the caller ends the sandbox first.
 func (p *Process) readyInit(pid int, spec Spec, block *os.File) error {
+	if pid <= 0 { // prlimit(0) and the rest would act on this process
+		return fmt.Errorf("the sandbox's init is not known (pid %d)", pid)
+	}
 	if err := p.limitInit(pid, spec.Resources); err != nil {
 		return err
 	}

@@ -285,6 +285,7 @@ func (s *processSandbox) awaitExec(ctx context.Context, deadline time.Time) {
 // releasePidNS; without it (pid gone already) the sandbox has none and is found by its process
 // group.
 func (s *processSandbox) holdPidNS(pid int) {
+	s.initPID = pid // whatever follows: a later prlimit of pid 0 would be the worker's own
 	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/ns/pid")
 	if err != nil {
 		return
@@ -294,7 +295,7 @@ func (s *processSandbox) holdPidNS(pid int) {
 		f.Close()
 		return
 	}
-	s.initPID, s.pidNS, s.pidNSFile = pid, fmt.Sprintf("pid:[%d]", st.Ino), f
+	s.pidNS, s.pidNSFile = fmt.Sprintf("pid:[%d]", st.Ino), f
 }
 
 // releasePidNS lets the sandbox's pid namespace go, once nothing signals it any more.

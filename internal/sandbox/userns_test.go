@@ -4,6 +4,8 @@ import (
 	"os"
 	"os/exec"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // parentOf reads a process's parent from /proc, as childOf does where the kernel has no
@@ -24,5 +26,20 @@ func TestParentOfReadsAProcesssParent(t *testing.T) {
 	cmd.Wait()
 	if got := parentOf(pid); got != -1 {
 		t.Errorf("parentOf a reaped process = %d, want -1", got)
+	}
+}
+
+// A sandbox whose init is not known is refused before its limits are set: prlimit of pid 0
+// would have set them on the worker itself.
+func TestReadyInitRefusesAnUnknownInit(t *testing.T) {
+	p := newProvider(t, IsolationBubblewrap, func(o *ProcessOptions) { o.MaxOpenFiles = 64 })
+	var before, after unix.Rlimit
+	unix.Getrlimit(unix.RLIMIT_NOFILE, &before)
+	if err := p.readyInit(0, Spec{}, nil); err == nil {
+		t.Error("readyInit of pid 0 went ahead")
+	}
+	unix.Getrlimit(unix.RLIMIT_NOFILE, &after)
+	if after != before {
+		t.Errorf("the worker's open-files limit went from %+v to %+v", before, after)
 	}
 }
