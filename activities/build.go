@@ -51,6 +51,9 @@ type BuildConfig struct {
 	// bundled example (models.BuildOptions.Bundled) package it instead of compiling. Empty:
 	// such builds fail.
 	Bundled string
+	// Shell is the path of the static shell server (cmd/proctor-shell) that builds asking for
+	// it (models.BuildOptions.ShellServer) add to their image. Empty: such builds fail.
+	Shell string
 }
 
 // BuildInput names a build.

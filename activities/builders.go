@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/proctorhq/proctor/internal/image"
+	"github.com/proctorhq/proctor/internal/sandbox"
 	"github.com/proctorhq/proctor/models"
 )
 
@@ -38,6 +40,17 @@ type builder interface {
 // chooseBuilder picks how a build makes its image: the bundled examples' binary when the build
 // names one, buildah when the entry folder has a Dockerfile, else the Go toolchain.
 func (a *Activities) chooseBuilder(b *models.Build, entryDir string) (builder, error) {
+	if b.Options.ShellServer {
+		if _, err := os.Stat(filepath.Join(entryDir, "Dockerfile")); err != nil {
+			return nil, buildFailed("the build asks for the shell server, which is added to a Dockerfile's image: the source has no Dockerfile in %s", cmp.Or(b.Options.EntryFolder, "its root"))
+		}
+		if a.Build.Shell == "" {
+			return nil, buildFailed("the build asks for the shell server, and this build worker has none: give it proctor-shell (--shell-server, or proctor-shell beside the proctor binary)")
+		}
+		if err := sandbox.CheckStatic(a.Build.Shell); err != nil {
+			return nil, buildFailed("this build worker's shell server cannot go into any image: %v", err)
+		}
+	}
 	if name := b.Options.Bundled; name != "" {
 		if a.Build.Bundled == "" {
 			return nil, buildFailed("the build packages the bundled example %q, and this worker carries no bundled examples", name)
@@ -91,10 +104,28 @@ func (db dockerfileBuilder) build(ctx context.Context, job buildJob) (string, []
 		return "", nil, err
 	}
 	command := append(slices.Clone(cf.Config.Entrypoint), cf.Config.Cmd...)
+	if job.build.Options.ShellServer {
+		return db.addShell(img, job)
+	}
 	if len(command) == 0 {
 		return "", nil, buildFailed("the image has no ENTRYPOINT or CMD: name the environment server's command")
 	}
 	return d.String(), command, nil
+}
+
+// addShell rewrites the job's image with the shell server as its command (image.WithShell).
+func (db dockerfileBuilder) addShell(img v1.Image, job buildJob) (string, []string, error) {
+	img, command, err := image.WithShell(img, db.a.Build.Shell)
+	if err != nil {
+		return "", nil, err
+	}
+	fmt.Fprintf(job.log, "shell server: added as %s, the image's command (%s)\n", image.ShellInImage, strings.Join(command, " "))
+	tmp := job.imagePath + ".shell"
+	digest, err := writeImage(img, job.ref, tmp)
+	if err != nil {
+		return "", nil, err
+	}
+	return digest, command, os.Rename(tmp, job.imagePath)
 }
 
 // goBuilder compiles the entry folder's main package, ko-style, into a one-layer image.

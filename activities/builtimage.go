@@ -17,7 +17,8 @@ import (
 )
 
 // imageSpec is how a sandbox runs a build: from its image's unpacked root file system, or, for
-// builds that record a host command (the process provider's), that command.
+// builds that record a host command (the process provider's), that command. An image served by
+// the shell server (a Harbor task's) asks for a writable root: its tasks change it anywhere.
 func (a *Activities) imageSpec(ctx context.Context, b *models.Build) (sandbox.Spec, error) {
 	argv, err := buildCommand(b)
 	if err != nil {
@@ -27,7 +28,7 @@ func (a *Activities) imageSpec(ctx context.Context, b *models.Build) (sandbox.Sp
 		if b.ImageKey == "" {
 			return sandbox.Spec{}, envError("build %s has no image, and this worker runs sandboxes as containers: rebuild the environment", b.ID)
 		}
-		return sandbox.Spec{Command: argv, Image: a.engineImage(b)}, nil
+		return sandbox.Spec{Command: argv, Image: a.engineImage(b), WritableRoot: b.Options.ShellServer}, nil
 	}
 	if b.ImageKey == "" {
 		return sandbox.Spec{Command: argv}, nil
@@ -36,7 +37,7 @@ func (a *Activities) imageSpec(ctx context.Context, b *models.Build) (sandbox.Sp
 	if err != nil {
 		return sandbox.Spec{}, err
 	}
-	return sandbox.Spec{Command: argv, RootFS: root}, nil
+	return sandbox.Spec{Command: argv, RootFS: root, WritableRoot: b.Options.ShellServer}, nil
 }
 
 // engineImage is b's image as a container engine loads it: named by its digest, read from the

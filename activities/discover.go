@@ -160,6 +160,8 @@ func (a *Activities) DiscoverScenarios(ctx context.Context, in DiscoverInput) (_
 		return DiscoverResult{}, err
 	}
 	spec.ID = "discover-" + b.ID.String()
+	// Discovery only lists what the image serves: it changes nothing, on any provider.
+	spec.WritableRoot = false
 	var stderr []string
 	var mu sync.Mutex
 	spec.OnLog = func(l sandbox.LogLine) {

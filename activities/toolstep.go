@@ -112,6 +112,9 @@ type EvaluateInput struct {
 // EvaluateResult is the reward the attempt earned; the evaluation's details are in the store.
 type EvaluateResult struct {
 	Reward *float64 `json:"reward"`
+	// Status is how the attempt ended when not completed: error, when the task's evaluation
+	// said the task itself is broken (no reward then). Empty: completed.
+	Status string `json:"status,omitempty"`
 }
 
 // Evaluate runs the task's evaluate calls, extracts the reward, stops the sandbox and records
@@ -125,7 +128,7 @@ func (a *Activities) Evaluate(ctx context.Context, in EvaluateInput) (EvaluateRe
 	}
 	stop := keepAlive(ctx)
 	defer stop()
-	reward, result, reason, err := a.evaluate(ctx, in, le)
+	reward, result, reason, fault, err := a.evaluate(ctx, in, le)
 	if le := a.Envs.take(in.TraceID, in.Attempt); le != nil {
 		a.stopEnv(context.WithoutCancel(ctx), in.TraceID, le) //nolint:errcheck // logged; the attempt's outcome stands
 	}
@@ -137,20 +140,32 @@ func (a *Activities) Evaluate(ctx context.Context, in EvaluateInput) (EvaluateRe
 	le.redact.evaluation(result)
 	fin := FinishTraceInput{TraceID: in.TraceID, Status: models.TraceCompleted, StopReason: in.StopReason, Reward: &reward, EvaluationResult: result,
 		Error: le.redact.text(reason)}
+	if fault {
+		// The task's own evaluation is broken: the attempt has no score (an error, never a
+		// silent 0 among the scores), and it is no infrastructure failure to retry.
+		fin.Status, fin.Reward = models.TraceError, nil
+	}
 	if err := a.FinishTrace(ctx, fin); err != nil {
 		return EvaluateResult{}, err
 	}
-	return EvaluateResult{Reward: &reward}, nil
+	out := EvaluateResult{Reward: fin.Reward}
+	if fault {
+		out.Status = fin.Status
+	}
+	return out, nil
 }
 
-func (a *Activities) evaluate(ctx context.Context, in EvaluateInput, le *liveEnv) (float64, *models.EvaluationResult, string, error) {
+// evaluate makes the task's evaluate calls: the mean reward, the last result, why a reward could
+// not be read, and whether the task's evaluation said it is broken (agent.TaskFault).
+func (a *Activities) evaluate(ctx context.Context, in EvaluateInput, le *liveEnv) (float64, *models.EvaluationResult, string, bool, error) {
 	if len(le.evaluate) == 0 {
-		return 0, &models.EvaluationResult{Reason: "the task defines no evaluation"}, "", nil
+		return 0, &models.EvaluationResult{Reason: "the task defines no evaluation"}, "", false, nil
 	}
 	seq, err := a.nextSeq(ctx, in.TraceID)
 	if err != nil {
-		return 0, nil, "", err
+		return 0, nil, "", false, err
 	}
+	fault := false
 	try := TryInput{TraceID: in.TraceID, Attempt: in.Attempt}
 	var total float64
 	var result models.EvaluationResult
@@ -158,8 +173,9 @@ func (a *Activities) evaluate(ctx context.Context, in EvaluateInput, le *liveEnv
 	for _, c := range le.evaluate {
 		res, err := le.env.Call(ctx, c)
 		if err != nil {
-			return 0, nil, "", envError("evaluate %s: %v", c.Name, err)
+			return 0, nil, "", false, envError("evaluate %s: %v", c.Name, err)
 		}
+		fault = fault || agent.TaskFault(res)
 		reward, done, info, reason := agent.ExtractReward(res)
 		total += reward
 		result = models.EvaluationResult{Reward: reward, Done: done, Info: info, Content: res.Text, Reason: reason}
@@ -167,10 +183,10 @@ func (a *Activities) evaluate(ctx context.Context, in EvaluateInput, le *liveEnv
 			reasons = append(reasons, reason)
 		}
 		if err := a.appendTraceEvents(ctx, le, []models.TraceEvent{a.event(try, seq, models.EventEvaluate, c.Name, models.EvaluateEventData{Call: c, Result: res, Reward: reward})}); err != nil {
-			return 0, nil, "", err
+			return 0, nil, "", false, err
 		}
 		seq++
 	}
 	result.Reward = total / float64(len(le.evaluate))
-	return result.Reward, &result, strings.Join(reasons, "; "), nil
+	return result.Reward, &result, strings.Join(reasons, "; "), fault, nil
 }

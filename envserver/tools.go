@@ -359,6 +359,17 @@ func withEnv(ctx context.Context, env any) context.Context {
 
 // EvaluationResult is what an evaluate tool returns: the reward of the attempt and whether the
 // task is finished, as the tool's structured content.
+// TaskFaultPrefix starts the text of the tool error a [TaskFault] becomes.
+const TaskFaultPrefix = "task fault: "
+
+// TaskFault is the error an evaluate function returns when the task itself is broken rather than
+// the attempt poor (a grader that wrote no score, or two; a check past its time): a platform ends
+// the attempt in error, with Reason, instead of scoring it 0. Its tool error's text starts with
+// TaskFaultPrefix.
+type TaskFault struct{ Reason string }
+
+func (f *TaskFault) Error() string { return TaskFaultPrefix + f.Reason }
+
 type EvaluationResult struct {
 	Reward  float64        `json:"reward" jsonschema:"score of the attempt, usually between 0 and 1"`
 	Done    bool           `json:"done" jsonschema:"whether the task is finished"`

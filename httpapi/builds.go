@@ -129,6 +129,7 @@ type triggerInput struct {
 		RuntimeProvider      string                `json:"runtime_provider,omitempty" maxLength:"100" doc:"Where the image runs: process, container or kubernetes (the worker's --sandbox-provider runs it either way); any other value fails the build, saying so"`
 		Kind                 string                `json:"kind,omitempty" enum:"environment,agent" doc:"Proctor extension: agent builds a brought agent (its image's command is the agent; nothing is discovered) under name, listed by GET /v2/agents; default environment. A name taken by the other kind is refused (422)."`
 		Certify              *CertifyOnBuild       `json:"certify,omitempty" doc:"Proctor extension, environments only: certify the build once it succeeded, as POST /v2/builds/{build_id}/certify would (a child of the build's workflow; read it with GET /v2/builds/{build_id}/certification), as the caller: the caller's spending limits are checked when the build is triggered, and this server's bound on a request's attempts (the environment's tasks of the taskset × (k + 3)) when the certification starts (one over it is said in the build's log). The build's success does not wait for it, and the build does not become the latest on its own, even as the environment's first: set-latest once the certification passed (proctor env deploy --certify does)."`
+		ShellServer          bool                  `json:"shell_server,omitempty" doc:"Proctor extension, environments built from a Dockerfile only: the image has no MCP server of its own (a Harbor task's), and the build adds Proctor's shell server to it as its command: tools exec and write_file, and Harbor's verifier as its evaluation (see README, Running Harbor tasks). Default false: the image's own command serves MCP."`
 		Placement            string                `json:"placement,omitempty" enum:"beside,inside" doc:"Proctor extension, agents only: where the agent runs, beside the environment in a sandbox of its own (default; it reaches the environment over MCP), or inside it, in the environment's working directory (for agents that work with their own shell and file tools; the environment must accept it: runtime_config.agents_inside)"`
 	}
 }
@@ -152,6 +153,9 @@ func (in *triggerInput) Resolve(huma.Context) []error {
 	}
 	if b.Certify != nil {
 		errs = append(errs, nilIDs(map[string]*uuid.UUID{"body.certify.taskset_id": &b.Certify.TasksetID})...)
+	}
+	if b.ShellServer && b.Kind == "agent" {
+		errs = append(errs, &huma.ErrorDetail{Location: "body.shell_server", Message: "the shell server makes an image an environment: a brought agent's build does not take it"})
 	}
 	if b.Placement != "" && b.Kind != "agent" {
 		errs = append(errs, &huma.ErrorDetail{Location: "body.placement", Message: "placement is where a brought agent runs: give it with kind agent only", Value: b.Placement})
@@ -209,7 +213,7 @@ func (s *Server) triggerBuild(ctx context.Context, in *triggerInput) (*buildOutp
 	}
 	build, _, err := s.registry.TriggerBuild(ctx, c, registry.TriggerBuild{UploadID: b.BuildID, RegistryID: b.RegistryID, Name: b.Name, Kind: kind, RuntimeConfig: b.RuntimeConfig, Placement: b.Placement,
 		Options: models.BuildOptions{Source: b.Source, EntryFolder: b.EntryFolder, BuildArgs: b.BuildArgs, EnvironmentVariables: b.EnvironmentVariables,
-			NoCache: b.NoCache, RuntimeProvider: b.RuntimeProvider, Certify: certify}, Secrets: sealed})
+			NoCache: b.NoCache, RuntimeProvider: b.RuntimeProvider, Certify: certify, ShellServer: b.ShellServer}, Secrets: sealed})
 	if err != nil {
 		return nil, storeError(err, "build")
 	}

@@ -24,6 +24,9 @@ type BuildOptions struct {
 	// compiling the source, which it keeps for browsing only. Only `proctor dev` sets it (the
 	// API offers no way to), where no Go toolchain or checkout is at hand.
 	Bundled string `json:"bundled,omitempty"`
+	// ShellServer asks the build to add Proctor's shell server to the image as its command (an
+	// image with no MCP server of its own: a Harbor task's); Dockerfile builds only.
+	ShellServer bool `json:"shell_server,omitempty"`
 	// Certify asks for the build to be certified once it succeeded (a child of its Build
 	// workflow; see rollouts.Store.StartBuildCertification).
 	Certify *CertifyOptions `json:"certify,omitempty"`

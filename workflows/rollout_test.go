@@ -366,6 +366,23 @@ func TestRolloutStartsTheNextTryWithoutWaitingForTheLostTrysTeardown(t *testing.
 	}
 }
 
+// TestATaskFaultEndsTheAttemptInError: Evaluate said the task itself is broken (a Harbor task
+// whose tests wrote no reward) and recorded the end: the attempt is an error, unscored, and it is
+// neither retried nor written again.
+func TestATaskFaultEndsTheAttemptInError(t *testing.T) {
+	f := newFakeEngine()
+	f.evaluate = func(activities.EvaluateInput) (activities.EvaluateResult, error) {
+		return activities.EvaluateResult{Status: models.TraceError}, nil
+	}
+	_, res, err := runRollout(t, f, RolloutInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != models.TraceError || res.Reward != nil || f.count("Evaluate") != 1 || f.count("FinishTrace") != 0 {
+		t.Errorf("result %+v after %d evaluations and %d more writes, want one error, unscored, recorded by Evaluate", res, f.count("Evaluate"), f.count("FinishTrace"))
+	}
+}
+
 // TestRolloutRidesOutAStoreOutage: the database is away for longer than a store write's 30 s
 // (a failover, a restart) as the attempt ends. The write is retried until it is back, and the
 // attempt ends recorded: a workflow that failed instead would leave its trace running for ever.

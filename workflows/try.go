@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -257,7 +258,7 @@ func (t *liveTry) evaluate(ctx workflow.Context, stop string) ending {
 	if err != nil {
 		return t.r.classify(ctx, err)
 	}
-	return ending{fin: activities.FinishTraceInput{Status: models.TraceCompleted, StopReason: stop, Reward: ev.Reward}, recorded: true}
+	return ending{fin: activities.FinishTraceInput{Status: cmp.Or(ev.Status, models.TraceCompleted), StopReason: stop, Reward: ev.Reward}, recorded: true}
 }
 
 // isStartToClose reports a timeout of a started activity (not a host that never picked it up).

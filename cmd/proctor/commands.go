@@ -224,7 +224,9 @@ func clientCommands(stdout, stderr io.Writer) []*cobra.Command {
 	tasks := group(&cobra.Command{Use: "tasks", Short: "Upload and export tasks"})
 	tasks.AddCommand(
 		withFlags(&cobra.Command{Use: "upload FILE.json|FILE.jsonl", Short: "Create or update tasks from a file", Args: exactArgs(1)}, cmdTasksUpload(stdout, stderr)),
-		withFlags(&cobra.Command{Use: "export NAME", Short: "Print a taskset in the portable upload shape (uploads into any instance)", Args: exactArgs(1)}, cmdTasksExport(stdout, stderr)))
+		withFlags(&cobra.Command{Use: "export NAME", Short: "Print a taskset in the portable upload shape (uploads into any instance)", Args: exactArgs(1)}, cmdTasksExport(stdout, stderr)),
+		withFlags(&cobra.Command{Use: "import harbor PATH...", Short: "Import Harbor-format tasks (Terminal-Bench): task folders, a dataset folder, or a .tar.gz/.zip; each environment/ is built once with the shell server",
+			Args: cobra.MinimumNArgs(2)}, cmdTasksImportHarbor(stdout, stderr)))
 	tasksets := group(&cobra.Command{Use: "tasksets", Short: "Your team's tasksets"})
 	tasksets.AddCommand(
 		withFlags(&cobra.Command{Use: "list", Short: "List your team's tasksets", Args: noArgs}, cmdTasksetsList(stdout)),

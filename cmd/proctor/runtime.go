@@ -74,6 +74,7 @@ func startRuntime(tc *ptemporal.Client, store *models.Store, bucket blob.Bucket,
 		}
 		acts.Build = &activities.BuildConfig{Bucket: bucket, Dir: cfg.BuildDir, GOPROXY: cfg.BuildGOPROXY, EnvServer: envServer,
 			Limits: archive.Limits{MaxBytes: cfg.BuildMaxSourceBytes, MaxEntries: cfg.BuildMaxSourceEntries}}
+		acts.Build.Shell = besideSelf(cfg.ShellServer, "proctor-shell")
 		// A bundled build packages the binary that serves the examples: proctor-examples beside
 		// this one, or this one (`proctor example-env NAME`).
 		if exe, err := executable(); err == nil {
@@ -185,7 +186,11 @@ func (r *runtime) stop(timeout time.Duration) {
 // agentRelay is the proctor-relay binary the providers give brought agents (the process provider
 // only where it may not enter a sandbox's network namespace): the one named, else proctor-relay
 // beside this binary when there is one, else none.
-func agentRelay(named string) string {
+func agentRelay(named string) string { return besideSelf(named, "proctor-relay") }
+
+// besideSelf is the program named, else the program called name beside this binary when there
+// is one, else "".
+func besideSelf(named, name string) string {
 	if named != "" {
 		return named
 	}
@@ -193,7 +198,7 @@ func agentRelay(named string) string {
 	if err != nil {
 		return ""
 	}
-	beside := filepath.Join(filepath.Dir(self), "proctor-relay")
+	beside := filepath.Join(filepath.Dir(self), name)
 	if fi, err := os.Stat(beside); err == nil && fi.Mode().IsRegular() {
 		return beside
 	}

@@ -8,6 +8,16 @@ import (
 	"strings"
 )
 
+// TaskFaultPrefix starts the text of an evaluate call's tool error that says the task itself is
+// broken, not the attempt poor (envserver.TaskFault, whose prefix is the same).
+const TaskFaultPrefix = "task fault: "
+
+// TaskFault reports whether r, an evaluate call's result, says the task itself is broken: the
+// attempt then ends in error, not scored.
+func TaskFault(r *ToolResult) bool {
+	return r != nil && r.IsError && strings.HasPrefix(strings.TrimSpace(r.Text), strings.TrimSpace(TaskFaultPrefix))
+}
+
 // rewardKeys are the fields a reward is read from, in order of preference.
 var rewardKeys = [...]string{"reward", "grade", "score"}
 

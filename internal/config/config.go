@@ -114,6 +114,9 @@ type Config struct {
 	// mounts into a brought agent's container, the kubernetes provider adds to its image, and the
 	// process provider of a worker that is not root runs in its sandbox, to give it its endpoints.
 	AgentRelay string
+	// ShellServer is the static proctor-shell binary (cmd/proctor-shell) build workers add to the
+	// images of builds that ask for it (Harbor tasks).
+	ShellServer string
 	// The kubernetes provider runs each sandbox as a pod in KubeNamespace (of the cluster in
 	// Kubeconfig, or the one it runs in), pulling images the workers push to KubeRegistry.
 	Kubeconfig          string
@@ -233,6 +236,7 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	str(&c.SandboxProvider, "sandbox-provider", "PROCTOR_SANDBOX_PROVIDER", "process", "process (child processes under bubblewrap), container (a Docker Engine API server: Docker, or podman system service) or kubernetes (a pod per sandbox)")
 	str(&c.ContainerHost, "container-host", "PROCTOR_CONTAINER_HOST", "", "the container provider's engine, e.g. unix:///run/podman/podman.sock (default: DOCKER_HOST, else the engine's default socket)")
 	str(&c.AgentRelay, "agent-relay", "PROCTOR_AGENT_RELAY", "", "the static proctor-relay binary that gives a brought agent its endpoints in a container, a pod, or a process sandbox of a worker that is not root (default: proctor-relay beside this binary, when there is one; without, the container and kubernetes providers refuse such agents, and a process worker that is not root runs them on its network)")
+	str(&c.ShellServer, "shell-server", "PROCTOR_SHELL_SERVER", "", "the static proctor-shell binary build workers add to the images of builds that ask for the shell server (Harbor tasks; default: proctor-shell beside this binary, when there is one; without, such builds fail, saying so)")
 	str(&c.ContainerOwner, "container-owner", "PROCTOR_CONTAINER_OWNER", "", "labels this worker's containers or pods; at start the worker removes those of its owner left by a crash, so workers sharing an engine or namespace need distinct owners (default: the host name)")
 	str(&c.Kubeconfig, "kubeconfig", "PROCTOR_KUBECONFIG", "", "the kubernetes provider's cluster (default: the cluster the worker runs in, with its service account)")
 	str(&c.KubeNamespace, "kube-namespace", "PROCTOR_KUBE_NAMESPACE", "", "namespace of the sandbox pods (default: the worker's own namespace)")

@@ -22,6 +22,9 @@ func (p *Process) checkSpec(spec Spec) (string, error) {
 	case spec.Resources.CPU < 0 || spec.Resources.MemoryMB < 0 || spec.Resources.GPU.Count < 0:
 		return "", fmt.Errorf("negative resources %+v: %w", spec.Resources, ErrInvalidSpec)
 	}
+	if spec.WritableRoot {
+		return "", fmt.Errorf("the environment needs a writable root file system (its image has no MCP server of its own: a Harbor task's), and the process provider runs images read-only: run it with the container or kubernetes provider (--sandbox-provider): %w", ErrInvalidSpec)
+	}
 	if err := checkListen(spec); err != nil {
 		return "", err
 	}

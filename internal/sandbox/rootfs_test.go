@@ -109,6 +109,9 @@ func TestARootFSSpecIsChecked(t *testing.T) {
 			"escapes the image":    {ID: "d", Command: []string{"/../../bin/sh"}, RootFS: root},
 			"relative entrypoint":  {ID: "e", Command: []string{"app/probe"}, RootFS: root},
 			"a directory, not exe": {ID: "f", Command: []string{"/app"}, RootFS: root},
+			// Image roots are shared and read-only here: a Harbor task's image goes to the
+			// container or kubernetes provider.
+			"a writable root": {ID: "g", Command: []string{"/app/probe"}, RootFS: root, WritableRoot: true},
 		} {
 			sb, err := p.Start(t.Context(), spec)
 			if !errors.Is(err, ErrInvalidSpec) {

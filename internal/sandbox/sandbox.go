@@ -132,6 +132,12 @@ type Spec struct {
 	// working directory). It must hold /dev, /proc and /tmp. Without
 	// bubblewrap the entrypoint runs from RootFS on the host file system.
 	RootFS string
+	// WritableRoot asks for a root file system the sandbox may change anywhere, as a machine of
+	// its own (a Harbor task's image, which its tasks and solutions change everywhere): its
+	// changes are its own, gone with it, and the image stays as it was. The container and
+	// kubernetes providers honour it (the engine's copy-on-write layer); the process provider,
+	// whose image roots are shared and read-only, refuses it (ErrInvalidSpec).
+	WritableRoot bool
 	// Image is what a container provider runs (Command is its entrypoint and
 	// argv); the process provider runs RootFS instead and ignores it.
 	Image *Image

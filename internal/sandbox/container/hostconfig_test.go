@@ -25,8 +25,12 @@ func TestHostConfigAsksForTheAllocatedGPUs(t *testing.T) {
 	}
 	// Allowed the network, a container still has none of the engine's: its way out is the egress
 	// proxy on Spec.Listen (the engine's networks reach the host and its networks).
-	if got := p.hostConfig(sandbox.Spec{Network: true}, "/w", nil); got.NetworkMode != "none" || got.DeviceRequests != nil {
+	if got := p.hostConfig(sandbox.Spec{Network: true}, "/w", nil); got.NetworkMode != "none" || got.DeviceRequests != nil || !got.ReadonlyRootfs {
 		t.Errorf("with network, no GPUs: %+v", got)
+	}
+	// A writable root is the container's own layer (TestHarborTasksRunInContainers writes it).
+	if got := p.hostConfig(sandbox.Spec{WritableRoot: true}, "/w", nil); got.ReadonlyRootfs {
+		t.Errorf("a writable root: %+v", got)
 	}
 }
 

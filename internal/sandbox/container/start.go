@@ -153,13 +153,14 @@ func (p *Provider) attach(ctx context.Context, id string, spec sandbox.Spec) (cl
 	return att, nil
 }
 
-// hostConfig is how the engine runs spec's container: a read-only root with a /tmp tmpfs, the
+// hostConfig is how the engine runs spec's container: a read-only root (unless the spec asks
+// for a writable one: then the engine's copy-on-write layer, the container's own) with a /tmp tmpfs, the
 // work dir bound at sandbox.WorkDirInImage, no network (see below), the CPU and memory limits, the
 // bound of its processes, and the allocated GPUs as a device request.
 func (p *Provider) hostConfig(spec sandbox.Spec, work string, devices []string) *container.HostConfig {
 	host := &container.HostConfig{
 		NetworkMode:    "none",
-		ReadonlyRootfs: true,
+		ReadonlyRootfs: !spec.WritableRoot,
 		Tmpfs:          map[string]string{"/tmp": "rw,nosuid,nodev,mode=1777"},
 		Binds:          []string{work + ":" + sandbox.WorkDirInImage + ":rw"},
 		SecurityOpt:    []string{"no-new-privileges"},

@@ -60,6 +60,12 @@ func TestPodIsLockedDown(t *testing.T) {
 		ps.SecurityContext.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
 		t.Errorf("security: %+v, pod %+v", sc, ps.SecurityContext)
 	}
+	// A writable root (a Harbor task's image): the container's own layer, the rest as locked.
+	spec.WritableRoot = true
+	if sc := p.Pod(spec, "registry.example.com/envs@sha256:abc", 2).Spec.Containers[0].SecurityContext; *sc.ReadOnlyRootFilesystem || *sc.AllowPrivilegeEscalation || sc.Capabilities.Drop[0] != "ALL" {
+		t.Errorf("with a writable root: %+v", sc)
+	}
+	spec.WritableRoot = false
 	want := map[corev1.ResourceName]string{corev1.ResourceCPU: "1500m", corev1.ResourceMemory: "512Mi", kube.GPUResource: "2"}
 	for name, q := range want {
 		if got := ctr.Resources.Limits[name]; got.String() != q {

@@ -80,7 +80,7 @@ func (p *Provider) Pod(spec sandbox.Spec, image string, gpus int) *corev1.Pod {
 				Command: command[:1], Args: command[1:], Env: containerEnv(spec), WorkingDir: sandbox.WorkDirInImage,
 				Stdin: true, StdinOnce: true,
 				Resources:       corev1.ResourceRequirements{Requests: res, Limits: res},
-				SecurityContext: lockedDown(),
+				SecurityContext: lockedDown(spec.WritableRoot),
 				VolumeMounts:    volumeMounts(),
 			}},
 			Volumes: []corev1.Volume{
@@ -105,10 +105,11 @@ func containerEnv(spec sandbox.Spec) []corev1.EnvVar {
 	return env
 }
 
-// lockedDown is every sandbox container's security context: no privileges, a read-only root.
-func lockedDown() *corev1.SecurityContext {
-	no, yes := false, true
-	return &corev1.SecurityContext{AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
+// lockedDown is every sandbox container's security context: no privileges, a read-only root
+// (unless writableRoot: the container's own layer, gone with it; see sandbox.Spec.WritableRoot).
+func lockedDown(writableRoot bool) *corev1.SecurityContext {
+	no, readOnly := false, !writableRoot
+	return &corev1.SecurityContext{AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &readOnly,
 		Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
 }
 

@@ -104,7 +104,7 @@ func (p *Provider) ephemeralContainer(spec sandbox.Spec, image, name string) cor
 	return corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
 		Name: name, Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
 		Command: command[:1], Args: command[1:], Env: containerEnv(spec), WorkingDir: sandbox.WorkDirInImage, Stdin: true, StdinOnce: true,
-		SecurityContext: lockedDown(), VolumeMounts: mounts,
+		SecurityContext: lockedDown(false), VolumeMounts: mounts,
 	}}
 }
 
@@ -122,7 +122,7 @@ func (p *Provider) copyIn(ctx context.Context, pod *corev1.Pod, w watch.Interfac
 	pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers, corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
 		Name: name, Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
 		Command: []string{relayInImage, relayproto.CopyRootFlag, m.Target}, WorkingDir: "/",
-		SecurityContext: lockedDown(), VolumeMounts: []corev1.VolumeMount{{Name: agentVolume, MountPath: m.Target}},
+		SecurityContext: lockedDown(false), VolumeMounts: []corev1.VolumeMount{{Name: agentVolume, MountPath: m.Target}},
 		// Its last lines are its termination message when it fails: they say why.
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}})

@@ -1,0 +1,2 @@
+#!/bin/bash
+printf '%s' "${#API_TOKEN}" > /app/length.txt

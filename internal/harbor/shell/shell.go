@@ -1,0 +1,412 @@
+// Package shell is Proctor's shell server: the MCP server Proctor supplies to images that have
+// none of their own (Harbor tasks). It is built into a static program (cmd/proctor-shell) that
+// a build adds to such an image as its command, so that the image is an environment like any
+// other: its tools are what an agent drives, its scenario is what a task runs.
+//
+// Visible tools: exec (a command through the image's bash or sh, its output capped) and
+// write_file. Hidden: the setup hub's prepare (Harbor's /logs layout) and the evaluate hub's
+// verify, Harbor's verifier: /logs/verifier emptied, tests/ put at /tests, `bash
+// /tests/test.sh` run, the reward read from /logs/verifier/reward.json or reward.txt.
+package shell
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/proctorhq/proctor/envserver"
+	"github.com/proctorhq/proctor/internal/harbor"
+)
+
+// OutputCap is the most of a stream (stdout, stderr) a call's result carries: its last bytes.
+const OutputCap = 64 << 10
+
+// MaxExecTimeoutSec bounds one exec call; DefaultExecTimeoutSec is its time when it names none.
+const (
+	MaxExecTimeoutSec     = 24 * 3600
+	DefaultExecTimeoutSec = 600
+)
+
+// Config is how the server runs commands.
+type Config struct {
+	// WorkDir is where commands run unless they say otherwise: the image's WORKDIR ("/" when it
+	// has none).
+	WorkDir string
+	// Tests and Logs are where the verifier puts tests/ and reads /logs/verifier from: Harbor's
+	// /tests and /logs by default (tests of this package move them).
+	Tests, Logs string
+}
+
+// New builds the shell server.
+func New(logger *slog.Logger, cfg Config) (*envserver.Server, error) {
+	if cfg.WorkDir == "" {
+		cfg.WorkDir = "/"
+	}
+	if cfg.Tests == "" {
+		cfg.Tests = harbor.TestsDir
+	}
+	if cfg.Logs == "" {
+		cfg.Logs = harbor.LogsDir
+	}
+	s := &server{cfg: cfg, log: logger}
+	srv := envserver.New("proctor-shell",
+		envserver.WithVersion("1.0.0"),
+		envserver.WithInstructions("A Linux machine. Run shell commands with exec (bash, or sh where the image has no bash) and write files with write_file. "+
+			"Commands run in "+cfg.WorkDir+" unless you give cwd; each call is a fresh shell."),
+		envserver.WithLogger(logger))
+	setup, evaluate := envserver.NewHub(envserver.SetupHub), envserver.NewHub(envserver.EvaluateHub)
+	err := errors.Join(
+		added(envserver.AddTool(srv, harbor.ExecTool, "Run a shell command and return its exit code, stdout and stderr (each capped to its last 64 KiB). "+
+			"The command runs with bash -c (sh -c without bash), in cwd (default the task's working directory), with env added to the environment, "+
+			"and is killed with everything it started after timeout_sec (default 600).", s.exec)),
+		added(envserver.AddTool(srv, harbor.WriteFileTool, "Write a file (its folders made as needed): content as text, or base64 for bytes.", s.writeFile)),
+		added(envserver.AddTool(setup, harbor.SetupFunc, "Prepare Harbor's layout: /logs/agent and /logs/verifier, empty.", s.prepare)),
+		added(envserver.AddTool(evaluate, harbor.VerifyFunc, "Run the task's verifier: tests at /tests, bash /tests/test.sh, the reward from /logs/verifier.", s.verify)),
+		srv.Mount(setup),
+		srv.Mount(evaluate),
+		envserver.AddScenario(srv, envserver.Scenario[harbor.Args]{
+			Name:        harbor.Scenario,
+			Title:       "Harbor task",
+			Description: "A task in Harbor's format: the instruction is the prompt; its tests grade the machine's state afterwards.",
+			Prompt:      "{{.Instruction}}",
+			Setup:       envserver.Call{Tool: envserver.SetupHub, Name: harbor.SetupFunc},
+			Evaluate:    envserver.Call{Tool: envserver.EvaluateHub, Name: harbor.VerifyFunc},
+		}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("build the shell server: %w", err)
+	}
+	return srv, nil
+}
+
+func added[F any](_ F, err error) error { return err }
+
+type server struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// ExecArgs are exec's arguments.
+type ExecArgs struct {
+	Command    string            `json:"command" jsonschema:"the shell command"`
+	Cwd        string            `json:"cwd,omitempty" jsonschema:"working directory (default the task's)"`
+	TimeoutSec float64           `json:"timeout_sec,omitempty" jsonschema:"seconds before the command is killed (default 600, at most 86400)"`
+	Env        map[string]string `json:"env,omitempty" jsonschema:"environment variables added for this command"`
+}
+
+// ExecResult is exec's answer.
+type ExecResult struct {
+	ExitCode int    `json:"exit_code" jsonschema:"the command's exit status (-1 when it was killed)"`
+	Stdout   string `json:"stdout"`
+	Stderr   string `json:"stderr"`
+	TimedOut bool   `json:"timed_out,omitempty" jsonschema:"the command ran past timeout_sec and was killed"`
+	// Truncated says how much of each stream was cut, and the cap.
+	Truncated  string  `json:"truncated,omitempty" jsonschema:"what was cut from the output: each stream keeps its last 65536 bytes"`
+	DurationMs float64 `json:"duration_ms"`
+}
+
+func (s *server) exec(ctx context.Context, in ExecArgs) (ExecResult, error) {
+	if strings.TrimSpace(in.Command) == "" {
+		return ExecResult{}, errors.New("command is empty")
+	}
+	timeout := in.TimeoutSec
+	switch {
+	case timeout == 0:
+		timeout = DefaultExecTimeoutSec
+	case timeout < 0 || timeout > MaxExecTimeoutSec || math.IsNaN(timeout):
+		return ExecResult{}, fmt.Errorf("timeout_sec %v: between 0 and %d", in.TimeoutSec, MaxExecTimeoutSec)
+	}
+	cwd := s.cfg.WorkDir
+	if in.Cwd != "" {
+		cwd = in.Cwd
+	}
+	r := s.run(ctx, in.Command, cwd, in.Env, time.Duration(timeout*float64(time.Second)))
+	if r.err != nil {
+		return ExecResult{}, r.err
+	}
+	out := ExecResult{ExitCode: r.exit, TimedOut: r.timedOut, DurationMs: float64(r.took.Microseconds()) / 1000}
+	var cut []string
+	out.Stdout, cut = tail(r.stdout.Bytes(), "stdout", cut)
+	out.Stderr, cut = tail(r.stderr.Bytes(), "stderr", cut)
+	if len(cut) > 0 {
+		out.Truncated = strings.Join(cut, "; ") + fmt.Sprintf(" (each stream keeps its last %d bytes)", OutputCap)
+	}
+	return out, nil
+}
+
+func tail(b []byte, name string, cut []string) (string, []string) {
+	if len(b) <= OutputCap {
+		return string(b), cut
+	}
+	return string(b[len(b)-OutputCap:]), append(cut, fmt.Sprintf("%s: first %d of %d bytes cut", name, len(b)-OutputCap, len(b)))
+}
+
+type ran struct {
+	exit           int
+	timedOut       bool
+	took           time.Duration
+	stdout, stderr bytes.Buffer
+	err            error // the command could not be started
+}
+
+// shell is the image's bash, else its sh.
+func (s *server) shell() string {
+	for _, sh := range []string{"/bin/bash", "/usr/bin/bash", "/bin/sh", "/usr/bin/sh"} {
+		if fi, err := os.Stat(sh); err == nil && fi.Mode().IsRegular() {
+			return sh
+		}
+	}
+	return ""
+}
+
+// run runs command with the shell in cwd, in a process group of its own that is killed whole
+// when the time is up or ctx ends.
+func (s *server) run(ctx context.Context, command, cwd string, env map[string]string, timeout time.Duration) *ran {
+	r := &ran{}
+	sh := s.shell()
+	if sh == "" {
+		r.err = errors.New("the image has no shell (/bin/bash or /bin/sh) to run commands with")
+		return r
+	}
+	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
+		r.err = fmt.Errorf("cwd %s: not a directory here", cwd)
+		return r
+	}
+	cmd := exec.Command(sh, "-c", command)
+	cmd.Dir, cmd.Stdout, cmd.Stderr = cwd, &r.stdout, &r.stderr
+	cmd.Env = os.Environ()
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		cmd.Env = append(cmd.Env, k+"="+env[k])
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		r.err = fmt.Errorf("start %s: %w", sh, err)
+		return r
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var err error
+	select {
+	case err = <-done:
+	case <-timer.C:
+		r.timedOut = true
+	case <-ctx.Done():
+	}
+	if r.timedOut || ctx.Err() != nil {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		err = <-done
+	}
+	// What the command left running in its group goes too: a call's processes end with it.
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	r.took = time.Since(start)
+	r.exit = cmd.ProcessState.ExitCode()
+	if err != nil && ctx.Err() != nil && !r.timedOut {
+		r.err = ctx.Err()
+	}
+	return r
+}
+
+// WriteFileArgs are write_file's arguments.
+type WriteFileArgs struct {
+	Path    string `json:"path" jsonschema:"absolute path, or relative to the task's working directory"`
+	Content string `json:"content,omitempty" jsonschema:"the file's text"`
+	Base64  string `json:"base64,omitempty" jsonschema:"the file's bytes, standard base64 (instead of content)"`
+	Mode    int    `json:"mode,omitempty" jsonschema:"permission bits, e.g. 493 for 0755 (default 420, 0644)"`
+}
+
+// WriteFileResult is write_file's answer.
+type WriteFileResult struct {
+	Path  string `json:"path"`
+	Bytes int    `json:"bytes"`
+}
+
+func (s *server) writeFile(_ context.Context, in WriteFileArgs) (WriteFileResult, error) {
+	if in.Path == "" {
+		return WriteFileResult{}, errors.New("path is empty")
+	}
+	if in.Content != "" && in.Base64 != "" {
+		return WriteFileResult{}, errors.New("give content or base64, not both")
+	}
+	data := []byte(in.Content)
+	if in.Base64 != "" {
+		f, err := harbor.WireFile{Path: "f", Base64: in.Base64}.Decode()
+		if err != nil {
+			return WriteFileResult{}, errors.New("base64: not standard base64")
+		}
+		data = f.Content
+	}
+	p := in.Path
+	if !path.IsAbs(p) {
+		p = path.Join(s.cfg.WorkDir, p)
+	}
+	mode := os.FileMode(in.Mode) & 0o777
+	if mode == 0 {
+		mode = 0o644
+	}
+	if err := writeFile(p, data, mode); err != nil {
+		return WriteFileResult{}, err
+	}
+	return WriteFileResult{Path: p, Bytes: len(data)}, nil
+}
+
+func writeFile(p string, data []byte, mode os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(p, data, mode); err != nil {
+		return err
+	}
+	return os.Chmod(p, mode) // WriteFile keeps an existing file's mode, and the umask cuts a new one's
+}
+
+// PrepareResult is prepare's answer.
+type PrepareResult struct {
+	Dirs []string `json:"dirs"`
+}
+
+func (s *server) prepare(_ context.Context, _ harbor.Args) (PrepareResult, error) {
+	dirs := []string{filepath.Join(s.cfg.Logs, "agent"), filepath.Join(s.cfg.Logs, "verifier")}
+	for _, d := range dirs {
+		if err := os.RemoveAll(d); err != nil {
+			return PrepareResult{}, err
+		}
+		if err := os.MkdirAll(d, 0o777); err != nil {
+			return PrepareResult{}, err
+		}
+		os.Chmod(d, 0o777)
+	}
+	return PrepareResult{Dirs: dirs}, nil
+}
+
+// verify is Harbor's verifier: /logs/verifier emptied (a reward file the agent planted counts
+// for nothing), tests/ at /tests (replacing whatever is there), `bash /tests/test.sh` run with
+// the verifier's env and time in the working directory, its output kept in
+// /logs/verifier/test-stdout.txt and test-stderr.txt (and their tails in the result's info), and
+// the reward read: reward.json (an object of numbers: "reward", else its only number, is the
+// score; all are kept) or reward.txt (one number). Both files, neither, an empty or non-numeric
+// one, or a verifier past its time is an envserver.TaskFault: the attempt ends in error, never a silent 0. test.sh's exit status is kept, not scored.
+func (s *server) verify(ctx context.Context, a harbor.Args) (envserver.EvaluationResult, error) {
+	vdir := filepath.Join(s.cfg.Logs, "verifier")
+	if err := os.RemoveAll(vdir); err != nil {
+		return envserver.EvaluationResult{}, err
+	}
+	if err := os.MkdirAll(vdir, 0o777); err != nil {
+		return envserver.EvaluationResult{}, err
+	}
+	os.Chmod(vdir, 0o777)
+	if err := os.RemoveAll(s.cfg.Tests); err != nil {
+		return envserver.EvaluationResult{}, err
+	}
+	for _, w := range a.Tests {
+		f, err := w.Decode()
+		if err != nil {
+			return envserver.EvaluationResult{}, &envserver.TaskFault{Reason: "tests: " + err.Error()}
+		}
+		if err := writeFile(filepath.Join(s.cfg.Tests, filepath.FromSlash(f.Path)), f.Content, os.FileMode(f.Mode)); err != nil {
+			return envserver.EvaluationResult{}, err
+		}
+	}
+	timeout := a.VerifierTimeoutSec
+	if timeout <= 0 {
+		timeout = harbor.DefaultVerifierTimeoutSec
+	}
+	r := s.run(ctx, "bash "+filepath.Join(s.cfg.Tests, "test.sh"), s.cfg.WorkDir, a.VerifierEnv, time.Duration(timeout*float64(time.Second)))
+	if r.err != nil {
+		return envserver.EvaluationResult{}, r.err
+	}
+	os.WriteFile(filepath.Join(vdir, "test-stdout.txt"), r.stdout.Bytes(), 0o644)
+	os.WriteFile(filepath.Join(vdir, "test-stderr.txt"), r.stderr.Bytes(), 0o644)
+	info := map[string]any{
+		"exit_code":   r.exit,
+		"duration_s":  math.Round(r.took.Seconds()*1000) / 1000,
+		"test_stdout": tailText(r.stdout.Bytes(), 4096),
+		"test_stderr": tailText(r.stderr.Bytes(), 4096),
+	}
+	if r.timedOut {
+		return envserver.EvaluationResult{}, &envserver.TaskFault{Reason: fmt.Sprintf("the verifier ran past its %gs (verifier.timeout_sec); its output ends: %s", timeout, tailText(r.stdout.Bytes(), 500))}
+	}
+	rewards, score, err := readReward(vdir)
+	if err != nil {
+		return envserver.EvaluationResult{}, &envserver.TaskFault{Reason: fmt.Sprintf("%v (test.sh exited %d; its output ends: %s)", err, r.exit, tailText(r.stdout.Bytes(), 500))}
+	}
+	info["rewards"] = rewards
+	return envserver.EvaluationResult{Reward: score, Done: true, Info: info,
+		Content: fmt.Sprintf("verifier: reward %g (test.sh exited %d in %s)", score, r.exit, r.took.Round(time.Millisecond))}, nil
+}
+
+func tailText(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
+
+// readReward reads the reward files in dir.
+func readReward(dir string) (map[string]float64, float64, error) {
+	txt, errTxt := os.ReadFile(filepath.Join(dir, "reward.txt"))
+	js, errJSON := os.ReadFile(filepath.Join(dir, "reward.json"))
+	switch {
+	case errTxt == nil && errJSON == nil:
+		return nil, 0, errors.New("the verifier wrote both reward.txt and reward.json: one of them must be the reward")
+	case errTxt != nil && errJSON != nil:
+		return nil, 0, errors.New("the verifier wrote no reward: neither /logs/verifier/reward.txt nor reward.json")
+	case errTxt == nil:
+		s := strings.TrimSpace(string(txt))
+		if s == "" {
+			return nil, 0, errors.New("reward.txt is empty")
+		}
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, 0, fmt.Errorf("reward.txt holds %q, not a number", truncate(s, 100))
+		}
+		return map[string]float64{"reward": v}, v, nil
+	}
+	if len(bytes.TrimSpace(js)) == 0 {
+		return nil, 0, errors.New("reward.json is empty")
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(js, &raw); err != nil {
+		return nil, 0, fmt.Errorf("reward.json is not a JSON object: %v", err)
+	}
+	rewards := map[string]float64{}
+	for k, v := range raw {
+		f, ok := v.(float64)
+		if !ok {
+			return nil, 0, fmt.Errorf("reward.json: %q is %v, not a number", k, v)
+		}
+		rewards[k] = f
+	}
+	if v, ok := rewards["reward"]; ok {
+		return rewards, v, nil
+	}
+	if len(rewards) == 1 {
+		for _, v := range rewards {
+			return rewards, v, nil
+		}
+	}
+	return nil, 0, fmt.Errorf("reward.json has %d numbers and none named \"reward\": which is the score?", len(rewards))
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}

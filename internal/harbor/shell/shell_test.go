@@ -1,0 +1,233 @@
+package shell_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/proctorhq/proctor/envserver"
+	"github.com/proctorhq/proctor/internal/agent"
+	"github.com/proctorhq/proctor/internal/harbor"
+	"github.com/proctorhq/proctor/internal/harbor/shell"
+)
+
+// machine is a shell server over real streamable HTTP, its /tests and /logs under a temporary
+// directory, and a client session to it.
+type machine struct {
+	t                 *testing.T
+	session           *mcp.ClientSession
+	work, tests, logs string
+}
+
+func newMachine(t *testing.T) *machine {
+	t.Helper()
+	dir := t.TempDir()
+	m := &machine{t: t, work: filepath.Join(dir, "app"), tests: filepath.Join(dir, "tests"), logs: filepath.Join(dir, "logs")}
+	os.Mkdir(m.work, 0o755)
+	srv, err := shell.New(slog.New(slog.NewTextHandler(io.Discard, nil)), shell.Config{WorkDir: m.work, Tests: m.tests, Logs: m.logs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.HTTPHandler())
+	t.Cleanup(ts.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	m.session, err = mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: ts.URL + envserver.HTTPPath}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.session.Close() })
+	return m
+}
+
+// call calls a tool and decodes its structured result into out; it returns the tool error's
+// text, if the call failed as a tool.
+func (m *machine) call(name string, args any, out any) string {
+	m.t.Helper()
+	res, err := m.session.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		m.t.Fatalf("%s: %v", name, err)
+	}
+	if res.IsError {
+		var text []string
+		for _, c := range res.Content {
+			if tc, ok := c.(*mcp.TextContent); ok {
+				text = append(text, tc.Text)
+			}
+		}
+		return strings.Join(text, "\n")
+	}
+	if out != nil {
+		b, _ := json.Marshal(res.StructuredContent)
+		if err := json.Unmarshal(b, out); err != nil {
+			m.t.Fatalf("%s: %v in %s", name, err, b)
+		}
+	}
+	return ""
+}
+
+func (m *machine) exec(args shell.ExecArgs) shell.ExecResult {
+	m.t.Helper()
+	var r shell.ExecResult
+	if msg := m.call(harbor.ExecTool, args, &r); msg != "" {
+		m.t.Fatalf("exec %q: %s", args.Command, msg)
+	}
+	return r
+}
+
+func TestExecRunsCommandsInTheTasksDirectory(t *testing.T) {
+	m := newMachine(t)
+	r := m.exec(shell.ExecArgs{Command: `pwd; echo oops >&2; exit 3`})
+	if r.ExitCode != 3 || strings.TrimSpace(r.Stdout) != m.work || r.Stderr != "oops\n" || r.TimedOut || r.Truncated != "" {
+		t.Errorf("exec = %+v, want exit 3 in %s with stderr oops", r, m.work)
+	}
+	r = m.exec(shell.ExecArgs{Command: `echo "$GREETING" > out.txt; cat "$PWD/out.txt"`, Cwd: m.tests[:len(m.tests)-len("tests")], Env: map[string]string{"GREETING": "hi there"}})
+	if r.ExitCode != 0 || r.Stdout != "hi there\n" {
+		t.Errorf("exec with cwd and env = %+v", r)
+	}
+	if msg := m.call(harbor.ExecTool, shell.ExecArgs{Command: "true", Cwd: "/no/such/dir"}, nil); !strings.Contains(msg, "not a directory") {
+		t.Errorf("exec in a missing cwd = %q, want it said", msg)
+	}
+	if msg := m.call(harbor.ExecTool, shell.ExecArgs{Command: " "}, nil); !strings.Contains(msg, "empty") {
+		t.Errorf("an empty command = %q", msg)
+	}
+}
+
+func TestExecKillsWhatRunsPastItsTime(t *testing.T) {
+	m := newMachine(t)
+	pidFile := filepath.Join(m.work, "pid")
+	start := time.Now()
+	r := m.exec(shell.ExecArgs{Command: `sleep 300 & echo $! > ` + pidFile + `; sleep 300`, TimeoutSec: 0.5})
+	if !r.TimedOut || r.ExitCode != -1 {
+		t.Errorf("exec past its time = %+v, want timed out and killed", r)
+	}
+	if took := time.Since(start); took > time.Minute {
+		t.Errorf("the call took %s", took)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	json.Unmarshal([]byte(strings.TrimSpace(string(b))), &pid)
+	// The background child went with its call (it may be a zombie of ours for a moment).
+	for i := 0; ; i++ {
+		st, err := os.ReadFile("/proc/" + strings.TrimSpace(string(b)) + "/stat")
+		if err != nil || strings.Contains(string(st), ") Z ") {
+			break
+		}
+		if i > 200 {
+			t.Fatalf("the command's background child %d outlived its call: %s", pid, st)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = syscall.Kill(pid, 0)
+}
+
+func TestExecCapsItsOutputAndSaysSo(t *testing.T) {
+	m := newMachine(t)
+	r := m.exec(shell.ExecArgs{Command: `head -c 100000 /dev/zero | tr '\0' a; echo END`})
+	if len(r.Stdout) != shell.OutputCap || !strings.HasSuffix(r.Stdout, "aEND\n") {
+		t.Errorf("stdout kept %d bytes ending %q, want the last %d", len(r.Stdout), r.Stdout[len(r.Stdout)-5:], shell.OutputCap)
+	}
+	if !strings.Contains(r.Truncated, "stdout: first 34468 of 100004 bytes cut") || !strings.Contains(r.Truncated, "65536") {
+		t.Errorf("truncated = %q", r.Truncated)
+	}
+}
+
+func TestWriteFile(t *testing.T) {
+	m := newMachine(t)
+	var w shell.WriteFileResult
+	if msg := m.call(harbor.WriteFileTool, shell.WriteFileArgs{Path: "sub/run.sh", Base64: base64.StdEncoding.EncodeToString([]byte("#!/bin/sh\necho ran\n")), Mode: 0o755}, &w); msg != "" {
+		t.Fatal(msg)
+	}
+	if w.Path != filepath.Join(m.work, "sub/run.sh") || w.Bytes != 19 {
+		t.Errorf("write_file = %+v", w)
+	}
+	if r := m.exec(shell.ExecArgs{Command: "./sub/run.sh"}); r.Stdout != "ran\n" {
+		t.Errorf("the written script ran as %+v", r)
+	}
+	if msg := m.call(harbor.WriteFileTool, shell.WriteFileArgs{Path: "x", Content: "a", Base64: "YQ=="}, nil); !strings.Contains(msg, "not both") {
+		t.Errorf("content and base64 = %q", msg)
+	}
+}
+
+// verify runs the verifier with tests/test.sh = script (given LOGS, where /logs is here).
+func (m *machine) verify(script string, timeout float64) (envserver.EvaluationResult, string) {
+	m.t.Helper()
+	args := harbor.Args{Instruction: "x", VerifierTimeoutSec: timeout, VerifierEnv: map[string]string{"LOGS": m.logs},
+		Tests: harbor.Wire([]harbor.File{{Path: "test.sh", Content: []byte(script), Mode: 0o755}, {Path: "data/expected.txt", Content: []byte("42\n")}})}
+	var r envserver.EvaluationResult
+	msg := m.call(envserver.EvaluateHub, map[string]any{"name": harbor.VerifyFunc, "arguments": args}, &r)
+	return r, msg
+}
+
+func TestTheVerifierReadsTheRewardTheTestsWrite(t *testing.T) {
+	m := newMachine(t)
+	if _, err := os.Stat(m.tests); !os.IsNotExist(err) {
+		t.Fatalf("tests exist before the verifier runs: %v", err)
+	}
+	var prep shell.PrepareResult
+	if msg := m.call(envserver.SetupHub, map[string]any{"name": harbor.SetupFunc, "arguments": harbor.Args{Instruction: "x"}}, &prep); msg != "" || len(prep.Dirs) != 2 {
+		t.Fatalf("prepare = %+v %s", prep, msg)
+	}
+	// The agent's work, and a reward it plants: the verifier empties /logs/verifier first.
+	m.exec(shell.ExecArgs{Command: "echo 42 > answer.txt; echo 1 > " + m.logs + "/verifier/reward.txt"})
+	r, msg := m.verify(`cd "$(dirname "$0")"; echo checking; if cmp -s data/expected.txt "$OLDPWD/answer.txt"; then echo 1 > $LOGS/verifier/reward.txt; else echo 0 > $LOGS/verifier/reward.txt; fi; exit 7`, 60)
+	if msg != "" || r.Reward != 1 || !r.Done || r.Info["exit_code"] != float64(7) || !strings.Contains(r.Info["test_stdout"].(string), "checking") {
+		t.Fatalf("verify = %+v %s, want reward 1 with test.sh's exit 7 kept", r, msg)
+	}
+	if b, _ := os.ReadFile(filepath.Join(m.logs, "verifier", "test-stdout.txt")); string(b) != "checking\n" {
+		t.Errorf("test-stdout.txt = %q", b)
+	}
+	// A reward the agent planted, and tests that write none: a task fault, not a score.
+	m.exec(shell.ExecArgs{Command: "echo 1 > " + m.logs + "/verifier/reward.txt"})
+	if _, msg := m.verify(`echo nothing`, 60); !strings.Contains(msg, "task fault: the verifier wrote no reward") {
+		t.Errorf("no reward written (one planted before) = %q", msg)
+	}
+	r, msg = m.verify(`echo '{"reward": 0.25, "tests_passed": 1, "tests_total": 4}' > $LOGS/verifier/reward.json`, 60)
+	if msg != "" || r.Reward != 0.25 || r.Info["rewards"].(map[string]any)["tests_total"] != float64(4) {
+		t.Errorf("reward.json = %+v %s", r, msg)
+	}
+	r, msg = m.verify(`echo '{"accuracy": 0.5}' > $LOGS/verifier/reward.json`, 60)
+	if msg != "" || r.Reward != 0.5 {
+		t.Errorf("reward.json with one number = %+v %s", r, msg)
+	}
+	for script, want := range map[string]string{
+		`echo 1 > $LOGS/verifier/reward.txt; echo '{"reward": 1}' > $LOGS/verifier/reward.json`: "wrote both reward.txt and reward.json",
+		`: > $LOGS/verifier/reward.txt`:                        "reward.txt is empty",
+		`echo pass > $LOGS/verifier/reward.txt`:                `reward.txt holds "pass", not a number`,
+		`echo '{"a": 1, "b": 0}' > $LOGS/verifier/reward.json`: "none named \"reward\"",
+		`echo '{"reward": "1"}' > $LOGS/verifier/reward.json`:  "not a number",
+		`echo '[1]' > $LOGS/verifier/reward.json`:              "not a JSON object",
+		`echo slow; sleep 300`:                                 "ran past its 0.5s",
+	} {
+		timeout := 60.0
+		if strings.Contains(script, "sleep") {
+			timeout = 0.5
+		}
+		if _, msg := m.verify(script, timeout); !strings.Contains(msg, "task fault: ") || !strings.Contains(msg, want) {
+			t.Errorf("test.sh %q: %q, want a task fault saying %q", script, msg, want)
+		}
+	}
+}
+
+func TestTheTaskFaultPrefixIsThePlatforms(t *testing.T) {
+	if envserver.TaskFaultPrefix != agent.TaskFaultPrefix {
+		t.Errorf("envserver says %q, the platform reads %q", envserver.TaskFaultPrefix, agent.TaskFaultPrefix)
+	}
+	if !agent.TaskFault(&agent.ToolResult{IsError: true, Text: (&envserver.TaskFault{Reason: "x"}).Error()}) {
+		t.Error("a TaskFault's tool error is not read as one")
+	}
+}
