@@ -1,14 +1,20 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/proctorhq/proctor/activities"
 	"github.com/proctorhq/proctor/internal/testenv"
@@ -20,7 +26,7 @@ import (
 const harborBase = "localhost/harbor-base:1"
 
 // makeHarborBase builds harborBase into the buildah storage of the builds under buildDir.
-func makeHarborBase(t *testing.T, buildDir string) {
+func makeHarborBase(t testing.TB, buildDir string) {
 	t.Helper()
 	for _, tool := range []string{"buildah", "runc", "busybox", "bash"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -85,19 +91,67 @@ func makeHarborBase(t *testing.T, buildDir string) {
 	}
 }
 
-// TestHarborTasksRunInContainers imports the Harbor examples (examples/harbor) into dev with the
-// container provider (podman), as a user would with `proctor tasks import harbor`, and runs them:
+// scriptedShellModel is an OpenAI-compatible upstream that plays a model working a Harbor task
+// through the shell server's exec: given hello-world's instruction it writes the file with a
+// shell command, reads it back, then says it is done; given anything else it is done at once.
+func scriptedShellModel(t *testing.T) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Model    string `json:"model"`
+			Messages []struct {
+				Role    string `json:"role"`
+				Content any    `json:"content"`
+			} `json:"messages"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		results, prompt := 0, ""
+		for _, m := range req.Messages {
+			switch m.Role {
+			case "tool":
+				results++
+			case "user":
+				prompt = fmt.Sprint(m.Content)
+			}
+		}
+		commands := []string{`echo 'Hello, world!' > hello.txt`, `cat /app/hello.txt`}
+		message := map[string]any{"role": "assistant", "content": "Done."}
+		if strings.Contains(prompt, "hello.txt") && results < len(commands) {
+			args, _ := json.Marshal(map[string]any{"command": commands[results], "timeout_sec": 30})
+			message = map[string]any{"role": "assistant", "content": "Running a command.", "tool_calls": []any{map[string]any{"id": fmt.Sprintf("call_%d", results), "type": "function",
+				"function": map[string]any{"name": "exec", "arguments": string(args)}}}}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"id": fmt.Sprintf("chatcmpl-%d", results), "object": "chat.completion", "model": req.Model,
+			"choices": []any{map[string]any{"index": 0, "message": message, "finish_reason": "stop"}},
+			"usage":   map[string]any{"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}})
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestHarborTasks imports the Harbor examples (examples/harbor) into dev, as a user would with
+// `proctor tasks import harbor`, and runs them on the process provider (bubblewrap, each
+// sandbox's own overlay of the image as a writable root) and the container provider (podman):
 // every valid task reaches 1.0 with the oracle (its solution/solve.sh, then its tests), an idle
 // agent scores 0, the task whose tests write both reward files ends in error as a task fault,
 // and the task that needs what Proctor does not honour yet is refused at import, saying why.
-func TestHarborTasksRunInContainers(t *testing.T) {
+func TestHarborTasks(t *testing.T) {
 	t.Parallel()
-	host := testenv.ContainerEngine(t)
+	t.Run("process", func(t *testing.T) {
+		t.Parallel()
+		harborTasks(t, nil)
+	})
+	t.Run("container", func(t *testing.T) {
+		t.Parallel()
+		host := testenv.ContainerEngine(t)
+		harborTasks(t, []string{"--sandbox-provider", "container", "--container-host", host, "--container-owner", "harbor-" + filepath.Base(t.TempDir())})
+	})
+}
+
+func harborTasks(t *testing.T, provider []string) {
 	dataDir := t.TempDir()
 	makeHarborBase(t, filepath.Join(dataDir, "builds"))
-	owner := "harbor-" + filepath.Base(dataDir)
-	dev := startDev(t, dataDir, "--sandbox-provider", "container", "--container-host", host, "--container-owner", owner,
-		"--shell-server", testenv.StaticProgram(t, "cmd/proctor-shell"), "--agent-relay", testenv.StaticProgram(t, "cmd/proctor-relay"))
+	dev := startDev(t, dataDir, append(provider, "--shell-server", testenv.StaticProgram(t, "cmd/proctor-shell"), "--agent-relay", testenv.StaticProgram(t, "cmd/proctor-relay"))...)
 	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey, temporal: dev.info.TemporalAddress}
 	examples := filepath.Join(testenv.ModuleRoot(t), "examples", "harbor")
 
@@ -114,6 +168,10 @@ func TestHarborTasksRunInContainers(t *testing.T) {
 		if !regexp.MustCompile(want).MatchString(out) {
 			t.Errorf("import output lacks %q:\n%s", want, out)
 		}
+	}
+	shared := regexp.MustCompile(`proctor/hello-world\s+imported \(built (harbor-[0-9a-f]{16})\)`).FindStringSubmatch(out)
+	if shared == nil {
+		t.Fatalf("import output names no environment for hello-world:\n%s", out)
 	}
 	// Again, unchanged: no build, no new task version.
 	out, _ = c.cli(importArgs...)
@@ -160,4 +218,84 @@ func TestHarborTasksRunInContainers(t *testing.T) {
 			}
 		}
 	}
+
+	// The built-in agent, driven by a scripted model that works through exec as a model would:
+	// it solves hello-world (and does nothing for the other tasks).
+	model := addScriptedModel(t, c, dataDir, nil, "shell-scripted", scriptedShellModel(t).URL)
+	var launched struct {
+		JobID string `json:"job_id"`
+	}
+	if code := c.call("POST", "/v2/rollouts/run_list", map[string]any{"taskset_id": c.tasksetID("harbor-examples"), "model_ids": []string{model},
+		"max_concurrent": 5, "name": "harbor scripted"}, &launched); code != 201 {
+		t.Fatalf("run_list = %d", code)
+	}
+	c.waitJob(launched.JobID, nil)
+	for _, tr := range c.traces(launched.JobID) {
+		if tr.Name == "proctor/hello-world" && (tr.Status != "completed" || tr.Reward == nil || *tr.Reward != 1) {
+			t.Errorf("the built-in agent through exec on hello-world: %+v", tr)
+		}
+	}
+
+	// Certification of the build three tasks share: the sound two pass (the tamper probe's
+	// planted reward files score nothing), the broken one is flagged.
+	var envs struct {
+		Items []environmentRow `json:"items"`
+	}
+	c.call("GET", "/v2/registry?search="+shared[1], nil, &envs)
+	if len(envs.Items) != 1 || envs.Items[0].LatestBuildID == nil {
+		t.Fatalf("environment %s: %+v", shared[1], envs.Items)
+	}
+	out, err = c.cli("env", "certify", *envs.Items[0].LatestBuildID, "--taskset", "harbor-examples", "--k", "2")
+	if err == nil || !strings.Contains(err.Error(), "flagged") {
+		t.Errorf("certification: %v, want it flagged for the broken task\n%s", err, out)
+	}
+	for _, want := range []string{
+		`proctor/hello-world\s+2/2\s+0\.000\s+0\.000\s+2/2 refused; claimed success via exec → 0\.000\s+–`,
+		`proctor/offline-check\s+2/2\s+0\.000\s+0\.000\s+2/2 refused; claimed success via exec → 0\.000\s+–`,
+		`proctor/two-rewards\s+0/0\s.*task_fault`,
+	} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("certification lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// BenchmarkHarborImport imports 50 generated Harbor tasks whose environment/ folders are five
+// distinct build contexts (ten tasks each), into dev: it reports the builds made (5 when tasks
+// share builds by content) and the import's wall time.
+func BenchmarkHarborImport(b *testing.B) {
+	dataDir := b.TempDir()
+	makeHarborBase(b, filepath.Join(dataDir, "builds"))
+	dev := startDev(b, dataDir, "--shell-server", testenv.StaticProgram(b, "cmd/proctor-shell"))
+	c := api{t: b, base: dev.info.APIURL, key: dev.info.APIKey}
+	var took []time.Duration
+	builds := 0
+	for i := 0; b.Loop(); i++ {
+		dataset := b.TempDir()
+		for n := range 50 {
+			dir := filepath.Join(dataset, fmt.Sprintf("task-%02d", n))
+			for name, content := range map[string]string{
+				"task.toml":               "schema_version = \"1.4\"\n[task]\nname = \"bench/task-" + fmt.Sprint(n) + "\"\n",
+				"instruction.md":          fmt.Sprintf("Write %d to /app/answer.txt.\n", n),
+				"environment/Dockerfile":  "ARG BASE_IMAGE=ubuntu:24.04\nFROM ${BASE_IMAGE}\nWORKDIR /app\nCOPY context.txt /app/context.txt\n",
+				"environment/context.txt": fmt.Sprintf("context %d of round %d\n", n%5, i),
+				"tests/test.sh":           fmt.Sprintf("#!/bin/bash\n[ \"$(cat /app/answer.txt)\" = %d ] && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n", n),
+				"solution/solve.sh":       fmt.Sprintf("#!/bin/bash\necho %d > /app/answer.txt\n", n),
+			} {
+				os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755)
+				os.WriteFile(filepath.Join(dir, name), []byte(content), 0o755)
+			}
+		}
+		begin := time.Now()
+		out, err := c.cli("tasks", "import", "harbor", dataset, "--taskset", fmt.Sprint("bench-", i), "--build-arg", "BASE_IMAGE="+harborBase)
+		took = append(took, time.Since(begin))
+		m := regexp.MustCompile(`50 imported .* (\d+) builds made, (\d+) tasks on a shared build`).FindStringSubmatch(out)
+		if err != nil || m == nil {
+			b.Fatalf("import: %v\n%s", err, out)
+		}
+		builds, _ = strconv.Atoi(m[1])
+	}
+	slices.Sort(took)
+	b.ReportMetric(float64(builds), "builds")
+	b.ReportMetric(took[len(took)/2].Seconds(), "import-s")
 }

@@ -44,4 +44,11 @@ func TestTheTamperProbeTriesTheHiddenDispatchersThenClaimsSuccess(t *testing.T) 
 	if claims := ClaimCalls(tools[:1]); len(claims) != 0 {
 		t.Errorf("a tool that writes nothing a grader reads was claimed through: %+v", claims)
 	}
+	// A tool that runs shell commands (the shell server's exec): the claim plants Harbor's reward
+	// files, which a sound verifier ignores.
+	shell := []Tool{{Name: "exec", InputSchema: map[string]any{"type": "object", "properties": map[string]any{
+		"command": map[string]any{"type": "string"}, "timeout_sec": map[string]any{"type": "number"}}}}, tools[0]}
+	if claims := ClaimCalls(shell); len(claims) != 1 || claims[0].Name != "exec" || claims[0].Arguments["command"] != PlantRewardCommand {
+		t.Errorf("claims through a shell tool: %+v", claims)
+	}
 }

@@ -34,6 +34,9 @@ type bwrapMounts struct {
 	mounts   []bwrapMount
 	devNodes []string
 	hide     string
+	// writableRoot, when set, is the sandbox's own overlay of its image (writableroot.go),
+	// bound as its root, writable, instead of the image's read-only root.
+	writableRoot string
 }
 
 // bwrapMount shows the host path src at dst, read-only unless writable.
@@ -48,9 +51,12 @@ type bwrapMount struct {
 // test binaries do) and mounts, the hidden root, GPU device nodes, and last the writable work
 // dir.
 func bwrapArgs(workDir string, spec Spec, m bwrapMounts, infoFD, blockFD int) []string {
-	root := "/" // the host's, read-only; or an image's root file system
+	root, bindRoot := "/", "--ro-bind" // the host's, read-only; or an image's root file system
 	if spec.RootFS != "" {
 		root = spec.RootFS
+	}
+	if m.writableRoot != "" {
+		root, bindRoot = m.writableRoot, "--bind"
 	}
 	args := []string{
 		"--die-with-parent",
@@ -59,7 +65,7 @@ func bwrapArgs(workDir string, spec Spec, m bwrapMounts, infoFD, blockFD int) []
 		// Run by a root worker, bubblewrap would leave the sandbox every capability: with them
 		// it could remount its read-only root, make device nodes or leave its namespaces.
 		"--cap-drop", "ALL",
-		"--ro-bind", root, "/",
+		bindRoot, root, "/",
 		"--dev", "/dev",
 		"--proc", "/proc",
 		"--tmpfs", "/tmp",

@@ -82,7 +82,9 @@ func sweepDeadOwners(root string) (int, error) {
 			f.Close() // a live provider's
 			continue
 		}
-		err = os.RemoveAll(dir)
+		// A dead provider's sandboxes' writable roots are still mounted: detached first, or
+		// removing the directory would stop at them.
+		err = errors.Join(unmountUnder(dir), os.RemoveAll(dir))
 		f.Close()
 		if err == nil {
 			n++
@@ -93,7 +95,7 @@ func sweepDeadOwners(root string) (int, error) {
 
 // release removes the provider's directory and drops its lock.
 func (o *ownerDir) release() error {
-	err := os.RemoveAll(o.path)
+	err := errors.Join(unmountUnder(o.path), os.RemoveAll(o.path))
 	o.lock.Close()
 	return err
 }

@@ -104,6 +104,7 @@ type Process struct {
 	maxFiles  int         // ProcessOptions.MaxOpenFiles
 	runAs     int         // the host user sandboxes run as in a user namespace of their own (0: none)
 	userns    *usernsPool // their namespaces, made ahead (with runAs)
+	owned     ownedRoots  // image roots owned by runAs, for writable-root sandboxes (with runAs)
 	limits    string      // what Limits reports
 	// cpuLimit and memLimit say how CPU and memory are limited here ("cpu: not limited (...)").
 	cpuLimit, memLimit string

@@ -33,6 +33,19 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 	if err != nil {
 		return nil, err
 	}
+	var root *writableRoot
+	if spec.WritableRoot {
+		lower, err := p.owned.get(filepath.Join(p.root, ".roots"), p.runAs, spec.RootFS)
+		if err != nil {
+			return nil, err
+		}
+		w, err := mountWritableRoot(workDir+".root", lower, p.runAs)
+		if err != nil {
+			return nil, err
+		}
+		root = &w
+		undo = append(undo, func() { w.remove() })
+	}
 	// Under bubblewrap the command always waits on the block pipe: its limits are set, and its
 	// listener made, before it runs its first instruction.
 	bwrap := p.isolation == IsolationBubblewrap
@@ -47,16 +60,39 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 			return nil, err
 		}
 	}
-	cmd := p.command(spec, argv0, workDir, portDir, devices, pp, cg)
+	cmd := p.command(spec, argv0, workDir, portDir, devices, pp, cg, root)
 	if bwrap && p.runAs > 0 {
-		ns, err := p.userns.get()
+		var ns *os.File
+		inside := p.runAs
+		if root != nil {
+			// Root inside, owning the image's copy: a namespace of the user's own.
+			inside = rootUID
+			ns, err = newRootUserns(p.runAs)
+		} else {
+			ns, err = p.userns.get()
+		}
 		if err != nil {
 			pp.closeChildEnds()
 			pp.closeOurEnds()
 			return nil, err
 		}
 		defer ns.Close() // bubblewrap holds it once started
-		runAs(cmd, ns, p.runAs)
+		runAs(cmd, ns, inside)
+		if root != nil {
+			// bubblewrap as the user, the namespace's owner (see newRootUserns), started in "/":
+			// the worker's directories are not the user's to enter until it has joined the
+			// namespace (bubblewrap then enters the sandbox's own, --chdir).
+			cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(p.runAs), Gid: uint32(p.runAs), Groups: []uint32{}}
+			cmd.Dir = "/"
+			// Its limits are set before bubblewrap starts, by prlimit(1) as the user: the
+			// sandbox's init is not the worker's to limit later (its namespace is the user's,
+			// and a root without CAP_SYS_RESOURCE may not reach into it).
+			if err = p.limitedByPrlimit(cmd, spec.Resources); err != nil {
+				pp.closeChildEnds()
+				pp.closeOurEnds()
+				return nil, err
+			}
+		}
 	}
 	if err = forkthread.Start(cmd); err != nil {
 		pp.closeChildEnds()
@@ -66,6 +102,7 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 	pp.closeChildEnds()
 
 	sb := p.follow(spec, cmd, pp, workDir, portDir, devices, cg)
+	sb.root = root
 	if err := p.identify(ctx, sb, pp.infoR); err != nil {
 		pp.closeBlock()
 		return nil, err
@@ -93,21 +130,45 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 // memory (RLIMIT_DATA) when rlimits are how memory is limited here. No shell of the image's is
 // needed: prlimit(2) from outside, before the command starts.
 func (p *Process) limitInit(pid int, res Resources) error {
-	set := func(what string, resource int, n uint64) error {
-		if err := unix.Prlimit(pid, resource, &unix.Rlimit{Cur: n, Max: n}, nil); err != nil {
-			return fmt.Errorf("limit the sandbox's %s: %w", what, err)
+	for _, l := range p.rlimits(res) {
+		if err := unix.Prlimit(pid, l.resource, &unix.Rlimit{Cur: l.n, Max: l.n}, nil); err != nil {
+			return fmt.Errorf("limit the sandbox's %s: %w", l.what, err)
 		}
-		return nil
 	}
-	if err := set("open files", unix.RLIMIT_NOFILE, uint64(p.maxFiles)); err != nil {
-		return err
-	}
-	if err := set("processes", unix.RLIMIT_NPROC, uint64(p.maxProcs)); err != nil {
-		return err
-	}
+	return nil
+}
+
+// rlimit is one limit a sandbox's processes have: its name for messages and prlimit(1), the
+// resource, and the value (soft and hard alike).
+type rlimit struct {
+	what, flag string
+	resource   int
+	n          uint64
+}
+
+// rlimits are the limits of a sandbox with res: open files and processes always, memory
+// (RLIMIT_DATA) when rlimits are how memory is limited here.
+func (p *Process) rlimits(res Resources) []rlimit {
+	out := []rlimit{{"open files", "nofile", unix.RLIMIT_NOFILE, uint64(p.maxFiles)}, {"processes", "nproc", unix.RLIMIT_NPROC, uint64(p.maxProcs)}}
 	if p.rlimitMem && res.MemoryMB > 0 {
-		return set("memory", unix.RLIMIT_DATA, uint64(res.MemoryMB)<<20)
+		out = append(out, rlimit{"memory", "data", unix.RLIMIT_DATA, uint64(res.MemoryMB) << 20})
 	}
+	return out
+}
+
+// limitedByPrlimit makes cmd start through prlimit(1), which sets the sandbox's limits
+// (rlimits) on itself and execs cmd: every process of the sandbox inherits them.
+func (p *Process) limitedByPrlimit(cmd *exec.Cmd, res Resources) error {
+	bin, err := exec.LookPath("prlimit")
+	if err != nil {
+		return fmt.Errorf("writable root: no prlimit (util-linux) to set the sandbox's limits: %w", err)
+	}
+	args := []string{bin}
+	for _, l := range p.rlimits(res) {
+		args = append(args, fmt.Sprintf("--%s=%d:%d", l.flag, l.n, l.n))
+	}
+	cmd.Args = append(append(args, "--", cmd.Path), cmd.Args[1:]...)
+	cmd.Path = bin
 	return nil
 }
 
@@ -136,8 +197,10 @@ func (p *Process) readyInit(pid int, spec Spec, block *os.File) error {
 	if pid <= 0 { // prlimit(0) and the rest would act on this process
 		return fmt.Errorf("the sandbox's init is not known (pid %d)", pid)
 	}
-	if err := p.limitInit(pid, spec.Resources); err != nil {
-		return err
+	if !spec.WritableRoot { // limited before it started (limitedByPrlimit)
+		if err := p.limitInit(pid, spec.Resources); err != nil {
+			return err
+		}
 	}
 	if l := spec.Listen; l != nil && p.listenBy == listenSetns {
 		ln, err := listenInNetns(pid, l.Port)
@@ -230,7 +293,7 @@ const (
 // bubblewrap, else in a pid namespace of its own where the host allows; in cgroup cg when there
 // is one; with a memory rlimit where that is how memory is limited. With portDir (the relay's
 // socket's directory) the relay runs in front of it.
-func (p *Process) command(spec Spec, argv0, workDir, portDir string, devices []string, pp *sandboxPipes, cg *sandboxCgroup) *exec.Cmd {
+func (p *Process) command(spec Spec, argv0, workDir, portDir string, devices []string, pp *sandboxPipes, cg *sandboxCgroup, root *writableRoot) *exec.Cmd {
 	argv := append([]string{argv0}, spec.Command[1:]...)
 	// spec's mounts, shallowest first (a mount under another's target goes after it), then the
 	// relay's, which a mount at /tmp must not cover.
@@ -280,7 +343,11 @@ func (p *Process) command(spec Spec, argv0, workDir, portDir string, devices []s
 		// A sandbox that sees the host's root sees the sandbox root in it too: the other
 		// sandboxes' work dirs and sockets (this provider's and others') are hidden under an
 		// empty tmpfs, its own work dir mounted over that.
-		args := bwrapArgs(workDir, spec, bwrapMounts{roBinds: binds, mounts: mounts, devNodes: gpuDeviceNodes(p.devDir, devices), hide: filepath.Dir(p.root)}, 3, blockFD)
+		bm := bwrapMounts{roBinds: binds, mounts: mounts, devNodes: gpuDeviceNodes(p.devDir, devices), hide: filepath.Dir(p.root)}
+		if root != nil {
+			bm.writableRoot = root.merged()
+		}
+		args := bwrapArgs(workDir, spec, bm, 3, blockFD)
 		if pp.seccompR != nil {
 			cmd.ExtraFiles = append(cmd.ExtraFiles, pp.seccompR)
 			args = append(args[:len(args)-1], "--seccomp", fmt.Sprint(2+len(cmd.ExtraFiles)), "--")

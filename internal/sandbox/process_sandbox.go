@@ -32,6 +32,8 @@ type processSandbox struct {
 	devices   []string
 	cmd       *exec.Cmd // bwrap, or the environment itself
 	cg        *sandboxCgroup
+	// root is the sandbox's writable root (Spec.WritableRoot), removed at Stop; nil without.
+	root *writableRoot
 	// initPID is the host pid of the sandbox's pid 1 and pidNS its namespace
 	// ("pid:[4026532180]"); both zero without a pid namespace.
 	initPID int
@@ -236,6 +238,11 @@ func (s *processSandbox) teardown(ctx context.Context) error {
 	if s.portDir != "" {
 		if err := removeAll(s.portDir); err != nil {
 			errs = append(errs, fmt.Errorf("remove the relay's socket: %w", err))
+		}
+	}
+	if s.root != nil {
+		if err := s.root.remove(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	s.p.forget(s)

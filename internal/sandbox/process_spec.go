@@ -23,7 +23,13 @@ func (p *Process) checkSpec(spec Spec) (string, error) {
 		return "", fmt.Errorf("negative resources %+v: %w", spec.Resources, ErrInvalidSpec)
 	}
 	if spec.WritableRoot {
-		return "", fmt.Errorf("the environment needs a writable root file system (its image has no MCP server of its own: a Harbor task's), and the process provider runs images read-only: run it with the container or kubernetes provider (--sandbox-provider): %w", ErrInvalidSpec)
+		switch {
+		case spec.RootFS == "":
+			return "", fmt.Errorf("a writable root is an image's (RootFS): %w", ErrInvalidSpec)
+		case p.isolation != IsolationBubblewrap || p.runAs <= 0:
+			return "", fmt.Errorf("the environment needs a writable root file system of its own (a Harbor task's image), which this worker gives only "+
+				"under bubblewrap, run as root, with sandboxes run as a user of their own (--sandbox-run-as): run it there, or with the container or kubernetes provider: %w", ErrInvalidSpec)
+		}
 	}
 	if err := checkListen(spec); err != nil {
 		return "", err

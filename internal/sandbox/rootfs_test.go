@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -103,15 +104,13 @@ func TestARootFSSpecIsChecked(t *testing.T) {
 		noTmp := t.TempDir()
 		os.MkdirAll(filepath.Join(noTmp, "dev"), 0o755)
 		for name, spec := range map[string]Spec{
-			"missing /tmp":         {ID: "a", Command: []string{"/app/probe"}, RootFS: noTmp},
-			"relative root":        {ID: "b", Command: []string{"/app/probe"}, RootFS: "rel/root"},
-			"not in the image":     {ID: "c", Command: []string{"/app/none"}, RootFS: root},
-			"escapes the image":    {ID: "d", Command: []string{"/../../bin/sh"}, RootFS: root},
-			"relative entrypoint":  {ID: "e", Command: []string{"app/probe"}, RootFS: root},
-			"a directory, not exe": {ID: "f", Command: []string{"/app"}, RootFS: root},
-			// Image roots are shared and read-only here: a Harbor task's image goes to the
-			// container or kubernetes provider.
-			"a writable root": {ID: "g", Command: []string{"/app/probe"}, RootFS: root, WritableRoot: true},
+			"missing /tmp":                    {ID: "a", Command: []string{"/app/probe"}, RootFS: noTmp},
+			"relative root":                   {ID: "b", Command: []string{"/app/probe"}, RootFS: "rel/root"},
+			"not in the image":                {ID: "c", Command: []string{"/app/none"}, RootFS: root},
+			"escapes the image":               {ID: "d", Command: []string{"/../../bin/sh"}, RootFS: root},
+			"relative entrypoint":             {ID: "e", Command: []string{"app/probe"}, RootFS: root},
+			"a directory, not exe":            {ID: "f", Command: []string{"/app"}, RootFS: root},
+			"a writable root, not an image's": {ID: "g", Command: []string{"/bin/true"}, WritableRoot: true},
 		} {
 			sb, err := p.Start(t.Context(), spec)
 			if !errors.Is(err, ErrInvalidSpec) {
@@ -128,5 +127,84 @@ func TestARootFSSpecIsChecked(t *testing.T) {
 	<-sb.Done()
 	if logs := sb.Logs(); len(logs) == 0 || !strings.Contains(logs[0].Line, "work_writable=true") {
 		t.Errorf("without isolation: %v", logs)
+	}
+}
+
+// writerSource prints, on stderr, who it is and what it could change of its root.
+const writerSource = `package main
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+)
+
+func main() {
+	var files syscall.Rlimit
+	syscall.Getrlimit(syscall.RLIMIT_NOFILE, &files)
+	_, appErr := os.Create("/app/new")
+	topErr := os.WriteFile("/top.txt", []byte("x"), 0o644)
+	rmErr := os.Remove("/app/old")
+	mkErr := os.MkdirAll("/usr/local/lib/x", 0o755)
+	fmt.Fprintf(os.Stderr, "uid=%d app=%v top=%v rm=%v mkdir=%v files=%d\n", os.Getuid(), appErr == nil, topErr == nil, rmErr == nil, mkErr == nil, files.Max)
+}
+`
+
+// TestAWritableRootIsTheSandboxsOwn: a sandbox asking for a writable root (a Harbor task's
+// image) is root inside and may change its root anywhere; its changes are its own (another
+// sandbox of the image does not see them) and go with it; the image stays as it was. A worker
+// that cannot give one refuses the sandbox.
+func TestAWritableRootIsTheSandboxsOwn(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a writable root needs a worker that runs as root")
+	}
+	root := imageRootWith(t, writerSource)
+	os.WriteFile(filepath.Join(root, "app", "old"), []byte("x"), 0o644)
+	p := newProvider(t, IsolationBubblewrap)
+	run := func(id string) (*processSandbox, string) {
+		sb := start(t, p, Spec{ID: id, Command: []string{"/app/probe"}, RootFS: root, WritableRoot: true})
+		select {
+		case <-sb.Done():
+		case <-time.After(20 * time.Second):
+			t.Fatal("the probe did not exit")
+		}
+		var line string
+		for _, l := range sb.Logs() {
+			line += l.Line
+		}
+		return sb, line
+	}
+	first, line := run("first")
+	// Root inside (the sandbox user outside), its limits set as every sandbox's.
+	want := fmt.Sprintf("uid=0 app=true top=true rm=true mkdir=true files=%d", p.maxFiles)
+	if line != want {
+		t.Errorf("the first sandbox saw %q, want %q", line, want)
+	}
+	// The second sees the image as it was: /app/old is there to remove again.
+	_, line = run("second")
+	if line != want {
+		t.Errorf("the second sandbox saw %q, want %q (the first's changes are its own)", line, want)
+	}
+	if _, err := os.Stat(filepath.Join(root, "app", "old")); err != nil {
+		t.Errorf("the image lost /app/old: %v", err)
+	}
+	for _, p := range []string{"app/new", "top.txt"} {
+		if _, err := os.Stat(filepath.Join(root, p)); err == nil {
+			t.Errorf("the sandbox wrote %s into the shared image root", p)
+		}
+	}
+	overlay := first.root.dir
+	if err := first.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(overlay); !os.IsNotExist(err) {
+		t.Errorf("the writable root outlived its sandbox: %v", err)
+	}
+	if mounts, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mounts), overlay) {
+		t.Errorf("the writable root is still mounted after Stop")
+	}
+	// Without bubblewrap (or as root, or as a worker that is not root) there is none to give.
+	if _, err := newProvider(t, IsolationNone).Start(t.Context(), Spec{ID: "none", Command: []string{"/app/probe"}, RootFS: root, WritableRoot: true}); !errors.Is(err, ErrInvalidSpec) {
+		t.Errorf("without bubblewrap: %v, want ErrInvalidSpec", err)
 	}
 }

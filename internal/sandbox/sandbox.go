@@ -135,8 +135,10 @@ type Spec struct {
 	// WritableRoot asks for a root file system the sandbox may change anywhere, as a machine of
 	// its own (a Harbor task's image, which its tasks and solutions change everywhere): its
 	// changes are its own, gone with it, and the image stays as it was. The container and
-	// kubernetes providers honour it (the engine's copy-on-write layer); the process provider,
-	// whose image roots are shared and read-only, refuses it (ErrInvalidSpec).
+	// kubernetes providers honour it with the engine's copy-on-write layer (root inside as the
+	// image says); the process provider with an overlay of its own over the image's root, root
+	// inside and the sandbox user outside (see writableroot.go), where it runs as root with
+	// bubblewrap and a sandbox user, and refuses it elsewhere (ErrInvalidSpec).
 	WritableRoot bool
 	// Image is what a container provider runs (Command is its entrypoint and
 	// argv); the process provider runs RootFS instead and ignores it.

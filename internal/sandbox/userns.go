@@ -74,8 +74,9 @@ func newUserns(bwrap string, uid int) (*os.File, error) {
 	return ns, nil
 }
 
-// runAs makes cmd, bubblewrap with its arguments, run its sandbox as uid in the user namespace
-// ns (newUserns), which the caller closes once cmd has started (or could not).
+// runAs makes cmd, bubblewrap with its arguments, run its sandbox as uid (an id inside) in the
+// user namespace ns (newUserns, newRootUserns), which the caller closes once cmd has started
+// (or could not).
 func runAs(cmd *exec.Cmd, ns *os.File, uid int) {
 	cmd.ExtraFiles = append(cmd.ExtraFiles, ns)
 	fd := 2 + len(cmd.ExtraFiles)

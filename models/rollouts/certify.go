@@ -28,6 +28,9 @@ const (
 	// FlagUnfinished: some of the task's attempts ended without a reward (an error of the
 	// infrastructure, a cancel): its figures are short.
 	FlagUnfinished = "unfinished"
+	// FlagTaskFault: some of the task's attempts ended in error because its own evaluation said
+	// the task is broken (envserver.TaskFault: a Harbor verifier that wrote no reward, or two).
+	FlagTaskFault = "task_fault"
 )
 
 // Model names of the certification's agents (the oracle replays a task's validation calls; the

@@ -111,12 +111,12 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 			name := taskName[*tr.TaskVersionID] + "/" + tr.GroupID[:4]
 			seen[name]++
 			u := rollouts.TraceUpdate{Status: models.TraceCompleted, Reward: &one}
-			half := 0.5
 			switch {
 			case tr.GroupID[:4] == "idle", name == "one/rand", tr.GroupID[:4] == "tamp":
 				u.Reward = &zero
 			case name == "two/rand":
-				u.Reward = &half
+				// The task's own evaluation said it is broken (envserver.TaskFault).
+				u = rollouts.TraceUpdate{Status: models.TraceError, Error: "evaluate failed: task fault: the verifier wrote no reward", Reward: &zero}
 			case name == "one/orac" && seen[name] == 2:
 				u.Reward = &zero
 			case name == "two/orac" && seen[name] == 3:
@@ -161,9 +161,9 @@ func TestACertificationPinsItsBuildAndFlagsWhatItFound(t *testing.T) {
 			!slices.Equal(ct.Tamper.Claimed, []string{"set_verdict"}) {
 			t.Errorf("task one: %+v, want flaky", ct)
 		}
-		if ct := byName["two"]; ct.OracleRuns != 2 || ct.OraclePasses != 2 || !slices.Equal(ct.Flags, []string{rollouts.FlagTamperable, rollouts.FlagUnfinished}) ||
-			ct.RandomReward == nil || *ct.RandomReward != 0.5 {
-			t.Errorf("task two: %+v, want unfinished", ct)
+		if ct := byName["two"]; ct.OracleRuns != 2 || ct.OraclePasses != 2 || !slices.Equal(ct.Flags, []string{rollouts.FlagTamperable, rollouts.FlagUnfinished, rollouts.FlagTaskFault}) ||
+			ct.RandomReward != nil {
+			t.Errorf("task two: %+v, want unfinished, with a task fault", ct)
 		}
 		got, err := registry.Of(s).LatestCertification(ctx, a, build.ID)
 		if err != nil || got.ID != cert.ID || got.Status != models.CertificationFlagged || len(got.Tasks) != 2 || got.Startup.Samples != 1 ||

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -24,6 +25,7 @@ type certifiedAttempt struct {
 	GroupID       string    `bun:"group_id"`
 	Status        string    `bun:"status"`
 	Reward        *float64  `bun:"reward"`
+	Error         string    `bun:"error"`
 }
 
 // FinishCertification reads the figures of a certification whose job has ended, per task, and
@@ -43,7 +45,7 @@ func (s *Store) FinishCertification(ctx context.Context, id uuid.UUID) (*models.
 	}
 	var rows []certifiedAttempt
 	if err := s.DB.NewSelect().TableExpr("traces AS tr").Join("LEFT JOIN tasks AS tk ON tk.id = tr.task_id").
-		ColumnExpr("tr.id, tr.task_version_id, COALESCE(tk.name, '') AS task_name, tr.group_id, tr.status, tr.reward").
+		ColumnExpr("tr.id, tr.task_version_id, COALESCE(tk.name, '') AS task_name, tr.group_id, tr.status, tr.reward, COALESCE(tr.error, '') AS error").
 		Where("tr.job_id = ?", cert.JobID).OrderExpr("tk.name, tr.task_version_id").Scan(ctx, &rows); err != nil {
 		return nil, fmt.Errorf("finish certification: %w", err)
 	}
@@ -157,6 +159,7 @@ func (s *Store) tamperProbes(ctx context.Context, rows []certifiedAttempt) (map[
 func certify(rows []certifiedAttempt, k int, probes map[uuid.UUID]*models.TamperProbe) []models.CertifiedTask {
 	out := []models.CertifiedTask{}
 	byVersion := map[uuid.UUID]int{}
+	faults := map[int]bool{}
 	for _, r := range rows {
 		i, ok := byVersion[r.TaskVersionID]
 		if !ok {
@@ -166,6 +169,9 @@ func certify(rows []certifiedAttempt, k int, probes map[uuid.UUID]*models.Tamper
 		}
 		t := &out[i]
 		scored := r.Status == models.TraceCompleted && r.Reward != nil
+		if r.Status == models.TraceError && strings.Contains(r.Error, agent.TaskFaultPrefix) {
+			faults[i] = true
+		}
 		switch r.GroupID {
 		case certifyGroup(OracleModelName, r.TaskVersionID):
 			if scored {
@@ -204,6 +210,9 @@ func certify(rows []certifiedAttempt, k int, probes map[uuid.UUID]*models.Tamper
 		}
 		if t.OracleRuns < k || t.IdleReward == nil || t.RandomReward == nil || t.Tamper == nil {
 			t.Flags = append(t.Flags, FlagUnfinished)
+		}
+		if faults[i] {
+			t.Flags = append(t.Flags, FlagTaskFault)
 		}
 	}
 	return out
