@@ -296,7 +296,7 @@ func (s *server) prepare(_ context.Context, _ harbor.Args) (PrepareResult, error
 }
 
 // verify is Harbor's verifier: /logs/verifier emptied (a reward file the agent planted counts
-// for nothing), tests/ at /tests (replacing whatever is there), `bash /tests/test.sh` run with
+// for nothing), tests/ at /tests (replacing whatever is there), `bash /tests/test.sh` (sh without bash) run with
 // the verifier's env and time in the working directory, its output kept in
 // /logs/verifier/test-stdout.txt and test-stderr.txt (and their tails in the result's info), and
 // the reward read: reward.json (an object of numbers: "reward", else its only number, is the
@@ -327,7 +327,12 @@ func (s *server) verify(ctx context.Context, a harbor.Args) (envserver.Evaluatio
 	if timeout <= 0 {
 		timeout = harbor.DefaultVerifierTimeoutSec
 	}
-	r := s.run(ctx, "bash "+filepath.Join(s.cfg.Tests, "test.sh"), s.cfg.WorkDir, a.VerifierEnv, time.Duration(timeout*float64(time.Second)))
+	// Harbor's `bash /tests/test.sh`; an image without bash (busybox, Alpine) runs it with sh.
+	interpreter := "bash"
+	if sh := s.shell(); sh != "" && filepath.Base(sh) != "bash" {
+		interpreter = "sh"
+	}
+	r := s.run(ctx, interpreter+" "+filepath.Join(s.cfg.Tests, "test.sh"), s.cfg.WorkDir, a.VerifierEnv, time.Duration(timeout*float64(time.Second)))
 	if r.err != nil {
 		return envserver.EvaluationResult{}, r.err
 	}
