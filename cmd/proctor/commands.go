@@ -260,7 +260,7 @@ func clientCommands(stdout, stderr io.Writer) []*cobra.Command {
 			Args: exactArgs(1)}, cmdEval(stdout, stderr)),
 		withFlags(&cobra.Command{Use: "trace TRACE_ID", Short: "An attempt's trajectory, step by step (-f follows it live)", Args: idArg("trace", "proctor traces")}, cmdTrace(stdout, stderr)),
 		withFlags(&cobra.Command{Use: "traces", Short: "A job's attempts (default: your newest job's)", Args: noArgs}, cmdTraces(stdout, stderr)),
-		withFlags(&cobra.Command{Use: "export JOB", Short: "Write a job's attempts as JSON Lines (or --format parquet): conversations in OpenAI's chat format, rewards, evaluation, a training policy's tokens (progress on stderr)",
+		withFlags(&cobra.Command{Use: "export JOB", Short: "Write a job's attempts as JSON Lines (or --format parquet, or --format harbor --out DIR: Harbor's job folders): conversations in OpenAI's chat format, rewards, evaluation, a training policy's tokens (progress on stderr)",
 			Args: idArg("job", "proctor jobs")}, cmdExport(stdout, stderr)),
 		withFlags(&cobra.Command{Use: "compare JOB_A JOB_B", Short: "Compare two jobs task by task: the difference, its 95% interval and p-value, and the tasks that flip",
 			Args: jobPairArgs}, cmdCompare(stdout)),

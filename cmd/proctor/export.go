@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"time"
 )
@@ -26,10 +27,16 @@ func cmdExport(stdout, stderr io.Writer) flagsBody {
 		maxReward := fs.String("max-reward", "", "only attempts with a reward of at most this")
 		status := fs.String("status", "", "only attempts in these statuses (comma-separated: completed,error,…)")
 		category := fs.String("category", "", "only one category: successful, failed, no_score or live")
-		format := fs.String("format", "jsonl", "the output's format: jsonl (one attempt a line, resumed where it broke off) or parquet (one file, a row an attempt)")
+		format := fs.String("format", "jsonl", "the output's format: jsonl (one attempt a line, resumed where it broke off), parquet (one file, a row an attempt) or harbor (Harbor's job folders: a trial folder an attempt, under --out)")
+		outDir := fs.String("out", "", "with --format harbor: the folder the job's folder is written in")
 		return clientCommand(func(ctx context.Context, c *apiClient, pos []string) (err error) {
-			if *format != "jsonl" && *format != "parquet" {
-				return usagef("--format %s: jsonl (one attempt a line) or parquet", *format)
+			switch {
+			case *format != "jsonl" && *format != "parquet" && *format != "harbor":
+				return usagef("--format %s: jsonl (one attempt a line), parquet or harbor", *format)
+			case *format == "harbor" && *outDir == "":
+				return usagef("--format harbor writes folders: name where with --out DIR")
+			case *format != "harbor" && *outDir != "":
+				return usagef("--out is for --format harbor; the other formats go to standard output")
 			}
 			if pos[0], err = c.resolveID(ctx, "job", pos[0]); err != nil {
 				return err
@@ -56,6 +63,17 @@ func cmdExport(stdout, stderr io.Writer) flagsBody {
 			if *format == "parquet" {
 				q.Set("format", "parquet")
 				return exportParquet(ctx, c, pos[0], q, stdout, stderr)
+			}
+			if *format == "harbor" {
+				h := &harborWriter{dir: *outDir}
+				if err := exportJob(ctx, c, pos[0], q, h, stderr); err != nil {
+					return err
+				}
+				if err := h.close(); err != nil {
+					return err
+				}
+				fmt.Fprintf(stdout, "%d trials written in Harbor's layout to %s\n", h.job.NTotalTrials, filepath.Join(*outDir, h.job.ID))
+				return nil
 			}
 			return exportJob(ctx, c, pos[0], q, stdout, stderr)
 		})(fs)

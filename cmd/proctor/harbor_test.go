@@ -217,6 +217,9 @@ func harborTasks(t *testing.T, provider []string) {
 				t.Errorf("%s on %s = %q, want %q\nall: %s", m.name, task, g, want, strings.Join(lines, "\n"))
 			}
 		}
+		if m.name == "oracle" {
+			checkHarborExport(t, c, launched.JobID, got)
+		}
 	}
 
 	// The built-in agent, driven by a scripted model that works through exec as a model would:
@@ -298,4 +301,65 @@ func BenchmarkHarborImport(b *testing.B) {
 	slices.Sort(took)
 	b.ReportMetric(float64(builds), "builds")
 	b.ReportMetric(took[len(took)/2].Seconds(), "import-s")
+}
+
+// checkHarborExport exports the job in Harbor's layout and reads it back as Harbor's tools do:
+// a trial folder per attempt whose result.json says the task, the rewards the verifier read
+// (every number of a reward.json) or the exception that ended it, beside the verifier's files
+// and the agent's trajectory; the job's result.json counts them.
+func checkHarborExport(t *testing.T, c api, jobID string, want map[string]string) {
+	t.Helper()
+	dir := t.TempDir()
+	if out, err := c.cli("export", jobID, "--format", "harbor", "--out", dir); err != nil || !strings.Contains(out, "5 trials written in Harbor's layout") {
+		t.Fatalf("export --format harbor: %v\n%s", err, out)
+	}
+	var job harborJobResult
+	if err := json.Unmarshal(mustRead(t, filepath.Join(dir, jobID, "result.json")), &job); err != nil || job.NTotalTrials != 5 || job.Stats.NErrors != 1 ||
+		job.Stats.MeanReward == nil || *job.Stats.MeanReward != 1 {
+		t.Errorf("the job's result.json: %+v, %v", job, err)
+	}
+	trials, _ := filepath.Glob(filepath.Join(dir, jobID, "*", "result.json"))
+	seen := map[string]bool{}
+	for _, path := range trials {
+		var tr harborTrialResult
+		if err := json.Unmarshal(mustRead(t, path), &tr); err != nil {
+			t.Fatal(err)
+		}
+		seen[tr.TaskName] = true
+		trial := filepath.Dir(path)
+		if _, err := os.Stat(filepath.Join(trial, "agent", "trajectory.json")); err != nil {
+			t.Errorf("%s: no agent/trajectory.json", tr.TrialName)
+		}
+		switch w := want[tr.TaskName]; {
+		case strings.HasPrefix(w, "error: "):
+			if tr.ExceptionInfo == nil || tr.ExceptionInfo.ExceptionType != "TaskFault" || tr.VerifierResult != nil {
+				t.Errorf("%s: exception %+v, verifier %+v; want a TaskFault and no rewards", tr.TaskName, tr.ExceptionInfo, tr.VerifierResult)
+			}
+		case tr.VerifierResult == nil || strconv.FormatFloat(tr.VerifierResult.Rewards["reward"], 'g', -1, 64) != w || tr.ExceptionInfo != nil:
+			t.Errorf("%s: verifier %+v, exception %+v; want reward %s", tr.TaskName, tr.VerifierResult, tr.ExceptionInfo, w)
+		case tr.TaskName == "proctor/inventory-report":
+			// Every number of its reward.json, in the result and the file.
+			var file map[string]float64
+			json.Unmarshal(mustRead(t, filepath.Join(trial, "verifier", "reward.json")), &file)
+			if tr.VerifierResult.Rewards["files_passed"] != 3 || file["total_ok"] != 1 || !strings.Contains(string(mustRead(t, filepath.Join(trial, "verifier", "test-stdout.txt"))), "total=1") {
+				t.Errorf("inventory-report's rewards %v, reward.json %v", tr.VerifierResult.Rewards, file)
+			}
+		default:
+			if got := strings.TrimSpace(string(mustRead(t, filepath.Join(trial, "verifier", "reward.txt")))); got != w {
+				t.Errorf("%s: verifier/reward.txt %q, want %s", tr.TaskName, got, w)
+			}
+		}
+	}
+	if len(seen) != 5 {
+		t.Errorf("trials of %d tasks: %v", len(seen), seen)
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
