@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/proctorhq/proctor/activities"
+	"github.com/proctorhq/proctor/internal/storetest"
 	"github.com/proctorhq/proctor/internal/testenv"
 )
 
@@ -92,8 +93,8 @@ func makeHarborBase(t testing.TB, buildDir string) {
 }
 
 // scriptedShellModel is an OpenAI-compatible upstream that plays a model working a Harbor task
-// through the shell server's exec: given hello-world's instruction it writes the file with a
-// shell command, reads it back, then says it is done; given anything else it is done at once.
+// through the shell server's tools: given hello-world's instruction it writes the file in the
+// terminal, reads it back with exec, then says it is done; given anything else it is done at once.
 func scriptedShellModel(t *testing.T) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
@@ -113,12 +114,20 @@ func scriptedShellModel(t *testing.T) *httptest.Server {
 				prompt = fmt.Sprint(m.Content)
 			}
 		}
-		commands := []string{`echo 'Hello, world!' > hello.txt`, `cat /app/hello.txt`}
+		// It writes the file in the terminal (its shell starts in the task's working directory),
+		// then reads it back with exec.
+		calls := []struct {
+			tool string
+			args map[string]any
+		}{
+			{"terminal_send", map[string]any{"keys": "echo 'Hello, world!' > hello.txt\n", "wait_sec": 5}},
+			{"exec", map[string]any{"command": "cat /app/hello.txt", "timeout_sec": 30}},
+		}
 		message := map[string]any{"role": "assistant", "content": "Done."}
-		if strings.Contains(prompt, "hello.txt") && results < len(commands) {
-			args, _ := json.Marshal(map[string]any{"command": commands[results], "timeout_sec": 30})
-			message = map[string]any{"role": "assistant", "content": "Running a command.", "tool_calls": []any{map[string]any{"id": fmt.Sprintf("call_%d", results), "type": "function",
-				"function": map[string]any{"name": "exec", "arguments": string(args)}}}}
+		if strings.Contains(prompt, "hello.txt") && results < len(calls) {
+			args, _ := json.Marshal(calls[results].args)
+			message = map[string]any{"role": "assistant", "content": "Working.", "tool_calls": []any{map[string]any{"id": fmt.Sprintf("call_%d", results), "type": "function",
+				"function": map[string]any{"name": calls[results].tool, "arguments": string(args)}}}}
 		}
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(map[string]any{"id": fmt.Sprintf("chatcmpl-%d", results), "object": "chat.completion", "model": req.Model,
@@ -137,21 +146,25 @@ func scriptedShellModel(t *testing.T) *httptest.Server {
 // and the task that needs what Proctor does not honour yet is refused at import, saying why.
 func TestHarborTasks(t *testing.T) {
 	t.Parallel()
-	t.Run("process", func(t *testing.T) {
+	// One provider on each store: what turns on the store is the store suites' (both), and the
+	// flow through the platform is the same on either.
+	t.Run("process/sqlite", func(t *testing.T) {
 		t.Parallel()
-		harborTasks(t, nil)
+		harborTasks(t, nil, nil)
 	})
-	t.Run("container", func(t *testing.T) {
+	t.Run("container/postgres", func(t *testing.T) {
 		t.Parallel()
 		host := testenv.ContainerEngine(t)
-		harborTasks(t, []string{"--sandbox-provider", "container", "--container-host", host, "--container-owner", "harbor-" + filepath.Base(t.TempDir())})
+		harborTasks(t, []string{"--sandbox-provider", "container", "--container-host", host, "--container-owner", "harbor-" + filepath.Base(t.TempDir())},
+			[]string{"--database-url", storetest.PostgresURL(t)})
 	})
 }
 
-func harborTasks(t *testing.T, provider []string) {
+func harborTasks(t *testing.T, provider, storeArgs []string) {
 	dataDir := t.TempDir()
 	makeHarborBase(t, filepath.Join(dataDir, "builds"))
-	dev := startDev(t, dataDir, append(provider, "--shell-server", testenv.StaticProgram(t, "cmd/proctor-shell"), "--agent-relay", testenv.StaticProgram(t, "cmd/proctor-relay"))...)
+	dev := startDev(t, dataDir, slices.Concat(provider, storeArgs, []string{"--shell-server", testenv.StaticProgram(t, "cmd/proctor-shell"),
+		"--agent-relay", testenv.StaticProgram(t, "cmd/proctor-relay")})...)
 	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey, temporal: dev.info.TemporalAddress}
 	examples := filepath.Join(testenv.ModuleRoot(t), "examples", "harbor")
 
@@ -173,7 +186,12 @@ func harborTasks(t *testing.T, provider []string) {
 	if shared == nil {
 		t.Fatalf("import output names no environment for hello-world:\n%s", out)
 	}
-	// Again, unchanged: no build, no new task version.
+	// Again, unchanged, from an archive of the dataset: no build, no new task version.
+	archivePath := filepath.Join(t.TempDir(), "harbor-examples.tar.gz")
+	if err := os.WriteFile(archivePath, tarGz(t, examples), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	importArgs[3] = archivePath
 	out, _ = c.cli(importArgs...)
 	if !strings.Contains(out, "(0 created, 0 updated, 5 unchanged), 1 refused; 0 builds made, 5 tasks on a shared build") {
 		t.Errorf("an unchanged re-import:\n%s", out)
@@ -222,9 +240,9 @@ func harborTasks(t *testing.T, provider []string) {
 		}
 	}
 
-	// The built-in agent, driven by a scripted model that works through exec as a model would:
-	// it solves hello-world (and does nothing for the other tasks).
-	model := addScriptedModel(t, c, dataDir, nil, "shell-scripted", scriptedShellModel(t).URL)
+	// The built-in agent, driven by a scripted model that works through the terminal and exec as
+	// a model would: it solves hello-world (and does nothing for the other tasks).
+	model := addScriptedModel(t, c, dataDir, storeArgs, "shell-scripted", scriptedShellModel(t).URL)
 	var launched struct {
 		JobID string `json:"job_id"`
 	}

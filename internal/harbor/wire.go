@@ -19,8 +19,10 @@ const (
 	VerifyFunc = "verify"
 
 	// ExecTool and WriteFileTool are the shell server's visible tools.
-	ExecTool      = "exec"
-	WriteFileTool = "write_file"
+	ExecTool         = "exec"
+	WriteFileTool    = "write_file"
+	TerminalSendTool = "terminal_send"
+	TerminalReadTool = "terminal_read"
 
 	// TestsDir, SolutionDir and LogsDir are where Harbor's layout puts them in the sandbox.
 	TestsDir    = "/tests"

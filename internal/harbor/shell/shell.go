@@ -3,8 +3,9 @@
 // a build adds to such an image as its command, so that the image is an environment like any
 // other: its tools are what an agent drives, its scenario is what a task runs.
 //
-// Visible tools: exec (a command through the image's bash or sh, its output capped) and
-// write_file. Hidden: the setup hub's prepare (Harbor's /logs layout) and the evaluate hub's
+// Visible tools: exec (a command through the image's bash or sh, its output capped),
+// write_file, and a persistent terminal (terminal_send, terminal_read: an interactive shell on a
+// pseudo-terminal, and the screen it draws). Hidden: the setup hub's prepare (Harbor's /logs layout) and the evaluate hub's
 // verify, Harbor's verifier: /logs/verifier emptied, tests/ put at /tests, `bash
 // /tests/test.sh` run, the reward read from /logs/verifier/reward.json or reward.txt.
 package shell
@@ -25,6 +26,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -74,6 +76,9 @@ func New(logger *slog.Logger, cfg Config) (*envserver.Server, error) {
 			"The command runs with bash -c (sh -c without bash), in cwd (default the task's working directory), with env added to the environment, "+
 			"and is killed with everything it started after timeout_sec (default 600).", s.exec)),
 		added(envserver.AddTool(srv, harbor.WriteFileTool, "Write a file (its folders made as needed): content as text, or base64 for bytes.", s.writeFile)),
+		added(envserver.AddTool(srv, harbor.TerminalSendTool, fmt.Sprintf("Type into a persistent interactive shell on a %dx%d terminal (its state, directory and programs stay between calls), "+
+			"press keys by name (Enter, C-c, …), wait for the output to settle (wait_sec, default 1), and see the screen. For interactive programs; exec suits one-off commands.", TerminalCols, TerminalRows), s.terminalSend)),
+		added(envserver.AddTool(srv, harbor.TerminalReadTool, "See the persistent terminal's screen now (and, with scrollback, what scrolled off it).", s.terminalRead)),
 		added(envserver.AddTool(setup, harbor.SetupFunc, "Prepare Harbor's layout: /logs/agent and /logs/verifier, empty.", s.prepare)),
 		added(envserver.AddTool(evaluate, harbor.VerifyFunc, "Run the task's verifier: tests at /tests, bash /tests/test.sh, the reward from /logs/verifier.", s.verify)),
 		srv.Mount(setup),
@@ -98,6 +103,9 @@ func added[F any](_ F, err error) error { return err }
 type server struct {
 	cfg Config
 	log *slog.Logger
+
+	termMu sync.Mutex
+	term   *terminal // the terminal tools' shell, once started
 }
 
 // ExecArgs are exec's arguments.

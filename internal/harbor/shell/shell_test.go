@@ -231,3 +231,58 @@ func TestTheTaskFaultPrefixIsThePlatforms(t *testing.T) {
 		t.Error("a TaskFault's tool error is not read as one")
 	}
 }
+
+func (m *machine) send(args shell.TerminalSendArgs) shell.TerminalScreen {
+	m.t.Helper()
+	var s shell.TerminalScreen
+	if msg := m.call(harbor.TerminalSendTool, args, &s); msg != "" {
+		m.t.Fatalf("terminal_send %+v: %s", args, msg)
+	}
+	return s
+}
+
+// waitScreen sends args, then reads the screen until it holds want (a busy machine may take a
+// while to draw it).
+func (m *machine) waitScreen(args shell.TerminalSendArgs, want string) shell.TerminalScreen {
+	m.t.Helper()
+	s := m.send(args)
+	for i := 0; !strings.Contains(s.Screen, want); i++ {
+		if i == 300 {
+			m.t.Fatalf("the screen never showed %q:\n%s", want, s.Screen)
+		}
+		time.Sleep(50 * time.Millisecond)
+		if msg := m.call(harbor.TerminalReadTool, shell.TerminalReadArgs{}, &s); msg != "" {
+			m.t.Fatal(msg)
+		}
+	}
+	return s
+}
+
+func TestTheTerminalKeepsItsShellBetweenCalls(t *testing.T) {
+	m := newMachine(t)
+	m.waitScreen(shell.TerminalSendArgs{Keys: "cd /tmp && x=42\n"}, "")
+	s := m.waitScreen(shell.TerminalSendArgs{Keys: "echo \"x is $x in $(pwd)\"\n"}, "x is 42 in /tmp")
+	if !s.Running {
+		t.Errorf("the shell is not running: %+v", s)
+	}
+	// An interactive program reads what is typed; C-c interrupts one that runs on.
+	m.waitScreen(shell.TerminalSendArgs{Keys: "cat\n"}, "cat")
+	m.waitScreen(shell.TerminalSendArgs{Keys: "typed line", Press: []string{"Enter"}}, "typed line\ntyped line")
+	m.waitScreen(shell.TerminalSendArgs{Press: []string{"C-d"}}, "")
+	m.waitScreen(shell.TerminalSendArgs{Keys: "sleep 300\n"}, "sleep 300")
+	m.waitScreen(shell.TerminalSendArgs{Press: []string{"C-c"}}, "^C")
+	m.waitScreen(shell.TerminalSendArgs{Keys: "echo after-$((6*7))\n"}, "after-42")
+	if msg := m.call(harbor.TerminalSendTool, shell.TerminalSendArgs{Press: []string{"Hyper"}}, nil); !strings.Contains(msg, "not a key name") {
+		t.Errorf("an unknown key: %q", msg)
+	}
+	// The shell exits; the next send starts a new one (the old one's variables gone).
+	s = m.send(shell.TerminalSendArgs{Keys: "exit\n", WaitSec: 5})
+	for i := 0; s.Running; i++ {
+		if i == 100 {
+			t.Fatalf("the shell did not exit: %+v", s)
+		}
+		time.Sleep(50 * time.Millisecond)
+		m.call(harbor.TerminalReadTool, shell.TerminalReadArgs{}, &s)
+	}
+	m.waitScreen(shell.TerminalSendArgs{Keys: "echo \"x=[$x]\"\n"}, "x=[]")
+}
