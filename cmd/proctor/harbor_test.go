@@ -168,21 +168,38 @@ func harborTasks(t *testing.T, provider, storeArgs []string) {
 	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey, temporal: dev.info.TemporalAddress}
 	examples := filepath.Join(testenv.ModuleRoot(t), "examples", "harbor")
 
+	// What Proctor does not honour refuses the task, saying why, before anything is built.
+	unsupported := filepath.Join(t.TempDir(), "multi-step")
+	for name, content := range map[string]string{"task.toml": "schema_version = \"1.4\"\nos = \"windows\"\n[[steps]]\nname = \"one\"\n",
+		"instruction.md": "x", "environment/Dockerfile": "FROM scratch\n", "tests/test.sh": "exit 0\n"} {
+		os.MkdirAll(filepath.Dir(filepath.Join(unsupported, name)), 0o755)
+		os.WriteFile(filepath.Join(unsupported, name), []byte(content), 0o644)
+	}
+	out, err := c.cli("tasks", "import", "harbor", unsupported)
+	if err == nil || !regexp.MustCompile(`multi-step\s+refused: os: not a field Proctor knows .*; \[\[steps\]\]: multi-step tasks are not supported yet`).MatchString(out) ||
+		!strings.Contains(out, "1 tasks: 0 imported into ") {
+		t.Errorf("an unsupported task: %v\n%s", err, out)
+	}
+
+	// api-token's [environment].env names the launching member's secret.
+	if code := c.call("POST", "/v2/member-secrets", map[string]any{"name": "API_TOKEN", "value": "tok-0123456789"}, nil); code != 201 {
+		t.Fatalf("member secret: %d", code)
+	}
 	importArgs := []string{"tasks", "import", "harbor", examples, "--taskset", "harbor-examples", "--build-arg", "BASE_IMAGE=" + harborBase}
-	out, err := c.cli(importArgs...)
-	if err == nil || !strings.Contains(err.Error(), "1 of 6 tasks refused") {
-		t.Fatalf("import: %v, want the one refusal\n%s", err, out)
+	out, err = c.cli(importArgs...)
+	if err != nil {
+		t.Fatalf("import: %v\n%s", err, out)
 	}
 	for _, want := range []string{
-		`proctor/api-token\s+refused: environment.env: variables resolved at run time are not supported yet`,
-		`6 tasks: 5 imported into harbor-examples \(5 created, 0 updated, 0 unchanged\), 1 refused; 3 builds made, 2 tasks on a shared build`,
+		`6 tasks: 6 imported into harbor-examples \(6 created, 0 updated, 0 unchanged\), 0 refused; 3 builds made, 3 tasks on a shared build`,
 		`proctor/hello-world\s+imported`,
+		`proctor/api-token\s+imported`,
 	} {
 		if !regexp.MustCompile(want).MatchString(out) {
 			t.Errorf("import output lacks %q:\n%s", want, out)
 		}
 	}
-	shared := regexp.MustCompile(`proctor/hello-world\s+imported \(built (harbor-[0-9a-f]{16})\)`).FindStringSubmatch(out)
+	shared := regexp.MustCompile(`proctor/hello-world\s+imported \((?:built|shared build) (harbor-[0-9a-f]{16})\)`).FindStringSubmatch(out)
 	if shared == nil {
 		t.Fatalf("import output names no environment for hello-world:\n%s", out)
 	}
@@ -193,7 +210,7 @@ func harborTasks(t *testing.T, provider, storeArgs []string) {
 	}
 	importArgs[3] = archivePath
 	out, _ = c.cli(importArgs...)
-	if !strings.Contains(out, "(0 created, 0 updated, 5 unchanged), 1 refused; 0 builds made, 5 tasks on a shared build") {
+	if !strings.Contains(out, "(0 created, 0 updated, 6 unchanged), 0 refused; 0 builds made, 6 tasks on a shared build") {
 		t.Errorf("an unchanged re-import:\n%s", out)
 	}
 
@@ -203,9 +220,9 @@ func harborTasks(t *testing.T, provider, storeArgs []string) {
 		name, id string
 		want     map[string]string // task → "reward" or "error: …"
 	}{
-		{"oracle", oracle, map[string]string{"proctor/hello-world": "1", "proctor/log-census": "1", "proctor/inventory-report": "1", "proctor/offline-check": "1",
+		{"oracle", oracle, map[string]string{"proctor/hello-world": "1", "proctor/log-census": "1", "proctor/inventory-report": "1", "proctor/offline-check": "1", "proctor/api-token": "1",
 			"proctor/two-rewards": "error: task fault: the verifier wrote both reward.txt and reward.json"}},
-		{"idle", idle, map[string]string{"proctor/hello-world": "0", "proctor/log-census": "0", "proctor/inventory-report": "0", "proctor/offline-check": "0",
+		{"idle", idle, map[string]string{"proctor/hello-world": "0", "proctor/log-census": "0", "proctor/inventory-report": "0", "proctor/offline-check": "0", "proctor/api-token": "0",
 			"proctor/two-rewards": "error: task fault: the verifier wrote both"}},
 	} {
 		var launched struct {
@@ -273,6 +290,7 @@ func harborTasks(t *testing.T, provider, storeArgs []string) {
 	for _, want := range []string{
 		`proctor/hello-world\s+2/2\s+0\.000\s+0\.000\s+2/2 refused; claimed success via exec → 0\.000\s+–`,
 		`proctor/offline-check\s+2/2\s+0\.000\s+0\.000\s+2/2 refused; claimed success via exec → 0\.000\s+–`,
+		`proctor/api-token\s+2/2\s+0\.000\s+0\.000\s+2/2 refused; claimed success via exec → 0\.000\s+–`,
 		`proctor/two-rewards\s+0/0\s.*task_fault`,
 	} {
 		if !regexp.MustCompile(want).MatchString(out) {
@@ -328,11 +346,11 @@ func BenchmarkHarborImport(b *testing.B) {
 func checkHarborExport(t *testing.T, c api, jobID string, want map[string]string) {
 	t.Helper()
 	dir := t.TempDir()
-	if out, err := c.cli("export", jobID, "--format", "harbor", "--out", dir); err != nil || !strings.Contains(out, "5 trials written in Harbor's layout") {
+	if out, err := c.cli("export", jobID, "--format", "harbor", "--out", dir); err != nil || !strings.Contains(out, "6 trials written in Harbor's layout") {
 		t.Fatalf("export --format harbor: %v\n%s", err, out)
 	}
 	var job harborJobResult
-	if err := json.Unmarshal(mustRead(t, filepath.Join(dir, jobID, "result.json")), &job); err != nil || job.NTotalTrials != 5 || job.Stats.NErrors != 1 ||
+	if err := json.Unmarshal(mustRead(t, filepath.Join(dir, jobID, "result.json")), &job); err != nil || job.NTotalTrials != 6 || job.Stats.NErrors != 1 ||
 		job.Stats.MeanReward == nil || *job.Stats.MeanReward != 1 {
 		t.Errorf("the job's result.json: %+v, %v", job, err)
 	}
@@ -368,7 +386,7 @@ func checkHarborExport(t *testing.T, c api, jobID string, want map[string]string
 			}
 		}
 	}
-	if len(seen) != 5 {
+	if len(seen) != 6 {
 		t.Errorf("trials of %d tasks: %v", len(seen), seen)
 	}
 }

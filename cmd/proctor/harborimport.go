@@ -183,7 +183,7 @@ func importHarbor(ctx context.Context, c *apiClient, dirs []string, taskset stri
 			case how == "built" && i == 0:
 				r.result = "imported (built " + name + ")"
 			case how == "built":
-				r.result, shared = "imported (shared build)", shared+1
+				r.result, shared = "imported (shared build "+name+")", shared+1
 			default:
 				r.result, shared = "imported ("+name+" built before)", shared+1
 			}

@@ -19,6 +19,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -309,8 +310,12 @@ func (t *Task) check(opts Options) {
 	if e.SkillsDir != "" {
 		t.refuse("environment.skills_dir: agent skills are not supported yet")
 	}
-	if len(e.Env) > 0 {
-		t.refuse("environment.env: variables resolved at run time are not supported yet")
+	for k, v := range e.Env {
+		if !envName.MatchString(k) {
+			t.refuse("environment.env.%s: not a variable name", k)
+		} else if _, err := ExpandEnv(v, func(string) (string, bool) { return "", true }); err != nil {
+			t.refuse("environment.env.%s: %v", k, err)
+		}
 	}
 	if e.Healthcheck != nil {
 		t.refuse("environment.healthcheck: gating the start on a healthcheck is not supported yet")
@@ -318,6 +323,38 @@ func (t *Task) check(opts Options) {
 	if _, err := t.Network(); err != nil {
 		t.refuse("%v", err)
 	}
+}
+
+// envName is what a variable may be called.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// envRef is a ${NAME} or ${NAME:-default} in a value of [environment].env.
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
+
+// ExpandEnv is value with each ${NAME} replaced by lookup(NAME), or by its default in
+// ${NAME:-default} when lookup has none (or an empty one). A reference without a value or a
+// default is an error naming it; a "$" that starts no reference is kept as it is, but "${" must
+// start one.
+func ExpandEnv(value string, lookup func(string) (string, bool)) (string, error) {
+	var missing []string
+	out := envRef.ReplaceAllStringFunc(value, func(ref string) string {
+		m := envRef.FindStringSubmatch(ref)
+		if v, ok := lookup(m[1]); ok && (v != "" || m[2] == "") {
+			return v
+		}
+		if m[2] != "" {
+			return m[3]
+		}
+		missing = append(missing, m[1])
+		return ""
+	})
+	if strings.Contains(envRef.ReplaceAllString(value, ""), "${") {
+		return "", fmt.Errorf("%q: a reference is ${NAME} or ${NAME:-default}", value)
+	}
+	if len(missing) > 0 {
+		return "", fmt.Errorf("%s not set", strings.Join(missing, ", "))
+	}
+	return out, nil
 }
 
 func cmp(a, b string) string {

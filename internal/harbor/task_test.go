@@ -141,20 +141,21 @@ func TestTheImportRefusesWhatItDoesNotHonour(t *testing.T) {
 		files map[string]string
 		want  []string
 	}{
-		"unknown fields":                 {toml: "version = \"1.0\"\nos = \"windows\"\n[environment]\ntpus = 4\n", want: []string{"os: not a field Proctor knows", "environment.tpus: not a field"}},
-		"steps and artifacts":            {toml: "schema_version = \"1.4\"\n[[steps]]\nname = \"a\"\n[[artifacts]]\nsource = \"/x\"\n", want: []string{"[[steps]]", "[[artifacts]]"}},
-		"users":                          {toml: "[agent]\nuser = \"agent\"\n[verifier]\nuser = 0\n", want: []string{"agent.user", "verifier.user"}},
-		"several gpu types and host env": {toml: "[environment]\ngpu_types = [\"h100\", \"a100\"]\nenv = { TOKEN = \"${TOKEN}\" }\n", want: []string{"gpu_types", "environment.env"}},
-		"healthcheck and mcp servers":    {toml: "[environment.healthcheck]\ncommand = \"true\"\n[[environment.mcp_servers]]\nname = \"x\"\ncommand = \"y\"\n", want: []string{"healthcheck", "mcp_servers"}},
-		"a bad network":                  {toml: "[environment]\nnetwork_mode = \"private\"\n", want: []string{"network_mode \"private\""}},
-		"allowlist without hosts":        {toml: "[environment]\nnetwork_mode = \"allowlist\"\n", want: []string{"name its allowed_hosts"}},
-		"a long build":                   {toml: "[environment]\nbuild_timeout_sec = 7200\n", want: []string{"bounded at 1800 s"}},
-		"a verifier of its own":          {toml: "[verifier]\nenvironment_mode = \"separate\"\n", want: []string{"environment_mode"}},
-		"schema 2":                       {toml: "schema_version = \"2.0\"\n", want: []string{"schema 1.x"}},
-		"no test.sh":                     {toml: "", files: map[string]string{"tests/test.sh": "", "tests/other.sh": "x"}, want: []string{"tests/test.sh: missing"}},
-		"no instruction":                 {toml: "", files: map[string]string{"instruction.md": " \n"}, want: []string{"instruction.md is empty"}},
-		"compose":                        {toml: "", files: map[string]string{"environment/Dockerfile": "", "environment/docker-compose.yaml": "services: {}"}, want: []string{"several containers"}},
-		"a prebuilt image":               {toml: "[environment]\ndocker_image = \"x/y:1\"\n", files: map[string]string{"environment/Dockerfile": "", "environment/README": "x"}, want: []string{"no registry pull"}},
+		"unknown fields":      {toml: "version = \"1.0\"\nos = \"windows\"\n[environment]\ntpus = 4\n", want: []string{"os: not a field Proctor knows", "environment.tpus: not a field"}},
+		"steps and artifacts": {toml: "schema_version = \"1.4\"\n[[steps]]\nname = \"a\"\n[[artifacts]]\nsource = \"/x\"\n", want: []string{"[[steps]]", "[[artifacts]]"}},
+		"users":               {toml: "[agent]\nuser = \"agent\"\n[verifier]\nuser = 0\n", want: []string{"agent.user", "verifier.user"}},
+		"several gpu types and a bad reference": {toml: "[environment]\ngpu_types = [\"h100\", \"a100\"]\nenv = { TOKEN = \"${TOKEN\", \"9X\" = \"1\" }\n",
+			want: []string{"gpu_types", "environment.env.TOKEN", "environment.env.9X: not a variable name"}},
+		"healthcheck and mcp servers": {toml: "[environment.healthcheck]\ncommand = \"true\"\n[[environment.mcp_servers]]\nname = \"x\"\ncommand = \"y\"\n", want: []string{"healthcheck", "mcp_servers"}},
+		"a bad network":               {toml: "[environment]\nnetwork_mode = \"private\"\n", want: []string{"network_mode \"private\""}},
+		"allowlist without hosts":     {toml: "[environment]\nnetwork_mode = \"allowlist\"\n", want: []string{"name its allowed_hosts"}},
+		"a long build":                {toml: "[environment]\nbuild_timeout_sec = 7200\n", want: []string{"bounded at 1800 s"}},
+		"a verifier of its own":       {toml: "[verifier]\nenvironment_mode = \"separate\"\n", want: []string{"environment_mode"}},
+		"schema 2":                    {toml: "schema_version = \"2.0\"\n", want: []string{"schema 1.x"}},
+		"no test.sh":                  {toml: "", files: map[string]string{"tests/test.sh": "", "tests/other.sh": "x"}, want: []string{"tests/test.sh: missing"}},
+		"no instruction":              {toml: "", files: map[string]string{"instruction.md": " \n"}, want: []string{"instruction.md is empty"}},
+		"compose":                     {toml: "", files: map[string]string{"environment/Dockerfile": "", "environment/docker-compose.yaml": "services: {}"}, want: []string{"several containers"}},
+		"a prebuilt image":            {toml: "[environment]\ndocker_image = \"x/y:1\"\n", files: map[string]string{"environment/Dockerfile": "", "environment/README": "x"}, want: []string{"no registry pull"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			task, err := Read(writeTask(t, c.toml, c.files), Options{})
@@ -210,5 +211,32 @@ func TestFindTasks(t *testing.T) {
 	}
 	if _, err := FindTasks(t.TempDir()); err == nil || !strings.Contains(err.Error(), "not a Harbor task or dataset") {
 		t.Errorf("an empty folder: %v", err)
+	}
+}
+
+func TestEnvironmentValuesNameTheSandboxsVariables(t *testing.T) {
+	vars := map[string]string{"API_TOKEN": "sk-1", "EMPTY": ""}
+	lookup := func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+	for value, want := range map[string]string{
+		"${API_TOKEN}":                   "sk-1",
+		"Bearer ${API_TOKEN}!":           "Bearer sk-1!",
+		"${MISSING:-fallback}":           "fallback",
+		"${EMPTY:-fallback}":             "fallback",
+		"${EMPTY}":                       "",
+		"plain $HOME and $1 and cost $5": "plain $HOME and $1 and cost $5",
+	} {
+		if got, err := ExpandEnv(value, lookup); err != nil || got != want {
+			t.Errorf("ExpandEnv(%q) = %q, %v; want %q", value, got, err, want)
+		}
+	}
+	if _, err := ExpandEnv("${MISSING} and ${ALSO}", lookup); err == nil || err.Error() != "MISSING, ALSO not set" {
+		t.Errorf("missing references: %v", err)
+	}
+	if _, err := ExpandEnv("${NOT CLOSED", lookup); err == nil || !strings.Contains(err.Error(), "${NAME} or ${NAME:-default}") {
+		t.Errorf("a malformed reference: %v", err)
+	}
+	task, err := Read(writeTask(t, "[environment]\nenv = { API_TOKEN = \"${API_TOKEN}\", MODE = \"test\" }\n", nil), Options{})
+	if err != nil || len(task.Refusals) != 0 || task.ScenarioArgs().Env["API_TOKEN"] != "${API_TOKEN}" || task.ScenarioArgs().Env["MODE"] != "test" {
+		t.Errorf("a task with environment.env: %v %q %+v", err, task.Refusals, task.ScenarioArgs().Env)
 	}
 }

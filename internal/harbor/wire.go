@@ -37,6 +37,9 @@ type Args struct {
 	Tests              []WireFile        `json:"tests" jsonschema:"the files of the task's tests/ folder, put at /tests when the verifier runs"`
 	VerifierTimeoutSec float64           `json:"verifier_timeout_sec" jsonschema:"seconds bash /tests/test.sh may run"`
 	VerifierEnv        map[string]string `json:"verifier_env,omitempty" jsonschema:"environment variables of the verifier"`
+	// Env is [environment].env: values that may name the sandbox's own variables (the launching
+	// member's secrets, the environment's variables) as ${NAME} or ${NAME:-default}.
+	Env map[string]string `json:"env,omitempty" jsonschema:"the task's environment variables ([environment].env), resolved in the sandbox: ${NAME} and ${NAME:-default} name the sandbox's own variables (the member's secrets, the environment's variables)"`
 }
 
 // WireFile is a File as arguments carry it: its content in standard base64.
@@ -74,7 +77,7 @@ func (w WireFile) Decode() (File, error) {
 
 // ScenarioArgs are the task's arguments of the harbor scenario.
 func (t *Task) ScenarioArgs() Args {
-	return Args{Instruction: t.Instruction, Tests: Wire(t.Tests), VerifierTimeoutSec: t.VerifierTimeoutSec(), VerifierEnv: t.Config.Verifier.Env}
+	return Args{Instruction: t.Instruction, Tests: Wire(t.Tests), VerifierTimeoutSec: t.VerifierTimeoutSec(), VerifierEnv: t.Config.Verifier.Env, Env: t.Config.Environment.Env}
 }
 
 // ValidationCall is one call of the oracle's script, as a task's validation holds it.

@@ -79,7 +79,7 @@ func New(logger *slog.Logger, cfg Config) (*envserver.Server, error) {
 		added(envserver.AddTool(srv, harbor.TerminalSendTool, fmt.Sprintf("Type into a persistent interactive shell on a %dx%d terminal (its state, directory and programs stay between calls), "+
 			"press keys by name (Enter, C-c, …), wait for the output to settle (wait_sec, default 1), and see the screen. For interactive programs; exec suits one-off commands.", TerminalCols, TerminalRows), s.terminalSend)),
 		added(envserver.AddTool(srv, harbor.TerminalReadTool, "See the persistent terminal's screen now (and, with scrollback, what scrolled off it).", s.terminalRead)),
-		added(envserver.AddTool(setup, harbor.SetupFunc, "Prepare Harbor's layout: /logs/agent and /logs/verifier, empty.", s.prepare)),
+		added(envserver.AddTool(setup, harbor.SetupFunc, "Prepare Harbor's layout (/logs/agent and /logs/verifier, empty) and the task's environment variables.", s.prepare)),
 		added(envserver.AddTool(evaluate, harbor.VerifyFunc, "Run the task's verifier: tests at /tests, bash /tests/test.sh, the reward from /logs/verifier.", s.verify)),
 		srv.Mount(setup),
 		srv.Mount(evaluate),
@@ -106,6 +106,46 @@ type server struct {
 
 	termMu sync.Mutex
 	term   *terminal // the terminal tools' shell, once started
+
+	envMu   sync.Mutex
+	taskEnv map[string]string // the task's [environment].env, resolved by setup (or the verifier)
+}
+
+// setTaskEnv resolves the task's [environment].env against this process's environment (the
+// sandbox's: the launching member's secrets and the environment's variables, never the
+// worker's) and keeps it for every command from now on.
+func (s *server) setTaskEnv(templates map[string]string) error {
+	env := map[string]string{}
+	var missing []string
+	for _, k := range slices.Sorted(maps.Keys(templates)) {
+		v, err := harbor.ExpandEnv(templates[k], os.LookupEnv)
+		if err != nil {
+			missing = append(missing, fmt.Sprintf("%s (%v)", k, err))
+			continue
+		}
+		env[k] = v
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("the task's environment.env cannot be set: %s: give the launching member a secret of that name, or the environment a variable", strings.Join(missing, "; "))
+	}
+	s.envMu.Lock()
+	s.taskEnv = env
+	s.envMu.Unlock()
+	return nil
+}
+
+// environ is the environment commands run with: this process's, the task's, then extra.
+func (s *server) environ(extra map[string]string) []string {
+	env := os.Environ()
+	s.envMu.Lock()
+	for _, k := range slices.Sorted(maps.Keys(s.taskEnv)) {
+		env = append(env, k+"="+s.taskEnv[k])
+	}
+	s.envMu.Unlock()
+	for _, k := range slices.Sorted(maps.Keys(extra)) {
+		env = append(env, k+"="+extra[k])
+	}
+	return env
 }
 
 // ExecArgs are exec's arguments.
@@ -196,10 +236,7 @@ func (s *server) run(ctx context.Context, command, cwd string, env map[string]st
 	}
 	cmd := exec.Command(sh, "-c", command)
 	cmd.Dir, cmd.Stdout, cmd.Stderr = cwd, &r.stdout, &r.stderr
-	cmd.Env = os.Environ()
-	for _, k := range slices.Sorted(maps.Keys(env)) {
-		cmd.Env = append(cmd.Env, k+"="+env[k])
-	}
+	cmd.Env = s.environ(env)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
@@ -289,7 +326,10 @@ type PrepareResult struct {
 	Dirs []string `json:"dirs"`
 }
 
-func (s *server) prepare(_ context.Context, _ harbor.Args) (PrepareResult, error) {
+func (s *server) prepare(_ context.Context, a harbor.Args) (PrepareResult, error) {
+	if err := s.setTaskEnv(a.Env); err != nil {
+		return PrepareResult{}, err
+	}
 	dirs := []string{filepath.Join(s.cfg.Logs, "agent"), filepath.Join(s.cfg.Logs, "verifier")}
 	for _, d := range dirs {
 		if err := os.RemoveAll(d); err != nil {
@@ -311,6 +351,9 @@ func (s *server) prepare(_ context.Context, _ harbor.Args) (PrepareResult, error
 // score; all are kept) or reward.txt (one number). Both files, neither, an empty or non-numeric
 // one, or a verifier past its time is an envserver.TaskFault: the attempt ends in error, never a silent 0. test.sh's exit status is kept, not scored.
 func (s *server) verify(ctx context.Context, a harbor.Args) (envserver.EvaluationResult, error) {
+	if err := s.setTaskEnv(a.Env); err != nil {
+		return envserver.EvaluationResult{}, err
+	}
 	vdir := filepath.Join(s.cfg.Logs, "verifier")
 	if err := os.RemoveAll(vdir); err != nil {
 		return envserver.EvaluationResult{}, err

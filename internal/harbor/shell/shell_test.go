@@ -286,3 +286,28 @@ func TestTheTerminalKeepsItsShellBetweenCalls(t *testing.T) {
 	}
 	m.waitScreen(shell.TerminalSendArgs{Keys: "echo \"x=[$x]\"\n"}, "x=[]")
 }
+
+// The task's [environment].env is resolved against the sandbox's own variables (there, the
+// member's secrets and the environment's variables; here, this process's) and reaches every
+// command, the verifier's too; a variable the sandbox lacks fails the setup, naming it.
+func TestTheTasksEnvironmentReachesEveryCommand(t *testing.T) {
+	m := newMachine(t)
+	args := harbor.Args{Instruction: "x", Env: map[string]string{"TOKEN": "${HARBOR_TEST_TOKEN}", "MODE": "${HARBOR_TEST_MODE:-offline}"}}
+	if msg := m.call(envserver.SetupHub, map[string]any{"name": harbor.SetupFunc, "arguments": args}, nil); !strings.Contains(msg, "TOKEN (HARBOR_TEST_TOKEN not set)") {
+		t.Errorf("setup without the variable: %q", msg)
+	}
+	t.Setenv("HARBOR_TEST_TOKEN", "tok-123")
+	if msg := m.call(envserver.SetupHub, map[string]any{"name": harbor.SetupFunc, "arguments": args}, nil); msg != "" {
+		t.Fatal(msg)
+	}
+	if r := m.exec(shell.ExecArgs{Command: `echo "$TOKEN $MODE"`}); r.Stdout != "tok-123 offline\n" {
+		t.Errorf("exec saw %q", r.Stdout)
+	}
+	m.waitScreen(shell.TerminalSendArgs{Keys: "echo \"term:$TOKEN\"\n"}, "term:tok-123")
+	args.Tests = harbor.Wire([]harbor.File{{Path: "test.sh", Content: []byte(`[ "$TOKEN" = tok-123 ] && echo 1 > ` + m.logs + `/verifier/reward.txt || echo 0 > ` + m.logs + "/verifier/reward.txt\n")}})
+	args.VerifierTimeoutSec = 60
+	var r envserver.EvaluationResult
+	if msg := m.call(envserver.EvaluateHub, map[string]any{"name": harbor.VerifyFunc, "arguments": args}, &r); msg != "" || r.Reward != 1 {
+		t.Errorf("the verifier with the task's environment: %+v %s", r, msg)
+	}
+}

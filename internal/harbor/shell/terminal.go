@@ -66,7 +66,7 @@ type terminal struct {
 }
 
 // start starts the shell on a new pseudo-terminal, in dir.
-func startTerminal(sh, dir string) (*terminal, error) {
+func startTerminal(sh, dir string, env []string) (*terminal, error) {
 	ptm, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("terminal: no pseudo-terminal here: %w", err)
@@ -93,7 +93,7 @@ func startTerminal(sh, dir string) (*terminal, error) {
 	defer pts.Close()
 	cmd := exec.Command(sh, "-i")
 	cmd.Dir, cmd.Stdin, cmd.Stdout, cmd.Stderr = dir, pts, pts, pts
-	cmd.Env = append(os.Environ(), "TERM=xterm", fmt.Sprintf("LINES=%d", TerminalRows), fmt.Sprintf("COLUMNS=%d", TerminalCols))
+	cmd.Env = append(env, "TERM=xterm", fmt.Sprintf("LINES=%d", TerminalRows), fmt.Sprintf("COLUMNS=%d", TerminalCols))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		ptm.Close()
@@ -191,7 +191,7 @@ func (s *server) terminalOf() (*terminal, error) {
 	if sh == "" {
 		return nil, errors.New("the image has no shell (/bin/bash or /bin/sh) to run a terminal with")
 	}
-	t, err := startTerminal(sh, s.cfg.WorkDir)
+	t, err := startTerminal(sh, s.cfg.WorkDir, s.environ(nil))
 	if err != nil {
 		return nil, err
 	}
