@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -257,6 +258,10 @@ func ensureHarborBuild(ctx context.Context, c *apiClient, name, dir string, buil
 func harborUploadTask(t *harbor.Task, env string) map[string]any {
 	e := t.Config.Environment
 	limits := map[string]any{"run_timeout_s": t.AgentTimeoutSec()}
+	if h := e.Healthcheck; h != nil {
+		// The start (setup included) must outlast the healthcheck's worst case.
+		limits["startup_timeout_s"] = max(120, math.Ceil(h.Worst())+60)
+	}
 	resources := map[string]any{}
 	if e.CPUs != nil {
 		resources["cpu"] = *e.CPUs

@@ -97,9 +97,36 @@ type Environment struct {
 	NetworkMode     string            `toml:"network_mode"`
 	AllowedHosts    []string          `toml:"allowed_hosts"`
 	Env             map[string]string `toml:"env"`
-	Healthcheck     map[string]any    `toml:"healthcheck"`
+	Healthcheck     *Healthcheck      `toml:"healthcheck"`
 	MCPServers      []any             `toml:"mcp_servers"`
 	SkillsDir       string            `toml:"skills_dir"`
+}
+
+// Healthcheck is [environment.healthcheck]: Docker's HEALTHCHECK, run after the sandbox starts
+// and before the agent does.
+type Healthcheck struct {
+	Command          string   `toml:"command" json:"command" jsonschema:"the shell command; exit 0 is healthy"`
+	IntervalSec      *float64 `toml:"interval_sec" json:"interval_sec,omitempty" jsonschema:"seconds between checks after the start period (default 5)"`
+	TimeoutSec       *float64 `toml:"timeout_sec" json:"timeout_sec,omitempty" jsonschema:"seconds one check may run (default 30)"`
+	StartPeriodSec   *float64 `toml:"start_period_sec" json:"start_period_sec,omitempty" jsonschema:"seconds after the start during which failures do not count (default 0)"`
+	StartIntervalSec *float64 `toml:"start_interval_sec" json:"start_interval_sec,omitempty" jsonschema:"seconds between checks in the start period (default 5)"`
+	Retries          *int     `toml:"retries" json:"retries,omitempty" jsonschema:"consecutive failures after the start period that make it unhealthy (default 3)"`
+}
+
+// Worst is the longest a healthcheck can take before it says unhealthy, in seconds: the start
+// period, then retries checks each at most its timeout and an interval apart.
+func (h *Healthcheck) Worst() float64 {
+	or := func(v *float64, d float64) float64 {
+		if v != nil {
+			return *v
+		}
+		return d
+	}
+	retries := 3
+	if h.Retries != nil {
+		retries = *h.Retries
+	}
+	return or(h.StartPeriodSec, 0) + or(h.TimeoutSec, 30) + float64(retries)*(or(h.IntervalSec, 5)+or(h.TimeoutSec, 30))
 }
 
 // Network modes of [environment].network_mode.
@@ -200,9 +227,9 @@ func Read(dir string, opts Options) (*Task, error) {
 	}
 	for _, k := range md.Undecoded() {
 		// Keys under [metadata] are kept, not checked; those of tables refused whole
-		// (steps, artifacts, MCP servers, the healthcheck) are not refused once more.
+		// (steps, artifacts, MCP servers) are not refused once more.
 		if len(k) > 1 && (k[0] == "metadata" || k[0] == "steps" || k[0] == "artifacts") ||
-			len(k) > 2 && k[0] == "environment" && (k[1] == "healthcheck" || k[1] == "mcp_servers") {
+			len(k) > 2 && k[0] == "environment" && k[1] == "mcp_servers" {
 			continue
 		}
 		t.refuse("%s: not a field Proctor knows (a newer Harbor schema?)", k.String())
@@ -317,8 +344,18 @@ func (t *Task) check(opts Options) {
 			t.refuse("environment.env.%s: %v", k, err)
 		}
 	}
-	if e.Healthcheck != nil {
-		t.refuse("environment.healthcheck: gating the start on a healthcheck is not supported yet")
+	if h := e.Healthcheck; h != nil {
+		if strings.TrimSpace(h.Command) == "" {
+			t.refuse("environment.healthcheck.command: missing")
+		}
+		for name, v := range map[string]*float64{"interval_sec": h.IntervalSec, "timeout_sec": h.TimeoutSec, "start_period_sec": h.StartPeriodSec, "start_interval_sec": h.StartIntervalSec} {
+			if v != nil && (math.IsNaN(*v) || *v < 0 || *v > 3600) {
+				t.refuse("environment.healthcheck.%s = %v: between 0 and 3600", name, *v)
+			}
+		}
+		if h.Retries != nil && (*h.Retries < 1 || *h.Retries > 100) {
+			t.refuse("environment.healthcheck.retries = %d: between 1 and 100", *h.Retries)
+		}
 	}
 	if _, err := t.Network(); err != nil {
 		t.refuse("%v", err)

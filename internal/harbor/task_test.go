@@ -146,16 +146,17 @@ func TestTheImportRefusesWhatItDoesNotHonour(t *testing.T) {
 		"users":               {toml: "[agent]\nuser = \"agent\"\n[verifier]\nuser = 0\n", want: []string{"agent.user", "verifier.user"}},
 		"several gpu types and a bad reference": {toml: "[environment]\ngpu_types = [\"h100\", \"a100\"]\nenv = { TOKEN = \"${TOKEN\", \"9X\" = \"1\" }\n",
 			want: []string{"gpu_types", "environment.env.TOKEN", "environment.env.9X: not a variable name"}},
-		"healthcheck and mcp servers": {toml: "[environment.healthcheck]\ncommand = \"true\"\n[[environment.mcp_servers]]\nname = \"x\"\ncommand = \"y\"\n", want: []string{"healthcheck", "mcp_servers"}},
-		"a bad network":               {toml: "[environment]\nnetwork_mode = \"private\"\n", want: []string{"network_mode \"private\""}},
-		"allowlist without hosts":     {toml: "[environment]\nnetwork_mode = \"allowlist\"\n", want: []string{"name its allowed_hosts"}},
-		"a long build":                {toml: "[environment]\nbuild_timeout_sec = 7200\n", want: []string{"bounded at 1800 s"}},
-		"a verifier of its own":       {toml: "[verifier]\nenvironment_mode = \"separate\"\n", want: []string{"environment_mode"}},
-		"schema 2":                    {toml: "schema_version = \"2.0\"\n", want: []string{"schema 1.x"}},
-		"no test.sh":                  {toml: "", files: map[string]string{"tests/test.sh": "", "tests/other.sh": "x"}, want: []string{"tests/test.sh: missing"}},
-		"no instruction":              {toml: "", files: map[string]string{"instruction.md": " \n"}, want: []string{"instruction.md is empty"}},
-		"compose":                     {toml: "", files: map[string]string{"environment/Dockerfile": "", "environment/docker-compose.yaml": "services: {}"}, want: []string{"several containers"}},
-		"a prebuilt image":            {toml: "[environment]\ndocker_image = \"x/y:1\"\n", files: map[string]string{"environment/Dockerfile": "", "environment/README": "x"}, want: []string{"no registry pull"}},
+		"a bad healthcheck and mcp servers": {toml: "[environment.healthcheck]\ncommand = \"true\"\nretries = 0\nfrequency = 2\n[[environment.mcp_servers]]\nname = \"x\"\ncommand = \"y\"\n",
+			want: []string{"healthcheck.retries = 0", "environment.healthcheck.frequency: not a field", "mcp_servers"}},
+		"a bad network":           {toml: "[environment]\nnetwork_mode = \"private\"\n", want: []string{"network_mode \"private\""}},
+		"allowlist without hosts": {toml: "[environment]\nnetwork_mode = \"allowlist\"\n", want: []string{"name its allowed_hosts"}},
+		"a long build":            {toml: "[environment]\nbuild_timeout_sec = 7200\n", want: []string{"bounded at 1800 s"}},
+		"a verifier of its own":   {toml: "[verifier]\nenvironment_mode = \"separate\"\n", want: []string{"environment_mode"}},
+		"schema 2":                {toml: "schema_version = \"2.0\"\n", want: []string{"schema 1.x"}},
+		"no test.sh":              {toml: "", files: map[string]string{"tests/test.sh": "", "tests/other.sh": "x"}, want: []string{"tests/test.sh: missing"}},
+		"no instruction":          {toml: "", files: map[string]string{"instruction.md": " \n"}, want: []string{"instruction.md is empty"}},
+		"compose":                 {toml: "", files: map[string]string{"environment/Dockerfile": "", "environment/docker-compose.yaml": "services: {}"}, want: []string{"several containers"}},
+		"a prebuilt image":        {toml: "[environment]\ndocker_image = \"x/y:1\"\n", files: map[string]string{"environment/Dockerfile": "", "environment/README": "x"}, want: []string{"no registry pull"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			task, err := Read(writeTask(t, c.toml, c.files), Options{})
@@ -238,5 +239,16 @@ func TestEnvironmentValuesNameTheSandboxsVariables(t *testing.T) {
 	task, err := Read(writeTask(t, "[environment]\nenv = { API_TOKEN = \"${API_TOKEN}\", MODE = \"test\" }\n", nil), Options{})
 	if err != nil || len(task.Refusals) != 0 || task.ScenarioArgs().Env["API_TOKEN"] != "${API_TOKEN}" || task.ScenarioArgs().Env["MODE"] != "test" {
 		t.Errorf("a task with environment.env: %v %q %+v", err, task.Refusals, task.ScenarioArgs().Env)
+	}
+}
+
+func TestAHealthcheckGatesTheStart(t *testing.T) {
+	task, err := Read(writeTask(t, "[environment.healthcheck]\ncommand = \"test -f /app/ready\"\ninterval_sec = 2\ntimeout_sec = 10\nstart_period_sec = 30\nretries = 4\n", nil), Options{})
+	if err != nil || len(task.Refusals) != 0 {
+		t.Fatalf("%v %q", err, task.Refusals)
+	}
+	h := task.ScenarioArgs().Healthcheck
+	if h == nil || h.Command != "test -f /app/ready" || *h.Retries != 4 || h.Worst() != 30+10+4*(2+10) {
+		t.Errorf("healthcheck %+v (worst %v)", h, h.Worst())
 	}
 }

@@ -40,6 +40,8 @@ type Args struct {
 	// Env is [environment].env: values that may name the sandbox's own variables (the launching
 	// member's secrets, the environment's variables) as ${NAME} or ${NAME:-default}.
 	Env map[string]string `json:"env,omitempty" jsonschema:"the task's environment variables ([environment].env), resolved in the sandbox: ${NAME} and ${NAME:-default} name the sandbox's own variables (the member's secrets, the environment's variables)"`
+	// Healthcheck, when set, gates the start: setup waits for it to pass.
+	Healthcheck *Healthcheck `json:"healthcheck,omitempty" jsonschema:"[environment.healthcheck]: setup runs it until it passes, or fails the start once it is unhealthy"`
 }
 
 // WireFile is a File as arguments carry it: its content in standard base64.
@@ -77,7 +79,8 @@ func (w WireFile) Decode() (File, error) {
 
 // ScenarioArgs are the task's arguments of the harbor scenario.
 func (t *Task) ScenarioArgs() Args {
-	return Args{Instruction: t.Instruction, Tests: Wire(t.Tests), VerifierTimeoutSec: t.VerifierTimeoutSec(), VerifierEnv: t.Config.Verifier.Env, Env: t.Config.Environment.Env}
+	return Args{Instruction: t.Instruction, Tests: Wire(t.Tests), VerifierTimeoutSec: t.VerifierTimeoutSec(), VerifierEnv: t.Config.Verifier.Env, Env: t.Config.Environment.Env,
+		Healthcheck: t.Config.Environment.Healthcheck}
 }
 
 // ValidationCall is one call of the oracle's script, as a task's validation holds it.

@@ -74,7 +74,7 @@ func New(logger *slog.Logger, cfg Config) (*envserver.Server, error) {
 	err := errors.Join(
 		added(envserver.AddTool(srv, harbor.ExecTool, "Run a shell command and return its exit code, stdout and stderr (each capped to its last 64 KiB). "+
 			"The command runs with bash -c (sh -c without bash), in cwd (default the task's working directory), with env added to the environment, "+
-			"and is killed with everything it started after timeout_sec (default 600).", s.exec)),
+			"and is killed with everything it started after timeout_sec (default 600). What it starts in the background (cmd > log 2>&1 &) keeps running after the call.", s.exec)),
 		added(envserver.AddTool(srv, harbor.WriteFileTool, "Write a file (its folders made as needed): content as text, or base64 for bytes.", s.writeFile)),
 		added(envserver.AddTool(srv, harbor.TerminalSendTool, fmt.Sprintf("Type into a persistent interactive shell on a %dx%d terminal (its state, directory and programs stay between calls), "+
 			"press keys by name (Enter, C-c, …), wait for the output to settle (wait_sec, default 1), and see the screen. For interactive programs; exec suits one-off commands.", TerminalCols, TerminalRows), s.terminalSend)),
@@ -221,8 +221,12 @@ func (s *server) shell() string {
 	return ""
 }
 
+// backgroundOutputWait is how long a call waits, once its shell has exited, for the output of
+// what it left running in the background.
+const backgroundOutputWait = 500 * time.Millisecond
+
 // run runs command with the shell in cwd, in a process group of its own that is killed whole
-// when the time is up or ctx ends.
+// when the time is up or ctx ends; what it leaves running in the background otherwise lives on.
 func (s *server) run(ctx context.Context, command, cwd string, env map[string]string, timeout time.Duration) *ran {
 	r := &ran{}
 	sh := s.shell()
@@ -238,6 +242,9 @@ func (s *server) run(ctx context.Context, command, cwd string, env map[string]st
 	cmd.Dir, cmd.Stdout, cmd.Stderr = cwd, &r.stdout, &r.stderr
 	cmd.Env = s.environ(env)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// What it starts in the background lives on, as in a container; one that keeps its output
+	// open holds the call no longer than this once the shell has exited.
+	cmd.WaitDelay = backgroundOutputWait
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		r.err = fmt.Errorf("start %s: %w", sh, err)
@@ -258,8 +265,6 @@ func (s *server) run(ctx context.Context, command, cwd string, env map[string]st
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		err = <-done
 	}
-	// What the command left running in its group goes too: a call's processes end with it.
-	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	r.took = time.Since(start)
 	r.exit = cmd.ProcessState.ExitCode()
 	if err != nil && ctx.Err() != nil && !r.timedOut {
@@ -321,14 +326,68 @@ func writeFile(p string, data []byte, mode os.FileMode) error {
 	return os.Chmod(p, mode) // WriteFile keeps an existing file's mode, and the umask cuts a new one's
 }
 
+// healthcheck runs h as Docker's HEALTHCHECK does until it passes: every start_interval_sec
+// during start_period_sec (failures not counted), then every interval_sec until retries
+// consecutive failures make it unhealthy, each check bounded by timeout_sec.
+func (s *server) healthcheck(ctx context.Context, h *harbor.Healthcheck) error {
+	or := func(v *float64, d float64) time.Duration {
+		if v != nil {
+			d = *v
+		}
+		return time.Duration(d * float64(time.Second))
+	}
+	retries := 3
+	if h.Retries != nil {
+		retries = *h.Retries
+	}
+	start := time.Now()
+	startPeriod := or(h.StartPeriodSec, 0)
+	failures := 0
+	for checks := 1; ; checks++ {
+		r := s.run(ctx, h.Command, s.cfg.WorkDir, nil, or(h.TimeoutSec, 30))
+		if r.err != nil {
+			return r.err
+		}
+		if r.exit == 0 && !r.timedOut {
+			return nil
+		}
+		inStart := time.Since(start) < startPeriod
+		if !inStart {
+			failures++
+		}
+		if failures >= retries {
+			why := fmt.Sprintf("exit %d", r.exit)
+			if r.timedOut {
+				why = "past its timeout"
+			}
+			return fmt.Errorf("the environment's healthcheck failed %d times in a row after %d checks in %s (last: %s; its output ends: %s)",
+				failures, checks, time.Since(start).Round(time.Millisecond), why, tailText(append(r.stdout.Bytes(), r.stderr.Bytes()...), 300))
+		}
+		wait := or(h.IntervalSec, 5)
+		if inStart {
+			wait = or(h.StartIntervalSec, 5)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
 // PrepareResult is prepare's answer.
 type PrepareResult struct {
 	Dirs []string `json:"dirs"`
 }
 
-func (s *server) prepare(_ context.Context, a harbor.Args) (PrepareResult, error) {
+func (s *server) prepare(ctx context.Context, a harbor.Args) (PrepareResult, error) {
 	if err := s.setTaskEnv(a.Env); err != nil {
 		return PrepareResult{}, err
+	}
+	if h := a.Healthcheck; h != nil {
+		if err := s.healthcheck(ctx, h); err != nil {
+			return PrepareResult{}, err
+		}
 	}
 	dirs := []string{filepath.Join(s.cfg.Logs, "agent"), filepath.Join(s.cfg.Logs, "verifier")}
 	for _, d := range dirs {

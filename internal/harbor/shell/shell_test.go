@@ -135,6 +135,27 @@ func TestExecKillsWhatRunsPastItsTime(t *testing.T) {
 	_ = syscall.Kill(pid, 0)
 }
 
+// What a call starts in the background lives on after it, as in a container; one that keeps
+// the call's output open holds it only briefly.
+func TestExecLeavesWhatItStartsInTheBackground(t *testing.T) {
+	m := newMachine(t)
+	begin := time.Now()
+	r := m.exec(shell.ExecArgs{Command: `sleep 2 & echo started`})
+	if r.Stdout != "started\n" || r.ExitCode != 0 || time.Since(begin) > 1500*time.Millisecond {
+		t.Errorf("a call that leaves sleep 2 holding its output: %+v after %s", r, time.Since(begin))
+	}
+	m.exec(shell.ExecArgs{Command: `(sleep 0.3; echo later > bg.txt) > /dev/null 2>&1 &`})
+	for i := 0; ; i++ {
+		if b, _ := os.ReadFile(filepath.Join(m.work, "bg.txt")); string(b) == "later\n" {
+			break
+		}
+		if i == 200 {
+			t.Fatal("the background process did not outlive its call")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func TestExecCapsItsOutputAndSaysSo(t *testing.T) {
 	m := newMachine(t)
 	r := m.exec(shell.ExecArgs{Command: `head -c 100000 /dev/zero | tr '\0' a; echo END`})
@@ -309,5 +330,28 @@ func TestTheTasksEnvironmentReachesEveryCommand(t *testing.T) {
 	var r envserver.EvaluationResult
 	if msg := m.call(envserver.EvaluateHub, map[string]any{"name": harbor.VerifyFunc, "arguments": args}, &r); msg != "" || r.Reward != 1 {
 		t.Errorf("the verifier with the task's environment: %+v %s", r, msg)
+	}
+}
+
+// A healthcheck gates the setup: it passes once its command does (failures in the start period
+// not counted), and fails the setup after retries consecutive failures, saying so.
+func TestAHealthcheckGatesTheSetup(t *testing.T) {
+	m := newMachine(t)
+	ready := filepath.Join(m.work, "ready")
+	m.exec(shell.ExecArgs{Command: "(sleep 0.5; touch " + ready + ") >/dev/null 2>&1 &"})
+	f := func(v float64) *float64 { return &v }
+	two := 2
+	h := &harbor.Healthcheck{Command: "test -f " + ready, IntervalSec: f(0.05), StartIntervalSec: f(0.05), StartPeriodSec: f(30), Retries: &two}
+	begin := time.Now()
+	if msg := m.call(envserver.SetupHub, map[string]any{"name": harbor.SetupFunc, "arguments": harbor.Args{Instruction: "x", Healthcheck: h}}, nil); msg != "" {
+		t.Fatalf("a healthcheck that passes in its start period: %s", msg)
+	}
+	if took := time.Since(begin); took < 400*time.Millisecond {
+		t.Errorf("the setup returned after %s, before the check could pass", took)
+	}
+	h = &harbor.Healthcheck{Command: "echo not yet; exit 1", IntervalSec: f(0.05), Retries: &two}
+	msg := m.call(envserver.SetupHub, map[string]any{"name": harbor.SetupFunc, "arguments": harbor.Args{Instruction: "x", Healthcheck: h}}, nil)
+	if !strings.Contains(msg, "healthcheck failed 2 times in a row after 2 checks") || !strings.Contains(msg, "not yet") {
+		t.Errorf("an unhealthy environment: %q", msg)
 	}
 }
