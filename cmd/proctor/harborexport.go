@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // harborAttempt is what the Harbor layout takes of an export line (httpapi.ExportLine).
@@ -126,8 +128,15 @@ func (h *harborWriter) Write(p []byte) (int, error) {
 }
 
 func (h *harborWriter) trial(a harborAttempt) error {
+	if _, err := uuid.Parse(a.JobID); err != nil {
+		return fmt.Errorf("export line: job id %q: %w", a.JobID, err)
+	}
+	id, err := uuid.Parse(a.TraceID)
+	if err != nil {
+		return fmt.Errorf("export line: trace id %q: %w", a.TraceID, err)
+	}
 	short := a.TaskName[strings.LastIndex(a.TaskName, "/")+1:]
-	name := unsafeName.ReplaceAllString(short, "-") + "__" + strings.ReplaceAll(a.TraceID, "-", "")[:7]
+	name := strings.Trim(unsafeName.ReplaceAllString(short, "-"), ".-") + "__" + strings.ReplaceAll(id.String(), "-", "")[:7]
 	jobDir := filepath.Join(h.dir, a.JobID)
 	dir := filepath.Join(jobDir, name)
 	for _, d := range []string{filepath.Join(dir, "agent"), filepath.Join(dir, "verifier")} {

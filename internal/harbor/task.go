@@ -117,7 +117,7 @@ type Healthcheck struct {
 // period, then retries checks each at most its timeout and an interval apart.
 func (h *Healthcheck) Worst() float64 {
 	or := func(v *float64, d float64) float64 {
-		if v != nil {
+		if v != nil && *v > 0 { // 0 is the default, as in Docker
 			return *v
 		}
 		return d

@@ -94,7 +94,7 @@ func TestATerminalBench2TaskReads(t *testing.T) {
 	}
 	calls := task.Validation()
 	if len(calls) != 2 || calls[0].Name != WriteFileTool || calls[0].Arguments["path"] != "/solution/solve.sh" ||
-		calls[1].Name != ExecTool || calls[1].Arguments["command"] != "bash /solution/solve.sh" || calls[1].Arguments["timeout_sec"] != 900.0 {
+		calls[1].Name != ExecTool || calls[1].Arguments["command"] != `"$(command -v bash || echo sh)" /solution/solve.sh` || calls[1].Arguments["timeout_sec"] != 900.0 {
 		t.Errorf("validation = %+v", calls)
 	}
 }

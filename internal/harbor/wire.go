@@ -101,7 +101,8 @@ func (t *Task) Validation() []ValidationCall {
 		calls = append(calls, ValidationCall{Name: WriteFileTool, Arguments: map[string]any{
 			"path": path.Join(SolutionDir, f.Path), "base64": f.Base64, "mode": f.Mode}})
 	}
-	run := map[string]any{"command": "bash " + SolutionDir + "/solve.sh", "timeout_sec": t.AgentTimeoutSec()}
+	// Harbor's `bash solve.sh`; sh where the image has no bash.
+	run := map[string]any{"command": `"$(command -v bash || echo sh)" ` + SolutionDir + "/solve.sh", "timeout_sec": t.AgentTimeoutSec()}
 	if len(t.Config.Solution.Env) > 0 {
 		env := map[string]any{}
 		for k, v := range t.Config.Solution.Env {

@@ -203,8 +203,14 @@ func TestAWritableRootIsTheSandboxsOwn(t *testing.T) {
 	if mounts, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mounts), overlay) {
 		t.Errorf("the writable root is still mounted after Stop")
 	}
-	// Without bubblewrap (or as root, or as a worker that is not root) there is none to give.
+	// Without bubblewrap (or as root, or as a worker that is not root) there is none to give;
+	// nor with a sandbox user that is an account of the host (its processes could join the
+	// namespace, which maps the host's root).
 	if _, err := newProvider(t, IsolationNone).Start(t.Context(), Spec{ID: "none", Command: []string{"/app/probe"}, RootFS: root, WritableRoot: true}); !errors.Is(err, ErrInvalidSpec) {
 		t.Errorf("without bubblewrap: %v, want ErrInvalidSpec", err)
+	}
+	nobody := newProvider(t, IsolationBubblewrap, func(o *ProcessOptions) { o.RunAs = 65534 })
+	if _, err := nobody.Start(t.Context(), Spec{ID: "nobody", Command: []string{"/app/probe"}, RootFS: root, WritableRoot: true}); !errors.Is(err, ErrInvalidSpec) || !strings.Contains(err.Error(), "no account of the host") {
+		t.Errorf("as nobody: %v, want ErrInvalidSpec", err)
 	}
 }

@@ -41,6 +41,26 @@ import (
 // rootUID is the id the sandbox's user has inside a writable-root sandbox's namespace.
 const rootUID = 0
 
+// hostAccount says whether uid is an account of this host (in /etc/passwd), or nobody. A
+// writable-root sandbox's namespace is its user's own and maps the host's root: any process of
+// that user outside the sandboxes could join it and become the host's root. The sandbox user
+// must therefore be no one else's (DefaultRunAs is no account of a usual host).
+func hostAccount(uid int) bool {
+	if uid == nobodyInside {
+		return true
+	}
+	b, err := os.ReadFile("/etc/passwd")
+	if err != nil {
+		return true // unknown: the safe answer
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Split(line, ":"); len(f) > 2 && f[2] == fmt.Sprint(uid) {
+			return true
+		}
+	}
+	return false
+}
+
 // newRootUserns makes a writable-root sandbox's user namespace: uid is root (0) in it and the
 // host's root is nobody (65534), as in every sandbox's. The namespace is uid's own: `unshare
 // --user`, run as uid, makes it, and this process (root) writes its maps. bubblewrap then runs
@@ -104,9 +124,8 @@ type ownedRoots struct {
 }
 
 type ownedRoot struct {
-	once sync.Once
-	path string
-	err  error
+	mu   sync.Mutex
+	path string // set once made
 }
 
 // get is rootFS copied into dir (in the provider's owner dir: gone with it), owned by uid; the
@@ -122,23 +141,30 @@ func (o *ownedRoots) get(dir string, uid int, rootFS string) (string, error) {
 		o.copies[rootFS] = c
 	}
 	o.mu.Unlock()
-	c.once.Do(func() {
-		sum := sha256.Sum256([]byte(rootFS))
-		c.path = filepath.Join(dir, hex.EncodeToString(sum[:8]))
-		tmp := c.path + ".making"
+	// One start makes it while the others wait; a failure (a full disk) is not kept: the next
+	// start tries again.
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.path != "" {
+		return c.path, nil
+	}
+	sum := sha256.Sum256([]byte(rootFS))
+	path := filepath.Join(dir, hex.EncodeToString(sum[:8]))
+	tmp := path + ".making"
+	removeAll(tmp)
+	err := os.MkdirAll(dir, 0o755)
+	if err == nil {
+		err = copyOwned(rootFS, tmp, uid)
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
 		removeAll(tmp)
-		if c.err = os.MkdirAll(dir, 0o755); c.err == nil {
-			c.err = copyOwned(rootFS, tmp, uid)
-		}
-		if c.err == nil {
-			c.err = os.Rename(tmp, c.path)
-		}
-		if c.err != nil {
-			removeAll(tmp)
-			c.err = fmt.Errorf("the image's root, owned by the sandbox user: %w", c.err)
-		}
-	})
-	return c.path, c.err
+		return "", fmt.Errorf("the image's root, owned by the sandbox user: %w", err)
+	}
+	c.path = path
+	return path, nil
 }
 
 // copyOwned copies the tree src to dst (which must not exist), every entry owned by uid (and
@@ -214,7 +240,10 @@ func mountWritableRoot(dir, lower string, uid int) (writableRoot, error) {
 		return w, fmt.Errorf("writable root: %q or %q holds a character an overlay's options cannot", lower, dir)
 	}
 	upper, work := filepath.Join(dir, "upper"), filepath.Join(dir, "work")
-	err := os.Mkdir(dir, 0o700)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return w, fmt.Errorf("writable root: %w", err) // not ours to remove
+	}
+	var err error
 	for _, d := range []string{upper, work, w.merged()} {
 		if err == nil {
 			err = os.Mkdir(d, 0o755)
@@ -247,6 +276,9 @@ func (w writableRoot) remove() error {
 // unmountUnder detaches every mount under dir (deepest first): a dead provider's sandboxes'
 // writable roots, before its directory is removed.
 func unmountUnder(dir string) error {
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real // mountinfo names mount points by their real paths
+	}
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return err

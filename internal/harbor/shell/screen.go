@@ -22,6 +22,12 @@ type screen struct {
 	params []byte
 }
 
+// maxParams bounds a control sequence's parameters (bytes), and maxParam each number in them.
+const (
+	maxParams = 64
+	maxParam  = 10000
+)
+
 func newScreen(rows, cols, maxScroll int) *screen {
 	s := &screen{rows: rows, cols: cols, maxScroll: maxScroll}
 	s.cells = make([][]rune, rows)
@@ -47,10 +53,13 @@ func (s *screen) write(text string) {
 			s.escape(c)
 			continue
 		case 2:
-			if c >= 0x40 && c <= 0x7e {
+			switch {
+			case c >= 0x40 && c <= 0x7e:
 				s.csi(c)
 				s.state = 0
-			} else {
+			case len(s.params) >= maxParams:
+				s.state = 0 // no terminal's sequence is this long: dropped
+			default:
 				s.params = append(s.params, byte(c))
 			}
 			continue
@@ -127,7 +136,7 @@ func (s *screen) csi(final rune) {
 	var n []int
 	for _, p := range strings.Split(strings.TrimLeft(raw, "?>="), ";") {
 		v, _ := strconv.Atoi(p)
-		n = append(n, v)
+		n = append(n, min(max(v, 0), maxParam)) // a screen is far smaller: no overflow below
 	}
 	arg := func(i, def int) int {
 		if i < len(n) && n[i] > 0 {

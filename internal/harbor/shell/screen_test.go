@@ -48,6 +48,13 @@ func TestTheScreenDrawsWhatATerminalWould(t *testing.T) {
 	if got := s.text(); got != "a  def" {
 		t.Errorf("delete a line: %q", got)
 	}
+	// Numbers no screen has, and a sequence that never ends, neither break it nor grow it.
+	s = newScreen(3, 6, 0)
+	s.write("x\x1b[99999999999999999999C\x1b[99999999999999999999;99999999999999999999Hy\x1b[99999999999999999999P\x1b[99999999999999999999L")
+	s.write("\x1b[" + strings.Repeat("1;", 100000) + "z")
+	if s.row < 0 || s.row >= 3 || s.col < 0 || s.col > 6 || len(s.params) > maxParams {
+		t.Errorf("cursor %d,%d, %d parameter bytes kept", s.row, s.col, len(s.params))
+	}
 	if _, ok := keySequence("C-c"); !ok {
 		t.Error("C-c is not a key")
 	}

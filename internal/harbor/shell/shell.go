@@ -16,11 +16,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"math"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path"
 	"path/filepath"
 	"slices"
@@ -30,12 +32,17 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/proctorhq/proctor/envserver"
 	"github.com/proctorhq/proctor/internal/harbor"
 )
 
 // OutputCap is the most of a stream (stdout, stderr) a call's result carries: its last bytes.
 const OutputCap = 64 << 10
+
+// VerifierOutputKeep is the most of test.sh's streams /logs/verifier keeps: their last bytes.
+const VerifierOutputKeep = 4 << 20
 
 // MaxExecTimeoutSec bounds one exec call; DefaultExecTimeoutSec is its time when it names none.
 const (
@@ -65,6 +72,12 @@ func New(logger *slog.Logger, cfg Config) (*envserver.Server, error) {
 		cfg.Logs = harbor.LogsDir
 	}
 	s := &server{cfg: cfg, log: logger}
+	// What the agent's commands leave behind, however they detach, stays below this process
+	// (orphans are adopted here, not by the sandbox's init), so that the verifier can stop it all.
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		logger.Warn("shell server: not the subreaper of what the agent starts", "error", err)
+	}
+	children.reaper.Do(func() { go reapOrphansForever() })
 	srv := envserver.New("proctor-shell",
 		envserver.WithVersion("1.0.0"),
 		envserver.WithInstructions("A Linux machine. Run shell commands with exec (bash, or sh where the image has no bash) and write files with write_file. "+
@@ -109,6 +122,50 @@ type server struct {
 
 	envMu   sync.Mutex
 	taskEnv map[string]string // the task's [environment].env, resolved by setup (or the verifier)
+}
+
+// children are the processes this program started and waits for itself (the shells of calls
+// and the terminal's): the orphan reaper leaves them alone. One registry per process, as the
+// subreaper role is.
+var children = struct {
+	sync.Mutex
+	waiting map[int]bool
+	reaper  sync.Once
+}{waiting: map[int]bool{}}
+
+// startChild starts cmd and registers it as waited for, before any reaper can look.
+func startChild(cmd *exec.Cmd) error {
+	children.Lock()
+	defer children.Unlock()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	children.waiting[cmd.Process.Pid] = true
+	return nil
+}
+
+// waitChild waits for cmd (started with startChild) and unregisters it.
+func waitChild(cmd *exec.Cmd) error {
+	err := cmd.Wait()
+	children.Lock()
+	delete(children.waiting, cmd.Process.Pid)
+	children.Unlock()
+	return err
+}
+
+// reapOrphansForever reaps, at each SIGCHLD (and every few seconds), the orphans this program
+// adopted as their subreaper: what the agent's commands left behind, once it exits.
+func reapOrphansForever() {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGCHLD)
+	tick := time.NewTicker(5 * time.Second)
+	for {
+		select {
+		case <-ch:
+		case <-tick.C:
+		}
+		reapOrphans()
+	}
 }
 
 // setTaskEnv resolves the task's [environment].env against this process's environment (the
@@ -182,33 +239,79 @@ func (s *server) exec(ctx context.Context, in ExecArgs) (ExecResult, error) {
 	if in.Cwd != "" {
 		cwd = in.Cwd
 	}
-	r := s.run(ctx, in.Command, cwd, in.Env, time.Duration(timeout*float64(time.Second)))
+	r := s.run(ctx, in.Command, cwd, in.Env, time.Duration(timeout*float64(time.Second)), OutputCap)
 	if r.err != nil {
 		return ExecResult{}, r.err
 	}
 	out := ExecResult{ExitCode: r.exit, TimedOut: r.timedOut, DurationMs: float64(r.took.Microseconds()) / 1000}
 	var cut []string
-	out.Stdout, cut = tail(r.stdout.Bytes(), "stdout", cut)
-	out.Stderr, cut = tail(r.stderr.Bytes(), "stderr", cut)
+	out.Stdout, cut = tail(r.stdout.Bytes(), r.outLen, "stdout", cut)
+	out.Stderr, cut = tail(r.stderr.Bytes(), r.errLen, "stderr", cut)
 	if len(cut) > 0 {
 		out.Truncated = strings.Join(cut, "; ") + fmt.Sprintf(" (each stream keeps its last %d bytes)", OutputCap)
 	}
 	return out, nil
 }
 
-func tail(b []byte, name string, cut []string) (string, []string) {
-	if len(b) <= OutputCap {
+// tail is the last OutputCap bytes of a stream of total bytes whose last bytes are b, and cut
+// with a line saying what was cut, if anything.
+func tail(b []byte, total int64, name string, cut []string) (string, []string) {
+	if len(b) > OutputCap {
+		b = b[len(b)-OutputCap:]
+	}
+	if total <= int64(len(b)) {
 		return string(b), cut
 	}
-	return string(b[len(b)-OutputCap:]), append(cut, fmt.Sprintf("%s: first %d of %d bytes cut", name, len(b)-OutputCap, len(b)))
+	return string(b), append(cut, fmt.Sprintf("%s: first %d of %d bytes cut", name, total-int64(len(b)), total))
 }
 
 type ran struct {
-	exit           int
-	timedOut       bool
-	took           time.Duration
+	exit     int
+	timedOut bool
+	took     time.Duration
+	// stdout and stderr are the streams' last bytes (up to the run's keep), of outLen and
+	// errLen in all.
 	stdout, stderr bytes.Buffer
+	outLen, errLen int64
 	err            error // the command could not be started
+}
+
+// tailWriter keeps the last max bytes written to it, and counts them all.
+type tailWriter struct {
+	mu    sync.Mutex
+	max   int
+	buf   []byte
+	total int64
+}
+
+func (t *tailWriter) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.total += int64(len(p))
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > 2*t.max {
+		t.buf = append([]byte(nil), t.buf[len(t.buf)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+// snapshot copies what t keeps into b and answers how much was written in all.
+func (t *tailWriter) snapshot(b *bytes.Buffer) int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	kept := t.buf
+	if len(kept) > t.max {
+		kept = kept[len(kept)-t.max:]
+	}
+	b.Write(kept)
+	return t.total
+}
+
+// drain copies r into w until r ends, then says so on done.
+func drain(r *os.File, w io.Writer, done chan<- struct{}) {
+	io.Copy(w, r)
+	r.Close()
+	close(done)
 }
 
 // shell is the image's bash, else its sh.
@@ -227,7 +330,9 @@ const backgroundOutputWait = 500 * time.Millisecond
 
 // run runs command with the shell in cwd, in a process group of its own that is killed whole
 // when the time is up or ctx ends; what it leaves running in the background otherwise lives on.
-func (s *server) run(ctx context.Context, command, cwd string, env map[string]string, timeout time.Duration) *ran {
+// It keeps the last keep bytes of each stream. What a background process writes to them after
+// the call is read and dropped: it never dies of a closed pipe.
+func (s *server) run(ctx context.Context, command, cwd string, env map[string]string, timeout time.Duration, keep int) *ran {
 	r := &ran{}
 	sh := s.shell()
 	if sh == "" {
@@ -238,23 +343,53 @@ func (s *server) run(ctx context.Context, command, cwd string, env map[string]st
 		r.err = fmt.Errorf("cwd %s: not a directory here", cwd)
 		return r
 	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		r.err = err
+		return r
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		r.err = err
+		return r
+	}
 	cmd := exec.Command(sh, "-c", command)
-	cmd.Dir, cmd.Stdout, cmd.Stderr = cwd, &r.stdout, &r.stderr
+	cmd.Dir, cmd.Stdout, cmd.Stderr = cwd, outW, errW
 	cmd.Env = s.environ(env)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	// What it starts in the background lives on, as in a container; one that keeps its output
-	// open holds the call no longer than this once the shell has exited.
-	cmd.WaitDelay = backgroundOutputWait
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	err = startChild(cmd)
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
 		r.err = fmt.Errorf("start %s: %w", sh, err)
 		return r
 	}
+	out, errs := &tailWriter{max: keep}, &tailWriter{max: keep}
+	outDone, errDone := make(chan struct{}), make(chan struct{})
+	go drain(outR, out, outDone)
+	go drain(errR, errs, errDone)
+	defer func() {
+		// What the shell left running may hold its output open: the call waits for it this
+		// long, then answers what it has (the rest is read and dropped).
+		wait, stop := context.WithTimeout(context.Background(), backgroundOutputWait)
+		defer stop()
+		for _, d := range []chan struct{}{outDone, errDone} {
+			select {
+			case <-d:
+			case <-wait.Done():
+			}
+		}
+		r.outLen, r.errLen = out.snapshot(&r.stdout), errs.snapshot(&r.stderr)
+	}()
 	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	go func() { done <- waitChild(cmd) }()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	var err error
 	select {
 	case err = <-done:
 	case <-timer.C:
@@ -331,7 +466,7 @@ func writeFile(p string, data []byte, mode os.FileMode) error {
 // consecutive failures make it unhealthy, each check bounded by timeout_sec.
 func (s *server) healthcheck(ctx context.Context, h *harbor.Healthcheck) error {
 	or := func(v *float64, d float64) time.Duration {
-		if v != nil {
+		if v != nil && *v > 0 { // 0 is the default, as in Docker
 			d = *v
 		}
 		return time.Duration(d * float64(time.Second))
@@ -344,7 +479,7 @@ func (s *server) healthcheck(ctx context.Context, h *harbor.Healthcheck) error {
 	startPeriod := or(h.StartPeriodSec, 0)
 	failures := 0
 	for checks := 1; ; checks++ {
-		r := s.run(ctx, h.Command, s.cfg.WorkDir, nil, or(h.TimeoutSec, 30))
+		r := s.run(ctx, h.Command, s.cfg.WorkDir, nil, or(h.TimeoutSec, 30), OutputCap)
 		if r.err != nil {
 			return r.err
 		}
@@ -413,6 +548,9 @@ func (s *server) verify(ctx context.Context, a harbor.Args) (envserver.Evaluatio
 	if err := s.setTaskEnv(a.Env); err != nil {
 		return envserver.EvaluationResult{}, err
 	}
+	// The agent is done: what it left running (a server, a loop that writes reward files) stops
+	// before the tests run, so that it can neither touch their reward nor hold them up.
+	s.stopAgentProcesses()
 	vdir := filepath.Join(s.cfg.Logs, "verifier")
 	if err := os.RemoveAll(vdir); err != nil {
 		return envserver.EvaluationResult{}, err
@@ -442,7 +580,7 @@ func (s *server) verify(ctx context.Context, a harbor.Args) (envserver.Evaluatio
 	if sh := s.shell(); sh != "" && filepath.Base(sh) != "bash" {
 		interpreter = "sh"
 	}
-	r := s.run(ctx, interpreter+" "+filepath.Join(s.cfg.Tests, "test.sh"), s.cfg.WorkDir, a.VerifierEnv, time.Duration(timeout*float64(time.Second)))
+	r := s.run(ctx, interpreter+" "+filepath.Join(s.cfg.Tests, "test.sh"), s.cfg.WorkDir, a.VerifierEnv, time.Duration(timeout*float64(time.Second)), VerifierOutputKeep)
 	if r.err != nil {
 		return envserver.EvaluationResult{}, r.err
 	}
@@ -524,4 +662,98 @@ func truncate(s string, n int) string {
 		return s[:n] + "…"
 	}
 	return s
+}
+
+// stopAgentProcesses ends every process this server started for the agent and everything they
+// started, however detached (the terminal's shell, what exec calls left in the background): this
+// process is their subreaper (see New), so they all descend from it. The shells of calls still
+// running are killed with their groups too, and their callers reap them; the rest is reaped here.
+func (s *server) stopAgentProcesses() {
+	s.termMu.Lock()
+	if t := s.term; t != nil {
+		syscall.Kill(-t.cmd.Process.Pid, syscall.SIGKILL)
+		<-t.exited
+		t.ptm.Close()
+		s.term = nil
+	}
+	s.termMu.Unlock()
+	self := os.Getpid()
+	for round := 0; round < 10; round++ {
+		killed := 0
+		for _, pid := range descendants(self) {
+			if syscall.Kill(pid, syscall.SIGKILL) == nil {
+				killed++
+			}
+		}
+		reapOrphans()
+		if killed == 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// reapOrphans collects the exit statuses of this process's children that no one here waits for
+// (orphans it adopted as their subreaper), so that they hold no process slot.
+func reapOrphans() {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	self := os.Getpid()
+	children.Lock()
+	defer children.Unlock()
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ppid, state := procParent(pid); ppid == self && state == "Z" && !children.waiting[pid] {
+			var ws syscall.WaitStatus
+			syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+		}
+	}
+}
+
+// descendants are the live processes below pid, read from /proc.
+func descendants(pid int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	children := map[int][]int{}
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ppid, state := procParent(p); ppid > 0 && state != "Z" {
+			children[ppid] = append(children[ppid], p)
+		}
+	}
+	var out []int
+	for queue := children[pid]; len(queue) > 0; queue = queue[1:] {
+		out = append(out, queue[0])
+		queue = append(queue, children[queue[0]]...)
+	}
+	return out
+}
+
+// procParent is a process's parent and state, from /proc/<pid>/stat (0, "" when it is gone).
+func procParent(pid int) (int, string) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, ""
+	}
+	// pid (comm) state ppid …: comm may hold spaces and parentheses; the last ")" ends it.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, ""
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return 0, ""
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid, f[0]
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -354,4 +355,52 @@ func TestAHealthcheckGatesTheSetup(t *testing.T) {
 	if !strings.Contains(msg, "healthcheck failed 2 times in a row after 2 checks") || !strings.Contains(msg, "not yet") {
 		t.Errorf("an unhealthy environment: %q", msg)
 	}
+}
+
+// What the agent left running stops before the tests run: a loop that keeps planting a reward
+// (detached with setsid, or in the terminal) neither scores nor makes the tests' reward a fault.
+func TestTheVerifierStopsWhatTheAgentLeftRunning(t *testing.T) {
+	m := newMachine(t)
+	plant := `while true; do echo 1 > ` + m.logs + `/verifier/reward.txt; sleep 0.02; done`
+	m.exec(shell.ExecArgs{Command: "mkdir -p " + m.logs + "/verifier; (" + plant + ") > /dev/null 2>&1 &"})
+	m.exec(shell.ExecArgs{Command: "setsid sh -c '" + plant + "' > /dev/null 2>&1 < /dev/null &"})
+	m.waitScreen(shell.TerminalSendArgs{Keys: plant + "\n"}, "while true")
+	time.Sleep(100 * time.Millisecond)
+	for i := range 3 {
+		r, msg := m.verify(`sleep 0.3; echo 0 > $LOGS/verifier/reward.txt`, 60)
+		if msg != "" || r.Reward != 0 {
+			t.Fatalf("verify %d with planting loops left running: %+v %q, want reward 0", i, r, msg)
+		}
+	}
+	// The loops are gone, and no zombie of theirs is left.
+	for _, pid := range descendantsOf(t, os.Getpid()) {
+		if st, _ := os.ReadFile("/proc/" + pid + "/cmdline"); strings.Contains(string(st), "while true") || strings.Contains(string(st), "sleep") {
+			t.Errorf("process %s (%q) outlived the verification", pid, st)
+		}
+	}
+}
+
+// descendantsOf lists the pids below pid, zombies included.
+func descendantsOf(t *testing.T, pid int) []string {
+	t.Helper()
+	entries, _ := os.ReadDir("/proc")
+	parent := map[string]string{}
+	for _, e := range entries {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		parent[e.Name()] = f[1]
+	}
+	var out []string
+	for p := range parent {
+		for q := p; q != "" && q != "0" && q != "1"; q = parent[q] {
+			if q == fmt.Sprint(pid) && p != q {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
 }

@@ -29,6 +29,8 @@ const (
 	// settle is how long the output must have been quiet, after it changed, for a send's wait to
 	// end early.
 	settle = 300 * time.Millisecond
+	// typeTimeout bounds typing into a terminal whose program reads nothing.
+	typeTimeout = 5 * time.Second
 )
 
 // keyNames are the keys terminal_send can press by name, and what each sends.
@@ -95,14 +97,14 @@ func startTerminal(sh, dir string, env []string) (*terminal, error) {
 	cmd.Dir, cmd.Stdin, cmd.Stdout, cmd.Stderr = dir, pts, pts, pts
 	cmd.Env = append(env, "TERM=xterm", fmt.Sprintf("LINES=%d", TerminalRows), fmt.Sprintf("COLUMNS=%d", TerminalCols))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	if err := startChild(cmd); err != nil {
 		ptm.Close()
 		return nil, fmt.Errorf("terminal: start %s: %w", sh, err)
 	}
 	t := &terminal{ptm: ptm, cmd: cmd, screen: newScreen(TerminalRows, TerminalCols, scrollbackRows), exited: make(chan struct{})}
 	go t.read()
 	go func() {
-		err := cmd.Wait()
+		err := waitChild(cmd)
 		t.mu.Lock()
 		t.status = "exited"
 		if err != nil {
@@ -116,6 +118,14 @@ func startTerminal(sh, dir string, env []string) (*terminal, error) {
 
 // read draws the shell's output on the screen until the terminal closes.
 func (t *terminal) read() {
+	defer func() {
+		if p := recover(); p != nil { // the screen, on output it cannot draw: the shell lives on, unseen
+			t.mu.Lock()
+			t.status = fmt.Sprintf("the screen failed: %v", p)
+			t.mu.Unlock()
+			io.Copy(io.Discard, t.ptm)
+		}
+	}()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := t.ptm.Read(buf)
@@ -221,7 +231,14 @@ func (s *server) terminalSend(ctx context.Context, in TerminalSendArgs) (Termina
 	}
 	sent := time.Now()
 	if keys != "" {
-		if _, err := io.WriteString(t.ptm, strings.ReplaceAll(keys, "\n", "\r")); err != nil {
+		// A program that reads no input fills the terminal's buffer: typing then gives up.
+		t.ptm.SetWriteDeadline(time.Now().Add(typeTimeout))
+		_, err := io.WriteString(t.ptm, strings.ReplaceAll(keys, "\n", "\r"))
+		t.ptm.SetWriteDeadline(time.Time{})
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return t.snapshot(false), fmt.Errorf("terminal: the program in the terminal reads no input (%d bytes typed within %s were not taken)", len(keys), typeTimeout)
+		}
+		if err != nil {
 			return TerminalScreen{}, fmt.Errorf("terminal: type: %w", err)
 		}
 	}
