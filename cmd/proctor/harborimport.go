@@ -246,7 +246,7 @@ func ensureHarborBuild(ctx context.Context, c *apiClient, name, dir string, buil
 		return "", err
 	}
 	if b.Status != "succeeded" {
-		return "", fmt.Errorf("build %s %s: %s (proctor builds logs %s)", b.ID, b.Status, b.ErrorMessage, b.ID)
+		return "", fmt.Errorf("build %s %s: %s (its log is printed above, and at GET /v2/builds/%s/logs)", b.ID, b.Status, b.ErrorMessage, b.ID)
 	}
 	if err := c.do(ctx, http.MethodPost, "/v2/builds/"+b.ID+"/set-latest", map[string]any{}, nil); err != nil {
 		return "", err
