@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/proctorhq/proctor/internal/agent"
+	"github.com/proctorhq/proctor/internal/harbor"
 	"github.com/proctorhq/proctor/internal/inference"
 	"github.com/proctorhq/proctor/internal/sandbox"
 	"github.com/proctorhq/proctor/models"
@@ -77,6 +78,10 @@ func envError(format string, args ...any) error {
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), ErrEnvironment, nil)
 }
 
+// TimeoutMultiplierEnv is the variable the sandbox of a job launched with a timeout multiplier
+// finds it in (the shell server scales a Harbor task's verifier and healthcheck by it).
+const TimeoutMultiplierEnv = harbor.TimeoutMultiplierEnv
+
 // runFor is everything an activity needs about an attempt, read from the store.
 type runFor struct {
 	trace   *models.Trace
@@ -89,6 +94,8 @@ type runFor struct {
 	launched launchedBy
 	// budgeted: the job has a ceiling, which each model call checks first.
 	budgeted bool
+	// timeoutMultiplier scales its times (the job's timeout_multiplier; 1 without).
+	timeoutMultiplier float64
 }
 
 // args are the scenario's arguments: the launch's, merged over the version's, or the version's.
@@ -119,7 +126,7 @@ func (a *Activities) load(ctx context.Context, traceID uuid.UUID) (*runFor, erro
 		return nil, err
 	}
 	return &runFor{trace: &run.Trace, version: run.Version, build: run.Build, model: run.Model, agent: run.Agent,
-		launched: launchedBy{user: run.LaunchedBy, key: run.LaunchKey}, budgeted: run.Budgeted}, nil
+		launched: launchedBy{user: run.LaunchedBy, key: run.LaunchKey}, budgeted: run.Budgeted, timeoutMultiplier: run.TimeoutMultiplier}, nil
 }
 
 // network reports whether the runtime config lets the environment reach beyond loopback.
@@ -139,7 +146,7 @@ func (r *runFor) agentsInside() bool {
 }
 
 // runtime reads the trace's runtime config (its task version's, with the launch's overrides):
-// the limits, defaulted, and the resources.
+// the limits, defaulted and scaled by the job's timeout multiplier, and the resources.
 func (r *runFor) runtime() (run, startup float64, res sandbox.Resources) {
 	rc := r.trace.RuntimeConfig
 	run, startup = DefaultRunTimeoutS, DefaultStartupTimeoutS
@@ -150,6 +157,9 @@ func (r *runFor) runtime() (run, startup float64, res sandbox.Resources) {
 		if l.StartupTimeoutS != nil && *l.StartupTimeoutS > 0 {
 			startup = *l.StartupTimeoutS
 		}
+	}
+	if m := r.timeoutMultiplier; m > 0 && m != 1 {
+		run, startup = run*m, startup*m
 	}
 	if rs := rc.Resources; rs != nil {
 		if rs.CPU != nil {

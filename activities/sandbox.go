@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"strconv"
 	"strings"
 	"time"
 
@@ -63,6 +65,15 @@ func (a *Activities) StartEnvironment(ctx context.Context, in StartEnvironmentIn
 		return StartEnvironmentResult{}, err
 	}
 	spec.Env = try.Env
+	if m := r.timeoutMultiplier; m > 0 && m != 1 {
+		// The environment scales its own times by it (the shell server: a Harbor task's
+		// verifier and healthcheck).
+		spec.Env = maps.Clone(spec.Env)
+		if spec.Env == nil {
+			spec.Env = map[string]string{}
+		}
+		spec.Env[TimeoutMultiplierEnv] = strconv.FormatFloat(m, 'g', -1, 64)
+	}
 	// What the try records (its events, its environment's log) never shows the launching
 	// member's secrets that its environment holds.
 	redact := newRedactor(try.Secrets)

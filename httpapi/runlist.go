@@ -52,17 +52,18 @@ func (s *Server) registerRolloutRunList() {
 
 type runListInput struct {
 	Body struct {
-		TasksetID      *uuid.UUID            `json:"taskset_id,omitempty" doc:"Every task of this taskset at its latest version (or give task_version_ids)"`
-		TaskVersionIDs []uuid.UUID           `json:"task_version_ids,omitempty" maxItems:"100000"`
-		ModelIDs       []uuid.UUID           `json:"model_ids" minItems:"1" maxItems:"50"`
-		GroupSize      int                   `json:"group_size,omitempty" minimum:"1" maximum:"1000" default:"1" doc:"Attempts per task version and model; a group shares a group_id"`
-		MaxConcurrent  int                   `json:"max_concurrent,omitempty" minimum:"1" maximum:"10000" default:"10" doc:"Attempts live at once"`
-		MaxSteps       int                   `json:"max_steps,omitempty" minimum:"1" maximum:"10000" default:"30"`
-		Name           string                `json:"name,omitempty" maxLength:"200"`
-		RuntimeConfig  *models.RuntimeConfig `json:"runtime_config,omitempty" doc:"Overrides each task's, field by field"`
-		ParentJobID    *uuid.UUID            `json:"parent_job_id,omitempty" doc:"Proctor extension: the job this one follows up (a re-run of it, or of some of its attempts), a job the caller can see; recorded as the new job's metadata.parent_job_id"`
-		MaxCostUSD     *float64              `json:"max_cost_usd,omitempty" exclusiveMinimum:"0" maximum:"1000000000" doc:"Proctor extension: a ceiling in USD on what the job spends (its attempts' model calls through the gateway and their environment time, priced as GET /v2/jobs/{job_id}/usage prices them). Once its spend reaches it, the job starts no attempt and reads paused, and its running attempts stop at their next model call (cancelled, stop_reason budget, unscored); raising the ceiling (PATCH /v2/jobs/{job_id}) or POST /v2/jobs/{job_id}/resume goes on with the attempts that never started. Absent: no ceiling."`
-		Agent          string                `json:"agent,omitempty" maxLength:"300" doc:"Proctor extension: a brought agent to run beside each environment instead of the built-in agent loop: its name or id (its latest build), NAME:VERSION or NAME@DIGEST. Each attempt's agent calls that attempt's model through the gateway. Absent: the built-in loop."`
+		TasksetID         *uuid.UUID            `json:"taskset_id,omitempty" doc:"Every task of this taskset at its latest version (or give task_version_ids)"`
+		TaskVersionIDs    []uuid.UUID           `json:"task_version_ids,omitempty" maxItems:"100000"`
+		ModelIDs          []uuid.UUID           `json:"model_ids" minItems:"1" maxItems:"50"`
+		GroupSize         int                   `json:"group_size,omitempty" minimum:"1" maximum:"1000" default:"1" doc:"Attempts per task version and model; a group shares a group_id"`
+		MaxConcurrent     int                   `json:"max_concurrent,omitempty" minimum:"1" maximum:"10000" default:"10" doc:"Attempts live at once"`
+		MaxSteps          int                   `json:"max_steps,omitempty" minimum:"1" maximum:"10000" default:"30"`
+		Name              string                `json:"name,omitempty" maxLength:"200"`
+		RuntimeConfig     *models.RuntimeConfig `json:"runtime_config,omitempty" doc:"Overrides each task's, field by field"`
+		ParentJobID       *uuid.UUID            `json:"parent_job_id,omitempty" doc:"Proctor extension: the job this one follows up (a re-run of it, or of some of its attempts), a job the caller can see; recorded as the new job's metadata.parent_job_id"`
+		MaxCostUSD        *float64              `json:"max_cost_usd,omitempty" exclusiveMinimum:"0" maximum:"1000000000" doc:"Proctor extension: a ceiling in USD on what the job spends (its attempts' model calls through the gateway and their environment time, priced as GET /v2/jobs/{job_id}/usage prices them). Once its spend reaches it, the job starts no attempt and reads paused, and its running attempts stop at their next model call (cancelled, stop_reason budget, unscored); raising the ceiling (PATCH /v2/jobs/{job_id}) or POST /v2/jobs/{job_id}/resume goes on with the attempts that never started. Absent: no ceiling."`
+		TimeoutMultiplier float64               `json:"timeout_multiplier,omitempty" minimum:"0.1" maximum:"100" doc:"Proctor extension: scales each attempt's run_timeout_s and startup_timeout_s, and a Harbor task's verifier and healthcheck times (for slower hardware or a slower model), recorded as the job's metadata.timeout_multiplier; absent: 1"`
+		Agent             string                `json:"agent,omitempty" maxLength:"300" doc:"Proctor extension: a brought agent to run beside each environment instead of the built-in agent loop: its name or id (its latest build), NAME:VERSION or NAME@DIGEST. Each attempt's agent calls that attempt's model through the gateway. Absent: the built-in loop."`
 	}
 }
 
@@ -114,6 +115,9 @@ func (s *Server) runRolloutList(ctx context.Context, in *runListInput) (*runList
 		return nil, err
 	}
 	md := models.JobMetadata{ParentJobID: b.ParentJobID}
+	if b.TimeoutMultiplier != 0 && b.TimeoutMultiplier != 1 {
+		md.TimeoutMultiplier = b.TimeoutMultiplier
+	}
 	if p := b.ParentJobID; p != nil {
 		if _, err := s.rollouts.GetJob(ctx, c, *p); err != nil {
 			return nil, storeError(err, "parent job "+p.String())

@@ -51,6 +51,8 @@ type JobMetadata struct {
 	ResolvedAgents []ResolvedAgent `json:"resolved_agents" nullable:"false" doc:"The models the job runs, as its launch resolved them"`
 	// SDKAgentParams is the agent an SDK submitted (POST /v2/rollouts/submit); nil otherwise.
 	SDKAgentParams *SDKAgentParams `json:"sdk_agent_params,omitempty" doc:"The agent an SDK submitted (rollouts/submit)"`
+	// TimeoutMultiplier scales the job's attempts' time (run_list's timeout_multiplier); 0 is 1.
+	TimeoutMultiplier float64 `json:"timeout_multiplier,omitempty" doc:"Proctor extension: what run_list's timeout_multiplier scaled the attempts' run and startup timeouts and a Harbor task's verifier and healthcheck by; absent: 1"`
 }
 
 // ResolvedAgent names a model a job runs.

@@ -22,6 +22,7 @@ func cmdEval(stdout, stderr io.Writer) flagsBody {
 		name := fs.String("name", "", "job name (default: <taskset> × <model>)")
 		parent := fs.String("parent", "", "the job this one follows up, e.g. the one it re-runs (recorded as the job's metadata.parent_job_id)")
 		maxCost := fs.Float64("max-cost-usd", 0, "a ceiling in USD on what the job spends (model calls and environment time): at it the job pauses (see proctor jobs resume); 0: none")
+		multiplier := fs.Float64("timeout-multiplier", 1, "scale each attempt's run and startup timeouts, and a Harbor task's verifier and healthcheck times, by this (0.1 to 100; recorded on the job)")
 		agentRef := fs.String("agent", "", "a brought agent to run instead of the built-in loop (NAME, NAME:VERSION or NAME@DIGEST: see proctor agent list); it calls --model")
 		client := clientFlags(fs)
 		return func(ctx context.Context, pos []string) error {
@@ -64,6 +65,9 @@ func cmdEval(stdout, stderr io.Writer) flagsBody {
 			}
 			if *maxCost > 0 {
 				body["max_cost_usd"] = *maxCost
+			}
+			if *multiplier != 1 {
+				body["timeout_multiplier"] = *multiplier
 			}
 			if err := c.do(ctx, http.MethodPost, "/v2/rollouts/run_list", body, &launched); err != nil {
 				return err

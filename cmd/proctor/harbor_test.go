@@ -257,6 +257,42 @@ func harborTasks(t *testing.T, provider, storeArgs []string) {
 		}
 	}
 
+	// A launch's timeout multiplier reaches the verifier: a task whose tests take 2 s with a
+	// verifier timeout of 1 s is a task fault, and with --timeout-multiplier 4 passes.
+	slow := filepath.Join(t.TempDir(), "slow-tests")
+	os.CopyFS(slow, os.DirFS(filepath.Join(examples, "hello-world")))
+	os.WriteFile(filepath.Join(slow, "task.toml"), []byte("schema_version = \"1.4\"\n[task]\nname = \"proctor/slow-tests\"\n[verifier]\ntimeout_sec = 1\n"), 0o644)
+	os.WriteFile(filepath.Join(slow, "tests", "test.sh"), []byte("#!/bin/bash\nsleep 2\necho 1 > /logs/verifier/reward.txt\n"), 0o755)
+	if out, err := c.cli("tasks", "import", "harbor", slow, "--taskset", "harbor-slow", "--build-arg", "BASE_IMAGE="+harborBase); err != nil || !strings.Contains(out, "built before") {
+		t.Fatalf("import the slow task: %v\n%s", err, out)
+	}
+	for _, multiplier := range []float64{1, 4} {
+		var launched struct {
+			JobID string `json:"job_id"`
+		}
+		body := map[string]any{"taskset_id": c.tasksetID("harbor-slow"), "model_ids": []string{oracle}, "name": fmt.Sprint("slow ×", multiplier)}
+		if multiplier != 1 {
+			body["timeout_multiplier"] = multiplier
+		}
+		if code := c.call("POST", "/v2/rollouts/run_list", body, &launched); code != 201 {
+			t.Fatalf("run_list = %d", code)
+		}
+		c.waitJob(launched.JobID, nil)
+		tr := c.traces(launched.JobID)[0]
+		var job struct {
+			Metadata struct {
+				TimeoutMultiplier float64 `json:"timeout_multiplier"`
+			} `json:"metadata"`
+		}
+		c.call("GET", "/v2/jobs/"+launched.JobID, nil, &job)
+		switch {
+		case multiplier == 1 && (tr.Status != "error" || !strings.Contains(tr.Error, "task fault: the verifier ran past its 1s")):
+			t.Errorf("a 2 s test with a 1 s verifier: %+v", tr)
+		case multiplier == 4 && (tr.Status != "completed" || tr.Reward == nil || *tr.Reward != 1 || job.Metadata.TimeoutMultiplier != 4):
+			t.Errorf("the same with a timeout multiplier of 4: %+v (job metadata %+v)", tr, job.Metadata)
+		}
+	}
+
 	// The built-in agent, driven by a scripted model that works through the terminal and exec as
 	// a model would: it solves hello-world (and does nothing for the other tasks).
 	model := addScriptedModel(t, c, dataDir, storeArgs, "shell-scripted", scriptedShellModel(t).URL)

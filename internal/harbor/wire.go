@@ -25,6 +25,10 @@ const (
 	TerminalReadTool = "terminal_read"
 
 	// TestsDir, SolutionDir and LogsDir are where Harbor's layout puts them in the sandbox.
+	// TimeoutMultiplierEnv is the variable a sandbox finds its job's timeout multiplier in
+	// (run_list's timeout_multiplier): the verifier's and the healthcheck's times scale by it.
+	TimeoutMultiplierEnv = "PROCTOR_TIMEOUT_MULTIPLIER"
+
 	TestsDir    = "/tests"
 	SolutionDir = "/solution"
 	LogsDir     = "/logs"

@@ -30,6 +30,9 @@ type Run struct {
 	// Budgeted: the job has a max_cost_usd, which each model call checks (TraceBudget). A job
 	// launched without one never gets one.
 	Budgeted bool
+	// TimeoutMultiplier scales the attempt's times (its job's metadata.timeout_multiplier; 1 when
+	// it names none).
+	TimeoutMultiplier float64
 }
 
 // RunImageError is LoadRun's error when the runtime config names an image that is no succeeded
@@ -70,7 +73,13 @@ func (s *Store) LoadRun(ctx context.Context, traceID uuid.UUID) (*Run, error) {
 	if err != nil {
 		return nil, models.NotFound(err, "load trace "+traceID.String())
 	}
-	r := &Run{Trace: row.Trace, LaunchedBy: row.LaunchBy, LaunchKey: row.LaunchKey, Budgeted: row.Budgeted}
+	r := &Run{Trace: row.Trace, LaunchedBy: row.LaunchBy, LaunchKey: row.LaunchKey, Budgeted: row.Budgeted, TimeoutMultiplier: 1}
+	if r.Trace.JobID != uuid.Nil {
+		var job models.Job
+		if err := s.DB.NewSelect().Model(&job).Column("metadata").Where("id = ?", r.Trace.JobID).Scan(ctx); err == nil && job.Metadata.TimeoutMultiplier > 0 {
+			r.TimeoutMultiplier = job.Metadata.TimeoutMultiplier
+		}
+	}
 	if r.Trace.TaskVersionID == nil {
 		return nil, fmt.Errorf("trace %s: %w", traceID, ErrNoTaskVersion)
 	}

@@ -461,6 +461,15 @@ func writeFile(p string, data []byte, mode os.FileMode) error {
 	return os.Chmod(p, mode) // WriteFile keeps an existing file's mode, and the umask cuts a new one's
 }
 
+// timeoutMultiplier is the job's timeout multiplier, as the platform gives it to the sandbox
+// (harbor.TimeoutMultiplierEnv); 1 without one.
+func timeoutMultiplier() float64 {
+	if m, err := strconv.ParseFloat(os.Getenv(harbor.TimeoutMultiplierEnv), 64); err == nil && m > 0 && !math.IsInf(m, 0) {
+		return m
+	}
+	return 1
+}
+
 // healthcheck runs h as Docker's HEALTHCHECK does until it passes: every start_interval_sec
 // during start_period_sec (failures not counted), then every interval_sec until retries
 // consecutive failures make it unhealthy, each check bounded by timeout_sec.
@@ -475,11 +484,13 @@ func (s *server) healthcheck(ctx context.Context, h *harbor.Healthcheck) error {
 	if h.Retries != nil {
 		retries = *h.Retries
 	}
+	m := timeoutMultiplier()
+	checkTimeout := time.Duration(float64(or(h.TimeoutSec, 30)) * m)
 	start := time.Now()
-	startPeriod := or(h.StartPeriodSec, 0)
+	startPeriod := time.Duration(float64(or(h.StartPeriodSec, 0)) * m)
 	failures := 0
 	for checks := 1; ; checks++ {
-		r := s.run(ctx, h.Command, s.cfg.WorkDir, nil, or(h.TimeoutSec, 30), OutputCap)
+		r := s.run(ctx, h.Command, s.cfg.WorkDir, nil, checkTimeout, OutputCap)
 		if r.err != nil {
 			return r.err
 		}
@@ -575,6 +586,7 @@ func (s *server) verify(ctx context.Context, a harbor.Args) (envserver.Evaluatio
 	if timeout <= 0 {
 		timeout = harbor.DefaultVerifierTimeoutSec
 	}
+	timeout *= timeoutMultiplier()
 	// Harbor's `bash /tests/test.sh`; an image without bash (busybox, Alpine) runs it with sh.
 	interpreter := "bash"
 	if sh := s.shell(); sh != "" && filepath.Base(sh) != "bash" {
@@ -593,7 +605,7 @@ func (s *server) verify(ctx context.Context, a harbor.Args) (envserver.Evaluatio
 		"test_stderr": tailText(r.stderr.Bytes(), 4096),
 	}
 	if r.timedOut {
-		return envserver.EvaluationResult{}, &envserver.TaskFault{Reason: fmt.Sprintf("the verifier ran past its %gs (verifier.timeout_sec); its output ends: %s", timeout, tailText(r.stdout.Bytes(), 500))}
+		return envserver.EvaluationResult{}, &envserver.TaskFault{Reason: fmt.Sprintf("the verifier ran past its %gs (verifier.timeout_sec, times the job's timeout multiplier); its output ends: %s", timeout, tailText(r.stdout.Bytes(), 500))}
 	}
 	rewards, score, err := readReward(vdir)
 	if err != nil {

@@ -404,3 +404,16 @@ func descendantsOf(t *testing.T, pid int) []string {
 	}
 	return out
 }
+
+// A job's timeout multiplier, given to the sandbox, scales the verifier's time.
+func TestTheVerifiersTimeScalesByTheJobsMultiplier(t *testing.T) {
+	m := newMachine(t)
+	script := `sleep 0.6; echo 1 > $LOGS/verifier/reward.txt`
+	if _, msg := m.verify(script, 0.3); !strings.Contains(msg, "ran past its 0.3s") {
+		t.Errorf("without a multiplier: %q, want past its time", msg)
+	}
+	t.Setenv(harbor.TimeoutMultiplierEnv, "5")
+	if r, msg := m.verify(script, 0.3); msg != "" || r.Reward != 1 {
+		t.Errorf("with a multiplier of 5: %+v %q", r, msg)
+	}
+}
