@@ -46,21 +46,22 @@ func (e *RunImageError) Error() string {
 // ErrNoTaskVersion is wrapped by LoadRun's error for a trace without a task version.
 var ErrNoTaskVersion = errors.New("the trace has no task version")
 
-// LoadRun reads an attempt's Run in one query: the trace with its job's launcher, its task
+// LoadRun reads an attempt's Run in one query: the trace with its job's launcher and metadata, its task
 // version, its environment's latest build and its model. A runtime config that names an image
 // runs that build instead of the latest, read by a second query.
 func (s *Store) LoadRun(ctx context.Context, traceID uuid.UUID) (*Run, error) {
 	var row struct {
 		models.Trace `bun:",extend"`
-		LaunchBy     *uuid.UUID         `bun:"launch_by,scanonly"`
-		LaunchKey    *uuid.UUID         `bun:"launch_key,scanonly"`
-		Budgeted     bool               `bun:"budgeted,scanonly"`
-		Version      models.TaskVersion `bun:"embed:tv__"`
-		Build        models.Build       `bun:"embed:b__"`
-		Model        models.LLMModel    `bun:"embed:m__"`
+		LaunchBy     *uuid.UUID          `bun:"launch_by,scanonly"`
+		LaunchKey    *uuid.UUID          `bun:"launch_key,scanonly"`
+		Budgeted     bool                `bun:"budgeted,scanonly"`
+		JobMetadata  *models.JobMetadata `bun:"job_metadata,scanonly"`
+		Version      models.TaskVersion  `bun:"embed:tv__"`
+		Build        models.Build        `bun:"embed:b__"`
+		Model        models.LLMModel     `bun:"embed:m__"`
 	}
 	err := s.DB.NewSelect().Model(&row).ColumnExpr("tr.*").
-		ColumnExpr("j.created_by AS launch_by").ColumnExpr("j.api_key_id AS launch_key").ColumnExpr("j.max_cost_usd IS NOT NULL AS budgeted").
+		ColumnExpr("j.created_by AS launch_by").ColumnExpr("j.api_key_id AS launch_key").ColumnExpr("j.max_cost_usd IS NOT NULL AS budgeted").ColumnExpr("j.metadata AS job_metadata").
 		ColumnExpr(s.columnsAs((*models.TaskVersion)(nil), "tv", "tv__")).
 		ColumnExpr(s.columnsAs((*models.Build)(nil), "b", "b__")).
 		ColumnExpr(s.columnsAs((*models.LLMModel)(nil), "m", "m__")).
@@ -74,11 +75,8 @@ func (s *Store) LoadRun(ctx context.Context, traceID uuid.UUID) (*Run, error) {
 		return nil, models.NotFound(err, "load trace "+traceID.String())
 	}
 	r := &Run{Trace: row.Trace, LaunchedBy: row.LaunchBy, LaunchKey: row.LaunchKey, Budgeted: row.Budgeted, TimeoutMultiplier: 1}
-	if r.Trace.JobID != uuid.Nil {
-		var job models.Job
-		if err := s.DB.NewSelect().Model(&job).Column("metadata").Where("id = ?", r.Trace.JobID).Scan(ctx); err == nil && job.Metadata.TimeoutMultiplier > 0 {
-			r.TimeoutMultiplier = job.Metadata.TimeoutMultiplier
-		}
+	if md := row.JobMetadata; md != nil && md.TimeoutMultiplier > 0 {
+		r.TimeoutMultiplier = md.TimeoutMultiplier
 	}
 	if r.Trace.TaskVersionID == nil {
 		return nil, fmt.Errorf("trace %s: %w", traceID, ErrNoTaskVersion)
