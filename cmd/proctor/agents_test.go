@@ -118,13 +118,19 @@ func newScriptedTodoModel(t *testing.T, key string) *scriptedTodoModel {
 			}
 			message = map[string]any{"role": "assistant", "content": "I will add them.", "tool_calls": calls}
 		}
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(map[string]any{"id": fmt.Sprintf("chatcmpl-%d", m.calls), "object": "chat.completion", "model": req.Model,
-			"choices": []any{map[string]any{"index": 0, "message": message, "finish_reason": "stop"}},
-			"usage":   map[string]any{"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}})
+		writeChatCompletion(w, fmt.Sprintf("chatcmpl-%d", m.calls), req.Model, message)
 	}))
 	t.Cleanup(m.srv.Close)
 	return m
+}
+
+// writeChatCompletion answers a scripted model's chat completion: one choice, message, with the
+// usage the scripted models report (100 prompt and 20 completion tokens).
+func writeChatCompletion(w http.ResponseWriter, id, model string, message map[string]any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{"id": id, "object": "chat.completion", "model": model,
+		"choices": []any{map[string]any{"index": 0, "message": message, "finish_reason": "stop"}},
+		"usage":   map[string]any{"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}})
 }
 
 // newScriptedAnthropic is an Anthropic-compatible upstream that solves an add-todos task: asked

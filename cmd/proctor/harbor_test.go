@@ -129,10 +129,7 @@ func scriptedShellModel(t *testing.T) *httptest.Server {
 			message = map[string]any{"role": "assistant", "content": "Working.", "tool_calls": []any{map[string]any{"id": fmt.Sprintf("call_%d", results), "type": "function",
 				"function": map[string]any{"name": calls[results].tool, "arguments": string(args)}}}}
 		}
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(map[string]any{"id": fmt.Sprintf("chatcmpl-%d", results), "object": "chat.completion", "model": req.Model,
-			"choices": []any{map[string]any{"index": 0, "message": message, "finish_reason": "stop"}},
-			"usage":   map[string]any{"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}})
+		writeChatCompletion(w, fmt.Sprintf("chatcmpl-%d", results), req.Model, message)
 	}))
 	t.Cleanup(srv.Close)
 	return srv

@@ -12,7 +12,6 @@ import (
 	"maps"
 	"math"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -222,20 +221,14 @@ func importHarbor(ctx context.Context, c *apiClient, dirs []string, taskset stri
 	return nil
 }
 
-// ensureHarborBuild makes sure the environment name has a latest build of dir with the shell
-// server: "built before" when it has one (the name is the folder's hash: same content), else it
-// builds dir now ("built") and makes that build the latest.
+// ensureHarborBuild makes sure the team's environment name has a latest build of dir with the
+// shell server: "built before" when it has one (the name is the folder's hash: same content),
+// else it builds dir now ("built") and makes that build the latest.
 func ensureHarborBuild(ctx context.Context, c *apiClient, name, dir string, buildArgs map[string]string, log io.Writer) (string, error) {
-	var page struct {
-		Items []environmentRow `json:"items"`
-	}
-	if err := c.do(ctx, http.MethodGet, "/v2/registry?limit=50&search="+url.QueryEscape(name), nil, &page); err != nil {
+	if e, err := c.ownEnvironment(ctx, name); err != nil {
 		return "", err
-	}
-	for _, e := range page.Items {
-		if e.Name == name && e.LatestBuildID != nil {
-			return "built before", nil
-		}
+	} else if e != nil && e.LatestBuildID != nil {
+		return "built before", nil
 	}
 	src, _, err := packSource(dir, notIgnored(dir))
 	if err != nil {

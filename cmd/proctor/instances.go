@@ -86,19 +86,12 @@ func cmdInstances(stdout, stderr io.Writer) flagsBody {
 
 // findEnvironment resolves an environment of the caller's team by id or exact name.
 func (c *apiClient) findEnvironment(ctx context.Context, nameOrID string) (string, error) {
-	var page struct {
-		Items []struct {
-			ID   string `json:"id"`
-			Name string `json:"name"`
-		} `json:"items"`
-	}
-	if err := c.do(ctx, http.MethodGet, "/v2/registry?owner_only=true&limit=500&search="+url.QueryEscape(nameOrID), nil, &page); err != nil {
+	r, err := c.ownEnvironment(ctx, nameOrID)
+	if err != nil {
 		return "", err
 	}
-	for _, r := range page.Items {
-		if r.Name == nameOrID || r.ID == nameOrID {
-			return r.ID, nil
-		}
+	if r != nil {
+		return r.ID, nil
 	}
 	var one struct {
 		ID string `json:"id"`
@@ -107,4 +100,21 @@ func (c *apiClient) findEnvironment(ctx context.Context, nameOrID string) (strin
 		return one.ID, nil
 	}
 	return "", errors.New("no environment of your team is named " + nameOrID)
+}
+
+// ownEnvironment is the environment of the caller's team whose name (or id) is nameOrID, as the
+// registry lists it; nil when the team has none.
+func (c *apiClient) ownEnvironment(ctx context.Context, nameOrID string) (*environmentRow, error) {
+	var page struct {
+		Items []environmentRow `json:"items"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/v2/registry?owner_only=true&limit=500&search="+url.QueryEscape(nameOrID), nil, &page); err != nil {
+		return nil, err
+	}
+	for _, r := range page.Items {
+		if r.Name == nameOrID || r.ID == nameOrID {
+			return &r, nil
+		}
+	}
+	return nil, nil
 }

@@ -276,6 +276,7 @@ func (p *Process) isolate(isolation, bubblewrap string, runAs int) error {
 					return fmt.Errorf("run sandboxes as user %d (RunAs; -1 runs them as root): %w", uid, err)
 				}
 				p.runAs, p.userns = uid, newUsernsPool(bwrap, uid, 2)
+				p.owned.dir, p.owned.uid, p.owned.account = filepath.Join(p.root, ".roots"), uid, hostAccount(uid)
 			}
 			if p.seccomp, err = seccompProgram(); err != nil {
 				p.log.Warn("sandbox: no seccomp filter for sandboxes", "reason", err)

@@ -35,7 +35,7 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 	}
 	var root *writableRoot
 	if spec.WritableRoot {
-		lower, err := p.owned.get(filepath.Join(p.root, ".roots"), p.runAs, spec.RootFS)
+		lower, err := p.owned.get(spec.RootFS)
 		if err != nil {
 			return nil, err
 		}
@@ -62,37 +62,13 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 	}
 	cmd := p.command(spec, argv0, workDir, portDir, devices, pp, cg, root)
 	if bwrap && p.runAs > 0 {
-		var ns *os.File
-		inside := p.runAs
-		if root != nil {
-			// Root inside, owning the image's copy: a namespace of the user's own.
-			inside = rootUID
-			ns, err = newRootUserns(p.runAs)
-		} else {
-			ns, err = p.userns.get()
-		}
+		ns, err := p.asSandboxUser(cmd, spec.Resources, root != nil)
 		if err != nil {
 			pp.closeChildEnds()
 			pp.closeOurEnds()
 			return nil, err
 		}
 		defer ns.Close() // bubblewrap holds it once started
-		runAs(cmd, ns, inside)
-		if root != nil {
-			// bubblewrap as the user, the namespace's owner (see newRootUserns), started in "/":
-			// the worker's directories are not the user's to enter until it has joined the
-			// namespace (bubblewrap then enters the sandbox's own, --chdir).
-			cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(p.runAs), Gid: uint32(p.runAs), Groups: []uint32{}}
-			cmd.Dir = "/"
-			// Its limits are set before bubblewrap starts, by prlimit(1) as the user: the
-			// sandbox's init is not the worker's to limit later (its namespace is the user's,
-			// and a root without CAP_SYS_RESOURCE may not reach into it).
-			if err = p.limitedByPrlimit(cmd, spec.Resources); err != nil {
-				pp.closeChildEnds()
-				pp.closeOurEnds()
-				return nil, err
-			}
-		}
 	}
 	if err = forkthread.Start(cmd); err != nil {
 		pp.closeChildEnds()
@@ -123,6 +99,37 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 		}
 	}
 	return sb, nil
+}
+
+// asSandboxUser makes cmd, bubblewrap, run its sandbox as the sandbox user in a user namespace
+// of its own, and answers the namespace, which the caller closes once cmd has started. With a
+// writable root the user is root there, in a namespace that is the user's own (newRootUserns):
+// bubblewrap then runs as the user, the namespace's owner, from "/" (the worker's directories
+// are not the user's to enter until it has joined the namespace; it then enters the sandbox's
+// own, --chdir), and prlimit(1) sets the sandbox's limits as the user before bubblewrap starts
+// (the sandbox's init is not the worker's to limit later: a root without CAP_SYS_RESOURCE may
+// not reach into a namespace it does not own).
+func (p *Process) asSandboxUser(cmd *exec.Cmd, res Resources, writableRoot bool) (*os.File, error) {
+	if !writableRoot {
+		ns, err := p.userns.get()
+		if err != nil {
+			return nil, err
+		}
+		runAs(cmd, ns, p.runAs)
+		return ns, nil
+	}
+	ns, err := newRootUserns(p.runAs)
+	if err != nil {
+		return nil, err
+	}
+	runAs(cmd, ns, rootUID)
+	cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(p.runAs), Gid: uint32(p.runAs), Groups: []uint32{}}
+	cmd.Dir = "/"
+	if err := p.limitedByPrlimit(cmd, res); err != nil {
+		ns.Close()
+		return nil, err
+	}
+	return ns, nil
 }
 
 // limitInit sets the rlimits of a sandbox's first process (bubblewrap's init, waiting on its

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/proctorhq/proctor/internal/procfs"
 )
 
 // processSandbox is a sandbox of the process provider.
@@ -86,13 +88,13 @@ func (s *processSandbox) Pids() []int {
 	case released:
 		// Its namespace ended with it, and its number may be another sandbox's now.
 	case s.pidNS != "":
-		pids = procsWhere(func(pid int) bool { return nsOf(pid) == s.pidNS })
+		pids = procfs.Pids(func(pid int) bool { return nsOf(pid) == s.pidNS })
 		if s.p.isolation == IsolationBubblewrap && !s.exited() {
 			pids = append(pids, s.cmd.Process.Pid)
 		}
 	default:
 		pgid := s.cmd.Process.Pid
-		pids = procsWhere(func(pid int) bool { return pgidOf(pid) == pgid })
+		pids = procfs.Pids(func(pid int) bool { return pgidOf(pid) == pgid })
 	}
 	if s.cg != nil {
 		pids = append(pids, s.cg.pids()...)
@@ -267,7 +269,7 @@ func (s *processSandbox) awaitExec(ctx context.Context, deadline time.Time) {
 		return
 	}
 	for {
-		for _, pid := range procsWhere(func(pid int) bool { return nsOf(pid) == s.pidNS }) {
+		for _, pid := range procfs.Pids(func(pid int) bool { return nsOf(pid) == s.pidNS }) {
 			if pid == s.initPID {
 				continue
 			}
@@ -341,7 +343,7 @@ func (s *processSandbox) signal(sig syscall.Signal) {
 	direct := s.cmd.Process.Pid
 	switch {
 	case s.pidNS != "":
-		for _, pid := range procsWhere(func(pid int) bool { return nsOf(pid) == s.pidNS }) {
+		for _, pid := range procfs.Pids(func(pid int) bool { return nsOf(pid) == s.pidNS }) {
 			if pid != direct {
 				syscall.Kill(pid, sig)
 			}
@@ -382,25 +384,6 @@ func (s *processSandbox) signal(sig syscall.Signal) {
 	}
 }
 
-// procsWhere lists the pids in /proc for which keep is true.
-func procsWhere(keep func(pid int) bool) []int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid <= 0 {
-			continue
-		}
-		if keep(pid) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
 // nsOf is pid's pid namespace, e.g. "pid:[4026531836]", or "" when it is
 // gone or a zombie.
 func nsOf(pid int) string {
@@ -430,7 +413,7 @@ func termIsDefault(pid int) bool {
 
 // pgidOf is pid's process group, or -1 (gone, or a zombie).
 func pgidOf(pid int) int {
-	if f := statOf(pid); len(f) > 2 && f[0] != "Z" {
+	if f := procfs.Stat(pid); len(f) > 2 && f[0] != "Z" {
 		return atoiOr(f[2], -1)
 	}
 	return -1
@@ -438,25 +421,10 @@ func pgidOf(pid int) int {
 
 // parentOf is pid's parent's pid, or -1.
 func parentOf(pid int) int {
-	if f := statOf(pid); len(f) > 1 {
+	if f := procfs.Stat(pid); len(f) > 1 {
 		return atoiOr(f[1], -1)
 	}
 	return -1
-}
-
-// statOf is /proc/<pid>/stat's fields after the command's name: state, ppid, pgrp, ...; none
-// when pid is gone.
-func statOf(pid int) []string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return nil
-	}
-	// "pid (comm) state ppid pgrp ..."; comm may hold spaces and parens.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return nil
-	}
-	return strings.Fields(string(b[i+1:]))
 }
 
 func atoiOr(s string, or int) int {

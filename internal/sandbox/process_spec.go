@@ -31,7 +31,7 @@ func (p *Process) checkSpec(spec Spec) (string, error) {
 				"under bubblewrap, run as root, with sandboxes run as a user of their own (--sandbox-run-as): run it there, or with the container or kubernetes provider: %w", ErrInvalidSpec)
 		case spec.WorkDir != "":
 			return "", fmt.Errorf("a writable root is a sandbox's own: not one working in another's work dir: %w", ErrInvalidSpec)
-		case hostAccount(p.runAs):
+		case p.owned.account:
 			return "", fmt.Errorf("the environment needs a writable root, which this worker gives only with a sandbox user that is no account of the host "+
 				"(user %d is one, or nobody: its processes could take the host's root through such a sandbox's namespace); run sandboxes as an unused id (--sandbox-run-as, default %d): %w",
 				p.runAs, DefaultRunAs, ErrInvalidSpec)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/proctorhq/proctor/internal/forkthread"
+	"github.com/proctorhq/proctor/internal/procfs"
 )
 
 // A worker that runs as root runs bubblewrap sandboxes as an unprivileged host user
@@ -168,7 +169,7 @@ func childOf(pid, inner int) (int, error) {
 		}
 	} else {
 		// A kernel without CONFIG_PROC_CHILDREN: every process's parent, read.
-		children = procsWhere(func(p int) bool { return parentOf(p) == pid })
+		children = procfs.Pids(func(p int) bool { return parentOf(p) == pid })
 	}
 	for _, child := range children {
 		// Its pids, the host's first: the second is in bubblewrap's namespace.

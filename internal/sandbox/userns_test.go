@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/proctorhq/proctor/internal/procfs"
 )
 
 // parentOf reads a process's parent from /proc, as childOf does where the kernel has no
@@ -19,7 +21,7 @@ func TestParentOfReadsAProcesssParent(t *testing.T) {
 	if got := parentOf(pid); got != os.Getpid() {
 		t.Errorf("parentOf(%d) = %d, want this process, %d", pid, got, os.Getpid())
 	}
-	if got := procsWhere(func(p int) bool { return parentOf(p) == os.Getpid() }); len(got) == 0 {
+	if got := procfs.Pids(func(p int) bool { return parentOf(p) == os.Getpid() }); len(got) == 0 {
 		t.Errorf("no process has this one as its parent, though %d does", pid)
 	}
 	cmd.Process.Kill()

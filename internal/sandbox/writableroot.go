@@ -119,6 +119,11 @@ func newRootUserns(uid int) (*os.File, error) {
 
 // ownedRoots makes and keeps the copies of image roots owned by the sandbox user.
 type ownedRoots struct {
+	dir string // where the copies live (in the provider's owner dir: gone with it)
+	uid int    // the sandbox user
+	// account: uid is an account of this host (hostAccount), for which no copy is made.
+	account bool
+
 	mu     sync.Mutex
 	copies map[string]*ownedRoot // by the image root's path
 }
@@ -128,9 +133,9 @@ type ownedRoot struct {
 	path string // set once made
 }
 
-// get is rootFS copied into dir (in the provider's owner dir: gone with it), owned by uid; the
-// first call for an image makes it (a walk of the image), the others wait for it.
-func (o *ownedRoots) get(dir string, uid int, rootFS string) (string, error) {
+// get is rootFS copied, owned by the sandbox user; the first call for an image makes it (a walk
+// of the image), the others wait for it.
+func (o *ownedRoots) get(rootFS string) (string, error) {
 	o.mu.Lock()
 	if o.copies == nil {
 		o.copies = map[string]*ownedRoot{}
@@ -149,12 +154,12 @@ func (o *ownedRoots) get(dir string, uid int, rootFS string) (string, error) {
 		return c.path, nil
 	}
 	sum := sha256.Sum256([]byte(rootFS))
-	path := filepath.Join(dir, hex.EncodeToString(sum[:8]))
+	path := filepath.Join(o.dir, hex.EncodeToString(sum[:8]))
 	tmp := path + ".making"
 	removeAll(tmp)
-	err := os.MkdirAll(dir, 0o755)
+	err := os.MkdirAll(o.dir, 0o755)
 	if err == nil {
-		err = copyOwned(rootFS, tmp, uid)
+		err = copyOwned(rootFS, tmp, o.uid)
 	}
 	if err == nil {
 		err = os.Rename(tmp, path)

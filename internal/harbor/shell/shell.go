@@ -36,6 +36,7 @@ import (
 
 	"github.com/proctorhq/proctor/envserver"
 	"github.com/proctorhq/proctor/internal/harbor"
+	"github.com/proctorhq/proctor/internal/procfs"
 )
 
 // OutputCap is the most of a stream (stdout, stderr) a call's result carries: its last bytes.
@@ -256,13 +257,11 @@ func (s *server) exec(ctx context.Context, in ExecArgs) (ExecResult, error) {
 // tail is the last OutputCap bytes of a stream of total bytes whose last bytes are b, and cut
 // with a line saying what was cut, if anything.
 func tail(b []byte, total int64, name string, cut []string) (string, []string) {
-	if len(b) > OutputCap {
-		b = b[len(b)-OutputCap:]
+	kept := tailText(b, OutputCap)
+	if total <= int64(len(kept)) {
+		return kept, cut
 	}
-	if total <= int64(len(b)) {
-		return string(b), cut
-	}
-	return string(b), append(cut, fmt.Sprintf("%s: first %d of %d bytes cut", name, total-int64(len(b)), total))
+	return kept, append(cut, fmt.Sprintf("%s: first %d of %d bytes cut", name, total-int64(len(kept)), total))
 }
 
 type ran struct {
@@ -314,6 +313,9 @@ func drain(r *os.File, w io.Writer, done chan<- struct{}) {
 	close(done)
 }
 
+// errNoShell is the answer of a tool that needs the image's shell, in an image without one.
+var errNoShell = errors.New("the image has no shell (/bin/bash or /bin/sh) to run commands with")
+
 // shell is the image's bash, else its sh.
 func (s *server) shell() string {
 	for _, sh := range []string{"/bin/bash", "/usr/bin/bash", "/bin/sh", "/usr/bin/sh"} {
@@ -336,7 +338,7 @@ func (s *server) run(ctx context.Context, command, cwd string, env map[string]st
 	r := &ran{}
 	sh := s.shell()
 	if sh == "" {
-		r.err = errors.New("the image has no shell (/bin/bash or /bin/sh) to run commands with")
+		r.err = errNoShell
 		return r
 	}
 	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
@@ -537,15 +539,22 @@ func (s *server) prepare(ctx context.Context, a harbor.Args) (PrepareResult, err
 	}
 	dirs := []string{filepath.Join(s.cfg.Logs, "agent"), filepath.Join(s.cfg.Logs, "verifier")}
 	for _, d := range dirs {
-		if err := os.RemoveAll(d); err != nil {
+		if err := emptyDir(d); err != nil {
 			return PrepareResult{}, err
 		}
-		if err := os.MkdirAll(d, 0o777); err != nil {
-			return PrepareResult{}, err
-		}
-		os.Chmod(d, 0o777)
 	}
 	return PrepareResult{Dirs: dirs}, nil
+}
+
+// emptyDir makes d an empty directory anyone may write in, whatever was there.
+func emptyDir(d string) error {
+	if err := os.RemoveAll(d); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(d, 0o777); err != nil {
+		return err
+	}
+	return os.Chmod(d, 0o777) // past the umask
 }
 
 // verify is Harbor's verifier: /logs/verifier emptied (a reward file the agent planted counts
@@ -563,13 +572,9 @@ func (s *server) verify(ctx context.Context, a harbor.Args) (envserver.Evaluatio
 	// before the tests run, so that it can neither touch their reward nor hold them up.
 	s.stopAgentProcesses()
 	vdir := filepath.Join(s.cfg.Logs, "verifier")
-	if err := os.RemoveAll(vdir); err != nil {
+	if err := emptyDir(vdir); err != nil {
 		return envserver.EvaluationResult{}, err
 	}
-	if err := os.MkdirAll(vdir, 0o777); err != nil {
-		return envserver.EvaluationResult{}, err
-	}
-	os.Chmod(vdir, 0o777)
 	if err := os.RemoveAll(s.cfg.Tests); err != nil {
 		return envserver.EvaluationResult{}, err
 	}
@@ -708,64 +713,31 @@ func (s *server) stopAgentProcesses() {
 // reapOrphans collects the exit statuses of this process's children that no one here waits for
 // (orphans it adopted as their subreaper), so that they hold no process slot.
 func reapOrphans() {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return
-	}
 	self := os.Getpid()
 	children.Lock()
 	defer children.Unlock()
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if ppid, state := procParent(pid); ppid == self && state == "Z" && !children.waiting[pid] {
-			var ws syscall.WaitStatus
-			syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
-		}
+	for _, pid := range procfs.Pids(func(pid int) bool {
+		ppid, state := procfs.Parent(pid)
+		return ppid == self && state == "Z" && !children.waiting[pid]
+	}) {
+		var ws syscall.WaitStatus
+		syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
 	}
 }
 
 // descendants are the live processes below pid, read from /proc.
 func descendants(pid int) []int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
 	children := map[int][]int{}
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if ppid, state := procParent(p); ppid > 0 && state != "Z" {
+	procfs.Pids(func(p int) bool {
+		if ppid, state := procfs.Parent(p); ppid > 0 && state != "Z" {
 			children[ppid] = append(children[ppid], p)
 		}
-	}
+		return false
+	})
 	var out []int
 	for queue := children[pid]; len(queue) > 0; queue = queue[1:] {
 		out = append(out, queue[0])
 		queue = append(queue, children[queue[0]]...)
 	}
 	return out
-}
-
-// procParent is a process's parent and state, from /proc/<pid>/stat (0, "" when it is gone).
-func procParent(pid int) (int, string) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, ""
-	}
-	// pid (comm) state ppid …: comm may hold spaces and parentheses; the last ")" ends it.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, ""
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 2 {
-		return 0, ""
-	}
-	ppid, _ := strconv.Atoi(f[1])
-	return ppid, f[0]
 }

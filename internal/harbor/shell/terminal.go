@@ -199,7 +199,7 @@ func (s *server) terminalOf() (*terminal, error) {
 	}
 	sh := s.shell()
 	if sh == "" {
-		return nil, errors.New("the image has no shell (/bin/bash or /bin/sh) to run a terminal with")
+		return nil, errNoShell
 	}
 	t, err := startTerminal(sh, s.cfg.WorkDir, s.environ(nil))
 	if err != nil {
