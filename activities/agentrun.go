@@ -15,6 +15,7 @@ import (
 
 	"github.com/proctorhq/proctor/internal/agentport"
 	"github.com/proctorhq/proctor/internal/egress"
+	"github.com/proctorhq/proctor/internal/image"
 	"github.com/proctorhq/proctor/internal/sandbox"
 	"github.com/proctorhq/proctor/models"
 )
@@ -169,6 +170,11 @@ func (run *agentRun) prepare(ctx context.Context) error {
 				return err
 			}
 			run.ownRoot = false
+			// A Harbor task's agent works where the task's tools do: its image's WORKDIR, in
+			// the task's own writable root, which the provider shares with it (sandbox.Spec.Within).
+			if r.build.Options.ShellServer {
+				spec.Dir = image.ShellWorkDir(r.build.RuntimeConfig.Command)
+			}
 		}
 	}
 	spec.OnLog = func(l sandbox.LogLine) {

@@ -264,11 +264,13 @@ func (t *Task) check(opts Options) {
 	if len(c.Steps) > 0 {
 		t.refuse("[[steps]]: multi-step tasks are not supported yet")
 	}
-	if c.Agent.User != nil {
-		t.refuse("agent.user: running the agent as another user than the image's is not supported yet")
-	}
-	if c.Verifier.User != nil {
-		t.refuse("verifier.user: running the verifier as another user than the image's is not supported yet")
+	for _, u := range []struct {
+		field string
+		v     any
+	}{{"agent.user", c.Agent.User}, {"verifier.user", c.Verifier.User}} {
+		if _, ok := userName(u.v); !ok {
+			t.refuse("%s = %v: a user name or a uid", u.field, u.v)
+		}
 	}
 	if c.Agent.NetworkMode != "" || len(c.Agent.AllowedHosts) > 0 || c.Verifier.NetworkMode != "" || len(c.Verifier.AllowedHosts) > 0 {
 		t.refuse("agent/verifier network_mode: a network policy per phase is not supported (the sandbox keeps [environment]'s for the whole attempt)")
@@ -416,6 +418,20 @@ func parseSize(s string) (int, error) {
 		return 0, errors.New(`a size like "2G" or "512M"`)
 	}
 	return int(f * mult), nil
+}
+
+// userName is a task's user field ([agent].user, [verifier].user) as a name or a uid, "" for
+// none; ok false for a value that is neither.
+func userName(v any) (string, bool) {
+	switch u := v.(type) {
+	case nil:
+		return "", true
+	case string:
+		return u, u != "" && !strings.ContainsAny(u, ":\n\x00")
+	case int64:
+		return strconv.FormatInt(u, 10), u >= 0 && u < 1<<32-1
+	}
+	return "", false
 }
 
 // Network is the task's network policy: public, no-network, or allowlist with its hosts (Harbor's

@@ -135,6 +135,17 @@ gpu_types = ["h100"]
 	}
 }
 
+// The agent's and the verifier's users, a name or a uid, travel in the scenario's arguments.
+func TestTaskUsersReachTheShellServer(t *testing.T) {
+	task, err := Read(writeTask(t, "[agent]\nuser = \"agent\"\n[verifier]\nuser = 0\n", nil), Options{})
+	if err != nil || len(task.Refusals) != 0 {
+		t.Fatalf("%v %q", err, task.Refusals)
+	}
+	if a := task.ScenarioArgs(); a.AgentUser != "agent" || a.VerifierUser != "0" {
+		t.Errorf("args users = %q, %q; want agent, 0", a.AgentUser, a.VerifierUser)
+	}
+}
+
 func TestTheImportRefusesWhatItDoesNotHonour(t *testing.T) {
 	for name, c := range map[string]struct {
 		toml  string
@@ -143,7 +154,7 @@ func TestTheImportRefusesWhatItDoesNotHonour(t *testing.T) {
 	}{
 		"unknown fields":      {toml: "version = \"1.0\"\nos = \"windows\"\n[environment]\ntpus = 4\n", want: []string{"os: not a field Proctor knows", "environment.tpus: not a field"}},
 		"steps and artifacts": {toml: "schema_version = \"1.4\"\n[[steps]]\nname = \"a\"\n[[artifacts]]\nsource = \"/x\"\n", want: []string{"[[steps]]", "[[artifacts]]"}},
-		"users":               {toml: "[agent]\nuser = \"agent\"\n[verifier]\nuser = 0\n", want: []string{"agent.user", "verifier.user"}},
+		"users that are none":  {toml: "[agent]\nuser = \"\"\n[verifier]\nuser = -1\n", want: []string{"agent.user", "verifier.user = -1"}},
 		"several gpu types and a bad reference": {toml: "[environment]\ngpu_types = [\"h100\", \"a100\"]\nenv = { TOKEN = \"${TOKEN\", \"9X\" = \"1\" }\n",
 			want: []string{"gpu_types", "environment.env.TOKEN", "environment.env.9X: not a variable name"}},
 		"a bad healthcheck and mcp servers": {toml: "[environment.healthcheck]\ncommand = \"true\"\nretries = 0\nfrequency = 2\n[[environment.mcp_servers]]\nname = \"x\"\ncommand = \"y\"\n",

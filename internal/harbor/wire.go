@@ -46,6 +46,10 @@ type Args struct {
 	Env map[string]string `json:"env,omitempty" jsonschema:"the task's environment variables ([environment].env), resolved in the sandbox: ${NAME} and ${NAME:-default} name the sandbox's own variables (the member's secrets, the environment's variables)"`
 	// Healthcheck, when set, gates the start: setup waits for it to pass.
 	Healthcheck *Healthcheck `json:"healthcheck,omitempty" jsonschema:"[environment.healthcheck]: setup runs it until it passes, or fails the start once it is unhealthy"`
+	// AgentUser and VerifierUser are [agent].user and [verifier].user: who the agent's commands
+	// (and the oracle's solve.sh) and test.sh run as; "" is the image's user.
+	AgentUser    string `json:"agent_user,omitempty" jsonschema:"[agent].user: the user (a name of the image's /etc/passwd, or a uid) the agent's commands and the solution run as"`
+	VerifierUser string `json:"verifier_user,omitempty" jsonschema:"[verifier].user: the user test.sh runs as"`
 }
 
 // WireFile is a File as arguments carry it: its content in standard base64.
@@ -83,8 +87,10 @@ func (w WireFile) Decode() (File, error) {
 
 // ScenarioArgs are the task's arguments of the harbor scenario.
 func (t *Task) ScenarioArgs() Args {
+	agent, _ := userName(t.Config.Agent.User)
+	verifier, _ := userName(t.Config.Verifier.User)
 	return Args{Instruction: t.Instruction, Tests: Wire(t.Tests), VerifierTimeoutSec: t.VerifierTimeoutSec(), VerifierEnv: t.Config.Verifier.Env, Env: t.Config.Environment.Env,
-		Healthcheck: t.Config.Environment.Healthcheck}
+		Healthcheck: t.Config.Environment.Healthcheck, AgentUser: agent, VerifierUser: verifier}
 }
 
 // ValidationCall is one call of the oracle's script, as a task's validation holds it.

@@ -61,3 +61,12 @@ func WithShell(img v1.Image, shellPath string) (v1.Image, []string, error) {
 	}
 	return out, command, nil
 }
+
+// ShellWorkDir is the working directory a WithShell command names (its --workdir), "" for a
+// command that is not the shell server's.
+func ShellWorkDir(command []string) string {
+	if len(command) == 3 && command[0] == ShellInImage && command[1] == "--workdir" {
+		return command[2]
+	}
+	return ""
+}

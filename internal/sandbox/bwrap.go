@@ -92,9 +92,13 @@ func bwrapArgs(workDir string, spec Spec, m bwrapMounts, infoFD, blockFD int) []
 	if spec.RootFS != "" {
 		inside = WorkDirInImage
 	}
+	chdir := inside
+	if spec.Dir != "" {
+		chdir = spec.Dir
+	}
 	args = append(args,
 		"--bind", workDir, inside,
-		"--chdir", inside,
+		"--chdir", chdir,
 		"--hostname", "sandbox",
 	)
 	if infoFD > 0 {

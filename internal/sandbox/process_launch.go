@@ -18,6 +18,14 @@ import (
 	"github.com/proctorhq/proctor/internal/forkthread"
 )
 
+// withinRoot is the writable root of the sandbox spec runs within (Spec.Within), nil if none.
+func withinRoot(spec Spec) *writableRoot {
+	if host, ok := spec.Within.(*processSandbox); ok {
+		return host.root
+	}
+	return nil
+}
+
 // launch creates the work dir and cgroup, starts the process and the
 // goroutines that follow it. On error nothing is left behind.
 func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices []string) (_ *processSandbox, err error) {
@@ -33,8 +41,12 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 	if err != nil {
 		return nil, err
 	}
-	var root *writableRoot
-	if spec.WritableRoot {
+	// Within a sandbox with a writable root, in that root (see Spec.Within): root there, as its
+	// processes are; the root stays that sandbox's, removed at its Stop.
+	root, sharedRoot := withinRoot(spec), false
+	if root != nil {
+		sharedRoot = true
+	} else if spec.WritableRoot {
 		lower, err := p.owned.get(spec.RootFS)
 		if err != nil {
 			return nil, err
@@ -78,13 +90,15 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 	pp.closeChildEnds()
 
 	sb := p.follow(spec, cmd, pp, workDir, portDir, devices, cg)
-	sb.root = root
+	if !sharedRoot {
+		sb.root = root
+	}
 	if err := p.identify(ctx, sb, pp.infoR); err != nil {
 		pp.closeBlock()
 		return nil, err
 	}
 	if bwrap {
-		err := p.readyInit(sb.initPID, spec, pp.blockW)
+		err := p.readyInit(sb.initPID, spec, root != nil, pp.blockW)
 		if err != nil {
 			// bubblewrap runs the command once its block pipe closes, written or not: the
 			// sandbox is gone before the pipe closes.
@@ -196,15 +210,16 @@ func workDirPattern(id string) string {
 }
 
 // readyInit readies a bubblewrap sandbox whose first process is pid, waiting on its block pipe:
-// it sets the sandbox's limits (limitInit), makes spec's listener inside where this process does
+// it sets the sandbox's limits (limitInit; one in a writable root's namespace, ownRootUserns,
+// was limited as it started), makes spec's listener inside where this process does
 // (listenSetns) and hands it to spec.Listen.Ready, then lets the command start (a byte on block,
 // bubblewrap's --block-fd). It leaves block open: bubblewrap starts the command when block closes
 // unwritten too, so on an error the caller ends the sandbox first.
-func (p *Process) readyInit(pid int, spec Spec, block *os.File) error {
+func (p *Process) readyInit(pid int, spec Spec, ownRootUserns bool, block *os.File) error {
 	if pid <= 0 { // prlimit(0) and the rest would act on this process
 		return fmt.Errorf("the sandbox's init is not known (pid %d)", pid)
 	}
-	if !spec.WritableRoot { // limited before it started (limitedByPrlimit)
+	if !ownRootUserns { // limited before it started (limitedByPrlimit)
 		if err := p.limitInit(pid, spec.Resources); err != nil {
 			return err
 		}

@@ -67,6 +67,7 @@ func (s *processSandbox) ID() string            { return s.id }
 func (s *processSandbox) Stdin() io.WriteCloser { return s.stdin }
 func (s *processSandbox) Stdout() io.ReadCloser { return s.stdout }
 func (s *processSandbox) WorkDir() string       { return s.workDir }
+func (s *processSandbox) HasWritableRoot() bool { return s.root != nil }
 func (s *processSandbox) Logs() []LogLine       { return s.logs.All() }
 func (s *processSandbox) Done() <-chan struct{} { return s.done }
 func (s *processSandbox) Devices() []string     { return slices.Clone(s.devices) }

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -212,5 +213,81 @@ func TestAWritableRootIsTheSandboxsOwn(t *testing.T) {
 	nobody := newProvider(t, IsolationBubblewrap, func(o *ProcessOptions) { o.RunAs = 65534 })
 	if _, err := nobody.Start(t.Context(), Spec{ID: "nobody", Command: []string{"/app/probe"}, RootFS: root, WritableRoot: true}); !errors.Is(err, ErrInvalidSpec) || !strings.Contains(err.Error(), "no account of the host") {
 		t.Errorf("as nobody: %v, want ErrInvalidSpec", err)
+	}
+}
+
+// sharerSource, as "host", changes /app and waits for its stdin to close; as "inside", says
+// where it runs and what it sees of the host's change, and changes /app too.
+const sharerSource = `package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+func main() {
+	if os.Args[1] == "host" {
+		os.WriteFile("/app/from-host", []byte("h"), 0o644)
+		fmt.Fprintln(os.Stderr, "ready")
+		io.Copy(io.Discard, os.Stdin)
+		return
+	}
+	wd, _ := os.Getwd()
+	_, seen := os.Stat("/app/from-host")
+	werr := os.WriteFile("from-inside", []byte("i"), 0o644)
+	fmt.Fprintf(os.Stderr, "uid=%d wd=%s home=%s sees=%v wrote=%v\n", os.Getuid(), wd, os.Getenv("HOME"), seen == nil, werr == nil)
+}
+`
+
+// TestASandboxWithinAWritableRootSharesIt: a sandbox within one whose root is writable (a
+// brought agent inside a Harbor task) runs in that root, root there, from the working directory
+// it names: each sees what the other changed; the root stays the host's, gone at its Stop only.
+func TestASandboxWithinAWritableRootSharesIt(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a writable root needs a worker that runs as root")
+	}
+	root := imageRootWith(t, sharerSource)
+	p := newProvider(t, IsolationBubblewrap)
+	host := start(t, p, Spec{ID: "host", Command: []string{"/app/probe", "host"}, RootFS: root, WritableRoot: true})
+	for deadline := time.Now().Add(20 * time.Second); len(host.Logs()) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the host sandbox did not get ready")
+		}
+	}
+	if !HasWritableRoot(host) {
+		t.Fatal("HasWritableRoot(host) = false")
+	}
+	inside := start(t, p, Spec{ID: "inside", Command: []string{"/app/probe", "inside"}, RootFS: root, Within: host, WorkDir: host.WorkDir(), Dir: "/app"})
+	select {
+	case <-inside.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the inside probe did not exit")
+	}
+	want := fmt.Sprintf("uid=0 wd=/app home=%s sees=true wrote=true", WorkDirInImage)
+	if logs := inside.Logs(); len(logs) != 1 || logs[0].Line != want {
+		t.Errorf("inside saw %v, want %q", logs, want)
+	}
+	if HasWritableRoot(inside) {
+		t.Error("the inside sandbox claims the root as its own")
+	}
+	if err := inside.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// The host sees the file, its own root's (the sandbox user's on this host), after the
+	// inside sandbox's Stop.
+	fi, err := os.Stat(filepath.Join(host.root.merged(), "app", "from-inside"))
+	if err != nil {
+		t.Fatalf("the host's root lacks what the inside sandbox wrote: %v", err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); int(st.Uid) != p.runAs {
+		t.Errorf("from-inside is owned by %d on the host, want the sandbox user %d", st.Uid, p.runAs)
+	}
+	// Providers that cannot share a root refuse, and an ill-formed Dir is refused.
+	if err := WithinWritableRoot(Spec{ID: "x", Within: host}, "container"); !errors.Is(err, ErrInvalidSpec) {
+		t.Errorf("WithinWritableRoot = %v, want ErrInvalidSpec", err)
+	}
+	if _, err := p.Start(t.Context(), Spec{ID: "rel", Command: []string{"/app/probe", "inside"}, RootFS: root, Dir: "app"}); !errors.Is(err, ErrInvalidSpec) {
+		t.Errorf("a relative Dir: %v, want ErrInvalidSpec", err)
 	}
 }

@@ -109,7 +109,15 @@ type Spec struct {
 	// far as the provider can: a process or container sandbox works in its work dir (WorkDir,
 	// which the caller sets to Within's), and the kubernetes provider runs this one as an
 	// ephemeral container of Within's pod (its work dir, /tmp and network namespace shared).
+	// Within a sandbox with a writable root (HasWritableRoot), the process provider runs this
+	// one in that very root, as its root (what either changes, the other sees), root inside as
+	// Within's processes are; the container and kubernetes providers cannot share a container's
+	// copy-on-write layer and refuse such a sandbox (ErrInvalidSpec).
 	Within Sandbox
+	// Dir, when set, is the working directory of the sandbox's command: an absolute path in its
+	// root (a Harbor task's WORKDIR, where its tools work), instead of where the work dir
+	// appears. HOME stays the work dir.
+	Dir string
 	// Listen, when set, asks for a listener inside the sandbox's own network namespace, there
 	// before Command starts: what the sandbox's processes reach at 127.0.0.1:Listen.Port is
 	// served by whoever holds the listener, outside the sandbox. The process provider needs
@@ -147,6 +155,23 @@ type Spec struct {
 	// stderr, as it comes, from one goroutine per sandbox. It must not block
 	// for long: the environment blocks once the stderr pipe is full.
 	OnLog func(LogLine)
+}
+
+// HasWritableRoot says whether sb was started with a root file system of its own that it may
+// change (Spec.WritableRoot).
+func HasWritableRoot(sb Sandbox) bool {
+	w, ok := sb.(interface{ HasWritableRoot() bool })
+	return ok && w.HasWritableRoot()
+}
+
+// WithinWritableRoot refuses, for a provider that cannot share one, a sandbox within another
+// that has a writable root.
+func WithinWritableRoot(spec Spec, provider string) error {
+	if spec.Within != nil && HasWritableRoot(spec.Within) {
+		return Invalid("sandbox %s: the %s provider cannot run a sandbox inside %s, whose root is writable (a Harbor task's): "+
+			"it would not see that root's changes; the process provider can", spec.ID, provider, spec.Within.ID())
+	}
+	return nil
 }
 
 // Image names an image for a provider that runs images in a container engine,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -119,6 +120,8 @@ func CheckImageSpec(spec Spec, provider string) error {
 		return invalid("sandbox %s: the %s provider runs images, and the spec names none", spec.ID, provider)
 	case spec.Resources.CPU < 0 || spec.Resources.MemoryMB < 0 || spec.Resources.GPU.Count < 0:
 		return invalid("sandbox %s: negative resources %+v", spec.ID, spec.Resources)
+	case spec.Dir != "" && !path.IsAbs(spec.Dir):
+		return invalid("sandbox %s: working directory %q: not an absolute path", spec.ID, spec.Dir)
 	}
 	if err := spec.Listen.check(); err != nil {
 		return fmt.Errorf("sandbox %s: %w", spec.ID, err)

@@ -37,7 +37,7 @@ func TestReadyInitRefusesAnUnknownInit(t *testing.T) {
 	p := newProvider(t, IsolationBubblewrap, func(o *ProcessOptions) { o.MaxOpenFiles = 64 })
 	var before, after unix.Rlimit
 	unix.Getrlimit(unix.RLIMIT_NOFILE, &before)
-	if err := p.readyInit(0, Spec{}, nil); err == nil {
+	if err := p.readyInit(0, Spec{}, false, nil); err == nil {
 		t.Error("readyInit of pid 0 went ahead")
 	}
 	unix.Getrlimit(unix.RLIMIT_NOFILE, &after)

@@ -54,9 +54,13 @@ func run(ctx context.Context) error {
 	}
 	defer session.Close()
 	var tools []openai.ChatCompletionToolUnionParam
+	inside := os.Getenv("PROCTOR_PLACEMENT") == "inside"
 	for t, err := range session.Tools(ctx, nil) {
 		if err != nil {
 			return fmt.Errorf("list tools: %w", err)
+		}
+		if inside && (t.Name == "read_file" || t.Name == "write_file") {
+			continue // the agent's own file tools answer to these names (a model sees each name once)
 		}
 		schema := map[string]any{}
 		if b, err := json.Marshal(t.InputSchema); err == nil {
@@ -68,7 +72,6 @@ func run(ctx context.Context) error {
 		tools = append(tools, openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
 			Name: t.Name, Description: openai.String(t.Description), Parameters: shared.FunctionParameters(schema)}))
 	}
-	inside := os.Getenv("PROCTOR_PLACEMENT") == "inside"
 	if inside {
 		tools = append(tools, fileTools...)
 	}

@@ -34,11 +34,16 @@ async function main(): Promise<void> {
   await env.connect(new StreamableHTTPClientTransport(new URL(mcpURL)));
   try {
     const { tools } = await env.listTools();
-    const offered: ChatCompletionTool[] = tools.map((t) => ({
-      type: "function",
-      function: { name: t.name, description: t.description ?? "", parameters: { properties: {}, ...t.inputSchema } },
-    }));
     const inside = process.env.PROCTOR_PLACEMENT === "inside";
+    // Inside, the agent's own file tools answer to their names: an environment's tool of the same
+    // name (a Harbor task's write_file) is left out, so that the model sees each name once.
+    const own = new Set(inside ? fileTools.map((t) => (t.type === "function" ? t.function.name : "")) : []);
+    const offered: ChatCompletionTool[] = tools
+      .filter((t) => !own.has(t.name))
+      .map((t) => ({
+        type: "function",
+        function: { name: t.name, description: t.description ?? "", parameters: { properties: {}, ...t.inputSchema } },
+      }));
     if (inside) offered.push(...fileTools);
     console.error(`react-ts: ${offered.length} tools, model ${model}`);
 

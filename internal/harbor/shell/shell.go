@@ -56,9 +56,12 @@ type Config struct {
 	// WorkDir is where commands run unless they say otherwise: the image's WORKDIR ("/" when it
 	// has none).
 	WorkDir string
-	// Tests and Logs are where the verifier puts tests/ and reads /logs/verifier from: Harbor's
-	// /tests and /logs by default (tests of this package move them).
-	Tests, Logs string
+	// Tests and Logs are where the verifier puts tests/ and reads /logs/verifier from, and
+	// Solution where the oracle writes solution/: Harbor's /tests, /logs and /solution by default
+	// (tests of this package move them).
+	Tests, Logs, Solution string
+	// Passwd is the image's user database, where users are looked up: /etc/passwd by default.
+	Passwd string
 }
 
 // New builds the shell server.
@@ -71,6 +74,12 @@ func New(logger *slog.Logger, cfg Config) (*envserver.Server, error) {
 	}
 	if cfg.Logs == "" {
 		cfg.Logs = harbor.LogsDir
+	}
+	if cfg.Solution == "" {
+		cfg.Solution = harbor.SolutionDir
+	}
+	if cfg.Passwd == "" {
+		cfg.Passwd = "/etc/passwd"
 	}
 	s := &server{cfg: cfg, log: logger}
 	// What the agent's commands leave behind, however they detach, stays below this process
@@ -123,6 +132,9 @@ type server struct {
 
 	envMu   sync.Mutex
 	taskEnv map[string]string // the task's [environment].env, resolved by setup (or the verifier)
+	// agentUser is [agent].user, resolved by setup: what the agent's tools run as (nil: this
+	// program's user, the image's).
+	agentUser *account
 }
 
 // children are the processes this program started and waits for itself (the shells of calls
@@ -212,6 +224,7 @@ type ExecArgs struct {
 	Cwd        string            `json:"cwd,omitempty" jsonschema:"working directory (default the task's)"`
 	TimeoutSec float64           `json:"timeout_sec,omitempty" jsonschema:"seconds before the command is killed (default 600, at most 86400)"`
 	Env        map[string]string `json:"env,omitempty" jsonschema:"environment variables added for this command"`
+	User       string            `json:"user,omitempty" jsonschema:"the user to run as: a name of the machine's /etc/passwd or a uid (default the task's agent user, else the machine's own); a task that names its agent's user runs every command as that user"`
 }
 
 // ExecResult is exec's answer.
@@ -240,7 +253,11 @@ func (s *server) exec(ctx context.Context, in ExecArgs) (ExecResult, error) {
 	if in.Cwd != "" {
 		cwd = in.Cwd
 	}
-	r := s.run(ctx, in.Command, cwd, in.Env, time.Duration(timeout*float64(time.Second)), OutputCap)
+	as, err := s.execUser(in.User)
+	if err != nil {
+		return ExecResult{}, err
+	}
+	r := s.run(ctx, in.Command, cwd, in.Env, time.Duration(timeout*float64(time.Second)), OutputCap, as)
 	if r.err != nil {
 		return ExecResult{}, r.err
 	}
@@ -252,6 +269,25 @@ func (s *server) exec(ctx context.Context, in ExecArgs) (ExecResult, error) {
 		out.Truncated = strings.Join(cut, "; ") + fmt.Sprintf(" (each stream keeps its last %d bytes)", OutputCap)
 	}
 	return out, nil
+}
+
+// execUser is who an exec call runs as: user, or the task's agent user (which a task that
+// names one allows no other to be).
+func (s *server) execUser(user string) (*account, error) {
+	s.envMu.Lock()
+	agent := s.agentUser
+	s.envMu.Unlock()
+	if user == "" {
+		return agent, nil
+	}
+	a, err := lookupAccount(s.cfg.Passwd, user)
+	if err != nil {
+		return nil, err
+	}
+	if agent != nil && a.uid != agent.uid {
+		return nil, fmt.Errorf("user %q: this task runs its agent's commands as %s ([agent].user), and as no other user", user, agent)
+	}
+	return a, nil
 }
 
 // tail is the last OutputCap bytes of a stream of total bytes whose last bytes are b, and cut
@@ -334,7 +370,7 @@ const backgroundOutputWait = 500 * time.Millisecond
 // when the time is up or ctx ends; what it leaves running in the background otherwise lives on.
 // It keeps the last keep bytes of each stream. What a background process writes to them after
 // the call is read and dropped: it never dies of a closed pipe.
-func (s *server) run(ctx context.Context, command, cwd string, env map[string]string, timeout time.Duration, keep int) *ran {
+func (s *server) run(ctx context.Context, command, cwd string, env map[string]string, timeout time.Duration, keep int, as *account) *ran {
 	r := &ran{}
 	sh := s.shell()
 	if sh == "" {
@@ -361,6 +397,7 @@ func (s *server) run(ctx context.Context, command, cwd string, env map[string]st
 	cmd.Dir, cmd.Stdout, cmd.Stderr = cwd, outW, errW
 	cmd.Env = s.environ(env)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	as.as(cmd)
 	start := time.Now()
 	err = startChild(cmd)
 	outW.Close()
@@ -369,6 +406,9 @@ func (s *server) run(ctx context.Context, command, cwd string, env map[string]st
 		outR.Close()
 		errR.Close()
 		r.err = fmt.Errorf("start %s: %w", sh, err)
+		if as != nil {
+			r.err = fmt.Errorf("start %s as %s: %w", sh, as, err)
+		}
 		return r
 	}
 	out, errs := &tailWriter{max: keep}, &tailWriter{max: keep}
@@ -447,7 +487,10 @@ func (s *server) writeFile(_ context.Context, in WriteFileArgs) (WriteFileResult
 	if mode == 0 {
 		mode = 0o644
 	}
-	if err := writeFile(p, data, mode); err != nil {
+	s.envMu.Lock()
+	as := s.agentUser
+	s.envMu.Unlock()
+	if err := asAccount(as, func() error { return writeFile(p, data, mode) }); err != nil {
 		return WriteFileResult{}, err
 	}
 	return WriteFileResult{Path: p, Bytes: len(data)}, nil
@@ -492,7 +535,7 @@ func (s *server) healthcheck(ctx context.Context, h *harbor.Healthcheck) error {
 	startPeriod := time.Duration(float64(or(h.StartPeriodSec, 0)) * m)
 	failures := 0
 	for checks := 1; ; checks++ {
-		r := s.run(ctx, h.Command, s.cfg.WorkDir, nil, checkTimeout, OutputCap)
+		r := s.run(ctx, h.Command, s.cfg.WorkDir, nil, checkTimeout, OutputCap, nil)
 		if r.err != nil {
 			return r.err
 		}
@@ -532,6 +575,22 @@ func (s *server) prepare(ctx context.Context, a harbor.Args) (PrepareResult, err
 	if err := s.setTaskEnv(a.Env); err != nil {
 		return PrepareResult{}, err
 	}
+	agent, err := s.switchableUser(ctx, "[agent].user", a.AgentUser)
+	if err != nil {
+		return PrepareResult{}, err
+	}
+	if _, err := s.switchableUser(ctx, "[verifier].user", a.VerifierUser); err != nil {
+		return PrepareResult{}, err
+	}
+	if agent != nil {
+		// The agent's user writes the oracle's solution/ there, where only root could make it.
+		if err := ownedBy(s.cfg.Solution, agent); err != nil {
+			return PrepareResult{}, err
+		}
+	}
+	s.envMu.Lock()
+	s.agentUser = agent
+	s.envMu.Unlock()
 	if h := a.Healthcheck; h != nil {
 		if err := s.healthcheck(ctx, h); err != nil {
 			return PrepareResult{}, err
@@ -544,6 +603,28 @@ func (s *server) prepare(ctx context.Context, a harbor.Args) (PrepareResult, err
 		}
 	}
 	return PrepareResult{Dirs: dirs}, nil
+}
+
+// switchableUser resolves a task's user (field names it for messages), nil for none, and
+// checks that commands can run as it here: a sandbox without the privilege to switch users (the
+// process provider's, whose only user is root) fails the start, saying so.
+func (s *server) switchableUser(ctx context.Context, field, user string) (*account, error) {
+	if user == "" {
+		return nil, nil
+	}
+	a, err := lookupAccount(s.cfg.Passwd, user)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", field, err)
+	}
+	r := s.run(ctx, "true", "/", nil, 30*time.Second, 1024, a)
+	if r.err == nil && r.exit != 0 {
+		r.err = fmt.Errorf("exit %d", r.exit)
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("%s: the task runs commands as %s, which this sandbox cannot switch to (%v): "+
+			"a sandbox of the process provider has no user but root; run the task on the container or kubernetes provider", field, a, r.err)
+	}
+	return a, nil
 }
 
 // emptyDir makes d an empty directory anyone may write in, whatever was there.
@@ -597,7 +678,14 @@ func (s *server) verify(ctx context.Context, a harbor.Args) (envserver.Evaluatio
 	if sh := s.shell(); sh != "" && filepath.Base(sh) != "bash" {
 		interpreter = "sh"
 	}
-	r := s.run(ctx, interpreter+" "+filepath.Join(s.cfg.Tests, "test.sh"), s.cfg.WorkDir, a.VerifierEnv, time.Duration(timeout*float64(time.Second)), VerifierOutputKeep)
+	var verifier *account
+	if a.VerifierUser != "" {
+		var err error
+		if verifier, err = lookupAccount(s.cfg.Passwd, a.VerifierUser); err != nil {
+			return envserver.EvaluationResult{}, &envserver.TaskFault{Reason: "[verifier].user: " + err.Error()}
+		}
+	}
+	r := s.run(ctx, interpreter+" "+filepath.Join(s.cfg.Tests, "test.sh"), s.cfg.WorkDir, a.VerifierEnv, time.Duration(timeout*float64(time.Second)), VerifierOutputKeep, verifier)
 	if r.err != nil {
 		return envserver.EvaluationResult{}, r.err
 	}

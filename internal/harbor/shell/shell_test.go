@@ -33,10 +33,20 @@ type machine struct {
 
 func newMachine(t *testing.T) *machine {
 	t.Helper()
+	return newMachineWith(t, nil)
+}
+
+// newMachineWith is newMachine with its config changed by edit (after the directories are set).
+func newMachineWith(t *testing.T, edit func(dir string, c *shell.Config)) *machine {
+	t.Helper()
 	dir := t.TempDir()
 	m := &machine{t: t, work: filepath.Join(dir, "app"), tests: filepath.Join(dir, "tests"), logs: filepath.Join(dir, "logs")}
 	os.Mkdir(m.work, 0o755)
-	srv, err := shell.New(slog.New(slog.NewTextHandler(io.Discard, nil)), shell.Config{WorkDir: m.work, Tests: m.tests, Logs: m.logs})
+	cfg := shell.Config{WorkDir: m.work, Tests: m.tests, Logs: m.logs}
+	if edit != nil {
+		edit(dir, &cfg)
+	}
+	srv, err := shell.New(slog.New(slog.NewTextHandler(io.Discard, nil)), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -415,5 +425,73 @@ func TestTheVerifiersTimeScalesByTheJobsMultiplier(t *testing.T) {
 	t.Setenv(harbor.TimeoutMultiplierEnv, "5")
 	if r, msg := m.verify(script, 0.3); msg != "" || r.Reward != 1 {
 		t.Errorf("with a multiplier of 5: %+v %q", r, msg)
+	}
+}
+
+// A task's users: the agent's commands (exec, the terminal, write_file, the oracle's solution)
+// run as [agent].user, which exec may not leave; test.sh runs as [verifier].user; a user the
+// image does not have fails the setup.
+func TestTheTasksUsersRunItsCommands(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("switching users needs root")
+	}
+	var solution string
+	m := newMachineWith(t, func(dir string, c *shell.Config) {
+		os.Chmod(filepath.Dir(dir), 0o755) // t.TempDir's folders are 0700
+		os.Chmod(dir, 0o755)
+		os.Chmod(c.WorkDir, 0o777)
+		os.Mkdir(filepath.Join(dir, "rootonly"), 0o755)
+		c.Passwd = filepath.Join(dir, "passwd")
+		os.WriteFile(c.Passwd, []byte("root:x:0:0:root:/root:/bin/sh\nagent:x:1234:1234:agent:/home/agent:/bin/sh\n"), 0o644)
+		solution = filepath.Join(dir, "solution")
+		c.Solution = solution
+	})
+	dir := filepath.Dir(m.work)
+	setup := func(a harbor.Args) string {
+		a.Instruction = "x"
+		return m.call(envserver.SetupHub, map[string]any{"name": harbor.SetupFunc, "arguments": a}, nil)
+	}
+	if msg := setup(harbor.Args{AgentUser: "ghost"}); !strings.Contains(msg, `[agent].user: user "ghost": not a user of this image`) {
+		t.Errorf("setup with a user the image lacks: %q", msg)
+	}
+	if msg := setup(harbor.Args{AgentUser: "agent", VerifierUser: "0"}); msg != "" {
+		t.Fatal(msg)
+	}
+	if r := m.exec(shell.ExecArgs{Command: `echo "$(id -u):$(id -g) $HOME $USER"`}); r.Stdout != "1234:1234 /home/agent agent\n" {
+		t.Errorf("exec as the agent's user: %+v", r)
+	}
+	if r := m.exec(shell.ExecArgs{Command: "id -u", User: "1234"}); r.Stdout != "1234\n" {
+		t.Errorf("exec naming the agent's uid: %+v", r)
+	}
+	if msg := m.call(harbor.ExecTool, shell.ExecArgs{Command: "id -u", User: "root"}, nil); !strings.Contains(msg, "as no other user") {
+		t.Errorf("exec as root in a task whose agent is agent: %q", msg)
+	}
+	// write_file writes as the agent: its file, and none where only root may write.
+	var w shell.WriteFileResult
+	if msg := m.call(harbor.WriteFileTool, shell.WriteFileArgs{Path: "mine.txt", Content: "x"}, &w); msg != "" {
+		t.Fatal(msg)
+	}
+	if fi, err := os.Stat(filepath.Join(m.work, "mine.txt")); err != nil || fi.Sys().(*syscall.Stat_t).Uid != 1234 {
+		t.Errorf("write_file's file: %v %+v", err, fi)
+	}
+	if msg := m.call(harbor.WriteFileTool, shell.WriteFileArgs{Path: filepath.Join(dir, "rootonly", "x"), Content: "x"}, nil); !strings.Contains(msg, "permission denied") {
+		t.Errorf("write_file where only root may write: %q", msg)
+	}
+	// The oracle's solution/ is the agent's to write.
+	if fi, err := os.Stat(solution); err != nil || fi.Sys().(*syscall.Stat_t).Uid != 1234 {
+		t.Errorf("the solution folder: %v %+v", err, fi)
+	}
+	if msg := m.call(harbor.WriteFileTool, shell.WriteFileArgs{Path: filepath.Join(solution, "solve.sh"), Content: "id -u"}, nil); msg != "" {
+		t.Errorf("the oracle's write of solve.sh: %s", msg)
+	}
+	m.waitScreen(shell.TerminalSendArgs{Keys: "echo \"term-$(id -u)\"\n"}, "term-1234")
+	// The verifier runs as its own user: root here, then the agent.
+	for _, c := range []struct{ user, want string }{{"0", "0"}, {"agent", "1234"}} {
+		args := harbor.Args{Instruction: "x", VerifierUser: c.user, VerifierTimeoutSec: 60,
+			Tests: harbor.Wire([]harbor.File{{Path: "test.sh", Content: []byte("id -u > " + m.logs + "/verifier/reward.txt\n")}})}
+		var r envserver.EvaluationResult
+		if msg := m.call(envserver.EvaluateHub, map[string]any{"name": harbor.VerifyFunc, "arguments": args}, &r); msg != "" || fmt.Sprint(r.Reward) != c.want {
+			t.Errorf("the verifier as %s: %+v %s, want its uid %s as the reward", c.user, r, msg, c.want)
+		}
 	}
 }

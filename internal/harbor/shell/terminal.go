@@ -67,8 +67,8 @@ type terminal struct {
 	status  string        // how it exited
 }
 
-// start starts the shell on a new pseudo-terminal, in dir.
-func startTerminal(sh, dir string, env []string) (*terminal, error) {
+// start starts the shell on a new pseudo-terminal, in dir, as user as (nil: this program's).
+func startTerminal(sh, dir string, env []string, as *account) (*terminal, error) {
 	ptm, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("terminal: no pseudo-terminal here: %w", err)
@@ -85,6 +85,9 @@ func startTerminal(sh, dir string, env []string) (*terminal, error) {
 	if err == nil {
 		err = unix.IoctlSetWinsize(int(pts.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: TerminalRows, Col: TerminalCols})
 	}
+	if err == nil && as != nil {
+		err = pts.Chown(int(as.uid), int(as.gid)) // the user's terminal, as a login's is
+	}
 	if err != nil {
 		ptm.Close()
 		if pts != nil {
@@ -97,6 +100,7 @@ func startTerminal(sh, dir string, env []string) (*terminal, error) {
 	cmd.Dir, cmd.Stdin, cmd.Stdout, cmd.Stderr = dir, pts, pts, pts
 	cmd.Env = append(env, "TERM=xterm", fmt.Sprintf("LINES=%d", TerminalRows), fmt.Sprintf("COLUMNS=%d", TerminalCols))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Pdeathsig: syscall.SIGKILL}
+	as.as(cmd)
 	if err := startChild(cmd); err != nil {
 		ptm.Close()
 		return nil, fmt.Errorf("terminal: start %s: %w", sh, err)
@@ -201,7 +205,10 @@ func (s *server) terminalOf() (*terminal, error) {
 	if sh == "" {
 		return nil, errNoShell
 	}
-	t, err := startTerminal(sh, s.cfg.WorkDir, s.environ(nil))
+	s.envMu.Lock()
+	as := s.agentUser
+	s.envMu.Unlock()
+	t, err := startTerminal(sh, s.cfg.WorkDir, s.environ(nil), as)
 	if err != nil {
 		return nil, err
 	}

@@ -26,6 +26,8 @@ type box struct {
 	work      string
 	// sharedWork: work is another sandbox's (Spec.WorkDir), left in place at Stop.
 	sharedWork bool
+	// writableRoot: the container's root is writable (Spec.WritableRoot).
+	writableRoot bool
 	// port is the host directory of a listener's unix socket (Spec.Listen), "" without one.
 	port    string
 	devices []string
@@ -39,6 +41,7 @@ func (b *box) Stdin() io.WriteCloser { return stdin{b.att} }
 func (b *box) Stdout() io.ReadCloser { return b.stdout }
 func (b *box) WorkDir() string       { return b.work }
 func (b *box) Devices() []string     { return slices.Clone(b.devices) }
+func (b *box) HasWritableRoot() bool { return b.writableRoot }
 
 // stdin writes to the attached stream; Close half-closes it, which the engine
 // passes on to the environment as end of input.

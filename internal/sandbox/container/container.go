@@ -279,6 +279,9 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	if err := sandbox.CheckImageSpec(spec, "container"); err != nil {
 		return nil, err
 	}
+	if err := sandbox.WithinWritableRoot(spec, "container"); err != nil {
+		return nil, err
+	}
 	if spec.Listen != nil && p.relay == "" {
 		return nil, fmt.Errorf("sandbox %s: no relay to put in the container (container.Options.Relay): %w", spec.ID, sandbox.ErrNoListen)
 	}

@@ -1,6 +1,7 @@
 package container
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -67,7 +68,7 @@ func (p *Provider) start(ctx context.Context, spec sandbox.Spec) (_ *box, err er
 	if _, err := p.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
 		return nil, p.startError(ctx, id, spec, fmt.Errorf("start container: %w", err))
 	}
-	b := &box{Lifecycle: sandbox.NewLifecycle(spec.ID), p: p, container: id, work: work, sharedWork: spec.WorkDir != "", port: port, devices: devices, att: att}
+	b := &box{Lifecycle: sandbox.NewLifecycle(spec.ID), p: p, container: id, work: work, sharedWork: spec.WorkDir != "", writableRoot: spec.WritableRoot, port: port, devices: devices, att: att}
 	b.follow(spec)
 	return b, nil
 }
@@ -122,7 +123,7 @@ func (p *Provider) create(ctx context.Context, spec sandbox.Spec, work, port str
 			Entrypoint:   argv[:1],
 			Cmd:          argv[1:],
 			Env:          env,
-			WorkingDir:   sandbox.WorkDirInImage,
+			WorkingDir:   cmp.Or(spec.Dir, sandbox.WorkDirInImage),
 			OpenStdin:    true,
 			StdinOnce:    true,
 			AttachStdin:  true,

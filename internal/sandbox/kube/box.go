@@ -35,9 +35,14 @@ type box struct {
 	container string
 	ephemeral bool
 	lifeline  *io.PipeWriter
+	// writableRoot: the container's root is writable (Spec.WritableRoot).
+	writableRoot bool
 }
 
 var _ sandbox.Sandbox = (*box)(nil)
+
+// HasWritableRoot says whether the pod's container has a writable root (Spec.WritableRoot).
+func (b *box) HasWritableRoot() bool { return b.writableRoot }
 
 // Stdin is the container's stdin; an ephemeral container's command reads none (its stdin is
 // the relay's lifeline), and what is written is dropped.

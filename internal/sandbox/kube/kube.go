@@ -311,6 +311,9 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	if spec.Listen != nil && spec.Listen.Port == relayBackPort {
 		return nil, sandbox.Invalid("sandbox %s: port %d is the relay's own", spec.ID, relayBackPort)
 	}
+	if err := sandbox.WithinWritableRoot(spec, "kubernetes"); err != nil {
+		return nil, err
+	}
 	if spec.Within != nil {
 		host, ok := spec.Within.(*box)
 		switch {
@@ -366,7 +369,7 @@ func (p *Provider) start(ctx context.Context, spec sandbox.Spec) (_ *box, err er
 		zero := int64(0)
 		pods.Delete(context.WithoutCancel(ctx), podName, metav1.DeleteOptions{GracePeriodSeconds: &zero}) //nolint:errcheck // the sweep at the next start catches what this misses
 	})
-	b := &box{Lifecycle: sandbox.NewLifecycle(spec.ID), p: p, pod: pod.Name, container: ContainerName, devices: devices, events: w}
+	b := &box{Lifecycle: sandbox.NewLifecycle(spec.ID), p: p, pod: pod.Name, container: ContainerName, devices: devices, events: w, writableRoot: spec.WritableRoot}
 	if pod, err = b.waitRunning(ctx, spec, pod); err != nil {
 		return nil, err
 	}

@@ -77,7 +77,7 @@ func (p *Provider) Pod(spec sandbox.Spec, image string, gpus int) *corev1.Pod {
 			HostUsers:                     hostUsers,
 			Containers: []corev1.Container{{
 				Name: ContainerName, Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
-				Command: command[:1], Args: command[1:], Env: containerEnv(spec), WorkingDir: sandbox.WorkDirInImage,
+				Command: command[:1], Args: command[1:], Env: containerEnv(spec), WorkingDir: cmp.Or(spec.Dir, sandbox.WorkDirInImage),
 				Stdin: true, StdinOnce: true,
 				Resources:       corev1.ResourceRequirements{Requests: res, Limits: res},
 				SecurityContext: lockedDown(spec.WritableRoot),

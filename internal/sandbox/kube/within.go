@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -103,7 +104,7 @@ func (p *Provider) ephemeralContainer(spec sandbox.Spec, image, name string) cor
 	}
 	return corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
 		Name: name, Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
-		Command: command[:1], Args: command[1:], Env: containerEnv(spec), WorkingDir: sandbox.WorkDirInImage, Stdin: true, StdinOnce: true,
+		Command: command[:1], Args: command[1:], Env: containerEnv(spec), WorkingDir: cmp.Or(spec.Dir, sandbox.WorkDirInImage), Stdin: true, StdinOnce: true,
 		SecurityContext: lockedDown(false), VolumeMounts: mounts,
 	}}
 }
