@@ -215,11 +215,16 @@ func (run *agentRun) start(ctx context.Context) error {
 	run.confined = !sharesWorkerNetwork(a.Sandboxes)
 	var err error
 	if run.confined {
-		run.spec.Env = run.env(insideURL)
-		if run.egress != nil {
-			maps.Copy(run.spec.Env, egress.Env(insideURL))
+		port := portInside
+		if run.inside {
+			port = portWithin
 		}
-		run.spec.Listen = &sandbox.Listen{Port: portInside, Ready: run.port.Serve}
+		url := fmt.Sprintf("http://127.0.0.1:%d", port)
+		run.spec.Env = run.env(url)
+		if run.egress != nil {
+			maps.Copy(run.spec.Env, egress.Env(url))
+		}
+		run.spec.Listen = &sandbox.Listen{Port: port, Ready: run.port.Serve}
 		run.spec.Network = r.network()
 		run.sb, err = a.startAgentSandbox(ctx, run.spec, in.Deadline)
 		switch {

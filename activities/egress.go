@@ -21,6 +21,11 @@ const portInside = 8417
 // agent's endpoints, and the egress proxy.
 var insideURL = fmt.Sprintf("http://127.0.0.1:%d", portInside)
 
+// portWithin is portInside for a brought agent inside its environment, whose network namespace
+// it may share (a process of a Harbor task's container, an ephemeral container of the pod),
+// where the environment's own egress proxy holds portInside (and a pod's relay 8418).
+const portWithin = 8419
+
 // egressServer is one sandbox's way out to the network: the proxy, served on the listener inside
 // the sandbox (sandbox.Spec.Listen) until close, which also cuts the connections made through it.
 type egressServer struct {

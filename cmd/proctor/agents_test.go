@@ -33,6 +33,11 @@ import (
 // writeTask is the answer environment's prompt: what to write, and to which file.
 var writeTask = regexp.MustCompile(`^Write (\S+) to (\S+) in your working directory\.$`)
 
+// harborHello is the Harbor example hello-world's instruction, which the model answers by
+// writing hello.txt in the working directory (the task's WORKDIR, /app) with the agent's own
+// write_file.
+var harborHello = regexp.MustCompile("^Create a file named `hello.txt` in `/app`")
+
 type scriptedTodoModel struct {
 	srv *httptest.Server
 	mu  sync.Mutex
@@ -80,8 +85,13 @@ func newScriptedTodoModel(t *testing.T, key string) *scriptedTodoModel {
 			}
 		}
 		write := writeTask.FindStringSubmatch(prompt)
+		if harborHello.MatchString(prompt) {
+			write = []string{prompt, "Hello, world!", "hello.txt"}
+		}
 		switch {
 		case problem != "":
+		case len(slices.Compact(slices.Sorted(slices.Values(tools)))) != len(tools):
+			problem = fmt.Sprintf("tools %v: a name twice", tools)
 		case write != nil && !slices.Contains(tools, "write_file"):
 			problem = fmt.Sprintf("tools %v: want the agent's write_file", tools)
 		case write == nil && !slices.Contains(tools, "add_todo") || slices.Contains(tools, "evaluate") || slices.Contains(tools, "setup"):
@@ -676,17 +686,14 @@ func TestKilledWorkerRestartsABroughtAgent(t *testing.T) {
 // official OpenAI and MCP SDKs and of Node's own binary, pinned by its package-lock.json),
 // deploys it from its Dockerfile (no base image: Node and the libraries it links are copied in),
 // and runs it on an add-todos task: reward 1.0, each model call and tool call in the trace.
+// Deployed to run inside, it solves a task of a static Go environment's image and a Harbor task
+// (in the task's writable root).
 func TestTheTypeScriptExampleAgentSolvesATask(t *testing.T) {
 	t.Parallel()
-	dir := filepath.Join(testenv.ModuleRoot(t), "examples", "agents", "ts")
-	started := time.Now()
-	if out, err := exec.Command(filepath.Join(dir, "prepare.sh")).CombinedOutput(); err != nil {
-		t.Fatalf("prepare.sh: %v\n%s", err, out)
-	}
-	t.Logf("prepare.sh: %s", time.Since(started).Round(time.Millisecond))
-	d := startAgentDev(t, nil)
+	dir := preparedTSAgent(t)
+	d := startAgentDev(t, nil, "--shell-server", testenv.StaticProgram(t, "cmd/proctor-shell"))
 	c, model := d.api, d.model
-	started = time.Now()
+	started := time.Now()
 	if out, err := c.cli("agent", "deploy", dir, "--name", "react-ts"); err != nil || !strings.Contains(out, "latest: build 1 of react-ts") {
 		t.Fatalf("agent deploy: %v\n%s", err, out)
 	}
@@ -741,6 +748,53 @@ func TestTheTypeScriptExampleAgentSolvesATask(t *testing.T) {
 		!strings.Contains(c.agentOutput(tr.ID), "react-ts: 3 tools") {
 		t.Errorf("the TypeScript agent inside a static environment's image = %+v (model problems %v)\n%s%s", tr, model.problems, logs, c.agentOutput(tr.ID))
 	}
+
+	// Inside a Harbor task (examples/harbor/hello-world, imported as a user would), the agent runs
+	// in the task's own writable root, in its WORKDIR (/app): the file its write_file puts there
+	// is the one the task's tests read. Its tools: the shell server's but write_file, which its
+	// own replaces, and its read_file and write_file.
+	makeHarborBase(t, filepath.Join(d.dataDir, "builds"))
+	if out, err := c.cli("tasks", "import", "harbor", filepath.Join(testenv.ModuleRoot(t), "examples", "harbor", "hello-world"), "--taskset", "harbor-inside",
+		"--build-arg", "BASE_IMAGE="+harborBase); err != nil {
+		t.Fatalf("import hello-world: %v\n%s", err, out)
+	}
+	var tasks struct {
+		Items []struct {
+			LatestVersionID string `json:"latest_version_id"`
+		} `json:"items"`
+	}
+	c.call("GET", "/v2/tasksets/"+c.tasksetID("harbor-inside")+"/tasks", nil, &tasks)
+	if len(tasks.Items) != 1 {
+		t.Fatalf("the imported taskset's tasks: %+v", tasks)
+	}
+	tr, logs = c.runToEnd(map[string]any{"task_version_id": tasks.Items[0].LatestVersionID, "model_id": c.resolve("/v2/models/resolve?model=scripted-gpt", "id"),
+		"agent": "react-ts-inside"})
+	if tr.Status != "completed" || tr.Reward == nil || *tr.Reward != 1 || !strings.Contains(c.agentOutput(tr.ID), "react-ts: 5 tools") {
+		t.Errorf("the TypeScript agent inside a Harbor task = %+v (model problems %v)\n%s%s", tr, model.problems, logs, c.agentOutput(tr.ID))
+	}
+}
+
+// tsAgent is examples/agents/ts made ready to deploy (its prepare.sh run), once for the tests
+// of this process that deploy it, however many run at once.
+var tsAgent struct {
+	once sync.Once
+	err  error
+	out  []byte
+}
+
+// preparedTSAgent is the TypeScript example's folder, prepared (tsAgent).
+func preparedTSAgent(t testing.TB) string {
+	t.Helper()
+	dir := filepath.Join(testenv.ModuleRoot(t), "examples", "agents", "ts")
+	tsAgent.once.Do(func() {
+		started := time.Now()
+		tsAgent.out, tsAgent.err = exec.Command(filepath.Join(dir, "prepare.sh")).CombinedOutput()
+		t.Logf("prepare.sh: %s", time.Since(started).Round(time.Millisecond))
+	})
+	if tsAgent.err != nil {
+		t.Fatalf("prepare.sh: %v\n%s", tsAgent.err, tsAgent.out)
+	}
+	return dir
 }
 
 // answerEnvironment is an environment whose evaluation reads a file of its working directory:

@@ -59,7 +59,7 @@ func outOfTreeExample(t *testing.T, name string, vendor bool) string {
 }
 
 // outOfTreeModule is an out-of-tree Go environment whose main.go is src, vendored.
-func outOfTreeModule(t *testing.T, src []byte) string {
+func outOfTreeModule(t testing.TB, src []byte) string {
 	t.Helper()
 	return outOfTreeFiles(t, map[string][]byte{"main.go": src}, true)
 }
@@ -67,7 +67,7 @@ func outOfTreeModule(t *testing.T, src []byte) string {
 // outOfTreeFiles makes a module of files as the README tells an author to: go mod init, a
 // requirement of the envserver module replaced by this checkout's copy, go mod tidy, and (when
 // vendor) go mod vendor, which copies it into vendor/ so that the upload carries it.
-func outOfTreeFiles(t *testing.T, files map[string][]byte, vendor bool) string {
+func outOfTreeFiles(t testing.TB, files map[string][]byte, vendor bool) string {
 	t.Helper()
 	dir := t.TempDir()
 	files[".gitignore"] = []byte("*.bin\n")

@@ -76,8 +76,9 @@ func makeHarborBase(t testing.TB, buildDir string) {
 	os.MkdirAll(filepath.Join(root, "etc"), 0o755)
 	os.WriteFile(filepath.Join(root, "etc", "passwd"), []byte("root:x:0:0:root:/root:/bin/bash\n"), 0o644)
 	for _, d := range []string{"tmp", "root", "usr/bin"} {
-		os.MkdirAll(filepath.Join(root, d), 0o1777)
+		os.MkdirAll(filepath.Join(root, d), 0o755)
 	}
+	os.Chmod(filepath.Join(root, "tmp"), 0o777|os.ModeSticky) // as a machine's: anyone's to write in
 	os.Symlink("/bin/bash", filepath.Join(root, "usr", "bin", "bash"))
 	os.Symlink("/bin/busybox", filepath.Join(root, "usr", "bin", "env"))
 	os.WriteFile(filepath.Join(ctxDir, "Dockerfile"), []byte("FROM scratch\nCOPY root/ /\nENV PATH=/usr/bin:/bin\n"), 0o644)
@@ -95,6 +96,9 @@ func makeHarborBase(t testing.TB, buildDir string) {
 // scriptedShellModel is an OpenAI-compatible upstream that plays a model working a Harbor task
 // through the shell server's tools: given hello-world's instruction it writes the file in the
 // terminal, reads it back with exec, then says it is done; given anything else it is done at once.
+// Offered an agent's own read_file (a brought agent inside the task), it writes the file with the
+// agent's write_file instead, relative to the working directory. Offered a tool name twice, it
+// refuses the request.
 func scriptedShellModel(t *testing.T) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
@@ -103,8 +107,19 @@ func scriptedShellModel(t *testing.T) *httptest.Server {
 				Role    string `json:"role"`
 				Content any    `json:"content"`
 			} `json:"messages"`
+			Tools []struct {
+				Function struct{ Name string } `json:"function"`
+			} `json:"tools"`
 		}
 		json.NewDecoder(r.Body).Decode(&req)
+		var tools []string
+		for _, tl := range req.Tools {
+			tools = append(tools, tl.Function.Name)
+		}
+		if len(slices.Compact(slices.Sorted(slices.Values(tools)))) != len(tools) {
+			http.Error(w, `{"error":{"message":"scripted model: a tool name twice","type":"invalid_request_error"}}`, http.StatusBadRequest)
+			return
+		}
 		results, prompt := 0, ""
 		for _, m := range req.Messages {
 			switch m.Role {
@@ -122,6 +137,10 @@ func scriptedShellModel(t *testing.T) *httptest.Server {
 		}{
 			{"terminal_send", map[string]any{"keys": "echo 'Hello, world!' > hello.txt\n", "wait_sec": 5}},
 			{"exec", map[string]any{"command": "cat /app/hello.txt", "timeout_sec": 30}},
+		}
+		if slices.Contains(tools, "read_file") {
+			calls = calls[:1]
+			calls[0].tool, calls[0].args = "write_file", map[string]any{"path": "hello.txt", "content": "Hello, world!"}
 		}
 		message := map[string]any{"role": "assistant", "content": "Done."}
 		if strings.Contains(prompt, "hello.txt") && results < len(calls) {
@@ -290,6 +309,33 @@ func harborTasks(t *testing.T, provider, storeArgs []string) {
 		}
 	}
 
+	// [agent].user: the oracle's solve.sh runs as uid 1000 and the tests (as root) see its file;
+	// the process provider's sandboxes have no user but root, and say so at the start.
+	asAgent := filepath.Join(t.TempDir(), "as-agent")
+	os.CopyFS(asAgent, os.DirFS(filepath.Join(examples, "hello-world")))
+	os.WriteFile(filepath.Join(asAgent, "task.toml"), []byte("schema_version = \"1.4\"\n[task]\nname = \"proctor/as-agent\"\n[agent]\nuser = 1000\n"), 0o644)
+	os.WriteFile(filepath.Join(asAgent, "solution", "solve.sh"), []byte("#!/bin/bash\nid -u > /tmp/solved-by\n"), 0o755)
+	os.WriteFile(filepath.Join(asAgent, "tests", "test.sh"), []byte("#!/bin/bash\n[ \"$(cat /tmp/solved-by):$(stat -c %u /tmp/solved-by):$(id -u)\" = 1000:1000:0 ] && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n"), 0o755)
+	if out, err := c.cli("tasks", "import", "harbor", asAgent, "--taskset", "harbor-users", "--build-arg", "BASE_IMAGE="+harborBase); err != nil {
+		t.Fatalf("import the as-agent task: %v\n%s", err, out)
+	}
+	{
+		var launched struct {
+			JobID string `json:"job_id"`
+		}
+		if code := c.call("POST", "/v2/rollouts/run_list", map[string]any{"taskset_id": c.tasksetID("harbor-users"), "model_ids": []string{oracle}, "name": "as agent"}, &launched); code != 201 {
+			t.Fatalf("run_list = %d", code)
+		}
+		c.waitJob(launched.JobID, nil)
+		tr := c.traces(launched.JobID)[0]
+		switch {
+		case provider == nil && (tr.Status != "error" || !strings.Contains(tr.Error, "[agent].user: the task runs commands as uid 1000, which this sandbox cannot switch to")):
+			t.Errorf("a task with an agent user on the process provider: %+v", tr)
+		case provider != nil && (tr.Status != "completed" || tr.Reward == nil || *tr.Reward != 1):
+			t.Errorf("a task with an agent user on the container provider: %+v", tr)
+		}
+	}
+
 	// The built-in agent, driven by a scripted model that works through the terminal and exec as
 	// a model would: it solves hello-world (and does nothing for the other tasks).
 	model := addScriptedModel(t, c, dataDir, storeArgs, "shell-scripted", scriptedShellModel(t).URL)
@@ -304,6 +350,33 @@ func harborTasks(t *testing.T, provider, storeArgs []string) {
 	for _, tr := range c.traces(launched.JobID) {
 		if tr.Name == "proctor/hello-world" && (tr.Status != "completed" || tr.Reward == nil || *tr.Reward != 1) {
 			t.Errorf("the built-in agent through exec on hello-world: %+v", tr)
+		}
+	}
+
+	// A brought agent inside the task, as Harbor runs agents: the TypeScript example deployed
+	// --inside runs in the task's container (an exec of it, its image copied in), from its
+	// WORKDIR, and its own write_file puts hello.txt where the tests read it. (The process
+	// provider's case is TestTheTypeScriptExampleAgentSolvesATask's.)
+	if provider != nil {
+		if out, err := c.cli("agent", "deploy", preparedTSAgent(t), "--name", "react-ts-inside", "--inside"); err != nil {
+			t.Fatalf("agent deploy --inside: %v\n%s", err, out)
+		}
+		var tasks struct {
+			Items []struct {
+				Name            string `json:"name"`
+				LatestVersionID string `json:"latest_version_id"`
+			} `json:"items"`
+		}
+		c.call("GET", "/v2/tasksets/"+c.tasksetID("harbor-examples")+"/tasks", nil, &tasks)
+		hello := ""
+		for _, it := range tasks.Items {
+			if it.Name == "proctor/hello-world" {
+				hello = it.LatestVersionID
+			}
+		}
+		tr, logs := c.runToEnd(map[string]any{"task_version_id": hello, "model_id": model, "agent": "react-ts-inside"})
+		if tr.Status != "completed" || tr.Reward == nil || *tr.Reward != 1 || !strings.Contains(c.agentOutput(tr.ID), "react-ts: 5 tools") {
+			t.Errorf("the TypeScript agent inside a Harbor task's container = %+v\n%s%s", tr, logs, c.agentOutput(tr.ID))
 		}
 	}
 
@@ -370,6 +443,100 @@ func BenchmarkHarborImport(b *testing.B) {
 	slices.Sort(took)
 	b.ReportMetric(float64(builds), "builds")
 	b.ReportMetric(took[len(took)/2].Seconds(), "import-s")
+}
+
+// endpointBenchAgent is a brought agent that measures the agent's side of a Harbor task: 200
+// calls of exec `true` through PROCTOR_MCP_URL (the worker's endpoint, which records each call
+// in the trace and passes it to the task's shell server), and prints their p50 and p99.
+const endpointBenchAgent = `package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func main() {
+	ctx := context.Background()
+	s, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: os.Getenv("PROCTOR_MCP_URL")}, nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	defer s.Close()
+	var d []time.Duration
+	for range 200 {
+		begin := time.Now()
+		res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "exec", Arguments: map[string]any{"command": "true"}})
+		if err != nil || res.IsError {
+			fmt.Fprintln(os.Stderr, "exec:", err, res)
+			os.Exit(1)
+		}
+		d = append(d, time.Since(begin))
+	}
+	slices.Sort(d)
+	fmt.Printf("endpoint-exec p50=%.3f p99=%.3f\n", float64(d[len(d)/2].Microseconds())/1000, float64(d[len(d)*99/100].Microseconds())/1000)
+}
+`
+
+// BenchmarkExecThroughTheAgentsEndpoint is the exec round trip a brought agent sees in a Harbor
+// task (examples/harbor/hello-world): `true` through the attempt's MCP endpoint, the worker's
+// recording of the call, and the task's shell server, per provider (endpoint-exec-ms and
+// endpoint-exec-p99-ms, over 200 calls). Run:
+//
+//	go test -run '^$' -bench ExecThroughTheAgentsEndpoint -benchtime 1x ./cmd/proctor/
+func BenchmarkExecThroughTheAgentsEndpoint(b *testing.B) {
+	agentDir := outOfTreeModule(b, []byte(endpointBenchAgent))
+	for _, pc := range []struct {
+		name string
+		args func() []string
+	}{
+		{"process", func() []string { return nil }},
+		{"container", func() []string {
+			return []string{"--sandbox-provider", "container", "--container-host", testenv.ContainerEngine(b), "--container-owner", "bench-" + filepath.Base(b.TempDir())}
+		}},
+	} {
+		b.Run(pc.name, func(b *testing.B) {
+			var p50, p99 []float64
+			for b.Loop() {
+				dataDir := b.TempDir()
+				makeHarborBase(b, filepath.Join(dataDir, "builds"))
+				dev := startDev(b, dataDir, append(pc.args(), "--shell-server", testenv.StaticProgram(b, "cmd/proctor-shell"),
+					"--agent-relay", testenv.StaticProgram(b, "cmd/proctor-relay"))...)
+				c := api{t: b, base: dev.info.APIURL, key: dev.info.APIKey, temporal: dev.info.TemporalAddress}
+				if out, err := c.cli("tasks", "import", "harbor", filepath.Join(testenv.ModuleRoot(b), "examples", "harbor", "hello-world"), "--taskset", "bench",
+					"--build-arg", "BASE_IMAGE="+harborBase); err != nil {
+					b.Fatalf("import: %v\n%s", err, out)
+				}
+				if out, err := c.cli("agent", "deploy", agentDir, "--name", "endpoint-bench"); err != nil {
+					b.Fatalf("agent deploy: %v\n%s", err, out)
+				}
+				model := addScriptedModel(b, c, dataDir, nil, "unused", "http://127.0.0.1:9") // the agent calls no model
+				var tasks struct {
+					Items []struct {
+						LatestVersionID string `json:"latest_version_id"`
+					} `json:"items"`
+				}
+				c.call("GET", "/v2/tasksets/"+c.tasksetID("bench")+"/tasks", nil, &tasks)
+				tr, logs := c.runToEnd(map[string]any{"task_version_id": tasks.Items[0].LatestVersionID, "model_id": model, "agent": "endpoint-bench"})
+				out := c.agentOutput(tr.ID)
+				m := regexp.MustCompile(`endpoint-exec p50=([\d.]+) p99=([\d.]+)`).FindStringSubmatch(out)
+				if tr.Status != "completed" || m == nil {
+					b.Fatalf("the attempt: %+v\n%s%s", tr, logs, out)
+				}
+				v50, _ := strconv.ParseFloat(m[1], 64)
+				v99, _ := strconv.ParseFloat(m[2], 64)
+				p50, p99 = append(p50, v50), append(p99, v99)
+				dev.stop(b)
+			}
+			b.ReportMetric(median(p50), "endpoint-exec-ms")
+			b.ReportMetric(median(p99), "endpoint-exec-p99-ms")
+		})
+	}
 }
 
 // checkHarborExport exports the job in Harbor's layout and reads it back as Harbor's tools do:

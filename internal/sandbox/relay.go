@@ -28,6 +28,19 @@ func ListenForRelay(parent string, l *Listen) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if err := ListenForRelayIn(dir, l); err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	return dir, nil
+}
+
+// ListenForRelayIn is ListenForRelay in dir, an existing directory (one a container was given
+// before it was known what would listen there): a socket there before is replaced.
+func ListenForRelayIn(dir string, l *Listen) error {
+	if err := os.Remove(filepath.Join(dir, RelaySocket)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("listen for the sandbox: %w", err)
+	}
 	ln, err := listenUnix(dir)
 	if err == nil {
 		err = errors.Join(os.Chmod(dir, 0o711), os.Chmod(filepath.Join(dir, RelaySocket), 0o777))
@@ -36,11 +49,10 @@ func ListenForRelay(parent string, l *Listen) (string, error) {
 		}
 	}
 	if err != nil {
-		os.RemoveAll(dir)
-		return "", fmt.Errorf("listen for the sandbox: %w", err)
+		return fmt.Errorf("listen for the sandbox: %w", err)
 	}
 	l.Ready(ln)
-	return dir, nil
+	return nil
 }
 
 // RelayCommand is argv run behind the relay at relay (a path inside the sandbox): it listens on

@@ -109,10 +109,12 @@ type Spec struct {
 	// far as the provider can: a process or container sandbox works in its work dir (WorkDir,
 	// which the caller sets to Within's), and the kubernetes provider runs this one as an
 	// ephemeral container of Within's pod (its work dir, /tmp and network namespace shared).
-	// Within a sandbox with a writable root (HasWritableRoot), the process provider runs this
-	// one in that very root, as its root (what either changes, the other sees), root inside as
-	// Within's processes are; the container and kubernetes providers cannot share a container's
-	// copy-on-write layer and refuse such a sandbox (ErrInvalidSpec).
+	// Within a sandbox with a writable root (HasWritableRoot), this one runs in that very root
+	// (what either changes, the other sees), root there as Within's processes are: the process
+	// provider binds the same overlay as its root; the container provider runs it as a process
+	// of Within's container (the engine's exec: its mounts copied in, its listener needed);
+	// the kubernetes provider, whose ephemeral containers have roots of their own, refuses
+	// such a sandbox (ErrInvalidSpec).
 	Within Sandbox
 	// Dir, when set, is the working directory of the sandbox's command: an absolute path in its
 	// root (a Harbor task's WORKDIR, where its tools work), instead of where the work dir

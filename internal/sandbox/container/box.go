@@ -29,7 +29,10 @@ type box struct {
 	// writableRoot: the container's root is writable (Spec.WritableRoot).
 	writableRoot bool
 	// port is the host directory of a listener's unix socket (Spec.Listen), "" without one.
-	port    string
+	port string
+	// inner is the host directory where a sandbox within this one listens (within.go), ""
+	// for a container that takes none.
+	inner   string
 	devices []string
 	att     client.ContainerAttachResult
 	stdout  *io.PipeReader
@@ -120,8 +123,11 @@ func (b *box) Stop(ctx context.Context) error {
 				errs = append(errs, err)
 			}
 		}
-		if b.port != "" {
-			if err := os.RemoveAll(b.port); err != nil {
+		for _, d := range []string{b.port, b.inner} {
+			if d == "" {
+				continue
+			}
+			if err := os.RemoveAll(d); err != nil {
 				errs = append(errs, err)
 			}
 		}

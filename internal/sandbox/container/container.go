@@ -279,9 +279,6 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	if err := sandbox.CheckImageSpec(spec, "container"); err != nil {
 		return nil, err
 	}
-	if err := sandbox.WithinWritableRoot(spec, "container"); err != nil {
-		return nil, err
-	}
 	if spec.Listen != nil && p.relay == "" {
 		return nil, fmt.Errorf("sandbox %s: no relay to put in the container (container.Options.Relay): %w", spec.ID, sandbox.ErrNoListen)
 	}
@@ -292,6 +289,13 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 		if strings.ContainsRune(m.Target+m.Source, ':') { // a bind is source:target:mode
 			return nil, sandbox.Invalid("sandbox %s: mount %s at %s: a bind's paths hold no colon", spec.ID, m.Source, m.Target)
 		}
+	}
+	if spec.Within != nil && sandbox.HasWritableRoot(spec.Within) {
+		host, ok := spec.Within.(*box)
+		if !ok || host.p != p {
+			return nil, sandbox.Invalid("sandbox %s: within %s, which is not a container of this provider", spec.ID, spec.Within.ID())
+		}
+		return p.slots.Start(spec, func() (sandbox.Sandbox, error) { return p.startWithin(ctx, spec, host) })
 	}
 	return p.slots.Start(spec, func() (sandbox.Sandbox, error) { return p.start(ctx, spec) })
 }

@@ -28,9 +28,13 @@ func TestHostConfigAsksForTheAllocatedGPUs(t *testing.T) {
 	if got := p.hostConfig(sandbox.Spec{Network: true}, "/w", nil); got.NetworkMode != "none" || got.DeviceRequests != nil || !got.ReadonlyRootfs {
 		t.Errorf("with network, no GPUs: %+v", got)
 	}
-	// A writable root is the container's own layer (TestHarborTasksRunInContainers writes it).
-	if got := p.hostConfig(sandbox.Spec{WritableRoot: true}, "/w", nil); got.ReadonlyRootfs {
+	// A writable root is the container's own layer (TestHarborTasks writes it), /tmp in it as
+	// on a machine of its own (where an agent within it is copied: within.go).
+	if got := p.hostConfig(sandbox.Spec{WritableRoot: true}, "/w", nil); got.ReadonlyRootfs || got.Tmpfs != nil {
 		t.Errorf("a writable root: %+v", got)
+	}
+	if got := p.hostConfig(sandbox.Spec{}, "/w", nil); got.Tmpfs["/tmp"] == "" {
+		t.Errorf("a read-only root has no /tmp tmpfs: %+v", got)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/proctorhq/proctor/internal/sandbox"
 	"github.com/proctorhq/proctor/internal/sandbox/container"
@@ -89,4 +90,67 @@ func TestAContainerIsShownAnotherImageAndRunsItsProgram(t *testing.T) {
 	}
 	defer env.Stop(context.Background())
 	sandboxtest.Inside(t, p, env, sandbox.Spec{Image: im.Of(t, root)})
+}
+
+// A sandbox within a container whose root is writable (a brought agent inside a Harbor task) is
+// a process of that very container: it runs another image's program shown in it
+// (sandboxtest.Inside), from the working directory it names, sees and makes changes to the
+// container's root, and its Stop ends it (its command stopped through the relay's lifeline)
+// while the container runs on.
+func TestASandboxWithinAWritableRootContainerRunsInIt(t *testing.T) {
+	host := testenv.ContainerEngine(t)
+	relay := testenv.StaticProgram(t, "cmd/proctor-relay")
+	root := sandboxtest.Root(t)
+	var im sandboxtest.Images
+	p := newProvider(t, host, 1, func(o *container.Options) { o.Relay = relay })
+	defer p.Close(context.Background())
+	env, err := p.Start(t.Context(), sandbox.Spec{ID: "env", Command: []string{"/bin/sh", "-c", "echo env > /app/from-env; exec sleep 300"}, Image: im.Of(t, root), WritableRoot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Stop(context.Background())
+	sandboxtest.Inside(t, p, env, sandbox.Spec{Image: im.Of(t, root)})
+
+	spec := sandbox.Spec{ID: "shares", Image: im.Of(t, root), Within: env, WorkDir: env.WorkDir(), Companion: true, Dir: "/app",
+		Command: []string{"/bin/sh", "-c", `for i in $(seq 50); do [ -f from-env ] && break; sleep 0.1; done; echo "$PWD $(cat from-env)"; echo agent > /app/from-agent`}}
+	out, err := sandboxtest.RunListening(t, p, spec, 7777)
+	if out != "/app env\n" || err == nil || !strings.Contains(err.Error(), "exit status 0") {
+		t.Errorf("within the container: %q, %v; want its working directory and the container's file, exit status 0", out, err)
+	}
+	spec.ID, spec.Command = "reads", []string{"/bin/cat", "/app/from-agent"}
+	if out, _ := sandboxtest.RunListening(t, p, spec, 7777); out != "agent\n" {
+		t.Errorf("a second sandbox within reads %q, want what the first wrote to the container's root", out)
+	}
+
+	// Stopped while it runs: its command ends through the relay's lifeline, the container lives on.
+	spec.ID, spec.Command = "long", []string{"/bin/sleep", "300"}
+	spec.Listen = &sandbox.Listen{Port: 7777, Ready: func(ln net.Listener) { go func() { <-t.Context().Done(); ln.Close() }() }}
+	long, err := p.Start(t.Context(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	if err := long.Stop(context.Background()); err != nil {
+		t.Errorf("Stop: %v", err)
+	}
+	if took := time.Since(begin); !errors.Is(long.Err(), sandbox.ErrStopped) || took > 15*time.Second {
+		t.Errorf("the stopped sandbox within: %v after %s", long.Err(), took)
+	}
+	select {
+	case <-env.Done():
+		t.Errorf("the container ended with the sandbox within: %v", env.Err())
+	default:
+	}
+	// Without the relay (a listener inside needs it) no sandbox runs within a container.
+	plain := newProvider(t, host, 1, func(o *container.Options) { o.Owner += "-plain" })
+	defer plain.Close(context.Background())
+	bare, err := plain.Start(t.Context(), sandbox.Spec{ID: "bare", Command: []string{"/bin/sleep", "300"}, Image: im.Of(t, root), WritableRoot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bare.Stop(context.Background())
+	spec.ID, spec.Within, spec.WorkDir = "refused", bare, bare.WorkDir()
+	if _, err := plain.Start(t.Context(), spec); !errors.Is(err, sandbox.ErrNoListen) {
+		t.Errorf("within a container of a provider without the relay: %v, want ErrNoListen", err)
+	}
 }

@@ -53,7 +53,19 @@ func (p *Provider) start(ctx context.Context, spec sandbox.Spec) (_ *box, err er
 	if port != "" {
 		undo = append(undo, func() { os.RemoveAll(port) })
 	}
-	id, err := p.create(ctx, spec, work, port, devices)
+	// A container with a writable root (a Harbor task's) may take a brought agent inside (see
+	// within.go): with the relay, it is given a directory where that agent's listener will be.
+	inner := ""
+	if spec.WritableRoot && p.relay != "" {
+		if inner, err = os.MkdirTemp(p.root, "in-"); err != nil {
+			return nil, err
+		}
+		undo = append(undo, func() { os.RemoveAll(inner) })
+		if err := os.Chmod(inner, 0o711); err != nil {
+			return nil, err
+		}
+	}
+	id, err := p.create(ctx, spec, work, port, inner, devices)
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +80,7 @@ func (p *Provider) start(ctx context.Context, spec sandbox.Spec) (_ *box, err er
 	if _, err := p.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
 		return nil, p.startError(ctx, id, spec, fmt.Errorf("start container: %w", err))
 	}
-	b := &box{Lifecycle: sandbox.NewLifecycle(spec.ID), p: p, container: id, work: work, sharedWork: spec.WorkDir != "", writableRoot: spec.WritableRoot, port: port, devices: devices, att: att}
+	b := &box{Lifecycle: sandbox.NewLifecycle(spec.ID), p: p, container: id, work: work, sharedWork: spec.WorkDir != "", writableRoot: spec.WritableRoot, port: port, inner: inner, devices: devices, att: att}
 	b.follow(spec)
 	return b, nil
 }
@@ -78,6 +90,9 @@ func (p *Provider) start(ctx context.Context, spec sandbox.Spec) (_ *box, err er
 const (
 	relayInContainer = "/.proctor-relay"
 	portInContainer  = "/.proctor-port"
+	// innerPortInContainer is where a container with a writable root finds the listener's
+	// socket of a sandbox within it (within.go).
+	innerPortInContainer = "/.proctor-inner"
 )
 
 // listen makes spec's listener, when it asks for one, under the provider's root (swept with the
@@ -100,17 +115,24 @@ func stopSignal(port string) string {
 }
 
 // create creates spec's container, its work dir bound in (and the relay and the listener's
-// directory port, when there is one) and the allocated devices passed, and returns its id.
-func (p *Provider) create(ctx context.Context, spec sandbox.Spec, work, port string, devices []string) (string, error) {
+// directory port, when there is one; and the relay and the directory inner for a sandbox within
+// it, when there is one) and the allocated devices passed, and returns its id.
+func (p *Provider) create(ctx context.Context, spec sandbox.Spec, work, port, inner string, devices []string) (string, error) {
 	env := []string{"HOME=" + sandbox.WorkDirInImage}
 	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
 		env = append(env, k+"="+spec.Env[k])
 	}
 	host := p.hostConfig(spec, work, devices)
 	argv := spec.Command
+	if port != "" || inner != "" {
+		host.Binds = append(host.Binds, p.relay+":"+relayInContainer+":ro")
+	}
 	if port != "" {
-		host.Binds = append(host.Binds, p.relay+":"+relayInContainer+":ro", port+":"+portInContainer+":ro")
+		host.Binds = append(host.Binds, port+":"+portInContainer+":ro")
 		argv = sandbox.RelayCommand(relayInContainer, portInContainer, spec.Listen.Port, argv)
+	}
+	if inner != "" {
+		host.Binds = append(host.Binds, inner+":"+innerPortInContainer+":ro")
 	}
 	name := "proctor-" + filepath.Base(work) // unique: the work dir is the container's own
 	if spec.WorkDir != "" {
@@ -154,18 +176,21 @@ func (p *Provider) attach(ctx context.Context, id string, spec sandbox.Spec) (cl
 	return att, nil
 }
 
-// hostConfig is how the engine runs spec's container: a read-only root (unless the spec asks
-// for a writable one: then the engine's copy-on-write layer, the container's own) with a /tmp tmpfs, the
+// hostConfig is how the engine runs spec's container: a read-only root with a /tmp tmpfs
+// (unless the spec asks for a writable one: then the engine's copy-on-write layer, the
+// container's own, /tmp in it as on a machine of its own), the
 // work dir bound at sandbox.WorkDirInImage, no network (see below), the CPU and memory limits, the
 // bound of its processes, and the allocated GPUs as a device request.
 func (p *Provider) hostConfig(spec sandbox.Spec, work string, devices []string) *container.HostConfig {
 	host := &container.HostConfig{
 		NetworkMode:    "none",
 		ReadonlyRootfs: !spec.WritableRoot,
-		Tmpfs:          map[string]string{"/tmp": "rw,nosuid,nodev,mode=1777"},
 		Binds:          []string{work + ":" + sandbox.WorkDirInImage + ":rw"},
 		SecurityOpt:    []string{"no-new-privileges"},
 		Runtime:        p.runtime,
+	}
+	if !spec.WritableRoot {
+		host.Tmpfs = map[string]string{"/tmp": "rw,nosuid,nodev,mode=1777"}
 	}
 	for _, m := range spec.Mounts {
 		host.Binds = append(host.Binds, m.Source+":"+m.Target+map[bool]string{true: ":rw", false: ":ro"}[m.Writable])

@@ -1,0 +1,272 @@
+package container
+
+import (
+	"archive/tar"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/client"
+
+	"github.com/proctorhq/proctor/internal/relayproto"
+	"github.com/proctorhq/proctor/internal/sandbox"
+)
+
+// A sandbox within a container whose root is writable (Spec.Within: a brought agent inside a
+// Harbor task) runs in that very container, through the engine's exec: the task's root, its
+// processes, its network namespace and its limits are the agent's too, and what either changes
+// the other sees, as Harbor runs agents in the task's container. An engine cannot share one
+// container's copy-on-write layer with another container, hence a process of the same one.
+//
+//   - Its mounts (the agent's image) are copied into the container at their targets through
+//     the engine's archive API (an engine binds nothing into a running container); the copy
+//     lives in the container's own layer and goes with it.
+//   - Its listener (Spec.Listen, which it needs) is a unix socket in the directory the
+//     container was given for it when it was made (box.inner), served by the relay, which runs
+//     in front of the command as for any container with a listener.
+//   - The engine stops no exec: the relay's stdin is the worker's hold on the command
+//     (--lifeline, as for a pod's ephemeral container). Stop closes it, the relay stops the
+//     command (SIGTERM, SIGKILL after relayproto.LifelineGrace); one that outlives that is
+//     killed by its process id, which the engine reports on its own host.
+
+// startWithin runs spec as an exec of host's container.
+func (p *Provider) startWithin(ctx context.Context, spec sandbox.Spec, host *box) (_ *inner, err error) {
+	switch {
+	case host.inner == "":
+		return nil, sandbox.Invalid("sandbox %s: container %s was made without the relay (container.Options.Relay): nothing can run inside it", spec.ID, host.ID())
+	case spec.Listen == nil:
+		return nil, sandbox.Invalid("sandbox %s: the container provider runs a sandbox within a container only with a listener inside (Spec.Listen)", spec.ID)
+	case spec.Resources.GPU.Count > 0:
+		return nil, sandbox.Invalid("sandbox %s: a sandbox within a container takes no GPUs of its own", spec.ID)
+	case spec.WorkDir != "" && spec.WorkDir != host.work:
+		return nil, sandbox.Invalid("sandbox %s: within %s, it works in that container's work dir", spec.ID, host.ID())
+	}
+	for _, m := range spec.Mounts {
+		if err := p.copyInto(ctx, host.container, m); err != nil {
+			return nil, err
+		}
+	}
+	if err := sandbox.ListenForRelayIn(host.inner, spec.Listen); err != nil {
+		return nil, err
+	}
+	socket := filepath.Join(host.inner, sandbox.RelaySocket)
+	defer func() {
+		if err != nil {
+			os.Remove(socket)
+		}
+	}()
+	env := []string{"HOME=" + sandbox.WorkDirInImage}
+	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
+		env = append(env, k+"="+spec.Env[k])
+	}
+	argv := relayproto.Command(relayInContainer, true, fmt.Sprintf("127.0.0.1:%d", spec.Listen.Port),
+		path.Join(innerPortInContainer, sandbox.RelaySocket), spec.Command)
+	created, err := p.cli.ExecCreate(ctx, host.container, client.ExecCreateOptions{
+		Cmd: argv, Env: env, WorkingDir: cmp.Or(spec.Dir, sandbox.WorkDirInImage),
+		AttachStdin: true, AttachStdout: true, AttachStderr: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %s: exec in container %s: %w", spec.ID, host.ID(), err)
+	}
+	att, err := p.cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %s: start its exec in container %s: %w", spec.ID, host.ID(), err)
+	}
+	b := &inner{Lifecycle: sandbox.NewLifecycle(spec.ID), p: p, host: host, exec: created.ID, att: att, socket: socket}
+	b.follow(spec)
+	return b, nil
+}
+
+// copyInto copies the directory m.Source into container id at m.Target (made, with its
+// parents), its files' modes kept, owned by the container's root.
+func (p *Provider) copyInto(ctx context.Context, id string, m sandbox.Mount) error {
+	if m.Writable {
+		return sandbox.Invalid("mount %s: a sandbox within a container is shown copies, read-only in intent: not a writable mount", m.Target)
+	}
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(tarTree(pw, m.Source, m.Target)) }()
+	_, err := p.cli.CopyToContainer(ctx, id, client.CopyToContainerOptions{DestinationPath: "/", Content: pr})
+	pr.CloseWithError(errors.New("the copy ended")) // the writer stops, if the engine stopped reading
+	if err != nil {
+		return fmt.Errorf("copy %s into container %s at %s: %w", m.Source, id, m.Target, err)
+	}
+	return nil
+}
+
+// tarTree writes the tree at src as a tar stream whose entries lie under target (relative to
+// /), with target's own parents as directories first.
+func tarTree(w io.Writer, src, target string) error {
+	tw := tar.NewWriter(w)
+	rel := path.Clean(target)[1:]
+	var parents []string
+	for d := path.Dir(rel); d != "."; d = path.Dir(d) {
+		parents = append([]string{d}, parents...)
+	}
+	epoch := time.Unix(0, 0)
+	for _, d := range parents {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755, ModTime: epoch}); err != nil {
+			return err
+		}
+	}
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		r, _ := filepath.Rel(src, p)
+		link := ""
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			if link, err = os.Readlink(p); err != nil {
+				return err
+			}
+		} else if !fi.Mode().IsRegular() && !fi.IsDir() {
+			return nil // devices, sockets, pipes: no image file an agent runs
+		}
+		h, err := tar.FileInfoHeader(fi, link)
+		if err != nil {
+			return err
+		}
+		h.Name = path.Join(rel, filepath.ToSlash(r))
+		if fi.IsDir() {
+			h.Name += "/"
+		}
+		h.Uid, h.Gid, h.Uname, h.Gname = 0, 0, "", ""
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if fi.Mode().IsRegular() {
+			f, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(tw, f)
+			f.Close()
+			return err
+		}
+		return nil
+	})
+	return errors.Join(err, tw.Close())
+}
+
+// inner is a sandbox within a container: an exec of it.
+type inner struct {
+	*sandbox.Lifecycle
+	p      *Provider
+	host   *box
+	exec   string
+	att    client.ExecAttachResult
+	stdout *io.PipeReader
+	socket string // its listener's socket, on this host
+}
+
+var _ sandbox.Sandbox = (*inner)(nil)
+
+// Stdin takes nothing: the exec's stdin is the relay's lifeline (the command's is /dev/null).
+func (b *inner) Stdin() io.WriteCloser { return discard{} }
+func (b *inner) Stdout() io.ReadCloser { return b.stdout }
+func (b *inner) WorkDir() string       { return b.host.work }
+func (b *inner) Devices() []string     { return nil }
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+func (discard) Close() error                { return nil }
+
+// follow demultiplexes the exec's stream into stdout and the log; once it ends, the exec has
+// ended, and its exit status says how.
+func (b *inner) follow(spec sandbox.Spec) {
+	outR, outW := io.Pipe()
+	errR, errW := io.Pipe()
+	b.stdout = outR
+	go func() {
+		sandbox.ReadLines(errR, "stderr", b.LogRing(), spec.OnLog)
+		io.Copy(io.Discard, errR) //nolint:errcheck // drain, so the demultiplexer never blocks
+	}()
+	go func() {
+		_, err := stdcopy.StdCopy(outW, errW, b.att.Reader)
+		outW.CloseWithError(cmp.Or(err, io.EOF))
+		errW.Close()
+		b.Exited("sandbox "+b.ID(), b.exitStatus())
+	}()
+}
+
+// exitStatus is how the exec ended, once its stream has: its exit status (the engine may take
+// a moment to record it).
+func (b *inner) exitStatus() error {
+	ctx := context.Background()
+	for i := 0; ; i++ {
+		res, err := b.p.cli.ExecInspect(ctx, b.exec, client.ExecInspectOptions{})
+		switch {
+		case err != nil:
+			return fmt.Errorf("the exec in container %s: %w", b.host.ID(), err)
+		case !res.Running:
+			return sandbox.ExitStatus(res.ExitCode)
+		case i == 50:
+			return fmt.Errorf("the exec in container %s: its stream ended, and the engine says it runs", b.host.ID())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Stop ends the command through its lifeline, kills it by its process id should it outlive the
+// relay's grace, and removes its listener's socket.
+func (b *inner) Stop(ctx context.Context) error {
+	return b.StopOnce(func() error {
+		var errs []error
+		select {
+		case <-b.Done():
+		default:
+			b.att.CloseWrite() //nolint:errcheck // the relay stops the command once its stdin ends
+			select {
+			case <-b.Done():
+			case <-time.After(relayproto.LifelineGrace + 5*time.Second):
+				if err := b.kill(); err != nil {
+					errs = append(errs, err)
+				}
+				select {
+				case <-b.Done():
+				case <-time.After(10 * time.Second):
+					errs = append(errs, fmt.Errorf("sandbox %s: its exec in container %s did not end", b.ID(), b.host.ID()))
+				}
+			}
+		}
+		b.att.Close()
+		if err := os.Remove(b.socket); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+		b.p.slots.Release(b)
+		return errors.Join(errs...)
+	})
+}
+
+// kill kills the exec's process (the relay) by the id the engine reports on its host.
+func (b *inner) kill() error {
+	res, err := b.p.cli.ExecInspect(context.Background(), b.exec, client.ExecInspectOptions{})
+	switch {
+	case cerrdefs.IsNotFound(err) || err == nil && !res.Running:
+		return nil
+	case err != nil:
+		return err
+	case res.PID <= 0:
+		return fmt.Errorf("sandbox %s: its exec runs on and the engine names no process to kill", b.ID())
+	}
+	if err := syscall.Kill(res.PID, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("sandbox %s: kill its exec (pid %d): %w", b.ID(), res.PID, err)
+	}
+	return nil
+}
