@@ -130,6 +130,7 @@ func (s *Server) briefZip(ctx context.Context, b *catalog.TaskBrief, attachments
 		Name: b.Version.Name, ExternalID: deref(b.Task.ExternalID), Description: b.Version.Description, Env: b.Version.Env,
 		Scenario: b.Version.Scenario, Args: nonNilMap(b.Version.Args), Prompt: b.Version.Prompt, SystemPrompt: b.Version.SystemPrompt,
 		AgentConfig: b.Version.AgentConfig, RuntimeConfig: b.Version.RuntimeConfig, Validation: nonNilSlice(b.Version.Validation),
+		Keywords: b.Version.Keywords, Metadata: b.Version.Metadata,
 	}, "", "  ")
 	if err != nil {
 		return nil, err

@@ -68,6 +68,8 @@ type UploadTask struct {
 	AgentConfig   models.AgentConfig      `json:"agent_config,omitempty" doc:"allowed_tools, disallowed_tools, system_prompt; other keys are kept for agents that read them"`
 	RuntimeConfig models.RuntimeConfig    `json:"runtime_config,omitempty"`
 	Validation    []models.ValidationCall `json:"validation,omitempty" maxItems:"1000"`
+	Keywords      []string                `json:"keywords,omitempty" maxItems:"100" minLength:"1" maxLength:"100" doc:"Proctor extension: words that describe the task (a Harbor task's keywords), matched by the search and keyword parameters of GET /v2/tasksets/{taskset_id}/tasks. Each is trimmed; a blank one is refused, and a repeat (ignoring case) kept once. Part of the version's content: a change makes a new version."`
+	Metadata      map[string]any          `json:"metadata,omitempty" doc:"Proctor extension: free-form facts about the task (where it comes from, its authors, difficulty, …; a Harbor import puts the task's under harbor), at most 64 KiB as JSON (more is refused with 422). Part of the version's content: a change makes a new version; the export returns it."`
 }
 
 // UploadBody is the body of POST /v2/tasks/upload.
@@ -123,6 +125,7 @@ func (s *Server) uploadTasks(ctx context.Context, in *uploadInput) (*uploadOutpu
 		tu := catalog.TaskUpload{TaskID: t.TaskID, ExternalID: t.ExternalID, ScenarioID: t.ScenarioID, TaskContent: models.TaskContent{
 			Name: t.Name, Description: t.Description, Scenario: t.Scenario, Args: t.Args, Prompt: t.Prompt,
 			SystemPrompt: t.SystemPrompt, AgentConfig: t.AgentConfig, RuntimeConfig: t.RuntimeConfig, Validation: t.Validation,
+			Keywords: t.Keywords, Metadata: t.Metadata,
 		}}
 		if t.Env != nil {
 			tu.Env = t.Env.key()

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"mime/multipart"
 	"net"
@@ -183,4 +184,127 @@ func (c *deadlineConn) readDeadlineAtWrite() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.atWrite
+}
+
+// Keywords and metadata (a Proctor extension of upload and export) come back in the listing and
+// the export, the export uploads back as no change, and the listing filters by search (name,
+// description, keywords) and keyword, with a total that counts what matched; bad ones are 422s at
+// their places, never 500s.
+func TestTaskKeywordsAreListedSearchedAndExported(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *models.Store) {
+		f := newFixture(t, s, Options{})
+		body := `{"taskset_name": "tb", "tasks": [
+			{"name": "hello-world", "prompt": "p", "description": "Create a file with a greeting",
+			 "keywords": ["files", "warm-up"], "metadata": {"harbor": {"source": "terminal-bench", "metadata": {"difficulty": "easy"}}}},
+			{"name": "log-census", "prompt": "p", "description": "Count things in logs", "keywords": ["shell", "GREP"]},
+			{"name": "plain", "prompt": "p"}
+		]}`
+		r := f.do("POST", "/v2/tasks/upload", "key", strings.NewReader(body))
+		if r.status != http.StatusCreated {
+			t.Fatalf("upload = %d %s", r.status, r.body)
+		}
+		res := decode[UploadResult](t, r)
+		if again := decode[UploadResult](t, f.do("POST", "/v2/tasks/upload", "key", strings.NewReader(body))); again.TasksCreated+again.TasksUpdated != 0 {
+			t.Errorf("the same upload again = %+v, want no change", again)
+		}
+
+		list := func(query string) Page[TaskSummary] {
+			t.Helper()
+			r := f.do("GET", "/v2/tasksets/"+res.TasksetID.String()+"/tasks"+query, "key", nil)
+			if r.status != http.StatusOK {
+				t.Fatalf("list %s = %d %s", query, r.status, r.body)
+			}
+			return decode[Page[TaskSummary]](t, r)
+		}
+		all := list("")
+		if len(all.Items) != 3 || strings.Join(all.Items[0].Keywords, ",") != "files,warm-up" || all.Items[2].Keywords == nil || len(all.Items[2].Keywords) != 0 {
+			t.Errorf("listed keywords = %+v, want each task's, [] for none", all.Items)
+		}
+		for _, tc := range []struct {
+			query string
+			want  string
+			total int
+		}{
+			{"?search=GREETING", "hello-world", 1},        // the description
+			{"?search=cens", "log-census", 1},             // the name
+			{"?search=gre", "hello-world,log-census", 2},  // a description and a keyword, in part
+			{"?keyword=grep", "log-census", 1},            // whole, ignoring case
+			{"?keyword=gre", "", 0},                       // not in part
+			{"?search=l&keyword=files", "hello-world", 1}, // both
+			{"?search=l&limit=1", "hello-world", 3},       // total counts every match, not the page
+		} {
+			page := list(tc.query)
+			var names []string
+			for _, it := range page.Items {
+				names = append(names, it.Name)
+			}
+			if strings.Join(names, ",") != tc.want || page.Total != tc.total {
+				t.Errorf("%s: %v (total %d), want %s (total %d)", tc.query, names, page.Total, tc.want, tc.total)
+			}
+		}
+
+		exp := f.do("GET", "/v2/tasksets/"+res.TasksetID.String()+"/export", "key", nil)
+		export := decode[TasksetExport](t, exp)
+		if harbor, _ := export.Tasks[0].Metadata["harbor"].(map[string]any); len(export.Tasks) != 3 ||
+			strings.Join(export.Tasks[0].Keywords, ",") != "files,warm-up" || harbor["source"] != "terminal-bench" {
+			t.Fatalf("export = %s", exp.body)
+		}
+		// A task without them exports as before they existed.
+		var raw struct{ Tasks []map[string]any }
+		json.Unmarshal(exp.body, &raw)
+		if _, has := raw.Tasks[2]["keywords"]; has || raw.Tasks[2]["metadata"] != nil {
+			t.Errorf("a task without keywords or metadata exports them: %v", raw.Tasks[2])
+		}
+		// The export uploads back into its taskset as no change, and into another as the same.
+		for _, into := range []string{`"taskset_id": "` + res.TasksetID.String() + `"`, `"taskset_name": "tb-copy"`} {
+			var up map[string]any
+			json.Unmarshal(exp.body, &up)
+			delete(up, "taskset_id")
+			delete(up, "name")
+			var where map[string]any
+			json.Unmarshal([]byte("{"+into+"}"), &where)
+			for k, v := range where {
+				up[k] = v
+			}
+			b, _ := json.Marshal(up)
+			r := f.do("POST", "/v2/tasks/upload", "key", bytes.NewReader(b))
+			if r.status != http.StatusCreated {
+				t.Fatalf("uploading the export (%s) = %d %s", into, r.status, r.body)
+			}
+			got := decode[UploadResult](t, r)
+			if got.TasksetID == res.TasksetID && got.TasksCreated+got.TasksUpdated != 0 {
+				t.Errorf("the export uploaded back = %+v, want no change", got)
+			}
+			if got.TasksetID != res.TasksetID {
+				copied := decode[TasksetExport](t, f.do("GET", "/v2/tasksets/"+got.TasksetID.String()+"/export", "key", nil))
+				if len(copied.Tasks) != 3 || strings.Join(copied.Tasks[1].Keywords, ",") != "shell,GREP" || copied.Tasks[0].Metadata["harbor"] == nil {
+					t.Errorf("the export uploaded as a new taskset = %+v", copied.Tasks)
+				}
+			}
+		}
+		// A change of metadata alone is a new version.
+		changed := strings.Replace(body, `"difficulty": "easy"`, `"difficulty": "hard"`, 1)
+		if upd := decode[UploadResult](t, f.do("POST", "/v2/tasks/upload", "key", strings.NewReader(changed))); upd.TasksUpdated != 1 || upd.TaskVersionIDs[0] == res.TaskVersionIDs[0] {
+			t.Errorf("an upload with other metadata = %+v, want a new version of that task", upd)
+		}
+
+		tooMany := make([]string, 101)
+		for i := range tooMany {
+			tooMany[i] = fmt.Sprintf("%q", fmt.Sprint("k", i))
+		}
+		for _, tc := range []struct{ task, where string }{
+			{`{"name": "a", "prompt": "p", "keywords": [` + strings.Join(tooMany, ",") + `]}`, "body.tasks[0].keywords"},
+			{`{"name": "a", "prompt": "p", "keywords": ["` + strings.Repeat("k", 101) + `"]}`, "body.tasks[0].keywords[0]"},
+			{`{"name": "a", "prompt": "p", "keywords": ["ok", " "]}`, "body.tasks[0].keywords[1]"},
+			{`{"name": "a", "prompt": "p", "metadata": ["not", "an", "object"]}`, "body.tasks[0].metadata"},
+			{`{"name": "bulky", "prompt": "p", "metadata": {"notes": "` + strings.Repeat("x", 64<<10) + `"}}`, "body.tasks[0].metadata"},
+		} {
+			r := f.do("POST", "/v2/tasks/upload", "key", strings.NewReader(`{"taskset_name": "bad", "tasks": [`+tc.task+`]}`))
+			wantValidation(t, r, tc.where)
+			if strings.Contains(tc.task, "bulky") && !strings.Contains(string(r.body), `task \"bulky\"`) {
+				t.Errorf("metadata over 64 KiB: %s, want the message to name the task", r.body)
+			}
+		}
+		wantValidation(t, f.do("GET", "/v2/tasksets/"+res.TasksetID.String()+"/tasks?keyword="+strings.Repeat("k", 101), "key", nil), "query.keyword")
+	})
 }

@@ -111,6 +111,8 @@ type ExportedTask struct {
 	AgentConfig   models.AgentConfig      `json:"agent_config"`
 	RuntimeConfig models.RuntimeConfig    `json:"runtime_config"`
 	Validation    []models.ValidationCall `json:"validation" nullable:"false"`
+	Keywords      []string                `json:"keywords,omitempty" nullable:"false" doc:"Proctor extension: the task's keywords, as upload takes them (left out when none)"`
+	Metadata      map[string]any          `json:"metadata,omitempty" doc:"Proctor extension: the task's metadata, as upload takes it (left out when none)"`
 }
 
 // TasksetExport is a taskset with the latest version of each task (spec: Taskset export).
@@ -147,7 +149,7 @@ func (s *Server) registerTasksetReads() {
 	huma.Register(s.v2, op(huma.Operation{
 		OperationID: "list-taskset-tasks", Method: http.MethodGet, Path: "/tasksets/{taskset_id}/tasks", Tags: tags,
 		Summary:     "List a taskset's tasks",
-		Description: "The tasks of a taskset by name, with their review state and latest version. (An addition to the spec's routes.)",
+		Description: "The tasks of a taskset by name, with their review state and latest version, filtered by search and keyword; total counts the tasks that match. (An addition to the spec's routes.)",
 		Errors:      []int{http.StatusNotFound},
 	}, authOptional), s.listTasksetTasks)
 }
@@ -200,7 +202,7 @@ func exportedTask(t catalog.ExportedTask) ExportedTask {
 	return ExportedTask{
 		Name: t.Name, ExternalID: t.ExternalID, Description: t.Description, Env: t.Env, Scenario: t.Scenario,
 		Args: nonNilMap(t.Args), Prompt: t.Prompt, SystemPrompt: t.SystemPrompt, AgentConfig: t.AgentConfig,
-		RuntimeConfig: t.RuntimeConfig, Validation: nonNilSlice(t.Validation),
+		RuntimeConfig: t.RuntimeConfig, Validation: nonNilSlice(t.Validation), Keywords: t.Keywords, Metadata: t.Metadata,
 	}
 }
 
@@ -213,6 +215,7 @@ type TaskSummary struct {
 	Stage           *string    `json:"stage"`
 	LatestVersionID *uuid.UUID `json:"latest_version_id"`
 	Version         int        `json:"version" doc:"Number of the latest version"`
+	Keywords        []string   `json:"keywords" nullable:"false" doc:"Proctor extension: the latest version's keywords"`
 	CreatedAt       time.Time  `json:"created_at"`
 	UpdatedAt       time.Time  `json:"updated_at"`
 }
@@ -223,18 +226,22 @@ type listTasksInput struct {
 	TasksetID uuid.UUID `path:"taskset_id" format:"uuid"`
 	Limit     int       `query:"limit" minimum:"1" maximum:"500" default:"50"`
 	Offset    int       `query:"offset" minimum:"0" maximum:"2147483647" default:"0"`
+	Search    string    `query:"search" maxLength:"200" doc:"Proctor extension: only tasks whose name, latest version's description or one of its keywords contains this (case-insensitive)"`
+	Keyword   string    `query:"keyword" maxLength:"100" doc:"Proctor extension: only tasks whose latest version has this keyword (whole, case-insensitive)"`
 }
 
 // listTasksetTasks serves GET /v2/tasksets/{taskset_id}/tasks: list a taskset's tasks.
 func (s *Server) listTasksetTasks(ctx context.Context, in *listTasksInput) (*listTasksOutput, error) {
-	rows, total, err := s.catalog.ListTasks(ctx, callerFrom(ctx), in.TasksetID, in.Limit, in.Offset)
+	rows, total, err := s.catalog.ListTasks(ctx, callerFrom(ctx), in.TasksetID, catalog.TaskQuery{
+		Search: in.Search, Keyword: in.Keyword, Limit: in.Limit, Offset: in.Offset,
+	})
 	if err != nil {
 		return nil, storeError(err, "taskset")
 	}
 	items := make([]TaskSummary, len(rows))
 	for i, r := range rows {
 		items[i] = TaskSummary{ID: r.ID, Name: r.Name, ExternalID: r.ExternalID, Status: r.Status, Stage: r.Stage,
-			LatestVersionID: r.LatestVersionID, Version: r.Version, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+			LatestVersionID: r.LatestVersionID, Version: r.Version, Keywords: nonNilSlice(r.Keywords), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 	}
 	return &listTasksOutput{Body: NewPage(items, total, in.Limit, in.Offset)}, nil
 }

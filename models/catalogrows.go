@@ -182,6 +182,11 @@ type TaskContent struct {
 	AgentConfig   AgentConfig      `bun:"agent_config" json:"agent_config"`
 	RuntimeConfig RuntimeConfig    `bun:"runtime_config" json:"runtime_config"`
 	Validation    []ValidationCall `bun:"validation" json:"validation"`
+	// Keywords and Metadata are a Proctor extension: words a taskset's listing searches, and
+	// free-form facts about the task (a Harbor task's authors, source and [metadata]). Empty ones
+	// are left out of the content's JSON, so that versions made before they existed keep their hash.
+	Keywords []string       `bun:"keywords" json:"keywords,omitempty"`
+	Metadata map[string]any `bun:"metadata" json:"metadata,omitempty"`
 }
 
 // Taskset is a named bundle of tasks owned by a team.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -103,8 +104,17 @@ func (c *apiClient) models(ctx context.Context) ([]modelRow, error) {
 	return page.Items, nil
 }
 
-// showTasksetJSON prints a taskset and every one of its tasks as the API answers them.
-func showTasksetJSON(ctx context.Context, c *apiClient, name string, stdout io.Writer) error {
+// tasksPath is the route of a taskset's tasks, with the query of filter when it has any.
+func tasksPath(id string, filter url.Values) string {
+	if len(filter) == 0 {
+		return "/v2/tasksets/" + id + "/tasks"
+	}
+	return "/v2/tasksets/" + id + "/tasks?" + filter.Encode()
+}
+
+// showTasksetJSON prints a taskset and every one of its tasks (that match filter) as the API
+// answers them.
+func showTasksetJSON(ctx context.Context, c *apiClient, name string, filter url.Values, stdout io.Writer) error {
 	id, err := c.tasksetByName(ctx, name)
 	if err != nil {
 		return err
@@ -116,14 +126,14 @@ func showTasksetJSON(ctx context.Context, c *apiClient, name string, stdout io.W
 	if err := c.do(ctx, http.MethodGet, "/v2/tasksets/"+id, nil, &out.Taskset); err != nil {
 		return err
 	}
-	if out.Tasks, err = allItems[json.RawMessage](ctx, c, "/v2/tasksets/"+id+"/tasks"); err != nil {
+	if out.Tasks, err = allItems[json.RawMessage](ctx, c, tasksPath(id, filter)); err != nil {
 		return err
 	}
 	return writeJSON(stdout, out)
 }
 
-// showTaskset prints a taskset's tasks.
-func showTaskset(ctx context.Context, c *apiClient, name string, stdout io.Writer) error {
+// showTaskset prints a taskset's tasks (those that match filter).
+func showTaskset(ctx context.Context, c *apiClient, name string, filter url.Values, stdout io.Writer) error {
 	id, err := c.tasksetByName(ctx, name)
 	if err != nil {
 		return err
@@ -144,15 +154,19 @@ func showTaskset(ctx context.Context, c *apiClient, name string, stdout io.Write
 		Name      string
 		Status    string
 		Version   int
+		Keywords  []string  `json:"keywords"`
 		UpdatedAt time.Time `json:"updated_at"`
-	}](ctx, c, "/v2/tasksets/"+id+"/tasks")
+	}](ctx, c, tasksPath(id, filter))
 	if err != nil {
 		return err
 	}
+	if len(filter) > 0 {
+		fmt.Fprintf(stdout, "%d of them match\n", len(tasks))
+	}
 	fmt.Fprintln(stdout)
-	tw := newTable(stdout, "TASK", "STATUS", "VERSION", "UPDATED")
+	tw := newTable(stdout, "TASK", "STATUS", "VERSION", "KEYWORDS", "UPDATED")
 	for _, t := range tasks {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", t.Name, t.Status, t.Version, t.UpdatedAt.Local().Format("2006-01-02 15:04"))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", t.Name, t.Status, t.Version, orDash(strings.Join(t.Keywords, ", ")), t.UpdatedAt.Local().Format("2006-01-02 15:04"))
 	}
 	tw.Flush()
 	fmt.Fprintf(stdout, "\nrun it with: proctor eval %s --model MODEL\n", ts.Name)

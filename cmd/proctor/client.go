@@ -191,15 +191,20 @@ func (c *apiClient) stream(ctx context.Context, path string) (io.ReadCloser, err
 	return res.Body, nil
 }
 
-// allItems reads every item of a paged list route (path without its query), 500 a page.
+// allItems reads every item of a paged list route (path, with the query of its filters if any),
+// 500 a page.
 func allItems[T any](ctx context.Context, c *apiClient, path string) ([]T, error) {
 	items := []T{}
+	sep := "?"
+	if strings.Contains(path, "?") {
+		sep = "&"
+	}
 	for off := 0; ; off += 500 {
 		var page struct {
 			Items []T `json:"items"`
 			Total int `json:"total"`
 		}
-		if err := c.do(ctx, http.MethodGet, fmt.Sprintf("%s?limit=500&offset=%d", path, off), nil, &page); err != nil {
+		if err := c.do(ctx, http.MethodGet, fmt.Sprintf("%s%slimit=500&offset=%d", path, sep, off), nil, &page); err != nil {
 			return nil, err
 		}
 		items = append(items, page.Items...)
@@ -357,14 +362,25 @@ func cmdTasksExport(stdout, stderr io.Writer) flagsBody {
 	}
 }
 
-// cmdTasksetsShow prints a taskset's tasks.
+// cmdTasksetsShow prints a taskset's tasks, those that match --search and --keyword when given.
 func cmdTasksetsShow(stdout io.Writer) flagsBody {
-	return jsonClientCommand(func(ctx context.Context, c *apiClient, pos []string, asJSON bool) error {
-		if asJSON {
-			return showTasksetJSON(ctx, c, pos[0], stdout)
-		}
-		return showTaskset(ctx, c, pos[0], stdout)
-	})
+	return func(fs *flag.FlagSet) runFunc {
+		search := fs.String("search", "", "only tasks whose name, description or a keyword contains this (case-insensitive)")
+		keyword := fs.String("keyword", "", "only tasks with this keyword (whole, case-insensitive)")
+		return jsonClientCommand(func(ctx context.Context, c *apiClient, pos []string, asJSON bool) error {
+			filter := url.Values{}
+			if *search != "" {
+				filter.Set("search", *search)
+			}
+			if *keyword != "" {
+				filter.Set("keyword", *keyword)
+			}
+			if asJSON {
+				return showTasksetJSON(ctx, c, pos[0], filter, stdout)
+			}
+			return showTaskset(ctx, c, pos[0], filter, stdout)
+		})(fs)
+	}
 }
 
 // cmdTasksetsList lists the team's tasksets (or every team's public ones).

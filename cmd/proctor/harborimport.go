@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/proctorhq/proctor/internal/archive"
 	"github.com/proctorhq/proctor/internal/harbor"
@@ -269,7 +270,9 @@ func harborUploadTask(t *harbor.Task, env string) map[string]any {
 		}
 		resources["gpu"] = gpu
 	}
-	rc := map[string]any{"limits": limits}
+	// Harbor installs agents into the task's container: an agent deployed to run inside runs in
+	// the task's root, in its WORKDIR.
+	rc := map[string]any{"limits": limits, "agents_inside": true}
 	if len(resources) > 0 {
 		rc["resources"] = resources
 	}
@@ -295,7 +298,90 @@ func harborUploadTask(t *harbor.Task, env string) map[string]any {
 	if p := t.Config.Task; p != nil && p.Description != "" {
 		task["description"] = p.Description
 	}
+	if kw := harborKeywords(t); len(kw) > 0 {
+		task["keywords"] = kw
+	}
+	if md := harborMetadata(t); md != nil {
+		task["metadata"] = map[string]any{"harbor": md}
+	}
 	return task
+}
+
+// Bounds of the upload's keywords and metadata (POST /v2/tasks/upload refuses more).
+const (
+	maxTaskKeywords      = 100
+	maxTaskKeywordRunes  = 100
+	maxTaskMetadataBytes = 64 << 10
+)
+
+// harborKeywords are a task's keywords as the upload takes them: [task].keywords, then
+// Terminal-Bench 2's [metadata].tags (when a list of strings), each once (ignoring case), blank
+// ones left out. One the upload would refuse (over 100 characters, or past the 100th) is left
+// out with a note.
+func harborKeywords(t *harbor.Task) []string {
+	var in []string
+	if p := t.Config.Task; p != nil {
+		in = append(in, p.Keywords...)
+	}
+	if tags, ok := t.Config.Metadata["tags"].([]any); ok {
+		for _, tag := range tags {
+			if s, ok := tag.(string); ok {
+				in = append(in, s)
+			}
+		}
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, k := range in {
+		k = strings.TrimSpace(k)
+		switch folded := strings.ToLower(k); {
+		case k == "" || seen[folded]:
+		case utf8.RuneCountInString(k) > maxTaskKeywordRunes:
+			t.Notes = append(t.Notes, fmt.Sprintf("keyword %.40q… left out: over %d characters", k, maxTaskKeywordRunes))
+		case len(out) == maxTaskKeywords:
+			t.Notes = append(t.Notes, fmt.Sprintf("keyword %q left out: a task keeps %d keywords", k, maxTaskKeywords))
+		default:
+			seen[folded] = true
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// harborMetadata is what task.toml says of the task beyond what Proctor runs, kept as the task's
+// metadata under "harbor": authors ([task].authors), version ([task].version), source, and
+// metadata (the [metadata] table as it is: Terminal-Bench 2's author_name, difficulty, category,
+// tags, …); nil when it says none of these. A [metadata] table that is no JSON (a NaN) or over
+// the upload's 64 KiB is left out with a note.
+func harborMetadata(t *harbor.Task) map[string]any {
+	md := map[string]any{}
+	if p := t.Config.Task; p != nil {
+		if len(p.Authors) > 0 {
+			md["authors"] = p.Authors
+		}
+		if p.Version != "" {
+			md["version"] = p.Version
+		}
+	}
+	if t.Config.Source != "" {
+		md["source"] = t.Config.Source
+	}
+	if len(t.Config.Metadata) > 0 {
+		md["metadata"] = t.Config.Metadata
+		b, err := json.Marshal(map[string]any{"harbor": md})
+		switch {
+		case err != nil:
+			delete(md, "metadata")
+			t.Notes = append(t.Notes, fmt.Sprintf("[metadata] not kept with the task: %v", err))
+		case len(b) > maxTaskMetadataBytes:
+			delete(md, "metadata")
+			t.Notes = append(t.Notes, fmt.Sprintf("[metadata] not kept with the task: %d bytes as JSON, over the %d a task's metadata may hold", len(b), maxTaskMetadataBytes))
+		}
+	}
+	if len(md) == 0 {
+		return nil
+	}
+	return md
 }
 
 // uploadInBatches uploads tasks into taskset, as few requests as the server's body bound allows.

@@ -2,6 +2,7 @@ package catalog_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -324,6 +325,131 @@ func TestUploadRefusesArgsTheScenarioCannotTake(t *testing.T) {
 		if _, err := catalog.Of(s).UploadTasks(ctx, a, catalog.Upload{TasksetName: "checked", Tasks: []catalog.TaskUpload{
 			task("fine", map[string]any{"items": []any{"milk", "eggs"}}, "lists")}}); err != nil {
 			t.Errorf("args that match the schema: %v", err)
+		}
+	})
+}
+
+// TestTaskKeywordsAndMetadata: a task's keywords and metadata (a Proctor extension) are part of
+// its version's content: kept, exported, a change makes a new version and the same again makes
+// none; the listing searches the name, the latest version's description and its keywords, in SQL,
+// with a total that counts what matched.
+func TestTaskKeywordsAndMetadata(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *models.Store) {
+		a := storetest.Member(t, s, "alpha", "a@example.com")
+		harbor := map[string]any{"harbor": map[string]any{"source": "terminal-bench", "metadata": map[string]any{"difficulty": "easy"}}}
+		up := catalog.Upload{TasksetName: "tb", Tasks: []catalog.TaskUpload{
+			{TaskContent: models.TaskContent{Name: "hello-world", Description: "Create a file with a greeting", Prompt: "p",
+				Keywords: []string{"files", " Warm-Up ", "FILES"}, Metadata: harbor}},
+			{TaskContent: models.TaskContent{Name: "log-census", Description: "Count things in logs", Prompt: "p", Keywords: []string{"shell", "grep"}}},
+			{TaskContent: models.TaskContent{Name: "plain", Description: "half price: 50%_off", Prompt: "p"}},
+		}}
+		res, err := catalog.Of(s).UploadTasks(ctx, a, up)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := catalog.Of(s).GetTaskVersion(ctx, a, res.TaskVersionIDs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !equal(v.Keywords, []string{"files", "Warm-Up"}) {
+			t.Errorf("stored keywords %q, want [files Warm-Up]: trimmed, a repeat in another case kept once", v.Keywords)
+		}
+		if md, _ := v.Metadata["harbor"].(map[string]any); md == nil || md["source"] != "terminal-bench" {
+			t.Errorf("stored metadata %v, want the upload's", v.Metadata)
+		}
+		if plain, err := catalog.Of(s).GetTaskVersion(ctx, a, res.TaskVersionIDs[2]); err != nil || plain.Keywords == nil || len(plain.Keywords) != 0 || plain.Metadata == nil || len(plain.Metadata) != 0 {
+			t.Errorf("a task without keywords or metadata = %+v, %v; want empty ones, not null", plain, err)
+		}
+
+		if again, err := catalog.Of(s).UploadTasks(ctx, a, up); err != nil || again.TasksCreated+again.TasksUpdated != 0 {
+			t.Fatalf("unchanged re-upload = %+v, %v; want no new version", again, err)
+		}
+		// A change of keywords, or of metadata alone, is a change of content.
+		changed := up
+		changed.Tasks = append([]catalog.TaskUpload(nil), up.Tasks...)
+		changed.Tasks[0].Metadata = map[string]any{"harbor": map[string]any{"source": "terminal-bench", "metadata": map[string]any{"difficulty": "hard"}}}
+		changed.Tasks[1].Keywords = []string{"shell"}
+		upd, err := catalog.Of(s).UploadTasks(ctx, a, changed)
+		if err != nil || upd.TasksUpdated != 2 || upd.TaskVersionIDs[0] == res.TaskVersionIDs[0] || upd.TaskVersionIDs[1] == res.TaskVersionIDs[1] || upd.TaskVersionIDs[2] != res.TaskVersionIDs[2] {
+			t.Fatalf("upload with new metadata and keywords = %+v, %v; want new versions of the first two tasks only", upd, err)
+		}
+
+		list := func(q catalog.TaskQuery) ([]string, int) {
+			t.Helper()
+			if q.Limit == 0 {
+				q.Limit = 50
+			}
+			rows, total, err := catalog.Of(s).ListTasks(ctx, a, res.TasksetID, q)
+			if err != nil {
+				t.Fatalf("%+v: %v", q, err)
+			}
+			names := []string{}
+			for _, r := range rows {
+				names = append(names, r.Name)
+			}
+			return names, total
+		}
+		for _, tc := range []struct {
+			q     catalog.TaskQuery
+			want  []string
+			total int
+		}{
+			{catalog.TaskQuery{}, []string{"hello-world", "log-census", "plain"}, 3},
+			{catalog.TaskQuery{Search: "CENSUS"}, []string{"log-census"}, 1},     // the name
+			{catalog.TaskQuery{Search: "greeting"}, []string{"hello-world"}, 1},  // the description
+			{catalog.TaskQuery{Search: "warm"}, []string{"hello-world"}, 1},      // a keyword, in part
+			{catalog.TaskQuery{Search: "0%_"}, []string{"plain"}, 1},             // % and _ are themselves
+			{catalog.TaskQuery{Search: "%"}, []string{"plain"}, 1},               // not "anything"
+			{catalog.TaskQuery{Search: "grep"}, []string{}, 0},                   // the latest version's keywords only
+			{catalog.TaskQuery{Keyword: " WARM-UP"}, []string{"hello-world"}, 1}, // whole, ignoring case and spaces around
+			{catalog.TaskQuery{Keyword: "warm"}, []string{}, 0},                  // not in part
+			{catalog.TaskQuery{Keyword: "shell"}, []string{"log-census"}, 1},     // the latest version's
+			{catalog.TaskQuery{Search: "l", Keyword: "files"}, []string{"hello-world"}, 1},
+			{catalog.TaskQuery{Search: "l", Limit: 1, Offset: 1}, []string{"log-census"}, 3}, // total is the filter's, not the page's
+		} {
+			got, total := list(tc.q)
+			if !equal(got, tc.want) || total != tc.total {
+				t.Errorf("%+v: %v (total %d), want %v (total %d)", tc.q, got, total, tc.want, tc.total)
+			}
+		}
+		rows, _, err := catalog.Of(s).ListTasks(ctx, a, res.TasksetID, catalog.TaskQuery{Limit: 50})
+		if err != nil || len(rows) != 3 || !equal(rows[0].Keywords, []string{"files", "Warm-Up"}) || !equal(rows[1].Keywords, []string{"shell"}) || len(rows[2].Keywords) != 0 {
+			t.Errorf("listed keywords = %+v, %v; want each task's latest version's", rows, err)
+		}
+
+		// The export carries them, and uploads back as no change.
+		ts, err := catalog.Of(s).GetTaskset(ctx, a, res.TasksetID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exported, err := catalog.Of(s).ExportTaskset(ctx, a, ts)
+		if err != nil || len(exported) != 3 {
+			t.Fatalf("export = %+v, %v", exported, err)
+		}
+		harborOf, _ := exported[0].Metadata["harbor"].(map[string]any)
+		if tb, _ := harborOf["metadata"].(map[string]any); !equal(exported[0].Keywords, []string{"files", "Warm-Up"}) || tb["difficulty"] != "hard" {
+			t.Errorf("exported keywords %q and metadata %v, want the latest version's", exported[0].Keywords, exported[0].Metadata)
+		}
+		back := catalog.Upload{TasksetID: &res.TasksetID}
+		for _, e := range exported {
+			back.Tasks = append(back.Tasks, catalog.TaskUpload{ExternalID: e.ExternalID, TaskContent: e.TaskContent})
+		}
+		if r, err := catalog.Of(s).UploadTasks(ctx, a, back); err != nil || r.TasksCreated+r.TasksUpdated != 0 {
+			t.Errorf("export uploaded back = %+v, %v; want no change", r, err)
+		}
+
+		// A blank keyword and metadata over 64 KiB are refused, at their places, before any write.
+		_, err = catalog.Of(s).UploadTasks(ctx, a, catalog.Upload{TasksetName: "refused", Tasks: []catalog.TaskUpload{
+			{TaskContent: models.TaskContent{Name: "blank", Prompt: "p", Keywords: []string{"ok", "  "}}},
+			{TaskContent: models.TaskContent{Name: "bulky", Prompt: "p", Metadata: map[string]any{"notes": strings.Repeat("x", catalog.MaxTaskMetadataBytes)}}},
+		}})
+		var verr models.ValidationError
+		if !errors.As(err, &verr) || len(verr) != 2 || verr[0].Location != "tasks[0].keywords[1]" || verr[1].Location != "tasks[1].metadata" ||
+			!strings.Contains(verr[1].Message, `"bulky"`) {
+			t.Fatalf("blank keyword and bulky metadata: %v, want errors at tasks[0].keywords[1] and tasks[1].metadata naming the task", err)
+		}
+		if _, err := catalog.Of(s).GetTasksetByName(ctx, a, "refused"); !errors.Is(err, models.ErrNotFound) {
+			t.Errorf("a refused upload wrote its taskset: %v", err)
 		}
 	})
 }

@@ -39,7 +39,7 @@ func TestTenThousandTasksPageWithoutGapsOrDuplicates(t *testing.T) {
 		seen := make(map[uuid.UUID]bool, bigTaskset)
 		prev := ""
 		for offset := 0; ; offset += 500 {
-			rows, total, err := catalog.Of(s).ListTasks(ctx, c, id, 500, offset)
+			rows, total, err := catalog.Of(s).ListTasks(ctx, c, id, catalog.TaskQuery{Limit: 500, Offset: offset})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -84,7 +84,7 @@ func BenchmarkListTasksPage(b *testing.B) {
 			c := storetest.Member(b, s, "bench", "bench@example.com")
 			id := uploadMany(b, s, c, bigTaskset)
 			for b.Loop() {
-				if _, _, err := catalog.Of(s).ListTasks(ctx, c, id, 50, rand.IntN(bigTaskset-50)); err != nil {
+				if _, _, err := catalog.Of(s).ListTasks(ctx, c, id, catalog.TaskQuery{Limit: 50, Offset: rand.IntN(bigTaskset - 50)}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -114,14 +115,49 @@ func (r *uploadResolver) task(ctx context.Context, loc string, t TaskUpload) (re
 		}
 	}
 	r.verr = append(r.verr, t.AgentConfig.Check(loc+".agent_config")...)
+	rt.Keywords = r.keywords(loc, t.Keywords)
+	if t.Metadata != nil {
+		if b, err := json.Marshal(t.Metadata); err != nil {
+			r.bad(loc+".metadata", fmt.Sprintf("the metadata of task %q is not JSON: %v", t.Name, err), nil)
+		} else if len(b) > MaxTaskMetadataBytes {
+			r.bad(loc+".metadata", fmt.Sprintf("the metadata of task %q is %d bytes as JSON, over the %d (64 KiB) a task's metadata may hold", t.Name, len(b), MaxTaskMetadataBytes), nil)
+		}
+	}
 	if rt.Args == nil {
 		rt.Args = map[string]any{}
 	}
 	if rt.Validation == nil {
 		rt.Validation = []models.ValidationCall{}
 	}
+	if rt.Metadata == nil {
+		rt.Metadata = map[string]any{}
+	}
 	rt.hash = rt.TaskContent.Hash(rt.registryID, rt.ScenarioID)
 	return rt, nil
+}
+
+// MaxTaskMetadataBytes bounds a task version's metadata, as JSON: facts about a task, not its
+// files.
+const MaxTaskMetadataBytes = 64 << 10
+
+// keywords are a task's keywords as a version keeps them: each trimmed, and a repeat (ignoring
+// case: the listing's keyword filter ignores it too) kept once, at its first place. A blank one is
+// refused.
+func (r *uploadResolver) keywords(loc string, in []string) []string {
+	out := make([]string, 0, len(in))
+	seen := make(map[string]bool, len(in))
+	for j, k := range in {
+		k = strings.TrimSpace(k)
+		if k == "" {
+			r.bad(fmt.Sprintf("%s.keywords[%d]", loc, j), "a keyword is not blank", in[j])
+			continue
+		}
+		if folded := strings.ToLower(k); !seen[folded] {
+			seen[folded] = true
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // env is the environment a task names (looked up once an upload), else the upload's.

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/proctorhq/proctor/models"
+	"github.com/uptrace/bun"
 )
 
 // Task review statuses.
@@ -22,23 +24,59 @@ const (
 type TaskRow struct {
 	models.Task `bun:",extend"`
 	Version     int `bun:"version,scanonly"`
+	// Keywords are the latest version's.
+	Keywords []string `bun:"keywords,scanonly"`
 }
 
-// ListTasks pages the tasks of a taskset the caller may see, by name.
-func (s *Store) ListTasks(ctx context.Context, c *models.Caller, tasksetID uuid.UUID, limit, offset int) ([]TaskRow, int, error) {
+// TaskQuery is the listing's filter and page.
+type TaskQuery struct {
+	// Search is a case-insensitive substring of the task's name, or of its latest version's
+	// description or one of its keywords.
+	Search string
+	// Keyword is one of the latest version's keywords, ignoring case.
+	Keyword string
+	Limit   int
+	Offset  int
+}
+
+// ListTasks pages the tasks of a taskset the caller may see, by name, filtered by q.
+func (s *Store) ListTasks(ctx context.Context, c *models.Caller, tasksetID uuid.UUID, q TaskQuery) ([]TaskRow, int, error) {
 	if _, err := s.GetTaskset(ctx, c, tasksetID); err != nil {
 		return nil, 0, err
 	}
 	var rows []TaskRow
-	total, err := s.DB.NewSelect().Model(&rows).ColumnExpr("tk.*").ColumnExpr("tk.version_count AS version").
-		// Names are unique within a taskset, so the name alone is a total order, and the
-		// (taskset_id, name) index serves it without sorting the taskset.
-		Where("tk.taskset_id = ?", tasksetID).OrderExpr("tk.name ASC").
-		Limit(int64(limit)).Offset(int64(offset)).ScanAndCount(ctx)
+	sel := s.DB.NewSelect().Model(&rows).ColumnExpr("tk.*").ColumnExpr("tk.version_count AS version").
+		ColumnExpr("tv.keywords AS keywords").
+		Join("LEFT JOIN task_versions AS tv ON tv.id = tk.latest_version_id").
+		Where("tk.taskset_id = ?", tasksetID)
+	keywords := s.keywordsOf("tv")
+	if q.Search != "" {
+		like := "%" + models.EscapeLike(strings.ToLower(q.Search)) + "%"
+		sel = sel.WhereGroup(" AND ", func(w *bun.SelectQuery) *bun.SelectQuery {
+			return w.Where("LOWER(tk.name) LIKE ? ESCAPE '\\'", like).
+				WhereOr("LOWER(tv.description) LIKE ? ESCAPE '\\'", like).
+				WhereOr("EXISTS (SELECT 1 FROM "+keywords+" WHERE LOWER(kw.value) LIKE ? ESCAPE '\\')", like)
+		})
+	}
+	if kw := strings.TrimSpace(q.Keyword); kw != "" { // stored keywords are trimmed
+		sel = sel.Where("EXISTS (SELECT 1 FROM "+keywords+" WHERE LOWER(kw.value) = ?)", strings.ToLower(kw))
+	}
+	// Names are unique within a taskset, so the name alone is a total order, and the
+	// (taskset_id, name) index serves it without sorting the taskset.
+	total, err := sel.OrderExpr("tk.name ASC").Limit(int64(q.Limit)).Offset(int64(q.Offset)).ScanAndCount(ctx)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list tasks: %w", err)
 	}
 	return rows, int(total), nil
+}
+
+// keywordsOf is a FROM item of the keywords of the version aliased alias, one row each, as
+// kw.value: each dialect has its own function that unnests a JSON array.
+func (s *Store) keywordsOf(alias string) string {
+	if s.Dialect == models.Postgres {
+		return "jsonb_array_elements_text(" + alias + ".keywords) AS kw(value)"
+	}
+	return "json_each(" + alias + ".keywords) AS kw"
 }
 
 // TaskBrief is what a person needs to work on a task: its prompt and its latest content.

@@ -21,7 +21,7 @@ func TestVisibleTaskVersionsInBatches(t *testing.T) {
 		addTasks(t, s, a, own.ID, 3)
 		addTasks(t, s, b, theirs.ID, 2)
 		versionsOf := func(c *models.Caller, tasksetID uuid.UUID) []uuid.UUID {
-			rows, _, err := catalog.Of(s).ListTasks(ctx, c, tasksetID, 10, 0)
+			rows, _, err := catalog.Of(s).ListTasks(ctx, c, tasksetID, catalog.TaskQuery{Limit: 10})
 			if err != nil {
 				t.Fatal(err)
 			}
