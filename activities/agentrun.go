@@ -15,6 +15,7 @@ import (
 
 	"github.com/proctorhq/proctor/internal/agentport"
 	"github.com/proctorhq/proctor/internal/egress"
+	"github.com/proctorhq/proctor/internal/harbor"
 	"github.com/proctorhq/proctor/internal/image"
 	"github.com/proctorhq/proctor/internal/sandbox"
 	"github.com/proctorhq/proctor/models"
@@ -174,6 +175,7 @@ func (run *agentRun) prepare(ctx context.Context) error {
 			// the task's own writable root, which the provider shares with it (sandbox.Spec.Within).
 			if r.build.Options.ShellServer {
 				spec.Dir = image.ShellWorkDir(r.build.RuntimeConfig.Command)
+				spec.User = harbor.AgentUser(r.args()) // as the task's own commands run
 			}
 		}
 	}

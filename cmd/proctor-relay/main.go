@@ -24,7 +24,10 @@
 // worker cannot stop by itself (a pod's ephemeral container): the command's stdin is /dev/null,
 // and when the relay's stdin ends (the worker closed it, or its attachment broke) the relay
 // stops the command, SIGTERM then SIGKILL after relayproto.LifelineGrace, and exits with status
-// 251 (relayproto.StoppedStatus), whatever the command's was.
+// 251 (relayproto.StoppedStatus), whatever the command's was. The relay is then the subreaper
+// of what the command starts: whenever the command ends, what it left running (however it
+// detached) is killed before the relay exits, so nothing of the agent's outlives its run in a
+// container it shares (a Harbor task's, where the task's tests run next).
 //
 //	proctor-relay --copy-root DIR
 //
@@ -52,6 +55,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/proctorhq/proctor/internal/procfs"
 	"github.com/proctorhq/proctor/internal/relayproto"
 )
 
@@ -117,6 +121,14 @@ func run(argv []string, lifeline bool) int {
 	}
 	signals := make(chan os.Signal, 4)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
+	if lifeline {
+		// What the command leaves, however detached, is adopted here and not by the
+		// container's first process: leftovers (below) finds it all.
+		if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
+			fmt.Fprintln(os.Stderr, "proctor-relay: not the subreaper of the command:", errno)
+		}
+		defer leftovers()
+	}
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, "proctor-relay:", err)
 		return 127
@@ -155,6 +167,30 @@ func run(argv []string, lifeline bool) int {
 		default:
 			return ws.ExitStatus()
 		}
+	}
+}
+
+// prSetChildSubreaper is prctl's PR_SET_CHILD_SUBREAPER.
+const prSetChildSubreaper = 36
+
+// leftovers kills what the command left running below this process (its orphans, adopted here),
+// until none is left.
+func leftovers() {
+	for range 50 {
+		pids := procfs.Descendants(os.Getpid())
+		if len(pids) == 0 {
+			return
+		}
+		for _, pid := range pids {
+			syscall.Kill(pid, syscall.SIGKILL) //nolint:errcheck // it may have exited
+		}
+		for {
+			// Reap them; a zombie is no descendant to kill again.
+			if pid, _ := syscall.Wait4(-1, nil, syscall.WNOHANG, nil); pid <= 0 {
+				break
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -1,6 +1,7 @@
 package harbor
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -154,7 +155,7 @@ func TestTheImportRefusesWhatItDoesNotHonour(t *testing.T) {
 	}{
 		"unknown fields":      {toml: "version = \"1.0\"\nos = \"windows\"\n[environment]\ntpus = 4\n", want: []string{"os: not a field Proctor knows", "environment.tpus: not a field"}},
 		"steps and artifacts": {toml: "schema_version = \"1.4\"\n[[steps]]\nname = \"a\"\n[[artifacts]]\nsource = \"/x\"\n", want: []string{"[[steps]]", "[[artifacts]]"}},
-		"users that are none":  {toml: "[agent]\nuser = \"\"\n[verifier]\nuser = -1\n", want: []string{"agent.user", "verifier.user = -1"}},
+		"users that are none": {toml: "[agent]\nuser = \"\"\n[verifier]\nuser = -1\n", want: []string{"agent.user", "verifier.user = -1"}},
 		"several gpu types and a bad reference": {toml: "[environment]\ngpu_types = [\"h100\", \"a100\"]\nenv = { TOKEN = \"${TOKEN\", \"9X\" = \"1\" }\n",
 			want: []string{"gpu_types", "environment.env.TOKEN", "environment.env.9X: not a variable name"}},
 		"a bad healthcheck and mcp servers": {toml: "[environment.healthcheck]\ncommand = \"true\"\nretries = 0\nfrequency = 2\n[[environment.mcp_servers]]\nname = \"x\"\ncommand = \"y\"\n",
@@ -261,5 +262,21 @@ func TestAHealthcheckGatesTheStart(t *testing.T) {
 	h := task.ScenarioArgs().Healthcheck
 	if h == nil || h.Command != "test -f /app/ready" || *h.Retries != 4 || h.Worst() != 30+10+4*(2+10) {
 		t.Errorf("healthcheck %+v (worst %v)", h, h.Worst())
+	}
+}
+
+func TestTheAgentUserIsReadFromTheArguments(t *testing.T) {
+	task, err := Read(writeTask(t, "[agent]\nuser = 1000\n", nil), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(task.ScenarioArgs())
+	var args map[string]any
+	json.Unmarshal(b, &args)
+	if got := AgentUser(args); got != "1000" {
+		t.Errorf("AgentUser = %q, want 1000", got)
+	}
+	if got := AgentUser(map[string]any{}); got != "" {
+		t.Errorf("AgentUser of no user = %q", got)
 	}
 }

@@ -52,6 +52,13 @@ type Args struct {
 	VerifierUser string `json:"verifier_user,omitempty" jsonschema:"[verifier].user: the user test.sh runs as"`
 }
 
+// AgentUser is the agent's user in a task's arguments of the harbor scenario (Args.AgentUser),
+// "" for none: what a brought agent inside the task runs as.
+func AgentUser(args map[string]any) string {
+	u, _ := args["agent_user"].(string)
+	return u
+}
+
 // WireFile is a File as arguments carry it: its content in standard base64.
 type WireFile struct {
 	Path   string `json:"path" jsonschema:"slash-separated path relative to its folder"`

@@ -55,3 +55,20 @@ func Parent(pid int) (int, string) {
 	}
 	return ppid, f[0]
 }
+
+// Descendants are pid's living descendants (children first, then theirs), as /proc says now.
+func Descendants(pid int) []int {
+	children := map[int][]int{}
+	Pids(func(p int) bool {
+		if ppid, state := Parent(p); ppid > 0 && state != "Z" {
+			children[ppid] = append(children[ppid], p)
+		}
+		return false
+	})
+	var out []int
+	for queue := children[pid]; len(queue) > 0; queue = queue[1:] {
+		out = append(out, queue[0])
+		queue = append(queue, children[queue[0]]...)
+	}
+	return out
+}

@@ -21,6 +21,8 @@ func (p *Process) checkSpec(spec Spec) (string, error) {
 		return "", fmt.Errorf("no command: %w", ErrInvalidSpec)
 	case spec.Resources.CPU < 0 || spec.Resources.MemoryMB < 0 || spec.Resources.GPU.Count < 0:
 		return "", fmt.Errorf("negative resources %+v: %w", spec.Resources, ErrInvalidSpec)
+	case spec.User != "" && spec.User != "0" && spec.User != "root":
+		return "", fmt.Errorf("user %q: this provider runs a sandbox as its sandbox user only (root in a writable root): %w", spec.User, ErrInvalidSpec)
 	case spec.Dir != "" && (!path.IsAbs(spec.Dir) || spec.RootFS == "" || p.isolation != IsolationBubblewrap):
 		return "", fmt.Errorf("working directory %q: an absolute path in an image's root, under bubblewrap: %w", spec.Dir, ErrInvalidSpec)
 	}

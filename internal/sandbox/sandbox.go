@@ -116,6 +116,11 @@ type Spec struct {
 	// the kubernetes provider, whose ephemeral containers have roots of their own, refuses
 	// such a sandbox (ErrInvalidSpec).
 	Within Sandbox
+	// User, when set, is who the command runs as: a user of the image (a name or a uid; a
+	// Harbor task's [agent].user, for the agent inside it). The container provider honours it in
+	// a sandbox within a container; the process provider runs its sandboxes as their sandbox
+	// user (root inside a writable root) and refuses any other, as the kubernetes provider does.
+	User string
 	// Dir, when set, is the working directory of the sandbox's command: an absolute path in its
 	// root (a Harbor task's WORKDIR, where its tools work), instead of where the work dir
 	// appears. HOME stays the work dir.

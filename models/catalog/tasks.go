@@ -51,15 +51,17 @@ func (s *Store) ListTasks(ctx context.Context, c *models.Caller, tasksetID uuid.
 		Where("tk.taskset_id = ?", tasksetID)
 	keywords := s.keywordsOf("tv")
 	if q.Search != "" {
-		like := "%" + models.EscapeLike(strings.ToLower(q.Search)) + "%"
+		// Folded by the database on both sides, so that a dialect folds the pattern as it folds
+		// the values (SQLite folds ASCII only).
+		like := "%" + models.EscapeLike(q.Search) + "%"
 		sel = sel.WhereGroup(" AND ", func(w *bun.SelectQuery) *bun.SelectQuery {
-			return w.Where("LOWER(tk.name) LIKE ? ESCAPE '\\'", like).
-				WhereOr("LOWER(tv.description) LIKE ? ESCAPE '\\'", like).
-				WhereOr("EXISTS (SELECT 1 FROM "+keywords+" WHERE LOWER(kw.value) LIKE ? ESCAPE '\\')", like)
+			return w.Where("LOWER(tk.name) LIKE LOWER(?) ESCAPE '\\'", like).
+				WhereOr("LOWER(tv.description) LIKE LOWER(?) ESCAPE '\\'", like).
+				WhereOr("EXISTS (SELECT 1 FROM "+keywords+" WHERE LOWER(kw.value) LIKE LOWER(?) ESCAPE '\\')", like)
 		})
 	}
 	if kw := strings.TrimSpace(q.Keyword); kw != "" { // stored keywords are trimmed
-		sel = sel.Where("EXISTS (SELECT 1 FROM "+keywords+" WHERE LOWER(kw.value) = ?)", strings.ToLower(kw))
+		sel = sel.Where("EXISTS (SELECT 1 FROM "+keywords+" WHERE LOWER(kw.value) = LOWER(?))", kw)
 	}
 	// Names are unique within a taskset, so the name alone is a total order, and the
 	// (taskset_id, name) index serves it without sorting the taskset.

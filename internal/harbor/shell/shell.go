@@ -135,6 +135,9 @@ type server struct {
 	// agentUser is [agent].user, resolved by setup: what the agent's tools run as (nil: this
 	// program's user, the image's).
 	agentUser *account
+	// verifierUser is [verifier].user as setup resolved it, before the agent could change the
+	// image's user database.
+	verifierUser *account
 }
 
 // children are the processes this program started and waits for itself (the shells of calls
@@ -284,8 +287,11 @@ func (s *server) execUser(user string) (*account, error) {
 	if err != nil {
 		return nil, err
 	}
-	if agent != nil && a.uid != agent.uid {
-		return nil, fmt.Errorf("user %q: this task runs its agent's commands as %s ([agent].user), and as no other user", user, agent)
+	if agent != nil {
+		if a.uid != agent.uid {
+			return nil, fmt.Errorf("user %q: this task runs its agent's commands as %s ([agent].user), and as no other user", user, agent)
+		}
+		return agent, nil // its group too: another name of the uid may not bring another
 	}
 	return a, nil
 }
@@ -579,7 +585,8 @@ func (s *server) prepare(ctx context.Context, a harbor.Args) (PrepareResult, err
 	if err != nil {
 		return PrepareResult{}, err
 	}
-	if _, err := s.switchableUser(ctx, "[verifier].user", a.VerifierUser); err != nil {
+	verifier, err := s.switchableUser(ctx, "[verifier].user", a.VerifierUser)
+	if err != nil {
 		return PrepareResult{}, err
 	}
 	if agent != nil {
@@ -589,7 +596,7 @@ func (s *server) prepare(ctx context.Context, a harbor.Args) (PrepareResult, err
 		}
 	}
 	s.envMu.Lock()
-	s.agentUser = agent
+	s.agentUser, s.verifierUser = agent, verifier
 	s.envMu.Unlock()
 	if h := a.Healthcheck; h != nil {
 		if err := s.healthcheck(ctx, h); err != nil {
@@ -622,7 +629,7 @@ func (s *server) switchableUser(ctx context.Context, field, user string) (*accou
 	}
 	if r.err != nil {
 		return nil, fmt.Errorf("%s: the task runs commands as %s, which this sandbox cannot switch to (%v): "+
-			"a sandbox of the process provider has no user but root; run the task on the container or kubernetes provider", field, a, r.err)
+			"a sandbox of the process provider has no user but root, and the kubernetes provider's pods no capability to switch; run the task on the container provider", field, a, r.err)
 	}
 	return a, nil
 }
@@ -678,8 +685,12 @@ func (s *server) verify(ctx context.Context, a harbor.Args) (envserver.Evaluatio
 	if sh := s.shell(); sh != "" && filepath.Base(sh) != "bash" {
 		interpreter = "sh"
 	}
-	var verifier *account
-	if a.VerifierUser != "" {
+	// The verifier's user as setup resolved it (an agent that rewrote /etc/passwd changes
+	// nothing); looked up now only where no setup ran.
+	s.envMu.Lock()
+	verifier := s.verifierUser
+	s.envMu.Unlock()
+	if verifier == nil && a.VerifierUser != "" {
 		var err error
 		if verifier, err = lookupAccount(s.cfg.Passwd, a.VerifierUser); err != nil {
 			return envserver.EvaluationResult{}, &envserver.TaskFault{Reason: "[verifier].user: " + err.Error()}
@@ -785,7 +796,7 @@ func (s *server) stopAgentProcesses() {
 	self := os.Getpid()
 	for round := 0; round < 10; round++ {
 		killed := 0
-		for _, pid := range descendants(self) {
+		for _, pid := range procfs.Descendants(self) {
 			if syscall.Kill(pid, syscall.SIGKILL) == nil {
 				killed++
 			}
@@ -811,21 +822,4 @@ func reapOrphans() {
 		var ws syscall.WaitStatus
 		syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
 	}
-}
-
-// descendants are the live processes below pid, read from /proc.
-func descendants(pid int) []int {
-	children := map[int][]int{}
-	procfs.Pids(func(p int) bool {
-		if ppid, state := procfs.Parent(p); ppid > 0 && state != "Z" {
-			children[ppid] = append(children[ppid], p)
-		}
-		return false
-	})
-	var out []int
-	for queue := children[pid]; len(queue) > 0; queue = queue[1:] {
-		out = append(out, queue[0])
-		queue = append(queue, children[queue[0]]...)
-	}
-	return out
 }

@@ -487,11 +487,31 @@ func TestTheTasksUsersRunItsCommands(t *testing.T) {
 	m.waitScreen(shell.TerminalSendArgs{Keys: "echo \"term-$(id -u)\"\n"}, "term-1234")
 	// The verifier runs as its own user: root here, then the agent.
 	for _, c := range []struct{ user, want string }{{"0", "0"}, {"agent", "1234"}} {
+		if msg := setup(harbor.Args{AgentUser: "agent", VerifierUser: c.user}); msg != "" {
+			t.Fatal(msg)
+		}
+		// The verifier's user is setup's: an agent that rewrites /etc/passwd changes nothing.
+		os.WriteFile(filepath.Join(dir, "passwd"), []byte("agent:x:0:0::/:/bin/sh\n"), 0o644)
 		args := harbor.Args{Instruction: "x", VerifierUser: c.user, VerifierTimeoutSec: 60,
 			Tests: harbor.Wire([]harbor.File{{Path: "test.sh", Content: []byte("id -u > " + m.logs + "/verifier/reward.txt\n")}})}
 		var r envserver.EvaluationResult
 		if msg := m.call(envserver.EvaluateHub, map[string]any{"name": harbor.VerifyFunc, "arguments": args}, &r); msg != "" || fmt.Sprint(r.Reward) != c.want {
 			t.Errorf("the verifier as %s: %+v %s, want its uid %s as the reward", c.user, r, msg, c.want)
 		}
+		os.WriteFile(filepath.Join(dir, "passwd"), []byte("root:x:0:0:root:/root:/bin/sh\nagent:x:1234:1234:agent:/home/agent:/bin/sh\n"), 0o644)
+	}
+	// Another name of the agent's uid brings no other group.
+	os.WriteFile(filepath.Join(dir, "passwd"), []byte("root:x:0:0:root:/root:/bin/sh\nagent:x:1234:1234:agent:/home/agent:/bin/sh\nalias:x:1234:0::/:/bin/sh\n"), 0o644)
+	if r := m.exec(shell.ExecArgs{Command: "id -g", User: "alias"}); r.Stdout != "1234\n" {
+		t.Errorf("exec as another name of the agent's uid: %+v, want the agent's group", r)
+	}
+	// A /solution that is a link is not followed.
+	os.RemoveAll(solution)
+	os.Symlink(filepath.Join(dir, "rootonly"), solution)
+	if msg := setup(harbor.Args{AgentUser: "agent"}); !strings.Contains(msg, "not a directory of its own") {
+		t.Errorf("setup with /solution a link: %q", msg)
+	}
+	if fi, _ := os.Stat(filepath.Join(dir, "rootonly")); fi.Sys().(*syscall.Stat_t).Uid != 0 {
+		t.Error("the link's target was handed to the agent's user")
 	}
 }

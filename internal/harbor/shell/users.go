@@ -102,13 +102,18 @@ func asAccount(a *account, f func() error) error {
 }
 
 // ownedBy makes the directory d (made if missing) a's, for a user's files that only root could
-// make at their place (/solution in /).
+// make at their place (/solution in /). A d that is a link (to /etc, say) or no directory is
+// refused, never followed.
 func ownedBy(d string, a *account) error {
-	if err := os.MkdirAll(d, 0o755); err != nil {
+	d = filepath.Clean(d)
+	if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return err
+	}
+	if fi, err := os.Lstat(d); err != nil || !fi.IsDir() {
+		return fmt.Errorf("%s: not a directory of its own (%v)", d, err)
 	}
 	if a == nil {
 		return nil
 	}
-	return os.Chown(filepath.Clean(d), int(a.uid), int(a.gid))
+	return os.Lchown(d, int(a.uid), int(a.gid))
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -31,8 +32,12 @@ type box struct {
 	// port is the host directory of a listener's unix socket (Spec.Listen), "" without one.
 	port string
 	// inner is the host directory where a sandbox within this one listens (within.go), ""
-	// for a container that takes none.
-	inner   string
+	// for a container that takes none; innerBusy while one runs.
+	inner     string
+	innerBusy atomic.Bool
+	// env are the variables the container was given (Spec.Env), which a sandbox within does
+	// not inherit.
+	env     map[string]string
 	devices []string
 	att     client.ContainerAttachResult
 	stdout  *io.PipeReader

@@ -112,18 +112,20 @@ func TestASandboxWithinAWritableRootContainerRunsInIt(t *testing.T) {
 	sandboxtest.Inside(t, p, env, sandbox.Spec{Image: im.Of(t, root)})
 
 	spec := sandbox.Spec{ID: "shares", Image: im.Of(t, root), Within: env, WorkDir: env.WorkDir(), Companion: true, Dir: "/app",
-		Command: []string{"/bin/sh", "-c", `for i in $(seq 50); do [ -f from-env ] && break; sleep 0.1; done; echo "$PWD $(cat from-env)"; echo agent > /app/from-agent`}}
+		Command: []string{"/bin/sh", "-c", `until [ -f from-env ]; do sleep 0.1; done; echo "$PWD $(cat from-env) $(ls -ld /tmp)"; echo agent > /app/from-agent`}}
 	out, err := sandboxtest.RunListening(t, p, spec, 7777)
-	if out != "/app env\n" || err == nil || !strings.Contains(err.Error(), "exit status 0") {
-		t.Errorf("within the container: %q, %v; want its working directory and the container's file, exit status 0", out, err)
+	// /tmp keeps its mode (the image's, 0777) when another image's files are copied under it.
+	if !strings.HasPrefix(out, "/app env drwxrwxrwx") || err == nil || !strings.Contains(err.Error(), "exit status 0") {
+		t.Errorf("within the container: %q, %v; want its working directory, the container's file and /tmp as the image made it, exit status 0", out, err)
 	}
 	spec.ID, spec.Command = "reads", []string{"/bin/cat", "/app/from-agent"}
 	if out, _ := sandboxtest.RunListening(t, p, spec, 7777); out != "agent\n" {
 		t.Errorf("a second sandbox within reads %q, want what the first wrote to the container's root", out)
 	}
 
-	// Stopped while it runs: its command ends through the relay's lifeline, the container lives on.
-	spec.ID, spec.Command = "long", []string{"/bin/sleep", "300"}
+	// Stopped while it runs: its command ends through the relay's lifeline, with what it left
+	// running in the background; the container lives on.
+	spec.ID, spec.Command = "long", []string{"/bin/sh", "-c", "sleep 311 & sleep 312"}
 	spec.Listen = &sandbox.Listen{Port: 7777, Ready: func(ln net.Listener) { go func() { <-t.Context().Done(); ln.Close() }() }}
 	long, err := p.Start(t.Context(), spec)
 	if err != nil {
@@ -141,7 +143,13 @@ func TestASandboxWithinAWritableRootContainerRunsInIt(t *testing.T) {
 		t.Errorf("the container ended with the sandbox within: %v", env.Err())
 	default:
 	}
-	// Without the relay (a listener inside needs it) no sandbox runs within a container.
+	// The container's processes, as another sandbox within it reads them.
+	spec.ID, spec.Listen = "ps", nil
+	spec.Command = []string{"/bin/sh", "-c", `for f in /proc/[0-9]*/cmdline; do cat $f; echo; done`}
+	if out, _ := sandboxtest.RunListening(t, p, spec, 7777); !strings.Contains(out, "sleep\x00300") || strings.Contains(out, "sleep\x00311") || strings.Contains(out, "sleep\x00312") {
+		t.Errorf("the container's processes after Stop (the long sandbox's must be gone, the container's own there):\n%q", out)
+	}
+	// Without the relay no sandbox runs within a container.
 	plain := newProvider(t, host, 1, func(o *container.Options) { o.Owner += "-plain" })
 	defer plain.Close(context.Background())
 	bare, err := plain.Start(t.Context(), sandbox.Spec{ID: "bare", Command: []string{"/bin/sleep", "300"}, Image: im.Of(t, root), WritableRoot: true})
@@ -150,7 +158,11 @@ func TestASandboxWithinAWritableRootContainerRunsInIt(t *testing.T) {
 	}
 	defer bare.Stop(context.Background())
 	spec.ID, spec.Within, spec.WorkDir = "refused", bare, bare.WorkDir()
+	if _, err := plain.Start(t.Context(), spec); !errors.Is(err, sandbox.ErrInvalidSpec) || !strings.Contains(err.Error(), "made without the relay") {
+		t.Errorf("within a container made without the relay: %v, want ErrInvalidSpec saying so", err)
+	}
+	spec.Listen = &sandbox.Listen{Port: 7777, Ready: func(ln net.Listener) { ln.Close() }}
 	if _, err := plain.Start(t.Context(), spec); !errors.Is(err, sandbox.ErrNoListen) {
-		t.Errorf("within a container of a provider without the relay: %v, want ErrNoListen", err)
+		t.Errorf("a listener within, from a provider without the relay: %v, want ErrNoListen", err)
 	}
 }

@@ -80,7 +80,7 @@ func (p *Provider) start(ctx context.Context, spec sandbox.Spec) (_ *box, err er
 	if _, err := p.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
 		return nil, p.startError(ctx, id, spec, fmt.Errorf("start container: %w", err))
 	}
-	b := &box{Lifecycle: sandbox.NewLifecycle(spec.ID), p: p, container: id, work: work, sharedWork: spec.WorkDir != "", writableRoot: spec.WritableRoot, port: port, inner: inner, devices: devices, att: att}
+	b := &box{Lifecycle: sandbox.NewLifecycle(spec.ID), p: p, container: id, work: work, sharedWork: spec.WorkDir != "", writableRoot: spec.WritableRoot, port: port, inner: inner, env: spec.Env, devices: devices, att: att}
 	b.follow(spec)
 	return b, nil
 }

@@ -13,6 +13,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -45,14 +46,24 @@ import (
 func (p *Provider) startWithin(ctx context.Context, spec sandbox.Spec, host *box) (_ *inner, err error) {
 	switch {
 	case host.inner == "":
-		return nil, sandbox.Invalid("sandbox %s: container %s was made without the relay (container.Options.Relay): nothing can run inside it", spec.ID, host.ID())
+		return nil, sandbox.Invalid("container %s was made without the relay (container.Options.Relay): nothing can run inside it", host.ID())
 	case spec.Listen == nil:
-		return nil, sandbox.Invalid("sandbox %s: the container provider runs a sandbox within a container only with a listener inside (Spec.Listen)", spec.ID)
+		return nil, sandbox.Invalid("the container provider runs a sandbox within a container only with a listener inside (Spec.Listen)")
 	case spec.Resources.GPU.Count > 0:
-		return nil, sandbox.Invalid("sandbox %s: a sandbox within a container takes no GPUs of its own", spec.ID)
+		return nil, sandbox.Invalid("a sandbox within a container takes no GPUs of its own")
 	case spec.WorkDir != "" && spec.WorkDir != host.work:
-		return nil, sandbox.Invalid("sandbox %s: within %s, it works in that container's work dir", spec.ID, host.ID())
+		return nil, sandbox.Invalid("within %s, it works in that container's work dir", host.ID())
 	}
+	// One at a time: the container was given one place for its listener.
+	if !host.innerBusy.CompareAndSwap(false, true) {
+		return nil, sandbox.Invalid("container %s runs another sandbox within it", host.ID())
+	}
+	started := false
+	defer func() {
+		if !started {
+			host.innerBusy.Store(false)
+		}
+	}()
 	for _, m := range spec.Mounts {
 		if err := p.copyInto(ctx, host.container, m); err != nil {
 			return nil, err
@@ -67,37 +78,52 @@ func (p *Provider) startWithin(ctx context.Context, spec sandbox.Spec, host *box
 			os.Remove(socket)
 		}
 	}()
+	// An exec inherits the container's variables: those the container was given (the launching
+	// member's secrets, its egress proxy's) are blanked unless the spec gives them anew.
 	env := []string{"HOME=" + sandbox.WorkDirInImage}
+	for _, k := range slices.Sorted(maps.Keys(host.env)) {
+		if _, ok := spec.Env[k]; !ok {
+			env = append(env, k+"=")
+		}
+	}
 	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
 		env = append(env, k+"="+spec.Env[k])
 	}
 	argv := relayproto.Command(relayInContainer, true, fmt.Sprintf("127.0.0.1:%d", spec.Listen.Port),
 		path.Join(innerPortInContainer, sandbox.RelaySocket), spec.Command)
 	created, err := p.cli.ExecCreate(ctx, host.container, client.ExecCreateOptions{
-		Cmd: argv, Env: env, WorkingDir: cmp.Or(spec.Dir, sandbox.WorkDirInImage),
+		Cmd: argv, Env: env, WorkingDir: cmp.Or(spec.Dir, sandbox.WorkDirInImage), User: spec.User,
 		AttachStdin: true, AttachStdout: true, AttachStderr: true,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sandbox %s: exec in container %s: %w", spec.ID, host.ID(), err)
+		return nil, fmt.Errorf("exec in container %s: %w", host.ID(), err)
 	}
 	att, err := p.cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("sandbox %s: start its exec in container %s: %w", spec.ID, host.ID(), err)
+		return nil, fmt.Errorf("start its exec in container %s: %w", host.ID(), err)
 	}
 	b := &inner{Lifecycle: sandbox.NewLifecycle(spec.ID), p: p, host: host, exec: created.ID, att: att, socket: socket}
+	started = true
 	b.follow(spec)
 	return b, nil
 }
 
-// copyInto copies the directory m.Source into container id at m.Target (made, with its
-// parents), its files' modes kept, owned by the container's root.
+// copyInto copies the directory m.Source into container id at m.Target (made, with the
+// parents it lacks below the target's top directory, which must exist: /tmp), its files' modes
+// kept, owned by the container's root.
 func (p *Provider) copyInto(ctx context.Context, id string, m sandbox.Mount) error {
 	if m.Writable {
 		return sandbox.Invalid("mount %s: a sandbox within a container is shown copies, read-only in intent: not a writable mount", m.Target)
 	}
+	top, below, ok := strings.Cut(path.Clean(m.Target)[1:], "/")
+	if !ok || top == "" || below == "" {
+		return sandbox.Invalid("mount %s: a sandbox within a container is shown copies below a top directory of its container's (/tmp/…)", m.Target)
+	}
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(tarTree(pw, m.Source, m.Target)) }()
-	_, err := p.cli.CopyToContainer(ctx, id, client.CopyToContainerOptions{DestinationPath: "/", Content: pr})
+	go func() { pw.CloseWithError(tarTree(pw, m.Source, below)) }()
+	// Into the top directory, which the stream has no entry for: an engine applies an entry's
+	// mode and owner to a directory that exists (/tmp would lose its 1777).
+	_, err := p.cli.CopyToContainer(ctx, id, client.CopyToContainerOptions{DestinationPath: "/" + top, Content: pr})
 	pr.CloseWithError(errors.New("the copy ended")) // the writer stops, if the engine stopped reading
 	if err != nil {
 		return fmt.Errorf("copy %s into container %s at %s: %w", m.Source, id, m.Target, err)
@@ -105,11 +131,10 @@ func (p *Provider) copyInto(ctx context.Context, id string, m sandbox.Mount) err
 	return nil
 }
 
-// tarTree writes the tree at src as a tar stream whose entries lie under target (relative to
-// /), with target's own parents as directories first.
-func tarTree(w io.Writer, src, target string) error {
+// tarTree writes the tree at src as a tar stream whose entries lie under rel (a relative
+// path), with rel's own parents as directories first.
+func tarTree(w io.Writer, src, rel string) error {
 	tw := tar.NewWriter(w)
-	rel := path.Clean(target)[1:]
 	var parents []string
 	for d := path.Dir(rel); d != "."; d = path.Dir(d) {
 		parents = append([]string{d}, parents...)
@@ -249,6 +274,7 @@ func (b *inner) Stop(ctx context.Context) error {
 		if err := os.Remove(b.socket); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
+		b.host.innerBusy.Store(false)
 		b.p.slots.Release(b)
 		return errors.Join(errs...)
 	})
@@ -264,6 +290,11 @@ func (b *inner) kill() error {
 		return err
 	case res.PID <= 0:
 		return fmt.Errorf("sandbox %s: its exec runs on and the engine names no process to kill", b.ID())
+	}
+	// The id is the engine's host's: it is this worker's process only if it is in the container's
+	// cgroup as this worker sees it (a worker in a container of its own sees other processes).
+	if cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", res.PID)); err != nil || !strings.Contains(string(cg), b.host.container) {
+		return fmt.Errorf("sandbox %s: its exec runs on, and process %d the engine names is not one of its container's here: it cannot be killed from this worker", b.ID(), res.PID)
 	}
 	if err := syscall.Kill(res.PID, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("sandbox %s: kill its exec (pid %d): %w", b.ID(), res.PID, err)

@@ -314,6 +314,9 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	if err := sandbox.WithinWritableRoot(spec, "kubernetes"); err != nil {
 		return nil, err
 	}
+	if spec.User != "" {
+		return nil, sandbox.Invalid("sandbox %s: the kubernetes provider runs a pod's containers as their images say: not as user %q", spec.ID, spec.User)
+	}
 	if spec.Within != nil {
 		host, ok := spec.Within.(*box)
 		switch {
