@@ -15,9 +15,10 @@ import (
 )
 
 // enginesConf is the containers.conf the test engine runs with: no default ulimits (the default
-// nofile limit exceeds what many hosts allow) and runc as the runtime (crun fails on hybrid
-// cgroup hosts).
-const enginesConf = "[containers]\ndefault_ulimits = []\n\n[engine]\nruntime = \"runc\"\n"
+// nofile limit exceeds what many hosts allow), runc as the runtime (crun fails on hybrid cgroup
+// hosts), and an exec's monitor gone 5 s after the exec (podman keeps it 300 s by default: an
+// agent run inside a container is an exec, and the tests' would outlive them by minutes).
+const enginesConf = "[containers]\ndefault_ulimits = []\n\n[engine]\nruntime = \"runc\"\nexit_command_delay = 5\n"
 
 var engine struct {
 	dir  string
