@@ -43,6 +43,8 @@ type Client struct {
 	Namespace string
 	// MaxTries is passed to every attempt it starts; 0 leaves the workflow's default (3).
 	MaxTries int
+	// StepsPerRun is passed to every attempt it starts; 0 leaves the workflow's default (500).
+	StepsPerRun int
 }
 
 // Dial connects to the frontend at address, retrying until ctx ends: a server started a moment
@@ -187,12 +189,12 @@ func (c *Client) Ping(ctx context.Context, queues []string) (workflows.PingResul
 // StartRollout starts the workflow of one attempt; starting it again is not an error, so that a
 // launch can be retried.
 func (c *Client) StartRollout(ctx context.Context, traceID uuid.UUID) error {
-	return c.start(ctx, names.RolloutWorkflowID(traceID), workflows.Rollout, workflows.RolloutInput{TraceID: traceID, MaxTries: c.MaxTries, Revision: workflows.Revision})
+	return c.start(ctx, names.RolloutWorkflowID(traceID), workflows.Rollout, workflows.RolloutInput{TraceID: traceID, MaxTries: c.MaxTries, StepsPerRun: c.StepsPerRun, Revision: workflows.Revision})
 }
 
 // StartRunList starts the workflow that runs a job's traces.
 func (c *Client) StartRunList(ctx context.Context, jobID uuid.UUID, maxConcurrent int) error {
-	return c.start(ctx, names.RunListWorkflowID(jobID), workflows.RunList, workflows.RunListInput{JobID: jobID, MaxConcurrent: maxConcurrent, MaxTries: c.MaxTries, Revision: workflows.Revision})
+	return c.start(ctx, names.RunListWorkflowID(jobID), workflows.RunList, workflows.RunListInput{JobID: jobID, MaxConcurrent: maxConcurrent, MaxTries: c.MaxTries, StepsPerRun: c.StepsPerRun, Revision: workflows.Revision})
 }
 
 // RetryRunList starts the RunList that runs a job's retried attempts, from their place in its
@@ -206,7 +208,7 @@ func (c *Client) RetryRunList(ctx context.Context, jobID uuid.UUID, maxConcurren
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		// A retry's run still open is an error, not a run to join: it has read its last page.
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
-	}, workflows.RunList, workflows.RunListInput{JobID: jobID, MaxConcurrent: maxConcurrent, MaxTries: c.MaxTries, Started: from, Revision: workflows.Revision})
+	}, workflows.RunList, workflows.RunListInput{JobID: jobID, MaxConcurrent: maxConcurrent, MaxTries: c.MaxTries, StepsPerRun: c.StepsPerRun, Started: from, Revision: workflows.Revision})
 	if err != nil {
 		return fmt.Errorf("start %s: %w", id, err)
 	}

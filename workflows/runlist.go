@@ -23,6 +23,8 @@ type RunListInput struct {
 	MaxConcurrent int `json:"max_concurrent"`
 	// MaxTries is each attempt's RolloutInput.MaxTries.
 	MaxTries int `json:"max_tries,omitempty"`
+	// StepsPerRun is each attempt's RolloutInput.StepsPerRun.
+	StepsPerRun int `json:"steps_per_run,omitempty"`
 	// PageSize is how many trace ids one store read loads. Default 500.
 	PageSize int `json:"page_size,omitempty"`
 	// ChildrenPerRun is how many attempts one run starts before it continues as new, which
@@ -212,7 +214,7 @@ func (l *runList) startChildren(ctx workflow.Context, startedHere int) (int, err
 			// down and records cancelled before it ends.
 			WaitForCancellation: true,
 		})
-		f := workflow.ExecuteChildWorkflow(cctx, Rollout, RolloutInput{TraceID: id, MaxTries: l.in.MaxTries, ParentWatches: l.children != nil, Revision: Revision})
+		f := workflow.ExecuteChildWorkflow(cctx, Rollout, RolloutInput{TraceID: id, MaxTries: l.in.MaxTries, StepsPerRun: l.in.StepsPerRun, ParentWatches: l.children != nil, Revision: Revision})
 		starting = append(starting, start{id, f})
 		l.live[id] = true
 		if l.children != nil {

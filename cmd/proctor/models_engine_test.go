@@ -19,7 +19,6 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 
 	ptemporal "github.com/proctorhq/proctor/temporal"
-	"github.com/proctorhq/proctor/workflows"
 )
 
 // scriptedOpenAI is an OpenAI-compatible chat completions server that answers with the next tool
@@ -250,13 +249,15 @@ func testModelsAndLimits(t *testing.T, storeArgs []string, _ string) {
 }
 
 // TestALongAttemptContinuesAsNewWithItsSandbox runs an attempt past one workflow run's share of
-// steps (DefaultStepsPerRun): the Rollout continues as new with its live sandbox, and the
-// trajectory reads as one attempt of every step.
+// steps (--steps-per-run, 40 here: DefaultStepsPerRun's own count is the workflow tests'): the
+// Rollout continues as new with its live sandbox, and the trajectory reads as one attempt of
+// every step.
 func TestALongAttemptContinuesAsNewWithItsSandbox(t *testing.T) {
 	t.Parallel()
-	const steps = workflows.DefaultStepsPerRun + 20
+	const perRun = 40
+	const steps = perRun + 20
 	dataDir := t.TempDir()
-	dev := startDev(t, dataDir)
+	dev := startDev(t, dataDir, "--steps-per-run", fmt.Sprint(perRun))
 	c := api{t: t, base: dev.info.APIURL, key: dev.info.APIKey, temporal: dev.info.TemporalAddress}
 	var calls []map[string]any
 	for range steps {
@@ -276,9 +277,11 @@ func TestALongAttemptContinuesAsNewWithItsSandbox(t *testing.T) {
 		JobID   string `json:"job_id"`
 		TraceID string `json:"trace_id"`
 	}
-	c.call("POST", "/v2/rollouts/run", map[string]any{"task_version_id": up.TaskVersionIDs[0], "model_id": c.resolve("/v2/models/resolve?model=busy", "id"),
+	// Through run_list: the job's RunList hands the worker's steps per run to its attempts.
+	c.call("POST", "/v2/rollouts/run_list", map[string]any{"taskset_id": c.tasksetID("long"), "model_ids": []string{c.resolve("/v2/models/resolve?model=busy", "id")},
 		"max_steps": steps}, &launched)
 	c.waitJob(launched.JobID, nil)
+	launched.TraceID = c.traces(launched.JobID)[0].ID
 	var tr traceRow
 	c.call("GET", "/v2/trace/"+launched.TraceID, nil, &tr)
 	if tr.Status != "completed" || tr.StopReason != "max_steps" {

@@ -44,7 +44,7 @@ func (t *telemetry) dial(ctx context.Context, address string, cfg *config.Config
 	if err != nil {
 		return nil, err
 	}
-	tc.MaxTries = cfg.MaxTries
+	tc.MaxTries, tc.StepsPerRun = cfg.MaxTries, cfg.StepsPerRun
 	return tc, nil
 }
 

@@ -164,6 +164,9 @@ type Config struct {
 	// MaxTries bounds how often an attempt restarts in a fresh sandbox after an infrastructure
 	// failure (sandbox lost, worker died).
 	MaxTries int
+	// StepsPerRun is how many agent steps one workflow run of an attempt holds before it
+	// continues as new (0: the workflow's default, 500): lower keeps each run's history smaller.
+	StepsPerRun int
 }
 
 // Defaults returns the settings used when neither a flag nor a variable says otherwise.
@@ -264,6 +267,7 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	str(&c.SecretsKMSURI, "secrets-kms-uri", "PROCTOR_SECRETS_KMS_URI", "", "a Google Cloud KMS key (gcp-kms://projects/P/locations/L/keyRings/R/cryptoKeys/K) that wraps the secrets' data keys, instead of --secrets-key-file; credentials from the environment (ADC)")
 	str(&c.SecretsKeyFile, "secrets-key-file", "PROCTOR_SECRETS_KEY_FILE", "", "key-encryption keyset that seals secrets at rest, shared by servers and workers; create with `proctor admin keys create` (dev default: <data-dir>/secrets-key.json, generated)")
 	fs.IntVar(&c.MaxTries, "max-tries", envInt("PROCTOR_MAX_TRIES", 3), "tries of an attempt after infrastructure failures (env PROCTOR_MAX_TRIES)")
+	fs.IntVar(&c.StepsPerRun, "steps-per-run", envInt("PROCTOR_STEPS_PER_RUN", 0), "agent steps one workflow run of an attempt holds before it continues as new; 0: 500 (env PROCTOR_STEPS_PER_RUN)")
 	str(&c.MetricsAddr, "metrics-addr", "PROCTOR_METRICS_ADDR", "", "address of a listener of its own for Prometheus /metrics, e.g. :9464: a worker's, or the API server's (whose --http-addr serves /metrics only with --metrics-token)")
 	str(&c.MetricsToken, "metrics-token", "PROCTOR_METRICS_TOKEN", "", "bearer token /metrics asks for; the API listener serves /metrics only with one set (metrics name every team's models and spend)")
 	str(&c.OTLPEndpoint, "otlp-endpoint", "PROCTOR_OTLP_ENDPOINT", "", "OpenTelemetry collector that receives traces over OTLP/gRPC, e.g. http://otel-collector:4317 (https: TLS); batching follows the OTEL_BSP_* variables")
