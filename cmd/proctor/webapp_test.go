@@ -66,24 +66,13 @@ func TestWebApp(t *testing.T) {
 	if code := c.call("POST", "/v2/rollouts/run", map[string]any{"task_version_id": up.TaskVersionIDs[0], "model_id": long, "max_steps": 400}, &longRun); code != 201 {
 		t.Fatalf("the long run = %d", code)
 	}
-	c.waitJob(longRun.JobID, nil)
+	// It runs while the other jobs below are made; it is waited for after them.
 
 	store, err := models.Open(t.Context(), "sqlite:"+filepath.Join(dataDir, "proctor.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	// A screenshot in the long trace's first step, kept in object storage as the engine keeps a
-	// tool result's images, for the trace viewer to show inline.
-	shotKey := keepScreenshot(t, store, dataDir, longRun.TraceID)
-
-	var events struct {
-		Events []traceEvent `json:"events"`
-	}
-	c.call("GET", "/v2/trace/"+longRun.TraceID+"/events", nil, &events)
-	if len(events.Events) < 1000 {
-		t.Fatalf("the long trace has %d events, want 1,000 or more", len(events.Events))
-	}
 
 	// A job whose attempts end in errors of two kinds, beside two that succeed: the environment
 	// rejects the scenario's arguments given at launch, and a model answers 400.
@@ -124,6 +113,18 @@ func TestWebApp(t *testing.T) {
 	}
 	if sum := c.waitJob(launched.JobID, nil); sum.Completed != 3 {
 		t.Fatalf("the demo job: %+v", sum)
+	}
+
+	c.waitJob(longRun.JobID, nil)
+	// A screenshot in the long trace's first step, kept in object storage as the engine keeps a
+	// tool result's images, for the trace viewer to show inline.
+	shotKey := keepScreenshot(t, store, dataDir, longRun.TraceID)
+	var events struct {
+		Events []traceEvent `json:"events"`
+	}
+	c.call("GET", "/v2/trace/"+longRun.TraceID+"/events", nil, &events)
+	if len(events.Events) < 1000 {
+		t.Fatalf("the long trace has %d events, want 1,000 or more", len(events.Events))
 	}
 
 	// The demo's review checklist (no route sets one: the store does).
