@@ -183,10 +183,21 @@ func (a *Activities) DiscoverScenarios(ctx context.Context, in DiscoverInput) (_
 	defer cancel()
 	env, err := agent.Connect(cctx, sb.Stdout(), sb.Stdin(), agent.ConnectOptions{ClientName: "proctor-discover", Logger: a.log()})
 	if err != nil {
+		// Its stderr is read to its end first (a sandbox that exited at once has not been read
+		// yet), and how it exited said.
+		sb.Stop(context.WithoutCancel(ctx)) //nolint:errcheck // its exit is read below
+		exit := ""
+		if e := sb.Err(); e != nil {
+			exit = "; " + e.Error()
+		}
 		mu.Lock()
 		defer mu.Unlock()
+		if len(stderr) > 0 && strings.HasPrefix(stderr[0], "bwrap: ") {
+			// The sandbox never ran the image's command: this host's failure, not the image's.
+			return DiscoverResult{}, fmt.Errorf("the sandbox to list the image's scenarios did not start: %s%s", strings.Join(stderr, " | "), exit)
+		}
 		return DiscoverResult{}, buildFailed("the image did not answer MCP initialize on stdio, the transport the platform runs environments over "+
-			"(an image that serves MCP over HTTP must serve it on stdio instead): %v (stderr: %s)", err, strings.Join(stderr, " | "))
+			"(an image that serves MCP over HTTP must serve it on stdio instead): %v (stderr: %s%s)", err, strings.Join(stderr, " | "), exit)
 	}
 	defer env.Close()
 	// Initialize answered on the sandbox's stdin and stdout: the image serves stdio.

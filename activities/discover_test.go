@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"os/exec"
 	"reflect"
 	"slices"
 	"strings"
@@ -100,6 +101,23 @@ func TestDiscoveryLocksTheTransportTheImageServes(t *testing.T) {
 		if len(rows) != len(res.Scenarios) || j < 0 || len(rows[j].Arguments) == 0 || rows[j].ArgsSchema["type"] != "object" ||
 			rows[j].Metadata["prompt"] != res.Scenarios[i].Prompt || rows[j].SetupDescription != "setup "+res.Scenarios[i].Setup.Name {
 			t.Errorf("recorded scenarios = %+v", rows)
+		}
+	})
+
+	// A command that dies at once: its last words and its exit status, read to their end before
+	// the build fails (it exits before its stderr has been read).
+	t.Run("dies at once", func(t *testing.T) {
+		sh, err := exec.LookPath("sh")
+		if err != nil {
+			t.Skip("no sh")
+		}
+		for range 5 {
+			_, err := acts.DiscoverScenarios(ctx, DiscoverInput{BuildID: pending(sh, "-c", "echo boom >&2; exit 3")})
+			var appErr *temporal.ApplicationError
+			if !errors.As(err, &appErr) || appErr.Type() != ErrBuildFailed || !strings.Contains(appErr.Message(), "stderr: boom") ||
+				!strings.Contains(appErr.Message(), "exit status 3") {
+				t.Fatalf("discovery of a command that exits at once: %v; want the build failed with its stderr and exit status", err)
+			}
 		}
 	})
 
