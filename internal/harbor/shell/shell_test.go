@@ -42,6 +42,11 @@ func newMachineWith(t *testing.T, edit func(dir string, c *shell.Config)) *machi
 	dir := t.TempDir()
 	m := &machine{t: t, work: filepath.Join(dir, "app"), tests: filepath.Join(dir, "tests"), logs: filepath.Join(dir, "logs")}
 	os.Mkdir(m.work, 0o755)
+	// The terminal's interactive shell reads $HOME's startup files: this machine's user's (a
+	// pyenv init that waits on a lock, say) are not the test's.
+	home := filepath.Join(dir, "home")
+	os.Mkdir(home, 0o755)
+	t.Setenv("HOME", home)
 	cfg := shell.Config{WorkDir: m.work, Tests: m.tests, Logs: m.logs}
 	if edit != nil {
 		edit(dir, &cfg)
