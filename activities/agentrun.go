@@ -221,7 +221,7 @@ func (run *agentRun) start(ctx context.Context) error {
 		if run.inside {
 			port = portWithin
 		}
-		url := fmt.Sprintf("http://127.0.0.1:%d", port)
+		url := urlInside(port)
 		run.spec.Env = run.env(url)
 		if run.egress != nil {
 			maps.Copy(run.spec.Env, egress.Env(url))

@@ -19,7 +19,10 @@ const portInside = 8417
 
 // insideURL is where a sandbox's processes find what the worker serves inside it: a brought
 // agent's endpoints, and the egress proxy.
-var insideURL = fmt.Sprintf("http://127.0.0.1:%d", portInside)
+var insideURL = urlInside(portInside)
+
+// urlInside is where a sandbox's processes find what the worker serves at port inside it.
+func urlInside(port int) string { return fmt.Sprintf("http://127.0.0.1:%d", port) }
 
 // portWithin is portInside for a brought agent inside its environment, whose network namespace
 // it may share (a process of a Harbor task's container, an ephemeral container of the pod),

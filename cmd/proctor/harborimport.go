@@ -21,6 +21,7 @@ import (
 
 	"github.com/proctorhq/proctor/internal/archive"
 	"github.com/proctorhq/proctor/internal/harbor"
+	"github.com/proctorhq/proctor/models/catalog"
 )
 
 // maxUploadBatch bounds one POST /v2/tasks/upload of an import (the server takes 10 MiB).
@@ -307,11 +308,11 @@ func harborUploadTask(t *harbor.Task, env string) map[string]any {
 	return task
 }
 
-// Bounds of the upload's keywords and metadata (POST /v2/tasks/upload refuses more).
+// Bounds of the upload's keywords (POST /v2/tasks/upload refuses more; its metadata's is
+// catalog.MaxTaskMetadataBytes).
 const (
-	maxTaskKeywords      = 100
-	maxTaskKeywordRunes  = 100
-	maxTaskMetadataBytes = 64 << 10
+	maxTaskKeywords     = 100
+	maxTaskKeywordRunes = 100
 )
 
 // harborKeywords are a task's keywords as the upload takes them: [task].keywords, then
@@ -373,9 +374,9 @@ func harborMetadata(t *harbor.Task) map[string]any {
 		case err != nil:
 			delete(md, "metadata")
 			t.Notes = append(t.Notes, fmt.Sprintf("[metadata] not kept with the task: %v", err))
-		case len(b) > maxTaskMetadataBytes:
+		case len(b) > catalog.MaxTaskMetadataBytes:
 			delete(md, "metadata")
-			t.Notes = append(t.Notes, fmt.Sprintf("[metadata] not kept with the task: %d bytes as JSON, over the %d a task's metadata may hold", len(b), maxTaskMetadataBytes))
+			t.Notes = append(t.Notes, fmt.Sprintf("[metadata] not kept with the task: %d bytes as JSON, over the %d a task's metadata may hold", len(b), catalog.MaxTaskMetadataBytes))
 		}
 	}
 	if len(md) == 0 {

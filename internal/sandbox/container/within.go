@@ -21,6 +21,7 @@ import (
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
 
+	"github.com/proctorhq/proctor/internal/archive"
 	"github.com/proctorhq/proctor/internal/relayproto"
 	"github.com/proctorhq/proctor/internal/sandbox"
 )
@@ -110,7 +111,8 @@ func (p *Provider) startWithin(ctx context.Context, spec sandbox.Spec, host *box
 
 // copyInto copies the directory m.Source into container id at m.Target (made, with the
 // parents it lacks below the target's top directory, which must exist: /tmp), its files' modes
-// kept, owned by the container's root.
+// kept, owned by the container's root: first the target's folders, then the tree into it
+// (archive.WriteTar).
 func (p *Provider) copyInto(ctx context.Context, id string, m sandbox.Mount) error {
 	if m.Writable {
 		return sandbox.Invalid("mount %s: a sandbox within a container is shown copies, read-only in intent: not a writable mount", m.Target)
@@ -119,73 +121,50 @@ func (p *Provider) copyInto(ctx context.Context, id string, m sandbox.Mount) err
 	if !ok || top == "" || below == "" {
 		return sandbox.Invalid("mount %s: a sandbox within a container is shown copies below a top directory of its container's (/tmp/…)", m.Target)
 	}
-	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(tarTree(pw, m.Source, below)) }()
-	// Into the top directory, which the stream has no entry for: an engine applies an entry's
-	// mode and owner to a directory that exists (/tmp would lose its 1777).
-	_, err := p.cli.CopyToContainer(ctx, id, client.CopyToContainerOptions{DestinationPath: "/" + top, Content: pr})
-	pr.CloseWithError(errors.New("the copy ended")) // the writer stops, if the engine stopped reading
+	fi, err := os.Stat(m.Source)
 	if err != nil {
-		return fmt.Errorf("copy %s into container %s at %s: %w", m.Source, id, m.Target, err)
+		return fmt.Errorf("copy %s into container %s: %w", m.Source, id, err)
+	}
+	// Into the top directory, which neither stream has an entry for: an engine applies an
+	// entry's mode and owner to a directory that exists (/tmp would lose its 1777).
+	copies := []struct {
+		dest  string
+		write func(io.Writer) error
+	}{
+		{"/" + top, func(w io.Writer) error { return dirEntries(w, below, fi.Mode().Perm()) }},
+		{m.Target, func(w io.Writer) error { _, err := archive.WriteTar(w, m.Source, nil); return err }},
+	}
+	for _, c := range copies {
+		pr, pw := io.Pipe()
+		go func() { pw.CloseWithError(c.write(pw)) }()
+		_, err := p.cli.CopyToContainer(ctx, id, client.CopyToContainerOptions{DestinationPath: c.dest, Content: pr})
+		pr.CloseWithError(errors.New("the copy ended")) // the writer stops, if the engine stopped reading
+		if err != nil {
+			return fmt.Errorf("copy %s into container %s at %s: %w", m.Source, id, m.Target, err)
+		}
 	}
 	return nil
 }
 
-// tarTree writes the tree at src as a tar stream whose entries lie under rel (a relative
-// path), with rel's own parents as directories first.
-func tarTree(w io.Writer, src, rel string) error {
+// dirEntries writes a tar stream of the folder rel (a relative path) and its parents, the
+// parents 0755 and rel itself mode, owned by root.
+func dirEntries(w io.Writer, rel string, mode fs.FileMode) error {
 	tw := tar.NewWriter(w)
-	var parents []string
-	for d := path.Dir(rel); d != "."; d = path.Dir(d) {
-		parents = append([]string{d}, parents...)
+	var dirs []string
+	for d := rel; d != "."; d = path.Dir(d) {
+		dirs = append([]string{d}, dirs...)
 	}
 	epoch := time.Unix(0, 0)
-	for _, d := range parents {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755, ModTime: epoch}); err != nil {
+	for _, d := range dirs {
+		m := int64(0o755)
+		if d == rel {
+			m = int64(mode)
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: m, ModTime: epoch}); err != nil {
 			return err
 		}
 	}
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		r, _ := filepath.Rel(src, p)
-		link := ""
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			if link, err = os.Readlink(p); err != nil {
-				return err
-			}
-		} else if !fi.Mode().IsRegular() && !fi.IsDir() {
-			return nil // devices, sockets, pipes: no image file an agent runs
-		}
-		h, err := tar.FileInfoHeader(fi, link)
-		if err != nil {
-			return err
-		}
-		h.Name = path.Join(rel, filepath.ToSlash(r))
-		if fi.IsDir() {
-			h.Name += "/"
-		}
-		h.Uid, h.Gid, h.Uname, h.Gname = 0, 0, "", ""
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-		if fi.Mode().IsRegular() {
-			f, err := os.Open(p)
-			if err != nil {
-				return err
-			}
-			_, err = io.Copy(tw, f)
-			f.Close()
-			return err
-		}
-		return nil
-	})
-	return errors.Join(err, tw.Close())
+	return tw.Close()
 }
 
 // inner is a sandbox within a container: an exec of it.
