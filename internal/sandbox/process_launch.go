@@ -43,10 +43,9 @@ func (p *Process) launch(ctx context.Context, spec Spec, argv0 string, devices [
 	}
 	// Within a sandbox with a writable root, in that root (see Spec.Within): root there, as its
 	// processes are; the root stays that sandbox's, removed at its Stop.
-	root, sharedRoot := withinRoot(spec), false
-	if root != nil {
-		sharedRoot = true
-	} else if spec.WritableRoot {
+	root := withinRoot(spec)
+	sharedRoot := root != nil
+	if !sharedRoot && spec.WritableRoot {
 		lower, err := p.owned.get(spec.RootFS)
 		if err != nil {
 			return nil, err
