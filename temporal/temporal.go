@@ -312,17 +312,51 @@ func (c *Client) StartLimitAlerts(ctx context.Context, interval time.Duration) e
 	return nil
 }
 
+// start starts workflow wf as id with input in, unless a workflow of that id runs already.
+//
+// The SDK gives one start 10 s, retries included; a frontend that answers slower than that (a
+// loaded host, a persistence stall) or sheds load is asked again, for up to startPatience in all,
+// and starting twice is harmless: the workflow id is fixed and its conflict policy uses the
+// running one.
 func (c *Client) start(ctx context.Context, id string, wf any, in any) error {
-	_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: id, TaskQueue: names.QueueWorkflows,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-	}, wf, in)
-	var started *serviceerror.WorkflowExecutionAlreadyStarted
-	if err != nil && !errors.As(err, &started) {
-		return fmt.Errorf("start %s: %w", id, err)
+	giveUp := time.Now().Add(startPatience)
+	wait := 250 * time.Millisecond
+	for {
+		_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+			ID: id, TaskQueue: names.QueueWorkflows,
+			WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		}, wf, in)
+		var started *serviceerror.WorkflowExecutionAlreadyStarted
+		if err == nil || errors.As(err, &started) {
+			return nil
+		}
+		if !transient(err) || ctx.Err() != nil || time.Now().Add(wait).After(giveUp) {
+			return fmt.Errorf("start %s: %w", id, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("start %s: %w", id, err)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
 	}
-	return nil
+}
+
+// startPatience bounds how long a start is retried while the frontend is slow or unavailable;
+// it stays well inside the API's write timeout, so that a launch answers rather than hangs.
+const startPatience = 45 * time.Second
+
+// transient says whether a failed call may succeed if made again: the frontend was unreachable,
+// shed load, or did not answer within the call's deadline.
+func transient(err error) bool {
+	var (
+		unavailable *serviceerror.Unavailable
+		deadline    *serviceerror.DeadlineExceeded
+		exhausted   *serviceerror.ResourceExhausted
+	)
+	return errors.As(err, &unavailable) || errors.As(err, &deadline) || errors.As(err, &exhausted) ||
+		errors.Is(err, context.DeadlineExceeded)
 }
 
 // EnsureNamespace registers namespace on the Temporal cluster at address, with the given history

@@ -93,8 +93,20 @@ func startDev(t testing.TB, dataDir string, extra ...string) *devRun {
 		cancel()
 		t.Fatalf("proctor dev not ready after %s\n%s", devReadyWithin, stderr)
 	}
+	// Cleanups run last first: the instance stops, then a failed test shows what it logged.
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("proctor dev's log (its end):\n%s", lastLines(stderr.String(), 80))
+		}
+	})
 	t.Cleanup(func() { r.stop(t) })
 	return r
+}
+
+// lastLines is the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // stop cancels the instance and returns how long it took to stop.
