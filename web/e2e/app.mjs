@@ -48,6 +48,29 @@ const heading = (name) => page.getByRole("heading", { level: 1, name });
 const attemptRows = () => page.getByRole("table", { name: "Attempts", exact: true }).locator("tbody tr");
 const stepRows = () => page.locator(".steps > li");
 
+// untilJobEnds waits, through the API, until every attempt of a job has ended. It fails only
+// after two minutes in which the job's summary did not change (the Go tests' stall window,
+// testenv.StallWindow), never on a fixed deadline: on a loaded machine the platform is slow, not
+// stuck. The page's own waits then need only the time to render what it follows live.
+async function untilJobEnds(jobId) {
+  let last = "";
+  let since = Date.now();
+  for (;;) {
+    const r = await fetch(`${PROCTOR_URL}/v2/jobs/${jobId}/summary`, { headers: { Authorization: `Bearer ${PROCTOR_KEY}` } });
+    if (!r.ok) throw new Error(`GET /v2/jobs/${jobId}/summary = ${r.status}`);
+    const sum = await r.json();
+    if (sum.total_traces > 0 && sum.completed + sum.error + sum.cancelled === sum.total_traces) return sum;
+    const now = JSON.stringify(sum);
+    if (now !== last) {
+      last = now;
+      since = Date.now();
+    } else if (Date.now() - since > 120000) {
+      throw new Error(`job ${jobId} made no progress for 2 minutes: ${now}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}
+
 // waitCount waits until locator matches n elements (a filter renders after the input event),
 // and fails with the count it saw instead.
 async function waitCount(what, locator, n, timeout = 5000) {
@@ -287,8 +310,10 @@ await step("launch", async () => {
   await page.getByRole("button", { name: "Run 3 tasks" }).click();
   // The job page follows the job live until its attempts end at 1.0.
   await page.getByRole("heading", { level: 1, name: /demo/ }).waitFor({ timeout: 10000 });
-  await page.getByRole("tab", { name: "successful (3)" }).waitFor({ timeout: 30000 });
+  await page.waitForURL(/#\/jobs\/[0-9a-f-]{36}$/, { timeout: 10000 });
   unpublishedJob = page.url().split("/").pop();
+  await untilJobEnds(unpublishedJob);
+  await page.getByRole("tab", { name: "successful (3)" }).waitFor({ timeout: 15000 });
   await page.getByRole("tab", { name: "successful (3)" }).click();
   await page.getByRole("tabpanel").getByRole("link").first().click();
   await page.getByTestId("reward").filter({ hasText: "1.000" }).waitFor({ timeout: 15000 });
@@ -305,7 +330,8 @@ await step("live", async () => {
   await page.getByRole("tabpanel").getByRole("link").first().click();
   await page.getByText("following live").waitFor({ timeout: 10000 });
   await audit("trace-live");
-  await page.getByTestId("reward").filter({ hasText: "1.000" }).waitFor({ timeout: 30000 });
+  await untilJobEnds(liveJob);
+  await page.getByTestId("reward").filter({ hasText: "1.000" }).waitFor({ timeout: 15000 });
   await page.getByText("following live").waitFor({ state: "detached", timeout: 10000 });
   const calls = await page.locator(".steps .call").count();
   if (calls !== 2) fail(`the live trace shows ${calls} tool calls, want 2`);
