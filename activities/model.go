@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/proctorhq/proctor/internal/agent"
@@ -63,6 +65,16 @@ func (a *Activities) ModelStep(ctx context.Context, in ModelStepInput) (ModelSte
 	out, err := conv.model.Step(ctx, req)
 	if err != nil {
 		var apiErr *agent.APIError
+		if errors.As(err, &apiErr) && apiErr.Unreachable {
+			// A model registered at the wrong address fails the attempt in seconds, not after
+			// the run's whole timeout of retries.
+			if n := activity.GetInfo(ctx).Attempt; n >= unreachableTries {
+				return ModelStepResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("model %s unreachable at %s: %s (%d tries)",
+					conv.modelName, conv.modelURL, apiErr.Message, n), ErrModel, nil)
+			}
+			a.workerLog(ctx, in.TraceID, "model step %d: model %s unreachable at %s: %s (retrying)", in.Step, conv.modelName, conv.modelURL, apiErr.Message)
+			return ModelStepResult{}, err
+		}
 		if errors.As(err, &apiErr) && apiErr.Retryable {
 			a.workerLog(ctx, in.TraceID, "model step %d: %v (retrying)", in.Step, err)
 			return ModelStepResult{}, err
@@ -118,13 +130,20 @@ func (a *Activities) sayOnce(key string) bool {
 }
 
 // conversation is one try's model-facing state on a worker.
+// unreachableTries is how many times a model step calls a model it cannot connect to before
+// the attempt ends in error: with the step's retry policy (1 s, doubling), about 7 s in all.
+const unreachableTries = 4
+
 type conversation struct {
 	mu        sync.Mutex
 	attempt   int
 	lastSeq   int
 	req       agent.StepRequest
 	modelName string
-	model     agent.Model
+	// modelURL is where the model is served, as errors name it: its base URL without
+	// credentials or query, or its provider's default endpoint.
+	modelURL string
+	model    agent.Model
 	// budgeted: the job has a ceiling, checked before each call.
 	budgeted bool
 	// answers are the assistant events seen, by step, for retried steps.
@@ -205,7 +224,7 @@ func (c *conversation) catchUp(ctx context.Context, a *Activities, traceID uuid.
 		if err != nil {
 			return err
 		}
-		c.model, c.modelName, c.budgeted = m, r.model.ModelName, r.budgeted
+		c.model, c.modelName, c.modelURL, c.budgeted = m, r.model.ModelName, endpoint(r.model.Provider, r.model.BaseURL), r.budgeted
 	}
 	evs, err := a.rollouts().TraceEvents(ctx, traceID, c.lastSeq, false)
 	if err != nil {
@@ -233,4 +252,18 @@ func (c *conversation) catchUp(ctx context.Context, a *Activities, traceID uuid.
 		}
 	}
 	return nil
+}
+
+// endpoint is a model's base URL as an error may show it (its user info and query dropped), or
+// its provider's default endpoint when it has none.
+func endpoint(provider, base string) string {
+	if base == "" {
+		return provider + "'s default endpoint"
+	}
+	u, err := url.Parse(base)
+	if err != nil || u.Host == "" {
+		return "its base URL (unparsable)"
+	}
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	return u.String()
 }

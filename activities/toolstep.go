@@ -95,7 +95,7 @@ func (a *Activities) toolEvents(ctx context.Context, try TryInput, seq, step int
 	call = a.event(try, seq, models.EventToolCall, tc.Name, models.ToolCallEventData{Step: step, CallID: tc.ID, Name: tc.Name, Arguments: tc.Arguments})
 	call.StartedAt = started
 	result = a.event(try, seq+1, models.EventToolResult, res.Text, models.ToolResultEventData{
-		Step: step, CallID: tc.ID, Name: tc.Name, IsError: res.IsError, Structured: res.Structured, Images: images,
+		Step: step, CallID: tc.ID, Name: tc.Name, IsError: res.IsError, Refused: res.Refused, Structured: res.Structured, Images: images,
 		Message: agent.Message{Role: agent.RoleTool, Content: res.Text, Images: images, ToolCallID: tc.ID, IsError: res.IsError},
 	})
 	result.ParentID, result.StartedAt, result.EndedAt = call.ID, started, &end

@@ -135,6 +135,10 @@ type ToolResultEventData struct {
 	CallID  string `json:"call_id"`
 	Name    string `json:"name"`
 	IsError bool   `json:"is_error"`
+	// Refused: the call was turned away before any tool ran (a tool the agent was not offered,
+	// such as the hidden setup and evaluate dispatchers; arguments that are no JSON object; a
+	// call the environment refused at the protocol level). IsError is true too.
+	Refused bool `json:"refused,omitempty"`
 	// Structured is the result's structured content, a JSON object of the tool's own schema.
 	Structured map[string]any `json:"structured"`
 	// Message is the result as the model is sent it.

@@ -227,11 +227,11 @@ func (r *rollout) classify(ctx workflow.Context, err error) ending {
 	if errors.As(err, &appErr) && appErr.Type() == activities.ErrBudget {
 		// The job may spend no more: the attempt stops where it is, unscored (it is not the
 		// agent's doing), and a retry of the job runs it again.
-		return ending{fin: activities.FinishTraceInput{Status: models.TraceCancelled, StopReason: models.StopBudget, Error: appErr.Error()}}
+		return ending{fin: activities.FinishTraceInput{Status: models.TraceCancelled, StopReason: models.StopBudget, Error: errorText(appErr)}}
 	}
 	if errors.As(err, &appErr) && (appErr.Type() == activities.ErrEnvironment || appErr.Type() == activities.ErrModel || appErr.Type() == activities.ErrAgent) {
 		zero := 0.0
-		return ending{fin: activities.FinishTraceInput{Status: models.TraceError, StopReason: models.StopError, Error: appErr.Error(), Reward: &zero}}
+		return ending{fin: activities.FinishTraceInput{Status: models.TraceError, StopReason: models.StopError, Error: errorText(appErr), Reward: &zero}}
 	}
 	// Timeouts (a host that stopped heartbeating or never picked the task up), a lost sandbox.
 	return ending{infra: err}
@@ -317,10 +317,15 @@ func (r *rollout) watched() bool {
 	return r.in.ParentWatches
 }
 
-// errorText is an activity error's own message, without the SDK's wrapping.
+// errorText is an activity error's own message, as people read it: without the SDK's wrapping
+// ("(type: ModelError, retryable: false)") and the chain of causes, which the worker's log
+// keeps. Proctor's activities put what the reader needs in the message itself.
 func errorText(err error) string {
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
+		if m := appErr.Message(); m != "" {
+			return m
+		}
 		return appErr.Error()
 	}
 	if u := errors.Unwrap(err); u != nil {

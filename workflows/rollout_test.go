@@ -252,20 +252,21 @@ func TestRolloutRunsTheAgentLoopOnTheSandboxHost(t *testing.T) {
 
 func TestRolloutErrorsOfTheTaskEndTheAttemptWithoutRetry(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		script func(f *fakeEngine)
+		name    string
+		message string
+		script  func(f *fakeEngine)
 	}{
-		{"model error", func(f *fakeEngine) {
+		{"model error", "model step 0: 400 bad request", func(f *fakeEngine) {
 			f.modelStep = func(activities.ModelStepInput) (activities.ModelStepResult, error) {
 				return activities.ModelStepResult{}, temporal.NewNonRetryableApplicationError("model step 0: 400 bad request", activities.ErrModel, nil)
 			}
 		}},
-		{"tool error of the environment", func(f *fakeEngine) {
+		{"tool error of the environment", "tool add: the environment exited", func(f *fakeEngine) {
 			f.toolStep = func(activities.ToolStepInput) error {
 				return temporal.NewNonRetryableApplicationError("tool add: the environment exited", activities.ErrEnvironment, nil)
 			}
 		}},
-		{"setup failed", func(f *fakeEngine) {
+		{"setup failed", "setup seed failed", func(f *fakeEngine) {
 			f.start = func(activities.StartEnvironmentInput) (activities.StartEnvironmentResult, error) {
 				return activities.StartEnvironmentResult{}, temporal.NewNonRetryableApplicationError("setup seed failed", activities.ErrEnvironment, nil)
 			}
@@ -284,8 +285,9 @@ func TestRolloutErrorsOfTheTaskEndTheAttemptWithoutRetry(t *testing.T) {
 			if f.count("StartEnvironment") != 1 || len(f.superseded) != 0 {
 				t.Errorf("calls = %v, superseded %v: an error of the task is not retried", f.calls, f.superseded)
 			}
-			if len(f.finished) != 1 || f.finished[0].Status != models.TraceError || f.finished[0].Error == "" {
-				t.Errorf("finished = %+v, want one error with its message", f.finished)
+			// The activity's own message, as people read it: not the SDK's wrapping of it.
+			if len(f.finished) != 1 || f.finished[0].Status != models.TraceError || f.finished[0].Error != tc.message {
+				t.Errorf("finished = %+v, want one error reading %q", f.finished, tc.message)
 			}
 		})
 	}

@@ -57,7 +57,7 @@ the dev instance's SQLite file under --data-dir).
 `
 
 // adminCommand is `proctor admin RESOURCE ACTION [flags]`.
-func adminCommand(stdout io.Writer) *cobra.Command {
+func adminCommand(stdout, stderr io.Writer) *cobra.Command {
 	admin := group(&cobra.Command{Use: "admin", Short: "Manage teams, members, API keys, sessions, projects, models and secrets keys in the configured database",
 		Long: adminUsage})
 	resources := map[string]*cobra.Command{}
@@ -68,7 +68,7 @@ func adminCommand(stdout io.Writer) *cobra.Command {
 			resources[a.resource] = r
 			admin.AddCommand(r)
 		}
-		cmd := withFlags(&cobra.Command{Use: a.action, Short: a.short}, adminAction(a.resource+" "+a.action, stdout))
+		cmd := withFlags(&cobra.Command{Use: a.action, Short: a.short}, adminAction(a.resource+" "+a.action, stdout, stderr))
 		// Every action parses the same flags, but its help lists only those it reads: the ones
 		// its description names, and where it finds the store, the keys or Temporal.
 		uses := adminFlags(a.resource+" "+a.action, a.short)
@@ -107,9 +107,9 @@ func adminFlags(what, short string) map[string]bool {
 // flags (those it does not use are ignored, and its help lists only its own: see adminFlags) and
 // the shared configuration's; each is one of adminDBActions, or one of the two that need no
 // database (keys create, temporal setup).
-func adminAction(what string, stdout io.Writer) flagsBody {
+func adminAction(what string, stdout, stderr io.Writer) flagsBody {
 	return func(fs *flag.FlagSet) runFunc {
-		a := &adminRun{cfg: &config.Config{}, stdout: stdout}
+		a := &adminRun{cfg: &config.Config{}, stdout: stdout, stderr: stderr}
 		a.bind(fs)
 		return func(ctx context.Context, pos []string) error {
 			if len(pos) > 0 {
@@ -155,6 +155,8 @@ func adminAction(what string, stdout io.Writer) flagsBody {
 type adminRun struct {
 	cfg    *config.Config
 	stdout io.Writer
+	// stderr takes warnings: what was done stands, but may not work as meant.
+	stderr io.Writer
 	store  *models.Store
 	tw     *tabwriter.Writer
 

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/proctorhq/proctor/models"
@@ -51,7 +54,36 @@ func (a *adminRun) modelAdd(ctx context.Context) error {
 		return err
 	}
 	fmt.Fprintf(a.tw, "model\t%s\nname\t%s\n", m.ID, m.ModelName)
+	if why := unreachableModel(ctx, m.BaseURL); why != "" {
+		fmt.Fprintf(a.stderr, "warning: nothing answers at %s (%s): attempts on model %s end in error until a server does\n", m.BaseURL, why, m.ModelName)
+	}
 	return nil
+}
+
+// unreachableModel says why no connection to a model's server at base can be made from here (a
+// worker may see another network, so it is a warning), or "" when one can, or there is no base
+// URL to try. Only a connection is made: nothing is sent, no key included.
+func unreachableModel(ctx context.Context, base string) string {
+	u, err := url.Parse(base)
+	if base == "" || err != nil || u.Host == "" {
+		return ""
+	}
+	host := u.Host
+	if u.Port() == "" {
+		host = net.JoinHostPort(u.Hostname(), map[bool]string{true: "443", false: "80"}[u.Scheme == "https"])
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", host)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Err != nil {
+			err = op.Err
+		}
+		return err.Error()
+	}
+	conn.Close()
+	return ""
 }
 
 func (a *adminRun) tasksetRequirements(ctx context.Context) error {

@@ -509,6 +509,32 @@ func TestABroughtAgentIsHeldToItsEndpoints(t *testing.T) {
 	if n := reached.Load(); n != 0 {
 		t.Errorf("the agent reached the host's listener %d times", n)
 	}
+	// Its refused calls are in the trace, where a reviewer looks for tampering: each a tool_call
+	// and an error tool_result marked refused.
+	var escaped struct {
+		Events []struct {
+			Kind string
+			Text string
+			Data struct {
+				Name    string `json:"name"`
+				IsError bool   `json:"is_error"`
+				Refused bool   `json:"refused"`
+			}
+		}
+	}
+	c.call("GET", "/v2/trace/"+tr.ID+"/events", nil, &escaped)
+	var refused []string
+	for _, e := range escaped.Events {
+		if e.Kind == "tool_result" && e.Data.Refused && e.Data.IsError {
+			refused = append(refused, e.Data.Name)
+		}
+	}
+	if want := []string{"evaluate", "setup"}; !slices.Equal(refused, want) {
+		t.Errorf("the refused calls in the trace = %v, want %v", refused, want)
+	}
+	if out, err := c.cli("trace", tr.ID); err != nil || !strings.Contains(out, `refused: unknown tool "evaluate"; available tools: `) {
+		t.Errorf("proctor trace does not show the refused call: %v\n%s", err, out)
+	}
 	// Its key was good for its attempt only, and is no key of the server's.
 	key := regexp.MustCompile(`key (pa-[0-9a-f]+)`).FindStringSubmatch(logs)
 	if key == nil {

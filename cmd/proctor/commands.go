@@ -199,7 +199,7 @@ func platformCommands(stdout, stderr io.Writer) []*cobra.Command {
 		serverCommand(stderr),
 		workerCommand(stderr),
 		migrateCommand(stdout, stderr),
-		adminCommand(stdout),
+		adminCommand(stdout, stderr),
 		{Use: "openapi", Short: "Print the OpenAPI 3.1 document (YAML) without starting anything", Args: noArgs,
 			RunE: func(*cobra.Command, []string) error {
 				spec, err := httpapi.Spec()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -261,8 +263,47 @@ func showJob(ctx context.Context, c *apiClient, jobID string, limit int, stdout 
 			fmt.Fprintf(stdout, "  %s  %-24s %s %s reward %s\n", t.TraceID, name, t.Status, t.StopReason, r)
 		}
 	}
+	if s.Error > 0 {
+		traces, err := allItems[traceListRow](ctx, c, "/v2/jobs/"+job.ID+"/traces")
+		if err != nil {
+			return err
+		}
+		printErrorGroups(stdout, traces)
+	}
 	fmt.Fprintln(stdout, "\nsee an attempt with: proctor trace TRACE_ID")
 	return nil
+}
+
+// printErrorGroups prints why a job's attempts ended in error: each distinct message once,
+// most frequent first, with how many attempts ended so and one of them.
+func printErrorGroups(w io.Writer, traces []traceListRow) {
+	type group struct {
+		message, example string
+		n                int
+	}
+	var groups []*group
+	byMessage := map[string]*group{}
+	for _, t := range traces {
+		if t.Status != "error" {
+			continue
+		}
+		msg := cmp.Or(strings.TrimSpace(t.Error), "(no message)")
+		g := byMessage[msg]
+		if g == nil {
+			g = &group{message: msg, example: t.ID}
+			byMessage[msg] = g
+			groups = append(groups, g)
+		}
+		g.n++
+	}
+	if len(groups) == 0 {
+		return
+	}
+	slices.SortStableFunc(groups, func(a, b *group) int { return b.n - a.n })
+	fmt.Fprintf(w, "\nerrors, by message:\n")
+	for _, g := range groups {
+		fmt.Fprintf(w, "  %d × %s\n      e.g. proctor trace %s\n", g.n, strings.ReplaceAll(g.message, "\n", "\n      "), g.example)
+	}
 }
 
 // printJobMix prints a job's results per (agent, model) pair when it ran a brought agent or

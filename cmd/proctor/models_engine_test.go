@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -202,6 +203,41 @@ func testModelsAndLimits(t *testing.T, storeArgs []string, _ string) {
 	c.call("GET", "/v2/trace/"+run.TraceID, nil, &tr)
 	if tr.Status != "completed" || tr.StopReason != "timeout" || tr.Reward == nil || *tr.Reward >= 1 {
 		t.Errorf("run_timeout_s 2 with a slow model = %+v, want completed by timeout below 1.0", tr)
+	}
+
+	// A model registered where nothing listens fails the attempt after a few quick tries, saying
+	// where it looked: a model error, not a lost sandbox retried for the run's whole timeout.
+	gone := httptest.NewServer(http.NotFoundHandler())
+	goneURL := gone.URL
+	gone.Close()
+	// proctor admin model add registers it, and warns.
+	var warned bytes.Buffer
+	if err := runCLI(context.Background(), append([]string{"admin", "model", "add", "--name", "gone", "--adapter", "openai", "--base-url", goneURL + "/v1/",
+		"--data-dir", dataDir}, storeArgs...), io.Discard, &warned); err != nil {
+		t.Fatal(err)
+	}
+	if want := "warning: nothing answers at " + goneURL + "/v1/ (connect: connection refused): attempts on model gone end in error until a server does\n"; warned.String() != want {
+		t.Errorf("admin model add of a model nothing serves warned %q, want %q", warned.String(), want)
+	}
+	goneID := c.resolve("/v2/models/resolve?model=gone", "id")
+	c.call("POST", "/v2/rollouts/run", map[string]any{"task_version_id": up.TaskVersionIDs[0], "model_id": goneID}, &run)
+	c.waitJob(run.JobID, nil)
+	var ended struct {
+		traceRow
+		Attempt   int        `json:"attempt"`
+		CreatedAt time.Time  `json:"created_at"`
+		EndTime   *time.Time `json:"end_time"`
+	}
+	c.call("GET", "/v2/trace/"+run.TraceID, nil, &ended)
+	if want := "model gone unreachable at " + goneURL + "/v1/: connection refused (4 tries)"; ended.Status != "error" || ended.Error != want ||
+		ended.Attempt != 1 || ended.EndTime == nil {
+		t.Errorf("an attempt on a model nothing serves = %+v, want error %q on its first try", ended, want)
+	} else {
+		t.Logf("an attempt on a model nothing serves ended %s after it was launched", ended.EndTime.Sub(ended.CreatedAt).Round(time.Millisecond))
+	}
+	// proctor jobs show says why its attempts failed, each message once.
+	if out, err := c.cli("jobs", "show", run.JobID); err != nil || !strings.Contains(out, "errors, by message:\n  1 × model gone unreachable at "+goneURL+"/v1/: connection refused (4 tries)\n      e.g. proctor trace "+run.TraceID) {
+		t.Errorf("proctor jobs show of the job: %v\n%s", err, out)
 	}
 
 	// A GPU request with no GPU worker waits startup_timeout_s, then ends with a clear error.

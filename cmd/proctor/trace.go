@@ -223,6 +223,11 @@ func describeEvent(kind, text string, data json.RawMessage) string {
 		var d models.ToolCallEventData
 		json.Unmarshal(data, &d) //nolint:errcheck // a line about what could be read
 		return fmt.Sprintf("%s %s", text, compactJSON(d.Arguments))
+	case models.EventToolResult:
+		var d models.ToolResultEventData
+		if json.Unmarshal(data, &d) == nil && d.Refused {
+			return "refused: " + text
+		}
 	case models.EventSystem:
 		if text == "" {
 			return "(no system prompt)"

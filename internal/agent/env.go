@@ -163,6 +163,11 @@ func hidden(t *mcp.Tool) bool {
 type ToolResult struct {
 	// IsError is true when the tool failed: the agent reads the error and may correct itself.
 	IsError bool `json:"is_error,omitempty"`
+	// Refused is true when the call was turned away before any tool ran: a tool the agent was
+	// not offered (the hidden setup and evaluate dispatchers among them), arguments that are not
+	// a JSON object, or a call the environment refused at the protocol level. IsError is then
+	// true too. Reviewers look here for reward tampering.
+	Refused bool `json:"refused,omitempty"`
 	// Text is the result's text content, the parts joined by newlines, with a note for each
 	// part that a model is not sent (audio, a binary resource) and the text of embedded text
 	// resources.
@@ -189,7 +194,7 @@ func (e *Env) CallTool(ctx context.Context, name string, args map[string]any) (*
 		var wire *jsonrpc.Error
 		if errors.As(err, &wire) {
 			e.logger.Debug("tool call refused", "tool", name, "code", wire.Code, "error", wire.Message)
-			return errorResult(wire.Message), nil
+			return refusedResult(wire.Message), nil
 		}
 		return nil, fmt.Errorf("call tool %s: %w", name, classify(err))
 	}
@@ -227,10 +232,10 @@ func (e *Env) CallAgentTool(ctx context.Context, visible []Tool, tc ToolCall) (*
 		for i, t := range visible {
 			names[i] = t.Name
 		}
-		return errorResult(fmt.Sprintf("unknown tool %q; available tools: %s", tc.Name, strings.Join(names, ", "))), nil
+		return refusedResult(fmt.Sprintf("unknown tool %q; available tools: %s", tc.Name, strings.Join(names, ", "))), nil
 	}
 	if tc.Arguments == nil && tc.InvalidArguments != "" {
-		return errorResult(fmt.Sprintf("the arguments of %s must be a JSON object, got: %s", tc.Name, truncate(tc.InvalidArguments, 200))), nil
+		return refusedResult(fmt.Sprintf("the arguments of %s must be a JSON object, got: %s", tc.Name, truncate(tc.InvalidArguments, 200))), nil
 	}
 	return e.CallTool(ctx, tc.Name, tc.Arguments)
 }
@@ -354,12 +359,12 @@ func toolResult(res *mcp.CallToolResult) (*ToolResult, error) {
 	return out, nil
 }
 
-// errorResult is the ToolResult of a call refused before or by the protocol, shaped like a
-// tool error so that the trace and the model see one kind of failure.
-func errorResult(msg string) *ToolResult {
+// refusedResult is the ToolResult of a call refused before or by the protocol, shaped like a
+// tool error so that the model sees one kind of failure, and marked Refused for the trace.
+func refusedResult(msg string) *ToolResult {
 	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: msg}}, IsError: true}
 	raw, _ := json.Marshal(res)
-	return &ToolResult{IsError: true, Text: msg, Raw: raw}
+	return &ToolResult{IsError: true, Refused: true, Text: msg, Raw: raw}
 }
 
 // toMap turns a decoded JSON value (a map, a json.RawMessage, a struct) into a JSON object.

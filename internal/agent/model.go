@@ -3,13 +3,17 @@ package agent
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 )
@@ -141,6 +145,10 @@ type APIError struct {
 	Retryable bool
 	// RetryAfter is the delay the provider asked for (retry-after-ms or retry-after), or 0.
 	RetryAfter time.Duration
+	// Unreachable is true when no connection could be made at all (refused, no such host, no
+	// route, a dial that timed out, a certificate that does not verify): a model registered at
+	// the wrong address, which a few quick retries tell apart from a server restarting.
+	Unreachable bool
 	// Message is the provider's error message, without credentials or request URLs.
 	Message string
 	// Err is the underlying error of the SDK or the network.
@@ -152,8 +160,10 @@ func (e *APIError) Error() string {
 	fmt.Fprintf(&b, "%s API", e.Provider)
 	if e.Status != 0 {
 		fmt.Fprintf(&b, " %d", e.Status)
-	} else {
+	} else if e.Unreachable {
 		b.WriteString(" unreachable")
+	} else {
+		b.WriteString(" network error")
 	}
 	if e.Message != "" {
 		fmt.Fprintf(&b, ": %s", e.Message)
@@ -213,9 +223,43 @@ func httpAPIError(provider string, res *http.Response, status int, err error) *A
 }
 
 // networkAPIError wraps an error that left no HTTP response: a refused connection, a reset, a
-// timeout of the request itself. These are worth another try.
+// timeout of the request itself. These are worth another try; one that made no connection at
+// all is marked Unreachable, and its message is the cause alone (the SDK's prefix names the
+// request URL).
 func networkAPIError(provider string, err error) *APIError {
-	return &APIError{Provider: provider, Retryable: true, Message: err.Error(), Err: err}
+	e := &APIError{Provider: provider, Retryable: true, Message: err.Error(), Err: err}
+	if why, ok := unreachable(err); ok {
+		e.Unreachable, e.Message = true, why
+	}
+	return e
+}
+
+// unreachable says whether err means that no connection to the provider could be made, and
+// why, in a few words.
+func unreachable(err error) (string, bool) {
+	var (
+		dns     *net.DNSError
+		op      *net.OpError
+		cert    *tls.CertificateVerificationError
+		unknown x509.UnknownAuthorityError
+		host    x509.HostnameError
+	)
+	switch {
+	case errors.As(err, &dns):
+		return "no such host " + dns.Name, dns.IsNotFound || !dns.IsTemporary
+	case errors.As(err, &cert), errors.As(err, &unknown), errors.As(err, &host):
+		return "its TLS certificate does not verify", true
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused", true
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return "no route to host", true
+	case errors.As(err, &op) && op.Op == "dial":
+		if op.Timeout() {
+			return "the connection timed out", true
+		}
+		return op.Err.Error(), true
+	}
+	return "", false
 }
 
 // callError turns an SDK error into what Step returns: the caller's own cancellation as it is

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"net"
 	"reflect"
 	"testing"
 	"time"
@@ -219,8 +220,31 @@ func TestOpenAIUnreachableServerIsRetryable(t *testing.T) {
 	srv.srv.Close()
 	_, err := newTestOpenAI(t, srv).Step(testContext(t), StepRequest{Messages: []Message{{Role: RoleUser, Content: "hi"}}})
 	var apiErr *APIError
-	if !errors.As(err, &apiErr) || apiErr.Status != 0 || !apiErr.Retryable {
-		t.Fatalf("err = %v, want a retryable *APIError with status 0", err)
+	if !errors.As(err, &apiErr) || apiErr.Status != 0 || !apiErr.Retryable || !apiErr.Unreachable || apiErr.Message != "connection refused" {
+		t.Fatalf("err = %v (%+v), want a retryable, unreachable *APIError with status 0 saying the connection was refused", err, apiErr)
+	}
+	// A server that takes the connection and drops it is not unreachable: it may be restarting.
+	ln, lerr := net.Listen("tcp", "127.0.0.1:0")
+	if lerr != nil {
+		t.Fatal(lerr)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	m, nerr := NewOpenAI(OpenAIConfig{BaseURL: "http://" + ln.Addr().String() + "/v1", APIKey: "k", Model: "m", Logger: discardLogger()})
+	if nerr != nil {
+		t.Fatal(nerr)
+	}
+	_, err = m.Step(testContext(t), StepRequest{Messages: []Message{{Role: RoleUser, Content: "hi"}}})
+	if !errors.As(err, &apiErr) || !apiErr.Retryable || apiErr.Unreachable {
+		t.Fatalf("err = %v (%+v), want a retryable *APIError that is not unreachable", err, apiErr)
 	}
 }
 

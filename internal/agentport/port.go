@@ -39,7 +39,9 @@ const (
 
 // Handler makes and records the calls a brought agent makes through the port.
 type Handler interface {
-	// CallTool makes a tool call in the environment, and records it.
+	// CallTool makes a tool call in the environment, and records it. A call to a tool the port
+	// does not offer is handed over too: the Handler refuses it without reaching the
+	// environment, and records the refusal (the port then answers the agent).
 	CallTool(ctx context.Context, name string, args map[string]any) (*agent.ToolResult, error)
 	// Model relays model call number step (from 0) in protocol to w, and records it; an error
 	// is returned only when nothing was written (the port answers it).
@@ -93,9 +95,12 @@ func New(cfg Config) (*Port, error) {
 	}
 	p := &Port{key: "pa-" + hex.EncodeToString(b), cfg: cfg, limited: make(chan struct{}), stopped: make(chan struct{})}
 	server := mcp.NewServer(&mcp.Implementation{Name: "proctor-environment", Version: "1"}, &mcp.ServerOptions{Instructions: cfg.Instructions})
+	offered := map[string]bool{}
 	for _, t := range cfg.Tools {
 		server.AddTool(&mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema}, p.callTool)
+		offered[t.Name] = true
 	}
+	server.AddReceivingMiddleware(p.recordRefused(offered))
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Logger: cfg.Logger})
 	mux := http.NewServeMux()
 	// The MCP endpoint carries the key in its path, so that an MCP client needs nothing but
@@ -282,6 +287,28 @@ func (p *Port) takeStep() (int, bool) {
 	}
 	p.steps++
 	return p.steps - 1, true
+}
+
+// recordRefused hands the Handler a call to a tool the agent was not offered (the hidden setup
+// and evaluate dispatchers, a guessed name), so that the refusal is in the trace where a
+// reviewer looks for tampering; the agent is then answered as the MCP server answers any
+// unknown tool (a JSON-RPC error). The Handler's CallTool refuses such a call itself: nothing
+// reaches the environment.
+func (p *Port) recordRefused(offered map[string]bool) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if call, ok := req.(*mcp.CallToolRequest); ok && method == "tools/call" && call.Params != nil && !offered[call.Params.Name] {
+				var args map[string]any
+				if raw := call.Params.Arguments; len(raw) > 0 {
+					json.Unmarshal(raw, &args) //nolint:errcheck // recorded as they parse; the call is refused either way
+				}
+				if _, err := p.cfg.Handler.CallTool(ctx, call.Params.Name, args); err != nil {
+					p.cfg.Logger.WarnContext(ctx, "record a refused tool call", "tool", call.Params.Name, "error", err)
+				}
+			}
+			return next(ctx, method, req)
+		}
+	}
 }
 
 // callTool serves an MCP tools/call: the environment's answer, passed on as it came.

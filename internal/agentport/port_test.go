@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -25,10 +26,16 @@ type recorder struct {
 	stopAt int
 }
 
+// CallTool records the call, and refuses (as activities' recorder does) a tool the port does
+// not offer.
 func (r *recorder) CallTool(_ context.Context, name string, args map[string]any) (*agent.ToolResult, error) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	if name != "add_todo" {
+		r.tools = append(r.tools, "refused "+name)
+		return &agent.ToolResult{IsError: true, Refused: true, Text: "unknown tool " + name}, nil
+	}
 	r.tools = append(r.tools, name)
-	r.mu.Unlock()
 	raw, _ := json.Marshal(&mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "did " + name + " " + args["title"].(string)}}})
 	return &agent.ToolResult{Text: "did " + name, Raw: raw}, nil
 }
@@ -91,12 +98,14 @@ func TestAnMCPClientCallsTheToolsThroughThePort(t *testing.T) {
 	if err != nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != "did add_todo milk" {
 		t.Fatalf("call = %+v, %v", res, err)
 	}
-	// The hidden dispatchers are no tools of the port: a call of one is refused, not made.
-	if res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "evaluate", Arguments: map[string]any{}}); err == nil && !res.IsError {
-		t.Errorf("a call of evaluate = %+v, want it refused", res)
+	// The hidden dispatchers are no tools of the port: a call of one is refused as MCP refuses
+	// an unknown tool, and handed to the handler, which records the refusal.
+	if res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "evaluate", Arguments: map[string]any{"name": "x"}}); err == nil ||
+		!strings.Contains(err.Error(), `unknown tool "evaluate"`) {
+		t.Errorf("a call of evaluate = %+v, %v; want it refused as an unknown tool", res, err)
 	}
-	if len(rec.tools) != 1 {
-		t.Errorf("the handler made %v, want add_todo only", rec.tools)
+	if want := []string{"add_todo", "refused evaluate"}; !slices.Equal(rec.tools, want) {
+		t.Errorf("the handler saw %v, want %v", rec.tools, want)
 	}
 	if _, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx,
 		&mcp.StreamableClientTransport{Endpoint: root + "/mcp/pa-someone-else"}, nil); err == nil {

@@ -317,7 +317,8 @@ function EventDetails({ e, head }: { e: Event; head: boolean }) {
           {span(e) !== undefined && <span className="muted"> · {fmtMs(span(e) as number)}</span>}
         </div>
       )}
-      {e.kind === "tool_result" && data.is_error === true && <p className="error">The tool reported an error.</p>}
+      {e.kind === "tool_result" && data.refused === true && <p className="error">Refused: the call never reached a tool (one the agent was not offered, or arguments that are no JSON object).</p>}
+      {e.kind === "tool_result" && data.is_error === true && data.refused !== true && <p className="error">The tool reported an error.</p>}
       {body}
       {e.images && e.images.length > 0 && <Images images={e.images} />}
       {Object.keys(data).length > 0 && (
