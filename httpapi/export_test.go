@@ -5,15 +5,18 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/openai/openai-go/v3"
 
 	"github.com/proctorhq/proctor/internal/agent"
 	"github.com/proctorhq/proctor/internal/blob"
 	"github.com/proctorhq/proctor/internal/storetest"
+	"github.com/proctorhq/proctor/internal/trajectory"
 	"github.com/proctorhq/proctor/models"
 	"github.com/proctorhq/proctor/models/llms"
 	"github.com/proctorhq/proctor/models/rollouts"
@@ -118,15 +121,16 @@ func TestExportJob(t *testing.T) {
 			l.TaskName != "solve" || l.ModelName != "oracle" || len(l.Tools) != 1 || l.Tools[0].Function.Name != "look" {
 			t.Fatalf("the first line = %+v (roles %v)", l, roles)
 		}
-		if tc := l.Messages[2].ToolCalls; len(tc) != 1 || tc[0].ID != "call_1" || tc[0].Function.Arguments != `{"at":"screen"}` || l.Messages[2].Content != nil {
+		if tc := l.Messages[2].ToolCalls; len(tc) != 1 || tc[0].ID != "call_1" || tc[0].Function.Arguments != `{"at":"screen"}` || !l.Messages[2].Content.IsZero() {
 			t.Errorf("the assistant's tool call = %+v", l.Messages[2])
 		}
-		if m := l.Messages[3]; m.ToolCallID != "call_1" || m.Content == nil || *m.Content != "a cat\n[1 image(s): in the next user message]" {
+		if m := l.Messages[3]; m.ToolCallID != "call_1" || m.Content.Text == nil || *m.Content.Text != "a cat\n[1 image(s): in the next user message]" {
 			t.Errorf("the tool result = %+v", m)
 		}
-		if parts := l.Messages[4].ContentParts; len(parts) != 2 || parts[1].Type != "image_url" || !strings.HasPrefix(parts[1].ImageURL.URL, "http://files.test/") {
+		if parts := l.Messages[4].Content.Parts; len(parts) != 2 || parts[1].Type != "image_url" || !strings.HasPrefix(parts[1].ImageURL.URL, "http://files.test/") {
 			t.Errorf("the tool result's image = %+v, want a signed URL in a user message", l.Messages[4])
 		}
+		checkOpenAIMessages(t, l.Messages)
 		if strings.Contains(fmt.Sprint(l.Messages), "from the lost try") {
 			t.Error("the lost try's messages were exported")
 		}
@@ -161,4 +165,33 @@ func TestExportJob(t *testing.T) {
 		wantValidation(t, f.do("GET", path+"?status=sleeping", "key", nil), "query.status[0]")
 		wantEnvelope(t, f.do("GET", "/v2/jobs/"+uuid.NewString()+"/export", "key", nil), 404, "not_found")
 	})
+}
+
+// checkOpenAIMessages reads each exported message with the OpenAI SDK's own types for a chat
+// completion request's messages, and writes it back: what the SDK reads is all there was (but
+// step, Proctor's own field), so a loader of OpenAI's format sees every part, images included.
+func checkOpenAIMessages(t *testing.T, msgs []trajectory.Message) {
+	t.Helper()
+	for i, m := range msgs {
+		ours, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var theirs openai.ChatCompletionMessageParamUnion
+		if err := json.Unmarshal(ours, &theirs); err != nil {
+			t.Errorf("message %d does not read as OpenAI's: %v\n%s", i, err, ours)
+			continue
+		}
+		back, err := json.Marshal(theirs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want, got map[string]any
+		json.Unmarshal(ours, &want) //nolint:errcheck // ours was marshalled just now
+		json.Unmarshal(back, &got)  //nolint:errcheck // as was theirs
+		delete(want, "step")
+		if !reflect.DeepEqual(want, got) {
+			t.Errorf("message %d reads differently with the OpenAI SDK:\n ours:   %s\n theirs: %s", i, ours, back)
+		}
+	}
 }

@@ -5,8 +5,12 @@
 package trajectory
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
+
+	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/google/uuid"
 
@@ -17,15 +21,60 @@ import (
 // Message is one message in OpenAI's chat format.
 type Message struct {
 	Role string `json:"role" enum:"system,user,assistant,tool"`
-	// Content is the text; a user message that carries a tool result's images is a list of
-	// parts instead (ContentParts), and Content is then absent.
-	Content      *string       `json:"content,omitempty"`
-	ContentParts []ContentPart `json:"content_parts,omitempty" doc:"in place of content: text and image parts (OpenAI's content array)"`
-	ToolCalls    []ToolCall    `json:"tool_calls,omitempty"`
-	ToolCallID   string        `json:"tool_call_id,omitempty"`
+	// Content is the text, or (a user message that carries a tool result's images) the text and
+	// image parts; absent on an assistant message that only calls tools.
+	Content    Content    `json:"content,omitzero"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
 	// Step is an assistant message's model call, from 0 (not OpenAI's: for aligning with the
 	// trace).
 	Step *int `json:"step,omitempty"`
+}
+
+// Content is a message's content as OpenAI's chat format writes it: a string, or an array of
+// text and image parts (the form a message with images takes). Exactly one of Text and Parts is
+// set; neither, and the message has no content.
+type Content struct {
+	Text  *string
+	Parts []ContentPart
+}
+
+// Text is content that is a string.
+func Text(s string) Content { return Content{Text: &s} }
+
+// IsZero says whether there is no content (the field is then left out).
+func (c Content) IsZero() bool { return c.Text == nil && c.Parts == nil }
+
+// MarshalJSON writes the string, or the array of parts.
+func (c Content) MarshalJSON() ([]byte, error) {
+	if c.Parts != nil {
+		return json.Marshal(c.Parts)
+	}
+	return json.Marshal(c.Text)
+}
+
+// UnmarshalJSON reads a string, an array of parts, or null.
+func (c *Content) UnmarshalJSON(b []byte) error {
+	*c = Content{}
+	switch t := bytes.TrimSpace(b); {
+	case len(t) > 0 && t[0] == '[':
+		return json.Unmarshal(t, &c.Parts)
+	case string(t) == "null":
+		return nil
+	default:
+		return json.Unmarshal(t, &c.Text)
+	}
+}
+
+// Schema is content's schema in the OpenAPI document: a string, or an array of parts.
+func (Content) Schema(r huma.Registry) *huma.Schema {
+	return &huma.Schema{
+		Description: "the text, or (a message with images) an array of text and image_url parts, as OpenAI's chat format has it",
+		OneOf: []*huma.Schema{
+			{Type: huma.TypeString},
+			{Type: huma.TypeArray, Items: r.Schema(reflect.TypeFor[ContentPart](), true, "ContentPart")},
+		},
+	}
 }
 
 // ContentPart is a text or image part.
@@ -92,7 +141,7 @@ func FromEvents(events []models.TraceEvent, urls ImageURLs) (*Conversation, erro
 	var pending []ContentPart // a run of tool results' images, sent after the run (as the adapter does)
 	flush := func() {
 		if len(pending) > 0 {
-			c.Messages = append(c.Messages, Message{Role: agent.RoleUser, ContentParts: pending})
+			c.Messages = append(c.Messages, Message{Role: agent.RoleUser, Content: Content{Parts: pending}})
 			pending = nil
 		}
 	}
@@ -105,7 +154,7 @@ func FromEvents(events []models.TraceEvent, urls ImageURLs) (*Conversation, erro
 			continue
 		}
 		if turn.System != nil {
-			c.Messages = append(c.Messages, Message{Role: agent.RoleSystem, Content: turn.System})
+			c.Messages = append(c.Messages, Message{Role: agent.RoleSystem, Content: Content{Text: turn.System}})
 			c.Tools = tools(turn.Tools)
 			continue
 		}
@@ -126,7 +175,7 @@ func FromEvents(events []models.TraceEvent, urls ImageURLs) (*Conversation, erro
 			step := turn.Step
 			out := Message{Role: agent.RoleAssistant, Step: &step}
 			if m.Content != "" || len(m.ToolCalls) == 0 {
-				out.Content = &m.Content
+				out.Content = Text(m.Content)
 			}
 			for _, tc := range m.ToolCalls {
 				out.ToolCalls = append(out.ToolCalls, ToolCall{ID: tc.ID, Type: "function", Function: FunctionCall{Name: tc.Name, Arguments: arguments(tc)}})
@@ -148,10 +197,9 @@ func FromEvents(events []models.TraceEvent, urls ImageURLs) (*Conversation, erro
 			if shown > 0 {
 				text += fmt.Sprintf("\n[%d image(s): in the next user message]", shown)
 			}
-			c.Messages = append(c.Messages, Message{Role: agent.RoleTool, Content: &text, ToolCallID: m.ToolCallID})
+			c.Messages = append(c.Messages, Message{Role: agent.RoleTool, Content: Text(text), ToolCallID: m.ToolCallID})
 		default:
-			content := m.Content
-			c.Messages = append(c.Messages, Message{Role: m.Role, Content: &content})
+			c.Messages = append(c.Messages, Message{Role: m.Role, Content: Text(m.Content)})
 		}
 	}
 	flush()
