@@ -820,3 +820,27 @@ func scanPostgresFor(t *testing.T, dbURL, needle string) {
 		}
 	}
 }
+
+// The CLI refuses a source with a link out of its folder before uploading it, naming the link
+// and what to do; a link within the folder, or one .dockerignore leaves out, is packed.
+func TestADeployRefusesALinkOutOfItsFolderBeforeTheUpload(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{"here": "main.go", "lib64": "/usr/lib64"} {
+		if err := os.Symlink(target, filepath.Join(dir, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, _, err := packUpload(dir)
+	if want := filepath.Join(dir, "lib64") + " is a symlink to /usr/lib64, outside the folder"; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("packUpload = %v, want an error starting %q", err, want)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".dockerignore"), []byte("lib64\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, files, err := packUpload(dir); err != nil || files != 2 {
+		t.Fatalf("packUpload with lib64 ignored = %d files, %v; want main.go and .dockerignore", files, err)
+	}
+}

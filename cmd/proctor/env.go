@@ -92,7 +92,7 @@ func deployCommand(kind, entryHolds, laterHint string, stdout, stderr io.Writer,
 				return err
 			}
 			start := time.Now()
-			archive, files, err := packSource(dir, notIgnored(dir))
+			archive, files, err := packUpload(dir)
 			if err != nil {
 				return err
 			}
@@ -278,6 +278,21 @@ func notIgnored(dir string) func(rel string, isDir bool) bool {
 	return func(rel string, isDir bool) bool {
 		return path.Base(rel) != ".git" && !ignored(ignore, rel, isDir)
 	}
+}
+
+// packUpload packs what a source archive of dir holds (notIgnored), for upload; a symlink that
+// leads out of it, which the server would refuse after the upload, is refused here, naming it.
+func packUpload(dir string) ([]byte, int, error) {
+	keep := notIgnored(dir)
+	rel, target, err := archive.LinkOutside(dir, keep)
+	if err != nil {
+		return nil, 0, err
+	}
+	if rel != "" {
+		return nil, 0, fmt.Errorf("%s is a symlink to %s, outside the folder: a source may hold only links within it (the server refuses the upload); "+
+			"copy what it points to in its place (cp -L), make it a relative link within the folder, or ignore it in .dockerignore", filepath.Join(dir, rel), target)
+	}
+	return packSource(dir, keep)
 }
 
 // packSource archives what keep keeps of dir (all of it when keep is nil) as a gzipped tar

@@ -232,7 +232,7 @@ func ensureHarborBuild(ctx context.Context, c *apiClient, name, dir string, buil
 	} else if e != nil && e.LatestBuildID != nil {
 		return "built before", nil
 	}
-	src, _, err := packSource(dir, notIgnored(dir))
+	src, _, err := packUpload(dir)
 	if err != nil {
 		return "", err
 	}

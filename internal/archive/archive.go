@@ -270,7 +270,7 @@ func extract(dst string, lim Limits, next entries, rootFS bool) (st Stats, err e
 			}
 			st.Links++
 		case e.mode&fs.ModeSymlink != 0:
-			if e.linkname == "" || !rootFS && (path.IsAbs(e.linkname) || !filepath.IsLocal(path.Join(path.Dir(name), e.linkname))) {
+			if e.linkname == "" || !rootFS && linkLeaves(name, e.linkname) {
 				return st, refuse("symlink %q points outside the archive (%q)", e.name, e.linkname)
 			}
 			if err := root.Symlink(e.linkname, name); err != nil {
@@ -288,6 +288,48 @@ func extract(dst string, lim Limits, next entries, rootFS bool) (st Stats, err e
 			return st, refuse("entry %q is a %s, which a source archive may not hold", e.name, e.mode.Type())
 		}
 	}
+}
+
+// linkLeaves says whether a symlink at name (a clean path within the archive) with target leads
+// out of the archive: an absolute target, or one that climbs above the archive's root.
+func linkLeaves(name, target string) bool {
+	return path.IsAbs(target) || !filepath.IsLocal(path.Join(path.Dir(name), target))
+}
+
+// LinkOutside finds, among what keep keeps of dir (as WriteTar walks it), a symlink that a
+// source archive may not hold because it leads out of the archive (an absolute target, or one
+// that climbs above dir), which extraction refuses: a client checks before it uploads. It
+// returns the first one's path (relative, with slashes) and target, or "" when there is none.
+func LinkOutside(dir string, keep func(rel string, isDir bool) bool) (rel, target string, err error) {
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		r, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		r = filepath.ToSlash(r)
+		if keep != nil && !keep(r, d.IsDir()) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.Type()&fs.ModeSymlink == 0 {
+			return nil
+		}
+		t, err := os.Readlink(p)
+		if err != nil {
+			return err
+		}
+		if linkLeaves(r, filepath.ToSlash(t)) {
+			rel, target = r, t
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	return rel, target, err
 }
 
 // localName is an entry's name as a clean path within the archive, or a refusal.

@@ -218,3 +218,43 @@ func TestReadFileReadsOneFileWithinItsBound(t *testing.T) {
 		}
 	}
 }
+
+// LinkOutside finds what extraction would refuse, before an upload: a link out of the folder
+// (absolute, or climbing above it), not one within it nor one a keep predicate leaves out.
+func TestLinkOutsideFindsTheLinksASourceMayNotHold(t *testing.T) {
+	for _, tc := range []struct {
+		name, link, target string
+		keep               func(string, bool) bool
+		want               string
+	}{
+		{"within", "lib/cur", "../bin/x", nil, ""},
+		{"absolute", "lib64", "/usr/lib64", nil, "lib64"},
+		{"climbing", "lib/up", "../../etc/passwd", nil, "lib/up"},
+		{"ignored", "lib64", "/usr/lib64", func(rel string, _ bool) bool { return rel != "lib64" }, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, d := range []string{"lib", "bin"} {
+				if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.Symlink(tc.target, filepath.Join(dir, tc.link)); err != nil {
+				t.Fatal(err)
+			}
+			rel, target, err := LinkOutside(dir, tc.keep)
+			if err != nil || rel != tc.want || (rel != "" && target != tc.target) {
+				t.Fatalf("LinkOutside = %q → %q, %v; want %q", rel, target, err, tc.want)
+			}
+			// Extraction agrees: what LinkOutside finds, an upload of the tree is refused for.
+			var buf bytes.Buffer
+			if _, err := WriteTar(&buf, dir, tc.keep); err != nil {
+				t.Fatal(err)
+			}
+			_, err = ExtractTar(&buf, t.TempDir(), Limits{MaxBytes: 1 << 20, MaxEntries: 100})
+			if (err != nil) != (tc.want != "") {
+				t.Errorf("extracting the tree: %v (LinkOutside found %q)", err, rel)
+			}
+		})
+	}
+}
