@@ -58,7 +58,9 @@ func (a *Activities) dockerfileBuild(ctx context.Context, b *models.Build, dir, 
 		return nil
 	}
 	tag := "localhost/" + ref
-	bud := []string{"bud", "--isolation", "oci", "--network", "none", "--layers=false", "-f", "Dockerfile", "-t", tag}
+	// --timestamp 0: the image's created time and its files' times are the epoch, so that the
+	// same source builds to the same digest (RUN steps that write what differs aside).
+	bud := []string{"bud", "--isolation", "oci", "--network", "none", "--layers=false", "--timestamp", "0", "-f", "Dockerfile", "-t", tag}
 	secretArgs, cleanup, err := a.buildSecretFiles(ctx, b, log)
 	if err != nil {
 		return err

@@ -763,6 +763,12 @@ func TestTheTypeScriptExampleAgentSolvesATask(t *testing.T) {
 	if out, err := c.cli("agent", "deploy", dir, "--name", "react-ts-inside", "--inside"); err != nil {
 		t.Fatalf("agent deploy --inside: %v\n%s", err, out)
 	}
+	// The same source built twice (a Dockerfile of COPY steps) is the same image.
+	if list, err := c.cli("agent", "list"); err != nil {
+		t.Errorf("agent list: %v", err)
+	} else if digests := regexp.MustCompile(`(?m)^react-ts(?:-inside)?\s+1\s+(sha256:\S+)`).FindAllStringSubmatch(list, -1); len(digests) != 2 || digests[0][1] != digests[1][1] {
+		t.Errorf("the two builds of the TypeScript agent's one source have digests %v, want one digest:\n%s", digests, list)
+	}
 	var up struct {
 		TaskVersionIDs []string `json:"task_version_ids"`
 	}
