@@ -354,6 +354,16 @@ func TestAJobNamesItsParentJob(t *testing.T) {
 			}
 		}
 
+		// agent_config (a Proctor extension) is merged over each task's, key by key, for every
+		// attempt; a malformed pattern is a 422 that points at it.
+		configured := launched(runList(`,"agent_config":{"system_prompt":"Be brief.","temperature":0.2}`))
+		rows, _, err := rollouts.Of(s).ListJobTraces(ctx, f.caller, configured, 10, 0)
+		if err != nil || len(rows) != 1 || rows[0].AgentConfig == nil || rows[0].AgentConfig.SystemPrompt != "Be brief." ||
+			rows[0].AgentConfig.Extra["temperature"] != 0.2 {
+			t.Errorf("the attempts of a launch with agent_config: %+v, %v", rows, err)
+		}
+		wantValidation(t, runList(`,"agent_config":{"allowed_tools":["["]}`), "body.agent_config.allowed_tools[0]")
+
 		// Another team's unpublished job, or none at all, is no parent; the nil UUID is no id.
 		other, _ := otherTeam(t, s)
 		theirs, _, err := rollouts.Of(s).LaunchJob(ctx, other, rollouts.Launch{Name: "theirs"})
@@ -364,8 +374,8 @@ func TestAJobNamesItsParentJob(t *testing.T) {
 		wantEnvelope(t, runList(`,"parent_job_id":"`+uuid.NewString()+`"`), 404, "not_found")
 		wantValidation(t, runList(`,"parent_job_id":"`+uuid.Nil.String()+`"`), "body.parent_job_id")
 		wantValidation(t, runList(`,"parent_job_id":"nope"`), "body.parent_job_id")
-		if page := decode[Page[Job]](t, f.do("GET", "/v2/jobs", "key", nil)); page.Total != 2 {
-			t.Errorf("refused launches left jobs behind: %d jobs, want 2", page.Total)
+		if page := decode[Page[Job]](t, f.do("GET", "/v2/jobs", "key", nil)); page.Total != 3 {
+			t.Errorf("refused launches left jobs behind: %d jobs, want 3", page.Total)
 		}
 	})
 }

@@ -64,6 +64,7 @@ type runListInput struct {
 		MaxCostUSD        *float64              `json:"max_cost_usd,omitempty" exclusiveMinimum:"0" maximum:"1000000000" doc:"Proctor extension: a ceiling in USD on what the job spends (its attempts' model calls through the gateway and their environment time, priced as GET /v2/jobs/{job_id}/usage prices them). Once its spend reaches it, the job starts no attempt and reads paused, and its running attempts stop at their next model call (cancelled, stop_reason budget, unscored); raising the ceiling (PATCH /v2/jobs/{job_id}) or POST /v2/jobs/{job_id}/resume goes on with the attempts that never started. Absent: no ceiling."`
 		TimeoutMultiplier float64               `json:"timeout_multiplier,omitempty" minimum:"0.1" maximum:"100" doc:"Proctor extension: scales each attempt's run_timeout_s and startup_timeout_s, and a Harbor task's verifier and healthcheck times (for slower hardware or a slower model), recorded as the job's metadata.timeout_multiplier; absent: 1"`
 		Agent             string                `json:"agent,omitempty" maxLength:"300" doc:"Proctor extension: a brought agent to run beside each environment instead of the built-in agent loop: its name or id (its latest build), NAME:VERSION or NAME@DIGEST. Each attempt's agent calls that attempt's model through the gateway. Absent: the built-in loop."`
+		AgentConfig       *models.AgentConfig   `json:"agent_config,omitempty" doc:"Proctor extension: merged over each task's agent config, key by key (allowed_tools, disallowed_tools, system_prompt; other keys are kept for agents that read them: a brought agent reads the merged config as PROCTOR_AGENT_CONFIG). Absent: each task's own."`
 	}
 }
 
@@ -71,6 +72,15 @@ type runListInput struct {
 func (in *runListInput) Resolve(huma.Context) []error {
 	if errs := nilIDs(map[string]*uuid.UUID{"body.parent_job_id": in.Body.ParentJobID}); errs != nil {
 		return errs
+	}
+	if c := in.Body.AgentConfig; c != nil {
+		var errs []error
+		for _, fe := range c.Check("agent_config") {
+			errs = append(errs, fieldDetail("body", fe))
+		}
+		if errs != nil {
+			return errs
+		}
 	}
 	switch {
 	case in.Body.TasksetID != nil && len(in.Body.TaskVersionIDs) > 0:
@@ -136,7 +146,7 @@ func (s *Server) runRolloutList(ctx context.Context, in *runListInput) (*runList
 	}
 	out, launch := planRunList(versions, visible, b.ModelIDs, okModel, b.GroupSize, func(v, m uuid.UUID) rollouts.LaunchTrace {
 		return rollouts.LaunchTrace{TraceID: uuid.New(), TaskVersionID: v, ModelID: m, GroupID: fmt.Sprintf("%s/%s", v, m),
-			MaxSteps: b.MaxSteps, RuntimeConfig: b.RuntimeConfig, AgentBuildID: agentBuild}
+			MaxSteps: b.MaxSteps, RuntimeConfig: b.RuntimeConfig, AgentConfig: b.AgentConfig, AgentBuildID: agentBuild}
 	})
 	if len(launch) == 0 {
 		replayOnly := len(okModel) > 0

@@ -844,3 +844,25 @@ func TestADeployRefusesALinkOutOfItsFolderBeforeTheUpload(t *testing.T) {
 		t.Fatalf("packUpload with lib64 ignored = %d files, %v; want main.go and .dockerignore", files, err)
 	}
 }
+
+// --agent-config gathers KEY=VALUE (JSON when it parses) and @FILE objects, later ones winning.
+func TestTheAgentConfigFlagBuildsOneObject(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "c.json")
+	if err := os.WriteFile(file, []byte(`{"system_prompt": "from the file", "max_turns": 3}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := agentConfigFlag{}
+	for _, v := range []string{"@" + file, "system_prompt=Be brief.", `allowed_tools=["add_*"]`, "temperature=0.2"} {
+		if err := f.Set(v); err != nil {
+			t.Fatalf("Set(%q): %v", v, err)
+		}
+	}
+	if got, want := f.String(), `{"allowed_tools":["add_*"],"max_turns":3,"system_prompt":"Be brief.","temperature":0.2}`; got != want {
+		t.Errorf("the agent config = %s, want %s", got, want)
+	}
+	for _, bad := range []string{"no-equals", "=x", "@" + file + ".missing"} {
+		if err := f.Set(bad); err == nil {
+			t.Errorf("Set(%q) took it", bad)
+		}
+	}
+}

@@ -3,12 +3,15 @@ package main
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 )
@@ -24,6 +27,8 @@ func cmdEval(stdout, stderr io.Writer) flagsBody {
 		maxCost := fs.Float64("max-cost-usd", 0, "a ceiling in USD on what the job spends (model calls and environment time): at it the job pauses (see proctor jobs resume); 0: none")
 		multiplier := fs.Float64("timeout-multiplier", 1, "scale each attempt's run and startup timeouts, and a Harbor task's verifier and healthcheck times, by this (0.1 to 100; recorded on the job)")
 		agentRef := fs.String("agent", "", "a brought agent to run instead of the built-in loop (NAME, NAME:VERSION or NAME@DIGEST: see proctor agent list); it calls --model")
+		agentConfig := agentConfigFlag{}
+		fs.Var(agentConfig, "agent-config", "agent settings merged over each task's agent config: KEY=VALUE (VALUE read as JSON when it is JSON, else as text), or @FILE.json (an object); repeatable, later ones win")
 		client := clientFlags(fs)
 		return func(ctx context.Context, pos []string) error {
 			if *model == "" {
@@ -59,6 +64,9 @@ func cmdEval(stdout, stderr io.Writer) flagsBody {
 			}
 			if *agentRef != "" {
 				body["agent"] = *agentRef
+			}
+			if len(agentConfig) > 0 {
+				body["agent_config"] = map[string]any(agentConfig)
 			}
 			if *maxCost < 0 {
 				return usagef("--max-cost-usd %g: give a positive ceiling, or 0 for none", *maxCost)
@@ -203,4 +211,39 @@ func (c *apiClient) tasksetByName(ctx context.Context, name string) (string, err
 		}
 	}
 	return "", fmt.Errorf("no taskset named %q (see `proctor tasksets list`)", name)
+}
+
+// agentConfigFlag gathers --agent-config values into one JSON object: KEY=VALUE sets KEY (VALUE
+// read as JSON when it parses, else as text), @FILE merges the JSON object FILE holds.
+type agentConfigFlag map[string]any
+
+func (f agentConfigFlag) String() string {
+	b, _ := json.Marshal(map[string]any(f))
+	return string(b)
+}
+
+func (f agentConfigFlag) Set(v string) error {
+	if file, ok := strings.CutPrefix(v, "@"); ok {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return err
+		}
+		var obj map[string]any
+		if err := json.Unmarshal(b, &obj); err != nil {
+			return fmt.Errorf("%s: want a JSON object: %v", file, err)
+		}
+		maps.Copy(f, obj)
+		return nil
+	}
+	key, value, ok := strings.Cut(v, "=")
+	if !ok || key == "" {
+		return fmt.Errorf("%q: want KEY=VALUE or @FILE.json", v)
+	}
+	var parsed any
+	if json.Unmarshal([]byte(value), &parsed) == nil {
+		f[key] = parsed
+	} else {
+		f[key] = value
+	}
+	return nil
 }
