@@ -125,11 +125,34 @@ func (c *apiClient) printTraceEnd(ctx context.Context, traceID string, ev traceE
 		fmt.Fprintf(stdout, " · error: %s", tr.Error)
 	}
 	fmt.Fprintln(stdout)
+	c.printTraceSpend(ctx, traceID, ev, stdout)
 	c.printTraceBuild(ctx, traceID, stdout)
 	if tr.Attempt > 1 && !allTries {
 		fmt.Fprintf(stdout, "this is try %d of the attempt: the %d before lost their sandbox, and their events are superseded; see them with: proctor trace %s --all-tries\n",
 			tr.Attempt, tr.Attempt-1, traceID)
 	}
+}
+
+// printTraceSpend prints what a trace's model calls used (the tokens of the events read, the
+// live try's) and what the attempt cost (GET /v2/trace/{id}/usage); nothing it cannot read.
+func (c *apiClient) printTraceSpend(ctx context.Context, traceID string, ev traceEvents, stdout io.Writer) {
+	var in, out, calls int
+	for _, e := range ev.Events {
+		var d models.AssistantEventData
+		if e.Kind != models.EventAssistant || e.Superseded || json.Unmarshal(e.Data, &d) != nil {
+			continue
+		}
+		in, out, calls = in+d.Usage.InputTokens, out+d.Usage.OutputTokens, calls+1
+	}
+	var u httpapi.TraceUsage
+	if err := c.do(ctx, http.MethodGet, "/v2/trace/"+url.PathEscape(traceID)+"/usage", nil, &u); err != nil {
+		if calls > 0 {
+			fmt.Fprintf(stdout, "%d model calls · %d tokens in, %d out\n", calls, in, out)
+		}
+		return
+	}
+	fmt.Fprintf(stdout, "%d model calls · %d tokens in, %d out · cost $%.4f (models $%.4f, environment $%.4f)\n",
+		calls, in, out, u.InferenceCost+u.EnvironmentCost, u.InferenceCost, u.EnvironmentCost)
 }
 
 // printTraceBuild says which build of its environment ran a trace (after a redeploy, the
