@@ -165,6 +165,33 @@ func (s *Server) authMiddleware(api huma.API) func(huma.Context, func(huma.Conte
 	}
 }
 
+// writeAuthFailure answers a request whose credentials did not resolve (resolveCaller).
+func writeAuthFailure(w http.ResponseWriter, fail *authFailure) {
+	if fail.retryAfter != "" {
+		w.Header().Set("Retry-After", fail.retryAfter)
+	}
+	writeError(w, fail.status, fail.msg)
+}
+
+// refusedCredentials answers a sign-in whose credential was no good: 429 once the client has
+// failed too often (throttle), else status with msg.
+func (s *Server) refusedCredentials(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	if wait := s.throttle.failed(clientHost(r.RemoteAddr)); wait > 0 {
+		w.Header().Set("Retry-After", retryAfter(wait))
+		writeError(w, http.StatusTooManyRequests, throttledMessage)
+		return
+	}
+	writeError(w, status, msg)
+}
+
+// setSessionCookie hands the browser its session.
+func (s *Server) setSessionCookie(w http.ResponseWriter, sess *models.Session, token string) {
+	http.SetCookie(w, &http.Cookie{
+		Name: SessionCookie, Value: token, Path: "/", Expires: sess.ExpiresAt,
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secureCookies,
+	})
+}
+
 // handleLogin signs a browser in: it exchanges an API key for a session cookie. It lives outside
 // /v2 because the spec leaves the issuing of sessions open.
 //
@@ -190,12 +217,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	caller, err := s.store.AuthenticateAPIKey(r.Context(), body.APIKey)
 	if errors.Is(err, models.ErrInvalidCredentials) {
-		if wait := s.throttle.failed(clientHost(r.RemoteAddr)); wait > 0 {
-			w.Header().Set("Retry-After", retryAfter(wait))
-			writeError(w, http.StatusTooManyRequests, throttledMessage)
-			return
-		}
-		writeError(w, http.StatusUnauthorized, "invalid API key")
+		s.refusedCredentials(w, r, http.StatusUnauthorized, "invalid API key")
 		return
 	}
 	if err != nil {
@@ -209,10 +231,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "could not sign in")
 		return
 	}
-	http.SetCookie(w, &http.Cookie{
-		Name: SessionCookie, Value: token, Path: "/", Expires: sess.ExpiresAt,
-		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secureCookies,
-	})
+	s.setSessionCookie(w, sess, token)
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(map[string]any{"session_id": sess.ID, "expires_at": sess.ExpiresAt.Format(time.RFC3339)}) //nolint:errcheck
 }

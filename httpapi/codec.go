@@ -44,10 +44,7 @@ func (s *Server) codecHandler(codecOrigin string) http.Handler {
 		caller, fail := s.resolveCaller(r.Context(), r.Header.Get("Authorization"), cookie, r.RemoteAddr)
 		switch {
 		case fail != nil:
-			if fail.retryAfter != "" {
-				w.Header().Set("Retry-After", fail.retryAfter)
-			}
-			writeError(w, fail.status, fail.msg)
+			writeAuthFailure(w, fail)
 			return
 		case caller == nil:
 			writeError(w, http.StatusUnauthorized, "missing credentials: sign in (POST /auth/session) or send an API key")

@@ -102,6 +102,9 @@ func (s *Server) mountPages(r chi.Router, o Options) {
 	}
 	r.Post("/auth/session", s.handleLogin)
 	r.Delete("/auth/session", s.handleLogout)
+	r.Get("/auth/link", s.handleSignInLinkPage)
+	r.Post("/auth/link", s.handleCreateSignInLink)
+	r.Post("/auth/link/redeem", s.handleRedeemSignInLink)
 	if o.Blob != nil {
 		r.Handle("/blob/*", o.Blob)
 	}

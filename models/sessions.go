@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -42,27 +43,37 @@ func (s *Store) CreateSession(ctx context.Context, membershipID int64, keyID *uu
 
 // AuthenticateSession resolves a session cookie token to its caller.
 func (s *Store) AuthenticateSession(ctx context.Context, token string) (*Caller, error) {
-	if token == "" {
+	// A sign-in link's token is no cookie: it is redeemed once, for a session of its own.
+	if token == "" || strings.HasPrefix(token, linkPrefix) {
 		return nil, ErrInvalidCredentials
 	}
-	var sess Session
-	// A session signed in with a key lives only while the key does; revoking it deletes the
-	// session too, and this condition covers a key revoked by hand in the database.
-	if err := s.DB.NewSelect().Model(&sess).Where("token_hash = ?", hashToken(token)).
-		Where("api_key_id IS NULL OR api_key_id IN (SELECT id FROM api_keys WHERE revoked_at IS NULL)").Scan(ctx); err != nil {
-		if IsNoRows(err) {
-			return nil, ErrInvalidCredentials
-		}
+	sess, err := liveSession(ctx, s.DB, token)
+	if err != nil {
 		return nil, fmt.Errorf("authenticate session: %w", err)
-	}
-	if !Now().Before(sess.ExpiresAt) {
-		return nil, ErrInvalidCredentials
 	}
 	m, err := s.GetMembership(ctx, sess.MembershipID)
 	if err != nil {
 		return nil, fmt.Errorf("authenticate session: %w", err)
 	}
 	return &Caller{TeamID: m.TeamID, UserID: m.UserID, MembershipID: m.ID, Role: m.Role, Kind: CredentialSession, SessionID: sess.ID}, nil
+}
+
+// liveSession reads the unexpired session row of token, or ErrInvalidCredentials. A session
+// signed in with a key lives only while the key does; revoking it deletes the session too, and
+// the condition covers a key revoked by hand in the database.
+func liveSession(ctx context.Context, db bun.IDB, token string) (*Session, error) {
+	var sess Session
+	if err := db.NewSelect().Model(&sess).Where("token_hash = ?", hashToken(token)).
+		Where("api_key_id IS NULL OR api_key_id IN (SELECT id FROM api_keys WHERE revoked_at IS NULL)").Scan(ctx); err != nil {
+		if IsNoRows(err) {
+			return nil, ErrInvalidCredentials
+		}
+		return nil, err
+	}
+	if !Now().Before(sess.ExpiresAt) {
+		return nil, ErrInvalidCredentials
+	}
+	return &sess, nil
 }
 
 // DeleteSession signs a session out. Deleting an absent session is not an error.

@@ -746,7 +746,8 @@ func TestTheTypeScriptExampleAgentSolvesATask(t *testing.T) {
 		t.Errorf("the agent's output:\n%s", out)
 	}
 	// proctor trace names the agent, and prints what it wrote with --logs.
-	if out, err := c.cli("trace", tr.ID); err != nil || !strings.Contains(out, "agent react-ts, build 1 (sha256:") {
+	if out, err := c.cli("trace", tr.ID); err != nil || !strings.Contains(out, "agent react-ts, build 1 (sha256:") ||
+		!regexp.MustCompile(`(?m)^2 model calls · 200 tokens in, 40 out · cost \$\d+\.\d{4} \(models \$0\.0003, environment \$\d+\.\d{4}\)$`).MatchString(out) {
 		t.Errorf("proctor trace: %v\n%s", err, out)
 	}
 	if out, err := c.cli("trace", tr.ID, "--logs"); err != nil || !regexp.MustCompile(`(?m)^agent:stderr\s+react-ts: 4 tools`).MatchString(out) ||

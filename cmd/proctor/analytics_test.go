@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/http"
 	"regexp"
 	"slices"
 	"strings"
@@ -230,6 +231,15 @@ func checkJobAnalytics(t *testing.T, c api, jobID, demo string) {
 	}
 	if trace.Trace.ID != traces.Items[0].ID || trace.Events.Status != "completed" || len(trace.Events.Events) < 3 || trace.Events.Events[0].Kind != "system_message" {
 		t.Errorf("trace --json = %+v", trace)
+	}
+	// proctor open prints a one-time sign-in link to a page of the web app; its page names the
+	// account (the browser test follows one through).
+	if out, err := c.cli("open", "traces/"+traces.Items[0].ID, "--print"); err != nil || !strings.HasPrefix(out, c.base+"/auth/link?page=traces%2F"+traces.Items[0].ID+"&token=pl-") {
+		t.Errorf("proctor open: %v\n%s", err, out)
+	} else if res, err := http.Get(strings.SplitN(out, "\n", 2)[0]); err != nil || res.StatusCode != 200 {
+		t.Errorf("the link's page: %v %v", res, err)
+	} else {
+		res.Body.Close()
 	}
 	type modelJSON struct {
 		ModelName string `json:"model_name"`

@@ -270,5 +270,7 @@ func clientCommands(stdout, stderr io.Writer) []*cobra.Command {
 		env,
 		withFlags(&cobra.Command{Use: "usage", Short: "Inference calls, environment time and cost per day", Args: noArgs}, cmdUsage(stdout, stderr)),
 		withFlags(&cobra.Command{Use: "instances ENV", Short: "An environment's sandboxes; stop some with --stop", Args: exactArgs(1)}, cmdInstances(stdout, stderr)),
+		withFlags(&cobra.Command{Use: "open [PAGE]", Short: "Print (and open) a one-time link that signs a browser in to the web app at PAGE (jobs/ID, traces/ID, …)",
+			Args: cobra.MaximumNArgs(1)}, cmdOpen(stdout, stderr)),
 	}
 }

@@ -632,6 +632,26 @@ await step("signout", async () => {
   await heading("Sign in").waitFor({ timeout: 10000 });
 });
 
+await step("sign-in-link", async () => {
+  // proctor open's link (POST /auth/link with the key, as the CLI asks): its page names the
+  // account and signs in only when asked to, then opens the page the link names; used, it is
+  // spent.
+  const r = await fetch(`${PROCTOR_URL}/auth/link`, {
+    method: "POST", headers: { Authorization: `Bearer ${PROCTOR_KEY}`, "Content-Type": "application/json" },
+    body: JSON.stringify({ page: `jobs/${unpublishedJob}` }),
+  });
+  if (!r.ok) throw new Error(`POST /auth/link = ${r.status} ${await r.text()}`);
+  const { url } = await r.json();
+  await page.goto(url);
+  await page.getByRole("heading", { name: "Sign in to Proctor" }).waitFor({ timeout: 10000 });
+  await audit("sign-in-link");
+  await page.getByRole("button", { name: /^Continue as / }).click();
+  await page.waitForURL(`${PROCTOR_URL}/#/jobs/${unpublishedJob}`, { timeout: 10000 });
+  await page.getByRole("heading", { level: 1, name: /demo/ }).waitFor({ timeout: 10000 });
+  await page.goto(url);
+  await page.getByRole("heading", { name: "This sign-in link cannot be used" }).waitFor({ timeout: 10000 });
+});
+
 await browser.close();
 console.log(JSON.stringify({ ok: failures.length === 0, failures, timings, longTrace }));
 process.exit(failures.length === 0 ? 0 : 1);
