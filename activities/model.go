@@ -129,11 +129,11 @@ func (a *Activities) sayOnce(key string) bool {
 	return !said
 }
 
-// conversation is one try's model-facing state on a worker.
 // unreachableTries is how many times a model step calls a model it cannot connect to before
 // the attempt ends in error: with the step's retry policy (1 s, doubling), about 7 s in all.
 const unreachableTries = 4
 
+// conversation is one try's model-facing state on a worker.
 type conversation struct {
 	mu        sync.Mutex
 	attempt   int
