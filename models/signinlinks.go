@@ -42,7 +42,7 @@ type SignInLinkFor struct {
 // PeekSignInLink says whom a live, unused link token signs in, without using it; a token that
 // is no link, was used, expired or whose key was revoked is ErrInvalidCredentials.
 func (s *Store) PeekSignInLink(ctx context.Context, token string) (*SignInLinkFor, error) {
-	sess, err := s.liveLink(ctx, s.DB, token)
+	sess, err := liveLink(ctx, s.DB, token)
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +67,7 @@ func (s *Store) PeekSignInLink(ctx context.Context, token string) (*SignInLinkFo
 func (s *Store) RedeemSignInLink(ctx context.Context, token string, ttl time.Duration) (*Session, string, error) {
 	var sess *Session
 	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		link, err := s.liveLink(ctx, tx, token)
+		link, err := liveLink(ctx, tx, token)
 		if err != nil {
 			return err
 		}
@@ -89,7 +89,7 @@ func (s *Store) RedeemSignInLink(ctx context.Context, token string, ttl time.Dur
 }
 
 // liveLink reads the session row of a live link token.
-func (s *Store) liveLink(ctx context.Context, db bun.IDB, token string) (*Session, error) {
+func liveLink(ctx context.Context, db bun.IDB, token string) (*Session, error) {
 	if !strings.HasPrefix(token, linkPrefix) {
 		return nil, ErrInvalidCredentials
 	}

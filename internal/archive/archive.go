@@ -296,26 +296,12 @@ func linkLeaves(name, target string) bool {
 	return path.IsAbs(target) || !filepath.IsLocal(path.Join(path.Dir(name), target))
 }
 
-// LinkOutside finds, among what keep keeps of dir (as WriteTar walks it), a symlink that a
+// LinkOutside finds, among what keep keeps of dir (walked as WriteTar walks it), a symlink that a
 // source archive may not hold because it leads out of the archive (an absolute target, or one
 // that climbs above dir), which extraction refuses: a client checks before it uploads. It
 // returns the first one's path (relative, with slashes) and target, or "" when there is none.
 func LinkOutside(dir string, keep func(rel string, isDir bool) bool) (rel, target string, err error) {
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == dir {
-			return err
-		}
-		r, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		r = filepath.ToSlash(r)
-		if keep != nil && !keep(r, d.IsDir()) {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
+	err = walkKept(dir, keep, func(p, r string, d fs.DirEntry) error {
 		if d.Type()&fs.ModeSymlink == 0 {
 			return nil
 		}
@@ -330,6 +316,29 @@ func LinkOutside(dir string, keep func(rel string, isDir bool) bool) (rel, targe
 		return nil
 	})
 	return rel, target, err
+}
+
+// walkKept walks what keep keeps of dir (all of it when keep is nil), dir itself aside, calling
+// fn with each entry's path and its path relative to dir (with slashes); a directory keep does
+// not keep is not walked.
+func walkKept(dir string, keep func(rel string, isDir bool) bool, fn func(p, rel string, d fs.DirEntry) error) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if keep != nil && !keep(rel, d.IsDir()) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		return fn(p, rel, d)
+	})
 }
 
 // localName is an entry's name as a clean path within the archive, or a refusal.
@@ -397,21 +406,7 @@ func emptyDir(dir string) {
 func WriteTar(w io.Writer, dir string, keep func(rel string, isDir bool) bool) (int, error) {
 	tw := tar.NewWriter(w)
 	files := 0
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == dir {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
-		if keep != nil && !keep(rel, d.IsDir()) {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
+	err := walkKept(dir, keep, func(p, rel string, d fs.DirEntry) error {
 		info, err := d.Info()
 		if err != nil {
 			return err
