@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -34,9 +35,19 @@ type bwrapMounts struct {
 	mounts   []bwrapMount
 	devNodes []string
 	hide     string
+	// gpuInfo, when set, covers the driver's per-GPU directory in /proc, showing only the
+	// sandbox's own GPUs there.
+	gpuInfo *gpuInfoMask
 	// writableRoot, when set, is the sandbox's own overlay of its image (writableroot.go),
 	// bound as its root, writable, instead of the image's read-only root.
 	writableRoot string
+}
+
+// gpuInfoMask covers dir (/proc/driver/nvidia/gpus) with an empty tmpfs and shows the entries
+// keep (bus locations) of it again.
+type gpuInfoMask struct {
+	dir  string
+	keep []string
 }
 
 // bwrapMount shows the host path src at dst, read-only unless writable.
@@ -88,6 +99,13 @@ func bwrapArgs(workDir string, spec Spec, m bwrapMounts, infoFD, blockFD int) []
 	for _, n := range m.devNodes {
 		args = append(args, "--dev-bind", n, filepath.Join("/dev", filepath.Base(n)))
 	}
+	if m.gpuInfo != nil {
+		args = append(args, "--tmpfs", m.gpuInfo.dir)
+		for _, bus := range m.gpuInfo.keep {
+			d := filepath.Join(m.gpuInfo.dir, bus)
+			args = append(args, "--ro-bind", d, d)
+		}
+	}
 	inside := workDir
 	if spec.RootFS != "" {
 		inside = WorkDirInImage
@@ -111,29 +129,56 @@ func bwrapArgs(workDir string, spec Spec, m bwrapMounts, infoFD, blockFD int) []
 	return append(args, "--")
 }
 
-// gpuDeviceNodes lists the device nodes under devDir that give access to the
-// GPUs ids: /dev/nvidia<id> for each numeric id and the shared control nodes,
-// those that exist. Ids that are not indexes (UUIDs, MIG ids) get no node of
-// their own: which node they live on is not knowable from the id alone.
-func gpuDeviceNodes(devDir string, ids []string) []string {
+// gpuNodes lists the device nodes that give access to the GPUs ids: /dev/nvidia<minor> for each
+// (the minor the driver gives, or the id itself where the driver is not read) and the shared
+// control nodes, those that exist. A MIG id gets no node of its own: which node it lives on is
+// not knowable from the id alone.
+func (p *Process) gpuNodes(ids []string) []string {
 	if len(ids) == 0 {
 		return nil
 	}
 	var names []string
 	for _, id := range ids {
-		if id != "" && strings.Trim(id, "0123456789") == "" {
+		if g, ok := p.gpuDevs[id]; ok {
+			names = append(names, "nvidia"+strconv.Itoa(g.minor))
+		} else if id != "" && strings.Trim(id, "0123456789") == "" {
 			names = append(names, "nvidia"+id)
 		}
 	}
 	names = append(names, "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools")
 	var nodes []string
 	for _, n := range names {
-		p := filepath.Join(devDir, n)
-		if _, err := os.Stat(p); err == nil {
-			nodes = append(nodes, p)
+		path := filepath.Join(p.devDir, n)
+		if _, err := os.Stat(path); err == nil {
+			nodes = append(nodes, path)
 		}
 	}
 	return nodes
+}
+
+// cudaNames are the names CUDA_VISIBLE_DEVICES gives the GPUs ids inside a sandbox: their UUIDs
+// where the driver was read (an index means another device once a sandbox sees only some of
+// them), else the ids.
+func (p *Process) cudaNames(ids []string) []string {
+	names := make([]string, len(ids))
+	for i, id := range ids {
+		names[i] = id
+		if g, ok := p.gpuDevs[id]; ok {
+			names[i] = g.uuid
+		}
+	}
+	return names
+}
+
+// gpuBuses are the driver's directory names (bus locations) of the GPUs ids.
+func (p *Process) gpuBuses(ids []string) []string {
+	var buses []string
+	for _, id := range ids {
+		if g, ok := p.gpuDevs[id]; ok {
+			buses = append(buses, g.bus)
+		}
+	}
+	return buses
 }
 
 // bwrapInfo is what bubblewrap writes to --info-fd once the sandbox's init

@@ -143,9 +143,13 @@ func TestSandboxCgroupGetsTheLimitsAskedFor(t *testing.T) {
 }
 
 func TestBubblewrapArguments(t *testing.T) {
-	args := strings.Join(bwrapArgs("/r/w", Spec{}, bwrapMounts{roBinds: []string{"/opt/env"}, devNodes: []string{"/dev/nvidia0"}, hide: "/r"}, 3, 0), " ")
+	gpuInfo := &gpuInfoMask{dir: "/proc/driver/nvidia/gpus", keep: []string{"0000:19:00.0"}}
+	args := strings.Join(bwrapArgs("/r/w", Spec{}, bwrapMounts{roBinds: []string{"/opt/env"}, devNodes: []string{"/dev/nvidia0"}, hide: "/r", gpuInfo: gpuInfo}, 3, 0), " ")
 	order := []string{"--ro-bind / /", "--dev /dev", "--proc /proc", "--tmpfs /tmp", "--unshare-net", "--ro-bind /opt/env /opt/env", "--tmpfs /r",
-		"--dev-bind /dev/nvidia0 /dev/nvidia0", "--bind /r/w /r/w", "--info-fd 3"}
+		"--dev-bind /dev/nvidia0 /dev/nvidia0",
+		// the driver's list of GPUs shows only the sandbox's own
+		"--tmpfs /proc/driver/nvidia/gpus", "--ro-bind /proc/driver/nvidia/gpus/0000:19:00.0 /proc/driver/nvidia/gpus/0000:19:00.0",
+		"--bind /r/w /r/w", "--info-fd 3"}
 	last := -1
 	for _, a := range order {
 		i := strings.Index(args, a)

@@ -1,8 +1,14 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -73,4 +79,86 @@ func (g *GPUPool) Free() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return len(g.ids) - len(g.inUse)
+}
+
+// nvidiaGPU is one NVIDIA GPU as its driver describes it in
+// /proc/driver/nvidia/gpus/<bus>/information.
+type nvidiaGPU struct {
+	bus   string // its PCI bus location, the directory's name (0000:18:00.0)
+	minor int    // its device node is /dev/nvidia<minor>
+	uuid  string // GPU-…, how CUDA and NVML name it wherever it is seen from
+}
+
+// nvidiaGPUs lists the GPUs the NVIDIA driver knows, read from procDir (/proc), in nvidia-smi's
+// index order (PCI bus order). A host without the driver has none and no error.
+//
+// The index a user configures (nvidia-smi's), the node's minor number and the index CUDA gives a
+// device are three numbers that agree on most hosts and not on all: a sandbox that sees only
+// some devices numbers them from 0 again. So the provider binds the node by the minor number the
+// driver gives and names the devices to CUDA by UUID, which means the same device everywhere.
+func nvidiaGPUs(procDir string) ([]nvidiaGPU, error) {
+	dir := filepath.Join(procDir, "driver", "nvidia", "gpus")
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("NVIDIA GPUs: %w", err)
+	}
+	var gpus []nvidiaGPU
+	for _, e := range entries { // ReadDir sorts by name: the bus order
+		b, err := os.ReadFile(filepath.Join(dir, e.Name(), "information"))
+		if err != nil {
+			return nil, fmt.Errorf("NVIDIA GPU %s: %w", e.Name(), err)
+		}
+		g := nvidiaGPU{bus: e.Name(), minor: -1}
+		for line := range strings.Lines(string(b)) {
+			key, val, ok := strings.Cut(line, ":")
+			if !ok {
+				continue
+			}
+			switch val = strings.TrimSpace(val); strings.TrimSpace(key) {
+			case "Device Minor":
+				if g.minor, err = strconv.Atoi(val); err != nil || g.minor < 0 {
+					return nil, fmt.Errorf("NVIDIA GPU %s: device minor %q", e.Name(), val)
+				}
+			case "GPU UUID":
+				g.uuid = val
+			}
+		}
+		if g.minor < 0 || !strings.HasPrefix(g.uuid, "GPU-") {
+			return nil, fmt.Errorf("NVIDIA GPU %s: no device minor or UUID in its information", e.Name())
+		}
+		gpus = append(gpus, g)
+	}
+	return gpus, nil
+}
+
+// resolveGPUs matches the configured GPU ids to the driver's GPUs: an index (nvidia-smi's) or a
+// UUID. An id that names no GPU of a host with the driver is a configuration error, said at
+// start rather than when a sandbox cannot use it. Other ids (MIG devices) and every id on a host
+// without the driver stay unresolved: they keep today's meaning (/dev/nvidia<id>, and the id as
+// CUDA_VISIBLE_DEVICES).
+func resolveGPUs(ids []string, gpus []nvidiaGPU) (map[string]nvidiaGPU, error) {
+	if len(gpus) == 0 || len(ids) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]nvidiaGPU, len(ids))
+	for _, id := range ids {
+		switch {
+		case strings.Trim(id, "0123456789") == "":
+			i, err := strconv.Atoi(id)
+			if err != nil || i >= len(gpus) {
+				return nil, fmt.Errorf("GPU %q: this host's driver lists %d GPU(s), indexes 0 to %d (nvidia-smi -L)", id, len(gpus), len(gpus)-1)
+			}
+			out[id] = gpus[i]
+		case strings.HasPrefix(id, "GPU-"):
+			i := slices.IndexFunc(gpus, func(g nvidiaGPU) bool { return strings.EqualFold(g.uuid, id) })
+			if i < 0 {
+				return nil, fmt.Errorf("GPU %q: no GPU of this host has that UUID (nvidia-smi -L)", id)
+			}
+			out[id] = gpus[i]
+		}
+	}
+	return out, nil
 }

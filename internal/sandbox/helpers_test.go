@@ -174,6 +174,9 @@ func newProvider(t *testing.T, isolation string, opts ...func(*ProcessOptions)) 
 		Isolation: isolation,
 		StopGrace: 2 * time.Second,
 		Logger:    slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
+		// A host without the NVIDIA driver, so that stand-in GPU ids mean the same on a GPU host;
+		// a test of the host's own GPUs says /proc.
+		procDir: t.TempDir(),
 	}
 	for _, f := range opts {
 		f(&o)

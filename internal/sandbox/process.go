@@ -39,10 +39,14 @@ type ProcessOptions struct {
 	// none; the default), "bubblewrap" (required: NewProcess fails without)
 	// or "none".
 	Isolation string
-	// GPUs are the device ids this host may hand out, e.g. from nvidia-smi;
+	// GPUs are the device ids this host may hand out: nvidia-smi's indexes or GPU UUIDs, matched
+	// to the NVIDIA driver's GPUs where it is installed (an id it does not list is an error);
 	// GPUType names their type (one type per provider).
 	GPUs    []string
 	GPUType string
+	// procDir is where the NVIDIA driver's GPU list is read (default /proc); tests point it
+	// elsewhere.
+	procDir string
 	// Logger receives the provider's and sandboxes' lifecycle logs;
 	// default slog.Default().
 	Logger *slog.Logger
@@ -110,7 +114,11 @@ type Process struct {
 	cpuLimit, memLimit string
 	devDir             string // where GPU device nodes live; tests point it elsewhere
 	gpus               *GPUPool
-	owner              *ownerDir // root is owner.path
+	gpuDevs            map[string]nvidiaGPU // configured GPU id → the driver's GPU, where known
+	// gpuInfo is the driver's per-GPU directory in the host's /proc, which bubblewrap sandboxes
+	// see only the entries of their own GPUs in ("" where there is none).
+	gpuInfo string
+	owner   *ownerDir // root is owner.path
 	// listenBy is how a Spec.Listen is honoured under bubblewrap: listenSetns, listenRelay
 	// (with relay) or "" (refused).
 	listenBy string
@@ -163,6 +171,19 @@ func NewProcess(opts ProcessOptions) (*Process, error) {
 	}
 	if p.gpus, err = NewGPUPool(opts.GPUs, opts.GPUType); err != nil {
 		return nil, err
+	}
+	if len(opts.GPUs) > 0 {
+		procDir := cmp.Or(opts.procDir, "/proc")
+		driver, err := nvidiaGPUs(procDir)
+		if err != nil {
+			return nil, err
+		}
+		if p.gpuDevs, err = resolveGPUs(opts.GPUs, driver); err != nil {
+			return nil, err
+		}
+		if len(driver) > 0 && procDir == "/proc" {
+			p.gpuInfo = "/proc/driver/nvidia/gpus"
+		}
 	}
 	isolation := cmp.Or(opts.Isolation, IsolationAuto)
 	limiter := cmp.Or(opts.Limiter, LimiterAuto)

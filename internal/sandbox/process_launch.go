@@ -339,7 +339,7 @@ func (p *Process) command(spec Spec, argv0, workDir, portDir string, devices []s
 	cmd := &exec.Cmd{
 		Path:   argv[0],
 		Args:   argv,
-		Env:    sandboxEnv(spec, homeDir(spec, workDir, p.isolation), devices),
+		Env:    sandboxEnv(spec, homeDir(spec, workDir, p.isolation), p.cudaNames(devices)),
 		Dir:    workDir,
 		Stdin:  pp.inR,
 		Stdout: pp.outW,
@@ -364,7 +364,10 @@ func (p *Process) command(spec Spec, argv0, workDir, portDir string, devices []s
 		// A sandbox that sees the host's root sees the sandbox root in it too: the other
 		// sandboxes' work dirs and sockets (this provider's and others') are hidden under an
 		// empty tmpfs, its own work dir mounted over that.
-		bm := bwrapMounts{roBinds: binds, mounts: mounts, devNodes: gpuDeviceNodes(p.devDir, devices), hide: filepath.Dir(p.root)}
+		bm := bwrapMounts{roBinds: binds, mounts: mounts, devNodes: p.gpuNodes(devices), hide: filepath.Dir(p.root)}
+		if p.gpuInfo != "" {
+			bm.gpuInfo = &gpuInfoMask{dir: p.gpuInfo, keep: p.gpuBuses(devices)}
+		}
 		if root != nil {
 			bm.writableRoot = root.merged()
 		}
@@ -375,7 +378,7 @@ func (p *Process) command(spec Spec, argv0, workDir, portDir string, devices []s
 		}
 		cmd.Path = p.bwrap
 		cmd.Args = append(append([]string{p.bwrap}, args...), argv...)
-	case p.pidNS:
+	case p.ownPidNS(devices):
 		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWPID
 	}
 	if cg != nil {
@@ -383,6 +386,15 @@ func (p *Process) command(spec Spec, argv0, workDir, portDir string, devices []s
 		cmd.SysProcAttr.CgroupFD = int(cg.fd.Fd())
 	}
 	return cmd
+}
+
+// ownPidNS says whether an unisolated sandbox given devices starts in a pid namespace of its
+// own. One given GPUs does not: without a mount namespace it sees the host's /proc, where its own
+// pids name other processes, and CUDA then fails to start (error 304, "OS call failed", seen on
+// an H200 host); bubblewrap mounts a /proc of the sandbox's own. Such a sandbox is stopped by its
+// session, as on hosts without pid namespaces.
+func (p *Process) ownPidNS(devices []string) bool {
+	return p.pidNS && len(devices) == 0
 }
 
 // identify records the started sandbox's init process and pid namespace, by which its processes
@@ -410,7 +422,7 @@ func (p *Process) identify(ctx context.Context, sb *processSandbox, infoR *os.Fi
 			}
 		}
 		sb.holdPidNS(init)
-	case p.pidNS:
+	case p.ownPidNS(sb.devices):
 		sb.holdPidNS(sb.cmd.Process.Pid) // now, while it surely runs
 	}
 	return nil
