@@ -35,6 +35,8 @@ type agentRecorder struct {
 	pending []agent.ToolCall
 	step    int
 	unnamed int
+	// sent holds the previous model call's request, which the next call's is stored against.
+	sent models.SentLog
 }
 
 // append writes events at the next seqs, in order.
@@ -75,6 +77,10 @@ func (rec *agentRecorder) Model(ctx context.Context, step int, protocol string, 
 		body["logprobs"], body["return_token_ids"] = json.RawMessage("true"), json.RawMessage("true")
 		sampling = samplingOf(body)
 	}
+	req, rerr := inference.ParseRequest(protocol, body)
+	if rerr != nil {
+		rec.a.workerLog(ctx, rec.try.TraceID, "agent model call %d: its request could not be read for the trace: %v", step, rerr)
+	}
 	call := inference.Call{Model: m, TeamID: rec.r.trace.TeamID, UserID: rec.r.launched.user, APIKeyID: rec.r.launched.key,
 		TraceID: &rec.r.trace.ID, Route: billing.RouteAgent}
 	started := time.Now().UTC()
@@ -105,14 +111,21 @@ func (rec *agentRecorder) Model(ctx context.Context, step int, protocol string, 
 			rec.a.log().WarnContext(ctx, "keep an agent's model call's tokens", "trace", rec.try.TraceID, "error", terr)
 		}
 	}
-	ev := rec.a.event(rec.try, 0, models.EventAssistant, out.Message.Content, models.AssistantEventData{
-		Step: step, Message: out.Message, Usage: res.Usage, Model: out.Model, TokensRef: tokensRef})
-	ev.StartedAt = started
+	data := models.AssistantEventData{Step: step, Message: out.Message, Usage: res.Usage, Model: out.Model, TokensRef: tokensRef}
 	end := time.Now().UTC()
-	ev.EndedAt = &end
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	rec.pending, rec.step = out.Message.ToolCalls, step
+	if rerr == nil {
+		// Stored against the request of the call recorded before it, whatever order calls made
+		// at once were sent in: what the trace rebuilds is what each call sent.
+		data.Sent = rec.sent.Next(req.Messages, req.Tools)
+		for i, m := range data.Sent.Messages {
+			data.Sent.Messages[i].Images = rec.a.keepImages(context.WithoutCancel(ctx), rec.try.TraceID, m.Images)
+		}
+	}
+	ev := rec.a.event(rec.try, 0, models.EventAssistant, out.Message.Content, data)
+	ev.StartedAt, ev.EndedAt = started, &end
 	if err := rec.append(ctx, ev); err != nil {
 		rec.a.log().WarnContext(ctx, "record an agent's model call", "trace", rec.try.TraceID, "error", err)
 	}

@@ -3,6 +3,7 @@ package models
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -107,6 +108,63 @@ type AssistantEventData struct {
 	// TokensRef names the call's kept tokens (a training policy's: ModelCallTokens.CallID);
 	// nil when none were kept.
 	TokensRef *uuid.UUID `json:"tokens_ref,omitempty"`
+	// Sent is what a brought agent sent the model in this call, kept as the gateway relayed it
+	// (nil for the built-in loop, whose requests are the trace's own events, and for a call
+	// whose request could not be read).
+	Sent *SentRequest `json:"sent,omitempty"`
+}
+
+// SentRequest is a brought agent's model call's request, stored against the call before it:
+// the messages after the first Kept of the previous call's request, which this one repeated
+// unchanged (all of them on the first call), and the tools when they changed. Its conversation is
+// rebuilt by [Rebuild], call by call; images are kept in object storage (their Key) as a tool
+// result's are, so a request that repeats an image stores nothing new.
+type SentRequest struct {
+	// Kept is how many leading messages of the previous call's request this one repeated.
+	Kept int `json:"kept"`
+	// Messages are the rest of this call's, as sent (a system prompt is a system message).
+	Messages []agent.Message `json:"messages"`
+	// Tools are the tools offered, when they are not the previous call's (absent: the same).
+	Tools *[]agent.Tool `json:"tools,omitempty"`
+}
+
+// SentLog is what a brought agent's model calls sent so far, for storing each call's request
+// against the one before it. The zero value is a log of no calls.
+type SentLog struct {
+	msgs    []string // the previous request's messages, each as JSON (an image by its digest)
+	tools   string
+	started bool
+}
+
+// Next is the SentRequest of a call whose request holds msgs and tools, stored against the
+// previous call's; the log then holds this one. The messages it returns are msgs' own.
+func (l *SentLog) Next(msgs []agent.Message, tools []agent.Tool) *SentRequest {
+	enc := make([]string, len(msgs))
+	for i, m := range msgs {
+		b, _ := json.Marshal(m) // an image's bytes are left out; its digest stays
+		enc[i] = string(b)
+	}
+	tb, _ := json.Marshal(tools)
+	kept := 0
+	for kept < len(enc) && kept < len(l.msgs) && enc[kept] == l.msgs[kept] {
+		kept++
+	}
+	out := &SentRequest{Kept: kept, Messages: msgs[kept:]}
+	if !l.started || string(tb) != l.tools {
+		out.Tools = &tools
+	}
+	l.msgs, l.tools, l.started = enc, string(tb), true
+	return out
+}
+
+// Rebuild is a call's whole request from the previous call's (prev, and its tools) and what
+// this one sent.
+func (s *SentRequest) Rebuild(prev []agent.Message, tools []agent.Tool) ([]agent.Message, []agent.Tool) {
+	msgs := append(slices.Clone(prev[:min(s.Kept, len(prev))]), s.Messages...)
+	if s.Tools != nil {
+		tools = *s.Tools
+	}
+	return msgs, tools
 }
 
 // The payload of each kind of trace event: an event's Data is the JSON of one of these, by its

@@ -298,6 +298,7 @@ func testBroughtAgent(t *testing.T, storeArgs []string, _ string) {
 	if !slices.Equal(kinds, want) {
 		t.Errorf("the trace's events (setup aside) = %v, want %v", kinds, want)
 	}
+	calls := 0
 	for _, e := range evs.Events {
 		switch e.Kind {
 		case "assistant_message":
@@ -309,11 +310,34 @@ func testBroughtAgent(t *testing.T, storeArgs []string, _ string) {
 				Message struct {
 					ToolCalls []struct{ ID, Name string } `json:"tool_calls"`
 				} `json:"message"`
+				Sent *struct {
+					Kept     int `json:"kept"`
+					Messages []struct {
+						Role       string `json:"role"`
+						Content    string `json:"content"`
+						ToolCallID string `json:"tool_call_id"`
+					} `json:"messages"`
+					Tools *[]struct{ Name string } `json:"tools"`
+				} `json:"sent"`
 			}
 			json.Unmarshal(e.Data, &d)
 			if d.Usage.InputTokens != 100 || d.Usage.OutputTokens != 20 {
 				t.Errorf("an assistant event's usage = %+v, want 100/20", d.Usage)
 			}
+			// What the agent sent: its own system prompt and the task, then (stored against that)
+			// the answer it repeated and its tool result, as text.
+			switch s := d.Sent; {
+			case s == nil:
+				t.Errorf("model call %d: its request is not recorded: %s", calls, e.Data)
+			case calls == 0 && (s.Kept != 0 || len(s.Messages) != 2 || s.Messages[0].Role != "system" ||
+				!strings.Contains(s.Messages[0].Content, "You solve the task with the tools you are given") || s.Messages[1].Role != "user" ||
+				s.Tools == nil || !slices.ContainsFunc(*s.Tools, func(t struct{ Name string }) bool { return t.Name == "add_todo" })):
+				t.Errorf("the first call sent %+v, want the react agent's system prompt, the task and its tools", s)
+			case calls == 1 && (s.Kept != 2 || len(s.Messages) != 2 || s.Messages[0].Role != "assistant" || s.Messages[1].Role != "tool" ||
+				s.Messages[1].ToolCallID != "call_0" || s.Tools != nil):
+				t.Errorf("the second call sent %+v, want 2 messages kept, then its answer and the tool's result, the same tools", s)
+			}
+			calls++
 		case "tool_call":
 			var d struct {
 				CallID    string         `json:"call_id"`
@@ -326,6 +350,33 @@ func testBroughtAgent(t *testing.T, storeArgs []string, _ string) {
 			}
 		}
 	}
+	if out, err := c.cli("trace", tr.ID); err != nil || !regexp.MustCompile(`(?m)^\s+sent\s+system ".+" · user ".+" · \d+ tool\(s\) offered$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^\s+sent\s+2 kept · assistant ".+" \(1 tool call\(s\)\) · tool call_0 "`).MatchString(out) {
+		t.Errorf("proctor trace does not say what the agent sent: %v\n%s", err, out)
+	}
+	// Its export is the conversation the model had: the agent's last request and its answer.
+	var of struct {
+		JobID string `json:"job_id"`
+	}
+	c.call("GET", "/v2/trace/"+tr.ID, nil, &of)
+	var exported struct {
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	if code, body := c.raw("GET", "/v2/jobs/"+of.JobID+"/export", nil); code != 200 || json.Unmarshal([]byte(body), &exported) != nil {
+		t.Errorf("export = %d %s", code, body)
+	} else if roles := func() (r []string) {
+		for _, m := range exported.Messages {
+			r = append(r, m.Role)
+		}
+		return r
+	}(); !slices.Equal(roles, []string{"system", "user", "assistant", "tool", "assistant"}) ||
+		!strings.Contains(string(exported.Messages[0].Content), "You solve the task with the tools you are given") {
+		t.Errorf("the export's conversation: %s, want the agent's system prompt, the task, its calls and result", body)
+	}
+
 	// The calls are metered and priced like any model call of an attempt.
 	var usage struct {
 		Items []struct {

@@ -104,6 +104,10 @@ func printEvent(stdout io.Writer, e eventRow) {
 		mark = fmt.Sprintf(" [try %d, superseded]", e.Attempt)
 	}
 	fmt.Fprintf(stdout, "%4d  %-17s %s%s\n", e.Seq, e.Kind, describeEvent(e.Kind, e.Text, e.Data), mark)
+	var d models.AssistantEventData
+	if e.Kind == models.EventAssistant && json.Unmarshal(e.Data, &d) == nil && d.Sent != nil {
+		fmt.Fprintf(stdout, "      %-17s %s\n", "sent", describeSent(d.Sent))
+	}
 	for _, im := range e.Images {
 		fmt.Fprintf(stdout, "      %-17s %s, %d bytes: %s\n", "image", im.MIMEType, im.Size, cmp.Or(im.URL, "(not kept)"))
 	}
@@ -278,6 +282,36 @@ func describeEvent(kind, text string, data json.RawMessage) string {
 		return oneLine(line, 240)
 	}
 	return oneLine(text, 160)
+}
+
+// describeSent is a line about what a brought agent sent the model in a call: how many messages
+// of its previous request it repeated, then each new one (its role and text), and its tools when
+// they changed.
+func describeSent(s *models.SentRequest) string {
+	var parts []string
+	if s.Kept > 0 {
+		parts = append(parts, fmt.Sprintf("%d kept", s.Kept))
+	}
+	for _, m := range s.Messages {
+		p := m.Role
+		if m.ToolCallID != "" {
+			p += " " + m.ToolCallID
+		}
+		if m.Content != "" {
+			p += fmt.Sprintf(" %q", oneLine(m.Content, 60))
+		}
+		if len(m.ToolCalls) > 0 {
+			p += fmt.Sprintf(" (%d tool call(s))", len(m.ToolCalls))
+		}
+		if len(m.Images) > 0 {
+			p += fmt.Sprintf(" [%d image(s)]", len(m.Images))
+		}
+		parts = append(parts, p)
+	}
+	if s.Tools != nil {
+		parts = append(parts, fmt.Sprintf("%d tool(s) offered", len(*s.Tools)))
+	}
+	return oneLine(strings.Join(parts, " · "), 400)
 }
 
 func compactJSON(v map[string]any) string {

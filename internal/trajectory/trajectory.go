@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -135,16 +136,15 @@ type KeptCall struct {
 // ImageURLs gives the URL an image is read at (a signed URL of the object keeping it), or "".
 type ImageURLs func(agent.Image) string
 
-// FromEvents rebuilds the conversation of events (one try's, in order).
+// FromEvents rebuilds the conversation of events (one try's, in order). A brought agent's is
+// what it sent: its last model call's request as the gateway relayed it, and that call's answer
+// (fromRequests); the built-in loop's is rebuilt from the turns, as the engine does before each
+// call.
 func FromEvents(events []models.TraceEvent, urls ImageURLs) (*Conversation, error) {
-	c := &Conversation{Messages: []Message{}, Tools: []Tool{}}
-	var pending []ContentPart // a run of tool results' images, sent after the run (as the adapter does)
-	flush := func() {
-		if len(pending) > 0 {
-			c.Messages = append(c.Messages, Message{Role: agent.RoleUser, Content: Content{Parts: pending}})
-			pending = nil
-		}
+	if c, ok, err := fromRequests(events, urls); ok || err != nil {
+		return c, err
 	}
+	c := newConversation(urls)
 	for _, e := range events {
 		turn, ok, err := e.Turn()
 		if err != nil {
@@ -154,56 +154,161 @@ func FromEvents(events []models.TraceEvent, urls ImageURLs) (*Conversation, erro
 			continue
 		}
 		if turn.System != nil {
-			c.Messages = append(c.Messages, Message{Role: agent.RoleSystem, Content: Content{Text: turn.System}})
+			c.add(agent.Message{Role: agent.RoleSystem, Content: *turn.System}, nil)
 			c.Tools = tools(turn.Tools)
 			continue
 		}
-		m := turn.Message
-		if m.Role != agent.RoleTool {
-			flush()
+		var step *int
+		if turn.Message.Role == agent.RoleAssistant {
+			c.count(e)
+			step = &turn.Step
 		}
-		switch m.Role {
-		case agent.RoleAssistant:
-			var d models.AssistantEventData
-			if err := e.DecodeData(&d); err == nil {
-				c.Usage.InputTokens += d.Usage.InputTokens
-				c.Usage.OutputTokens += d.Usage.OutputTokens
-				if d.TokensRef != nil {
-					c.Kept = append(c.Kept, KeptCall{MessageIndex: len(c.Messages), TokensRef: *d.TokensRef})
-				}
-			}
-			step := turn.Step
-			out := Message{Role: agent.RoleAssistant, Step: &step}
-			if m.Content != "" || len(m.ToolCalls) == 0 {
-				out.Content = Text(m.Content)
-			}
-			for _, tc := range m.ToolCalls {
-				out.ToolCalls = append(out.ToolCalls, ToolCall{ID: tc.ID, Type: "function", Function: FunctionCall{Name: tc.Name, Arguments: arguments(tc)}})
-			}
-			c.Messages = append(c.Messages, out)
-			c.Steps++
-		case agent.RoleTool:
-			text := m.Content
-			shown := 0
-			for _, im := range m.Images {
-				if url := urls(im); url != "" {
-					if shown == 0 {
-						pending = append(pending, ContentPart{Type: "text", Text: fmt.Sprintf("The image(s) of the result of call %s:", m.ToolCallID)})
-					}
-					pending = append(pending, ContentPart{Type: "image_url", ImageURL: &ImageURL{URL: url}})
-					shown++
-				}
-			}
-			if shown > 0 {
-				text += fmt.Sprintf("\n[%d image(s): in the next user message]", shown)
-			}
-			c.Messages = append(c.Messages, Message{Role: agent.RoleTool, Content: Text(text), ToolCallID: m.ToolCallID})
-		default:
-			c.Messages = append(c.Messages, Message{Role: m.Role, Content: Text(m.Content)})
-		}
+		c.add(*turn.Message, step)
 	}
-	flush()
-	return c, nil
+	return c.done(), nil
+}
+
+// fromRequests rebuilds a brought agent's conversation from the requests its model calls sent
+// (AssistantEventData.Sent): the last call's, then its answer. An assistant message the agent
+// repeated from an earlier answer carries that answer's step. ok is false when no call recorded
+// its request (the built-in loop's trace, or one written before requests were kept).
+func fromRequests(events []models.TraceEvent, urls ImageURLs) (_ *Conversation, ok bool, _ error) {
+	c := newConversation(urls)
+	var sent, last []agent.Message
+	var offered, lastTools []agent.Tool
+	steps := map[string]int{} // an answer, as answerKey has it → its step
+	lastStep := 0
+	for _, e := range events {
+		if e.Kind != models.EventAssistant {
+			continue
+		}
+		var d models.AssistantEventData
+		if err := e.DecodeData(&d); err != nil {
+			return nil, false, fmt.Errorf("the answer at seq %d: %w", e.Seq, err)
+		}
+		c.count(e)
+		steps[answerKey(d.Message)] = d.Step
+		if d.Sent == nil {
+			continue
+		}
+		ok = true
+		sent, offered = d.Sent.Rebuild(sent, offered)
+		last, lastTools, lastStep = append(slices.Clone(sent), d.Message), offered, d.Step
+	}
+	if !ok {
+		return nil, false, nil
+	}
+	c.Tools = tools(lastTools)
+	for i, m := range last {
+		var step *int
+		if i == len(last)-1 {
+			step = &lastStep
+		} else if s, found := steps[answerKey(m)]; found && m.Role == agent.RoleAssistant {
+			step = &s
+		}
+		c.add(m, step)
+	}
+	return c.done(), true, nil
+}
+
+// answerKey is what identifies an assistant message the agent sent back: its text and calls.
+func answerKey(m agent.Message) string {
+	b, _ := json.Marshal(agent.Message{Content: m.Content, ToolCalls: m.ToolCalls})
+	return string(b)
+}
+
+// builder puts a conversation together message by message.
+type builder struct {
+	*Conversation
+	urls    ImageURLs
+	tokens  map[int]uuid.UUID // a model call's step → its kept tokens
+	pending []ContentPart     // a run of tool results' images, sent after the run (as the adapter does)
+}
+
+func newConversation(urls ImageURLs) *builder {
+	return &builder{Conversation: &Conversation{Messages: []Message{}, Tools: []Tool{}}, urls: urls, tokens: map[int]uuid.UUID{}}
+}
+
+// count adds an assistant event's model call to the usage and the calls whose tokens were kept.
+func (c *builder) count(e models.TraceEvent) {
+	var d models.AssistantEventData
+	if err := e.DecodeData(&d); err != nil {
+		return
+	}
+	c.Usage.InputTokens += d.Usage.InputTokens
+	c.Usage.OutputTokens += d.Usage.OutputTokens
+	c.Steps++
+	if d.TokensRef != nil {
+		c.tokens[d.Step] = *d.TokensRef
+	}
+}
+
+// add appends m in OpenAI's format; step is an assistant message's model call, when known.
+func (c *builder) add(m agent.Message, step *int) {
+	if m.Role != agent.RoleTool {
+		c.flush()
+	}
+	switch m.Role {
+	case agent.RoleAssistant:
+		if step != nil {
+			if ref, ok := c.tokens[*step]; ok {
+				c.Kept = append(c.Kept, KeptCall{MessageIndex: len(c.Messages), TokensRef: ref})
+				delete(c.tokens, *step)
+			}
+		}
+		out := Message{Role: agent.RoleAssistant, Step: step}
+		if m.Content != "" || len(m.ToolCalls) == 0 {
+			out.Content = Text(m.Content)
+		}
+		for _, tc := range m.ToolCalls {
+			out.ToolCalls = append(out.ToolCalls, ToolCall{ID: tc.ID, Type: "function", Function: FunctionCall{Name: tc.Name, Arguments: arguments(tc)}})
+		}
+		c.Messages = append(c.Messages, out)
+	case agent.RoleTool:
+		text := m.Content
+		shown := 0
+		for _, im := range m.Images {
+			if url := c.urls(im); url != "" {
+				if shown == 0 {
+					c.pending = append(c.pending, ContentPart{Type: "text", Text: fmt.Sprintf("The image(s) of the result of call %s:", m.ToolCallID)})
+				}
+				c.pending = append(c.pending, ContentPart{Type: "image_url", ImageURL: &ImageURL{URL: url}})
+				shown++
+			}
+		}
+		if shown > 0 {
+			text += fmt.Sprintf("\n[%d image(s): in the next user message]", shown)
+		}
+		c.Messages = append(c.Messages, Message{Role: agent.RoleTool, Content: Text(text), ToolCallID: m.ToolCallID})
+	default:
+		// A message the agent sent with images (a user's, say) carries them as parts.
+		var parts []ContentPart
+		for _, im := range m.Images {
+			if url := c.urls(im); url != "" {
+				parts = append(parts, ContentPart{Type: "image_url", ImageURL: &ImageURL{URL: url}})
+			}
+		}
+		if len(parts) == 0 {
+			c.Messages = append(c.Messages, Message{Role: m.Role, Content: Text(m.Content)})
+			break
+		}
+		if m.Content != "" {
+			parts = append([]ContentPart{{Type: "text", Text: m.Content}}, parts...)
+		}
+		c.Messages = append(c.Messages, Message{Role: m.Role, Content: Content{Parts: parts}})
+	}
+}
+
+func (c *builder) flush() {
+	if len(c.pending) > 0 {
+		c.Messages = append(c.Messages, Message{Role: agent.RoleUser, Content: Content{Parts: c.pending}})
+		c.pending = nil
+	}
+}
+
+func (c *builder) done() *Conversation {
+	c.flush()
+	return c.Conversation
 }
 
 func tools(ts []agent.Tool) []Tool {

@@ -319,6 +319,7 @@ function EventDetails({ e, head }: { e: Event; head: boolean }) {
       )}
       {e.kind === "tool_result" && data.refused === true && <p className="error">Refused: the call never reached a tool (one the agent was not offered, or arguments that are no JSON object).</p>}
       {e.kind === "tool_result" && data.is_error === true && data.refused !== true && <p className="error">The tool reported an error.</p>}
+      {e.kind === "assistant_message" && data.sent != null && <Sent sent={data.sent as SentRequest} />}
       {body}
       {e.images && e.images.length > 0 && <Images images={e.images} />}
       {Object.keys(data).length > 0 && (
@@ -328,6 +329,38 @@ function EventDetails({ e, head }: { e: Event; head: boolean }) {
         </details>
       )}
     </div>
+  );
+}
+
+/** SentRequest is what a brought agent sent the model in a call (AssistantEventData.sent):
+ * the messages after the first `kept` of its previous request, and its tools when they changed. */
+type SentRequest = {
+  kept: number;
+  messages: { role: string; content?: string; tool_call_id?: string; tool_calls?: { name: string }[]; images?: unknown[] }[];
+  tools?: { name: string }[] | null;
+};
+
+/** Sent shows what a brought agent sent the model before this answer: what the model saw. */
+function Sent({ sent }: { sent: SentRequest }) {
+  const n = sent.messages.length;
+  return (
+    <details className="sent">
+      <summary>
+        What the agent sent: {sent.kept > 0 ? `${sent.kept} message${sent.kept === 1 ? "" : "s"} as before, then ` : ""}
+        {n} new message{n === 1 ? "" : "s"}
+        {sent.tools != null ? ` · ${sent.tools.length} tool${sent.tools.length === 1 ? "" : "s"} offered` : ""}
+      </summary>
+      {sent.messages.map((m, i) => (
+        <div key={i} className="sent-message">
+          <span className="kind">{m.role}</span>
+          {m.tool_call_id && <span className="muted"> · result of {m.tool_call_id}</span>}
+          {m.tool_calls && m.tool_calls.length > 0 && <span className="muted"> · calls {m.tool_calls.map((c) => c.name).join(", ")}</span>}
+          {m.images && m.images.length > 0 && <span className="muted"> · {m.images.length} image{m.images.length === 1 ? "" : "s"}</span>}
+          {m.content && <Text text={m.content} />}
+        </div>
+      ))}
+      {sent.tools != null && sent.tools.length > 0 && <p className="muted">Tools: {sent.tools.map((t) => t.name).join(", ")}</p>}
+    </details>
   );
 }
 
