@@ -54,6 +54,8 @@ type BuildConfig struct {
 	// Shell is the path of the static shell server (cmd/proctor-shell) that builds asking for
 	// it (models.BuildOptions.ShellServer) add to their image. Empty: such builds fail.
 	Shell string
+	// Cache keeps Go builds' images on this worker's disk for identical sources (nil: none).
+	Cache *BuildCache
 }
 
 // BuildInput names a build.

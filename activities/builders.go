@@ -140,6 +140,19 @@ func (gb goBuilder) build(ctx context.Context, job buildJob) (string, []string, 
 	if sealed, err := gb.a.registry().BuildSecrets(ctx, job.build.ID); err == nil && len(sealed) > 0 {
 		fmt.Fprintf(job.log, "build secrets: %d given; a Go build does not use them (a Dockerfile's RUN steps do)\n", len(sealed))
 	}
+	cache, key := gb.a.Build.Cache, ""
+	if cache != nil {
+		var kerr error
+		if key, kerr = cache.cacheKey(ctx, gb.a.Build, job); kerr != nil {
+			fmt.Fprintf(job.log, "build cache: not used: %v\n", kerr)
+			cache = nil
+		} else if job.build.Options.NoCache {
+			fmt.Fprintln(job.log, "build cache: no_cache: built anew")
+		} else if got, ok := cache.load(key, job); ok {
+			fmt.Fprintf(job.log, "build cache: this worker built the same source with the same options and toolchain before: its image %s is reused (no_cache builds anew)\n", got.Digest)
+			return got.Digest, got.Command, nil
+		}
+	}
 	img, err := image.BuildGo(ctx, image.GoSpec{Dir: module, Package: pkg, GOPROXY: gb.a.Build.GOPROXY,
 		EnvServer: gb.a.Build.EnvServer, Root: job.src, Log: job.log})
 	if errors.Is(err, image.ErrBuild) {
@@ -149,7 +162,16 @@ func (gb goBuilder) build(ctx context.Context, job buildJob) (string, []string, 
 		return "", nil, err
 	}
 	digest, err := writeImage(img, job.ref, job.imagePath)
-	return digest, []string{image.Entrypoint}, err
+	if err != nil {
+		return "", nil, err
+	}
+	command := []string{image.Entrypoint}
+	if cache != nil {
+		if err := cache.store(key, img, cachedBuild{Digest: digest, Command: command}); err != nil {
+			fmt.Fprintf(job.log, "build cache: the image was not kept: %v\n", err)
+		}
+	}
+	return digest, command, nil
 }
 
 // writeImage writes img, named ref, as an OCI archive at path and returns its digest.

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -441,6 +442,15 @@ func testDeployFromSource(t *testing.T, storeArgs []string, dbURL string) {
 	second := c.waitBuild(c.deploy(ootSource, map[string]any{"registry_id": registry, "name": "todo-oot", "runtime_provider": "container"})["id"].(string))
 	if second["status"] != "succeeded" || second["version"] != 2.0 {
 		t.Fatalf("second build = %v", second)
+	}
+	// The same files again (written anew, at other times) are not compiled again: the worker's
+	// build cache has their image.
+	var secondLog struct{ Logs []struct{ Line string } }
+	c.call("GET", "/v2/builds/"+second["id"].(string)+"/logs?limit=5000", nil, &secondLog)
+	if second["digest"] != b["digest"] || !slices.ContainsFunc(secondLog.Logs, func(l struct{ Line string }) bool {
+		return strings.HasPrefix(l.Line, "build cache: this worker built the same source") && strings.Contains(l.Line, b["digest"].(string))
+	}) {
+		t.Errorf("a second build of the same source = %v, want digest %v, its log saying the cached image was reused: %+v", second, b["digest"], secondLog.Logs)
 	}
 	var reg struct {
 		LatestBuildID string `json:"latest_build_id"`

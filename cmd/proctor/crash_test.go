@@ -106,13 +106,7 @@ func testStoppedWorker(t *testing.T, bin string, storeArgs []string, dbURL strin
 	defer func() { second.Process.Signal(syscall.SIGTERM); second.Wait() }()
 	sum := c.waitJob(launched.JobID, nil)
 	if sig == syscall.SIGTERM {
-		// Told by the drained worker, the attempts started again at once: not after the 20 s a
-		// lost host is waited for.
-		took := time.Since(stopAt)
-		t.Logf("every attempt done %s after the stop", took.Round(time.Millisecond))
-		if took > 15*time.Second {
-			t.Errorf("the attempts took %s after the drain to finish; the abandoned ones waited out the host-lost timeout", took)
-		}
+		t.Logf("every attempt done %s after the stop", time.Since(stopAt).Round(time.Millisecond))
 	}
 	if owners, _ := filepath.Glob(filepath.Join(dataDir, "sandboxes-first", "owner-*")); len(owners) != 1 {
 		t.Errorf("the sandbox root holds %v; want only the running worker's directory", owners)
@@ -156,6 +150,13 @@ func testStoppedWorker(t *testing.T, bin string, storeArgs []string, dbURL strin
 		}
 		if len(all.Events) > len(ev.Events) {
 			retried++
+			// Told by the drained worker, the attempt started again at once: its try ended for
+			// the worker's signal, not after the 20 s a lost host is waited for.
+			var logs struct{ Logs string }
+			c.call("GET", "/v2/trace/"+tr.ID+"/logs", nil, &logs)
+			if sig == syscall.SIGTERM && !strings.Contains(logs.Logs, "stopped with the sandbox): retrying in a fresh sandbox") {
+				t.Errorf("trace %s: its try did not end for the drained worker's signal:\n%s", tr.ID, logs.Logs)
+			}
 			for _, e := range all.Events {
 				if e.Attempt == 1 && !e.Superseded {
 					t.Errorf("trace %s: an event of the failed try is not marked superseded", tr.ID)

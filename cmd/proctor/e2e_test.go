@@ -473,11 +473,18 @@ func TestProductionProcessesOnPostgres(t *testing.T) {
 	}
 	_, serverMetrics, _ := get(t, base+"/metrics", "scrape-token")
 	_, workerMetrics, _ := get(t, "http://"+metricsAddr+"/metrics", "")
+	// A sandbox per try: an attempt a loaded machine retried (its host taken for lost) started two.
+	tries := 0
+	for _, tr := range c.traces(launched.JobID) {
+		var one struct{ Attempt int }
+		c.call("GET", "/v2/trace/"+tr.ID, nil, &one)
+		tries += one.Attempt
+	}
 	for _, want := range []struct{ body, line string }{
 		{serverMetrics, `proctor_http_requests_total{method="POST",route="/v2/rollouts/run_list",status="201"} 1`},
 		{serverMetrics, `proctor_http_request_duration_seconds_count{method="GET",route="/v2/jobs/{job_id}/summary"}`},
 		{serverMetrics, `go_goroutines `},
-		{workerMetrics, `proctor_sandboxes_started_total{provider="process",queue="sandboxes-cpu"} 9`},
+		{workerMetrics, fmt.Sprintf(`proctor_sandboxes_started_total{provider="process",queue="sandboxes-cpu"} %d`, tries)},
 		{workerMetrics, `proctor_attempts_ended_total{status="completed"} 9`},
 		{workerMetrics, `proctor_sandboxes_live{provider="process"} 0`},
 		// The Temporal SDK's own, from each process's client.

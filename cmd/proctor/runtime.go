@@ -75,6 +75,9 @@ func startRuntime(tc *ptemporal.Client, store *models.Store, bucket blob.Bucket,
 		acts.Build = &activities.BuildConfig{Bucket: bucket, Dir: cfg.BuildDir, GOPROXY: cfg.BuildGOPROXY, EnvServer: envServer,
 			Limits: archive.Limits{MaxBytes: cfg.BuildMaxSourceBytes, MaxEntries: cfg.BuildMaxSourceEntries}}
 		acts.Build.Shell = besideSelf(cfg.ShellServer, "proctor-shell")
+		if cfg.BuildCacheDir != "off" {
+			acts.Build.Cache = &activities.BuildCache{Dir: cfg.BuildCacheDir}
+		}
 		// A bundled build packages the binary that serves the examples: proctor-examples beside
 		// this one, or this one (`proctor example-env NAME`).
 		if exe, err := executable(); err == nil {

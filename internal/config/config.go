@@ -72,6 +72,9 @@ type Config struct {
 	// module proxy Go builds use (empty: the worker's GOPROXY).
 	BuildDir     string
 	BuildGOPROXY string
+	// BuildCacheDir keeps Go builds' images for identical sources (activities.BuildCache):
+	// default <user cache dir>/proctor/builds; "off" keeps none.
+	BuildCacheDir string
 	// BuildEnvServerDir is the envserver module (a directory) Go builds supply to a source that
 	// requires it without carrying it (empty: the envserver of the checkout this process runs
 	// from, if any).
@@ -220,6 +223,7 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", int64(envInt("PROCTOR_MAX_BODY_BYTES", int(d.MaxBodyBytes))), "largest accepted request body (env PROCTOR_MAX_BODY_BYTES)")
 	fs.IntVar(&c.MaxJobAttempts, "max-job-attempts", envInt("PROCTOR_MAX_JOB_ATTEMPTS", d.MaxJobAttempts), "most attempts one run_list request may launch (env PROCTOR_MAX_JOB_ATTEMPTS)")
 	str(&c.BuildDir, "build-dir", "PROCTOR_BUILD_DIR", "", "directory for builds and unpacked images (dev default: <data-dir>/builds; else a temp dir)")
+	str(&c.BuildCacheDir, "build-cache-dir", "PROCTOR_BUILD_CACHE_DIR", "", "where a build worker keeps the images of Go builds, reused by a build of the same source, options and toolchain (default: <user cache dir>/proctor/builds; off: none)")
 	str(&c.BuildGOPROXY, "build-goproxy", "PROCTOR_BUILD_GOPROXY", "", "module proxy Go environment builds use, or off for vendored sources only (default: the worker's GOPROXY)")
 	str(&c.BuildEnvServerDir, "build-envserver-dir", "PROCTOR_BUILD_ENVSERVER_DIR", "", "the envserver module (a directory) Go builds supply to a source that requires it without vendoring it (default: the checkout's envserver when run from one)")
 	fs.Int64Var(&c.BuildMaxSourceBytes, "build-max-source-bytes", int64(envInt("PROCTOR_BUILD_MAX_SOURCE_BYTES", 1<<30)), "most bytes an uploaded source may unpack to; more fails the build (env PROCTOR_BUILD_MAX_SOURCE_BYTES)")
@@ -328,6 +332,13 @@ func (c *Config) RequireProduction(needBlob bool) error {
 func (c *Config) finish() error {
 	if c.BuildDir == "" {
 		c.BuildDir = filepath.Join(os.TempDir(), "proctor-builds")
+	}
+	if c.BuildCacheDir == "" {
+		if dir, err := os.UserCacheDir(); err == nil {
+			c.BuildCacheDir = filepath.Join(dir, "proctor", "builds")
+		} else {
+			c.BuildCacheDir = filepath.Join(os.TempDir(), "proctor-build-cache")
+		}
 	}
 	if c.PublicURL == "" {
 		c.PublicURL = "http://" + c.HTTPAddr

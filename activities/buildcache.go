@@ -1,0 +1,196 @@
+package activities
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/proctorhq/proctor/internal/image"
+)
+
+// BuildCache keeps the images of Go builds on a build worker's disk, named by everything that
+// decides them: the unpacked source's files (paths, modes and contents; not their times), the
+// build options that change what is built, the Go
+// toolchain, the module proxy and the envserver supplied to a source without it. A build of a
+// source this worker has built before with the same of those takes its image from the cache, and
+// its log says so: a redeploy of unchanged source, or the examples `proctor dev` deploys on a first
+// start, cost a copy instead of a compile. A build that asks for no_cache builds anew (and
+// refreshes the entry). Only Go builds are kept: a Dockerfile's RUN steps reach the network and
+// change with it, and go.sum pins what a Go build fetches.
+//
+// The cache serves every team's builds on the host: an entry is found only by a source's exact
+// files, which whoever finds it has uploaded.
+type BuildCache struct {
+	// Dir holds the entries, a directory each (created).
+	Dir string
+	// Max is how many entries are kept (default 32); the least recently used go first.
+	Max int
+
+	once      sync.Once
+	toolchain string // the Go toolchain's version and target, read once
+	envServer string // the digest of the supplied envserver's files, read once
+	err       error
+}
+
+// cachedBuild is what an entry holds beside its image: what the build returned.
+type cachedBuild struct {
+	Digest  string   `json:"digest"`
+	Command []string `json:"command"`
+}
+
+// cacheKey names the entry of a Go build of job.
+func (c *BuildCache) cacheKey(ctx context.Context, cfg *BuildConfig, job buildJob) (string, error) {
+	c.once.Do(func() {
+		out, err := exec.CommandContext(ctx, "go", "env", "GOVERSION", "GOARCH").Output()
+		if err != nil {
+			c.err = fmt.Errorf("the Go toolchain's version: %w", err)
+			return
+		}
+		c.toolchain = strings.Join(strings.Fields(string(out)), " ")
+		if cfg.EnvServer != "" {
+			c.envServer, c.err = treeDigest(cfg.EnvServer)
+		}
+	})
+	if c.err != nil {
+		return "", c.err
+	}
+	source, err := treeDigest(job.src)
+	if err != nil {
+		return "", err
+	}
+	o := job.build.Options
+	b, err := json.Marshal(struct {
+		V                    int               `json:"v"`
+		Source               string            `json:"source"`
+		Entry                string            `json:"entry"`
+		BuildArgs            map[string]string `json:"build_args"`
+		EnvironmentVariables map[string]string `json:"environment_variables"`
+		Toolchain            string            `json:"toolchain"`
+		GOPROXY              string            `json:"goproxy"`
+		EnvServer            string            `json:"envserver"`
+	}{1, source, o.EntryFolder, o.BuildArgs, o.EnvironmentVariables, c.toolchain, cfg.GOPROXY, c.envServer})
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// load writes the image of entry key, named job.ref, to job.imagePath and returns what the build
+// returned; ok is false when there is no such entry (or it cannot be read: it is then built).
+func (c *BuildCache) load(key string, job buildJob) (_ cachedBuild, ok bool) {
+	dir := filepath.Join(c.Dir, key)
+	var got cachedBuild
+	b, err := os.ReadFile(filepath.Join(dir, "build.json"))
+	if err != nil || json.Unmarshal(b, &got) != nil {
+		return got, false
+	}
+	layout, err := os.MkdirTemp(job.work, "cached-")
+	if err != nil {
+		return got, false
+	}
+	img, err := image.ReadArchive(filepath.Join(dir, "image.oci.tar"), layout, "")
+	if err != nil {
+		return got, false
+	}
+	// The archive names the image (its ref), which is this build's: written anew, from the
+	// stored layers as they are.
+	digest, err := writeImage(img, job.ref, job.imagePath)
+	if err != nil || digest != got.Digest {
+		return got, false
+	}
+	now := time.Now()
+	os.Chtimes(dir, now, now) //nolint:errcheck // only the eviction order
+	return got, true
+}
+
+// store keeps img (its layers compressed once already) as entry key, then drops the least
+// recently used entries beyond Max.
+func (c *BuildCache) store(key string, img v1.Image, got cachedBuild) error {
+	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(c.Dir, ".new-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	if _, err := writeImage(img, "", filepath.Join(tmp, "image.oci.tar")); err != nil {
+		return err
+	}
+	b, _ := json.Marshal(got)
+	if err := os.WriteFile(filepath.Join(tmp, "build.json"), b, 0o600); err != nil {
+		return err
+	}
+	dir := filepath.Join(c.Dir, key)
+	os.RemoveAll(dir) //nolint:errcheck // a no_cache build's refresh; the rename says if it failed
+	if err := os.Rename(tmp, dir); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return c.evict()
+}
+
+// evict removes the least recently used entries beyond Max.
+func (c *BuildCache) evict() error {
+	entries, err := os.ReadDir(c.Dir)
+	if err != nil {
+		return err
+	}
+	type entry struct {
+		name string
+		used time.Time
+	}
+	var kept []entry
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+			kept = append(kept, entry{e.Name(), info.ModTime()})
+		}
+	}
+	slices.SortFunc(kept, func(a, b entry) int { return b.used.Compare(a.used) })
+	for _, e := range kept[min(len(kept), cmp.Or(c.Max, 32)):] {
+		os.RemoveAll(filepath.Join(c.Dir, e.name)) //nolint:errcheck // tried again at the next store
+	}
+	return nil
+}
+
+// treeDigest is a digest of the files under dir: their paths, modes and contents.
+func treeDigest(dir string) (string, error) {
+	h := sha256.New()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		fmt.Fprintf(h, "%s\x00%o\x00", filepath.ToSlash(rel), info.Mode())
+		if !info.Mode().IsRegular() {
+			return nil
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(h, f)
+		return err
+	})
+	return hex.EncodeToString(h.Sum(nil)), err
+}
