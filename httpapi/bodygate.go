@@ -108,6 +108,7 @@ func (s *Server) readBody(api huma.API) func(huma.Context, func(huma.Context)) {
 				return
 			}
 			defer release()
+			body.startNow()
 			next(bodyContext{humaContext: ctx, body: body})
 			body.lift()
 			return
@@ -129,6 +130,7 @@ func (s *Server) readBody(api huma.API) func(huma.Context, func(huma.Context)) {
 			return
 		}
 		defer release()
+		body.startNow()
 		buf, status, msg := readAllWithin(body, r.ContentLength, limit)
 		body.lift()
 		if status != 0 {
@@ -346,6 +348,11 @@ func bodyError(err error, what string) error {
 }
 
 const slowBody = "the request body arrived too slowly: after a few seconds' grace it must keep to a minimum rate"
+
+// startNow starts the body's clock: when the server begins to read it, not when the request
+// arrived. A request that waited for its turn (the budget of bodies read at once) was kept waiting
+// by the server, not by a slow client, and is not refused as slow for it.
+func (m *minRateReader) startNow() { m.start = time.Now() }
 
 // lift ends the read deadline once the body is read (see above).
 func (m *minRateReader) lift() { m.setDeadline(time.Time{}) } //nolint:errcheck

@@ -192,6 +192,45 @@ func TestBodiesInFlightAreBounded(t *testing.T) {
 	}
 }
 
+// A request kept waiting for room (the server's doing, not the client's) is not then refused as a
+// slow body: the body's clock starts when the server begins to read it. (Under CI load, the
+// flood test's forms waited past their grace and were answered 408.)
+func TestAWaitForRoomIsNotCountedAgainstTheBody(t *testing.T) {
+	// At 4 KiB/s the holder's 32 KiB, sent at once, are on time for 8 s: past the probe's wait
+	// (3 s) and the waiter's (1.5 s). The waiter's body, past the 4 KiB read with its headers, is
+	// due within 1 s of its arrival if its clock ran while it waited.
+	const budget, grace, wait = 64 << 10, 50 * time.Millisecond, 1500 * time.Millisecond
+	f := newFixture(t, storetest.Open(t, models.SQLite), Options{BodyBytesInFlight: budget, BodyWait: 3 * time.Second, BodyGrace: grace, BodyMinRate: 4 << 10})
+	holder := openRequest(t, f, "POST", "/v2/tasks/upload", "Bearer "+f.key, "application/json", budget)
+	io.WriteString(holder.c, strings.Repeat(" ", budget/2)) //nolint:errcheck
+	// Once the holder's body is being read (a probe finds no room), a small upload waits for its room.
+	for range 20 {
+		if r := f.do("POST", "/v2/tasks/upload", "key", strings.NewReader(`{"taskset_name": "probe", "tasks": [{"name": "a", "prompt": "p"}]}`)); r.status == http.StatusServiceUnavailable {
+			break
+		}
+	}
+	// A body larger than what the server reads with the headers (4 KiB): the rest is read from the
+	// connection, under the body's deadline.
+	tasks := make([]string, 300)
+	for i := range tasks {
+		tasks[i] = fmt.Sprintf(`{"name": "t%03d", "prompt": "p"}`, i)
+	}
+	waited := `{"taskset_name": "waited", "tasks": [` + strings.Join(tasks, ",") + `]}`
+	waiting := make(chan response, 1)
+	go func() { waiting <- f.do("POST", "/v2/tasks/upload", "key", strings.NewReader(waited)) }()
+	time.Sleep(wait) // the wait to outlast: past the grace, with the whole body sent
+	select {
+	case r := <-waiting:
+		t.Fatalf("the upload was answered while the budget was taken: %d %.300s", r.status, r.body)
+	default:
+	}
+	io.WriteString(holder.c, strings.Repeat(" ", budget/2)) //nolint:errcheck
+	wantStatus(t, "the holder's body of spaces", holder.answer(), http.StatusBadRequest)
+	if r := <-waiting; r.status != http.StatusCreated {
+		t.Errorf("an upload that waited %s for room = %d %.300s, want 201", wait, r.status, r.body)
+	}
+}
+
 // One caller holds at most half the budget: a member whose large bodies trickle in is refused a
 // third at once, while another member's body is read.
 func TestOneCallerHoldsAtMostHalfTheBodyBudget(t *testing.T) {
