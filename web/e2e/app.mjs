@@ -105,11 +105,22 @@ await step("jobs", async () => {
   const errRow = page.getByRole("row").filter({ has: page.locator(`a[href="#/jobs/${ERR_JOB}"]`) });
   await errRow.getByText("completed · 4 errors").waitFor({ timeout: 10000 });
   const errCells = await errRow.getByRole("cell").allTextContents();
-  // Cells: compare, job, status, progress, errors …
-  if (errCells[4] !== "4") fail(`the errored job's Errors cell reads ${JSON.stringify(errCells[4])}, want "4" (row: ${errCells.join(" | ")})`);
+  // Cells: compare, job, agent, model, status, progress, errors, mean reward, cost, duration …
+  if (errCells[6] !== "4") fail(`the errored job's Errors cell reads ${JSON.stringify(errCells[6])}, want "4" (row: ${errCells.join(" | ")})`);
   const demoCells = await page.getByRole("row").filter({ has: page.getByRole("link", { name: JOB_NAME }) }).getByRole("cell").allTextContents();
-  if (demoCells[2] !== "completed" || demoCells[4] !== "0") fail(`the demo job's row reads ${demoCells.join(" | ")}, want completed with 0 errors`);
+  if (demoCells[2] !== "built-in" || demoCells[3] === "" || demoCells[4] !== "completed" || demoCells[6] !== "0" || !/\d/.test(demoCells[9])) {
+    fail(`the demo job's row reads ${demoCells.join(" | ")}, want the built-in agent, its model, completed with 0 errors and a duration`);
+  }
   await audit("jobs");
+  // Sorted by errors, the errored job comes first; filtered by a name, only that job is left.
+  await page.getByRole("button", { name: "Errors" }).click();
+  await page.waitForFunction((id) => document.querySelector("tbody tr a")?.getAttribute("href") === `#/jobs/${id}`, ERR_JOB, { timeout: 5000 })
+    .catch(() => fail("sorted by errors, the errored job is not first"));
+  await page.getByLabel("Filter jobs").fill(JOB_NAME);
+  await page.waitForFunction(() => document.querySelectorAll("tbody tr").length === 1, null, { timeout: 5000 })
+    .catch(() => fail(`filtered by ${JOB_NAME}, the list does not hold that job alone`));
+  await page.getByLabel("Filter jobs").fill("");
+  await page.getByRole("button", { name: /^Created/ }).click();
   // Filtered by a taskset with no jobs yet, the list is empty; back to all, the job is there.
   await page.getByLabel("Taskset").selectOption({ label: "live-demo" });
   await page.getByText("No jobs yet.").waitFor({ timeout: 10000 });
@@ -388,10 +399,12 @@ await step("long-trace", async () => {
   await audit("trace-long");
 
   // Search filters the rows and marks the matches; the two-line argument shows as two lines.
+  // (Rows of a try a loaded machine retried are shown too, marked superseded: they are left out.)
+  const liveRows = () => page.locator(".steps > li:not(.superseded)");
   longTrace.search_ms = await timeRender({ search: "add_todo", until: [".steps > li", 10, "lt"] });
-  const found = await stepRows().count();
+  const found = await liveRows().count();
   if (found < 1 || found > 3) fail(`searching add_todo shows ${found} rows, want the step that calls it (and the prompts that name it)`);
-  const addRow = stepRows().filter({ has: page.locator(".call", { hasText: /^add_todo\(/ }) });
+  const addRow = liveRows().filter({ has: page.locator(".call", { hasText: /^add_todo\(/ }) });
   await waitCount("rows that call add_todo", addRow, 1);
   await addRow.locator("mark").first().waitFor({ timeout: 5000 });
   await addRow.locator(".step-head").click();
@@ -402,6 +415,15 @@ await step("long-trace", async () => {
   if ((await details.locator(".json").first().textContent()).includes("line one\\nline two")) fail("the two-line argument shows its line break escaped");
   await page.getByLabel("Search steps").fill("list_todos");
   await page.waitForFunction((n) => { const c = document.querySelectorAll(".steps > li").length; return c > 300 && c < n; }, want, { timeout: 5000 }).catch(() => fail("searching list_todos does not narrow the rows to the tool's steps"));
+  // tool:NAME keeps the steps that call the tool, not the prompts that name it; the arrows go from
+  // match to match, opening each.
+  await page.getByLabel("Search steps").fill("tool:add_todo");
+  await waitCount("rows of tool:add_todo", liveRows(), 1);
+  await page.getByLabel("Search steps").fill("tool:list_todos kind:tool_result");
+  await page.waitForFunction((n) => { const c = document.querySelectorAll(".steps > li").length; return c > 300 && c < n; }, want, { timeout: 5000 }).catch(() => fail("tool:list_todos kind:tool_result does not narrow the rows to the tool's steps"));
+  for (let i = 0; i < 2; i++) await page.getByRole("button", { name: "Next match" }).click();
+  await page.getByText(/ · match 2 of \d+/).waitFor({ timeout: 5000 }).catch(() => fail("the next-match arrow does not say which match it is on"));
+  if (await page.locator(".steps > li").nth(1).locator('.step-head[aria-expanded="true"]').count() !== 1) fail("the second match is not opened by the arrow");
   await page.getByLabel("Search steps").fill("");
   await waitCount("rows after clearing the search", stepRows(), want);
 
@@ -418,6 +440,9 @@ await step("long-trace", async () => {
   longTrace.expand_all_ms = await timeRender({ click: "Expand all", until: ['.steps .step-head[aria-expanded="true"]', want] });
   await waitCount("expanded rows", page.locator('.steps .step-head[aria-expanded="true"]'), want, 15000);
   longTrace.scroll_expanded = await measureScroll();
+  // Expanded, ten steps take under three screens: arrays and small objects stay on one line.
+  longTrace.expanded_px_per_10_steps = Math.round((longTrace.scroll_expanded.height_px / want) * 10);
+  if (longTrace.expanded_px_per_10_steps > 3 * 900) fail(`expanded, ten steps take ${longTrace.expanded_px_per_10_steps} px, over three 900 px screens`);
   longTrace.collapse_all_ms = await timeRender({ click: "Collapse all", until: ['.steps .step-head[aria-expanded="true"]', 0] });
   await waitCount("expanded rows after collapse all", page.locator('.steps .step-head[aria-expanded="true"]'), 0);
 });

@@ -110,7 +110,7 @@ export function Trace({ id, signedIn, onUnauthorized }: { id: string; signedIn: 
         selected={view}
         onSelect={setView}
       >
-        {view === "timeline" && <Trajectory events={events} traceError={trace.error} />}
+        {view === "timeline" && <Trajectory key={trace.id} events={events} traceError={trace.error} />}
         {view === "env" && <EnvLogs id={trace.id} live={live} onUnauthorized={onUnauthorized} />}
         {view === "runner" && <RunnerLogs id={trace.id} live={live} onUnauthorized={onUnauthorized} />}
         {view === "related" && <Related id={trace.id} onUnauthorized={onUnauthorized} />}

@@ -29,6 +29,9 @@ export type Step = {
   images: Image[];
   /** haystack is the step's searchable text, lower-cased once. */
   haystack: string;
+  /** tools are the names of the tools the step called, kinds its events' kinds (lower-cased). */
+  tools: string[];
+  kinds: string[];
 };
 
 const stepKinds = new Set(["assistant_message", "tool_call", "tool_result"]);
@@ -56,7 +59,7 @@ export function toSteps(events: Event[]): Step[] {
     let s = byKey.get(key);
     if (!s) {
       // Steps count from 1 for a reader; data.step counts from 0.
-      s = { key, label: grouped ? `step ${(n as number) + 1}` : e.kind.replace(/_/g, " "), events: [], calls: [], superseded: false, error: false, images: [], haystack: "" };
+      s = { key, label: grouped ? `step ${(n as number) + 1}` : e.kind.replace(/_/g, " "), events: [], calls: [], superseded: false, error: false, images: [], haystack: "", tools: [], kinds: [] };
       byKey.set(key, s);
     }
     s.events.push(e);
@@ -82,6 +85,8 @@ export function toSteps(events: Event[]): Step[] {
       const u = s.assistant.data?.usage as { input_tokens?: number; output_tokens?: number } | undefined;
       if (u && (u.input_tokens || u.output_tokens)) s.tokens = { input: u.input_tokens ?? 0, output: u.output_tokens ?? 0 };
     }
+    s.kinds = [...new Set(s.events.map((e) => e.kind))];
+    s.tools = [...new Set(s.calls.map((c) => String(c.call?.data?.name ?? c.result?.data?.name ?? c.call?.text ?? "").toLowerCase()).filter(Boolean))];
     s.haystack = s.events
       .map((e) => `${e.kind} ${e.text} ${e.kind === "tool_call" ? JSON.stringify(e.data?.arguments ?? {}) : ""}${e.kind === "evaluate" ? evaluationWords(e.data?.result) : ""}`)
       .join("\n")
@@ -98,7 +103,10 @@ export function Trajectory({ events, traceError }: { events: Event[]; traceError
   const deferred = useDeferredValue(query.trim().toLowerCase());
   const [open, setOpen] = useState<ReadonlySet<string>>(() => new Set());
   const [jump, setJump] = useState<{ key: string; n: number }>();
-  const shown = useMemo(() => (deferred ? steps.filter((s) => s.haystack.includes(deferred)) : steps), [steps, deferred]);
+  const search = useMemo(() => parseSearch(deferred), [deferred]);
+  const shown = useMemo(() => (deferred ? steps.filter((s) => matches(s, search)) : steps), [steps, deferred, search]);
+  const [at, setAt] = useState(-1); // the match last jumped to, in shown
+  useEffect(() => setAt(-1), [deferred]);
   const firstError = steps.find((s) => s.error && !s.superseded) ?? steps.find((s) => s.error);
   const toggle = useCallback(
     (key: string) =>
@@ -121,12 +129,37 @@ export function Trajectory({ events, traceError }: { events: Event[]; traceError
     el?.querySelector<HTMLButtonElement>(".step-head")?.focus({ preventScroll: true });
   }, [jump]);
   const last = steps[steps.length - 1];
+  const step = (by: number) => {
+    if (shown.length === 0) return;
+    const next = (at + by + shown.length) % shown.length;
+    setAt(next);
+    setOpen((prev) => new Set(prev).add(shown[next].key));
+    setJump((j) => ({ key: shown[next].key, n: (j?.n ?? 0) + 1 }));
+  };
+  const totals = useMemo(() => steps.reduce((t, s) => (s.tokens && !s.superseded ? { input: t.input + s.tokens.input, output: t.output + s.tokens.output } : t), { input: 0, output: 0 }), [steps]);
   return (
     <>
       <div className="inline trajectory-tools" role="group" aria-label="Trajectory tools">
         <label>
-          Search steps <input type="search" value={query} onChange={(e) => setQuery(e.target.value)} />
+          Search steps{" "}
+          <input
+            type="search"
+            value={query}
+            onChange={(e) => setQuery(e.target.value)}
+            title='Words match whole words of the text, calls and results; tool:NAME keeps the steps that call that tool, kind:KIND those with an event of that kind (tool_result, error…); "a phrase" matches as written'
+            placeholder="words, tool:NAME, kind:KIND"
+          />
         </label>
+        {deferred && (
+          <>
+            <button type="button" className="secondary" disabled={shown.length === 0} onClick={() => step(-1)} aria-label="Previous match">
+              ↑
+            </button>
+            <button type="button" className="secondary" disabled={shown.length === 0} onClick={() => step(1)} aria-label="Next match">
+              ↓
+            </button>
+          </>
+        )}
         <button type="button" className="secondary" onClick={() => setOpen(new Set(shown.map((s) => s.key)))}>
           Expand all
         </button>
@@ -146,14 +179,48 @@ export function Trajectory({ events, traceError }: { events: Event[]; traceError
         </button>
       </div>
       <p className="muted" aria-live="polite">
-        {deferred ? `${shown.length} of ${steps.length} steps match` : `${steps.length} steps, ${events.length} events`}
+        {deferred
+          ? `${shown.length} of ${steps.length} steps match${at >= 0 ? ` · match ${at + 1} of ${shown.length}` : ""}`
+          : `${steps.length} steps, ${events.length} events`}
+        {totals.input + totals.output > 0 && ` · ${totals.input.toLocaleString()} tokens in, ${totals.output.toLocaleString()} out`}
       </p>
       <ol className="steps" aria-label="Trajectory">
         {shown.map((s) => (
-          <StepRow key={s.key} step={s} expanded={open.has(s.key)} onToggle={toggle} query={deferred} />
+          <StepRow key={s.key} step={s} expanded={open.has(s.key)} onToggle={toggle} query={search.highlight} />
         ))}
       </ol>
     </>
+  );
+}
+
+/** Search is a parsed search: whole words and phrases to find in a step's text, and the tools and
+ * event kinds it must have. */
+type Search = { words: RegExp[]; tools: string[]; kinds: string[]; highlight: string };
+
+export function parseSearch(q: string): Search {
+  const out: Search = { words: [], tools: [], kinds: [], highlight: "" };
+  const escape = (w: string) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  for (const m of q.matchAll(/"([^"]+)"|(\S+)/g)) {
+    const [, phrase, word] = m;
+    if (phrase) {
+      out.words.push(new RegExp(escape(phrase)));
+      out.highlight ||= phrase;
+    } else if (word.startsWith("tool:") && word.length > 5) out.tools.push(word.slice(5));
+    else if (word.startsWith("kind:") && word.length > 5) out.kinds.push(word.slice(5));
+    else {
+      out.words.push(new RegExp(`(^|[^\\p{L}\\p{N}_])${escape(word)}($|[^\\p{L}\\p{N}_])`, "u"));
+      out.highlight ||= word;
+    }
+  }
+  return out;
+}
+
+/** matches says whether a step has everything a search asks for. */
+export function matches(s: Step, q: Search): boolean {
+  return (
+    q.tools.every((t) => s.tools.includes(t)) &&
+    q.kinds.every((k) => s.kinds.some((kind) => kind === k || kind.startsWith(k))) &&
+    q.words.every((w) => w.test(s.haystack))
   );
 }
 
@@ -299,12 +366,16 @@ function callOutcome(result: unknown): unknown {
 
 function EventDetails({ e, head }: { e: Event; head: boolean }) {
   const data = e.data ?? {};
+  const [raw, setRaw] = useState(false);
   const markdown = e.kind === "user_message" || e.kind === "assistant_message" || e.kind === "system_message";
+  const calls = (data.message as { tool_calls?: unknown[] } | undefined)?.tool_calls;
+  // Within a step's heading line: a call's arguments that fit on it, and the raw data's toggle.
+  const inlineArgs = head && e.kind === "tool_call" ? compact(data.arguments ?? {}, 80) : undefined;
   let body: ReactNode;
-  if (e.kind === "tool_call") body = <JsonView value={data.arguments ?? {}} label={`Arguments of ${e.text}`} />;
+  if (e.kind === "tool_call") body = inlineArgs === undefined && <JsonView value={data.arguments ?? {}} label={`Arguments of ${e.text}`} />;
+  else if (e.kind === "assistant_message" && !e.text && head && calls?.length) body = null; // its calls follow in the step
   else if (markdown && e.text) body = <div className="md" dangerouslySetInnerHTML={{ __html: DOMPurify.sanitize(marked.parse(e.text, { async: false })) }} />;
   else if (e.kind === "assistant_message") {
-    const calls = (data.message as { tool_calls?: unknown[] } | undefined)?.tool_calls;
     body = <p className="muted">{calls ? `(no text; ${calls.length} tool call${calls.length === 1 ? "" : "s"})` : "(an empty answer)"}</p>;
   } else if (e.kind === "evaluate") body = <JsonView value={{ reward: data.reward ?? null, result: callOutcome(data.result) }} label={`Evaluation ${e.text}`} />;
   else if (e.kind === "setup") body = <JsonView value={{ arguments: (data.call as { arguments?: unknown } | undefined)?.arguments ?? null, result: callOutcome(data.result) }} label={`Setup ${e.text}`} />;
@@ -314,6 +385,17 @@ function EventDetails({ e, head }: { e: Event; head: boolean }) {
       {head && (
         <div className="event-head">
           <span className="seq">#{e.seq}</span> <span className="kind">{e.kind.replace(/_/g, " ")}</span>
+          {(e.kind === "tool_call" || e.kind === "tool_result") && data.name != null && <code className="tool-name"> {String(data.name)}</code>}
+          {inlineArgs !== undefined && <code aria-label={`Arguments of ${e.text}`}> {inlineArgs}</code>}
+          {e.kind === "assistant_message" && !e.text && calls?.length ? <span className="muted"> · no text, {calls.length} tool call{calls.length === 1 ? "" : "s"}</span> : null}
+          {Object.keys(data).length > 0 && (
+            <>
+              {" "}
+              <button type="button" className="linklike raw-toggle" aria-expanded={raw} onClick={() => setRaw((r) => !r)}>
+                raw data
+              </button>
+            </>
+          )}
           {span(e) !== undefined && <span className="muted"> · {fmtMs(span(e) as number)}</span>}
         </div>
       )}
@@ -322,12 +404,13 @@ function EventDetails({ e, head }: { e: Event; head: boolean }) {
       {e.kind === "assistant_message" && data.sent != null && <Sent sent={data.sent as SentRequest} />}
       {body}
       {e.images && e.images.length > 0 && <Images images={e.images} />}
-      {Object.keys(data).length > 0 && (
+      {!head && Object.keys(data).length > 0 && (
         <details>
           <summary>raw data</summary>
           <pre>{JSON.stringify(data, null, 2)}</pre>
         </details>
       )}
+      {head && raw && <pre>{JSON.stringify(data, null, 2)}</pre>}
     </div>
   );
 }
@@ -388,9 +471,65 @@ export function JsonView({ value, label }: { value: unknown; label?: string }) {
   );
 }
 
+/** inlineWidth is how wide a value may be written on one line: arrays of numbers (a board, a
+ * vector) and small objects stay on the line of their key rather than taking a line each. */
+const inlineWidth = 100;
+
+/** compact is a value's JSON on one line, with a space after commas and colons; undefined when
+ * it holds a string with line breaks (shown as lines) or runs past width. */
+function compact(v: unknown, width: number): string | undefined {
+  if (typeof v === "string") return v.includes("\n") ? undefined : JSON.stringify(v);
+  if (v === null || typeof v !== "object") return JSON.stringify(v) ?? "null";
+  const parts: string[] = [];
+  let len = 2;
+  for (const [k, x] of Array.isArray(v) ? v.map((x, i) => [i, x] as const) : Object.entries(v as Record<string, unknown>)) {
+    const c = compact(x, width - len);
+    if (c === undefined) return undefined;
+    const part = Array.isArray(v) ? c : `${JSON.stringify(k)}: ${c}`;
+    len += part.length + 2;
+    if (len > width) return undefined;
+    parts.push(part);
+  }
+  return Array.isArray(v) ? `[${parts.join(", ")}]` : `{${parts.join(", ")}}`;
+}
+
+/** inline is a value on one line as a node, its strings with line breaks as blocks of lines in
+ * it (a todo whose title has two lines takes two lines, not seven), with the width its widest
+ * line takes; undefined past width. */
+function inline(v: unknown, width: number): { node: ReactNode; width: number } | undefined {
+  if (typeof v === "string" && v.includes("\n")) {
+    const w = Math.max(...v.split("\n").map((l) => l.length)) + 2;
+    return w <= width ? { node: <span className="lines">{v}</span>, width: w } : undefined;
+  }
+  if (v === null || typeof v !== "object") {
+    const c = compact(v, width);
+    return c === undefined ? undefined : { node: c, width: c.length };
+  }
+  const nodes: ReactNode[] = [];
+  let used = 2;
+  const entries = Array.isArray(v) ? v.map((x, i) => [String(i), x] as const) : Object.entries(v as Record<string, unknown>);
+  for (const [i, [k, x]] of entries.entries()) {
+    const key = Array.isArray(v) ? "" : `${JSON.stringify(k)}: `;
+    const part = inline(x, width - used - key.length);
+    if (part === undefined) return undefined;
+    used += key.length + part.width + 2;
+    if (used > width) return undefined;
+    nodes.push(
+      <span key={k}>
+        {i > 0 && ", "}
+        {key}
+        {part.node}
+      </span>,
+    );
+  }
+  return { node: <>{Array.isArray(v) ? "[" : "{"}{nodes}{Array.isArray(v) ? "]" : "}"}</>, width: used };
+}
+
 function renderJson(v: unknown, indent: string): ReactNode {
   if (typeof v === "string") return v.includes("\n") ? <span className="lines">{v}</span> : JSON.stringify(v);
   if (v === null || typeof v !== "object") return JSON.stringify(v) ?? "null";
+  const one = inline(v, inlineWidth - indent.length);
+  if (one !== undefined) return one.node;
   const inner = `${indent}  `;
   if (Array.isArray(v)) {
     if (v.length === 0) return "[]";
