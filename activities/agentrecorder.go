@@ -128,6 +128,8 @@ func (rec *agentRecorder) Model(ctx context.Context, step int, protocol string, 
 	ev.StartedAt, ev.EndedAt = started, &end
 	if err := rec.append(ctx, ev); err != nil {
 		rec.a.log().WarnContext(ctx, "record an agent's model call", "trace", rec.try.TraceID, "error", err)
+		// The next call's request is then stored whole, not against one the trace lacks.
+		rec.sent = models.SentLog{}
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -41,11 +42,13 @@ type BuildCache struct {
 	// Max is how many entries are kept (default 32); the least recently used go first.
 	Max int
 
-	once      sync.Once
-	toolchain string // the Go toolchain's version and target, read once
-	envServer string // the digest of the supplied envserver's files, read once
-	err       error
+	mu        sync.Mutex
+	toolchain string // the Go toolchain's version, target and settings, once read
+	envServer string // the digest of the supplied envserver's files, once read
 }
+
+// toolchainVars are the go command's settings that change what a build makes or fetches.
+var toolchainVars = []string{"GOVERSION", "GOARCH", "GOAMD64", "GOARM64", "GOEXPERIMENT", "GOFLAGS", "GOPRIVATE", "GONOPROXY", "GONOSUMDB", "GOSUMDB", "GOINSECURE"}
 
 // cachedBuild is what an entry holds beside its image: what the build returned.
 type cachedBuild struct {
@@ -55,19 +58,21 @@ type cachedBuild struct {
 
 // cacheKey names the entry of a Go build of job.
 func (c *BuildCache) cacheKey(ctx context.Context, cfg *BuildConfig, job buildJob) (string, error) {
-	c.once.Do(func() {
-		out, err := exec.CommandContext(ctx, "go", "env", "GOVERSION", "GOARCH").Output()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.toolchain == "" {
+		// Read once; a failure is not kept (the next build asks again).
+		out, err := exec.CommandContext(ctx, "go", append([]string{"env"}, toolchainVars...)...).Output()
 		if err != nil {
-			c.err = fmt.Errorf("the Go toolchain's version: %w", err)
-			return
+			return "", fmt.Errorf("the Go toolchain's settings: %w", err)
 		}
-		c.toolchain = strings.Join(strings.Fields(string(out)), " ")
+		envServer := ""
 		if cfg.EnvServer != "" {
-			c.envServer, c.err = treeDigest(cfg.EnvServer)
+			if envServer, err = treeDigest(cfg.EnvServer); err != nil {
+				return "", err
+			}
 		}
-	})
-	if c.err != nil {
-		return "", c.err
+		c.toolchain, c.envServer = runtime.GOARCH+"\n"+string(out), envServer
 	}
 	source, err := treeDigest(job.src)
 	if err != nil {
@@ -157,7 +162,15 @@ func (c *BuildCache) evict() error {
 	}
 	var kept []entry
 	for _, e := range entries {
-		if info, err := e.Info(); err == nil && e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+		info, err := e.Info()
+		switch {
+		case err != nil || !e.IsDir():
+		case strings.HasPrefix(e.Name(), ".new-"):
+			// A store that a killed process left half done.
+			if time.Since(info.ModTime()) > time.Hour {
+				os.RemoveAll(filepath.Join(c.Dir, e.Name())) //nolint:errcheck // tried again at the next store
+			}
+		default:
 			kept = append(kept, entry{e.Name(), info.ModTime()})
 		}
 	}
@@ -180,10 +193,21 @@ func treeDigest(dir string) (string, error) {
 			return err
 		}
 		rel, _ := filepath.Rel(dir, p)
-		fmt.Fprintf(h, "%s\x00%o\x00", filepath.ToSlash(rel), info.Mode())
-		if !info.Mode().IsRegular() {
+		// Each entry's header names its length (or its link's target), so that no two trees
+		// write the same bytes.
+		switch {
+		case info.Mode()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(h, "%q %o -> %q\n", filepath.ToSlash(rel), info.Mode(), target)
+			return nil
+		case !info.Mode().IsRegular():
+			fmt.Fprintf(h, "%q %o\n", filepath.ToSlash(rel), info.Mode())
 			return nil
 		}
+		fmt.Fprintf(h, "%q %o %d\n", filepath.ToSlash(rel), info.Mode(), info.Size())
 		f, err := os.Open(p)
 		if err != nil {
 			return err

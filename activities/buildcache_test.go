@@ -63,6 +63,20 @@ func TestTheBuildCacheKeepsImagesByWhatDecidesThem(t *testing.T) {
 			j.src = other
 			return j, cfg
 		},
+		"a link elsewhere": func() (buildJob, *BuildConfig) {
+			other := t.TempDir()
+			os.WriteFile(filepath.Join(other, "main.go"), []byte("package main\n\nfunc main() {}\n"), 0o644)
+			os.Symlink("main.go", filepath.Join(other, "link"))
+			j := job("e:1", first.build.Options)
+			j.src = other
+			k1, _ := cache.cacheKey(t.Context(), cfg, j)
+			os.Remove(filepath.Join(other, "link"))
+			os.Symlink("elsewhere.go", filepath.Join(other, "link"))
+			if k2, _ := cache.cacheKey(t.Context(), cfg, j); k1 == k2 {
+				t.Error("two links to different files give one key")
+			}
+			return j, cfg
+		},
 		"another entry folder": func() (buildJob, *BuildConfig) { return job("e:1", models.BuildOptions{EntryFolder: "cmd"}), cfg },
 		"a build arg": func() (buildJob, *BuildConfig) {
 			return job("e:1", models.BuildOptions{BuildArgs: map[string]string{"A": "1"}}), cfg

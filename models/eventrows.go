@@ -137,7 +137,7 @@ type SentLog struct {
 }
 
 // Next is the SentRequest of a call whose request holds msgs and tools, stored against the
-// previous call's; the log then holds this one. The messages it returns are msgs' own.
+// previous call's; the log then holds this one.
 func (l *SentLog) Next(msgs []agent.Message, tools []agent.Tool) *SentRequest {
 	enc := make([]string, len(msgs))
 	for i, m := range msgs {
@@ -149,7 +149,7 @@ func (l *SentLog) Next(msgs []agent.Message, tools []agent.Tool) *SentRequest {
 	for kept < len(enc) && kept < len(l.msgs) && enc[kept] == l.msgs[kept] {
 		kept++
 	}
-	out := &SentRequest{Kept: kept, Messages: msgs[kept:]}
+	out := &SentRequest{Kept: kept, Messages: append([]agent.Message{}, msgs[kept:]...)}
 	if !l.started || string(tb) != l.tools {
 		out.Tools = &tools
 	}

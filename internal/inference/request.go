@@ -14,8 +14,9 @@ import (
 // the conversation (its system prompt first, as OpenAI's chat format carries it; Anthropic's
 // system field becomes that message) and the tools it offered. Images sent inline (data URLs,
 // base64 sources) are decoded, to be kept in object storage; an image sent by URL is a line of the
-// message's text ("[image: URL]"); a part of another kind (audio, a file, a thinking block) is a
-// line naming its type.
+// message's text ("[image: URL]"); a part of another kind (audio, a file) is a line naming its
+// type. Anthropic's thinking blocks, handed back with earlier answers, are left out, as they are
+// from the recorded answers.
 type Request struct {
 	Messages []agent.Message
 	Tools    []agent.Tool
@@ -132,6 +133,9 @@ func parseAnthropicRequest(body map[string]json.RawMessage) (Request, error) {
 			switch p.Type {
 			case "tool_use":
 				out.ToolCalls = append(out.ToolCalls, toolCall(p.ID, p.Name, p.Input))
+			case "thinking", "redacted_thinking":
+				// The model's own reasoning, handed back: not a message of the conversation
+				// (the answer it came with is recorded without it too).
 			case "tool_result":
 				r := agent.Message{Role: agent.RoleTool, ToolCallID: p.ToolUseID, IsError: p.IsError}
 				var err error

@@ -64,7 +64,7 @@ func TestARequestIsReadAsTheAgentSentIt(t *testing.T) {
 			Request{Messages: []agent.Message{
 				{Role: "system", Content: "You are terse."},
 				{Role: "user", Content: "What is here?", Images: []agent.Image{image}},
-				{Role: "assistant", Content: "[thinking part]\nLooking.", ToolCalls: []agent.ToolCall{{ID: "c1", Name: "look", Arguments: map[string]any{"at": "door"}}}},
+				{Role: "assistant", Content: "Looking.", ToolCalls: []agent.ToolCall{{ID: "c1", Name: "look", Arguments: map[string]any{"at": "door"}}}},
 				{Role: "tool", ToolCallID: "c1", Content: "no door", Images: []agent.Image{image}, IsError: true},
 				{Role: "user", Content: "Go on."},
 				{Role: "user", Content: "Hurry."},

@@ -160,5 +160,15 @@ func resolveGPUs(ids []string, gpus []nvidiaGPU) (map[string]nvidiaGPU, error) {
 			out[id] = gpus[i]
 		}
 	}
+	// Two ids of one GPU (its index and its UUID) would hand it to two sandboxes.
+	byBus := map[string]string{}
+	for _, id := range ids {
+		if g, ok := out[id]; ok {
+			if other, seen := byBus[g.bus]; seen {
+				return nil, fmt.Errorf("GPUs %q and %q are the same GPU (%s)", other, id, g.uuid)
+			}
+			byBus[g.bus] = id
+		}
+	}
 	return out, nil
 }

@@ -147,6 +147,7 @@ func TestConfiguredGPUsAreMatchedToTheDriversGPUs(t *testing.T) {
 		{[]string{"GPU-1", "MIG-abc"}, map[string]nvidiaGPU{"GPU-1": want[2]}, ""},
 		{[]string{"3"}, nil, `GPU "3": this host's driver lists 3 GPU(s), indexes 0 to 2`},
 		{[]string{"GPU-7"}, nil, `GPU "GPU-7": no GPU of this host has that UUID`},
+		{[]string{"2", "GPU-1"}, nil, `GPUs "2" and "GPU-1" are the same GPU`},
 	}
 	for _, tt := range tests {
 		got, err := resolveGPUs(tt.ids, gpus)

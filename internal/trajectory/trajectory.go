@@ -176,7 +176,7 @@ func fromRequests(events []models.TraceEvent, urls ImageURLs) (_ *Conversation, 
 	c := newConversation(urls)
 	var sent, last []agent.Message
 	var offered, lastTools []agent.Tool
-	steps := map[string]int{} // an answer, as answerKey has it → its step
+	steps := map[string][]int{} // an answer, as answerKey has it → its steps, in order
 	lastStep := 0
 	for _, e := range events {
 		if e.Kind != models.EventAssistant {
@@ -187,7 +187,7 @@ func fromRequests(events []models.TraceEvent, urls ImageURLs) (_ *Conversation, 
 			return nil, false, fmt.Errorf("the answer at seq %d: %w", e.Seq, err)
 		}
 		c.count(e)
-		steps[answerKey(d.Message)] = d.Step
+		steps[answerKey(d.Message)] = append(steps[answerKey(d.Message)], d.Step)
 		if d.Sent == nil {
 			continue
 		}
@@ -199,12 +199,17 @@ func fromRequests(events []models.TraceEvent, urls ImageURLs) (_ *Conversation, 
 		return nil, false, nil
 	}
 	c.Tools = tools(lastTools)
+	// The last answer is its call's; the answers the agent repeated take the earliest step of
+	// the same words not yet taken (two calls may have answered alike).
+	final := answerKey(last[len(last)-1])
+	steps[final] = slices.DeleteFunc(steps[final], func(s int) bool { return s == lastStep })
 	for i, m := range last {
 		var step *int
 		if i == len(last)-1 {
 			step = &lastStep
-		} else if s, found := steps[answerKey(m)]; found && m.Role == agent.RoleAssistant {
-			step = &s
+		} else if k := answerKey(m); m.Role == agent.RoleAssistant && len(steps[k]) > 0 {
+			s := steps[k][0]
+			steps[k], step = steps[k][1:], &s
 		}
 		c.add(m, step)
 	}

@@ -148,3 +148,26 @@ func check(t *testing.T, conv *Conversation, want []Message) {
 		t.Errorf("messages =\n%s\nwant\n%s", g, w)
 	}
 }
+
+func TestAnswersAlikeKeepTheirOwnSteps(t *testing.T) {
+	done := agent.Message{Role: agent.RoleAssistant, Content: "Done."}
+	first, second := uuid.New(), uuid.New()
+	var tr agentTrace
+	ask := []agent.Message{{Role: agent.RoleUser, Content: "Say done."}}
+	tr.call(t, 0, ask, nil, done, &first)
+	tr.call(t, 1, append(ask[:1:1], done, agent.Message{Role: agent.RoleUser, Content: "Again."}), nil, done, &second)
+	conv, err := FromEvents(tr.events, urlOf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero, one := 0, 1
+	check(t, conv, []Message{
+		{Role: "user", Content: Text("Say done.")},
+		{Role: "assistant", Step: &zero, Content: Text("Done.")},
+		{Role: "user", Content: Text("Again.")},
+		{Role: "assistant", Step: &one, Content: Text("Done.")},
+	})
+	if want := []KeptCall{{1, first}, {3, second}}; !reflect.DeepEqual(conv.Kept, want) {
+		t.Errorf("kept calls = %+v, want each answer's own tokens %+v", conv.Kept, want)
+	}
+}

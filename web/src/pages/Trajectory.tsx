@@ -131,7 +131,7 @@ export function Trajectory({ events, traceError }: { events: Event[]; traceError
   const last = steps[steps.length - 1];
   const step = (by: number) => {
     if (shown.length === 0) return;
-    const next = (at + by + shown.length) % shown.length;
+    const next = at < 0 ? (by > 0 ? 0 : shown.length - 1) : (at + by + shown.length) % shown.length;
     setAt(next);
     setOpen((prev) => new Set(prev).add(shown[next].key));
     setJump((j) => ({ key: shown[next].key, n: (j?.n ?? 0) + 1 }));
@@ -419,13 +419,14 @@ function EventDetails({ e, head }: { e: Event; head: boolean }) {
  * the messages after the first `kept` of its previous request, and its tools when they changed. */
 type SentRequest = {
   kept: number;
-  messages: { role: string; content?: string; tool_call_id?: string; tool_calls?: { name: string }[]; images?: unknown[] }[];
+  messages: { role: string; content?: string; tool_call_id?: string; tool_calls?: { name: string }[]; images?: unknown[] }[] | null;
   tools?: { name: string }[] | null;
 };
 
 /** Sent shows what a brought agent sent the model before this answer: what the model saw. */
 function Sent({ sent }: { sent: SentRequest }) {
-  const n = sent.messages.length;
+  const messages = sent.messages ?? [];
+  const n = messages.length;
   return (
     <details className="sent">
       <summary>
@@ -433,7 +434,7 @@ function Sent({ sent }: { sent: SentRequest }) {
         {n} new message{n === 1 ? "" : "s"}
         {sent.tools != null ? ` · ${sent.tools.length} tool${sent.tools.length === 1 ? "" : "s"} offered` : ""}
       </summary>
-      {sent.messages.map((m, i) => (
+      {messages.map((m, i) => (
         <div key={i} className="sent-message">
           <span className="kind">{m.role}</span>
           {m.tool_call_id && <span className="muted"> · result of {m.tool_call_id}</span>}
