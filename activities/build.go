@@ -123,7 +123,7 @@ func (a *Activities) BuildImage(ctx context.Context, in BuildInput) (_ BuildImag
 		return BuildImageResult{}, err
 	}
 	defer os.RemoveAll(work)
-	src, err := a.unpackSource(ctx, b, work, logw)
+	src, index, err := a.unpackSource(ctx, b, work, logw)
 	if err != nil {
 		return BuildImageResult{}, err
 	}
@@ -143,7 +143,7 @@ func (a *Activities) BuildImage(ctx context.Context, in BuildInput) (_ BuildImag
 	if err != nil {
 		return BuildImageResult{}, err
 	}
-	job := buildJob{build: b, src: src, entry: entry, entryDir: entryDir, work: work,
+	job := buildJob{build: b, src: src, index: index, entry: entry, entryDir: entryDir, work: work,
 		ref: fmt.Sprintf("%s:%d", reg.Name, b.Version), imagePath: filepath.Join(work, "image.oci.tar"), log: logw}
 	digest, command, err := bld.build(ctx, job)
 	if err != nil {
@@ -176,22 +176,22 @@ func buildFailureLines(err error) []string {
 // unpackSource fetches a build's uploaded source into work, keeps it where no upload URL can
 // write, unpacks it within the configured limits and indexes it for browsing. It returns the
 // unpacked source's directory.
-func (a *Activities) unpackSource(ctx context.Context, b *models.Build, work string, logw io.Writer) (string, error) {
+func (a *Activities) unpackSource(ctx context.Context, b *models.Build, work string, logw io.Writer) (string, []registry.SourceEntry, error) {
 	cfg := a.Build
 	archivePath := filepath.Join(work, "source")
 	if err := blob.Download(ctx, cfg.Bucket, b.SourceKey, archivePath); errors.Is(err, blob.ErrNotFound) {
-		return "", buildFailed("no source was uploaded for this build: PUT the archive to the upload URL before triggering")
+		return "", nil, buildFailed("no source was uploaded for this build: PUT the archive to the upload URL before triggering")
 	} else if err != nil {
-		return "", fmt.Errorf("fetch the source: %w", err)
+		return "", nil, fmt.Errorf("fetch the source: %w", err)
 	}
 	if kept := registry.KeptSourceKey(b.TeamID, b.ID); b.SourceKey != kept {
 		// The build keeps what it read where no upload URL can write, and the upload is
 		// consumed: retired, not deleted, so that its URL (create-only) takes no more bytes.
 		if err := blob.Upload(ctx, cfg.Bucket, kept, archivePath, "application/octet-stream"); err != nil {
-			return "", fmt.Errorf("keep the source: %w", err)
+			return "", nil, fmt.Errorf("keep the source: %w", err)
 		}
 		if err := a.registry().UpdateBuild(ctx, b.ID, registry.BuildUpdate{SourceKey: kept}); err != nil {
-			return "", err
+			return "", nil, err
 		}
 		if err := blob.Retire(ctx, cfg.Bucket, b.SourceKey); err != nil {
 			a.log().WarnContext(ctx, "retire a consumed upload", "build", b.ID, "key", b.SourceKey, "error", err)
@@ -199,7 +199,7 @@ func (a *Activities) unpackSource(ctx context.Context, b *models.Build, work str
 	}
 	src := filepath.Join(work, "src")
 	if err := os.Mkdir(src, 0o700); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	lim := cfg.Limits
 	lim.MaxBytes = cmp.Or(lim.MaxBytes, archive.DefaultLimits.MaxBytes)
@@ -208,16 +208,17 @@ func (a *Activities) unpackSource(ctx context.Context, b *models.Build, work str
 	if errors.Is(err, archive.ErrUnsafe) {
 		fmt.Fprintf(logw, "source refused: %v\n", err)
 		a.registry().SetSourceIndexStatus(ctx, b.ID, "failed") //nolint:errcheck // the build fails either way
-		return "", buildFailed("the source archive was refused: %s", strings.TrimPrefix(err.Error(), archive.ErrUnsafe.Error()+": "))
+		return "", nil, buildFailed("the source archive was refused: %s", strings.TrimPrefix(err.Error(), archive.ErrUnsafe.Error()+": "))
 	}
 	if err != nil {
-		return "", fmt.Errorf("unpack the source: %w", err)
+		return "", nil, fmt.Errorf("unpack the source: %w", err)
 	}
 	fmt.Fprintf(logw, "source: %d files, %d bytes\n", st.Files, st.Bytes)
-	if err := a.indexSource(ctx, b, src); err != nil {
-		return "", fmt.Errorf("index the source: %w", err)
+	index, err := a.indexSource(ctx, b, src)
+	if err != nil {
+		return "", nil, fmt.Errorf("index the source: %w", err)
 	}
-	return src, nil
+	return src, index, nil
 }
 
 // entryFolder resolves a build's entry_folder within its unpacked source: the folder's name as
@@ -240,14 +241,30 @@ func entryFolder(src, entry string) (string, string, error) {
 var runtimeProviders = []string{"process", "container", "kubernetes"}
 
 // indexSource lists the unpacked source for browsing (paths, types, sizes, hashes) and stores
-// the list beside the source; the build's source_index_status becomes ready.
-func (a *Activities) indexSource(ctx context.Context, b *models.Build, src string) error {
+// the list beside the source; the build's source_index_status becomes ready. It returns the list.
+func (a *Activities) indexSource(ctx context.Context, b *models.Build, src string) ([]registry.SourceEntry, error) {
+	entries, err := indexTree(src)
+	if err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(entries)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.Build.Bucket.Put(ctx, registry.SourceIndexKey(b.TeamID, b.ID), bytes.NewReader(body), "application/json"); err != nil {
+		return nil, err
+	}
+	return entries, a.registry().SetSourceIndexStatus(ctx, b.ID, "ready")
+}
+
+// indexTree lists the files, folders and links under dir, each file with its size and sha256.
+func indexTree(dir string) ([]registry.SourceEntry, error) {
 	entries := []registry.SourceEntry{}
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == src {
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
 			return err
 		}
-		rel, err := filepath.Rel(src, p)
+		rel, err := filepath.Rel(dir, p)
 		if err != nil {
 			return err
 		}
@@ -278,17 +295,7 @@ func (a *Activities) indexSource(ctx context.Context, b *models.Build, src strin
 		entries = append(entries, e)
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	body, err := json.Marshal(entries)
-	if err != nil {
-		return err
-	}
-	if err := a.Build.Bucket.Put(ctx, registry.SourceIndexKey(b.TeamID, b.ID), bytes.NewReader(body), "application/json"); err != nil {
-		return err
-	}
-	return a.registry().SetSourceIndexStatus(ctx, b.ID, "ready")
+	return entries, err
 }
 
 func hostname() string {

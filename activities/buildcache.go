@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -22,6 +21,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/proctorhq/proctor/internal/image"
+	"github.com/proctorhq/proctor/models/registry"
 )
 
 // BuildCache keeps the images of Go builds on a build worker's disk, named by everything that
@@ -56,25 +56,38 @@ type cachedBuild struct {
 	Command []string `json:"command"`
 }
 
-// cacheKey names the entry of a Go build of job.
-func (c *BuildCache) cacheKey(ctx context.Context, cfg *BuildConfig, job buildJob) (string, error) {
+// settings are the go command's version and settings and the supplied envserver's digest, read
+// at the first build; a failure is not kept (the next build asks again).
+func (c *BuildCache) settings(ctx context.Context, cfg *BuildConfig) (toolchain, envServer string, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.toolchain == "" {
-		// Read once; a failure is not kept (the next build asks again).
-		out, err := exec.CommandContext(ctx, "go", append([]string{"env"}, toolchainVars...)...).Output()
-		if err != nil {
-			return "", fmt.Errorf("the Go toolchain's settings: %w", err)
-		}
-		envServer := ""
-		if cfg.EnvServer != "" {
-			if envServer, err = treeDigest(cfg.EnvServer); err != nil {
-				return "", err
-			}
-		}
-		c.toolchain, c.envServer = runtime.GOARCH+"\n"+string(out), envServer
+	if c.toolchain != "" {
+		return c.toolchain, c.envServer, nil
 	}
-	source, err := treeDigest(job.src)
+	out, err := exec.CommandContext(ctx, "go", append([]string{"env"}, toolchainVars...)...).Output()
+	if err != nil {
+		return "", "", fmt.Errorf("the Go toolchain's settings: %w", err)
+	}
+	if cfg.EnvServer != "" {
+		index, err := indexTree(cfg.EnvServer)
+		if err == nil {
+			envServer, err = treeDigest(cfg.EnvServer, index)
+		}
+		if err != nil {
+			return "", "", err
+		}
+	}
+	c.toolchain, c.envServer = runtime.GOARCH+"\n"+string(out), envServer
+	return c.toolchain, c.envServer, nil
+}
+
+// cacheKey names the entry of a Go build of job.
+func (c *BuildCache) cacheKey(ctx context.Context, cfg *BuildConfig, job buildJob) (string, error) {
+	toolchain, envServer, err := c.settings(ctx, cfg)
+	if err != nil {
+		return "", err
+	}
+	source, err := treeDigest(job.src, job.index)
 	if err != nil {
 		return "", err
 	}
@@ -88,7 +101,7 @@ func (c *BuildCache) cacheKey(ctx context.Context, cfg *BuildConfig, job buildJo
 		Toolchain            string            `json:"toolchain"`
 		GOPROXY              string            `json:"goproxy"`
 		EnvServer            string            `json:"envserver"`
-	}{1, source, o.EntryFolder, o.BuildArgs, o.EnvironmentVariables, c.toolchain, cfg.GOPROXY, c.envServer})
+	}{1, source, o.EntryFolder, o.BuildArgs, o.EnvironmentVariables, toolchain, cfg.GOPROXY, envServer})
 	if err != nil {
 		return "", err
 	}
@@ -181,40 +194,24 @@ func (c *BuildCache) evict() error {
 	return nil
 }
 
-// treeDigest is a digest of the files under dir: their paths, modes and contents.
-func treeDigest(dir string) (string, error) {
+// treeDigest is a digest of the tree at dir as index lists it (indexTree: paths, types, sizes,
+// the files' sha256, read once as they were indexed), with each entry's mode and a link's target.
+// Each entry is one quoted line, so no two trees write the same bytes.
+func treeDigest(dir string, index []registry.SourceEntry) (string, error) {
 	h := sha256.New()
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	for _, e := range index {
+		p := filepath.Join(dir, filepath.FromSlash(e.Path))
+		info, err := os.Lstat(p)
 		if err != nil {
-			return err
+			return "", err
 		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		// Each entry's header names its length (or its link's target), so that no two trees
-		// write the same bytes.
-		switch {
-		case info.Mode()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
+		target := ""
+		if e.Type == "symlink" {
+			if target, err = os.Readlink(p); err != nil {
+				return "", err
 			}
-			fmt.Fprintf(h, "%q %o -> %q\n", filepath.ToSlash(rel), info.Mode(), target)
-			return nil
-		case !info.Mode().IsRegular():
-			fmt.Fprintf(h, "%q %o\n", filepath.ToSlash(rel), info.Mode())
-			return nil
 		}
-		fmt.Fprintf(h, "%q %o %d\n", filepath.ToSlash(rel), info.Mode(), info.Size())
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		_, err = io.Copy(h, f)
-		return err
-	})
-	return hex.EncodeToString(h.Sum(nil)), err
+		fmt.Fprintf(h, "%q %s %o %d %s %q\n", e.Path, e.Type, info.Mode(), e.Size, e.SHA256, target)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/proctorhq/proctor/internal/image"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/registry"
 )
 
 func TestTheBuildCacheKeepsImagesByWhatDecidesThem(t *testing.T) {
@@ -19,7 +20,7 @@ func TestTheBuildCacheKeepsImagesByWhatDecidesThem(t *testing.T) {
 	os.WriteFile(filepath.Join(src, "main.go"), []byte("package main\n\nfunc main() {}\n"), 0o644)
 	job := func(ref string, opts models.BuildOptions) buildJob {
 		work := t.TempDir()
-		return buildJob{build: &models.Build{Options: opts}, src: src, work: work, ref: ref, imagePath: filepath.Join(work, "image.oci.tar")}
+		return buildJob{build: &models.Build{Options: opts}, src: src, index: index(t, src), work: work, ref: ref, imagePath: filepath.Join(work, "image.oci.tar")}
 	}
 	first := job("env:1", models.BuildOptions{EntryFolder: "."})
 	key, err := cache.cacheKey(t.Context(), cfg, first)
@@ -60,7 +61,7 @@ func TestTheBuildCacheKeepsImagesByWhatDecidesThem(t *testing.T) {
 			os.WriteFile(filepath.Join(other, "main.go"), []byte("package main\n\nfunc main() {}\n"), 0o644)
 			os.WriteFile(filepath.Join(other, "more.go"), []byte("package main\n"), 0o644)
 			j := job("e:1", first.build.Options)
-			j.src = other
+			j.src, j.index = other, index(t, other)
 			return j, cfg
 		},
 		"a link elsewhere": func() (buildJob, *BuildConfig) {
@@ -68,7 +69,7 @@ func TestTheBuildCacheKeepsImagesByWhatDecidesThem(t *testing.T) {
 			os.WriteFile(filepath.Join(other, "main.go"), []byte("package main\n\nfunc main() {}\n"), 0o644)
 			os.Symlink("main.go", filepath.Join(other, "link"))
 			j := job("e:1", first.build.Options)
-			j.src = other
+			j.src, j.index = other, index(t, other)
 			k1, _ := cache.cacheKey(t.Context(), cfg, j)
 			os.Remove(filepath.Join(other, "link"))
 			os.Symlink("elsewhere.go", filepath.Join(other, "link"))
@@ -103,4 +104,14 @@ func TestTheBuildCacheKeepsImagesByWhatDecidesThem(t *testing.T) {
 	if !slices.Equal(names, []string{"b", "c"}) {
 		t.Errorf("entries after 3 stores into 2 = %q, want the 2 latest", names)
 	}
+}
+
+// index lists dir as the build does (indexTree).
+func index(t *testing.T, dir string) []registry.SourceEntry {
+	t.Helper()
+	entries, err := indexTree(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return entries
 }

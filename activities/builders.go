@@ -16,6 +16,7 @@ import (
 	"github.com/proctorhq/proctor/internal/image"
 	"github.com/proctorhq/proctor/internal/sandbox"
 	"github.com/proctorhq/proctor/models"
+	"github.com/proctorhq/proctor/models/registry"
 )
 
 // buildJob is one build as a builder sees it.
@@ -23,6 +24,8 @@ type buildJob struct {
 	build *models.Build
 	// src is the unpacked source, entryDir its entry folder (entry, as the build names it).
 	src, entry, entryDir string
+	// index lists the unpacked source, each file with its sha256 (indexSource).
+	index []registry.SourceEntry
 	// work is the build's scratch directory.
 	work string
 	// ref names the image (name:version); the builder writes it as an OCI archive at imagePath.

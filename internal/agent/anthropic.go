@@ -228,7 +228,7 @@ func AnthropicAnswer(res *anthropic.Message) *StepResult {
 				texts = append(texts, block.Text)
 			}
 		case "tool_use":
-			args, invalid := parseArguments(string(block.Input))
+			args, invalid := ParseArguments(string(block.Input))
 			msg.ToolCalls = append(msg.ToolCalls, ToolCall{ID: block.ID, Name: block.Name, Arguments: args, InvalidArguments: invalid})
 		}
 		// Thinking and server-tool blocks are not part of this package's conversation.

@@ -344,10 +344,10 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// parseArguments decodes a model's tool-call arguments. Empty means no arguments; a JSON string
-// that holds an object (some models encode twice) is unwrapped. Anything else is reported as
-// the second result, not guessed at.
-func parseArguments(raw string) (map[string]any, string) {
+// ParseArguments decodes a model's tool-call arguments (an answer's, or one an agent sends back).
+// Empty means no arguments; a JSON string that holds an object (some models encode twice) is
+// unwrapped. Anything else is reported as the second result, not guessed at.
+func ParseArguments(raw string) (map[string]any, string) {
 	trimmed := strings.TrimSpace(raw)
 	if trimmed == "" || trimmed == "null" {
 		return map[string]any{}, ""

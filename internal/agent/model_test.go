@@ -79,9 +79,9 @@ func TestParseArguments(t *testing.T) {
 		{`"just text"`, nil, true},
 	}
 	for _, tt := range tests {
-		got, invalid := parseArguments(tt.raw)
+		got, invalid := ParseArguments(tt.raw)
 		if !reflect.DeepEqual(got, tt.want) || (invalid != "") != tt.wantInvalid {
-			t.Errorf("parseArguments(%q) = %v, %q; want %v, invalid %v", tt.raw, got, invalid, tt.want, tt.wantInvalid)
+			t.Errorf("ParseArguments(%q) = %v, %q; want %v, invalid %v", tt.raw, got, invalid, tt.want, tt.wantInvalid)
 		}
 	}
 }

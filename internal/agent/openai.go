@@ -297,7 +297,7 @@ func OpenAIAnswer(res *openai.ChatCompletion) (*StepResult, error) {
 		if tc.Type != "" && tc.Type != "function" {
 			return nil, fmt.Errorf("openai step: %w: tool call of type %q", ErrBadResponse, tc.Type)
 		}
-		args, invalid := parseArguments(tc.Function.Arguments)
+		args, invalid := ParseArguments(tc.Function.Arguments)
 		msg.ToolCalls = append(msg.ToolCalls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: args, InvalidArguments: invalid})
 	}
 	return &StepResult{

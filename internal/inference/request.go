@@ -239,12 +239,9 @@ func dataURLImage(url string) (agent.Image, bool) {
 	return agent.NewImage(mime, data), true
 }
 
-// toolCall is a call the agent's conversation carries: its arguments decoded when they are a
-// JSON object, else kept as written.
+// toolCall is a call the agent's conversation carries, its arguments read by the rule its answer
+// was read by (agent.ParseArguments), so that a repeated answer reads the same.
 func toolCall(id, name string, args []byte) agent.ToolCall {
-	tc := agent.ToolCall{ID: id, Name: name}
-	if err := json.Unmarshal(args, &tc.Arguments); err != nil || tc.Arguments == nil {
-		tc.Arguments, tc.InvalidArguments = nil, string(args)
-	}
-	return tc
+	parsed, invalid := agent.ParseArguments(string(args))
+	return agent.ToolCall{ID: id, Name: name, Arguments: parsed, InvalidArguments: invalid}
 }

@@ -36,7 +36,8 @@ func TestARequestIsReadAsTheAgentSentIt(t *testing.T) {
 				{"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}]},
 			{"role": "assistant", "content": null, "tool_calls": [
 				{"id": "c1", "type": "function", "function": {"name": "look", "arguments": "{\"at\": \"door\"}"}},
-				{"id": "c2", "type": "function", "function": {"name": "look", "arguments": "not json"}}]},
+				{"id": "c2", "type": "function", "function": {"name": "look", "arguments": "not json"}},
+				{"id": "c3", "type": "function", "function": {"name": "look", "arguments": ""}}]},
 			{"role": "tool", "tool_call_id": "c1", "content": [{"type": "text", "text": "a door"}]},
 			{"role": "tool", "tool_call_id": "c2", "content": "bad arguments"}],
 			"tools": [{"type": "function", "function": {"name": "look", "description": "Looks.", "parameters": {"type": "object"}}}]}`,
@@ -44,7 +45,8 @@ func TestARequestIsReadAsTheAgentSentIt(t *testing.T) {
 				{Role: "system", Content: "You are terse."},
 				{Role: "user", Content: "What is here?\n[image: https://example.com/a.png]\n[input_audio part]", Images: []agent.Image{image}},
 				{Role: "assistant", ToolCalls: []agent.ToolCall{{ID: "c1", Name: "look", Arguments: map[string]any{"at": "door"}},
-					{ID: "c2", Name: "look", InvalidArguments: "not json"}}},
+					{ID: "c2", Name: "look", InvalidArguments: "not json"},
+					{ID: "c3", Name: "look", Arguments: map[string]any{}}}}, // read as its answer was: no arguments
 				{Role: "tool", ToolCallID: "c1", Content: "a door"},
 				{Role: "tool", ToolCallID: "c2", Content: "bad arguments"},
 			}, Tools: []agent.Tool{{Name: "look", Description: "Looks.", InputSchema: map[string]any{"type": "object"}}}}},

@@ -141,7 +141,7 @@ func (p *Process) gpuNodes(ids []string) []string {
 	for _, id := range ids {
 		if g, ok := p.gpuDevs[id]; ok {
 			names = append(names, "nvidia"+strconv.Itoa(g.minor))
-		} else if id != "" && strings.Trim(id, "0123456789") == "" {
+		} else if isIndex(id) {
 			names = append(names, "nvidia"+id)
 		}
 	}

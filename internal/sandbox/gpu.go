@@ -134,6 +134,9 @@ func nvidiaGPUs(procDir string) ([]nvidiaGPU, error) {
 	return gpus, nil
 }
 
+// isIndex says whether a GPU id is an index (nvidia-smi's), not a UUID or a MIG device's id.
+func isIndex(id string) bool { return id != "" && strings.Trim(id, "0123456789") == "" }
+
 // resolveGPUs matches the configured GPU ids to the driver's GPUs: an index (nvidia-smi's) or a
 // UUID. An id that names no GPU of a host with the driver is a configuration error, said at
 // start rather than when a sandbox cannot use it. Other ids (MIG devices) and every id on a host
@@ -146,7 +149,7 @@ func resolveGPUs(ids []string, gpus []nvidiaGPU) (map[string]nvidiaGPU, error) {
 	out := make(map[string]nvidiaGPU, len(ids))
 	for _, id := range ids {
 		switch {
-		case strings.Trim(id, "0123456789") == "":
+		case isIndex(id):
 			i, err := strconv.Atoi(id)
 			if err != nil || i >= len(gpus) {
 				return nil, fmt.Errorf("GPU %q: this host's driver lists %d GPU(s), indexes 0 to %d (nvidia-smi -L)", id, len(gpus), len(gpus)-1)

@@ -160,7 +160,10 @@ func FromEvents(events []models.TraceEvent, urls ImageURLs) (*Conversation, erro
 		}
 		var step *int
 		if turn.Message.Role == agent.RoleAssistant {
-			c.count(e)
+			var d models.AssistantEventData
+			if e.DecodeData(&d) == nil {
+				c.count(d)
+			}
 			step = &turn.Step
 		}
 		c.add(*turn.Message, step)
@@ -186,8 +189,9 @@ func fromRequests(events []models.TraceEvent, urls ImageURLs) (_ *Conversation, 
 		if err := e.DecodeData(&d); err != nil {
 			return nil, false, fmt.Errorf("the answer at seq %d: %w", e.Seq, err)
 		}
-		c.count(e)
-		steps[answerKey(d.Message)] = append(steps[answerKey(d.Message)], d.Step)
+		c.count(d)
+		k := answerKey(d.Message)
+		steps[k] = append(steps[k], d.Step)
 		if d.Sent == nil {
 			continue
 		}
@@ -235,11 +239,7 @@ func newConversation(urls ImageURLs) *builder {
 }
 
 // count adds an assistant event's model call to the usage and the calls whose tokens were kept.
-func (c *builder) count(e models.TraceEvent) {
-	var d models.AssistantEventData
-	if err := e.DecodeData(&d); err != nil {
-		return
-	}
+func (c *builder) count(d models.AssistantEventData) {
 	c.Usage.InputTokens += d.Usage.InputTokens
 	c.Usage.OutputTokens += d.Usage.OutputTokens
 	c.Steps++

@@ -1,6 +1,6 @@
 import { useMemo, useState } from "react";
 import { api, ok, type Schemas } from "../api/client";
-import { fmtDuration, fmtReward, fmtTime, fmtUSD, terminalJob } from "../format";
+import { fmtMs, fmtReward, fmtTime, fmtUSD, terminalJob } from "../format";
 import { useAction, usePoll } from "../hooks";
 import { href } from "../router";
 import { JobStatus } from "../ui";
@@ -182,7 +182,7 @@ export function Jobs({ onUnauthorized }: { onUnauthorized: () => void }) {
                   <td className={summary.error > 0 ? "error" : undefined}>{summary.error}</td>
                   <td>{fmtReward(summary.avg_reward)}</td>
                   <td>{fmtUSD(cost)}</td>
-                  <td>{fmtDuration(job.created_at, terminalJob.has(job.status) ? job.updated_at : null)}</td>
+                  <td>{fmtMs(durationMs(job))}</td>
                   <td>{fmtTime(job.created_at)}</td>
                   <td>
                     {!terminalJob.has(job.status) && (
